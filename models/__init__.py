@@ -1,0 +1,206 @@
+"""The model zoo: a registry from names to Flax modules and their inputs.
+
+Example::
+
+    from models import build_model, example_inputs
+    model = build_model("deeper_conv_net", depth=10)
+    inputs = example_inputs("deeper_conv_net", batch_size=8, depth=10)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from models import seed_nets
+from xla_cost.errors import InputError
+
+__all__ = [
+    "ModelSpec",
+    "REGISTRY",
+    "build_model",
+    "example_inputs",
+    "get_spec",
+    "count_parameters",
+    "zoo_frame",
+]
+
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A zoo entry.
+
+    Attributes:
+      name: the registry name (``linear_net``).
+      description: one line.
+      module: the Flax module class; its fields are the model's configuration.
+      input_shape: per-example input shape from the configuration.
+      input_dtype: ``"float"`` (images, follows ``--dtype``) or an integer dtype.
+      source: where the architecture comes from.
+    """
+
+    name: str
+    description: str
+    module: type[nn.Module]
+    input_shape: Callable[[Mapping[str, Any]], tuple[int, ...]]
+    input_dtype: str = "float"
+    source: str = ""
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Configurable fields and their defaults (``dtype``/``param_dtype`` excluded)."""
+        out = {}
+        for field in dataclasses.fields(self.module):
+            if field.name in ("parent", "name", "dtype", "param_dtype"):
+                continue
+            if field.default is not dataclasses.MISSING:
+                out[field.name] = field.default
+        return out
+
+
+def _image(config: Mapping[str, Any]) -> tuple[int, ...]:
+    size = config.get("image_size", 224)
+    return (size, size, 3)
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in [
+        ModelSpec(
+            "linear_net",
+            "Seed 001 LinearNet: 150528 -> 4096 -> 128 -> 10, nearly all weights in fc1",
+            seed_nets.LinearNet,
+            lambda c: (224, 224, 3),
+            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
+        ),
+        ModelSpec(
+            "one_net",
+            "Seed 001 OneNet: 1 -> 4096 -> 128 -> 10, nearly all weights after fc1",
+            seed_nets.OneNet,
+            lambda c: (1,),
+            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
+        ),
+        ModelSpec(
+            "conv_net",
+            "Seed 001 ConvNet: two 7x7/2 convs with max-pools, global pool, fc1",
+            seed_nets.ConvNet,
+            _image,
+            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
+        ),
+        ModelSpec(
+            "deeper_conv_net",
+            "Seed 001 DeeperConvNet: 7x7/2 conv, depth x shared 3x3 conv, 7x7/2 conv, fc1",
+            seed_nets.DeeperConvNet,
+            _image,
+            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
+        ),
+    ]
+}
+"""Every zoo model by name."""
+
+
+def get_spec(name: str) -> ModelSpec:
+    """The `ModelSpec` of ``name``; raises `InputError` listing the zoo if unknown."""
+    if name not in REGISTRY:
+        raise InputError(
+            f"a zoo model name ({', '.join(REGISTRY)}) or package.module:attribute",
+            repr(name),
+            "Run `xla-cost models` to list the zoo.",
+        )
+    return REGISTRY[name]
+
+
+def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
+    allowed = spec.defaults
+    for key, value in config.items():
+        if key not in allowed:
+            raise InputError(
+                f"a {spec.name} argument ({', '.join(allowed) or 'none'})",
+                repr(key),
+                f"Use --set KEY=VALUE with one of those keys.",
+            )
+        default = allowed[key]
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = True
+        if not ok:
+            raise InputError(
+                f"{key} to be a {type(default).__name__}"
+                + (" >= 1" if isinstance(default, int) and not isinstance(default, bool) else ""),
+                repr(value),
+                f"Use e.g. --set {key}={default!r}.",
+            )
+
+
+def build_model(name: str, *, dtype: str = "float32", **config: Any) -> nn.Module:
+    """Instantiates zoo model ``name`` with ``config`` overriding its defaults.
+
+    Args:
+      name: a `REGISTRY` name.
+      dtype: the computation dtype (``float32`` or ``bfloat16``); parameters stay
+        float32.
+      **config: the model's fields, e.g. ``depth=10`` for ``deeper_conv_net``.
+    """
+    spec = get_spec(name)
+    _check_config(spec, config)
+    if dtype not in _DTYPES:
+        raise InputError(
+            f"a dtype in {', '.join(_DTYPES)}", repr(dtype), "Use --dtype float32 or bfloat16."
+        )
+    kwargs = dict(config)
+    names = {f.name for f in dataclasses.fields(spec.module)}
+    if "dtype" in names:
+        kwargs["dtype"] = _DTYPES[dtype]
+    return spec.module(**kwargs)
+
+
+def example_inputs(
+    name: str, batch_size: int, *, dtype: str = "float32", **config: Any
+) -> jax.ShapeDtypeStruct:
+    """Abstract inputs ``(batch_size, *input_shape)`` for zoo model ``name``."""
+    spec = get_spec(name)
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError("a batch size of at least 1", repr(batch_size), "Use --batch-size N, N >= 1.")
+    shape = (int(batch_size), *spec.input_shape({**spec.defaults, **config}))
+    input_dtype = _DTYPES.get(dtype, jnp.float32) if spec.input_dtype == "float" else spec.input_dtype
+    return jax.ShapeDtypeStruct(shape, input_dtype)
+
+
+def count_parameters(name: str, **config: Any) -> int:
+    """Trainable parameters of a zoo model, counted abstractly (nothing allocated)."""
+    model = build_model(name, **config)
+    inputs = example_inputs(name, 1, **config)
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)
+    return int(sum(np.prod(x.shape) for x in jax.tree.leaves(variables.get("params", {}))))
+
+
+def zoo_frame() -> pd.DataFrame:
+    """The zoo as a table: description, parameters, input shape, configuration."""
+    rows = []
+    for spec in REGISTRY.values():
+        shape = ", ".join(["B", *map(str, spec.input_shape(spec.defaults))])
+        rows.append(
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": count_parameters(spec.name),
+                "input_shape": f"({shape})",
+                "config": ", ".join(f"{k}={v}" for k, v in spec.defaults.items()),
+            }
+        )
+    return pd.DataFrame(rows).set_index("name")

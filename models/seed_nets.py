@@ -1,0 +1,127 @@
+"""The four networks of seed 001 (Epoch AI, "What's the backward-forward FLOP
+ratio for neural networks?", Appendix A), translated from PyTorch to Flax Linen.
+
+Layouts are NHWC; layer names and hyper-parameters are the seed's. As in the
+seed, DeeperConvNet applies one ``conv_layer`` (shared weights) ``depth`` times
+and defines a padded max-pool that its forward pass never uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from models._common import expect_input_shape
+
+__all__ = ["LinearNet", "OneNet", "ConvNet", "DeeperConvNet"]
+
+Dtype = Any
+
+
+def _flatten(x: jnp.ndarray) -> jnp.ndarray:
+    return x.reshape((x.shape[0], -1))  # torch.flatten(x, 1)
+
+
+class _ThreeLayerMLP(nn.Module):
+    """fc1 -> relu -> fc2 (128) -> relu -> fc3 (num_classes), as in the seed."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int = 10
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        expect_input_shape(type(self).__name__, x, self.input_shape)
+        dense = lambda n, name: nn.Dense(  # noqa: E731
+            n, dtype=self.dtype, param_dtype=self.param_dtype, name=name
+        )
+        x = _flatten(x).astype(self.dtype)
+        x = nn.relu(dense(4096, "fc1")(x))
+        x = nn.relu(dense(128, "fc2")(x))
+        return dense(self.num_classes, "fc3")(x)
+
+
+class LinearNet(_ThreeLayerMLP):
+    """Linear network with a large first layer: 224*224*3 -> 4096 -> 128 -> 10.
+
+    616,562,688 + 4,096 + 524,288 + 128 + 1,280 + 10 = 617,092,490 parameters.
+    """
+
+    input_shape: tuple[int, ...] = (224, 224, 3)
+
+
+class OneNet(_ThreeLayerMLP):
+    """Linear network with a single input: 1 -> 4096 -> 128 -> 10."""
+
+    input_shape: tuple[int, ...] = (1,)
+
+
+def _conv(features: int, kernel: int, stride: int, padding: int, name: str, m: Any) -> nn.Conv:
+    return nn.Conv(
+        features,
+        (kernel, kernel),
+        strides=(stride, stride),
+        padding=((padding, padding), (padding, padding)),
+        use_bias=False,
+        dtype=m.dtype,
+        param_dtype=m.param_dtype,
+        name=name,
+    )
+
+
+def _max_pool(x: jnp.ndarray, padding: int) -> jnp.ndarray:
+    # nn.MaxPool2d(kernel_size=3, stride=2, padding=padding); pads with -inf.
+    return nn.max_pool(x, (3, 3), strides=(2, 2), padding=((padding, padding),) * 2)
+
+
+class ConvNet(nn.Module):
+    """Small CNN: conv1 (3->32, 7x7/2) -> pool -> conv2 (32->64, 7x7/2) -> pool -> fc1."""
+
+    image_size: int = 224
+    num_classes: int = 10
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        expect_input_shape("ConvNet", x, (self.image_size, self.image_size, 3))
+        x = x.astype(self.dtype)
+        x = _max_pool(nn.relu(_conv(32, 7, 2, 3, "conv1", self)(x)), padding=1)
+        x = _max_pool(nn.relu(_conv(64, 7, 2, 3, "conv2", self)(x)), padding=1)
+        x = x.mean(axis=(1, 2))  # AdaptiveAvgPool2d((1, 1)) + flatten
+        return nn.Dense(
+            self.num_classes, dtype=self.dtype, param_dtype=self.param_dtype, name="fc1"
+        )(x)
+
+
+class DeeperConvNet(nn.Module):
+    """CNN with ``depth`` applications of one shared 3x3 conv (seed: depth 100).
+
+    first_layer (3->32, 7x7/2, then 3x3/2 max-pool without padding) ->
+    ``depth`` x conv_layer (32->32, 3x3/1, shared) -> convN (32->64, 7x7/2) -> fc1.
+    """
+
+    depth: int = 100
+    image_size: int = 224
+    num_classes: int = 10
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        self.first_layer = _conv(32, 7, 2, 3, "first_layer", self)
+        self.conv_layer = _conv(32, 3, 1, 1, "conv_layer", self)
+        self.convN = _conv(64, 7, 2, 3, "convN", self)
+        self.fc1 = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=self.param_dtype)
+
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        expect_input_shape("DeeperConvNet", x, (self.image_size, self.image_size, 3))
+        x = x.astype(self.dtype)
+        x = _max_pool(nn.relu(self.first_layer(x)), padding=0)
+        for _ in range(self.depth):
+            x = nn.relu(self.conv_layer(x))
+        x = nn.relu(self.convN(x))
+        x = x.mean(axis=(1, 2))
+        return self.fc1(x)

@@ -1,0 +1,60 @@
+"""xla_cost: what one training step of a JAX/Flax model costs, and where it goes.
+
+The public API, one name per line; see each object's docstring.
+"""
+
+from xla_cost.analysis import COMPILED_PHASES as COMPILED_PHASES
+from xla_cost.analysis import analyze as analyze
+from xla_cost.attribution import REMAINDER as REMAINDER
+from xla_cost.attribution import attribute as attribute
+from xla_cost.attribution import classify_pass as classify_pass
+from xla_cost.attribution import module_path as module_path
+from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
+from xla_cost.errors import InputError as InputError
+from xla_cost.errors import XlaCostError as XlaCostError
+from xla_cost.interpret import JaxprCount as JaxprCount
+from xla_cost.interpret import count_function as count_function
+from xla_cost.interpret import count_jaxpr as count_jaxpr
+from xla_cost.report import PHASES as PHASES
+from xla_cost.report import LayerCosts as LayerCosts
+from xla_cost.report import MemoryStats as MemoryStats
+from xla_cost.report import PhaseCosts as PhaseCosts
+from xla_cost.report import Report as Report
+from xla_cost.rules import FLOPS_PER_FMA as FLOPS_PER_FMA
+from xla_cost.rules import Cost as Cost
+from xla_cost.rules import DuplicateRuleError as DuplicateRuleError
+from xla_cost.rules import register as register
+from xla_cost.workload import OPTIMIZERS as OPTIMIZERS
+from xla_cost.workload import Workload as Workload
+from xla_cost.workload import build_workload as build_workload
+from xla_cost.workload import softmax_cross_entropy as softmax_cross_entropy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "COMPILED_PHASES",
+    "CostAnalysisUnavailableError",
+    "Cost",
+    "DuplicateRuleError",
+    "FLOPS_PER_FMA",
+    "InputError",
+    "JaxprCount",
+    "LayerCosts",
+    "MemoryStats",
+    "OPTIMIZERS",
+    "PHASES",
+    "PhaseCosts",
+    "REMAINDER",
+    "Report",
+    "Workload",
+    "XlaCostError",
+    "analyze",
+    "attribute",
+    "build_workload",
+    "classify_pass",
+    "count_function",
+    "count_jaxpr",
+    "module_path",
+    "register",
+    "softmax_cross_entropy",
+]

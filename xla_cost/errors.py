@@ -1,0 +1,34 @@
+"""The exceptions xla_cost raises for bad input.
+
+Every message says what was expected, what was received, and how to fix it, on one
+line, so that the CLI can print it as is and exit with code 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "XlaCostError",
+    "InputError",
+    "CostAnalysisUnavailableError",
+]
+
+
+class XlaCostError(Exception):
+    """Base class of the errors xla_cost raises on purpose."""
+
+    def __init__(self, expected: str, received: str, fix: str | None = None):
+        self.expected = expected
+        self.received = received
+        self.fix = fix
+        message = f"Expected {expected}, got {received} instead."
+        if fix:
+            message += f" {fix}"
+        super().__init__(message)
+
+
+class InputError(XlaCostError, ValueError):
+    """A model, input, optimizer, loss or option that cannot be analysed as given."""
+
+
+class CostAnalysisUnavailableError(XlaCostError, RuntimeError):
+    """The backend compiled the program but gave no usable cost analysis."""

@@ -1,0 +1,254 @@
+"""Walks a closed jaxpr and counts every equation with the rules of `xla_cost.rules`.
+
+Nested jaxprs (jit, custom_jvp/custom_vjp calls, checkpoint) are walked once; a
+``scan`` body is counted ``length`` times and a ``while`` body as many times as its
+static trip count, when one can be read off the loop (``fori_loop`` with literal
+bounds). A loop whose trip count cannot be known is counted once and reported in
+`JaxprCount.notes`; a ``cond`` is charged its most expensive branch and noted.
+
+Every count keeps the equation's full name stack (``jvp(Net)/fc1``,
+``transpose(jvp(Net))/fc1``), which `xla_cost.attribution` turns into a module
+path and a pass.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+from jax.extend import core as jex_core
+
+from xla_cost.rules import ZERO_COST, Cost, get_rule
+
+__all__ = ["EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function"]
+
+# Primitives that call one nested jaxpr exactly once.
+_CALL_LIKE = frozenset(
+    {
+        "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call",
+        "remat", "remat2", "checkpoint",
+        "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
+        "shard_map",
+    }
+)
+_CALL_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+
+@dataclasses.dataclass(frozen=True)
+class EqnCount:
+    """The summed cost of one primitive at one name stack.
+
+    Attributes:
+      name_stack: the full JAX name stack, e.g. ``transpose(jvp(Net))/fc1``.
+      primitive: the primitive's name, e.g. ``dot_general``.
+      executions: how often it runs (equations times loop trip counts).
+      cost: the summed cost of those executions.
+    """
+
+    name_stack: str
+    primitive: str
+    executions: int
+    cost: Cost
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopInfo:
+    """A loop met in the jaxpr: ``scan`` or ``while``, and its trip count."""
+
+    name_stack: str
+    kind: str
+    trip_count: int | None
+    body_cost: Cost  # one iteration, nested loops included
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxprCount:
+    """The result of counting one jaxpr.
+
+    Attributes:
+      equations: costs summed per (name stack, primitive).
+      unsupported: primitives without a rule, with how often they run; their cost
+        is unknown and not in any total.
+      loops: every scan and while loop, with its trip count (None: unknown).
+      notes: human-readable caveats (unknown trip counts, cond branches).
+    """
+
+    equations: tuple[EqnCount, ...]
+    unsupported: Mapping[str, int]
+    loops: tuple[LoopInfo, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def total(self) -> Cost:
+        return sum((e.cost for e in self.equations), Cost())
+
+
+def _join(prefix: str, stack: str) -> str:
+    if not prefix:
+        return stack
+    if not stack:
+        return prefix
+    return f"{prefix}/{stack}"
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.costs: dict[tuple[str, str], Cost] = collections.defaultdict(Cost)
+        self.executions: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.unsupported: collections.Counter[str] = collections.Counter()
+        self.loops: list[LoopInfo] = []
+        self.notes: list[str] = []
+
+    # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
+    def walk(self, jaxpr: Any, prefix: str, times: int) -> Cost:
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
+        total = Cost()
+        for eqn in jaxpr.eqns:
+            stack = _join(prefix, str(eqn.source_info.name_stack))
+            total = total + self.eqn(eqn, stack, times)
+        return total
+
+    def eqn(self, eqn: Any, stack: str, times: int) -> Cost:
+        name = eqn.primitive.name
+        params = eqn.params
+        if name == "scan":
+            length = int(params["length"])
+            body = self.walk(params["jaxpr"], stack, times * length)
+            self.loops.append(LoopInfo(stack, "scan", length, body))
+            return body * length
+        if name == "while":
+            trip = _static_trip_count(eqn)
+            if trip is None:
+                self.notes.append(
+                    f"while loop at {stack or '<top>'}: trip count unknown, its body is "
+                    "counted once (the true cost is higher)"
+                )
+            n = 1 if trip is None else trip
+            body = self.walk(params["body_jaxpr"], stack, times * n)
+            cond = self.walk(params["cond_jaxpr"], stack, times * (n + 1))
+            self.loops.append(LoopInfo(stack, "while", trip, body + cond))
+            return body * n + cond * (n + 1)
+        if name == "cond":
+            return self.cond(params["branches"], stack, times)
+        if name in _CALL_LIKE:
+            sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
+            if sub is not None:
+                return self.walk(sub, stack, times)
+        if name in ZERO_COST:
+            return Cost()
+        rule = get_rule(name)
+        if rule is None:
+            self.unsupported[name] += times
+            return Cost()
+        ins = [v.aval for v in eqn.invars]
+        outs = [v.aval for v in eqn.outvars]
+        cost = rule(ins, outs, **params)
+        key = (stack, name)
+        self.costs[key] = self.costs[key] + cost * times
+        self.executions[key] += times
+        return cost
+
+    def cond(self, branches: Any, stack: str, times: int) -> Cost:
+        # Count each branch on the side, charge the most expensive one.
+        trial = [_Counter() for _ in branches]
+        costs = [t.walk(b, stack, times) for t, b in zip(trial, branches)]
+        index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
+        chosen = trial[index]
+        for key, cost in chosen.costs.items():
+            self.costs[key] = self.costs[key] + cost
+            self.executions[key] += chosen.executions[key]
+        self.unsupported.update(chosen.unsupported)
+        self.loops.extend(chosen.loops)
+        self.notes.extend(chosen.notes)
+        if len(branches) > 1:
+            self.notes.append(
+                f"cond at {stack or '<top>'}: charged its most expensive branch "
+                f"({index} of {len(branches)})"
+            )
+        return costs[index]
+
+
+def _literal(var: Any) -> Any:
+    return var.val if isinstance(var, jex_core.Literal) else None
+
+
+def _static_trip_count(eqn: Any) -> int | None:
+    """The trip count of a ``while`` whose counter and bound are static, else None.
+
+    Recognises the shape ``fori_loop`` produces: the condition is ``i < n``, the
+    body returns ``i + step`` for a literal step > 0, and ``i``'s initial value and
+    ``n`` are literals (or ``n`` is a loop-invariant carry with a literal initial
+    value).
+    """
+    params = eqn.params
+    cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
+    cond_nconsts, body_nconsts = params["cond_nconsts"], params["body_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    carry_init = eqn.invars[cond_nconsts + body_nconsts:]
+    cond_carry = cond.invars[cond_nconsts:]
+    body_carry_in = body.invars[body_nconsts:]
+
+    def resolve(var: Any) -> Any:
+        if _literal(var) is not None:
+            return _literal(var)
+        if var in cond_carry:
+            position = cond_carry.index(var)
+            if body.outvars[position] is body_carry_in[position]:  # loop-invariant
+                return _literal(carry_init[position])
+            return None
+        if var in cond.invars[:cond_nconsts]:
+            return _literal(eqn.invars[cond.invars.index(var)])
+        return None
+
+    counter, bound = cond.eqns[0].invars
+    if counter not in cond_carry:
+        return None
+    position = cond_carry.index(counter)
+    start, stop = _literal(carry_init[position]), resolve(bound)
+    step_eqn = next(
+        (e for e in body.eqns if body.outvars[position] in e.outvars), None
+    )
+    if start is None or stop is None or step_eqn is None:
+        return None
+    if step_eqn.primitive.name != "add":
+        return None
+    a, b = step_eqn.invars
+    step = _literal(b) if a is body_carry_in[position] else (
+        _literal(a) if b is body_carry_in[position] else None
+    )
+    if step is None or int(step) <= 0:
+        return None
+    return max(0, math.ceil((int(stop) - int(start)) / int(step)))
+
+
+def count_jaxpr(closed_jaxpr: Any) -> JaxprCount:
+    """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
+
+    Args:
+      closed_jaxpr: a ``ClosedJaxpr`` (from ``jax.make_jaxpr``) or a ``Jaxpr``.
+
+    Returns:
+      A `JaxprCount` with costs per (name stack, primitive).
+    """
+    counter = _Counter()
+    counter.walk(closed_jaxpr, "", 1)
+    equations = tuple(
+        EqnCount(stack, prim, counter.executions[(stack, prim)], cost)
+        for (stack, prim), cost in counter.costs.items()
+    )
+    return JaxprCount(
+        equations=equations,
+        unsupported=dict(counter.unsupported),
+        loops=tuple(counter.loops),
+        notes=tuple(dict.fromkeys(counter.notes)),
+    )
+
+
+def count_function(fn: Callable[..., Any], *args: Any) -> JaxprCount:
+    """Traces ``fn(*args)`` (abstract arguments are fine) and counts its jaxpr."""
+    return count_jaxpr(jax.make_jaxpr(fn)(*args))

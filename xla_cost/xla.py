@@ -1,0 +1,161 @@
+"""The one place that lowers, compiles and reads XLA's cost and memory analyses.
+
+``Compiled.cost_analysis()`` is unstable across jax versions and backends: it has
+been a dict, a list holding one dict per program, or ``None``; keys go missing (a
+program without arithmetic has no ``flops``); GPU custom calls (cuBLAS, cuDNN,
+Pallas) add ``-1`` for "unknown". Everything here turns that into numbers or
+``None`` (unknown), never a made-up zero, and says why a figure is unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+__all__ = [
+    "XlaCosts",
+    "XlaMemory",
+    "CompiledPhase",
+    "normalize_cost_analysis",
+    "normalize_memory_analysis",
+    "compile_phase",
+    "backend_name",
+]
+
+# Keys of ``cost_analysis()`` mapped to our field names.
+_COST_KEYS = {
+    "flops": "flops",
+    "transcendentals": "transcendentals",
+    "bytes accessed": "bytes_accessed",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaCosts:
+    """Whole-program costs as XLA's ``HloCostAnalysis`` counts them.
+
+    Attributes:
+      flops: floating-point operations (a multiply-add is 2), or None if unknown.
+      transcendentals: exp, log, tanh, sqrt, rsqrt, power, ... (one per element).
+      bytes_accessed: bytes read and written by the (fused) HLO instructions.
+      unknown_reasons: one line per field that is None, saying why.
+    """
+
+    flops: int | None
+    transcendentals: int | None
+    bytes_accessed: int | None
+    unknown_reasons: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaMemory:
+    """Buffer sizes of a compiled executable (``Compiled.memory_analysis()``)."""
+
+    argument_bytes: int | None
+    output_bytes: int | None
+    temp_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPhase:
+    """What compiling one phase function yields."""
+
+    costs: XlaCosts
+    memory: XlaMemory
+
+
+def _as_count(value: Any) -> int | None:
+    """A non-negative finite number as an int; anything else is unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return int(round(value))
+
+
+def normalize_cost_analysis(raw: Any) -> XlaCosts:
+    """Turns whatever ``cost_analysis()`` returned into `XlaCosts`.
+
+    Args:
+      raw: a dict of costs; a list holding exactly one such dict (the form jax
+        used before 0.4.30 for a single program); or ``None``.
+
+    Returns:
+      ``XlaCosts`` whose fields are None where the analysis gave no usable number:
+      the whole analysis missing, a list of several programs (no single figure), a
+      missing key, or a negative value (GPU custom calls report -1 for unknown).
+    """
+    if isinstance(raw, Sequence) and not isinstance(raw, (str, bytes)):
+        if len(raw) == 1:
+            raw = raw[0]
+        else:
+            reason = (
+                f"cost_analysis() returned a list of {len(raw)} entries, not one "
+                "program's costs"
+            )
+            return XlaCosts(None, None, None, (reason,))
+    if not isinstance(raw, Mapping):
+        reason = f"cost_analysis() returned {type(raw).__name__}, not a dict of costs"
+        return XlaCosts(None, None, None, (reason,))
+    values: dict[str, int | None] = {}
+    reasons: list[str] = []
+    for key, field in _COST_KEYS.items():
+        if key not in raw:
+            values[field] = None
+            reasons.append(f"cost_analysis() has no {key!r} key")
+            continue
+        count = _as_count(raw[key])
+        if count is None:
+            reasons.append(
+                f"cost_analysis() gave {key!r} = {raw[key]!r} (negative means a custom "
+                "call XLA cannot count)"
+            )
+        values[field] = count
+    return XlaCosts(**values, unknown_reasons=tuple(reasons))
+
+
+def normalize_memory_analysis(raw: Any) -> XlaMemory:
+    """Reads argument, output and temporary buffer sizes; missing ones are None."""
+
+    def read(name: str) -> int | None:
+        return _as_count(getattr(raw, name, None)) if raw is not None else None
+
+    return XlaMemory(
+        argument_bytes=read("argument_size_in_bytes"),
+        output_bytes=read("output_size_in_bytes"),
+        temp_bytes=read("temp_size_in_bytes"),
+    )
+
+
+def _safe_call(method: Callable[[], Any]) -> Any:
+    # Some backends raise instead of returning None (NotImplementedError,
+    # XlaRuntimeError "Unimplemented"); both mean "no analysis".
+    try:
+        return method()
+    except Exception:  # noqa: BLE001 - any failure here means "unknown"
+        return None
+
+
+def compile_phase(fn: Callable[..., Any], args: Sequence[Any]) -> CompiledPhase:
+    """Jits, lowers and compiles ``fn(*args)`` and reads its analyses.
+
+    Args:
+      fn: a pure function of ``args``.
+      args: pytrees of arrays or ``jax.ShapeDtypeStruct`` (nothing is allocated).
+
+    Returns:
+      The compiled program's costs and memory, unknown fields as None.
+    """
+    compiled = jax.jit(fn).lower(*args).compile()
+    costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
+    memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
+    return CompiledPhase(costs=costs, memory=memory)
+
+
+def backend_name() -> str:
+    """The default backend's platform name, e.g. ``cpu``, ``gpu`` or ``tpu``."""
+    return jax.default_backend()
