@@ -139,8 +139,9 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
         else:
             ok = True
         if not ok:
+            kind = type(default).__name__
             raise InputError(
-                f"{key} to be a {type(default).__name__}"
+                f"{key} to be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
                 + (" >= 1" if isinstance(default, int) and not isinstance(default, bool) else ""),
                 repr(value),
                 f"Use e.g. --set {key}={default!r}.",

@@ -8,7 +8,7 @@ and defines a padded max-pool that its forward pass never uses.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ def _flatten(x: jnp.ndarray) -> jnp.ndarray:
 class _ThreeLayerMLP(nn.Module):
     """fc1 -> relu -> fc2 (128) -> relu -> fc3 (num_classes), as in the seed."""
 
-    input_shape: tuple[int, ...]
+    input_shape: ClassVar[tuple[int, ...]]
     num_classes: int = 10
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
@@ -50,13 +50,13 @@ class LinearNet(_ThreeLayerMLP):
     616,562,688 + 4,096 + 524,288 + 128 + 1,280 + 10 = 617,092,490 parameters.
     """
 
-    input_shape: tuple[int, ...] = (224, 224, 3)
+    input_shape: ClassVar[tuple[int, ...]] = (224, 224, 3)
 
 
 class OneNet(_ThreeLayerMLP):
     """Linear network with a single input: 1 -> 4096 -> 128 -> 10."""
 
-    input_shape: tuple[int, ...] = (1,)
+    input_shape: ClassVar[tuple[int, ...]] = (1,)
 
 
 def _conv(features: int, kernel: int, stride: int, padding: int, name: str, m: Any) -> nn.Conv:

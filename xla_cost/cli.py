@@ -120,9 +120,11 @@ def _load_custom(spec: str, config: dict[str, Any]) -> tuple[Any, str]:
     try:
         if inspect.isclass(target) and issubclass(target, nnx.Module):
             # Build NNX modules abstractly: nothing the size of the model is allocated.
-            needs_rngs = "rngs" in inspect.signature(target).parameters and "rngs" not in config
-            extra = {"rngs": nnx.Rngs(0)} if needs_rngs else {}
-            target = nnx.eval_shape(lambda: target(**config, **extra))
+            needs_rngs = "rngs" in inspect.signature(target.__init__).parameters and "rngs" not in config
+            cls = target
+            target = nnx.eval_shape(
+                lambda: cls(**config, rngs=nnx.Rngs(0)) if needs_rngs else cls(**config)
+            )
         else:
             target = target(**config)
     except TypeError as exc:
@@ -209,7 +211,10 @@ def _write(text: str, output: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code (0 ok, 2 bad input)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
     debug = getattr(args, "debug", False)
     try:
         from xla_cost.errors import XlaCostError

@@ -226,8 +226,29 @@ def _static_trip_count(eqn: Any) -> int | None:
     return max(0, math.ceil((int(stop) - int(start)) / int(step)))
 
 
+def _dead_code_eliminated(jaxpr: Any) -> Any:
+    """Drops equations whose results no output needs, as XLA does.
+
+    ``jax.grad`` keeps the primal output's computation in the jaxpr even when only
+    the gradient is returned; XLA removes it, and so must a count meant to agree
+    with XLA. jax has no public DCE, so this uses the internal one and counts the
+    jaxpr as it is if that ever moves.
+    """
+    try:
+        from jax._src.interpreters import partial_eval as pe
+    except ImportError:  # pragma: no cover - depends on jax internals
+        return jaxpr
+    try:
+        pruned, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    except Exception:  # noqa: BLE001 - counting the undead jaxpr is still right
+        return jaxpr
+    return pruned
+
+
 def count_jaxpr(closed_jaxpr: Any) -> JaxprCount:
     """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
+
+    Equations whose results are never used are removed first, as XLA does.
 
     Args:
       closed_jaxpr: a ``ClosedJaxpr`` (from ``jax.make_jaxpr``) or a ``Jaxpr``.
@@ -236,7 +257,7 @@ def count_jaxpr(closed_jaxpr: Any) -> JaxprCount:
       A `JaxprCount` with costs per (name stack, primitive).
     """
     counter = _Counter()
-    counter.walk(closed_jaxpr, "", 1)
+    counter.walk(_dead_code_eliminated(getattr(closed_jaxpr, "jaxpr", closed_jaxpr)), "", 1)
     equations = tuple(
         EqnCount(stack, prim, counter.executions[(stack, prim)], cost)
         for (stack, prim), cost in counter.costs.items()

@@ -1,0 +1,41 @@
+"""Shared fixtures: strict JAX, and a cache so each configuration compiles once."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+# Rank promotion hides shape bugs; make it an error while testing. (Strict dtype
+# promotion is not usable: optax's Adam adds a Python float to an int32 count.)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+import xla_cost  # noqa: E402
+from models import build_model, example_inputs  # noqa: E402
+
+
+@functools.lru_cache(maxsize=None)
+def _zoo_report(name: str, batch: int, optimizer: str, per_layer: bool, config: tuple) -> xla_cost.Report:
+    cfg = dict(config)
+    return xla_cost.analyze(
+        build_model(name, **cfg),
+        example_inputs(name, batch, **cfg),
+        optimizer=optimizer,
+        per_layer=per_layer,
+        name=name,
+        config=cfg,
+    )
+
+
+@pytest.fixture(scope="session")
+def zoo_report():
+    """``zoo_report(name, batch, optimizer='sgd', per_layer=True, **config)``, cached."""
+
+    def get(name: str, batch: int, optimizer: str = "sgd", per_layer: bool = True, **config):
+        return _zoo_report(name, batch, optimizer, per_layer, tuple(sorted(config.items())))
+
+    return get

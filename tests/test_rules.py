@@ -1,0 +1,120 @@
+"""Cost rules and the jaxpr interpreter, each against a hand derivation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import xla_cost
+from xla_cost import rules
+from xla_cost.interpret import count_function
+
+F32 = jnp.float32
+
+
+def sds(*shape):
+    return jax.ShapeDtypeStruct(shape, F32)
+
+
+def test_dot_general_with_batch_dims():
+    b, m, k, n = 3, 4, 5, 6
+    counted = count_function(lambda x, y: jnp.einsum("bmk,bkn->bmn", x, y), sds(b, m, k), sds(b, k, n))
+    assert counted.total.flops == xla_cost.FLOPS_PER_FMA * b * m * k * n  # 2*b*m*k*n = 720
+
+
+def test_conv_valid_positions_by_hand():
+    # 3 taps, SAME padding (1, 1), 5 inputs, stride 1: 5*3 = 15 pairs, minus the
+    # tap left of position 0 and the tap right of position 4: 13.
+    assert rules.conv_valid_positions(5, 3, 5, padding=(1, 1)) == 13
+    # stride 2, VALID: outputs (5-3)//2+1 = 2, every tap valid: 6.
+    assert rules.conv_valid_positions(5, 3, 2, stride=2) == 6
+    # input dilated by 2 (a transposed conv): 3 inputs become 5 positions with
+    # holes at 1 and 3; a 1-tap kernel over 5 outputs hits 3 real inputs.
+    assert rules.conv_valid_positions(3, 1, 5, lhs_dilation=2) == 3
+
+
+def test_conv_and_its_gradients_match_xla():
+    # The jaxpr count of a conv's forward and both gradients equals XLA's.
+    def f(x, w):
+        y = jax.lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(y)
+
+    args = (sds(2, 9, 9, 4), sds(3, 3, 4, 8))
+    for fn in (f, jax.grad(f, argnums=(0, 1))):
+        counted = count_function(fn, *args).total.flops
+        compiled = jax.jit(fn).lower(*args).compile().cost_analysis()["flops"]
+        assert counted == pytest.approx(compiled, rel=0.01)
+
+
+def test_elementwise_and_transcendentals():
+    n = 10
+    counted = count_function(lambda x: jnp.exp(x) * 2.0 + jnp.tanh(x), sds(n)).total
+    assert counted.flops == 2 * n  # mul, add
+    assert counted.transcendentals == 2 * n  # exp, tanh
+
+
+def test_scan_multiplies_body_by_length():
+    length, d = 10, 4
+
+    def f(x, w):
+        return jax.lax.scan(lambda c, _: (c @ w, None), x, None, length=length)[0]
+
+    counted = count_function(f, sds(d, d), sds(d, d))
+    assert counted.total.flops == length * 2 * d * d * d
+    assert counted.loops[0].trip_count == length
+
+
+def test_fori_loop_with_literal_bounds_and_unknown_while():
+    d = 4
+
+    def static(x):
+        return jax.lax.while_loop(lambda c: c[0] < 7, lambda c: (c[0] + 1, c[1] @ x), (0, x))[1]
+
+    counted = count_function(static, sds(d, d))
+    # 7 iterations of a d^3 matmul (2*d^3 each) and the counter add, 8 compares
+    assert counted.total.flops == 7 * (2 * d**3 + 1) + 8
+    assert not counted.notes
+
+    def dynamic(x, n):
+        return jax.lax.fori_loop(0, n, lambda i, c: c @ x, x)
+
+    counted = count_function(dynamic, sds(d, d), jax.ShapeDtypeStruct((), jnp.int32))
+    assert counted.loops[0].trip_count is None
+    assert "trip count unknown" in counted.notes[0]
+
+
+def test_cond_charges_most_expensive_branch():
+    d = 4
+    counted = count_function(
+        lambda p, x: jax.lax.cond(p, lambda x: x @ x, lambda x: x + 1.0, x),
+        jax.ShapeDtypeStruct((), jnp.bool_), sds(d, d),
+    )
+    assert counted.total.flops == 2 * d**3 + 1  # the matmul, and bool -> index convert
+    assert any("most expensive branch" in n for n in counted.notes)
+
+
+def test_unknown_primitive_is_unsupported_not_zero():
+    from jax.extend.core import Primitive
+
+    mystery = Primitive("mystery_op")
+    mystery.def_abstract_eval(lambda x: x)
+    counted = count_function(lambda x: mystery.bind(x) + 1.0, sds(3))
+    assert counted.unsupported == {"mystery_op": 1}
+    assert counted.total.flops == 3  # the add only
+
+
+def test_duplicate_registration_fails():
+    with pytest.raises(rules.DuplicateRuleError, match="dot_general"):
+        rules.register("dot_general")(lambda ins, outs, **_: rules.Cost())
+    with pytest.raises(rules.DuplicateRuleError, match="reshape"):
+        rules.register("reshape")(lambda ins, outs, **_: rules.Cost())
+    with pytest.raises(TypeError, match="jax Primitive"):
+        rules.register(42)
+
+
+def test_name_stack_parsing():
+    assert xla_cost.classify_pass("transpose(jvp(Net))/fc1") == "backward"
+    assert xla_cost.classify_pass("jvp(Net)/fc1") == "forward"
+    assert xla_cost.classify_pass("Net/fc1") is None
+    assert xla_cost.module_path("transpose(jvp(Net))/block/fc1", "Net") == "block/fc1"
