@@ -10,7 +10,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,7 +126,7 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
             raise InputError(
                 f"a {spec.name} argument ({', '.join(allowed) or 'none'})",
                 repr(key),
-                f"Use --set KEY=VALUE with one of those keys.",
+                "Use --set KEY=VALUE with one of those keys.",
             )
         default = allowed[key]
         if isinstance(default, bool):
