@@ -4,9 +4,11 @@ The public API, one name per line; see each object's docstring.
 """
 
 from xla_cost.analysis import COMPILED_PHASES as COMPILED_PHASES
+from xla_cost.analysis import COUNTERS as COUNTERS
 from xla_cost.analysis import analyze as analyze
 from xla_cost.attribution import REMAINDER as REMAINDER
 from xla_cost.attribution import attribute as attribute
+from xla_cost.attribution import attribute_step as attribute_step
 from xla_cost.attribution import classify_pass as classify_pass
 from xla_cost.attribution import module_path as module_path
 from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
@@ -33,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "COMPILED_PHASES",
+    "COUNTERS",
     "CostAnalysisUnavailableError",
     "Cost",
     "DuplicateRuleError",
@@ -50,6 +53,7 @@ __all__ = [
     "XlaCostError",
     "analyze",
     "attribute",
+    "attribute_step",
     "build_workload",
     "classify_pass",
     "count_function",

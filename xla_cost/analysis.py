@@ -9,13 +9,13 @@ import jax
 import optax
 
 from xla_cost import xla
-from xla_cost.attribution import attribute
-from xla_cost.errors import CostAnalysisUnavailableError
+from xla_cost.attribution import attribute_step
+from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import JaxprCount, count_jaxpr
 from xla_cost.report import LayerCosts, MemoryStats, PhaseCosts, Report
 from xla_cost.workload import LossFn, Workload, build_workload
 
-__all__ = ["analyze", "COMPILED_PHASES"]
+__all__ = ["analyze", "COMPILED_PHASES", "COUNTERS"]
 
 COMPILED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
 """The phases that are compiled as programs of their own."""
@@ -32,38 +32,92 @@ def _compile(workload: Workload, phase: str) -> xla.CompiledPhase:
         return xla.compile_phase(workload.phase_fn(phase), workload.phase_args(phase))
 
 
+def _describe_loops(counted: JaxprCount) -> str:
+    loops = counted.repeated_loops
+    kinds = ", ".join(
+        f"{loop.kind} x{loop.trip_count} at {loop.name_stack or '<top>'}" for loop in loops[:3]
+    )
+    return kinds + (f" and {len(loops) - 3} more" if len(loops) > 3 else "")
+
+
+def _best(
+    phase: str, key: str, xla_value: int | None, counted: JaxprCount, notes: list[str]
+) -> tuple[int | None, str, bool]:
+    """The best figure for ``key`` of one phase: (value, source, loop_corrected).
+
+    XLA's figure stands unless its program has loops that run more than once:
+    XLA counts a loop body once, so the iterations it misses (the jaxpr count
+    with trip counts minus the jaxpr count with every body once) are added.
+    Without an XLA figure, the jaxpr count stands in when it is complete.
+    """
+    true, once = getattr(counted.total, key), getattr(counted.total_once, key)
+    if xla_value is None:
+        if counted.unsupported:
+            notes.append(
+                f"{phase}: {key} unknown: XLA gave no figure and the jaxpr has primitives "
+                f"without a rule ({', '.join(sorted(counted.unsupported))}); "
+                f"the counted part is {true:,}"
+            )
+            return None, "unknown", False
+        return true, "jaxpr", False
+    extra = true - once
+    if extra == 0:
+        return xla_value, "xla", False
+    if abs(xla_value - true) < abs(xla_value - once):
+        notes.append(
+            f"{phase}: XLA's {key} already include the loop iterations "
+            f"({_describe_loops(counted)}): it unrolled them; no correction"
+        )
+        return xla_value, "xla", False
+    notes.append(
+        f"{phase}: XLA counts a loop body once ({_describe_loops(counted)}); "
+        f"{key} corrected from XLA's {xla_value:,} to {xla_value + extra:,}"
+    )
+    return xla_value + extra, "xla+loops", True
+
+
 def _phase_costs(
-    phase: str, compiled: xla.CompiledPhase, counted: JaxprCount, notes: list[str]
+    phase: str, compiled: xla.CompiledPhase | None, counted: JaxprCount, notes: list[str]
 ) -> PhaseCosts:
-    """XLA's figures; where XLA has none, the jaxpr count if it is complete."""
-    costs, memory = compiled.costs, compiled.memory
+    """The best figures of one phase, with XLA's raw and the jaxpr's beside them."""
     total = counted.total
-    sources: dict[str, str] = {}
-    values: dict[str, int | None] = {}
+    if compiled is None:  # counter="jaxpr"
+        values, sources = {}, {}
+        for key in ("flops", "transcendentals"):
+            values[key], sources[key], _ = _best(phase, key, None, counted, notes)
+        return PhaseCosts(
+            flops=values["flops"],
+            transcendentals=values["transcendentals"],
+            bytes_accessed=None,
+            memory=MemoryStats(None, None, None),
+            jaxpr_flops=total.flops,
+            jaxpr_transcendentals=total.transcendentals,
+            sources=sources,
+        )
+    costs, memory = compiled.costs, compiled.memory
+    if costs.flops is None or costs.transcendentals is None:
+        notes.append(f"{phase}: XLA figure missing: {'; '.join(costs.unknown_reasons)}")
+    values, sources, corrected = {}, {}, False
     for key in ("flops", "transcendentals"):
-        value = getattr(costs, key)
-        sources[key] = "xla"
-        if value is None:
-            if counted.unsupported:
-                sources[key] = "unknown"
-                notes.append(
-                    f"{phase}: {key} unknown: {'; '.join(costs.unknown_reasons)}, and the "
-                    f"jaxpr has primitives without a rule ({', '.join(counted.unsupported)})"
-                )
-            else:
-                value = getattr(total, key)
-                sources[key] = "jaxpr"
-                notes.append(
-                    f"{phase}: XLA gave no {key} figure; using the jaxpr count ({value:,})"
-                )
-        values[key] = value
+        value, source, fixed = _best(phase, key, getattr(costs, key), counted, notes)
+        if source == "jaxpr":
+            notes.append(f"{phase}: XLA gave no {key} figure; using the jaxpr count ({value:,})")
+        values[key], sources[key] = value, source
+        corrected = corrected or fixed
+    if corrected and costs.bytes_accessed is not None:
+        notes.append(
+            f"{phase}: bytes_accessed is XLA's raw figure, which counts each loop body once"
+        )
     return PhaseCosts(
         flops=values["flops"],
         transcendentals=values["transcendentals"],
         bytes_accessed=costs.bytes_accessed,
         memory=MemoryStats(memory.argument_bytes, memory.output_bytes, memory.temp_bytes),
+        xla_flops=costs.flops,
+        xla_transcendentals=costs.transcendentals,
         jaxpr_flops=total.flops,
         jaxpr_transcendentals=total.transcendentals,
+        loop_corrected=corrected,
         sources=sources,
     )
 
@@ -72,24 +126,34 @@ def _difference(grad: PhaseCosts, forward: PhaseCosts) -> PhaseCosts:
     def sub(a: int | None, b: int | None) -> int | None:
         return None if a is None or b is None else a - b
 
-    sources = {
-        key: "unknown" if "unknown" in (grad.sources.get(key), forward.sources.get(key))
-        else grad.sources.get(key, "xla")
-        for key in ("flops", "transcendentals")
-    }
+    def source(key: str) -> str:
+        pair = {grad.sources.get(key, "xla"), forward.sources.get(key, "xla")}
+        for worst in ("unknown", "xla+loops", "jaxpr"):
+            if worst in pair:
+                return worst
+        return "xla"
+
     return PhaseCosts(
-        sources=sources,
+        sources={key: source(key) for key in ("flops", "transcendentals")},
         flops=sub(grad.flops, forward.flops),
         transcendentals=sub(grad.transcendentals, forward.transcendentals),
         bytes_accessed=sub(grad.bytes_accessed, forward.bytes_accessed),
         memory=MemoryStats(None, None, None),
+        xla_flops=sub(grad.xla_flops, forward.xla_flops),
+        xla_transcendentals=sub(grad.xla_transcendentals, forward.xla_transcendentals),
         jaxpr_flops=sub(grad.jaxpr_flops, forward.jaxpr_flops),
         jaxpr_transcendentals=sub(grad.jaxpr_transcendentals, forward.jaxpr_transcendentals),
+        loop_corrected=grad.loop_corrected or forward.loop_corrected,
     )
 
 
-def _layers(workload: Workload, grad: JaxprCount) -> tuple[LayerCosts, ...]:
-    rows = attribute(grad.equations, workload.param_paths, root=workload.root_name)
+def _layers(
+    workload: Workload, counted: Mapping[str, JaxprCount], depth: int | None
+) -> tuple[LayerCosts, ...]:
+    rows = attribute_step(
+        counted["forward"].equations, counted["grad"].equations, counted["update"].equations,
+        workload.param_paths, root=workload.root_name, depth=depth,
+    )
     return tuple(
         LayerCosts(
             path=row.path,
@@ -98,6 +162,9 @@ def _layers(workload: Workload, grad: JaxprCount) -> tuple[LayerCosts, ...]:
             backward_flops=row.backward.flops,
             forward_transcendentals=row.forward.transcendentals,
             backward_transcendentals=row.backward.transcendentals,
+            update_flops=row.update.flops,
+            update_transcendentals=row.update.transcendentals,
+            trip_count=row.trip_count,
         )
         for row in rows
     )
@@ -108,6 +175,11 @@ def _dtype_name(workload: Workload) -> str:
     return str(leaves[0].dtype) if leaves else "unknown"
 
 
+COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
+"""``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
+count the jaxprs alone, without compiling (fast; no bytes or memory)."""
+
+
 def analyze(
     model: Any,
     inputs: Any,
@@ -116,18 +188,27 @@ def analyze(
     loss: LossFn | None = None,
     targets: Any | None = None,
     per_layer: bool = False,
+    depth: int | None = None,
+    compile: bool = True,  # noqa: A002 - the natural name for the switch
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     dtype: str | None = None,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
 
-    Each phase (``forward``, ``grad``, ``update``, ``train_step``) is jitted,
-    lowered and compiled for the default backend, and its ``cost_analysis()`` and
-    ``memory_analysis()`` are read; nothing is executed and nothing the size of
-    the model is allocated (parameters and optimizer state come from
-    ``jax.eval_shape``). ``backward`` is ``grad - forward``: the gradient
-    computation as it runs inside a real ``grad`` program, where XLA drops the
+    Each phase (``forward``, ``grad``, ``update``, ``train_step``) is traced to a
+    jaxpr and counted with `xla_cost.rules`; unless ``compile=False`` it is also
+    jitted, lowered and compiled for the default backend, and its
+    ``cost_analysis()`` and ``memory_analysis()`` are read. Nothing is executed
+    and nothing the size of the model is allocated (parameters and optimizer
+    state come from ``jax.eval_shape``).
+
+    The headline figure of a phase (``flops``) is XLA's, except where the
+    program has loops (``lax.scan``, ``nn.scan``, ``fori_loop``): XLA counts a
+    loop body once, so the iterations it misses, counted from the jaxpr, are
+    added and the phase is marked ``loop_corrected`` (XLA's raw figure stays in
+    ``xla_flops``). ``backward`` is ``grad - forward``: the gradient computation
+    as it runs inside a real ``grad`` program, where XLA drops the
     input-gradient of the first layer.
 
     Args:
@@ -140,8 +221,12 @@ def analyze(
       loss: ``loss(outputs, targets) -> scalar``; default: mean softmax
         cross-entropy with integer labels (classes from the output's last axis).
       targets: abstract targets; default: derived from the output shape.
-      per_layer: also attribute forward and backward FLOP to each parametrised
-        module (from the grad phase's jaxpr).
+      per_layer: also attribute forward, backward and update FLOP to each module
+        (from the phases' jaxprs; each column adds up to its phase's jaxpr count).
+      depth: with ``per_layer``: None for one row per module that holds
+        parameters, N to merge rows to the first N components of their path.
+      compile: False counts the jaxprs alone (``--counter jaxpr``): much faster
+        on big models, no ``bytes_accessed`` and no memory figures.
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).
@@ -150,7 +235,7 @@ def analyze(
       A `Report`.
 
     Raises:
-      InputError: the model, inputs, loss or optimizer cannot be analysed.
+      InputError: the model, inputs, loss, optimizer or depth cannot be used.
       CostAnalysisUnavailableError: the backend gives no cost analysis.
 
     Example::
@@ -163,24 +248,36 @@ def analyze(
           optimizer="adam", per_layer=True)
       print(report.to_frame())
     """
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(
+            "depth None or an integer >= 1", repr(depth), "Use depth=1 for top-level modules."
+        )
     workload, optimizer_name = build_workload(
         model, inputs, optimizer=optimizer, loss=loss, targets=targets
     )
-    compiled: dict[str, xla.CompiledPhase] = {}
+    compiled: dict[str, xla.CompiledPhase | None] = {}
     counted: dict[str, JaxprCount] = {}
     for phase in COMPILED_PHASES:
-        compiled[phase] = _compile(workload, phase)
         counted[phase] = _count(workload, phase)
-        costs = compiled[phase].costs
-        if costs.flops is None and costs.transcendentals is None and costs.bytes_accessed is None:
+        compiled[phase] = _compile(workload, phase) if compile else None
+        costs = compiled[phase].costs if compile else None
+        if costs is not None and (
+            costs.flops is None and costs.transcendentals is None and costs.bytes_accessed is None
+        ):
             raise CostAnalysisUnavailableError(
                 "a backend whose compiled programs have a cost analysis",
                 f"none from backend {xla.backend_name()!r} for phase {phase!r} "
                 f"({'; '.join(costs.unknown_reasons)})",
-                "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU.",
+                "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU, or count the jaxpr "
+                "alone (--counter jaxpr, analyze(..., compile=False)).",
             )
 
     notes: list[str] = []
+    if not compile:
+        notes.append(
+            "counted from the jaxpr alone (counter jaxpr): no bytes_accessed or memory; "
+            "compile for those (counter xla)"
+        )
     phases = {p: _phase_costs(p, compiled[p], counted[p], notes) for p in COMPILED_PHASES}
     phases["backward"] = _difference(phases["grad"], phases["forward"])
 
@@ -201,7 +298,9 @@ def analyze(
         jax_version=jax.__version__,
         parameters=workload.parameters,
         phases=phases,
-        layers=_layers(workload, counted["grad"]) if per_layer else None,
+        layers=_layers(workload, counted, depth) if per_layer or depth else None,
         unsupported=unsupported,
         notes=tuple(dict.fromkeys(notes)),
+        counter="xla" if compile else "jaxpr",
+        depth=depth,
     )

@@ -6,9 +6,10 @@ An equation's name stack says both where it comes from and which pass it is in:
 * ``transpose(jvp(LinearNet))/fc1`` -> module ``fc1``, backward pass
 * ``LinearNet/fc1`` (no autodiff)  -> module ``fc1``, the phase's own pass
 
-Each equation goes to the longest parametrised module path that contains it;
-what belongs to none (the loss, activations applied outside layers, glue) goes
-to the remainder row, so that the rows always add up to the jaxpr total.
+Each equation goes to the innermost module on its path that holds parameters
+(itself or below it); what belongs to none (the loss, activations applied in the
+root module, the optimizer) goes to the remainder row, so that the rows always
+add up to the jaxpr total. Rows can be merged to a module depth.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "classify_pass",
     "module_path",
     "attribute",
+    "attribute_step",
 ]
 
 REMAINDER = "(remainder)"
@@ -85,21 +87,48 @@ def module_path(name_stack: str, root: str | None = None) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LayerCount:
-    """Forward and backward costs of one parametrised module (or the remainder)."""
+    """The costs of one module (or the remainder) in each pass of the counted phase.
+
+    Attributes:
+      path: the module path (``layer1/conv1``), or `REMAINDER`.
+      parameters: the parameters this row stands for (at the default depth: the
+        module's own; at depth N: everything under the path).
+      forward, backward, update: the summed costs of its equations in each pass.
+      trip_count: how many times the row's equations run per step when they sit
+        inside loops (a scanned layer group: its length); 1 outside loops.
+    """
 
     path: str
     parameters: int
     forward: Cost
     backward: Cost
+    update: Cost = Cost()
+    trip_count: int = 1
+
+    @property
+    def total(self) -> Cost:
+        return self.forward + self.backward + self.update
 
 
-def _owner(path: str, layers: list[str]) -> str:
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _owner(path: str, modules: list[str]) -> str:
+    """The longest module in ``modules`` that contains ``path``, else `REMAINDER`."""
     best = REMAINDER
-    for layer in layers:
-        if path == layer or path.startswith(layer + "/"):
-            if best == REMAINDER or len(layer) > len(best):
-                best = layer
+    for module in modules:
+        if path == module or path.startswith(module + "/"):
+            if best == REMAINDER or len(module) > len(best):
+                best = module
     return best
+
+
+def _truncate(path: str, depth: int | None) -> str:
+    if depth is None or path == REMAINDER:
+        return path
+    return "/".join(path.split("/")[:depth])
 
 
 def attribute(
@@ -107,36 +136,129 @@ def attribute(
     param_paths: Mapping[str, int],
     *,
     root: str | None,
+    depth: int | None = None,
     default_pass: str = "forward",
 ) -> tuple[LayerCount, ...]:
-    """Groups equation costs by parametrised module and pass.
+    """Groups equation costs by module and pass.
+
+    An equation belongs to the innermost module on its name stack that holds
+    parameters, itself or below it: a parametrised leaf (``fc1``) for the
+    layer's own operations, or an enclosing module (``layer1``, ``attn``) for the
+    operations it runs between its children (activations, residual adds, the
+    attention scores). Operations outside every such module (the loss, glue in
+    the root module, the optimizer) go to the `REMAINDER` row.
 
     Args:
       equations: counts from `xla_cost.interpret.count_jaxpr` of one phase.
-      param_paths: parameter count per module path, in model order.
+      param_paths: parameter count per module path that owns parameters directly,
+        in model order.
       root: the model's class name (the first name-stack entry to strip).
-      default_pass: the pass of equations outside any autodiff transform.
+      depth: None (default): one row per module as above. N >= 1: module paths
+        are cut after N components and rows merged (``layer1/conv1`` -> ``layer1``
+        at depth 1), with the parameters of everything under them.
+      default_pass: the pass of equations outside any autodiff transform
+        (``update`` for a train step, whose optimizer has no transform).
 
     Returns:
-      One row per parametrised module, in the order the program first uses them
-      (modules it never uses last), then the `REMAINDER` row; their costs add up
-      to the sum of ``equations``.
+      One row per module, in the order the program first uses them (modules it
+      never uses last), then the `REMAINDER` row; their costs add up to the sum
+      of ``equations`` exactly.
+
+    Raises:
+      ValueError: ``depth`` is not None or a positive integer.
     """
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise ValueError(
+            f"Expected depth None or an integer >= 1, got {depth!r} instead. "
+            "Use depth=1 for top-level modules."
+        )
     equations = list(equations)
-    layers = [p for p in param_paths if p != ""]
-    forward: dict[str, Cost] = {p: Cost() for p in [*layers, REMAINDER]}
-    backward: dict[str, Cost] = {p: Cost() for p in [*layers, REMAINDER]}
-    for eqn in equations:
-        owner = _owner(module_path(eqn.name_stack, root), layers)
-        which = classify_pass(eqn.name_stack) or default_pass
-        target = backward if which == "backward" else forward
-        target[owner] = target[owner] + eqn.cost
+    leaves = [p for p in param_paths if p != ""]
+    modules = list(dict.fromkeys(a for leaf in leaves for a in _ancestors(leaf)))
+    parameters: dict[str, int] = {}
+    for leaf in leaves:
+        row = _truncate(leaf, depth)
+        parameters[row] = parameters.get(row, 0) + int(param_paths[leaf])
+
+    passes = {"forward": {}, "backward": {}, "update": {}}
+    trips: dict[str, int] = {}
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
-        first_use.setdefault(_owner(module_path(eqn.name_stack, root), layers), index)
-    layers.sort(key=lambda p: first_use.get(p, len(equations)))
-    rows = [LayerCount(p, param_paths[p], forward[p], backward[p]) for p in layers]
-    rows.append(
-        LayerCount(REMAINDER, param_paths.get("", 0), forward[REMAINDER], backward[REMAINDER])
+        row = _truncate(_owner(module_path(eqn.name_stack, root), modules), depth)
+        which = classify_pass(eqn.name_stack) or default_pass
+        if which not in passes:
+            raise ValueError(
+                f"Expected default_pass forward, backward or update, got {which!r} instead."
+            )
+        target = passes[which]
+        target[row] = target.get(row, Cost()) + eqn.cost
+        first_use.setdefault(row, index)
+        trips[row] = max(trips.get(row, 1), eqn.repeat)
+
+    paths = [p for p in dict.fromkeys([*parameters, *first_use]) if p != REMAINDER]
+    paths.sort(key=lambda p: first_use.get(p, len(equations)))
+
+    def row(path: str) -> LayerCount:
+        return LayerCount(
+            path=path,
+            parameters=parameters.get(path, 0) + (int(param_paths.get("", 0)) if path == REMAINDER else 0),
+            forward=passes["forward"].get(path, Cost()),
+            backward=passes["backward"].get(path, Cost()),
+            update=passes["update"].get(path, Cost()),
+            trip_count=trips.get(path, 1),
+        )
+
+    return (*[row(p) for p in paths], row(REMAINDER))
+
+
+def attribute_step(
+    forward: Iterable[EqnCount],
+    grad: Iterable[EqnCount],
+    update: Iterable[EqnCount],
+    param_paths: Mapping[str, int],
+    *,
+    root: str | None,
+    depth: int | None = None,
+) -> tuple[LayerCount, ...]:
+    """Rows that add up to the ``forward``, ``backward`` and ``update`` phases.
+
+    A row's forward cost is its share of the forward phase; its backward cost
+    is its share of the grad phase minus that (the phases' own definition of
+    ``backward``, so ReLU masks and other values autodiff saves land in
+    backward); its update cost is its share of the update phase (optimizer
+    arithmetic outside any module: the remainder). Summed over the rows, each
+    column equals the jaxpr count of its phase exactly.
+
+    Args:
+      forward, grad, update: equation counts of the three phases.
+      param_paths, root, depth: as for `attribute`.
+    """
+    by_phase = {
+        "forward": attribute(forward, param_paths, root=root, depth=depth, default_pass="forward"),
+        "grad": attribute(grad, param_paths, root=root, depth=depth, default_pass="forward"),
+        "update": attribute(update, param_paths, root=root, depth=depth, default_pass="update"),
+    }
+    rows = {phase: {row.path: row for row in result} for phase, result in by_phase.items()}
+    order = list(
+        dict.fromkeys(
+            row.path
+            for phase in ("grad", "forward", "update")
+            for row in by_phase[phase]
+            if row.path != REMAINDER
+        )
     )
-    return tuple(rows)
+    empty = LayerCount("", 0, Cost(), Cost())
+    merged = []
+    for path in [*order, REMAINDER]:
+        fw, gr, up = (rows[p].get(path, empty) for p in ("forward", "grad", "update"))
+        merged.append(
+            LayerCount(
+                path=path,
+                parameters=max(fw.parameters, gr.parameters, up.parameters),
+                forward=fw.forward,
+                backward=gr.forward + gr.backward - fw.forward,
+                update=up.update + up.forward + up.backward,
+                trip_count=max(fw.trip_count, gr.trip_count, up.trip_count),
+            )
+        )
+    return tuple(merged)

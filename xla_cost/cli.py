@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="computation dtype (parameters stay float32)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
     analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
-    analyze.add_argument("--per-layer", action="store_true", help="attribute forward and backward FLOP to each layer")
+    analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
+    analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
+    analyze.add_argument("--counter", default="xla", choices=("xla", "jaxpr"), help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no bytes or memory)")
     analyze.add_argument("--format", default="table", choices=FORMATS)
     analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -144,6 +146,8 @@ def _analyze(args: argparse.Namespace) -> str:
     config = _parse_settings(args.settings)
     if args.batch_size is not None and args.batch_size < 1:
         raise InputError("--batch-size of at least 1", str(args.batch_size), "Use --batch-size 1 or more.")
+    if args.depth is not None and args.depth < 1:
+        raise InputError("--depth of at least 1", str(args.depth), "Use --depth 1 for top-level modules.")
     shape = _parse_shape(args.input_shape) if args.input_shape else None
     if ":" in args.model:
         model, name = _load_custom(args.model, config)
@@ -165,8 +169,8 @@ def _analyze(args: argparse.Namespace) -> str:
         if shape is not None:
             inputs = jax.ShapeDtypeStruct((batch, *shape[1:]), inputs.dtype)
     report = analyze(
-        model, inputs, optimizer=args.optimizer, per_layer=args.per_layer,
-        name=name, config=config, dtype=args.dtype,
+        model, inputs, optimizer=args.optimizer, per_layer=args.per_layer or args.depth is not None,
+        depth=args.depth, compile=args.counter == "xla", name=name, config=config, dtype=args.dtype,
     )
     return {
         "table": report.to_table,

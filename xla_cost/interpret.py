@@ -6,6 +6,14 @@ static trip count, when one can be read off the loop (``fori_loop`` with literal
 bounds). A loop whose trip count cannot be known is counted once and reported in
 `JaxprCount.notes`; a ``cond`` is charged its most expensive branch and noted.
 
+Two totals come out: `JaxprCount.total`, with every loop multiplied out, and
+`JaxprCount.total_once`, with every loop body counted once, the way XLA's
+``cost_analysis()`` counts a while loop. Their difference is what a compiled
+figure misses, which `xla_cost.analysis` adds back (the loop correction).
+
+Equations that XLA's algebraic simplifier removes before it counts (``x + 0``,
+``x - 0``, ``x * 1``, ``x / 1`` with a literal) are not counted either.
+
 Every count keeps the equation's full name stack (``jvp(Net)/fc1``,
 ``transpose(jvp(Net))/fc1``), which `xla_cost.attribution` turns into a module
 path and a pass.
@@ -20,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
+import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.rules import ZERO_COST, Cost, get_rule
@@ -47,12 +56,15 @@ class EqnCount:
       primitive: the primitive's name, e.g. ``dot_general``.
       executions: how often it runs (equations times loop trip counts).
       cost: the summed cost of those executions.
+      repeat: the product of the trip counts of the loops around it (1 outside
+        any loop): a scanned layer's equations have the scan's length.
     """
 
     name_stack: str
     primitive: str
     executions: int
     cost: Cost
+    repeat: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,21 +82,30 @@ class JaxprCount:
     """The result of counting one jaxpr.
 
     Attributes:
-      equations: costs summed per (name stack, primitive).
+      equations: costs summed per (name stack, primitive, loop repeat).
       unsupported: primitives without a rule, with how often they run; their cost
         is unknown and not in any total.
       loops: every scan and while loop, with its trip count (None: unknown).
       notes: human-readable caveats (unknown trip counts, cond branches).
+      total_once: the cost with every loop body counted once, as XLA's compiled
+        cost analysis counts it.
     """
 
     equations: tuple[EqnCount, ...]
     unsupported: Mapping[str, int]
     loops: tuple[LoopInfo, ...]
     notes: tuple[str, ...]
+    total_once: Cost = Cost()
 
     @property
     def total(self) -> Cost:
+        """The cost with every loop multiplied by its trip count."""
         return sum((e.cost for e in self.equations), Cost())
+
+    @property
+    def repeated_loops(self) -> tuple[LoopInfo, ...]:
+        """The loops that run their body more than once (what XLA undercounts)."""
+        return tuple(loop for loop in self.loops if (loop.trip_count or 1) > 1)
 
 
 def _join(prefix: str, stack: str) -> str:
@@ -95,10 +116,16 @@ def _join(prefix: str, stack: str) -> str:
     return f"{prefix}/{stack}"
 
 
+_Key = tuple[str, str, int]  # (name stack, primitive, loop repeat)
+
+
 class _Counter:
-    def __init__(self) -> None:
-        self.costs: dict[tuple[str, str], Cost] = collections.defaultdict(Cost)
-        self.executions: collections.Counter[tuple[str, str]] = collections.Counter()
+    """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
+
+    def __init__(self, trip_counts: bool = True) -> None:
+        self.trip_counts = trip_counts
+        self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
+        self.executions: collections.Counter[_Key] = collections.Counter()
         self.unsupported: collections.Counter[str] = collections.Counter()
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
@@ -117,9 +144,10 @@ class _Counter:
         params = eqn.params
         if name == "scan":
             length = int(params["length"])
-            body = self.walk(params["jaxpr"], stack, times * length)
+            n = length if self.trip_counts else 1
+            body = self.walk(params["jaxpr"], stack, times * n)
             self.loops.append(LoopInfo(stack, "scan", length, body))
-            return body * length
+            return body * n
         if name == "while":
             trip = _static_trip_count(eqn)
             if trip is None:
@@ -127,18 +155,19 @@ class _Counter:
                     f"while loop at {stack or '<top>'}: trip count unknown, its body is "
                     "counted once (the true cost is higher)"
                 )
-            n = 1 if trip is None else trip
+            n = 1 if trip is None or not self.trip_counts else trip
             body = self.walk(params["body_jaxpr"], stack, times * n)
-            cond = self.walk(params["cond_jaxpr"], stack, times * (n + 1))
+            checks = n + 1 if self.trip_counts else 1
+            cond = self.walk(params["cond_jaxpr"], stack, times * checks)
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
-            return body * n + cond * (n + 1)
+            return body * n + cond * checks
         if name == "cond":
             return self.cond(params["branches"], stack, times)
         if name in _CALL_LIKE:
             sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
             if sub is not None:
                 return self.walk(sub, stack, times)
-        if name in ZERO_COST:
+        if name in ZERO_COST or _is_algebraic_identity(eqn):
             return Cost()
         rule = get_rule(name)
         if rule is None:
@@ -147,14 +176,14 @@ class _Counter:
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
         cost = rule(ins, outs, **params)
-        key = (stack, name)
+        key = (stack, name, times)
         self.costs[key] = self.costs[key] + cost * times
         self.executions[key] += times
         return cost
 
     def cond(self, branches: Any, stack: str, times: int) -> Cost:
         # Count each branch on the side, charge the most expensive one.
-        trial = [_Counter() for _ in branches]
+        trial = [_Counter(self.trip_counts) for _ in branches]
         costs = [t.walk(b, stack, times) for t, b in zip(trial, branches)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
         chosen = trial[index]
@@ -174,6 +203,41 @@ class _Counter:
 
 def _literal(var: Any) -> Any:
     return var.val if isinstance(var, jex_core.Literal) else None
+
+
+def _is_scalar_literal(var: Any, value: float) -> bool:
+    literal = _literal(var)
+    if literal is None:
+        return False
+    array = np.asarray(literal)
+    return array.size == 1 and bool(array.reshape(()) == value)
+
+
+def _is_algebraic_identity(eqn: Any) -> bool:
+    """``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1`` with a literal.
+
+    XLA's algebraic simplifier removes these before cost analysis (optax's Adam
+    adds ``eps_root = 0.0``), so counting them would put the jaxpr above XLA.
+    Only when ``x`` already has the result's shape (no broadcast is hidden in it).
+    """
+    name, invars = eqn.primitive.name, eqn.invars
+    if len(invars) != 2:
+        return False
+    a, b = invars
+    out_shape = eqn.outvars[0].aval.shape
+
+    def passes(x: Any) -> bool:
+        return _literal(x) is None and x.aval.shape == out_shape
+
+    if name in ("add", "add_any"):
+        return (_is_scalar_literal(a, 0) and passes(b)) or (_is_scalar_literal(b, 0) and passes(a))
+    if name == "sub":
+        return _is_scalar_literal(b, 0) and passes(a)
+    if name == "mul":
+        return (_is_scalar_literal(a, 1) and passes(b)) or (_is_scalar_literal(b, 1) and passes(a))
+    if name == "div":
+        return _is_scalar_literal(b, 1) and passes(a)
+    return False
 
 
 def _static_trip_count(eqn: Any) -> int | None:
@@ -256,17 +320,23 @@ def count_jaxpr(closed_jaxpr: Any) -> JaxprCount:
     Returns:
       A `JaxprCount` with costs per (name stack, primitive).
     """
+    jaxpr = _dead_code_eliminated(getattr(closed_jaxpr, "jaxpr", closed_jaxpr))
     counter = _Counter()
-    counter.walk(_dead_code_eliminated(getattr(closed_jaxpr, "jaxpr", closed_jaxpr)), "", 1)
+    counter.walk(jaxpr, "", 1)
+    once = _Counter(trip_counts=False)
+    total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
-        EqnCount(stack, prim, counter.executions[(stack, prim)], cost)
-        for (stack, prim), cost in counter.costs.items()
+        EqnCount(stack, prim, counter.executions[key], cost, repeat)
+        for key, cost in counter.costs.items()
+        for stack, prim, repeat in [key]
     )
+    total = sum((e.cost for e in equations), Cost())
     return JaxprCount(
         equations=equations,
         unsupported=dict(counter.unsupported),
         loops=tuple(counter.loops),
         notes=tuple(dict.fromkeys(counter.notes)),
+        total_once=total if total_once is None else total_once,
     )
 
 

@@ -40,15 +40,23 @@ class PhaseCosts:
     """Costs of one phase.
 
     Attributes:
-      flops, transcendentals, bytes_accessed: the compiled XLA figures (None:
-        unknown). For ``backward``: grad minus forward.
+      flops, transcendentals: the best figures (None: unknown). XLA's compiled
+        count, corrected for loops when the program has any (XLA counts a loop
+        body once); the jaxpr count where XLA gives none. For ``backward``: grad
+        minus forward.
+      bytes_accessed: XLA's compiled figure (None: unknown, or not compiled). For
+        programs with loops it counts each loop body once.
       memory: the compiled executable's buffers (None fields for ``backward``,
-        which is not a program of its own).
-      jaxpr_flops, jaxpr_transcendentals: the same phase counted from its jaxpr
-        with `xla_cost.rules` (the cross-check; None if not counted).
+        which is not a program of its own, and when not compiled).
+      xla_flops, xla_transcendentals: XLA's raw compiled figures (None: not
+        compiled, or XLA gave none).
+      jaxpr_flops, jaxpr_transcendentals: the phase counted from its jaxpr with
+        `xla_cost.rules`, loops multiplied out (None if not counted).
+      loop_corrected: ``flops`` is XLA's figure plus the loop iterations it
+        missed.
       sources: where ``flops`` and ``transcendentals`` come from: ``xla``,
-        ``jaxpr`` (XLA gave no figure, the complete jaxpr count stands in), or
-        ``unknown``.
+        ``xla+loops`` (corrected), ``jaxpr`` (XLA gave none or was not asked),
+        or ``unknown``.
     """
 
     flops: int | None
@@ -60,14 +68,34 @@ class PhaseCosts:
     sources: Mapping[str, str] = dataclasses.field(
         default_factory=lambda: {"flops": "xla", "transcendentals": "xla"}
     )
+    xla_flops: int | None = None
+    xla_transcendentals: int | None = None
+    loop_corrected: bool = False
+
+    @property
+    def xla_to_jaxpr(self) -> float | None:
+        """XLA's raw FLOP over the jaxpr count: about 1 without loops, well below with."""
+        return _ratio(self.xla_flops, self.jaxpr_flops)
 
 
 @dataclasses.dataclass(frozen=True)
 class LayerCosts:
-    """FLOP of one parametrised module in the forward and the backward pass.
+    """FLOP of one module in the forward pass, the backward pass and the update.
 
-    Counted from the ``grad`` phase's jaxpr: the forward pass is everything under
-    ``jvp(...)``, the backward pass everything under ``transpose(jvp(...))``.
+    Counted from the phases' jaxprs, with the phases' definitions: forward is
+    the row's share of the forward phase, backward its share of the grad phase
+    minus that, update its share of the update phase (optimizer arithmetic is
+    outside every module: the remainder row). Each column adds up to its
+    phase's ``jaxpr_flops`` exactly.
+
+    Attributes:
+      path: module path, or ``(remainder)``.
+      parameters: parameters the row stands for.
+      forward_flops, backward_flops, update_flops: FLOP per pass.
+      forward_transcendentals, backward_transcendentals, update_transcendentals:
+        transcendentals per pass.
+      trip_count: how often the row's operations run per step when they sit in
+        a loop (a scanned layer group: its length), else 1. Its FLOP include it.
     """
 
     path: str
@@ -76,11 +104,22 @@ class LayerCosts:
     backward_flops: int
     forward_transcendentals: int = 0
     backward_transcendentals: int = 0
+    update_flops: int = 0
+    update_transcendentals: int = 0
+    trip_count: int = 1
 
     @property
     def backward_to_forward(self) -> float | None:
         """backward/forward FLOP, None when the forward pass has no FLOP."""
         return self.backward_flops / self.forward_flops if self.forward_flops else None
+
+    @property
+    def transcendentals(self) -> int:
+        """All transcendentals of the row, every pass."""
+        return (
+            self.forward_transcendentals + self.backward_transcendentals
+            + self.update_transcendentals
+        )
 
 
 def _sub(a: int | None, b: int | None) -> int | None:
@@ -108,6 +147,8 @@ class Report:
       layers: per-layer rows (the last one the remainder), or None if not asked.
       unsupported: primitives without a cost rule, with how often they run.
       notes: caveats worth reading (unknown figures, loops, branches).
+      counter: ``xla`` (compiled, loop-corrected) or ``jaxpr`` (jaxpr alone).
+      depth: the module depth of ``layers`` (None: one row per module).
     """
 
     model: str
@@ -122,6 +163,8 @@ class Report:
     layers: tuple[LayerCosts, ...] | None = None
     unsupported: Mapping[str, int] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    counter: str = "xla"
+    depth: int | None = None
 
     # ------------------------------------------------------------------ ratios
 
@@ -149,28 +192,25 @@ class Report:
             "dtype": self.dtype,
             "backend": self.backend,
             "jax_version": self.jax_version,
+            "counter": self.counter,
             "parameters": self.parameters,
         }
-        for key in ("flops", "transcendentals", "bytes_accessed"):
+        for key in (
+            "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
+            "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
+            "bytes_accessed",
+        ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
-        data["jaxpr_flops"] = {p: self.phases[p].jaxpr_flops for p in PHASES}
         data["sources"] = {p: dict(self.phases[p].sources) for p in PHASES}
         data["ratios"] = {
             "backward_to_forward": self.backward_to_forward,
             "backward_with_update_to_forward": self.backward_with_update_to_forward,
         }
         if self.layers is not None:
+            data["depth"] = self.depth
             data["layers"] = [
-                {
-                    "path": layer.path,
-                    "parameters": layer.parameters,
-                    "forward_flops": layer.forward_flops,
-                    "backward_flops": layer.backward_flops,
-                    "backward_to_forward": layer.backward_to_forward,
-                    "forward_transcendentals": layer.forward_transcendentals,
-                    "backward_transcendentals": layer.backward_transcendentals,
-                }
+                {**dataclasses.asdict(layer), "backward_to_forward": layer.backward_to_forward}
                 for layer in self.layers
             ]
         data["unsupported"] = dict(self.unsupported)
@@ -181,7 +221,7 @@ class Report:
         return json.dumps(self.to_dict(), indent=indent)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per phase: flops, transcendentals, bytes, memory, jaxpr_flops."""
+        """One row per phase: best, XLA and jaxpr FLOP, transcendentals, bytes, memory."""
         rows = []
         for phase in PHASES:
             costs = self.phases[phase]
@@ -189,27 +229,27 @@ class Report:
                 {
                     "phase": phase,
                     "flops": costs.flops,
+                    "xla_flops": costs.xla_flops,
+                    "jaxpr_flops": costs.jaxpr_flops,
                     "transcendentals": costs.transcendentals,
                     "bytes_accessed": costs.bytes_accessed,
                     **dataclasses.asdict(costs.memory),
-                    "jaxpr_flops": costs.jaxpr_flops,
                 }
             )
-        return pd.DataFrame(rows).set_index("phase").astype("Int64")
+        frame = pd.DataFrame(rows).set_index("phase").astype("Int64")
+        frame["loop_corrected"] = [self.phases[p].loop_corrected for p in PHASES]
+        return frame
 
     def layers_frame(self) -> pd.DataFrame:
         """One row per layer (the remainder last); empty if layers were not asked."""
-        columns = ["path", "parameters", "forward_flops", "backward_flops", "backward_to_forward"]
+        columns = [
+            "path", "parameters", "trip_count", "forward_flops", "backward_flops",
+            "backward_to_forward", "update_flops", "transcendentals",
+        ]
         if not self.layers:
             return pd.DataFrame(columns=columns).set_index("path")
         rows = [
-            {
-                "path": layer.path,
-                "parameters": layer.parameters,
-                "forward_flops": layer.forward_flops,
-                "backward_flops": layer.backward_flops,
-                "backward_to_forward": layer.backward_to_forward,
-            }
+            {key: getattr(layer, key) for key in columns}
             for layer in self.layers
         ]
         return pd.DataFrame(rows, columns=columns).set_index("path")
@@ -240,7 +280,7 @@ class Report:
         console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
         console.print(_describe(self))
         for title, frame in [("phases", _phase_frame(self))] + (
-            [("layers (from the grad jaxpr)", _layer_frame(self))] if self.layers is not None else []
+            [("layers (from the jaxprs)", _layer_frame(self))] if self.layers is not None else []
         ):
             table = Table(title=title, title_justify="left")
             table.add_column(frame.index.name or "")
@@ -264,45 +304,65 @@ def _fmt(value: float | int | None, scale: float = 1.0, digits: int = 3) -> str:
     return f"{value / scale:,.{digits}f}"
 
 
+_UNITS = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def _unit(values: list[int | None]) -> tuple[float, str]:
+    """The largest unit in which the largest value reads at least 1 (1e9, ``G``)."""
+    largest = max((abs(v) for v in values if v is not None), default=0)
+    return next(((s, u) for s, u in _UNITS if largest >= s), (1.0, ""))
+
+
 def _describe(report: Report) -> str:
     config = ", ".join(f"{k}={v}" for k, v in report.config.items())
     return (
         f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
         f"{report.dtype}, {report.parameters:,} parameters, {report.backend}, "
-        f"jax {report.jax_version}"
+        f"jax {report.jax_version}, counter {report.counter}"
     )
 
 
 def _phase_frame(report: Report) -> pd.DataFrame:
+    phases = [report.phases[p] for p in PHASES]
+    scale, unit = _unit([c.flops for c in phases] + [c.xla_flops for c in phases])
     rows = []
-    for phase in PHASES:
-        c = report.phases[phase]
-        rows.append(
-            {
-                "phase": phase,
-                "GFLOP": _fmt(c.flops, 1e9),
-                "transcendentals (M)": _fmt(c.transcendentals, 1e6),
-                "bytes accessed (MB)": _fmt(c.bytes_accessed, 1e6, 1),
-                "temp (MB)": _fmt(c.memory.temp_bytes, 1e6, 1),
-                "jaxpr GFLOP": _fmt(c.jaxpr_flops, 1e9),
-            }
-        )
+    for phase, c in zip(PHASES, phases):
+        ratio = c.xla_to_jaxpr
+        row = {"phase": phase, f"{unit}FLOP": _fmt(c.flops, scale) + (" *" if c.loop_corrected else "")}
+        if report.counter != "jaxpr":  # without compiling there is nothing to compare
+            row[f"XLA {unit}FLOP"] = _fmt(c.xla_flops, scale)
+            row[f"jaxpr {unit}FLOP"] = _fmt(c.jaxpr_flops, scale)
+            row["XLA/jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
+        row["transcendentals (M)"] = _fmt(c.transcendentals, 1e6)
+        if report.counter != "jaxpr":
+            row["bytes accessed (MB)"] = _fmt(c.bytes_accessed, 1e6, 1)
+            row["temp (MB)"] = _fmt(c.memory.temp_bytes, 1e6, 1)
+        rows.append(row)
     return pd.DataFrame(rows).set_index("phase")
 
 
 def _layer_frame(report: Report) -> pd.DataFrame:
+    layers = report.layers or ()
+    looped = any(layer.trip_count > 1 for layer in layers)
+    scale, unit = _unit(
+        [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
+    )
     rows = []
-    for layer in report.layers or ():
+    for layer in layers:
         ratio = layer.backward_to_forward
-        rows.append(
+        row = {"layer": layer.path, "parameters": f"{layer.parameters:,}"}
+        if looped:
+            row["runs"] = f"x{layer.trip_count}"
+        row.update(
             {
-                "layer": layer.path,
-                "parameters": f"{layer.parameters:,}",
-                "forward GFLOP": _fmt(layer.forward_flops, 1e9, 4),
-                "backward GFLOP": _fmt(layer.backward_flops, 1e9, 4),
+                f"forward {unit}FLOP": _fmt(layer.forward_flops, scale),
+                f"backward {unit}FLOP": _fmt(layer.backward_flops, scale),
                 "backward/forward": "n/a" if ratio is None else f"{ratio:.3f}",
+                f"update {unit}FLOP": _fmt(layer.update_flops, scale),
+                "transcendentals (M)": _fmt(layer.transcendentals, 1e6),
             }
         )
+        rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
 
 
@@ -317,7 +377,13 @@ def _ratio_line(report: Report) -> str:
 
 
 def _caveats(report: Report) -> list[str]:
-    caveats = list(report.notes)
+    caveats = []
+    if any(report.phases[p].loop_corrected for p in PHASES):
+        caveats.append(
+            "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
+            "added from the jaxpr (XLA's raw figure in the XLA column)"
+        )
+    caveats += list(report.notes)
     if report.unsupported:
         names = ", ".join(f"{k} x{v}" for k, v in sorted(report.unsupported.items()))
         caveats.append(f"no cost rule (not in jaxpr counts): {names}")
