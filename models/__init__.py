@@ -19,16 +19,16 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import seed_nets
+from models import gpt, seed_nets
 from xla_cost.errors import InputError
 
 __all__ = [
-    "ModelSpec",
     "REGISTRY",
+    "ModelSpec",
     "build_model",
+    "count_parameters",
     "example_inputs",
     "get_spec",
-    "count_parameters",
     "zoo_frame",
 ]
 
@@ -72,6 +72,12 @@ def _image(config: Mapping[str, Any]) -> tuple[int, ...]:
     return (size, size, 3)
 
 
+def _tokens(config: Mapping[str, Any]) -> tuple[int, ...]:
+    return (config["seq_len"],)
+
+
+_GPT2_SOURCE = "Radford et al. 2019, GPT-2; HF GPT2LMHeadModel"
+
 REGISTRY: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in [
@@ -103,6 +109,38 @@ REGISTRY: dict[str, ModelSpec] = {
             _image,
             source="Epoch AI, backward-forward FLOP ratio, Appendix A",
         ),
+        ModelSpec(
+            "gpt2-small",
+            "GPT-2 small decoder-only transformer: 12 layers x 768, 12 heads, tied LM head",
+            gpt.GPT2Small,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT2_SOURCE,
+        ),
+        ModelSpec(
+            "gpt2-medium",
+            "GPT-2 medium decoder-only transformer: 24 layers x 1024, 16 heads, tied LM head",
+            gpt.GPT2Medium,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT2_SOURCE,
+        ),
+        ModelSpec(
+            "gpt2-large",
+            "GPT-2 large decoder-only transformer: 36 layers x 1280, 20 heads, tied LM head",
+            gpt.GPT2Large,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT2_SOURCE,
+        ),
+        ModelSpec(
+            "gpt2-xl",
+            "GPT-2 XL decoder-only transformer: 48 layers x 1600, 25 heads, tied LM head",
+            gpt.GPT2XL,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT2_SOURCE,
+        ),
     ]
 }
 """Every zoo model by name."""
@@ -129,10 +167,13 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
                 "Use --set KEY=VALUE with one of those keys.",
             )
         default = allowed[key]
+        # Integer fields are sizes (>= 1); one whose default is 0 uses 0 as "derive
+        # it" (GPT's d_ff = 0: 4 * d_model), so 0 is allowed there too.
+        least = min(1, default) if isinstance(default, int) else 1
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= least
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
@@ -141,7 +182,7 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
             kind = type(default).__name__
             raise InputError(
                 f"{key} to be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-                + (" >= 1" if isinstance(default, int) and not isinstance(default, bool) else ""),
+                + (f" >= {least}" if isinstance(default, int) and not isinstance(default, bool) else ""),
                 repr(value),
                 f"Use e.g. --set {key}={default!r}.",
             )
@@ -189,6 +230,12 @@ def count_parameters(name: str, **config: Any) -> int:
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(variables.get("params", {}))))
 
 
+def _fast_count(spec: ModelSpec) -> dict[str, Any]:
+    # A scanned stack traces one layer instead of all of them and has the same
+    # parameters (tests/test_gpt.py checks it), so the zoo table counts that way.
+    return {"scan_layers": True} if "scan_layers" in spec.defaults else {}
+
+
 def zoo_frame() -> pd.DataFrame:
     """The zoo as a table: description, parameters, input shape, configuration."""
     rows = []
@@ -198,7 +245,7 @@ def zoo_frame() -> pd.DataFrame:
             {
                 "name": spec.name,
                 "description": spec.description,
-                "parameters": count_parameters(spec.name),
+                "parameters": count_parameters(spec.name, **_fast_count(spec)),
                 "input_shape": f"({shape})",
                 "config": ", ".join(f"{k}={v}" for k, v in spec.defaults.items()),
             }

@@ -116,3 +116,47 @@ def test_python_dash_m():
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["parameters"] == 533_898
+
+
+def test_counter_jaxpr_and_depth(capsys):
+    code, out, err = run(
+        capsys, "analyze", "tests.custom_models:ScannedMLP", "--input-shape", "4,8",
+        "--counter", "jaxpr", "--depth", "1", "--format", "json",
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["counter"] == "jaxpr" and data["depth"] == 1
+    assert data["xla_flops"]["forward"] is None and data["bytes_accessed"]["grad"] is None
+    assert data["flops"]["forward"] == data["jaxpr_flops"]["forward"]
+    rows = {row["path"]: row for row in data["layers"]}
+    assert rows["layers"]["trip_count"] == 12  # tests.custom_models.N_SCAN
+    # the same call from Python gives the same answer
+    from tests import custom_models
+
+    api = xla_cost.analyze(
+        custom_models.ScannedMLP(), jax_inputs((4, 8)), optimizer="sgd", depth=1, compile=False,
+        name="ScannedMLP",
+    ).to_dict()
+    assert data["flops"] == api["flops"] and data["layers"] == api["layers"]
+
+
+def test_loop_corrected_table_marks_headline(capsys):
+    code, out, err = run(capsys, "analyze", "tests.custom_models:ScannedMLP", "--input-shape", "4,8")
+    assert code == 0, err
+    assert " *" in out and "loop-corrected" in out and "XLA/jaxpr" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--depth", "0"], "--depth of at least 1"),
+    (["--counter", "hlo"], "invalid choice"),
+])
+def test_bad_depth_and_counter(capsys, argv, message):
+    code, _, err = run(capsys, "analyze", "one_net", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def jax_inputs(shape):
+    import jax
+    import jax.numpy as jnp
+
+    return jax.ShapeDtypeStruct(shape, jnp.float32)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 import xla_cost
 from xla_cost import rules
-from xla_cost.interpret import count_function
+from xla_cost.interpret import SCAN_COUNTER_FLOPS, count_function
 
 F32 = jnp.float32
 
@@ -61,7 +63,8 @@ def test_scan_multiplies_body_by_length():
         return jax.lax.scan(lambda c, _: (c @ w, None), x, None, length=length)[0]
 
     counted = count_function(f, sds(d, d), sds(d, d))
-    assert counted.total.flops == length * 2 * d * d * d
+    # length x (a d x d x d matmul + the loop counter's add and compare)
+    assert counted.total.flops == length * (2 * d * d * d + SCAN_COUNTER_FLOPS)
     assert counted.loops[0].trip_count == length
 
 
@@ -118,3 +121,111 @@ def test_name_stack_parsing():
     assert xla_cost.classify_pass("jvp(Net)/fc1") == "forward"
     assert xla_cost.classify_pass("Net/fc1") is None
     assert xla_cost.module_path("transpose(jvp(Net))/block/fc1", "Net") == "block/fc1"
+
+
+def xla_flops(fn, *args):
+    costs = jax.jit(fn).lower(*args).compile().cost_analysis()
+    return costs.get("flops", 0.0), costs.get("transcendentals", 0.0)
+
+
+@pytest.mark.parametrize(
+    "shape, window, strides",
+    [
+        ((1, 8, 8, 1), (2, 2), (2, 2)),  # rank 4, W = 4
+        ((2, 9, 9, 3), (3, 3), (2, 2)),  # rank 4, W = 9, overlapping windows
+        ((2, 9, 2), (3,), (1,)),  # rank 3
+        ((1, 4, 4, 4, 1), (2, 2, 2), (2, 2, 2)),  # rank 5
+    ],
+)
+def test_max_pool_gradient_as_xla_expands_it(shape, window, strides):
+    import flax.linen as nn
+
+    x = sds(*shape)
+    pool = lambda x: jnp.sum(nn.max_pool(x, window, strides, "VALID"))  # noqa: E731
+    counted = count_function(jax.grad(pool), x).total.flops
+    # S source (pooled) elements, W window elements, operand rank r:
+    # S * ((W - 1) * (r + SELECT_AND_SCATTER_STEP_OPS) + W)
+    s = math.prod(jax.eval_shape(lambda x: nn.max_pool(x, window, strides, "VALID"), x).shape)
+    w, r = math.prod(window), len(shape)
+    assert counted == s * ((w - 1) * (r + rules.SELECT_AND_SCATTER_STEP_OPS) + w)
+    assert counted == xla_flops(jax.grad(pool), x)[0]
+
+
+EXPANDED = {
+    "logistic": jax.lax.logistic, "erfc": jax.lax.erfc, "erf_inv": jax.lax.erf_inv,
+    "lgamma": jax.lax.lgamma, "digamma": jax.lax.digamma, "sinh": jax.lax.sinh,
+    "cosh": jax.lax.cosh, "asinh": jax.lax.asinh, "acosh": jax.lax.acosh,
+    "atanh": jax.lax.atanh, "asin": jax.lax.asin, "acos": jax.lax.acos, "exp2": jax.lax.exp2,
+}
+
+
+def test_every_expansion_is_tested():
+    assert set(EXPANDED) == set(rules.XLA_EXPANSIONS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPANDED))
+def test_xla_expansion_table_matches_compiled_counts(name):
+    # n elements; the table's per-element (FLOP, transcendentals) times n, in the
+    # jaxpr count and in XLA's compiled count alike.
+    n, x = 8 * 32, sds(8, 32)
+    flops, transcendentals = rules.XLA_EXPANSIONS[name]
+    counted = count_function(EXPANDED[name], x).total
+    assert (counted.flops, counted.transcendentals) == (flops * n, transcendentals * n)
+    assert xla_flops(EXPANDED[name], x) == (flops * n, transcendentals * n)
+
+
+def test_argmax_counts_its_comparator_steps():
+    rows, n = 8, 32
+    fn = lambda x: jnp.argmax(x, -1)  # noqa: E731
+    counted = count_function(fn, sds(rows, n)).total.flops
+    assert counted == rules.ARGMAX_STEP_OPS * rows * (n - 1)
+    assert counted == xla_flops(fn, sds(rows, n))[0]
+
+
+def test_contraction_of_length_one_is_a_multiply():
+    # An outer product (K = 1) has no additions: M * N FLOP, as XLA counts it.
+    m, n = 6, 7
+    fn = lambda a, b: a @ b  # noqa: E731
+    assert count_function(fn, sds(m, 1), sds(1, n)).total.flops == m * n
+    assert xla_flops(fn, sds(m, 1), sds(1, n))[0] == m * n
+
+
+def test_algebraic_identities_cost_nothing():
+    n = 10
+    assert count_function(lambda x: x + 0.0, sds(n)).total.flops == 0
+    assert count_function(lambda x: (x * 1.0) / 1.0 - 0.0, sds(n)).total.flops == 0
+    assert count_function(lambda x: x + 1.0, sds(n)).total.flops == n
+    # a broadcast hidden in "+ 0" is still work: x (scalar) + zeros(n) is not counted
+    # as an identity on x
+    assert count_function(lambda x: x * 2.0, sds(n)).total.flops == n
+
+
+@pytest.mark.parametrize(
+    "strides, padding, lhs_dil, rhs_dil, groups",
+    [
+        ((1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), 1),
+        ((2, 2), ((0, 1), (2, 0)), (1, 1), (2, 2), 1),  # strided, asymmetric, dilated kernel
+        ((1, 1), ((2, 2), (2, 2)), (2, 2), (1, 1), 1),  # transposed (input-dilated) conv
+        ((1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), 4),  # depthwise-style groups
+    ],
+)
+def test_conv_variants_and_their_gradients_match_xla(strides, padding, lhs_dil, rhs_dil, groups):
+    n, h, w, c_in, c_out, k = 2, 7, 6, 8, 8, 3
+
+    def f(x, kernel):
+        y = jax.lax.conv_general_dilated(
+            x, kernel, strides, padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups,
+        )
+        return jnp.sum(y)
+
+    args = (sds(n, h, w, c_in), sds(k, k, c_in // groups, c_out))
+    for fn in (f, jax.grad(f, argnums=(0, 1))):
+        counted = count_function(fn, *args).total.flops
+        assert counted == pytest.approx(xla_flops(fn, *args)[0], rel=0.01)
+
+
+def test_method_calls_belong_to_their_module():
+    # Flax names `self.wte.attend(x)` (a tied LM head) "wte.attend" on the name stack.
+    assert xla_cost.module_path("jvp(GPT)/wte.attend", "GPT") == "wte"
+    assert xla_cost.module_path("GPT/h/attn/bqhd,bkhd->bhqk", "GPT") == "h/attn/bqhd,bkhd->bhqk"

@@ -73,12 +73,22 @@ def classify_pass(name_stack: str) -> str | None:
     return None
 
 
+_METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\.[A-Za-z_]\w*$")
+
+
+def _method_call_module(component: str) -> str:
+    """``wte.attend`` (Flax names a call of a module's method so) -> ``wte``."""
+    match = _METHOD_CALL.match(component)
+    return match.group(1) if match else component
+
+
 def module_path(name_stack: str, root: str | None = None) -> str:
     """The module path of a name stack, transforms and the root class stripped.
 
-    ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``.
+    ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``;
+    a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``.
     """
-    names = [_unwrap(c)[0] for c in split_name_stack(name_stack)]
+    names = [_method_call_module(_unwrap(c)[0]) for c in split_name_stack(name_stack)]
     names = [n for n in names if n]
     if root is not None and names and names[0] == root:
         names = names[1:]

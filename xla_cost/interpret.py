@@ -33,7 +33,9 @@ from jax.extend import core as jex_core
 
 from xla_cost.rules import ZERO_COST, Cost, get_rule
 
-__all__ = ["EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function"]
+__all__ = [
+    "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
+]
 
 # Primitives that call one nested jaxpr exactly once.
 _CALL_LIKE = frozenset(
@@ -116,6 +118,10 @@ def _join(prefix: str, stack: str) -> str:
     return f"{prefix}/{stack}"
 
 
+SCAN_COUNTER_FLOPS = 2
+"""FLOP per scan iteration for the loop counter (an add and a compare), which XLA
+counts in the while loop a scan becomes."""
+
 _Key = tuple[str, str, int]  # (name stack, primitive, loop repeat)
 
 
@@ -146,8 +152,14 @@ class _Counter:
             length = int(params["length"])
             n = length if self.trip_counts else 1
             body = self.walk(params["jaxpr"], stack, times * n)
-            self.loops.append(LoopInfo(stack, "scan", length, body))
-            return body * n
+            # XLA runs a scan as a while loop: each iteration also increments
+            # and compares the counter (SCAN_COUNTER_FLOPS).
+            counter = Cost(flops=SCAN_COUNTER_FLOPS)
+            key = (stack, "scan", times * n)
+            self.costs[key] = self.costs[key] + counter * (times * n)
+            self.executions[key] += times * n
+            self.loops.append(LoopInfo(stack, "scan", length, body + counter))
+            return (body + counter) * n
         if name == "while":
             trip = _static_trip_count(eqn)
             if trip is None:

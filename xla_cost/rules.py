@@ -230,7 +230,6 @@ XLA_EXPANSIONS: dict[str, tuple[int, int]] = {
     "asin": (5, 2),
     "acos": (3, 2),
     "exp2": (1, 1),
-    "rem": (6, 0),
 }
 """(FLOP, transcendentals) per element of primitives XLA expands before counting.
 
@@ -243,7 +242,7 @@ expansion fails loudly.
 
 ELEMENTWISE: frozenset[str] = frozenset(
     {
-        "add", "add_any", "add_jaxvals", "sub", "mul", "div", "max", "min", "neg", "abs",
+        "add", "add_any", "add_jaxvals", "sub", "mul", "div", "rem", "max", "min", "neg", "abs",
         "sign", "floor", "ceil", "round", "nextafter", "square", "reciprocal",
         "and", "or", "xor", "not", "shift_left", "shift_right_arithmetic",
         "shift_right_logical", "population_count", "clz", "is_finite",

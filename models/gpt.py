@@ -1,0 +1,258 @@
+"""GPT-2: the decoder-only transformer of Radford et al. (2019), "Language Models
+are Unsupervised Multitask Learners", in Flax Linen.
+
+The layout and the parameter names follow the Hugging Face ``GPT2LMHeadModel``:
+token embedding ``wte``, learned positional embedding ``wpe``, ``n_layer``
+pre-LayerNorm blocks ``h_0`` ... ``h_{L-1}`` (or one scanned stack ``h``), a final
+LayerNorm ``ln_f`` and a language-model head tied to ``wte`` (no parameters of its
+own). A block is::
+
+    x = x + attn.c_proj(causal_attention(attn.c_attn(ln_1(x))))
+    x = x + mlp.c_proj(gelu_tanh(mlp.c_fc(ln_2(x))))
+
+There is no dropout: the model is built for cost analysis, where dropout adds
+elementwise work but no parameters and no matmuls.
+
+Parameters, with ``V`` the vocabulary, ``n_ctx`` the context (``seq_len``), ``d``
+the width, ``L`` the depth and the default ``d_ff = 4d``::
+
+    P = V*d + n_ctx*d + L*(12*d^2 + 13*d) + 2*d
+
+per block: ``ln_1`` 2d, ``attn.c_attn`` 3d^2 + 3d, ``attn.c_proj`` d^2 + d,
+``ln_2`` 2d, ``mlp.c_fc`` 4d^2 + 4d, ``mlp.c_proj`` 4d^2 + d; plus ``ln_f`` 2d.
+With a general ``d_ff = f`` a block has ``4d^2 + 2df + 9d + f`` parameters.
+GPT-2 small (124,439,808), medium (354,823,168), large (774,030,080) and XL
+(1,557,611,200) are `GPT2Small`, `GPT2Medium`, `GPT2Large` and `GPT2XL`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from models._common import expect_input_shape
+from xla_cost.errors import InputError
+
+__all__ = [
+    "GPT",
+    "GPT2XL",
+    "MLP",
+    "Block",
+    "CausalSelfAttention",
+    "GPT2Large",
+    "GPT2Medium",
+    "GPT2Small",
+    "gpt_parameters",
+]
+
+Dtype = Any
+
+_INIT_STD = 0.02  # GPT-2's initializer_range
+_LN_EPS = 1e-5  # GPT-2's layer_norm_epsilon
+
+
+def gpt_parameters(vocab_size: int, seq_len: int, n_layer: int, d_model: int, d_ff: int = 0) -> int:
+    """The closed-form parameter count of `GPT` (``d_ff = 0`` means ``4 * d_model``)."""
+    d, f = d_model, d_ff or 4 * d_model
+    block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d)
+    return vocab_size * d + seq_len * d + n_layer * block + 2 * d
+
+
+def _dense(features: int, name: str, m: Any, std: float = _INIT_STD) -> nn.Dense:
+    return nn.Dense(
+        features,
+        dtype=m.dtype,
+        param_dtype=m.param_dtype,
+        kernel_init=nn.initializers.normal(std),
+        name=name,
+    )
+
+
+def _layer_norm(name: str, m: Any) -> nn.LayerNorm:
+    return nn.LayerNorm(epsilon=_LN_EPS, dtype=m.dtype, param_dtype=m.param_dtype, name=name)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with a fused ``c_attn`` and ``c_proj``.
+
+    Written out (no fused kernel) so that its matmuls appear in the jaxpr under
+    this module: ``q k^T / sqrt(head_dim)`` over all ``T x T`` pairs, the causal
+    mask applied by `jnp.where` (nothing is skipped), softmax in float32, then
+    ``probs v``.
+    """
+
+    n_head: int
+    proj_std: float = _INIT_STD
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        batch, length, d = x.shape
+        head_dim = d // self.n_head
+        qkv = _dense(3 * d, "c_attn", self)(x)
+        q, k, v = (
+            t.reshape(batch, length, self.n_head, head_dim) for t in jnp.split(qkv, 3, axis=-1)
+        )
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(head_dim))
+        scores = scores.astype(jnp.float32)
+        causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None, None]
+        scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
+        probs = nn.softmax(scores, axis=-1).astype(self.dtype)
+        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, d)
+        return _dense(d, "c_proj", self, self.proj_std)(out)
+
+
+class MLP(nn.Module):
+    """``c_fc`` (d -> d_ff), GELU (tanh approximation), ``c_proj`` (d_ff -> d)."""
+
+    d_ff: int
+    proj_std: float = _INIT_STD
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        h = nn.gelu(_dense(self.d_ff, "c_fc", self)(x), approximate=True)
+        return _dense(x.shape[-1], "c_proj", self, self.proj_std)(h)
+
+
+class Block(nn.Module):
+    """One pre-LayerNorm GPT-2 block; ``(x, _) -> (x, None)`` so `nn.scan` can stack it."""
+
+    n_head: int
+    d_ff: int
+    proj_std: float = _INIT_STD
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
+        kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype}
+        x = x + CausalSelfAttention(self.n_head, **kw, name="attn")(_layer_norm("ln_1", self)(x))
+        x = x + MLP(self.d_ff, **kw, name="mlp")(_layer_norm("ln_2", self)(x))
+        return x, None
+
+
+class GPT(nn.Module):
+    """GPT-2 language model: token ids ``(B, seq_len)`` -> logits ``(B, seq_len, vocab_size)``.
+
+    Attributes:
+      vocab_size: ``V``, rows of the token embedding ``wte`` (and logits per token).
+      seq_len: ``n_ctx``, rows of the positional embedding ``wpe``; the inputs must
+        be exactly this long.
+      n_layer: number of blocks ``L``.
+      n_head: attention heads; must divide ``d_model``.
+      d_model: the residual width ``d``.
+      d_ff: the MLP's hidden width; 0 means ``4 * d_model``.
+      scan_layers: stack the blocks with `nn.scan` (one module ``h`` whose
+        parameters have a leading ``n_layer`` axis, traced once) instead of
+        unrolling ``h_0`` ... ``h_{L-1}``. The parameter count is the same.
+      dtype: the computation dtype.
+      param_dtype: the parameters' dtype.
+    """
+
+    vocab_size: int = 50257
+    seq_len: int = 1024
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    d_ff: int = 0
+    scan_layers: bool = False
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    def _validate(self, tokens: Any) -> None:
+        if self.d_model % self.n_head:
+            raise InputError(
+                "d_model divisible by n_head",
+                f"d_model={self.d_model}, n_head={self.n_head}",
+                "Change d_model or n_head with --set so that n_head divides d_model.",
+            )
+        expect_input_shape(type(self).__name__, tokens, (self.seq_len,))
+        if not jnp.issubdtype(tokens.dtype, jnp.integer):
+            raise InputError(
+                f"{type(self).__name__} inputs of integer token ids",
+                f"dtype {tokens.dtype}",
+                "Pass int32 token ids (a zoo model's example inputs already are).",
+            )
+
+    @nn.compact
+    def __call__(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        self._validate(tokens)
+        d = self.d_model
+        wte = nn.Embed(
+            self.vocab_size,
+            d,
+            dtype=self.dtype,
+            param_dtype=self.param_dtype,
+            embedding_init=nn.initializers.normal(_INIT_STD),
+            name="wte",
+        )
+        wpe = nn.Embed(
+            self.seq_len,
+            d,
+            dtype=self.dtype,
+            param_dtype=self.param_dtype,
+            embedding_init=nn.initializers.normal(0.01),
+            name="wpe",
+        )
+        x = wte(tokens) + wpe(jnp.arange(tokens.shape[1]))[None]
+
+        block_kw = {
+            "n_head": self.n_head,
+            "d_ff": self.d_ff or 4 * d,
+            # GPT-2 scales the residual projections' init by 1/sqrt(2L).
+            "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
+            "dtype": self.dtype,
+            "param_dtype": self.param_dtype,
+        }
+        if self.scan_layers:
+            stack = nn.scan(
+                Block,
+                variable_axes={"params": 0},
+                split_rngs={"params": True},
+                length=self.n_layer,
+            )
+            x, _ = stack(**block_kw, name="h")(x, None)
+        else:
+            for i in range(self.n_layer):
+                x, _ = Block(**block_kw, name=f"h_{i}")(x, None)
+
+        x = _layer_norm("ln_f", self)(x)
+        return wte.attend(x)  # the LM head, tied to the token embedding
+
+
+class GPT2Small(GPT):
+    """GPT-2 small: 12 layers, 12 heads, d 768; 124,439,808 parameters."""
+
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+
+
+class GPT2Medium(GPT):
+    """GPT-2 medium: 24 layers, 16 heads, d 1024; 354,823,168 parameters."""
+
+    n_layer: int = 24
+    n_head: int = 16
+    d_model: int = 1024
+
+
+class GPT2Large(GPT):
+    """GPT-2 large: 36 layers, 20 heads, d 1280; 774,030,080 parameters."""
+
+    n_layer: int = 36
+    n_head: int = 20
+    d_model: int = 1280
+
+
+class GPT2XL(GPT):
+    """GPT-2 XL: 48 layers, 25 heads, d 1600; 1,557,611,200 parameters."""
+
+    n_layer: int = 48
+    n_head: int = 25
+    d_model: int = 1600

@@ -1,0 +1,174 @@
+"""Loop-correct totals: XLA counts a loop body once; the analyzer must not."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import xla_cost
+from tests import custom_models as M
+from xla_cost import FLOPS_PER_FMA
+from xla_cost.interpret import SCAN_COUNTER_FLOPS
+
+B = 4  # batch
+D_IN = 8
+INPUTS = jax.ShapeDtypeStruct((B, D_IN), jnp.float32)
+PHASES = ("forward", "backward", "grad", "update", "train_step")
+
+
+@functools.lru_cache(maxsize=None)
+def report(model_name: str, compile: bool = True, depth: int | None = None) -> xla_cost.Report:  # noqa: A002
+    model = getattr(M, model_name)()
+    return xla_cost.analyze(
+        model, INPUTS, optimizer="adam", per_layer=True, depth=depth, compile=compile
+    )
+
+
+def block_forward_flops() -> int:
+    """One ResidualBlock's forward FLOP at batch B, width D = D_SCAN."""
+    d = M.D_SCAN
+    up = FLOPS_PER_FMA * B * d * (2 * d) + B * 2 * d  # matmul + bias
+    relu = B * 2 * d  # one max per element
+    down = FLOPS_PER_FMA * B * (2 * d) * d + B * d  # matmul + bias
+    residual = B * d
+    return up + relu + down + residual
+
+
+def test_scanned_equals_unrolled_in_every_phase():
+    # Acceptance: nn.scan over 12 identical blocks and the same blocks unrolled
+    # cost the same in every phase (within 0.1%).
+    scanned, unrolled = report("ScannedMLP"), report("UnrolledMLP")
+    assert scanned.parameters == unrolled.parameters
+    for phase in PHASES:
+        s, u = scanned.phases[phase], unrolled.phases[phase]
+        assert s.flops == pytest.approx(u.flops, rel=1e-3), phase
+        assert s.transcendentals == pytest.approx(u.transcendentals, rel=1e-3), phase
+
+
+def test_raw_xla_figure_of_the_scan_is_low_and_flagged():
+    scanned, unrolled = report("ScannedMLP"), report("UnrolledMLP")
+    for phase in ("forward", "grad", "train_step"):
+        s = scanned.phases[phase]
+        assert s.loop_corrected and s.sources["flops"] == "xla+loops", phase
+        assert not unrolled.phases[phase].loop_corrected, phase
+        # XLA saw one block of 12: its raw figure is far below the corrected one.
+        assert s.xla_flops < 0.5 * s.flops, phase
+        assert s.xla_to_jaxpr < 0.5, phase
+    assert unrolled.phases["forward"].xla_to_jaxpr == pytest.approx(1.0, rel=0.01)
+    assert any("loop body once" in note for note in scanned.notes)
+    data = scanned.to_dict()
+    assert data["loop_corrected"]["forward"] is True
+    assert data["xla_flops"]["forward"] == scanned.phases["forward"].xla_flops
+    assert data["flops"]["forward"] > data["xla_flops"]["forward"]
+    # The update has no loop: XLA's figure stands.
+    assert not scanned.phases["update"].loop_corrected
+
+
+def test_scanned_forward_matches_closed_form():
+    d, c = M.D_SCAN, M.C_SCAN
+    embed = FLOPS_PER_FMA * B * D_IN * d + B * d
+    head = FLOPS_PER_FMA * B * d * c + B * c
+    layers = M.N_SCAN * block_forward_flops()
+    # the loss (softmax cross-entropy over C classes) adds a few FLOP per logit
+    assert report("ScannedMLP").phases["forward"].flops == pytest.approx(
+        embed + layers + head, rel=0.01
+    )
+
+
+def test_scanned_layer_group_rows_carry_their_trip_count():
+    rows = {row.path: row for row in report("ScannedMLP").layers}
+    d = M.D_SCAN
+    assert rows["layers/up"].trip_count == M.N_SCAN
+    assert rows["layers/down"].trip_count == M.N_SCAN
+    assert rows["embed"].trip_count == 1
+    # up: 12 x (matmul + bias) in the forward pass; parameters stacked 12 times
+    assert rows["layers/up"].forward_flops == M.N_SCAN * (FLOPS_PER_FMA * B * d * 2 * d + B * 2 * d)
+    assert rows["layers/up"].parameters == M.N_SCAN * (d * 2 * d + 2 * d)
+    # the block's own glue (relu, residual add) is the `layers` row
+    assert rows["layers"].forward_flops == M.N_SCAN * (B * 2 * d + B * d)
+    assert rows["layers"].parameters == 0
+
+
+def test_depth_one_merges_scanned_stack_like_unrolled_blocks():
+    scanned = {r.path: r for r in report("ScannedMLP", depth=1).layers}
+    unrolled = {r.path: r for r in report("UnrolledMLP", depth=1).layers}
+    assert list(scanned) == ["embed", "layers", "head", xla_cost.REMAINDER]
+    blocks = [unrolled[f"block_{i}"] for i in range(M.N_SCAN)]
+    assert scanned["layers"].forward_flops == sum(b.forward_flops for b in blocks)
+    assert scanned["layers"].forward_flops == M.N_SCAN * block_forward_flops()
+    assert scanned["layers"].parameters == sum(b.parameters for b in blocks)
+    assert scanned["layers"].backward_flops == pytest.approx(
+        sum(b.backward_flops for b in blocks), rel=1e-3
+    )
+
+
+def test_layer_columns_add_up_to_the_phase_jaxpr_counts():
+    for name in ("ScannedMLP", "UnrolledMLP"):
+        for depth in (None, 1):
+            r = report(name, depth=depth)
+            for column, phase in [
+                ("forward_flops", "forward"), ("backward_flops", "backward"),
+                ("update_flops", "update"),
+            ]:
+                total = sum(getattr(row, column) for row in r.layers)
+                assert total == r.phases[phase].jaxpr_flops, (name, depth, column)
+
+
+def test_jaxpr_counter_skips_compilation(monkeypatch):
+    def no_compile(*_args, **_kwargs):
+        raise AssertionError("compile=False must not compile")
+
+    monkeypatch.setattr(xla_cost.xla, "compile_phase", no_compile)
+    fast = xla_cost.analyze(M.ScannedMLP(), INPUTS, optimizer="adam", compile=False, per_layer=True)
+    full = report("ScannedMLP")
+    assert fast.counter == "jaxpr"
+    for phase in PHASES:
+        p = fast.phases[phase]
+        assert p.flops == full.phases[phase].jaxpr_flops, phase
+        assert p.sources["flops"] == "jaxpr"
+        assert p.xla_flops is None and p.bytes_accessed is None
+        assert p.memory.temp_bytes is None
+    assert fast.layers == full.layers
+
+
+def test_nested_loops_are_multiplied_out():
+    # A D x D matmul (and tanh) runs OUTER * INNER times inside a scan of fori_loops.
+    d = M.D_SCAN
+    r = xla_cost.analyze(M.NestedLoopNet(), INPUTS, optimizer="sgd")
+    forward = r.phases["forward"]
+    loop_matmuls = M.OUTER * M.INNER * FLOPS_PER_FMA * B * d * d
+    assert forward.loop_corrected
+    embed_head = FLOPS_PER_FMA * B * D_IN * d + B * d + FLOPS_PER_FMA * B * d * M.C_SCAN + B * M.C_SCAN
+    assert forward.flops == pytest.approx(loop_matmuls + embed_head, rel=0.02)
+    assert forward.transcendentals >= M.OUTER * M.INNER * B * d  # the tanh, plus the loss's exp/log
+    # XLA counted one matmul of the twelve
+    assert forward.xla_flops < forward.flops / 4
+
+
+def test_nested_scan_counts_by_hand():
+    d, outer, inner = 4, 3, 5
+
+    def f(x, w):
+        def body(c, _):
+            c = jax.lax.scan(lambda h, _: (h @ w, None), c, None, length=inner)[0]
+            return c, None
+
+        return jax.lax.scan(body, x, None, length=outer)[0]
+
+    sds = jax.ShapeDtypeStruct((d, d), jnp.float32)
+    counted = xla_cost.count_function(f, sds, sds)
+    step = SCAN_COUNTER_FLOPS  # each iteration also bumps and tests its counter
+    assert counted.total.flops == outer * (inner * (FLOPS_PER_FMA * d**3 + step) + step)
+    assert counted.total_once.flops == FLOPS_PER_FMA * d**3 + 2 * step  # what XLA sees
+    compiled = jax.jit(f).lower(sds, sds).compile().cost_analysis()["flops"]
+    assert compiled == counted.total_once.flops
+
+
+def test_unknown_trip_count_is_reported_not_guessed():
+    r = xla_cost.analyze(M.DynamicLoopNet(), INPUTS, optimizer="sgd")
+    assert any("trip count unknown" in note for note in r.notes)
+    # counted once, as XLA does: nothing to correct, and nothing claimed
+    assert not r.phases["forward"].loop_corrected
