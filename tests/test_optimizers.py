@@ -79,3 +79,39 @@ def test_optimizer_object_accepted():
     assert report.optimizer == "custom"
     # clipping adds a global norm (2 per parameter: square, sum) and a scale (1+)
     assert report.phases["update"].flops > 2 * report.parameters
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "lion"])
+def test_update_is_attributed_to_each_layer(zoo_report, optimizer):
+    # The optimizer has no module on its name stack; its arithmetic is traced
+    # from each layer's parameters, gradients and moments: every layer's update
+    # is EXPECTED per parameter times its parameters (per-tensor scalar work,
+    # such as Adam's bias corrections shared by all layers, is the remainder).
+    report = zoo_report("one_net", 2, optimizer=optimizer)
+    flops, _ = EXPECTED[optimizer]
+    rows = {row.path: row for row in report.layers}
+    for path in ("fc1", "fc2", "fc3"):
+        assert rows[path].update_flops == flops * rows[path].parameters, path
+    assert rows["(remainder)"].update_flops < 32  # a handful of scalars
+
+
+def test_global_norm_clipping_is_per_layer_except_the_global_sum():
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    import xla_cost
+    from models import build_model
+
+    report = xla_cost.analyze(
+        build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),
+        optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3)),
+        per_layer=True, compile=False,
+    )
+    rows = {row.path: row for row in report.layers}
+    # Per parameter: g*g (1) and its share of the sum (1); g / norm (1) and the
+    # select between clipped and unclipped (1); then Adam (13): 17. The sum of
+    # the per-layer norms and the sqrt are shared: the remainder.
+    for path in ("fc1", "fc2", "fc3"):
+        assert rows[path].update_flops == pytest.approx(17 * rows[path].parameters, rel=1e-3), path
+    assert rows["(remainder)"].update_flops < 32

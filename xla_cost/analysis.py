@@ -24,7 +24,9 @@ COMPILED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
 def _count(workload: Workload, phase: str) -> JaxprCount:
     with workload.tracing():
         jaxpr = jax.make_jaxpr(workload.phase_fn(phase))(*workload.phase_args(phase))
-    return count_jaxpr(jaxpr)
+    # The optimizer's arithmetic has no module on its name stack: follow the data.
+    owners = workload.input_owners(phase) if phase == "update" else None
+    return count_jaxpr(jaxpr, owners=owners)
 
 
 def _compile(workload: Workload, phase: str) -> xla.CompiledPhase:

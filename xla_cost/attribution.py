@@ -155,8 +155,11 @@ def attribute(
     parameters, itself or below it: a parametrised leaf (``fc1``) for the
     layer's own operations, or an enclosing module (``layer1``, ``attn``) for the
     operations it runs between its children (activations, residual adds, the
-    attention scores). Operations outside every such module (the loss, glue in
-    the root module, the optimizer) go to the `REMAINDER` row.
+    attention scores). Outside every module, an equation with an
+    `EqnCount.owner` (optimizer arithmetic on one module's parameters, traced
+    from the data) goes to that module. What is left (the loss, glue in the root
+    module, optimizer work shared by all modules such as a global norm) goes to
+    the `REMAINDER` row.
 
     Args:
       equations: counts from `xla_cost.interpret.count_jaxpr` of one phase.
@@ -194,7 +197,8 @@ def attribute(
     trips: dict[str, int] = {}
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
-        row = _truncate(_owner(module_path(eqn.name_stack, root), modules), depth)
+        path = module_path(eqn.name_stack, root) or (eqn.owner or "")
+        row = _truncate(_owner(path, modules), depth)
         which = classify_pass(eqn.name_stack) or default_pass
         if which not in passes:
             raise ValueError(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -60,6 +60,9 @@ class EqnCount:
       cost: the summed cost of those executions.
       repeat: the product of the trip counts of the loops around it (1 outside
         any loop): a scanned layer's equations have the scan's length.
+      owner: the module whose parameters (or gradients, or optimizer state)
+        the equation computes on, found by following the data from the
+        jaxpr's inputs (`count_jaxpr`'s ``owners``); None if unknown or shared.
     """
 
     name_stack: str
@@ -67,6 +70,7 @@ class EqnCount:
     executions: int
     cost: Cost
     repeat: int = 1
+    owner: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +126,20 @@ SCAN_COUNTER_FLOPS = 2
 """FLOP per scan iteration for the loop counter (an add and a compare), which XLA
 counts in the while loop a scan becomes."""
 
-_Key = tuple[str, str, int]  # (name stack, primitive, loop repeat)
+_Key = tuple[str, str, int, "str | None"]  # (name stack, primitive, loop repeat, owner)
+
+_SHARED = "\0shared"  # the owner of values computed from several modules' data
+
+
+def _combine(owners: list[str | None]) -> str | None:
+    known = {o for o in owners if o is not None}
+    if not known:
+        return None
+    return known.pop() if len(known) == 1 else _SHARED
+
+
+def _public(owner: str | None) -> str | None:
+    return None if owner == _SHARED else owner
 
 
 class _Counter:
@@ -137,25 +154,55 @@ class _Counter:
         self.notes: list[str] = []
 
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
-    def walk(self, jaxpr: Any, prefix: str, times: int) -> Cost:
+    # ``owner``: of every equation (inside a call or loop), or, with ``owners``
+    # (one per input variable), followed through the data flow.
+    def walk(
+        self, jaxpr: Any, prefix: str, times: int, owner: str | None = None,
+        owners: list[str | None] | None = None, out_owners: list[str | None] | None = None,
+    ) -> Cost:
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
+        env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
+        folded = _Folding()
         total = Cost()
         for eqn in jaxpr.eqns:
             stack = _join(prefix, str(eqn.source_info.name_stack))
-            total = total + self.eqn(eqn, stack, times)
+            if folded.fold(eqn):  # computed from constants only: XLA folds it
+                continue
+            if owners is not None and eqn.primitive.name in _CALL_LIKE:
+                sub = next((eqn.params[p] for p in _CALL_PARAMS if p in eqn.params), None)
+                if sub is not None:  # follow the data into the call
+                    results: list[str | None] = []
+                    total = total + self.walk(
+                        sub, stack, times, owners=[_owner_of(v, env) for v in eqn.invars],
+                        out_owners=results,
+                    )
+                    env.update(zip(eqn.outvars, results))
+                    continue
+            here = owner
+            if owners is not None:
+                here = _eqn_owner(eqn, env)
+                for var in eqn.outvars:
+                    env[var] = here
+            if folded.is_identity(eqn):
+                continue
+            total = total + self.eqn(eqn, stack, times, here)
+        if out_owners is not None:
+            out_owners.extend(
+                None if isinstance(v, jex_core.Literal) else env.get(v) for v in jaxpr.outvars
+            )
         return total
 
-    def eqn(self, eqn: Any, stack: str, times: int) -> Cost:
+    def eqn(self, eqn: Any, stack: str, times: int, owner: str | None = None) -> Cost:
         name = eqn.primitive.name
         params = eqn.params
         if name == "scan":
             length = int(params["length"])
             n = length if self.trip_counts else 1
-            body = self.walk(params["jaxpr"], stack, times * n)
+            body = self.walk(params["jaxpr"], stack, times * n, owner)
             # XLA runs a scan as a while loop: each iteration also increments
             # and compares the counter (SCAN_COUNTER_FLOPS).
             counter = Cost(flops=SCAN_COUNTER_FLOPS)
-            key = (stack, "scan", times * n)
+            key = (stack, "scan", times * n, _public(owner))
             self.costs[key] = self.costs[key] + counter * (times * n)
             self.executions[key] += times * n
             self.loops.append(LoopInfo(stack, "scan", length, body + counter))
@@ -168,18 +215,18 @@ class _Counter:
                     "counted once (the true cost is higher)"
                 )
             n = 1 if trip is None or not self.trip_counts else trip
-            body = self.walk(params["body_jaxpr"], stack, times * n)
+            body = self.walk(params["body_jaxpr"], stack, times * n, owner)
             checks = n + 1 if self.trip_counts else 1
-            cond = self.walk(params["cond_jaxpr"], stack, times * checks)
+            cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner)
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
             return body * n + cond * checks
         if name == "cond":
-            return self.cond(params["branches"], stack, times)
+            return self.cond(params["branches"], stack, times, owner)
         if name in _CALL_LIKE:
             sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
             if sub is not None:
-                return self.walk(sub, stack, times)
-        if name in ZERO_COST or _is_algebraic_identity(eqn):
+                return self.walk(sub, stack, times, owner)
+        if name in ZERO_COST:
             return Cost()
         rule = get_rule(name)
         if rule is None:
@@ -188,15 +235,15 @@ class _Counter:
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
         cost = rule(ins, outs, **params)
-        key = (stack, name, times)
+        key = (stack, name, times, _public(owner))
         self.costs[key] = self.costs[key] + cost * times
         self.executions[key] += times
         return cost
 
-    def cond(self, branches: Any, stack: str, times: int) -> Cost:
+    def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
         trial = [_Counter(self.trip_counts) for _ in branches]
-        costs = [t.walk(b, stack, times) for t, b in zip(trial, branches)]
+        costs = [t.walk(b, stack, times, owner) for t, b in zip(trial, branches)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
         chosen = trial[index]
         for key, cost in chosen.costs.items():
@@ -213,43 +260,120 @@ class _Counter:
         return costs[index]
 
 
+def _owner_of(var: Any, env: Mapping[Any, str | None]) -> str | None:
+    return None if isinstance(var, jex_core.Literal) else env.get(var)
+
+
+def _eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
+    """Whose data an equation works on: that of its full-size operands.
+
+    An elementwise update ``p - lr * g`` belongs to the module of ``p`` and
+    ``g`` even when the learning rate or a global clipping factor (a scalar
+    computed from every module) comes in too; a reduction belongs to its
+    operand's module. Values mixing several modules' full-size data are shared.
+    """
+    operands = [v for v in eqn.invars if not isinstance(v, jex_core.Literal)]
+    if not operands:
+        return None
+    out_size = max((math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")), default=1)
+    largest = max(math.prod(getattr(v.aval, "shape", ())) for v in operands)
+    big = [v for v in operands if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
+    owner = _combine([env.get(v) for v in big])
+    return owner if owner is not None else _combine([env.get(v) for v in operands])
+
+
 def _literal(var: Any) -> Any:
     return var.val if isinstance(var, jex_core.Literal) else None
 
 
-def _is_scalar_literal(var: Any, value: float) -> bool:
-    literal = _literal(var)
-    if literal is None:
-        return False
-    array = np.asarray(literal)
-    return array.size == 1 and bool(array.reshape(()) == value)
+_FOLDABLE = {
+    "broadcast_in_dim": lambda x, **_: x,
+    "convert_element_type": lambda x, **_: x,
+    "reshape": lambda x, **_: x,
+    "neg": lambda x, **_: -x,
+    "square": lambda x, **_: x * x,
+    "integer_pow": lambda x, *, y, **_: x**y,
+    "add": lambda x, y, **_: x + y,
+    "sub": lambda x, y, **_: x - y,
+    "mul": lambda x, y, **_: x * y,
+    "max": lambda x, y, **_: max(x, y),
+    "min": lambda x, y, **_: min(x, y),
+}
+"""Primitives whose value `_Folding` tracks when every operand is a known scalar
+(or a broadcast of one), so that ``x + zeros`` can be seen to be ``x``."""
 
 
-def _is_algebraic_identity(eqn: Any) -> bool:
-    """``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1`` with a literal.
+class _Folding:
+    """XLA's constant folding and algebraic simplification, for one jaxpr.
 
-    XLA's algebraic simplifier removes these before cost analysis (optax's Adam
-    adds ``eps_root = 0.0``), so counting them would put the jaxpr above XLA.
-    Only when ``x`` already has the result's shape (no broadcast is hidden in it).
+    An equation whose operands are all constants (literals, or values computed
+    from literals only, such as ``square(broadcast(0.0))`` in optax's global
+    norm) is evaluated at compile time: it costs nothing. ``x + 0``, ``0 + x``,
+    ``x - 0``, ``x * 1``, ``1 * x`` and ``x / 1``, where the constant is a literal
+    or a broadcast scalar and ``x`` already has the result's shape, are removed.
     """
-    name, invars = eqn.primitive.name, eqn.invars
-    if len(invars) != 2:
-        return False
-    a, b = invars
-    out_shape = eqn.outvars[0].aval.shape
 
-    def passes(x: Any) -> bool:
-        return _literal(x) is None and x.aval.shape == out_shape
+    def __init__(self) -> None:
+        self.constant: set[Any] = set()
+        self.value: dict[Any, float] = {}
 
-    if name in ("add", "add_any"):
-        return (_is_scalar_literal(a, 0) and passes(b)) or (_is_scalar_literal(b, 0) and passes(a))
-    if name == "sub":
-        return _is_scalar_literal(b, 0) and passes(a)
-    if name == "mul":
-        return (_is_scalar_literal(a, 1) and passes(b)) or (_is_scalar_literal(b, 1) and passes(a))
-    if name == "div":
-        return _is_scalar_literal(b, 1) and passes(a)
-    return False
+    def _known(self, var: Any) -> float | None:
+        if isinstance(var, jex_core.Literal):
+            array = np.asarray(var.val)
+            if array.size != 1 or array.dtype.kind not in "biuf":
+                return None
+            return float(array.reshape(()))
+        return self.value.get(var)
+
+    def _is_constant(self, var: Any) -> bool:
+        return isinstance(var, jex_core.Literal) or var in self.constant
+
+    def fold(self, eqn: Any) -> bool:
+        """Whether ``eqn`` is computed at compile time (then it is recorded)."""
+        name = eqn.primitive.name
+        if name in _NEVER_FOLD or eqn.effects or not eqn.invars:
+            return False
+        if not all(self._is_constant(v) for v in eqn.invars):
+            return False
+        self.constant.update(eqn.outvars)
+        values = [self._known(v) for v in eqn.invars]
+        if name in _FOLDABLE and len(eqn.outvars) == 1 and None not in values:
+            try:
+                self.value[eqn.outvars[0]] = float(_FOLDABLE[name](*values, **eqn.params))
+            except (TypeError, ValueError, ArithmeticError):
+                pass
+        return True
+
+    def is_identity(self, eqn: Any) -> bool:
+        """``x + 0``, ``x * 1`` and the like, which XLA's simplifier removes."""
+        name, invars = eqn.primitive.name, eqn.invars
+        if len(invars) != 2 or name not in ("add", "add_any", "sub", "mul", "div"):
+            return False
+        a, b = invars
+        out_shape = eqn.outvars[0].aval.shape
+
+        def passes(x: Any) -> bool:
+            return not isinstance(x, jex_core.Literal) and x.aval.shape == out_shape
+
+        def equals(x: Any, value: float) -> bool:
+            return self._known(x) == value
+
+        if name in ("add", "add_any"):
+            return (equals(a, 0) and passes(b)) or (equals(b, 0) and passes(a))
+        if name == "sub":
+            return equals(b, 0) and passes(a)
+        if name == "mul":
+            return (equals(a, 1) and passes(b)) or (equals(b, 1) and passes(a))
+        return equals(b, 1) and passes(a)  # div
+
+
+_NEVER_FOLD = frozenset(
+    {
+        "scan", "while", "cond", *_CALL_LIKE,
+        "random_bits", "random_seed", "random_wrap", "rng_uniform", "rng_bit_generator",
+    }
+)
+"""Never treated as compile-time constants: loops, calls, random numbers."""
 
 
 def _static_trip_count(eqn: Any) -> int | None:
@@ -302,7 +426,7 @@ def _static_trip_count(eqn: Any) -> int | None:
     return max(0, math.ceil((int(stop) - int(start)) / int(step)))
 
 
-def _dead_code_eliminated(jaxpr: Any) -> Any:
+def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:
     """Drops equations whose results no output needs, as XLA does.
 
     ``jax.grad`` keeps the primal output's computation in the jaxpr even when only
@@ -310,37 +434,55 @@ def _dead_code_eliminated(jaxpr: Any) -> Any:
     with XLA. jax has no public DCE, so this uses the internal one and counts the
     jaxpr as it is if that ever moves.
     """
+    every = [True] * len(jaxpr.invars)
     try:
         from jax._src.interpreters import partial_eval as pe
     except ImportError:  # pragma: no cover - depends on jax internals
-        return jaxpr
+        return jaxpr, every
     try:
-        pruned, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+        pruned, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
     except Exception:  # noqa: BLE001 - counting the undead jaxpr is still right
-        return jaxpr
-    return pruned
+        return jaxpr, every
+    if len(pruned.invars) != len(jaxpr.invars):  # pruned inputs: keep the flags aligned
+        return pruned, list(used)
+    return pruned, every
 
 
-def count_jaxpr(closed_jaxpr: Any) -> JaxprCount:
+def count_jaxpr(
+    closed_jaxpr: Any, owners: Sequence[str | None] | None = None
+) -> JaxprCount:
     """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
 
     Equations whose results are never used are removed first, as XLA does.
 
     Args:
       closed_jaxpr: a ``ClosedJaxpr`` (from ``jax.make_jaxpr``) or a ``Jaxpr``.
+      owners: optionally, for each input variable, the module it belongs to
+        (a parameter, its gradient, its optimizer state) or None; each
+        equation's `EqnCount.owner` then follows the data from them. This is how
+        an optimizer's arithmetic, which has no module on its name stack, is
+        attributed to layers.
 
     Returns:
-      A `JaxprCount` with costs per (name stack, primitive).
+      A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner).
     """
-    jaxpr = _dead_code_eliminated(getattr(closed_jaxpr, "jaxpr", closed_jaxpr))
+    original = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    if owners is not None and len(owners) != len(original.invars):
+        raise ValueError(
+            f"Expected one owner per jaxpr input ({len(original.invars)}), got "
+            f"{len(owners)} instead. Pass one entry (or None) per flattened argument."
+        )
+    jaxpr, used = _dead_code_eliminated(original)
+    if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
+        owners = [o for o, keep in zip(owners, used) if keep]
     counter = _Counter()
-    counter.walk(jaxpr, "", 1)
+    counter.walk(jaxpr, "", 1, owners=None if owners is None else list(owners))
     once = _Counter(trip_counts=False)
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
-        EqnCount(stack, prim, counter.executions[key], cost, repeat)
+        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner)
         for key, cost in counter.costs.items()
-        for stack, prim, repeat in [key]
+        for stack, prim, repeat, owner in [key]
     )
     total = sum((e.cost for e in equations), Cost())
     return JaxprCount(

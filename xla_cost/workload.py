@@ -153,6 +153,27 @@ class Workload:
             return (self.params, self.opt_state, self.state, self.inputs, self.targets)
         raise ValueError(f"unknown phase {phase!r}")
 
+    def input_owners(self, phase: str) -> list[str | None]:
+        """The module of every flattened argument of ``phase`` (None: no module).
+
+        Parameters and gradients belong to the module that owns the parameter;
+        an optimizer-state leaf (Adam's ``mu['fc1']['kernel']``) to the module
+        of the parameter whose path ends its own; counters and inputs to none.
+        """
+        modules = {
+            tuple(_key_name(k) for k in path): module
+            for path, module in _leaf_modules(self.params)
+        }
+        owners: list[str | None] = []
+        for path, _ in jax.tree_util.tree_flatten_with_path(self.phase_args(phase))[0]:
+            names = tuple(_key_name(k) for k in path)
+            match = max(
+                (key for key in modules if len(key) < len(names) and names[-len(key):] == key),
+                key=len, default=None,
+            )
+            owners.append(None if match is None else modules[match])
+        return owners
+
     def phase_fn(self, phase: str) -> Callable[..., Any]:
         return {
             "forward": self.forward,
@@ -182,14 +203,22 @@ def _key_name(entry: Any) -> str:
     return str(entry)
 
 
-def _module_param_counts(params: PyTree) -> dict[str, int]:
-    """Parameter count per module path; the path drops the variable's own name."""
-    counts: dict[str, int] = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+def _leaf_modules(params: PyTree) -> list[tuple[Any, str]]:
+    """(key path, module path) of every parameter leaf; the module drops the variable name."""
+    out = []
+    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
         names = [_key_name(p) for p in path]
         if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
             names = names[:-1]  # NNX: State leaves end in `.value`
-        module = "/".join(names[:-1])
+        out.append((path, "/".join(names[:-1])))
+    return out
+
+
+def _module_param_counts(params: PyTree) -> dict[str, int]:
+    """Parameter count per module path; the path drops the variable's own name."""
+    counts: dict[str, int] = {}
+    leaves = jax.tree_util.tree_leaves(params)
+    for (_, module), leaf in zip(_leaf_modules(params), leaves):
         counts[module] = counts.get(module, 0) + int(np.prod(np.shape(leaf)))
     return counts
 
