@@ -153,3 +153,36 @@ class DynamicLoopNet(nn.Module):
         x = jax.lax.while_loop(cond, body, x)
         x = nn.Dense(D_SCAN, name="embed")(x)
         return nn.Dense(C_SCAN, name="head")(x)
+
+
+N_NNX_SCAN = 6  # blocks in NnxScanned
+
+
+class NnxScanBlock(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.lin = nnx.Linear(D_SCAN, D_SCAN, rngs=rngs)
+
+    def __call__(self, x):
+        return nnx.relu(self.lin(x))
+
+
+class NnxScanned(nnx.Module):
+    """embed -> N_NNX_SCAN blocks created with nnx.vmap and run with nnx.scan -> head."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.embed = nnx.Linear(8, D_SCAN, rngs=rngs)
+
+        @nnx.split_rngs(splits=N_NNX_SCAN)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def create(rngs: nnx.Rngs) -> NnxScanBlock:
+            return NnxScanBlock(rngs)
+
+        self.blocks = create(rngs)
+        self.head = nnx.Linear(D_SCAN, C_SCAN, rngs=rngs)
+
+    def __call__(self, x):
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def step(h, block):
+            return block(h)
+
+        return self.head(step(self.embed(x), self.blocks))

@@ -172,3 +172,21 @@ def test_unknown_trip_count_is_reported_not_guessed():
     assert any("trip count unknown" in note for note in r.notes)
     # counted once, as XLA does: nothing to correct, and nothing claimed
     assert not r.phases["forward"].loop_corrected
+
+
+def test_nnx_scan_over_vmapped_blocks():
+    from flax import nnx
+
+    model = nnx.eval_shape(lambda: M.NnxScanned(nnx.Rngs(0)))
+    r = xla_cost.analyze(model, INPUTS, optimizer="sgd", per_layer=True)
+    d, n = M.D_SCAN, M.N_NNX_SCAN
+    assert r.phases["forward"].loop_corrected
+    rows = {row.path: row for row in r.layers}
+    # the scanned copies are named after the stacked module they come from
+    assert rows["blocks/lin"].trip_count == n
+    assert rows["blocks/lin"].forward_flops == n * (FLOPS_PER_FMA * B * d * d + B * d)
+    assert rows["blocks/lin"].parameters == n * (d * d + d)
+    assert rows["blocks"].forward_flops == n * B * d  # the relu
+    assert rows[xla_cost.REMAINDER].trip_count == 1
+    # SGD per layer: 2 FLOP per parameter, all of the stack's parameters
+    assert rows["blocks/lin"].update_flops == 2 * rows["blocks/lin"].parameters

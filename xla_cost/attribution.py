@@ -104,8 +104,9 @@ class LayerCount:
       parameters: the parameters this row stands for (at the default depth: the
         module's own; at depth N: everything under the path).
       forward, backward, update: the summed costs of its equations in each pass.
-      trip_count: how many times the row's equations run per step when they sit
-        inside loops (a scanned layer group: its length); 1 outside loops.
+      trip_count: how many times the row's bulk (its most expensive equations)
+        runs per step when it sits inside loops (a scanned layer group: its
+        length); 1 outside loops.
     """
 
     path: str
@@ -195,6 +196,7 @@ def attribute(
 
     passes = {"forward": {}, "backward": {}, "update": {}}
     trips: dict[str, int] = {}
+    heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
         path = module_path(eqn.name_stack, root) or (eqn.owner or "")
@@ -207,7 +209,8 @@ def attribute(
         target = passes[which]
         target[row] = target.get(row, Cost()) + eqn.cost
         first_use.setdefault(row, index)
-        trips[row] = max(trips.get(row, 1), eqn.repeat)
+        if eqn.cost.flops > heaviest.get(row, -1):  # the row runs as often as its bulk
+            heaviest[row], trips[row] = eqn.cost.flops, eqn.repeat
 
     paths = [p for p in dict.fromkeys([*parameters, *first_use]) if p != REMAINDER]
     paths.sort(key=lambda p: first_use.get(p, len(equations)))
@@ -272,7 +275,7 @@ def attribute_step(
                 forward=fw.forward,
                 backward=gr.forward + gr.backward - fw.forward,
                 update=up.update + up.forward + up.backward,
-                trip_count=max(fw.trip_count, gr.trip_count, up.trip_count),
+                trip_count=next((r.trip_count for r in (gr, fw, up) if r is not empty), 1),
             )
         )
     return tuple(merged)

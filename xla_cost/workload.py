@@ -303,9 +303,19 @@ def _nnx_name_scopes(model: nnx.Module) -> Iterator[None]:
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def scoped_call(self: nnx.Module, *args: Any, **kwargs: Any) -> Any:
             paths: dict[int, tuple[str, ...]] | None = getattr(_SCOPE_STATE, "paths", None)
-            path = paths.get(id(self)) if paths is not None else None
-            if path is None:
+            if paths is None:
                 return original(self, *args, **kwargs)
+            path = paths.get(id(self))
+            if path is None:
+                # A copy made by a lifted transform (nnx.scan/vmap hand the body a
+                # module merged from sliced state): known by its type when only one
+                # module of the model has it.
+                same_type = _SCOPE_STATE.types.get(type(self), [])
+                if len(same_type) != 1:
+                    return original(self, *args, **kwargs)
+                path = same_type[0]
+            for sub, module in nnx.iter_modules(self):  # its children, copies too
+                paths.setdefault(id(module), path + tuple(str(p) for p in sub))
             stack: list[tuple[str, ...]] = _SCOPE_STATE.stack
             parent = stack[-1] if stack else None
             if not path:
@@ -336,15 +346,18 @@ def _nnx_name_scopes(model: nnx.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _scoped_paths(model: nnx.Module) -> Iterator[None]:
-    previous = getattr(_SCOPE_STATE, "paths", None)
-    _SCOPE_STATE.paths = {
-        id(m): tuple(str(p) for p in path) for path, m in nnx.iter_modules(model)
-    }
+    previous = getattr(_SCOPE_STATE, "paths", None), getattr(_SCOPE_STATE, "types", None)
+    modules = [(tuple(str(p) for p in path), m) for path, m in nnx.iter_modules(model)]
+    _SCOPE_STATE.paths = {id(m): path for path, m in modules}
+    types: dict[type, list[tuple[str, ...]]] = {}
+    for path, m in modules:
+        types.setdefault(type(m), []).append(path)
+    _SCOPE_STATE.types = types
     _SCOPE_STATE.stack = []
     try:
         yield
     finally:
-        _SCOPE_STATE.paths = previous
+        _SCOPE_STATE.paths, _SCOPE_STATE.types = previous
 
 
 # ------------------------------------------------------------------------ builders
