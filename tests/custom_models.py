@@ -186,3 +186,23 @@ class NnxScanned(nnx.Module):
             return block(h)
 
         return self.head(step(self.embed(x), self.blocks))
+
+
+class TanhBlock(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return jnp.tanh(nn.Dense(D_SCAN, name="dense")(x))
+
+
+class RematMLP(nn.Module):
+    """embed -> 4 TanhBlocks, each under ``nn.remat`` (jax.checkpoint) if ``remat`` -> head."""
+
+    remat: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(D_SCAN, name="embed")(x)
+        block = nn.remat(TanhBlock) if self.remat else TanhBlock
+        for i in range(4):
+            x = block(name=f"b{i}")(x)
+        return nn.Dense(C_SCAN, name="head")(x)

@@ -229,3 +229,46 @@ def test_method_calls_belong_to_their_module():
     # Flax names `self.wte.attend(x)` (a tied LM head) "wte.attend" on the name stack.
     assert xla_cost.module_path("jvp(GPT)/wte.attend", "GPT") == "wte"
     assert xla_cost.module_path("GPT/h/attn/bqhd,bkhd->bhqk", "GPT") == "h/attn/bqhd,bkhd->bhqk"
+
+
+ROWS, N, D = 8, 32, 16  # named dimensions of the small rule checks below
+
+
+@pytest.mark.parametrize(
+    "name, fn, args, expected",
+    [
+        # reducing N inputs to 1, ROWS times: N - 1 adds per row
+        ("reduce_sum", lambda x: jnp.sum(x, -1), [sds(ROWS, N)], ROWS * (N - 1)),
+        ("reduce_max", lambda x: jnp.max(x, -1), [sds(ROWS, N)], ROWS * (N - 1)),
+        # 2x2/2 max-pool of (1, N, N, D): (N/2)^2 * D outputs, W - 1 = 3 compares each
+        (
+            "reduce_window_max",
+            lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+            [sds(1, N, N, D)],
+            (N // 2) ** 2 * D * 3,
+        ),
+        # x**3 = x*x*x: 2 multiplies per element; x**-2 = 1/(x*x): 2
+        ("integer_pow 3", lambda x: x**3, [sds(ROWS, N)], 2 * ROWS * N),
+        ("integer_pow -2", lambda x: x**-2, [sds(ROWS, N)], 2 * ROWS * N),
+        # an embedding lookup moves data (gather: 0 FLOP); jnp wraps negative
+        # indices first: lt, add, select per index (3 * ROWS)
+        ("gather", lambda t, i: t[i], [sds(N, D), jax.ShapeDtypeStruct((ROWS,), jnp.int32)], 3 * ROWS),
+        # sort: XLA's convention, N_total * ceil(log2 N_total) over the whole operand
+        ("sort", lambda x: jnp.sort(x, -1), [sds(ROWS, N)], ROWS * N * math.ceil(math.log2(ROWS * N))),
+        # clamp: one operation per element
+        ("clamp", lambda x: jax.lax.clamp(-1.0, x, 1.0), [sds(ROWS, N)], ROWS * N),
+    ],
+)
+def test_rules_by_formula_and_against_xla(name, fn, args, expected):
+    assert count_function(fn, *args).total.flops == expected, name
+    assert xla_flops(fn, *args)[0] == expected, name
+
+
+def test_scatter_add_counts_one_add_per_update():
+    # The gradient of an embedding lookup scatters ROWS rows of D values: ROWS * D
+    # adds, after jnp's negative-index wrapping (lt, add, select: 3 per index).
+    table, ids = sds(N, D), jax.ShapeDtypeStruct((ROWS,), jnp.int32)
+    counted = count_function(
+        lambda t, i, g: t.at[i].add(g), table, ids, sds(ROWS, D)
+    ).total.flops
+    assert counted == ROWS * D + 3 * ROWS

@@ -84,6 +84,11 @@ def _phase_costs(
     """The best figures of one phase, with XLA's raw and the jaxpr's beside them."""
     total = counted.total
     if compiled is None:  # counter="jaxpr"
+        if counted.recomputed.flops:
+            notes.append(
+                f"{phase}: includes {counted.recomputed.flops:,} FLOP that jax.checkpoint "
+                "recomputes; a compiler with memory to spare may remove them (XLA on the CPU does)"
+            )
         values, sources = {}, {}
         for key in ("flops", "transcendentals"):
             values[key], sources[key], _ = _best(phase, key, None, counted, notes)
@@ -97,15 +102,23 @@ def _phase_costs(
             sources=sources,
         )
     costs, memory = compiled.costs, compiled.memory
-    if costs.flops is None or costs.transcendentals is None:
-        notes.append(f"{phase}: XLA figure missing: {'; '.join(costs.unknown_reasons)}")
     values, sources, corrected = {}, {}, False
     for key in ("flops", "transcendentals"):
         value, source, fixed = _best(phase, key, getattr(costs, key), counted, notes)
         if source == "jaxpr":
-            notes.append(f"{phase}: XLA gave no {key} figure; using the jaxpr count ({value:,})")
+            reasons = "; ".join(costs.unknown_reasons) or "no figure"
+            notes.append(f"{phase}: XLA gave no {key} figure ({reasons}); using the jaxpr count ({value:,})")
         values[key], sources[key] = value, source
         corrected = corrected or fixed
+    recomputed = counted.recomputed.flops
+    if recomputed and costs.flops is not None:
+        removed = total.flops - costs.flops > recomputed / 2
+        notes.append(
+            f"{phase}: jax.checkpoint recomputes {recomputed:,} FLOP of the forward pass in "
+            "the backward pass (in jaxpr_flops); "
+            + ("XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
+               if removed else "XLA's compiled program keeps it")
+        )
     if corrected and costs.bytes_accessed is not None:
         notes.append(
             f"{phase}: bytes_accessed is XLA's raw figure, which counts each loop body once"

@@ -73,6 +73,9 @@ def classify_pass(name_stack: str) -> str | None:
     return None
 
 
+_JAX_SCOPES = frozenset({"rematted_computation"})
+"""Name-stack entries that jax adds for its own transforms, not modules."""
+
 _METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\.[A-Za-z_]\w*$")
 
 
@@ -89,9 +92,9 @@ def module_path(name_stack: str, root: str | None = None) -> str:
     a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``.
     """
     names = [_method_call_module(_unwrap(c)[0]) for c in split_name_stack(name_stack)]
-    names = [n for n in names if n]
-    if root is not None and names and names[0] == root:
-        names = names[1:]
+    # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
+    # inside a checkpointed backward pass); jax's own scopes are not modules.
+    names = [n for n in names if n and n != root and n not in _JAX_SCOPES]
     return "/".join(names)
 
 

@@ -47,6 +47,8 @@ _CALL_LIKE = frozenset(
     }
 )
 _CALL_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+_REMAT = frozenset({"remat", "remat2", "checkpoint"})
+_REMAT_SCOPE = "rematted_computation"  # jax's name scope for a checkpointed body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +97,9 @@ class JaxprCount:
       notes: human-readable caveats (unknown trip counts, cond branches).
       total_once: the cost with every loop body counted once, as XLA's compiled
         cost analysis counts it.
+      recomputed: the forward-pass work that ``jax.checkpoint`` (remat) repeats
+        inside the backward pass; part of ``total``. XLA may remove it when it
+        compiles for a device with memory to spare (it does on the CPU).
     """
 
     equations: tuple[EqnCount, ...]
@@ -102,6 +107,7 @@ class JaxprCount:
     loops: tuple[LoopInfo, ...]
     notes: tuple[str, ...]
     total_once: Cost = Cost()
+    recomputed: Cost = Cost()
 
     @property
     def total(self) -> Cost:
@@ -152,6 +158,8 @@ class _Counter:
         self.unsupported: collections.Counter[str] = collections.Counter()
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
+        self.recomputed = Cost()
+        self.in_remat = False
 
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
     # ``owner``: of every equation (inside a call or loop), or, with ``owners``
@@ -225,7 +233,12 @@ class _Counter:
         if name in _CALL_LIKE:
             sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
             if sub is not None:
-                return self.walk(sub, stack, times, owner)
+                remat = name in _REMAT and bool(params.get("differentiated"))
+                outer, self.in_remat = self.in_remat, self.in_remat or remat
+                try:
+                    return self.walk(sub, stack, times, owner)
+                finally:
+                    self.in_remat = outer
         if name in ZERO_COST:
             return Cost()
         rule = get_rule(name)
@@ -237,12 +250,16 @@ class _Counter:
         cost = rule(ins, outs, **params)
         key = (stack, name, times, _public(owner))
         self.costs[key] = self.costs[key] + cost * times
+        if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
+            self.recomputed = self.recomputed + cost * times
         self.executions[key] += times
         return cost
 
     def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
         trial = [_Counter(self.trip_counts) for _ in branches]
+        for t in trial:
+            t.in_remat = self.in_remat
         costs = [t.walk(b, stack, times, owner) for t, b in zip(trial, branches)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
         chosen = trial[index]
@@ -250,6 +267,7 @@ class _Counter:
             self.costs[key] = self.costs[key] + cost
             self.executions[key] += chosen.executions[key]
         self.unsupported.update(chosen.unsupported)
+        self.recomputed = self.recomputed + chosen.recomputed
         self.loops.extend(chosen.loops)
         self.notes.extend(chosen.notes)
         if len(branches) > 1:
@@ -491,6 +509,7 @@ def count_jaxpr(
         loops=tuple(counter.loops),
         notes=tuple(dict.fromkeys(counter.notes)),
         total_once=total if total_once is None else total_once,
+        recomputed=counter.recomputed,
     )
 
 
