@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from models import gpt, seed_nets
+from models._spec import ModelSpec
 from xla_cost.errors import InputError
 
 __all__ = [
@@ -33,38 +34,6 @@ __all__ = [
 ]
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """A zoo entry.
-
-    Attributes:
-      name: the registry name (``linear_net``).
-      description: one line.
-      module: the Flax module class; its fields are the model's configuration.
-      input_shape: per-example input shape from the configuration.
-      input_dtype: ``"float"`` (images, follows ``--dtype``) or an integer dtype.
-      source: where the architecture comes from.
-    """
-
-    name: str
-    description: str
-    module: type[nn.Module]
-    input_shape: Callable[[Mapping[str, Any]], tuple[int, ...]]
-    input_dtype: str = "float"
-    source: str = ""
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """Configurable fields and their defaults (``dtype``/``param_dtype`` excluded)."""
-        out = {}
-        for field in dataclasses.fields(self.module):
-            if field.name in ("parent", "name", "dtype", "param_dtype"):
-                continue
-            if field.default is not dataclasses.MISSING:
-                out[field.name] = field.default
-        return out
 
 
 def _image(config: Mapping[str, Any]) -> tuple[int, ...]:
