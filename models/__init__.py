@@ -46,6 +46,7 @@ def _tokens(config: Mapping[str, Any]) -> tuple[int, ...]:
 
 
 _GPT2_SOURCE = "Radford et al. 2019, GPT-2; HF GPT2LMHeadModel"
+_GPT3_SOURCE = "Brown et al. 2020, Table 2.1 (dense attention in every layer)"
 
 REGISTRY: dict[str, ModelSpec] = {
     spec.name: spec
@@ -109,6 +110,70 @@ REGISTRY: dict[str, ModelSpec] = {
             _tokens,
             input_dtype="int32",
             source=_GPT2_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-small",
+            "GPT-3 Small decoder-only transformer: 12 layers x 768, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3Small,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-medium",
+            "GPT-3 Medium decoder-only transformer: 24 layers x 1024, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3Medium,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-large",
+            "GPT-3 Large decoder-only transformer: 24 layers x 1536, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3Large,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-xl",
+            "GPT-3 XL decoder-only transformer: 24 layers x 2048, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3XL,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-2.7b",
+            "GPT-3 2.7B decoder-only transformer: 32 layers x 2560, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3_2_7B,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-6.7b",
+            "GPT-3 6.7B decoder-only transformer: 32 layers x 4096, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3_6_7B,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-13b",
+            "GPT-3 13B decoder-only transformer: 40 layers x 5120, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3_13B,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
+        ),
+        ModelSpec(
+            "gpt3-175b",
+            "GPT-3 175B decoder-only transformer: 96 layers x 12288, n_ctx 2048, nn.scan over layers",
+            gpt.GPT3_175B,
+            _tokens,
+            input_dtype="int32",
+            source=_GPT3_SOURCE,
         ),
     ]
 }

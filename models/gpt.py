@@ -38,6 +38,15 @@ from xla_cost.errors import InputError
 
 __all__ = [
     "GPT",
+    "GPT3Small",
+    "GPT3Medium",
+    "GPT3Large",
+    "GPT3XL",
+    "GPT3_2_7B",
+    "GPT3_6_7B",
+    "GPT3_13B",
+    "GPT3_175B",
+    "GPT3_PUBLISHED",
     "GPT2XL",
     "MLP",
     "Block",
@@ -256,3 +265,99 @@ class GPT2XL(GPT):
     n_layer: int = 48
     n_head: int = 25
     d_model: int = 1600
+
+
+# --------------------------------------------------------------------------- GPT-3
+
+
+class _GPT3(GPT):
+    """GPT-3 (Brown et al. 2020): GPT-2's architecture at n_ctx 2048, scanned by default.
+
+    The sizes are Table 2.1's. Two departures, stated: attention is dense in
+    every layer (the paper alternates dense and locally banded sparse layers,
+    which changes attention FLOP, not parameters), and the head count of
+    GPT-3 XL is 16 (Table 2.1 lists 24 heads of 128, which does not multiply
+    to its d_model of 2048), GPT-3 13B's d_model is 5120 (40 heads of 128;
+    the table prints 5140). ``scan_layers`` defaults to True so that a 96-layer
+    model traces one block.
+    """
+
+    seq_len: int = 2048
+    scan_layers: bool = True
+
+
+class GPT3Small(_GPT3):
+    """GPT-3 Small: 12 layers, d 768, 12 heads; "125M" (Table 2.1)."""
+
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+
+
+class GPT3Medium(_GPT3):
+    """GPT-3 Medium: 24 layers, d 1024, 16 heads; "350M"."""
+
+    n_layer: int = 24
+    n_head: int = 16
+    d_model: int = 1024
+
+
+class GPT3Large(_GPT3):
+    """GPT-3 Large: 24 layers, d 1536, 16 heads of 96; "760M"."""
+
+    n_layer: int = 24
+    n_head: int = 16
+    d_model: int = 1536
+
+
+class GPT3XL(_GPT3):
+    """GPT-3 XL: 24 layers, d 2048, 16 heads of 128; "1.3B"."""
+
+    n_layer: int = 24
+    n_head: int = 16
+    d_model: int = 2048
+
+
+class GPT3_2_7B(_GPT3):  # noqa: N801 - the paper's name
+    """GPT-3 2.7B: 32 layers, d 2560, 32 heads of 80."""
+
+    n_layer: int = 32
+    n_head: int = 32
+    d_model: int = 2560
+
+
+class GPT3_6_7B(_GPT3):  # noqa: N801
+    """GPT-3 6.7B: 32 layers, d 4096, 32 heads of 128."""
+
+    n_layer: int = 32
+    n_head: int = 32
+    d_model: int = 4096
+
+
+class GPT3_13B(_GPT3):  # noqa: N801
+    """GPT-3 13B: 40 layers, d 5120, 40 heads of 128."""
+
+    n_layer: int = 40
+    n_head: int = 40
+    d_model: int = 5120
+
+
+class GPT3_175B(_GPT3):  # noqa: N801
+    """GPT-3 175B: 96 layers, d 12288, 96 heads of 128."""
+
+    n_layer: int = 96
+    n_head: int = 96
+    d_model: int = 12288
+
+
+GPT3_PUBLISHED: dict[str, float] = {
+    "gpt3-small": 125e6,
+    "gpt3-medium": 350e6,
+    "gpt3-large": 760e6,
+    "gpt3-xl": 1.3e9,
+    "gpt3-2.7b": 2.7e9,
+    "gpt3-6.7b": 6.7e9,
+    "gpt3-13b": 13.0e9,
+    "gpt3-175b": 175.0e9,
+}
+"""Brown et al. 2020, Table 2.1: parameter counts as published (rounded)."""

@@ -202,6 +202,7 @@ def analyze(
     optimizer: str | optax.GradientTransformation,
     loss: LossFn | None = None,
     targets: Any | None = None,
+    params: Any | None = None,
     per_layer: bool = False,
     depth: int | None = None,
     compile: bool = True,  # noqa: A002 - the natural name for the switch
@@ -227,7 +228,8 @@ def analyze(
     input-gradient of the first layer.
 
     Args:
-      model: a ``flax.linen.Module`` or ``flax.nnx.Module``.
+      model: a ``flax.linen.Module`` or ``flax.nnx.Module``, or a plain function
+        ``apply(params, inputs) -> outputs`` together with ``params``.
       inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them) with the
         batch on the leading axis.
       optimizer: an ``optax.GradientTransformation`` or one of ``sgd``,
@@ -236,6 +238,9 @@ def analyze(
       loss: ``loss(outputs, targets) -> scalar``; default: mean softmax
         cross-entropy with integer labels (classes from the output's last axis).
       targets: abstract targets; default: derived from the output shape.
+      params: only with an apply function: its parameters, a pytree of arrays or
+        ``jax.ShapeDtypeStruct`` (shapes and dtypes are all that is used). For
+        per-layer rows, run each layer under ``jax.named_scope(<its params key>)``.
       per_layer: also attribute forward, backward and update FLOP to each module
         (from the phases' jaxprs; each column adds up to its phase's jaxpr count).
       depth: with ``per_layer``: None for one row per module that holds
@@ -268,7 +273,7 @@ def analyze(
             "depth None or an integer >= 1", repr(depth), "Use depth=1 for top-level modules."
         )
     workload, optimizer_name = build_workload(
-        model, inputs, optimizer=optimizer, loss=loss, targets=targets
+        model, inputs, optimizer=optimizer, loss=loss, targets=targets, params=params
     )
     compiled: dict[str, xla.CompiledPhase | None] = {}
     counted: dict[str, JaxprCount] = {}

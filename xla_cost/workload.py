@@ -388,6 +388,23 @@ def _linen_apply(
     return apply, params, state
 
 
+def _function_apply(
+    fn: Callable[..., Any], params: PyTree
+) -> tuple[Callable[..., Any], PyTree, PyTree]:
+    leaves = jax.tree.leaves(params)
+    if not leaves or not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
+        raise InputError(
+            "params as a pytree of arrays or `jax.ShapeDtypeStruct`",
+            f"{type(params).__name__} with {len(leaves)} array leaves",
+            "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+        )
+
+    def apply(params: PyTree, state: PyTree, inputs: PyTree) -> tuple[Any, PyTree]:
+        return fn(params, inputs), state
+
+    return apply, _abstract(params), {}
+
+
 def _nnx_apply(
     model: nnx.Module,
 ) -> tuple[Callable[..., Any], PyTree, PyTree, Callable[[], Any]]:
@@ -413,18 +430,23 @@ def build_workload(
     optimizer: str | optax.GradientTransformation,
     loss: LossFn | None = None,
     targets: PyTree | None = None,
+    params: PyTree | None = None,
 ) -> tuple[Workload, str]:
     """Builds the phase functions of one training step, abstractly.
 
     Args:
-      model: a ``flax.linen.Module`` or a ``flax.nnx.Module`` (concrete, or
-        abstract from ``nnx.eval_shape``).
+      model: a ``flax.linen.Module``, a ``flax.nnx.Module`` (concrete, or
+        abstract from ``nnx.eval_shape``), or a plain function
+        ``apply(params, inputs) -> outputs`` (then ``params`` is required).
       inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them), batch on
         the leading axis of the first leaf.
       optimizer: an optax transformation or a name in `OPTIMIZERS`.
       loss: ``loss(outputs, targets) -> scalar``; default `softmax_cross_entropy`.
       targets: abstract targets; default integer labels of shape
         ``outputs.shape[:-1]`` for the default loss, else outputs-shaped.
+      params: with an apply function: its parameters, a pytree of arrays or
+        ``jax.ShapeDtypeStruct`` (only their shapes and dtypes are used). Nested
+        dicts name the modules: ``{"fc1": {"w": ...}}`` is module ``fc1``.
 
     Returns:
       ``(workload, optimizer_name)``.
@@ -432,15 +454,30 @@ def build_workload(
     optimizer_name, transform = resolve_optimizer(optimizer)
     inputs = _check_inputs(inputs)
     tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    if params is not None and isinstance(model, (nn.Module, nnx.Module)):
+        raise InputError(
+            "params only with an apply function (a Flax module brings its own)",
+            f"params and a {type(model).__name__} module",
+            "Drop params=, or pass the module's apply function instead.",
+        )
     if isinstance(model, nn.Module):
-        kind = "linen"
+        kind, root_name = "linen", type(model).__name__
         apply, params, state = _linen_apply(model, inputs)
     elif isinstance(model, nnx.Module):
-        kind = "nnx"
+        kind, root_name = "nnx", type(model).__name__
         apply, params, state, tracing = _nnx_apply(model)
+    elif callable(model) and not isinstance(model, type):
+        if params is None:
+            raise InputError(
+                "params= (abstract parameters) with an apply(params, inputs) function",
+                "no params",
+                "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+            )
+        kind, root_name = "function", getattr(model, "__name__", type(model).__name__)
+        apply, params, state = _function_apply(model, params)
     else:
         raise InputError(
-            "a `flax.linen.Module` or `flax.nnx.Module` instance",
+            "a `flax.linen.Module` or `flax.nnx.Module` instance, or an apply(params, inputs) function",
             f"{type(model).__module__}.{type(model).__qualname__}",
             "Instantiate the module (e.g. `MyNet()`), not its class, or use a zoo name.",
         )
@@ -503,7 +540,7 @@ def build_workload(
     opt_state = jax.eval_shape(transform.init, params)
     workload = Workload(
         kind=kind,
-        root_name=type(model).__name__,
+        root_name=root_name,
         params=params,
         state=state,
         opt_state=opt_state,
