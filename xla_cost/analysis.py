@@ -99,6 +99,7 @@ def _phase_costs(
             memory=MemoryStats(None, None, None),
             jaxpr_flops=total.flops,
             jaxpr_transcendentals=total.transcendentals,
+            conversion_flops=_conversions(counted),
             sources=sources,
         )
     costs, memory = compiled.costs, compiled.memory
@@ -132,6 +133,7 @@ def _phase_costs(
         xla_transcendentals=costs.transcendentals,
         jaxpr_flops=total.flops,
         jaxpr_transcendentals=total.transcendentals,
+        conversion_flops=_conversions(counted),
         loop_corrected=corrected,
         sources=sources,
     )
@@ -158,6 +160,7 @@ def _difference(grad: PhaseCosts, forward: PhaseCosts) -> PhaseCosts:
         xla_transcendentals=sub(grad.xla_transcendentals, forward.xla_transcendentals),
         jaxpr_flops=sub(grad.jaxpr_flops, forward.jaxpr_flops),
         jaxpr_transcendentals=sub(grad.jaxpr_transcendentals, forward.jaxpr_transcendentals),
+        conversion_flops=sub(grad.conversion_flops, forward.conversion_flops),
         loop_corrected=grad.loop_corrected or forward.loop_corrected,
     )
 
@@ -185,9 +188,37 @@ def _layers(
     )
 
 
+def _conversions(counted: JaxprCount) -> int:
+    return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")
+
+
 def _dtype_name(workload: Workload) -> str:
     leaves = jax.tree.leaves(workload.outputs) or jax.tree.leaves(workload.params)
     return str(leaves[0].dtype) if leaves else "unknown"
+
+
+def _param_dtype_name(workload: Workload) -> str:
+    names = sorted({str(x.dtype) for x in jax.tree.leaves(workload.params)})
+    return "/".join(names) or "unknown"
+
+
+def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
+    if compute == params:
+        return None
+    conversions = phases["train_step"].conversion_flops or 0
+    note = (
+        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
+        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
+        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
+        "activations at their narrower width"
+    )
+    if backend == "cpu":
+        note += (
+            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
+            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
+            "the bytes a bfloat16 step moves"
+        )
+    return note
 
 
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
@@ -307,13 +338,19 @@ def analyze(
         for prim, n in counted[phase].unsupported.items():
             unsupported[prim] = max(unsupported.get(prim, 0), n)
 
+    compute_dtype = dtype or _dtype_name(workload)
+    param_dtype = _param_dtype_name(workload)
+    precision = _precision_note(compute_dtype, param_dtype, phases, xla.backend_name())
+    if precision:
+        notes.insert(0, precision)
     first = jax.tree.leaves(workload.inputs)[0]
     return Report(
         model=name or workload.root_name,
         config=dict(config or {}),
         batch_size=int(first.shape[0]),
         optimizer=optimizer_name,
-        dtype=dtype or _dtype_name(workload),
+        dtype=compute_dtype,
+        param_dtype=param_dtype,
         backend=xla.backend_name(),
         jax_version=jax.__version__,
         parameters=workload.parameters,

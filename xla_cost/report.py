@@ -54,6 +54,8 @@ class PhaseCosts:
         `xla_cost.rules`, loops multiplied out (None if not counted).
       loop_corrected: ``flops`` is XLA's figure plus the loop iterations it
         missed.
+      conversion_flops: the jaxpr's FLOP spent converting between dtypes
+        (mixed precision adds them; the rest is the model's arithmetic).
       sources: where ``flops`` and ``transcendentals`` come from: ``xla``,
         ``xla+loops`` (corrected), ``jaxpr`` (XLA gave none or was not asked),
         or ``unknown``.
@@ -71,6 +73,7 @@ class PhaseCosts:
     xla_flops: int | None = None
     xla_transcendentals: int | None = None
     loop_corrected: bool = False
+    conversion_flops: int | None = None
 
     @property
     def xla_to_jaxpr(self) -> float | None:
@@ -148,6 +151,7 @@ class Report:
       unsupported: primitives without a cost rule, with how often they run.
       notes: caveats worth reading (unknown figures, loops, branches).
       counter: ``xla`` (compiled, loop-corrected) or ``jaxpr`` (jaxpr alone).
+      param_dtype: the parameters' dtype (``dtype`` is the computation's).
       depth: the module depth of ``layers`` (None: one row per module).
     """
 
@@ -165,6 +169,7 @@ class Report:
     notes: tuple[str, ...] = ()
     counter: str = "xla"
     depth: int | None = None
+    param_dtype: str | None = None
 
     # ------------------------------------------------------------------ ratios
 
@@ -190,6 +195,7 @@ class Report:
             "batch_size": self.batch_size,
             "optimizer": self.optimizer,
             "dtype": self.dtype,
+            "param_dtype": self.param_dtype,
             "backend": self.backend,
             "jax_version": self.jax_version,
             "counter": self.counter,
@@ -198,7 +204,7 @@ class Report:
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
-            "bytes_accessed",
+            "conversion_flops", "bytes_accessed",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -317,9 +323,15 @@ def _describe(report: Report) -> str:
     config = ", ".join(f"{k}={v}" for k, v in report.config.items())
     return (
         f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}, {report.parameters:,} parameters, {report.backend}, "
+        f"{report.dtype}{_param_dtype(report)}, {report.parameters:,} parameters, {report.backend}, "
         f"jax {report.jax_version}, counter {report.counter}"
     )
+
+
+def _param_dtype(report: Report) -> str:
+    if report.param_dtype in (None, report.dtype):
+        return ""
+    return f" (parameters {report.param_dtype})"
 
 
 def _phase_frame(report: Report) -> pd.DataFrame:
