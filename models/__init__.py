@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import gpt, seed_nets
+from models import bert, gpt, resnet, seed_nets, vit
 from models._spec import ModelSpec
 from xla_cost.errors import InputError
 
@@ -175,6 +175,9 @@ REGISTRY: dict[str, ModelSpec] = {
             input_dtype="int32",
             source=_GPT3_SOURCE,
         ),
+        *resnet.SPECS,
+        *bert.SPECS,
+        *vit.SPECS,
     ]
 }
 """Every zoo model by name."""

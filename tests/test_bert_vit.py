@@ -177,7 +177,10 @@ def vit_forward_matmul_flops(batch: int, c: dict) -> tuple[int, int]:
     b, n_layer, d, f = batch, c["n_layer"], c["d_model"], c["d_ff"]
     patches = (c["image_size"] // c["patch_size"]) ** 2
     n = patches + 1
-    dots = 2 * b * n * n_layer * (4 * d * d + 2 * d * f) + 2 * 2 * b * n_layer * n * n * d + 2 * b * d * c["num_classes"]
+    weights = 2 * b * n * n_layer * (4 * d * d + 2 * d * f)
+    attention = 2 * 2 * b * n_layer * n * n * d
+    head = 2 * b * d * c["num_classes"]
+    dots = weights + attention + head
     conv = 2 * b * patches * c["patch_size"] ** 2 * 3 * d
     return dots, conv
 
@@ -212,8 +215,22 @@ def test_vit_forward_matmul_flops_exact(batch, scan_layers):
     assert sum(e.cost.flops for e in count.equations if e.primitive == "dot_general") == dots
     assert sum(e.cost.flops for e in count.equations if e.primitive == "conv_general_dilated") == conv
     n = (c["image_size"] // c["patch_size"]) ** 2 + 1
-    attn = [e for e in count.equations if e.primitive == "dot_general" and "/attn/" in e.name_stack and "->" in e.name_stack]
+    dot_eqns = [e for e in count.equations if e.primitive == "dot_general"]
+    attn = [e for e in dot_eqns if "/attn/" in e.name_stack and "->" in e.name_stack]
     assert sum(e.cost.flops for e in attn) == 4 * batch * c["n_layer"] * n * n * c["d_model"]
+
+
+def test_vit_b16_published_macs():
+    # Source: the timm model card of vit_base_patch16_224 (augreg2_in21k_ft_in1k):
+    # "GMACs: 17.6" at 224 x 224. Multiply-adds of the matmuls and the patch
+    # convolution, from the formula, and as counted (2 FLOP per multiply-add).
+    c = {f: getattr(ViTB16(), f) for f in VIT_TINY}
+    dots, conv = vit_forward_matmul_flops(1, c)
+    assert dots + conv == 35_127_656_448
+    assert round((dots + conv) / 2 / 1e9, 1) == 17.6
+    count = _forward_count(ViTB16(scan_layers=True), _images(1, 224))
+    counted = sum(e.cost.flops for e in count.equations if e.primitive in ("dot_general", "conv_general_dilated"))
+    assert counted == dots + conv
 
 
 @pytest.mark.parametrize(
