@@ -46,9 +46,18 @@ def test_models_lists_zoo(capsys):
     code, out, _ = run(capsys, "models", "--format", "json")
     rows = {row["name"]: row for row in json.loads(out)}
     assert code == 0
-    assert set(rows) >= {"linear_net", "one_net", "conv_net", "deeper_conv_net"}
+    import models
+
+    assert set(rows) == set(models.REGISTRY)  # every zoo model, with its count
     assert rows["linear_net"]["parameters"] == 617_092_490
     assert rows["one_net"]["input_shape"] == "(B, 1)"
+    # published counts (sources in tests/test_resnet.py, test_bert_vit.py, test_gpt.py)
+    assert rows["resnet50"]["parameters"] == 25_557_032
+    assert rows["bert-base"]["parameters"] == 109_514_298
+    assert rows["gpt2-small"]["parameters"] == 124_439_808
+    # GPT-3 175B: the closed form V*d + n_ctx*d + L*(12d^2 + 13d) + 2d
+    v, t, n_layer, d = 50257, 2048, 96, 12288
+    assert rows["gpt3-175b"]["parameters"] == v * d + t * d + n_layer * (12 * d * d + 13 * d) + 2 * d
 
 
 def test_custom_model_by_import_path(capsys):
