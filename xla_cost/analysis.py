@@ -13,6 +13,8 @@ from xla_cost.attribution import attribute_step
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import JaxprCount, count_jaxpr
 from xla_cost.report import LayerCosts, MemoryStats, PhaseCosts, Report
+from xla_cost import timing
+from xla_cost.timing import Timing
 from xla_cost.workload import LossFn, Workload, build_workload
 
 __all__ = ["analyze", "COMPILED_PHASES", "COUNTERS"]
@@ -188,6 +190,32 @@ def _layers(
     )
 
 
+def _time(
+    workload: Workload, phases: Mapping[str, PhaseCosts], dtype: str,
+    peak_tflops: float | None, peak_bandwidth: float | None,
+) -> Timing:
+    try:
+        peak = timing.device_peak(peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth)
+    except ValueError as exc:
+        raise InputError(
+            "a device with a known peak, or --peak-tflops and --peak-bandwidth",
+            xla.device_kind(), str(exc).rsplit(". ", 1)[-1],
+        ) from exc
+    try:
+        return timing.time_workload(
+            workload,
+            {p: c.flops for p, c in phases.items()},
+            {p: c.bytes_accessed for p, c in phases.items()},
+            dtype=dtype, peak=peak,
+        )
+    except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return timing.Timing(
+            xla.device_kind(), peak, dtype, {}, {}, None,
+            skipped=f"running the step failed: {type(exc).__name__}: {first}",
+        )
+
+
 def _conversions(counted: JaxprCount) -> int:
     return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")
 
@@ -237,6 +265,9 @@ def analyze(
     per_layer: bool = False,
     depth: int | None = None,
     compile: bool = True,  # noqa: A002 - the natural name for the switch
+    time: bool = False,  # noqa: A002
+    peak_tflops: float | None = None,
+    peak_bandwidth: float | None = None,
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     dtype: str | None = None,
@@ -278,6 +309,13 @@ def analyze(
         parameters, N to merge rows to the first N components of their path.
       compile: False counts the jaxprs alone (``--counter jaxpr``): much faster
         on big models, no ``bytes_accessed`` and no memory figures.
+      time: also run every phase on real random arrays on the default device
+        and time it (`xla_cost.timing`): seconds, FLOP/s, MFU, a roofline
+        prediction, the forward/backward/update split. Never changes a count;
+        a step too big for the device is reported as skipped.
+      peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
+        memory bandwidth (bytes/s) for MFU and the roofline, replacing the
+        built-in table (`xla_cost.timing.PEAKS`) or the CPU measurement.
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).
@@ -343,6 +381,11 @@ def analyze(
     precision = _precision_note(compute_dtype, param_dtype, phases, xla.backend_name())
     if precision:
         notes.insert(0, precision)
+    timing = None
+    if time:
+        timing = _time(workload, phases, compute_dtype, peak_tflops, peak_bandwidth)
+        if timing.skipped:
+            notes.append(f"timing skipped: {timing.skipped}")
     first = jax.tree.leaves(workload.inputs)[0]
     return Report(
         model=name or workload.root_name,
@@ -360,4 +403,5 @@ def analyze(
         notes=tuple(dict.fromkeys(notes)),
         counter="xla" if compile else "jaxpr",
         depth=depth,
+        timing=timing,
     )

@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default="xla", choices=("xla", "jaxpr"), help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no bytes or memory)")
+    analyze.add_argument("--time", action="store_true", help="also run each phase on real random arrays on the default device and time it (seconds, FLOP/s, MFU, roofline, forward/backward/update split)")
+    analyze.add_argument("--peak-tflops", type=float, default=None, metavar="T", help="the device's peak TFLOP/s for MFU and the roofline (default: a table of accelerators; measured on a CPU)")
+    analyze.add_argument("--peak-bandwidth", type=float, default=None, metavar="B", help="the device's memory bandwidth in bytes/s, e.g. 3.35e12")
     analyze.add_argument("--format", default="table", choices=FORMATS)
     analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -146,6 +149,9 @@ def _analyze(args: argparse.Namespace) -> str:
     config = _parse_settings(args.settings)
     if args.batch_size is not None and args.batch_size < 1:
         raise InputError("--batch-size of at least 1", str(args.batch_size), "Use --batch-size 1 or more.")
+    for flag, value in (("--peak-tflops", args.peak_tflops), ("--peak-bandwidth", args.peak_bandwidth)):
+        if value is not None and not value > 0:
+            raise InputError(f"{flag} > 0", str(value), f"Give the device's peak, e.g. {flag} 989.")
     if args.depth is not None and args.depth < 1:
         raise InputError("--depth of at least 1", str(args.depth), "Use --depth 1 for top-level modules.")
     shape = _parse_shape(args.input_shape) if args.input_shape else None
@@ -171,6 +177,7 @@ def _analyze(args: argparse.Namespace) -> str:
     report = analyze(
         model, inputs, optimizer=args.optimizer, per_layer=args.per_layer or args.depth is not None,
         depth=args.depth, compile=args.counter == "xla", name=name, config=config, dtype=args.dtype,
+        time=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
     )
     return {
         "table": report.to_table,

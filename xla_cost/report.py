@@ -10,9 +10,12 @@ import dataclasses
 import io
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from xla_cost.timing import Timing
 
 __all__ = [
     "PHASES",
@@ -152,6 +155,7 @@ class Report:
       notes: caveats worth reading (unknown figures, loops, branches).
       counter: ``xla`` (compiled, loop-corrected) or ``jaxpr`` (jaxpr alone).
       param_dtype: the parameters' dtype (``dtype`` is the computation's).
+      timing: measured seconds per phase (`xla_cost.timing.Timing`), if asked.
       depth: the module depth of ``layers`` (None: one row per module).
     """
 
@@ -170,6 +174,7 @@ class Report:
     counter: str = "xla"
     depth: int | None = None
     param_dtype: str | None = None
+    timing: Timing | None = None
 
     # ------------------------------------------------------------------ ratios
 
@@ -219,9 +224,22 @@ class Report:
                 {**dataclasses.asdict(layer), "backward_to_forward": layer.backward_to_forward}
                 for layer in self.layers
             ]
+        if self.timing is not None:
+            data["timing"] = _timing_dict(self.timing, self.phases)
         data["unsupported"] = dict(self.unsupported)
         data["notes"] = list(self.notes)
         return data
+
+    def timing_frame(self) -> pd.DataFrame:
+        """One row per timed phase: seconds, FLOP/s, MFU, roofline; empty if not timed."""
+        columns = ["median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound"]
+        if self.timing is None or not self.timing.phases:
+            return pd.DataFrame(columns=["phase", *columns]).set_index("phase")
+        rows = [
+            {"phase": p, **{c: getattr(self.timing.phases[p], c) for c in columns}}
+            for p in PHASES if p in self.timing.phases
+        ]
+        return pd.DataFrame(rows).set_index("phase")
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -274,6 +292,8 @@ class Report:
         if self.layers is not None:
             lines.append(_layer_frame(self).to_markdown())
             lines.append("")
+        if self.timing is not None and self.timing.phases:
+            lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
         lines += [f"- {c}" for c in _caveats(self)]
         return "\n".join(lines).rstrip() + "\n"
 
@@ -285,9 +305,12 @@ class Report:
         buffer = io.StringIO()
         console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
         console.print(_describe(self))
-        for title, frame in [("phases", _phase_frame(self))] + (
-            [("layers (from the jaxprs)", _layer_frame(self))] if self.layers is not None else []
-        ):
+        tables = [("phases", _phase_frame(self))]
+        if self.layers is not None:
+            tables.append(("layers (from the jaxprs)", _layer_frame(self)))
+        if self.timing is not None and self.timing.phases:
+            tables.append((_timing_title(self.timing), _timing_table(self.timing)))
+        for title, frame in tables:
             table = Table(title=title, title_justify="left")
             table.add_column(frame.index.name or "")
             for column in frame.columns:
@@ -378,14 +401,67 @@ def _layer_frame(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("layer")
 
 
+def _timing_dict(timing: Timing, phases: Mapping[str, PhaseCosts]) -> dict[str, Any]:
+    return {
+        "device": timing.device,
+        "dtype": timing.dtype,
+        "peak": None if timing.peak is None else {
+            "name": timing.peak.name,
+            "flops_per_s": timing.peak.for_dtype(timing.dtype),
+            "bandwidth": timing.peak.bandwidth,
+            "source": timing.peak.source,
+        },
+        "phases": {p: dataclasses.asdict(t) for p, t in timing.phases.items()},
+        "fractions": dict(timing.fractions),
+        "backward_to_forward_time": timing.backward_to_forward,
+        "backward_to_forward_flops": _ratio(phases["backward"].flops, phases["forward"].flops),
+        "skipped": timing.skipped,
+    }
+
+
+def _timing_title(timing: Timing) -> str:
+    peak = timing.peak
+    where = "" if peak is None else (
+        f"; peak {peak.for_dtype(timing.dtype) / 1e12:,.3f} TFLOP/s, "
+        f"{peak.bandwidth / 1e9:,.0f} GB/s ({peak.name})"
+    )
+    return f"timing on {timing.device} ({timing.dtype}{where})"
+
+
+def _timing_table(timing: Timing) -> pd.DataFrame:
+    rows = []
+    for phase in PHASES:
+        t = timing.phases.get(phase)
+        if t is None:
+            continue
+        rows.append(
+            {
+                "phase": phase,
+                "median ms": f"{t.median_s * 1e3:,.3f}",
+                "min ms": "grad - forward" if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+                "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
+                "runs": t.repeats,
+                "share": f"{timing.fractions[phase]:.1%}" if phase in timing.fractions else "",
+                "TFLOP/s": _fmt(t.flops_per_s, 1e12),
+                "MFU": "unknown" if t.mfu is None else f"{t.mfu:.1%}",
+                "roofline ms": _fmt(None if t.roofline_s is None else t.roofline_s * 1e3, 1.0),
+                "bound": t.bound or "",
+            }
+        )
+    return pd.DataFrame(rows).set_index("phase")
+
+
 def _ratio_line(report: Report) -> str:
     def show(value: float | None) -> str:
         return "unknown" if value is None else f"{value:.3f}"
 
-    return (
+    line = (
         f"backward/forward = {show(report.backward_to_forward)}; "
         f"(backward + update)/forward = {show(report.backward_with_update_to_forward)}"
     )
+    if report.timing is not None and report.timing.backward_to_forward is not None:
+        line += f"; measured time backward/forward = {report.timing.backward_to_forward:.3f}"
+    return line
 
 
 def _caveats(report: Report) -> list[str]:

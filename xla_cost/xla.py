@@ -23,6 +23,9 @@ __all__ = [
     "normalize_cost_analysis",
     "normalize_memory_analysis",
     "compile_phase",
+    "compile_executable",
+    "device_kind",
+    "device_memory_bytes",
     "backend_name",
 ]
 
@@ -154,6 +157,28 @@ def compile_phase(fn: Callable[..., Any], args: Sequence[Any]) -> CompiledPhase:
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
     return CompiledPhase(costs=costs, memory=memory)
+
+
+def compile_executable(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+    """Jits, lowers and compiles ``fn`` for ``args``' shapes; returns the executable.
+
+    For timing: call the result with concrete arrays of those shapes. Compiling
+    here keeps compilation out of any measured time.
+    """
+    return jax.jit(fn).lower(*args).compile()
+
+
+def device_kind() -> str:
+    """The default device's kind, e.g. ``NVIDIA H100 80GB HBM3`` or ``cpu``."""
+    return str(getattr(jax.devices()[0], "device_kind", jax.default_backend()))
+
+
+def device_memory_bytes() -> int | None:
+    """Memory the default device can allocate (GPU/TPU ``bytes_limit``), else None."""
+    stats = _safe_call(jax.devices()[0].memory_stats)
+    if isinstance(stats, Mapping):
+        return _as_count(stats.get("bytes_limit"))
+    return None
 
 
 def backend_name() -> str:

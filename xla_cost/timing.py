@@ -1,0 +1,374 @@
+"""Measured time of each phase on the default device, against the counts.
+
+Timing is a separate, optional stage: it builds real random arrays with the
+workload's shapes, compiles each phase (compilation is not timed), warms it up
+and runs it until the median time is stable, always waiting for the result
+(``block_until_ready``). It never changes a count; it attaches a `Timing` to
+the report.
+
+Utilisation needs the device's peak: `PEAKS` holds published dense peaks of
+common accelerators (sources beside each entry), chosen by
+``jax.devices()[0].device_kind``; on a CPU the peak is measured (a large float32
+matmul and a large copy). Either can be overridden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xla_cost import xla
+from xla_cost.workload import Workload
+
+__all__ = [
+    "DevicePeak",
+    "PEAKS",
+    "PhaseTiming",
+    "Timing",
+    "device_peak",
+    "measure_cpu_peak",
+    "time_workload",
+    "TIMED_PHASES",
+]
+
+TIMED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
+"""The programs that are run; ``backward`` is ``grad - forward``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePeak:
+    """Peak dense throughput and memory bandwidth of a device.
+
+    Attributes:
+      name: the device, as the table or the measurement names it.
+      flops_per_s: peak FLOP/s by computation dtype (``bfloat16``, ``float16``,
+        ``float32``); for float32 on tensor-core GPUs the TF32 peak, which is
+        what XLA uses for float32 matmuls by default there.
+      bandwidth: peak memory bandwidth, bytes/s.
+      source: where the figures come from.
+    """
+
+    name: str
+    flops_per_s: Mapping[str, float]
+    bandwidth: float
+    source: str
+
+    def for_dtype(self, dtype: str) -> float:
+        return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
+
+
+_T = 1e12
+PEAKS: tuple[tuple[tuple[str, ...], DevicePeak], ...] = (
+    # (substrings of device_kind, all must match), peak
+    (("H200",), DevicePeak(
+        "NVIDIA H200 SXM", {"bfloat16": 989 * _T, "float16": 989 * _T, "float32": 494.7 * _T},
+        4.8e12, "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)")),
+    (("H100", "PCIe"), DevicePeak(
+        "NVIDIA H100 PCIe", {"bfloat16": 756 * _T, "float16": 756 * _T, "float32": 378 * _T},
+        2.0e12, "NVIDIA H100 datasheet, PCIe (dense: BF16 756 TFLOPS, TF32 378; 2.0 TB/s)")),
+    (("H100",), DevicePeak(
+        "NVIDIA H100 SXM", {"bfloat16": 989.4 * _T, "float16": 989.4 * _T, "float32": 494.7 * _T},
+        3.35e12, "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7; HBM3 3.35 TB/s)")),
+    (("A100", "80GB"), DevicePeak(
+        "NVIDIA A100 80GB", {"bfloat16": 312 * _T, "float16": 312 * _T, "float32": 156 * _T},
+        2.039e12, "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 80GB SXM 2,039 GB/s)")),
+    (("A100",), DevicePeak(
+        "NVIDIA A100 40GB", {"bfloat16": 312 * _T, "float16": 312 * _T, "float32": 156 * _T},
+        1.555e12, "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 40GB 1,555 GB/s)")),
+    (("V100",), DevicePeak(
+        "NVIDIA V100 SXM2", {"float16": 125 * _T, "bfloat16": 15.7 * _T, "float32": 15.7 * _T},
+        900e9, "NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 "
+        "tensor cores; HBM2 900 GB/s)")),
+)
+"""Published dense peaks (no sparsity), matched against ``device_kind``."""
+
+
+@functools.cache
+def measure_cpu_peak(size: int = 1024, copy_bytes: int = 1 << 27) -> DevicePeak:
+    """Measures this CPU's float32 matmul FLOP/s and copy bandwidth with XLA.
+
+    The best of several runs of a ``size``-cubed matmul (2*size^3 FLOP) and of
+    ``y = x + 1`` over ``copy_bytes`` of float32 (read and written: 2x bytes).
+    """
+    key = jax.random.key(0)
+    a = jax.random.normal(key, (size, size), jnp.float32)
+    matmul = jax.jit(lambda x: x @ x)
+    n = copy_bytes // 4
+    x = jnp.ones((n,), jnp.float32)
+    copy = jax.jit(lambda v: v + 1.0)
+
+    def best(fn: Callable[[], Any], repeats: int = 5) -> float:
+        fn().block_until_ready()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn().block_until_ready()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    flops = 2 * size**3 / best(lambda: matmul(a))
+    bandwidth = 2 * n * 4 / best(lambda: copy(x))
+    return DevicePeak(
+        f"cpu ({os.cpu_count()} cores, measured)",
+        {"float32": flops, "bfloat16": flops, "float16": flops},
+        bandwidth,
+        f"measured: {size}^3 float32 matmul and a {copy_bytes >> 20} MiB copy, best of 5",
+    )
+
+
+def device_peak(
+    kind: str | None = None,
+    *,
+    peak_tflops: float | None = None,
+    peak_bandwidth: float | None = None,
+) -> DevicePeak:
+    """The peak of device ``kind`` (default: the default device), overrides applied.
+
+    Args:
+      kind: a ``device_kind`` string; None for ``jax.devices()[0]``.
+      peak_tflops: replaces the FLOP/s peak of every dtype (in TFLOP/s).
+      peak_bandwidth: replaces the bandwidth (bytes/s).
+
+    Raises:
+      ValueError: an unknown accelerator and no ``peak_tflops``/``peak_bandwidth``.
+    """
+    kind = kind or xla.device_kind()
+    peak = next((p for keys, p in PEAKS if all(k.lower() in kind.lower() for k in keys)), None)
+    if peak is None:
+        if jax.default_backend() == "cpu" or kind.lower() == "cpu":
+            peak = measure_cpu_peak()
+        elif peak_tflops is None or peak_bandwidth is None:
+            raise ValueError(
+                f"Expected a device with a known peak ({', '.join(p.name for _, p in PEAKS)}), "
+                f"got {kind!r} instead. Pass --peak-tflops and --peak-bandwidth."
+            )
+        else:
+            peak = DevicePeak(kind, {}, 0.0, "given")
+    if peak_tflops is not None:
+        peak = dataclasses.replace(
+            peak, flops_per_s={d: peak_tflops * _T for d in ("float32", "bfloat16", "float16")},
+            source=peak.source + "; FLOP/s peak given",
+        )
+    if peak_bandwidth is not None:
+        peak = dataclasses.replace(peak, bandwidth=peak_bandwidth, source=peak.source + "; bandwidth given")
+    return peak
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseTiming:
+    """Measured time of one phase and what it means against the counts.
+
+    Attributes:
+      median_s, min_s, iqr_s: seconds per run (interquartile range q75 - q25).
+        For ``backward``, derived as grad - forward, only the median (the
+        others are None).
+      repeats: timed runs after the warm-up.
+      flops_per_s: the phase's FLOP over its median time.
+      mfu: ``flops_per_s`` over the device's peak (model FLOP utilisation).
+      roofline_s: ``max(flops / peak, bytes / bandwidth)``, the time the counts
+        predict on a perfect device; None without bytes.
+      bound: ``compute`` or ``memory``, whichever term of the roofline is larger.
+    """
+
+    median_s: float
+    min_s: float | None
+    iqr_s: float | None
+    repeats: int
+    flops_per_s: float | None = None
+    mfu: float | None = None
+    roofline_s: float | None = None
+    bound: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Measured phases of one training step on one device.
+
+    Attributes:
+      device: the device kind.
+      peak: the `DevicePeak` used for utilisation and the roofline.
+      dtype: the computation dtype the peak was chosen for.
+      phases: `PhaseTiming` per phase (``backward`` = grad - forward).
+      fractions: forward, backward and update shares of forward + backward +
+        update (they sum to 1); seed 000 quotes 23% / 74% / 3% (PyTorch DDP
+        paper, V100).
+      backward_to_forward: measured backward time over forward time.
+      skipped: why timing did not run (too big for the device, ...), else None.
+    """
+
+    device: str
+    peak: DevicePeak | None
+    dtype: str
+    phases: Mapping[str, PhaseTiming]
+    fractions: Mapping[str, float]
+    backward_to_forward: float | None
+    skipped: str | None = None
+
+
+def _random_like(tree: Any, key: jax.Array) -> Any:
+    """Real arrays with the shapes of ``tree``: small normals, integers in {0, 1}."""
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(key, max(len(leaves), 1))
+    out = []
+    for leaf, k in zip(leaves, keys):
+        dtype = jnp.dtype(leaf.dtype)
+        if jnp.issubdtype(dtype, jnp.floating):
+            out.append((0.02 * jax.random.normal(k, leaf.shape, jnp.float32)).astype(dtype))
+        elif jnp.issubdtype(dtype, jnp.integer):
+            # valid as a token id, a class label and a step count for any model
+            out.append(jax.random.randint(k, leaf.shape, 0, 2, dtype))
+        elif dtype == jnp.bool_:
+            out.append(jnp.zeros(leaf.shape, jnp.bool_))
+        else:
+            out.append(jnp.zeros(leaf.shape, dtype))
+    return jax.tree.unflatten(treedef, out)
+
+
+def _measure(
+    run: Callable[[], Any], *, warmup: int, min_repeats: int, max_repeats: int,
+    budget_s: float, tolerance: float,
+) -> PhaseTiming:
+    for _ in range(warmup):
+        jax.block_until_ready(run())
+    times: list[float] = []
+    previous: float | None = None
+    started = time.perf_counter()
+    while len(times) < max_repeats:
+        for _ in range(min_repeats if not times else max(len(times) // 2, 1)):
+            start = time.perf_counter()
+            jax.block_until_ready(run())
+            times.append(time.perf_counter() - start)
+        median = statistics.median(times)
+        stable = previous is not None and abs(median - previous) <= tolerance * previous
+        if stable or time.perf_counter() - started > budget_s:
+            break
+        previous = median
+    q25, q75 = np.percentile(times, [25, 75])
+    return PhaseTiming(
+        median_s=statistics.median(times), min_s=min(times), iqr_s=float(q75 - q25),
+        repeats=len(times),
+    )
+
+
+def _needed_bytes(workload: Workload) -> int:
+    leaves = jax.tree.leaves(
+        (workload.params, workload.opt_state, workload.state, workload.inputs, workload.targets)
+    )
+    # params, gradients and a new copy of params and optimizer state, at least
+    return 2 * sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize for x in leaves)
+
+
+def _available_bytes() -> int | None:
+    limit = xla.device_memory_bytes()
+    if limit is not None:
+        return limit
+    try:  # the CPU: physical memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def time_workload(
+    workload: Workload,
+    flops: Mapping[str, int | None],
+    bytes_accessed: Mapping[str, int | None],
+    *,
+    dtype: str,
+    peak: DevicePeak | None = None,
+    phases: Sequence[str] = TIMED_PHASES,
+    warmup: int = 2,
+    min_repeats: int = 5,
+    max_repeats: int = 200,
+    budget_s: float = 10.0,
+    tolerance: float = 0.02,
+    seed: int = 0,
+) -> Timing:
+    """Runs each phase of ``workload`` on real random arrays and times it.
+
+    Args:
+      workload: from `xla_cost.build_workload`.
+      flops, bytes_accessed: the counts per phase (for FLOP/s, MFU, roofline).
+      dtype: the computation dtype (chooses the peak).
+      peak: the device's peak; default `device_peak()`.
+      phases: which programs to run.
+      warmup: untimed runs first.
+      min_repeats, max_repeats, budget_s, tolerance: timed runs come in rounds;
+        it stops when the median moves by less than ``tolerance`` (relative)
+        between rounds, after ``max_repeats`` runs, or after ``budget_s``.
+      seed: for the random arrays.
+
+    Returns:
+      A `Timing`; if the step does not fit in the device's memory, or running
+      it fails for lack of memory, one with ``skipped`` saying why and no phases.
+    """
+    kind = xla.device_kind()
+    needed, available = _needed_bytes(workload), _available_bytes()
+    if available is not None and needed > available:
+        return Timing(
+            kind, None, dtype, {}, {}, None,
+            skipped=(
+                f"the step needs at least {needed / 1e9:.1f} GB for parameters, optimizer "
+                f"state and their updates; the device has {available / 1e9:.1f} GB"
+            ),
+        )
+    peak = peak if peak is not None else device_peak()
+    key = jax.random.key(seed)
+    try:
+        concrete = {
+            phase: _random_like(workload.phase_args(phase), jax.random.fold_in(key, i))
+            for i, phase in enumerate(phases)
+        }
+        results: dict[str, PhaseTiming] = {}
+        for phase in phases:
+            with workload.tracing():
+                executable = xla.compile_executable(
+                    workload.phase_fn(phase), workload.phase_args(phase)
+                )
+            args = concrete[phase]
+            results[phase] = _measure(
+                lambda executable=executable, args=args: executable(*args),
+                warmup=warmup, min_repeats=min_repeats, max_repeats=max_repeats,
+                budget_s=budget_s, tolerance=tolerance,
+            )
+    except Exception as exc:  # noqa: BLE001 - out of memory is the expected case
+        text = str(exc)
+        if "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower() or isinstance(exc, MemoryError):
+            first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+            return Timing(kind, peak, dtype, {}, {}, None, skipped=f"out of memory: {first}")
+        raise
+    if "forward" in results and "grad" in results:
+        f, g = results["forward"], results["grad"]
+        results["backward"] = PhaseTiming(
+            median_s=max(g.median_s - f.median_s, 0.0), min_s=None, iqr_s=None,
+            repeats=min(g.repeats, f.repeats),
+        )
+    peak_flops = peak.for_dtype(dtype)
+    for phase, t in list(results.items()):
+        count, moved = flops.get(phase), bytes_accessed.get(phase)
+        rate = count / t.median_s if count is not None and t.median_s > 0 else None
+        roof = bound = None
+        if count is not None and moved is not None and peak_flops > 0 and peak.bandwidth > 0:
+            compute, memory = count / peak_flops, moved / peak.bandwidth
+            roof, bound = max(compute, memory), "compute" if compute >= memory else "memory"
+        results[phase] = dataclasses.replace(
+            t, flops_per_s=rate, mfu=None if rate is None or peak_flops <= 0 else rate / peak_flops,
+            roofline_s=roof, bound=bound,
+        )
+    fractions: dict[str, float] = {}
+    ratio = None
+    if {"forward", "backward", "update"} <= set(results):
+        parts = {p: results[p].median_s for p in ("forward", "backward", "update")}
+        total = sum(parts.values())
+        fractions = {p: v / total for p, v in parts.items()} if total > 0 else {}
+        if parts["forward"] > 0:
+            ratio = parts["backward"] / parts["forward"]
+    return Timing(kind, peak, dtype, results, fractions, ratio)
