@@ -141,10 +141,11 @@ def device_peak(
     Raises:
       ValueError: an unknown accelerator and no ``peak_tflops``/``peak_bandwidth``.
     """
+    on_default_cpu = kind is None and jax.default_backend() == "cpu"
     kind = kind or xla.device_kind()
     peak = next((p for keys, p in PEAKS if all(k.lower() in kind.lower() for k in keys)), None)
     if peak is None:
-        if jax.default_backend() == "cpu" or kind.lower() == "cpu":
+        if on_default_cpu or kind.lower() == "cpu":
             peak = measure_cpu_peak()
         elif peak_tflops is None or peak_bandwidth is None:
             raise ValueError(

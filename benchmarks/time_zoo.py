@@ -1,0 +1,153 @@
+"""Measured forward, backward and update time of zoo models, saved as CSV.
+
+The data the reports are built from (issue 5). For every case: the counts
+(compiled, loop-corrected) and the measured time of each phase on the default
+device, with FLOP/s, MFU, the roofline prediction and the forward / backward /
+update split; one CSV row per case and phase, written to
+``reports/data/timing_<device>_<date>.csv`` with the device name, jax version
+and date in every row.
+
+    python benchmarks/time_zoo.py            # the GPU matrix (run it on a GPU)
+    python benchmarks/time_zoo.py --reduced  # the same models at CPU-sized shapes
+    python benchmarks/time_zoo.py --reduced --only conv_net
+
+The GPU matrix: ResNet-50 at batch 32, 64, 128, 256; BERT-base at seq 128,
+batch 32; GPT-2 small at seq 1024, batch 8; the four seed nets (batch 64;
+DeeperConvNet at depth 100, batch 8); each in float32 and bfloat16, with SGD
+and with Adam. A case that does not fit is written with its counts and the
+reason it was not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import re
+import sys
+from pathlib import Path
+
+import jax
+
+import xla_cost
+from models import build_model, example_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (model, batch, config)
+GPU_CASES = [
+    *[("resnet50", b, {}) for b in (32, 64, 128, 256)],
+    ("bert-base", 32, {"seq_len": 128}),
+    ("gpt2-small", 8, {"seq_len": 1024}),
+    ("linear_net", 64, {}),
+    ("one_net", 64, {}),
+    ("conv_net", 64, {}),
+    ("deeper_conv_net", 8, {"depth": 100}),
+]
+
+# The same models at shapes a 2-core CPU times in seconds.
+REDUCED_CASES = [
+    *[("resnet50", b, {"image_size": 64}) for b in (2, 4)],
+    ("bert-base", 4, {"seq_len": 32}),
+    ("gpt2-small", 2, {"seq_len": 128}),
+    ("linear_net", 8, {}),
+    ("one_net", 64, {}),
+    ("conv_net", 4, {"image_size": 112}),
+    ("deeper_conv_net", 2, {"depth": 10, "image_size": 112}),
+]
+
+DTYPES = ("float32", "bfloat16")
+OPTIMIZERS = ("sgd", "adam")
+PHASES = ("forward", "backward", "grad", "update", "train_step")
+
+FIELDS = [
+    "device", "jax_version", "date", "model", "config", "batch", "dtype", "optimizer",
+    "parameters", "phase", "flops", "xla_flops", "loop_corrected", "bytes_accessed",
+    "median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound",
+    "share", "backward_to_forward_time", "backward_to_forward_flops", "peak_flops_per_s",
+    "peak_bandwidth", "peak_source", "skipped",
+]
+
+
+def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, today: str) -> list[dict]:
+    report = xla_cost.analyze(
+        build_model(name, dtype=dtype, **config), example_inputs(name, batch, dtype=dtype, **config),
+        optimizer=optimizer, name=name, config=config, dtype=dtype, time=True,
+    )
+    timing = report.timing
+    common = {
+        "device": timing.device, "jax_version": jax.__version__, "date": today,
+        "model": name, "config": ",".join(f"{k}={v}" for k, v in config.items()),
+        "batch": batch, "dtype": dtype, "optimizer": optimizer,
+        "parameters": report.parameters,
+        "backward_to_forward_time": timing.backward_to_forward,
+        "backward_to_forward_flops": report.backward_to_forward,
+        "peak_flops_per_s": None if timing.peak is None else timing.peak.for_dtype(dtype),
+        "peak_bandwidth": None if timing.peak is None else timing.peak.bandwidth,
+        "peak_source": None if timing.peak is None else timing.peak.source,
+        "skipped": timing.skipped,
+    }
+    rows = []
+    for phase in PHASES:
+        costs, measured = report.phases[phase], timing.phases.get(phase)
+        row = {
+            **common, "phase": phase, "flops": costs.flops, "xla_flops": costs.xla_flops,
+            "loop_corrected": costs.loop_corrected, "bytes_accessed": costs.bytes_accessed,
+            "share": timing.fractions.get(phase),
+        }
+        if measured is not None:
+            row.update({k: getattr(measured, k) for k in (
+                "median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound")})
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reduced", action="store_true", help="CPU-sized shapes")
+    parser.add_argument("--only", action="append", default=[], help="run only this model (repeatable)")
+    parser.add_argument("--output", default=None, help="CSV path (default reports/data/timing_<device>_<date>.csv)")
+    args = parser.parse_args(argv)
+
+    cases = [c for c in (REDUCED_CASES if args.reduced else GPU_CASES) if not args.only or c[0] in args.only]
+    today = datetime.date.today().isoformat()
+    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.xla.device_kind().lower()).strip("-")
+    path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".csv.tmp")
+    written = 0
+    with open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        for name, batch, config in cases:
+            for dtype in DTYPES:
+                for optimizer in OPTIMIZERS:
+                    label = f"{name} b{batch} {config or ''} {dtype} {optimizer}"
+                    try:
+                        rows = rows_for(name, batch, config, dtype, optimizer, today)
+                    except Exception as exc:  # noqa: BLE001 - one failed case must not lose the rest
+                        print(f"{label}: failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
+                        continue
+                    writer.writerows(rows)
+                    handle.flush()
+                    written += 1
+                    step = {r["phase"]: r for r in rows}
+                    shares = "/".join(
+                        "-" if step[p]["share"] is None else f"{100 * step[p]['share']:.0f}"
+                        for p in ("forward", "backward", "update")
+                    )
+                    print(
+                        f"{label}: fwd/bwd/upd % {shares}, bwd/fwd time "
+                        f"{rows[0]['backward_to_forward_time'] or float('nan'):.2f} vs FLOP "
+                        f"{rows[0]['backward_to_forward_flops']:.2f}"
+                        + (f" (skipped: {rows[0]['skipped']})" if rows[0]["skipped"] else ""),
+                        flush=True,
+                    )
+    os.replace(tmp, path)
+    print(f"{written} cases -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
