@@ -5,7 +5,8 @@ The data the reports are built from (issue 5). For every case: the counts
 device, with FLOP/s, MFU, the roofline prediction and the forward / backward /
 update split; one CSV row per case and phase, written to
 ``reports/data/timing_<device>_<date>.csv`` with the device name, jax version
-and date in every row.
+and date in every row. Rows are appended as each case finishes, so an
+interrupted run keeps the cases it finished.
 
     python benchmarks/time_zoo.py            # the GPU matrix (run it on a GPU)
     python benchmarks/time_zoo.py --reduced  # the same models at CPU-sized shapes
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import os
 import re
 import sys
 from pathlib import Path
@@ -48,7 +48,7 @@ GPU_CASES = [
 
 # The same models at shapes a 2-core CPU times in seconds.
 REDUCED_CASES = [
-    *[("resnet50", b, {"image_size": 64}) for b in (2, 4)],
+    ("resnet50", 2, {"image_size": 64}),
     ("bert-base", 4, {"seq_len": 32}),
     ("gpt2-small", 2, {"seq_len": 128}),
     ("linear_net", 8, {}),
@@ -115,9 +115,8 @@ def main(argv: list[str]) -> int:
     device = re.sub(r"[^a-z0-9]+", "-", xla_cost.xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".csv.tmp")
     written = 0
-    with open(tmp, "w", newline="") as handle:
+    with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         for name, batch, config in cases:
@@ -137,14 +136,14 @@ def main(argv: list[str]) -> int:
                         "-" if step[p]["share"] is None else f"{100 * step[p]['share']:.0f}"
                         for p in ("forward", "backward", "update")
                     )
+                    ratio = rows[0]["backward_to_forward_time"]
                     print(
                         f"{label}: fwd/bwd/upd % {shares}, bwd/fwd time "
-                        f"{rows[0]['backward_to_forward_time'] or float('nan'):.2f} vs FLOP "
+                        f"{'-' if ratio is None else f'{ratio:.2f}'} vs FLOP "
                         f"{rows[0]['backward_to_forward_flops']:.2f}"
                         + (f" (skipped: {rows[0]['skipped']})" if rows[0]["skipped"] else ""),
                         flush=True,
                     )
-    os.replace(tmp, path)
     print(f"{written} cases -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

@@ -193,6 +193,7 @@ def _layers(
 def _time(
     workload: Workload, phases: Mapping[str, PhaseCosts], dtype: str,
     peak_tflops: float | None, peak_bandwidth: float | None,
+    executables: Mapping[str, Any],
 ) -> Timing:
     try:
         peak = timing.device_peak(peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth)
@@ -206,7 +207,7 @@ def _time(
             workload,
             {p: c.flops for p, c in phases.items()},
             {p: c.bytes_accessed for p, c in phases.items()},
-            dtype=dtype, peak=peak,
+            dtype=dtype, peak=peak, executables=executables,
         )
     except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -383,7 +384,8 @@ def analyze(
         notes.insert(0, precision)
     timing = None
     if time:
-        timing = _time(workload, phases, compute_dtype, peak_tflops, peak_bandwidth)
+        executables = {p: c.executable for p, c in compiled.items() if c is not None}
+        timing = _time(workload, phases, compute_dtype, peak_tflops, peak_bandwidth, executables)
         if timing.skipped:
             notes.append(f"timing skipped: {timing.skipped}")
     first = jax.tree.leaves(workload.inputs)[0]

@@ -65,10 +65,11 @@ class XlaMemory:
 
 @dataclasses.dataclass(frozen=True)
 class CompiledPhase:
-    """What compiling one phase function yields."""
+    """What compiling one phase function yields (the executable, for timing)."""
 
     costs: XlaCosts
     memory: XlaMemory
+    executable: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _as_count(value: Any) -> int | None:
@@ -156,7 +157,7 @@ def compile_phase(fn: Callable[..., Any], args: Sequence[Any]) -> CompiledPhase:
     compiled = jax.jit(fn).lower(*args).compile()
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
-    return CompiledPhase(costs=costs, memory=memory)
+    return CompiledPhase(costs=costs, memory=memory, executable=compiled)
 
 
 def compile_executable(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
