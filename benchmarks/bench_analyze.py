@@ -23,7 +23,7 @@ import json, os, resource, sys, time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, jax.numpy as jnp
 import xla_cost
-from models import build_model, example_inputs
+from xla_cost.zoo import build_model, example_inputs
 name, batch, config = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 model, inputs = build_model(name, **config), example_inputs(name, batch, **config)

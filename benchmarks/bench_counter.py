@@ -30,7 +30,7 @@ import json, os, resource, sys, time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import xla_cost
-from models import build_model, example_inputs
+from xla_cost.zoo import build_model, example_inputs
 name, batch, config = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer="adam")
 model, inputs = build_model(name, **config), example_inputs(name, batch, **config)

@@ -31,7 +31,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 t_start = time.perf_counter()
 import jax
 import xla_cost
-from models import build_model, example_inputs
+from xla_cost.zoo import build_model, example_inputs
 name, batch, config = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 t0 = time.perf_counter()
 report = xla_cost.analyze(build_model(name, **config), example_inputs(name, batch, **config),

@@ -31,7 +31,7 @@ from pathlib import Path
 import jax
 
 import xla_cost
-from models import build_model, example_inputs
+from xla_cost.zoo import build_model, example_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 

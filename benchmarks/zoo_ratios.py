@@ -25,7 +25,7 @@ import sys
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import xla_cost  # noqa: E402
-from models import build_model, example_inputs, get_spec  # noqa: E402
+from xla_cost.zoo import build_model, example_inputs, get_spec  # noqa: E402
 
 # Published multiply-accumulates per 224x224 image (torchvision model docs,
 # "GFLOPS" column, which counts multiply-adds; ViT-B/16 also timm's model card).

@@ -2,7 +2,7 @@
 
 Example::
 
-    from models import build_model, example_inputs
+    from xla_cost.zoo import build_model, example_inputs
     model = build_model("deeper_conv_net", depth=10)
     inputs = example_inputs("deeper_conv_net", batch_size=8, depth=10)
 """
@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from models import bert, gpt, resnet, seed_nets, vit
-from models._spec import ModelSpec
+from . import bert, gpt, resnet, seed_nets, vit
+from ._spec import ModelSpec
 from xla_cost.errors import InputError
 
 __all__ = [

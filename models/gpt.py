@@ -33,7 +33,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from models._common import expect_input_shape
+from ._common import expect_input_shape
 from xla_cost.errors import InputError
 
 __all__ = [

@@ -40,8 +40,8 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from models._common import expect_input_shape
-from models._spec import ModelSpec
+from ._common import expect_input_shape
+from ._spec import ModelSpec
 from xla_cost.errors import InputError
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from models._common import expect_input_shape
+from ._common import expect_input_shape
 
 __all__ = ["LinearNet", "OneNet", "ConvNet", "DeeperConvNet"]
 

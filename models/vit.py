@@ -34,8 +34,8 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from models._common import expect_input_shape
-from models._spec import ModelSpec
+from ._common import expect_input_shape
+from ._spec import ModelSpec
 from xla_cost.errors import InputError
 
 __all__ = ["MLP", "SPECS", "Attention", "Block", "ViT", "ViTB16", "vit_parameters"]

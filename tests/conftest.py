@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 import xla_cost  # noqa: E402
-from models import build_model, example_inputs  # noqa: E402
+from xla_cost.zoo import build_model, example_inputs  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import xla_cost
-from models.bert import SPECS as BERT_SPECS
-from models.bert import Bert, BertBase, BertLarge, bert_parameters
-from models.vit import SPECS as VIT_SPECS
-from models.vit import ViT, ViTB16, vit_parameters
+from xla_cost.zoo.bert import SPECS as BERT_SPECS
+from xla_cost.zoo.bert import Bert, BertBase, BertLarge, bert_parameters
+from xla_cost.zoo.vit import SPECS as VIT_SPECS
+from xla_cost.zoo.vit import ViT, ViTB16, vit_parameters
 
 # Source: Hugging Face `BertForMaskedLM.from_pretrained(name).num_parameters()` for
 # bert-base-uncased and bert-large-uncased (decoder tied to the word embeddings, so

@@ -46,7 +46,7 @@ def test_models_lists_zoo(capsys):
     code, out, _ = run(capsys, "models", "--format", "json")
     rows = {row["name"]: row for row in json.loads(out)}
     assert code == 0
-    import models
+    from xla_cost import zoo as models
 
     assert set(rows) == set(models.REGISTRY)  # every zoo model, with its count
     assert rows["linear_net"]["parameters"] == 617_092_490

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xla_cost
-from models import build_model, count_parameters, example_inputs, get_spec
+from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
 
 GPT2_SIZES = ["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl"]
 

@@ -61,7 +61,7 @@ def test_depth_rows_add_up_and_merge(zoo_report):
 
 
 def _zoo_args(name, batch, **config):
-    from models import build_model, example_inputs
+    from xla_cost.zoo import build_model, example_inputs
 
     return build_model(name, **config), example_inputs(name, batch, **config)
 

@@ -79,7 +79,7 @@ def test_bad_inputs(inputs, match):
 
 
 def test_wrong_input_shape_for_zoo_model():
-    from models import build_model
+    from xla_cost.zoo import build_model
 
     with pytest.raises(xla_cost.InputError, match=r"inputs of shape \(B, 224, 224, 3\)"):
         xla_cost.analyze(build_model("conv_net"), x(2, 32, 32, 3), optimizer="sgd")

@@ -70,7 +70,7 @@ def test_optimizer_object_accepted():
     import optax
 
     import xla_cost
-    from models import build_model
+    from xla_cost.zoo import build_model
 
     report = xla_cost.analyze(
         build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),
@@ -101,7 +101,7 @@ def test_global_norm_clipping_is_per_layer_except_the_global_sum():
     import optax
 
     import xla_cost
-    from models import build_model
+    from xla_cost.zoo import build_model
 
     report = xla_cost.analyze(
         build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),

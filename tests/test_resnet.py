@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
+from xla_cost import zoo as models
 import xla_cost
-from models import resnet
-from models.resnet import SPECS, ResNet, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152
+from xla_cost.zoo import resnet
+from xla_cost.zoo.resnet import SPECS, ResNet, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152
 from xla_cost.rules import conv_valid_positions
 
 # Source: torchvision, `sum(p.numel() for p in resnetN().parameters())` at 1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import xla_cost
-from models import count_parameters
+from xla_cost.zoo import count_parameters
 from tests import formulas as F
 
 IMAGE = 224 * 224 * 3

@@ -52,7 +52,7 @@ def test_timing_never_changes_the_counts(timed, capsys):
 
 
 def test_too_big_for_the_device_still_reports_counts(monkeypatch):
-    from models import build_model, example_inputs
+    from xla_cost.zoo import build_model, example_inputs
 
     monkeypatch.setattr(timing, "_available_bytes", lambda: 1000)  # a 1 kB device
     report = xla_cost.analyze(
@@ -65,7 +65,7 @@ def test_too_big_for_the_device_still_reports_counts(monkeypatch):
 
 
 def test_out_of_memory_while_running_is_reported(monkeypatch):
-    from models import build_model, example_inputs
+    from xla_cost.zoo import build_model, example_inputs
 
     def exhausted(*_args, **_kwargs):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9 GB")

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
-from models import build_model, count_parameters, example_inputs, get_spec
-from models.gpt import GPT3_PUBLISHED
+from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
+from xla_cost.zoo.gpt import GPT3_PUBLISHED
 
 
 def gpt_parameters(c: dict) -> int:

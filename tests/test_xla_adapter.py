@@ -54,7 +54,7 @@ def test_lone_tanh_has_no_flops_key():
 
 
 def test_backend_without_cost_analysis(monkeypatch):
-    from models import build_model
+    from xla_cost.zoo import build_model
 
     monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", lambda self: None)
     with pytest.raises(xla_cost.CostAnalysisUnavailableError, match="cost analysis"):

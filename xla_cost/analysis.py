@@ -331,7 +331,7 @@ def analyze(
     Example::
 
       import jax, jax.numpy as jnp, xla_cost
-      from models import build_model
+      from xla_cost.zoo import build_model
       report = xla_cost.analyze(
           build_model("conv_net"),
           jax.ShapeDtypeStruct((32, 224, 224, 3), jnp.float32),

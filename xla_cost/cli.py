@@ -142,7 +142,7 @@ def _load_custom(spec: str, config: dict[str, Any]) -> tuple[Any, str]:
 def _analyze(args: argparse.Namespace) -> str:
     import jax
 
-    import models
+    from xla_cost import zoo as models
     from xla_cost.analysis import analyze
     from xla_cost.errors import InputError
 
@@ -190,7 +190,7 @@ def _analyze(args: argparse.Namespace) -> str:
 
 
 def _models(args: argparse.Namespace) -> str:
-    import models
+    from xla_cost import zoo as models
 
     frame = models.zoo_frame()
     if args.format == "json":
