@@ -1,5 +1,10 @@
 """The model zoo: a registry from names to Flax modules and their inputs.
 
+Each family file (``seed_nets``, ``gpt``, ``resnet``, ``bert``, ``vit``) declares
+its own ``SPECS``. Names match in any case and with or without ``-``, ``_`` or
+spaces (``ResNet-50`` is ``resnet50``), and a spec's ``aliases`` name the same
+architecture elsewhere (``gpt2``, ``microsoft/resnet-50``).
+
 Example::
 
     from xla_cost.zoo import build_model, example_inputs
@@ -10,7 +15,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import difflib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -20,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import bert, gpt, resnet, seed_nets, vit
-from ._spec import ModelSpec
+from ._spec import ModelSpec, lookup_key
 from xla_cost.errors import InputError
 
 __all__ = [
@@ -30,168 +36,84 @@ __all__ = [
     "count_parameters",
     "example_inputs",
     "get_spec",
+    "render_zoo",
     "zoo_frame",
+    "zoo_table",
 ]
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
-def _image(config: Mapping[str, Any]) -> tuple[int, ...]:
-    size = config.get("image_size", 224)
-    return (size, size, 3)
+def _registry(specs: list[ModelSpec]) -> dict[str, ModelSpec]:
+    """Name -> spec; fails loudly when two names or aliases look up the same."""
+    registry: dict[str, ModelSpec] = {}
+    owners: dict[str, str] = {}
+    for spec in specs:
+        if spec.name in registry:
+            raise ValueError(f"zoo model {spec.name!r} declared twice; drop one of the specs")
+        for name in (spec.name, *spec.aliases):
+            owner = owners.setdefault(lookup_key(name), spec.name)
+            if owner != spec.name:
+                raise ValueError(
+                    f"zoo name {name!r} of {spec.name!r} looks up the same as one of {owner!r}; "
+                    "rename or drop one of them"
+                )
+        registry[spec.name] = spec
+    return registry
 
 
-def _tokens(config: Mapping[str, Any]) -> tuple[int, ...]:
-    return (config["seq_len"],)
+REGISTRY: dict[str, ModelSpec] = _registry(
+    [*seed_nets.SPECS, *gpt.SPECS, *resnet.SPECS, *bert.SPECS, *vit.SPECS]
+)
+"""Every zoo model by canonical name (each family file declares its own `SPECS`)."""
 
 
-_GPT2_SOURCE = "Radford et al. 2019, GPT-2; HF GPT2LMHeadModel"
-_GPT3_SOURCE = "Brown et al. 2020, Table 2.1 (dense attention in every layer)"
+def _names() -> dict[str, tuple[str, str]]:
+    """Lookup key -> (the name as declared, its canonical name), aliases included."""
+    return {
+        lookup_key(name): (name, spec.name)
+        for spec in REGISTRY.values()
+        for name in (spec.name, *spec.aliases)
+    }
 
-REGISTRY: dict[str, ModelSpec] = {
-    spec.name: spec
-    for spec in [
-        ModelSpec(
-            "linear_net",
-            "Seed 001 LinearNet: 150528 -> 4096 -> 128 -> 10, nearly all weights in fc1",
-            seed_nets.LinearNet,
-            lambda c: (224, 224, 3),
-            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
-        ),
-        ModelSpec(
-            "one_net",
-            "Seed 001 OneNet: 1 -> 4096 -> 128 -> 10, nearly all weights after fc1",
-            seed_nets.OneNet,
-            lambda c: (1,),
-            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
-        ),
-        ModelSpec(
-            "conv_net",
-            "Seed 001 ConvNet: two 7x7/2 convs with max-pools, global pool, fc1",
-            seed_nets.ConvNet,
-            _image,
-            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
-        ),
-        ModelSpec(
-            "deeper_conv_net",
-            "Seed 001 DeeperConvNet: 7x7/2 conv, depth x shared 3x3 conv, 7x7/2 conv, fc1",
-            seed_nets.DeeperConvNet,
-            _image,
-            source="Epoch AI, backward-forward FLOP ratio, Appendix A",
-        ),
-        ModelSpec(
-            "gpt2-small",
-            "GPT-2 small decoder-only transformer: 12 layers x 768, 12 heads, tied LM head",
-            gpt.GPT2Small,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT2_SOURCE,
-        ),
-        ModelSpec(
-            "gpt2-medium",
-            "GPT-2 medium decoder-only transformer: 24 layers x 1024, 16 heads, tied LM head",
-            gpt.GPT2Medium,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT2_SOURCE,
-        ),
-        ModelSpec(
-            "gpt2-large",
-            "GPT-2 large decoder-only transformer: 36 layers x 1280, 20 heads, tied LM head",
-            gpt.GPT2Large,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT2_SOURCE,
-        ),
-        ModelSpec(
-            "gpt2-xl",
-            "GPT-2 XL decoder-only transformer: 48 layers x 1600, 25 heads, tied LM head",
-            gpt.GPT2XL,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT2_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-small",
-            "GPT-3 Small decoder-only transformer: 12 layers x 768, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3Small,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-medium",
-            "GPT-3 Medium decoder-only transformer: 24 layers x 1024, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3Medium,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-large",
-            "GPT-3 Large decoder-only transformer: 24 layers x 1536, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3Large,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-xl",
-            "GPT-3 XL decoder-only transformer: 24 layers x 2048, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3XL,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-2.7b",
-            "GPT-3 2.7B decoder-only transformer: 32 layers x 2560, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3_2_7B,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-6.7b",
-            "GPT-3 6.7B decoder-only transformer: 32 layers x 4096, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3_6_7B,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-13b",
-            "GPT-3 13B decoder-only transformer: 40 layers x 5120, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3_13B,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        ModelSpec(
-            "gpt3-175b",
-            "GPT-3 175B decoder-only transformer: 96 layers x 12288, n_ctx 2048, nn.scan over layers",
-            gpt.GPT3_175B,
-            _tokens,
-            input_dtype="int32",
-            source=_GPT3_SOURCE,
-        ),
-        *resnet.SPECS,
-        *bert.SPECS,
-        *vit.SPECS,
-    ]
-}
-"""Every zoo model by name."""
+
+def _did_you_mean(key: str, names: Mapping[str, tuple[str, str]]) -> str:
+    """``Did you mean `resnet50`? `` for the closest names to ``key`` (difflib), or ``""``."""
+    # The closest name, and any nearly as close: resnet10 -> resnet101, resnet18, resnet50.
+    scores = {k: difflib.SequenceMatcher(None, key, k).ratio() for k in names}
+    least = max(0.6, max(scores.values(), default=0.0) - 0.1)
+    shown: dict[str, str] = {}  # canonical name -> as shown: one suggestion per model
+    for match in sorted((k for k in scores if scores[k] >= least), key=lambda k: -scores[k]):
+        declared, canonical = names[match]
+        shown.setdefault(canonical, f"`{declared}`" + ("" if declared == canonical else f" (= {canonical})"))
+    options = list(shown.values())[:3]
+    if not options:
+        return ""
+    listed = options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+    return f"Did you mean {listed}? "
 
 
 def get_spec(name: str) -> ModelSpec:
-    """The `ModelSpec` of ``name``; raises `InputError` listing the zoo if unknown."""
-    if name not in REGISTRY:
-        raise InputError(
-            f"a zoo model name ({', '.join(REGISTRY)}) or package.module:attribute",
-            repr(name),
-            "Run `xla-cost models` to list the zoo.",
-        )
-    return REGISTRY[name]
+    """The `ModelSpec` of ``name``, a zoo name or alias in any case and with any separators.
+
+    ``resnet50``, ``ResNet-50``, ``RESNET_50`` and ``microsoft/resnet-50`` all give
+    ResNet-50's spec, whose ``name`` is the canonical one reports use.
+
+    Raises:
+      InputError: ``name`` is not in the zoo; the message lists the zoo and
+        suggests the closest names.
+    """
+    if name in REGISTRY:
+        return REGISTRY[name]
+    names = _names()
+    key = lookup_key(name) if isinstance(name, str) else ""
+    if key in names:
+        return REGISTRY[names[key][1]]
+    raise InputError(
+        f"a zoo model name ({', '.join(REGISTRY)}) or package.module:attribute",
+        repr(name),
+        f"{_did_you_mean(key, names)}Run `xla-cost models` to list the zoo and its aliases.",
+    )
 
 
 def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
@@ -204,13 +126,11 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
                 "Use --set KEY=VALUE with one of those keys.",
             )
         default = allowed[key]
-        # Integer fields are sizes (>= 1); one whose default is 0 uses 0 as "derive
-        # it" (GPT's d_ff = 0: 4 * d_model), so 0 is allowed there too.
-        least = min(1, default) if isinstance(default, int) else 1
+        is_int = isinstance(default, int) and not isinstance(default, bool)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= least
+        elif is_int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= spec.minimum(key)
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
@@ -219,7 +139,7 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
             kind = type(default).__name__
             raise InputError(
                 f"{key} to be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-                + (f" >= {least}" if isinstance(default, int) and not isinstance(default, bool) else ""),
+                + (f" >= {spec.minimum(key)}" if is_int else ""),
                 repr(value),
                 f"Use e.g. --set {key}={default!r}.",
             )
@@ -274,7 +194,13 @@ def _fast_count(spec: ModelSpec) -> dict[str, Any]:
 
 
 def zoo_frame() -> pd.DataFrame:
-    """The zoo as a table: description, parameters, input shape, configuration."""
+    """The zoo as a table of raw data, one row per canonical name.
+
+    Columns: ``description``; ``parameters`` (an int); ``input_shape`` per batch
+    ``B``; ``input_dtype`` (``float``: follows the computation dtype, ``--dtype``;
+    else the dtype of token ids); ``config``, the ``--set`` keys and their
+    defaults; ``aliases``, other names `get_spec` accepts (comma-separated).
+    """
     rows = []
     for spec in REGISTRY.values():
         shape = ", ".join(["B", *map(str, spec.input_shape(spec.defaults))])
@@ -284,7 +210,77 @@ def zoo_frame() -> pd.DataFrame:
                 "description": spec.description,
                 "parameters": count_parameters(spec.name, **_fast_count(spec)),
                 "input_shape": f"({shape})",
+                "input_dtype": spec.input_dtype,
                 "config": ", ".join(f"{k}={v}" for k, v in spec.defaults.items()),
+                "aliases": ", ".join(spec.aliases),
             }
         )
     return pd.DataFrame(rows).set_index("name")
+
+
+def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> str:
+    """The zoo as plain-text tables for terminals, wrapped to ``width``.
+
+    Args:
+      frame: `zoo_frame()` (computed when None).
+      width: the widest a line may be; None: the terminal's width when stdout is
+        a terminal, else unlimited (see `xla_cost.report.Report.to_table`).
+    """
+    from xla_cost._text import TextTable, render, resolve_width
+
+    frame = zoo_frame() if frame is None else frame
+    models = pd.DataFrame(
+        {
+            "parameters": [f"{n:,}" for n in frame["parameters"]],
+            "input shape": frame["input_shape"],
+            "input dtype": frame["input_dtype"],
+            "description": [
+                f"{row.description}\n--set {row.config}" if row.config else row.description
+                for row in frame.itertuples()
+            ],
+        },
+        index=frame.index,
+    )
+    aliases = pd.DataFrame(
+        [
+            {"alias": alias, "model": name}
+            for name, listed in frame["aliases"].items()
+            for alias in (listed.split(", ") if listed else [])
+        ],
+        columns=["alias", "model"],
+    ).set_index("alias")
+    return render(
+        [
+            TextTable(
+                models, f"{len(frame)} zoo models",
+                left=("input shape", "input dtype", "description"), prose=("description",),
+            ),
+            "input dtype float: the computation dtype (--dtype, float32 by default); int32: token ids.",
+            TextTable(aliases, "aliases", left=("model",)),
+            "Names and aliases match in any case, with or without - and _ (ResNet-50 = resnet50).",
+        ],
+        resolve_width(width),
+    )
+
+
+_ZOO_FORMATS: dict[str, Callable[[pd.DataFrame, int | None], str]] = {
+    "table": lambda frame, width: zoo_table(frame, width),
+    "json": lambda frame, width: frame.reset_index().to_json(orient="records", indent=2),
+    "csv": lambda frame, width: frame.to_csv(),
+    "markdown": lambda frame, width: frame.to_markdown() + "\n",
+}
+
+
+def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa: A002 - the CLI's --format
+    """The zoo in one of the CLI's formats, as ``xla-cost models --format FORMAT`` prints it.
+
+    Args:
+      format: ``table`` (for terminals, see `zoo_table`), or ``json``, ``csv``,
+        ``markdown``: `zoo_frame`'s raw data.
+      width: the table's width (see `zoo_table`); the other formats ignore it.
+    """
+    if format not in _ZOO_FORMATS:
+        raise InputError(
+            f"a format in {', '.join(_ZOO_FORMATS)}", repr(format), "Use e.g. format='json'."
+        )
+    return _ZOO_FORMATS[format](zoo_frame(), width)

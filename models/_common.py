@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from xla_cost.errors import InputError
+
+
+def image_shape(config: Mapping[str, Any]) -> tuple[int, ...]:
+    """Per-example NHWC input of an image model: ``(image_size, image_size, 3)``."""
+    size = config.get("image_size", 224)
+    return (size, size, 3)
 
 
 def expect_input_shape(model: str, x: Any, example_shape: tuple[int, ...]) -> None:

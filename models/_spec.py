@@ -8,7 +8,19 @@ from typing import Any
 
 import flax.linen as nn
 
-__all__ = ["ModelSpec"]
+__all__ = ["ModelSpec", "lookup_key"]
+
+_SIZE_MINIMUM = 1
+"""The least value of an integer field that declares none: fields are sizes."""
+
+
+def lookup_key(name: str) -> str:
+    """``name`` as the zoo compares names: lower case, without ``-``, ``_`` or spaces.
+
+    ``ResNet50``, ``resnet-50`` and ``RESNET_50`` all give ``resnet50``; dots and
+    slashes stay (``gpt3-2.7b``, ``microsoft/resnet-50``).
+    """
+    return "".join(c for c in name.lower() if c not in "-_ ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,12 +28,16 @@ class ModelSpec:
     """A zoo entry.
 
     Attributes:
-      name: the registry name (``linear_net``).
+      name: the registry name (``linear_net``); reports use it.
       description: one line.
       module: the Flax module class; its fields are the model's configuration.
       input_shape: per-example input shape from the configuration.
       input_dtype: ``"float"`` (images, follows ``--dtype``) or an integer dtype.
       source: where the architecture comes from.
+      aliases: other names of the same architecture with the same parameter
+        count (Hugging Face ids such as ``gpt2`` or ``microsoft/resnet-50``).
+      minimums: the least value of integer fields that accept less than 1 (a
+        size): ``{"depth": 0}``.
     """
 
     name: str
@@ -30,6 +46,19 @@ class ModelSpec:
     input_shape: Callable[[Mapping[str, Any]], tuple[int, ...]]
     input_dtype: str = "float"
     source: str = ""
+    aliases: tuple[str, ...] = ()
+    minimums: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.aliases, str):
+            raise TypeError(f"ModelSpec {self.name!r}: aliases must be a tuple of names, got a str")
+        ints = {k for k, v in self.defaults.items() if isinstance(v, int) and not isinstance(v, bool)}
+        unknown = set(self.minimums) - ints
+        if unknown:
+            raise TypeError(
+                f"ModelSpec {self.name!r}: minimums for {sorted(unknown)}, which are not "
+                f"integer fields of {self.module.__name__} ({', '.join(sorted(ints))})"
+            )
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -41,3 +70,7 @@ class ModelSpec:
             if field.default is not dataclasses.MISSING:
                 out[field.name] = field.default
         return out
+
+    def minimum(self, key: str) -> int:
+        """The least value integer field ``key`` accepts: declared in ``minimums``, else 1."""
+        return self.minimums.get(key, _SIZE_MINIMUM)

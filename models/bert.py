@@ -298,6 +298,7 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["seq_len"],),
         input_dtype="int32",
         source=_SOURCE,
+        aliases=("bert-base-uncased", "google-bert/bert-base-uncased"),
     ),
     ModelSpec(
         "bert-large",
@@ -306,6 +307,7 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["seq_len"],),
         input_dtype="int32",
         source=_SOURCE,
+        aliases=("bert-large-uncased", "google-bert/bert-large-uncased"),
     ),
 ]
 """The zoo entries of this family."""

@@ -34,6 +34,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from ._common import expect_input_shape
+from ._spec import ModelSpec
 from xla_cost.errors import InputError
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "GPT3_PUBLISHED",
     "GPT2XL",
     "MLP",
+    "SPECS",
     "Block",
     "CausalSelfAttention",
     "GPT2Large",
@@ -361,3 +363,64 @@ GPT3_PUBLISHED: dict[str, float] = {
     "gpt3-175b": 175.0e9,
 }
 """Brown et al. 2020, Table 2.1: parameter counts as published (rounded)."""
+
+
+# --------------------------------------------------------------------------- zoo
+
+_GPT2_SOURCE = "Radford et al. 2019, GPT-2; HF GPT2LMHeadModel"
+_GPT3_SOURCE = "Brown et al. 2020, Table 2.1 (dense attention in every layer)"
+_MINIMUMS = {"d_ff": 0}  # d_ff = 0 means 4 * d_model
+
+
+def _tokens(config: Any) -> tuple[int, ...]:
+    return (config["seq_len"],)
+
+
+def _spec(name: str, description: str, module: type[GPT], source: str, *aliases: str) -> ModelSpec:
+    return ModelSpec(
+        name, description, module, _tokens, input_dtype="int32", source=source,
+        aliases=aliases, minimums=_MINIMUMS,
+    )
+
+
+SPECS: list[ModelSpec] = [
+    _spec(
+        "gpt2-small",
+        "GPT-2 small decoder-only transformer: 12 layers x 768, 12 heads, tied LM head",
+        GPT2Small, _GPT2_SOURCE, "gpt2", "openai-community/gpt2",
+    ),
+    _spec(
+        "gpt2-medium",
+        "GPT-2 medium decoder-only transformer: 24 layers x 1024, 16 heads, tied LM head",
+        GPT2Medium, _GPT2_SOURCE, "openai-community/gpt2-medium",
+    ),
+    _spec(
+        "gpt2-large",
+        "GPT-2 large decoder-only transformer: 36 layers x 1280, 20 heads, tied LM head",
+        GPT2Large, _GPT2_SOURCE, "openai-community/gpt2-large",
+    ),
+    _spec(
+        "gpt2-xl",
+        "GPT-2 XL decoder-only transformer: 48 layers x 1600, 25 heads, tied LM head",
+        GPT2XL, _GPT2_SOURCE, "openai-community/gpt2-xl",
+    ),
+    *(
+        _spec(
+            name,
+            f"GPT-3 {label} decoder-only transformer: {module.n_layer} layers x {module.d_model}, "
+            "n_ctx 2048, nn.scan over layers",
+            module, _GPT3_SOURCE,
+        )
+        for name, label, module in [
+            ("gpt3-small", "Small", GPT3Small),
+            ("gpt3-medium", "Medium", GPT3Medium),
+            ("gpt3-large", "Large", GPT3Large),
+            ("gpt3-xl", "XL", GPT3XL),
+            ("gpt3-2.7b", "2.7B", GPT3_2_7B),
+            ("gpt3-6.7b", "6.7B", GPT3_6_7B),
+            ("gpt3-13b", "13B", GPT3_13B),
+            ("gpt3-175b", "175B", GPT3_175B),
+        ]
+    ),
+]
+"""The zoo entries of this family."""

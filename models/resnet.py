@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from ._common import expect_input_shape
+from ._common import expect_input_shape, image_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
 
@@ -291,11 +291,6 @@ def resnet_parameters(stage_sizes: Sequence[int], bottleneck: bool, num_classes:
     return total + channels * num_classes + num_classes
 
 
-def _image(config: Any) -> tuple[int, ...]:
-    size = config.get("image_size", 224)
-    return (size, size, 3)
-
-
 _SOURCE = "He et al. 2016; torchvision.models.resnet"
 
 SPECS: list[ModelSpec] = [
@@ -303,36 +298,41 @@ SPECS: list[ModelSpec] = [
         "resnet18",
         "ResNet-18: 18 layers, basic blocks (2, 2, 2, 2), torchvision layout, BatchNorm in training mode",
         ResNet18,
-        _image,
+        image_shape,
         source=_SOURCE,
+        aliases=("microsoft/resnet-18",),
     ),
     ModelSpec(
         "resnet34",
         "ResNet-34: 34 layers, basic blocks (3, 4, 6, 3), torchvision layout, BatchNorm in training mode",
         ResNet34,
-        _image,
+        image_shape,
         source=_SOURCE,
+        aliases=("microsoft/resnet-34",),
     ),
     ModelSpec(
         "resnet50",
         "ResNet-50: 50 layers, bottleneck blocks (3, 4, 6, 3), torchvision v1.5 (stride on the 3x3)",
         ResNet50,
-        _image,
+        image_shape,
         source=_SOURCE,
+        aliases=("microsoft/resnet-50",),
     ),
     ModelSpec(
         "resnet101",
         "ResNet-101: 101 layers, bottleneck blocks (3, 4, 23, 3), torchvision v1.5 (stride on the 3x3)",
         ResNet101,
-        _image,
+        image_shape,
         source=_SOURCE,
+        aliases=("microsoft/resnet-101",),
     ),
     ModelSpec(
         "resnet152",
         "ResNet-152: 152 layers, bottleneck blocks (3, 8, 36, 3), torchvision v1.5 (stride on the 3x3)",
         ResNet152,
-        _image,
+        image_shape,
         source=_SOURCE,
+        aliases=("microsoft/resnet-152",),
     ),
 ]
 """The zoo entries of the family, for `models.REGISTRY`."""

@@ -3,7 +3,10 @@ ratio for neural networks?", Appendix A), translated from PyTorch to Flax Linen.
 
 Layouts are NHWC; layer names and hyper-parameters are the seed's. As in the
 seed, DeeperConvNet applies one ``conv_layer`` (shared weights) ``depth`` times
-and defines a padded max-pool that its forward pass never uses.
+and defines a padded max-pool that its forward pass never uses. At ``depth=0``
+(seed 001's "0 intermediate layers") ``conv_layer`` is never called, so Flax
+creates no parameters for it: 9,216 fewer than the seed's PyTorch module, whose
+unused weights get no gradient and no update either.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from ._common import expect_input_shape
+from ._common import expect_input_shape, image_shape
+from ._spec import ModelSpec
 
-__all__ = ["LinearNet", "OneNet", "ConvNet", "DeeperConvNet"]
+__all__ = ["SPECS", "LinearNet", "OneNet", "ConvNet", "DeeperConvNet"]
 
 Dtype = Any
 
@@ -98,7 +102,7 @@ class ConvNet(nn.Module):
 
 
 class DeeperConvNet(nn.Module):
-    """CNN with ``depth`` applications of one shared 3x3 conv (seed: depth 100).
+    """CNN with ``depth`` applications of one shared 3x3 conv (seed: depth 100; 0 allowed).
 
     first_layer (3->32, 7x7/2, then 3x3/2 max-pool without padding) ->
     ``depth`` x conv_layer (32->32, 3x3/1, shared) -> convN (32->64, 7x7/2) -> fc1.
@@ -125,3 +129,39 @@ class DeeperConvNet(nn.Module):
         x = nn.relu(self.convN(x))
         x = x.mean(axis=(1, 2))
         return self.fc1(x)
+
+
+_SOURCE = "Epoch AI, backward-forward FLOP ratio, Appendix A"
+
+SPECS: list[ModelSpec] = [
+    ModelSpec(
+        "linear_net",
+        "Seed 001 LinearNet: 150528 -> 4096 -> 128 -> 10, nearly all weights in fc1",
+        LinearNet,
+        lambda c: LinearNet.input_shape,
+        source=_SOURCE,
+    ),
+    ModelSpec(
+        "one_net",
+        "Seed 001 OneNet: 1 -> 4096 -> 128 -> 10, nearly all weights after fc1",
+        OneNet,
+        lambda c: OneNet.input_shape,
+        source=_SOURCE,
+    ),
+    ModelSpec(
+        "conv_net",
+        "Seed 001 ConvNet: two 7x7/2 convs with max-pools, global pool, fc1",
+        ConvNet,
+        image_shape,
+        source=_SOURCE,
+    ),
+    ModelSpec(
+        "deeper_conv_net",
+        "Seed 001 DeeperConvNet: 7x7/2 conv, depth x shared 3x3 conv, 7x7/2 conv, fc1",
+        DeeperConvNet,
+        image_shape,
+        source=_SOURCE,
+        minimums={"depth": 0},  # seed 001 studies 0 intermediate layers too
+    ),
+]
+"""The zoo entries of this family."""

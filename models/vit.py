@@ -224,6 +224,7 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["image_size"], c["image_size"], 3),
         input_dtype="float",
         source="Dosovitskiy et al. 2021; timm vit_base_patch16_224",
+        aliases=("vit-b/16", "vit_base_patch16_224", "google/vit-base-patch16-224"),
     ),
 ]
 """The zoo entries of this family."""

@@ -39,9 +39,10 @@ def conv_net_params() -> int:
     return 3 * 32 * 49 + 32 * 64 * 49 + 64 * 10 + 10
 
 
-def deeper_conv_net_params() -> int:
-    # first_layer 3*32*7*7, conv_layer 32*32*3*3 (shared), convN 32*64*7*7, fc1 64*10+10
-    return 3 * 32 * 49 + 32 * 32 * 9 + 32 * 64 * 49 + 64 * 10 + 10
+def deeper_conv_net_params(depth: int = 100) -> int:
+    # first_layer 3*32*7*7, conv_layer 32*32*3*3 (shared; Flax creates it only
+    # when it is called, depth >= 1), convN 32*64*7*7, fc1 64*10+10
+    return 3 * 32 * 49 + (32 * 32 * 9 if depth >= 1 else 0) + 32 * 64 * 49 + 64 * 10 + 10
 
 
 def mlp_forward_layers(b: int, n_in: int) -> dict[str, int]:

@@ -28,7 +28,7 @@ def test_json_matches_api(capsys, zoo_report):
     assert data["config"] == {"depth": 3}
 
 
-@pytest.mark.parametrize("fmt, marker", [("table", "backward/forward"), ("csv", "phase,flops"), ("markdown", "## one_net")])
+@pytest.mark.parametrize("fmt, marker", [("table", "backward/forward"), ("csv", "kind,name,flops"), ("markdown", "## one_net")])
 def test_formats(capsys, fmt, marker):
     code, out, _ = run(capsys, "analyze", "one_net", "--batch-size", "2", "--format", fmt)
     assert code == 0 and marker in out

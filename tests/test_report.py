@@ -57,7 +57,7 @@ def test_renderings(zoo_report):
     assert "conv1" in table and "backward/forward" in table
     markdown = report.to_markdown()
     assert markdown.startswith("## conv_net") and "| forward" in markdown
-    assert report.to_csv().splitlines()[0].startswith("phase,flops")
+    assert report.to_csv().splitlines()[0].startswith("kind,name,flops")
 
 
 def test_unknown_shown_as_unknown():

@@ -52,12 +52,35 @@ def test_conv_net_forward(zoo_report, batch):
     )
 
 
-@pytest.mark.parametrize("depth", [3, 7])
+@pytest.mark.parametrize("depth", [0, 3, 7])
 def test_deeper_conv_net_forward(zoo_report, depth):
     report = zoo_report("deeper_conv_net", 2, depth=depth)
     assert report.phases["forward"].flops == pytest.approx(
         F.deeper_conv_net_forward_total(2, depth), rel=5e-3
     )
+
+
+def test_deeper_conv_net_depth_0(zoo_report):
+    # Seed 001's "0 intermediate layers": conv_layer is never called, so Flax
+    # creates no parameters for it and there is no row for it.
+    report = zoo_report("deeper_conv_net", 2, depth=0)
+    assert report.parameters == F.deeper_conv_net_params(depth=0) == F.deeper_conv_net_params() - 32 * 32 * 9
+    expected = F.deeper_conv_net_forward_layers(2, 0)
+    assert expected.pop("conv_layer") == 0
+    rows = {layer.path: layer for layer in report.layers}
+    assert list(rows) == [*expected, xla_cost.REMAINDER]
+    for path, flops in expected.items():
+        assert rows[path].forward_flops == flops, path
+    # the rows add up to every phase's jaxpr count
+    p = report.phases
+    assert sum(r.forward_flops for r in rows.values()) == p["forward"].jaxpr_flops
+    assert sum(r.backward_flops for r in rows.values()) == p["grad"].jaxpr_flops - p["forward"].jaxpr_flops
+    assert sum(r.update_flops for r in rows.values()) == p["update"].jaxpr_flops
+    # first_layer 1:1 (no input gradient), convN and fc1 2:1, over the whole
+    # forward pass: well below 2:1. The glue's backward (ReLU, max-pool, mean)
+    # adds a few percent of the forward pass.
+    ratio = (expected["first_layer"] + 2 * (expected["convN"] + expected["fc1"])) / F.deeper_conv_net_forward_total(2, 0)
+    assert report.backward_to_forward == pytest.approx(ratio, abs=0.05)
 
 
 @pytest.mark.parametrize(

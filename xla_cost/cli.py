@@ -182,9 +182,7 @@ def _analyze(args: argparse.Namespace) -> str:
     return {
         "table": report.to_table,
         "json": report.to_json,
-        "csv": lambda: report.to_csv() + (
-            "\n" + report.layers_frame().to_csv() if report.layers is not None else ""
-        ),
+        "csv": report.to_csv,
         "markdown": report.to_markdown,
     }[args.format]()
 
@@ -192,14 +190,7 @@ def _analyze(args: argparse.Namespace) -> str:
 def _models(args: argparse.Namespace) -> str:
     from xla_cost import zoo as models
 
-    frame = models.zoo_frame()
-    if args.format == "json":
-        return frame.reset_index().to_json(orient="records", indent=2)
-    if args.format == "csv":
-        return frame.to_csv()
-    if args.format == "markdown":
-        return frame.to_markdown() + "\n"
-    return frame.to_string() + "\n"
+    return models.render_zoo(args.format)
 
 
 def _write(text: str, output: str | None) -> None:

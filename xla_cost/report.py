@@ -7,7 +7,6 @@ MB, %) happens only in the renderers at the bottom of this file.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -128,6 +127,14 @@ class LayerCosts:
         )
 
 
+def _layer_records(layers: tuple[LayerCosts, ...]) -> list[dict[str, Any]]:
+    """The layers as the JSON schema lists them: every field and the backward/forward ratio."""
+    return [
+        {**dataclasses.asdict(layer), "backward_to_forward": layer.backward_to_forward}
+        for layer in layers
+    ]
+
+
 def _sub(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a - b
 
@@ -220,10 +227,7 @@ class Report:
         }
         if self.layers is not None:
             data["depth"] = self.depth
-            data["layers"] = [
-                {**dataclasses.asdict(layer), "backward_to_forward": layer.backward_to_forward}
-                for layer in self.layers
-            ]
+            data["layers"] = _layer_records(self.layers)
         if self.timing is not None:
             data["timing"] = _timing_dict(self.timing, self.phases)
         data["unsupported"] = dict(self.unsupported)
@@ -281,8 +285,25 @@ class Report:
     # ------------------------------------------------------------------ rendering
 
     def to_csv(self) -> str:
-        """The phase table as CSV (raw numbers)."""
-        return self.to_frame().to_csv()
+        """One CSV table of raw numbers: a row per phase, then a row per layer if asked.
+
+        ``kind`` is ``phase`` or ``layer`` and ``name`` the phase or the layer's
+        path. Phase rows fill `to_frame`'s columns (``flops``, ``jaxpr_flops``,
+        ...); layer rows fill the JSON ``layers`` fields (``forward_flops``,
+        ``backward_flops``, ``update_flops``, per-pass transcendentals, ...);
+        the other cells are empty. ``pandas.read_csv`` reads it back; the layer
+        rows' ``forward_flops`` add up to the forward phase's ``jaxpr_flops``.
+        """
+        phases = self.to_frame().reset_index(names="name")
+        phases.insert(0, "kind", "phase")
+        frames = [phases]
+        if self.layers is not None:
+            layers = pd.DataFrame(_layer_records(self.layers)).rename(columns={"path": "name"})
+            integers = [c for c in layers.columns if c not in ("name", "backward_to_forward")]
+            layers[integers] = layers[integers].astype("Int64")
+            layers.insert(0, "kind", "layer")
+            frames.append(layers)
+        return pd.concat(frames, ignore_index=True).to_csv(index=False)
 
     def to_markdown(self) -> str:
         """A markdown section: header, phase table, ratios, layers, caveats."""
@@ -297,31 +318,25 @@ class Report:
         lines += [f"- {c}" for c in _caveats(self)]
         return "\n".join(lines).rstrip() + "\n"
 
-    def to_table(self) -> str:
-        """A plain-text table for terminals (rich, no colours)."""
-        from rich.console import Console
-        from rich.table import Table
+    def to_table(self, width: int | None = None) -> str:
+        """Plain-text tables for terminals (no colours).
 
-        buffer = io.StringIO()
-        console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
-        console.print(_describe(self))
-        tables = [("phases", _phase_frame(self))]
+        Args:
+          width: the widest a line may be. None: the terminal's width when stdout
+            is a terminal, else unlimited (every line at its natural width).
+            Columns wrap at spaces to fit; a word (a header, a number) is never
+            cut, so a table whose longest words alone are wider stays wider.
+        """
+        from xla_cost._text import TextTable, render, resolve_width
+
+        blocks: list[str | TextTable] = [_describe(self), TextTable(_phase_frame(self), "phases")]
         if self.layers is not None:
-            tables.append(("layers (from the jaxprs)", _layer_frame(self)))
+            blocks.append(TextTable(_layer_frame(self), "layers (from the jaxprs)"))
         if self.timing is not None and self.timing.phases:
-            tables.append((_timing_title(self.timing), _timing_table(self.timing)))
-        for title, frame in tables:
-            table = Table(title=title, title_justify="left")
-            table.add_column(frame.index.name or "")
-            for column in frame.columns:
-                table.add_column(str(column), justify="right")
-            for index, row in frame.iterrows():
-                table.add_row(str(index), *[str(v) for v in row])
-            console.print(table)
-        console.print(_ratio_line(self))
-        for caveat in _caveats(self):
-            console.print(f"- {caveat}")
-        return buffer.getvalue()
+            blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
+        blocks.append(_ratio_line(self))
+        blocks += [f"- {caveat}" for caveat in _caveats(self)]
+        return render(blocks, resolve_width(width))
 
     def __str__(self) -> str:
         return self.to_table()
