@@ -79,8 +79,8 @@ def test_custom_model_by_import_path(capsys):
         (["analyze", "conv_net", "--set", "=3"], "--set KEY=VALUE"),
         (["analyze", "conv_net", "--set", "depth=3"], "conv_net argument (image_size, num_classes)"),
         (["analyze", "deeper_conv_net", "--set", "depth=zero"], "depth to be an int"),
-        (["analyze", "conv_net", "--batch-size", "0"], "--batch-size of at least 1"),
-        (["analyze", "conv_net", "--batch-size", "-3"], "--batch-size of at least 1"),
+        (["analyze", "conv_net", "--batch-size", "0"], "batch size of at least 1"),
+        (["analyze", "conv_net", "--batch-size", "-3"], "batch size of at least 1"),
         (["analyze", "conv_net", "--input-shape", "2,32,32,3"], "(B, 224, 224, 3)"),
         (["analyze", "one_net", "--input-shape", "2,1,1"], "(B, 1)"),
         (["analyze", "conv_net", "--input-shape", "a,b"], "--input-shape as positive integers"),
@@ -156,7 +156,7 @@ def test_loop_corrected_table_marks_headline(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--depth", "0"], "--depth of at least 1"),
+    (["--depth", "0"], "depth None or an integer >= 1"),
     (["--counter", "hlo"], "invalid choice"),
 ])
 def test_bad_depth_and_counter(capsys, argv, message):

@@ -109,4 +109,13 @@ def test_device_peak_overrides_and_unknown_devices():
 def test_bad_peak_flags(capsys):
     assert main(["analyze", "one_net", "--time", "--peak-tflops", "0"]) == 2
     err = capsys.readouterr().err
-    assert "--peak-tflops > 0" in err and len(err.strip().splitlines()) == 1
+    assert "peak_tflops a positive number" in err and "--peak-tflops 989" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kwargs", [{"peak_tflops": -1.0}, {"peak_bandwidth": -5e11}, {"peak_tflops": float("nan")}])
+def test_api_rejects_bad_peaks_like_the_cli(kwargs):
+    from xla_cost.zoo import build_model, example_inputs
+
+    with pytest.raises(xla_cost.InputError, match="a positive number"):
+        xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 1), optimizer="sgd", time=True, **kwargs)

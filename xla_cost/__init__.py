@@ -3,6 +3,7 @@
 The public API, one name per line; see each object's docstring.
 """
 
+from xla_cost.analysis import COLLECTIVES as COLLECTIVES
 from xla_cost.analysis import COMPILED_PHASES as COMPILED_PHASES
 from xla_cost.analysis import COUNTERS as COUNTERS
 from xla_cost.analysis import analyze as analyze
@@ -34,6 +35,7 @@ from xla_cost.workload import softmax_cross_entropy as softmax_cross_entropy
 __version__ = "0.1.0"
 
 __all__ = [
+    "COLLECTIVES",
     "COMPILED_PHASES",
     "COUNTERS",
     "CostAnalysisUnavailableError",

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import optax
 
 from xla_cost import xla
-from xla_cost.attribution import attribute_step
+from xla_cost.attribution import attribute_step, module_path
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import JaxprCount, count_jaxpr
 from xla_cost.report import LayerCosts, MemoryStats, PhaseCosts, Report
 from xla_cost import timing
 from xla_cost.timing import Timing
-from xla_cost.workload import LossFn, Workload, build_workload
+from xla_cost.workload import LossFn, OutputSelector, Workload, build_workload
 
-__all__ = ["analyze", "COMPILED_PHASES", "COUNTERS"]
+__all__ = ["analyze", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
 
 COMPILED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
 """The phases that are compiled as programs of their own."""
@@ -167,12 +167,31 @@ def _difference(grad: PhaseCosts, forward: PhaseCosts) -> PhaseCosts:
     )
 
 
+def _roots(workload: Workload, counted: Mapping[str, JaxprCount]) -> tuple[str, ...]:
+    """Name-stack entries that stand for the whole model, to strip from module paths.
+
+    A module's root is its class name. An apply function that calls a Linen
+    ``model.apply`` puts that model's class name first on every name stack,
+    while its parameter paths start at the model's children: the first entries
+    of the stacks that are not top-level modules are such roots.
+    """
+    if workload.kind != "function":
+        return (workload.root_name,)
+    top = {path.split("/")[0] for path in workload.param_paths if path}
+    firsts = {
+        module_path(e.name_stack).split("/")[0]
+        for phase in ("forward", "grad") for e in counted[phase].equations
+    }
+    return (workload.root_name, *sorted(f for f in firsts if f and f not in top))
+
+
 def _layers(
     workload: Workload, counted: Mapping[str, JaxprCount], depth: int | None
 ) -> tuple[LayerCosts, ...]:
     rows = attribute_step(
         counted["forward"].equations, counted["grad"].equations, counted["update"].equations,
-        workload.param_paths, root=workload.root_name, depth=depth,
+        workload.param_paths, root=_roots(workload, counted), depth=depth,
+        known_modules=workload.module_paths,
     )
     return tuple(
         LayerCosts(
@@ -202,12 +221,15 @@ def _time(
             "a device with a known peak, or --peak-tflops and --peak-bandwidth",
             xla.device_kind(), str(exc).rsplit(". ", 1)[-1],
         ) from exc
+    memory = {
+        p: (phases[p].memory.output_bytes, phases[p].memory.temp_bytes) for p in executables
+    }
     try:
         return timing.time_workload(
             workload,
             {p: c.flops for p, c in phases.items()},
             {p: c.bytes_accessed for p, c in phases.items()},
-            dtype=dtype, peak=peak, executables=executables,
+            dtype=dtype, peak=peak, executables=executables, compiled_memory=memory,
         )
     except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -250,6 +272,64 @@ def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts],
     return note
 
 
+COLLECTIVES: frozenset[str] = frozenset(
+    {
+        "psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "all_gather", "all_to_all",
+        "ppermute", "pbroadcast", "psum_invariant", "all_reduce",
+    }
+)
+"""Primitives that communicate between the devices of a mesh axis."""
+
+
+def _collectives(counted: JaxprCount) -> dict[str, int]:
+    """How often each collective primitive runs in one step (from its jaxpr)."""
+    out: dict[str, int] = {}
+    for e in counted.equations:
+        if e.primitive in COLLECTIVES:
+            out[e.primitive] = out.get(e.primitive, 0) + e.executions
+    return dict(sorted(out.items()))
+
+
+def _collective_note(collectives: Mapping[str, int], counted: JaxprCount) -> str:
+    flops = sum(e.cost.flops for e in counted.equations if e.primitive in COLLECTIVES)
+    names = ", ".join(f"{k} x{v}" for k, v in collectives.items())
+    return (
+        f"collectives in the train step: {names}; on a group of one device they move no "
+        f"data, but XLA counts an all-reduce as one add per element ({flops:,} FLOP of the "
+        "train step, in the figures)"
+    )
+
+
+def _check_options(
+    *, depth: Any, dtype: Any, peak_tflops: Any, peak_bandwidth: Any
+) -> None:
+    """The option checks of `analyze` (the CLI relies on them too)."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(
+            "depth None or an integer >= 1", repr(depth), "Use depth=1 (--depth 1) for top-level modules."
+        )
+    if dtype is not None:
+        try:
+            ok = isinstance(dtype, str) and jax.numpy.issubdtype(jax.numpy.dtype(dtype), jax.numpy.inexact)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise InputError(
+                "dtype as the name of a floating-point dtype (float32, bfloat16, float16)",
+                repr(dtype), "Use e.g. dtype='bfloat16' (--dtype bfloat16).",
+            )
+    for flag, value in (("peak_tflops", peak_tflops), ("peak_bandwidth", peak_bandwidth)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+                or value == float("inf"):
+            raise InputError(
+                f"{flag} a positive number", repr(value),
+                f"Give the device's peak, e.g. {flag}={989 if flag == 'peak_tflops' else 3.35e12} "
+                f"(--{flag.replace('_', '-')} {989 if flag == 'peak_tflops' else 3.35e12}).",
+            )
+
+
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 """``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
 count the jaxprs alone, without compiling (fast; no bytes or memory)."""
@@ -272,6 +352,10 @@ def analyze(
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     dtype: str | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
+    method: str | Callable[..., Any] | None = None,
+    axis_names: Sequence[str] | str | None = None,
+    output: OutputSelector | None = None,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
 
@@ -320,6 +404,19 @@ def analyze(
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).
+      call_kwargs: keyword arguments of the model's call (``{"train": True}``,
+        a mask); arrays among them are traced like the inputs. Random keys are
+        supplied without asking: Linen ``rngs`` for every stream the model
+        uses, an ``nnx.Rngs`` for an NNX call with an ``rngs`` parameter.
+      method: call this method of the module instead of ``__call__`` (a name,
+        or a function of the module as for Flax's ``apply(..., method=)``).
+      axis_names: collective axis names to bind (``BatchNorm(axis_name=...)``);
+        the names a model uses are detected without it. The step runs as one
+        device of a data-parallel group; its collectives are listed in
+        ``Report.collectives``.
+      output: what the loss sees of the outputs, for a model that returns
+        more than logits: an index or key (``0`` for ``(logits, loss)``) or a
+        function of the outputs.
 
     Returns:
       A `Report`.
@@ -338,12 +435,10 @@ def analyze(
           optimizer="adam", per_layer=True)
       print(report.to_frame())
     """
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise InputError(
-            "depth None or an integer >= 1", repr(depth), "Use depth=1 for top-level modules."
-        )
+    _check_options(depth=depth, dtype=dtype, peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth)
     workload, optimizer_name = build_workload(
-        model, inputs, optimizer=optimizer, loss=loss, targets=targets, params=params
+        model, inputs, optimizer=optimizer, loss=loss, targets=targets, params=params,
+        call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output,
     )
     compiled: dict[str, xla.CompiledPhase | None] = {}
     counted: dict[str, JaxprCount] = {}
@@ -362,7 +457,7 @@ def analyze(
                 "alone (--counter jaxpr, analyze(..., compile=False)).",
             )
 
-    notes: list[str] = []
+    notes: list[str] = list(workload.notes)
     if not compile:
         notes.append(
             "counted from the jaxpr alone (counter jaxpr): no bytes_accessed or memory; "
@@ -388,6 +483,9 @@ def analyze(
         timing = _time(workload, phases, compute_dtype, peak_tflops, peak_bandwidth, executables)
         if timing.skipped:
             notes.append(f"timing skipped: {timing.skipped}")
+    collectives = _collectives(counted["train_step"])
+    if collectives:
+        notes.append(_collective_note(collectives, counted["train_step"]))
     first = jax.tree.leaves(workload.inputs)[0]
     return Report(
         model=name or workload.root_name,
@@ -406,4 +504,5 @@ def analyze(
         counter="xla" if compile else "jaxpr",
         depth=depth,
         timing=timing,
+        collectives=collectives,
     )

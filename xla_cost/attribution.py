@@ -7,16 +7,17 @@ An equation's name stack says both where it comes from and which pass it is in:
 * ``LinearNet/fc1`` (no autodiff)  -> module ``fc1``, the phase's own pass
 
 Each equation goes to the innermost module on its path that holds parameters
-(itself or below it); what belongs to none (the loss, activations applied in the
-root module, the optimizer) goes to the remainder row, so that the rows always
-add up to the jaxpr total. Rows can be merged to a module depth.
+(itself or below it), or to the parameter-free module just below that one (a
+Dropout); what belongs to no module (the loss, activations applied in the root
+module, the optimizer) goes to the remainder row, so that the rows always add up
+to the jaxpr total. Rows can be merged to a module depth.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from xla_cost.interpret import EqnCount
 from xla_cost.rules import Cost
@@ -85,16 +86,19 @@ def _method_call_module(component: str) -> str:
     return match.group(1) if match else component
 
 
-def module_path(name_stack: str, root: str | None = None) -> str:
+def module_path(name_stack: str, root: str | Sequence[str] | None = None) -> str:
     """The module path of a name stack, transforms and the root class stripped.
 
     ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``;
-    a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``.
+    a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``. ``root`` may
+    be several names (an apply function calling a Linen model: the function's and
+    the model's).
     """
+    roots = {root} if isinstance(root, str) else set(root or ())
     names = [_method_call_module(_unwrap(c)[0]) for c in split_name_stack(name_stack)]
     # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
     # inside a checkpointed backward pass); jax's own scopes are not modules.
-    names = [n for n in names if n and n != root and n not in _JAX_SCOPES]
+    names = [n for n in names if n and n not in roots and n not in _JAX_SCOPES]
     return "/".join(names)
 
 
@@ -129,14 +133,27 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _owner(path: str, modules: list[str]) -> str:
-    """The longest module in ``modules`` that contains ``path``, else `REMAINDER`."""
-    best = REMAINDER
+def _owner(path: str, modules: list[str], known: Collection[str] = ()) -> str:
+    """The row of an equation at module ``path``.
+
+    The longest module in ``modules`` (those holding parameters) that contains
+    ``path``; where ``path`` goes deeper, into modules without parameters (a
+    Dropout, a parameter-free attention core), the first of those below it, so
+    that their work (a dropout mask's random bits) has a row of its own. An
+    equation outside every module is the `REMAINDER`'s.
+    """
+    if not path:
+        return REMAINDER
+    best = ""
     for module in modules:
-        if path == module or path.startswith(module + "/"):
-            if best == REMAINDER or len(module) > len(best):
-                best = module
-    return best
+        if (path == module or path.startswith(module + "/")) and len(module) > len(best):
+            best = module
+    if path != best:
+        below = path[len(best) + 1:] if best else path
+        child = f"{best}/{below.split('/')[0]}" if best else below.split("/")[0]
+        if child in known:
+            return child
+    return best or REMAINDER
 
 
 def _truncate(path: str, depth: int | None) -> str:
@@ -149,9 +166,10 @@ def attribute(
     equations: Iterable[EqnCount],
     param_paths: Mapping[str, int],
     *,
-    root: str | None,
+    root: str | Sequence[str] | None,
     depth: int | None = None,
     default_pass: str = "forward",
+    known_modules: Collection[str] = (),
 ) -> tuple[LayerCount, ...]:
     """Groups equation costs by module and pass.
 
@@ -159,7 +177,8 @@ def attribute(
     parameters, itself or below it: a parametrised leaf (``fc1``) for the
     layer's own operations, or an enclosing module (``layer1``, ``attn``) for the
     operations it runs between its children (activations, residual adds, the
-    attention scores). Outside every module, an equation with an
+    attention scores); or, deeper, to the parameter-free module just below
+    that one (a Dropout's random bits and mask). Outside every module, an equation with an
     `EqnCount.owner` (optimizer arithmetic on one module's parameters, traced
     from the data) goes to that module. What is left (the loss, glue in the root
     module, optimizer work shared by all modules such as a global norm) goes to
@@ -169,10 +188,13 @@ def attribute(
       equations: counts from `xla_cost.interpret.count_jaxpr` of one phase.
       param_paths: parameter count per module path that owns parameters directly,
         in model order.
-      root: the model's class name (the first name-stack entry to strip).
+      root: the model's class name (the first name-stack entry to strip), or
+        several such names.
       depth: None (default): one row per module as above. N >= 1: module paths
         are cut after N components and rows merged (``layer1/conv1`` -> ``layer1``
         at depth 1), with the parameters of everything under them.
+      known_modules: every module path of the model, with parameters or
+        without; a parameter-free one gets a row of its own.
       default_pass: the pass of equations outside any autodiff transform
         (``update`` for a train step, whose optimizer has no transform).
 
@@ -190,6 +212,7 @@ def attribute(
             "Use depth=1 for top-level modules."
         )
     equations = list(equations)
+    known = frozenset(known_modules)
     leaves = [p for p in param_paths if p != ""]
     modules = list(dict.fromkeys(a for leaf in leaves for a in _ancestors(leaf)))
     parameters: dict[str, int] = {}
@@ -203,7 +226,7 @@ def attribute(
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
         path = module_path(eqn.name_stack, root) or (eqn.owner or "")
-        row = _truncate(_owner(path, modules), depth)
+        row = _truncate(_owner(path, modules, known), depth)
         which = classify_pass(eqn.name_stack) or default_pass
         if which not in passes:
             raise ValueError(
@@ -237,8 +260,9 @@ def attribute_step(
     update: Iterable[EqnCount],
     param_paths: Mapping[str, int],
     *,
-    root: str | None,
+    root: str | Sequence[str] | None,
     depth: int | None = None,
+    known_modules: Collection[str] = (),
 ) -> tuple[LayerCount, ...]:
     """Rows that add up to the ``forward``, ``backward`` and ``update`` phases.
 
@@ -251,12 +275,21 @@ def attribute_step(
 
     Args:
       forward, grad, update: equation counts of the three phases.
-      param_paths, root, depth: as for `attribute`.
+      param_paths, root, depth, known_modules: as for `attribute`.
     """
     by_phase = {
-        "forward": attribute(forward, param_paths, root=root, depth=depth, default_pass="forward"),
-        "grad": attribute(grad, param_paths, root=root, depth=depth, default_pass="forward"),
-        "update": attribute(update, param_paths, root=root, depth=depth, default_pass="update"),
+        "forward": attribute(
+            forward, param_paths, root=root, depth=depth, default_pass="forward",
+            known_modules=known_modules,
+        ),
+        "grad": attribute(
+            grad, param_paths, root=root, depth=depth, default_pass="forward",
+            known_modules=known_modules,
+        ),
+        "update": attribute(
+            update, param_paths, root=root, depth=depth, default_pass="update",
+            known_modules=known_modules,
+        ),
     }
     rows = {phase: {row.path: row for row in result} for phase, result in by_phase.items()}
     order = list(

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "check_output", "EXIT_INTERRUPTED"]
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -43,12 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="computation dtype (parameters stay float32)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
     analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
+    analyze.add_argument("--input-dtype", default=None, metavar="DTYPE", help="a custom model's input dtype, e.g. int32 for token ids (default: --dtype)")
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default="xla", choices=("xla", "jaxpr"), help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no bytes or memory)")
     analyze.add_argument("--time", action="store_true", help="also run each phase on real random arrays on the default device and time it (seconds, FLOP/s, MFU, roofline, forward/backward/update split)")
     analyze.add_argument("--peak-tflops", type=float, default=None, metavar="T", help="the device's peak TFLOP/s for MFU and the roofline (default: a table of accelerators; measured on a CPU)")
     analyze.add_argument("--peak-bandwidth", type=float, default=None, metavar="B", help="the device's memory bandwidth in bytes/s, e.g. 3.35e12")
+    analyze.add_argument("--call-kwarg", dest="call_kwargs", action="append", default=[], metavar="KEY=VALUE", help="a keyword argument of the model's call, e.g. train=True (repeatable; random keys and training flags are supplied already)")
+    analyze.add_argument("--method", default=None, metavar="NAME", help="call this method of the module instead of __call__")
+    analyze.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the model uses (BatchNorm(axis_name=...)); names are also detected (repeatable)")
+    analyze.add_argument("--output-index", default=None, metavar="I|KEY", help="for a model returning (logits, loss) or a dict: the output the default loss takes, an index or a key")
     analyze.add_argument("--format", default="table", choices=FORMATS)
     analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -59,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _parse_settings(settings: Sequence[str]) -> dict[str, Any]:
+def _parse_settings(
+    settings: Sequence[str], flag: str = "--set", example: str = "depth=10"
+) -> dict[str, Any]:
+    """``KEY=VALUE`` items to a dict; values are Python literals, else strings."""
     from xla_cost.errors import InputError
 
     config: dict[str, Any] = {}
@@ -68,7 +76,7 @@ def _parse_settings(settings: Sequence[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key.isidentifier() or not raw.strip():
             raise InputError(
-                "--set KEY=VALUE with KEY a model argument", repr(item), "Write e.g. --set depth=10."
+                f"{flag} KEY=VALUE with KEY an argument name", repr(item), f"Write e.g. {flag} {example}."
             )
         try:
             value = ast.literal_eval(raw.strip())
@@ -93,8 +101,36 @@ def _parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def _load_custom(spec: str, config: dict[str, Any]) -> tuple[Any, str]:
-    """``package.module:attribute`` -> a module instance and its name."""
+def _accepts_dtype(target: Any) -> bool:
+    """Whether a Module class or factory takes a ``dtype`` argument."""
+    import dataclasses as dc
+
+    if inspect.isclass(target) and dc.is_dataclass(target):  # a Linen module class
+        return any(f.name == "dtype" for f in dc.fields(target))
+    try:
+        init = target.__init__ if inspect.isclass(target) else target
+        return "dtype" in inspect.signature(init).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _input_dtype(name: str) -> Any:
+    from xla_cost.errors import InputError
+
+    try:
+        import jax.numpy as jnp
+
+        return jnp.dtype(name)
+    except TypeError as exc:
+        raise InputError(
+            "--input-dtype as a dtype name (float32, bfloat16, int32, ...)", repr(name),
+            "Use e.g. --input-dtype int32 for token ids.",
+        ) from exc
+
+
+def _load_custom(spec: str, config: dict[str, Any], dtype: str = "float32") -> tuple[Any, str, bool]:
+    """``package.module:attribute`` -> a module instance, its name, and whether
+    it was built to compute in ``dtype`` (a class or factory with a ``dtype``)."""
     from xla_cost.errors import InputError
 
     module_name, _, attribute = spec.partition(":")
@@ -116,12 +152,17 @@ def _load_custom(spec: str, config: dict[str, Any]) -> tuple[Any, str]:
                 "--set only with a Module class or a factory function",
                 f"an instance of {type(target).__name__}", "Drop --set or point at the class.",
             )
-        return target, name
+        return target, name, False
     if not callable(target):
         raise InputError(
             "a Module class, instance or zero-argument factory",
             f"{type(target).__name__} {spec!r}", "Point MODEL at one of those.",
         )
+    cast = dtype != "float32" and "dtype" not in config and _accepts_dtype(target)
+    if cast:
+        import jax.numpy as jnp
+
+        config = {**config, "dtype": jnp.dtype(dtype)}
     try:
         if inspect.isclass(target) and issubclass(target, nnx.Module):
             # Build NNX modules abstractly: nothing the size of the model is allocated.
@@ -136,10 +177,12 @@ def _load_custom(spec: str, config: dict[str, Any]) -> tuple[Any, str]:
         raise InputError(
             f"arguments that {attribute} accepts", repr(config), f"Check --set ({exc})."
         ) from exc
-    return target, name
+    return target, name, cast
 
 
 def _analyze(args: argparse.Namespace) -> str:
+    import dataclasses
+
     import jax
 
     from xla_cost import zoo as models
@@ -147,16 +190,15 @@ def _analyze(args: argparse.Namespace) -> str:
     from xla_cost.errors import InputError
 
     config = _parse_settings(args.settings)
-    if args.batch_size is not None and args.batch_size < 1:
-        raise InputError("--batch-size of at least 1", str(args.batch_size), "Use --batch-size 1 or more.")
-    for flag, value in (("--peak-tflops", args.peak_tflops), ("--peak-bandwidth", args.peak_bandwidth)):
-        if value is not None and not value > 0:
-            raise InputError(f"{flag} > 0", str(value), f"Give the device's peak, e.g. {flag} 989.")
-    if args.depth is not None and args.depth < 1:
-        raise InputError("--depth of at least 1", str(args.depth), "Use --depth 1 for top-level modules.")
+    call_kwargs = _parse_settings(args.call_kwargs, "--call-kwarg", "train=True")
+    output = args.output_index
+    if output is not None:
+        output = int(output) if output.lstrip("-").isdigit() else output
     shape = _parse_shape(args.input_shape) if args.input_shape else None
+    notes: list[str] = []
+    dtype: str | None = args.dtype
     if ":" in args.model:
-        model, name = _load_custom(args.model, config)
+        model, name, cast = _load_custom(args.model, config, args.dtype)
         if shape is None:
             raise InputError(
                 "--input-shape for a custom model", "none", "Add e.g. --input-shape 8,224,224,3."
@@ -165,7 +207,14 @@ def _analyze(args: argparse.Namespace) -> str:
 
         if args.batch_size is not None:
             shape = (args.batch_size, *shape[1:])
-        inputs = jax.ShapeDtypeStruct(shape, jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32)
+        inputs = jax.ShapeDtypeStruct(shape, _input_dtype(args.input_dtype or args.dtype))
+        if args.dtype != "float32" and not cast:
+            dtype = None  # the report reads the dtype the model computes in
+            notes.append(
+                f"--dtype {args.dtype}: only the inputs were cast; {name} is not a class or "
+                "factory with a dtype argument, so its layers compute in their own dtype "
+                "(see dtype); pass the model's own dtype option with --set to change that"
+            )
     else:
         spec = models.get_spec(args.model)
         name = spec.name
@@ -176,9 +225,13 @@ def _analyze(args: argparse.Namespace) -> str:
             inputs = jax.ShapeDtypeStruct((batch, *shape[1:]), inputs.dtype)
     report = analyze(
         model, inputs, optimizer=args.optimizer, per_layer=args.per_layer or args.depth is not None,
-        depth=args.depth, compile=args.counter == "xla", name=name, config=config, dtype=args.dtype,
+        depth=args.depth, compile=args.counter == "xla", name=name, config=config, dtype=dtype,
         time=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
+        call_kwargs=call_kwargs or None, method=args.method, axis_names=args.axis_names or None,
+        output=output,
     )
+    if notes:
+        report = dataclasses.replace(report, notes=(*notes, *report.notes))
     return {
         "table": report.to_table,
         "json": report.to_json,
@@ -193,6 +246,43 @@ def _models(args: argparse.Namespace) -> str:
     return models.render_zoo(args.format)
 
 
+def check_output(output: str | None) -> None:
+    """Raises `InputError` unless ``output`` names a file that can be written.
+
+    Checked before any analysis runs, so that a typo costs nothing: not empty,
+    not a directory, in an existing directory that is writable, and not an
+    existing file that is read-only.
+    """
+    from xla_cost.errors import InputError
+
+    if output is None:
+        return
+    fix = "Pass --output PATH to a file in a writable directory, e.g. --output report.json."
+    if not output.strip():
+        raise InputError("--output naming a file", "an empty name", fix)
+    if os.path.isdir(output):
+        raise InputError("--output naming a file", f"{output!r}, a directory", fix)
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise InputError(
+            "--output in an existing directory", repr(output), f"Create {directory!r} first."
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError("--output in a writable directory", f"{output!r} ({directory!r} is not writable)", fix)
+    if os.path.exists(output) and not os.access(output, os.W_OK):
+        raise InputError("--output a file that can be written", f"{output!r}, which is read-only", fix)
+
+
+def _file_mode(output: str) -> int:
+    """The mode a new file gets (0666 less the umask), or the replaced file's mode."""
+    try:
+        return os.stat(output).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def _write(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -203,6 +293,7 @@ def _write(text: str, output: str | None) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text if text.endswith("\n") else text + "\n")
+        os.chmod(tmp, _file_mode(output))  # mkstemp makes it 0600
         os.replace(tmp, output)
     except BaseException:
         if os.path.exists(tmp):
@@ -210,8 +301,12 @@ def _write(text: str, output: str | None) -> None:
         raise
 
 
+EXIT_INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT), as shells report it."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the CLI; returns the exit code (0 ok, 2 bad input)."""
+    """Runs the CLI; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -221,29 +316,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from xla_cost.errors import XlaCostError
 
-        if args.output if args.command == "analyze" else None:
-            directory = os.path.dirname(os.path.abspath(args.output))
-            if not os.path.isdir(directory):
-                print(
-                    f"xla-cost: error: Expected --output in an existing directory, got "
-                    f"{args.output!r} instead. Create {directory!r} first.",
-                    file=sys.stderr,
-                )
-                return 2
-        text = _analyze(args) if args.command == "analyze" else _models(args)
-        _write(text, getattr(args, "output", None))
+        output = getattr(args, "output", None)
+        try:
+            check_output(output)
+            text = _analyze(args) if args.command == "analyze" else _models(args)
+            _write(text, output)
+        except XlaCostError as exc:
+            if debug:
+                raise
+            print(f"xla-cost: error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # noqa: BLE001 - one line unless --debug
+            if debug:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print(f"xla-cost: error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
+            return 2
         return 0
-    except XlaCostError as exc:
-        if debug:
-            raise
-        print(f"xla-cost: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - one line unless --debug
-        if debug:
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"xla-cost: error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        # _write removes its temporary file; nothing else is on disk yet.
+        print("xla-cost: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

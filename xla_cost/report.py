@@ -164,6 +164,8 @@ class Report:
       param_dtype: the parameters' dtype (``dtype`` is the computation's).
       timing: measured seconds per phase (`xla_cost.timing.Timing`), if asked.
       depth: the module depth of ``layers`` (None: one row per module).
+      collectives: collective primitives (``psum``, ``all_gather``, ...) and how
+        often each runs in the train step; empty when the step has none.
     """
 
     model: str
@@ -182,6 +184,7 @@ class Report:
     depth: int | None = None
     param_dtype: str | None = None
     timing: Timing | None = None
+    collectives: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     # ------------------------------------------------------------------ ratios
 
@@ -231,6 +234,7 @@ class Report:
         if self.timing is not None:
             data["timing"] = _timing_dict(self.timing, self.phases)
         data["unsupported"] = dict(self.unsupported)
+        data["collectives"] = dict(self.collectives)
         data["notes"] = list(self.notes)
         return data
 

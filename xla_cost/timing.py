@@ -221,6 +221,9 @@ def _random_like(tree: Any, key: jax.Array) -> Any:
     keys = jax.random.split(key, max(len(leaves), 1))
     out = []
     for leaf, k in zip(leaves, keys):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # a typed random key
+            out.append(jax.random.split(k, int(np.prod(leaf.shape))).reshape(leaf.shape))
+            continue
         dtype = jnp.dtype(leaf.dtype)
         if jnp.issubdtype(dtype, jnp.floating):
             out.append((0.02 * jax.random.normal(k, leaf.shape, jnp.float32)).astype(dtype))
@@ -271,12 +274,30 @@ def _phase_arrays(phase: str, a: Mapping[str, Any]) -> tuple[Any, ...]:
     raise ValueError(f"Expected a phase in {TIMED_PHASES}, got {phase!r} instead.")
 
 
-def _needed_bytes(workload: Workload) -> int:
-    leaves = jax.tree.leaves(
-        (workload.params, workload.opt_state, workload.state, workload.inputs, workload.targets)
+def _array_bytes(tree: Any) -> int:
+    return sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+
+def _needed_bytes(
+    workload: Workload, compiled: Mapping[str, tuple[int | None, int | None]] | None = None
+) -> tuple[int, str]:
+    """Bytes the timing run needs at its peak, and how that was found.
+
+    One set of arrays (parameters, optimizer state, model state, batch, targets)
+    lives through every phase; each phase adds its outputs and its temporaries.
+    With the compiled programs' ``memory_analysis`` (``compiled``: phase ->
+    (output bytes, temp bytes)) that is exact up to fragmentation; without it,
+    3x the arrays (the arrays, the gradients and the updated copies).
+    """
+    arrays = _array_bytes(
+        (workload.params, workload.opt_state, workload.state, workload.batch, workload.targets)
     )
-    # the arrays, the gradients and the updated copies of params and state: 3x
-    return 3 * sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize for x in leaves)
+    known = [
+        out + temp for out, temp in (compiled or {}).values() if out is not None and temp is not None
+    ]
+    if known:
+        return arrays + max(known), "compiled memory analysis: arrays + outputs + temporaries"
+    return 3 * arrays, "parameters, optimizer state and their updates"
 
 
 def _available_bytes() -> int | None:
@@ -304,6 +325,7 @@ def time_workload(
     tolerance: float = 0.02,
     seed: int = 0,
     executables: Mapping[str, Any] | None = None,
+    compiled_memory: Mapping[str, tuple[int | None, int | None]] | None = None,
 ) -> Timing:
     """Runs each phase of ``workload`` on real random arrays and times it.
 
@@ -320,19 +342,22 @@ def time_workload(
       seed: for the random arrays.
       executables: already compiled phases (from the counts), reused so that
         nothing is compiled twice; the others are compiled here.
+      compiled_memory: phase -> (output bytes, temp bytes) from the compiled
+        programs' memory analysis: a step that cannot fit is skipped before
+        anything is allocated.
 
     Returns:
       A `Timing`; if the step does not fit in the device's memory, or running
       it fails for lack of memory, one with ``skipped`` saying why and no phases.
     """
     kind = xla.device_kind()
-    needed, available = _needed_bytes(workload), _available_bytes()
+    (needed, basis), available = _needed_bytes(workload, compiled_memory), _available_bytes()
     if available is not None and needed > available:
         return Timing(
             kind, None, dtype, {}, {}, None,
             skipped=(
-                f"the step needs at least {needed / 1e9:.1f} GB for parameters, optimizer "
-                f"state and their updates; the device has {available / 1e9:.1f} GB"
+                f"the step needs at least {needed / 1e9:.1f} GB ({basis}); the device has "
+                f"{available / 1e9:.1f} GB"
             ),
         )
     peak = peak if peak is not None else device_peak()
@@ -340,7 +365,7 @@ def time_workload(
     try:
         arrays = _random_like(
             {"params": workload.params, "opt_state": workload.opt_state, "state": workload.state,
-             "inputs": workload.inputs, "targets": workload.targets},
+             "inputs": workload.batch, "targets": workload.targets},
             key,
         )
         results: dict[str, PhaseTiming] = {}

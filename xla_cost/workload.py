@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
+import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -40,6 +42,7 @@ from xla_cost.errors import InputError
 
 __all__ = [
     "OPTIMIZERS",
+    "RNG_KEY",
     "Workload",
     "build_workload",
     "resolve_optimizer",
@@ -122,6 +125,14 @@ class Workload:
       param_paths: parameter count per module path (``"fc1"``, ``"layer1/conv"``).
       tracing: a context manager factory; trace (make_jaxpr, lower) the phase
         functions inside it, so that NNX modules carry their name scopes.
+      extras: abstract traced call arguments besides the inputs: ``rng`` (the
+        step's random key, `RNG_KEY`) and ``kwargs`` (array call_kwargs).
+      axis_names: collective axis names bound on a 1-device mesh (empty: none).
+      notes: what the builder did that a reader should know (names it bound).
+      path_offset: leading parameter-path components that are not modules
+        (1 for a Linen variables dict ``{"params": ...}`` given to a function).
+      module_paths: every module the model's call reaches, with parameters or
+        without (a Dropout); empty for an apply function.
     """
 
     kind: str
@@ -138,19 +149,29 @@ class Workload:
     train_step: Callable[..., Any]
     param_paths: Mapping[str, int]
     tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    extras: PyTree = dataclasses.field(default_factory=lambda: {"rng": RNG_KEY, "kwargs": {}})
+    axis_names: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    path_offset: int = 0
+    module_paths: tuple[str, ...] = ()
 
     @property
     def parameters(self) -> int:
         return sum(self.param_paths.values())
 
+    @property
+    def batch(self) -> PyTree:
+        """What the phases take in their inputs slot: ``(inputs, extras)``."""
+        return (self.inputs, self.extras)
+
     def phase_args(self, phase: str) -> tuple[Any, ...]:
         """The abstract arguments of ``phase``."""
         if phase in ("forward", "grad"):
-            return (self.params, self.state, self.inputs, self.targets)
+            return (self.params, self.state, self.batch, self.targets)
         if phase == "update":
             return (self.params, self.opt_state, self.params)  # grads are params-shaped
         if phase == "train_step":
-            return (self.params, self.opt_state, self.state, self.inputs, self.targets)
+            return (self.params, self.opt_state, self.state, self.batch, self.targets)
         raise ValueError(f"unknown phase {phase!r}")
 
     def input_owners(self, phase: str) -> list[str | None]:
@@ -162,7 +183,7 @@ class Workload:
         """
         modules = {
             tuple(_key_name(k) for k in path): module
-            for path, module in _leaf_modules(self.params)
+            for path, module in _leaf_modules(self.params, self.path_offset)
         }
         owners: list[str | None] = []
         for path, _ in jax.tree_util.tree_flatten_with_path(self.phase_args(phase))[0]:
@@ -203,22 +224,23 @@ def _key_name(entry: Any) -> str:
     return str(entry)
 
 
-def _leaf_modules(params: PyTree) -> list[tuple[Any, str]]:
-    """(key path, module path) of every parameter leaf; the module drops the variable name."""
+def _leaf_modules(params: PyTree, offset: int = 0) -> list[tuple[Any, str]]:
+    """(key path, module path) of every parameter leaf; the module drops the variable
+    name, and the first ``offset`` components (a ``params`` collection name)."""
     out = []
     for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
         names = [_key_name(p) for p in path]
         if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
             names = names[:-1]  # NNX: State leaves end in `.value`
-        out.append((path, "/".join(names[:-1])))
+        out.append((path, "/".join(names[offset:-1])))
     return out
 
 
-def _module_param_counts(params: PyTree) -> dict[str, int]:
+def _module_param_counts(params: PyTree, offset: int = 0) -> dict[str, int]:
     """Parameter count per module path; the path drops the variable's own name."""
     counts: dict[str, int] = {}
     leaves = jax.tree_util.tree_leaves(params)
-    for (_, module), leaf in zip(_leaf_modules(params), leaves):
+    for (_, module), leaf in zip(_leaf_modules(params, offset), leaves):
         counts[module] = counts.get(module, 0) + int(np.prod(np.shape(leaf)))
     return counts
 
@@ -256,27 +278,73 @@ def _check_inputs(inputs: PyTree) -> PyTree:
             "a batch size of at least 1", f"{batch} (inputs of shape {tuple(first.shape)})",
             "Use a leading axis of length >= 1.",
         )
+    if not jax.config.jax_enable_x64:
+        for leaf in leaves:
+            too_big = [d for d in leaf.shape if d > _INT32_MAX]
+            if too_big:
+                raise InputError(
+                    f"every input dimension at most {_INT32_MAX:,} (jax indexes arrays with "
+                    "int32 unless jax_enable_x64 is set)",
+                    f"a dimension of {too_big[0]:,} in inputs of shape {tuple(leaf.shape)}",
+                    "Use a smaller batch: FLOP scale linearly with it, so multiply a "
+                    "smaller batch's figures.",
+                )
     return _abstract(inputs)
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _train_kwargs(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        names = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
+    names = _signature_names(fn)
     return {k: v for k, v in _TRAIN_KWARGS.items() if k in names}
 
 
-def _trace_error(exc: Exception, inputs: PyTree) -> InputError:
-    shapes = ", ".join(f"{tuple(x.shape)} {x.dtype}" for x in jax.tree.leaves(inputs))
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def _signature_names(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    # Flax appends a documentation link to every error; it is noise on one line.
+    return re.sub(r"\s*\(https?://\S+\)\s*$", "", line).rstrip(".")
+
+
+# Words of the errors that a wrong input shape produces (jax shape checks,
+# Flax's parameter-shape check, numpy broadcasting).
+_SHAPE_WORDS = re.compile(
+    r"shape|dimension|broadcast|incompatible|contracting|rank|ndim|axis \d|size \d",
+    re.IGNORECASE,
+)
+_MISSING_ARGUMENT = re.compile(r"missing (\d+ )?required (positional |keyword-only )?argument")
+
+
+def _trace_error(exc: Exception, inputs: PyTree, what: str = "the model") -> InputError:
+    """One line naming the probable cause of a failure while tracing the model."""
     if isinstance(exc, InputError):
         return exc
-    return InputError(
-        "inputs the model accepts",
-        f"inputs of shape {shapes}, on which the model failed: {first}",
-        "Check the input shape (--input-shape) and the model's configuration.",
-    )
+    shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
+    first = _first_line(exc)
+    received = f"inputs {shapes}, on which {what} failed with {type(exc).__name__}: {first}"
+    if isinstance(exc, NameError) and "axis name" in first:
+        fix = ("The model uses a collective axis name xla_cost could not bind; pass it with "
+               "axis_names=[...] (--axis-name NAME).")
+    elif isinstance(exc, TypeError) and _MISSING_ARGUMENT.search(first):
+        fix = ("The model's call needs more arguments: pass them with call_kwargs={...} "
+               "(--call-kwarg KEY=VALUE), or pick another method with method=.")
+    elif isinstance(exc, TypeError) and "unexpected keyword argument" in first:
+        fix = "Drop that argument from call_kwargs (--call-kwarg), or check method=."
+    elif _SHAPE_WORDS.search(first) or "ScopeParamShapeError" in type(exc).__name__:
+        fix = ("Check the input shape (--input-shape, batch first) and the model's "
+               "configuration (--set).")
+    else:
+        fix = ("Rerun with --debug (or call the model directly) for the traceback; check the "
+               "model's configuration (--set) and call arguments (--call-kwarg).")
+    return InputError(f"inputs and call arguments {what} accepts", received, fix)
 
 
 # ------------------------------------------------------------------------ NNX scopes
@@ -362,34 +430,161 @@ def _scoped_paths(model: nnx.Module) -> Iterator[None]:
 
 # ------------------------------------------------------------------------ builders
 
+RNG_KEY = jax.ShapeDtypeStruct((2,), jnp.uint32)
+"""The step's random key, as raw threefry key data: an argument of every phase.
+
+Dropout masks and other random draws come from it. It is traced, not a constant:
+XLA would otherwise fold the random bits of a constant key at compile time (slowly,
+and without counting them), which no real training step does."""
+
+_MAX_RESOLVE = 16  # rounds of binding axis names and RNG streams the model asks for
+_UNBOUND_AXIS = re.compile(r"unbound axis name:?\s*([A-Za-z_][\w.\-]*?)\.?(?:\s|$)")
+_MISSING_RNG = re.compile(r'needs PRNG for "([^"]+)"')
+
+
+@dataclasses.dataclass
+class _CallPlan:
+    """How to call the model; grows as the model reveals what it needs."""
+
+    method: str | Callable[..., Any] | None
+    static: dict[str, Any]
+    axis_names: list[str]
+    rng_names: list[str]
+    detected_axes: list[str] = dataclasses.field(default_factory=list)
+    detected_rngs: list[str] = dataclasses.field(default_factory=list)
+    module_paths: tuple[str, ...] = ()
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (nn.Module, nnx.Object))
+    )
+
+
+def _split_call_kwargs(call_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(static, traced): a keyword whose value is arrays (any pytree of them) is traced.
+
+    Static values (flags, strings, numbers, None) are passed as they are; arrays
+    and ``jax.ShapeDtypeStruct`` become abstract arguments of every phase, like
+    the inputs, so that a mask or a second input is data, not a constant.
+    """
+    if call_kwargs is None:
+        return {}, {}
+    if not isinstance(call_kwargs, Mapping) or not all(isinstance(k, str) for k in call_kwargs):
+        raise InputError(
+            "call_kwargs as a dict of keyword arguments by name",
+            f"{type(call_kwargs).__name__}", "Pass e.g. call_kwargs={'train': True}.",
+        )
+    static, traced = {}, {}
+    for key, value in call_kwargs.items():
+        leaves = jax.tree.leaves(value)
+        if leaves and all(_is_array(x) for x in leaves):
+            traced[key] = _abstract(value)
+        else:
+            static[key] = value
+    return static, traced
+
+
+def _rng_dict(raw_key: jax.Array, names: Sequence[str]) -> dict[str, jax.Array]:
+    """One key per RNG stream name, all derived from the step's traced key."""
+    if not names:
+        return {}
+    key = jax.random.wrap_key_data(raw_key)
+    keys = jax.random.split(key, len(names))
+    return {name: keys[i] for i, name in enumerate(names)}
+
+
+def _bind_axes(fn: Callable[..., Any], axis_names: Sequence[str]) -> Callable[..., Any]:
+    """``fn`` run as one device of a data-parallel group over ``axis_names``.
+
+    The model's collectives (``psum``/``pmean`` of a BatchNorm with ``axis_name``)
+    need their axis bound: ``fn`` runs under ``jax.shard_map`` on a mesh of the
+    first device, every named axis of size 1. Arguments are replicated, so the
+    gradient of a parameter is all-reduced over the group as in data parallelism.
+    """
+    if not axis_names:
+        return fn
+    from jax.sharding import Mesh, PartitionSpec
+
+    devices = np.array(jax.devices()[:1]).reshape((1,) * len(axis_names))
+    mesh = Mesh(devices, tuple(axis_names))
+
+    def bound(*args: Any) -> Any:
+        return jax.shard_map(
+            fn, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec(), check_vma=False
+        )(*args)
+
+    return bound
+
+
+def _method_of(model: Any, method: str | Callable[..., Any] | None) -> Callable[..., Any]:
+    """The function the model is called through (for its signature)."""
+    if method is None:
+        return model.__call__
+    if isinstance(method, str):
+        target = getattr(model, method, None)
+        if not callable(target):
+            raise InputError(
+                f"method= naming a method of {type(model).__name__}",
+                repr(method), "Pass the name of one of its methods, e.g. method='encode'.",
+            )
+        return target
+    if callable(method):
+        return method
+    raise InputError(
+        "method= as a method name or a function", type(method).__name__, "Pass e.g. method='encode'."
+    )
+
 
 def _linen_apply(
-    model: nn.Module, inputs: PyTree
+    model: nn.Module, inputs: PyTree, extras: PyTree, plan: _CallPlan
 ) -> tuple[Callable[..., Any], PyTree, PyTree]:
-    kwargs = _train_kwargs(model.__call__)
-    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
-    try:
-        variables = jax.eval_shape(lambda x: model.init(rngs, x, **kwargs), inputs)
-    except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
-        raise _trace_error(exc, inputs) from exc
+    target = _method_of(model, plan.method)
+    kwargs = {**_train_kwargs(target), **plan.static}
+    method = plan.method
+    init_streams = ["params", *(n for n in plan.rng_names if n != "params")]
+    apply_streams = [n for n in plan.rng_names if n != "params"]
+
+    def init(inputs: PyTree, extras: PyTree) -> PyTree:
+        # Flax's own Module.init, not an override the class may define (GPT ports
+        # often replace init(self, rng) with their own signature).
+        return nn.Module.init(
+            model, _rng_dict(extras["rng"], init_streams), inputs,
+            method=method, **kwargs, **extras["kwargs"],
+        )
+
+    paths: set[str] = set()
+
+    def record(next_fun: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
+        paths.add("/".join(str(p) for p in context.module.path))
+        return next_fun(*args, **kwargs)
+
+    with nn.intercept_methods(record):  # every module the call reaches, parameters or not
+        variables = jax.eval_shape(_bind_axes(init, plan.axis_names), inputs, extras)
+    plan.module_paths = tuple(sorted(p for p in paths if p))
     variables = dict(variables)
     params = variables.pop("params", {})
     state = variables
     mutable = list(state)
-    dropout_key = jax.random.key(2)
 
-    def apply(params: PyTree, state: PyTree, inputs: PyTree) -> tuple[Any, PyTree]:
+    def apply(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> tuple[Any, PyTree]:
         variables = {"params": params, **state}
-        rngs = {"dropout": dropout_key}
+        rngs = _rng_dict(extras["rng"], apply_streams)
         if mutable:
-            return model.apply(variables, inputs, mutable=mutable, rngs=rngs, **kwargs)
-        return model.apply(variables, inputs, rngs=rngs, **kwargs), state
+            outputs, new_state = nn.Module.apply(
+                model, variables, inputs, mutable=mutable, rngs=rngs, method=method,
+                **kwargs, **extras["kwargs"],
+            )
+            return outputs, dict(new_state)
+        return nn.Module.apply(
+            model, variables, inputs, rngs=rngs, method=method, **kwargs, **extras["kwargs"]
+        ), state
 
     return apply, params, state
 
 
 def _function_apply(
-    fn: Callable[..., Any], params: PyTree
+    fn: Callable[..., Any], params: PyTree, plan: _CallPlan
 ) -> tuple[Callable[..., Any], PyTree, PyTree]:
     leaves = jax.tree.leaves(params)
     if not leaves or not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
@@ -398,29 +593,174 @@ def _function_apply(
             f"{type(params).__name__} with {len(leaves)} array leaves",
             "Pass e.g. params=jax.eval_shape(init, key, inputs).",
         )
+    static = plan.static
 
-    def apply(params: PyTree, state: PyTree, inputs: PyTree) -> tuple[Any, PyTree]:
-        return fn(params, inputs), state
+    def apply(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> tuple[Any, PyTree]:
+        return fn(params, inputs, **static, **extras["kwargs"]), state
 
     return apply, _abstract(params), {}
 
 
 def _nnx_apply(
-    model: nnx.Module,
+    model: nnx.Module, plan: _CallPlan
 ) -> tuple[Callable[..., Any], PyTree, PyTree, Callable[[], Any]]:
     graphdef, params, state = nnx.split(model, nnx.Param, ...)
     params, state = _abstract(params), _abstract(state)
+    plan.module_paths = tuple(
+        sorted("/".join(str(p) for p in path) for path, _ in nnx.iter_modules(model) if path)
+    )
+    signature = _signature_names(_method_of(model, plan.method))
+    kwargs = {**_train_kwargs(_method_of(model, plan.method)), **plan.static}
+    # An `rngs` argument (Flax's NNX MNIST example: `model(x, rngs=rngs)`) gets a
+    # fresh nnx.Rngs on the step's traced key; an nnx.Rngs the caller passed is
+    # replaced the same way (one made outside the trace cannot be used inside it).
+    wants_rngs = "rngs" in signature and (
+        "rngs" not in kwargs or isinstance(kwargs["rngs"], nnx.Rngs)
+    )
+    kwargs.pop("rngs", None) if wants_rngs else None
+    method = plan.method
 
-    def apply(params: PyTree, state: PyTree, inputs: PyTree) -> tuple[Any, PyTree]:
+    def apply(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> tuple[Any, PyTree]:
         module = nnx.merge(graphdef, params, state, copy=True)
         if callable(getattr(module, "train", None)):
             module.train()
+        call = dict(kwargs, **extras["kwargs"])
+        if wants_rngs:
+            call["rngs"] = nnx.Rngs(jax.random.wrap_key_data(extras["rng"]))
+        target = module if method is None else (
+            getattr(module, method) if isinstance(method, str) else functools.partial(method, module)
+        )
         with _scoped_paths(module):
-            outputs = module(inputs)
+            outputs = target(inputs, **call)
         _, _, new_state = nnx.split(module, nnx.Param, ...)
         return outputs, new_state
 
     return apply, params, state, lambda: _nnx_name_scopes(model)
+
+
+def _describe_tree(tree: PyTree) -> str:
+    """``(float32[8,10], float32[])``: a pytree's structure with abstract leaves."""
+
+    def leaf(x: Any) -> str:
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return f"{x.dtype}[{','.join(map(str, x.shape))}]"
+        return type(x).__name__
+
+    if isinstance(tree, (tuple, list)):
+        inner = ", ".join(_describe_tree(x) for x in tree)
+        return f"({inner})" if isinstance(tree, tuple) else f"[{inner}]"
+    if isinstance(tree, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_describe_tree(v)}" for k, v in tree.items()) + "}"
+    return leaf(tree)
+
+
+OutputSelector = int | str | Callable[[Any], Any]
+
+
+def _selector(output: OutputSelector | None) -> Callable[[Any], Any]:
+    """The function that picks the outputs the loss sees (the logits)."""
+    if output is None:
+        return lambda outputs: outputs
+    if isinstance(output, bool) or not isinstance(output, (int, str)) and not callable(output):
+        raise InputError(
+            "output= as an index, a key or a function of the model's outputs",
+            f"{type(output).__name__} {output!r}", "Pass e.g. output=0 for (logits, loss).",
+        )
+    if callable(output):
+        return output
+
+    def pick(outputs: Any) -> Any:
+        try:
+            return outputs[output]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise InputError(
+                "output= naming one of the model's outputs",
+                f"{output!r} for outputs {_describe_tree(_abstract(outputs))}",
+                "Use an index of a tuple (--output-index 0) or a key of a dict.",
+            ) from exc
+
+    return pick
+
+
+def _prepare(
+    model: Any, params: PyTree | None, inputs: PyTree, extras: PyTree, plan: _CallPlan
+) -> tuple[str, str, Callable[..., Any], PyTree, PyTree, Callable[[], Any], Any]:
+    """(kind, root name, apply, params, state, tracing, raw outputs) for ``plan``."""
+    tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    if isinstance(model, nn.Module):
+        kind, root_name = "linen", type(model).__name__
+        apply, params, state = _linen_apply(model, inputs, extras, plan)
+    elif isinstance(model, nnx.Module):
+        kind, root_name = "nnx", type(model).__name__
+        apply, params, state, tracing = _nnx_apply(model, plan)
+    else:
+        kind, root_name = "function", getattr(model, "__name__", type(model).__name__)
+        apply, params, state = _function_apply(model, params, plan)
+    apply = _bind_axes(apply, plan.axis_names)
+    with tracing():
+        outputs = jax.eval_shape(lambda *a: apply(*a)[0], params, state, inputs, extras)
+    return kind, root_name, apply, params, state, tracing, outputs
+
+
+def _cause_chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _learn(exc: BaseException, plan: _CallPlan) -> bool:
+    """Adds the axis name or RNG stream ``exc`` says is missing; False if neither."""
+    for cause in _cause_chain(exc):
+        text = str(cause)
+        match = _UNBOUND_AXIS.search(text)
+        if isinstance(cause, NameError) and match and match.group(1) not in plan.axis_names:
+            plan.axis_names.append(match.group(1))
+            plan.detected_axes.append(match.group(1))
+            return True
+        match = _MISSING_RNG.search(text)
+        if match and match.group(1) not in plan.rng_names:
+            plan.rng_names.append(match.group(1))
+            plan.detected_rngs.append(match.group(1))
+            return True
+    return False
+
+
+def _check_model(model: Any, params: PyTree | None) -> None:
+    if params is not None and isinstance(model, (nn.Module, nnx.Module)):
+        raise InputError(
+            "params only with an apply function (a Flax module brings its own)",
+            f"params and a {type(model).__name__} module",
+            "Drop params=, or pass the module's apply function instead.",
+        )
+    if isinstance(model, (nn.Module, nnx.Module)):
+        return
+    if callable(model) and not isinstance(model, type):
+        if params is None:
+            raise InputError(
+                "params= (abstract parameters) with an apply(params, inputs) function",
+                "no params",
+                "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+            )
+        return
+    raise InputError(
+        "a `flax.linen.Module` or `flax.nnx.Module` instance, or an apply(params, inputs) function",
+        f"{type(model).__module__}.{type(model).__qualname__}",
+        "Instantiate the module (e.g. `MyNet()`), not its class, or use a zoo name.",
+    )
+
+
+def _check_axis_names(axis_names: Sequence[str] | str | None) -> list[str]:
+    if axis_names is None:
+        return []
+    names = [axis_names] if isinstance(axis_names, str) else list(axis_names)
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise InputError(
+            "axis_names as distinct non-empty strings", repr(axis_names),
+            "Pass e.g. axis_names=['batch'] (--axis-name batch).",
+        )
+    return names
 
 
 def build_workload(
@@ -431,66 +771,86 @@ def build_workload(
     loss: LossFn | None = None,
     targets: PyTree | None = None,
     params: PyTree | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
+    method: str | Callable[..., Any] | None = None,
+    axis_names: Sequence[str] | str | None = None,
+    output: OutputSelector | None = None,
 ) -> tuple[Workload, str]:
     """Builds the phase functions of one training step, abstractly.
 
     Args:
       model: a ``flax.linen.Module``, a ``flax.nnx.Module`` (concrete, or
         abstract from ``nnx.eval_shape``), or a plain function
-        ``apply(params, inputs) -> outputs`` (then ``params`` is required).
+        ``apply(params, inputs, **call_kwargs) -> outputs`` (then ``params`` is
+        required).
       inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them), batch on
-        the leading axis of the first leaf.
+        the leading axis of the first leaf; the model's first positional argument.
       optimizer: an optax transformation or a name in `OPTIMIZERS`.
       loss: ``loss(outputs, targets) -> scalar``; default `softmax_cross_entropy`.
       targets: abstract targets; default integer labels of shape
         ``outputs.shape[:-1]`` for the default loss, else outputs-shaped.
       params: with an apply function: its parameters, a pytree of arrays or
         ``jax.ShapeDtypeStruct`` (only their shapes and dtypes are used). Nested
-        dicts name the modules: ``{"fc1": {"w": ...}}`` is module ``fc1``.
+        dicts name the modules: ``{"fc1": {"w": ...}}`` is module ``fc1``; a Linen
+        variables dict ``{"params": {...}}`` works as it is.
+      call_kwargs: keyword arguments of the model's call. Arrays (or
+        ``jax.ShapeDtypeStruct``) among them are traced like the inputs (a mask,
+        a second input); other values are passed as they are (flags, strings).
+        Training flags (``train``, ``deterministic``, ...) are set already;
+        random keys are supplied: Linen gets ``rngs`` for every stream it asks
+        for, an NNX call with an ``rngs`` parameter gets an ``nnx.Rngs``.
+      method: the Linen/NNX method to call instead of ``__call__`` (a name, or a
+        function of the module as for Flax's ``apply(..., method=)``).
+      axis_names: collective axis names to bind (``BatchNorm(axis_name="batch")``);
+        names the model uses are also detected. The step then runs as one device
+        of a data-parallel group (``jax.shard_map`` over a 1-device mesh).
+      output: what the loss sees of the model's outputs: an index or key
+        (``0`` for ``(logits, loss)``) or a function; default all of them.
 
     Returns:
       ``(workload, optimizer_name)``.
     """
     optimizer_name, transform = resolve_optimizer(optimizer)
     inputs = _check_inputs(inputs)
-    tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
-    if params is not None and isinstance(model, (nn.Module, nnx.Module)):
-        raise InputError(
-            "params only with an apply function (a Flax module brings its own)",
-            f"params and a {type(model).__name__} module",
-            "Drop params=, or pass the module's apply function instead.",
-        )
-    if isinstance(model, nn.Module):
-        kind, root_name = "linen", type(model).__name__
-        apply, params, state = _linen_apply(model, inputs)
-    elif isinstance(model, nnx.Module):
-        kind, root_name = "nnx", type(model).__name__
-        apply, params, state, tracing = _nnx_apply(model)
-    elif callable(model) and not isinstance(model, type):
-        if params is None:
-            raise InputError(
-                "params= (abstract parameters) with an apply(params, inputs) function",
-                "no params",
-                "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+    _check_model(model, params)
+    static, traced = _split_call_kwargs(call_kwargs)
+    extras = {"rng": RNG_KEY, "kwargs": traced}
+    plan = _CallPlan(
+        method=method, static=static, axis_names=_check_axis_names(axis_names),
+        rng_names=["dropout"],
+    )
+    user_params = params
+    for _ in range(_MAX_RESOLVE):
+        try:
+            kind, root_name, apply, params, state, tracing, raw_outputs = _prepare(
+                model, user_params, inputs, extras, plan
             )
-        kind, root_name = "function", getattr(model, "__name__", type(model).__name__)
-        apply, params, state = _function_apply(model, params)
-    else:
+            break
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
+            if _learn(exc, plan):
+                continue
+            raise _trace_error(exc, inputs) from exc
+    else:  # pragma: no cover - a model asking for ever more names
         raise InputError(
-            "a `flax.linen.Module` or `flax.nnx.Module` instance, or an apply(params, inputs) function",
-            f"{type(model).__module__}.{type(model).__qualname__}",
-            "Instantiate the module (e.g. `MyNet()`), not its class, or use a zoo name.",
+            f"a model that needs at most {_MAX_RESOLVE} axis names and RNG streams",
+            f"more ({', '.join(plan.axis_names + plan.rng_names)})", "Bind them with axis_names=.",
         )
-    _check_float_params(params)
-
-    def outputs_of(params: PyTree, state: PyTree, inputs: PyTree) -> Any:
-        return apply(params, state, inputs)[0]
-
+    _check_params(params, model)
+    select = _selector(output)
     try:
-        with tracing():
-            outputs = jax.eval_shape(outputs_of, params, state, inputs)
-    except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
-        raise _trace_error(exc, inputs) from exc
+        outputs = select(raw_outputs)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user's selector failed
+        raise _trace_error(exc, inputs, "output=") from exc
+    if loss is None:
+        _check_logits(outputs, raw_outputs, output)
+
+    def model_outputs(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> Any:
+        outputs, new_state = apply(params, state, inputs, extras)
+        return select(outputs), new_state
 
     loss_fn = loss if loss is not None else softmax_cross_entropy
     if targets is None:
@@ -501,13 +861,15 @@ def build_workload(
             targets = jax.ShapeDtypeStruct(out.shape, out.dtype)
     targets = _abstract(targets)
 
-    def forward(params: PyTree, state: PyTree, inputs: PyTree, targets: PyTree) -> Any:
-        outputs, new_state = apply(params, state, inputs)
+    # The phases see (inputs, extras) in the inputs slot: the model's inputs, its
+    # traced call arguments and the step's random key.
+    def forward(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
+        outputs, new_state = model_outputs(params, state, *batch)
         return loss_fn(outputs, targets), new_state
 
-    def grad(params: PyTree, state: PyTree, inputs: PyTree, targets: PyTree) -> Any:
+    def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
         (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
-            params, state, inputs, targets
+            params, state, batch, targets
         )
         return value, grads, new_state
 
@@ -516,19 +878,19 @@ def build_workload(
         return optax.apply_updates(params, updates), opt_state
 
     def train_step(
-        params: PyTree, opt_state: PyTree, state: PyTree, inputs: PyTree, targets: PyTree
+        params: PyTree, opt_state: PyTree, state: PyTree, batch: PyTree, targets: PyTree
     ) -> Any:
-        value, grads, new_state = grad(params, state, inputs, targets)
+        value, grads, new_state = grad(params, state, batch, targets)
         new_params, opt_state = update(grads, opt_state, params)
         return new_params, opt_state, new_state, value
 
     try:
         with tracing():
-            loss_shape = jax.eval_shape(forward, params, state, inputs, targets)[0]
+            loss_shape = jax.eval_shape(forward, params, state, (inputs, extras), targets)[0]
     except Exception as exc:  # noqa: BLE001
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
-            f"a failure: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+            f"{type(exc).__name__} on outputs {_describe_tree(outputs)}: {_first_line(exc)}",
             "Check the loss function and the targets' shape.",
         ) from exc
     if getattr(loss_shape, "shape", None) != ():
@@ -538,6 +900,17 @@ def build_workload(
             "Reduce the loss, e.g. with `.mean()`.",
         )
     opt_state = jax.eval_shape(transform.init, params)
+    notes = []
+    if plan.axis_names:
+        how = "detected" if plan.detected_axes == plan.axis_names else "bound"
+        notes.append(
+            f"collective axis names {', '.join(plan.axis_names)} {how}: the step runs as one "
+            "device of a data-parallel group (jax.shard_map over a 1-device mesh); its "
+            "collectives move nothing there (see collectives)"
+        )
+    if plan.detected_rngs:
+        notes.append(f"RNG streams the model asked for, supplied: {', '.join(plan.detected_rngs)}")
+    strip = 1 if kind == "function" and _is_variables_dict(params) else 0
     workload = Workload(
         kind=kind,
         root_name=root_name,
@@ -551,7 +924,53 @@ def build_workload(
         grad=grad,
         update=update,
         train_step=train_step,
-        param_paths=_module_param_counts(params),
+        param_paths=_module_param_counts(params, strip),
         tracing=tracing,
+        extras=extras,
+        axis_names=tuple(plan.axis_names),
+        notes=tuple(notes),
+        path_offset=strip,
+        module_paths=plan.module_paths,
     )
     return workload, optimizer_name
+
+
+def _is_variables_dict(params: PyTree) -> bool:
+    """A Linen variables dict (``{"params": {...}}``) passed as an apply function's params."""
+    return isinstance(params, Mapping) and list(params) == ["params"] and isinstance(
+        params["params"], Mapping
+    )
+
+
+def _check_params(params: PyTree, model: Any) -> None:
+    leaves = jax.tree.leaves(params)
+    if not leaves:
+        raise InputError(
+            "a model with trainable parameters (the gradient is taken with respect to them)",
+            f"{type(model).__name__} with no parameters",
+            "Analyze a model that has parameters (Linen `params` collection, NNX `nnx.Param`), "
+            "or pass an apply function with params=.",
+        )
+    _check_float_params(params)
+
+
+def _check_logits(outputs: Any, raw_outputs: Any, output: Any) -> None:
+    """The default loss needs one array of logits; say how to get there if not."""
+    if _is_array(outputs) and not isinstance(outputs, (tuple, list, Mapping)):
+        if len(outputs.shape) >= 1:
+            return
+    described = _describe_tree(outputs)
+    if isinstance(raw_outputs, (tuple, list)) and output is None:
+        fix = ("Pick the logits with output=0 (--output-index 0), or use the model's own loss "
+               "with loss=lambda outputs, targets: outputs[1].")
+    elif isinstance(raw_outputs, Mapping) and output is None:
+        key = next(iter(raw_outputs), "logits")
+        fix = (f"Pick the logits with output={key!r} (--output-index {key}), or pass "
+               "loss=lambda outputs, targets: ... to use your own loss.")
+    else:
+        fix = "Pass loss=lambda outputs, targets: ... for outputs that are not logits."
+    raise InputError(
+        "the model to return one array of logits (classes last) for the default "
+        "softmax cross-entropy loss",
+        f"outputs {described}", fix,
+    )

@@ -9,12 +9,20 @@ Pallas) add ``-1`` for "unknown". Everything here turns that into numbers or
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
+
+_LOG = logging.getLogger("xla_cost")
 
 __all__ = [
     "XlaCosts",
@@ -24,6 +32,7 @@ __all__ = [
     "normalize_memory_analysis",
     "compile_phase",
     "compile_executable",
+    "filter_compiler_log",
     "device_kind",
     "device_memory_bytes",
     "backend_name",
@@ -144,6 +153,65 @@ def _safe_call(method: Callable[[], Any]) -> Any:
         return None
 
 
+# A glog line: severity, date, time, thread, file:line]. XLA's slow-operation alarm
+# ("Constant folding an instruction is taking > 1s", "The operation took 2.1s")
+# spans several lines, up to the next glog line.
+_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
+_ALARM = "slow_operation_alarm"
+
+
+def filter_compiler_log(text: str) -> tuple[str, int]:
+    """``text`` without XLA's slow-operation alarms, and how many were dropped.
+
+    The alarms say that XLA spent a while folding constants; they are not
+    errors and say nothing about the costs, so they do not reach the user.
+    Every other line is kept.
+    """
+    kept: list[str] = []
+    dropped, in_alarm = 0, False
+    for line in text.splitlines(keepends=True):
+        if _GLOG_LINE.match(line):
+            in_alarm = _ALARM in line
+            dropped += in_alarm
+        if not in_alarm:
+            kept.append(line)
+    return "".join(kept), dropped
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+@contextlib.contextmanager
+def _quiet_compiler() -> Iterator[None]:
+    """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
+    then lets all of it but the slow-operation alarms through."""
+    stderr_fd = 2
+    try:
+        saved = os.dup(stderr_fd)
+    except OSError:  # no descriptor 2: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        _flush_stderr()
+        os.dup2(capture.fileno(), stderr_fd)
+        try:
+            yield
+        finally:
+            _flush_stderr()
+            os.dup2(saved, stderr_fd)
+            os.close(saved)
+            capture.seek(0)
+            text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
+            if text:
+                os.write(stderr_fd, text.encode("utf-8"))
+            if dropped:
+                _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
+
+
 def compile_phase(fn: Callable[..., Any], args: Sequence[Any]) -> CompiledPhase:
     """Jits, lowers and compiles ``fn(*args)`` and reads its analyses.
 
@@ -154,7 +222,7 @@ def compile_phase(fn: Callable[..., Any], args: Sequence[Any]) -> CompiledPhase:
     Returns:
       The compiled program's costs and memory, unknown fields as None.
     """
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = compile_executable(fn, args)
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
     return CompiledPhase(costs=costs, memory=memory, executable=compiled)

@@ -1,0 +1,250 @@
+"""Research code as people wrote it: models from public Flax codebases' patterns,
+called the way their own training loops call them (tests/research_models.py)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from flax import nnx
+
+import xla_cost
+from tests import research_models as R
+from tests.formulas import dense_flops
+
+B = 4
+
+
+def _layers(report: xla_cost.Report) -> dict[str, xla_cost.LayerCosts]:
+    return {layer.path: layer for layer in report.layers}
+
+
+def _assert_rows_add_up(report: xla_cost.Report) -> None:
+    for column, phase in (("forward_flops", "forward"), ("backward_flops", "backward"), ("update_flops", "update")):
+        assert sum(getattr(layer, column) for layer in report.layers) == report.phases[phase].jaxpr_flops
+
+
+# ------------------------------------------------------------------ axis names
+
+
+@pytest.fixture(scope="module")
+def data_parallel_report() -> xla_cost.Report:
+    x = jax.ShapeDtypeStruct((B, 8, 8, 3), jnp.float32)
+    return xla_cost.analyze(R.DataParallelResNet(), x, optimizer="sgd", per_layer=True)
+
+
+def test_batchnorm_axis_name_is_bound_and_its_collectives_listed(data_parallel_report):
+    report = data_parallel_report
+    # 5 BatchNorms (bn_init, two per block) and 2 + 5*2 + 4*2 + 2 = 16 parameter
+    # leaves... counted from the model: conv_init, 4 block convs (kernels only),
+    # 5 BatchNorms (scale, bias) and the head (kernel, bias).
+    n_bn = 1 + 2 * 2
+    n_leaves = 1 + 4 + 2 * n_bn + 2
+    # psum per BatchNorm forward (its batch statistics), one per BatchNorm in the
+    # backward pass (the transpose of that psum), and the data-parallel gradient
+    # all-reduce of every parameter leaf.
+    assert report.collectives == {"psum": 2 * n_bn + n_leaves}
+    assert any("axis names batch detected" in note for note in report.notes)
+    assert not report.unsupported
+
+
+def test_bound_axis_name_gives_the_same_counts_as_a_detected_one(data_parallel_report):
+    x = jax.ShapeDtypeStruct((B, 8, 8, 3), jnp.float32)
+    given = xla_cost.analyze(R.DataParallelResNet(), x, optimizer="sgd", axis_names=["batch"], compile=False)
+    for phase in ("forward", "grad", "update"):
+        assert given.phases[phase].jaxpr_flops == data_parallel_report.phases[phase].jaxpr_flops
+    assert any("axis names batch bound" in note for note in given.notes)
+
+
+def test_data_parallel_rows_match_the_model_and_add_up(data_parallel_report):
+    rows = _layers(data_parallel_report)
+    # conv_init: 3x3 SAME on 8x8, 3 -> 16 channels; head: Dense(16 -> 10) on B rows.
+    assert rows["conv_init"].parameters == 3 * 3 * 3 * R.WIDTH
+    assert rows["head"].forward_flops == dense_flops(B, R.WIDTH, R.CLASSES)
+    _assert_rows_add_up(data_parallel_report)
+
+
+def test_jaxpr_and_xla_agree_with_bound_axes(data_parallel_report):
+    for phase in ("forward", "grad", "update"):
+        costs = data_parallel_report.phases[phase]
+        assert costs.jaxpr_flops == pytest.approx(costs.xla_flops, rel=0.02), phase
+
+
+def test_a_model_naming_its_own_data_axis():
+    report = xla_cost.analyze(
+        R.CrossReplicaMean(), jax.ShapeDtypeStruct((B, 5), jnp.float32), optimizer="sgd",
+        compile=False,
+    )
+    assert "psum" in report.collectives
+    assert any("axis names data detected" in note for note in report.notes)
+
+
+# ------------------------------------------------------------------ call arguments
+
+
+def test_nnx_call_that_takes_rngs():
+    model = nnx.eval_shape(lambda: R.NnxMnistCNN(rngs=nnx.Rngs(0)))
+    report = xla_cost.analyze(
+        model, jax.ShapeDtypeStruct((B, 28, 28, 1), jnp.float32), optimizer="adam", per_layer=True
+    )
+    rows = _layers(report)
+    # linear1: Dense(16*7*7 -> 32) on B rows.
+    assert rows["linear1"].forward_flops == dense_flops(B, 16 * 7 * 7, 32)
+    # The dropout mask (its random bits, compare, select, scale) has a row of its own.
+    assert rows["dropout"].parameters == 0 and rows["dropout"].forward_flops > 0
+    assert not report.unsupported
+    _assert_rows_add_up(report)
+
+
+def test_linen_call_needing_keywords_rng_streams_and_a_method():
+    tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
+    mask = jax.ShapeDtypeStruct((B, R.SEQ), jnp.bool_)
+    report = xla_cost.analyze(
+        R.MaskedEncoder(), tokens, optimizer="adam", per_layer=True,
+        call_kwargs={"mask": mask},  # deterministic=False is set for training
+    )
+    rows = _layers(report)
+    assert rows["head"].forward_flops == dense_flops(B * R.SEQ, R.D_MODEL, R.VOCAB)
+    assert rows["drop"].forward_flops > 0 and rows["drop"].parameters == 0
+    assert any("RNG streams" in note and "noise" in note for note in report.notes)
+    assert not report.unsupported
+    _assert_rows_add_up(report)
+
+    embed = xla_cost.analyze(
+        R.MaskedEncoder(), tokens, optimizer="sgd", method="embed", compile=False,
+        loss=lambda outputs, targets: jnp.mean(outputs**2),
+    )
+    # Only the embedding table exists when the model is initialised through `embed`.
+    assert embed.parameters == R.VOCAB * R.D_MODEL
+
+
+def test_a_mask_in_call_kwargs_is_traced_not_folded():
+    tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
+    abstract = xla_cost.analyze(
+        R.MaskedEncoder(), tokens, optimizer="sgd", compile=False,
+        call_kwargs={"mask": jax.ShapeDtypeStruct((B, R.SEQ), jnp.bool_)},
+    )
+    concrete = xla_cost.analyze(
+        R.MaskedEncoder(), tokens, optimizer="sgd", compile=False,
+        call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_)},
+    )
+    assert abstract.phases["grad"].jaxpr_flops == concrete.phases["grad"].jaxpr_flops
+
+
+def test_overridden_init_is_not_called():
+    tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
+    report = xla_cost.analyze(R.GPTPort(), tokens, optimizer="adam", compile=False)
+    cfg = R.GPTConfig
+    # wte V*d, wpe T*d, per layer: LayerNorm 2d and Dense d*d + d; lm_head d*V.
+    expected = (
+        cfg.vocab_size * cfg.n_embd + cfg.block_size * cfg.n_embd
+        + cfg.n_layer * (2 * cfg.n_embd + cfg.n_embd**2 + cfg.n_embd)
+        + cfg.n_embd * cfg.vocab_size
+    )
+    assert report.parameters == expected
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_tuple_output_error_names_the_structure_and_the_fix():
+    x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(R.TupleOutput(), x, optimizer="sgd")
+    message = str(info.value)
+    assert "(float32[4,10], float32[])" in message
+    assert "output=0" in message and "loss=lambda outputs, targets: outputs[1]" in message
+    assert len(message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("model, output", [(R.TupleOutput(), 0), (R.DictOutput(), "logits")])
+def test_output_picks_the_logits(model, output):
+    x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
+    picked = xla_cost.analyze(model, x, optimizer="sgd", output=output, compile=False)
+    plain = xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", compile=False)
+    # The unused outputs are dead code: the same step as a logits-only model.
+    for phase in ("forward", "grad", "update"):
+        assert picked.phases[phase].jaxpr_flops == plain.phases[phase].jaxpr_flops
+
+
+def test_model_returning_logits_and_loss_with_its_own_loss():
+    tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
+    report = xla_cost.analyze(
+        R.GPTPort(), tokens, optimizer="adam", call_kwargs={"targets": tokens},
+        loss=lambda outputs, targets: outputs[1], per_layer=True,
+    )
+    cfg = R.GPTConfig
+    assert _layers(report)["lm_head"].forward_flops == 2 * B * R.SEQ * cfg.n_embd * cfg.vocab_size
+    _assert_rows_add_up(report)
+
+
+def test_bad_output_selector():
+    x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
+    with pytest.raises(xla_cost.InputError, match="output= naming one of the model's outputs"):
+        xla_cost.analyze(R.TupleOutput(), x, optimizer="sgd", output=5, compile=False)
+
+
+# ------------------------------------------------------------------ apply functions
+
+
+@pytest.mark.parametrize("wrap", ["variables", "params"])
+def test_apply_function_calling_linen_apply_has_the_module_rows(wrap):
+    model = R.TwoLayerMLP()
+    x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
+    variables = jax.eval_shape(model.init, jax.random.key(0), x)
+    if wrap == "variables":  # TrainState.apply_fn with the variables dict
+        fn, params = (lambda p, x: model.apply(p, x)), variables
+    else:  # apply_fn({'params': params}, x), params = state.params
+        fn, params = (lambda p, x: model.apply({"params": p}, x)), variables["params"]
+    through_fn = xla_cost.analyze(fn, x, params=params, optimizer="adam", per_layer=True, compile=False)
+    direct = xla_cost.analyze(model, x, optimizer="adam", per_layer=True, compile=False)
+    assert [(r.path, r.parameters) for r in through_fn.layers] == [
+        ("hidden", 12 * R.WIDTH + R.WIDTH), ("out", R.WIDTH * R.CLASSES + R.CLASSES), ("(remainder)", 0)
+    ]
+    assert through_fn.layers == direct.layers
+    assert _layers(through_fn)["hidden"].forward_flops == dense_flops(B, 12, R.WIDTH)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_error_hint_names_the_shape_when_shapes_are_the_cause():
+    with pytest.raises(xla_cost.InputError, match="Check the input shape") as info:
+        xla_cost.analyze(
+            nnx.eval_shape(lambda: R.NnxMnistCNN(rngs=nnx.Rngs(0))),
+            jax.ShapeDtypeStruct((B, 20, 20, 1), jnp.float32), optimizer="sgd",
+        )
+    assert "dot_general" in str(info.value)
+
+
+def test_error_hint_for_a_missing_call_argument():
+    tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(R.MaskedEncoder(), tokens, optimizer="sgd")
+    message = str(info.value)
+    assert "mask" in message and "--call-kwarg" in message and "input shape" not in message
+
+
+def test_error_hint_for_an_unrelated_failure():
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(R.Failing(), jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd")
+    message = str(info.value)
+    assert "RuntimeError: the config file was not found" in message
+    assert "input shape" not in message and "--debug" in message
+
+
+def test_model_without_parameters():
+    with pytest.raises(xla_cost.InputError, match="with no parameters"):
+        xla_cost.analyze(R.NoParams(), jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd")
+
+
+@pytest.mark.parametrize("dtype", ["nonsense", "int32", 3])
+def test_api_rejects_a_bad_dtype(dtype):
+    with pytest.raises(xla_cost.InputError, match="floating-point dtype"):
+        xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd", dtype=dtype)
+
+
+def test_batch_beyond_int32_indexing():
+    x = jax.ShapeDtypeStruct((10**12, 12), jnp.float32)
+    with pytest.raises(xla_cost.InputError, match="at most 2,147,483,647"):
+        xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", compile=False)
