@@ -152,7 +152,7 @@ def test_counter_jaxpr_and_depth(capsys):
 def test_loop_corrected_table_marks_headline(capsys):
     code, out, err = run(capsys, "analyze", "tests.custom_models:ScannedMLP", "--input-shape", "4,8")
     assert code == 0, err
-    assert " *" in out and "loop-corrected" in out and "XLA/jaxpr" in out
+    assert " *" in out and "loop-corrected" in out and "XLA / jaxpr" in out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -19,10 +19,11 @@ import pandas as pd
 
 from xla_cost.errors import InputError
 
-__all__ = ["TextTable", "render", "resolve_width"]
+__all__ = ["TextTable", "render", "resolve_width", "UNLIMITED"]
 
-_UNLIMITED = 1_000_000
-"""A console width no line reaches: text keeps its natural width."""
+UNLIMITED = 1_000_000
+"""A width no line reaches: pass it for natural width (a file) even from a terminal."""
+_UNLIMITED = UNLIMITED
 
 
 def resolve_width(width: int | None) -> int | None:

@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     models = sub.add_parser("models", help="list the model zoo")
     models.add_argument("--format", default="table", choices=FORMATS)
+    models.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     models.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
@@ -232,8 +233,12 @@ def _analyze(args: argparse.Namespace) -> str:
     )
     if notes:
         report = dataclasses.replace(report, notes=(*notes, *report.notes))
+    from xla_cost._text import UNLIMITED
+
+    # Written to a file, a table keeps its natural width, whatever the terminal's.
+    width = UNLIMITED if args.output is not None else None
     return {
-        "table": report.to_table,
+        "table": lambda: report.to_table(width=width),
         "json": report.to_json,
         "csv": report.to_csv,
         "markdown": report.to_markdown,
@@ -243,7 +248,9 @@ def _analyze(args: argparse.Namespace) -> str:
 def _models(args: argparse.Namespace) -> str:
     from xla_cost import zoo as models
 
-    return models.render_zoo(args.format)
+    from xla_cost._text import UNLIMITED
+
+    return models.render_zoo(args.format, width=UNLIMITED if getattr(args, "output", None) else None)
 
 
 def check_output(output: str | None) -> None:

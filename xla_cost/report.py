@@ -386,7 +386,7 @@ def _phase_frame(report: Report) -> pd.DataFrame:
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
             row[f"XLA {unit}FLOP"] = _fmt(c.xla_flops, scale)
             row[f"jaxpr {unit}FLOP"] = _fmt(c.jaxpr_flops, scale)
-            row["XLA/jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
+            row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
         row["transcendentals (M)"] = _fmt(c.transcendentals, 1e6)
         if report.counter != "jaxpr":
             row["bytes accessed (MB)"] = _fmt(c.bytes_accessed, 1e6, 1)
@@ -411,7 +411,7 @@ def _layer_frame(report: Report) -> pd.DataFrame:
             {
                 f"forward {unit}FLOP": _fmt(layer.forward_flops, scale),
                 f"backward {unit}FLOP": _fmt(layer.backward_flops, scale),
-                "backward/forward": "n/a" if ratio is None else f"{ratio:.3f}",
+                "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
                 f"update {unit}FLOP": _fmt(layer.update_flops, scale),
                 "transcendentals (M)": _fmt(layer.transcendentals, 1e6),
             }
