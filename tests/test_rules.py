@@ -272,3 +272,270 @@ def test_scatter_add_counts_one_add_per_update():
         lambda t, i, g: t.at[i].add(g), table, ids, sds(ROWS, D)
     ).total.flops
     assert counted == ROWS * D + 3 * ROWS
+
+
+# ------------------------------------------------------------------ random numbers
+
+
+def _counter_ops(shape):
+    # iota_2x32_shape, as rules.threefry_counter_ops derives it: on the r axes
+    # longer than 1, 3 per element (shift, two conversions), 2 per element per
+    # axis after the first (an add for each word), 2 per element of each
+    # non-trailing axis (its stride multiply, for each word); nothing for one element
+    dims = [d for d in shape if d != 1]
+    m = math.prod(shape)
+    return 0 if m <= 1 else 3 * m + 2 * (len(dims) - 1) * m + 2 * sum(dims[:-1])
+
+
+def _hash_ops(words, keys, constant_counter=False):
+    # threefry2x32 as XLA counts it on the CPU: per word, per key (unless the
+    # counter is the constant 0), per call
+    key_ops = 0 if constant_counter else rules.THREEFRY_KEY_OPS * keys
+    return rules.THREEFRY_WORD_OPS * words + key_ops + rules.THREEFRY_CALL_OPS
+
+
+KEY = jax.random.key(0)
+
+
+@pytest.mark.parametrize("dtype", [jnp.uint8, jnp.uint16, jnp.uint32])
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (8, 32), (3, 1, 5), (2, 3, 4, 5)])
+def test_random_bits_as_xla_counts_it(shape, dtype):
+    # one key, m = prod(shape) elements: the hash of m words, the counters of
+    # the shape, and per element the combining of the hash's two words
+    bits = lambda k: jax.random.bits(k, shape, dtype)  # noqa: E731
+    m = math.prod(shape)
+    width = jnp.dtype(dtype).itemsize * 8
+    expected = (
+        _hash_ops(m, 1, constant_counter=m == 1) + _counter_ops(shape)
+        + rules.RANDOM_BITS_COMBINE_OPS[width] * m
+    )
+    assert count_function(bits, KEY).total.flops == expected
+    assert xla_flops(bits, KEY)[0] == expected
+
+
+def test_random_bits_of_a_batch_of_keys_share_the_counters():
+    # vmap over K keys: K*m words hashed, 2 key operations per key, the
+    # counters of the (per-key) shape once
+    keys, shape = 5, (5, 7)
+    keys_array = jax.random.split(KEY, keys)
+    bits = jax.vmap(lambda k: jax.random.bits(k, shape))
+    m = math.prod(shape)
+    expected = _hash_ops(keys * m, keys) + _counter_ops(shape) + keys * m
+    assert count_function(bits, keys_array).total.flops == expected
+    assert xla_flops(bits, keys_array)[0] == expected
+
+
+@pytest.mark.parametrize("shape", [(1,), (2,), (16,), (5, 7)])
+def test_random_split_and_fold_in_as_xla_counts_them(shape):
+    # a split key is the hash's two words at its position: random_bits without
+    # the combining step
+    split = lambda k: jax.random.split(k, shape)  # noqa: E731
+    m = math.prod(shape)
+    expected = _hash_ops(m, 1, constant_counter=m == 1) + _counter_ops(shape)
+    assert count_function(split, KEY).total.flops == expected
+    assert xla_flops(split, KEY)[0] == expected
+    # fold_in hashes one word pair per key, after masking the message's low word
+    fold_in = lambda k, d: jax.random.fold_in(k, d)  # noqa: E731
+    msg = jax.ShapeDtypeStruct((), jnp.uint32)
+    assert count_function(fold_in, KEY, msg).total.flops == _hash_ops(1, 1) + 1
+    assert xla_flops(fold_in, KEY, msg)[0] == _hash_ops(1, 1) + 1
+
+
+@pytest.mark.parametrize("shape", [(1,), (4,), (8, 32)])
+def test_threefry2x32_hash_and_its_counters(shape):
+    from jax._src.random import prng, threefry2x32  # the raw primitives
+
+    words = jax.ShapeDtypeStruct(shape, jnp.uint32)
+    scalar = jax.ShapeDtypeStruct((), jnp.uint32)
+    hash_fn = lambda k1, k2, x1, x2: threefry2x32.threefry2x32_p.bind(k1, k2, x1, x2)  # noqa: E731
+    m = math.prod(shape)
+    for key in (scalar, words):  # one key, or a key per word (2 key operations each)
+        expected = _hash_ops(m, math.prod(key.shape))
+        assert count_function(hash_fn, key, key, words, words).total.flops == expected
+        assert xla_flops(hash_fn, key, key, words, words)[0] == expected
+    counters = lambda: prng.iota_2x32_shape(shape)  # noqa: E731
+    assert count_function(counters).total.flops == _counter_ops(shape)
+    assert xla_flops(counters)[0] == _counter_ops(shape)
+
+
+def test_random_seed_and_key_relabelling():
+    # an int32 seed: its high word (a shift), its low word (an and) and a
+    # conversion, 3 operations; a uint32 seed, only the mask: 1. Wrapping and
+    # unwrapping key data cost nothing.
+    for dtype, ops in ((jnp.int32, 3), (jnp.uint32, 1)):
+        seed = jax.ShapeDtypeStruct((), dtype)
+        assert count_function(jax.random.key, seed).total.flops == ops
+        assert xla_flops(jax.random.key, seed)[0] == ops
+    data = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    relabel = lambda d: jax.random.key_data(jax.random.wrap_key_data(d))  # noqa: E731
+    assert count_function(relabel, data).total.flops == 0
+    assert xla_flops(relabel, data)[0] == 0
+
+
+def test_uniform_folds_its_literal_bounds_inside_the_call():
+    # jax.random.uniform(key, shape) runs in a jit called with the literals 0.0
+    # and 1.0; XLA inlines it and folds "* (max - min)" and "+ min" away. What
+    # is left per element: shift, or, bitcast, - 1.0 and max with min: 5.
+    shape = (8, 32)
+    m = math.prod(shape)
+    uniform = lambda k: jax.random.uniform(k, shape)  # noqa: E731
+    bits = _hash_ops(m, 1) + _counter_ops(shape) + rules.RANDOM_BITS_COMBINE_OPS[32] * m
+    assert count_function(uniform, KEY).total.flops == bits + 5 * m
+    assert xla_flops(uniform, KEY)[0] == bits + 5 * m
+
+
+def test_other_generators_are_unknown_not_zero():
+    rbg_key = jax.random.key(0, impl="rbg")
+    counted = count_function(lambda k: jax.random.bits(k, (8,)), rbg_key)
+    assert counted.unsupported == {"random_bits": 1}
+
+
+# ------------------------------------------------------------------ cumulative, FFT, bitcasts
+
+
+@pytest.mark.parametrize("n", [2, 3, 16, 17, 100, 256, 1000, 4096])
+def test_cumsum_counts_xla_reduce_window_rewrite(n):
+    # rows * cumulative_steps(n); by hand for n <= 16: n * (n - 1) per row, and
+    # n = 100: padded to 112, 7 blocks: 112 * 15 + 8 * 6 + 112 = 1840 per row
+    rows = 4
+    x = sds(rows, n)
+    fn = lambda a: jnp.cumsum(a, axis=-1)  # noqa: E731
+    if n <= rules.CUMULATIVE_REWRITE_BASE:
+        assert rules.cumulative_steps(n) == n * (n - 1)
+    if n == 100:
+        assert rules.cumulative_steps(n) == 112 * 15 + 8 * 6 + 112
+    expected = rows * rules.cumulative_steps(n)
+    assert count_function(fn, x).total.flops == expected
+    assert xla_flops(fn, x)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "name, fn, per_step",
+    [
+        ("cummax", lambda a: jax.lax.cummax(a, 1), (1, 0)),
+        ("cumprod, reversed, axis 0", lambda a: jax.lax.cumprod(a.T, 0, reverse=True), (1, 0)),
+        # logaddexp per step: 8 operations, exp and log1p
+        ("cumlogsumexp", lambda a: jax.lax.cumlogsumexp(a, 1), (8, 2)),
+    ],
+)
+def test_other_cumulative_reductions(name, fn, per_step):
+    rows, n = 4, 100
+    steps = rows * rules.cumulative_steps(n)
+    expected = (per_step[0] * steps, per_step[1] * steps)
+    counted = count_function(fn, sds(rows, n)).total
+    assert (counted.flops, counted.transcendentals) == expected, name
+    assert xla_flops(fn, sds(rows, n)) == expected, name
+
+
+@pytest.mark.parametrize("n", [5, 8, 12, 100])
+def test_fft_counts(n):
+    # FFT_FLOPS_PER_LOG_FACTOR * operand elements * floor(log2 n)
+    rows, log_n = 3, n.bit_length() - 1
+    c = jax.ShapeDtypeStruct((rows, n), jnp.complex64)
+    half = jax.ShapeDtypeStruct((rows, n // 2 + 1), jnp.complex64)
+    per = rules.FFT_FLOPS_PER_LOG_FACTOR * log_n
+    for fn, arg, operand in [
+        (jnp.fft.fft, c, rows * n), (jnp.fft.rfft, sds(rows, n), rows * n),
+        (lambda a: jnp.fft.irfft(a, n), half, rows * (n // 2 + 1)),
+    ]:
+        counted = count_function(fn, arg).total.flops
+        # irfft's jaxpr has one scalar operation more than XLA keeps
+        assert counted == pytest.approx(per * operand, abs=1)
+        assert xla_flops(fn, arg)[0] == per * operand
+
+
+def test_fft_of_several_axes_multiplies_the_log_factors():
+    shape = (2, 4, 8, 16)
+    x = jax.ShapeDtypeStruct(shape, jnp.complex64)
+    fn = lambda a: jnp.fft.fftn(a, axes=(1, 2, 3))  # noqa: E731
+    expected = rules.FFT_FLOPS_PER_LOG_FACTOR * (2 * 3 * 4) * math.prod(shape)  # log2 4, 8, 16
+    assert count_function(fn, x).total.flops == expected
+    assert xla_flops(fn, x)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "src, dst, shape, per",
+    [
+        (jnp.uint32, jnp.float32, (8, 32), ("out", 1)),  # same width: 1 per element
+        (jnp.float32, jnp.uint8, (8, 32), ("out", 6)),  # narrowing: 6 per output element
+        (jnp.uint16, jnp.float32, (8, 32, 2), ("in", 5)),  # widening: 5 per input element
+    ],
+)
+def test_bitcast_convert(src, dst, shape, per):
+    x = jax.ShapeDtypeStruct(shape, src)
+    fn = lambda a: jax.lax.bitcast_convert_type(a, dst)  # noqa: E731
+    out = jax.eval_shape(fn, x)
+    expected = per[1] * math.prod(out.shape if per[0] == "out" else shape)
+    assert count_function(fn, x).total.flops == expected
+    assert xla_flops(fn, x)[0] == expected
+
+
+# ------------------------------------------------------------------ indexing modes
+
+
+@pytest.mark.parametrize("table", [(64,), (128, 64), (128, 8, 8)])
+def test_take_in_fill_mode_checks_bounds_and_selects(table):
+    # jnp.take's default "fill" mode: per index, the wrap of negative indices
+    # (lt, add, select: 3) and the bounds check (4k - 1 = 3 with k = 1); per
+    # output element one select
+    ids = jax.ShapeDtypeStruct((4, 4), jnp.int32)
+    fn = lambda t, i: jnp.take(t, i, axis=0)  # noqa: E731
+    out = math.prod(ids.shape) * math.prod(table[1:])
+    expected = 3 * 16 + 3 * 16 + out
+    assert count_function(fn, sds(*table), ids).total.flops == expected
+    assert xla_flops(fn, sds(*table), ids)[0] == expected
+
+
+def test_gather_with_two_index_components_in_fill_mode():
+    # k = 2 components per index: 2 * 3 for the wraps, 4k - 1 = 7 checks; 8 outputs each
+    t, i = sds(32, 16, 8), jax.ShapeDtypeStruct((10,), jnp.int32)
+    fn = lambda t, i, j: t.at[i, j].get(mode="fill", fill_value=0)  # noqa: E731
+    expected = 10 * (2 * 3 + 7) + 10 * 8
+    assert count_function(fn, t, i, i).total.flops == expected
+    assert xla_flops(fn, t, i, i)[0] == expected
+
+
+def test_scatter_add_in_clip_mode_clamps_each_index():
+    table, ids, updates = sds(N, D), jax.ShapeDtypeStruct((ROWS,), jnp.int32), sds(ROWS, D)
+    fn = lambda t, i, u: t.at[i].add(u, mode="clip")  # noqa: E731
+    # ROWS * D adds, jnp's wrap of negative indices (lt, add, select: 3 per
+    # index) and one clamp per index
+    expected = ROWS * D + 3 * ROWS + ROWS
+    assert count_function(fn, table, ids, updates).total.flops == expected
+    assert xla_flops(fn, table, ids, updates)[0] == expected
+
+
+# ------------------------------------------------------------------ generic reductions, calls
+
+
+def test_reduce_and_reduce_window_with_their_own_computation():
+    # a variadic reduce of ROWS x N to ROWS with a 2-operation reducer: 2 * ROWS * (N - 1)
+    x = sds(ROWS, N)
+    reduce = lambda a: jax.lax.reduce(  # noqa: E731
+        (a, a), (0.0, 1.0), lambda p, q: (p[0] + q[0], p[1] * q[1]), (1,)
+    )
+    assert count_function(reduce, x).total.flops == 2 * ROWS * (N - 1)
+    assert xla_flops(reduce, x)[0] == 2 * ROWS * (N - 1)
+    # a 3x3 SAME variadic reduce-window: 8 steps of 2 operations per output,
+    # padding taps included
+    window = lambda a: jax.lax.reduce_window(  # noqa: E731
+        (a, a), (0.0, -jnp.inf), lambda p, q: (p[0] + q[0], jnp.maximum(p[1], q[1])),
+        (3, 3), (1, 1), "SAME",
+    )
+    assert count_function(window, x).total.flops == 2 * 8 * ROWS * N
+    assert xla_flops(window, x)[0] == 2 * 8 * ROWS * N
+
+
+def test_structural_primitives_and_composites():
+    x = sds(ROWS, N)
+    # stack, unstack and tile move data: only the multiply (ROWS * N) and the
+    # ROWS - 1 adds of N elements summing the unstacked rows are counted
+    assert count_function(lambda a: jnp.stack([a, a * 2.0]), x).total.flops == ROWS * N
+    unstacked = lambda a: sum(jnp.unstack(a * 2.0))  # noqa: E731
+    assert count_function(unstacked, x).total.flops == ROWS * N + (ROWS - 1) * N
+    assert xla_flops(unstacked, x)[0] == ROWS * N + (ROWS - 1) * N
+    assert count_function(lambda a: jnp.tile(a * 2.0, (2, 3)), x).total.flops == ROWS * N
+    # a composite runs its decomposition: a multiply and an add per element
+    composite = jax.lax.composite(lambda v: v * 2.0 + 1.0, name="my.scale_shift")
+    assert count_function(composite, x).total.flops == 2 * ROWS * N
+    assert xla_flops(composite, x)[0] == 2 * ROWS * N

@@ -35,18 +35,25 @@ from xla_cost.rules import ZERO_COST, Cost, get_rule
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
+    "WALKED",
 ]
 
 # Primitives that call one nested jaxpr exactly once.
 _CALL_LIKE = frozenset(
     {
-        "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call",
+        "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call", "call",
         "remat", "remat2", "checkpoint",
-        "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
+        "custom_jvp_call", "custom_jvp_call_jaxpr", "custom_vjp_call",
+        "custom_vjp_call_jaxpr", "custom_lin",
         "shard_map",
+        "composite",  # lax.composite: XLA runs (and counts) its decomposition
     }
 )
 _CALL_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+WALKED: frozenset[str] = _CALL_LIKE | {"scan", "while", "cond"}
+"""Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
+
 _REMAT = frozenset({"remat", "remat2", "checkpoint"})
 _REMAT_SCOPE = "rematted_computation"  # jax's name scope for a checkpointed body
 
@@ -163,14 +170,20 @@ class _Counter:
 
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
     # ``owner``: of every equation (inside a call or loop), or, with ``owners``
-    # (one per input variable), followed through the data flow.
+    # (one per input variable), followed through the data flow. ``constants``:
+    # per input variable, what the caller knows of it (`_Folding.describe`), so
+    # that a call with literal arguments folds as XLA folds it once inlined;
+    # ``out_constants`` receives the same for the outputs.
     def walk(
         self, jaxpr: Any, prefix: str, times: int, owner: str | None = None,
         owners: list[str | None] | None = None, out_owners: list[str | None] | None = None,
+        constants: Sequence[tuple[bool, float | None]] | None = None,
+        out_constants: list[tuple[bool, float | None]] | None = None,
     ) -> Cost:
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
         env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
         folded = _Folding()
+        folded.seed(jaxpr.invars, constants or ())
         total = Cost()
         for eqn in jaxpr.eqns:
             stack = _join(prefix, str(eqn.source_info.name_stack))
@@ -180,11 +193,14 @@ class _Counter:
                 sub = next((eqn.params[p] for p in _CALL_PARAMS if p in eqn.params), None)
                 if sub is not None:  # follow the data into the call
                     results: list[str | None] = []
+                    known: list[tuple[bool, float | None]] = []
                     total = total + self.walk(
                         sub, stack, times, owners=[_owner_of(v, env) for v in eqn.invars],
-                        out_owners=results,
+                        out_owners=results, constants=folded.describe(eqn.invars),
+                        out_constants=known,
                     )
                     env.update(zip(eqn.outvars, results))
+                    folded.seed(eqn.outvars, known)
                     continue
             here = owner
             if owners is not None:
@@ -193,14 +209,22 @@ class _Counter:
                     env[var] = here
             if folded.is_identity(eqn):
                 continue
-            total = total + self.eqn(eqn, stack, times, here)
+            known = []
+            total = total + self.eqn(eqn, stack, times, here, folded.describe(eqn.invars), known)
+            folded.seed(eqn.outvars, known)  # a call's constant results
         if out_owners is not None:
             out_owners.extend(
                 None if isinstance(v, jex_core.Literal) else env.get(v) for v in jaxpr.outvars
             )
+        if out_constants is not None:
+            out_constants.extend(folded.describe(jaxpr.outvars))
         return total
 
-    def eqn(self, eqn: Any, stack: str, times: int, owner: str | None = None) -> Cost:
+    def eqn(
+        self, eqn: Any, stack: str, times: int, owner: str | None = None,
+        constants: Sequence[tuple[bool, float | None]] | None = None,
+        out_constants: list[tuple[bool, float | None]] | None = None,
+    ) -> Cost:
         name = eqn.primitive.name
         params = eqn.params
         if name == "scan":
@@ -236,7 +260,9 @@ class _Counter:
                 remat = name in _REMAT and bool(params.get("differentiated"))
                 outer, self.in_remat = self.in_remat, self.in_remat or remat
                 try:
-                    return self.walk(sub, stack, times, owner)
+                    return self.walk(
+                        sub, stack, times, owner, constants=constants, out_constants=out_constants
+                    )
                 finally:
                     self.in_remat = outer
         if name in ZERO_COST:
@@ -247,7 +273,11 @@ class _Counter:
             return Cost()
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
-        cost = rule(ins, outs, **params)
+        constant = tuple(c for c, _ in constants) if constants else (False,) * len(ins)
+        cost = rule(ins, outs, constant_operands=constant, **params)
+        if cost is None:  # the rule cannot cost these operands: unknown, not 0
+            self.unsupported[name] += times
+            return Cost()
         key = (stack, name, times, _public(owner))
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
@@ -345,6 +375,18 @@ class _Folding:
 
     def _is_constant(self, var: Any) -> bool:
         return isinstance(var, jex_core.Literal) or var in self.constant
+
+    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
+        """(is a constant, its scalar value if known) of each of ``variables``."""
+        return [(self._is_constant(v), self._known(v)) for v in variables]
+
+    def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
+        """Marks a called jaxpr's inputs that are constants in the caller (`describe`)."""
+        for var, (constant, value) in zip(variables, known):
+            if constant:
+                self.constant.add(var)
+            if value is not None:
+                self.value[var] = value
 
     def fold(self, eqn: Any) -> bool:
         """Whether ``eqn`` is computed at compile time (then it is recorded)."""
