@@ -3,8 +3,9 @@
 For each case of tests/coverage_cases.py (the cases of tests/test_coverage.py)
 and each phase (forward, grad, update with Adam): the FLOP counted from the
 jaxpr, XLA's compiled figure, XLA's figure with the loop iterations it misses
-added (nn.RNN's scan), their ratio, the primitives the phase's jaxpr contains,
-and the known gap of the test, if any.
+added (nn.RNN's scan; "=" where there is none), their ratio, the known gap of
+the test, if any, and the primitives the phase's jaxpr contains (for grad,
+those it has beyond the forward pass's, marked "+").
 
 Usage: ``python benchmarks/coverage.py [substring ...]`` (only the cases whose
 id contains one of the substrings); prints a markdown table.
@@ -40,7 +41,10 @@ def rows(case: C.Case) -> list[str]:
         corrected = f"{p.flops:,}" if p.loop_corrected else "="
         gap = KNOWN_GAPS.get((case.id, phase))
         note = f"{gap[1]} (tolerance {gap[0]:.0%})" if gap else ""
-        primitives = ", ".join(sorted(C.primitives_in(jaxprs[phase])))
+        seen = C.primitives_in(jaxprs[phase])
+        if phase == "grad":  # what the backward pass adds to the forward pass's primitives
+            seen = {f"+{name}" for name in seen - C.primitives_in(jaxprs["forward"])}
+        primitives = ", ".join(sorted(seen))
         out.append(
             f"| {case.id} | {phase} | {p.jaxpr_flops:,} | {xla} | {corrected} | {ratio} "
             f"| {note} | {primitives} |"

@@ -102,7 +102,9 @@ def test_every_primitive_has_a_rule_and_counts_agree_with_xla(case):
             f"({_gap(p):.2%} > {tolerance:.0%})"
         )
     # the per-layer rows add up to each phase's jaxpr count
-    for column, phase in (("forward_flops", "forward"), ("update_flops", "update")):
+    for column, phase in (
+        ("forward_flops", "forward"), ("backward_flops", "backward"), ("update_flops", "update"),
+    ):
         assert sum(getattr(r, column) for r in report.layers) == report.phases[phase].jaxpr_flops
 
 

@@ -12,7 +12,10 @@ Two totals come out: `JaxprCount.total`, with every loop multiplied out, and
 figure misses, which `xla_cost.analysis` adds back (the loop correction).
 
 Equations that XLA's algebraic simplifier removes before it counts (``x + 0``,
-``x - 0``, ``x * 1``, ``x / 1`` with a literal) are not counted either.
+``x - 0``, ``x * 1``, ``x / 1`` with a literal) are not counted either, nor are
+those computed from constants alone, also inside a call that receives them
+(``jax.random.uniform``'s jit with the literal bounds 0 and 1): XLA inlines the
+call and folds them.
 
 Every count keeps the equation's full name stack (``jvp(Net)/fc1``,
 ``transpose(jvp(Net))/fc1``), which `xla_cost.attribution` turns into a module
@@ -381,7 +384,8 @@ class _Folding:
         return [(self._is_constant(v), self._known(v)) for v in variables]
 
     def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
-        """Marks a called jaxpr's inputs that are constants in the caller (`describe`)."""
+        """Marks ``variables`` known to be constants (`describe`): a called jaxpr's
+        inputs that are constants in the caller, a call's constant results."""
         for var, (constant, value) in zip(variables, known):
             if constant:
                 self.constant.add(var)

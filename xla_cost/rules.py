@@ -728,7 +728,7 @@ def _fft(
 # the CPU the hash's 20 rounds run as a 5-trip while loop (4 rounds per trip),
 # and XLA's cost analysis counts a while body once: the figures below are what
 # XLA counts (so that the jaxpr and the compiled counts compare), not the
-# operations executed, which are about 42 + 4 * 39 = 198 per word. The GPU
+# operations executed, about 2 + 5 * 39 = 197 per word. The GPU
 # lowering unrolls the loop and counts more.
 
 THREEFRY_WORD_OPS = 41
