@@ -15,11 +15,13 @@ to the jaxpr total. Rows can be merged to a module depth.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from xla_cost import phases
+from xla_cost.errors import InputError
 from xla_cost.interpret import EqnCount
+from xla_cost.report import LayerCosts
 from xla_cost.rules import Cost
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "module_path",
     "attribute",
     "attribute_step",
+    "check_depth",
 ]
 
 REMAINDER = "(remainder)"
@@ -102,30 +105,8 @@ def module_path(name_stack: str, root: str | Sequence[str] | None = None) -> str
     return "/".join(names)
 
 
-@dataclasses.dataclass(frozen=True)
-class LayerCount:
-    """The costs of one module (or the remainder) in each pass of the counted phase.
-
-    Attributes:
-      path: the module path (``layer1/conv1``), or `REMAINDER`.
-      parameters: the parameters this row stands for (at the default depth: the
-        module's own; at depth N: everything under the path).
-      forward, backward, update: the summed costs of its equations in each pass.
-      trip_count: how many times the row's bulk (its most expensive equations)
-        runs per step when it sits inside loops (a scanned layer group: its
-        length); 1 outside loops.
-    """
-
-    path: str
-    parameters: int
-    forward: Cost
-    backward: Cost
-    update: Cost = Cost()
-    trip_count: int = 1
-
-    @property
-    def total(self) -> Cost:
-        return self.forward + self.backward + self.update
+LayerCount = LayerCosts
+"""The row type `attribute` returns: `xla_cost.LayerCosts`."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -156,6 +137,15 @@ def _owner(path: str, modules: list[str], known: Collection[str] = ()) -> str:
     return best or REMAINDER
 
 
+def check_depth(depth: object) -> None:
+    """Raises `xla_cost.InputError` unless ``depth`` is None or an integer >= 1."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(
+            "depth None or an integer >= 1", repr(depth),
+            "Use depth=1 (--depth 1) for top-level modules.",
+        )
+
+
 def _truncate(path: str, depth: int | None) -> str:
     if depth is None or path == REMAINDER:
         return path
@@ -170,7 +160,7 @@ def attribute(
     depth: int | None = None,
     default_pass: str = "forward",
     known_modules: Collection[str] = (),
-) -> tuple[LayerCount, ...]:
+) -> tuple[LayerCosts, ...]:
     """Groups equation costs by module and pass.
 
     An equation belongs to the innermost module on its name stack that holds
@@ -204,13 +194,9 @@ def attribute(
       of ``equations`` exactly.
 
     Raises:
-      ValueError: ``depth`` is not None or a positive integer.
+      InputError: ``depth`` is not None or a positive integer (a ValueError).
     """
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise ValueError(
-            f"Expected depth None or an integer >= 1, got {depth!r} instead. "
-            "Use depth=1 for top-level modules."
-        )
+    check_depth(depth)
     equations = list(equations)
     known = frozenset(known_modules)
     leaves = [p for p in param_paths if p != ""]
@@ -241,8 +227,8 @@ def attribute(
     paths = [p for p in dict.fromkeys([*parameters, *first_use]) if p != REMAINDER]
     paths.sort(key=lambda p: first_use.get(p, len(equations)))
 
-    def row(path: str) -> LayerCount:
-        return LayerCount(
+    def row(path: str) -> LayerCosts:
+        return LayerCosts(
             path=path,
             parameters=parameters.get(path, 0) + (int(param_paths.get("", 0)) if path == REMAINDER else 0),
             forward=passes["forward"].get(path, Cost()),
@@ -254,64 +240,71 @@ def attribute(
     return (*[row(p) for p in paths], row(REMAINDER))
 
 
+def _cost_sum(terms: Sequence[tuple[int, Cost]]) -> Cost:
+    return sum((v * k for k, v in terms), Cost())
+
+
 def attribute_step(
-    forward: Iterable[EqnCount],
-    grad: Iterable[EqnCount],
-    update: Iterable[EqnCount],
+    programs: Mapping[str, Iterable[EqnCount]],
     param_paths: Mapping[str, int],
     *,
     root: str | Sequence[str] | None,
     depth: int | None = None,
     known_modules: Collection[str] = (),
-) -> tuple[LayerCount, ...]:
-    """Rows that add up to the ``forward``, ``backward`` and ``update`` phases.
+) -> tuple[LayerCosts, ...]:
+    """Rows whose columns add up to the ``forward``, ``backward`` and ``update`` phases.
 
-    A row's forward cost is its share of the forward phase; its backward cost
-    is its share of the grad phase minus that (the phases' own definition of
-    ``backward``, so ReLU masks and other values autodiff saves land in
-    backward); its update cost is its share of the update phase (optimizer
-    arithmetic outside any module: the remainder). Summed over the rows, each
-    column equals the jaxpr count of its phase exactly.
+    Each program's equations are grouped by module (`attribute`); a row's
+    column is then its phase as `xla_cost.phases` declares it: its share of
+    the forward program, of the update program, and for ``backward`` its share
+    of ``grad`` minus its share of ``forward`` (the phase's own formula, so ReLU
+    masks and other values autodiff saves land in backward). Summed over the
+    rows, each column equals the jaxpr count of its phase exactly.
 
     Args:
-      forward, grad, update: equation counts of the three phases.
+      programs: equation counts of each program the columns need (``forward``,
+        ``grad``, ``update``); rows come in the order these first use them.
       param_paths, root, depth, known_modules: as for `attribute`.
+
+    Raises:
+      ValueError: a program a column needs is missing.
     """
-    by_phase = {
-        "forward": attribute(
-            forward, param_paths, root=root, depth=depth, default_pass="forward",
-            known_modules=known_modules,
-        ),
-        "grad": attribute(
-            grad, param_paths, root=root, depth=depth, default_pass="forward",
-            known_modules=known_modules,
-        ),
-        "update": attribute(
-            update, param_paths, root=root, depth=depth, default_pass="update",
-            known_modules=known_modules,
-        ),
+    columns = {
+        name: (dict(p.formula) if not p.is_program() else {name: 1})
+        for name in phases.SPLIT
+        for p in (phases.phase(name),)
     }
-    rows = {phase: {row.path: row for row in result} for phase, result in by_phase.items()}
+    needed = {program for formula in columns.values() for program in formula}
+    if needed - set(programs):
+        raise ValueError(
+            f"Expected the equations of {', '.join(sorted(needed))}, got {', '.join(programs)} instead."
+        )
+    shares: dict[str, dict[str, LayerCosts]] = {}
+    for name, equations in programs.items():
+        pass_of = "update" if phases.phase(name).follow_data else "forward"
+        rows = attribute(
+            equations, param_paths, root=root, depth=depth, default_pass=pass_of,
+            known_modules=known_modules,
+        )
+        shares[name] = {row.path: row for row in rows}
     order = list(
         dict.fromkeys(
-            row.path
-            for phase in ("grad", "forward", "update")
-            for row in by_phase[phase]
-            if row.path != REMAINDER
+            path for rows in shares.values() for path in rows if path != REMAINDER
         )
     )
-    empty = LayerCount("", 0, Cost(), Cost())
     merged = []
     for path in [*order, REMAINDER]:
-        fw, gr, up = (rows[p].get(path, empty) for p in ("forward", "grad", "update"))
+        found = [rows[path] for rows in shares.values() if path in rows]
+        totals = {name: rows[path].total if path in rows else Cost() for name, rows in shares.items()}
+        cost = {col: phases.combine(f, totals, add=_cost_sum) for col, f in columns.items()}
         merged.append(
-            LayerCount(
+            LayerCosts(
                 path=path,
-                parameters=max(fw.parameters, gr.parameters, up.parameters),
-                forward=fw.forward,
-                backward=gr.forward + gr.backward - fw.forward,
-                update=up.update + up.forward + up.backward,
-                trip_count=next((r.trip_count for r in (gr, fw, up) if r is not empty), 1),
+                parameters=max(row.parameters for row in found),
+                forward=cost["forward"],
+                backward=cost["backward"],
+                update=cost["update"],
+                trip_count=next((row.trip_count for row in found), 1),
             )
         )
     return tuple(merged)

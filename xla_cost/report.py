@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from xla_cost import phases as _phases
+from xla_cost.rules import Cost
+
 if TYPE_CHECKING:
     from xla_cost.timing import Timing
 
@@ -24,8 +27,10 @@ __all__ = [
     "Report",
 ]
 
-PHASES: tuple[str, ...] = ("forward", "backward", "grad", "update", "train_step")
-"""Phases in report order. ``backward`` is ``grad`` minus ``forward``."""
+PHASES: tuple[str, ...] = _phases.NAMES
+"""Phases in report order (declared in `xla_cost.phases`). ``backward`` is
+``grad`` minus ``forward``; ``train_step`` is ``grad`` plus ``update`` unless
+compiled on its own (``exact_train_step``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +53,8 @@ class PhaseCosts:
         minus forward.
       bytes_accessed: XLA's compiled figure (None: unknown, or not compiled). For
         programs with loops it counts each loop body once.
-      memory: the compiled executable's buffers (None fields for ``backward``,
-        which is not a program of its own, and when not compiled).
+      memory: the compiled executable's buffers (None fields for a derived
+        phase, which is not a program of its own, and when not compiled).
       xla_flops, xla_transcendentals: XLA's raw compiled figures (None: not
         compiled, or XLA gave none).
       jaxpr_flops, jaxpr_transcendentals: the phase counted from its jaxpr with
@@ -61,6 +66,13 @@ class PhaseCosts:
       sources: where ``flops`` and ``transcendentals`` come from: ``xla``,
         ``xla+loops`` (corrected), ``jaxpr`` (XLA gave none or was not asked),
         or ``unknown``.
+      jaxpr_bytes_accessed: the jaxpr's unfused estimate of the bytes moved
+        (every operand read once, every result written once, loops multiplied
+        out): an upper bound of what a fused program moves, and the only bytes
+        figure without compiling.
+      derivation: how the phase's figures were obtained: ``compiled`` (XLA,
+        corrected for loops), ``jaxpr`` (counted without compiling), or the
+        formula of a derived phase (``grad - forward``, ``grad + update``).
     """
 
     flops: int | None
@@ -76,42 +88,105 @@ class PhaseCosts:
     xla_transcendentals: int | None = None
     loop_corrected: bool = False
     conversion_flops: int | None = None
+    jaxpr_bytes_accessed: int | None = None
+    derivation: str = "compiled"
 
     @property
     def xla_to_jaxpr(self) -> float | None:
         """XLA's raw FLOP over the jaxpr count: about 1 without loops, well below with."""
         return _ratio(self.xla_flops, self.jaxpr_flops)
 
+    @classmethod
+    def derive(cls, phase: _phases.Phase, parts: Mapping[str, PhaseCosts]) -> PhaseCosts:
+        """The costs of derived ``phase``: its formula applied to every additive
+        figure of ``parts`` (unknown if a term is); no memory (not a program);
+        each source the least certain of the parts'; loop-corrected if one is."""
+        used = [parts[name] for name in phase.formula]
+        values = {
+            key: _phases.combine(phase.formula, {n: getattr(parts[n], key) for n in phase.formula})
+            for key in ADDITIVE
+        }
+        return cls(
+            **values,
+            memory=MemoryStats(None, None, None),
+            sources={key: _least_certain(p.sources.get(key, "xla") for p in used) for key in SOURCED},
+            loop_corrected=any(p.loop_corrected for p in used),
+            derivation=phase.formula_text,
+        )
+
+
+ADDITIVE: tuple[str, ...] = (
+    "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
+    "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
+)
+"""`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
+
+SOURCED: tuple[str, ...] = ("flops", "transcendentals")
+"""`PhaseCosts` figures whose source is recorded in ``sources``."""
+
+_CERTAINTY = ("unknown", "xla+loops", "jaxpr", "xla")  # least certain first
+
+
+def _least_certain(sources: Any) -> str:
+    found = set(sources)
+    return next((s for s in _CERTAINTY if s in found), "xla")
+
 
 @dataclasses.dataclass(frozen=True)
 class LayerCosts:
-    """FLOP of one module in the forward pass, the backward pass and the update.
+    """The costs of one module in the forward pass, the backward pass and the update.
 
     Counted from the phases' jaxprs, with the phases' definitions: forward is
     the row's share of the forward phase, backward its share of the grad phase
-    minus that, update its share of the update phase (optimizer arithmetic is
-    outside every module: the remainder row). Each column adds up to its
-    phase's ``jaxpr_flops`` exactly.
+    minus that, update its share of the update phase (optimizer arithmetic on
+    a module's parameters is that module's; what is shared, the remainder's).
+    Each column adds up to its phase's ``jaxpr_flops`` exactly.
+    `xla_cost.attribute` fills the same type from one program, splitting it
+    by pass (the name stack's ``jvp``/``transpose``).
 
     Attributes:
       path: module path, or ``(remainder)``.
       parameters: parameters the row stands for.
-      forward_flops, backward_flops, update_flops: FLOP per pass.
-      forward_transcendentals, backward_transcendentals, update_transcendentals:
-        transcendentals per pass.
+      forward, backward, update: the row's `xla_cost.Cost` in each pass.
       trip_count: how often the row's operations run per step when they sit in
         a loop (a scanned layer group: its length), else 1. Its FLOP include it.
     """
 
     path: str
     parameters: int
-    forward_flops: int
-    backward_flops: int
-    forward_transcendentals: int = 0
-    backward_transcendentals: int = 0
-    update_flops: int = 0
-    update_transcendentals: int = 0
+    forward: Cost = Cost()
+    backward: Cost = Cost()
+    update: Cost = Cost()
     trip_count: int = 1
+
+    @property
+    def forward_flops(self) -> int:
+        return self.forward.flops
+
+    @property
+    def backward_flops(self) -> int:
+        return self.backward.flops
+
+    @property
+    def update_flops(self) -> int:
+        return self.update.flops
+
+    @property
+    def forward_transcendentals(self) -> int:
+        return self.forward.transcendentals
+
+    @property
+    def backward_transcendentals(self) -> int:
+        return self.backward.transcendentals
+
+    @property
+    def update_transcendentals(self) -> int:
+        return self.update.transcendentals
+
+    @property
+    def total(self) -> Cost:
+        """Every pass together."""
+        return self.forward + self.backward + self.update
 
     @property
     def backward_to_forward(self) -> float | None:
@@ -121,22 +196,20 @@ class LayerCosts:
     @property
     def transcendentals(self) -> int:
         """All transcendentals of the row, every pass."""
-        return (
-            self.forward_transcendentals + self.backward_transcendentals
-            + self.update_transcendentals
-        )
+        return self.total.transcendentals
+
+
+LAYER_FIELDS: tuple[str, ...] = (
+    "path", "parameters", "forward_flops", "backward_flops", "forward_transcendentals",
+    "backward_transcendentals", "update_flops", "update_transcendentals", "trip_count",
+    "backward_to_forward",
+)
+"""A layer row's fields in the JSON ``layers`` records and the CSV, in order."""
 
 
 def _layer_records(layers: tuple[LayerCosts, ...]) -> list[dict[str, Any]]:
     """The layers as the JSON schema lists them: every field and the backward/forward ratio."""
-    return [
-        {**dataclasses.asdict(layer), "backward_to_forward": layer.backward_to_forward}
-        for layer in layers
-    ]
-
-
-def _sub(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a - b
+    return [{key: getattr(layer, key) for key in LAYER_FIELDS} for layer in layers]
 
 
 def _ratio(a: int | None, b: int | None) -> float | None:
@@ -146,6 +219,11 @@ def _ratio(a: int | None, b: int | None) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class Report:
     """The costs of one training step.
+
+    ``sources`` in `to_dict` says, per phase, where ``flops`` and
+    ``transcendentals`` come from and how the phase was obtained
+    (``derivation``: ``compiled``, ``jaxpr``, or a formula such as
+    ``grad + update``).
 
     Attributes:
       model: the model's name (zoo name or class name).
@@ -219,11 +297,13 @@ class Report:
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
-            "conversion_flops", "bytes_accessed",
+            "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
-        data["sources"] = {p: dict(self.phases[p].sources) for p in PHASES}
+        data["sources"] = {
+            p: {**self.phases[p].sources, "derivation": self.phases[p].derivation} for p in PHASES
+        }
         data["ratios"] = {
             "backward_to_forward": self.backward_to_forward,
             "backward_with_update_to_forward": self.backward_with_update_to_forward,
@@ -237,17 +317,6 @@ class Report:
         data["collectives"] = dict(self.collectives)
         data["notes"] = list(self.notes)
         return data
-
-    def timing_frame(self) -> pd.DataFrame:
-        """One row per timed phase: seconds, FLOP/s, MFU, roofline; empty if not timed."""
-        columns = ["median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound"]
-        if self.timing is None or not self.timing.phases:
-            return pd.DataFrame(columns=["phase", *columns]).set_index("phase")
-        rows = [
-            {"phase": p, **{c: getattr(self.timing.phases[p], c) for c in columns}}
-            for p in PHASES if p in self.timing.phases
-        ]
-        return pd.DataFrame(rows).set_index("phase")
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -457,7 +526,7 @@ def _timing_table(timing: Timing) -> pd.DataFrame:
             {
                 "phase": phase,
                 "median ms": f"{t.median_s * 1e3:,.3f}",
-                "min ms": "grad - forward" if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+                "min ms": _phases.phase(phase).formula_text if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
                 "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
                 "runs": t.repeats,
                 "share": f"{timing.fractions[phase]:.1%}" if phase in timing.fractions else "",

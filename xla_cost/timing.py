@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xla_cost import phases as _phases
 from xla_cost import xla
 from xla_cost.workload import Workload
 
@@ -40,8 +41,9 @@ __all__ = [
     "TIMED_PHASES",
 ]
 
-TIMED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
-"""The programs that are run; ``backward`` is ``grad - forward``."""
+TIMED_PHASES: tuple[str, ...] = _phases.PROGRAMS
+"""The programs that are run (every phase with a program, `xla_cost.phases`);
+a phase without one (``backward``) is derived by its formula."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,8 +217,22 @@ class Timing:
     skipped: str | None = None
 
 
-def _random_like(tree: Any, key: jax.Array) -> Any:
-    """Real arrays with the shapes of ``tree``: small normals, integers in {0, 1}."""
+def _random_like(trees: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
+    """Real arrays with the shapes of each named tree: small normals, integers in {0, 1}.
+
+    Trees that are the same object (``grads`` and ``params``) share one set of
+    arrays, so that a phase's memory is not counted twice.
+    """
+    made: dict[int, Any] = {}
+    out: dict[str, Any] = {}
+    for index, (name, tree) in enumerate(trees.items()):
+        if id(tree) not in made:
+            made[id(tree)] = _random_tree(tree, jax.random.fold_in(key, index))
+        out[name] = made[id(tree)]
+    return out
+
+
+def _random_tree(tree: Any, key: jax.Array) -> Any:
     leaves, treedef = jax.tree.flatten(tree)
     keys = jax.random.split(key, max(len(leaves), 1))
     out = []
@@ -263,17 +279,6 @@ def _measure(
     )
 
 
-def _phase_arrays(phase: str, a: Mapping[str, Any]) -> tuple[Any, ...]:
-    """One set of arrays shared by every phase, in the order of `Workload.phase_args`."""
-    if phase in ("forward", "grad"):
-        return (a["params"], a["state"], a["inputs"], a["targets"])
-    if phase == "update":
-        return (a["params"], a["opt_state"], a["params"])  # gradients are params-shaped
-    if phase == "train_step":
-        return (a["params"], a["opt_state"], a["state"], a["inputs"], a["targets"])
-    raise ValueError(f"Expected a phase in {TIMED_PHASES}, got {phase!r} instead.")
-
-
 def _array_bytes(tree: Any) -> int:
     return sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
 
@@ -289,9 +294,8 @@ def _needed_bytes(
     (output bytes, temp bytes)) that is exact up to fragmentation; without it,
     3x the arrays (the arrays, the gradients and the updated copies).
     """
-    arrays = _array_bytes(
-        (workload.params, workload.opt_state, workload.state, workload.batch, workload.targets)
-    )
+    unique = {id(tree): tree for tree in workload.trees().values()}
+    arrays = _array_bytes(list(unique.values()))
     known = [
         out + temp for out, temp in (compiled or {}).values() if out is not None and temp is not None
     ]
@@ -363,11 +367,7 @@ def time_workload(
     peak = peak if peak is not None else device_peak()
     key = jax.random.key(seed)
     try:
-        arrays = _random_like(
-            {"params": workload.params, "opt_state": workload.opt_state, "state": workload.state,
-             "inputs": workload.batch, "targets": workload.targets},
-            key,
-        )
+        arrays = _random_like(workload.trees(), key)
         results: dict[str, PhaseTiming] = {}
         for phase in phases:
             executable = (executables or {}).get(phase)
@@ -376,7 +376,7 @@ def time_workload(
                     executable = xla.compile_executable(
                         workload.phase_fn(phase), workload.phase_args(phase)
                     )
-            args = _phase_arrays(phase, arrays)
+            args = tuple(arrays[name] for name in _phases.phase(phase).arguments)
             results[phase] = _measure(
                 lambda executable=executable, args=args: executable(*args),
                 warmup=warmup, min_repeats=min_repeats, max_repeats=max_repeats,
@@ -388,11 +388,14 @@ def time_workload(
             first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
             return Timing(kind, peak, dtype, {}, {}, None, skipped=f"out of memory: {first}")
         raise
-    if "forward" in results and "grad" in results:
-        f, g = results["forward"], results["grad"]
-        results["backward"] = PhaseTiming(
-            median_s=max(g.median_s - f.median_s, 0.0), min_s=None, iqr_s=None,
-            repeats=min(g.repeats, f.repeats),
+    for derived in _phases.DECLARED:
+        if derived.name in results or not set(derived.formula) <= set(results):
+            continue
+        parts = {name: results[name] for name in derived.formula}
+        median = _phases.combine(derived.formula, {n: t.median_s for n, t in parts.items()})
+        results[derived.name] = PhaseTiming(
+            median_s=max(median, 0.0), min_s=None, iqr_s=None,
+            repeats=min(t.repeats for t in parts.values()),
         )
     peak_flops = peak.for_dtype(dtype)
     for phase, t in list(results.items()):
@@ -408,8 +411,8 @@ def time_workload(
         )
     fractions: dict[str, float] = {}
     ratio = None
-    if {"forward", "backward", "update"} <= set(results):
-        parts = {p: results[p].median_s for p in ("forward", "backward", "update")}
+    if set(_phases.SPLIT) <= set(results):
+        parts = {p: results[p].median_s for p in _phases.SPLIT}
         total = sum(parts.values())
         fractions = {p: v / total for p, v in parts.items()} if total > 0 else {}
         if parts["forward"] > 0:

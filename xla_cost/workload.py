@@ -38,6 +38,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from xla_cost import phases
 from xla_cost.errors import InputError
 
 __all__ = [
@@ -164,15 +165,19 @@ class Workload:
         """What the phases take in their inputs slot: ``(inputs, extras)``."""
         return (self.inputs, self.extras)
 
+    def trees(self) -> dict[str, PyTree]:
+        """The argument trees the phases take, by the names `xla_cost.phases`
+        declares: ``params``, ``grads`` (params-shaped: the very same tree),
+        ``state``, ``opt_state``, ``batch``, ``targets``."""
+        return {
+            "params": self.params, "grads": self.params, "state": self.state,
+            "opt_state": self.opt_state, "batch": self.batch, "targets": self.targets,
+        }
+
     def phase_args(self, phase: str) -> tuple[Any, ...]:
-        """The abstract arguments of ``phase``."""
-        if phase in ("forward", "grad"):
-            return (self.params, self.state, self.batch, self.targets)
-        if phase == "update":
-            return (self.params, self.opt_state, self.params)  # grads are params-shaped
-        if phase == "train_step":
-            return (self.params, self.opt_state, self.state, self.batch, self.targets)
-        raise ValueError(f"unknown phase {phase!r}")
+        """The abstract arguments of ``phase``'s program, as `xla_cost.phases` declares them."""
+        trees = self.trees()
+        return tuple(trees[name] for name in phases.phase(phase).arguments)
 
     def input_owners(self, phase: str) -> list[str | None]:
         """The module of every flattened argument of ``phase`` (None: no module).
@@ -196,12 +201,14 @@ class Workload:
         return owners
 
     def phase_fn(self, phase: str) -> Callable[..., Any]:
-        return {
-            "forward": self.forward,
-            "grad": self.grad,
-            "update": self.update,
-            "train_step": self.train_step,
-        }[phase]
+        """The program of ``phase`` (a pure function of `phase_args`)."""
+        declared = phases.phase(phase)
+        if declared.program is None:
+            raise ValueError(
+                f"Expected a phase with a program ({', '.join(phases.PROGRAMS)}), got {phase!r}, "
+                f"which is derived: {declared.formula_text}."
+            )
+        return getattr(self, declared.program)
 
 
 def _abstract(tree: PyTree) -> PyTree:
