@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -30,8 +30,10 @@ from ._spec import ModelSpec, lookup_key
 from xla_cost.errors import InputError
 
 __all__ = [
+    "DTYPES",
     "REGISTRY",
     "ModelSpec",
+    "ZooListing",
     "build_model",
     "count_parameters",
     "example_inputs",
@@ -42,6 +44,9 @@ __all__ = [
 ]
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+DTYPES: tuple[str, ...] = tuple(_DTYPES)
+"""The computation dtypes a zoo model can be built in (parameters stay float32)."""
 
 
 def _registry(specs: list[ModelSpec]) -> dict[str, ModelSpec]:
@@ -158,7 +163,7 @@ def build_model(name: str, *, dtype: str = "float32", **config: Any) -> nn.Modul
     _check_config(spec, config)
     if dtype not in _DTYPES:
         raise InputError(
-            f"a dtype in {', '.join(_DTYPES)}", repr(dtype), "Use --dtype float32 or bfloat16."
+            f"a dtype in {', '.join(_DTYPES)}", repr(dtype), f"Use --dtype {' or '.join(_DTYPES)}."
         )
     kwargs = dict(config)
     names = {f.name for f in dataclasses.fields(spec.module)}
@@ -263,12 +268,27 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
     )
 
 
-_ZOO_FORMATS: dict[str, Callable[[pd.DataFrame, int | None], str]] = {
-    "table": lambda frame, width: zoo_table(frame, width),
-    "json": lambda frame, width: frame.reset_index().to_json(orient="records", indent=2),
-    "csv": lambda frame, width: frame.to_csv(),
-    "markdown": lambda frame, width: frame.to_markdown() + "\n",
-}
+@dataclasses.dataclass(frozen=True)
+class ZooListing:
+    """The zoo as every command writes it (`xla_cost._text.render_as`).
+
+    Attributes:
+      frame: `zoo_frame()`.
+    """
+
+    frame: pd.DataFrame
+
+    def to_table(self, width: int | None = None) -> str:
+        return zoo_table(self.frame, width)
+
+    def to_json(self) -> str:
+        return self.frame.reset_index().to_json(orient="records", indent=2)
+
+    def to_csv(self) -> str:
+        return self.frame.to_csv()
+
+    def to_markdown(self) -> str:
+        return self.frame.to_markdown() + "\n"
 
 
 def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa: A002 - the CLI's --format
@@ -279,8 +299,6 @@ def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa:
         ``markdown``: `zoo_frame`'s raw data.
       width: the table's width (see `zoo_table`); the other formats ignore it.
     """
-    if format not in _ZOO_FORMATS:
-        raise InputError(
-            f"a format in {', '.join(_ZOO_FORMATS)}", repr(format), "Use e.g. format='json'."
-        )
-    return _ZOO_FORMATS[format](zoo_frame(), width)
+    from xla_cost._text import render_as
+
+    return render_as(ZooListing(zoo_frame()), format, width)

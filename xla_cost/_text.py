@@ -14,12 +14,46 @@ import io
 import shutil
 import sys
 from collections.abc import Sequence
+from typing import Protocol
 
 import pandas as pd
 
 from xla_cost.errors import InputError
 
-__all__ = ["TextTable", "render", "resolve_width", "UNLIMITED"]
+__all__ = ["FORMATS", "Renderable", "TextTable", "render", "render_as", "resolve_width", "UNLIMITED"]
+
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "markdown")
+"""The output formats of every command (``--format``) and of `render_as`."""
+
+
+class Renderable(Protocol):
+    """What can be written in every format: a `xla_cost.Report`, the zoo listing."""
+
+    def to_table(self, width: int | None = None) -> str: ...
+
+    def to_json(self) -> str: ...
+
+    def to_csv(self) -> str: ...
+
+    def to_markdown(self) -> str: ...
+
+
+def render_as(result: Renderable, format: str, width: int | None = None) -> str:  # noqa: A002 - --format
+    """``result`` in one of `FORMATS`, the one place where a format is chosen.
+
+    Args:
+      result: a report or listing with ``to_table``/``to_json``/``to_csv``/``to_markdown``.
+      format: ``table`` (for terminals, wrapped to ``width``), ``json``, ``csv``
+        or ``markdown``.
+      width: the table's width (see `resolve_width`); the other formats ignore it.
+    """
+    if format not in FORMATS:
+        raise InputError(
+            f"a format in {', '.join(FORMATS)}", repr(format), "Use e.g. format='json' (--format json)."
+        )
+    if format == "table":
+        return result.to_table(width=width)
+    return getattr(result, f"to_{format}")()
 
 UNLIMITED = 1_000_000
 """A width no line reaches: pass it for natural width (a file) even from a terminal."""

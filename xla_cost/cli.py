@@ -18,8 +18,6 @@ from typing import Any
 
 __all__ = ["main", "build_parser", "check_output", "EXIT_INTERRUPTED"]
 
-FORMATS = ("table", "json", "csv", "markdown")
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
@@ -27,6 +25,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``xla-cost`` argument parser; its choices come from the library."""
+    from xla_cost._text import FORMATS
+    from xla_cost.analysis import COUNTERS
+    from xla_cost.workload import OPTIMIZERS
+    from xla_cost.zoo import DTYPES
+
     parser = _Parser(
         prog="xla-cost",
         description="Static FLOP, bytes and memory of a JAX/Flax training step, from compiled XLA.",
@@ -39,14 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("model", help="a zoo name (see `xla-cost models`) or package.module:attribute")
     analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1)")
-    analyze.add_argument("--optimizer", default="sgd", help="sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad, lion, adafactor, lamb")
-    analyze.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="computation dtype (parameters stay float32)")
+    analyze.add_argument("--optimizer", default="sgd", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
+    analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
     analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
     analyze.add_argument("--input-dtype", default=None, metavar="DTYPE", help="a custom model's input dtype, e.g. int32 for token ids (default: --dtype)")
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
-    analyze.add_argument("--counter", default="xla", choices=("xla", "jaxpr"), help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no bytes or memory)")
+    analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
+    analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
+    analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
     analyze.add_argument("--time", action="store_true", help="also run each phase on real random arrays on the default device and time it (seconds, FLOP/s, MFU, roofline, forward/backward/update split)")
     analyze.add_argument("--peak-tflops", type=float, default=None, metavar="T", help="the device's peak TFLOP/s for MFU and the roofline (default: a table of accelerators; measured on a CPU)")
     analyze.add_argument("--peak-bandwidth", type=float, default=None, metavar="B", help="the device's memory bandwidth in bytes/s, e.g. 3.35e12")
@@ -187,6 +193,7 @@ def _analyze(args: argparse.Namespace) -> str:
     import jax
 
     from xla_cost import zoo as models
+    from xla_cost._text import render_as
     from xla_cost.analysis import analyze
     from xla_cost.errors import InputError
 
@@ -226,31 +233,28 @@ def _analyze(args: argparse.Namespace) -> str:
             inputs = jax.ShapeDtypeStruct((batch, *shape[1:]), inputs.dtype)
     report = analyze(
         model, inputs, optimizer=args.optimizer, per_layer=args.per_layer or args.depth is not None,
-        depth=args.depth, compile=args.counter == "xla", name=name, config=config, dtype=dtype,
-        time=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
+        depth=args.depth, counter=args.counter, name=name, config=config, dtype=dtype,
+        timed=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
+        exact_train_step=args.exact_train_step, compilation_cache=not args.no_cache,
         call_kwargs=call_kwargs or None, method=args.method, axis_names=args.axis_names or None,
         output=output,
     )
     if notes:
         report = dataclasses.replace(report, notes=(*notes, *report.notes))
+    return render_as(report, args.format, _width(args))
+
+
+def _width(args: argparse.Namespace) -> int | None:
+    """Written to a file, a table keeps its natural width, whatever the terminal's."""
     from xla_cost._text import UNLIMITED
 
-    # Written to a file, a table keeps its natural width, whatever the terminal's.
-    width = UNLIMITED if args.output is not None else None
-    return {
-        "table": lambda: report.to_table(width=width),
-        "json": report.to_json,
-        "csv": report.to_csv,
-        "markdown": report.to_markdown,
-    }[args.format]()
+    return UNLIMITED if getattr(args, "output", None) is not None else None
 
 
 def _models(args: argparse.Namespace) -> str:
     from xla_cost import zoo as models
 
-    from xla_cost._text import UNLIMITED
-
-    return models.render_zoo(args.format, width=UNLIMITED if getattr(args, "output", None) else None)
+    return models.render_zoo(args.format, width=_width(args))
 
 
 def check_output(output: str | None) -> None:

@@ -545,7 +545,8 @@ def _method_of(model: Any, method: str | Callable[..., Any] | None) -> Callable[
 
 def _linen_apply(
     model: nn.Module, inputs: PyTree, extras: PyTree, plan: _CallPlan
-) -> tuple[Callable[..., Any], PyTree, PyTree]:
+) -> tuple[Callable[..., Any], PyTree, PyTree, PyTree]:
+    """(apply, params, state, abstract outputs) of a Linen module, from one init trace."""
     target = _method_of(model, plan.method)
     kwargs = {**_train_kwargs(target), **plan.static}
     method = plan.method
@@ -553,9 +554,10 @@ def _linen_apply(
     apply_streams = [n for n in plan.rng_names if n != "params"]
 
     def init(inputs: PyTree, extras: PyTree) -> PyTree:
-        # Flax's own Module.init, not an override the class may define (GPT ports
-        # often replace init(self, rng) with their own signature).
-        return nn.Module.init(
+        # Flax's own Module.init_with_output, not an init the class may override
+        # (GPT ports often replace init(self, rng) with their own signature); the
+        # outputs come with the variables, from the one trace.
+        return nn.Module.init_with_output(
             model, _rng_dict(extras["rng"], init_streams), inputs,
             method=method, **kwargs, **extras["kwargs"],
         )
@@ -567,7 +569,7 @@ def _linen_apply(
         return next_fun(*args, **kwargs)
 
     with nn.intercept_methods(record):  # every module the call reaches, parameters or not
-        variables = jax.eval_shape(_bind_axes(init, plan.axis_names), inputs, extras)
+        outputs, variables = jax.eval_shape(_bind_axes(init, plan.axis_names), inputs, extras)
     plan.module_paths = tuple(sorted(p for p in paths if p))
     variables = dict(variables)
     params = variables.pop("params", {})
@@ -587,7 +589,7 @@ def _linen_apply(
             model, variables, inputs, rngs=rngs, method=method, **kwargs, **extras["kwargs"]
         ), state
 
-    return apply, params, state
+    return apply, params, state, outputs
 
 
 def _function_apply(
@@ -696,7 +698,7 @@ def _prepare(
     tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     if isinstance(model, nn.Module):
         kind, root_name = "linen", type(model).__name__
-        apply, params, state = _linen_apply(model, inputs, extras, plan)
+        apply, params, state, outputs = _linen_apply(model, inputs, extras, plan)
     elif isinstance(model, nnx.Module):
         kind, root_name = "nnx", type(model).__name__
         apply, params, state, tracing = _nnx_apply(model, plan)
@@ -704,8 +706,9 @@ def _prepare(
         kind, root_name = "function", getattr(model, "__name__", type(model).__name__)
         apply, params, state = _function_apply(model, params, plan)
     apply = _bind_axes(apply, plan.axis_names)
-    with tracing():
-        outputs = jax.eval_shape(lambda *a: apply(*a)[0], params, state, inputs, extras)
+    if not isinstance(model, nn.Module):  # Linen's init gave them already
+        with tracing():
+            outputs = jax.eval_shape(lambda *a: apply(*a)[0], params, state, inputs, extras)
     return kind, root_name, apply, params, state, tracing, outputs
 
 
@@ -826,53 +829,48 @@ def build_workload(
         method=method, static=static, axis_names=_check_axis_names(axis_names),
         rng_names=["dropout"],
     )
-    user_params = params
+    user_params, user_targets = params, targets
+    select = _selector(output)
+    loss_fn = loss if loss is not None else softmax_cross_entropy
+    # Each round traces the model once for its parameters (Linen: with its
+    # outputs) and once in the forward phase; an axis name or RNG stream the
+    # model asks for is learned and the round repeated. The forward trace is
+    # jax's to cache: the forward program is traced from it again for free.
     for _ in range(_MAX_RESOLVE):
         try:
             kind, root_name, apply, params, state, tracing, raw_outputs = _prepare(
                 model, user_params, inputs, extras, plan
             )
-            break
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
             if _learn(exc, plan):
                 continue
             raise _trace_error(exc, inputs) from exc
+        _check_params(params, model)
+        outputs = _select_outputs(select, raw_outputs, inputs)
+        if loss is None:
+            _check_logits(outputs, raw_outputs, output)
+        targets = _abstract(
+            user_targets if user_targets is not None else _default_targets(outputs, loss)
+        )
+        _check_loss(loss_fn, outputs, targets)
+        forward = _forward_phase(apply, select, loss_fn)
+        try:
+            with tracing():
+                jax.eval_shape(forward, params, state, (inputs, extras), targets)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if _learn(exc, plan):
+                continue
+            raise _trace_error(exc, inputs) from exc
+        break
     else:  # pragma: no cover - a model asking for ever more names
         raise InputError(
             f"a model that needs at most {_MAX_RESOLVE} axis names and RNG streams",
             f"more ({', '.join(plan.axis_names + plan.rng_names)})", "Bind them with axis_names=.",
         )
-    _check_params(params, model)
-    select = _selector(output)
-    try:
-        outputs = select(raw_outputs)
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a user's selector failed
-        raise _trace_error(exc, inputs, "output=") from exc
-    if loss is None:
-        _check_logits(outputs, raw_outputs, output)
-
-    def model_outputs(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> Any:
-        outputs, new_state = apply(params, state, inputs, extras)
-        return select(outputs), new_state
-
-    loss_fn = loss if loss is not None else softmax_cross_entropy
-    if targets is None:
-        out = jax.tree.leaves(outputs)[0]
-        if loss is None:
-            targets = jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
-        else:
-            targets = jax.ShapeDtypeStruct(out.shape, out.dtype)
-    targets = _abstract(targets)
-
-    # The phases see (inputs, extras) in the inputs slot: the model's inputs, its
-    # traced call arguments and the step's random key.
-    def forward(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
-        outputs, new_state = model_outputs(params, state, *batch)
-        return loss_fn(outputs, targets), new_state
 
     def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
         (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
@@ -891,21 +889,6 @@ def build_workload(
         new_params, opt_state = update(grads, opt_state, params)
         return new_params, opt_state, new_state, value
 
-    try:
-        with tracing():
-            loss_shape = jax.eval_shape(forward, params, state, (inputs, extras), targets)[0]
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(
-            "a loss(outputs, targets) that accepts the model's outputs",
-            f"{type(exc).__name__} on outputs {_describe_tree(outputs)}: {_first_line(exc)}",
-            "Check the loss function and the targets' shape.",
-        ) from exc
-    if getattr(loss_shape, "shape", None) != ():
-        raise InputError(
-            "a loss that returns a scalar",
-            f"an output of shape {getattr(loss_shape, 'shape', type(loss_shape).__name__)}",
-            "Reduce the loss, e.g. with `.mean()`.",
-        )
     opt_state = jax.eval_shape(transform.init, params)
     notes = []
     if plan.axis_names:
@@ -940,6 +923,57 @@ def build_workload(
         module_paths=plan.module_paths,
     )
     return workload, optimizer_name
+
+
+def _select_outputs(select: Callable[[Any], Any], raw_outputs: Any, inputs: PyTree) -> Any:
+    try:
+        return select(raw_outputs)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user's selector failed
+        raise _trace_error(exc, inputs, "output=") from exc
+
+
+def _default_targets(outputs: Any, loss: LossFn | None) -> PyTree:
+    """Integer labels for the default loss; outputs-shaped targets for a user's loss."""
+    out = jax.tree.leaves(outputs)[0]
+    if loss is None:
+        return jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
+    return jax.ShapeDtypeStruct(out.shape, out.dtype)
+
+
+def _check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree) -> None:
+    """The loss must take the (abstract) outputs and targets and return a scalar."""
+    try:
+        loss_shape = jax.eval_shape(loss_fn, outputs, targets)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(
+            "a loss(outputs, targets) that accepts the model's outputs",
+            f"{type(exc).__name__} on outputs {_describe_tree(outputs)}: {_first_line(exc)}",
+            "Check the loss function and the targets' shape.",
+        ) from exc
+    if getattr(loss_shape, "shape", None) != ():
+        raise InputError(
+            "a loss that returns a scalar",
+            f"an output of shape {getattr(loss_shape, 'shape', type(loss_shape).__name__)}",
+            "Reduce the loss, e.g. with `.mean()`.",
+        )
+
+
+def _forward_phase(
+    apply: Callable[..., Any], select: Callable[[Any], Any], loss_fn: LossFn
+) -> Callable[..., Any]:
+    """The forward phase: the loss of one batch, and the model's new state.
+
+    The phases see ``(inputs, extras)`` in the inputs slot: the model's inputs,
+    its traced call arguments and the step's random key.
+    """
+
+    def forward(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
+        outputs, new_state = apply(params, state, *batch)
+        return loss_fn(select(outputs), targets), new_state
+
+    return forward
 
 
 def _is_variables_dict(params: PyTree) -> bool:
