@@ -13,8 +13,8 @@ Variants:
 
 * ``compiled``: ``xla_cost.analyze(model, inputs, optimizer=...)``.
 * ``layers``: the same with ``per_layer=True`` (``depth=None``: one row per module).
-* ``jaxpr``: ``analyze(..., compile=False)``: the jaxpr counts alone.
-* ``jaxpr_layers``: ``analyze(..., compile=False, per_layer=True)`` (not in the
+* ``jaxpr``: ``analyze(..., counter="jaxpr")``: the jaxpr counts alone.
+* ``jaxpr_layers``: ``analyze(..., counter="jaxpr", per_layer=True)`` (not in the
   default set).
 * ``warm``: ``layers`` run a second time, in a fresh process, on the persistent
   compilation cache a first ``layers`` process filled. Every ``compiled``,
@@ -80,8 +80,8 @@ DEFAULT_VARIANTS = ["compiled", "layers", "jaxpr", "warm", "handwritten", "tabul
 VARIANT_HELP = {
     "compiled": "analyze()",
     "layers": "analyze(per_layer=True)",
-    "jaxpr": "analyze(compile=False)",
-    "jaxpr_layers": "analyze(compile=False, per_layer=True)",
+    "jaxpr": "analyze(counter=jaxpr)",
+    "jaxpr_layers": "analyze(counter=jaxpr, per_layer=True)",
     "warm": "layers again, persistent cache filled",
     "handwritten": "jit/lower/compile/cost_analysis x3",
     "tabulate": "nn.tabulate(flops, vjp_flops)",
@@ -142,7 +142,7 @@ if library:
     if variant in ("layers", "warm", "jaxpr_layers"):
         kwargs.update(per_layer=True, depth=None)
     if variant in ("jaxpr", "jaxpr_layers"):
-        kwargs["compile"] = False
+        kwargs["counter"] = "jaxpr"
     report = xla_cost.analyze(model, inputs, **kwargs)
     seconds = time.perf_counter() - t0
     for phase in ("forward", "grad", "update"):

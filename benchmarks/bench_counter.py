@@ -1,7 +1,7 @@
 """Jaxpr-only counting (``--counter jaxpr``) against compiled counting, timed.
 
 Each case runs in a fresh process: a small warm-up analysis first (so that
-neither mode pays for jax's own start-up), then ``analyze(compile=False)`` and
+neither mode pays for jax's own start-up), then ``analyze(counter="jaxpr")`` and
 ``analyze()`` on the same model, each timed once. Usage:
 
     python benchmarks/bench_counter.py                       # the default cases
@@ -35,7 +35,7 @@ name, batch, config = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer="adam")
 model, inputs = build_model(name, **config), example_inputs(name, batch, **config)
 t0 = time.perf_counter()
-fast = xla_cost.analyze(model, inputs, optimizer="adam", per_layer=True, compile=False)
+fast = xla_cost.analyze(model, inputs, optimizer="adam", per_layer=True, counter="jaxpr")
 t1 = time.perf_counter()
 full = xla_cost.analyze(model, inputs, optimizer="adam", per_layer=True)
 t2 = time.perf_counter()
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
     if r:
         print(
             f"jax {r['jax']}, backend {r['backend']}, Adam, per_layer=True. 'jaxpr s': "
-            "analyze(compile=False); 'compiled s': analyze() (four phases compiled, loop-"
+            "analyze(counter=jaxpr); 'compiled s': analyze() (three programs compiled, loop-"
             "corrected); 'XLA raw': the compiled train_step before loop correction."
         )
     return 0

@@ -73,7 +73,7 @@ FIELDS = [
 def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, today: str) -> list[dict]:
     report = xla_cost.analyze(
         build_model(name, dtype=dtype, **config), example_inputs(name, batch, dtype=dtype, **config),
-        optimizer=optimizer, name=name, config=config, dtype=dtype, time=True,
+        optimizer=optimizer, name=name, config=config, dtype=dtype, timed=True,
     )
     timing = report.timing
     common = {

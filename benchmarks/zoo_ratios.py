@@ -56,7 +56,7 @@ def row(name: str) -> str:
         config["scan_layers"] = True  # same count, traced once
     report = xla_cost.analyze(
         build_model(name, **config), example_inputs(name, 1, **config),
-        optimizer="sgd", compile=False, name=name,
+        optimizer="sgd", counter="jaxpr", name=name,
     )
     forward = report.phases["forward"].flops
     training = (forward + report.phases["backward"].flops) / forward
