@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import concurrent.futures
 import dataclasses
 import warnings
 
@@ -35,31 +36,55 @@ class _Program:
     compiled: xla.CompiledPhase | None
 
 
-def _run_program(
-    workload: Workload, phase: phases.Phase, *, compiled: bool, for_timing: bool
-) -> _Program:
-    """Traces ``phase`` once; counts the jaxpr and, if asked, compiles the same trace."""
-    with workload.tracing():
-        traced = jax.jit(workload.phase_fn(phase.name)).trace(*workload.phase_args(phase.name))
-    # The optimizer's arithmetic has no module on its name stack: follow the data.
-    owners = workload.input_owners(phase.name) if phase.follow_data else None
-    counted = count_jaxpr(traced.jaxpr, owners=owners)
-    if not compiled:
-        return _Program(counted, None)
-    # A program that will also be timed is compiled as it would run; one that is
-    # only analysed at the lowest optimization level (same figures, faster).
+COMPILE_THREADS = 2
+"""Programs compiled at once. XLA's compiler releases the GIL: while it
+compiles one program, the next is traced and counted (Python), and a second
+compile overlaps the first, whose codegen leaves cores idle."""
+
+
+def _run_programs(
+    workload: Workload, declared: Sequence[phases.Phase], *, compiled: bool, for_timing: bool
+) -> dict[str, _Program]:
+    """Traces each program once; counts its jaxpr and, if asked, compiles the same trace.
+
+    Compiles run in worker threads while the main thread goes on tracing and
+    counting the next program. A program that will also be timed is compiled
+    as it would run; one that is only analysed at the lowest backend
+    optimization level (the same figures, faster).
+    """
     options = None if for_timing else xla.COMPILER_OPTIONS
-    result = xla.compile_phase(traced, compiler_options=options)
-    costs = result.costs
-    if costs.flops is None and costs.transcendentals is None and costs.bytes_accessed is None:
-        raise CostAnalysisUnavailableError(
-            "a backend whose compiled programs have a cost analysis",
-            f"none from backend {xla.backend_name()!r} for phase {phase.name!r} "
-            f"({'; '.join(costs.unknown_reasons)})",
-            "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU, or count the jaxpr "
-            "alone (--counter jaxpr, analyze(..., counter='jaxpr')).",
-        )
-    return _Program(counted, result)
+    counted: dict[str, JaxprCount] = {}
+    pending: dict[str, concurrent.futures.Future[xla.CompiledPhase]] = {}
+    with concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
+        try:
+            for phase in declared:
+                with workload.tracing():
+                    traced = jax.jit(workload.phase_fn(phase.name)).trace(
+                        *workload.phase_args(phase.name)
+                    )
+                if compiled:
+                    pending[phase.name] = pool.submit(
+                        xla.compile_phase, traced.lower(), compiler_options=options
+                    )
+                # The optimizer's arithmetic has no module on its name stack: follow the data.
+                owners = workload.input_owners(phase.name) if phase.follow_data else None
+                counted[phase.name] = count_jaxpr(traced.jaxpr, owners=owners)
+            results = {name: future.result() for name, future in pending.items()}
+        except BaseException:
+            for future in pending.values():
+                future.cancel()
+            raise
+    for name, result in results.items():
+        costs = result.costs
+        if costs.flops is None and costs.transcendentals is None and costs.bytes_accessed is None:
+            raise CostAnalysisUnavailableError(
+                "a backend whose compiled programs have a cost analysis",
+                f"none from backend {xla.backend_name()!r} for phase {name!r} "
+                f"({'; '.join(costs.unknown_reasons)})",
+                "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU, or count the jaxpr "
+                "alone (--counter jaxpr, analyze(..., counter='jaxpr')).",
+            )
+    return {name: _Program(counted[name], results.get(name)) for name in counted}
 
 
 def _describe_loops(counted: JaxprCount) -> str:
@@ -470,10 +495,9 @@ def analyze(
     compiled = counter == "xla"
     if compiled:
         xla.use_compilation_cache(compilation_cache)
-    programs = {
-        phase.name: _run_program(workload, phase, compiled=compiled, for_timing=timed)
-        for phase in phases.programs(exact_train_step)
-    }
+    programs = _run_programs(
+        workload, phases.programs(exact_train_step), compiled=compiled, for_timing=timed
+    )
     costs, phase_notes = _all_phases(programs)
     counted = {name: program.counted for name, program in programs.items()}
 

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -188,31 +189,49 @@ def _flush_stderr() -> None:
         pass
 
 
+_QUIET = {"depth": 0, "saved": None, "capture": None}
+_QUIET_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _quiet_compiler() -> Iterator[None]:
     """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
-    then lets all of it but the slow-operation alarms through."""
+    then lets all of it but the slow-operation alarms through.
+
+    Compiles may run in several threads at once: the first to enter redirects
+    the descriptor, the last to leave restores it and writes what was held.
+    """
     stderr_fd = 2
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            try:
+                saved = os.dup(stderr_fd)
+            except OSError:  # no descriptor 2: nothing to filter
+                saved = None
+            if saved is not None:
+                capture = tempfile.TemporaryFile(mode="w+b")
+                _flush_stderr()
+                os.dup2(capture.fileno(), stderr_fd)
+                _QUIET.update(saved=saved, capture=capture)
+        _QUIET["depth"] += 1
     try:
-        saved = os.dup(stderr_fd)
-    except OSError:  # no descriptor 2: nothing to filter
         yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as capture:
-        _flush_stderr()
-        os.dup2(capture.fileno(), stderr_fd)
-        try:
-            yield
-        finally:
-            _flush_stderr()
-            os.dup2(saved, stderr_fd)
-            os.close(saved)
-            capture.seek(0)
-            text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
-            if text:
-                os.write(stderr_fd, text.encode("utf-8"))
-            if dropped:
-                _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
+    finally:
+        with _QUIET_LOCK:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
+                saved, capture = _QUIET["saved"], _QUIET["capture"]
+                _QUIET.update(saved=None, capture=None)
+                _flush_stderr()
+                os.dup2(saved, stderr_fd)
+                os.close(saved)
+                capture.seek(0)
+                text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
+                capture.close()
+                if text:
+                    os.write(stderr_fd, text.encode("utf-8"))
+                if dropped:
+                    _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
 
 
 COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
