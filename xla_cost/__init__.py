@@ -18,6 +18,7 @@ from xla_cost.errors import XlaCostError as XlaCostError
 from xla_cost.interpret import JaxprCount as JaxprCount
 from xla_cost.interpret import count_function as count_function
 from xla_cost.interpret import count_jaxpr as count_jaxpr
+from xla_cost.phases import Phase as Phase
 from xla_cost.report import PHASES as PHASES
 from xla_cost.report import LayerCosts as LayerCosts
 from xla_cost.report import MemoryStats as MemoryStats
@@ -31,6 +32,7 @@ from xla_cost.workload import OPTIMIZERS as OPTIMIZERS
 from xla_cost.workload import Workload as Workload
 from xla_cost.workload import build_workload as build_workload
 from xla_cost.workload import softmax_cross_entropy as softmax_cross_entropy
+from xla_cost.xla import use_compilation_cache as use_compilation_cache
 
 __version__ = "0.1.0"
 
@@ -48,6 +50,7 @@ __all__ = [
     "MemoryStats",
     "OPTIMIZERS",
     "PHASES",
+    "Phase",
     "PhaseCosts",
     "REMAINDER",
     "Report",
@@ -63,4 +66,5 @@ __all__ = [
     "module_path",
     "register",
     "softmax_cross_entropy",
+    "use_compilation_cache",
 ]
