@@ -9,6 +9,10 @@ import sys
 import pytest
 
 import xla_cost
+from tests import formulas as F
+from tests.test_bert_vit import BERT_PUBLISHED
+from tests.test_gpt import PUBLISHED as GPT2_PUBLISHED
+from tests.test_resnet import PUBLISHED as RESNET_PUBLISHED
 from xla_cost.cli import main
 
 
@@ -49,12 +53,13 @@ def test_models_lists_zoo(capsys):
     from xla_cost import zoo as models
 
     assert set(rows) == set(models.REGISTRY)  # every zoo model, with its count
-    assert rows["linear_net"]["parameters"] == 617_092_490
+    # LinearNet: (150528*4096 + 4096) + (4096*128 + 128) + (128*10 + 10)
+    assert rows["linear_net"]["parameters"] == F.mlp_params(224 * 224 * 3)
     assert rows["one_net"]["input_shape"] == "(B, 1)"
-    # published counts (sources in tests/test_resnet.py, test_bert_vit.py, test_gpt.py)
-    assert rows["resnet50"]["parameters"] == 25_557_032
-    assert rows["bert-base"]["parameters"] == 109_514_298
-    assert rows["gpt2-small"]["parameters"] == 124_439_808
+    # published counts, with their sources, in tests/test_resnet.py, test_bert_vit.py, test_gpt.py
+    assert rows["resnet50"]["parameters"] == RESNET_PUBLISHED["resnet50"]
+    assert rows["bert-base"]["parameters"] == BERT_PUBLISHED["base"]
+    assert rows["gpt2-small"]["parameters"] == GPT2_PUBLISHED["gpt2-small"]
     # GPT-3 175B: the closed form V*d + n_ctx*d + L*(12d^2 + 13d) + 2d
     v, t, n_layer, d = 50257, 2048, 96, 12288
     assert rows["gpt3-175b"]["parameters"] == v * d + t * d + n_layer * (12 * d * d + 13 * d) + 2 * d
@@ -124,7 +129,8 @@ def test_python_dash_m():
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["parameters"] == 533_898
+    # OneNet: (1*4096 + 4096) + (4096*128 + 128) + (128*10 + 10)
+    assert json.loads(result.stdout)["parameters"] == F.mlp_params(1)
 
 
 def test_counter_jaxpr_and_depth(capsys):

@@ -1,15 +1,21 @@
 """The jaxpr count agrees with XLA's compiled count where XLA can count (no loops).
 
 Acceptance of the attribution issue: on the four seed nets and a few other
-shapes, the jaxpr total is within 1% of compiled XLA for every phase, and the
-per-layer columns add up to the phases' jaxpr counts exactly.
+shapes, the jaxpr total is within 1% of compiled XLA for every phase (0.5%
+measured worst), and the per-layer columns add up to the phases' jaxpr counts
+exactly. `test_closed_forms.py` holds the jaxpr counts to closed forms.
 """
 
 from __future__ import annotations
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import pytest
 
 import xla_cost
+from tests import custom_models as M
+from tests import formulas as F
 
 PHASES = ("forward", "backward", "grad", "update", "train_step")
 
@@ -32,9 +38,17 @@ def test_jaxpr_within_one_percent_of_xla_every_phase(zoo_report, name, batch, op
     for phase in PHASES:
         p = report.phases[phase]
         assert not p.loop_corrected and p.flops == p.xla_flops, phase
-        assert p.jaxpr_flops == pytest.approx(p.xla_flops, rel=0.01), phase
-        # XLA leaves the key out when a program has none (SGD): the jaxpr's 0 stands in
-        assert p.jaxpr_transcendentals == pytest.approx(p.transcendentals, rel=0.01, abs=1), phase
+        # XLA's fusion computes (and counts) a small elementwise producer once per
+        # consumer; the jaxpr counts it once. Measured (jaxpr - XLA) / XLA, worst
+        # case per phase over these cases: forward -8.5e-6, backward -3.9e-3 and
+        # grad -2.6e-3 (OneNet: the ReLU masks of the 4096 hidden units, ~4 FLOP
+        # per unit and example), update -6.7e-6, train_step -2.2e-3.
+        assert p.jaxpr_flops == pytest.approx(p.xla_flops, rel=5e-3), phase
+        # XLA leaves the key out when a program has none (SGD): the jaxpr's 0
+        # stands in. Otherwise equal, but for Adam on LinearNet where XLA counts
+        # 12 fewer of the per-tensor scalar transcendentals (b1**t, b2**t) than
+        # the jaxpr's 617,092,492: 2e-8.
+        assert p.jaxpr_transcendentals == pytest.approx(p.transcendentals, rel=1e-7), phase
     assert not report.unsupported
 
 
@@ -49,21 +63,68 @@ def test_layer_columns_add_up_to_phase_jaxpr_counts(zoo_report, name, batch, opt
     assert sum(row.parameters for row in report.layers) == report.parameters
 
 
-def test_depth_rows_add_up_and_merge(zoo_report):
-    leaf = zoo_report("deeper_conv_net", 2, depth=3)
-    merged = xla_cost.analyze(
-        *_zoo_args("deeper_conv_net", 2, depth=3), optimizer="sgd", per_layer=True, depth=1,
-        compile=False,
+class _Stage(nn.Module):
+    """Two residual blocks (tests.custom_models.ResidualBlock: up, relu, down, + input)."""
+
+    @nn.compact
+    def __call__(self, x):
+        for i in range(2):
+            x, _ = M.ResidualBlock(name=f"block_{i}")(x)
+        return x
+
+
+class _NestedStages(nn.Module):
+    """embed -> stage_0, stage_1 (two blocks each) -> head: module paths three deep."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(M.D_SCAN, name="embed")(x)
+        for s in range(2):
+            x = _Stage(name=f"stage_{s}")(x)
+        return nn.Dense(M.C_SCAN, name="head")(x)
+
+
+@pytest.mark.parametrize("depth", [None, 1, 2, 3])
+def test_depth_merges_rows_of_a_nested_model(depth):
+    b, d = 4, M.D_SCAN
+    report = xla_cost.analyze(
+        _NestedStages(), jax.ShapeDtypeStruct((b, 8), jnp.float32), optimizer="sgd",
+        per_layer=True, depth=depth, counter="jaxpr",
     )
-    # the seed net's modules are all top-level, so depth 1 changes nothing
-    assert [r.path for r in merged.layers] == [r.path for r in leaf.layers]
-    assert [r.forward_flops for r in merged.layers] == [r.forward_flops for r in leaf.layers]
-
-
-def _zoo_args(name, batch, **config):
-    from xla_cost.zoo import build_model, example_inputs
-
-    return build_model(name, **config), example_inputs(name, batch, **config)
+    # One block, from the dimensions: up (d -> 2d), relu, down (2d -> d), residual add.
+    up = F.dense_flops(b, d, 2 * d)
+    down = F.dense_flops(b, 2 * d, d)
+    glue = b * 2 * d + b * d  # relu, residual add
+    # up's input gradient is added to the residual's cotangent of the block
+    # input (b*d adds, on up's name stack)
+    up_bwd = F.dense_backward_flops(b, d, 2 * d) + b * d
+    down_bwd = F.dense_backward_flops(b, 2 * d, d)
+    glue_bwd = F.relu_backward_flops(b * 2 * d)  # relu's mask and select
+    up_params, down_params = d * 2 * d + 2 * d, 2 * d * d + d
+    # (forward, backward, parameters) per row at each depth
+    block = {
+        "up": (up, up_bwd, up_params), "": (glue, glue_bwd, 0), "down": (down, down_bwd, down_params),
+    }
+    blocks = [f"stage_{s}/block_{i}" for s in range(2) for i in range(2)]
+    if depth is None or depth >= 3:  # every module its own row
+        expected = {
+            (f"{blk}/{part}" if part else blk): costs for blk in blocks for part, costs in block.items()
+        }
+    elif depth == 2:  # a block's up, down and glue merged
+        whole = tuple(map(sum, zip(*block.values())))
+        expected = {blk: whole for blk in blocks}
+    else:  # depth 1: two blocks per stage
+        whole = tuple(2 * sum(v) for v in zip(*block.values()))
+        expected = {f"stage_{s}": whole for s in range(2)}
+    rows = {r.path: r for r in report.layers}
+    assert list(rows) == ["embed", *expected, "head", xla_cost.REMAINDER]
+    for path, (forward, backward, parameters) in expected.items():
+        row = rows[path]
+        assert (row.forward_flops, row.backward_flops, row.parameters) == (forward, backward, parameters), path
+        assert row.update_flops == 2 * parameters, path  # SGD
+    assert rows["embed"].forward_flops == F.dense_flops(b, 8, d)
+    assert rows["embed"].backward_flops == F.dense_backward_flops(b, 8, d, first=True)
+    assert rows["head"].forward_flops == F.dense_flops(b, d, M.C_SCAN)
 
 
 def test_checkpointed_blocks_recompute_their_forward_pass():

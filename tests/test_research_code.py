@@ -65,6 +65,9 @@ def test_data_parallel_rows_match_the_model_and_add_up(data_parallel_report):
 
 
 def test_jaxpr_and_xla_agree_with_bound_axes(data_parallel_report):
+    # Measured (jaxpr - XLA) / XLA: forward -3.9e-3, grad -1.8e-2, update 0: at
+    # 8x8 pixels and 16 channels XLA's fusion recomputes BatchNorm's small
+    # elementwise producers per consumer, a large share of so small a model.
     for phase in ("forward", "grad", "update"):
         costs = data_parallel_report.phases[phase]
         assert costs.jaxpr_flops == pytest.approx(costs.xla_flops, rel=0.02), phase

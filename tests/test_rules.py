@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
+from tests import formulas as F
 from xla_cost import rules
 from xla_cost.interpret import SCAN_COUNTER_FLOPS, count_function
 
@@ -37,16 +38,23 @@ def test_conv_valid_positions_by_hand():
 
 
 def test_conv_and_its_gradients_match_xla():
-    # The jaxpr count of a conv's forward and both gradients equals XLA's.
+    # The jaxpr count of a conv's forward and both gradients equals XLA's, and
+    # the closed form: 3x3/2 with padding 1 over 9 -> 5 outputs, 5*3 - 2 = 13
+    # valid (output, tap) pairs per dimension; 2 images, 4 -> 8 channels.
     def f(x, w):
         y = jax.lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC"))
         return jnp.sum(y)
 
     args = (sds(2, 9, 9, 4), sds(3, 3, 4, 8))
-    for fn in (f, jax.grad(f, argnums=(0, 1))):
+    conv = 2 * 2 * 4 * 8 * F.valid_pairs(9, 3, 2, 1) ** 2
+    assert F.valid_pairs(9, 3, 2, 1) == 13
+    total = 2 * 5 * 5 * 8 - 1  # the sum of the outputs
+    # grad: the input gradient and the weight gradient read the same valid
+    # pairs (the sum's gradient is a broadcast: free)
+    for fn, expected in ((f, conv + total), (jax.grad(f, argnums=(0, 1)), 2 * conv)):
         counted = count_function(fn, *args).total.flops
         compiled = jax.jit(fn).lower(*args).compile().cost_analysis()["flops"]
-        assert counted == pytest.approx(compiled, rel=0.01)
+        assert counted == compiled == expected
 
 
 def test_elementwise_and_transcendentals():
@@ -220,9 +228,27 @@ def test_conv_variants_and_their_gradients_match_xla(strides, padding, lhs_dil, 
         return jnp.sum(y)
 
     args = (sds(n, h, w, c_in), sds(k, k, c_in // groups, c_out))
-    for fn in (f, jax.grad(f, argnums=(0, 1))):
+    # The closed form, from the tests' own enumeration of valid taps: an input
+    # dilated by lhs_dil is the real cells with lhs_dil - 1 holes between them.
+    pairs = 1
+    for size, pad, stride, l_dil, r_dil in zip((h, w), padding, strides, lhs_dil, rhs_dil):
+        pairs *= _dilated_valid_taps(size, k, stride, pad, l_dil, r_dil)
+    conv = 2 * n * (c_in // groups) * c_out * pairs
+    out = jax.eval_shape(lambda x, kernel: jax.lax.conv_general_dilated(
+        x, kernel, strides, padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
+        dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups), *args)
+    total = math.prod(out.shape) - 1  # the sum of the outputs
+    for fn, expected in ((f, conv + total), (jax.grad(f, argnums=(0, 1)), 2 * conv)):
         counted = count_function(fn, *args).total.flops
-        assert counted == pytest.approx(xla_flops(fn, *args)[0], rel=0.01)
+        assert counted == xla_flops(fn, *args)[0] == expected
+
+
+def _dilated_valid_taps(size, k, stride, pad, lhs_dil, rhs_dil):
+    # real cells at multiples of lhs_dil in the dilated input, then F.valid_taps's layout
+    cells = [i % lhs_dil == 0 for i in range((size - 1) * lhs_dil + 1)]
+    padded = [False] * pad[0] + cells + [False] * pad[1]
+    span = (k - 1) * rhs_dil + 1
+    return sum(padded[o + t * rhs_dil] for o in range(0, len(padded) - span + 1, stride) for t in range(k))
 
 
 def test_method_calls_belong_to_their_module():

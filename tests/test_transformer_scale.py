@@ -9,7 +9,22 @@ import pytest
 
 import xla_cost
 from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
-from xla_cost.zoo.gpt import GPT3_PUBLISHED
+
+# Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1:
+# n_params as printed, n_layers, d_model, n_heads, d_head; n_ctx = 2048 for all.
+GPT3_TABLE_2_1 = {
+    "gpt3-small": (125e6, 12, 768, 12, 64),
+    "gpt3-medium": (350e6, 24, 1024, 16, 64),
+    "gpt3-large": (760e6, 24, 1536, 16, 96),
+    "gpt3-xl": (1.3e9, 24, 2048, 24, 128),
+    "gpt3-2.7b": (2.7e9, 32, 2560, 32, 80),
+    "gpt3-6.7b": (6.7e9, 32, 4096, 32, 128),
+    "gpt3-13b": (13.0e9, 40, 5140, 40, 128),
+    "gpt3-175b": (175.0e9, 96, 12288, 96, 128),
+}
+# Two rows of the table contradict themselves: GPT-3 XL's 24 heads of 128 make
+# 3072, not its d_model 2048 (the zoo keeps d_model and d_head: 16 heads), and
+# GPT-3 13B's d_model 5140 is not its 40 heads of 128 (the zoo uses 5120).
 
 
 def gpt_parameters(c: dict) -> int:
@@ -30,19 +45,33 @@ def kaplan_forward_per_token(c: dict) -> int:
     return 2 * n + 4 * n_layer * t * d + 2 * d * v
 
 
-@pytest.mark.parametrize("name", sorted(GPT3_PUBLISHED))
+@pytest.mark.parametrize("name", sorted(GPT3_TABLE_2_1))
 def test_gpt3_parameters_match_table_2_1(name):
-    # Brown et al. 2020, Table 2.1 prints rounded counts ("175.0B", "125M"):
-    # the exact count is the closed form, and it rounds to the published one.
+    published, n_layer, d_model, n_head, d_head = GPT3_TABLE_2_1[name]
     config = get_spec(name).defaults
+    assert config["seq_len"] == 2048 and config["vocab_size"] == 50257
+    assert config["n_layer"] == n_layer
+    assert config["d_model"] // config["n_head"] == d_head
+    if name == "gpt3-13b":
+        assert config["d_model"] == n_head * d_head != d_model
+    else:
+        assert config["d_model"] == d_model
+    if name == "gpt3-xl":
+        assert config["n_head"] == d_model // d_head != n_head
+    else:
+        assert config["n_head"] == n_head
+    # Table 2.1 prints rounded counts ("175.0B", "125M"): the exact count is the
+    # closed form. The printed figures are loose: 2.652B is printed 2.7B (-1.8%),
+    # 355.9M 350M (+1.7%), 1.316B 1.3B (+1.2%), 12.85B 13.0B (-1.1%), 6.658B
+    # 6.7B (-0.6%), 174.6B 175.0B (-0.2%), 125.2M 125M and 760.3M 760M (< 0.2%).
     counted = count_parameters(name)
     assert counted == gpt_parameters(config)
-    assert counted == pytest.approx(GPT3_PUBLISHED[name], rel=0.02)
+    assert counted == pytest.approx(published, rel=0.02)
 
 
 def test_gpt3_175b_counted_from_the_jaxpr_matches_kaplan():
     # The full 175B model, abstractly, jaxpr only (fast): forward FLOP per token
-    # within 2% of the analytic figure, training (forward + backward) 3x forward.
+    # against the analytic figure, training (forward + backward) 3x forward.
     name, batch = "gpt3-175b", 1
     config = get_spec(name).defaults
     report = xla_cost.analyze(
@@ -50,11 +79,16 @@ def test_gpt3_175b_counted_from_the_jaxpr_matches_kaplan():
     )
     tokens = batch * config["seq_len"]
     analytic = kaplan_forward_per_token(config) * tokens
-    assert report.phases["forward"].flops == pytest.approx(analytic, rel=0.02)
+    # What the analytic figure leaves out (LayerNorms, GELU, softmax, the bias
+    # and residual adds, the embeddings' add, the loss) is elementwise work,
+    # O(d) per token against O(d^2): measured 4.2e-4 of the forward pass, and
+    # 3.3e-4 of grad (autodiff's 2x for the matmuls only).
+    assert report.phases["forward"].flops == pytest.approx(analytic, rel=1e-3)
     grad = report.phases["grad"].flops
-    assert grad == pytest.approx(3 * analytic, rel=0.02)
-    # Adam: 13 FLOP per parameter (tests/test_optimizers.py) on 174.6B parameters
-    assert report.phases["update"].flops == pytest.approx(13 * report.parameters, rel=1e-3)
+    assert grad == pytest.approx(3 * analytic, rel=1e-3)
+    # Adam: 13 FLOP per parameter (tests/test_optimizers.py) on 174.6B
+    # parameters, and 5 for the step counter and the bias corrections
+    assert report.phases["update"].flops == 13 * report.parameters + 5
 
 
 @pytest.mark.slow
@@ -67,7 +101,8 @@ def test_gpt3_175b_compiled_is_loop_corrected():
     step = report.phases["train_step"]
     assert step.loop_corrected and step.xla_flops < step.flops / 50
     analytic = 3 * kaplan_forward_per_token(config) * config["seq_len"] + 13 * report.parameters
-    assert step.flops == pytest.approx(analytic, rel=0.02)
+    # measured 3.3e-4 above: the elementwise work (see the test above)
+    assert step.flops == pytest.approx(analytic, rel=1e-3)
 
 
 def test_mixed_precision_keeps_flop_and_says_so():
