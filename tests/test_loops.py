@@ -12,12 +12,17 @@ import xla_cost
 from tests import custom_models as M
 from tests import formulas as F
 from xla_cost import FLOPS_PER_FMA
-from xla_cost.interpret import SCAN_COUNTER_FLOPS
+from xla_cost import interpret
 
 B = 4  # batch
 D_IN = 8
 INPUTS = jax.ShapeDtypeStruct((B, D_IN), jnp.float32)
 PHASES = ("forward", "backward", "grad", "update", "train_step")
+
+# XLA runs a scan as a while loop: each iteration adds 1 to its counter and
+# compares it with the length, 2 FLOP (README, Conventions; checked against the
+# compiled count in test_nested_scan_counts_by_hand below).
+SCAN_COUNTER_FLOPS = 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -193,6 +198,10 @@ def test_nested_loops_are_multiplied_out():
     once = matmul + 2 * SCAN_COUNTER_FLOPS + embed_head + loss
     assert forward.xla_flops == pytest.approx(once, rel=1e-3)  # fusion: 2.4e-4
     assert forward.flops - forward.xla_flops == expected - once
+
+
+def test_scan_counter_is_the_library_convention():
+    assert interpret.SCAN_COUNTER_FLOPS == SCAN_COUNTER_FLOPS
 
 
 def test_nested_scan_counts_by_hand():

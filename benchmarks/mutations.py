@@ -1,0 +1,456 @@
+"""Plant one bug at a time in a copy of the repository and see which tests catch it.
+
+Each mutation below is a small, deliberate bug: exact text replacements in the
+library (``file``, ``old`` text, ``new`` text). For each one this script copies
+the repository to a temporary directory, applies the replacements (failing
+loudly unless each ``old`` text occurs exactly once), runs the test suite there
+against the copy's own ``xla_cost``, and reports which tests failed. A test run
+of the unmodified copy comes first: tests that fail there are reported and not
+counted as catching anything.
+
+Usage::
+
+    python benchmarks/mutations.py                        # every mutation, full suite
+    python benchmarks/mutations.py --list                 # the mutations, nothing run
+    python benchmarks/mutations.py --only dot_mac_as_one_flop best_counted_part \\
+        --tests tests/test_closed_forms.py tests/test_unknown.py   # a quick subset
+    python benchmarks/mutations.py --source HEAD          # the last commit, not the working tree
+    python benchmarks/mutations.py --check                # only check that every edit applies
+
+The full sweep runs the suite once per mutation plus once for the baseline
+(about 4 minutes each on 2 cores). The output is a markdown table: mutation,
+the failing tests' count and the first few names; a mutation no test catches is
+marked NOT CAUGHT and the script exits with status 1.
+
+To update a mutation after a refactor, edit its ``Edit`` texts below: ``old``
+must be copied exactly (whitespace included) from the current source and occur
+once in its file; ``--check`` verifies all of them in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """Replace ``old`` (which must occur exactly once) by ``new`` in ``file``."""
+
+    file: str
+    old: str
+    new: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    name: str
+    description: str
+    edits: tuple[Edit, ...]
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ------------------------------------------------------------------ rules
+    Mutation(
+        "dot_mac_as_one_flop",
+        "dot_general counts a multiply-add as 1 FLOP instead of 2",
+        (Edit(
+            "xla_cost/rules.py",
+            "flops = _size(outs[0]) if k == 1 else FLOPS_PER_FMA * _size(outs[0]) * k",
+            "flops = _size(outs[0]) if k == 1 else _size(outs[0]) * k",
+        ),),
+    ),
+    Mutation(
+        "length_one_contraction_as_fma",
+        "a contraction of length 1 counted as 2 FLOP per output (XLA: a multiply, 1)",
+        (Edit(
+            "xla_cost/rules.py",
+            "flops = _size(outs[0]) if k == 1 else FLOPS_PER_FMA * _size(outs[0]) * k",
+            "flops = FLOPS_PER_FMA * _size(outs[0]) * k",
+        ),),
+    ),
+    Mutation(
+        "conv_padded_taps",
+        "convolutions count kernel taps that land on padding",
+        (Edit(
+            "xla_cost/rules.py",
+            "valid = (u >= 0) & (u % lhs_dilation == 0) & (u // lhs_dilation < in_size)",
+            "valid = u % lhs_dilation == 0",
+        ),),
+    ),
+    Mutation(
+        "relu_max_costs_nothing",
+        "the rule for the elementwise max (ReLU) returns 0 FLOP",
+        (Edit(
+            "xla_cost/rules.py",
+            "@register(*sorted(ELEMENTWISE))\ndef _elementwise(",
+            "@register(\"max\")\ndef _max_free(ins, outs, **_):\n    return Cost()\n\n\n"
+            "@register(*sorted(ELEMENTWISE - {\"max\"}))\ndef _elementwise(",
+        ),),
+    ),
+    Mutation(
+        "transcendental_as_flop",
+        "exp, log, tanh, sqrt, ... counted as FLOP instead of transcendentals",
+        (Edit(
+            "xla_cost/rules.py",
+            "return Cost(transcendentals=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))",
+            "return Cost(flops=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))",
+        ),),
+    ),
+    Mutation(
+        "reduction_n_not_n_minus_1",
+        "a reduction of n inputs to m outputs counted as n operations, not n - m",
+        (Edit(
+            "xla_cost/rules.py",
+            "flops=_size(ins[0]) - _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)",
+            "flops=_size(ins[0]), bytes_accessed=_io_bytes(ins, outs)",
+        ),),
+    ),
+    # ------------------------------------------------------------------ interpreter
+    Mutation(
+        "loop_body_once",
+        "scan trip count ignored: the body is counted once",
+        (Edit(
+            "xla_cost/interpret.py",
+            "n = length if self.trip_counts else 1",
+            "n = 1",
+        ),),
+    ),
+    Mutation(
+        "while_body_once",
+        "while (fori_loop) trip count ignored: the body is counted once",
+        (Edit(
+            "xla_cost/interpret.py",
+            "n = 1 if trip is None or not self.trip_counts else trip",
+            "n = 1",
+        ),),
+    ),
+    Mutation(
+        "scan_counter_free",
+        "the scan's per-iteration counter (2 FLOP) not counted",
+        (Edit("xla_cost/interpret.py", "SCAN_COUNTER_FLOPS = 2", "SCAN_COUNTER_FLOPS = 0"),),
+    ),
+    Mutation(
+        "unsupported_dropped",
+        "a primitive without a rule is dropped from the unsupported list (silently 0)",
+        (Edit(
+            "xla_cost/interpret.py",
+            "        if rule is None:\n            self.unsupported[name] += times\n            return Cost()",
+            "        if rule is None:\n            return Cost()",
+        ),),
+    ),
+    Mutation(
+        "cond_cheapest_branch",
+        "a cond is charged its cheapest branch instead of its most expensive",
+        (Edit(
+            "xla_cost/interpret.py",
+            "index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
+            "index = min(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
+        ),),
+    ),
+    # ------------------------------------------------------------------ analysis
+    Mutation(
+        "best_counted_part",
+        "_best returns the counted part instead of None when XLA has no figure and a rule is missing",
+        (Edit(
+            "xla_cost/analysis.py",
+            'return None, "unknown", (',
+            'return true, "unknown", (',
+        ),),
+    ),
+    Mutation(
+        "best_ignores_unsupported",
+        "_best takes an incomplete jaxpr count as the figure (source jaxpr) when XLA has none",
+        (Edit(
+            "xla_cost/analysis.py",
+            "    if xla_value is None:\n        if counted.unsupported:",
+            "    if xla_value is None:\n        if False:",
+        ),),
+    ),
+    Mutation(
+        "loop_correction_dropped",
+        "XLA's loop-body-once figure is flagged but not corrected",
+        (Edit(
+            "xla_cost/analysis.py",
+            'return xla_value + extra, "xla+loops", (',
+            'return xla_value, "xla+loops", (',
+        ),),
+    ),
+    Mutation(
+        "negative_xla_figure_kept",
+        "a negative cost_analysis() value (a GPU custom call's -1) read as a number",
+        (Edit(
+            "xla_cost/xla.py",
+            "if not math.isfinite(value) or value < 0:",
+            "if not math.isfinite(value):",
+        ),),
+    ),
+    # ------------------------------------------------------------------ phases
+    Mutation(
+        "backward_grad_plus_forward",
+        "backward computed as grad + forward instead of grad - forward",
+        (Edit(
+            "xla_cost/phases.py",
+            'formula={"grad": 1, "forward": -1},',
+            'formula={"grad": 1, "forward": 1},',
+        ),),
+    ),
+    Mutation(
+        "train_step_without_update",
+        "the derived train step leaves the update out (grad only)",
+        (Edit(
+            "xla_cost/phases.py",
+            'formula={"grad": 1, "update": 1},',
+            'formula={"grad": 1, "update": 0},',
+        ),),
+    ),
+    Mutation(
+        "optimizer_not_followed",
+        "the optimizer's arithmetic is not traced to the layers (all of it in the remainder)",
+        (Edit(
+            "xla_cost/phases.py",
+            'program="update", arguments=("grads", "opt_state", "params"), follow_data=True,',
+            'program="update", arguments=("grads", "opt_state", "params"), follow_data=False,',
+        ),),
+    ),
+    # ------------------------------------------------------------------ attribution
+    Mutation(
+        "update_attributed_to_forward",
+        "per-layer rows: the update's FLOP land in the forward column",
+        (Edit(
+            "xla_cost/attribution.py",
+            '                forward=cost["forward"],\n'
+            '                backward=cost["backward"],\n'
+            '                update=cost["update"],',
+            '                forward=cost["forward"] + cost["update"],\n'
+            '                backward=cost["backward"],\n'
+            '                update=cost["update"] * 0,',
+        ),),
+    ),
+    Mutation(
+        "depth_ignored",
+        "depth=N does not merge rows",
+        (Edit(
+            "xla_cost/attribution.py",
+            "    if depth is None or path == REMAINDER:\n        return path",
+            "    if True:\n        return path",
+        ),),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- the copy
+
+
+def _git(*args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True).stdout
+
+
+def make_copy(dest: Path, source: str) -> None:
+    """The repository's files in ``dest``: the working tree (tracked files and
+    untracked ones git does not ignore) or a git revision."""
+    if source == "worktree":
+        names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split(b"\0")
+        for raw in names:
+            if not raw:
+                continue
+            name = raw.decode()
+            src = ROOT / name
+            if not src.is_file():  # deleted in the working tree
+                continue
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    else:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", source], cwd=ROOT, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    # No stale bytecode: the runs below write none (PYTHONDONTWRITEBYTECODE) and
+    # a restored file may have the same size and mtime second as its mutation.
+    for cache in list(dest.rglob("__pycache__")):
+        shutil.rmtree(cache)
+    # The zoo installs as xla_cost.zoo (package-dir mapping of models/). An
+    # editable install of the original repository maps that name to ITS
+    # models/; a link inside the copy's package makes the copy's own models/
+    # win on PYTHONPATH.
+    link = dest / "xla_cost" / "zoo"
+    if not link.exists():
+        link.symlink_to(Path("..") / "models")
+
+
+def _environment(copy: Path, no_cache: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if no_cache:
+        env["XLA_COST_NO_CACHE"] = "1"
+    return env
+
+
+def check_imports(copy: Path, env: dict[str, str]) -> None:
+    """Fails unless ``xla_cost`` and ``xla_cost.zoo`` import from the copy."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import xla_cost, xla_cost.zoo; print(xla_cost.__file__); print(xla_cost.zoo.__file__)"],
+        cwd=copy, env=env, check=True, capture_output=True, text=True,
+    ).stdout.split()
+    for path in out:
+        if not Path(path).resolve().is_relative_to(copy.resolve()):
+            raise SystemExit(f"the copy imports {path}, not its own files under {copy}: fix PYTHONPATH")
+
+
+def apply(copy: Path, mutation: Mutation) -> dict[Path, str]:
+    """Applies every edit of ``mutation``; returns the original texts to restore."""
+    originals: dict[Path, str] = {}
+    for edit in mutation.edits:
+        path = copy / edit.file
+        if not path.is_file():
+            raise SystemExit(f"mutation {mutation.name}: {edit.file} does not exist")
+        originals.setdefault(path, path.read_text())
+        current = path.read_text()
+        found = current.count(edit.old)
+        if found != 1:
+            raise SystemExit(
+                f"mutation {mutation.name}: the old text occurs {found} times in {edit.file} "
+                f"(must be exactly once); update it in benchmarks/mutations.py:\n{edit.old}"
+            )
+        path.write_text(current.replace(edit.old, edit.new))
+    return originals
+
+
+def restore(originals: dict[Path, str]) -> None:
+    for path, text in originals.items():
+        path.write_text(text)
+
+
+# --------------------------------------------------------------------------- the runs
+
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)")
+
+
+@dataclasses.dataclass
+class Run:
+    failed: list[str]
+    seconds: float
+    returncode: int
+    tail: str
+
+
+def run_tests(copy: Path, env: dict[str, str], tests: list[str], timeout: float, exitfirst: bool) -> Run:
+    command = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *tests]
+    if exitfirst:
+        command.insert(3, "-x")
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+        output, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        output += f"\n(timed out after {timeout:.0f} s)"
+        code = -1
+    failed = []
+    for line in output.splitlines():
+        match = _SUMMARY.match(line)
+        if match and match.group(2) not in failed:
+            failed.append(match.group(2))
+    return Run(failed, time.perf_counter() - start, code, "\n".join(output.splitlines()[-5:]))
+
+
+def _short(test_id: str) -> str:
+    return test_id.removeprefix("tests/")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutations only")
+    parser.add_argument("--tests", nargs="+", metavar="PATH", default=[], help="test files or node ids (default: the suite)")
+    parser.add_argument("--source", default="worktree", help="'worktree' (default) or a git revision")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--check", action="store_true", help="check that every edit applies, run nothing")
+    parser.add_argument("--exitfirst", action="store_true", help="stop each run at its first failure (faster, counts 1)")
+    parser.add_argument("--no-cache", action="store_true", help="turn JAX's persistent compilation cache off")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per test run (default 1800)")
+    parser.add_argument("--show", type=int, default=4, help="failing tests named per mutation (default 4)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for m in MUTATIONS:
+            print(f"{m.name:32s} {m.description}")
+        return 0
+    selected = list(MUTATIONS)
+    if args.only:
+        known = {m.name: m for m in MUTATIONS}
+        missing = [n for n in args.only if n not in known]
+        if missing:
+            raise SystemExit(f"unknown mutation(s) {missing}; --list shows them")
+        selected = [known[n] for n in args.only]
+
+    workdir = Path(tempfile.mkdtemp(prefix="xla_cost_mutations_"))
+    copy = workdir / "repo"
+    copy.mkdir()
+    try:
+        make_copy(copy, args.source)
+        # every edit must apply to the pristine copy before anything runs
+        for mutation in selected:
+            restore(apply(copy, mutation))
+        if args.check:
+            print(f"all {len(selected)} mutations apply to {args.source}")
+            return 0
+        env = _environment(copy, args.no_cache)
+        check_imports(copy, env)
+        scope = " ".join(args.tests) or "the whole suite"
+        print(f"copy of {args.source} in {copy}; tests: {scope}", file=sys.stderr)
+
+        baseline = run_tests(copy, env, args.tests, args.timeout, exitfirst=False)
+        print(f"baseline: {len(baseline.failed)} failing, {baseline.seconds:.0f} s", file=sys.stderr)
+        if baseline.returncode not in (0, 1) and not baseline.failed:
+            raise SystemExit(f"the unmodified copy's test run did not complete:\n{baseline.tail}")
+
+        rows = []
+        for mutation in selected:
+            originals = apply(copy, mutation)
+            try:
+                result = run_tests(copy, env, args.tests, args.timeout, args.exitfirst)
+            finally:
+                restore(originals)
+            caught = [t for t in result.failed if t not in baseline.failed]
+            if result.returncode not in (0, 1) and not result.failed:
+                caught = [f"(run did not complete: exit {result.returncode})"]
+            rows.append((mutation, caught, result.seconds))
+            print(f"{mutation.name}: {len(caught)} caught, {result.seconds:.0f} s", file=sys.stderr)
+    finally:
+        if args.keep:
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"Mutations of {args.source}, tests: {scope}\n")
+    if baseline.failed:
+        print(f"Failing without any mutation (not counted): {', '.join(map(_short, baseline.failed))}\n")
+    print("| mutation | planted bug | failing tests | first of them |")
+    print("|---|---|---:|---|")
+    for mutation, caught, _ in rows:
+        count = str(len(caught)) if caught else "**0: NOT CAUGHT**"
+        names = ", ".join(f"`{_short(t)}`" for t in caught[: args.show])
+        if len(caught) > args.show:
+            names += f", ... ({len(caught) - args.show} more)"
+        print(f"| `{mutation.name}` | {mutation.description} | {count} | {names} |")
+    missed = [m.name for m, caught, _ in rows if not caught]
+    print(f"\n{len(rows) - len(missed)} of {len(rows)} mutations caught" + (f"; not caught: {', '.join(missed)}" if missed else ""))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
