@@ -79,7 +79,13 @@ def test_custom_loss_and_targets():
 
     model = nnx.eval_shape(lambda: NnxMLP(nnx.Rngs(0)))
     report = xla_cost.analyze(model, x(), optimizer="sgd", loss=mse)
-    assert report.phases["forward"].flops > 0
+    # three dense layers, two ReLUs, and the loss: outputs - targets, its
+    # square, the sum (B*D_OUT - 1) and the division by B*D_OUT: 3 per output
+    layers = F.dense_flops(B, D_IN, D_HIDDEN) + F.dense_flops(B, D_HIDDEN, D_HIDDEN) + F.dense_flops(B, D_HIDDEN, D_OUT)
+    expected = layers + 2 * B * D_HIDDEN + 3 * B * D_OUT
+    forward = report.phases["forward"]
+    assert forward.jaxpr_flops == expected
+    assert forward.flops == forward.xla_flops == expected
 
 
 @pytest.mark.parametrize(
