@@ -245,7 +245,7 @@ def test_vit_b16_published_macs():
 )
 def test_scan_and_unrolled_same_phase_flops(cls, config, inputs):
     reports = [
-        xla_cost.analyze(cls(scan_layers=scan, **config), inputs, optimizer="sgd", compile=False)
+        xla_cost.analyze(cls(scan_layers=scan, **config), inputs, optimizer="sgd", counter="jaxpr")
         for scan in (False, True)
     ]
     unrolled, scanned = reports
@@ -272,7 +272,7 @@ def test_kaplan_forward_estimate_bert_base():
     """
     model = BertBase(scan_layers=True)
     d, n_layer, n_ctx, d_ff, v = model.d_model, model.n_layer, model.seq_len, model.d_ff, model.vocab_size
-    report = xla_cost.analyze(model, _tokens(1, n_ctx), optimizer="sgd", compile=False)
+    report = xla_cost.analyze(model, _tokens(1, n_ctx), optimizer="sgd", counter="jaxpr")
     per_token = report.phases["forward"].flops / n_ctx
     n_kaplan = 2 * d * n_layer * (2 * d + d_ff)
     estimate = 2 * n_kaplan + 2 * n_layer * n_ctx * d + 2 * d * v

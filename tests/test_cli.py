@@ -149,7 +149,7 @@ def test_counter_jaxpr_and_depth(capsys):
     from tests import custom_models
 
     api = xla_cost.analyze(
-        custom_models.ScannedMLP(), jax_inputs((4, 8)), optimizer="sgd", depth=1, compile=False,
+        custom_models.ScannedMLP(), jax_inputs((4, 8)), optimizer="sgd", depth=1, counter="jaxpr",
         name="ScannedMLP",
     ).to_dict()
     assert data["flops"] == api["flops"] and data["layers"] == api["layers"]

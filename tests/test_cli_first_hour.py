@@ -78,7 +78,7 @@ def test_output_index_picks_the_logits(capsys):
         "--output-index", "0", "--format", "json",
     )
     assert code == 0, err
-    plain = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((3, 12), jnp.float32), optimizer="sgd", compile=False)
+    plain = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((3, 12), jnp.float32), optimizer="sgd", counter="jaxpr")
     assert json.loads(out)["jaxpr_flops"]["forward"] == plain.phases["forward"].jaxpr_flops
 
 
@@ -205,7 +205,7 @@ def test_time_skips_a_step_too_big_for_the_device_before_allocating(monkeypatch)
         raise AssertionError("arrays were allocated for a step that cannot fit")
 
     monkeypatch.setattr(timing, "_random_like", never)
-    report = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((2, 12), jnp.float32), optimizer="adam", time=True)
+    report = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((2, 12), jnp.float32), optimizer="adam", timed=True)
     assert "compiled memory analysis" in report.timing.skipped
     assert report.phases["forward"].flops is not None  # the counts survive
 

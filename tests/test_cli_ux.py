@@ -137,7 +137,7 @@ def test_cli_reports_the_canonical_name(capsys):
     api = xla_cost.analyze(
         zoo.build_model("gpt2-small", n_layer=1, seq_len=8),
         zoo.example_inputs("gpt2-small", 1, n_layer=1, seq_len=8),
-        optimizer="sgd", compile=False, name="gpt2-small", config={"n_layer": 1, "seq_len": 8},
+        optimizer="sgd", counter="jaxpr", name="gpt2-small", config={"n_layer": 1, "seq_len": 8},
     ).to_dict()
     assert data["flops"] == api["flops"] and data["parameters"] == api["parameters"]
 
@@ -287,7 +287,7 @@ def test_report_table_fits_80_when_the_words_do(zoo_report):
     from xla_cost.zoo import build_model, example_inputs
 
     report = xla_cost.analyze(
-        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", compile=False,
+        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", counter="jaxpr",
         name="one_net",
     )
     text = report.to_table(width=80)

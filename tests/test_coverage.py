@@ -228,7 +228,7 @@ class _DropoutNet(nn.Module):
 def test_dropout_rng_is_counted_in_its_layer_row():
     b, w = C.BATCH, C.WIDTH
     x = jax.ShapeDtypeStruct((b, w), jnp.float32)
-    report = xla_cost.analyze(_DropoutNet(w), x, optimizer="adam", per_layer=True, compile=False)
+    report = xla_cost.analyze(_DropoutNet(w), x, optimizer="adam", per_layer=True, counter="jaxpr")
     assert report.unsupported == {}
     assert all(report.phases[p].flops is not None for p in report.phases)
     rows = {r.path: r for r in report.layers}

@@ -26,10 +26,10 @@ SCAN_COUNTER_FLOPS = 2
 
 
 @functools.lru_cache(maxsize=None)
-def report(model_name: str, compile: bool = True, depth: int | None = None) -> xla_cost.Report:  # noqa: A002
+def report(model_name: str, depth: int | None = None) -> xla_cost.Report:
     model = getattr(M, model_name)()
     return xla_cost.analyze(
-        model, INPUTS, optimizer="adam", per_layer=True, depth=depth, compile=compile
+        model, INPUTS, optimizer="adam", per_layer=True, depth=depth
     )
 
 
@@ -161,10 +161,10 @@ def test_layer_columns_add_up_to_the_phase_jaxpr_counts():
 
 def test_jaxpr_counter_skips_compilation(monkeypatch):
     def no_compile(*_args, **_kwargs):
-        raise AssertionError("compile=False must not compile")
+        raise AssertionError("counter=jaxpr must not compile")
 
     monkeypatch.setattr(xla_cost.xla, "compile_phase", no_compile)
-    fast = xla_cost.analyze(M.ScannedMLP(), INPUTS, optimizer="adam", compile=False, per_layer=True)
+    fast = xla_cost.analyze(M.ScannedMLP(), INPUTS, optimizer="adam", counter="jaxpr", per_layer=True)
     full = report("ScannedMLP")
     assert fast.counter == "jaxpr"
     for phase in PHASES:

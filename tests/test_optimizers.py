@@ -205,7 +205,7 @@ def test_global_norm_clipping_is_per_layer_except_the_global_sum():
     report = xla_cost.analyze(
         build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),
         optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3)),
-        per_layer=True, compile=False,
+        per_layer=True, counter="jaxpr",
     )
     rows = {row.path: row for row in report.layers}
     # Per parameter: g*g (1) and its share of the sum (1); g / norm (1) and the

@@ -50,7 +50,7 @@ def test_batchnorm_axis_name_is_bound_and_its_collectives_listed(data_parallel_r
 
 def test_bound_axis_name_gives_the_same_counts_as_a_detected_one(data_parallel_report):
     x = jax.ShapeDtypeStruct((B, 8, 8, 3), jnp.float32)
-    given = xla_cost.analyze(R.DataParallelResNet(), x, optimizer="sgd", axis_names=["batch"], compile=False)
+    given = xla_cost.analyze(R.DataParallelResNet(), x, optimizer="sgd", axis_names=["batch"], counter="jaxpr")
     for phase in ("forward", "grad", "update"):
         assert given.phases[phase].jaxpr_flops == data_parallel_report.phases[phase].jaxpr_flops
     assert any("axis names batch bound" in note for note in given.notes)
@@ -76,7 +76,7 @@ def test_jaxpr_and_xla_agree_with_bound_axes(data_parallel_report):
 def test_a_model_naming_its_own_data_axis():
     report = xla_cost.analyze(
         R.CrossReplicaMean(), jax.ShapeDtypeStruct((B, 5), jnp.float32), optimizer="sgd",
-        compile=False,
+        counter="jaxpr",
     )
     assert "psum" in report.collectives
     assert any("axis names data detected" in note for note in report.notes)
@@ -114,7 +114,7 @@ def test_linen_call_needing_keywords_rng_streams_and_a_method():
     _assert_rows_add_up(report)
 
     embed = xla_cost.analyze(
-        R.MaskedEncoder(), tokens, optimizer="sgd", method="embed", compile=False,
+        R.MaskedEncoder(), tokens, optimizer="sgd", method="embed", counter="jaxpr",
         loss=lambda outputs, targets: jnp.mean(outputs**2),
     )
     # Only the embedding table exists when the model is initialised through `embed`.
@@ -124,11 +124,11 @@ def test_linen_call_needing_keywords_rng_streams_and_a_method():
 def test_a_mask_in_call_kwargs_is_traced_not_folded():
     tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
     abstract = xla_cost.analyze(
-        R.MaskedEncoder(), tokens, optimizer="sgd", compile=False,
+        R.MaskedEncoder(), tokens, optimizer="sgd", counter="jaxpr",
         call_kwargs={"mask": jax.ShapeDtypeStruct((B, R.SEQ), jnp.bool_)},
     )
     concrete = xla_cost.analyze(
-        R.MaskedEncoder(), tokens, optimizer="sgd", compile=False,
+        R.MaskedEncoder(), tokens, optimizer="sgd", counter="jaxpr",
         call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_)},
     )
     assert abstract.phases["grad"].jaxpr_flops == concrete.phases["grad"].jaxpr_flops
@@ -136,7 +136,7 @@ def test_a_mask_in_call_kwargs_is_traced_not_folded():
 
 def test_overridden_init_is_not_called():
     tokens = jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32)
-    report = xla_cost.analyze(R.GPTPort(), tokens, optimizer="adam", compile=False)
+    report = xla_cost.analyze(R.GPTPort(), tokens, optimizer="adam", counter="jaxpr")
     cfg = R.GPTConfig
     # wte V*d, wpe T*d, per layer: LayerNorm 2d and Dense d*d + d; lm_head d*V.
     expected = (
@@ -163,8 +163,8 @@ def test_tuple_output_error_names_the_structure_and_the_fix():
 @pytest.mark.parametrize("model, output", [(R.TupleOutput(), 0), (R.DictOutput(), "logits")])
 def test_output_picks_the_logits(model, output):
     x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
-    picked = xla_cost.analyze(model, x, optimizer="sgd", output=output, compile=False)
-    plain = xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", compile=False)
+    picked = xla_cost.analyze(model, x, optimizer="sgd", output=output, counter="jaxpr")
+    plain = xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", counter="jaxpr")
     # The unused outputs are dead code: the same step as a logits-only model.
     for phase in ("forward", "grad", "update"):
         assert picked.phases[phase].jaxpr_flops == plain.phases[phase].jaxpr_flops
@@ -184,7 +184,7 @@ def test_model_returning_logits_and_loss_with_its_own_loss():
 def test_bad_output_selector():
     x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
     with pytest.raises(xla_cost.InputError, match="output= naming one of the model's outputs"):
-        xla_cost.analyze(R.TupleOutput(), x, optimizer="sgd", output=5, compile=False)
+        xla_cost.analyze(R.TupleOutput(), x, optimizer="sgd", output=5, counter="jaxpr")
 
 
 # ------------------------------------------------------------------ apply functions
@@ -199,8 +199,8 @@ def test_apply_function_calling_linen_apply_has_the_module_rows(wrap):
         fn, params = (lambda p, x: model.apply(p, x)), variables
     else:  # apply_fn({'params': params}, x), params = state.params
         fn, params = (lambda p, x: model.apply({"params": p}, x)), variables["params"]
-    through_fn = xla_cost.analyze(fn, x, params=params, optimizer="adam", per_layer=True, compile=False)
-    direct = xla_cost.analyze(model, x, optimizer="adam", per_layer=True, compile=False)
+    through_fn = xla_cost.analyze(fn, x, params=params, optimizer="adam", per_layer=True, counter="jaxpr")
+    direct = xla_cost.analyze(model, x, optimizer="adam", per_layer=True, counter="jaxpr")
     assert [(r.path, r.parameters) for r in through_fn.layers] == [
         ("hidden", 12 * R.WIDTH + R.WIDTH), ("out", R.WIDTH * R.CLASSES + R.CLASSES), ("(remainder)", 0)
     ]
@@ -250,4 +250,4 @@ def test_api_rejects_a_bad_dtype(dtype):
 def test_batch_beyond_int32_indexing():
     x = jax.ShapeDtypeStruct((10**12, 12), jnp.float32)
     with pytest.raises(xla_cost.InputError, match="at most 2,147,483,647"):
-        xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", compile=False)
+        xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", counter="jaxpr")

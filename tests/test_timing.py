@@ -56,7 +56,7 @@ def test_too_big_for_the_device_still_reports_counts(monkeypatch):
 
     monkeypatch.setattr(timing, "_available_bytes", lambda: 1000)  # a 1 kB device
     report = xla_cost.analyze(
-        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", time=True,
+        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", timed=True,
     )
     assert report.phases["forward"].flops > 0
     assert report.timing.phases == {} and "needs at least" in report.timing.skipped
@@ -72,7 +72,7 @@ def test_out_of_memory_while_running_is_reported(monkeypatch):
 
     monkeypatch.setattr(timing, "_random_like", exhausted)  # allocating the arrays fails
     report = xla_cost.analyze(
-        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", time=True,
+        build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", timed=True,
     )
     assert report.phases["grad"].flops > 0
     assert report.timing.skipped.startswith("out of memory: RESOURCE_EXHAUSTED")
@@ -118,4 +118,4 @@ def test_api_rejects_bad_peaks_like_the_cli(kwargs):
     from xla_cost.zoo import build_model, example_inputs
 
     with pytest.raises(xla_cost.InputError, match="a positive number"):
-        xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 1), optimizer="sgd", time=True, **kwargs)
+        xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 1), optimizer="sgd", timed=True, **kwargs)

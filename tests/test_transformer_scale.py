@@ -75,7 +75,7 @@ def test_gpt3_175b_counted_from_the_jaxpr_matches_kaplan():
     name, batch = "gpt3-175b", 1
     config = get_spec(name).defaults
     report = xla_cost.analyze(
-        build_model(name), example_inputs(name, batch), optimizer="adam", compile=False,
+        build_model(name), example_inputs(name, batch), optimizer="adam", counter="jaxpr",
     )
     tokens = batch * config["seq_len"]
     analytic = kaplan_forward_per_token(config) * tokens
@@ -113,7 +113,7 @@ def test_mixed_precision_keeps_flop_and_says_so():
         dtype: xla_cost.analyze(
             build_model("gpt2-small", dtype=dtype, **config),
             example_inputs("gpt2-small", 2, dtype=dtype, **config),
-            optimizer="adam", compile=False, dtype=dtype,
+            optimizer="adam", counter="jaxpr", dtype=dtype,
         )
         for dtype in ("float32", "bfloat16")
     }
