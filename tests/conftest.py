@@ -6,6 +6,10 @@ import functools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# No persistent caches while testing: tests that stand in for a backend (a
+# patched cost_analysis) must see it run, and nothing a test patches may reach
+# the user's cache. Tests of the caches run child processes with their own.
+os.environ["XLA_COST_NO_CACHE"] = "1"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -123,9 +123,9 @@ def test_analysed_programs_compile_at_the_lowest_level(monkeypatch):
     seen = []
     original = xla.compile_phase
 
-    def spy(program, args=(), *, compiler_options=None):
+    def spy(program, args=(), *, compiler_options=None, executable=True):
         seen.append(compiler_options)
-        return original(program, args, compiler_options=compiler_options)
+        return original(program, args, compiler_options=compiler_options, executable=executable)
 
     monkeypatch.setattr(xla, "compile_phase", spy)
     inputs = jax.ShapeDtypeStruct((2, 1), jnp.float32)
@@ -183,14 +183,15 @@ if sys.argv[1] != "-":
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
 report = xla_cost.analyze(build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),
                           optimizer="adam")
-print(json.dumps({"dir": jax.config.jax_compilation_cache_dir, "flops": report.to_dict()["flops"],
-                  "bytes": report.to_dict()["bytes_accessed"]}))
+data = report.to_dict()
+print(json.dumps({"dir": jax.config.jax_compilation_cache_dir, "flops": data["flops"],
+                  "bytes": data["bytes_accessed"], "memory": data["memory"]}))
 """
 
 
 def _child(env_extra, user_dir="-"):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", **env_extra}
-    env.pop("XLA_COST_NO_CACHE", None) if "XLA_COST_NO_CACHE" not in env_extra else None
+    env = {k: v for k, v in os.environ.items() if k != "XLA_COST_NO_CACHE"}  # on unless asked
+    env = {**env, "JAX_PLATFORMS": "cpu", **env_extra}
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, user_dir], env=env, capture_output=True, text=True, check=True
     )
@@ -207,9 +208,12 @@ def test_compilation_cache_is_on_by_default_and_gives_the_same_figures(tmp_path)
     first = _child({"XLA_COST_CACHE_DIR": str(cache)})
     entries = _entries(cache)
     assert first["dir"] == str(cache) and len(entries) == 3  # forward, grad, update
+    # ... and their analyses beside them, read back without loading the executables
+    analyses = sorted(os.listdir(cache / "analyses"))
+    assert len(analyses) == 3 and all(name.endswith(".json") for name in analyses)
     second = _child({"XLA_COST_CACHE_DIR": str(cache)})
-    assert _entries(cache) == entries  # read back, nothing new written
-    assert second == first
+    assert _entries(cache) == entries and sorted(os.listdir(cache / "analyses")) == analyses
+    assert second == first  # every FLOP, byte and memory figure
 
 
 def test_compilation_cache_off_and_a_users_own_directory(tmp_path):
@@ -229,4 +233,26 @@ def test_cli_exact_train_step_and_no_cache(capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["sources"]["train_step"]["derivation"] == "compiled"
-    xla.use_compilation_cache(True)  # back to the default for the tests that follow
+    xla.use_compilation_cache(True)  # as the other tests run it (off: tests/conftest.py)
+
+
+def test_analyses_cache_reads_back_and_survives_a_corrupt_entry(tmp_path, monkeypatch):
+    monkeypatch.setitem(xla._CACHE_STATE, "dir", str(tmp_path))
+    args = (jax.ShapeDtypeStruct((8, 8), jnp.float32),)
+
+    def program(x):
+        return jnp.tanh(x @ x).sum()
+
+    first = xla.compile_phase(program, args, executable=False)
+    assert first.executable is not None  # compiled: nothing cached yet
+    (entry,) = (tmp_path / "analyses").iterdir()
+    second = xla.compile_phase(program, args, executable=False)
+    assert second.executable is None and (second.costs, second.memory) == (first.costs, first.memory)
+    # 8x8 @ 8x8: 2*8^3 FLOP, 64 tanh, 63 adds of the sum
+    assert second.costs.flops == 2 * 8**3 + 63 and second.costs.transcendentals == 64
+    entry.write_text("{not json")
+    third = xla.compile_phase(program, args, executable=False)
+    assert third.executable is not None and third.costs == first.costs
+    # another compiler option is another entry
+    xla.compile_phase(program, args, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+    assert len(list((tmp_path / "analyses").iterdir())) == 2

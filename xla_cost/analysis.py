@@ -64,7 +64,8 @@ def _run_programs(
                     )
                 if compiled:
                     pending[phase.name] = pool.submit(
-                        xla.compile_phase, traced.lower(), compiler_options=options
+                        xla.compile_phase, traced.lower(), compiler_options=options,
+                        executable=for_timing,
                     )
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
                 owners = workload.input_owners(phase.name) if phase.follow_data else None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import logging
 import math
 import os
@@ -251,6 +253,7 @@ def compile_phase(
     args: Sequence[Any] = (),
     *,
     compiler_options: Mapping[str, Any] | None = None,
+    executable: bool = True,
 ) -> CompiledPhase:
     """Compiles one phase and reads its analyses.
 
@@ -262,15 +265,82 @@ def compile_phase(
       compiler_options: XLA options for the compile (`COMPILER_OPTIONS` for a
         program that is analysed only); None: the defaults, for a program that
         will run.
+      executable: False when only the analyses are wanted: while the
+        compilation cache is on, they are read from the analyses cache beside
+        it when this very program (its StableHLO, the options, backend, device
+        and versions) was analysed before, without compiling or loading it.
 
     Returns:
       The compiled program's costs and memory, unknown fields as None, and
-      the executable.
+      the executable (None when not asked for and the analyses were cached).
     """
+    key = None
+    if not executable and _CACHE_STATE["dir"] is not None:
+        lowered = _lowered(program, args)
+        key = _analyses_key(lowered, compiler_options)
+        cached = _read_analyses(key)
+        if cached is not None:
+            return cached
+        program = lowered
     compiled = compile_executable(program, args, compiler_options=compiler_options)
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
+    if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
+        _write_analyses(key, costs, memory)  # an unknown is asked again next time
     return CompiledPhase(costs=costs, memory=memory, executable=compiled)
+
+
+def _lowered(program: Any, args: Sequence[Any]) -> Any:
+    if isinstance(program, jax.stages.Lowered):
+        return program
+    if isinstance(program, jax.stages.Traced):
+        return program.lower()
+    return jax.jit(program).lower(*args)
+
+
+ANALYSES_FORMAT = 1
+"""Version of the analyses cache's entries; a change makes old entries unused."""
+
+
+def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
+    """A hash of everything the analyses of ``lowered`` depend on."""
+    import jaxlib
+
+    digest = hashlib.sha256()
+    for part in (
+        str(ANALYSES_FORMAT), lowered.as_text(), json.dumps(dict(compiler_options or {}), sort_keys=True),
+        backend_name(), device_kind(), jax.__version__, jaxlib.__version__,
+        os.environ.get("XLA_FLAGS", ""),
+    ):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _analyses_path(key: str) -> str:
+    return os.path.join(_CACHE_STATE["dir"], "analyses", key + ".json")
+
+
+def _read_analyses(key: str) -> CompiledPhase | None:
+    try:
+        with open(_analyses_path(key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        costs = XlaCosts(**{**data["costs"], "unknown_reasons": tuple(data["costs"]["unknown_reasons"])})
+        return CompiledPhase(costs=costs, memory=XlaMemory(**data["memory"]), executable=None)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not there, or unreadable: compile
+
+
+def _write_analyses(key: str, costs: XlaCosts, memory: XlaMemory) -> None:
+    path = _analyses_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"costs": dataclasses.asdict(costs), "memory": dataclasses.asdict(memory)}, handle)
+        os.replace(tmp, path)
+    except OSError as exc:  # a cache that cannot be written is no cache
+        _LOG.info("analyses cache not written: %s", exc)
 
 
 def compile_executable(
@@ -304,7 +374,7 @@ NO_CACHE_ENV = "XLA_COST_NO_CACHE"
 CACHE_MAX_BYTES = 2 << 30
 """The cache's size limit when xla_cost configures it (least recently used go)."""
 
-_CACHE_STATE: dict[str, Any] = {"owned": None}
+_CACHE_STATE: dict[str, Any] = {"owned": None, "dir": None}
 
 
 def default_cache_dir() -> str:
@@ -333,9 +403,20 @@ def use_compilation_cache(enabled: bool = True) -> str | None:
     turns off one xla_cost turned on earlier in the process). Being JAX's
     process-wide setting, it also serves the user's own jitted functions.
 
+    While xla_cost owns the cache, the analyses of programs compiled only to
+    be analysed are kept beside it (``analyses/``, one small JSON file per
+    program): a second analysis of the same programs reads them without
+    loading the executables.
+
     Returns:
       The cache directory in use, or None when the cache is off.
     """
+    path = _use_compilation_cache(enabled)
+    _CACHE_STATE["dir"] = path if path is not None and path == _CACHE_STATE["owned"] else None
+    return path
+
+
+def _use_compilation_cache(enabled: bool) -> str | None:
     from jax.experimental.compilation_cache import compilation_cache
 
     configured = jax.config.jax_compilation_cache_dir
