@@ -12,6 +12,7 @@ from xla_cost.attribution import attribute as attribute
 from xla_cost.attribution import attribute_step as attribute_step
 from xla_cost.attribution import classify_pass as classify_pass
 from xla_cost.attribution import module_path as module_path
+from xla_cost.configs import RunConfig as RunConfig
 from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
 from xla_cost.errors import InputError as InputError
 from xla_cost.errors import XlaCostError as XlaCostError
@@ -28,6 +29,12 @@ from xla_cost.rules import FLOPS_PER_FMA as FLOPS_PER_FMA
 from xla_cost.rules import Cost as Cost
 from xla_cost.rules import DuplicateRuleError as DuplicateRuleError
 from xla_cost.rules import register as register
+from xla_cost.store import Store as Store
+from xla_cost.store import StoredResult as StoredResult
+from xla_cost.store import default_store_path as default_store_path
+from xla_cost.sweeps import SweepResult as SweepResult
+from xla_cost.sweeps import configurations as configurations
+from xla_cost.sweeps import sweep as sweep
 from xla_cost.workload import OPTIMIZERS as OPTIMIZERS
 from xla_cost.workload import Workload as Workload
 from xla_cost.workload import build_workload as build_workload
@@ -54,6 +61,10 @@ __all__ = [
     "PhaseCosts",
     "REMAINDER",
     "Report",
+    "RunConfig",
+    "Store",
+    "StoredResult",
+    "SweepResult",
     "Workload",
     "XlaCostError",
     "analyze",
@@ -61,10 +72,13 @@ __all__ = [
     "attribute_step",
     "build_workload",
     "classify_pass",
+    "configurations",
     "count_function",
     "count_jaxpr",
+    "default_store_path",
     "module_path",
     "register",
     "softmax_cross_entropy",
+    "sweep",
     "use_compilation_cache",
 ]

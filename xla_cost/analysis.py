@@ -7,6 +7,7 @@ from typing import Any
 
 import concurrent.futures
 import dataclasses
+import os
 import warnings
 
 import jax
@@ -17,6 +18,7 @@ from xla_cost.attribution import attribute_step, check_depth, module_path
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import EqnCount, JaxprCount, count_jaxpr
 from xla_cost.report import SOURCED, LayerCosts, MemoryStats, PhaseCosts, Report
+from xla_cost.store import Store, analysis_key, environment
 from xla_cost import timing as _timing
 from xla_cost.timing import Timing
 from xla_cost.workload import LossFn, OutputSelector, Workload, build_workload
@@ -390,6 +392,7 @@ def analyze(
     output: OutputSelector | None = None,
     exact_train_step: bool = False,
     compilation_cache: bool = True,
+    cache: bool | str | os.PathLike[str] | Store = False,
     **deprecated: Any,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
@@ -446,6 +449,15 @@ def analyze(
         compile time.
       compilation_cache: keep compiled programs in JAX's persistent
         compilation cache (default; off with ``XLA_COST_NO_CACHE=1`` too).
+      cache: look the whole analysis up in the results store
+        (`xla_cost.store`; the one `xla_cost.sweep` writes) and store it
+        there when it is not: ``True`` for `default_store_path`, a path, or a
+        `Store`. The key is a description of every argument (a Linen module's
+        fields, an NNX module's graph and shapes, the source file of its
+        class, a loss function's code), with the versions, backend and
+        device. A call with an argument that has no stable description (an
+        object whose repr holds its memory address) runs and is not stored,
+        with a note; a timed call is never cached.
       peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
         memory bandwidth (bytes/s) for MFU and the roofline, replacing the
         built-in table (`xla_cost.timing.PEAKS`) or the CPU measurement.
@@ -489,6 +501,29 @@ def analyze(
         depth=depth, dtype=dtype, peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth,
         counter=counter,
     )
+    arguments = dict(
+        model=model, inputs=inputs, optimizer=optimizer, loss=loss, targets=targets, params=params,
+        per_layer=per_layer, depth=depth, counter=counter, name=name, config=config, dtype=dtype,
+        call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output,
+        exact_train_step=exact_train_step,
+    )
+    if cache is not False and cache is not None and not timed:
+        key, why = analysis_key(arguments)
+        db = cache if isinstance(cache, Store) else Store(None if cache is True else cache)
+        try:
+            if key is not None:
+                row = db.get(key)
+                if row is not None and row.status == "ok":
+                    return Report.from_dict(row.report)
+            report = analyze(**arguments, timed=False, compilation_cache=compilation_cache)
+            if key is None:
+                return dataclasses.replace(report, notes=(*report.notes, f"not cached: {why}"))
+            db.put(key, model=report.model, config={"analyze": report.model}, environment=environment(),
+                   report=report.to_dict(), seconds=None)
+            return report
+        finally:
+            if db is not cache:
+                db.close()
     workload, optimizer_name = build_workload(
         model, inputs, optimizer=optimizer, loss=loss, targets=targets, params=params,
         call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output,

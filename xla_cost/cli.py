@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
-import inspect
 import os
 import sys
 import tempfile
@@ -53,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
     analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
     analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
+    analyze.add_argument("--cache", action="store_true", help="look the analysis up in the results store and store it there (the store of `xla-cost sweep`; a second identical analysis returns at once)")
+    analyze.add_argument("--store", default=None, metavar="PATH", help="the results store for --cache (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
     analyze.add_argument("--time", action="store_true", help="also run each phase on real random arrays on the default device and time it (seconds, FLOP/s, MFU, roofline, forward/backward/update split)")
     analyze.add_argument("--peak-tflops", type=float, default=None, metavar="T", help="the device's peak TFLOP/s for MFU and the roofline (default: a table of accelerators; measured on a CPU)")
     analyze.add_argument("--peak-bandwidth", type=float, default=None, metavar="B", help="the device's memory bandwidth in bytes/s, e.g. 3.35e12")
@@ -63,6 +63,29 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--format", default="table", choices=FORMATS)
     analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    sweep = sub.add_parser(
+        "sweep", help="analyse every combination of models, batch sizes, settings, optimizers and dtypes",
+        description="Results go into an SQLite store; a rerun skips what is stored.",
+    )
+    sweep.add_argument("models", nargs="+", metavar="MODEL", help="zoo names or package.module:attribute (with --input-shape)")
+    sweep.add_argument("--batch-sizes", default="1", metavar="B,B,...", help="batch sizes, e.g. 1,2,4,8 (default 1)")
+    sweep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V,V,...", help="a model argument and its values, e.g. depth=0,1,3 (repeatable; every combination runs)")
+    sweep.add_argument("--optimizers", default="sgd", metavar="NAME,...", help=f"of {', '.join(OPTIMIZERS)} (default sgd)")
+    sweep.add_argument("--dtypes", default="float32", metavar="DTYPE,...", help=f"of {', '.join(DTYPES)} (default float32)")
+    sweep.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla (default) or jaxpr, as for analyze")
+    sweep.add_argument("--per-layer", action="store_true", help="also the per-layer rows (--layers FILE writes them)")
+    sweep.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to depth N (implies --per-layer)")
+    sweep.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape; the batch axis is replaced by each batch size")
+    sweep.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    sweep.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core, as memory allows; 0: in this process)")
+    sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run on a Dask distributed scheduler, e.g. tcp://HOST:8786 (pip install 'xla-cost[dask]')")
+    sweep.add_argument("--retry-failed", action="store_true", help="analyse again the configurations stored as failed")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--format", default="table", choices=FORMATS)
+    sweep.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV")
+    sweep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     models = sub.add_parser("models", help="list the model zoo")
     models.add_argument("--format", default="table", choices=FORMATS)
@@ -93,155 +116,76 @@ def _parse_settings(
     return config
 
 
-def _parse_shape(text: str) -> tuple[int, ...]:
-    from xla_cost.errors import InputError
-
-    try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
-    except ValueError:
-        shape = ()
-    if not shape or any(d < 1 for d in shape):
-        raise InputError(
-            "--input-shape as positive integers B,D1,... (batch first)", repr(text),
-            "Write e.g. --input-shape 8,224,224,3.",
-        )
-    return shape
-
-
-def _accepts_dtype(target: Any) -> bool:
-    """Whether a Module class or factory takes a ``dtype`` argument."""
-    import dataclasses as dc
-
-    if inspect.isclass(target) and dc.is_dataclass(target):  # a Linen module class
-        return any(f.name == "dtype" for f in dc.fields(target))
-    try:
-        init = target.__init__ if inspect.isclass(target) else target
-        return "dtype" in inspect.signature(init).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _input_dtype(name: str) -> Any:
-    from xla_cost.errors import InputError
-
-    try:
-        import jax.numpy as jnp
-
-        return jnp.dtype(name)
-    except TypeError as exc:
-        raise InputError(
-            "--input-dtype as a dtype name (float32, bfloat16, int32, ...)", repr(name),
-            "Use e.g. --input-dtype int32 for token ids.",
-        ) from exc
-
-
-def _load_custom(spec: str, config: dict[str, Any], dtype: str = "float32") -> tuple[Any, str, bool]:
-    """``package.module:attribute`` -> a module instance, its name, and whether
-    it was built to compute in ``dtype`` (a class or factory with a ``dtype``)."""
-    from xla_cost.errors import InputError
-
-    module_name, _, attribute = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        target = getattr(module, attribute)
-    except (ImportError, AttributeError) as exc:
-        raise InputError(
-            "MODEL as a zoo name or an importable package.module:attribute",
-            f"{spec!r} ({exc})", "Check the module path and that it is on PYTHONPATH.",
-        ) from exc
-    name = attribute
-    import flax.linen as nn
-    from flax import nnx
-
-    if isinstance(target, (nn.Module, nnx.Module)):
-        if config:
-            raise InputError(
-                "--set only with a Module class or a factory function",
-                f"an instance of {type(target).__name__}", "Drop --set or point at the class.",
-            )
-        return target, name, False
-    if not callable(target):
-        raise InputError(
-            "a Module class, instance or zero-argument factory",
-            f"{type(target).__name__} {spec!r}", "Point MODEL at one of those.",
-        )
-    cast = dtype != "float32" and "dtype" not in config and _accepts_dtype(target)
-    if cast:
-        import jax.numpy as jnp
-
-        config = {**config, "dtype": jnp.dtype(dtype)}
-    try:
-        if inspect.isclass(target) and issubclass(target, nnx.Module):
-            # Build NNX modules abstractly: nothing the size of the model is allocated.
-            needs_rngs = "rngs" in inspect.signature(target.__init__).parameters and "rngs" not in config
-            cls = target
-            target = nnx.eval_shape(
-                lambda: cls(**config, rngs=nnx.Rngs(0)) if needs_rngs else cls(**config)
-            )
-        else:
-            target = target(**config)
-    except TypeError as exc:
-        raise InputError(
-            f"arguments that {attribute} accepts", repr(config), f"Check --set ({exc})."
-        ) from exc
-    return target, name, cast
-
-
 def _analyze(args: argparse.Namespace) -> str:
-    import dataclasses
-
-    import jax
-
-    from xla_cost import zoo as models
     from xla_cost._text import render_as
-    from xla_cost.analysis import analyze
-    from xla_cost.errors import InputError
+    from xla_cost.configs import RunConfig, parse_shape
 
     config = _parse_settings(args.settings)
     call_kwargs = _parse_settings(args.call_kwargs, "--call-kwarg", "train=True")
     output = args.output_index
     if output is not None:
         output = int(output) if output.lstrip("-").isdigit() else output
-    shape = _parse_shape(args.input_shape) if args.input_shape else None
-    notes: list[str] = []
-    dtype: str | None = args.dtype
-    if ":" in args.model:
-        model, name, cast = _load_custom(args.model, config, args.dtype)
-        if shape is None:
-            raise InputError(
-                "--input-shape for a custom model", "none", "Add e.g. --input-shape 8,224,224,3."
-            )
-        import jax.numpy as jnp
-
-        if args.batch_size is not None:
-            shape = (args.batch_size, *shape[1:])
-        inputs = jax.ShapeDtypeStruct(shape, _input_dtype(args.input_dtype or args.dtype))
-        if args.dtype != "float32" and not cast:
-            dtype = None  # the report reads the dtype the model computes in
-            notes.append(
-                f"--dtype {args.dtype}: only the inputs were cast; {name} is not a class or "
-                "factory with a dtype argument, so its layers compute in their own dtype "
-                "(see dtype); pass the model's own dtype option with --set to change that"
-            )
-    else:
-        spec = models.get_spec(args.model)
-        name = spec.name
-        model = models.build_model(name, dtype=args.dtype, **config)
-        batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
-        inputs = models.example_inputs(name, batch, dtype=args.dtype, **config)
-        if shape is not None:
-            inputs = jax.ShapeDtypeStruct((batch, *shape[1:]), inputs.dtype)
-    report = analyze(
-        model, inputs, optimizer=args.optimizer, per_layer=args.per_layer or args.depth is not None,
-        depth=args.depth, counter=args.counter, name=name, config=config, dtype=dtype,
-        timed=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
-        exact_train_step=args.exact_train_step, compilation_cache=not args.no_cache,
-        call_kwargs=call_kwargs or None, method=args.method, axis_names=args.axis_names or None,
-        output=output,
+    shape = parse_shape(args.input_shape) if args.input_shape else None
+    batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
+    run = RunConfig(
+        args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
+        counter=args.counter, per_layer=args.per_layer, depth=args.depth, input_shape=shape,
+        input_dtype=args.input_dtype, exact_train_step=args.exact_train_step,
     )
-    if notes:
-        report = dataclasses.replace(report, notes=(*notes, *report.notes))
+    report = run.run(
+        timed=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
+        compilation_cache=not args.no_cache, call_kwargs=call_kwargs or None, method=args.method,
+        axis_names=args.axis_names or None, output=output,
+        cache=(args.store or True) if args.cache else False,
+    )
     return render_as(report, args.format, _width(args))
+
+
+def _list(text: str, flag: str) -> list[Any]:
+    """``"1,2,4"`` to ``[1, 2, 4]``: Python literals, else strings."""
+    from xla_cost.errors import InputError
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = tuple(part.strip() for part in text.split(","))
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if not values or any(v == "" for v in values):
+        raise InputError(f"{flag} as comma-separated values", repr(text), f"Write e.g. {flag} 1,2,4.")
+    return values
+
+
+def _sweep(args: argparse.Namespace) -> str:
+    from xla_cost._text import render_as
+    from xla_cost.configs import parse_shape
+    from xla_cost.sweeps import sweep
+
+    settings = {key: _list(value, f"--set {key}=") for key, value in _parse_settings_raw(args.settings).items()}
+    check_output(args.layers)
+    result = sweep(
+        args.models, batch_sizes=_list(args.batch_sizes, "--batch-sizes"), settings=settings,
+        optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
+        counter=args.counter, per_layer=args.per_layer or args.depth is not None, depth=args.depth,
+        input_shape=parse_shape(args.input_shape) if args.input_shape else None, store=args.store,
+        jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
+        retry_failed=args.retry_failed,
+    )
+    if args.layers:
+        _write(result.layers.to_csv(index=False), args.layers)
+    return render_as(result, args.format, _width(args))
+
+
+def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
+    """``KEY=V,V`` items to ``{KEY: "V,V"}`` (the values parsed by `_list`)."""
+    from xla_cost.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in settings:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier() or not raw.strip():
+            raise InputError("--set KEY=V,V,... with KEY an argument name", repr(item), "Write e.g. --set depth=0,1,3.")
+        out[key.strip()] = raw.strip()
+    return out
 
 
 def _width(args: argparse.Namespace) -> int | None:
@@ -330,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = getattr(args, "output", None)
         try:
             check_output(output)
-            text = _analyze(args) if args.command == "analyze" else _models(args)
+            command = {"analyze": _analyze, "sweep": _sweep, "models": _models}[args.command]
+            text = command(args)
             _write(text, output)
         except XlaCostError as exc:
             if debug:

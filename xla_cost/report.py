@@ -176,6 +176,19 @@ class LayerCosts:
         return self.forward.transcendentals
 
     @property
+    def forward_bytes_accessed(self) -> int:
+        """The jaxpr's unfused bytes estimate of the row's forward operations."""
+        return self.forward.bytes_accessed
+
+    @property
+    def backward_bytes_accessed(self) -> int:
+        return self.backward.bytes_accessed
+
+    @property
+    def update_bytes_accessed(self) -> int:
+        return self.update.bytes_accessed
+
+    @property
     def backward_transcendentals(self) -> int:
         return self.backward.transcendentals
 
@@ -202,7 +215,8 @@ class LayerCosts:
 LAYER_FIELDS: tuple[str, ...] = (
     "path", "parameters", "forward_flops", "backward_flops", "forward_transcendentals",
     "backward_transcendentals", "update_flops", "update_transcendentals", "trip_count",
-    "backward_to_forward",
+    "backward_to_forward", "forward_bytes_accessed", "backward_bytes_accessed",
+    "update_bytes_accessed",
 )
 """A layer row's fields in the JSON ``layers`` records and the CSV, in order."""
 
@@ -320,6 +334,53 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """The report `to_dict` gave (read back from JSON or the results store).
+
+        Raises:
+          ValueError: ``data`` holds a ``timing`` section (measured seconds are
+            not stored; time the step again) or is not a report's dict.
+        """
+        if data.get("timing") is not None:
+            raise ValueError("Report.from_dict: a timed report is not read back; time the step again")
+        try:
+            phases = {
+                p: PhaseCosts(
+                    **{key: data[key][p] for key in ADDITIVE},
+                    memory=MemoryStats(**data["memory"][p]),
+                    sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
+                    loop_corrected=bool(data["loop_corrected"][p]),
+                    derivation=data["sources"][p]["derivation"],
+                )
+                for p in PHASES
+            }
+            layers = None
+            if data.get("layers") is not None:
+                layers = tuple(
+                    LayerCosts(
+                        path=row["path"], parameters=row["parameters"], trip_count=row["trip_count"],
+                        **{
+                            pass_: Cost(
+                                row[f"{pass_}_flops"], row[f"{pass_}_transcendentals"],
+                                row.get(f"{pass_}_bytes_accessed", 0),
+                            )
+                            for pass_ in ("forward", "backward", "update")
+                        },
+                    )
+                    for row in data["layers"]
+                )
+            return cls(
+                model=data["model"], config=dict(data["config"]), batch_size=data["batch_size"],
+                optimizer=data["optimizer"], dtype=data["dtype"], backend=data["backend"],
+                jax_version=data["jax_version"], parameters=data["parameters"], phases=phases,
+                layers=layers, unsupported=dict(data["unsupported"]), notes=tuple(data["notes"]),
+                counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
+                collectives=dict(data["collectives"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"Report.from_dict: not a report's dict ({type(exc).__name__}: {exc})") from exc
 
     def to_frame(self) -> pd.DataFrame:
         """One row per phase: best, XLA and jaxpr FLOP, transcendentals, bytes, memory."""

@@ -1,0 +1,260 @@
+"""Sweeps (issue 11): configurations, the SQLite store, worker processes, Dask,
+failures as rows, a SIGKILLed sweep completed by a rerun, analyze(cache=True)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+import xla_cost
+from xla_cost import cli
+from xla_cost.store import Store, analysis_key
+from xla_cost.sweeps import configurations, sweep
+from xla_cost.zoo import build_model, example_inputs
+
+from tests.formulas import mlp_forward_phase, mlp_params
+
+SGD_FLOPS_PER_PARAM = 2  # seed 001, appendix B: SGD costs 2 FLOP per parameter (multiply, subtract)
+
+
+def test_configurations_product_order_and_names():
+    configs = configurations(
+        ["OneNet", "linear-net"], batch_sizes=[1, 2], settings=None, optimizers=["sgd", "adam"]
+    )
+    # models x optimizers x batch sizes, models outermost, names canonical
+    assert len(configs) == 2 * 2 * 2
+    assert [c.model for c in configs[:4]] == ["one_net"] * 4
+    assert [(c.optimizer, c.batch_size) for c in configs[:4]] == [("sgd", 1), ("sgd", 2), ("adam", 1), ("adam", 2)]
+    # duplicates (the same model under two spellings) are one configuration
+    assert len(configurations(["one_net", "OneNet"], batch_sizes=[1, 1])) == 1
+    grid = configurations(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [0, 1, 3]})
+    assert [c.config for c in grid] == [{"depth": 0}, {"depth": 1}, {"depth": 3}]
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"models": ["one_nett"]}, "Did you mean `one_net`"),
+        ({"models": ["one_net"], "optimizers": ["adamm"]}, "optimizers among"),
+        ({"models": ["one_net"], "batch_sizes": [0]}, "batch sizes of at least 1"),
+        ({"models": ["one_net"], "dtypes": ["float31"]}, "dtype"),
+        ({"models": ["one_net"], "counter": "hlo"}, "counter one of"),
+    ],
+)
+def test_bad_input_fails_before_anything_runs(kwargs, expected, tmp_path):
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(xla_cost.InputError, match=expected):
+        sweep(**kwargs, store=store, jobs=0)
+    assert not store.exists() or len(Store(store)) == 0
+
+
+def test_sweep_in_process_figures_store_and_rerun(tmp_path, monkeypatch):
+    store = tmp_path / "results.sqlite"
+    first = sweep(["one_net"], batch_sizes=[2, 3], optimizers=["sgd"], store=store, jobs=0, per_layer=True)
+    runs = first.runs
+    assert list(runs["status"]) == ["ok", "ok"]
+    # forward: the layers, the ReLUs and the loss (tests/formulas.py; the jaxpr count,
+    # exact; XLA's differs by its loss fusion); SGD 2 FLOP/param
+    assert list(runs["forward_jaxpr_flops"]) == [mlp_forward_phase(2, 1), mlp_forward_phase(3, 1)]
+    assert list(runs["update_flops"]) == [SGD_FLOPS_PER_PARAM * mlp_params(1)] * 2
+    assert list(runs["parameters"]) == [mlp_params(1)] * 2
+    assert (runs["backward_flops"] == runs["grad_flops"] - runs["forward_flops"]).all()
+    # the layer frame: fc1..fc3 and the remainder per configuration, adding up to the phase
+    layers = first.layers
+    for batch, group in layers.groupby("batch_size"):
+        assert group["forward_flops"].sum() == runs.set_index("batch_size").loc[batch, "forward_jaxpr_flops"]
+    with Store(store) as db:
+        assert len(db) == 2
+    # a rerun reads the store and analyses nothing
+    monkeypatch.setattr("xla_cost.sweeps.run_config", lambda config: pytest.fail("rerun analysed again"))
+    again = sweep(["one_net"], batch_sizes=[2, 3], optimizers=["sgd"], store=store, jobs=0, per_layer=True)
+    pd.testing.assert_frame_equal(again.runs, runs)
+    pd.testing.assert_frame_equal(again.layers, layers)
+
+
+def test_sweep_matches_analyze(tmp_path):
+    result = sweep(["conv_net"], batch_sizes=[2], optimizers=["adam"], store=tmp_path / "s.sqlite", jobs=0)
+    report = xla_cost.analyze(
+        build_model("conv_net"), example_inputs("conv_net", 2), optimizer="adam", name="conv_net"
+    )
+    row = result.runs.iloc[0]
+    for phase in xla_cost.PHASES:
+        assert row[f"{phase}_flops"] == report.phases[phase].flops
+        assert row[f"{phase}_bytes_accessed"] == report.phases[phase].bytes_accessed
+    assert row["backward_to_forward"] == pytest.approx(report.backward_to_forward, rel=0, abs=0)
+
+
+def test_failures_are_rows_and_the_sweep_goes_on(tmp_path):
+    store = tmp_path / "s.sqlite"
+    # depth=-1 is below deeper_conv_net's minimum: one failed row, the other runs
+    result = sweep(
+        ["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
+    )
+    failed, ok = result.runs.iloc[0], result.runs.iloc[1]
+    assert failed["status"] == "failed" and "\n" not in failed["error"] and "depth" in failed["error"]
+    assert ok["status"] == "ok" and ok["forward_flops"] > 0
+    # stored: a rerun does not retry it, retry_failed does
+    calls = []
+    sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
+          on_result=lambda c, r: calls.append(c))
+    assert calls == []
+    sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
+          retry_failed=True, on_result=lambda c, r: calls.append(c))
+    assert [c.config for c in calls] == [{"depth": -1}]
+    with Store(store) as db:
+        assert len(db) == 2
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _rows(store) -> list[tuple[str, str]]:
+    with sqlite3.connect(store) as db:
+        return db.execute("SELECT key, created FROM results").fetchall()
+
+
+def _wait_rows(store, at_least: int, process: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if store.exists():
+            try:
+                if len(_rows(store)) >= at_least:
+                    return
+            except sqlite3.OperationalError:
+                pass
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    pytest.fail(f"the sweep stored fewer than {at_least} rows in {timeout} s")
+
+
+BATCHES = [1, 2, 3, 4, 5, 6]
+
+
+def _sweep_command(store) -> list[str]:
+    return [sys.executable, "-m", "xla_cost", "sweep", "one_net", "--batch-sizes",
+            ",".join(map(str, BATCHES)), "--counter", "jaxpr", "--store", str(store), "--jobs", "1",
+            "--quiet", "--format", "csv"]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
+    store = tmp_path / "s.sqlite"
+    process = subprocess.Popen(_sweep_command(store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rows(store, 2, process)
+        # a real SIGKILL of the worker process: the sweep replaces it and retries what it ran
+        workers = _children(process.pid)
+        assert workers, "no worker process"
+        for worker in workers:
+            os.kill(worker, signal.SIGKILL)
+        _wait_rows(store, 3, process)
+        # then of the sweep itself, with its worker
+        for pid in [process.pid, *_children(process.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    before = dict(_rows(store))
+    assert 3 <= len(before) < len(BATCHES)
+    rerun = subprocess.run(_sweep_command(store), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    after = dict(_rows(store))
+    # every finished row kept as it was (same creation time), none duplicated, all there
+    assert {k: after[k] for k in before} == before
+    assert len(after) == len(BATCHES)
+    frame = pd.read_csv(__import__("io").StringIO(rerun.stdout))
+    assert list(frame["batch_size"]) == BATCHES and set(frame["status"]) == {"ok"}
+    assert list(frame["forward_flops"]) == [mlp_forward_phase(b, 1) for b in BATCHES]
+
+
+@pytest.mark.slow
+def test_sweep_on_a_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    store = tmp_path / "s.sqlite"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        result = sweep(["one_net"], batch_sizes=[1, 2], counter="jaxpr", store=store, scheduler=client)
+    assert list(result.runs["status"]) == ["ok", "ok"]
+    assert list(result.runs["forward_flops"]) == [mlp_forward_phase(b, 1) for b in (1, 2)]
+    with Store(store) as db:
+        assert len(db) == 2  # written by the client
+
+
+def test_worker_processes_give_the_in_process_figures(tmp_path):
+    local = sweep(["one_net"], batch_sizes=[1, 4], counter="jaxpr", store=tmp_path / "a.sqlite", jobs=0)
+    pooled = sweep(["one_net"], batch_sizes=[1, 4], counter="jaxpr", store=tmp_path / "b.sqlite", jobs=2)
+    columns = [c for c in local.runs.columns if c not in ("seconds",)]
+    pd.testing.assert_frame_equal(local.runs[columns], pooled.runs[columns])
+
+
+def test_analyze_cache_returns_the_stored_report(tmp_path, monkeypatch):
+    store = tmp_path / "s.sqlite"
+    model, inputs = build_model("conv_net"), example_inputs("conv_net", 2)
+    first = xla_cost.analyze(model, inputs, optimizer="adam", per_layer=True, cache=store)
+    monkeypatch.setattr("xla_cost.analysis.build_workload", lambda *a, **k: pytest.fail("not cached"))
+    second = xla_cost.analyze(build_model("conv_net"), inputs, optimizer="adam", per_layer=True, cache=store)
+    assert second.to_dict() == first.to_dict()
+    assert second.layers == first.layers
+    # another batch size is another key
+    assert analysis_key({"inputs": example_inputs("conv_net", 3)})[0] != analysis_key({"inputs": inputs})[0]
+
+
+def test_analyze_cache_skips_what_has_no_stable_key(tmp_path):
+    import optax
+
+    class Opaque:  # an object whose repr carries its address
+        pass
+
+    key, why = analysis_key({"optimizer": Opaque()})
+    assert key is None and "Opaque" in why
+    report = xla_cost.analyze(
+        build_model("one_net"), example_inputs("one_net", 1), optimizer=optax.sgd(0.1),
+        cache=tmp_path / "s.sqlite", counter="jaxpr",
+    )
+    assert report.phases["forward"].flops == mlp_forward_phase(1, 1)
+
+
+def test_report_from_dict_round_trip(zoo_report):
+    report = zoo_report("conv_net", 2, "adam")
+    again = xla_cost.Report.from_dict(json.loads(report.to_json()))
+    assert again.to_dict() == report.to_dict()
+    assert again.phases == report.phases and again.layers == report.layers
+
+
+def test_cli_sweep_csv_and_layers(tmp_path, capsys):
+    layers = tmp_path / "layers.csv"
+    code = cli.main(["sweep", "one_net", "--batch-sizes", "1,2", "--counter", "jaxpr", "--optimizers", "sgd,adam",
+                     "--store", str(tmp_path / "s.sqlite"), "--jobs", "0", "--format", "csv",
+                     "--per-layer", "--layers", str(layers)])
+    assert code == 0
+    frame = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
+    assert list(zip(frame["optimizer"], frame["batch_size"])) == [("sgd", 1), ("sgd", 2), ("adam", 1), ("adam", 2)]
+    assert list(frame["forward_flops"]) == [mlp_forward_phase(b, 1) for b in (1, 2, 1, 2)]
+    layer_rows = pd.read_csv(layers)
+    assert set(layer_rows["path"]) >= {"fc1", "fc2", "fc3"}
+
+
+def test_cli_sweep_bad_store_is_one_line(tmp_path, capsys):
+    code = cli.main(["sweep", "one_net", "--store", str(tmp_path), "--jobs", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--store" in err
