@@ -141,7 +141,7 @@ def _wait_rows(store, at_least: int, process: subprocess.Popen, timeout: float =
                     return
             except sqlite3.OperationalError:
                 pass
-        assert process.poll() is None, process.communicate()
+        assert process.poll() is None, (store.parent / "stderr.txt").read_text()
         time.sleep(0.2)
     pytest.fail(f"the sweep stored fewer than {at_least} rows in {timeout} s")
 
@@ -158,7 +158,8 @@ def _sweep_command(store) -> list[str]:
 @pytest.mark.slow
 def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
     store = tmp_path / "s.sqlite"
-    process = subprocess.Popen(_sweep_command(store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = open(tmp_path / "stderr.txt", "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(_sweep_command(store), stdout=subprocess.DEVNULL, stderr=log)
     try:
         _wait_rows(store, 2, process)
         # a real SIGKILL of the worker process: the sweep replaces it and retries what it ran
@@ -174,6 +175,8 @@ def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+            process.wait(30)
+        log.close()
     before = dict(_rows(store))
     assert 3 <= len(before) < len(BATCHES)
     rerun = subprocess.run(_sweep_command(store), capture_output=True, text=True, timeout=300)

@@ -60,10 +60,12 @@ def _run_programs(
     with concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
         try:
             for phase in declared:
-                with workload.tracing():
-                    traced = jax.jit(workload.phase_fn(phase.name)).trace(
-                        *workload.phase_args(phase.name)
-                    )
+                traced = workload.traced.get(phase.name)
+                if traced is None:
+                    with workload.tracing():
+                        traced = jax.jit(workload.phase_fn(phase.name)).trace(
+                            *workload.phase_args(phase.name)
+                        )
                 if compiled:
                     pending[phase.name] = pool.submit(
                         xla.compile_phase, traced.lower(), compiler_options=options,

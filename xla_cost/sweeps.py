@@ -291,13 +291,12 @@ def _run_local(
     while queue:
         pool = _spawn_pool(jobs)
         running: dict[concurrent.futures.Future[dict[str, Any]], tuple[int, RunConfig]] = {}
-        broken = False
+        broken = finished = False
         try:
             while queue or running:
                 while queue and len(running) < jobs and not broken:
                     config = queue.pop(0)
-                    index = id(config)
-                    running[pool.submit(run_config, config.to_dict())] = (index, config)
+                    running[pool.submit(run_config, config.to_dict())] = (id(config), config)
                 progress.show(c.label() for _, c in running.values())
                 done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
@@ -319,16 +318,19 @@ def _run_local(
                     record(config, result)
                 if broken and not running:
                     break
+            finished = not broken
         finally:
-            pool.shutdown(wait=not broken, cancel_futures=True)
-            if broken:
-                _kill_workers(pool)
+            # Interrupted or broken: the workers are killed, not waited for.
+            _shutdown(pool, kill=not finished)
 
 
-def _kill_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    for process in list(getattr(pool, "_processes", {}).values()):
-        if process.is_alive():
-            process.kill()
+def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> None:
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    if kill:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+    pool.shutdown(wait=not kill, cancel_futures=True)
 
 
 def _run_dask(

@@ -134,6 +134,9 @@ class Workload:
         (1 for a Linen variables dict ``{"params": ...}`` given to a function).
       module_paths: every module the model's call reaches, with parameters or
         without (a Dropout); empty for an apply function.
+      traced: programs already traced (``jax.stages.Traced``) with their
+        `phase_args`, by phase: building traces ``forward`` to check that the
+        model runs, and the analysis reuses that trace.
     """
 
     kind: str
@@ -155,6 +158,7 @@ class Workload:
     notes: tuple[str, ...] = ()
     path_offset: int = 0
     module_paths: tuple[str, ...] = ()
+    traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def parameters(self) -> int:
@@ -857,8 +861,8 @@ def build_workload(
         _check_loss(loss_fn, outputs, targets)
         forward = _forward_phase(apply, select, loss_fn)
         try:
-            with tracing():
-                jax.eval_shape(forward, params, state, (inputs, extras), targets)
+            with tracing():  # the forward program's trace, kept for the analysis
+                traced_forward = jax.jit(forward).trace(params, state, (inputs, extras), targets)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -921,6 +925,7 @@ def build_workload(
         notes=tuple(notes),
         path_offset=strip,
         module_paths=plan.module_paths,
+        traced={"forward": traced_forward},
     )
     return workload, optimizer_name
 
