@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import bert, gpt, resnet, seed_nets, vit
 from ._spec import ModelSpec, lookup_key
+from xla_cost import choices as _choices
 from xla_cost.errors import InputError
 
 __all__ = [
@@ -45,8 +46,10 @@ __all__ = [
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
-DTYPES: tuple[str, ...] = tuple(_DTYPES)
+DTYPES: tuple[str, ...] = _choices.DTYPES
 """The computation dtypes a zoo model can be built in (parameters stay float32)."""
+if tuple(_DTYPES) != DTYPES:  # pragma: no cover - a dtype added in one place only
+    raise ImportError("xla_cost.zoo's dtypes and xla_cost.choices.DTYPES differ")
 
 
 def _registry(specs: list[ModelSpec]) -> dict[str, ModelSpec]:

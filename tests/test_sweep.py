@@ -127,6 +127,28 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for child in _children(pid):
+        out += [child, *_descendants(child)]
+    return out
+
+
+def _workers(pid: int) -> list[int]:
+    """The sweep's worker processes: forked by its fork server (or spawned by it)."""
+    def cmdline(p: int) -> str:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as handle:
+                return handle.read().replace(b"\0", b" ").decode()
+        except OSError:
+            return ""
+
+    servers = [c for c in _children(pid) if "forkserver" in cmdline(c)]
+    if servers:
+        return [w for server in servers for w in _children(server)]
+    return [c for c in _children(pid) if "resource_tracker" not in cmdline(c)]
+
+
 def _rows(store) -> list[tuple[str, str]]:
     with sqlite3.connect(store) as db:
         return db.execute("SELECT key, created FROM results").fetchall()
@@ -163,14 +185,16 @@ def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
     try:
         _wait_rows(store, 2, process)
         # a real SIGKILL of the worker process: the sweep replaces it and retries what it ran
-        workers = _children(process.pid)
-        assert workers, "no worker process"
-        for worker in workers:
-            os.kill(worker, signal.SIGKILL)
+        workers = _workers(process.pid)
+        assert len(workers) == 1, workers  # --jobs 1
+        os.kill(workers[0], signal.SIGKILL)
         _wait_rows(store, 3, process)
-        # then of the sweep itself, with its worker
-        for pid in [process.pid, *_children(process.pid)]:
-            os.kill(pid, signal.SIGKILL)
+        # then of the sweep itself, with its fork server and worker
+        for pid in [process.pid, *_descendants(process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         process.wait(30)
     finally:
         if process.poll() is None:

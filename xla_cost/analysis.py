@@ -14,6 +14,7 @@ import jax
 import optax
 
 from xla_cost import phases, xla
+from xla_cost.choices import COUNTERS
 from xla_cost.attribution import attribute_step, check_depth, module_path
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import EqnCount, JaxprCount, count_jaxpr
@@ -328,9 +329,6 @@ def _collective_note(collectives: Mapping[str, int], step: Sequence[tuple[int, E
     )
 
 
-COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
-"""``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
-count the jaxprs alone, without compiling (fast; no bytes or memory)."""
 
 
 def check_options(

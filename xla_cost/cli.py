@@ -25,9 +25,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``xla-cost`` argument parser; its choices come from the library."""
     from xla_cost._text import FORMATS
-    from xla_cost.analysis import COUNTERS
-    from xla_cost.workload import OPTIMIZERS
-    from xla_cost.zoo import DTYPES
+    from xla_cost.choices import COUNTERS, DTYPES
+    from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
 
     parser = _Parser(
         prog="xla-cost",

@@ -66,12 +66,13 @@ def default_store_path() -> pathlib.Path:
 @functools.lru_cache(maxsize=1)
 def _source_digest() -> str:
     """A digest of xla_cost's and the zoo's source: a changed analyzer is a new key."""
-    import xla_cost
-    import xla_cost.zoo
+    import importlib.util
 
     digest = hashlib.sha256()
-    for package in (xla_cost, xla_cost.zoo):
-        root = pathlib.Path(package.__file__).parent
+    for package in ("xla_cost", "xla_cost.zoo"):  # found, not imported
+        spec = importlib.util.find_spec(package)
+        assert spec is not None and spec.origin is not None, package
+        root = pathlib.Path(spec.origin).parent
         for path in sorted(root.glob("*.py")):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
@@ -81,19 +82,14 @@ def _source_digest() -> str:
 @functools.lru_cache(maxsize=1)
 def environment() -> dict[str, str]:
     """What besides the configuration determines a result: versions, backend, device."""
-    import flax
-    import jax
-    import jaxlib
-    import optax
+    from importlib import metadata
 
     import xla_cost
     from xla_cost import xla
 
+    # Versions from the installed distributions: reading them imports nothing.
     return {
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-        "flax": flax.__version__,
-        "optax": optax.__version__,
+        **{name: metadata.version(name) for name in ("jax", "jaxlib", "flax", "optax")},
         "xla_cost": xla_cost.__version__,
         "source": _source_digest(),
         "backend": xla.backend_name(),

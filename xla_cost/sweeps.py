@@ -171,20 +171,34 @@ def configurations(
     from xla_cost.analysis import check_options
     from xla_cost.workload import OPTIMIZERS
 
+    grid = _grid(
+        models, batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
+        counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
+    )
+    for config in grid:
+        batch = config.batch_size
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InputError("batch sizes of at least 1", repr(batch), "Use e.g. --batch-sizes 1,2,4.")
+        if config.optimizer not in OPTIMIZERS:
+            raise InputError(
+                f"optimizers among {', '.join(OPTIMIZERS)}", repr(config.optimizer),
+                "Use e.g. --optimizers sgd,adam.",
+            )
+        check_options(dtype=config.dtype, counter=counter, depth=depth)
+    return _dedupe([config.canonical() for config in grid])
+
+
+def _grid(
+    models: Sequence[str] | str, *, batch_sizes: Iterable[int] | int,
+    settings: Mapping[str, Iterable[Any]] | None, optimizers: Iterable[str] | str,
+    dtypes: Iterable[str] | str, counter: str, per_layer: bool, depth: int | None,
+    input_shape: Sequence[int] | None,
+) -> list[RunConfig]:
+    """The combinations as given: not checked, names not made canonical."""
     models = _values("models", models)
     batch_sizes = _values("batch_sizes", batch_sizes)
     optimizers = _values("optimizers", optimizers)
     dtypes = _values("dtypes", dtypes)
-    for batch in batch_sizes:
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise InputError("batch sizes of at least 1", repr(batch), "Use e.g. --batch-sizes 1,2,4.")
-    for name in optimizers:
-        if name not in OPTIMIZERS:
-            raise InputError(
-                f"optimizers among {', '.join(OPTIMIZERS)}", repr(name), "Use e.g. --optimizers sgd,adam."
-            )
-    for dtype in dtypes:
-        check_options(dtype=dtype, counter=counter, depth=depth)
     keys = sorted(settings or {})
     grids = [_values(key, (settings or {})[key]) for key in keys]
     out: list[RunConfig] = []
@@ -196,7 +210,7 @@ def configurations(
                         model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
                         counter=counter, per_layer=per_layer, depth=depth,
                         input_shape=tuple(input_shape) if input_shape else None,
-                    ).canonical()
+                    )
                 )
     return _dedupe(out)
 
@@ -270,9 +284,20 @@ class _Progress:
             self._bar.stop()
 
 
+WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis", "xla_cost.zoo")
+"""Modules a fork server imports once for all worker processes."""
+
+
 def _spawn_pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
-    # spawn, not fork: a forked child of a process that has started JAX's threads can hang.
-    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    """Worker processes forked from a fork server that has imported jax, flax,
+    optax and xla_cost (and started no backend), where the platform has one;
+    else spawned. Never forked from this process, whose JAX may run threads."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
+    else:  # pragma: no cover - Windows
+        context = multiprocessing.get_context("spawn")
+    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
 
 
 def _run_local(
@@ -414,8 +439,8 @@ def sweep(
     Raises:
       InputError: a bad name or value, before anything runs.
     """
-    configs = configurations(
-        models, batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
+    grid = dict(
+        batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
         counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
     )
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
@@ -424,6 +449,15 @@ def sweep(
     db = Store(store) if own else store
     try:
         env = environment() if scheduler is None else _remote_environment(scheduler)
+        if not retry_failed:
+            # Everything stored already (under the names as given, so they were
+            # valid): no model, optimizer or zoo module needs importing.
+            given = _dedupe(_grid(models, **grid))
+            keys = {id(c): result_key(c.to_dict(), env) for c in given}
+            stored = db.get_many(keys.values())
+            if all(key in stored for key in keys.values()):
+                return sweep_frames([(c, stored[keys[id(c)]]) for c in given])
+        configs = configurations(models, **grid)
         keys = {id(c): result_key(c.to_dict(), env) for c in configs}
         stored = db.get_many(keys.values())
         todo = [

@@ -38,6 +38,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from xla_cost.choices import OPTIMIZER_NAMES
 from xla_cost import phases
 from xla_cost.errors import InputError
 
@@ -67,6 +68,8 @@ OPTIMIZERS: Mapping[str, Callable[[], optax.GradientTransformation]] = {
     "lamb": lambda: optax.lamb(1e-3),
 }
 """Optimizers known by name, each with the textbook default hyper-parameters."""
+if tuple(OPTIMIZERS) != OPTIMIZER_NAMES:  # pragma: no cover - a name added in one place only
+    raise ImportError("xla_cost.workload.OPTIMIZERS and xla_cost.choices.OPTIMIZER_NAMES differ")
 
 # Keyword arguments of ``__call__`` that select training mode, and their value.
 _TRAIN_KWARGS = {

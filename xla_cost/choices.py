@@ -1,0 +1,23 @@
+"""The names every entry point accepts, in one light module.
+
+The CLI builds its argument choices from these without importing jax, flax or
+optax; the modules that give the names their meaning (`xla_cost.analysis`,
+`xla_cost.workload`, `xla_cost.zoo`) check at import that they define exactly
+these.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES"]
+
+COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
+"""``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
+count the jaxprs alone, without compiling (fast; no bytes or memory)."""
+
+OPTIMIZER_NAMES: tuple[str, ...] = (
+    "sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "lamb",
+)
+"""The optimizers known by name (`xla_cost.OPTIMIZERS` builds them)."""
+
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+"""The computation dtypes a zoo model can be built in (parameters stay float32)."""
