@@ -227,6 +227,16 @@ def test_sweep_on_a_dask_local_cluster(tmp_path):
         assert len(db) == 2  # written by the client
 
 
+def test_progress_bar_counts_configurations(tmp_path, capsys):
+    sweep(["one_net"], batch_sizes=[1, 2], counter="jaxpr", store=tmp_path / "s.sqlite", jobs=0, progress=True)
+    err = capsys.readouterr().err
+    assert "2/2" in err and "ETA" in err
+    # off when asked, and (progress=None) when stderr is not a terminal
+    sweep(["one_net"], batch_sizes=[3], counter="jaxpr", store=tmp_path / "s.sqlite", jobs=0, progress=False)
+    sweep(["one_net"], batch_sizes=[4], counter="jaxpr", store=tmp_path / "s.sqlite", jobs=0)
+    assert capsys.readouterr().err == ""
+
+
 def test_worker_processes_give_the_in_process_figures(tmp_path):
     local = sweep(["one_net"], batch_sizes=[1, 4], counter="jaxpr", store=tmp_path / "a.sqlite", jobs=0)
     pooled = sweep(["one_net"], batch_sizes=[1, 4], counter="jaxpr", store=tmp_path / "b.sqlite", jobs=2)

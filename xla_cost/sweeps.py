@@ -281,6 +281,7 @@ class _Progress:
 
     def close(self) -> None:
         if self._bar is not None:
+            self._bar.update(self._task, description="sweep")
             self._bar.stop()
 
 
