@@ -295,3 +295,14 @@ def test_cli_sweep_bad_store_is_one_line(tmp_path, capsys):
     code = cli.main(["sweep", "one_net", "--store", str(tmp_path), "--jobs", "0"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--store" in err
+
+
+def test_cli_analyze_cache(tmp_path, capsys, monkeypatch):
+    args = ["analyze", "one_net", "--batch-size", "2", "--counter", "jaxpr", "--cache",
+            "--store", str(tmp_path / "s.sqlite"), "--format", "json"]
+    assert cli.main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr("xla_cost.analysis.build_workload", lambda *a, **k: pytest.fail("not cached"))
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    assert first["jaxpr_flops"]["forward"] == mlp_forward_phase(2, 1)
