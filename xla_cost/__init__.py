@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from xla_cost.report import MemoryStats as MemoryStats
     from xla_cost.report import PhaseCosts as PhaseCosts
     from xla_cost.report import Report as Report
+    from xla_cost.reporting import write_report as write_report
     from xla_cost.rules import FLOPS_PER_FMA as FLOPS_PER_FMA
     from xla_cost.rules import Cost as Cost
     from xla_cost.rules import DuplicateRuleError as DuplicateRuleError
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryStats": "xla_cost.report",
     "PhaseCosts": "xla_cost.report",
     "Report": "xla_cost.report",
+    "write_report": "xla_cost.reporting",
     "FLOPS_PER_FMA": "xla_cost.rules",
     "Cost": "xla_cost.rules",
     "DuplicateRuleError": "xla_cost.rules",
@@ -130,6 +132,7 @@ __all__ = [
     "softmax_cross_entropy",
     "sweep",
     "use_compilation_cache",
+    "write_report",
 ]
 
 

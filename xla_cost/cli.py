@@ -86,6 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV")
     sweep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
+    from xla_cost.reporting import PAGES
+
+    report = sub.add_parser(
+        "report", help="write the markdown reports and their figures (reports/), or one model's page",
+        description="Pages are built from sweeps run through the results store: the same store gives "
+        "byte-identical markdown, and a rerun reads the analyses back.",
+    )
+    report.add_argument("pages", nargs="*", metavar="NAME", help=f"pages to write: {', '.join(PAGES)}, or all (default)")
+    report.add_argument("--out", default="reports", metavar="DIR", help="the directory to write to (default reports/; figures in DIR/figures/)")
+    report.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    report.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes for the sweeps (default: one per core, as memory allows; 0: in this process)")
+    report.add_argument("--quiet", action="store_true", help="no progress bar")
+    report.add_argument("--model", default=None, metavar="PACKAGE.MODULE:ATTR", help="write one page for this model instead (phases, layers, a figure of FLOP per layer); a zoo name works too")
+    report.add_argument("--input-shape", default=None, metavar="B,D1,...", help="with --model: the input shape, batch first (required for a custom model)")
+    report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
+    report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default sgd)")
+    report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
+    report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
     models = sub.add_parser("models", help="list the model zoo")
     models.add_argument("--format", default="table", choices=FORMATS)
     models.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
@@ -172,6 +191,39 @@ def _sweep(args: argparse.Namespace) -> str:
     if args.layers:
         _write(result.layers.to_csv(index=False), args.layers)
     return render_as(result, args.format, _width(args))
+
+
+def _report(args: argparse.Namespace) -> str:
+    from xla_cost.errors import InputError
+    from xla_cost.reporting import check_out, write_report
+
+    if args.model is None:
+        for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),
+                            ("--set", args.settings or None), ("--optimizer", args.optimizer)):
+            if value is not None:
+                raise InputError(f"{flag} only with --model", f"{flag} without it",
+                                 "Add --model PACKAGE.MODULE:ATTR, or drop the option.")
+        paths = write_report(
+            args.pages or "all", args.out, store=args.store, jobs=args.jobs,
+            progress=False if args.quiet else None,
+        )
+    else:
+        from xla_cost.configs import RunConfig, parse_shape
+
+        if args.pages:
+            raise InputError("page names or --model, not both", f"{' '.join(args.pages)} with --model",
+                             "Run `xla-cost report NAME ...` and `xla-cost report --model ...` separately.")
+        if args.store is not None or args.jobs is not None:
+            raise InputError("--store and --jobs only for pages", "them with --model",
+                             "Drop --store/--jobs: a one-model page runs one analysis here.")
+        check_out(args.out)
+        shape = parse_shape(args.input_shape) if args.input_shape else None
+        run = RunConfig(
+            args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or "sgd",
+            per_layer=True, input_shape=shape, input_dtype=args.input_dtype,
+        )
+        paths = write_report(run.run(), args.out)
+    return "\n".join(str(p) for p in paths)
 
 
 def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
@@ -273,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = getattr(args, "output", None)
         try:
             check_output(output)
-            command = {"analyze": _analyze, "sweep": _sweep, "models": _models}[args.command]
+            command = {"analyze": _analyze, "sweep": _sweep, "models": _models, "report": _report}[args.command]
             text = command(args)
             _write(text, output)
         except XlaCostError as exc:

@@ -1,0 +1,249 @@
+"""Generated reports (issue 11, part 2): pages from sweeps through the store,
+byte-identical from the same store, figures that are PNGs, one-model pages,
+the CLI's one-line errors. Small plans keep every test to seconds."""
+
+from __future__ import annotations
+
+import csv
+import pathlib
+
+import pytest
+
+import xla_cost
+from xla_cost import reporting
+from xla_cost.cli import main
+from xla_cost.reporting import PAGES, ReportPlan, write_report
+from xla_cost.zoo import build_model, example_inputs
+
+from tests import formulas as F
+from tests.custom_models import D_HIDDEN, D_IN, D_OUT
+
+IMAGE = 224 * 224 * 3
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SGD_FLOPS_PER_PARAM = 2  # seed 001, appendix B: w += a * dw, a multiply and an add
+
+# The smallest plan that still fills every page: two seed nets at batch 1 and 2,
+# no DeeperConvNet, ResNet or transformer, two optimizers on OneNet.
+TINY = ReportPlan(
+    seed_nets=("linear_net", "one_net"), batch_sizes=(1, 2), layer_batch=2, depths=(), resnets=(),
+    transformers=(), optimizer_models=("one_net",), optimizers=("sgd", "adam"), breakdown_model="one_net",
+    zoo=("one_net",),
+)
+
+
+def _table(markdown: str, first_header: str) -> list[dict[str, str]]:
+    """The rows of the markdown table whose header starts with ``| first_header |``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (c.strip() for c in line.strip("|").split("|")))))
+    return rows
+
+
+def _markdown(paths: list[pathlib.Path]) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in paths if p.suffix == ".md"}
+
+
+@pytest.fixture(scope="module")
+def tiny_pages(tmp_path_factory):
+    """Every page of the TINY plan written twice from one store (in-process),
+    with the committed data of the checkout; (first, second, out directory)."""
+    root = tmp_path_factory.mktemp("pages")
+    store = root / "results.sqlite"
+    first = write_report("all", root / "a", store=store, jobs=0, progress=False, plan=TINY)
+    second = write_report("all", root / "b", store=store, jobs=0, progress=False, plan=TINY)
+    return first, second, root / "a"
+
+
+def test_every_page_written_and_identical_from_the_same_store(tiny_pages):
+    first, second, out = tiny_pages
+    assert sorted(_markdown(first)) == sorted(f"{p}.md" for p in PAGES)
+    assert _markdown(first) == _markdown(second)  # byte for byte
+    figures = [p for p in first if p.suffix == ".png"]
+    assert figures and all(p.parent == out / "figures" for p in figures)
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in figures)
+    # every figure a page links to was written, and nothing else
+    linked = {
+        line.split("](", 1)[1].rstrip(")")
+        for p in first if p.suffix == ".md"
+        for line in p.read_text().splitlines() if line.startswith("![")
+    }
+    assert linked == {f"figures/{p.name}" for p in figures}
+
+
+def test_ratio_page_numbers_from_the_closed_forms(tiny_pages):
+    first, _, out = tiny_pages
+    page = (out / "backward-forward-ratio.md").read_text()
+    layers = {(r["net"], r["layer"]): r for r in _table(page, "net")}
+    fc1 = layers[("LinearNet", "fc1")]
+    # fc1 of LinearNet at batch 2: matmul and bias (F.dense_flops), its weight and
+    # bias gradients only (the first layer needs no input gradient)
+    forward = F.mlp_forward_layers(2, IMAGE)["fc1"]
+    backward = F.mlp_backward_layers(2, IMAGE)["fc1"]
+    assert fc1["forward FLOP (batch 2)"] == reporting._si(forward)
+    assert fc1["backward / forward"] == f"{backward / forward:.3f}"
+    # SGD: 2 FLOP per parameter of the layer, (150528 * 4096 + 4096) parameters
+    assert fc1["parameters"] == f"{IMAGE * 4096 + 4096:,}"
+    assert fc1["update FLOP (SGD)"] == reporting._si(SGD_FLOPS_PER_PARAM * (IMAGE * 4096 + 4096))
+    fc2 = layers[("LinearNet", "fc2")]
+    assert fc2["backward / forward"] == f"{F.mlp_backward_layers(2, IMAGE)['fc2'] / F.mlp_forward_layers(2, IMAGE)['fc2']:.3f}"
+    # the ratio table: XLA's phase counts are within 3e-6 of the closed forms for
+    # LinearNet (tests/test_seed_nets.py), far inside the three decimals shown
+    batches = {r["batch"]: r for r in _table(page, "batch")}
+    ratio = F.mlp_backward_phase(2, IMAGE) / F.mlp_forward_phase(2, IMAGE)
+    assert batches["2"]["LinearNet bwd/fwd"] == f"{ratio:.3f}"
+    with_update = (F.mlp_backward_phase(2, IMAGE) + SGD_FLOPS_PER_PARAM * F.mlp_params(IMAGE)) / F.mlp_forward_phase(2, IMAGE)
+    assert batches["2"]["LinearNet (bwd+upd)/fwd"] == f"{with_update:.3f}"
+
+
+def test_claims_table_has_every_claim_and_derived_verdicts(tiny_pages):
+    _, _, out = tiny_pages
+    rows = _table((out / "claims.md").read_text(), "#")
+    assert [r["claim"] for r in rows] == [c.text for c in reporting.CLAIMS]
+    # SGD's update is 2 FLOP per parameter exactly (F.mlp_params(1) parameters of OneNet)
+    sgd = next(r for r in rows if r["claim"].startswith("SGD costs"))
+    assert sgd["verdict"] == "**confirmed**"
+    assert f"{SGD_FLOPS_PER_PARAM * F.mlp_params(1) / F.mlp_params(1):.3f} FLOP" in sgd["measured"]
+    # a V100's step split cannot be measured here; the row says what would test it
+    v100 = next(r for r in rows if "V100" in r["claim"] and "23%" in r["claim"])
+    assert v100["verdict"].startswith("**not testable here") and "What would test it" in v100["measured"]
+
+
+def test_optimizers_page_per_parameter(tiny_pages):
+    _, _, out = tiny_pages
+    rows = {r["optimizer"]: r for r in _table((out / "optimizers.md").read_text(), "optimizer")}
+    # SGD on OneNet: 2 * P FLOP over P = F.mlp_params(1) parameters
+    assert rows["sgd"]["OneNet FLOP / param"] == reporting._sig(SGD_FLOPS_PER_PARAM * F.mlp_params(1) / F.mlp_params(1))
+    assert rows["sgd"]["seed 001"] == "2" and rows["adam"]["seed 001"] == "~18"
+
+
+def test_index_names_versions_and_the_command(tiny_pages):
+    import jax
+
+    _, _, out = tiny_pages
+    index = (out / "index.md").read_text()
+    assert reporting.COMMAND in index
+    assert f"| jax | {jax.__version__} |" in index
+    for page in PAGES[1:]:
+        assert f"]({page}.md)" in index
+
+
+def test_step_time_page_from_a_timing_file(tmp_path):
+    # Forward 0.2 s, backward 0.6 s (grad 0.8 s), update 0.2 s: shares 20/60/20 of
+    # their 1.0 s sum; backward/forward time 3.0.
+    data = tmp_path / "data"
+    data.mkdir()
+    fields = ["device", "jax_version", "date", "model", "config", "batch", "dtype", "optimizer", "parameters",
+              "phase", "flops", "median_s", "share", "mfu", "roofline_s", "bound", "backward_to_forward_time",
+              "backward_to_forward_flops", "peak_flops_per_s", "peak_bandwidth", "peak_source", "skipped"]
+    seconds = {"forward": 0.2, "backward": 0.6, "grad": 0.8, "update": 0.2, "train_step": 1.0}
+    with open(data / "timing_testgpu_2026-01-01.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for phase, s in seconds.items():
+            writer.writerow({
+                "device": "TestGPU", "jax_version": "0", "date": "2026-01-01", "model": "resnet50", "config": "",
+                "batch": 32, "dtype": "float32", "optimizer": "sgd", "parameters": 1, "phase": phase,
+                "flops": 1, "median_s": s, "share": s / 1.0 if phase in ("forward", "backward", "update") else "",
+                "mfu": 0.5, "roofline_s": s / 2, "bound": "compute", "backward_to_forward_time": 0.6 / 0.2,
+                "backward_to_forward_flops": 2.0, "peak_flops_per_s": 1e15, "peak_bandwidth": 1e12,
+                "peak_source": "test", "skipped": "",
+            })
+    paths = write_report("step-time", tmp_path / "out", store=tmp_path / "s.sqlite", jobs=0, plan=TINY,
+                         data_dir=data)
+    page = (tmp_path / "out" / "step-time.md").read_text()
+    row = _table(page, "case")[0]
+    assert (row["forward"], row["backward"], row["update"]) == ("20%", "60%", "20%")
+    assert row["bwd/fwd time"] == "3.00" and row["time / roofline"] == "2.00"
+    assert "timing_testgpu_2026-01-01.csv" in page and "This is CPU data" not in page
+    assert sum(p.suffix == ".png" for p in paths) == 3
+
+
+def test_single_model_page(tmp_path):
+    b = 2
+    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", b), optimizer="sgd",
+                              per_layer=True, name="one_net")
+    paths = write_report(report, tmp_path / "out")
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in paths] == ["figures/one_net-layers.png", "one_net.md"]
+    assert paths[0].read_bytes().startswith(PNG_MAGIC)
+    page = paths[1].read_text()
+    phases = {r["phase"]: r for r in _table(page, "phase")}
+    for phase in xla_cost.PHASES:  # the report's own figures, exact
+        assert phases[phase]["FLOP"].rstrip(" *") == f"{report.phases[phase].flops:,}"
+        assert phases[phase]["jaxpr FLOP"] == f"{report.phases[phase].jaxpr_flops:,}"
+    # and the closed forms: forward (layers, ReLUs, loss), SGD's 2 FLOP per parameter
+    assert phases["forward"]["jaxpr FLOP"] == f"{F.mlp_forward_phase(b, 1):,}"
+    assert phases["update"]["FLOP"] == f"{SGD_FLOPS_PER_PARAM * F.mlp_params(1):,}"
+    layers = {r["layer"]: r for r in _table(page, "layer")}
+    assert layers["`fc2`"]["forward FLOP"] == f"{F.dense_flops(b, 4096, 128):,}"
+    assert layers["`fc2`"]["update FLOP"] == f"{SGD_FLOPS_PER_PARAM * (4096 * 128 + 128):,}"
+    assert "](figures/one_net-layers.png)" in page
+
+
+def test_single_model_page_needs_layers(tmp_path):
+    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 1), optimizer="sgd",
+                              counter="jaxpr")
+    with pytest.raises(xla_cost.InputError, match="per_layer=True"):
+        write_report(report, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_model_page(tmp_path, capsys):
+    b = 4
+    out = tmp_path / "out"
+    code = main(["report", "--model", "tests.custom_models:NnxMLP", "--input-shape", f"{b},{D_IN}",
+                 "--optimizer", "sgd", "--out", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert (out / "NnxMLP.md").exists() and (out / "figures" / "NnxMLP-layers.png").read_bytes().startswith(PNG_MAGIC)
+    assert str(out / "NnxMLP.md") in stdout
+    layers = {r["layer"]: r for r in _table((out / "NnxMLP.md").read_text(), "layer")}
+    # fc2: D_HIDDEN -> D_HIDDEN, matmul and bias; SGD 2 FLOP per parameter
+    assert layers["`fc2`"]["forward FLOP"] == f"{F.dense_flops(b, D_HIDDEN, D_HIDDEN):,}"
+    assert layers["`fc3`"]["update FLOP"] == f"{SGD_FLOPS_PER_PARAM * (D_HIDDEN * D_OUT + D_OUT):,}"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["report", "optimizer"], "Did you mean `optimizers`?"),
+        (["report", "zoo", "--model", "one_net"], "page names or --model, not both"),
+        (["report", "--input-shape", "2,1"], "--input-shape only with --model"),
+        (["report", "zoo", "--jobs", "-1"], "jobs a number of worker processes"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, expected):
+    out = tmp_path / "out"
+    code = main([*argv, "--out", str(out), "--store", str(tmp_path / "s.sqlite")]
+                if "--model" not in argv else [*argv, "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("xla-cost: error: ") and expected in err
+    assert not out.exists()
+
+
+def test_out_naming_a_file_is_refused(tmp_path):
+    target = tmp_path / "reports"
+    target.write_text("not a directory")
+    with pytest.raises(xla_cost.InputError, match="a file"):
+        write_report("index", target, store=tmp_path / "s.sqlite", jobs=0, plan=TINY)
+    assert target.read_text() == "not a directory"
+
+
+def test_plan_checked_before_anything_runs(tmp_path):
+    with pytest.raises(xla_cost.InputError, match="layer_batch"):
+        write_report("backward-forward-ratio", tmp_path / "out", store=tmp_path / "s.sqlite", jobs=0,
+                     plan=ReportPlan(batch_sizes=(1, 2), layer_batch=64))
+    assert not (tmp_path / "out").exists()
+
+
+def test_formatting_is_fixed_digits():
+    assert reporting._sig(1234.5678) == "1,235"
+    assert reporting._sig(0.00123456) == "0.001235"
+    assert reporting._si(78_920_286_208) == "78.92 G"
+    assert reporting._si(2580) == "2.580 k"
+    assert reporting._r(1.0008583) == "1.001"
