@@ -739,7 +739,8 @@ def _fig_layers(data: _Data) -> bytes:
     batch = data.plan.layer_batch
     nets = [m for m in data.plan.seed_nets if _seed_layer_rows(data, m)]
     first, other = _first_and_other_layers(data)
-    first_seed = [r for m, _, r in first if m in nets]
+    first_seed = [r for m, _, r in first if m in nets and m not in _SIZE_ONE_INPUT]
+    single = [(m, r) for m, _, r in first if m in nets and m in _SIZE_ONE_INPUT]
     other_seed = [r for m, _, r in other if m in nets]
 
     def draw() -> Figure:
@@ -757,10 +758,10 @@ def _fig_layers(data: _Data) -> bytes:
             ax.bar([len(rows)], [update], 0.4, color=PASS_COLORS["update"], label="update (SGD)")
             for x, f, b, r in zip(xs, fwd, bwd, rows):
                 if f:
-                    single = model in _SIZE_ONE_INPUT and r["path"] == _FIRST_LAYER[model]
-                    ax.annotate(f"{b / f:.2f}:1" + ("\n(1 input:\nXLA multiply)" if single else ""),
+                    one_input = model in _SIZE_ONE_INPUT and r["path"] == _FIRST_LAYER[model]
+                    ax.annotate(f"{b / f:.2f}:1" + ("\n(1 input:\nXLA multiply)" if one_input else ""),
                                 (x, max(f, b)), xytext=(0, 4), textcoords="offset points",
-                                ha="center", va="bottom", fontsize=9 if not single else 8, fontweight="bold")
+                                ha="center", va="bottom", fontsize=8 if one_input else 9, fontweight="bold")
             params = sum(r["parameters"] for r in rows)
             ax.annotate(f"{update / params:.2f}\n× params", (len(rows), update), xytext=(0, 4),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8)
@@ -772,9 +773,10 @@ def _fig_layers(data: _Data) -> bytes:
             ax.set_title(f"{_net(model)}, batch {batch}")
             ax.grid(axis="x", visible=False)
         axes[0][0].legend(loc="upper right", frameon=False)
+        exceptions = "".join(f" ({_net(m)}: {_r2(r)}, one input)" for m, r in single)
         fig.suptitle(
-            f"Backward ÷ forward FLOP per layer (labels): first layer {_range(first_seed, _r2)}:1, "
-            f"other layers {_range(other_seed, _r2)}:1"
+            f"Backward ÷ forward FLOP per layer (labels): first layer "
+            f"{_range(first_seed, _r2) if first_seed else '–'}:1{exceptions}, other layers {_range(other_seed, _r2)}:1"
         )
         return fig
 
@@ -1381,37 +1383,45 @@ def _fig_per_parameter(data: _Data) -> bytes:
     optimizers = [o for o in data.plan.optimizers or () if any(k[1] == o for k in runs)]
 
     def draw() -> Figure:
-        fig, axes = _figure(9.0, 0.55 * len(optimizers) * max(1, len(models)) ** 0.5 + 1.8)
+        from matplotlib.patches import Patch
+
+        fig, axes = _figure(9.0, 0.5 * len(optimizers) + 1.9)
         ax = axes[0][0]
-        height = 0.8 / max(1, len(models))
         ys = list(range(len(optimizers)))[::-1]
-        for i, model in enumerate(models):
-            color = _LINE_COLORS[i % len(_LINE_COLORS)]
-            for y, name in zip(ys, optimizers):
-                row = runs.get((model, name))
-                if row is None:
-                    continue
-                offset = y + 0.4 - height * (i + 0.5)
-                flops = row["update_flops"] / row["parameters"]
-                trans = (row["update_transcendentals"] or 0) / row["parameters"]
-                ax.barh(offset, flops, height, color=color, label=_net(model) if y == ys[0] else None)
-                if trans:
-                    ax.barh(offset, trans, height, left=flops, color=color, alpha=0.35, hatch="///",
-                            edgecolor="white")
-                ax.annotate(_per(flops) + (f" + {_per(trans)}" if trans else ""), (flops + trans, offset),
-                            xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+        top = 0.0
+        for y, name in zip(ys, optimizers):
+            rows = [runs[(m, name)] for m in models if (m, name) in runs]
+            flops = [r["update_flops"] / r["parameters"] for r in rows]
+            trans = [(r["update_transcendentals"] or 0) / r["parameters"] for r in rows]
+            low, high = min(flops), max(flops)
+            ax.barh(y, low, 0.6, color=PASS_COLORS["update"])
+            if _per(high) != _per(low):
+                ax.barh(y, high - low, 0.6, left=low, color=PASS_COLORS["update"], alpha=0.45)
+            t = max(trans)
+            if t >= 0.005:
+                ax.barh(y, t, 0.6, left=high, color="white", edgecolor="0.35", hatch="///")
+            label = _range(flops, _per) + (f" + {_range(trans, _per)}" if t >= 0.005 else "")
+            ax.annotate(label, (high + t, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+            top = max(top, high + t)
         for name, value in (("sgd", SEED_SGD_FLOPS_PER_PARAMETER), ("adam", SEED_ADAM_FLOPS_PER_PARAMETER)):
             if name in optimizers:
                 y = ys[optimizers.index(name)]
-                ax.plot([value], [y], marker="*", markersize=14, color="black", zorder=5)
-                ax.annotate(f"seed 001: {value}", (value, y), xytext=(8, 6), textcoords="offset points",
-                            fontsize=8, fontweight="bold")
+                ax.plot([value], [y + 0.42], marker="v", markersize=10, color="black", zorder=5)
+                ax.annotate(f"seed 001: {value}", (value, y + 0.42), xytext=(8, 0), textcoords="offset points",
+                            va="center", fontsize=9, fontweight="bold")
         ax.set_yticks(ys, optimizers)
-        ax.set_xlabel("update FLOP per parameter (hatched: + transcendentals per parameter)")
+        ax.set_xlim(0, max(top, SEED_ADAM_FLOPS_PER_PARAMETER) * 1.18)
+        ax.set_ylim(-0.7, len(optimizers) - 0.2)
+        ax.set_xlabel("update FLOP per parameter")
         ax.grid(axis="y", visible=False)
-        ax.set_xlim(0, ax.get_xlim()[1] * 1.12)
-        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=len(models), frameon=False)
-        fig.suptitle("Optimizer update cost per parameter, as XLA counts it (★: seed 001's estimate)")
+        handles = [
+            Patch(color=PASS_COLORS["update"], label="FLOP per parameter"),
+            Patch(color=PASS_COLORS["update"], alpha=0.45, label="range over the models (shape-dependent)"),
+            Patch(facecolor="white", edgecolor="0.35", hatch="///", label="+ transcendentals (sqrt, rsqrt, pow)"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+        fig.suptitle(f"Optimizer update FLOP per parameter, as XLA counts it\n"
+                     f"({_join([_net(m) for m in models])}; ▼ seed 001's estimate)")
         return fig
 
     return _png(draw)
@@ -2121,12 +2131,17 @@ def _zoo_text(data: _Data, rows: Sequence[dict[str, Any]], time_file: tuple[path
                    "forward pass outside seed 001's nets (Kaplan's rule of thumb: 3×).")
     if time_file is not None:
         path, frame = time_file
-        first = _records(frame)[0] if len(frame) else {}
+        records = _records(frame)
+        first = records[0] if records else {}
+        loads = [float(r["load_average"]) for r in records if r.get("load_average") is not None]
         out.append(
-            f"- Analysis seconds: one `analyze()` call per model at batch 1 (SGD, compiled, four programs and "
-            f"the jaxpr counts), measured by `benchmarks/time_analysis.py` on {first.get('device', 'the machine')} "
-            f"({first.get('cores', '?')} cores, jax {first.get('jax_version', '?')}, {first.get('date', '?')}) "
-            f"with an empty compilation cache: {_data_link(path)}."
+            f"- Analysis seconds: one `analyze()` call per model at batch 1 (SGD, compiled: four programs and "
+            f"the jaxpr counts), one model after another, measured by `benchmarks/time_analysis.py` on "
+            f"{first.get('device', 'the machine')} ({first.get('cores', '?')} cores, jax "
+            f"{first.get('jax_version', '?')}, {first.get('date', '?')}) with the compilation cache off"
+            + (f", load average {_range(loads, lambda v: f'{v:.1f}')} (a shared machine: about ±30% from run to run)"
+               if loads else "")
+            + f": {_data_link(path)}."
         )
     else:
         out.append("- Analysis seconds: no `reports/data/analysis_time_*.csv` is committed "
@@ -2576,7 +2591,7 @@ def _c_bigger_batches(data: _Data) -> tuple[str, str]:
         a = first["train_step_flops"] / first["batch_size"]
         b = last["train_step_flops"] / last["batch_size"]
         changes.append(1 - b / a)
-        parts.append(f"{_net(model)} −{_pct(1 - b / a)}")
+        parts.append(f"{_net(model)} −{_pct_sig(1 - b / a)}")
     first = next(iter(runs.values()))
     text = (f"Train-step FLOP per example from batch {first[0]['batch_size']} to {first[-1]['batch_size']}: "
             f"{_join(parts)} (only the update is shared by the batch). Time per example is not measured against "
@@ -2656,6 +2671,10 @@ VERDICTS: tuple[str, ...] = ("confirmed", "refuted", "depends", "not testable he
 """The kinds of verdict, by the word a verdict starts with (`_verdict_kind`)."""
 
 
+_VERDICT_LABELS = {"depends": "depends on …"}
+_VERDICT_LABELS.update({k: k for k in VERDICTS if k != "depends"})
+
+
 def _verdict_kind(verdict: str) -> str:
     return next((k for k in VERDICTS if verdict.startswith(k)), "not tested")
 
@@ -2688,7 +2707,8 @@ def _claims_page(data: _Data) -> dict[str, bytes]:
         "Counts are XLA's (SGD, float32, CPU backend: a count does not depend on the device's speed); times are "
         "the committed measurements of [step-time.md](step-time.md).",
         "",
-        "Verdicts: " + ", ".join(f"{k} {counts[k]}" for k in VERDICTS if k in counts) + f" (of {len(CLAIMS)}).",
+        "Verdicts: " + ", ".join(f"{_VERDICT_LABELS[k]} {counts[k]}" for k in VERDICTS if k in counts)
+        + f" (of {len(CLAIMS)}).",
         "",
         _table(["#", "seed", "claim", "measured", "page", "verdict"], rows, "rlllll"),
         "",
@@ -2750,15 +2770,15 @@ def _index_page(data: _Data) -> dict[str, bytes]:
     if timing is not None:
         path, frame = timing
         rows = _records(frame)
-        parts = []
-        for row in rows:
-            seconds = float(row["seconds"])
-            parts.append(f"{_duration(seconds)} with {row['store']}")
+        parts = [f"{_duration(float(row['seconds']))} with {row['store']}" for row in rows]
+        loads = [str(row["load_average"]) for row in rows if row.get("load_average") is not None]
         first = rows[0] if rows else {}
         lines += [
             f"Run time of `{first.get('command', COMMAND)}` on {first.get('device', '?')} "
             f"({first.get('cores', '?')} cores, jax {first.get('jax_version', '?')}, {first.get('date', '?')}): "
-            f"{_join(parts)} ({_data_link(path)}, written by `python benchmarks/time_report.py`).",
+            f"{_join(parts)}"
+            + (f"; the load average was {_join(loads)} while they ran" if loads else "")
+            + f" ({_data_link(path)}, written by `python benchmarks/time_report.py`).",
             "",
         ]
     else:
