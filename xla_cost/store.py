@@ -63,9 +63,17 @@ def default_store_path() -> pathlib.Path:
     return pathlib.Path(base) / "xla_cost" / "results.sqlite"
 
 
+PRESENTATION: frozenset[str] = frozenset(
+    {"__init__.py", "__main__.py", "_text.py", "choices.py", "cli.py", "reporting.py"}
+)
+"""Modules of xla_cost that only present results: left out of the source
+digest, so that editing a renderer or a report page keeps the stored results."""
+
+
 @functools.lru_cache(maxsize=1)
 def _source_digest() -> str:
-    """A digest of xla_cost's and the zoo's source: a changed analyzer is a new key."""
+    """A digest of the source that computes results (xla_cost less `PRESENTATION`,
+    and the zoo): a changed analyzer or model is a new key."""
     import importlib.util
 
     digest = hashlib.sha256()
@@ -74,6 +82,8 @@ def _source_digest() -> str:
         assert spec is not None and spec.origin is not None, package
         root = pathlib.Path(spec.origin).parent
         for path in sorted(root.glob("*.py")):
+            if package == "xla_cost" and path.name in PRESENTATION:
+                continue
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
