@@ -122,10 +122,7 @@ class SweepResult(NamedTuple):
 def default_jobs() -> int:
     """Worker processes for a sweep: one per core, as many as memory allows
     at `WORKER_MEMORY` each, at least one."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = _cores()
     available = _available_memory()
     by_memory = cores if available is None else max(1, available // WORKER_MEMORY)
     return max(1, min(cores, by_memory))
@@ -289,6 +286,21 @@ WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis", "xla_cost.zoo")
 """Modules a fork server imports once for all worker processes."""
 
 
+def _worker_init(cores: int) -> None:
+    """Each worker compiles in at most its share of the cores: `analyze`
+    overlaps compiles with tracing in threads, which only pays while cores are idle."""
+    from xla_cost import analysis
+
+    analysis.COMPILE_THREADS = max(1, min(analysis.COMPILE_THREADS, cores))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def _spawn_pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
     """Worker processes forked from a fork server that has imported jax, flax,
     optax and xla_cost (and started no backend), where the platform has one;
@@ -298,7 +310,9 @@ def _spawn_pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
         context.set_forkserver_preload(list(WORKER_PRELOAD))
     else:  # pragma: no cover - Windows
         context = multiprocessing.get_context("spawn")
-    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
+    return concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_worker_init, initargs=(_cores() // jobs,)
+    )
 
 
 def _run_local(
