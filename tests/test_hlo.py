@@ -512,3 +512,16 @@ def test_fsdp_gathers_full_parameters_over_model():
     assert "data" in set().union(*(group_axes(c.groups, mesh.shape) for c in reductions))
     # each gradient reduced whole once (the buffer before any scattering)
     assert sum(c.bytes * c.executions for c in reductions) == _PARAM_BYTES
+
+
+def test_custom_call_targets_count_library_calls_not_annotations():
+    text = "\n".join([
+        'ENTRY %main {',
+        '  %a = f32[4,5]{1,0} custom-call(f32[4,6]{1,0} %p, f32[6,5]{1,0} %w), custom_call_target="__cublas$gemm"',
+        '  %b = f32[4,5]{1,0} custom-call(f32[4,6]{1,0} %p, f32[6,5]{1,0} %w), custom_call_target="__cublas$gemm"',
+        '  %c = (f32[1,8,8,4]{3,2,1,0}, u8[0]{0}) custom-call(%x, %k), custom_call_target="__cudnn$convForward"',
+        '  %s = f32[4,5]{1,0} custom-call(f32[4,5]{1,0} %a), custom_call_target="Sharding"',
+        '  %m = f32[4,5]{1,0} multiply(%a, %b)',
+        '}',
+    ])
+    assert hlo.custom_call_targets(text) == {"__cublas$gemm": 2, "__cudnn$convForward": 1}

@@ -111,3 +111,54 @@ def test_unknown_primitive_compiled_with_xla_figure_is_xla():
     # XLA's figure is the counted part and the lowering's multiply per input element
     assert forward.jaxpr_flops == COUNTED_FORWARD
     assert forward.xla_flops == COUNTED_FORWARD + B * D_IN
+
+
+class PlainNet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(D_OUT, name="fc")(x)
+
+
+GEMM_LINE = '  %gemm = f32[4,5]{1,0} custom-call(f32[4,6]{1,0} %p), custom_call_target="__cublas$gemm"\n'
+
+
+def _as_a_gpu(monkeypatch, kept: float) -> None:
+    """Compiles as if for a GPU whose cost analysis counted ``kept`` of the FLOP
+    and whose HLO hands a gemm to cuBLAS (jax issues 16008, 20184, 22249)."""
+    original_costs, original_text = jax.stages.Compiled.cost_analysis, jax.stages.Compiled.as_text
+
+    def partial_costs(self):
+        raw = original_costs(self)
+        raw = dict(raw[0] if isinstance(raw, list) else raw)
+        raw["flops"] = raw.get("flops", 0.0) * kept
+        return raw
+
+    monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", partial_costs)
+    monkeypatch.setattr(jax.stages.Compiled, "as_text", lambda self: (original_text(self) or "") + GEMM_LINE)
+    monkeypatch.setattr(xla_cost.xla, "backend_name", lambda: "gpu")
+
+
+def test_library_calls_that_xla_leaves_out_fall_back_to_the_jaxpr(monkeypatch):
+    _as_a_gpu(monkeypatch, kept=0.01)
+    report = xla_cost.analyze(PlainNet(), INPUTS, optimizer="sgd", loss=total)
+    forward = report.phases["forward"]
+    # Dense (matmul + bias) and the sum: the jaxpr's count, not XLA's 1%
+    assert forward.flops == F.dense_flops(B, D_IN, D_OUT) + B * D_OUT - 1
+    assert forward.sources["flops"] == "jaxpr"
+    assert forward.xla_flops == round(0.01 * forward.flops)
+    assert any("__cublas$gemm" in n and "leave out" in n for n in report.notes)
+
+
+def test_library_calls_that_xla_counts_keep_xlas_figure(monkeypatch):
+    _as_a_gpu(monkeypatch, kept=1.0)
+    report = xla_cost.analyze(PlainNet(), INPUTS, optimizer="sgd", loss=total)
+    assert report.phases["forward"].sources["flops"] == "xla"
+    assert not any("leave out" in n for n in report.notes)
+
+
+def test_library_calls_with_an_unknown_primitive_are_unknown(monkeypatch):
+    _as_a_gpu(monkeypatch, kept=0.01)
+    report = _analyze()
+    forward = report.phases["forward"]
+    assert forward.flops is None and forward.sources["flops"] == "unknown"
+    assert any("whose FLOP XLA's analysis leaves out" in n for n in report.notes)

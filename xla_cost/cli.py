@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     scaling.add_argument("model", help="a zoo name or package.module:attribute")
     scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts, increasing (default 1,2,4,8)")
     scaling.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="the axis grown: data (DDP) or fsdp (ZeRO-3); the per-device batch stays (weak scaling)")
+    scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
     scaling.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
@@ -156,6 +157,7 @@ def _hardware_options(
     parser.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, v100 or p40: its peak FLOP/s, memory bandwidth and cluster preset (default h100)")
     parser.add_argument("--interconnect", default=None, metavar="NAME", help="one interconnect for every link instead of the device's cluster: nvlink4, nvlink3, pcie5, pcie4, pcie3, ib-ndr, ib-hdr, ib-edr, ethernet-25g, tpu-v5e-ici")
     parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP, metavar="F", help=f"fraction of communication hidden behind compute (default {DEFAULT_OVERLAP}: none, an upper bound on time)")
+    parser.add_argument("--algorithm", default="ring", choices=("ring", "halving-doubling"), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale)")
     parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
 
 
@@ -167,8 +169,9 @@ def _scaling(args: argparse.Namespace) -> str:
     devices = [int(k) for k in _list(args.devices, "--devices")]
     simulate_devices(max(devices) if devices and all(isinstance(k, int) for k in devices) else 1)
     result = scaling(
-        args.model, devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size, device=args.device,
-        interconnect=args.interconnect, overlap=args.overlap, optimizer=args.optimizer, dtype=args.dtype,
+        args.model, devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
+        global_batch=args.global_batch, device=args.device, interconnect=args.interconnect,
+        algorithm=args.algorithm, overlap=args.overlap, optimizer=args.optimizer, dtype=args.dtype,
         config=_parse_settings(args.settings), store=args.store,
     )
     if args.plot:
@@ -188,7 +191,7 @@ def _estimate(args: argparse.Namespace) -> str:
         args.model, samples=None if args.samples is None else int(args.samples), epochs=args.epochs,
         tokens=args.tokens, devices=args.devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
         device=args.device, mfu=args.mfu, interconnect=args.interconnect, overlap=args.overlap,
-        optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings), store=args.store,
+        algorithm=args.algorithm, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings), store=args.store,
     )
     p = result.step.prediction
     data = {

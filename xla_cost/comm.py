@@ -17,9 +17,16 @@ device:
 device sends and receives ``(n-1)/n * S``; over a physical ring without a
 switch it would take longer.)
 
-What the model leaves out, so that its numbers are read as estimates: tree and
-hierarchical algorithms (NCCL switches to trees at large scale, which cuts the
-latency term to logarithmic), in-switch reduction (NVLink SHARP), contention
+``algorithm="halving-doubling"`` (`ALGORITHMS`) prices the latency-optimal
+variants of the same paper instead: recursive halving for reduce-scatter,
+recursive doubling for all-gather, Rabenseifner's reduce-scatter + all-gather
+for all-reduce, with ``ceil(log2 n)`` hops in place of ``n - 1`` and the same
+bandwidth term. It stands for the tree and hierarchical algorithms that
+large jobs use (NCCL switches to trees at scale); all-to-all and one-hop
+collectives keep their formulas.
+
+What the model leaves out, so that its numbers are read as estimates: the
+exact tree, hierarchical and ring-of-rings schedules, in-switch reduction (NVLink SHARP), contention
 between collectives that run at the same time, the torus topology of TPU slices
 (a collective over one torus dimension uses only some of a chip's ports, so the
 per-chip aggregate of `INTERCONNECTS` ``"tpu-v5e-ici"`` is an optimistic rate),
@@ -243,6 +250,19 @@ def interconnect(name: str) -> Interconnect:
 _interconnect = interconnect  # `cluster` has a parameter of that name
 
 
+ALGORITHMS: tuple[str, ...] = ("ring", "halving-doubling")
+"""The collective algorithms priced: ``ring`` (``n - 1`` hops per pass, the
+default) and ``halving-doubling`` (``ceil(log2 n)`` hops; Thakur et al. 2005)."""
+
+
+def _check_algorithm(algorithm: Any) -> str:
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"a collective algorithm ({', '.join(ALGORITHMS)})", repr(algorithm),
+                         "Use ring (the default) or halving-doubling (logarithmic latency).")
+    return algorithm
+
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """How devices are wired: node_size devices per node share intra (e.g. NVLink);
@@ -253,17 +273,21 @@ class Cluster:
       intra: the link between devices of one node.
       inter: the link between nodes, per device (see `Interconnect.bandwidth`).
       node_size: devices per node.
+      algorithm: how collectives are scheduled (`ALGORITHMS`): ``ring``
+        (default) or ``halving-doubling``.
 
     Raises:
-      InputError: a node size that is not an integer >= 1.
+      InputError: a node size that is not an integer >= 1, or an unknown algorithm.
     """
 
     intra: Interconnect
     inter: Interconnect
     node_size: int
+    algorithm: str = "ring"
 
     def __post_init__(self) -> None:
         _check_node_size(self.node_size)
+        _check_algorithm(self.algorithm)
 
     def link(self, group_size: int, span_nodes: bool | None = None) -> Interconnect:
         """The link that sets the speed of a ring of ``group_size`` devices.
@@ -310,6 +334,7 @@ def cluster(
     node_size: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
+    algorithm: str | None = None,
 ) -> Cluster:
     """The cluster preset of ``device``, with overrides.
 
@@ -322,9 +347,11 @@ def cluster(
         link's (in a flat network, the single link's).
       latency: seconds per hop; replaces the inter-node link's (in a flat
         network, the single link's).
+      algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
 
     Raises:
-      InputError: an unknown device or interconnect, or an override out of range.
+      InputError: an unknown device, interconnect or algorithm, or an override
+        out of range.
     """
     base = CLUSTERS.get(device.lower()) if isinstance(device, str) else None
     if base is None:
@@ -348,6 +375,7 @@ def cluster(
         intra=given if flat else intra,
         inter=given,
         node_size=base.node_size if node_size is None else node_size,
+        algorithm=base.algorithm if algorithm is None else _check_algorithm(algorithm),
     )
 
 
@@ -403,15 +431,20 @@ def _check_group_size(group_size: Any) -> None:
         )
 
 
-def collective_time(kind: str, nbytes: float, group_size: int, link: Interconnect) -> float:
+def collective_time(
+    kind: str, nbytes: float, group_size: int, link: Interconnect, algorithm: str = "ring"
+) -> float:
     """Seconds for one collective on a ring of group_size devices, nbytes = the
     full buffer per device (for all-gather: the gathered result; reduce-scatter:
     the buffer before scattering; all-reduce: the buffer).
 
-    With ``n = group_size``, ``B = link.bandwidth``, ``a = link.latency``:
+    With ``n = group_size``, ``B = link.bandwidth``, ``a = link.latency`` and
+    ``h`` hops per pass (``n - 1`` for ``ring``, ``ceil(log2 n)`` for
+    ``halving-doubling``):
 
-    * all-reduce: ``2(n-1)/n * nbytes / B + 2(n-1) * a``;
-    * all-gather, reduce-scatter, all-to-all: ``(n-1)/n * nbytes / B + (n-1) * a``;
+    * all-reduce: ``2(n-1)/n * nbytes / B + 2 h * a``;
+    * all-gather, reduce-scatter: ``(n-1)/n * nbytes / B + h * a``;
+    * all-to-all: ``(n-1)/n * nbytes / B + (n-1) * a`` (either algorithm);
     * collective-permute, collective-broadcast: ``nbytes / B + a``.
 
     A group of one device moves nothing: 0.0.
@@ -424,10 +457,11 @@ def collective_time(kind: str, nbytes: float, group_size: int, link: Interconnec
       nbytes: bytes per device, >= 0.
       group_size: devices in the group, >= 1.
       link: the link of the ring (`Cluster.link`).
+      algorithm: one of `ALGORITHMS`.
 
     Raises:
-      ValueError: an unknown kind (an `InputError`, which is a ValueError), a
-        negative ``nbytes`` or a group size < 1.
+      ValueError: an unknown kind or algorithm (an `InputError`, which is a
+        ValueError), a negative ``nbytes`` or a group size < 1.
     """
     name = _kind(kind)
     if name is None:
@@ -436,13 +470,17 @@ def collective_time(kind: str, nbytes: float, group_size: int, link: Interconnec
     if not _is_number(nbytes) or nbytes < 0:
         raise InputError("a byte count >= 0", repr(nbytes), "Pass the buffer size per device in bytes.")
     _check_group_size(group_size)
+    _check_algorithm(algorithm)
     n = group_size
     if n == 1:
         return 0.0
+    hops = n - 1 if algorithm == "ring" else math.ceil(math.log2(n))
     if name == "all-reduce":
-        return 2 * (n - 1) / n * nbytes / link.bandwidth + 2 * (n - 1) * link.latency
-    if name in _RING:
+        return 2 * (n - 1) / n * nbytes / link.bandwidth + 2 * hops * link.latency
+    if name == "all-to-all":
         return (n - 1) / n * nbytes / link.bandwidth + (n - 1) * link.latency
+    if name in _RING:
+        return (n - 1) / n * nbytes / link.bandwidth + hops * link.latency
     return nbytes / link.bandwidth + link.latency
 
 
@@ -527,7 +565,7 @@ def communication_time(
             raise InputError("an execution count, an integer >= 0", repr(executions),
                              "Pass None when the count is unknown.")
         link = cluster.link(group_size, _field(item, "span_nodes"))
-        once = collective_time(kind, nbytes, group_size, link)
+        once = collective_time(kind, nbytes, group_size, link, cluster.algorithm)
         times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link.name,
                                     executions * once))
     return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))

@@ -697,6 +697,30 @@ def _runs(module: _Module) -> dict[str, _Runs]:
     return {name: visit(name, frozenset()) for name in module.computations}
 
 
+_CUSTOM_CALL_TARGET = re.compile(r"custom_call_target=\"([^\"]+)\"")
+
+_BOOKKEEPING_TARGETS = frozenset({
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer",
+    "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint",
+})
+"""Custom calls that do no arithmetic (sharding and placement annotations)."""
+
+
+def custom_call_targets(hlo_text: str) -> dict[str, int]:
+    """How many custom calls of each target the HLO text holds
+    (``__cublas$gemm``, ``__cudnn$convForward``, ...), annotations that do no
+    arithmetic left out."""
+    counts: dict[str, int] = {}
+    for line in hlo_text.splitlines():
+        if " custom-call(" not in line:
+            continue
+        found = _CUSTOM_CALL_TARGET.search(line)
+        target = found.group(1) if found else "?"
+        if target not in _BOOKKEEPING_TARGETS:
+            counts[target] = counts.get(target, 0) + 1
+    return counts
+
+
 def has_while_loop(hlo_text: str) -> bool:
     """Whether the HLO text keeps a ``while`` instruction (a loop XLA did not unroll)."""
     module = _parse_module(hlo_text)

@@ -61,6 +61,7 @@ PAGES: tuple[str, ...] = (
     "optimizers",
     "step-time",
     "zoo",
+    "scaling",
     "claims",
 )
 """The study pages, in reading order; ``write_report("all")`` writes every one
@@ -151,6 +152,25 @@ PUBLISHED_GMAC: Mapping[str, tuple[float, str]] = {
 """Published multiply-accumulates per 224 x 224 image (torchvision's model tables,
 "GFLOPS" column, which counts multiply-adds, kernel taps on padding included)."""
 
+GPT3_TRAINING_TOKENS = 300e9
+"""Tokens GPT-3 was trained on (Brown et al. 2020, section 2.2 and Table D.1)."""
+
+GPT3_TOTAL_FLOPS = 3.14e23
+"""GPT-3 175B's total training compute (Brown et al. 2020, Table D.1:
+3.14E+23 FLOP, i.e. 3,640 PF-days)."""
+
+JIA_MINUTES: tuple[float, float] = (8.7, 6.6)
+"""ResNet-50 on ImageNet, 90 epochs, on 1,024 and on 2,048 Tesla P40 GPUs
+(seed 004; Jia et al. 2018, "Highly Scalable Deep Learning Training System with
+Mixed-Precision: Training ImageNet in Four Minutes", arXiv:1807.11205):
+8.7 / 6.6 = 1.32, the "1.3x when they doubled their number of GPUs"."""
+
+JIA_EPOCHS = 90
+"""Epochs of Jia et al.'s ResNet-50 runs (arXiv:1807.11205, abstract)."""
+
+SEED004_SPEEDUP = 1.3
+"""Seed 004: "a 1.3x speed up when they doubled their number of GPUs"."""
+
 IMAGENET_TRAIN_IMAGES = 1_281_167
 """ImageNet-1k training images (Russakovsky et al. 2015), for seed 004's claim."""
 
@@ -199,6 +219,18 @@ class ReportPlan:
       optimizers: the optimizers (`xla_cost.OPTIMIZERS`).
       breakdown_model: the model whose update jaxpr is read primitive by primitive.
       zoo: the models of the zoo page (batch 1).
+      scaling_curves: the scaling page's weak-scaling curves, as ``(model,
+        mesh axis, samples per device)``.
+      scaling_devices: their device counts (simulated on the CPU).
+      scaling_device: the device they are priced on (`xla_cost.comm.CLUSTERS`).
+      seed004_model: the model of seed 004's two claims (ResNet-50 in 8.7
+        minutes on 1,024 GPUs; 1.3x from doubling them); None: not analysed.
+      seed004_batch: its samples per device in the 1 -> 2 device doubling.
+      seed004_devices: the two device counts of the fixed-batch doubling
+        (Jia et al. 2018: 1,024 and 2,048 Tesla P40s).
+      seed004_global_batch: its samples per step (Jia et al.: 64K).
+      gpt3_model: the model of Brown et al.'s total training compute (Table
+        D.1); None: not analysed.
     """
 
     seed_nets: tuple[str, ...] = ("linear_net", "one_net", "conv_net")
@@ -216,6 +248,22 @@ class ReportPlan:
     optimizers: tuple[str, ...] | None = None
     breakdown_model: str = "one_net"
     zoo: tuple[str, ...] | None = None
+    scaling_curves: tuple[tuple[str, str, int], ...] = (
+        ("resnet50", "data", 32), ("gpt2-small", "data", 8), ("gpt3-xl", "fsdp", 8), ("gpt3-6.7b", "fsdp", 8),
+    )
+    scaling_devices: tuple[int, ...] = (1, 2, 4, 8, 16, 64, 256, 1024)
+    scaling_device: str = "h100"
+    seed004_model: str | None = "resnet50"
+    seed004_batch: int = 32
+    seed004_devices: tuple[int, int] = (1024, 2048)
+    seed004_global_batch: int = 65536
+    gpt3_model: str | None = "gpt3-175b"
+
+    @property
+    def simulated_devices(self) -> int:
+        """The devices the scaling page's sharded analyses need (`xla_cost.simulate_devices`)."""
+        counts = [*self.scaling_devices, *(self.seed004_devices if self.seed004_model else ())]
+        return max([1, *counts])
 
     def resolved(self) -> ReportPlan:
         """The plan with its defaults filled (every optimizer, the whole zoo),
@@ -558,6 +606,62 @@ class _Data:
     @functools.cached_property
     def zoo(self) -> SweepResult:
         return self._sweep(self.plan.zoo, batch_sizes=[1])
+
+    # sharded steps ----------------------------------------------------------
+
+    def _scaling(self, model: str, mesh_axis: str, **kwargs: Any) -> Any:
+        from xla_cost.scaling import scaling
+
+        return scaling(model, mesh_axis=mesh_axis, store=self.store, **kwargs)
+
+    @functools.cached_property
+    def scaling_curves(self) -> list[dict[str, Any]]:
+        """Each weak-scaling curve of the plan, priced with ring and with
+        halving-doubling collectives on ``scaling_device``."""
+        out = []
+        for model, axis, batch in self.plan.scaling_curves:
+            common = dict(devices=self.plan.scaling_devices, batch_size=batch, device=self.plan.scaling_device)
+            out.append({
+                "model": model, "axis": axis, "batch": batch,
+                "ring": self._scaling(model, axis, **common),
+                "halving-doubling": self._scaling(model, axis, algorithm="halving-doubling", **common),
+            })
+        return out
+
+    @functools.cached_property
+    def seed004(self) -> dict[str, Any] | None:
+        """Seed 004's settings analysed: the 1 -> 2 device doubling at
+        ``seed004_batch`` per device and the fixed-batch doubling of Jia et al.,
+        as sharded reports (priced by the page)."""
+        from xla_cost.configs import RunConfig
+        from xla_cost.sharding import simulate_devices
+
+        model = self.plan.seed004_model
+        if not model:
+            return None
+        small, large = self.plan.seed004_devices
+        simulate_devices(max(2, large))
+
+        def run(batch: int, devices: int) -> Any:
+            config = RunConfig(model, batch, {}, optimizer="sgd", mesh={"data": devices} if devices > 1 else {})
+            return config.canonical().run(cache=self.store)
+
+        batch, total = self.plan.seed004_batch, self.plan.seed004_global_batch
+        return {
+            "model": model, "batch": batch, "global_batch": total, "devices": (small, large),
+            "one": run(batch, 1), "two": run(2 * batch, 2),
+            "small": run(total, small), "large": run(total, large),
+        }
+
+    @functools.cached_property
+    def gpt3_estimate(self) -> Any:
+        """Brown et al.'s GPT-3 training run (300 billion tokens, Adam) estimated
+        on one device: its total FLOP."""
+        from xla_cost.scaling import estimate
+
+        if not self.plan.gpt3_model:
+            return None
+        return estimate(self.plan.gpt3_model, tokens=GPT3_TRAINING_TOKENS, optimizer="adam", store=self.store)
 
     # the update's jaxpr ---------------------------------------------------
 
@@ -2545,15 +2649,21 @@ def _c_gpu_faster(data: _Data) -> tuple[str, str]:
 
 
 def _c_two_gpus(data: _Data) -> tuple[str, str]:
-    rows = {r["model"]: r for r in _records(_ok(data.zoo.runs))}
-    extra = ""
-    if "resnet50" in rows:
-        extra = (f" Data parallelism adds an all-reduce of the gradients each step: for ResNet-50, "
-                 f"{_int(rows['resnet50']['parameters'])} float32 gradients, {_sig(4 * rows['resnet50']['parameters'] / 1e6, 3)} MB, "
-                 "against a per-device compute that halves with the per-device batch.")
-    return ("One CPU device here." + extra + " What would test it: time one step on 1 and 2 GPUs with the same "
-            "global batch (`jax.sharding` over a Mesh; the analyzer lists the collectives of the compiled step)."), \
-        "not testable here (one device)"
+    from xla_cost.scaling import bandwidth_for_speedup, predict, speedup
+
+    seed = data.seed004 if data.plan.seed004_model else None
+    if seed is None:
+        return _NOT_ANALYSED
+    pcie = speedup(predict(seed["one"], device="p40"), predict(seed["two"], device="p40"))
+    need = bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, device="p40", interconnect="pcie3")
+    small, large = seed["devices"]
+    strong = {a: speedup(predict(seed["small"], device="p40", algorithm=a),
+                         predict(seed["large"], device="p40", algorithm=a)) for a in _ALGORITHMS}
+    return (f"Sharded {seed['model']} steps priced on Tesla P40s: 1 → 2 GPUs ({seed['batch']} images each) "
+            f"{_r(pcie, 3)}× over PCIe 3.0, 1.3× at a link of {_gbs(need)} or less; {_int(small)} → {_int(large)} "
+            f"GPUs at a {_int(seed['global_batch'])} batch {_r(strong['ring'], 3)}× with flat-ring all-reduces, "
+            f"{_r(strong['halving-doubling'], 3)}× with halving-doubling ones."), \
+        "depends on the interconnect and the all-reduce algorithm (scaling.md gives the condition)"
 
 
 def _c_half_precision(data: _Data) -> tuple[str, str]:
@@ -2602,17 +2712,44 @@ def _c_bigger_batches(data: _Data) -> tuple[str, str]:
 
 
 def _c_imagenet(data: _Data) -> tuple[str, str]:
-    rows = _by_model(data.resnets).get("resnet50") or []
-    if not rows:
-        return "ResNet-50 not analysed in this plan.", "not testable here"
-    last = rows[-1]
-    per_image = last["train_step_flops"] / last["batch_size"]
-    epoch = per_image * IMAGENET_TRAIN_IMAGES
-    rate = epoch / (8.7 * 60) / 1024
-    return (f"ResNet-50's train step: {_sig(per_image / 1e9)} GFLOP per image (batch {last['batch_size']}), "
-            f"{_sig(epoch / 1e15)} PFLOP per ImageNet epoch ({_int(IMAGENET_TRAIN_IMAGES)} images): one epoch in "
-            f"8.7 minutes on 1,024 GPUs needs {_sig(rate / 1e12, 3)} TFLOP/s per GPU, times the epochs, which the "
-            "seed does not give. Accuracy is outside a cost analysis."), "not testable here"
+    from xla_cost.scaling import _peak, predict
+
+    seed = data.seed004 if data.plan.seed004_model else None
+    if seed is None:
+        return _NOT_ANALYSED
+    small, _ = seed["devices"]
+    step = seed["small"]
+    per_image = seed["one"].phases["train_step"].flops / seed["one"].batch_size
+    total = per_image * IMAGENET_TRAIN_IMAGES * JIA_EPOCHS
+    seconds = JIA_MINUTES[0] * 60
+    steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
+    peak, _, _ = _peak("p40", "float32")
+    mfu = total / seconds / small / peak
+    comm = {a: predict(step, device="p40", algorithm=a).prediction.communication_seconds for a in _ALGORITHMS}
+    budget = seconds / steps
+    compute = step.phases["train_step"].flops / peak
+    return (f"{_sig(per_image / 1e9)} GFLOP per image per train step, {_sig(total / 1e18)} EFLOP for "
+            f"{JIA_EPOCHS} epochs: {JIA_MINUTES[0]:g} minutes on {_int(small)} P40s is {_sig(total / seconds / small / 1e12, 3)} "
+            f"TFLOP/s per GPU sustained, an MFU of {_pct(mfu)} of the P40's float32 peak with every all-reduce "
+            f"hidden. Each of the {_int(steps)} steps ({_int(seed['global_batch'])} images) has {_ms(budget)} ms; "
+            f"compute at peak takes {_ms(compute)} ms, the gradient all-reduce {_ms(comm['halving-doubling'])} ms "
+            f"with halving-doubling over InfiniBand EDR, {_ms(comm['ring'])} ms as flat-ring all-reduces of each "
+            "buffer. Accuracy is outside a cost analysis."), \
+        (f"depends on an MFU of {_pct(mfu)} or more and a logarithmic-latency all-reduce"
+         + (" (flat rings alone exceed the step)" if comm["ring"] > budget else ""))
+
+
+def _c_gpt3_compute(data: _Data) -> tuple[str, str]:
+    result = data.gpt3_estimate if data.plan.gpt3_model else None
+    if result is None:
+        return _NOT_ANALYSED
+    six_n = 6 * result.tokens * PUBLISHED_PARAMETERS.get(data.plan.gpt3_model, (0, ""))[0]
+    ratio = result.total_flops / GPT3_TOTAL_FLOPS
+    return (f"{_sig(result.flops_per_sample / 1e12)} TFLOP per {_int(round(result.tokens / result.samples))}-token "
+            f"sequence (forward + backward + Adam update, loop-corrected), {_sig(result.total_flops / 1e23)}e23 FLOP "
+            f"for {_sig(result.tokens / 1e9, 3)} billion tokens: {_r(ratio, 3)}× the table's {_sig(GPT3_TOTAL_FLOPS / 1e23, 3)}e23. "
+            f"6N alone gives {_sig(six_n / 1e23)}e23; the rest is the attention's score and value products "
+            "(which 6N leaves out) and the update."), _confirmed(abs(ratio - 1) <= TOLERANCE)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -2657,12 +2794,14 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("002", "Kaplan et al.: training costs 6N FLOP per token (forward 2N, backward 4N).", "zoo", _c_kaplan),
     Claim("003", "GPUs run backpropagation's matrix operations many times faster than CPUs.", "step-time",
           _c_gpu_faster),
-    Claim("004", "Doubling the GPUs gave a 1.3× speed-up (communication overhead).", "step-time", _c_two_gpus),
+    Claim("004", "Doubling the GPUs gave a 1.3× speed-up (communication overhead).", "scaling", _c_two_gpus),
     Claim("004", "16-bit (mixed-precision) arithmetic gets more calculations per second.", "step-time",
           _c_half_precision),
     Claim("004", "Bigger batches save processing time.", "backward-forward-ratio", _c_bigger_batches),
-    Claim("004", "ResNet-50 trained on ImageNet in 8.7 minutes on 1,024 GPUs, to 76.2% accuracy.", "zoo",
+    Claim("004", "ResNet-50 trained on ImageNet in 8.7 minutes on 1,024 GPUs, to 76.2% accuracy.", "scaling",
           _c_imagenet),
+    Claim("Brown et al. 2020", "GPT-3 175B's training took 3.14e23 FLOP (Table D.1; 300 billion tokens).",
+          "zoo", _c_gpt3_compute),
 )
 """Every quantitative claim of seeds 000–004, in seed order within each topic."""
 
@@ -2717,6 +2856,221 @@ def _claims_page(data: _Data) -> dict[str, bytes]:
     return {"claims.md": _text("\n".join(lines))}
 
 
+# --------------------------------------------------------------------------- page: scaling
+
+_ALGORITHMS = ("ring", "halving-doubling")
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else _sig(seconds * 1e3, 3)
+
+
+def _gbs(bandwidth: float | None) -> str:
+    return "—" if bandwidth is None else f"{_sig(bandwidth / 1e9, 3)} GB/s ({_sig(8 * bandwidth / 1e9, 3)} Gb/s)"
+
+
+def _fig_scaling(curves: Sequence[dict[str, Any]], device: str) -> bytes:
+    def draw() -> Figure:
+        fig, axes = _figure(9.0, 3.8, 1, 2)
+        left, right = axes[0]
+        for index, curve in enumerate(curves):
+            color = _LINE_COLORS[index % len(_LINE_COLORS)]
+            for algorithm, style in zip(_ALGORITHMS, ("-", "--")):
+                frame = curve[algorithm].to_frame()
+                label = f"{curve['model']} ({curve['axis']}, {algorithm})"
+                left.plot(frame["devices"], frame["speedup"], style, marker="o", markersize=3, color=color,
+                          label=label)
+                right.plot(frame["devices"], frame["efficiency"], style, marker="o", markersize=3, color=color)
+        devices = [int(k) for k in curves[0]["ring"].to_frame()["devices"]]
+        left.plot(devices, [k / devices[0] for k in devices], ":", color="0.5", label="linear")
+        for ax, label in ((left, "speed-up (x, log scale)"), (right, "scaling efficiency")):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(devices)
+            ax.set_xticklabels([str(k) for k in devices])
+            ax.minorticks_off()
+            ax.set_xlabel("devices (log scale)")
+            ax.set_ylabel(label)
+        left.set_yscale("log", base=2)
+        right.set_ylim(0, 1.05)
+        left.legend(fontsize=7, loc="upper left")
+        fig.suptitle(f"Weak scaling on {device} clusters: ring (solid) and halving-doubling (dashed) collectives",
+                     fontsize=10)
+        return fig
+
+    return _png(draw)
+
+
+def _beside_presets(bandwidth: float | None) -> str:
+    """Where ``bandwidth`` falls among the interconnect presets."""
+    from xla_cost import comm
+
+    if bandwidth is None:
+        return "out of reach in this model"
+    links = sorted(comm.INTERCONNECTS.values(), key=lambda i: i.bandwidth)
+    below = [i for i in links if i.bandwidth <= bandwidth]
+    above = [i for i in links if i.bandwidth > bandwidth]
+    if not below:
+        return f"slower than every preset (the slowest, `{above[0].name}`, carries {_gbs(above[0].bandwidth)})"
+    if not above:
+        return f"faster than every preset (the fastest, `{below[-1].name}`, carries {_gbs(below[-1].bandwidth)})"
+    return (f"between `{below[-1].name}` ({_gbs(below[-1].bandwidth)}) and `{above[0].name}` "
+            f"({_gbs(above[0].bandwidth)})")
+
+
+def _speedup_condition(target: float, weak: bool) -> str:
+    """The exposed communication, as a multiple of compute, that turns a
+    doubling into ``target``x (compute halves per device under strong scaling;
+    stays under weak scaling)."""
+    # weak: 2C / (C + M) = s  ->  M = (2 / s - 1) C
+    # strong: (C + M) / (C / 2 + M) = s  ->  M = (1 - s / 2) / (s - 1) C
+    ratio = (2 / target - 1) if weak else (1 - target / 2) / (target - 1)
+    return _r(ratio, 3)
+
+
+def _scaling_page(data: _Data) -> dict[str, bytes]:
+    from xla_cost import comm
+    from xla_cost.scaling import bandwidth_for_speedup, predict, speedup
+
+    plan = data.plan
+    files: dict[str, bytes] = {}
+    cluster = comm.cluster(plan.scaling_device)
+    lines = [
+        "# Scaling: sharded train steps on many devices",
+        "",
+        "Each point is a sharded analysis: the train step compiled for a mesh of K devices by JAX's SPMD partitioner "
+        "(`xla_cost.analyze(..., mesh={axis: K})`, devices simulated on the CPU, nothing allocated), whose per-device "
+        "FLOP and bytes and whose collectives (read from the compiled HLO, with their loop multiplicity) are priced by "
+        "the alpha-beta model of `xla_cost.comm`:",
+        "",
+        "- step time = compute roofline + communication not hidden behind compute;",
+        "- compute roofline = max(FLOP / peak FLOP/s, bytes / memory bandwidth) per device, at the device's published "
+        "peak (an MFU of 1: the fastest compute, so the largest share for communication);",
+        "- ring all-reduce 2(n−1)/n·S/B + 2(n−1)·α, all-gather and reduce-scatter (n−1)/n·S/B + (n−1)·α; "
+        "halving-doubling (Thakur et al. 2005) has the same bandwidth term and ⌈log2 n⌉ hops instead of n−1, as tree "
+        "and hierarchical algorithms at scale;",
+        f"- overlap {comm.DEFAULT_OVERLAP:g} (nothing hidden: an upper bound on the step);",
+        "- weak scaling: the samples per device stay, the global batch grows with the devices.",
+        "",
+        "What the model ignores: topology contention between concurrent collectives, stragglers, the slow-down of "
+        "compute that shares memory bandwidth with communication, kernels below peak. The README's \"Sharded steps\" "
+        "section gives the presets' sources.",
+        "",
+        "## Interconnect presets",
+        "",
+        _table(["preset", "what", "bandwidth per device, one way", "latency per hop (assumed)"], [
+            [f"`{i.name}`", i.description, f"{_sig(i.bandwidth / 1e9, 4)} GB/s", f"{_sig(i.latency * 1e6, 2)} µs"]
+            for i in comm.INTERCONNECTS.values()
+        ], "llrr"),
+        "",
+        "Clusters: " + "; ".join(
+            f"`{name}`: {c.node_size} per node on `{c.intra.name}`, `{c.inter.name}` between nodes"
+            for name, c in comm.CLUSTERS.items()
+        ) + ".",
+        "",
+    ]
+    curves = data.scaling_curves if plan.scaling_curves and len(plan.scaling_devices) > 1 else []
+    if curves:
+        files["figures/scaling-curves.png"] = _fig_scaling(curves, plan.scaling_device)
+        lines += [
+            f"## Weak scaling on {plan.scaling_device} clusters",
+            "",
+            f"{cluster.node_size} devices per node on `{cluster.intra.name}`, `{cluster.inter.name}` between nodes; "
+            "SGD, float32. FLOP and communication bytes are per device per train step.",
+            "",
+            "![Speed-up and scaling efficiency against devices](figures/scaling-curves.png)",
+            "",
+        ]
+        for curve in curves:
+            ring, tree = curve["ring"].to_frame(), curve["halving-doubling"].to_frame()
+            what = "data parallel (DDP: gradients all-reduced)" if curve["axis"] == "data" else \
+                "fully sharded (FSDP / ZeRO-3: parameters gathered, gradients reduce-scattered)"
+            rows = []
+            for (_, a), (_, b) in zip(ring.iterrows(), tree.iterrows()):
+                rows.append([
+                    _int(a["devices"]), _int(a["global_batch"]), _si(a["flops_per_device"]),
+                    _si(a["communication_bytes_per_device"]) + "B", _ms(a["compute_s"]),
+                    _ms(a["communication_s"]), _r(a["speedup"], 3), _pct(a["efficiency"]),
+                    _ms(b["communication_s"]), _r(b["speedup"], 3), _pct(b["efficiency"]),
+                ])
+            last_ring, last_tree = ring.iloc[-1], tree.iloc[-1]
+            lines += [
+                f"### {curve['model']}: {what}, {curve['batch']} sample(s) per device",
+                "",
+                _table(["devices", "global batch", "FLOP / device", "collective bytes / device", "compute ms",
+                        "ring comm ms", "ring speed-up", "ring efficiency", "h-d comm ms", "h-d speed-up",
+                        "h-d efficiency"], rows, "rrrrrrrrrrr"),
+                "",
+                f"At {_int(last_ring['devices'])} devices: {_pct(last_ring['efficiency'])} efficiency with ring "
+                f"collectives, {_pct(last_tree['efficiency'])} with halving-doubling; the communication is "
+                f"{_r(last_ring['communication_s'] / last_ring['compute_s'], 3)}× the compute with rings.",
+                "",
+            ]
+    seed = data.seed004 if plan.seed004_model else None
+    if seed is not None:
+        small, large = seed["devices"]
+        p40 = dict(device="p40")
+        one, two = predict(seed["one"], **p40), predict(seed["two"], **p40)
+        doubling = speedup(one, two)
+        gradient = seed["two"].phases["train_step"].communication_bytes
+        need = bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, device="p40",
+                                     interconnect="pcie3")
+        nvlink = speedup(predict(seed["one"], device="h100"), predict(seed["two"], device="h100"))
+        strong = {a: (predict(seed["small"], device="p40", algorithm=a), predict(seed["large"], device="p40",
+                                                                                   algorithm=a))
+                  for a in _ALGORITHMS}
+        steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
+        measured = tuple(60 * minutes / steps for minutes in JIA_MINUTES)
+        strong_need = {a: bandwidth_for_speedup(seed["small"], seed["large"], SEED004_SPEEDUP, device="p40",
+                                                algorithm=a) for a in _ALGORITHMS}
+        lines += [
+            "## Seed 004's 1.3× from doubling the GPUs",
+            "",
+            f"Seed 004 reports a 1.3× speed-up from twice the GPUs (Jia et al. 2018: ResNet-50 in "
+            f"{JIA_MINUTES[0]:g} minutes on 1,024 Tesla P40s, {JIA_MINUTES[1]:g} on 2,048; "
+            f"{JIA_MINUTES[0]:g} / {JIA_MINUTES[1]:g} = {_r(JIA_MINUTES[0] / JIA_MINUTES[1], 3)}). In this model a "
+            "doubling gives 1.3× exactly when the exposed communication is a set multiple of the compute:",
+            "",
+            f"- weak scaling (same samples per device): 2C / (C + M) = 1.3, so M = "
+            f"{_speedup_condition(SEED004_SPEEDUP, True)} C;",
+            f"- strong scaling (same global batch, compute per device halves): (C + M) / (C/2 + M) = 1.3, so M = "
+            f"{_speedup_condition(SEED004_SPEEDUP, False)} C at the smaller count.",
+            "",
+            f"**From 1 to 2 GPUs** ({seed['model']}, {seed['batch']} images per GPU, Tesla P40, compute at peak "
+            f"{_ms(one.prediction.compute_seconds)} ms): the gradient all-reduce moves "
+            f"{_sig(gradient / 1e6, 4)} MB per device ({_int(len(seed['two'].phases['train_step'].communication))} "
+            f"collectives). Over the P40 servers' PCIe 3.0 it takes {_ms(two.prediction.communication_seconds)} ms "
+            f"and the doubling gives {_r(doubling, 3)}×; on H100s with NVLink 4, {_r(nvlink, 3)}×. 1.3× appears when "
+            f"the link between the two GPUs carries {_gbs(need)} or less with nothing overlapped: "
+            f"{_beside_presets(need)}.",
+            "",
+            f"**From {_int(small)} to {_int(large)} GPUs at a fixed {_int(seed['global_batch'])}-image batch** "
+            f"({_int(seed['global_batch'] // small)} then {_int(seed['global_batch'] // large)} images per GPU, "
+            "P40 servers of 8 on PCIe 3.0, InfiniBand EDR between them):",
+            "",
+            _table(["collectives", f"step ms at {small}", f"comm ms at {small}", f"step ms at {large}",
+                    f"comm ms at {large}", "speed-up", "1.3× needs a link of"], [
+                *([a, _ms(strong[a][0].prediction.seconds), _ms(strong[a][0].prediction.communication_seconds),
+                   _ms(strong[a][1].prediction.seconds), _ms(strong[a][1].prediction.communication_seconds),
+                   _r(speedup(*strong[a]), 3), _gbs(strong_need[a])] for a in _ALGORITHMS),
+                ["measured (Jia et al.)", _ms(measured[0]), "", _ms(measured[1]), "",
+                 _r(measured[0] / measured[1], 3), ""],
+            ], "lrrrrrl"),
+            "",
+            f"The measured rows are {JIA_MINUTES[0]:g} and {JIA_MINUTES[1]:g} minutes over {_int(steps)} steps "
+            f"({JIA_EPOCHS} epochs of {_int(IMAGENET_TRAIN_IMAGES)} images at {_int(seed['global_batch'])} per "
+            f"step). The compiled step holds {_int(len(seed['small'].phases['train_step'].communication))} "
+            f"all-reduces; on one flat ring each pays {_int(2 * (small - 1))} hops of latency, and the doubling "
+            + ("slows the step down" if speedup(*strong["ring"]) < 1 else f"gives {_r(speedup(*strong['ring']), 3)}×")
+            + f"; with halving-doubling it gives {_r(speedup(*strong['halving-doubling']), 3)}×. A measured 1.3× "
+            "lies between the two schedules' predictions when it lies between their speed-ups: the cost model "
+            "bounds what an all-reduce implementation has to achieve, not which one Jia et al. ran.",
+            "",
+        ]
+    lines += [_regenerate_line(), ""]
+    files["scaling.md"] = _text("\n".join(lines))
+    return files
+
+
 # --------------------------------------------------------------------------- page: index
 
 _PAGE_TITLES: Mapping[str, str] = {
@@ -2727,6 +3081,8 @@ _PAGE_TITLES: Mapping[str, str] = {
     "step-time": "Measured forward/backward/update shares, MFU and roofline against seed 000's 23/74/3",
     "zoo": "Every zoo model: parameters against published counts, FLOP per example or token against the analytic "
            "formula, analysis time",
+    "scaling": "Sharded train steps priced on many devices: weak-scaling curves of ResNet-50, GPT-2 and GPT-3, "
+               "and the condition for seed 004's 1.3× from twice the GPUs",
     "claims": "Every quantitative claim of seeds 000–004 with a verdict",
 }
 
@@ -2803,6 +3159,7 @@ _BUILDERS: Mapping[str, Callable[[_Data], dict[str, bytes]]] = {
     "optimizers": _optimizers_page,
     "step-time": _step_time_page,
     "zoo": _zoo_page,
+    "scaling": _scaling_page,
     "claims": _claims_page,
 }
 
@@ -3015,7 +3372,11 @@ def write_report(
 
     Raises:
       InputError: an unknown page name, ``out`` naming a file, a Report
-        without per-layer rows; raised before anything runs or is written.
+        without per-layer rows, or (for the scaling and claims pages) JAX
+        already started with fewer CPU devices than the plan's sharded
+        analyses simulate (call it before any JAX computation, or
+        `xla_cost.simulate_devices` first); raised before anything runs or is
+        written.
 
     Example::
 
@@ -3040,6 +3401,10 @@ def write_report(
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
         raise InputError("jobs a number of worker processes, 0 or more", repr(jobs), "Use e.g. --jobs 2.")
     resolved = (plan or DEFAULT_PLAN).resolved()
+    if {"scaling", "claims"} & set(pages):
+        from xla_cost.sharding import simulate_devices
+
+        simulate_devices(resolved.simulated_devices)
     data_path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
     own = not isinstance(store, Store)
     db = Store(store) if own else store

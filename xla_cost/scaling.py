@@ -38,6 +38,8 @@ __all__ = [
     "predict",
     "scaling",
     "estimate",
+    "speedup",
+    "bandwidth_for_speedup",
 ]
 
 MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
@@ -93,6 +95,7 @@ def predict(
     node_size: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
+    algorithm: str | None = None,
 ) -> StepEstimate:
     """The predicted train-step time of a (sharded) `xla_cost.Report` on ``device``.
 
@@ -106,9 +109,12 @@ def predict(
       overlap: the fraction of communication hidden behind compute.
       efficiency: the fraction of peak FLOP/s the kernels reach (an MFU).
       node_size, bandwidth, latency: overrides of the cluster preset.
+      algorithm: the collective algorithm (`xla_cost.comm.ALGORITHMS`;
+        default ``ring``).
     """
     flops_peak, memory_bandwidth, _ = _peak(device, report.dtype)
-    cluster = comm.cluster(device, interconnect, node_size=node_size, bandwidth=bandwidth, latency=latency)
+    cluster = comm.cluster(device, interconnect, node_size=node_size, bandwidth=bandwidth, latency=latency,
+                           algorithm=algorithm)
     step = report.phases["train_step"]
     seconds, times, notes = comm.communication_time(step.communication, cluster)
     if step.flops is None:
@@ -125,6 +131,57 @@ def predict(
     )
 
 
+def speedup(small: StepEstimate, large: StepEstimate) -> float:
+    """Throughput of ``large`` over ``small`` (samples per second, both priced
+    by `predict`): the speed-up of going from one step to the other."""
+    return (large.global_batch / large.prediction.seconds) / (small.global_batch / small.prediction.seconds)
+
+
+def bandwidth_for_speedup(
+    small: Any,
+    large: Any,
+    target: float,
+    *,
+    device: str = "h100",
+    interconnect: str | None = None,
+    algorithm: str = "ring",
+    overlap: float = comm.DEFAULT_OVERLAP,
+    efficiency: float = 1.0,
+    lowest: float = 1e6,
+    highest: float = 1e13,
+) -> float | None:
+    """The link bandwidth at which going from the analysis ``small`` to ``large``
+    speeds throughput up by exactly ``target``.
+
+    Both reports are priced by `predict` on one flat network of
+    ``interconnect`` (default: the device cluster's inter-node link, for its
+    latency) whose bandwidth (bytes/s per device per direction) is varied
+    between ``lowest`` and ``highest``; the speed-up grows with the bandwidth,
+    and the answer is found by bisection to 1e-6 relative.
+
+    Returns:
+      The bandwidth, or None when ``target`` is out of reach in that range
+      (even ``highest`` gives less, or ``lowest`` already gives more).
+    """
+    link = interconnect or comm.cluster(device).inter.name
+
+    def at(bandwidth: float) -> float:
+        kwargs = dict(device=device, interconnect=link, overlap=overlap, efficiency=efficiency,
+                      bandwidth=bandwidth, algorithm=algorithm)
+        return speedup(predict(small, **kwargs), predict(large, **kwargs))
+
+    low, high = lowest, highest
+    if not at(low) <= target <= at(high):
+        return None
+    while high / low > 1 + 1e-6:
+        middle = math.sqrt(low * high)
+        if at(middle) < target:
+            low = middle
+        else:
+            high = middle
+    return math.sqrt(low * high)
+
+
 @dataclasses.dataclass(frozen=True)
 class ScalingResult:
     """A scaling curve: one `StepEstimate` per device count, and the curve.
@@ -132,7 +189,9 @@ class ScalingResult:
     Attributes:
       model: the zoo name (or ``package.module:attr``).
       mesh_axis: the axis grown (``data`` or ``fsdp``).
-      batch_size: samples per device (weak scaling).
+      batch_size: samples per device (weak scaling), or None under strong scaling.
+      global_batch: samples per step over all devices, fixed (strong scaling),
+        or None under weak scaling.
       device, interconnect: the hardware priced.
       overlap, efficiency: the cost model's settings.
       steps: per device count.
@@ -141,19 +200,24 @@ class ScalingResult:
 
     model: str
     mesh_axis: str
-    batch_size: int
+    batch_size: int | None
     device: str
     interconnect: str
     overlap: float
     efficiency: float
     steps: tuple[StepEstimate, ...]
     points: tuple[comm.ScalingPoint, ...]
+    global_batch: int | None = None
+    algorithm: str = "ring"
 
     def describe(self) -> str:
         """One line: what was priced."""
+        batch = (f"{self.global_batch} samples per step over all devices (strong scaling)"
+                 if self.global_batch is not None else f"{self.batch_size} sample(s) per device")
         return (
-            f"{self.model}: {self.mesh_axis} parallel, {self.batch_size} sample(s) per device, "
-            f"{self.device} ({self.interconnect} interconnect), overlap {self.overlap:g}, "
+            f"{self.model}: {self.mesh_axis} parallel, {batch}, "
+            f"{self.device} ({self.interconnect} interconnect, {self.algorithm} collectives), "
+            f"overlap {self.overlap:g}, "
             f"compute at {self.efficiency:g} of peak"
         )
 
@@ -172,7 +236,9 @@ class ScalingResult:
 
         return json.dumps({
             "model": self.model, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
-            "device": self.device, "interconnect": self.interconnect, "overlap": self.overlap,
+            "global_batch": self.global_batch,
+            "device": self.device, "interconnect": self.interconnect, "algorithm": self.algorithm,
+            "overlap": self.overlap,
             "efficiency": self.efficiency, "points": self.to_frame().to_dict(orient="records"),
         }, indent=2)
 
@@ -235,21 +301,30 @@ def scaling(
     *,
     mesh_axis: str = "data",
     batch_size: int = 1,
+    global_batch: int | None = None,
     device: str = "h100",
     interconnect: str | None = None,
     overlap: float = comm.DEFAULT_OVERLAP,
     efficiency: float = 1.0,
+    algorithm: str = "ring",
     optimizer: str = "sgd",
     dtype: str = "float32",
     config: Mapping[str, Any] | None = None,
     store: Any = None,
 ) -> ScalingResult:
-    """The weak-scaling curve of ``model`` over ``devices`` on ``mesh_axis``.
+    """The scaling curve of ``model`` over ``devices`` on ``mesh_axis``.
 
-    Each device count K is analysed sharded (``mesh={mesh_axis: K}``, batch
-    ``batch_size * K``) through the results store (a rerun reads it back) and
-    priced by `predict`. The CPU simulates the devices: call
+    Weak scaling by default: each device count K is analysed sharded
+    (``mesh={mesh_axis: K}``) at batch ``batch_size * K``. With
+    ``global_batch`` the batch stays fixed instead (strong scaling: each device
+    gets ``global_batch / K`` samples; every K must divide it). Each analysis
+    goes through the results store (a rerun reads it back) and is priced by
+    `predict`. The CPU simulates the devices: call
     `xla_cost.simulate_devices(max(devices))` before JAX starts (the CLI does).
+
+    Raises:
+      InputError: device counts not increasing, an axis that does not grow the
+        batch, or a global batch that some device count does not divide.
     """
     from xla_cost.configs import RunConfig
     from xla_cost.sharding import simulate_devices
@@ -258,19 +333,28 @@ def scaling(
     if mesh_axis not in MESH_AXES_FOR_SCALING:
         raise InputError(f"--mesh-axis one of {', '.join(MESH_AXES_FOR_SCALING)}", repr(mesh_axis),
                          "Grow data (DDP) or fsdp (ZeRO-3); model parallelism keeps the batch.")
+    if global_batch is not None:
+        uneven = [k for k in counts if isinstance(global_batch, bool) or not isinstance(global_batch, int)
+                  or global_batch < k or global_batch % k]
+        if uneven:
+            raise InputError(
+                "a global batch that every device count divides", f"{global_batch!r} over {uneven} devices",
+                f"Pick a global batch that is a multiple of {max(counts)}, or drop the device counts that "
+                "do not divide it.",
+            )
     simulate_devices(max(counts))
     steps = []
     for k in counts:
-        run = RunConfig(model, batch_size * k, dict(config or {}), optimizer=optimizer, dtype=dtype,
+        run = RunConfig(model, global_batch if global_batch is not None else batch_size * k, dict(config or {}), optimizer=optimizer, dtype=dtype,
                         mesh={mesh_axis: k} if k > 1 else {})
         report = run.canonical().run(cache=store if store is not None else True)
         steps.append(predict(report, device=device, interconnect=interconnect, overlap=overlap,
-                             efficiency=efficiency))
+                             efficiency=efficiency, algorithm=algorithm))
     points = comm.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
-        model=model, mesh_axis=mesh_axis, batch_size=batch_size, device=device,
-        interconnect=interconnect or "preset", overlap=overlap, efficiency=efficiency,
-        steps=tuple(steps), points=points,
+        model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else batch_size,
+        device=device, interconnect=interconnect or "preset", overlap=overlap, efficiency=efficiency,
+        steps=tuple(steps), points=points, global_batch=global_batch, algorithm=algorithm,
     )
 
 
@@ -312,6 +396,7 @@ def estimate(
     mfu: float | None = None,
     interconnect: str | None = None,
     overlap: float = comm.DEFAULT_OVERLAP,
+    algorithm: str = "ring",
     optimizer: str = "adam",
     dtype: str = "float32",
     config: Mapping[str, Any] | None = None,
@@ -345,7 +430,7 @@ def estimate(
         one, batch_size=batch_size * devices, mesh={mesh_axis: devices}
     ).run(cache=store if store is not None else True)
     step = predict(sharded, device=device, interconnect=interconnect, overlap=overlap,
-                   efficiency=mfu if mfu is not None else 1.0)
+                   efficiency=mfu if mfu is not None else 1.0, algorithm=algorithm)
     token_count = None
     if tokens is not None:
         from xla_cost import zoo

@@ -90,6 +90,11 @@ class CompiledPhase:
     collective_notes: tuple[str, ...] = ()
     has_loops: bool | None = None
     """Whether the compiled HLO kept a ``while`` loop (None: not looked at)."""
+    library_calls: tuple[tuple[str, int], ...] | None = None
+    """``(custom_call_target, count)`` of the compiled HLO's custom calls
+    (cuBLAS gemms, cuDNN convolutions, fused attention, Pallas kernels), read
+    on accelerator backends, whose cost analysis may leave their FLOP out
+    (None: not looked at, as on the CPU)."""
 
 
 def _as_count(value: Any) -> int | None:
@@ -296,15 +301,19 @@ def compile_phase(
     found: tuple[Any, ...] | None = None
     notes: tuple[str, ...] = ()
     loops: bool | None = None
-    if collectives:
+    library: tuple[tuple[str, int], ...] | None = None
+    if collectives or backend_name() != "cpu":
         from xla_cost import hlo
 
         text = compiled.as_text() or ""
-        found, notes = hlo.parse_collectives(text)
-        loops = hlo.has_while_loop(text)
+        if collectives:
+            found, notes = hlo.parse_collectives(text)
+            loops = hlo.has_while_loop(text)
+        if backend_name() != "cpu":
+            library = tuple(sorted(hlo.custom_call_targets(text).items()))
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
-        collective_notes=tuple(notes), has_loops=loops,
+        collective_notes=tuple(notes), has_loops=loops, library_calls=library,
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
@@ -319,7 +328,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 2
+ANALYSES_FORMAT = 3
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -355,6 +364,8 @@ def _read_analyses(key: str) -> CompiledPhase | None:
         return CompiledPhase(
             costs=costs, memory=XlaMemory(**data["memory"]), executable=None, collectives=found,
             collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
+            library_calls=None if data.get("library_calls") is None
+            else tuple((str(t), int(n)) for t, n in data["library_calls"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not there, or unreadable: compile
@@ -371,6 +382,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "collectives": None if phase.collectives is None
                 else [dataclasses.asdict(c) for c in phase.collectives],
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
+                "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
             }, handle)
         os.replace(tmp, path)
     except OSError as exc:  # a cache that cannot be written is no cache
