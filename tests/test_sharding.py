@@ -260,3 +260,14 @@ def test_cli_simulates_the_devices_it_needs():
     reduced = sum(c["bytes"] * c["executions"] for c in data["communication"]["backward"]
                   if c["kind"] in ("all-reduce", "reduce-scatter"))
     assert reduced == pytest.approx(params * F32, rel=0.01)
+
+
+def test_table_and_markdown_show_the_communication():
+    report = gpt_report((("data", 2), ("model", 4)), 510, False, 8)
+    runs = sum(c.executions for c in collectives(report, "forward", "all-reduce", ("model",)))
+    assert runs >= 2 * L  # Megatron: two per layer, and what the embedding and loss add
+    for text in (report.to_table(width=200), report.to_markdown()):
+        assert "communication per device" in text
+        row = next(line for line in text.splitlines() if "forward" in line and "all-reduce" in line and "model" in line)
+        assert f" {runs} " in row.replace("│", " ").replace("|", " ")
+    assert "communication per device" not in mlp_report(()).to_table(width=200)

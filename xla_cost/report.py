@@ -561,6 +561,9 @@ class Report:
         if self.layers is not None:
             lines.append(_layer_frame(self).to_markdown())
             lines.append("")
+        communication = _communication_frame(self)
+        if communication is not None:
+            lines += [_COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
         if self.timing is not None and self.timing.phases:
             lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
         lines += [f"- {c}" for c in _caveats(self)]
@@ -580,6 +583,9 @@ class Report:
         blocks: list[str | TextTable] = [_describe(self), TextTable(_phase_frame(self), "phases")]
         if self.layers is not None:
             blocks.append(TextTable(_layer_frame(self), "layers (from the jaxprs)"))
+        communication = _communication_frame(self)
+        if communication is not None:
+            blocks.append(TextTable(communication, _COMMUNICATION_TITLE, left=("kind", "axes")))
         if self.timing is not None and self.timing.phases:
             blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
         blocks.append(_ratio_line(self))
@@ -662,6 +668,32 @@ def _layer_frame(report: Report) -> pd.DataFrame:
         )
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
+
+
+_COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"
+
+
+def _communication_frame(report: Report) -> pd.DataFrame | None:
+    """The collectives of each compiled phase of a sharded report, by kind,
+    mesh axes and group size: instructions, runs per step and bytes per device
+    (None for a report without collectives)."""
+    rows = []
+    for phase in ("forward", "grad", "update"):
+        groups: dict[tuple[str, tuple[str, ...], int | None], list[Collective]] = {}
+        for c in report.phases[phase].communication:
+            groups.setdefault((c.kind, c.axes, c.group_size), []).append(c)
+        for (kind, axes, size), items in groups.items():
+            runs = None if any(c.executions is None for c in items) else sum(c.executions for c in items)
+            moved = None if runs is None else sum(c.bytes * c.executions for c in items)
+            rows.append({
+                "phase": phase, "kind": kind, "axes": ",".join(axes) or "?",
+                "group": "unknown" if size is None else str(size), "instructions": len(items),
+                "runs / step": "unknown" if runs is None else f"{runs:,}",
+                "MB / device": _fmt(moved, 1e6, 1),
+            })
+    if not rows:
+        return None
+    return pd.DataFrame(rows).set_index("phase")
 
 
 def _timing_dict(timing: Timing, phases: Mapping[str, PhaseCosts]) -> dict[str, Any]:

@@ -2728,11 +2728,15 @@ def _c_imagenet(data: _Data) -> tuple[str, str]:
     comm = {a: predict(step, device="p40", algorithm=a).prediction.communication_seconds for a in _ALGORITHMS}
     budget = seconds / steps
     compute = step.phases["train_step"].flops / peak
+    roofline = predict(step, device="p40").prediction.compute_seconds
     return (f"{_sig(per_image / 1e9)} GFLOP per image per train step, {_sig(total / 1e18)} EFLOP for "
             f"{JIA_EPOCHS} epochs: {JIA_MINUTES[0]:g} minutes on {_int(small)} P40s is {_sig(total / seconds / small / 1e12, 3)} "
             f"TFLOP/s per GPU sustained, an MFU of {_pct(mfu)} of the P40's float32 peak with every all-reduce "
             f"hidden. Each of the {_int(steps)} steps ({_int(seed['global_batch'])} images) has {_ms(budget)} ms; "
-            f"compute at peak takes {_ms(compute)} ms, the gradient all-reduce {_ms(comm['halving-doubling'])} ms "
+            f"its FLOP at peak take {_ms(compute)} ms"
+            + (f" and its bytes (XLA's count for the CPU program) at the P40's memory bandwidth {_ms(roofline)} ms"
+               if roofline > compute else "")
+            + f", the gradient all-reduce {_ms(comm['halving-doubling'])} ms "
             f"with halving-doubling over InfiniBand EDR, {_ms(comm['ring'])} ms as flat-ring all-reduces of each "
             "buffer. Accuracy is outside a cost analysis."), \
         (f"depends on an MFU of {_pct(mfu)} or more and a logarithmic-latency all-reduce"
