@@ -137,10 +137,11 @@ def main(argv: list[str]) -> int:
                         for p in ("forward", "backward", "update")
                     )
                     ratio = rows[0]["backward_to_forward_time"]
+                    counted = rows[0]["backward_to_forward_flops"]
                     print(
                         f"{label}: fwd/bwd/upd % {shares}, bwd/fwd time "
                         f"{'-' if ratio is None else f'{ratio:.2f}'} vs FLOP "
-                        f"{rows[0]['backward_to_forward_flops']:.2f}"
+                        f"{'unknown' if counted is None else f'{counted:.2f}'}"
                         + (f" (skipped: {rows[0]['skipped']})" if rows[0]["skipped"] else ""),
                         flush=True,
                     )

@@ -498,6 +498,11 @@ class ShardingPlan:
     def devices(self) -> int:
         return mesh_devices(self.sizes)
 
+    @property
+    def batch_split(self) -> int:
+        """Devices the batch is split over (the product of the batch axes)."""
+        return math.prod(self.sizes.get(a, 1) for a in BATCH_AXES)
+
     def shardings(self, name: str) -> Any:
         """`NamedSharding` tree of an argument tree (or ``loss``)."""
         return jax.tree.map(

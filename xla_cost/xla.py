@@ -76,6 +76,15 @@ class XlaMemory:
     argument_bytes: int | None
     output_bytes: int | None
     temp_bytes: int | None
+    alias_bytes: int | None = None
+    """Output bytes that share an argument's buffer (donated arguments)."""
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """XLA's live-buffer bound: arguments + outputs + temporaries - aliased."""
+        if None in (self.argument_bytes, self.output_bytes, self.temp_bytes):
+            return None
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - (self.alias_bytes or 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +166,7 @@ def normalize_memory_analysis(raw: Any) -> XlaMemory:
         argument_bytes=read("argument_size_in_bytes"),
         output_bytes=read("output_size_in_bytes"),
         temp_bytes=read("temp_size_in_bytes"),
+        alias_bytes=read("alias_size_in_bytes"),
     )
 
 
@@ -328,7 +338,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 3
+ANALYSES_FORMAT = 4
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
