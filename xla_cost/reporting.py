@@ -2550,11 +2550,14 @@ def _c_three_times(data: _Data) -> tuple[str, str]:
         return "No timing data.", "not testable here"
     claimed = DDP_SHARES["backward"] / DDP_SHARES["forward"]
     times = [c["time_ratio"] for c in cases]
-    flops = [c["flop_ratio"] for c in cases]
+    flops = [c["flop_ratio"] for c in cases if c["flop_ratio"] is not None]
+    unknown = len(cases) - len(flops)
     ok = all(_within(t, claimed, APPROX_TOLERANCE) for t in times)
     devices = _join(sorted({c["device"] for c in cases}))
     return (f"Measured backward/forward time on {devices} (float32): {_range(times, _r2)}, against a FLOP ratio of "
-            f"{_range(flops, _r2)}; the claim's {claimed:.1f} is the V100's time ratio. What would test it as stated: "
+            f"{_range(flops, _r2) if flops else 'unknown'}"
+            + (f" (unknown in {unknown} case{'s' if unknown > 1 else ''})" if unknown and flops else "")
+            + "; the claim's {claimed:.1f} is the V100's time ratio. What would test it as stated: "
             "the GPU run of `benchmarks/time_zoo.py`."), \
         ("confirmed" if ok else "refuted") + f" on {devices}; depends on the hardware"
 
