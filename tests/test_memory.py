@@ -49,3 +49,41 @@ def test_dense_stack_keeps_the_input_of_each_matmul(dtype):
     assert in_args == B * WIDTHS[0] * size
     # the input gradients need the weights of fc1 and fc2 (fc0's is not needed: no input gradient)
     assert in_params == (WIDTHS[1] * WIDTHS[2] + WIDTHS[2] * WIDTHS[3]) * size
+
+
+def test_report_memory_breakdown_parts_and_layers():
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam",
+                              per_layer=True, memory=True)
+    m = report.memory_breakdown
+    p = report.parameters
+    assert m.parameters == m.gradients == 4 * p  # float32
+    assert m.optimizer_state == 2 * 4 * p + 4    # Adam's mu and nu, and its int32 step count
+    # OneNet keeps fc1's output (after ReLU) for fc2 and fc2's for fc3: B x 4096 and
+    # B x 128 float32, and the ReLU masks (bool), B x (4096 + 128), and the loss's own
+    assert m.saved_activations >= 8 * (4096 + 128) * 4
+    assert sum(layer.saved_activation_bytes for layer in report.layers) == m.saved_activations
+    assert m.peak is not None and m.workspace == m.peak - m.parts_total
+    back = xla_cost.Report.from_dict(report.to_dict())
+    assert back.memory_breakdown == m
+    assert "activations saved for the backward pass" in report.to_table(width=200)
+
+
+def test_sharded_memory_is_per_device():
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    if jax.device_count() < 8:
+        pytest.skip("needs 8 simulated devices (tests/conftest.py)")
+    one = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam", memory=True)
+    fsdp = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam", memory=True,
+                            mesh={"fsdp": 8})
+    a, b = one.memory_breakdown, fsdp.memory_breakdown
+    # FSDP: parameters, gradients and optimizer state split eight ways (to the byte, rounding up
+    # per array, and the step count replicated); the batch and saved activations over the batch split
+    assert b.parameters == pytest.approx(a.parameters / 8, rel=0.01)
+    assert b.optimizer_state == pytest.approx(a.optimizer_state / 8, rel=0.01)
+    assert b.saved_activations == -(-a.saved_activations // 8)
+    assert b.devices == 8

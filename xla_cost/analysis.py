@@ -16,7 +16,7 @@ import optax
 
 from xla_cost import phases, xla
 from xla_cost.choices import COUNTERS
-from xla_cost.attribution import attribute_step, check_depth, module_path
+from xla_cost.attribution import REMAINDER, attribute_step, check_depth, module_path
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.interpret import EqnCount, JaxprCount, count_jaxpr
 from xla_cost.report import SOURCED, Collective, LayerCosts, MemoryStats, PhaseCosts, Report
@@ -538,6 +538,7 @@ def analyze(
     mesh: Mapping[str, int] | str | jax.sharding.Mesh | None = None,
     param_sharding: _sharding.PartitionRules | None = None,
     logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
+    memory: bool = False,
     **deprecated: Any,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
@@ -637,6 +638,12 @@ def analyze(
       logical_axis_rules: ``[(logical name, mesh axis), ...]`` for models
         annotated with ``nn.with_partitioning``/``nnx.with_partitioning``;
         default `xla_cost.sharding.DEFAULT_LOGICAL_RULES`.
+      memory: also break the step's memory down per device
+        (`Report.memory_breakdown`, `xla_cost.memory`): parameters, gradients,
+        optimizer state, batch and the activations the backward pass keeps
+        (per layer in ``layers``), beside XLA's peak of the train step compiled
+        as one program with the parameters and optimizer state donated (one
+        more compile).
 
     Returns:
       A `Report`.
@@ -667,6 +674,8 @@ def analyze(
         call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output,
         exact_train_step=exact_train_step,
     )
+    if memory:
+        arguments["memory"] = True
     sizes = _sharding.check_mesh(mesh) if mesh is not None else {}
     if _sharding.mesh_devices(sizes) > 1:
         arguments.update(mesh=sizes, param_sharding=param_sharding, logical_axis_rules=logical_axis_rules)
@@ -762,6 +771,12 @@ def analyze(
         timing = _time(workload, costs, compute_dtype, peak_tflops, peak_bandwidth, executables)
         if timing.skipped:
             notes.append(f"timing skipped: {timing.skipped}")
+    breakdown = _memory(workload, plan, compiled) if memory else None
+    layers = _layers(workload, counted, depth) if per_layer or depth else None
+    if breakdown is not None:
+        notes += list(breakdown.notes)
+        if layers is not None:
+            layers = _with_saved(layers, breakdown.saved_by_layer)
     step = _step_equations(counted)
     collectives = _collectives(step)
     if collectives:
@@ -778,7 +793,7 @@ def analyze(
         jax_version=jax.__version__,
         parameters=workload.parameters,
         phases=costs,
-        layers=_layers(workload, counted, depth) if per_layer or depth else None,
+        layers=layers,
         unsupported=unsupported,
         notes=tuple(dict.fromkeys(notes)),
         counter=counter,
@@ -786,7 +801,47 @@ def analyze(
         timing=timing,
         collectives=collectives,
         sharding=_sharding_summary(workload, plan) if plan is not None else {},
+        memory_breakdown=breakdown,
     )
+
+
+def _memory(workload: Workload, plan: _sharding.ShardingPlan | None, compiled: bool) -> Any:
+    """The step's memory breakdown; XLA's figures from the train step compiled as
+    one program with the parameters and optimizer state donated."""
+    from xla_cost import memory as _memory_module
+
+    step = None
+    if compiled:
+        declared = phases.phase("train_step")
+        fn = workload.phase_fn("train_step")
+
+        def train_step(*args: Any) -> Any:  # its own function: the trace cache is keyed by it
+            return fn(*args)
+
+        options: dict[str, Any] = {
+            "donate_argnums": tuple(i for i, n in enumerate(declared.arguments) if n in ("params", "opt_state")),
+        }
+        if plan is not None:
+            options["in_shardings"] = tuple(plan.shardings(n) for n in declared.arguments)
+            options["out_shardings"] = tuple(plan.shardings(n) for n in declared.results)
+        with workload.tracing(), _constraints(plan, workload):
+            lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
+        step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+    return _memory_module.memory_breakdown(
+        workload, plan, root=workload.root_name, modules=tuple(workload.param_paths), compiled=step,
+        constraints=_constraints(plan, workload),
+    )
+
+
+def _with_saved(layers: tuple[LayerCosts, ...], saved: Mapping[str, int]) -> tuple[LayerCosts, ...]:
+    """Each row with the saved activations of the modules it stands for: a
+    saved-activation layer goes to the row with the longest path that contains
+    it, else to the remainder."""
+    totals = {layer.path: 0 for layer in layers}
+    for path, size in saved.items():
+        row = max((p for p in totals if path == p or path.startswith(p + "/")), key=len, default=REMAINDER)
+        totals[row] = totals.get(row, 0) + size
+    return tuple(dataclasses.replace(layer, saved_activation_bytes=totals.get(layer.path, 0)) for layer in layers)
 
 
 def _zoo_rules(model: Any) -> Any:

@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
+    analyze.add_argument("--memory", action="store_true", help="break the step's memory down per device: parameters, gradients, optimizer state, batch, activations saved for the backward pass (per layer with --per-layer), beside XLA's peak of the donated train step (one more compile)")
     analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
     analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
     analyze.add_argument("--cache", action="store_true", help="look the analysis up in the results store and store it there (the store of `xla-cost sweep`; a second identical analysis returns at once)")
@@ -252,6 +253,7 @@ def _analyze(args: argparse.Namespace) -> str:
         compilation_cache=not args.no_cache, call_kwargs=call_kwargs or None, method=args.method,
         axis_names=args.axis_names or None, output=output,
         cache=(args.store or True) if args.cache else False,
+        **({"memory": True} if args.memory else {}),
     )
     return render_as(report, args.format, _width(args))
 

@@ -118,8 +118,10 @@ def _tree_bytes(tree: Any) -> int:
     return sum(_nbytes(leaf) for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape"))
 
 
-_VIEWS = frozenset({"reshape", "squeeze", "expand_dims"})
-"""Primitives whose result XLA keeps in its operand's buffer (a bitcast)."""
+_VIEWS = frozenset({"reshape", "squeeze", "expand_dims", "transpose"})
+"""Primitives whose result of an argument XLA does not copy: a reshape is a
+bitcast of its operand's buffer, and a transposed weight is read in place by
+the dot that uses it (its dimension numbers)."""
 
 
 def saved_activations(
@@ -169,6 +171,9 @@ def saved_activations(
         seen.add(id(var))
         size = _nbytes(var.aval)
         source = made_by.get(id(var))
+        if (source is not None and source.primitive.name == "broadcast_in_dim"
+                and (isinstance(source.invars[0], Literal) or not source.invars[0].aval.shape)):
+            continue  # a broadcast scalar (ReLU's zeros): XLA fuses it, no buffer
         if source is not None and source.primitive.name in _VIEWS and not isinstance(source.invars[0], Literal):
             origin = id(source.invars[0])  # a reshaped argument is the argument's buffer
         else:

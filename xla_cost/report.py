@@ -237,6 +237,9 @@ class LayerCosts:
     backward: Cost = Cost()
     update: Cost = Cost()
     trip_count: int = 1
+    saved_activation_bytes: int | None = None
+    """Bytes of the activations the backward pass keeps from this row's forward
+    operations (the whole step's; None: not asked, ``memory=True`` fills it)."""
 
     @property
     def forward_flops(self) -> int:
@@ -295,7 +298,7 @@ LAYER_FIELDS: tuple[str, ...] = (
     "path", "parameters", "forward_flops", "backward_flops", "forward_transcendentals",
     "backward_transcendentals", "update_flops", "update_transcendentals", "trip_count",
     "backward_to_forward", "forward_bytes_accessed", "backward_bytes_accessed",
-    "update_bytes_accessed",
+    "update_bytes_accessed", "saved_activation_bytes",
 )
 """A layer row's fields in the JSON ``layers`` records and the CSV, in order."""
 
@@ -312,6 +315,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
+
+
+def _memory_from(data: Mapping[str, Any] | None) -> Any:
+    if data is None:
+        return None
+    from xla_cost.memory import MemoryBreakdown
+
+    return MemoryBreakdown.from_dict(data)
 
 
 def _ratio(a: int | None, b: int | None) -> float | None:
@@ -371,6 +382,8 @@ class Report:
     timing: Timing | None = None
     collectives: Mapping[str, int] = dataclasses.field(default_factory=dict)
     sharding: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    memory_breakdown: Any = None
+    """`xla_cost.memory.MemoryBreakdown` of the step per device (``memory=True``), else None."""
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -439,6 +452,8 @@ class Report:
                 p: [c.to_dict() for c in self.phases[p].communication] for p in PHASES
             }
             data["communication_bytes"] = {p: self.phases[p].communication_bytes for p in PHASES}
+        if self.memory_breakdown is not None:
+            data["memory_breakdown"] = self.memory_breakdown.to_dict()
         data["notes"] = list(self.notes)
         return data
 
@@ -474,6 +489,7 @@ class Report:
                 layers = tuple(
                     LayerCosts(
                         path=row["path"], parameters=row["parameters"], trip_count=row["trip_count"],
+                        saved_activation_bytes=row.get("saved_activation_bytes"),
                         **{
                             pass_: Cost(
                                 row[f"{pass_}_flops"], row[f"{pass_}_transcendentals"],
@@ -492,6 +508,7 @@ class Report:
                 counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
                 collectives=dict(data["collectives"]),
                 sharding=dict(data.get("sharding", {})),
+                memory_breakdown=_memory_from(data.get("memory_breakdown")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"Report.from_dict: not a report's dict ({type(exc).__name__}: {exc})") from exc
@@ -564,6 +581,8 @@ class Report:
         communication = _communication_frame(self)
         if communication is not None:
             lines += [_COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
+        if self.memory_breakdown is not None:
+            lines += [_memory_title(self.memory_breakdown), "", _memory_frame(self.memory_breakdown).to_markdown(), ""]
         if self.timing is not None and self.timing.phases:
             lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
         lines += [f"- {c}" for c in _caveats(self)]
@@ -586,6 +605,9 @@ class Report:
         communication = _communication_frame(self)
         if communication is not None:
             blocks.append(TextTable(communication, _COMMUNICATION_TITLE, left=("kind", "axes")))
+        if self.memory_breakdown is not None:
+            blocks.append(TextTable(_memory_frame(self.memory_breakdown), _memory_title(self.memory_breakdown),
+                                    left=("what",)))
         if self.timing is not None and self.timing.phases:
             blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
         blocks.append(_ratio_line(self))
@@ -666,8 +688,37 @@ def _layer_frame(report: Report) -> pd.DataFrame:
                 "transcendentals (M)": _fmt(layer.transcendentals, 1e6),
             }
         )
+        if any(other.saved_activation_bytes is not None for other in layers):
+            row["saved activations (MB)"] = _fmt(layer.saved_activation_bytes, 1e6, 2)
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
+
+
+_MEMORY_WHAT = {
+    "parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
+    "model_state": "model state (batch statistics)", "inputs": "batch (inputs, targets)",
+    "saved_activations": "activations saved for the backward pass",
+}
+
+
+def _memory_title(breakdown: Any) -> str:
+    where = "one device" if breakdown.devices == 1 else f"each of {breakdown.devices} devices"
+    return f"memory of the train step on {where} (MB)"
+
+
+def _memory_frame(breakdown: Any) -> pd.DataFrame:
+    """The parts, their sum, XLA's peak of the donated step and the difference."""
+    rows = [{"part": key, "what": _MEMORY_WHAT[key], "MB": _fmt(value, 1e6, 1)}
+            for key, value in breakdown.parts.items()]
+    peak, workspace = breakdown.peak, breakdown.workspace
+    rows += [
+        {"part": "sum", "what": "the parts", "MB": _fmt(breakdown.parts_total, 1e6, 1)},
+        {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
+         "MB": _fmt(peak, 1e6, 1)},
+        {"part": "workspace", "what": "XLA's peak - the parts (its other temporaries; < 0: "
+         "buffers it overlaps or recomputes)", "MB": _fmt(workspace, 1e6, 1)},
+    ]
+    return pd.DataFrame(rows).set_index("part")
 
 
 _COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"
