@@ -570,3 +570,15 @@ def test_structural_primitives_and_composites():
     composite = jax.lax.composite(lambda v: v * 2.0 + 1.0, name="my.scale_shift")
     assert count_function(composite, x).total.flops == 2 * ROWS * N
     assert xla_flops(composite, x)[0] == 2 * ROWS * N
+
+
+def test_one_minus_square_is_a_multiply_and_a_subtract():
+    # jax 0.11 differentiates tanh with a one_minus_square primitive; older jax has none
+    from jax._src.lax import lax as lax_internal
+
+    primitive = getattr(lax_internal, "one_minus_square_p", None)
+    if primitive is None:
+        pytest.skip("this jax has no one_minus_square primitive")
+    x = jax.ShapeDtypeStruct((3, 5), jnp.float32)
+    count = count_function(lambda v: primitive.bind(v), x)
+    assert count.total.flops == 2 * 3 * 5 and not count.unsupported

@@ -298,6 +298,18 @@ def _expansion_rule(flops: int, transcendentals: int) -> Rule:
 for _name, (_flops, _transcendentals) in sorted(XLA_EXPANSIONS.items()):
     register(_name)(_expansion_rule(_flops, _transcendentals))
 
+COMPOSITES: dict[str, tuple[int, int]] = {
+    "one_minus_square": (2, 0),
+}
+"""(FLOP, transcendentals) per element of primitives newer jax versions add
+for a fixed composite of elementwise operations: ``one_minus_square(x) = 1 -
+x * x`` (jax 0.11, in tanh's derivative) is a multiply and a subtract. Not in
+the jax this project's CI runs (0.10), so checked where it exists
+(tests/test_rules.py)."""
+
+for _name, (_flops, _transcendentals) in sorted(COMPOSITES.items()):
+    register(_name)(_expansion_rule(_flops, _transcendentals))
+
 
 @register(*sorted(ELEMENTWISE))
 def _elementwise(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
