@@ -87,3 +87,22 @@ def test_sharded_memory_is_per_device():
     assert b.optimizer_state == pytest.approx(a.optimizer_state / 8, rel=0.01)
     assert b.saved_activations == -(-a.saved_activations // 8)
     assert b.devices == 8
+
+
+def test_fit_returns_a_batch_that_fits_and_the_next_that_does_not():
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    def peak(batch):
+        report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", batch), optimizer="sgd",
+                                  memory=True)
+        return report.memory_breakdown.peak
+
+    limit = peak(100)  # a CPU "device" exactly as large as the step at batch 100 needs
+    result = xla_cost.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1.0, optimizer="sgd")
+    assert result.batch_size >= 100 and result.next_size == result.batch_size + 1
+    # checked by compiling again through analyze(): the answer fits, the next size does not
+    assert peak(result.batch_size) <= limit < peak(result.next_size)
+    assert result.fits.peak <= limit < result.does_not_fit.peak
+    with pytest.raises(xla_cost.InputError):
+        xla_cost.max_batch_size("one_net", device="h900")

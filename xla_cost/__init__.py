@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from xla_cost.scaling import TrainingEstimate as TrainingEstimate
     from xla_cost.scaling import estimate as estimate
     from xla_cost.scaling import scaling as predict_scaling
+    from xla_cost.fit import FitResult as FitResult
+    from xla_cost.fit import max_batch_size as max_batch_size
+    from xla_cost.memory import MemoryBreakdown as MemoryBreakdown
     from xla_cost.sharding import MESH_AXES as MESH_AXES
     from xla_cost.sharding import simulate_devices as simulate_devices
     from xla_cost.store import Store as Store
@@ -64,6 +67,9 @@ _EXPORTS: dict[str, str] = {
     "ScalingResult": "xla_cost.scaling",
     "TrainingEstimate": "xla_cost.scaling",
     "estimate": "xla_cost.scaling",
+    "max_batch_size": "xla_cost.fit",
+    "FitResult": "xla_cost.fit",
+    "MemoryBreakdown": "xla_cost.memory",
     "predict_scaling": "xla_cost.scaling:scaling",
     "MESH_AXES": "xla_cost.sharding",
     "simulate_devices": "xla_cost.sharding",
@@ -113,6 +119,9 @@ __all__ = [
     "ScalingResult",
     "TrainingEstimate",
     "estimate",
+    "max_batch_size",
+    "FitResult",
+    "MemoryBreakdown",
     "predict_scaling",
     "MESH_AXES",
     "simulate_devices",

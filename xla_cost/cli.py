@@ -121,6 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     estimate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
+    fit = sub.add_parser(
+        "fit", help="the largest batch whose compiled train step fits in a device's memory",
+    )
+    fit.add_argument("model", help="a zoo name or package.module:attribute")
+    fit.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, a100-80gb, v100, v100-32gb or p40: its memory (default h100)")
+    fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
+    fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
+    fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
+    fit.add_argument("--optimizer", default="adam", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default adam)")
+    fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
+    fit.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
+    fit.add_argument("--format", default="table", choices=("table", "json"))
+    fit.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    fit.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
     from xla_cost.reporting import PAGES
 
     report = sub.add_parser(
@@ -205,6 +221,19 @@ def _estimate(args: argparse.Namespace) -> str:
     if args.format == "json":
         return json.dumps(data, indent=2)
     return "\n".join(f"{k:>22}: {v:.4g}" if isinstance(v, float) else f"{k:>22}: {v}" for k, v in data.items())
+
+
+def _fit(args: argparse.Namespace) -> str:
+    from xla_cost.configs import parse_shape
+    from xla_cost.fit import max_batch_size
+
+    result = max_batch_size(
+        args.model, device=args.device, device_memory_bytes=args.device_memory,
+        memory_fraction=args.memory_fraction, optimizer=args.optimizer, dtype=args.dtype,
+        config=_parse_settings(args.settings), mesh=_mesh(args.mesh) or None,
+        input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+    )
+    return result.to_json() if args.format == "json" else result.to_table()
 
 
 def _parse_settings(
@@ -476,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output(output)
             command = {
                 "analyze": _analyze, "sweep": _sweep, "models": _models, "report": _report,
-                "scaling": _scaling, "estimate": _estimate,
+                "scaling": _scaling, "estimate": _estimate, "fit": _fit,
             }[args.command]
             text = command(args)
             _write(text, output)
