@@ -165,6 +165,9 @@ class GPT(nn.Module):
         unrolling ``h_0`` ... ``h_{L-1}``. The parameter count is the same.
       dtype: the computation dtype.
       param_dtype: the parameters' dtype.
+      remat: rematerialise each block (`nn.remat` with a policy of
+        `xla_cost.remat.REMAT_POLICIES`): ``full`` keeps only the blocks'
+        inputs and recomputes their forward passes in the backward pass.
     """
 
     vocab_size: int = 50257
@@ -176,6 +179,7 @@ class GPT(nn.Module):
     scan_layers: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
+    remat: str = "none"
 
     def _validate(self, tokens: Any) -> None:
         if self.d_model % self.n_head:
@@ -222,9 +226,14 @@ class GPT(nn.Module):
             "dtype": self.dtype,
             "param_dtype": self.param_dtype,
         }
+        from xla_cost import remat as _remat
+
+        block = Block if _remat.check(self.remat) == "none" else nn.remat(
+            Block, policy=_remat.policy(self.remat), prevent_cse=not self.scan_layers
+        )
         if self.scan_layers:
             stack = nn.scan(
-                Block,
+                block,
                 variable_axes={"params": 0},
                 split_rngs={"params": True},
                 length=self.n_layer,
@@ -232,7 +241,7 @@ class GPT(nn.Module):
             x, _ = stack(**block_kw, name="h")(x, None)
         else:
             for i in range(self.n_layer):
-                x, _ = Block(**block_kw, name=f"h_{i}")(x, None)
+                x, _ = block(**block_kw, name=f"h_{i}")(x, None)
 
         x = _layer_norm("ln_f", self)(x)
         return wte.attend(x)  # the LM head, tied to the token embedding

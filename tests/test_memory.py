@@ -106,3 +106,50 @@ def test_fit_returns_a_batch_that_fits_and_the_next_that_does_not():
     assert result.fits.peak <= limit < result.does_not_fit.peak
     with pytest.raises(xla_cost.InputError):
         xla_cost.max_batch_size("one_net", device="h900")
+
+
+# A small scanned GPT: L blocks of width D over T tokens, batch B_GPT.
+L, D, T, B_GPT = 3, 128, 64, 2
+GPT = dict(n_layer=L, seq_len=T, d_model=D, n_head=4, vocab_size=512, scan_layers=True)
+
+
+def _gpt(remat: str):
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    return xla_cost.analyze(build_model("gpt2-small", remat=remat, **GPT), example_inputs("gpt2-small", B_GPT, **GPT),
+                            optimizer="sgd", memory=True, per_layer=True)
+
+
+def test_full_remat_keeps_only_the_block_inputs_and_recomputes_their_forward():
+    plain, full = _gpt("none"), _gpt("full")
+    outside = sum(l.saved_activation_bytes for l in plain.layers if not l.path.startswith("h"))
+    assert sum(l.saved_activation_bytes for l in plain.layers if l.path.startswith("h/")) > 0
+    # remat per block keeps each block's input, B x T x D float32 per layer, and what lies
+    # outside the blocks (embeddings, final LayerNorm, loss) as before
+    assert full.memory_breakdown.saved_activations == outside + L * B_GPT * T * D * 4
+    # the recomputation: the blocks' forward pass, less the MLP's last projection,
+    # whose output no gradient needs (jax does not recompute it)
+    blocks = sum(l.forward_flops for l in full.layers if l.path == "h" or l.path.startswith("h/"))
+    last = next(l.forward_flops for l in full.layers if l.path == "h/mlp/c_proj")
+    added = full.hardware_flops - full.model_flops
+    assert blocks - last <= added <= blocks
+    # model FLOP are the step's arithmetic with or without remat (XLA's two programs
+    # differ by 0.22% in their own fused counts)
+    assert full.model_flops == pytest.approx(plain.model_flops, rel=0.005)
+    assert plain.hardware_flops == plain.model_flops  # no remat, nothing recomputed
+
+
+def test_whole_model_remat_for_any_model():
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    args = (build_model("one_net"), example_inputs("one_net", 8))
+    plain = xla_cost.analyze(*args, optimizer="sgd", memory=True)
+    full = xla_cost.analyze(*args, optimizer="sgd", memory=True, remat="full")
+    assert full.memory_breakdown.saved_activations < plain.memory_breakdown.saved_activations
+    # the whole forward pass but its last layer is recomputed: at least fc1 and fc2's matmuls
+    fc = 2 * 8 * (1 * 4096 + 4096 * 128)  # F: 2·B·(d_in·d_out) of fc1 and fc2 (OneNet: 1 -> 4096 -> 128 -> 10)
+    assert full.hardware_flops - full.model_flops >= fc
+    with pytest.raises(xla_cost.InputError):
+        xla_cost.analyze(*args, optimizer="sgd", remat="sometimes")

@@ -302,6 +302,15 @@ def _phase_costs(
             + ("XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
                if removed else "XLA's compiled program keeps it")
         )
+    flops = values["flops"]
+    if flops is None:
+        model_flops = hardware_flops = None
+    else:
+        included = bool(recomputed) and (
+            sources["flops"] == "jaxpr" or not total.flops - flops > recomputed / 2
+        )
+        model_flops = flops - recomputed if included else flops
+        hardware_flops = model_flops + recomputed
     if corrected and costs.bytes_accessed is not None:
         notes.append(f"{name}: bytes_accessed is XLA's raw figure, which counts each loop body once")
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
@@ -318,6 +327,8 @@ def _phase_costs(
         jaxpr_transcendentals=total.transcendentals,
         jaxpr_bytes_accessed=total.bytes_accessed,
         conversion_flops=_conversions(counted),
+        model_flops=model_flops,
+        hardware_flops=hardware_flops,
         loop_corrected=corrected,
         sources=sources,
         derivation="compiled" if compiled is not None else "jaxpr",
@@ -539,6 +550,7 @@ def analyze(
     param_sharding: _sharding.PartitionRules | None = None,
     logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
     memory: bool = False,
+    remat: str | None = None,
     **deprecated: Any,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
@@ -644,6 +656,12 @@ def analyze(
         (per layer in ``layers``), beside XLA's peak of the train step compiled
         as one program with the parameters and optimizer state donated (one
         more compile).
+      remat: run the whole model under ``jax.checkpoint`` with this policy
+        (``full``, ``dots_saveable``, ``dots_with_no_batch_dims_saveable``;
+        `xla_cost.remat`): fewer saved activations, the forward work
+        recomputed in the backward pass shows in ``hardware_flops`` (not in
+        ``model_flops``). Zoo transformers remat per block instead with
+        ``--set remat=...``.
 
     Returns:
       A `Report`.
@@ -676,6 +694,8 @@ def analyze(
     )
     if memory:
         arguments["memory"] = True
+    if remat not in (None, "none"):
+        arguments["remat"] = remat
     sizes = _sharding.check_mesh(mesh) if mesh is not None else {}
     if _sharding.mesh_devices(sizes) > 1:
         arguments.update(mesh=sizes, param_sharding=param_sharding, logical_axis_rules=logical_axis_rules)
@@ -698,7 +718,7 @@ def analyze(
                 db.close()
     workload, optimizer_name = build_workload(
         model, inputs, optimizer=optimizer, loss=loss, targets=targets, params=params,
-        call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output,
+        call_kwargs=call_kwargs, method=method, axis_names=axis_names, output=output, remat=remat,
     )
     compiled = counter == "xla"
     plan = None

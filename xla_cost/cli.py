@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
+    analyze.add_argument("--remat", default=None, choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"), help="rematerialise with this jax.checkpoint policy: per block for zoo models that have blocks (GPT), around the whole model otherwise; recomputation shows in hardware_flops, not model_flops")
     analyze.add_argument("--memory", action="store_true", help="break the step's memory down per device: parameters, gradients, optimizer state, batch, activations saved for the backward pass (per layer with --per-layer), beside XLA's peak of the donated train step (one more compile)")
     analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
     analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
@@ -270,6 +271,12 @@ def _analyze(args: argparse.Namespace) -> str:
     shape = parse_shape(args.input_shape) if args.input_shape else None
     batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
     mesh = _mesh(args.mesh)
+    whole_model_remat = None
+    if args.remat not in (None, "none"):
+        if _zoo_has_field(args.model, "remat"):
+            config["remat"] = args.remat
+        else:
+            whole_model_remat = args.remat
     run = RunConfig(
         args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
         counter=args.counter, per_layer=args.per_layer, depth=args.depth, input_shape=shape,
@@ -283,8 +290,22 @@ def _analyze(args: argparse.Namespace) -> str:
         axis_names=args.axis_names or None, output=output,
         cache=(args.store or True) if args.cache else False,
         **({"memory": True} if args.memory else {}),
+        **({"remat": whole_model_remat} if whole_model_remat else {}),
     )
     return render_as(report, args.format, _width(args))
+
+
+def _zoo_has_field(model: str, field: str) -> bool:
+    """Whether ``model`` is a zoo model whose module has configuration ``field``."""
+    import dataclasses
+
+    from xla_cost import zoo
+
+    try:
+        spec = zoo.get_spec(model)
+    except Exception:  # noqa: BLE001 - not a zoo name (a custom model)
+        return False
+    return field in {f.name for f in dataclasses.fields(spec.module)}
 
 
 def _mesh(text: str | None) -> dict[str, int]:

@@ -124,6 +124,26 @@ bitcast of its operand's buffer, and a transposed weight is read in place by
 the dot that uses it (its dimension numbers)."""
 
 
+def _stack_of(eqn: Any, var: Any) -> str:
+    """The name stack of the operation that made ``var``: for an output of a loop
+    (a scanned layer's stacked activations), the operation inside its body that
+    made the matching output, under the loop's own stack."""
+    outer = str(eqn.source_info.name_stack)
+    body = eqn.params.get("jaxpr") if eqn.primitive.name == "scan" else None
+    if body is None:
+        return outer
+    inner = getattr(body, "jaxpr", body)
+    index = next((i for i, v in enumerate(eqn.outvars) if v is var), None)
+    if index is None or index >= len(inner.outvars):
+        return outer
+    target = inner.outvars[index]
+    maker = next((e for e in inner.eqns if any(v is target for v in e.outvars)), None)
+    if maker is None:
+        return outer
+    stack = _stack_of(maker, target)
+    return f"{outer}/{stack}" if outer and stack else (stack or outer)
+
+
 def saved_activations(
     forward: Any, params: Any, rest: Sequence[Any], *, root: str | Sequence[str] = "",
     modules: Sequence[str] = (), context: Any = None,
@@ -191,7 +211,7 @@ def saved_activations(
         for eqn in [made_by.get(id(var)), *used_by.get(id(var), ())]:
             if eqn is None:
                 continue
-            path = module_path(str(eqn.source_info.name_stack), root)
+            path = module_path(_stack_of(eqn, var), root)
             layer = _owner(path, known) if known else (path or REMAINDER)
             if layer == REMAINDER and path:
                 # a module without parameters of its own (an attention core):

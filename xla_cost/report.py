@@ -141,6 +141,12 @@ class PhaseCosts:
         formula of a derived phase (``grad - forward``, ``grad + update``).
       communication: the collectives of a sharded phase, per device (empty
         on one device).
+      model_flops: the phase's FLOP without the forward work that
+        ``jax.checkpoint`` (remat) recomputes: the model's arithmetic, what MFU
+        divides by.
+      hardware_flops: ``model_flops`` plus that recomputation: what a device
+        that keeps it executes (HFU). Equal without remat. XLA on the CPU
+        removes recomputation it has the memory to avoid; a GPU compile keeps it.
     """
 
     flops: int | None
@@ -156,6 +162,8 @@ class PhaseCosts:
     xla_transcendentals: int | None = None
     loop_corrected: bool = False
     conversion_flops: int | None = None
+    model_flops: int | None = None
+    hardware_flops: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -197,6 +205,7 @@ class PhaseCosts:
 ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
+    "model_flops", "hardware_flops",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -403,6 +412,16 @@ class Report:
         return _ratio(self.phases["backward"].flops, self.phases["forward"].flops)
 
     @property
+    def model_flops(self) -> int | None:
+        """The train step's FLOP without remat's recomputation (`PhaseCosts.model_flops`)."""
+        return self.phases["train_step"].model_flops
+
+    @property
+    def hardware_flops(self) -> int | None:
+        """The train step's FLOP with remat's recomputation (`PhaseCosts.hardware_flops`)."""
+        return self.phases["train_step"].hardware_flops
+
+    @property
     def backward_with_update_to_forward(self) -> float | None:
         """(backward + update) FLOP / forward FLOP, seed 001's convention."""
         backward, update = self.phases["backward"].flops, self.phases["update"].flops
@@ -428,7 +447,7 @@ class Report:
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
-            "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed",
+            "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -473,7 +492,8 @@ class Report:
         try:
             phases = {
                 p: PhaseCosts(
-                    **{key: data[key][p] for key in ADDITIVE},
+                    **{key: data[key][p] for key in ADDITIVE if key in data},
+                    **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
                     loop_corrected=bool(data["loop_corrected"][p]),

@@ -792,6 +792,7 @@ def build_workload(
     method: str | Callable[..., Any] | None = None,
     axis_names: Sequence[str] | str | None = None,
     output: OutputSelector | None = None,
+    remat: str | None = None,
 ) -> tuple[Workload, str]:
     """Builds the phase functions of one training step, abstractly.
 
@@ -823,10 +824,17 @@ def build_workload(
         of a data-parallel group (``jax.shard_map`` over a 1-device mesh).
       output: what the loss sees of the model's outputs: an index or key
         (``0`` for ``(logits, loss)``) or a function; default all of them.
+      remat: run the whole model under ``jax.checkpoint`` with this policy
+        (`xla_cost.remat.REMAT_POLICIES`); None or ``none``: as written (a
+        model's own ``nn.remat``/``jax.checkpoint`` is left as it is).
 
     Returns:
       ``(workload, optimizer_name)``.
     """
+    if remat is not None:
+        from xla_cost.remat import check
+
+        check(remat)
     optimizer_name, transform = resolve_optimizer(optimizer)
     inputs = _check_inputs(inputs)
     _check_model(model, params)
@@ -862,7 +870,7 @@ def build_workload(
             user_targets if user_targets is not None else _default_targets(outputs, loss)
         )
         _check_loss(loss_fn, outputs, targets)
-        forward = _forward_phase(apply, select, loss_fn)
+        forward = _forward_phase(apply, select, loss_fn, remat)
         try:
             with tracing():  # the forward program's trace, kept for the analysis
                 traced_forward = jax.jit(forward).trace(params, state, (inputs, extras), targets)
@@ -969,16 +977,21 @@ def _check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree) -> None:
 
 
 def _forward_phase(
-    apply: Callable[..., Any], select: Callable[[Any], Any], loss_fn: LossFn
+    apply: Callable[..., Any], select: Callable[[Any], Any], loss_fn: LossFn, remat: str | None = None
 ) -> Callable[..., Any]:
     """The forward phase: the loss of one batch, and the model's new state.
 
     The phases see ``(inputs, extras)`` in the inputs slot: the model's inputs,
-    its traced call arguments and the step's random key.
+    its traced call arguments and the step's random key. With ``remat`` the
+    whole model runs under ``jax.checkpoint`` with that policy
+    (`xla_cost.remat`); the loss stays outside it.
     """
+    from xla_cost import remat as _remat
 
     def forward(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
-        outputs, new_state = apply(params, state, *batch)
+        inputs, extras = batch
+        model = _remat.checkpoint(lambda p, s, x: apply(p, s, x, extras), remat)
+        outputs, new_state = model(params, state, inputs)
         return loss_fn(select(outputs), targets), new_state
 
     return forward
