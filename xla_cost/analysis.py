@@ -403,6 +403,8 @@ def _time(
             compiled_memory={
                 p: (costs[p].memory.output_bytes, costs[p].memory.temp_bytes) for p in executables
             },
+            model_flops={p: c.model_flops for p, c in costs.items()},
+            hardware_flops={p: c.hardware_flops for p, c in costs.items()},
         )
     except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

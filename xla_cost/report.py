@@ -810,6 +810,8 @@ def _timing_table(timing: Timing) -> pd.DataFrame:
                 "share": f"{timing.fractions[phase]:.1%}" if phase in timing.fractions else "",
                 "TFLOP/s": _fmt(t.flops_per_s, 1e12),
                 "MFU": "unknown" if t.mfu is None else f"{t.mfu:.1%}",
+                **({"HFU": "unknown" if t.hfu is None else f"{t.hfu:.1%}"} if any(
+                    x.hfu != x.mfu for x in timing.phases.values()) else {}),
                 "roofline ms": _fmt(None if t.roofline_s is None else t.roofline_s * 1e3, 1.0),
                 "bound": t.bound or "",
             }

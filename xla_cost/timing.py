@@ -180,7 +180,10 @@ class PhaseTiming:
         others are None).
       repeats: timed runs after the warm-up.
       flops_per_s: the phase's FLOP over its median time.
-      mfu: ``flops_per_s`` over the device's peak (model FLOP utilisation).
+      mfu: the phase's model FLOP (without remat's recomputation) per second
+        over the device's peak (model FLOP utilisation).
+      hfu: the same with the hardware FLOP (recomputation included): hardware
+        FLOP utilisation; equal to ``mfu`` without remat.
       roofline_s: ``max(flops / peak, bytes / bandwidth)``, the time the counts
         predict on a perfect device; None without bytes.
       bound: ``compute`` or ``memory``, whichever term of the roofline is larger.
@@ -193,6 +196,7 @@ class PhaseTiming:
     flops_per_s: float | None = None
     mfu: float | None = None
     roofline_s: float | None = None
+    hfu: float | None = None
     bound: str | None = None
 
 
@@ -334,12 +338,16 @@ def time_workload(
     seed: int = 0,
     executables: Mapping[str, Any] | None = None,
     compiled_memory: Mapping[str, tuple[int | None, int | None]] | None = None,
+    model_flops: Mapping[str, int | None] | None = None,
+    hardware_flops: Mapping[str, int | None] | None = None,
 ) -> Timing:
     """Runs each phase of ``workload`` on real random arrays and times it.
 
     Args:
       workload: from `xla_cost.build_workload`.
       flops, bytes_accessed: the counts per phase (for FLOP/s, MFU, roofline).
+      model_flops, hardware_flops: the phases' FLOP without and with remat's
+        recomputation, for MFU and HFU (default: ``flops`` for both).
       dtype: the computation dtype (chooses the peak).
       peak: the device's peak; default `device_peak()`.
       phases: which programs to run.
@@ -409,8 +417,12 @@ def time_workload(
         if count is not None and moved is not None and peak_flops > 0 and peak.bandwidth > 0:
             compute, memory = count / peak_flops, moved / peak.bandwidth
             roof, bound = max(compute, memory), "compute" if compute >= memory else "memory"
+        def utilisation(counts: Mapping[str, int | None] | None) -> float | None:
+            n = count if counts is None else counts.get(phase)
+            return None if n is None or t.median_s <= 0 or peak_flops <= 0 else n / t.median_s / peak_flops
+
         results[phase] = dataclasses.replace(
-            t, flops_per_s=rate, mfu=None if rate is None or peak_flops <= 0 else rate / peak_flops,
+            t, flops_per_s=rate, mfu=utilisation(model_flops), hfu=utilisation(hardware_flops),
             roofline_s=roof, bound=bound,
         )
     fractions: dict[str, float] = {}
