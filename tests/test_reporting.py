@@ -29,6 +29,7 @@ TINY = ReportPlan(
     transformers=(), optimizer_models=("one_net",), optimizers=("sgd", "adam"), breakdown_model="one_net",
     zoo=("one_net",), scaling_curves=(("one_net", "data", 2),), scaling_devices=(1, 2, 4),
     seed004_model="one_net", seed004_batch=2, seed004_devices=(2, 4), seed004_global_batch=8, gpt3_model=None,
+    memory_models=(("one_net", (1, 2)),), remat_model=("one_net", 2), fit_devices=(),
 )
 
 
@@ -274,3 +275,17 @@ def test_scaling_page_prices_the_sharded_steps(tiny_pages):
     assert "## Seed 004's 1.3× from doubling the GPUs" in page
     assert f"M = {2 / 1.3 - 1:.3f} C" in page  # weak scaling: 2C / (C + M) = 1.3
     assert f"M = {(1 - 1.3 / 2) / (1.3 - 1):.3f} C" in page  # strong: (C + M) / (C/2 + M) = 1.3
+
+
+def test_memory_page_breaks_the_step_down(tiny_pages):
+    _, _, out = tiny_pages
+    page = (out / "memory.md").read_text()
+    rows = {r["batch"]: r for r in _table(page, "batch")}
+    assert list(rows) == ["1", "2"]
+    # OneNet with Adam in float32: parameters and gradients 4 bytes each, Adam's mu and nu 8
+    # bytes per parameter plus its int32 step count (F.mlp_params(1) parameters)
+    p = F.mlp_params(1)
+    assert rows["2"]["parameters"] == reporting._gb(4 * p) == rows["2"]["gradients"]
+    assert rows["2"]["optimizer state"] == reporting._gb(8 * p + 4)
+    policies = [r["policy"] for r in _table(page, "policy")]
+    assert policies == [f"`{name}`" for name in ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")]

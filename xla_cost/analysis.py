@@ -302,15 +302,18 @@ def _phase_costs(
             + ("XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
                if removed else "XLA's compiled program keeps it")
         )
+    # Model and hardware FLOP: without remat both are the best figure. With it,
+    # XLA may keep all, some or none of the recomputation (the CPU removes what
+    # it has memory for), so both come from the jaxpr, which counts the step as
+    # jax.checkpoint writes it: hardware = all of it, model = less the recomputed
+    # forward work; unknown where the jaxpr is not complete.
     flops = values["flops"]
-    if flops is None:
+    if not recomputed:
+        model_flops = hardware_flops = flops
+    elif counted.unsupported or flops is None:
         model_flops = hardware_flops = None
     else:
-        included = bool(recomputed) and (
-            sources["flops"] == "jaxpr" or not total.flops - flops > recomputed / 2
-        )
-        model_flops = flops - recomputed if included else flops
-        hardware_flops = model_flops + recomputed
+        model_flops, hardware_flops = total.flops - recomputed, total.flops
     if corrected and costs.bytes_accessed is not None:
         notes.append(f"{name}: bytes_accessed is XLA's raw figure, which counts each loop body once")
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)

@@ -273,7 +273,9 @@ def _analyze(args: argparse.Namespace) -> str:
     mesh = _mesh(args.mesh)
     whole_model_remat = None
     if args.remat not in (None, "none"):
-        if _zoo_has_field(args.model, "remat"):
+        from xla_cost.remat import per_block
+
+        if per_block(args.model):
             config["remat"] = args.remat
         else:
             whole_model_remat = args.remat
@@ -293,19 +295,6 @@ def _analyze(args: argparse.Namespace) -> str:
         **({"remat": whole_model_remat} if whole_model_remat else {}),
     )
     return render_as(report, args.format, _width(args))
-
-
-def _zoo_has_field(model: str, field: str) -> bool:
-    """Whether ``model`` is a zoo model whose module has configuration ``field``."""
-    import dataclasses
-
-    from xla_cost import zoo
-
-    try:
-        spec = zoo.get_spec(model)
-    except Exception:  # noqa: BLE001 - not a zoo name (a custom model)
-        return False
-    return field in {f.name for f in dataclasses.fields(spec.module)}
 
 
 def _mesh(text: str | None) -> dict[str, int]:

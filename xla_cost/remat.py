@@ -17,7 +17,7 @@ import jax
 
 from xla_cost.errors import InputError
 
-__all__ = ["REMAT_POLICIES", "policy", "checkpoint"]
+__all__ = ["REMAT_POLICIES", "policy", "checkpoint", "per_block"]
 
 REMAT_POLICIES: tuple[str, ...] = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 """The policies ``--remat`` takes."""
@@ -44,3 +44,17 @@ def checkpoint(fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
     if name is None or check(name) == "none":
         return fn
     return jax.checkpoint(fn, policy=policy(name))
+
+
+def per_block(model: str) -> bool:
+    """Whether ``model`` is a zoo model that remats per block (a ``remat``
+    field: pass the policy in its configuration); other models are wrapped whole."""
+    import dataclasses
+
+    from xla_cost import zoo
+
+    try:
+        spec = zoo.get_spec(model)
+    except Exception:  # noqa: BLE001 - not a zoo name (a custom model)
+        return False
+    return "remat" in {f.name for f in dataclasses.fields(spec.module)}

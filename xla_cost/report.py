@@ -143,7 +143,9 @@ class PhaseCosts:
         on one device).
       model_flops: the phase's FLOP without the forward work that
         ``jax.checkpoint`` (remat) recomputes: the model's arithmetic, what MFU
-        divides by.
+        divides by. ``flops`` itself without remat; with remat both this and
+        ``hardware_flops`` are the jaxpr's counts (XLA keeps all, some or none
+        of the recomputation, so its figure is neither).
       hardware_flops: ``model_flops`` plus that recomputation: what a device
         that keeps it executes (HFU). Equal without remat. XLA on the CPU
         removes recomputation it has the memory to avoid; a GPU compile keeps it.

@@ -62,6 +62,7 @@ PAGES: tuple[str, ...] = (
     "step-time",
     "zoo",
     "scaling",
+    "memory",
     "claims",
 )
 """The study pages, in reading order; ``write_report("all")`` writes every one
@@ -235,6 +236,12 @@ class ReportPlan:
       seed004_global_batch: its samples per step (Jia et al.: 64K).
       gpt3_model: the model of Brown et al.'s total training compute (Table
         D.1); None: not analysed.
+      memory_models: the memory page's models, as ``(model, batch sizes)``
+        (Adam, float32, one device).
+      remat_model: the model whose remat policies the memory page compares,
+        as ``(model, batch)``; None: not compared.
+      fit_devices: the devices whose largest batch the memory page finds
+        (`xla_cost.fit.DEVICE_MEMORY`).
     """
 
     seed_nets: tuple[str, ...] = ("linear_net", "one_net", "conv_net")
@@ -262,6 +269,11 @@ class ReportPlan:
     seed004_devices: tuple[int, int] = (1024, 2048)
     seed004_global_batch: int = 65536
     gpt3_model: str | None = "gpt3-175b"
+    memory_models: tuple[tuple[str, tuple[int, ...]], ...] = (
+        ("resnet50", (1, 8, 32, 128)), ("bert-base", (1, 8, 32)), ("gpt2-small", (1, 4, 8)),
+    )
+    remat_model: tuple[str, int] | None = ("gpt2-small", 8)
+    fit_devices: tuple[str, ...] = ("h100", "a100")
 
     @property
     def simulated_devices(self) -> int:
@@ -666,6 +678,41 @@ class _Data:
         if not self.plan.gpt3_model:
             return None
         return estimate(self.plan.gpt3_model, tokens=GPT3_TRAINING_TOKENS, optimizer="adam", store=self.store)
+
+    # memory ---------------------------------------------------------------
+
+    def _memory_run(self, model: str, batch: int, remat: str | None = None) -> Any:
+        from xla_cost.configs import RunConfig
+        from xla_cost.remat import per_block
+
+        config = {"remat": remat} if remat and per_block(model) else {}
+        options = {"remat": remat} if remat and not per_block(model) else {}
+        run = RunConfig(model, batch, config, optimizer="adam", per_layer=True).canonical()
+        return run.run(cache=self.store, memory=True, **options)
+
+    @functools.cached_property
+    def memory(self) -> list[tuple[str, list[Any]]]:
+        """Each memory model's report (``memory=True``) at each of its batch sizes."""
+        return [(model, [self._memory_run(model, b) for b in batches])
+                for model, batches in self.plan.memory_models]
+
+    @functools.cached_property
+    def remat(self) -> list[tuple[str, Any]]:
+        """The remat model under every policy."""
+        from xla_cost.remat import REMAT_POLICIES
+
+        if self.plan.remat_model is None:
+            return []
+        model, batch = self.plan.remat_model
+        return [(name, self._memory_run(model, batch, name)) for name in REMAT_POLICIES]
+
+    @functools.cached_property
+    def fits(self) -> list[tuple[str, str, Any]]:
+        """``(model, device, FitResult)`` for each memory model on each fit device."""
+        from xla_cost.fit import max_batch_size
+
+        return [(model, device, max_batch_size(model, device=device, optimizer="adam"))
+                for model, _ in self.plan.memory_models for device in self.plan.fit_devices]
 
     # the update's jaxpr ---------------------------------------------------
 
@@ -3110,6 +3157,99 @@ def _scaling_page(data: _Data) -> dict[str, bytes]:
     return files
 
 
+# --------------------------------------------------------------------------- page: memory
+
+def _gb(value: int | float | None) -> str:
+    return "—" if value is None else _sig(value / 1e9, 4)
+
+
+def _memory_page(data: _Data) -> dict[str, bytes]:
+    from xla_cost.fit import DEFAULT_MEMORY_FRACTION, DEVICE_MEMORY
+
+    lines = [
+        "# Memory: what one training step holds, and the largest batch that fits",
+        "",
+        "Per device, in GB (10⁹ bytes), Adam, float32, one device unless said. The parts come from the abstract "
+        "trees and the jaxpr (`xla_cost.memory`): parameters, gradients, optimizer state, model state, the batch, "
+        "and the activations the backward pass keeps (the residuals of the linearised forward pass, "
+        "`jax.vjp`'s jaxpr). XLA's peak is the train step compiled as one program with the parameters and "
+        "optimizer state donated: `memory_analysis()`'s arguments + outputs + temporaries − aliased. Every "
+        "figure here is the **CPU compiler's** (jax on the 2-core machine); a GPU compile assigns buffers "
+        "differently (its convolutions keep fewer temporaries, and it keeps remat's recomputation). The peak, "
+        "not the parts, decides what fits.",
+        "",
+    ]
+    if data.plan.memory_models:
+        lines += ["## Breakdown against the batch size", ""]
+        for model, reports in data.memory:
+            rows = []
+            for report in reports:
+                m = report.memory_breakdown
+                rows.append([
+                    _int(report.batch_size), _gb(m.parameters), _gb(m.gradients), _gb(m.optimizer_state),
+                    _gb(m.inputs), _gb(m.saved_activations), _gb(m.parts_total), _gb(m.peak),
+                    _r(m.parts_total / m.peak, 3) if m.peak else "—",
+                ])
+            top = max(reports[-1].layers or (), key=lambda l: l.saved_activation_bytes or 0, default=None)
+            lines += [
+                f"### {model}",
+                "",
+                _table(["batch", "parameters", "gradients", "optimizer state", "batch data", "saved activations",
+                        "sum of parts", "XLA peak", "parts / peak"], rows, "rrrrrrrrr"),
+                "",
+            ]
+            if top is not None and top.saved_activation_bytes:
+                lines += [f"The layer that keeps most at batch {reports[-1].batch_size}: `{top.path}`, "
+                          f"{_gb(top.saved_activation_bytes)} GB.", ""]
+    if data.plan.remat_model is not None:
+        model, batch = data.plan.remat_model
+        base = dict(data.remat)["none"]
+        rows = []
+        for name, report in data.remat:
+            m = report.memory_breakdown
+            extra = report.hardware_flops - report.model_flops
+            rows.append([f"`{name}`", _gb(m.saved_activations), _gb(m.peak), _si(report.model_flops),
+                         _si(report.hardware_flops), _pct(extra / report.model_flops)])
+        lines += [
+            f"## Rematerialisation: {model} at batch {batch}",
+            "",
+            "Each policy of `--remat` (per block for the zoo's transformers, `nn.remat`): the activations kept, "
+            "XLA's peak, the train step's model FLOP (without recomputation) and hardware FLOP (with it).",
+            "",
+            _table(["policy", "saved activations", "XLA peak (CPU)", "model FLOP", "hardware FLOP",
+                    "recomputed"], rows, "lrrrrr"),
+            "",
+            f"`full` keeps {_pct(dict(data.remat)['full'].memory_breakdown.saved_activations / base.memory_breakdown.saved_activations)} "
+            "of the activations without remat. XLA on the CPU removes the recomputation it has memory for, so its "
+            "peak barely moves; on a GPU, whose compile keeps it, the saved activations are what shrinks.",
+            "",
+        ]
+    if data.plan.fit_devices and data.plan.memory_models:
+        rows = []
+        for model, device, result in data.fits:
+            rows.append([model, device.upper(), _gb(DEVICE_MEMORY[device][0]), _gb(result.limit),
+                         _int(result.batch_size), _gb(result.fits.peak if result.fits else None),
+                         _int(result.next_size), _gb(result.does_not_fit.peak)])
+        lines += [
+            "## The largest batch that fits",
+            "",
+            f"`xla-cost fit MODEL --device NAME` (`xla_cost.max_batch_size`): usable memory = the datasheet's "
+            f"capacity × {DEFAULT_MEMORY_FRACTION:g} (JAX's GPU allocator default); each batch size is compiled "
+            "abstractly, doubling then bisecting, so the answer fits and the next size does not (by XLA's peak).",
+            "",
+            _table(["model", "device", "memory", "usable", "largest batch", "its peak", "next batch", "its peak"],
+                   rows, "llrrrrrr"),
+            "",
+            "What was checked: on the CPU, that the answer fits and the next size does not, by compiling both "
+            "(`tests/test_memory.py`). Not yet checked: a real run on a GPU at the predicted batch (that it runs) "
+            "and at 1.25× of it (that it runs out of memory); the GPU's own buffer assignment differs from the "
+            "CPU's figures here.",
+            "",
+        ]
+    lines += [_regenerate_line(), ""]
+    return {"memory.md": _text("\n".join(lines))}
+
+
 # --------------------------------------------------------------------------- page: index
 
 _PAGE_TITLES: Mapping[str, str] = {
@@ -3122,6 +3262,8 @@ _PAGE_TITLES: Mapping[str, str] = {
            "formula, analysis time",
     "scaling": "Sharded train steps priced on many devices: weak-scaling curves of ResNet-50, GPT-2 and GPT-3, "
                "and the condition for seed 004's 1.3× from twice the GPUs",
+    "memory": "Training-step memory per device against the batch, remat policies, and the largest batch that "
+              "fits an H100 and an A100",
     "claims": "Every quantitative claim of seeds 000–004 with a verdict",
 }
 
@@ -3199,6 +3341,7 @@ _BUILDERS: Mapping[str, Callable[[_Data], dict[str, bytes]]] = {
     "step-time": _step_time_page,
     "zoo": _zoo_page,
     "scaling": _scaling_page,
+    "memory": _memory_page,
     "claims": _claims_page,
 }
 
