@@ -153,3 +153,22 @@ def test_whole_model_remat_for_any_model():
     assert full.hardware_flops - full.model_flops >= fc
     with pytest.raises(xla_cost.InputError):
         xla_cost.analyze(*args, optimizer="sgd", remat="sometimes")
+
+
+def test_attention_flops_full_or_causal():
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    args = (build_model("gpt2-small", **GPT), example_inputs("gpt2-small", B_GPT, **GPT))
+    full = xla_cost.analyze(*args, optimizer="sgd")
+    causal = xla_cost.analyze(*args, optimizer="sgd", attention_flops="causal")
+    # scores q k^T and outputs p v: 2·B·T·T·D FLOP each per layer in the forward pass
+    forward = L * 2 * (2 * B_GPT * T * T * D)
+    assert full.phases["forward"].attention_flops == forward
+    assert full.phases["grad"].attention_flops == 3 * forward  # the backward pass: two products per product
+    assert full.model_flops == full.hardware_flops
+    # causal: model FLOP count half of the pairs; what executes is unchanged
+    assert full.model_flops - causal.model_flops == 3 * forward // 2
+    assert causal.hardware_flops == full.hardware_flops
+    with pytest.raises(xla_cost.InputError):
+        xla_cost.analyze(*args, optimizer="sgd", attention_flops="half")

@@ -266,9 +266,33 @@ def _communication(
     return tuple(rows.values()), list(compiled.collective_notes)
 
 
+ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
+"""How ``model_flops`` counts the attention's score and value products: every
+T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
+of them for a causal mask (MaxText's convention)."""
+
+
+def _attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str]) -> int:
+    """FLOP of the matrix products computed in modules without parameters of
+    their own (an attention core: scores = q k^T, outputs = p v), loops
+    multiplied out; the update's optimizer arithmetic has none."""
+    total = 0
+    for eqn in counted.equations:
+        if eqn.primitive != "dot_general":
+            continue
+        path = module_path(eqn.name_stack, root)
+        if not path or any(path == m or path.startswith(m + "/") for m in modules):
+            continue
+        parts = path.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        if any(m.startswith(a + "/") for a in ancestors for m in modules):
+            total += eqn.cost.flops
+    return total
+
+
 def _phase_costs(
     name: str, program: _Program, plan: _sharding.ShardingPlan | None = None,
-    modules: Sequence[str] = (), root: str = "",
+    modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
 ) -> tuple[PhaseCosts, list[str]]:
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes."""
     counted, compiled = program.counted, program.compiled
@@ -314,6 +338,9 @@ def _phase_costs(
         model_flops = hardware_flops = None
     else:
         model_flops, hardware_flops = total.flops - recomputed, total.flops
+    attention = _attention_flops(counted, modules, root)
+    if attention_convention == "causal" and model_flops is not None:
+        model_flops -= attention // 2
     if corrected and costs.bytes_accessed is not None:
         notes.append(f"{name}: bytes_accessed is XLA's raw figure, which counts each loop body once")
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
@@ -332,6 +359,7 @@ def _phase_costs(
         conversion_flops=_conversions(counted),
         model_flops=model_flops,
         hardware_flops=hardware_flops,
+        attention_flops=attention,
         loop_corrected=corrected,
         sources=sources,
         derivation="compiled" if compiled is not None else "jaxpr",
@@ -342,13 +370,13 @@ def _phase_costs(
 
 def _all_phases(
     programs: Mapping[str, _Program], plan: _sharding.ShardingPlan | None = None,
-    modules: Sequence[str] = (), root: str = "",
+    modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
 ) -> tuple[dict[str, PhaseCosts], list[str]]:
     """Every declared phase: the programs' costs, then the derived ones by formula."""
     costs: dict[str, PhaseCosts] = {}
     notes: list[str] = []
     for name, program in programs.items():
-        costs[name], found = _phase_costs(name, program, plan, modules, root)
+        costs[name], found = _phase_costs(name, program, plan, modules, root, attention_convention)
         notes += found
     for phase in phases.DECLARED:
         if phase.name not in costs:
@@ -556,6 +584,7 @@ def analyze(
     logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
     memory: bool = False,
     remat: str | None = None,
+    attention_flops: str = "full",
     **deprecated: Any,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
@@ -667,6 +696,9 @@ def analyze(
         recomputed in the backward pass shows in ``hardware_flops`` (not in
         ``model_flops``). Zoo transformers remat per block instead with
         ``--set remat=...``.
+      attention_flops: how ``model_flops`` counts the attention's score and
+        value products (`ATTENTION_CONVENTIONS`): ``full`` (every T x T pair,
+        as computed) or ``causal`` (half of them, for causal masks).
 
     Returns:
       A `Report`.
@@ -701,6 +733,11 @@ def analyze(
         arguments["memory"] = True
     if remat not in (None, "none"):
         arguments["remat"] = remat
+    if attention_flops not in ATTENTION_CONVENTIONS:
+        raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}", repr(attention_flops),
+                         "Use full (every pair, as computed) or causal (half, for a causal mask).")
+    if attention_flops != "full":
+        arguments["attention_flops"] = attention_flops
     sizes = _sharding.check_mesh(mesh) if mesh is not None else {}
     if _sharding.mesh_devices(sizes) > 1:
         arguments.update(mesh=sizes, param_sharding=param_sharding, logical_axis_rules=logical_axis_rules)
@@ -751,7 +788,7 @@ def analyze(
         plan=plan,
     )
     costs, phase_notes = _all_phases(
-        programs, plan, tuple(workload.param_paths), workload.root_name
+        programs, plan, tuple(workload.param_paths), workload.root_name, attention_flops
     )
     counted = {name: program.counted for name, program in programs.items()}
 

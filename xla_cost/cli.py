@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
     analyze.add_argument("--remat", default=None, choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"), help="rematerialise with this jax.checkpoint policy: per block for zoo models that have blocks (GPT), around the whole model otherwise; recomputation shows in hardware_flops, not model_flops")
+    analyze.add_argument("--attention-flops", default="full", choices=("full", "causal"), help="how model_flops counts attention's score and value products: full (every T x T pair, as computed; PaLM's 6N + 12LHQT) or causal (half of them, MaxText's convention)")
     analyze.add_argument("--memory", action="store_true", help="break the step's memory down per device: parameters, gradients, optimizer state, batch, activations saved for the backward pass (per layer with --per-layer), beside XLA's peak of the donated train step (one more compile)")
     analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
     analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
@@ -293,6 +294,7 @@ def _analyze(args: argparse.Namespace) -> str:
         cache=(args.store or True) if args.cache else False,
         **({"memory": True} if args.memory else {}),
         **({"remat": whole_model_remat} if whole_model_remat else {}),
+        **({"attention_flops": args.attention_flops} if args.attention_flops != "full" else {}),
     )
     return render_as(report, args.format, _width(args))
 

@@ -149,6 +149,10 @@ class PhaseCosts:
       hardware_flops: ``model_flops`` plus that recomputation: what a device
         that keeps it executes (HFU). Equal without remat. XLA on the CPU
         removes recomputation it has the memory to avoid; a GPU compile keeps it.
+      attention_flops: the jaxpr's FLOP of the attention's score and value
+        products (matrix products of activations by activations, in a module
+        without parameters of its own), all T x T pairs counted; with
+        ``attention_flops="causal"`` ``model_flops`` counts half of them.
     """
 
     flops: int | None
@@ -166,6 +170,7 @@ class PhaseCosts:
     conversion_flops: int | None = None
     model_flops: int | None = None
     hardware_flops: int | None = None
+    attention_flops: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -207,7 +212,7 @@ class PhaseCosts:
 ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
-    "model_flops", "hardware_flops",
+    "model_flops", "hardware_flops", "attention_flops",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -450,6 +455,7 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
+            "attention_flops",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -496,6 +502,7 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
+                    **({} if "attention_flops" in data else {"attention_flops": None}),
                     memory=MemoryStats(**data["memory"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
                     loop_corrected=bool(data["loop_corrected"][p]),
