@@ -245,7 +245,7 @@ class _Instruction:
     def operand_names(self) -> list[str]:
         """Operand names without ``%`` (an operand may be spelled ``f32[8] %x``)."""
         names = []
-        for operand in _split_top_level(self.operands):
+        for operand in _split_top_level(_COMMENT.sub("", self.operands)):  # drop /*index=5*/
             match = _OPERAND_NAME.search(operand.split()[-1])
             if match is not None:
                 names.append(match.group(1))
