@@ -888,7 +888,7 @@ def _memory(workload: Workload, plan: _sharding.ShardingPlan | None, compiled: b
             options["out_shardings"] = tuple(plan.shardings(n) for n in declared.results)
         with workload.tracing(), _constraints(plan, workload):
             lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
-        step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+        step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)
     return _memory_module.memory_breakdown(
         workload, plan, root=workload.root_name, modules=tuple(workload.param_paths), compiled=step,
         constraints=_constraints(plan, workload),

@@ -106,12 +106,14 @@ class FitResult:
             "",
             f"{'part (' + unit + ' per device)':<24}{'batch ' + str(self.batch_size):>16}{'batch ' + str(self.next_size):>16}",
         ]
-        for name in (*PARTS, "parts_total", "peak"):
+        labels = {"parts_total": "sum of parts", "workspace": "workspace (at peak)",
+                  "at_peak_total": "sum at XLA's peak", "peak": "XLA's peak"}
+        for name in (*PARTS, "parts_total", "workspace", "at_peak_total", "peak"):
             cells = []
             for breakdown in (self.fits, self.does_not_fit):
                 value = None if breakdown is None else getattr(breakdown, name)
                 cells.append("unknown" if value is None else f"{value / scale:,.3f}")
-            lines.append(f"{name:<24}{cells[0]:>16}{cells[1]:>16}")
+            lines.append(f"{labels.get(name, name):<24}{cells[0]:>16}{cells[1]:>16}")
         lines += ["", "tried: " + ", ".join(f"{b} ({p / scale:,.2f} {unit})" for b, p in self.tried)]
         return "\n".join(lines)
 

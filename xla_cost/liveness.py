@@ -75,8 +75,9 @@ class LivenessProfile:
 
     Attributes:
       arguments: the entry's parameter buffers (live throughout).
-      outputs: the buffers the program returns that are not arguments
-        (counted apart from the temporaries, as ``memory_analysis`` does).
+      outputs: the buffers the program returns that are neither arguments
+        nor written into a donated argument's buffer (``input_output_alias``);
+        counted apart from the temporaries, as ``memory_analysis`` does.
       temp_peak_bytes: the most temporary bytes live at once.
       at_peak: the temporaries live at that point, largest first.
       peak_instruction: the instruction running at that point
@@ -91,6 +92,13 @@ class LivenessProfile:
     at_peak: tuple[LiveBuffer, ...]
     peak_instruction: str
     notes: tuple[str, ...] = ()
+
+    @property
+    def peak_bytes(self) -> int:
+        """Arguments + outputs + the temporaries' peak: the replay's figure
+        for ``memory_analysis``'s ``arguments + outputs + temp - aliased``."""
+        return (sum(b.nbytes for b in self.arguments) + sum(b.nbytes for b in self.outputs)
+                + self.temp_peak_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -294,6 +302,7 @@ class _Replay:
             if at is None or at >= len(sources) or sources[at] is None or root_leaves[slot] is None:
                 continue
             source, result = sources[at], root_leaves[slot]
+            self.aliased.add(id(result))
             if source is result:
                 continue  # returned untouched: never free
             hosts.append((source.buffer.nbytes, [source, result]))
@@ -416,6 +425,7 @@ def simulate(hlo_text: str) -> LivenessProfile:
         raise ValueError("expected an HLO module with an ENTRY computation; found none")
     replay = _Replay(module)
     replay._shapes = {}
+    replay.aliased = set()
     replay.header = hlo_text.split("\n", 1)[0]
     leaves, peak, at_peak, peak_at, outputs = replay.run(module.entry, entry=True)
     arguments, returned = [], []
@@ -427,7 +437,7 @@ def simulate(hlo_text: str) -> LivenessProfile:
             seen.add(id(buffer))
             if instruction.opcode == "parameter":
                 arguments.append(buffer.buffer)
-            elif id(buffer) in outputs:
+            elif id(buffer) in outputs and id(buffer) not in replay.aliased:
                 returned.append(buffer.buffer)
     ordered = tuple(sorted(at_peak, key=lambda b: (-b.nbytes, b.instruction)))
     return LivenessProfile(

@@ -14,28 +14,56 @@ The parts, from the abstract trees and the jaxpr (nothing is allocated):
 Beside them, XLA's figures for the train step compiled as one program with the
 parameters and optimizer state donated (as a training loop does):
 ``memory_analysis()``'s arguments, outputs, temporaries and aliased bytes, and
-its peak ``arguments + outputs + temporaries - aliased``. The difference
-between that peak and the sum of the parts is XLA's workspace: intermediate
-buffers beyond the saved activations and the gradients (the backward pass's
-own temporaries, the update's), less what its buffer assignment overlaps.
+its peak ``arguments + outputs + temporaries - aliased``.
+
+That peak is explained buffer by buffer: the compiled schedule is replayed
+(`xla_cost.liveness`) and what is live when the temporaries peak is sorted into
+the same parts (`PEAK_PARTS`), by where XLA says each buffer came from (the
+``op_name`` it kept from the jaxpr):
+
+* the arguments, by the argument they are (parameters, optimizer state, model
+  state, inputs);
+* saved activations: buffers the forward pass made that are still held;
+* gradients: buffers the backward pass made with a parameter's shape;
+* workspace: the rest (the backward pass's cotangents and temporaries, the
+  update's, and buffers XLA made without a source: layout copies, the
+  parameters' copies a donated step makes, index tensors);
+* outputs: what the step returns outside the donated buffers (the loss).
+
+The two views differ where XLA departs from the program: it recomputes
+elementwise residuals inside backward fusions (fewer saved activations than the
+jaxpr keeps), holds only the gradients made so far at its peak, and adds
+workspace the jaxpr does not name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-__all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown"]
+from xla_cost.liveness import LiveBuffer, LivenessProfile
+
+__all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown", "peak_parts"]
 
 PARTS: tuple[str, ...] = (
     "parameters", "gradients", "optimizer_state", "model_state", "inputs", "saved_activations",
 )
 """The parts of a training step's memory, in the order reports list them."""
+
+PEAK_PARTS: tuple[str, ...] = (*PARTS, "workspace", "outputs")
+"""The parts of what is live at XLA's peak (`MemoryBreakdown.at_peak`)."""
+
+_ARGUMENT_PARTS: dict[str, str] = {
+    "params": "parameters", "opt_state": "optimizer_state", "state": "model_state",
+    "batch": "inputs", "targets": "inputs",
+}
+"""The train step's arguments (`xla_cost.phases`) and the part each is."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +79,12 @@ class MemoryBreakdown:
         ``memory_analysis()`` of the donated train step (None: unknown).
       devices: devices of the mesh (1: one device).
       notes: what the figures assume.
+      at_peak: what is live when XLA's temporaries peak, by `PEAK_PARTS`
+        (the compiled schedule replayed; empty: not replayed).
+      held_by_layer: the saved activations live at that point, by module path.
+      largest_workspace: the largest workspace buffers live at that point
+        (`xla_cost.liveness.LiveBuffer`), largest first.
+      peak_instruction: the HLO instruction running at that point.
     """
 
     parameters: int
@@ -66,6 +100,10 @@ class MemoryBreakdown:
     alias_bytes: int | None = None
     devices: int = 1
     notes: tuple[str, ...] = ()
+    at_peak: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    held_by_layer: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    largest_workspace: tuple[Any, ...] = ()
+    peak_instruction: str = ""
 
     @property
     def parts(self) -> dict[str, int]:
@@ -84,17 +122,31 @@ class MemoryBreakdown:
         return self.argument_bytes + self.output_bytes + self.temp_bytes - (self.alias_bytes or 0)
 
     @property
-    def workspace(self) -> int | None:
-        """XLA's peak minus the parts: its other temporaries (negative when its
-        buffer assignment overlaps parts that are not live at once)."""
+    def gap(self) -> int | None:
+        """XLA's peak minus the parts (negative when XLA holds less than the
+        program's parts at once); `at_peak` says what makes it up."""
         return None if self.peak is None else self.peak - self.parts_total
+
+    @property
+    def workspace(self) -> int | None:
+        """XLA's workspace live at its peak (None: the schedule not replayed)."""
+        return self.at_peak.get("workspace") if self.at_peak else None
+
+    @property
+    def at_peak_total(self) -> int | None:
+        """The sum of `at_peak`: the replay's peak, beside XLA's `peak`."""
+        return sum(self.at_peak.values()) if self.at_peak else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.parts, "saved_by_layer": dict(self.saved_by_layer), "parts_total": self.parts_total,
-            "peak": self.peak, "workspace": self.workspace,
+            "peak": self.peak, "gap": self.gap,
             "xla": {"argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
                     "temp_bytes": self.temp_bytes, "alias_bytes": self.alias_bytes},
+            "at_peak": dict(self.at_peak), "at_peak_total": self.at_peak_total,
+            "held_by_layer": dict(self.held_by_layer),
+            "largest_workspace": [b.to_dict() for b in self.largest_workspace],
+            "peak_instruction": self.peak_instruction,
             "devices": self.devices, "notes": list(self.notes),
         }
 
@@ -107,6 +159,10 @@ class MemoryBreakdown:
             argument_bytes=xla.get("argument_bytes"), output_bytes=xla.get("output_bytes"),
             temp_bytes=xla.get("temp_bytes"), alias_bytes=xla.get("alias_bytes"),
             devices=int(data.get("devices", 1)), notes=tuple(data.get("notes", ())),
+            at_peak={str(k): int(v) for k, v in (data.get("at_peak") or {}).items()},
+            held_by_layer={str(k): int(v) for k, v in (data.get("held_by_layer") or {}).items()},
+            largest_workspace=tuple(LiveBuffer.from_dict(b) for b in data.get("largest_workspace", ())),
+            peak_instruction=str(data.get("peak_instruction", "")),
         )
 
 
@@ -144,6 +200,101 @@ def _stack_of(eqn: Any, var: Any) -> str:
     return f"{outer}/{stack}" if outer and stack else (stack or outer)
 
 
+def _layer(path: str, known: Sequence[str]) -> str:
+    """The row of module ``path``: the parameter module that holds it; for a
+    module without parameters of its own (an attention core), the deepest of
+    its ancestors that holds parameter modules."""
+    from xla_cost.attribution import REMAINDER, _owner
+
+    if not known:
+        return path or REMAINDER
+    layer = _owner(path, list(known))
+    if layer == REMAINDER and path:
+        parts = path.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        layer = next((a for a in ancestors if any(m.startswith(a + "/") for m in known)), REMAINDER)
+    return layer
+
+
+_ARGUMENT_INDEX = re.compile(r"^args\[(\d+)\]")
+_DIMS = re.compile(r"\[([\d,]*)\]")
+_HLO_SCOPES = frozenset({"train_step", "while", "body", "cond", "closed_call", "checkpoint", "remat"})
+"""Name-stack entries an HLO ``op_name`` carries that are not modules (the
+step's own jit, a scan's loop, a call)."""
+
+
+def _dims(shape: str) -> tuple[int, ...]:
+    match = _DIMS.search(shape)
+    return tuple(int(d) for d in match.group(1).split(",") if d) if match else ()
+
+
+def _source(op_name: str) -> str:
+    """Which pass made a buffer, from its ``op_name``: ``forward``,
+    ``backward`` or ``other`` (the update, or no source)."""
+    if "transpose(" in op_name:
+        return "backward"
+    if "jvp(" in op_name:
+        return "forward"
+    return "other"
+
+
+def peak_parts(
+    profile: LivenessProfile, arguments: Sequence[str], parameter_shapes: Sequence[Sequence[int]], *,
+    root: str | Sequence[str] = "", modules: Sequence[str] = (), largest: int = 8,
+) -> tuple[dict[str, int], dict[str, int], tuple[LiveBuffer, ...], tuple[str, ...]]:
+    """What is live at a compiled step's peak, by `PEAK_PARTS` (see the module docstring).
+
+    Args:
+      profile: the step's replayed schedule (`xla_cost.liveness.simulate`).
+      arguments: the step's argument names (``params``, ``opt_state``, ...),
+        in order: an entry parameter's ``op_name`` ``args[i]...`` is argument i.
+      parameter_shapes: the parameters' shapes per device; a backward buffer
+        of one of them (its dimensions in any order) is a gradient.
+      root, modules: as for `saved_activations` (the held activations' layers).
+      largest: how many of the largest workspace buffers to return.
+
+    Returns:
+      ``(bytes by part, saved activations by layer, largest workspace
+      buffers, notes)``.
+    """
+    from xla_cost.attribution import module_path
+
+    roots = {root} if isinstance(root, str) else set(root)
+    parts = dict.fromkeys(PEAK_PARTS, 0)
+    notes = []
+    unmapped = 0
+    for buffer in profile.arguments:
+        match = _ARGUMENT_INDEX.match(buffer.op_name)
+        index = int(match.group(1)) if match else -1
+        part = _ARGUMENT_PARTS.get(arguments[index]) if 0 <= index < len(arguments) else None
+        if part is None:
+            unmapped += buffer.nbytes
+            part = "inputs"
+        parts[part] += buffer.nbytes
+    if unmapped:
+        notes.append(f"{unmapped:,} argument bytes at the peak not named by XLA's metadata: counted as inputs")
+    parts["outputs"] = sum(buffer.nbytes for buffer in profile.outputs)
+    gradient_shapes = {tuple(sorted(shape)) for shape in parameter_shapes}
+    held: dict[str, int] = {}
+    workspace: list[LiveBuffer] = []
+    for buffer in profile.at_peak:
+        source = _source(buffer.op_name)
+        if source == "forward":
+            parts["saved_activations"] += buffer.nbytes
+            stack = buffer.op_name.rsplit("/", 1)[0]
+            path = "/".join(n for n in module_path(stack, tuple(roots)).split("/") if n not in _HLO_SCOPES)
+            layer = _layer(path, modules)
+            held[layer] = held.get(layer, 0) + buffer.nbytes
+        elif source == "backward" and tuple(sorted(_dims(buffer.shape))) in gradient_shapes:
+            parts["gradients"] += buffer.nbytes
+        else:
+            parts["workspace"] += buffer.nbytes
+            workspace.append(buffer)
+    notes.extend(profile.notes)
+    ordered = dict(sorted(held.items(), key=lambda kv: (-kv[1], kv[0])))
+    return parts, ordered, tuple(workspace[:largest]), tuple(notes)
+
+
 def saved_activations(
     forward: Any, params: Any, rest: Sequence[Any], *, root: str | Sequence[str] = "",
     modules: Sequence[str] = (), context: Any = None,
@@ -164,7 +315,7 @@ def saved_activations(
     """
     from jax.extend.core import Literal
 
-    from xla_cost.attribution import REMAINDER, _owner, module_path
+    from xla_cost.attribution import REMAINDER, module_path
 
     def linearized(p: Any, *r: Any) -> Any:
         _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *r), p, has_aux=True)
@@ -211,14 +362,7 @@ def saved_activations(
         for eqn in [made_by.get(id(var)), *used_by.get(id(var), ())]:
             if eqn is None:
                 continue
-            path = module_path(_stack_of(eqn, var), root)
-            layer = _owner(path, known) if known else (path or REMAINDER)
-            if layer == REMAINDER and path:
-                # a module without parameters of its own (an attention core):
-                # the deepest of its ancestors that holds parameter modules
-                parts = path.split("/")
-                ancestors = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
-                layer = next((a for a in ancestors if any(m.startswith(a + "/") for m in known)), REMAINDER)
+            layer = _layer(module_path(_stack_of(eqn, var), root), known)
             if layer != REMAINDER:
                 break
         by_layer[layer] = by_layer.get(layer, 0) + size
@@ -270,14 +414,51 @@ def memory_breakdown(
             "split over (tensor-parallel axes split some activations further; not counted)"
         )
     memory = compiled.memory if compiled is not None else None
+    replay: dict[str, Any] = {}
+    profile = getattr(compiled, "liveness", None)
+    if profile is not None:
+        from xla_cost import phases
+
+        shapes = _local_shapes(workload.params, None if plan is None else plan.specs["params"],
+                               {} if plan is None else plan.sizes)
+        at_peak, held, largest, replay_notes = peak_parts(
+            profile, phases.phase("train_step").arguments, shapes, root=root, modules=modules,
+        )
+        replay = dict(at_peak=at_peak, held_by_layer=held, largest_workspace=largest,
+                      peak_instruction=profile.peak_instruction)
+        notes.extend(replay_notes)
+    elif compiled is not None and getattr(compiled, "liveness_error", ""):
+        notes.append(f"XLA's peak not explained buffer by buffer: {compiled.liveness_error}")
     return MemoryBreakdown(
         **parts, saved_by_layer=by_layer,
         argument_bytes=None if memory is None else memory.argument_bytes,
         output_bytes=None if memory is None else memory.output_bytes,
         temp_bytes=None if memory is None else memory.temp_bytes,
         alias_bytes=None if memory is None else memory.alias_bytes,
-        devices=devices, notes=tuple(notes),
+        devices=devices, notes=tuple(notes), **replay,
     )
+
+
+def _local_shapes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> list[tuple[int, ...]]:
+    """The shapes of ``tree``'s leaves on one device under ``specs`` (None: whole)."""
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape")]
+    if specs is None:
+        return [tuple(leaf.shape) for leaf in leaves]
+    from jax.sharding import PartitionSpec
+
+    from xla_cost.sharding import _axes_of
+
+    spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    if len(spec_leaves) == 1 and len(leaves) != 1:
+        spec_leaves = spec_leaves * len(leaves)
+    shapes = []
+    for leaf, spec in zip(leaves, spec_leaves):
+        entries = list(spec) + [None] * (len(leaf.shape) - len(spec))
+        shapes.append(tuple(
+            -(-dim // max(1, int(np.prod([sizes.get(a, 1) for a in _axes_of(entry)])))) if entry else dim
+            for dim, entry in zip(leaf.shape, entries)
+        ))
+    return shapes
 
 
 @contextlib.contextmanager

@@ -612,6 +612,9 @@ class Report:
             lines += [_COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
         if self.memory_breakdown is not None:
             lines += [_memory_title(self.memory_breakdown), "", _memory_frame(self.memory_breakdown).to_markdown(), ""]
+            workspace = _workspace_frame(self.memory_breakdown)
+            if workspace is not None:
+                lines += [_workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
         if self.timing is not None and self.timing.phases:
             lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
         lines += [f"- {c}" for c in _caveats(self)]
@@ -637,6 +640,10 @@ class Report:
         if self.memory_breakdown is not None:
             blocks.append(TextTable(_memory_frame(self.memory_breakdown), _memory_title(self.memory_breakdown),
                                     left=("what",)))
+            workspace = _workspace_frame(self.memory_breakdown)
+            if workspace is not None:
+                blocks.append(TextTable(workspace, _workspace_title(self.memory_breakdown),
+                                        left=("shape", "made by")))
         if self.timing is not None and self.timing.phases:
             blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
         blocks.append(_ratio_line(self))
@@ -724,9 +731,12 @@ def _layer_frame(report: Report) -> pd.DataFrame:
 
 
 _MEMORY_WHAT = {
-    "parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
-    "model_state": "model state (batch statistics)", "inputs": "batch (inputs, targets)",
-    "saved_activations": "activations saved for the backward pass",
+    "parameters": "parameters", "gradients": "gradients (at the peak: those made so far)",
+    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics)",
+    "inputs": "batch (inputs, targets)",
+    "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
+    "workspace": "XLA's other temporaries (cotangents, copies, indices)",
+    "outputs": "returned outside the donated buffers (the loss)",
 }
 
 
@@ -736,18 +746,42 @@ def _memory_title(breakdown: Any) -> str:
 
 
 def _memory_frame(breakdown: Any) -> pd.DataFrame:
-    """The parts, their sum, XLA's peak of the donated step and the difference."""
-    rows = [{"part": key, "what": _MEMORY_WHAT[key], "MB": _fmt(value, 1e6, 1)}
-            for key, value in breakdown.parts.items()]
-    peak, workspace = breakdown.peak, breakdown.workspace
+    """Each part as the program has it (trees and jaxpr) and as XLA holds it at
+    its peak (the compiled schedule replayed); their sums; XLA's peak."""
+    from xla_cost.memory import PEAK_PARTS
+
+    program, at_peak = breakdown.parts, breakdown.at_peak
+    replayed = "at XLA's peak (MB)"
+    rows = [{"part": key, "what": _MEMORY_WHAT[key],
+             "program (MB)": _fmt(program[key], 1e6, 1) if key in program else "—",
+             replayed: _fmt(at_peak[key], 1e6, 1) if at_peak else "unknown"}
+            for key in PEAK_PARTS]
+    peak = breakdown.peak
+    total = breakdown.at_peak_total
     rows += [
-        {"part": "sum", "what": "the parts", "MB": _fmt(breakdown.parts_total, 1e6, 1)},
+        {"part": "sum", "what": "the parts", "program (MB)": _fmt(breakdown.parts_total, 1e6, 1),
+         replayed: _fmt(total, 1e6, 1)},
         {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
-         "MB": _fmt(peak, 1e6, 1)},
-        {"part": "workspace", "what": "XLA's peak - the parts (its other temporaries; < 0: "
-         "buffers it overlaps or recomputes)", "MB": _fmt(workspace, 1e6, 1)},
+         "program (MB)": _fmt(peak, 1e6, 1), replayed: _fmt(peak, 1e6, 1)},
+        {"part": "sum / peak", "what": "how far the parts are from XLA's peak",
+         "program (MB)": "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
+         replayed: "unknown" if not peak or total is None else f"{total / peak:.3f}"},
     ]
     return pd.DataFrame(rows).set_index("part")
+
+
+def _workspace_frame(breakdown: Any) -> pd.DataFrame | None:
+    """The largest workspace buffers live at XLA's peak (None: not replayed)."""
+    if not breakdown.largest_workspace:
+        return None
+    rows = [{"buffer": b.instruction, "shape": b.shape, "MB": _fmt(b.nbytes, 1e6, 2),
+             "made by": b.op_name or "(XLA, no source)"} for b in breakdown.largest_workspace]
+    return pd.DataFrame(rows).set_index("buffer")
+
+
+def _workspace_title(breakdown: Any) -> str:
+    where = f" (during {breakdown.peak_instruction})" if breakdown.peak_instruction else ""
+    return f"largest workspace buffers at XLA's peak{where}"
 
 
 _COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"

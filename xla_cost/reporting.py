@@ -3169,14 +3169,17 @@ def _memory_page(data: _Data) -> dict[str, bytes]:
     lines = [
         "# Memory: what one training step holds, and the largest batch that fits",
         "",
-        "Per device, in GB (10⁹ bytes), Adam, float32, one device unless said. The parts come from the abstract "
-        "trees and the jaxpr (`xla_cost.memory`): parameters, gradients, optimizer state, model state, the batch, "
-        "and the activations the backward pass keeps (the residuals of the linearised forward pass, "
-        "`jax.vjp`'s jaxpr). XLA's peak is the train step compiled as one program with the parameters and "
-        "optimizer state donated: `memory_analysis()`'s arguments + outputs + temporaries − aliased. Every "
-        "figure here is the **CPU compiler's** (jax on the 2-core machine); a GPU compile assigns buffers "
-        "differently (its convolutions keep fewer temporaries, and it keeps remat's recomputation). The peak, "
-        "not the parts, decides what fits.",
+        "Per device, in GB (10⁹ bytes), Adam, float32, one device unless said. The program's parts come from "
+        "the abstract trees and the jaxpr (`xla_cost.memory`): parameters, gradients, optimizer state, model "
+        "state, the batch, and the activations the backward pass keeps (the residuals of the linearised "
+        "forward pass, `jax.vjp`'s jaxpr). XLA's peak is the train step compiled as one program with the "
+        "parameters and optimizer state donated: `memory_analysis()`'s arguments + outputs + temporaries − "
+        "aliased. The parts at XLA's peak come from replaying the compiled schedule (`xla_cost.liveness`): "
+        "every buffer live when the temporaries peak, sorted by where XLA says it came from (forward "
+        "buffers still held, gradients made so far, and workspace: the rest). Every figure here is the "
+        "**CPU compiler's** (jax on the 2-core machine); a GPU compile assigns buffers differently (its "
+        "convolutions keep fewer temporaries, and it keeps remat's recomputation). The peak, not the "
+        "program's parts, decides what fits.",
         "",
     ]
     if data.plan.memory_models:
@@ -3194,10 +3197,38 @@ def _memory_page(data: _Data) -> dict[str, bytes]:
             lines += [
                 f"### {model}",
                 "",
+                "The program's parts:",
+                "",
                 _table(["batch", "parameters", "gradients", "optimizer state", "batch data", "saved activations",
                         "sum of parts", "XLA peak", "parts / peak"], rows, "rrrrrrrrr"),
                 "",
             ]
+            peak_rows = []
+            for report in reports:
+                m = report.memory_breakdown
+                if not m.at_peak:
+                    continue
+                a = m.at_peak
+                arguments = a["parameters"] + a["optimizer_state"] + a["model_state"] + a["inputs"]
+                peak_rows.append([
+                    _int(report.batch_size), _gb(arguments), _gb(a["saved_activations"]), _gb(a["gradients"]),
+                    _gb(a["workspace"]), _gb(a["outputs"]), _gb(m.at_peak_total), _gb(m.peak),
+                    _r(m.at_peak_total / m.peak, 4) if m.peak else "—",
+                ])
+            if peak_rows:
+                last = reports[-1].memory_breakdown
+                lines += [
+                    "At XLA's peak (the compiled schedule replayed):",
+                    "",
+                    _table(["batch", "arguments", "forward buffers held", "gradients made", "workspace", "outputs",
+                            "sum", "XLA peak", "sum / peak"], peak_rows, "rrrrrrrrr"),
+                    "",
+                ]
+                if last.largest_workspace:
+                    biggest = ", ".join(
+                        f"`{b.shape}` ({_gb(b.nbytes)} GB, {('`' + b.op_name.rsplit('/', 2)[-1] + '`') if b.op_name else 'no source: made by XLA'})"
+                        for b in last.largest_workspace[:3])
+                    lines += [f"The largest workspace buffers at batch {reports[-1].batch_size}: {biggest}.", ""]
             if top is not None and top.saved_activation_bytes:
                 lines += [f"The layer that keeps most at batch {reports[-1].batch_size}: `{top.path}`, "
                           f"{_gb(top.saved_activation_bytes)} GB.", ""]

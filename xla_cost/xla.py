@@ -104,6 +104,12 @@ class CompiledPhase:
     (cuBLAS gemms, cuDNN convolutions, fused attention, Pallas kernels), read
     on accelerator backends, whose cost analysis may leave their FLOP out
     (None: not looked at, as on the CPU)."""
+    liveness: Any = None
+    """`xla_cost.liveness.LivenessProfile` of the compiled schedule: the
+    buffers live at the temporaries' peak (None: not asked for, or the
+    compiled text could not be replayed)."""
+    liveness_error: str = ""
+    """Why the schedule could not be replayed, where it was asked for."""
 
 
 def _as_count(value: Any) -> int | None:
@@ -275,6 +281,7 @@ def compile_phase(
     compiler_options: Mapping[str, Any] | None = None,
     executable: bool = True,
     collectives: bool = False,
+    liveness: bool = False,
 ) -> CompiledPhase:
     """Compiles one phase and reads its analyses.
 
@@ -292,6 +299,8 @@ def compile_phase(
         and versions) was analysed before, without compiling or loading it.
       collectives: also list the collectives of the compiled HLO
         (`xla_cost.hlo.parse_collectives`) and whether it kept loops.
+      liveness: also replay the compiled schedule (`xla_cost.liveness`): the
+        buffers live when the temporaries peak.
 
     Returns:
       The compiled program's costs and memory, unknown fields as None, and
@@ -302,7 +311,8 @@ def compile_phase(
         lowered = _lowered(program, args)
         key = _analyses_key(lowered, compiler_options)
         cached = _read_analyses(key)
-        if cached is not None and (not collectives or cached.collectives is not None):
+        if (cached is not None and (not collectives or cached.collectives is not None)
+                and (not liveness or cached.liveness is not None or cached.liveness_error)):
             return cached
         program = lowered
     compiled = compile_executable(program, args, compiler_options=compiler_options)
@@ -312,10 +322,18 @@ def compile_phase(
     notes: tuple[str, ...] = ()
     loops: bool | None = None
     library: tuple[tuple[str, int], ...] | None = None
-    if collectives or backend_name() != "cpu":
+    profile, profile_error = None, ""
+    if collectives or liveness or backend_name() != "cpu":
         from xla_cost import hlo
 
         text = compiled.as_text() or ""
+        if liveness:
+            from xla_cost import liveness as _liveness
+
+            try:
+                profile = _liveness.simulate(text)
+            except ValueError as exc:
+                profile_error = str(exc)
         if collectives:
             found, notes = hlo.parse_collectives(text)
             loops = hlo.has_while_loop(text)
@@ -324,6 +342,7 @@ def compile_phase(
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library,
+        liveness=profile, liveness_error=profile_error,
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
@@ -338,7 +357,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 4
+ANALYSES_FORMAT = 5
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -376,9 +395,18 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
+            liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not there, or unreadable: compile
+
+
+def _liveness_from(data: Any) -> Any:
+    if data is None:
+        return None
+    from xla_cost.liveness import LivenessProfile
+
+    return LivenessProfile.from_dict(data)
 
 
 def _write_analyses(key: str, phase: CompiledPhase) -> None:
@@ -393,6 +421,8 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 else [dataclasses.asdict(c) for c in phase.collectives],
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
                 "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
+                "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
+                "liveness_error": phase.liveness_error,
             }, handle)
         os.replace(tmp, path)
     except OSError as exc:  # a cache that cannot be written is no cache
