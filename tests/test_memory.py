@@ -220,3 +220,26 @@ def test_timing_reports_hfu_from_the_recomputed_flop():
                 assert c.hardware_flops > c.model_flops  # the blocks' forward pass, recomputed
             else:
                 assert t.hfu == t.mfu
+
+
+def test_nnx_model_memory_on_one_device_and_under_fsdp():
+    """An NNX model with BatchNorm and Dropout (its state holds typed PRNG keys)."""
+    import xla_cost
+    from flax import nnx
+
+    from tests.custom_models import D_HIDDEN, D_IN, NnxNested
+
+    if jax.device_count() < 8:
+        pytest.skip("needs 8 simulated devices (tests/conftest.py)")
+    model = nnx.eval_shape(lambda: NnxNested(nnx.Rngs(0)))
+    x = jax.ShapeDtypeStruct((16, D_IN), jnp.float32)
+    one = xla_cost.analyze(model, x, optimizer="adam", memory=True).memory_breakdown
+    fsdp = xla_cost.analyze(model, x, optimizer="adam", memory=True, mesh={"fsdp": 8}).memory_breakdown
+    p = one.parameters // 4  # float32
+    assert one.optimizer_state >= 2 * 4 * p  # Adam's mu and nu
+    # two BatchNorms' running mean and variance, D_HIDDEN float32 each, beside the Dropout's key
+    assert one.model_state >= 2 * 2 * D_HIDDEN * 4
+    assert fsdp.parameters == pytest.approx(one.parameters / 8, rel=0.05)
+    for m in (one, fsdp):
+        assert m.at_peak["parameters"] == m.parameters
+        assert m.at_peak_total == pytest.approx(m.peak, rel=0.10)

@@ -30,6 +30,7 @@ TINY = ReportPlan(
     zoo=("one_net",), scaling_curves=(("one_net", "data", 2),), scaling_devices=(1, 2, 4),
     seed004_model="one_net", seed004_batch=2, seed004_devices=(2, 4), seed004_global_batch=8, gpt3_model=None,
     memory_models=(("one_net", (1, 2)),), remat_model=("one_net", 2), fit_devices=(),
+    memory_checks=(("one_net", 2, ()),),
 )
 
 
@@ -289,3 +290,10 @@ def test_memory_page_breaks_the_step_down(tiny_pages):
     assert rows["2"]["optimizer state"] == reporting._gb(8 * p + 4)
     policies = [r["policy"] for r in _table(page, "policy")]
     assert policies == [f"`{name}`" for name in ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")]
+    # at XLA's peak every argument is live: parameters, Adam's state and the batch
+    # (OneNet's input is B x 1 float32, its targets B int32)
+    at_peak = {r["batch"]: r for r in _table(page.split("At XLA's peak")[1], "batch")}
+    assert at_peak["2"]["arguments"] == reporting._gb(4 * p + 8 * p + 4 + 2 * 4 + 2 * 4)
+    check = _table(page, "model")[0]
+    assert check["model"] == "one_net" and check["shape"] == "batch 2"
+    assert 0.9 <= float(check["at the peak / peak"]) <= 1.1

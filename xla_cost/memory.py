@@ -166,8 +166,15 @@ class MemoryBreakdown:
         )
 
 
+def _itemsize(dtype: Any) -> int:
+    """Bytes per element; a typed PRNG key's dtype (``key<fry>``), which numpy
+    cannot read, has its own ``itemsize`` (its key data: 8 bytes for threefry)."""
+    size = getattr(dtype, "itemsize", None)
+    return int(size) if size is not None else np.dtype(dtype).itemsize
+
+
 def _nbytes(aval: Any) -> int:
-    return int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
+    return int(np.prod(aval.shape, dtype=np.int64)) * _itemsize(aval.dtype)
 
 
 def _tree_bytes(tree: Any) -> int:

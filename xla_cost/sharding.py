@@ -634,6 +634,12 @@ def plan_sharding(
     return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes))
 
 
+def _itemsize(dtype: Any) -> int:
+    from xla_cost.memory import _itemsize as itemsize
+
+    return itemsize(dtype)
+
+
 def per_device_bytes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> tuple[int, int]:
     """``(total, per device)`` bytes of an abstract tree under its specs."""
     total = per = 0
@@ -642,7 +648,7 @@ def per_device_bytes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> tuple[i
     if len(spec_leaves) == 1 and len(leaves) != 1:
         spec_leaves = spec_leaves * len(leaves)
     for leaf, spec in zip(leaves, spec_leaves):
-        n = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+        n = int(np.prod(leaf.shape)) * _itemsize(leaf.dtype)
         split = math.prod(sizes.get(a, 1) for e in spec for a in _axes_of(e))
         total += n
         per += -(-n // split)

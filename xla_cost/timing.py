@@ -288,7 +288,9 @@ def _measure(
 
 
 def _array_bytes(tree: Any) -> int:
-    return sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+    from xla_cost.memory import _itemsize
+
+    return sum(int(np.prod(x.shape)) * _itemsize(x.dtype) for x in jax.tree.leaves(tree))
 
 
 def _needed_bytes(
