@@ -9,7 +9,8 @@ replayed from the text, as XLA's heap simulator does before it packs them:
 * every instruction defines one buffer per array in its result, except those
   that alias another's: ``bitcast``, ``get-tuple-element``, ``tuple``,
   ``optimization-barrier``, a ``while`` (its state is updated in place), the
-  ``-done`` half of an asynchronous pair, a ``dynamic-update-slice`` or
+  ``-done`` half of an asynchronous pair (the result its ``-start`` made; the
+  start's operands are held, not copied), a ``dynamic-update-slice`` or
   ``scatter`` (in place on its first operand, fused or not) and whatever
   ``output_to_operand_aliasing`` names;
 * a buffer is freed after the last instruction that reads it (directly or
@@ -227,14 +228,17 @@ class _Replay:
                 source = leaves.get(operands[0], []) if operands else []
                 start = self._offset(operands[0], int(index.group(1)) if index else 0)
                 result = source[start:start + len(paths)]
-            elif opcode in _ALIASING or opcode.endswith("-done"):
+            elif opcode.endswith("-done"):
+                result = self._done(instruction, operands, leaves, len(paths))
+            elif opcode in _ALIASING:
                 result = [b for operand in operands for b in leaves.get(operand, [])]
-                if opcode.endswith("-done"):
-                    result = result[:len(paths)]
                 if len(result) != len(paths):
                     result = (result + [None] * len(paths))[:len(paths)]
             else:
-                result = [self._new(instruction, name, path, leaf, temp=True, owned=owned, born=position) for path, leaf in paths]
+                result = [self._new(instruction, name, path, leaf, temp=True, owned=owned, born=position)
+                          for path, leaf in paths]
+                if opcode.endswith("-start"):
+                    self._start_operands(instruction, shape, result, operands, leaves, owned)
                 target = self.in_place_operand(instruction)
                 if target is not None and target < len(operands) and len(result) == 1:
                     source = leaves.get(operands[target], [])
@@ -347,6 +351,41 @@ class _Replay:
         return peak, at_peak, peak_at
 
     _shapes: dict[str, Any]
+
+    def _start_operands(self, instruction: Any, shape: Any, result: list[_Buffer | None], operands: list[str],
+                        leaves: Mapping[str, list[_Buffer | None]], owned: list[_Buffer]) -> None:
+        """The half of an asynchronous start's result that is its operands'
+        buffers (held while it runs), not new ones: ``copy-start``'s second
+        element; the first element of the others' tuples (``async-start``,
+        ``all-gather-start``, ``collective-permute-start``)."""
+        if not isinstance(shape, tuple) or not shape:
+            return  # all-reduce-start: its result alone
+        sources = [b for operand in operands for b in leaves.get(operand, [])]
+        element = 1 if instruction.opcode == "copy-start" else 0
+        if element >= len(shape):
+            return
+        start = sum(len(_leaf_paths(e)) for e in shape[:element])
+        count = len(_leaf_paths(shape[element]))
+        if count != len(sources):
+            return
+        for i, source in enumerate(sources):
+            buffer = result[start + i]
+            if buffer is not None:
+                owned.remove(buffer)
+            result[start + i] = source
+
+    def _done(self, instruction: Any, operands: list[str], leaves: Mapping[str, list[_Buffer | None]],
+              count: int) -> list[_Buffer | None]:
+        """An asynchronous pair's result: the buffers its start made for it
+        (``copy-done``: the copy, element 0; the others: element 1 of a tuple
+        start, or the start's own buffer)."""
+        started = leaves.get(operands[0], []) if operands else []
+        shape = self._shapes.get(operands[0]) if operands else None
+        if isinstance(shape, tuple) and instruction.opcode != "copy-done" and len(shape) > 1:
+            start = len(_leaf_paths(shape[0]))
+            started = started[start:start + len(_leaf_paths(shape[1]))]
+        result = list(started[:count])
+        return result + [None] * (count - len(result))
 
     def _offset(self, operand: str, index: int) -> int:
         shape = self._shapes.get(operand)
