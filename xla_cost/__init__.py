@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from xla_cost.fit import FitResult as FitResult
     from xla_cost.fit import max_batch_size as max_batch_size
     from xla_cost.memory import MemoryBreakdown as MemoryBreakdown
+    from xla_cost.liveness import LivenessProfile as LivenessProfile
+    from xla_cost.liveness import simulate as replay_schedule
     from xla_cost.sharding import MESH_AXES as MESH_AXES
     from xla_cost.sharding import simulate_devices as simulate_devices
     from xla_cost.store import Store as Store
@@ -70,6 +72,8 @@ _EXPORTS: dict[str, str] = {
     "max_batch_size": "xla_cost.fit",
     "FitResult": "xla_cost.fit",
     "MemoryBreakdown": "xla_cost.memory",
+    "LivenessProfile": "xla_cost.liveness",
+    "replay_schedule": "xla_cost.liveness:simulate",
     "predict_scaling": "xla_cost.scaling:scaling",
     "MESH_AXES": "xla_cost.sharding",
     "simulate_devices": "xla_cost.sharding",
@@ -122,6 +126,8 @@ __all__ = [
     "max_batch_size",
     "FitResult",
     "MemoryBreakdown",
+    "LivenessProfile",
+    "replay_schedule",
     "predict_scaling",
     "MESH_AXES",
     "simulate_devices",
