@@ -29,7 +29,7 @@ Variants:
   ``optax.apply_updates``): three compiles, default compiler options, the loss of
   the library's default (mean softmax cross-entropy, integer labels), non-``params``
   collections (BatchNorm's ``batch_stats``) mutable, the model's training flag
-  (``train=True``...) set, as `xla_cost.workload` does. No persistent cache.
+  (``train=True``...) set, as `xla_cost.step.workload` does. No persistent cache.
 * ``tabulate``: ``flax.linen.tabulate(model, rngs, compute_flops=True,
   compute_vjp_flops=True, depth=None)(inputs)``. It needs concrete arrays (it
   runs the model on what it is given inside ``jax.eval_shape``), so the inputs are
@@ -116,7 +116,7 @@ else:
 
 name, batch, config, optimizer = spec["name"], spec["batch"], spec["config"], spec["optimizer"]
 TRAIN_KWARGS = {"train": True, "training": True, "deterministic": False,
-                "use_running_average": False}  # as xla_cost.workload sets them
+                "use_running_average": False}  # as xla_cost.step.workload sets them
 
 def train_kwargs(model):
     try:

@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
 
     models = argv or list(zoo.REGISTRY)
     today = datetime.date.today().isoformat()
-    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.xla.device_kind().lower()).strip("-")
+    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.compiled.xla.device_kind().lower()).strip("-")
     path = ROOT / "reports" / "data" / f"analysis_time_{device}_{today}.csv"
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "results.sqlite"
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
             load = (before + os.getloadavg()[0]) / 2
             rows.append({
                 "model": model, "batch_size": 1, "optimizer": "sgd", "counter": "xla",
-                "seconds": f"{run['seconds']:.2f}", "device": xla_cost.xla.device_kind(),
+                "seconds": f"{run['seconds']:.2f}", "device": xla_cost.compiled.xla.device_kind(),
                 "cores": os.cpu_count(), "jax_version": jax.__version__, "date": today,
                 "load_average": f"{load:.1f}",
             })

@@ -50,13 +50,13 @@ def _markdown(directory: Path) -> dict[str, bytes]:
 def main(argv: list[str]) -> int:
     import jax
 
-    import xla_cost.xla
+    import xla_cost.compiled.xla
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
     args = parser.parse_args(argv)
     today = datetime.date.today().isoformat()
-    device = xla_cost.xla.device_kind()
+    device = xla_cost.compiled.xla.device_kind()
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
 
     cases = [c for c in (REDUCED_CASES if args.reduced else GPU_CASES) if not args.only or c[0] in args.only]
     today = datetime.date.today().isoformat()
-    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.xla.device_kind().lower()).strip("-")
+    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.compiled.xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     written = 0

@@ -29,6 +29,7 @@ from . import bert, gpt, resnet, seed_nets, vit
 from ._spec import ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import model_rules
 
 __all__ = [
     "DTYPES",
@@ -126,14 +127,10 @@ def get_spec(name: str) -> ModelSpec:
 
 
 def partition_rules(model: Any) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    """The partition rules of a zoo model's family (`ModelSpec.partition_rules`):
-    those of the spec whose module is the model's class or its nearest base;
-    empty for a model that is not the zoo's."""
-    for cls in type(model).__mro__:
-        for spec in REGISTRY.values():
-            if spec.module is cls:
-                return spec.partition_rules
-    return ()
+    """The partition rules a zoo family declares on its classes
+    (`xla_cost.parallel.sharding.RULES_ATTRIBUTE`), for ``model``'s class or
+    its nearest base; empty for a model that declares none."""
+    return model_rules(model)
 
 
 def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
@@ -244,9 +241,9 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
     Args:
       frame: `zoo_frame()` (computed when None).
       width: the widest a line may be; None: the terminal's width when stdout is
-        a terminal, else unlimited (see `xla_cost.report.Report.to_table`).
+        a terminal, else unlimited (see `xla_cost.analysis.report.Report.to_table`).
     """
-    from xla_cost._text import TextTable, render, resolve_width
+    from xla_cost.present.text import TextTable, render, resolve_width
 
     frame = zoo_frame() if frame is None else frame
     models = pd.DataFrame(
@@ -285,7 +282,7 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
 
 @dataclasses.dataclass(frozen=True)
 class ZooListing:
-    """The zoo as every command writes it (`xla_cost._text.render_as`).
+    """The zoo as every command writes it (`xla_cost.present.text.render_as`).
 
     Attributes:
       frame: `zoo_frame()`.
@@ -314,6 +311,6 @@ def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa:
         ``markdown``: `zoo_frame`'s raw data.
       width: the table's width (see `zoo_table`); the other formats ignore it.
     """
-    from xla_cost._text import render_as
+    from xla_cost.present.formats import render_as
 
     return render_as(ZooListing(zoo_frame()), format, width)

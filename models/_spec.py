@@ -38,9 +38,6 @@ class ModelSpec:
         count (Hugging Face ids such as ``gpt2`` or ``microsoft/resnet-50``).
       minimums: the least value of integer fields that accept less than 1 (a
         size): ``{"depth": 0}``.
-      partition_rules: ``[(regex, spec), ...]`` for a sharded step's
-        ``model`` axis (`xla_cost.sharding`): the first regex found in a
-        parameter's path gives the mesh axes of its last dimensions.
     """
 
     name: str
@@ -51,7 +48,6 @@ class ModelSpec:
     source: str = ""
     aliases: tuple[str, ...] = ()
     minimums: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
-    partition_rules: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.aliases, str):

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 from ._common import expect_input_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
 __all__ = [
     "Bert",
@@ -295,10 +296,11 @@ MEGATRON_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"word_embeddings/embedding$", ("model", None)),
 )
 """Megatron-LM's tensor parallelism (Shoeybi et al. 2019) for a sharded step's
-``model`` axis (`xla_cost.sharding`): the query/key/value projections and the
+``model`` axis (`xla_cost.parallel.sharding`): the query/key/value projections and the
 MLP's first layer split by columns (attention heads, hidden units), the two
 output projections by rows (one all-reduce each in the forward pass), the
 word embedding by vocabulary rows where the axis divides the vocabulary."""
+setattr(Bert, RULES_ATTRIBUTE, MEGATRON_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
 
 _SOURCE = "Devlin et al. 2019; HF BertForMaskedLM"
 
@@ -310,7 +312,6 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["seq_len"],),
         input_dtype="int32",
         source=_SOURCE,
-        partition_rules=MEGATRON_RULES,
         aliases=("bert-base-uncased", "google-bert/bert-base-uncased"),
     ),
     ModelSpec(
@@ -320,7 +321,6 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["seq_len"],),
         input_dtype="int32",
         source=_SOURCE,
-        partition_rules=MEGATRON_RULES,
         aliases=("bert-large-uncased", "google-bert/bert-large-uncased"),
     ),
 ]

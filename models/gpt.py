@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from ._common import expect_input_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
 __all__ = [
     "GPT",
@@ -166,7 +167,7 @@ class GPT(nn.Module):
       dtype: the computation dtype.
       param_dtype: the parameters' dtype.
       remat: rematerialise each block (`nn.remat` with a policy of
-        `xla_cost.remat.REMAT_POLICIES`): ``full`` keeps only the blocks'
+        `xla_cost.step.remat.REMAT_POLICIES`): ``full`` keeps only the blocks'
         inputs and recomputes their forward passes in the backward pass.
     """
 
@@ -226,7 +227,7 @@ class GPT(nn.Module):
             "dtype": self.dtype,
             "param_dtype": self.param_dtype,
         }
-        from xla_cost import remat as _remat
+        from xla_cost.step import remat as _remat
 
         block = Block if _remat.check(self.remat) == "none" else nn.remat(
             Block, policy=_remat.policy(self.remat), prevent_cse=not self.scan_layers
@@ -393,16 +394,17 @@ MEGATRON_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"wte/embedding$", ("model", None)),
 )
 """Megatron-LM's tensor parallelism (Shoeybi et al. 2019) for a sharded step's
-``model`` axis (`xla_cost.sharding`): ``c_attn`` (laid out head by head) and
+``model`` axis (`xla_cost.parallel.sharding`): ``c_attn`` (laid out head by head) and
 ``c_fc`` split by columns, both ``c_proj`` by rows (one all-reduce each in the
 forward pass), the token embedding by vocabulary rows where the axis divides
 the vocabulary (50257 is prime to 2: GPT-2's stays whole)."""
+setattr(GPT, RULES_ATTRIBUTE, MEGATRON_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
 
 
 def _spec(name: str, description: str, module: type[GPT], source: str, *aliases: str) -> ModelSpec:
     return ModelSpec(
         name, description, module, _tokens, input_dtype="int32", source=source,
-        aliases=aliases, minimums=_MINIMUMS, partition_rules=MEGATRON_RULES,
+        aliases=aliases, minimums=_MINIMUMS,
     )
 
 

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 from ._common import expect_input_shape, image_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
 __all__ = [
     "SPECS",
@@ -295,9 +296,10 @@ CHANNEL_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"kernel$", ("model",)),
     (r"(bias|scale)$", ("model",)),
 )
-"""Partition rules for a sharded step's ``model`` axis (`xla_cost.sharding`):
+"""Partition rules for a sharded step's ``model`` axis (`xla_cost.parallel.sharding`):
 every kernel split on its output channels (features), biases and BatchNorm
 scales with them; XLA gathers the activations each layer needs whole."""
+setattr(ResNet, RULES_ATTRIBUTE, CHANNEL_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
 
 _SOURCE = "He et al. 2016; torchvision.models.resnet"
 
@@ -308,7 +310,6 @@ SPECS: list[ModelSpec] = [
         ResNet18,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         aliases=("microsoft/resnet-18",),
     ),
     ModelSpec(
@@ -317,7 +318,6 @@ SPECS: list[ModelSpec] = [
         ResNet34,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         aliases=("microsoft/resnet-34",),
     ),
     ModelSpec(
@@ -326,7 +326,6 @@ SPECS: list[ModelSpec] = [
         ResNet50,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         aliases=("microsoft/resnet-50",),
     ),
     ModelSpec(
@@ -335,7 +334,6 @@ SPECS: list[ModelSpec] = [
         ResNet101,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         aliases=("microsoft/resnet-101",),
     ),
     ModelSpec(
@@ -344,7 +342,6 @@ SPECS: list[ModelSpec] = [
         ResNet152,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         aliases=("microsoft/resnet-152",),
     ),
 ]

@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
+from xla_cost.parallel.sharding import RULES_ATTRIBUTE
+
 from ._common import expect_input_shape, image_shape
 from ._spec import ModelSpec
 
@@ -135,9 +137,12 @@ CHANNEL_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"kernel$", ("model",)),
     (r"(bias|scale)$", ("model",)),
 )
-"""Partition rules for a sharded step's ``model`` axis (`xla_cost.sharding`):
+"""Partition rules for a sharded step's ``model`` axis (`xla_cost.parallel.sharding`):
 every kernel split on its output channels (features), biases and BatchNorm
 scales with them; XLA gathers the activations each layer needs whole."""
+setattr(_ThreeLayerMLP, RULES_ATTRIBUTE, CHANNEL_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
+setattr(ConvNet, RULES_ATTRIBUTE, CHANNEL_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
+setattr(DeeperConvNet, RULES_ATTRIBUTE, CHANNEL_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
 
 _SOURCE = "Epoch AI, backward-forward FLOP ratio, Appendix A"
 
@@ -148,7 +153,6 @@ SPECS: list[ModelSpec] = [
         LinearNet,
         lambda c: LinearNet.input_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
     ),
     ModelSpec(
         "one_net",
@@ -156,7 +160,6 @@ SPECS: list[ModelSpec] = [
         OneNet,
         lambda c: OneNet.input_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
     ),
     ModelSpec(
         "conv_net",
@@ -164,7 +167,6 @@ SPECS: list[ModelSpec] = [
         ConvNet,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
     ),
     ModelSpec(
         "deeper_conv_net",
@@ -172,7 +174,6 @@ SPECS: list[ModelSpec] = [
         DeeperConvNet,
         image_shape,
         source=_SOURCE,
-        partition_rules=CHANNEL_RULES,
         minimums={"depth": 0},  # seed 001 studies 0 intermediate layers too
     ),
 ]

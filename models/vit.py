@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from ._common import expect_input_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
 __all__ = ["MLP", "SPECS", "Attention", "Block", "ViT", "ViTB16", "vit_parameters"]
 
@@ -227,6 +228,7 @@ MEGATRON_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
 """Megatron-LM's tensor parallelism for a sharded step's ``model`` axis: the
 fused ``qkv`` (laid out head by head) and ``fc1`` split by columns, ``proj``
 and ``fc2`` by rows."""
+setattr(ViT, RULES_ATTRIBUTE, MEGATRON_RULES)  # read by `xla_cost.parallel.sharding.model_rules`
 
 
 SPECS: list[ModelSpec] = [
@@ -237,7 +239,6 @@ SPECS: list[ModelSpec] = [
         lambda c: (c["image_size"], c["image_size"], 3),
         input_dtype="float",
         source="Dosovitskiy et al. 2021; timm vit_base_patch16_224",
-        partition_rules=MEGATRON_RULES,
         aliases=("vit-b/16", "vit_base_patch16_224", "google/vit-base-patch16-224"),
     ),
 ]

@@ -24,7 +24,7 @@ from flax import nnx
 from jax.extend import core as jex_core
 
 import xla_cost
-from xla_cost.workload import build_workload
+from xla_cost.step.workload import build_workload
 
 __all__ = [
     "Case", "CASES", "PHASES", "BATCH", "WIDTH", "CLASSES",

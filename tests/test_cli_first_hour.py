@@ -18,7 +18,9 @@ import pytest
 import xla_cost
 from tests import research_models as R
 from tests.formulas import dense_flops
-from xla_cost import cli, timing, xla
+from xla_cost import cli
+from xla_cost.analysis import timing
+from xla_cost.compiled import xla
 from xla_cost.cli import main
 
 M = "tests.research_models"
@@ -128,7 +130,7 @@ def test_output_checked_before_the_analysis(capsys, monkeypatch, tmp_path, targe
     def never(*_, **__):  # the analysis must not start
         raise AssertionError("analysis ran before --output was checked")
 
-    monkeypatch.setattr(cli, "_analyze", never)
+    monkeypatch.setattr(cli.commands, "analyze", never)
     code, _, err = run(capsys, "analyze", "one_net", "--output", target.format(tmp=tmp_path))
     assert code == 2 and words in one_error_line(err)
 
@@ -151,7 +153,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(capsys, monkeypatch, tmp
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_analyze", interrupted)
+    monkeypatch.setattr(cli.commands, "analyze", interrupted)
     code, out, err = run(capsys, "analyze", "one_net", "--output", str(tmp_path / "r.json"))
     assert code == cli.EXIT_INTERRUPTED == 130
     assert one_error_line(err) == "xla-cost: interrupted" and out == ""
@@ -164,7 +166,7 @@ def test_ctrl_c_while_writing_removes_the_temporary_file(monkeypatch, tmp_path):
 
     monkeypatch.setattr(os, "replace", interrupted_replace)
     with pytest.raises(KeyboardInterrupt):
-        cli._write("text", str(tmp_path / "r.json"))
+        cli.output.write("text", str(tmp_path / "r.json"))
     assert list(tmp_path.iterdir()) == []
 
 

@@ -14,7 +14,7 @@ import xla_cost
 from tests import formulas as F
 from xla_cost import zoo
 from xla_cost.cli import main
-from xla_cost.report import PHASES, _layer_frame, _phase_frame
+from xla_cost.analysis.report import PHASES, _layer_frame, _phase_frame
 
 # Every alias with the parameter count its source publishes for that checkpoint
 # (the Hugging Face architecture in its config.json): an alias must be the same

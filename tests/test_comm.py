@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from xla_cost import comm
-from xla_cost.comm import (
+from xla_cost.parallel import comm
+from xla_cost.parallel.comm import (
     CLUSTERS,
     DEFAULT_OVERLAP,
     INTERCONNECTS,
@@ -163,7 +163,7 @@ def test_cluster_overrides():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"device": "b200"}, "h100, a100"),
+        ({"device": "b200"}, "h100, h100-pcie, h200, a100"),
         ({"device": "h100", "interconnect": "nvlink9"}, "nvlink4"),
         ({"device": "h100", "bandwidth": -1e9}, "bandwidth in bytes/s"),
         ({"device": "h100", "bandwidth": 0}, "bandwidth in bytes/s"),

@@ -28,8 +28,8 @@ from jax.extend.core import Primitive
 
 import xla_cost
 from tests import coverage_cases as C
-from xla_cost import rules
-from xla_cost.interpret import WALKED, count_function
+from xla_cost.count import rules
+from xla_cost.count.interpret import WALKED, count_function
 
 TOLERANCE = 0.02
 """Relative difference allowed between the jaxpr count and XLA's figure."""

@@ -1,4 +1,4 @@
-"""xla_cost.hlo: collectives, their groups and loop multiplicities from HLO text."""
+"""xla_cost.compiled.hlo: collectives, their groups and loop multiplicities from HLO text."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from xla_cost import hlo
-from xla_cost.hlo import HloCollective, group_axes, parse_collectives
+from xla_cost.compiled import hlo
+from xla_cost.compiled.collectives import HloCollective, group_axes, parse_collectives
 
 # ---------------------------------------------------------------------------
 # Synthetic HLO

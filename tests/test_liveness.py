@@ -1,4 +1,4 @@
-"""Replaying a compiled schedule (`xla_cost.liveness`) on small hand-written HLO
+"""Replaying a compiled schedule (`xla_cost.compiled.liveness`) on small hand-written HLO
 modules, whose peaks are worked out by hand beside each test (f32: 4 bytes per
 element). The replay against XLA's own buffer assignment is checked on real
 compiled steps in tests/test_memory.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from xla_cost import hlo, liveness
+from xla_cost.compiled import hlo, liveness
 
 CHAIN = """HloModule chain, is_scheduled=true, entry_computation_layout={(f32[100]{0})->(f32[100]{0})}
 
@@ -121,7 +121,7 @@ def test_unscheduled_or_entryless_text_is_refused():
 
 
 def test_operands_after_index_comments_are_read():
-    instruction = hlo._parse_instruction(
+    instruction = hlo.parse_instruction(
         "ROOT %t = (f32[], f32[], f32[], f32[], f32[], f32[]) tuple(%a, %b, %c, %d, %e, /*index=5*/%f)"
     )
     assert instruction.operand_names() == ["a", "b", "c", "d", "e", "f"]

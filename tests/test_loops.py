@@ -12,7 +12,7 @@ import xla_cost
 from tests import custom_models as M
 from tests import formulas as F
 from xla_cost import FLOPS_PER_FMA
-from xla_cost import interpret
+from xla_cost.count import interpret
 
 B = 4  # batch
 D_IN = 8
@@ -163,7 +163,7 @@ def test_jaxpr_counter_skips_compilation(monkeypatch):
     def no_compile(*_args, **_kwargs):
         raise AssertionError("counter=jaxpr must not compile")
 
-    monkeypatch.setattr(xla_cost.xla, "compile_phase", no_compile)
+    monkeypatch.setattr(xla_cost.compiled.xla, "compile_phase", no_compile)
     fast = xla_cost.analyze(M.ScannedMLP(), INPUTS, optimizer="adam", counter="jaxpr", per_layer=True)
     full = report("ScannedMLP")
     assert fast.counter == "jaxpr"

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from xla_cost import memory
+from xla_cost.analysis import memory
 
 B = 4
 WIDTHS = (12, 16, 8, 5)  # input, then the outputs of three Dense layers
@@ -82,9 +82,9 @@ def test_report_memory_breakdown_parts_and_layers():
 def test_the_breakdown_at_the_peak_adds_up_to_xlas_peak(model, batch, config):
     """The acceptance: the parts add up to XLA's peak within 10% on the seed nets and
     GPT-2 small (on the CPU). The parts at the peak come from replaying the compiled
-    schedule (`xla_cost.liveness`), XLA's peak from its memory_analysis(): two
+    schedule (`xla_cost.compiled.liveness`), XLA's peak from its memory_analysis(): two
     computations of one figure, which agree to 0.3% on every zoo model tried."""
-    from xla_cost import fit
+    from xla_cost.runs import fit
 
     m = fit._step(model, batch, optimizer="sgd", dtype="float32", config=config, mesh={}, input_shape=None)
     assert m.at_peak_total == pytest.approx(m.peak, rel=0.02)

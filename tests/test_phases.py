@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
-from xla_cost import phases, xla
+from xla_cost.step import phases
+from xla_cost.compiled import xla
 from xla_cost.zoo import build_model, example_inputs
 
 from tests import custom_models as M

@@ -10,9 +10,9 @@ import pathlib
 import pytest
 
 import xla_cost
-from xla_cost import reporting
+from xla_cost.study import reporting
 from xla_cost.cli import main
-from xla_cost.reporting import PAGES, ReportPlan, write_report
+from xla_cost.study.reporting import PAGES, ReportPlan, write_report
 from xla_cost.zoo import build_model, example_inputs
 
 from tests import formulas as F

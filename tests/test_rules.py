@@ -10,8 +10,8 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
-from xla_cost import rules
-from xla_cost.interpret import count_function
+from xla_cost.count import rules
+from xla_cost.count.interpret import count_function
 
 F32 = jnp.float32
 

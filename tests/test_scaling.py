@@ -1,4 +1,4 @@
-"""The scaling curve and training estimates: sharded analyses priced by xla_cost.comm.
+"""The scaling curve and training estimates: sharded analyses priced by xla_cost.parallel.comm.
 
 Expected values are recomputed from the reports' own counts with the closed
 forms of the cost model (roofline, ring all-reduce), written out here.
@@ -11,13 +11,14 @@ import math
 import jax
 import pytest
 
-from xla_cost import comm, scaling
+from xla_cost.parallel import comm
+from xla_cost.runs import scaling
 from xla_cost.errors import InputError
-from xla_cost.timing import PEAKS
+from xla_cost.parallel.devices import DEVICES
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 simulated devices (tests/conftest.py)")
 
-H100 = next(p for keys, p in PEAKS if keys == ("H100",))
+H100 = DEVICES["h100"].peak
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def test_halving_doubling_has_log2_hops(curve):
 
 def _report(curve, devices, store=None):
     """The sharded report behind one point of ``curve`` (read back from its store)."""
-    from xla_cost.configs import RunConfig
+    from xla_cost.runs.configs import RunConfig
 
     return RunConfig("conv_net", curve.batch_size * devices, {}, optimizer="sgd",
                      mesh={"data": devices} if devices > 1 else {}).canonical().run(cache=_STORE[0])

@@ -20,7 +20,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import xla_cost
-from xla_cost import sharding
+from xla_cost.parallel import sharding
 from xla_cost.errors import InputError
 from xla_cost.zoo import build_model, example_inputs
 

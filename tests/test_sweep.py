@@ -16,8 +16,8 @@ import pytest
 
 import xla_cost
 from xla_cost import cli
-from xla_cost.store import Store, analysis_key
-from xla_cost.sweeps import configurations, sweep
+from xla_cost.compiled.store import Store, analysis_key
+from xla_cost.runs.sweeps import configurations, sweep
 from xla_cost.zoo import build_model, example_inputs
 
 from tests.formulas import mlp_forward_phase, mlp_params
@@ -74,7 +74,7 @@ def test_sweep_in_process_figures_store_and_rerun(tmp_path, monkeypatch):
     with Store(store) as db:
         assert len(db) == 2
     # a rerun reads the store and analyses nothing
-    monkeypatch.setattr("xla_cost.sweeps.run_config", lambda config: pytest.fail("rerun analysed again"))
+    monkeypatch.setattr("xla_cost.runs.sweeps.run_config", lambda config: pytest.fail("rerun analysed again"))
     again = sweep(["one_net"], batch_sizes=[2, 3], optimizers=["sgd"], store=store, jobs=0, per_layer=True)
     pd.testing.assert_frame_equal(again.runs, runs)
     pd.testing.assert_frame_equal(again.layers, layers)
@@ -248,7 +248,7 @@ def test_analyze_cache_returns_the_stored_report(tmp_path, monkeypatch):
     store = tmp_path / "s.sqlite"
     model, inputs = build_model("conv_net"), example_inputs("conv_net", 2)
     first = xla_cost.analyze(model, inputs, optimizer="adam", per_layer=True, cache=store)
-    monkeypatch.setattr("xla_cost.analysis.build_workload", lambda *a, **k: pytest.fail("not cached"))
+    monkeypatch.setattr("xla_cost.analysis.pipeline.build_workload", lambda *a, **k: pytest.fail("not cached"))
     second = xla_cost.analyze(build_model("conv_net"), inputs, optimizer="adam", per_layer=True, cache=store)
     assert second.to_dict() == first.to_dict()
     assert second.layers == first.layers
@@ -302,7 +302,7 @@ def test_cli_analyze_cache(tmp_path, capsys, monkeypatch):
             "--store", str(tmp_path / "s.sqlite"), "--format", "json"]
     assert cli.main(args) == 0
     first = json.loads(capsys.readouterr().out)
-    monkeypatch.setattr("xla_cost.analysis.build_workload", lambda *a, **k: pytest.fail("not cached"))
+    monkeypatch.setattr("xla_cost.analysis.pipeline.build_workload", lambda *a, **k: pytest.fail("not cached"))
     assert cli.main(args) == 0
     assert json.loads(capsys.readouterr().out) == first
     assert first["jaxpr_flops"]["forward"] == mlp_forward_phase(2, 1)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import xla_cost
-from xla_cost import timing
+from xla_cost.analysis import timing
 from xla_cost.cli import main
 
 CONV = ["analyze", "conv_net", "--batch-size", "2", "--set", "image_size=64"]

@@ -1,7 +1,7 @@
 """Unknown is not zero, end to end: a model with a primitive that has no cost rule.
 
 `MysteryNet` runs a primitive of its own (an abstract evaluation and an XLA
-lowering, no rule in `xla_cost.rules`) on its inputs before a Dense layer. The
+lowering, no rule in `xla_cost.count.rules`) on its inputs before a Dense layer. The
 phases whose program contains it (forward, grad, and what is derived from them)
 have unknown FLOP: `flops is None`, source ``unknown``, the primitive listed in
 `Report.unsupported`, never the counted part (the Dense layer and the loss)
@@ -135,7 +135,7 @@ def _as_a_gpu(monkeypatch, kept: float) -> None:
 
     monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", partial_costs)
     monkeypatch.setattr(jax.stages.Compiled, "as_text", lambda self: (original_text(self) or "") + GEMM_LINE)
-    monkeypatch.setattr(xla_cost.xla, "backend_name", lambda: "gpu")
+    monkeypatch.setattr(xla_cost.compiled.xla, "backend_name", lambda: "gpu")
 
 
 def test_library_calls_that_xla_leaves_out_fall_back_to_the_jaxpr(monkeypatch):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
-from xla_cost import xla
+from xla_cost.compiled import xla
 
 
 def test_plain_dict():

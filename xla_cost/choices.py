@@ -1,8 +1,8 @@
 """The names every entry point accepts, in one light module.
 
 The CLI builds its argument choices from these without importing jax, flax or
-optax; the modules that give the names their meaning (`xla_cost.analysis`,
-`xla_cost.workload`, `xla_cost.zoo`) check at import that they define exactly
+optax; the modules that give the names their meaning (`xla_cost.analysis.pipeline`,
+`xla_cost.step.workload`, `xla_cost.zoo`) check at import that they define exactly
 these.
 """
 

@@ -1,0 +1,278 @@
+"""The figures of each phase: XLA's compiled count where it is whole, corrected
+for the loop iterations it misses, the jaxpr's count where XLA has none or
+leaves library calls out, unknown where neither is whole; and the derived
+phases (``backward = grad - forward``) by their formulas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from xla_cost.analysis.programs import Program
+from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCosts
+from xla_cost.compiled import xla
+from xla_cost.compiled.collectives import group_axes
+from xla_cost.count.attribution import REMAINDER, module_path, op_name_path, owner, with_ancestors
+from xla_cost.count.interpret import JaxprCount
+from xla_cost.parallel import sharding as _sharding
+from xla_cost.step import phases
+
+__all__ = [
+    "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
+    "attention_flops", "phase_costs", "all_phases", "conversions",
+]
+
+
+def describe_loops(counted: JaxprCount) -> str:
+    loops = counted.repeated_loops
+    kinds = ", ".join(
+        f"{loop.kind} x{loop.trip_count} at {loop.name_stack or '<top>'}" for loop in loops[:3]
+    )
+    return kinds + (f" and {len(loops) - 3} more" if len(loops) > 3 else "")
+
+
+def best(
+    phase: str, key: str, xla_value: int | None, counted: JaxprCount,
+    sharded: xla.CompiledPhase | None = None, devices: int = 1,
+) -> tuple[int | None, str, str | None]:
+    """The best figure for ``key`` of one phase: (value, source, note or None).
+
+    XLA's figure stands unless its program has loops that run more than once:
+    XLA counts a loop body once, so the iterations it misses (the jaxpr count
+    with trip counts minus the jaxpr count with every body once) are added
+    (source ``xla+loops``). Without an XLA figure, the jaxpr count stands in
+    when it is complete (``jaxpr``); with primitives that have no rule it is
+    ``unknown`` (None), never the counted part.
+    """
+    true, once = getattr(counted.total, key), getattr(counted.total_once, key)
+    if xla_value is None:
+        if counted.unsupported:
+            return None, "unknown", (
+                f"{phase}: {key} unknown: XLA gave no figure and the jaxpr has primitives "
+                f"without a rule ({', '.join(sorted(counted.unsupported))}); "
+                f"the counted part is {true:,}"
+            )
+        return true, "jaxpr", None
+    extra = true - once
+    if extra == 0:
+        return xla_value, "xla", None
+    if sharded is not None:
+        return best_sharded(phase, key, xla_value, counted, sharded, devices)
+    if abs(xla_value - true) < abs(xla_value - once):
+        return xla_value, "xla", (
+            f"{phase}: XLA's {key} already include the loop iterations "
+            f"({describe_loops(counted)}): it unrolled them; no correction"
+        )
+    return xla_value + extra, "xla+loops", (
+        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); "
+        f"{key} corrected from XLA's {xla_value:,} to {xla_value + extra:,}"
+    )
+
+
+LIBRARY_TOLERANCE = 0.02
+"""How far XLA's FLOP may be from the jaxpr count before a program with
+library calls is taken to have left their FLOP out."""
+
+
+def library_flops(
+    phase: str, value: int | None, source: str, note: str | None, counted: JaxprCount,
+    compiled: xla.CompiledPhase, plan: _sharding.ShardingPlan | None,
+) -> tuple[int | None, str, str | None]:
+    """The FLOP of a program whose compiled HLO hands work to libraries.
+
+    On GPUs XLA's cost analysis counts some custom calls (cuBLAS gemms, cuDNN
+    convolutions, fused attention) as nothing or partly (jax issues 16008,
+    20184, 22249): a ResNet-50 forward pass reads 1% of its FLOP. When XLA's
+    figure is more than `LIBRARY_TOLERANCE` from a complete jaxpr count (which
+    counts the same operations before they became library calls, loops
+    included), the jaxpr count stands; with primitives that have no rule,
+    neither figure is whole and the FLOP are unknown.
+    """
+    calls = ", ".join(f"{n} {t}" for t, n in compiled.library_calls or ())
+    true = counted.total.flops
+    devices = plan.devices if plan is not None else 1
+    expected = true / devices
+    if value is not None and expected and abs(value - expected) <= LIBRARY_TOLERANCE * expected:
+        return value, source, note
+    if counted.unsupported:
+        return None, "unknown", (
+            f"{phase}: flops unknown: the compiled program calls libraries ({calls}) whose FLOP XLA's "
+            f"analysis leaves out (it gave {value if value is None else format(value, ',')}), and the jaxpr "
+            f"has primitives without a rule ({', '.join(sorted(counted.unsupported))}; counted part {true:,})"
+        )
+    per_device = round(expected)
+    return per_device, "jaxpr", (
+        f"{phase}: XLA's compiled flops ({'none' if value is None else format(value, ',')}) leave out the "
+        f"library calls of the program ({calls}); using the jaxpr count ({per_device:,}"
+        + (f", the step's {true:,} over {devices} devices" if devices > 1 else "") + ")"
+    )
+
+
+def best_sharded(
+    phase: str, key: str, xla_value: int, counted: JaxprCount, compiled: xla.CompiledPhase,
+    devices: int,
+) -> tuple[int | None, str, str | None]:
+    """The loop correction of a per-device figure.
+
+    The jaxpr counts the whole step on every device; XLA's figure is one
+    device's. The missed iterations of the loop bodies (the jaxpr's count with
+    trip counts minus with each body once) are taken to be split over every
+    device of the mesh, as the layers of data-parallel, FSDP and Megatron
+    steps are: exact for those, an undercount for a loop body the partitioner
+    leaves replicated.
+    """
+    true, once = getattr(counted.total, key), getattr(counted.total_once, key)
+    if compiled.has_loops is False:
+        return xla_value, "xla", (
+            f"{phase}: the compiled per-device program has no loop left (XLA unrolled "
+            f"{describe_loops(counted)}): no correction"
+        )
+    extra = round((true - once) / devices)
+    return xla_value + extra, "xla+loops", (
+        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); per-device {key} "
+        f"corrected from {xla_value:,} to {xla_value + extra:,}: the jaxpr's missed iterations "
+        f"split over the {devices} devices"
+    )
+
+
+def collective_rows(
+    compiled: xla.CompiledPhase | None, plan: _sharding.ShardingPlan | None, modules: Sequence[str],
+    root: str = "",
+) -> tuple[tuple[Collective, ...], list[str]]:
+    """The compiled program's collectives as report rows, grouped by kind, size,
+    group and layer, with their runs per step."""
+    if compiled is None or plan is None or compiled.collectives is None:
+        return (), []
+    rows: dict[tuple[Any, ...], Collective] = {}
+    for c in compiled.collectives:
+        axes = group_axes(c.groups, plan.sizes) if c.groups is not None else ()
+        row = owner(op_name_path(c.op_name, root), modules)
+        layer = "" if row == REMAINDER else row
+        row = Collective(c.kind, tuple(axes), c.group_size, c.bytes, c.executions, layer)
+        before = rows.get(row.key())
+        if before is not None:
+            runs = None if before.executions is None or c.executions is None else before.executions + c.executions
+            row = dataclasses.replace(before, executions=runs)
+        rows[row.key()] = row
+    return tuple(rows.values()), list(compiled.collective_notes)
+
+
+ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
+"""How ``model_flops`` counts the attention's score and value products: every
+T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
+of them for a causal mask (MaxText's convention)."""
+
+
+def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str]) -> int:
+    """FLOP of the matrix products computed in modules without parameters of
+    their own (an attention core: scores = q k^T, outputs = p v), loops
+    multiplied out; the update's optimizer arithmetic has none."""
+    containing = with_ancestors(modules)
+    total = 0
+    for eqn in counted.equations:
+        if eqn.primitive != "dot_general":
+            continue
+        path = module_path(eqn.name_stack, root)
+        if owner(path, modules) == REMAINDER and owner(path, containing) != REMAINDER:
+            total += eqn.cost.flops
+    return total
+
+
+def phase_costs(
+    name: str, program: Program, plan: _sharding.ShardingPlan | None = None,
+    modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
+) -> tuple[PhaseCosts, list[str]]:
+    """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes."""
+    counted, compiled = program.counted, program.compiled
+    costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
+    notes: list[str] = []
+    values, sources = {}, {}
+    for key in SOURCED:
+        value, source, note = best(
+            name, key, getattr(costs, key), counted, compiled if plan is not None else None,
+            plan.devices if plan is not None else 1,
+        )
+        if key == "flops" and compiled is not None and compiled.library_calls:
+            value, source, note = library_flops(name, value, source, note, counted, compiled, plan)
+        values[key], sources[key] = value, source
+        notes += [note] if note else []
+        if compiled is not None and source == "jaxpr" and getattr(costs, key) is None:
+            reasons = "; ".join(costs.unknown_reasons) or "no figure"
+            notes.append(f"{name}: XLA gave no {key} figure ({reasons}); using the jaxpr count ({value:,})")
+    corrected = "xla+loops" in sources.values()
+    total, recomputed = counted.total, counted.recomputed.flops
+    if recomputed and compiled is None:
+        notes.append(
+            f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes; a compiler "
+            "with memory to spare may remove them (XLA on the CPU does)"
+        )
+    elif recomputed and costs.flops is not None:
+        removed = total.flops - costs.flops > recomputed / 2
+        notes.append(
+            f"{name}: jax.checkpoint recomputes {recomputed:,} FLOP of the forward pass in "
+            "the backward pass (in jaxpr_flops); "
+            + ("XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
+               if removed else "XLA's compiled program keeps it")
+        )
+    # Model and hardware FLOP: without remat both are the best figure. With it,
+    # XLA may keep all, some or none of the recomputation (the CPU removes what
+    # it has memory for), so both come from the jaxpr, which counts the step as
+    # jax.checkpoint writes it: hardware = all of it, model = less the recomputed
+    # forward work; unknown where the jaxpr is not complete.
+    flops = values["flops"]
+    if not recomputed:
+        model_flops = hardware_flops = flops
+    elif counted.unsupported or flops is None:
+        model_flops = hardware_flops = None
+    else:
+        model_flops, hardware_flops = total.flops - recomputed, total.flops
+    attention = attention_flops(counted, modules, root)
+    if attention_convention == "causal" and model_flops is not None:
+        model_flops -= attention // 2
+    if corrected and costs.bytes_accessed is not None:
+        notes.append(f"{name}: bytes_accessed is XLA's raw figure, which counts each loop body once")
+    memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
+    communication, comm_notes = collective_rows(compiled, plan, modules, root)
+    notes += [f"{name}: {n}" for n in comm_notes]
+    result = PhaseCosts(
+        flops=values["flops"],
+        transcendentals=values["transcendentals"],
+        bytes_accessed=costs.bytes_accessed,
+        memory=MemoryStats(memory.argument_bytes, memory.output_bytes, memory.temp_bytes),
+        xla_flops=costs.flops,
+        xla_transcendentals=costs.transcendentals,
+        jaxpr_flops=total.flops,
+        jaxpr_transcendentals=total.transcendentals,
+        jaxpr_bytes_accessed=total.bytes_accessed,
+        conversion_flops=conversions(counted),
+        model_flops=model_flops,
+        hardware_flops=hardware_flops,
+        attention_flops=attention,
+        loop_corrected=corrected,
+        sources=sources,
+        derivation="compiled" if compiled is not None else "jaxpr",
+        communication=communication,
+    )
+    return result, notes + [f"{name}: {n}" for n in counted.notes]
+
+
+def all_phases(
+    programs: Mapping[str, Program], plan: _sharding.ShardingPlan | None = None,
+    modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
+) -> tuple[dict[str, PhaseCosts], list[str]]:
+    """Every declared phase: the programs' costs, then the derived ones by formula."""
+    costs: dict[str, PhaseCosts] = {}
+    notes: list[str] = []
+    for name, program in programs.items():
+        costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention)
+        notes += found
+    for phase in phases.DECLARED:
+        if phase.name not in costs:
+            costs[phase.name] = PhaseCosts.derive(phase, costs)
+    return {name: costs[name] for name in phases.NAMES}, notes
+
+
+def conversions(counted: JaxprCount) -> int:
+    return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")

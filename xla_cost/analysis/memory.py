@@ -1,0 +1,434 @@
+"""Training-step memory per device: what is held, and what XLA's compiled step peaks at.
+
+The parts, from the abstract trees and the jaxpr (nothing is allocated):
+
+* parameters, gradients (the parameters' shapes and dtypes), optimizer state
+  and model state (batch-norm statistics), per device under the mesh's specs;
+* the batch (inputs and targets), split over the batch axes;
+* the activations the backward pass keeps: the residuals of the linearised
+  forward pass (``jax.vjp`` traced to a jaxpr; each residual is an output of
+  the forward equation that made it, whose name stack gives its layer).
+  Residuals that are the parameters or the batch themselves are counted there,
+  not twice.
+
+Beside them, XLA's figures for the train step compiled as one program with the
+parameters and optimizer state donated (as a training loop does):
+``memory_analysis()``'s arguments, outputs, temporaries and aliased bytes, and
+its peak ``arguments + outputs + temporaries - aliased``.
+
+That peak is explained buffer by buffer: the compiled schedule is replayed
+(`xla_cost.compiled.liveness`) and what is live when the temporaries peak is sorted into
+the same parts (`PEAK_PARTS`), by where XLA says each buffer came from (the
+``op_name`` it kept from the jaxpr):
+
+* the arguments, by the argument they are (parameters, optimizer state, model
+  state, inputs);
+* saved activations: buffers the forward pass made that are still held;
+* gradients: buffers the backward pass made with a parameter's shape;
+* workspace: the rest (the backward pass's cotangents and temporaries, the
+  update's, and buffers XLA made without a source: layout copies, the
+  parameters' copies a donated step makes, index tensors);
+* outputs: what the step returns outside the donated buffers (the loss).
+
+The two views differ where XLA departs from the program: it recomputes
+elementwise residuals inside backward fusions (fewer saved activations than the
+jaxpr keeps), holds only the gradients made so far at its peak, and adds
+workspace the jaxpr does not name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from xla_cost.compiled.liveness import LiveBuffer, LivenessProfile
+from xla_cost.step.trees import nbytes, tree_bytes
+from xla_cost.count.attribution import (
+    REMAINDER, classify_pass, module_path, op_name_path, owner, with_ancestors,
+)
+
+__all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown", "peak_parts"]
+
+PARTS: tuple[str, ...] = (
+    "parameters", "gradients", "optimizer_state", "model_state", "inputs", "saved_activations",
+)
+"""The parts of a training step's memory, in the order reports list them."""
+
+PEAK_PARTS: tuple[str, ...] = (*PARTS, "workspace", "outputs")
+"""The parts of what is live at XLA's peak (`MemoryBreakdown.at_peak`)."""
+
+_ARGUMENT_PARTS: dict[str, str] = {
+    "params": "parameters", "opt_state": "optimizer_state", "state": "model_state",
+    "batch": "inputs", "targets": "inputs",
+}
+"""The train step's arguments (`xla_cost.step.phases`) and the part each is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryBreakdown:
+    """The memory of one training step on one device, in bytes.
+
+    Attributes:
+      parameters, gradients, optimizer_state, model_state, inputs,
+        saved_activations: the parts (see the module docstring).
+      saved_by_layer: saved activations by module path (the whole step's,
+        before the split over devices), largest first.
+      argument_bytes, output_bytes, temp_bytes, alias_bytes: XLA's
+        ``memory_analysis()`` of the donated train step (None: unknown).
+      devices: devices of the mesh (1: one device).
+      notes: what the figures assume.
+      at_peak: what is live when XLA's temporaries peak, by `PEAK_PARTS`
+        (the compiled schedule replayed; empty: not replayed).
+      held_by_layer: the saved activations live at that point, by module path.
+      largest_workspace: the largest workspace buffers live at that point
+        (`xla_cost.compiled.liveness.LiveBuffer`), largest first.
+      peak_instruction: the HLO instruction running at that point.
+    """
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    model_state: int
+    inputs: int
+    saved_activations: int
+    saved_by_layer: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    argument_bytes: int | None = None
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    alias_bytes: int | None = None
+    devices: int = 1
+    notes: tuple[str, ...] = ()
+    at_peak: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    held_by_layer: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    largest_workspace: tuple[Any, ...] = ()
+    peak_instruction: str = ""
+
+    @property
+    def parts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in PARTS}
+
+    @property
+    def parts_total(self) -> int:
+        """The sum of the parts."""
+        return sum(self.parts.values())
+
+    @property
+    def peak(self) -> int | None:
+        """XLA's peak of the compiled step: arguments + outputs + temporaries - aliased."""
+        if None in (self.argument_bytes, self.output_bytes, self.temp_bytes):
+            return None
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - (self.alias_bytes or 0)
+
+    @property
+    def gap(self) -> int | None:
+        """XLA's peak minus the parts (negative when XLA holds less than the
+        program's parts at once); `at_peak` says what makes it up."""
+        return None if self.peak is None else self.peak - self.parts_total
+
+    @property
+    def workspace(self) -> int | None:
+        """XLA's workspace live at its peak (None: the schedule not replayed)."""
+        return self.at_peak.get("workspace") if self.at_peak else None
+
+    @property
+    def at_peak_total(self) -> int | None:
+        """The sum of `at_peak`: the replay's peak, beside XLA's `peak`."""
+        return sum(self.at_peak.values()) if self.at_peak else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.parts, "saved_by_layer": dict(self.saved_by_layer), "parts_total": self.parts_total,
+            "peak": self.peak, "gap": self.gap,
+            "xla": {"argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
+                    "temp_bytes": self.temp_bytes, "alias_bytes": self.alias_bytes},
+            "at_peak": dict(self.at_peak), "at_peak_total": self.at_peak_total,
+            "held_by_layer": dict(self.held_by_layer),
+            "largest_workspace": [b.to_dict() for b in self.largest_workspace],
+            "peak_instruction": self.peak_instruction,
+            "devices": self.devices, "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryBreakdown:
+        xla = data.get("xla") or {}
+        return cls(
+            **{name: int(data[name]) for name in PARTS},
+            saved_by_layer={str(k): int(v) for k, v in (data.get("saved_by_layer") or {}).items()},
+            argument_bytes=xla.get("argument_bytes"), output_bytes=xla.get("output_bytes"),
+            temp_bytes=xla.get("temp_bytes"), alias_bytes=xla.get("alias_bytes"),
+            devices=int(data.get("devices", 1)), notes=tuple(data.get("notes", ())),
+            at_peak={str(k): int(v) for k, v in (data.get("at_peak") or {}).items()},
+            held_by_layer={str(k): int(v) for k, v in (data.get("held_by_layer") or {}).items()},
+            largest_workspace=tuple(LiveBuffer.from_dict(b) for b in data.get("largest_workspace", ())),
+            peak_instruction=str(data.get("peak_instruction", "")),
+        )
+
+
+_VIEWS = frozenset({"reshape", "squeeze", "expand_dims", "transpose"})
+"""Primitives whose result of an argument XLA does not copy: a reshape is a
+bitcast of its operand's buffer, and a transposed weight is read in place by
+the dot that uses it (its dimension numbers)."""
+
+
+def _stack_of(eqn: Any, var: Any) -> str:
+    """The name stack of the operation that made ``var``: for an output of a loop
+    (a scanned layer's stacked activations), the operation inside its body that
+    made the matching output, under the loop's own stack."""
+    outer = str(eqn.source_info.name_stack)
+    body = eqn.params.get("jaxpr") if eqn.primitive.name == "scan" else None
+    if body is None:
+        return outer
+    inner = getattr(body, "jaxpr", body)
+    index = next((i for i, v in enumerate(eqn.outvars) if v is var), None)
+    if index is None or index >= len(inner.outvars):
+        return outer
+    target = inner.outvars[index]
+    maker = next((e for e in inner.eqns if any(v is target for v in e.outvars)), None)
+    if maker is None:
+        return outer
+    stack = _stack_of(maker, target)
+    return f"{outer}/{stack}" if outer and stack else (stack or outer)
+
+
+def _layer(path: str, modules: Sequence[str]) -> str:
+    """The row of module ``path`` among ``modules`` (parameter modules and their
+    ancestors, `xla_cost.count.attribution.with_ancestors`), as per-layer FLOP
+    rows are; without modules (an apply function), the path itself."""
+    return owner(path, modules) if modules else (path or REMAINDER)
+
+
+_ARGUMENT_INDEX = re.compile(r"^args\[(\d+)\]")
+_DIMS = re.compile(r"\[([\d,]*)\]")
+def _dims(shape: str) -> tuple[int, ...]:
+    match = _DIMS.search(shape)
+    return tuple(int(d) for d in match.group(1).split(",") if d) if match else ()
+
+
+def peak_parts(
+    profile: LivenessProfile, arguments: Sequence[str], parameter_shapes: Sequence[Sequence[int]], *,
+    root: str | Sequence[str] = "", modules: Sequence[str] = (), largest: int = 8,
+) -> tuple[dict[str, int], dict[str, int], tuple[LiveBuffer, ...], tuple[str, ...]]:
+    """What is live at a compiled step's peak, by `PEAK_PARTS` (see the module docstring).
+
+    Args:
+      profile: the step's replayed schedule (`xla_cost.compiled.liveness.simulate`).
+      arguments: the step's argument names (``params``, ``opt_state``, ...),
+        in order: an entry parameter's ``op_name`` ``args[i]...`` is argument i.
+      parameter_shapes: the parameters' shapes per device; a backward buffer
+        of one of them (its dimensions in any order) is a gradient.
+      root, modules: as for `saved_activations` (the held activations' layers).
+      largest: how many of the largest workspace buffers to return.
+
+    Returns:
+      ``(bytes by part, saved activations by layer, largest workspace
+      buffers, notes)``.
+    """
+    roots = {root} if isinstance(root, str) else set(root)
+    containing = with_ancestors(modules)
+    parts = dict.fromkeys(PEAK_PARTS, 0)
+    notes = []
+    unmapped = 0
+    for buffer in profile.arguments:
+        match = _ARGUMENT_INDEX.match(buffer.op_name)
+        index = int(match.group(1)) if match else -1
+        part = _ARGUMENT_PARTS.get(arguments[index]) if 0 <= index < len(arguments) else None
+        if part is None:
+            unmapped += buffer.nbytes
+            part = "inputs"
+        parts[part] += buffer.nbytes
+    if unmapped:
+        notes.append(f"{unmapped:,} argument bytes at the peak not named by XLA's metadata: counted as inputs")
+    parts["outputs"] = sum(buffer.nbytes for buffer in profile.outputs)
+    gradient_shapes = {tuple(sorted(shape)) for shape in parameter_shapes}
+    held: dict[str, int] = {}
+    workspace: list[LiveBuffer] = []
+    for buffer in profile.at_peak:
+        source = classify_pass(buffer.op_name)
+        if source == "forward":
+            parts["saved_activations"] += buffer.nbytes
+            layer = _layer(op_name_path(buffer.op_name, tuple(roots)), containing)
+            held[layer] = held.get(layer, 0) + buffer.nbytes
+        elif source == "backward" and tuple(sorted(_dims(buffer.shape))) in gradient_shapes:
+            parts["gradients"] += buffer.nbytes
+        else:
+            parts["workspace"] += buffer.nbytes
+            workspace.append(buffer)
+    notes.extend(profile.notes)
+    ordered = dict(sorted(held.items(), key=lambda kv: (-kv[1], kv[0])))
+    return parts, ordered, tuple(workspace[:largest]), tuple(notes)
+
+
+def saved_activations(
+    forward: Any, params: Any, rest: Sequence[Any], *, root: str | Sequence[str] = "",
+    modules: Sequence[str] = (), context: Any = None,
+) -> tuple[dict[str, int], int, int]:
+    """What the backward pass of ``forward`` keeps, by layer.
+
+    Args:
+      forward: ``forward(params, *rest) -> (loss, aux)``, differentiated in ``params``.
+      params, rest: abstract trees (``jax.ShapeDtypeStruct`` leaves).
+      root: the model's class name(s), stripped from name stacks.
+      modules: module paths that hold parameters (rows are the longest that
+        contains a residual's name stack, as per-layer FLOP rows are).
+      context: a context manager to trace under (a workload's ``tracing``).
+
+    Returns:
+      ``(bytes by layer, residual bytes that are parameters, residual bytes
+      that are other arguments)``; the first excludes the other two.
+    """
+    from jax.extend.core import Literal
+
+    def linearized(p: Any, *r: Any) -> Any:
+        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *r), p, has_aux=True)
+        return vjp_fn
+
+    with context if context is not None else contextlib.nullcontext():
+        closed = jax.make_jaxpr(linearized)(params, *rest)
+    jaxpr = closed.jaxpr
+    n_params = len(jax.tree_util.tree_leaves(params))
+    param_vars = {id(v) for v in jaxpr.invars[:n_params]}
+    other_vars = {id(v) for v in jaxpr.invars[n_params:]} | {id(v) for v in jaxpr.constvars}
+    made_by = {id(v): eqn for eqn in jaxpr.eqns for v in eqn.outvars}
+    used_by: dict[int, list[Any]] = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            used_by.setdefault(id(v), []).append(eqn)
+    known = with_ancestors(modules)
+    by_layer: dict[str, int] = {}
+    seen: set[int] = set()
+    in_params = in_args = 0
+    for var in jaxpr.outvars:
+        if not hasattr(var, "aval") or isinstance(var, Literal) or id(var) in seen:
+            continue
+        seen.add(id(var))
+        size = nbytes(var.aval)
+        source = made_by.get(id(var))
+        if (source is not None and source.primitive.name == "broadcast_in_dim"
+                and (isinstance(source.invars[0], Literal) or not source.invars[0].aval.shape)):
+            continue  # a broadcast scalar (ReLU's zeros): XLA fuses it, no buffer
+        if source is not None and source.primitive.name in _VIEWS and not isinstance(source.invars[0], Literal):
+            origin = id(source.invars[0])  # a reshaped argument is the argument's buffer
+        else:
+            origin = id(var)
+        if origin in param_vars:
+            in_params += size
+            continue
+        if origin in other_vars:
+            in_args += size
+            continue
+        # The layer that made it; where that is no layer (an activation function
+        # applied by the parent module), the first layer that reads it in the
+        # forward pass (the next Dense keeps its input for its weight gradient).
+        layer = REMAINDER
+        for eqn in [made_by.get(id(var)), *used_by.get(id(var), ())]:
+            if eqn is None:
+                continue
+            layer = _layer(module_path(_stack_of(eqn, var), root), known)
+            if layer != REMAINDER:
+                break
+        by_layer[layer] = by_layer.get(layer, 0) + size
+    ordered = dict(sorted(by_layer.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ordered, in_params, in_args
+
+
+def memory_breakdown(
+    workload: Any, plan: Any = None, *, root: str | Sequence[str] = "", modules: Sequence[str] = (),
+    compiled: Any = None, constraints: Any = None,
+) -> MemoryBreakdown:
+    """The per-device memory of ``workload``'s training step.
+
+    Args:
+      workload: an `xla_cost.step.workload.Workload`.
+      plan: its `xla_cost.parallel.sharding.ShardingPlan` on a mesh, or None.
+      root, modules: as for `saved_activations`.
+      compiled: the `xla_cost.compiled.xla.CompiledPhase` of the donated train step
+        (XLA's figures), or None for the parts alone.
+      constraints: the plan's activation constraints (a context manager).
+    """
+    by_layer, _, _ = saved_activations(
+        workload.forward, workload.params, (workload.state, workload.batch, workload.targets),
+        root=root, modules=modules, context=_both(workload.tracing(), constraints),
+    )
+    saved = sum(by_layer.values())
+    notes = []
+    if plan is None:
+        params = tree_bytes(workload.params)
+        parts = dict(parameters=params, gradients=params, optimizer_state=tree_bytes(workload.opt_state),
+                     model_state=tree_bytes(workload.state),
+                     inputs=tree_bytes(workload.batch) + tree_bytes(workload.targets), saved_activations=saved)
+        devices = 1
+    else:
+        from xla_cost.parallel.sharding import per_device_bytes
+
+        def per(name: str, tree: Any) -> int:
+            return per_device_bytes(tree, plan.specs[name], plan.sizes)[1]
+
+        split = plan.batch_split
+        params = per("params", workload.params)
+        parts = dict(parameters=params, gradients=per("grads", workload.params),
+                     optimizer_state=per("opt_state", workload.opt_state), model_state=per("state", workload.state),
+                     inputs=-(-(tree_bytes(workload.batch) + tree_bytes(workload.targets)) // split),
+                     saved_activations=-(-saved // split))
+        devices = plan.devices
+        notes.append(
+            f"saved activations per device: the step's {saved:,} bytes over the {split} devices the batch is "
+            "split over (tensor-parallel axes split some activations further; not counted)"
+        )
+    memory = compiled.memory if compiled is not None else None
+    replay: dict[str, Any] = {}
+    profile = getattr(compiled, "liveness", None)
+    if profile is not None:
+        from xla_cost.step import phases
+
+        shapes = _local_shapes(workload.params, None if plan is None else plan.specs["params"],
+                               {} if plan is None else plan.sizes)
+        at_peak, held, largest, replay_notes = peak_parts(
+            profile, phases.phase("train_step").arguments, shapes, root=root, modules=modules,
+        )
+        replay = dict(at_peak=at_peak, held_by_layer=held, largest_workspace=largest,
+                      peak_instruction=profile.peak_instruction)
+        notes.extend(replay_notes)
+    elif compiled is not None and getattr(compiled, "liveness_error", ""):
+        notes.append(f"XLA's peak not explained buffer by buffer: {compiled.liveness_error}")
+    return MemoryBreakdown(
+        **parts, saved_by_layer=by_layer,
+        argument_bytes=None if memory is None else memory.argument_bytes,
+        output_bytes=None if memory is None else memory.output_bytes,
+        temp_bytes=None if memory is None else memory.temp_bytes,
+        alias_bytes=None if memory is None else memory.alias_bytes,
+        devices=devices, notes=tuple(notes), **replay,
+    )
+
+
+def _local_shapes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> list[tuple[int, ...]]:
+    """The shapes of ``tree``'s leaves on one device under ``specs`` (None: whole)."""
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape")]
+    if specs is None:
+        return [tuple(leaf.shape) for leaf in leaves]
+    from jax.sharding import PartitionSpec
+
+    from xla_cost.parallel.sharding import _axes_of
+
+    spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    if len(spec_leaves) == 1 and len(leaves) != 1:
+        spec_leaves = spec_leaves * len(leaves)
+    shapes = []
+    for leaf, spec in zip(leaves, spec_leaves):
+        entries = list(spec) + [None] * (len(leaf.shape) - len(spec))
+        shapes.append(tuple(
+            -(-dim // max(1, int(np.prod([sizes.get(a, 1) for a in _axes_of(entry)])))) if entry else dim
+            for dim, entry in zip(leaf.shape, entries)
+        ))
+    return shapes
+
+
+@contextlib.contextmanager
+def _both(first: Any, second: Any) -> Any:
+    with first, (second if second is not None else contextlib.nullcontext()):
+        yield

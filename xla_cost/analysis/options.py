@@ -1,0 +1,144 @@
+"""`AnalysisOptions`: how `xla_cost.analyze` counts a step, checked in one place.
+
+The command line's arguments reach `AnalysisOptions.check` unchanged, and
+sweeps check their grids with it before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from xla_cost.choices import COUNTERS
+from xla_cost.compiled.store import Store
+from xla_cost.count.attribution import check_depth
+from xla_cost.errors import InputError
+
+__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options", "deprecated_switches"]
+
+ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
+"""How ``model_flops`` counts the attention's score and value products: every
+T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
+of them for a causal mask (MaxText's convention)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisOptions:
+    """How a step is counted, recorded and cached (keywords of `xla_cost.analyze`).
+
+    Attributes:
+      per_layer: also attribute forward, backward and update FLOP to each module.
+      depth: with ``per_layer``: None for one row per module that holds
+        parameters, N to merge rows to the first N components of their path.
+      counter: ``xla`` (compile; XLA's figures, corrected for loops) or
+        ``jaxpr`` (count the jaxprs alone), `xla_cost.COUNTERS`.
+      timed: also run the step on real arrays and time it.
+      exact_train_step: compile the train step as a program of its own.
+      memory: also break the step's memory down per device.
+      attention_flops: `ATTENTION_CONVENTIONS`: ``full`` or ``causal``.
+      peak_tflops, peak_bandwidth: the device's peak FLOP/s (TFLOP/s) and
+        memory bandwidth (bytes/s) for MFU and the roofline, replacing the
+        device registry's (or the CPU measurement).
+      name: the model's name in the report (default: its class name).
+      config: the model's keyword arguments, recorded in the report.
+      dtype: the computation dtype to record (default: the output's dtype).
+      compilation_cache: keep compiled programs in JAX's persistent cache.
+      cache: look the whole analysis up in the results store and store it
+        there: True for the default store, a path, or a `xla_cost.Store`.
+    """
+
+    per_layer: bool = False
+    depth: int | None = None
+    counter: str = "xla"
+    timed: bool = False
+    exact_train_step: bool = False
+    memory: bool = False
+    attention_flops: str = "full"
+    peak_tflops: float | None = None
+    peak_bandwidth: float | None = None
+    name: str | None = None
+    config: Mapping[str, Any] | None = None
+    dtype: str | None = None
+    compilation_cache: bool = True
+    cache: bool | str | os.PathLike[str] | Store = False
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the programs are compiled (``counter="xla"``)."""
+        return self.counter == "xla"
+
+    @property
+    def cached(self) -> bool:
+        """Whether the analysis goes through the results store (never a timed one)."""
+        return self.cache is not False and self.cache is not None and not self.timed
+
+    def check(self) -> None:
+        """Raises `InputError` for an option out of its range (`check_options`)."""
+        check_options(depth=self.depth, dtype=self.dtype, peak_tflops=self.peak_tflops,
+                      peak_bandwidth=self.peak_bandwidth, counter=self.counter)
+        if self.attention_flops not in ATTENTION_CONVENTIONS:
+            raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}",
+                             repr(self.attention_flops),
+                             "Use full (every pair, as computed) or causal (half, for a causal mask).")
+
+
+def check_options(
+    *, depth: Any = None, dtype: Any = None, peak_tflops: Any = None,
+    peak_bandwidth: Any = None, counter: Any = "xla",
+) -> None:
+    """The option checks of `xla_cost.analyze`, the one place they are made
+    (the CLI's arguments and a sweep's grid reach them unchanged).
+
+    Raises:
+      InputError: an option out of its range, saying what was expected.
+    """
+    if counter not in COUNTERS:
+        raise InputError(
+            f"counter one of {', '.join(COUNTERS)}", repr(counter),
+            "Use counter='xla' (compile) or 'jaxpr' (--counter jaxpr).",
+        )
+    check_depth(depth)
+    if dtype is not None:
+        import jax.numpy as jnp  # jax loads only when a dtype is given to check
+
+        try:
+            ok = isinstance(dtype, str) and jnp.issubdtype(jnp.dtype(dtype), jnp.inexact)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise InputError(
+                "dtype as the name of a floating-point dtype (float32, bfloat16, float16)",
+                repr(dtype), "Use e.g. dtype='bfloat16' (--dtype bfloat16).",
+            )
+    for flag, value in (("peak_tflops", peak_tflops), ("peak_bandwidth", peak_bandwidth)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+                or value == math.inf:
+            example = 989 if flag == "peak_tflops" else 3.35e12
+            raise InputError(
+                f"{flag} a positive number", repr(value),
+                f"Give the device's peak, e.g. {flag}={example} (--{flag.replace('_', '-')} {example}).",
+            )
+
+
+_DEPRECATED = {"compile": "counter", "time": "timed"}
+
+
+def deprecated_switches(given: dict[str, Any]) -> None:
+    """``compile=``/``time=`` (before 0.2, names that shadow builtins) turned
+    into ``counter=``/``timed=`` in ``given``, with a `DeprecationWarning`."""
+    for old, new in _DEPRECATED.items():
+        if old not in given:
+            continue
+        warnings.warn(
+            f"analyze({old}=...) is deprecated; use {new}="
+            + ("'xla' or 'jaxpr'" if old == "compile" else "True") + " instead",
+            DeprecationWarning, stacklevel=3,
+        )
+        value = given.pop(old)
+        given[new] = ("xla" if value else "jaxpr") if old == "compile" else bool(value)

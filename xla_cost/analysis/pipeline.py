@@ -1,0 +1,517 @@
+"""`analyze`: one training step's costs, from compiled XLA and from the jaxpr.
+
+`analyze` sorts its keywords into the option objects (`xla_cost.ModelOptions`,
+`AnalysisOptions`, `xla_cost.parallel.sharding.ShardingOptions`), checks them,
+and runs the pipeline, each stage a function of its own:
+
+1. `build_step`: the model, inputs, loss and optimizer made a `Workload`;
+2. `plan_mesh`: on a mesh, every tree's sharding (`xla_cost.parallel.sharding`);
+3. `xla_cost.analysis.programs.run_programs`: each phase traced, counted and compiled;
+4. `xla_cost.analysis.costs.all_phases`: each phase's best figures, derived ones by formula;
+5. `time_step`, `xla_cost.analysis.programs.step_memory`, `per_layer`: what was asked besides;
+6. `assemble`: the `Report`.
+
+With ``cache=`` the pipeline runs inside the results store's wrapper
+(`xla_cost.analysis.cache.cached`), which answers from the store when it can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import optax
+
+from xla_cost.analysis.cache import cached
+from xla_cost.analysis.costs import all_phases
+from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.options import AnalysisOptions, deprecated_switches
+from xla_cost.analysis.programs import Program, run_programs, step_memory
+from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
+from xla_cost.analysis.timing import Timing, device_peak, time_workload
+from xla_cost.choices import COUNTERS
+from xla_cost.compiled import xla
+from xla_cost.count.attribution import REMAINDER, attribute_step, module_path
+from xla_cost.count.interpret import EqnCount, JaxprCount
+from xla_cost.errors import InputError
+from xla_cost.options import split_fields
+from xla_cost.parallel import sharding as _sharding
+from xla_cost.parallel.sharding import ShardingOptions, ShardingPlan
+from xla_cost.step import phases
+from xla_cost.step.workload import ModelOptions, Workload, build_workload
+
+__all__ = ["analyze", "Request", "run", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
+
+COMPILED_PHASES: tuple[str, ...] = phases.PROGRAMS
+"""The phases that have a program of their own (`xla_cost.step.phases`):
+``train_step`` is compiled only with ``exact_train_step=True``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One analysis asked for: what `analyze` was given, sorted into its option objects.
+
+    Attributes:
+      model, inputs, optimizer: as `analyze` takes them.
+      model_options: how the model is called (`xla_cost.ModelOptions`).
+      options: how the step is counted (`AnalysisOptions`).
+      sharding: the mesh (`xla_cost.parallel.sharding.ShardingOptions`).
+    """
+
+    model: Any
+    inputs: Any
+    optimizer: str | optax.GradientTransformation
+    model_options: ModelOptions = ModelOptions()
+    options: AnalysisOptions = AnalysisOptions()
+    sharding: ShardingOptions = ShardingOptions()
+
+    def arguments(self) -> dict[str, Any]:
+        """Every argument that determines the result (the results store's key):
+        options at their defaults left out where earlier versions had none."""
+        o, m = self.options, self.model_options
+        arguments: dict[str, Any] = dict(
+            model=self.model, inputs=self.inputs, optimizer=self.optimizer, loss=m.loss, targets=m.targets,
+            params=m.params, per_layer=o.per_layer, depth=o.depth, counter=o.counter, name=o.name,
+            config=o.config, dtype=o.dtype, call_kwargs=m.call_kwargs, method=m.method,
+            axis_names=m.axis_names, output=m.output, exact_train_step=o.exact_train_step,
+        )
+        if o.memory:
+            arguments["memory"] = True
+        if m.remat not in (None, "none"):
+            arguments["remat"] = m.remat
+        if o.attention_flops != "full":
+            arguments["attention_flops"] = o.attention_flops
+        if self.sharding.sharded:
+            arguments.update(mesh=self.sharding.sizes(), param_sharding=self.sharding.param_sharding,
+                             logical_axis_rules=self.sharding.logical_axis_rules)
+        return arguments
+
+
+def analyze(
+    model: Any,
+    inputs: Any,
+    *,
+    optimizer: str | optax.GradientTransformation,
+    **keywords: Any,
+) -> Report:
+    """Counts the FLOP, bytes and memory of one training step of ``model``.
+
+    Each phase with a program (``forward``, ``grad``, ``update``; see
+    `xla_cost.step.phases`) is traced once to a jaxpr and counted with
+    `xla_cost.count.rules`; with ``counter="xla"`` (the default) the same trace is
+    also lowered and compiled for the default backend, and its
+    ``cost_analysis()`` and ``memory_analysis()`` are read. Nothing is executed
+    and nothing the size of the model is allocated (parameters and optimizer
+    state come from ``jax.eval_shape``). Compiled programs are kept in JAX's
+    persistent compilation cache (`xla_cost.compiled.xla.use_compilation_cache`), so a
+    second analysis of the same shapes skips compiling.
+
+    The headline figure of a phase (``flops``) is XLA's, except where the
+    program has loops (``lax.scan``, ``nn.scan``, ``fori_loop``): XLA counts a
+    loop body once, so the iterations it misses, counted from the jaxpr, are
+    added and the phase is marked ``loop_corrected`` (XLA's raw figure stays in
+    ``xla_flops``). ``backward`` is ``grad - forward``: the gradient computation
+    as it runs inside a real ``grad`` program, where XLA drops the
+    input-gradient of the first layer. ``train_step`` is ``grad + update``
+    unless ``exact_train_step``: compiled as one program, XLA's FLOP for it
+    differ from the sum by under 1e-6 and its bytes by about 0.2%.
+
+    The keywords are the fields of three option objects, documented there and
+    below: `xla_cost.ModelOptions` (how the model is called: ``loss``,
+    ``targets``, ``params``, ``call_kwargs``, ``method``, ``axis_names``,
+    ``output``, ``remat``), `AnalysisOptions` (how it is counted:
+    ``per_layer``, ``depth``, ``counter``, ``timed``, ``exact_train_step``,
+    ``memory``, ``attention_flops``, ``peak_tflops``, ``peak_bandwidth``,
+    ``name``, ``config``, ``dtype``, ``compilation_cache``, ``cache``) and
+    `xla_cost.parallel.sharding.ShardingOptions` (``mesh``,
+    ``param_sharding``, ``logical_axis_rules``).
+
+    Args:
+      model: a ``flax.linen.Module`` or ``flax.nnx.Module``, or a plain function
+        ``apply(params, inputs) -> outputs`` together with ``params``.
+      inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them) with the
+        batch on the leading axis.
+      optimizer: an ``optax.GradientTransformation`` or one of ``sgd``,
+        ``momentum``, ``nesterov``, ``adam``, ``adamw``, ``rmsprop``, ``adagrad``,
+        ``lion``, ``adafactor``, ``lamb``.
+      loss: ``loss(outputs, targets) -> scalar``; default: mean softmax
+        cross-entropy with integer labels (classes from the output's last axis).
+      targets: abstract targets; default: derived from the output shape.
+      params: only with an apply function: its parameters, a pytree of arrays or
+        ``jax.ShapeDtypeStruct`` (shapes and dtypes are all that is used). For
+        per-layer rows, run each layer under ``jax.named_scope(<its params key>)``.
+      per_layer: also attribute forward, backward and update FLOP to each module
+        (from the phases' jaxprs; each column adds up to its phase's jaxpr count).
+      depth: with ``per_layer``: None for one row per module that holds
+        parameters, N to merge rows to the first N components of their path.
+      counter: ``xla`` (compile; XLA's figures, corrected for loops) or
+        ``jaxpr`` (count the jaxprs alone: much faster on big models; no XLA
+        bytes and no memory figures, only the jaxpr's unfused bytes estimate).
+        `COUNTERS` lists them.
+      timed: also run every phase on real random arrays on the default device
+        and time it (`xla_cost.analysis.timing`): seconds, FLOP/s, MFU, a roofline
+        prediction, the forward/backward/update split. Never changes a count;
+        a step too big for the device is reported as skipped.
+      exact_train_step: compile the train step as a program of its own
+        instead of adding grad and update: exact train-step memory (buffers
+        of two programs do not add up to their fusion's) for about twice the
+        compile time.
+      compilation_cache: keep compiled programs in JAX's persistent
+        compilation cache (default; off with ``XLA_COST_NO_CACHE=1`` too).
+      cache: look the whole analysis up in the results store
+        (`xla_cost.compiled.store`; the one `xla_cost.sweep` writes) and store it
+        there when it is not: ``True`` for `default_store_path`, a path, or a
+        `Store`. The key is a description of every argument (a Linen module's
+        fields, an NNX module's graph and shapes, the source file of its
+        class, a loss function's code), with the versions, backend and
+        device. A call with an argument that has no stable description (an
+        object whose repr holds its memory address) runs and is not stored,
+        with a note; a timed call is never cached.
+      peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
+        memory bandwidth (bytes/s) for MFU and the roofline, replacing the
+        built-in table (`xla_cost.analysis.timing.PEAKS`) or the CPU measurement.
+      name: the model's name in the report (default: its class name).
+      config: the model's keyword arguments, recorded in the report.
+      dtype: the computation dtype to record (default: the output's dtype).
+      call_kwargs: keyword arguments of the model's call (``{"train": True}``,
+        a mask); arrays among them are traced like the inputs. Random keys are
+        supplied without asking: Linen ``rngs`` for every stream the model
+        uses, an ``nnx.Rngs`` for an NNX call with an ``rngs`` parameter.
+      method: call this method of the module instead of ``__call__`` (a name,
+        or a function of the module as for Flax's ``apply(..., method=)``).
+      axis_names: collective axis names to bind (``BatchNorm(axis_name=...)``);
+        the names a model uses are detected without it. The step runs as one
+        device of a data-parallel group; its collectives are listed in
+        ``Report.collectives``.
+      output: what the loss sees of the outputs, for a model that returns
+        more than logits: an index or key (``0`` for ``(logits, loss)``) or a
+        function of the outputs.
+      mesh: analyse the step sharded over a device mesh: ``{"data": 8}``,
+        ``"fsdp=8,model=8"`` or a `jax.sharding.Mesh` with axes among
+        ``data`` (DDP), ``fsdp`` (ZeRO-3) and ``model`` (tensor parallel);
+        see `xla_cost.parallel.sharding`. Each program is compiled by XLA's SPMD
+        partitioner for one device of the mesh: FLOP, bytes and memory are
+        per device, and each phase lists its collectives
+        (``PhaseCosts.communication``). Without the devices, the CPU
+        simulates them (`xla_cost.simulate_devices` before JAX starts).
+      param_sharding: ``[(regex, PartitionSpec), ...]`` rules for the
+        parameters' ``model`` (or any) axis, first match on the parameter's
+        path; they take precedence over the model's partitioning metadata
+        and the zoo's rules.
+      logical_axis_rules: ``[(logical name, mesh axis), ...]`` for models
+        annotated with ``nn.with_partitioning``/``nnx.with_partitioning``;
+        default `xla_cost.parallel.sharding.DEFAULT_LOGICAL_RULES`.
+      memory: also break the step's memory down per device
+        (`Report.memory_breakdown`, `xla_cost.analysis.memory`): parameters, gradients,
+        optimizer state, batch and the activations the backward pass keeps
+        (per layer in ``layers``), beside XLA's peak of the train step compiled
+        as one program with the parameters and optimizer state donated (one
+        more compile).
+      remat: run the whole model under ``jax.checkpoint`` with this policy
+        (``full``, ``dots_saveable``, ``dots_with_no_batch_dims_saveable``;
+        `xla_cost.step.remat`): fewer saved activations, the forward work
+        recomputed in the backward pass shows in ``hardware_flops`` (not in
+        ``model_flops``). Zoo transformers remat per block instead with
+        ``--set remat=...``.
+      attention_flops: how ``model_flops`` counts the attention's score and
+        value products (`ATTENTION_CONVENTIONS`): ``full`` (every T x T pair,
+        as computed) or ``causal`` (half of them, for causal masks).
+
+    Returns:
+      A `Report`.
+
+    Raises:
+      InputError: the model, inputs, loss, optimizer, counter or depth cannot
+        be used.
+      CostAnalysisUnavailableError: the backend gives no cost analysis.
+
+    Example::
+
+      import jax, jax.numpy as jnp, xla_cost
+      from xla_cost.zoo import build_model
+      report = xla_cost.analyze(
+          build_model("conv_net"),
+          jax.ShapeDtypeStruct((32, 224, 224, 3), jnp.float32),
+          optimizer="adam", per_layer=True)
+      print(report.to_frame())
+    """
+    deprecated_switches(keywords)
+    model_options, options, sharding = split_fields("analyze", keywords, ModelOptions, AnalysisOptions,
+                                                    ShardingOptions)
+    request = Request(model, inputs, optimizer, ModelOptions(**model_options), AnalysisOptions(**options),
+                      ShardingOptions(**sharding))
+    request.options.check()
+    request.sharding.sizes()  # a bad mesh is refused before anything runs
+    if request.options.cached:
+        return cached(request.arguments(), request.options.cache, lambda: run(request))
+    return run(request)
+
+
+def run(request: Request) -> Report:
+    """The pipeline of `analyze` for one checked `Request`, without the results store."""
+    options = request.options
+    workload, optimizer_name = build_step(request)
+    plan = plan_mesh(request, workload)
+    timed = options.timed and plan is None
+    if options.timed and plan is not None:
+        workload = dataclasses.replace(workload, notes=(
+            *workload.notes, "timing skipped: a sharded step is analysed, not run"))
+    if options.compiled:
+        xla.use_compilation_cache(options.compilation_cache)
+    programs = run_programs(
+        workload, phases.programs(options.exact_train_step), compiled=options.compiled, for_timing=timed,
+        plan=plan,
+    )
+    costs, phase_notes = all_phases(
+        programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops
+    )
+    compute_dtype = options.dtype or _dtype_name(workload)
+    timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None
+    breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
+    counted = {name: program.counted for name, program in programs.items()}
+    layers = per_layer(workload, counted, options.depth, breakdown) if options.per_layer or options.depth else None
+    return assemble(request, workload, optimizer_name, plan, counted, costs, phase_notes, compute_dtype,
+                    timing, breakdown, layers)
+
+
+def build_step(request: Request) -> tuple[Workload, str]:
+    """Stage 1: the step's phase functions and abstract arguments (`build_workload`)."""
+    return build_workload(request.model, request.inputs, optimizer=request.optimizer, options=request.model_options)
+
+
+def plan_mesh(request: Request, workload: Workload) -> ShardingPlan | None:
+    """Stage 2: the sharding of every tree on the mesh; None on one device."""
+    if not request.sharding.sharded:
+        return None
+    if workload.axis_names:
+        raise InputError(
+            "a model without collective axis names of its own on a mesh",
+            f"axis names {', '.join(workload.axis_names)} (a BatchNorm(axis_name=...))",
+            "Analyse it on one device (no --mesh), where its collectives are bound, or "
+            "drop its axis_name: on a mesh XLA inserts the collectives itself.",
+        )
+    mesh = request.sharding.mesh
+    return _sharding.plan_sharding(
+        workload, mesh if isinstance(mesh, jax.sharding.Mesh) else request.sharding.sizes(),
+        param_sharding=request.sharding.param_sharding, logical_axis_rules=request.sharding.logical_axis_rules,
+        model_rules=_sharding.model_rules(request.model),
+    )
+
+
+def time_step(
+    workload: Workload, programs: Mapping[str, Program], costs: Mapping[str, PhaseCosts], dtype: str,
+    options: AnalysisOptions,
+) -> Timing:
+    """Stage 5a: the step run and timed on the default device (`xla_cost.analysis.timing`);
+    a run that fails is reported as skipped, the counts stand."""
+    try:
+        peak = device_peak(peak_tflops=options.peak_tflops, peak_bandwidth=options.peak_bandwidth)
+    except ValueError as exc:
+        raise InputError(
+            "a device with a known peak, or --peak-tflops and --peak-bandwidth",
+            xla.device_kind(), str(exc).rsplit(". ", 1)[-1],
+        ) from exc
+    executables = {n: p.compiled.executable for n, p in programs.items() if p.compiled is not None}
+    try:
+        return time_workload(workload, costs, dtype=dtype, peak=peak, executables=executables)
+    except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Timing(
+            xla.device_kind(), peak, dtype, {}, {}, None,
+            skipped=f"running the step failed: {type(exc).__name__}: {first}",
+        )
+
+
+def per_layer(
+    workload: Workload, counted: Mapping[str, JaxprCount], depth: int | None,
+    breakdown: MemoryBreakdown | None,
+) -> tuple[LayerCosts, ...]:
+    """Stage 5c: the per-layer rows (`xla_cost.attribute_step`), with the
+    activations each row's operations save when the memory was broken down."""
+    layers = attribute_step(
+        {name: count.equations for name, count in counted.items()},
+        workload.param_paths, root=_roots(workload, counted), depth=depth,
+        known_modules=workload.module_paths,
+    )
+    return layers if breakdown is None else _with_saved(layers, breakdown.saved_by_layer)
+
+
+def assemble(
+    request: Request, workload: Workload, optimizer_name: str, plan: ShardingPlan | None,
+    counted: Mapping[str, JaxprCount], costs: Mapping[str, PhaseCosts], phase_notes: Sequence[str],
+    compute_dtype: str, timing: Timing | None, breakdown: MemoryBreakdown | None,
+    layers: tuple[LayerCosts, ...] | None,
+) -> Report:
+    """Stage 6: the `Report`, with every note the stages left, in reading order."""
+    options = request.options
+    notes: list[str] = list(workload.notes)
+    if plan is not None:
+        notes.append(
+            f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
+            "bytes, memory and communication are per device; jaxpr_* figures and per-layer "
+            "rows count the whole step on all devices"
+        )
+        notes += plan.notes
+    if not options.compiled:
+        notes.append(
+            "counted from the jaxpr alone (counter jaxpr): no XLA bytes_accessed or memory; "
+            "jaxpr_bytes_accessed is the unfused estimate; compile for those (counter xla)"
+        )
+    notes += phase_notes
+    for phase in phases.derived(options.exact_train_step):
+        if phase.program is not None:  # could have been compiled: say what is missing
+            notes.append(
+                f"{phase.name}: {phase.formula_text}, not compiled as one program: its FLOP "
+                "are within about 1e-5 of the fused program's; its bytes count the gradients "
+                "written by grad and read by update, which the fused step may keep (more on "
+                "small models); its memory is unknown: exact_train_step=True "
+                "(--exact-train-step) compiles it"
+            )
+    unsupported: dict[str, int] = {}
+    for count in counted.values():
+        for prim, n in count.unsupported.items():
+            unsupported[prim] = max(unsupported.get(prim, 0), n)
+    param_dtype = _param_dtype_name(workload)
+    precision = _precision_note(compute_dtype, param_dtype, costs, xla.backend_name())
+    if precision:
+        notes.insert(0, precision)
+    if timing is not None and timing.skipped:
+        notes.append(f"timing skipped: {timing.skipped}")
+    if breakdown is not None:
+        notes += list(breakdown.notes)
+    step = _step_equations(counted)
+    collectives = _collectives(step)
+    if collectives:
+        notes.append(_collective_note(collectives, step))
+    first = jax.tree.leaves(workload.inputs)[0]
+    return Report(
+        model=options.name or workload.root_name,
+        config=dict(options.config or {}),
+        batch_size=int(first.shape[0]),
+        optimizer=optimizer_name,
+        dtype=compute_dtype,
+        param_dtype=param_dtype,
+        backend=xla.backend_name(),
+        jax_version=jax.__version__,
+        parameters=workload.parameters,
+        phases=costs,
+        layers=layers,
+        unsupported=unsupported,
+        notes=tuple(dict.fromkeys(notes)),
+        counter=options.counter,
+        depth=options.depth,
+        timing=timing,
+        collectives=collectives,
+        sharding=_sharding_summary(workload, plan) if plan is not None else {},
+        memory_breakdown=breakdown,
+    )
+
+
+def _roots(workload: Workload, counted: Mapping[str, JaxprCount]) -> tuple[str, ...]:
+    """Name-stack entries that stand for the whole model, to strip from module paths.
+
+    A module's root is its class name. An apply function that calls a Linen
+    ``model.apply`` puts that model's class name first on every name stack,
+    while its parameter paths start at the model's children: the first entries
+    of the stacks that are not top-level modules are such roots.
+    """
+    if workload.kind != "function":
+        return (workload.root_name,)
+    top = {path.split("/")[0] for path in workload.param_paths if path}
+    firsts = {
+        module_path(e.name_stack).split("/")[0]
+        for name, count in counted.items() if not phases.phase(name).follow_data
+        for e in count.equations
+    }
+    return (workload.root_name, *sorted(f for f in firsts if f and f not in top))
+
+
+def _dtype_name(workload: Workload) -> str:
+    leaves = jax.tree.leaves(workload.outputs) or jax.tree.leaves(workload.params)
+    return str(leaves[0].dtype) if leaves else "unknown"
+
+
+def _param_dtype_name(workload: Workload) -> str:
+    names = sorted({str(x.dtype) for x in jax.tree.leaves(workload.params)})
+    return "/".join(names) or "unknown"
+
+
+def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
+    if compute == params:
+        return None
+    conversions = phases["train_step"].conversion_flops or 0
+    note = (
+        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
+        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
+        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
+        "activations at their narrower width"
+    )
+    if backend == "cpu":
+        note += (
+            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
+            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
+            "the bytes a bfloat16 step moves"
+        )
+    return note
+
+
+COLLECTIVES: frozenset[str] = frozenset(
+    {
+        "psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "all_gather", "all_to_all",
+        "ppermute", "pbroadcast", "psum_invariant", "all_reduce",
+    }
+)
+"""Primitives that communicate between the devices of a mesh axis."""
+
+
+def _step_equations(counted: Mapping[str, JaxprCount]) -> list[tuple[int, EqnCount]]:
+    """The train step's equations with their weight: its own program's, or its
+    formula's programs' (``grad + update``)."""
+    step = phases.phase("train_step")
+    if "train_step" in counted:
+        return [(1, e) for e in counted["train_step"].equations]
+    return [(k, e) for name, k in step.formula.items() for e in counted[name].equations]
+
+
+def _collectives(step: Sequence[tuple[int, EqnCount]]) -> dict[str, int]:
+    """How often each collective primitive runs in one step (from the jaxprs)."""
+    out: dict[str, int] = {}
+    for k, e in step:
+        if e.primitive in COLLECTIVES:
+            out[e.primitive] = out.get(e.primitive, 0) + k * e.executions
+    return dict(sorted(out.items()))
+
+
+def _collective_note(collectives: Mapping[str, int], step: Sequence[tuple[int, EqnCount]]) -> str:
+    flops = sum(k * e.cost.flops for k, e in step if e.primitive in COLLECTIVES)
+    names = ", ".join(f"{k} x{v}" for k, v in collectives.items())
+    return (
+        f"collectives in the train step: {names}; on a group of one device they move no "
+        f"data, but XLA counts an all-reduce as one add per element ({flops:,} FLOP of the "
+        "train step, in the figures)"
+    )
+
+
+def _with_saved(layers: tuple[LayerCosts, ...], saved: Mapping[str, int]) -> tuple[LayerCosts, ...]:
+    """Each row with the saved activations of the modules it stands for: a
+    saved-activation layer goes to the row with the longest path that contains
+    it, else to the remainder."""
+    totals = {layer.path: 0 for layer in layers}
+    for path, size in saved.items():
+        row = max((p for p in totals if path == p or path.startswith(p + "/")), key=len, default=REMAINDER)
+        totals[row] = totals.get(row, 0) + size
+    return tuple(dataclasses.replace(layer, saved_activation_bytes=totals.get(layer.path, 0)) for layer in layers)
+
+
+def _sharding_summary(workload: Workload, plan: _sharding.ShardingPlan) -> dict[str, Any]:
+    """The mesh, and the bytes of the parameters and optimizer state in total and per device."""
+    out: dict[str, Any] = {"mesh": dict(plan.sizes), "devices": plan.devices}
+    for name, tree in (("params", workload.params), ("opt_state", workload.opt_state)):
+        total, per = _sharding.per_device_bytes(tree, plan.specs[name], plan.sizes)
+        out[f"{name}_bytes"], out[f"{name}_bytes_per_device"] = total, per
+    out["param_specs"] = {
+        path: {"spec": spec, "source": plan.sources[path]} for path, spec in plan.param_table().items()
+    }
+    return out

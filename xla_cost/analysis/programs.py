@@ -1,0 +1,137 @@
+"""The programs of a step: each phase traced once, counted from its jaxpr and,
+when asked, compiled from the same trace (`xla_cost.compiled.xla`).
+
+Compiles run in worker threads while the main thread traces and counts the
+next program; on a mesh each program is jitted with every argument's and
+result's sharding, so that XLA's SPMD partitioner makes the per-device program.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from xla_cost.analysis.memory import MemoryBreakdown, memory_breakdown
+from xla_cost.compiled import xla
+from xla_cost.count.interpret import JaxprCount, count_jaxpr
+from xla_cost.errors import CostAnalysisUnavailableError
+from xla_cost.parallel import sharding as _sharding
+from xla_cost.step import phases
+from xla_cost.step.workload import Workload
+
+__all__ = ["COMPILE_THREADS", "Program", "jit_phase", "constraints", "run_programs", "step_memory"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One phase's program: its jaxpr count and, when compiled, XLA's analyses."""
+
+    counted: JaxprCount
+    compiled: xla.CompiledPhase | None
+
+
+COMPILE_THREADS = 2
+"""Programs compiled at once. XLA's compiler releases the GIL: while it
+compiles one program, the next is traced and counted (Python), and a second
+compile overlaps the first, whose codegen leaves cores idle."""
+
+
+def jit_phase(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingPlan | None) -> Any:
+    """``jax.jit`` of the phase's program; on a mesh with every argument's and
+    result's sharding, so that XLA's SPMD partitioner makes the per-device program."""
+    fn = workload.phase_fn(phase.name)
+    if plan is None:
+        return jax.jit(fn)
+
+    def sharded(*args: Any) -> Any:  # a function of its own: jax's trace cache is keyed
+        return fn(*args)             # by function, and this trace adds constraints
+
+    return jax.jit(
+        sharded,
+        in_shardings=tuple(plan.shardings(n) for n in phase.arguments),
+        out_shardings=tuple(plan.shardings(n) for n in phase.results),
+    )
+
+
+def constraints(plan: _sharding.ShardingPlan | None, workload: Workload) -> Any:
+    if plan is None:
+        return contextlib.nullcontext()
+    return plan.constraints(int(jax.tree.leaves(workload.inputs)[0].shape[0]))
+
+
+def run_programs(
+    workload: Workload, declared: Sequence[phases.Phase], *, compiled: bool, for_timing: bool,
+    plan: _sharding.ShardingPlan | None = None,
+) -> dict[str, Program]:
+    """Traces each program once; counts its jaxpr and, if asked, compiles the same trace.
+
+    Compiles run in worker threads while the main thread goes on tracing and
+    counting the next program. A program that will also be timed is compiled
+    as it would run; one that is only analysed at the lowest backend
+    optimization level (the same figures, faster).
+    """
+    options = None if for_timing else xla.COMPILER_OPTIONS
+    counted: dict[str, JaxprCount] = {}
+    pending: dict[str, concurrent.futures.Future[xla.CompiledPhase]] = {}
+    with concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
+        try:
+            for phase in declared:
+                traced = workload.traced.get(phase.name) if plan is None else None
+                if traced is None:
+                    with workload.tracing(), constraints(plan, workload):
+                        traced = jit_phase(workload, phase, plan).trace(*workload.phase_args(phase.name))
+                if compiled:
+                    pending[phase.name] = pool.submit(
+                        xla.compile_phase, traced.lower(), compiler_options=options,
+                        executable=for_timing, **({"collectives": True} if plan is not None else {}),
+                    )
+                # The optimizer's arithmetic has no module on its name stack: follow the data.
+                owners = workload.input_owners(phase.name) if phase.follow_data else None
+                counted[phase.name] = count_jaxpr(traced.jaxpr, owners=owners)
+            results = {name: future.result() for name, future in pending.items()}
+        except BaseException:
+            for future in pending.values():
+                future.cancel()
+            raise
+    for name, result in results.items():
+        costs = result.costs
+        if costs.flops is None and costs.transcendentals is None and costs.bytes_accessed is None:
+            raise CostAnalysisUnavailableError(
+                "a backend whose compiled programs have a cost analysis",
+                f"none from backend {xla.backend_name()!r} for phase {name!r} "
+                f"({'; '.join(costs.unknown_reasons)})",
+                "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU, or count the jaxpr "
+                "alone (--counter jaxpr, analyze(..., counter='jaxpr')).",
+            )
+    return {name: Program(counted[name], results.get(name)) for name in counted}
+
+
+def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compiled: bool) -> MemoryBreakdown:
+    """The step's memory breakdown; XLA's figures from the train step compiled as
+    one program with the parameters and optimizer state donated."""
+    step = None
+    if compiled:
+        declared = phases.phase("train_step")
+        fn = workload.phase_fn("train_step")
+
+        def train_step(*args: Any) -> Any:  # its own function: the trace cache is keyed by it
+            return fn(*args)
+
+        options: dict[str, Any] = {
+            "donate_argnums": tuple(i for i, n in enumerate(declared.arguments) if n in ("params", "opt_state")),
+        }
+        if plan is not None:
+            options["in_shardings"] = tuple(plan.shardings(n) for n in declared.arguments)
+            options["out_shardings"] = tuple(plan.shardings(n) for n in declared.results)
+        with workload.tracing(), constraints(plan, workload):
+            lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
+        step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)
+    return memory_breakdown(
+        workload, plan, root=workload.root_name, modules=tuple(workload.param_paths), compiled=step,
+        constraints=constraints(plan, workload),
+    )

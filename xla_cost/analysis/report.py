@@ -1,0 +1,779 @@
+"""The analysis result: frozen dataclasses of raw numbers, and their renderings.
+
+Data holds raw integers (FLOP, bytes) and None for unknown; formatting (GFLOP,
+MB, %) happens only in the renderers at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from xla_cost.step import phases as _phases
+from xla_cost.count.layers import LayerCosts, layer_records
+from xla_cost.count.rules import Cost
+from xla_cost.present.units import flop_unit, number
+
+if TYPE_CHECKING:
+    from xla_cost.analysis.timing import Timing
+
+__all__ = [
+    "PHASES",
+    "Collective",
+    "MemoryStats",
+    "PhaseCosts",
+    "LayerCosts",
+    "Report",
+]
+
+PHASES: tuple[str, ...] = _phases.NAMES
+"""Phases in report order (declared in `xla_cost.step.phases`). ``backward`` is
+``grad`` minus ``forward``; ``train_step`` is ``grad`` plus ``update`` unless
+compiled on its own (``exact_train_step``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryStats:
+    """Buffer sizes of one compiled phase, in bytes; None where unknown."""
+
+    argument_bytes: int | None
+    output_bytes: int | None
+    temp_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """Collectives of one kind, size, group and layer in a sharded phase, per device.
+
+    Read from the compiled HLO (`xla_cost.compiled.hlo`): one row stands for every
+    instruction with the same key; ``executions`` counts their runs per step,
+    loops multiplied out (a collective inside a scanned layer runs trip-count
+    times), None where a loop's trip count is unknown.
+
+    Attributes:
+      kind: ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all``,
+        ``collective-permute`` (an asynchronous start/done pair is one).
+      axes: the mesh axes its device groups span (``("data",)``); empty when
+        the groups could not be read.
+      group_size: devices per group (None: unknown).
+      bytes: the buffer it works on, per device and run: the reduced buffer,
+        the gathered result, the buffer before a reduce-scatter.
+      executions: runs per step, every instruction and loop iteration.
+      layer: the module whose operation it serves (from the HLO's op_name
+        name stack), ``""`` when none.
+    """
+
+    kind: str
+    axes: tuple[str, ...]
+    group_size: int | None
+    bytes: int
+    executions: int | None
+    layer: str = ""
+
+    @property
+    def total_bytes(self) -> int | None:
+        """``bytes * executions``: the buffers it works on in one step."""
+        return None if self.executions is None else self.bytes * self.executions
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.kind, self.axes, self.group_size, self.bytes, self.layer)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "axes": list(self.axes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Collective:
+        return cls(**{**data, "axes": tuple(data["axes"])})
+
+
+def combine_collectives(
+    formula: Mapping[str, int], parts: Mapping[str, tuple[Collective, ...]]
+) -> tuple[Collective, ...]:
+    """A derived phase's collectives: the formula applied to the runs of each key
+    (``backward = grad - forward`` keeps the gradient's reductions and the
+    gathers the backward pass repeats); rows that end at zero or below go."""
+    runs: dict[tuple[Any, ...], int | None] = {}
+    rows: dict[tuple[Any, ...], Collective] = {}
+    for name, k in formula.items():
+        for c in parts.get(name, ()):
+            key = c.key()
+            rows.setdefault(key, c)
+            before = runs.get(key, 0)
+            runs[key] = None if before is None or c.executions is None else before + k * c.executions
+    return tuple(
+        dataclasses.replace(rows[key], executions=n)
+        for key, n in runs.items() if n is None or n > 0
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseCosts:
+    """Costs of one phase.
+
+    Attributes:
+      flops, transcendentals: the best figures (None: unknown). XLA's compiled
+        count, corrected for loops when the program has any (XLA counts a loop
+        body once); the jaxpr count where XLA gives none. For ``backward``: grad
+        minus forward.
+      bytes_accessed: XLA's compiled figure (None: unknown, or not compiled). For
+        programs with loops it counts each loop body once.
+      memory: the compiled executable's buffers (None fields for a derived
+        phase, which is not a program of its own, and when not compiled).
+      xla_flops, xla_transcendentals: XLA's raw compiled figures (None: not
+        compiled, or XLA gave none).
+      jaxpr_flops, jaxpr_transcendentals: the phase counted from its jaxpr with
+        `xla_cost.count.rules`, loops multiplied out (None if not counted).
+      loop_corrected: ``flops`` is XLA's figure plus the loop iterations it
+        missed.
+      conversion_flops: the jaxpr's FLOP spent converting between dtypes
+        (mixed precision adds them; the rest is the model's arithmetic).
+      sources: where ``flops`` and ``transcendentals`` come from: ``xla``,
+        ``xla+loops`` (corrected), ``jaxpr`` (XLA gave none or was not asked),
+        or ``unknown``.
+      jaxpr_bytes_accessed: the jaxpr's unfused estimate of the bytes moved
+        (every operand read once, every result written once, loops multiplied
+        out): an upper bound of what a fused program moves, and the only bytes
+        figure without compiling.
+      derivation: how the phase's figures were obtained: ``compiled`` (XLA,
+        corrected for loops), ``jaxpr`` (counted without compiling), or the
+        formula of a derived phase (``grad - forward``, ``grad + update``).
+      communication: the collectives of a sharded phase, per device (empty
+        on one device).
+      model_flops: the phase's FLOP without the forward work that
+        ``jax.checkpoint`` (remat) recomputes: the model's arithmetic, what MFU
+        divides by. ``flops`` itself without remat; with remat both this and
+        ``hardware_flops`` are the jaxpr's counts (XLA keeps all, some or none
+        of the recomputation, so its figure is neither).
+      hardware_flops: ``model_flops`` plus that recomputation: what a device
+        that keeps it executes (HFU). Equal without remat. XLA on the CPU
+        removes recomputation it has the memory to avoid; a GPU compile keeps it.
+      attention_flops: the jaxpr's FLOP of the attention's score and value
+        products (matrix products of activations by activations, in a module
+        without parameters of its own), all T x T pairs counted; with
+        ``attention_flops="causal"`` ``model_flops`` counts half of them.
+    """
+
+    flops: int | None
+    transcendentals: int | None
+    bytes_accessed: int | None
+    memory: MemoryStats
+    jaxpr_flops: int | None = None
+    jaxpr_transcendentals: int | None = None
+    sources: Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: {"flops": "xla", "transcendentals": "xla"}
+    )
+    xla_flops: int | None = None
+    xla_transcendentals: int | None = None
+    loop_corrected: bool = False
+    conversion_flops: int | None = None
+    model_flops: int | None = None
+    hardware_flops: int | None = None
+    attention_flops: int | None = None
+    jaxpr_bytes_accessed: int | None = None
+    derivation: str = "compiled"
+    communication: tuple[Collective, ...] = ()
+
+    @property
+    def communication_bytes(self) -> int | None:
+        """Bytes of the buffers the phase's collectives work on, per device and
+        step (None if a loop's trip count is unknown)."""
+        totals = [c.total_bytes for c in self.communication]
+        return None if None in totals else sum(totals)  # type: ignore[arg-type]
+
+    @property
+    def xla_to_jaxpr(self) -> float | None:
+        """XLA's raw FLOP over the jaxpr count: about 1 without loops, well below with."""
+        return _ratio(self.xla_flops, self.jaxpr_flops)
+
+    @classmethod
+    def derive(cls, phase: _phases.Phase, parts: Mapping[str, PhaseCosts]) -> PhaseCosts:
+        """The costs of derived ``phase``: its formula applied to every additive
+        figure of ``parts`` (unknown if a term is); no memory (not a program);
+        each source the least certain of the parts'; loop-corrected if one is."""
+        used = [parts[name] for name in phase.formula]
+        values = {
+            key: _phases.combine(phase.formula, {n: getattr(parts[n], key) for n in phase.formula})
+            for key in ADDITIVE
+        }
+        return cls(
+            **values,
+            memory=MemoryStats(None, None, None),
+            sources={key: _least_certain(p.sources.get(key, "xla") for p in used) for key in SOURCED},
+            loop_corrected=any(p.loop_corrected for p in used),
+            derivation=phase.formula_text,
+            communication=combine_collectives(
+                phase.formula, {n: parts[n].communication for n in phase.formula}
+            ),
+        )
+
+
+ADDITIVE: tuple[str, ...] = (
+    "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
+    "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
+    "model_flops", "hardware_flops", "attention_flops",
+)
+"""`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
+
+SOURCED: tuple[str, ...] = ("flops", "transcendentals")
+"""`PhaseCosts` figures whose source is recorded in ``sources``."""
+
+_CERTAINTY = ("unknown", "xla+loops", "jaxpr", "xla")  # least certain first
+
+
+def _least_certain(sources: Any) -> str:
+    found = set(sources)
+    return next((s for s in _CERTAINTY if s in found), "xla")
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and tuples as JSON has them (dicts and lists)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _memory_from(data: Mapping[str, Any] | None) -> Any:
+    if data is None:
+        return None
+    from xla_cost.analysis.memory import MemoryBreakdown
+
+    return MemoryBreakdown.from_dict(data)
+
+
+def _ratio(a: int | None, b: int | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """The costs of one training step.
+
+    ``sources`` in `to_dict` says, per phase, where ``flops`` and
+    ``transcendentals`` come from and how the phase was obtained
+    (``derivation``: ``compiled``, ``jaxpr``, or a formula such as
+    ``grad + update``).
+
+    Attributes:
+      model: the model's name (zoo name or class name).
+      config: the model's keyword arguments.
+      batch_size: the leading axis of the inputs.
+      optimizer: the optimizer's name (``custom`` for a user transformation).
+      dtype: the computation dtype.
+      backend: ``cpu``, ``gpu`` or ``tpu``.
+      jax_version: the jax that compiled the programs.
+      parameters: number of trainable parameters.
+      phases: `PhaseCosts` per phase in `PHASES`.
+      layers: per-layer rows (the last one the remainder), or None if not asked.
+      unsupported: primitives without a cost rule, with how often they run.
+      notes: caveats worth reading (unknown figures, loops, branches).
+      counter: ``xla`` (compiled, loop-corrected) or ``jaxpr`` (jaxpr alone).
+      param_dtype: the parameters' dtype (``dtype`` is the computation's).
+      timing: measured seconds per phase (`xla_cost.analysis.timing.Timing`), if asked.
+      depth: the module depth of ``layers`` (None: one row per module).
+      collectives: collective primitives (``psum``, ``all_gather``, ...) and how
+        often each runs in the train step; empty when the step has none.
+      sharding: for a sharded step (``mesh=``): ``mesh`` (devices per axis),
+        ``devices``, total and per-device bytes of ``params`` and
+        ``opt_state``, and ``param_specs`` (each parameter's partition spec
+        and where it came from); empty on one device. Phase figures are then
+        per device.
+    """
+
+    model: str
+    config: Mapping[str, Any]
+    batch_size: int
+    optimizer: str
+    dtype: str
+    backend: str
+    jax_version: str
+    parameters: int
+    phases: Mapping[str, PhaseCosts]
+    layers: tuple[LayerCosts, ...] | None = None
+    unsupported: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    counter: str = "xla"
+    depth: int | None = None
+    param_dtype: str | None = None
+    timing: Timing | None = None
+    collectives: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    sharding: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    memory_breakdown: Any = None
+    """`xla_cost.analysis.memory.MemoryBreakdown` of the step per device (``memory=True``), else None."""
+
+    @property
+    def mesh(self) -> dict[str, int]:
+        """Devices per mesh axis (empty: one device)."""
+        return dict(self.sharding.get("mesh", {}))
+
+    @property
+    def devices(self) -> int:
+        """Devices the step runs on (its figures are per device)."""
+        return int(self.sharding.get("devices", 1))
+
+    # ------------------------------------------------------------------ ratios
+
+    @property
+    def backward_to_forward(self) -> float | None:
+        """backward FLOP / forward FLOP."""
+        return _ratio(self.phases["backward"].flops, self.phases["forward"].flops)
+
+    @property
+    def model_flops(self) -> int | None:
+        """The train step's FLOP without remat's recomputation (`PhaseCosts.model_flops`)."""
+        return self.phases["train_step"].model_flops
+
+    @property
+    def hardware_flops(self) -> int | None:
+        """The train step's FLOP with remat's recomputation (`PhaseCosts.hardware_flops`)."""
+        return self.phases["train_step"].hardware_flops
+
+    @property
+    def backward_with_update_to_forward(self) -> float | None:
+        """(backward + update) FLOP / forward FLOP, seed 001's convention."""
+        backward, update = self.phases["backward"].flops, self.phases["update"].flops
+        total = None if backward is None or update is None else backward + update
+        return _ratio(total, self.phases["forward"].flops)
+
+    # ------------------------------------------------------------------ data
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict with the stable schema (see README)."""
+        data: dict[str, Any] = {
+            "model": self.model,
+            "config": dict(self.config),
+            "batch_size": self.batch_size,
+            "optimizer": self.optimizer,
+            "dtype": self.dtype,
+            "param_dtype": self.param_dtype,
+            "backend": self.backend,
+            "jax_version": self.jax_version,
+            "counter": self.counter,
+            "parameters": self.parameters,
+        }
+        for key in (
+            "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
+            "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
+            "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
+            "attention_flops",
+        ):
+            data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
+        data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
+        data["sources"] = {
+            p: {**self.phases[p].sources, "derivation": self.phases[p].derivation} for p in PHASES
+        }
+        data["ratios"] = {
+            "backward_to_forward": self.backward_to_forward,
+            "backward_with_update_to_forward": self.backward_with_update_to_forward,
+        }
+        if self.layers is not None:
+            data["depth"] = self.depth
+            data["layers"] = layer_records(self.layers)
+        if self.timing is not None:
+            data["timing"] = _timing_dict(self.timing, self.phases)
+        data["unsupported"] = dict(self.unsupported)
+        data["collectives"] = dict(self.collectives)
+        if self.sharding:
+            data["sharding"] = _plain(self.sharding)
+            data["communication"] = {
+                p: [c.to_dict() for c in self.phases[p].communication] for p in PHASES
+            }
+            data["communication_bytes"] = {p: self.phases[p].communication_bytes for p in PHASES}
+        if self.memory_breakdown is not None:
+            data["memory_breakdown"] = self.memory_breakdown.to_dict()
+        data["notes"] = list(self.notes)
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """The report `to_dict` gave (read back from JSON or the results store).
+
+        Raises:
+          ValueError: ``data`` holds a ``timing`` section (measured seconds are
+            not stored; time the step again) or is not a report's dict.
+        """
+        if data.get("timing") is not None:
+            raise ValueError("Report.from_dict: a timed report is not read back; time the step again")
+        try:
+            phases = {
+                p: PhaseCosts(
+                    **{key: data[key][p] for key in ADDITIVE if key in data},
+                    **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
+                    **({} if "attention_flops" in data else {"attention_flops": None}),
+                    memory=MemoryStats(**data["memory"][p]),
+                    sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
+                    loop_corrected=bool(data["loop_corrected"][p]),
+                    derivation=data["sources"][p]["derivation"],
+                    communication=tuple(
+                        Collective.from_dict(c) for c in data.get("communication", {}).get(p, ())
+                    ),
+                )
+                for p in PHASES
+            }
+            layers = None
+            if data.get("layers") is not None:
+                layers = tuple(
+                    LayerCosts(
+                        path=row["path"], parameters=row["parameters"], trip_count=row["trip_count"],
+                        saved_activation_bytes=row.get("saved_activation_bytes"),
+                        **{
+                            pass_: Cost(
+                                row[f"{pass_}_flops"], row[f"{pass_}_transcendentals"],
+                                row.get(f"{pass_}_bytes_accessed", 0),
+                            )
+                            for pass_ in ("forward", "backward", "update")
+                        },
+                    )
+                    for row in data["layers"]
+                )
+            return cls(
+                model=data["model"], config=dict(data["config"]), batch_size=data["batch_size"],
+                optimizer=data["optimizer"], dtype=data["dtype"], backend=data["backend"],
+                jax_version=data["jax_version"], parameters=data["parameters"], phases=phases,
+                layers=layers, unsupported=dict(data["unsupported"]), notes=tuple(data["notes"]),
+                counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
+                collectives=dict(data["collectives"]),
+                sharding=dict(data.get("sharding", {})),
+                memory_breakdown=_memory_from(data.get("memory_breakdown")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"Report.from_dict: not a report's dict ({type(exc).__name__}: {exc})") from exc
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per phase: best, XLA and jaxpr FLOP, transcendentals, bytes, memory."""
+        rows = []
+        for phase in PHASES:
+            costs = self.phases[phase]
+            rows.append(
+                {
+                    "phase": phase,
+                    "flops": costs.flops,
+                    "xla_flops": costs.xla_flops,
+                    "jaxpr_flops": costs.jaxpr_flops,
+                    "transcendentals": costs.transcendentals,
+                    "bytes_accessed": costs.bytes_accessed,
+                    **dataclasses.asdict(costs.memory),
+                }
+            )
+        frame = pd.DataFrame(rows).set_index("phase").astype("Int64")
+        frame["loop_corrected"] = [self.phases[p].loop_corrected for p in PHASES]
+        return frame
+
+    def layers_frame(self) -> pd.DataFrame:
+        """One row per layer (the remainder last); empty if layers were not asked."""
+        columns = [
+            "path", "parameters", "trip_count", "forward_flops", "backward_flops",
+            "backward_to_forward", "update_flops", "transcendentals",
+        ]
+        if not self.layers:
+            return pd.DataFrame(columns=columns).set_index("path")
+        rows = [
+            {key: getattr(layer, key) for key in columns}
+            for layer in self.layers
+        ]
+        return pd.DataFrame(rows, columns=columns).set_index("path")
+
+    # ------------------------------------------------------------------ rendering
+
+    def to_csv(self) -> str:
+        """One CSV table of raw numbers: a row per phase, then a row per layer if asked.
+
+        ``kind`` is ``phase`` or ``layer`` and ``name`` the phase or the layer's
+        path. Phase rows fill `to_frame`'s columns (``flops``, ``jaxpr_flops``,
+        ...); layer rows fill the JSON ``layers`` fields (``forward_flops``,
+        ``backward_flops``, ``update_flops``, per-pass transcendentals, ...);
+        the other cells are empty. ``pandas.read_csv`` reads it back; the layer
+        rows' ``forward_flops`` add up to the forward phase's ``jaxpr_flops``.
+        """
+        phases = self.to_frame().reset_index(names="name")
+        phases.insert(0, "kind", "phase")
+        frames = [phases]
+        if self.layers is not None:
+            layers = pd.DataFrame(layer_records(self.layers)).rename(columns={"path": "name"})
+            integers = [c for c in layers.columns if c not in ("name", "backward_to_forward")]
+            layers[integers] = layers[integers].astype("Int64")
+            layers.insert(0, "kind", "layer")
+            frames.append(layers)
+        return pd.concat(frames, ignore_index=True).to_csv(index=False)
+
+    def to_markdown(self) -> str:
+        """A markdown section: header, phase table, ratios, layers, caveats."""
+        lines = [f"## {self.model}", "", _describe(self), ""]
+        lines.append(_phase_frame(self).to_markdown())
+        lines += ["", _ratio_line(self), ""]
+        if self.layers is not None:
+            lines.append(_layer_frame(self).to_markdown())
+            lines.append("")
+        communication = _communication_frame(self)
+        if communication is not None:
+            lines += [_COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
+        if self.memory_breakdown is not None:
+            lines += [_memory_title(self.memory_breakdown), "", _memory_frame(self.memory_breakdown).to_markdown(), ""]
+            workspace = _workspace_frame(self.memory_breakdown)
+            if workspace is not None:
+                lines += [_workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
+        if self.timing is not None and self.timing.phases:
+            lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
+        lines += [f"- {c}" for c in _caveats(self)]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_table(self, width: int | None = None) -> str:
+        """Plain-text tables for terminals (no colours).
+
+        Args:
+          width: the widest a line may be. None: the terminal's width when stdout
+            is a terminal, else unlimited (every line at its natural width).
+            Columns wrap at spaces to fit; a word (a header, a number) is never
+            cut, so a table whose longest words alone are wider stays wider.
+        """
+        from xla_cost.present.text import TextTable, render, resolve_width
+
+        blocks: list[str | TextTable] = [_describe(self), TextTable(_phase_frame(self), "phases")]
+        if self.layers is not None:
+            blocks.append(TextTable(_layer_frame(self), "layers (from the jaxprs)"))
+        communication = _communication_frame(self)
+        if communication is not None:
+            blocks.append(TextTable(communication, _COMMUNICATION_TITLE, left=("kind", "axes")))
+        if self.memory_breakdown is not None:
+            blocks.append(TextTable(_memory_frame(self.memory_breakdown), _memory_title(self.memory_breakdown),
+                                    left=("what",)))
+            workspace = _workspace_frame(self.memory_breakdown)
+            if workspace is not None:
+                blocks.append(TextTable(workspace, _workspace_title(self.memory_breakdown),
+                                        left=("shape", "made by")))
+        if self.timing is not None and self.timing.phases:
+            blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
+        blocks.append(_ratio_line(self))
+        blocks += [f"- {caveat}" for caveat in _caveats(self)]
+        return render(blocks, resolve_width(width))
+
+    def __str__(self) -> str:
+        return self.to_table()
+
+
+def _describe(report: Report) -> str:
+    config = ", ".join(f"{k}={v}" for k, v in report.config.items())
+    return (
+        f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
+        f"{report.dtype}{_param_dtype(report)}, {report.parameters:,} parameters, {report.backend}, "
+        f"jax {report.jax_version}, counter {report.counter}"
+    )
+
+
+def _param_dtype(report: Report) -> str:
+    if report.param_dtype in (None, report.dtype):
+        return ""
+    return f" (parameters {report.param_dtype})"
+
+
+def _phase_frame(report: Report) -> pd.DataFrame:
+    phases = [report.phases[p] for p in PHASES]
+    scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
+    rows = []
+    for phase, c in zip(PHASES, phases):
+        ratio = c.xla_to_jaxpr
+        row = {"phase": phase, f"{flop}": number(c.flops, scale) + (" *" if c.loop_corrected else "")}
+        if report.counter != "jaxpr":  # without compiling there is nothing to compare
+            row[f"XLA {flop}"] = number(c.xla_flops, scale)
+            row[f"jaxpr {flop}"] = number(c.jaxpr_flops, scale)
+            row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
+        row["transcendentals (M)"] = number(c.transcendentals, 1e6)
+        if report.counter != "jaxpr":
+            row["bytes accessed (MB)"] = number(c.bytes_accessed, 1e6, 1)
+            row["temp (MB)"] = number(c.memory.temp_bytes, 1e6, 1)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("phase")
+
+
+def _layer_frame(report: Report) -> pd.DataFrame:
+    layers = report.layers or ()
+    looped = any(layer.trip_count > 1 for layer in layers)
+    scale, flop = flop_unit(
+        [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
+    )
+    rows = []
+    for layer in layers:
+        ratio = layer.backward_to_forward
+        row = {"layer": layer.path, "parameters": f"{layer.parameters:,}"}
+        if looped:
+            row["runs"] = f"x{layer.trip_count}"
+        row.update(
+            {
+                f"forward {flop}": number(layer.forward_flops, scale),
+                f"backward {flop}": number(layer.backward_flops, scale),
+                "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
+                f"update {flop}": number(layer.update_flops, scale),
+                "transcendentals (M)": number(layer.transcendentals, 1e6),
+            }
+        )
+        if any(other.saved_activation_bytes is not None for other in layers):
+            row["saved activations (MB)"] = number(layer.saved_activation_bytes, 1e6, 2)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("layer")
+
+
+_MEMORY_WHAT = {
+    "parameters": "parameters", "gradients": "gradients (at the peak: those made so far)",
+    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics)",
+    "inputs": "batch (inputs, targets)",
+    "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
+    "workspace": "XLA's other temporaries (cotangents, copies, indices)",
+    "outputs": "returned outside the donated buffers (the loss)",
+}
+
+
+def _memory_title(breakdown: Any) -> str:
+    where = "one device" if breakdown.devices == 1 else f"each of {breakdown.devices} devices"
+    return f"memory of the train step on {where} (MB)"
+
+
+def _memory_frame(breakdown: Any) -> pd.DataFrame:
+    """Each part as the program has it (trees and jaxpr) and as XLA holds it at
+    its peak (the compiled schedule replayed); their sums; XLA's peak."""
+    from xla_cost.analysis.memory import PEAK_PARTS
+
+    program, at_peak = breakdown.parts, breakdown.at_peak
+    replayed = "at XLA's peak (MB)"
+    rows = [{"part": key, "what": _MEMORY_WHAT[key],
+             "program (MB)": number(program[key], 1e6, 1) if key in program else "—",
+             replayed: number(at_peak[key], 1e6, 1) if at_peak else "unknown"}
+            for key in PEAK_PARTS]
+    peak = breakdown.peak
+    total = breakdown.at_peak_total
+    rows += [
+        {"part": "sum", "what": "the parts", "program (MB)": number(breakdown.parts_total, 1e6, 1),
+         replayed: number(total, 1e6, 1)},
+        {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
+         "program (MB)": number(peak, 1e6, 1), replayed: number(peak, 1e6, 1)},
+        {"part": "sum / peak", "what": "how far the parts are from XLA's peak",
+         "program (MB)": "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
+         replayed: "unknown" if not peak or total is None else f"{total / peak:.3f}"},
+    ]
+    return pd.DataFrame(rows).set_index("part")
+
+
+def _workspace_frame(breakdown: Any) -> pd.DataFrame | None:
+    """The largest workspace buffers live at XLA's peak (None: not replayed)."""
+    if not breakdown.largest_workspace:
+        return None
+    rows = [{"buffer": b.instruction, "shape": b.shape, "MB": number(b.nbytes, 1e6, 2),
+             "made by": b.op_name or "(XLA, no source)"} for b in breakdown.largest_workspace]
+    return pd.DataFrame(rows).set_index("buffer")
+
+
+def _workspace_title(breakdown: Any) -> str:
+    where = f" (during {breakdown.peak_instruction})" if breakdown.peak_instruction else ""
+    return f"largest workspace buffers at XLA's peak{where}"
+
+
+_COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"
+
+
+def _communication_frame(report: Report) -> pd.DataFrame | None:
+    """The collectives of each compiled phase of a sharded report, by kind,
+    mesh axes and group size: instructions, runs per step and bytes per device
+    (None for a report without collectives)."""
+    rows = []
+    for phase in ("forward", "grad", "update"):
+        groups: dict[tuple[str, tuple[str, ...], int | None], list[Collective]] = {}
+        for c in report.phases[phase].communication:
+            groups.setdefault((c.kind, c.axes, c.group_size), []).append(c)
+        for (kind, axes, size), items in groups.items():
+            runs = None if any(c.executions is None for c in items) else sum(c.executions for c in items)
+            moved = None if runs is None else sum(c.bytes * c.executions for c in items)
+            rows.append({
+                "phase": phase, "kind": kind, "axes": ",".join(axes) or "?",
+                "group": "unknown" if size is None else str(size), "instructions": len(items),
+                "runs / step": "unknown" if runs is None else f"{runs:,}",
+                "MB / device": number(moved, 1e6, 1),
+            })
+    if not rows:
+        return None
+    return pd.DataFrame(rows).set_index("phase")
+
+
+def _timing_dict(timing: Timing, phases: Mapping[str, PhaseCosts]) -> dict[str, Any]:
+    return {
+        "device": timing.device,
+        "dtype": timing.dtype,
+        "peak": None if timing.peak is None else {
+            "name": timing.peak.name,
+            "flops_per_s": timing.peak.for_dtype(timing.dtype),
+            "bandwidth": timing.peak.bandwidth,
+            "source": timing.peak.source,
+        },
+        "phases": {p: dataclasses.asdict(t) for p, t in timing.phases.items()},
+        "fractions": dict(timing.fractions),
+        "backward_to_forward_time": timing.backward_to_forward,
+        "backward_to_forward_flops": _ratio(phases["backward"].flops, phases["forward"].flops),
+        "skipped": timing.skipped,
+    }
+
+
+def _timing_title(timing: Timing) -> str:
+    peak = timing.peak
+    where = "" if peak is None else (
+        f"; peak {peak.for_dtype(timing.dtype) / 1e12:,.3f} TFLOP/s, "
+        f"{peak.bandwidth / 1e9:,.0f} GB/s ({peak.name})"
+    )
+    return f"timing on {timing.device} ({timing.dtype}{where})"
+
+
+def _timing_table(timing: Timing) -> pd.DataFrame:
+    rows = []
+    for phase in PHASES:
+        t = timing.phases.get(phase)
+        if t is None:
+            continue
+        rows.append(
+            {
+                "phase": phase,
+                "median ms": f"{t.median_s * 1e3:,.3f}",
+                "min ms": _phases.phase(phase).formula_text if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+                "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
+                "runs": t.repeats,
+                "share": f"{timing.fractions[phase]:.1%}" if phase in timing.fractions else "",
+                "TFLOP/s": number(t.flops_per_s, 1e12),
+                "MFU": "unknown" if t.mfu is None else f"{t.mfu:.1%}",
+                **({"HFU": "unknown" if t.hfu is None else f"{t.hfu:.1%}"} if any(
+                    x.hfu != x.mfu for x in timing.phases.values()) else {}),
+                "roofline ms": number(None if t.roofline_s is None else t.roofline_s * 1e3, 1.0),
+                "bound": t.bound or "",
+            }
+        )
+    return pd.DataFrame(rows).set_index("phase")
+
+
+def _ratio_line(report: Report) -> str:
+    def show(value: float | None) -> str:
+        return "unknown" if value is None else f"{value:.3f}"
+
+    line = (
+        f"backward/forward = {show(report.backward_to_forward)}; "
+        f"(backward + update)/forward = {show(report.backward_with_update_to_forward)}"
+    )
+    if report.timing is not None and report.timing.backward_to_forward is not None:
+        line += f"; measured time backward/forward = {report.timing.backward_to_forward:.3f}"
+    return line
+
+
+def _caveats(report: Report) -> list[str]:
+    caveats = []
+    if any(report.phases[p].loop_corrected for p in PHASES):
+        caveats.append(
+            "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
+            "added from the jaxpr (XLA's raw figure in the XLA column)"
+        )
+    caveats += list(report.notes)
+    if report.unsupported:
+        names = ", ".join(f"{k} x{v}" for k, v in sorted(report.unsupported.items()))
+        caveats.append(f"no cost rule (not in jaxpr counts): {names}")
+    return caveats

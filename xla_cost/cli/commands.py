@@ -1,0 +1,262 @@
+"""One function per command: arguments in, the library's answer as text out."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from xla_cost.cli.output import check_output, width, write
+
+__all__ = ["analyze", "sweep", "models", "report", "scaling", "estimate", "fit"]
+
+
+def analyze(args: argparse.Namespace) -> str:
+    from xla_cost.present.formats import render_as
+    from xla_cost.runs.configs import RunConfig, parse_shape, remat_placement
+
+    config = _parse_settings(args.settings)
+    call_kwargs = _parse_settings(args.call_kwargs, "--call-kwarg", "train=True")
+    output = args.output_index
+    if output is not None:
+        output = int(output) if output.lstrip("-").isdigit() else output
+    shape = parse_shape(args.input_shape) if args.input_shape else None
+    batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
+    mesh = _mesh(args.mesh)
+    config, remat = remat_placement(args.model, args.remat if args.remat != "none" else None, config)
+    run = RunConfig(
+        args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
+        counter=args.counter, per_layer=args.per_layer, depth=args.depth, input_shape=shape,
+        input_dtype=args.input_dtype, exact_train_step=args.exact_train_step, mesh=mesh,
+    )
+    rules = _partition_rules(args.param_sharding)
+    report = run.run(
+        **({"param_sharding": rules} if rules else {}),
+        timed=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
+        compilation_cache=not args.no_cache, call_kwargs=call_kwargs or None, method=args.method,
+        axis_names=args.axis_names or None, output=output,
+        cache=(args.store or True) if args.cache else False,
+        **({"memory": True} if args.memory else {}),
+        **remat,
+        **({"attention_flops": args.attention_flops} if args.attention_flops != "full" else {}),
+    )
+    return render_as(report, args.format, width(args))
+
+
+def sweep(args: argparse.Namespace) -> str:
+    from xla_cost.present.formats import render_as
+    from xla_cost.runs.configs import parse_shape
+    from xla_cost.runs.sweeps import sweep
+
+    settings = {key: _list(value, f"--set {key}=") for key, value in _parse_settings_raw(args.settings).items()}
+    check_output(args.layers)
+    result = sweep(
+        args.models, batch_sizes=_list(args.batch_sizes, "--batch-sizes"), settings=settings,
+        optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
+        counter=args.counter, per_layer=args.per_layer or args.depth is not None, depth=args.depth,
+        input_shape=parse_shape(args.input_shape) if args.input_shape else None, store=args.store,
+        jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
+        retry_failed=args.retry_failed,
+    )
+    if args.layers:
+        write(result.layers.to_csv(index=False), args.layers)
+    return render_as(result, args.format, width(args))
+
+
+def models(args: argparse.Namespace) -> str:
+    from xla_cost import zoo as models
+
+    return models.render_zoo(args.format, width=width(args))
+
+
+def report(args: argparse.Namespace) -> str:
+    from xla_cost.errors import InputError
+    from xla_cost.study.reporting import check_out, write_report
+
+    if args.model is None:
+        for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),
+                            ("--set", args.settings or None), ("--optimizer", args.optimizer)):
+            if value is not None:
+                raise InputError(f"{flag} only with --model", f"{flag} without it",
+                                 "Add --model PACKAGE.MODULE:ATTR, or drop the option.")
+        paths = write_report(
+            args.pages or "all", args.out, store=args.store, jobs=args.jobs,
+            progress=False if args.quiet else None,
+        )
+    else:
+        from xla_cost.runs.configs import RunConfig, parse_shape
+
+        if args.pages:
+            raise InputError("page names or --model, not both", f"{' '.join(args.pages)} with --model",
+                             "Run `xla-cost report NAME ...` and `xla-cost report --model ...` separately.")
+        if args.store is not None or args.jobs is not None:
+            raise InputError("--store and --jobs only for pages", "them with --model",
+                             "Drop --store/--jobs: a one-model page runs one analysis here.")
+        check_out(args.out)
+        shape = parse_shape(args.input_shape) if args.input_shape else None
+        run = RunConfig(
+            args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or "sgd",
+            per_layer=True, input_shape=shape, input_dtype=args.input_dtype,
+        )
+        paths = write_report(run.run(), args.out)
+    return "\n".join(str(p) for p in paths)
+
+
+def scaling(args: argparse.Namespace) -> str:
+    from xla_cost.present.formats import render_as
+    from xla_cost.runs.scaling import scaling
+    from xla_cost.parallel.sharding import simulate_devices
+
+    devices = [int(k) for k in _list(args.devices, "--devices")]
+    simulate_devices(max(devices) if devices and all(isinstance(k, int) for k in devices) else 1)
+    result = scaling(
+        args.model, devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
+        global_batch=args.global_batch, device=args.device, interconnect=args.interconnect,
+        algorithm=args.algorithm, overlap=args.overlap, optimizer=args.optimizer, dtype=args.dtype,
+        config=_parse_settings(args.settings), store=args.store,
+    )
+    if args.plot:
+        check_output(args.plot)
+        result.plot(args.plot)
+    return render_as(result, args.format, width(args))
+
+
+def estimate(args: argparse.Namespace) -> str:
+    import json
+
+    from xla_cost.runs.scaling import estimate
+    from xla_cost.parallel.sharding import simulate_devices
+
+    simulate_devices(args.devices)
+    result = estimate(
+        args.model, samples=None if args.samples is None else int(args.samples), epochs=args.epochs,
+        tokens=args.tokens, devices=args.devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
+        device=args.device, mfu=args.mfu, interconnect=args.interconnect, overlap=args.overlap,
+        algorithm=args.algorithm, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings), store=args.store,
+    )
+    p = result.step.prediction
+    data = {
+        "model": result.model, "devices": result.devices, "samples": result.samples, "tokens": result.tokens,
+        "flops_per_sample": result.flops_per_sample, "total_flops": result.total_flops, "steps": result.steps,
+        "step_seconds": p.seconds, "compute_seconds": p.compute_seconds,
+        "communication_seconds": p.communication_seconds, "seconds": result.seconds,
+        "hours": result.seconds / 3600,
+    }
+    if args.format == "json":
+        return json.dumps(data, indent=2)
+    return "\n".join(f"{k:>22}: {v:.4g}" if isinstance(v, float) else f"{k:>22}: {v}" for k, v in data.items())
+
+
+def fit(args: argparse.Namespace) -> str:
+    from xla_cost.runs.configs import parse_shape
+    from xla_cost.runs.fit import max_batch_size
+
+    result = max_batch_size(
+        args.model, device=args.device, device_memory_bytes=args.device_memory,
+        memory_fraction=args.memory_fraction, optimizer=args.optimizer, dtype=args.dtype,
+        config=_parse_settings(args.settings), mesh=_mesh(args.mesh) or None,
+        input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+    )
+    return result.to_json() if args.format == "json" else result.to_table()
+
+
+def _parse_settings(
+    settings: Sequence[str], flag: str = "--set", example: str = "depth=10"
+) -> dict[str, Any]:
+    """``KEY=VALUE`` items to a dict; values are Python literals, else strings."""
+    from xla_cost.errors import InputError
+
+    config: dict[str, Any] = {}
+    for item in settings:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier() or not raw.strip():
+            raise InputError(
+                f"{flag} KEY=VALUE with KEY an argument name", repr(item), f"Write e.g. {flag} {example}."
+            )
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        config[key] = value
+    return config
+
+
+def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
+    """``KEY=V,V`` items to ``{KEY: "V,V"}`` (the values parsed by `_list`)."""
+    from xla_cost.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in settings:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier() or not raw.strip():
+            raise InputError("--set KEY=V,V,... with KEY an argument name", repr(item), "Write e.g. --set depth=0,1,3.")
+        out[key.strip()] = raw.strip()
+    return out
+
+
+def _list(text: str, flag: str) -> list[Any]:
+    """``"1,2,4"`` to ``[1, 2, 4]``: Python literals, else strings."""
+    from xla_cost.errors import InputError
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = tuple(part.strip() for part in text.split(","))
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if not values or any(v == "" for v in values):
+        raise InputError(f"{flag} as comma-separated values", repr(text), f"Write e.g. {flag} 1,2,4.")
+    return values
+
+
+def _mesh(text: str | None) -> dict[str, int]:
+    """``--mesh data=2,model=4`` checked, with the devices it needs made ready:
+    the CPU simulates them when JAX's backends have not started (they have not,
+    in the CLI), so no re-execution is needed; an older jax that lacks the
+    option is re-executed with XLA_FLAGS."""
+    from xla_cost.parallel import sharding
+
+    mesh = sharding.parse_mesh(text)
+    count = sharding.mesh_devices(mesh)
+    if count > 1:
+        try:
+            sharding.simulate_devices(count)
+        except AttributeError:  # pragma: no cover - jax without jax_num_cpu_devices
+            _reexec_with_devices(count)
+    return mesh
+
+
+def _reexec_with_devices(count: int) -> None:  # pragma: no cover - older jax only
+    flag = f"--xla_force_host_platform_device_count={count}"
+    if flag in os.environ.get("XLA_FLAGS", ""):
+        return
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flag).strip())
+    os.execve(sys.executable, [sys.executable, "-m", "xla_cost", *sys.argv[1:]], env)
+
+
+def _partition_rules(items: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
+    """``REGEX=SPEC`` items (``mlp/fc1/kernel=None,model``) to ``[(regex, spec)]``."""
+    import re
+
+    from xla_cost.errors import InputError
+    from xla_cost.parallel.sharding import MESH_AXES
+
+    rules = []
+    for item in items:
+        pattern, sep, spec = item.rpartition("=")
+        entries = tuple(None if e.strip() in ("None", "") else e.strip() for e in spec.split(","))
+        bad = [e for e in entries if e is not None and e not in MESH_AXES]
+        try:
+            re.compile(pattern)
+        except re.error:
+            bad.append(pattern)
+        if not sep or not pattern or bad:
+            raise InputError(
+                f"--param-sharding REGEX=SPEC with SPEC of {', '.join(MESH_AXES)} or None per dimension",
+                repr(item), "Write e.g. --param-sharding 'mlp/fc1/kernel=None,model'.",
+            )
+        rules.append((pattern, entries))
+    return rules

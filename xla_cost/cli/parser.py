@@ -1,0 +1,171 @@
+"""The ``xla-cost`` argument parser; its choices come from the library's light modules."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from xla_cost.choices import COUNTERS, DTYPES
+from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
+from xla_cost.present.formats import FORMATS
+
+__all__ = ["build_parser"]
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"xla-cost: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``xla-cost`` argument parser; its choices come from the library."""
+    parser = Parser(
+        prog="xla-cost",
+        description="Static FLOP, bytes and memory of a JAX/Flax training step, from compiled XLA.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    analyze = sub.add_parser(
+        "analyze", help="forward, backward and update cost of one training step"
+    )
+    analyze.add_argument("model", help="a zoo name (see `xla-cost models`) or package.module:attribute")
+    analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1)")
+    analyze.add_argument("--optimizer", default="sgd", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
+    analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32)")
+    analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
+    analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
+    analyze.add_argument("--input-dtype", default=None, metavar="DTYPE", help="a custom model's input dtype, e.g. int32 for token ids (default: --dtype)")
+    analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
+    analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
+    analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
+    analyze.add_argument("--remat", default=None, choices=("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"), help="rematerialise with this jax.checkpoint policy: per block for zoo models that have blocks (GPT), around the whole model otherwise; recomputation shows in hardware_flops, not model_flops")
+    analyze.add_argument("--attention-flops", default="full", choices=("full", "causal"), help="how model_flops counts attention's score and value products: full (every T x T pair, as computed; PaLM's 6N + 12LHQT) or causal (half of them, MaxText's convention)")
+    analyze.add_argument("--memory", action="store_true", help="break the step's memory down per device: parameters, gradients, optimizer state, batch, activations saved for the backward pass (per layer with --per-layer), beside XLA's peak of the donated train step (one more compile)")
+    analyze.add_argument("--exact-train-step", action="store_true", help="compile the train step as one program (exact train-step memory; about twice the compile time) instead of adding grad and update")
+    analyze.add_argument("--no-cache", action="store_true", help="do not use JAX's persistent compilation cache (also: XLA_COST_NO_CACHE=1; location: XLA_COST_CACHE_DIR, default ~/.cache/xla_cost/jax)")
+    analyze.add_argument("--cache", action="store_true", help="look the analysis up in the results store and store it there (the store of `xla-cost sweep`; a second identical analysis returns at once)")
+    analyze.add_argument("--store", default=None, metavar="PATH", help="the results store for --cache (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    analyze.add_argument("--time", action="store_true", help="also run each phase on real random arrays on the default device and time it (seconds, FLOP/s, MFU, roofline, forward/backward/update split)")
+    analyze.add_argument("--peak-tflops", type=float, default=None, metavar="T", help="the device's peak TFLOP/s for MFU and the roofline (default: a table of accelerators; measured on a CPU)")
+    analyze.add_argument("--peak-bandwidth", type=float, default=None, metavar="B", help="the device's memory bandwidth in bytes/s, e.g. 3.35e12")
+    analyze.add_argument("--call-kwarg", dest="call_kwargs", action="append", default=[], metavar="KEY=VALUE", help="a keyword argument of the model's call, e.g. train=True (repeatable; random keys and training flags are supplied already)")
+    analyze.add_argument("--method", default=None, metavar="NAME", help="call this method of the module instead of __call__")
+    analyze.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the model uses (BatchNorm(axis_name=...)); names are also detected (repeatable)")
+    analyze.add_argument("--output-index", default=None, metavar="I|KEY", help="for a model returning (logits, loss) or a dict: the output the default loss takes, an index or a key")
+    analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), model (tensor parallel), e.g. data=8 or fsdp=8,model=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
+    analyze.add_argument("--param-sharding", dest="param_sharding", action="append", default=[], metavar="REGEX=SPEC", help="a partition rule for parameters whose path matches REGEX, e.g. 'mlp/fc1/kernel=None,model' (repeatable; first match wins; before the model's own metadata and the zoo's rules)")
+    analyze.add_argument("--format", default="table", choices=FORMATS)
+    analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    sweep = sub.add_parser(
+        "sweep", help="analyse every combination of models, batch sizes, settings, optimizers and dtypes",
+        description="Results go into an SQLite store; a rerun skips what is stored.",
+    )
+    sweep.add_argument("models", nargs="+", metavar="MODEL", help="zoo names or package.module:attribute (with --input-shape)")
+    sweep.add_argument("--batch-sizes", default="1", metavar="B,B,...", help="batch sizes, e.g. 1,2,4,8 (default 1)")
+    sweep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V,V,...", help="a model argument and its values, e.g. depth=0,1,3 (repeatable; every combination runs)")
+    sweep.add_argument("--optimizers", default="sgd", metavar="NAME,...", help=f"of {', '.join(OPTIMIZERS)} (default sgd)")
+    sweep.add_argument("--dtypes", default="float32", metavar="DTYPE,...", help=f"of {', '.join(DTYPES)} (default float32)")
+    sweep.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla (default) or jaxpr, as for analyze")
+    sweep.add_argument("--per-layer", action="store_true", help="also the per-layer rows (--layers FILE writes them)")
+    sweep.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to depth N (implies --per-layer)")
+    sweep.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape; the batch axis is replaced by each batch size")
+    sweep.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    sweep.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core, as memory allows; 0: in this process)")
+    sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run on a Dask distributed scheduler, e.g. tcp://HOST:8786 (pip install 'xla-cost[dask]')")
+    sweep.add_argument("--retry-failed", action="store_true", help="analyse again the configurations stored as failed")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--format", default="table", choices=FORMATS)
+    sweep.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV")
+    sweep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    scaling = sub.add_parser(
+        "scaling", help="predicted speed-up and efficiency of a sharded train step over device counts",
+        description="Each device count is a sharded analysis (XLA's SPMD partitioner; devices simulated "
+        "on the CPU) priced with the alpha-beta model of xla_cost.parallel.comm; results go through the store.",
+    )
+    scaling.add_argument("model", help="a zoo name or package.module:attribute")
+    scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts, increasing (default 1,2,4,8)")
+    scaling.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="the axis grown: data (DDP) or fsdp (ZeRO-3); the per-device batch stays (weak scaling)")
+    scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
+    scaling.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    _hardware_options(scaling, OPTIMIZERS, DTYPES)
+    scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
+    scaling.add_argument("--format", default="table", choices=FORMATS)
+    scaling.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    scaling.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    estimate = sub.add_parser(
+        "estimate", help="total training FLOP and time of a run on K devices",
+    )
+    estimate.add_argument("model", help="a zoo name or package.module:attribute")
+    estimate.add_argument("--samples", type=float, default=None, metavar="N", help="samples per epoch (e.g. 1281167 for ImageNet)")
+    estimate.add_argument("--epochs", type=float, default=1, metavar="E", help="epochs (default 1)")
+    estimate.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens in all (language models; instead of --samples)")
+    estimate.add_argument("--devices", type=int, default=1, metavar="K", help="devices (default 1)")
+    estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
+    estimate.add_argument("--mfu", type=float, default=None, metavar="X", help="the fraction of peak FLOP/s reached (default: the roofline at peak, a lower bound on time)")
+    estimate.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
+    estimate.add_argument("--format", default="table", choices=("table", "json"))
+    estimate.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    estimate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    fit = sub.add_parser(
+        "fit", help="the largest batch whose compiled train step fits in a device's memory",
+    )
+    fit.add_argument("model", help="a zoo name or package.module:attribute")
+    fit.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, a100-80gb, v100, v100-32gb or p40: its memory (default h100)")
+    fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
+    fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
+    fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
+    fit.add_argument("--optimizer", default="adam", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default adam)")
+    fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
+    fit.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
+    fit.add_argument("--format", default="table", choices=("table", "json"))
+    fit.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    fit.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    from xla_cost.study.reporting import PAGES
+
+    report = sub.add_parser(
+        "report", help="write the markdown reports and their figures (reports/), or one model's page",
+        description="Pages are built from sweeps run through the results store: the same store gives "
+        "byte-identical markdown, and a rerun reads the analyses back.",
+    )
+    report.add_argument("pages", nargs="*", metavar="NAME", help=f"pages to write: {', '.join(PAGES)}, or all (default)")
+    report.add_argument("--out", default="reports", metavar="DIR", help="the directory to write to (default reports/; figures in DIR/figures/)")
+    report.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    report.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes for the sweeps (default: one per core, as memory allows; 0: in this process)")
+    report.add_argument("--quiet", action="store_true", help="no progress bar")
+    report.add_argument("--model", default=None, metavar="PACKAGE.MODULE:ATTR", help="write one page for this model instead (phases, layers, a figure of FLOP per layer); a zoo name works too")
+    report.add_argument("--input-shape", default=None, metavar="B,D1,...", help="with --model: the input shape, batch first (required for a custom model)")
+    report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
+    report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default sgd)")
+    report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
+    report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    models = sub.add_parser("models", help="list the model zoo")
+    models.add_argument("--format", default="table", choices=FORMATS)
+    models.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    models.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return parser
+
+
+def _hardware_options(
+    parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str], optimizer: str = "sgd"
+) -> None:
+    from xla_cost.parallel.comm import DEFAULT_OVERLAP
+
+    parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="samples per device (default 1)")
+    parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")
+    parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
+    parser.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, v100 or p40: its peak FLOP/s, memory bandwidth and cluster preset (default h100)")
+    parser.add_argument("--interconnect", default=None, metavar="NAME", help="one interconnect for every link instead of the device's cluster: nvlink4, nvlink3, pcie5, pcie4, pcie3, ib-ndr, ib-hdr, ib-edr, ethernet-25g, tpu-v5e-ici")
+    parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP, metavar="F", help=f"fraction of communication hidden behind compute (default {DEFAULT_OVERLAP}: none, an upper bound on time)")
+    parser.add_argument("--algorithm", default="ring", choices=("ring", "halving-doubling"), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale)")
+    parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")

@@ -1,0 +1,495 @@
+"""A reader of compiled XLA programs: the HLO text ``compiled.as_text()`` prints.
+
+`parse_module` gives the computations of a module, each instruction with its
+shape, opcode, operands, attributes and the ``op_name`` jax left in its
+metadata; `computation_runs` how often each computation runs per execution of
+the program (the trip counts of the ``while`` loops around it multiplied out,
+unknown where a loop has none); `parse_shape` and `shape_bytes` read shapes.
+`xla_cost.compiled.collectives` and `xla_cost.compiled.liveness` are built on it.
+
+Only the standard library is used (no jax), so HLO text from any source can
+be read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "Array", "Shape", "parse_shape", "shape_leaves", "shape_bytes", "shape_dtypes", "element_bits",
+    "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
+    "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
+    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop",
+]
+
+# ---------------------------------------------------------------------------
+# Shapes and sizes
+
+_ELEMENT_BITS: dict[str, int] = {
+    "pred": 8, "s8": 8, "u8": 8,
+    "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+    "s32": 32, "u32": 32, "f32": 32,
+    "s64": 64, "u64": 64, "f64": 64, "c64": 64,
+    "c128": 128,
+    "s4": 4, "u4": 4, "s2": 2, "u2": 2, "s1": 1, "u1": 1,
+    "token": 0, "opaque": 0,
+}
+"""Bits per element; ``f8*`` (8), ``f6*`` (6) and ``f4*`` (4) are matched by prefix."""
+
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+
+_COMMENT = re.compile(r"/\*.*?\*/")
+
+
+def element_bits(dtype: str) -> int | None:
+    if dtype in _ELEMENT_BITS:
+        return _ELEMENT_BITS[dtype]
+    for prefix, bits in (("f8", 8), ("f6", 6), ("f4", 4)):
+        if dtype.startswith(prefix):
+            return bits
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Array:
+    dtype: str
+    dims: tuple[int, ...]
+
+    def nbytes(self) -> int | None:
+        bits = element_bits(self.dtype)
+        if bits is None:
+            return None
+        return math.ceil(math.prod(self.dims) * bits / 8)
+
+Shape = Any
+"""An `Array`, or a tuple of shapes."""
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at ``sep`` outside any (), [] or {}."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def parse_shape(text: str) -> Shape | None:
+    """``f32[8,16]{1,0}``, ``f32[]``, ``(f32[], (s32[2], u32[]))``; None if not a shape."""
+    text = _COMMENT.sub("", text).strip()
+    if text.startswith("("):
+        if not text.endswith(")"):
+            return None
+        elements = [parse_shape(part) for part in split_top_level(text[1:-1])]
+        return None if any(element is None for element in elements) else tuple(elements)
+    match = _ARRAY.match(text)
+    if match is None:
+        return None
+    dims: list[int] = []
+    for dim in match.group(2).split(","):
+        dim = dim.strip().removeprefix("<=")  # a dynamic dimension: its bound
+        if not dim:
+            continue
+        if not dim.isdigit():
+            return None
+        dims.append(int(dim))
+    return Array(match.group(1), tuple(dims))
+
+
+def shape_leaves(shape: Shape) -> list[Array]:
+    if isinstance(shape, Array):
+        return [shape]
+    return [leaf for element in shape for leaf in shape_leaves(element)]
+
+
+def shape_bytes(shape: Shape) -> int | None:
+    sizes = [leaf.nbytes() for leaf in shape_leaves(shape)]
+    return None if None in sizes else sum(sizes)
+
+
+def shape_dtypes(shape: Shape) -> str:
+    names: list[str] = []
+    for leaf in shape_leaves(shape):
+        if leaf.dtype not in names:
+            names.append(leaf.dtype)
+    return ",".join(names)
+
+
+# ---------------------------------------------------------------------------
+# Instructions and computations
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    name: str
+    shape_text: str
+    opcode: str
+    operands: str
+    attributes: str
+    is_root: bool
+
+    @property
+    def op_name(self) -> str:
+        match = _OP_NAME.search(self.attributes)
+        return match.group(1).replace('\\"', '"') if match else ""
+
+    @functools.cached_property
+    def callees(self) -> tuple[tuple[str, str], ...]:
+        """(attribute, computation) of every computation the instruction runs."""
+        if self.opcode.endswith(("-done", "-update")):
+            return ()  # the start of an async pair is what runs its computation
+        found = list(_SINGLE_CALLEE.findall(self.attributes))
+        for key, body in _CALLEE_LIST.findall(self.attributes):
+            found.extend((key, callee.lstrip("%")) for callee in split_top_level(body))
+        return tuple(found)
+
+    def operand_names(self) -> list[str]:
+        """Operand names without ``%`` (an operand may be spelled ``f32[8] %x``)."""
+        names = []
+        for operand in split_top_level(_COMMENT.sub("", self.operands)):  # drop /*index=5*/
+            match = _OPERAND_NAME.search(operand.split()[-1])
+            if match is not None:
+                names.append(match.group(1))
+        return names
+
+
+@dataclasses.dataclass
+class Computation:
+    name: str
+    is_entry: bool
+    instructions: list[Instruction] = dataclasses.field(default_factory=list)
+
+    def root(self) -> Instruction | None:
+        for instruction in self.instructions:
+            if instruction.is_root:
+                return instruction
+        return self.instructions[-1] if self.instructions else None
+
+NAME_PATTERN = r"%?([A-Za-z_][\w.\-]*)"
+
+_INSTRUCTION_START = re.compile(r"^\s*(ROOT\s+)?" + NAME_PATTERN + r"\s*=\s+")
+
+_OP_NAME = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+
+_OPERAND_NAME = re.compile(r"^%?([A-Za-z_][\w.\-]*)$")
+
+_HEADER = re.compile(r"^(ENTRY\s+)?" + NAME_PATTERN + r"(?=[\s({])")
+
+_TOKEN = re.compile(r"\S+")
+
+_OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
+
+
+def matching_bracket(text: str, start: int) -> int:
+    """Index just past the bracket that closes the one at ``text[start]``."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack = []
+    i = start
+    quoted = False
+    while i < len(text):
+        char = text[i]
+        if quoted:
+            if char == "\\":
+                i += 1
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif char in pairs:
+            stack.append(pairs[char])
+        elif stack and char == stack[-1]:
+            stack.pop()
+            if not stack:
+                return i + 1
+        i += 1
+    return len(text)
+
+
+def attribute_value(attributes: str, key: str) -> str | None:
+    """The raw text after ``key=`` (up to the next top-level ``, word=``), or None."""
+    match = re.search(r"(?:^|[\s,])" + re.escape(key) + r"=", attributes)
+    if match is None:
+        return None
+    start = match.end()
+    i = start
+    while i < len(attributes):
+        char = attributes[i]
+        if char in "([{":
+            i = matching_bracket(attributes, i)
+            continue
+        if char == "," and re.match(r",\s*[a-z_]+=", attributes[i:]):
+            if not attributes[i:].lstrip(", ").startswith("device_ids="):
+                break
+        i += 1
+    return attributes[start:i].strip()
+
+
+def parse_instruction(text: str) -> Instruction | None:
+    head = _INSTRUCTION_START.match(text)
+    if head is None:
+        return None
+    pos = head.end()
+    if text.startswith("(", pos):
+        end = matching_bracket(text, pos)
+    else:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            return None
+        end = match.end()
+    shape_text = text[pos:end]
+    opcode_match = _OPCODE.match(text, end)
+    if opcode_match is None:
+        return None
+    open_paren = opcode_match.end() - 1
+    close = matching_bracket(text, open_paren)
+    return Instruction(
+        name=head.group(2),
+        shape_text=shape_text,
+        opcode=opcode_match.group(1),
+        operands=text[open_paren + 1:close - 1],
+        attributes=text[close:],
+        is_root=head.group(1) is not None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Module:
+    computations: dict[str, Computation]
+    entry: str | None
+    replica_count: int
+    num_partitions: int
+
+    @property
+    def num_devices(self) -> int:
+        return self.replica_count * self.num_partitions
+
+
+def parse_module(hlo_text: str) -> Module:
+    """Computations (in text order) and the header's replica/partition counts."""
+    computations: dict[str, Computation] = {}
+    entry: str | None = None
+    replica_count = num_partitions = 1
+    current: Computation | None = None
+    pending: list[str] = []
+
+    def flush() -> None:
+        if current is not None and pending:
+            instruction = parse_instruction(" ".join(pending))
+            if instruction is not None:
+                current.instructions.append(instruction)
+        pending.clear()
+
+    for raw in hlo_text.splitlines():
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        if line.startswith("HloModule"):
+            replicas = re.search(r"[\s,]replica_count=(\d+)", line)
+            partitions = re.search(r"[\s,]num_partitions=(\d+)", line)
+            replica_count = int(replicas.group(1)) if replicas else 1
+            num_partitions = int(partitions.group(1)) if partitions else 1
+            continue
+        if current is None:
+            match = _HEADER.match(line)
+            if match is not None and line.endswith("{"):
+                current = Computation(match.group(2), match.group(1) is not None)
+                computations[current.name] = current
+                if current.is_entry:
+                    entry = current.name
+            continue
+        if line.startswith("}"):
+            flush()
+            current = None
+            continue
+        if _INSTRUCTION_START.match(line):
+            flush()
+        pending.append(stripped)
+    flush()
+    return Module(computations, entry, replica_count, num_partitions)
+
+
+# ---------------------------------------------------------------------------
+# Call graph and loop multiplicity
+
+_KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)"?')
+
+_SINGLE_CALLEE = re.compile(
+    r"(?:^|[\s,])(condition|body|calls|to_apply|select|scatter|true_computation|"
+    r"false_computation|comparator)=" + NAME_PATTERN
+)
+
+_CALLEE_LIST = re.compile(r"(?:^|[\s,])(branch_computations|called_computations|calls)=\{([^}]*)\}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """``caller`` runs ``callee`` ``factor`` times (None: unknown) per execution."""
+
+    caller: str
+    callee: str
+    factor: int | None
+    unknown_loop: str = ""
+    conditional: str = ""
+
+
+def describe_instruction(instruction: Instruction) -> str:
+    op_name = instruction.op_name
+    return f"{instruction.name} ({op_name})" if op_name else instruction.name
+
+
+def _calls(module: Module) -> list[_Call]:
+    return [
+        _edge(computation.name, callee, key, instruction)
+        for computation in module.computations.values()
+        for instruction in computation.instructions
+        for key, callee in instruction.callees
+        if callee in module.computations
+    ]
+
+
+def program_order(module: Module) -> dict[tuple[str, int], int]:
+    """Rank of every (computation, instruction position) in program order.
+
+    From ENTRY, instruction by instruction; a called computation is walked where
+    it is first called. Computations never reached follow, in text order.
+    """
+    rank: dict[tuple[str, int], int] = {}
+    seen: set[str] = set()
+
+    def walk(name: str) -> None:
+        stack = [(name, 0)]
+        seen.add(name)
+        while stack:
+            current, start = stack.pop()
+            instructions = module.computations[current].instructions
+            for position in range(start, len(instructions)):
+                rank[(current, position)] = len(rank)
+                callees = [callee for _, callee in instructions[position].callees
+                           if callee in module.computations and callee not in seen]
+                if callees:
+                    stack.append((current, position + 1))
+                    for callee in reversed(callees):
+                        seen.add(callee)
+                        stack.append((callee, 0))
+                    break
+
+    if module.entry is not None:
+        walk(module.entry)
+    for name in module.computations:
+        if name not in seen:
+            walk(name)
+    return rank
+
+
+def _edge(caller: str, callee: str, key: str, instruction: Instruction) -> _Call:
+    if instruction.opcode == "while" and key in ("body", "condition"):
+        trip = _KNOWN_TRIP_COUNT.search(instruction.attributes)
+        if trip is None:
+            return _Call(caller, callee, None, unknown_loop=describe_instruction(instruction))
+        count = int(trip.group(1))
+        return _Call(caller, callee, count if key == "body" else count + 1)
+    if instruction.opcode == "conditional":
+        return _Call(caller, callee, 1, conditional=describe_instruction(instruction))
+    return _Call(caller, callee, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """How often a computation runs, and the unknowns behind that figure."""
+
+    executions: int | None
+    unknown_loops: tuple[str, ...] = ()
+    conditionals: tuple[str, ...] = ()
+    reachable: bool = True
+
+
+def merge_names(*names: Sequence[str]) -> tuple[str, ...]:
+    merged: list[str] = []
+    for group in names:
+        for name in group:
+            if name not in merged:
+                merged.append(name)
+    return tuple(merged)
+
+
+def computation_runs(module: Module) -> dict[str, Runs]:
+    """Executions of every computation per execution of ENTRY."""
+    callers: dict[str, list[_Call]] = {}
+    for call in _calls(module):
+        callers.setdefault(call.callee, []).append(call)
+    memo: dict[str, Runs] = {}
+
+    def visit(name: str, active: frozenset[str]) -> Runs:
+        if name in memo:
+            return memo[name]
+        if name == module.entry:
+            result = Runs(1)
+        elif name in active:  # a cycle: not valid HLO, say unknown
+            return Runs(None)
+        else:
+            total: int | None = 0
+            loops: tuple[str, ...] = ()
+            conditionals: tuple[str, ...] = ()
+            reachable = False
+            for call in callers.get(name, []):
+                parent = visit(call.caller, active | {name})
+                if not parent.reachable:
+                    continue
+                reachable = True
+                loops = merge_names(loops, parent.unknown_loops, [call.unknown_loop] if call.unknown_loop else [])
+                conditionals = merge_names(conditionals, parent.conditionals,
+                                      [call.conditional] if call.conditional else [])
+                if total is None or parent.executions is None or call.factor is None:
+                    total = None
+                else:
+                    total += parent.executions * call.factor
+            result = Runs(total if reachable else 0, loops, conditionals, reachable)
+        memo[name] = result
+        return result
+
+    return {name: visit(name, frozenset()) for name in module.computations}
+
+_CUSTOM_CALL_TARGET = re.compile(r"custom_call_target=\"([^\"]+)\"")
+
+_BOOKKEEPING_TARGETS = frozenset({
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer",
+    "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint",
+})
+"""Custom calls that do no arithmetic (sharding and placement annotations)."""
+
+
+def custom_call_targets(hlo_text: str) -> dict[str, int]:
+    """How many custom calls of each target the HLO text holds
+    (``__cublas$gemm``, ``__cudnn$convForward``, ...), annotations that do no
+    arithmetic left out."""
+    counts: dict[str, int] = {}
+    for line in hlo_text.splitlines():
+        if " custom-call(" not in line:
+            continue
+        found = _CUSTOM_CALL_TARGET.search(line)
+        target = found.group(1) if found else "?"
+        if target not in _BOOKKEEPING_TARGETS:
+            counts[target] = counts.get(target, 0) + 1
+    return counts
+
+
+def has_while_loop(hlo_text: str) -> bool:
+    """Whether the HLO text keeps a ``while`` instruction (a loop XLA did not unroll)."""
+    module = parse_module(hlo_text)
+    return any(
+        instruction.opcode == "while"
+        for computation in module.computations.values()
+        for instruction in computation.instructions
+    )

@@ -1,0 +1,546 @@
+"""The one place that lowers, compiles and reads XLA's cost and memory analyses.
+
+``Compiled.cost_analysis()`` is unstable across jax versions and backends: it has
+been a dict, a list holding one dict per program, or ``None``; keys go missing (a
+program without arithmetic has no ``flops``); GPU custom calls (cuBLAS, cuDNN,
+Pallas) add ``-1`` for "unknown". Everything here turns that into numbers or
+``None`` (unknown), never a made-up zero, and says why a figure is unknown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+
+from xla_cost.compiled import hlo
+from xla_cost.compiled.collectives import HloCollective, parse_collectives
+from xla_cost.compiled.liveness import LivenessProfile
+from xla_cost.compiled.liveness import simulate as simulate_schedule
+
+_LOG = logging.getLogger("xla_cost")
+
+__all__ = [
+    "XlaCosts",
+    "XlaMemory",
+    "CompiledPhase",
+    "normalize_cost_analysis",
+    "normalize_memory_analysis",
+    "compile_phase",
+    "compile_executable",
+    "COMPILER_OPTIONS",
+    "use_compilation_cache",
+    "default_cache_dir",
+    "filter_compiler_log",
+    "device_kind",
+    "device_memory_bytes",
+    "backend_name",
+]
+
+# Keys of ``cost_analysis()`` mapped to our field names.
+_COST_KEYS = {
+    "flops": "flops",
+    "transcendentals": "transcendentals",
+    "bytes accessed": "bytes_accessed",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaCosts:
+    """Whole-program costs as XLA's ``HloCostAnalysis`` counts them.
+
+    Attributes:
+      flops: floating-point operations (a multiply-add is 2), or None if unknown.
+      transcendentals: exp, log, tanh, sqrt, rsqrt, power, ... (one per element).
+      bytes_accessed: bytes read and written by the (fused) HLO instructions.
+      unknown_reasons: one line per field that is None, saying why.
+    """
+
+    flops: int | None
+    transcendentals: int | None
+    bytes_accessed: int | None
+    unknown_reasons: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaMemory:
+    """Buffer sizes of a compiled executable (``Compiled.memory_analysis()``)."""
+
+    argument_bytes: int | None
+    output_bytes: int | None
+    temp_bytes: int | None
+    alias_bytes: int | None = None
+    """Output bytes that share an argument's buffer (donated arguments)."""
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """XLA's live-buffer bound: arguments + outputs + temporaries - aliased."""
+        if None in (self.argument_bytes, self.output_bytes, self.temp_bytes):
+            return None
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - (self.alias_bytes or 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPhase:
+    """What compiling one phase function yields (the executable, for timing)."""
+
+    costs: XlaCosts
+    memory: XlaMemory
+    executable: Any = dataclasses.field(default=None, compare=False, repr=False)
+    collectives: tuple[Any, ...] | None = None
+    """`xla_cost.compiled.collectives.HloCollective` of the compiled HLO, when asked for."""
+    collective_notes: tuple[str, ...] = ()
+    has_loops: bool | None = None
+    """Whether the compiled HLO kept a ``while`` loop (None: not looked at)."""
+    library_calls: tuple[tuple[str, int], ...] | None = None
+    """``(custom_call_target, count)`` of the compiled HLO's custom calls
+    (cuBLAS gemms, cuDNN convolutions, fused attention, Pallas kernels), read
+    on accelerator backends, whose cost analysis may leave their FLOP out
+    (None: not looked at, as on the CPU)."""
+    liveness: Any = None
+    """`xla_cost.compiled.liveness.LivenessProfile` of the compiled schedule: the
+    buffers live at the temporaries' peak (None: not asked for, or the
+    compiled text could not be replayed)."""
+    liveness_error: str = ""
+    """Why the schedule could not be replayed, where it was asked for."""
+
+
+def _as_count(value: Any) -> int | None:
+    """A non-negative finite number as an int; anything else is unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return int(round(value))
+
+
+def normalize_cost_analysis(raw: Any) -> XlaCosts:
+    """Turns whatever ``cost_analysis()`` returned into `XlaCosts`.
+
+    Args:
+      raw: a dict of costs; a list holding exactly one such dict (the form jax
+        used before 0.4.30 for a single program); or ``None``.
+
+    Returns:
+      ``XlaCosts`` whose fields are None where the analysis gave no usable number:
+      the whole analysis missing, a list of several programs (no single figure), a
+      missing key, or a negative value (GPU custom calls report -1 for unknown).
+    """
+    if isinstance(raw, Sequence) and not isinstance(raw, (str, bytes)):
+        if len(raw) == 1:
+            raw = raw[0]
+        else:
+            reason = (
+                f"cost_analysis() returned a list of {len(raw)} entries, not one "
+                "program's costs"
+            )
+            return XlaCosts(None, None, None, (reason,))
+    if not isinstance(raw, Mapping):
+        reason = f"cost_analysis() returned {type(raw).__name__}, not a dict of costs"
+        return XlaCosts(None, None, None, (reason,))
+    values: dict[str, int | None] = {}
+    reasons: list[str] = []
+    for key, field in _COST_KEYS.items():
+        if key not in raw:
+            values[field] = None
+            reasons.append(f"cost_analysis() has no {key!r} key")
+            continue
+        count = _as_count(raw[key])
+        if count is None:
+            reasons.append(
+                f"cost_analysis() gave {key!r} = {raw[key]!r} (negative means a custom "
+                "call XLA cannot count)"
+            )
+        values[field] = count
+    return XlaCosts(**values, unknown_reasons=tuple(reasons))
+
+
+def normalize_memory_analysis(raw: Any) -> XlaMemory:
+    """Reads argument, output and temporary buffer sizes; missing ones are None."""
+
+    def read(name: str) -> int | None:
+        return _as_count(getattr(raw, name, None)) if raw is not None else None
+
+    return XlaMemory(
+        argument_bytes=read("argument_size_in_bytes"),
+        output_bytes=read("output_size_in_bytes"),
+        temp_bytes=read("temp_size_in_bytes"),
+        alias_bytes=read("alias_size_in_bytes"),
+    )
+
+
+def _safe_call(method: Callable[[], Any]) -> Any:
+    # Some backends raise instead of returning None (NotImplementedError,
+    # XlaRuntimeError "Unimplemented"); both mean "no analysis".
+    try:
+        return method()
+    except Exception:  # noqa: BLE001 - any failure here means "unknown"
+        return None
+
+
+# A glog line: severity, date, time, thread, file:line]. XLA's slow-operation alarm
+# ("Constant folding an instruction is taking > 1s", "The operation took 2.1s")
+# spans several lines, up to the next glog line.
+_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
+_ALARM = "slow_operation_alarm"
+
+
+def filter_compiler_log(text: str) -> tuple[str, int]:
+    """``text`` without XLA's slow-operation alarms, and how many were dropped.
+
+    The alarms say that XLA spent a while folding constants; they are not
+    errors and say nothing about the costs, so they do not reach the user.
+    Every other line is kept.
+    """
+    kept: list[str] = []
+    dropped, in_alarm = 0, False
+    for line in text.splitlines(keepends=True):
+        if _GLOG_LINE.match(line):
+            in_alarm = _ALARM in line
+            dropped += in_alarm
+        if not in_alarm:
+            kept.append(line)
+    return "".join(kept), dropped
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+_QUIET = {"depth": 0, "saved": None, "capture": None}
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_compiler() -> Iterator[None]:
+    """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
+    then lets all of it but the slow-operation alarms through.
+
+    Compiles may run in several threads at once: the first to enter redirects
+    the descriptor, the last to leave restores it and writes what was held.
+    """
+    stderr_fd = 2
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            try:
+                saved = os.dup(stderr_fd)
+            except OSError:  # no descriptor 2: nothing to filter
+                saved = None
+            if saved is not None:
+                capture = tempfile.TemporaryFile(mode="w+b")
+                _flush_stderr()
+                os.dup2(capture.fileno(), stderr_fd)
+                _QUIET.update(saved=saved, capture=capture)
+        _QUIET["depth"] += 1
+    try:
+        yield
+    finally:
+        with _QUIET_LOCK:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
+                saved, capture = _QUIET["saved"], _QUIET["capture"]
+                _QUIET.update(saved=None, capture=None)
+                _flush_stderr()
+                os.dup2(saved, stderr_fd)
+                os.close(saved)
+                capture.seek(0)
+                text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
+                capture.close()
+                if text:
+                    os.write(stderr_fd, text.encode("utf-8"))
+                if dropped:
+                    _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
+
+
+COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
+"""Compiler options for the programs that are only analysed, never run.
+
+The backend optimization level changes how XLA generates machine code (LLVM
+passes on the CPU), not the HLO its cost analysis reads: every FLOP,
+transcendental, byte and buffer figure is the same at level 0 (checked on a
+loop-free and a scanned model, every phase, by ``tests/test_speed.py``) and
+compiling is about a quarter faster. Programs that are timed are compiled
+with the default options.
+"""
+
+
+def compile_phase(
+    program: Any,
+    args: Sequence[Any] = (),
+    *,
+    compiler_options: Mapping[str, Any] | None = None,
+    executable: bool = True,
+    collectives: bool = False,
+    liveness: bool = False,
+) -> CompiledPhase:
+    """Compiles one phase and reads its analyses.
+
+    Args:
+      program: a pure function of ``args``, or a phase already traced or lowered
+        (``jax.jit(fn).trace(*args)``, a ``jax.stages.Traced`` or ``Lowered``):
+        then ``args`` is not used and nothing is traced again.
+      args: pytrees of arrays or ``jax.ShapeDtypeStruct`` (nothing is allocated).
+      compiler_options: XLA options for the compile (`COMPILER_OPTIONS` for a
+        program that is analysed only); None: the defaults, for a program that
+        will run.
+      executable: False when only the analyses are wanted: while the
+        compilation cache is on, they are read from the analyses cache beside
+        it when this very program (its StableHLO, the options, backend, device
+        and versions) was analysed before, without compiling or loading it.
+      collectives: also list the collectives of the compiled HLO
+        (`xla_cost.compiled.collectives.parse_collectives`) and whether it kept loops.
+      liveness: also replay the compiled schedule (`xla_cost.compiled.liveness`): the
+        buffers live when the temporaries peak.
+
+    Returns:
+      The compiled program's costs and memory, unknown fields as None, and
+      the executable (None when not asked for and the analyses were cached).
+    """
+    key = None
+    if not executable and _CACHE_STATE["dir"] is not None:
+        lowered = _lowered(program, args)
+        key = _analyses_key(lowered, compiler_options)
+        cached = _read_analyses(key)
+        if (cached is not None and (not collectives or cached.collectives is not None)
+                and (not liveness or cached.liveness is not None or cached.liveness_error)):
+            return cached
+        program = lowered
+    compiled = compile_executable(program, args, compiler_options=compiler_options)
+    costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
+    memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
+    found: tuple[Any, ...] | None = None
+    notes: tuple[str, ...] = ()
+    loops: bool | None = None
+    library: tuple[tuple[str, int], ...] | None = None
+    profile, profile_error = None, ""
+    if collectives or liveness or backend_name() != "cpu":
+        text = compiled.as_text() or ""
+        if liveness:
+            try:
+                profile = simulate_schedule(text)
+            except ValueError as exc:
+                profile_error = str(exc)
+        if collectives:
+            found, notes = parse_collectives(text)
+            loops = hlo.has_while_loop(text)
+        if backend_name() != "cpu":
+            library = tuple(sorted(hlo.custom_call_targets(text).items()))
+    result = CompiledPhase(
+        costs=costs, memory=memory, executable=compiled, collectives=found,
+        collective_notes=tuple(notes), has_loops=loops, library_calls=library,
+        liveness=profile, liveness_error=profile_error,
+    )
+    if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
+        _write_analyses(key, result)  # an unknown is asked again next time
+    return result
+
+
+def _lowered(program: Any, args: Sequence[Any]) -> Any:
+    if isinstance(program, jax.stages.Lowered):
+        return program
+    if isinstance(program, jax.stages.Traced):
+        return program.lower()
+    return jax.jit(program).lower(*args)
+
+
+ANALYSES_FORMAT = 5
+"""Version of the analyses cache's entries; a change makes old entries unused."""
+
+
+def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
+    """A hash of everything the analyses of ``lowered`` depend on."""
+    import jaxlib
+
+    digest = hashlib.sha256()
+    for part in (
+        str(ANALYSES_FORMAT), lowered.as_text(), json.dumps(dict(compiler_options or {}), sort_keys=True),
+        backend_name(), device_kind(), jax.__version__, jaxlib.__version__,
+        os.environ.get("XLA_FLAGS", ""),
+    ):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _analyses_path(key: str) -> str:
+    return os.path.join(_CACHE_STATE["dir"], "analyses", key + ".json")
+
+
+def _read_analyses(key: str) -> CompiledPhase | None:
+    try:
+        with open(_analyses_path(key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        costs = XlaCosts(**{**data["costs"], "unknown_reasons": tuple(data["costs"]["unknown_reasons"])})
+        found = None
+        if data.get("collectives") is not None:
+            found = tuple(HloCollective.from_dict(c) for c in data["collectives"])
+        return CompiledPhase(
+            costs=costs, memory=XlaMemory(**data["memory"]), executable=None, collectives=found,
+            collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
+            library_calls=None if data.get("library_calls") is None
+            else tuple((str(t), int(n)) for t, n in data["library_calls"]),
+            liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not there, or unreadable: compile
+
+
+def _liveness_from(data: Any) -> Any:
+    if data is None:
+        return None
+    return LivenessProfile.from_dict(data)
+
+
+def _write_analyses(key: str, phase: CompiledPhase) -> None:
+    path = _analyses_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({
+                "costs": dataclasses.asdict(phase.costs), "memory": dataclasses.asdict(phase.memory),
+                "collectives": None if phase.collectives is None
+                else [dataclasses.asdict(c) for c in phase.collectives],
+                "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
+                "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
+                "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
+                "liveness_error": phase.liveness_error,
+            }, handle)
+        os.replace(tmp, path)
+    except OSError as exc:  # a cache that cannot be written is no cache
+        _LOG.info("analyses cache not written: %s", exc)
+
+
+def compile_executable(
+    program: Any, args: Sequence[Any] = (), *, compiler_options: Mapping[str, Any] | None = None
+) -> Any:
+    """Jits, lowers and compiles ``program`` for ``args``' shapes; returns the executable.
+
+    ``program`` is a function of ``args`` or a traced or lowered stage (see
+    `compile_phase`). For timing: call the result with concrete arrays of
+    those shapes. Compiling here keeps compilation out of any measured time.
+    What XLA writes to the standard error while compiling reaches it, without
+    its slow-operation alarms (`filter_compiler_log`).
+    """
+    if isinstance(program, jax.stages.Traced):
+        program = program.lower()
+    elif not isinstance(program, jax.stages.Lowered):
+        program = jax.jit(program).lower(*args)
+    options = dict(compiler_options) if compiler_options else None
+    with _quiet_compiler():
+        return program.compile(compiler_options=options)
+
+
+# ----------------------------------------------------------- the compilation cache
+
+CACHE_DIR_ENV = "XLA_COST_CACHE_DIR"
+"""Environment variable: where JAX's persistent compilation cache is kept."""
+
+NO_CACHE_ENV = "XLA_COST_NO_CACHE"
+"""Environment variable: ``1`` turns the compilation cache off (as ``--no-cache``)."""
+
+CACHE_MAX_BYTES = 2 << 30
+"""The cache's size limit when xla_cost configures it (least recently used go)."""
+
+_CACHE_STATE: dict[str, Any] = {"owned": None, "dir": None}
+
+
+def default_cache_dir() -> str:
+    """``$XLA_COST_CACHE_DIR``, else ``$XDG_CACHE_HOME/xla_cost/jax``, else
+    ``~/.cache/xla_cost/jax``."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "xla_cost", "jax")
+
+
+def _env_off() -> bool:
+    return os.environ.get(NO_CACHE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def use_compilation_cache(enabled: bool = True) -> str | None:
+    """Turns JAX's persistent compilation cache on (or off) for what xla_cost compiles.
+
+    A second analysis of the same shapes, in a new process, then reads the
+    compiled programs from disk instead of compiling them again. The cache is
+    JAX's own (``jax_compilation_cache_dir``), kept in `default_cache_dir`,
+    with every program cached however fast it compiled, up to
+    `CACHE_MAX_BYTES`. A cache directory the user configured is used as it is;
+    ``XLA_COST_NO_CACHE=1`` or ``enabled=False`` keeps the cache off (and
+    turns off one xla_cost turned on earlier in the process). Being JAX's
+    process-wide setting, it also serves the user's own jitted functions.
+
+    While xla_cost owns the cache, the analyses of programs compiled only to
+    be analysed are kept beside it (``analyses/``, one small JSON file per
+    program): a second analysis of the same programs reads them without
+    loading the executables.
+
+    Returns:
+      The cache directory in use, or None when the cache is off.
+    """
+    path = _use_compilation_cache(enabled)
+    _CACHE_STATE["dir"] = path if path is not None and path == _CACHE_STATE["owned"] else None
+    return path
+
+
+def _use_compilation_cache(enabled: bool) -> str | None:
+    from jax.experimental.compilation_cache import compilation_cache
+
+    configured = jax.config.jax_compilation_cache_dir
+    owned = _CACHE_STATE["owned"]
+    if configured is not None and configured != owned:
+        return str(configured) if enabled and not _env_off() else None  # the user's own
+    if not enabled or _env_off():
+        if owned is not None:
+            jax.config.update("jax_compilation_cache_dir", None)
+            _CACHE_STATE["owned"] = None
+            compilation_cache.reset_cache()
+        return None
+    path = default_cache_dir()
+    if owned == path:
+        return path
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        _LOG.info("compilation cache off: cannot create %s (%s)", path, exc)
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+    _CACHE_STATE["owned"] = path
+    compilation_cache.reset_cache()  # JAX decides once per process whether to use it
+    return path
+
+
+def device_kind() -> str:
+    """The default device's kind, e.g. ``NVIDIA H100 80GB HBM3`` or ``cpu``."""
+    return str(getattr(jax.devices()[0], "device_kind", jax.default_backend()))
+
+
+def device_memory_bytes() -> int | None:
+    """Memory the default device can allocate (GPU/TPU ``bytes_limit``), else None."""
+    stats = _safe_call(jax.devices()[0].memory_stats)
+    if isinstance(stats, Mapping):
+        return _as_count(stats.get("bytes_limit"))
+    return None
+
+
+def backend_name() -> str:
+    """The default backend's platform name, e.g. ``cpu``, ``gpu`` or ``tpu``."""
+    return jax.default_backend()

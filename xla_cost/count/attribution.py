@@ -1,0 +1,340 @@
+"""Per-layer, per-pass grouping of jaxpr counts that adds up to the phase total.
+
+An equation's name stack says both where it comes from and which pass it is in:
+
+* ``jvp(LinearNet)/fc1``            -> module ``fc1``, forward pass
+* ``transpose(jvp(LinearNet))/fc1`` -> module ``fc1``, backward pass
+* ``LinearNet/fc1`` (no autodiff)  -> module ``fc1``, the phase's own pass
+
+Each equation goes to the innermost module on its path that holds parameters
+(itself or below it), or to the parameter-free module just below that one (a
+Dropout); what belongs to no module (the loss, activations applied in the root
+module, the optimizer) goes to the remainder row, so that the rows always add up
+to the jaxpr total. Rows can be merged to a module depth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from xla_cost.step import phases
+from xla_cost.errors import InputError
+from xla_cost.count.interpret import EqnCount
+from xla_cost.count.layers import LayerCosts
+from xla_cost.count.rules import Cost
+
+__all__ = [
+    "REMAINDER",
+    "LayerCount",
+    "split_name_stack",
+    "classify_pass",
+    "module_path",
+    "op_name_path",
+    "owner",
+    "with_ancestors",
+    "HLO_SCOPES",
+    "attribute",
+    "attribute_step",
+    "check_depth",
+]
+
+REMAINDER = "(remainder)"
+"""Path of the row that collects what no parametrised module owns."""
+
+_WRAPPER = re.compile(r"^[A-Za-z_][\w.\-]*\((.*)\)$")
+
+
+def split_name_stack(name_stack: str) -> list[str]:
+    """Splits a name stack on the ``/`` that are outside parentheses."""
+    parts, depth, current = [], 0, []
+    for ch in name_stack:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "/" and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p for p in parts if p]
+
+
+def _unwrap(component: str) -> tuple[str, list[str]]:
+    """``transpose(jvp(Net))`` -> (``Net``, [``transpose``, ``jvp``])."""
+    transforms = []
+    while (match := _WRAPPER.match(component)) is not None:
+        transforms.append(component[: component.index("(")])
+        component = match.group(1)
+    return component, transforms
+
+
+def classify_pass(name_stack: str) -> str | None:
+    """``backward`` under a transpose, ``forward`` under a jvp, else None."""
+    transforms = [t for c in split_name_stack(name_stack) for t in _unwrap(c)[1]]
+    if "transpose" in transforms:
+        return "backward"
+    if "jvp" in transforms or "linearize" in transforms:
+        return "forward"
+    return None
+
+
+_JAX_SCOPES = frozenset({"rematted_computation"})
+"""Name-stack entries that jax adds for its own transforms, not modules."""
+
+_METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\.[A-Za-z_]\w*$")
+
+
+def _method_call_module(component: str) -> str:
+    """``wte.attend`` (Flax names a call of a module's method so) -> ``wte``."""
+    match = _METHOD_CALL.match(component)
+    return match.group(1) if match else component
+
+
+def module_path(name_stack: str, root: str | Sequence[str] | None = None) -> str:
+    """The module path of a name stack, transforms and the root class stripped.
+
+    ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``;
+    a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``. ``root`` may
+    be several names (an apply function calling a Linen model: the function's and
+    the model's).
+    """
+    roots = {root} if isinstance(root, str) else set(root or ())
+    names = [_method_call_module(_unwrap(c)[0]) for c in split_name_stack(name_stack)]
+    # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
+    # inside a checkpointed backward pass); jax's own scopes are not modules.
+    names = [n for n in names if n and n not in roots and n not in _JAX_SCOPES]
+    return "/".join(names)
+
+
+LayerCount = LayerCosts
+"""The row type `attribute` returns: `xla_cost.LayerCosts`."""
+
+
+HLO_SCOPES = frozenset({"train_step", "while", "body", "cond", "closed_call", "checkpoint", "remat", "pjit"})
+"""Entries of a compiled HLO instruction's ``op_name`` that are jax's control
+flow or the step's own function, not modules (a scan's loop, a call)."""
+
+
+def op_name_path(op_name: str, root: str | Sequence[str] | None = None) -> str:
+    """The module path of a compiled HLO instruction's ``op_name``.
+
+    ``jit(grad)/transpose(jvp(GPT))/h_0/while/body/attn/dot_general`` with root
+    ``GPT`` -> ``h_0/attn``: the jit that wraps the program, the primitive, the
+    transforms, the root and `HLO_SCOPES` are left out (`module_path` for the rest).
+    """
+    parts = split_name_stack(op_name)[:-1]  # the last entry is the primitive
+    if parts and parts[0].startswith("jit("):
+        parts = parts[1:]
+    path = module_path("/".join(parts), root)
+    return "/".join(name for name in path.split("/") if name not in HLO_SCOPES)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def with_ancestors(paths: Iterable[str]) -> list[str]:
+    """Every module that holds parameters or contains one that does: ``paths``
+    (modules holding parameters) and their ancestors, in first-seen order."""
+    return list(dict.fromkeys(a for path in paths if path for a in _ancestors(path)))
+
+
+def owner(path: str, modules: Sequence[str], known: Collection[str] = ()) -> str:
+    """The row of an equation (or a buffer) at module ``path``: the one mapper
+    from a module path to its per-layer row.
+
+    The longest module in ``modules`` (those holding parameters and their
+    ancestors, `with_ancestors`) that contains ``path``; where ``path`` goes deeper, into modules without parameters (a
+    Dropout, a parameter-free attention core), the first of those below it, so
+    that their work (a dropout mask's random bits) has a row of its own. An
+    equation outside every module is the `REMAINDER`'s.
+    """
+    if not path:
+        return REMAINDER
+    best = ""
+    for module in modules:
+        if (path == module or path.startswith(module + "/")) and len(module) > len(best):
+            best = module
+    if path != best:
+        below = path[len(best) + 1:] if best else path
+        child = f"{best}/{below.split('/')[0]}" if best else below.split("/")[0]
+        if child in known:
+            return child
+    return best or REMAINDER
+
+
+def check_depth(depth: object) -> None:
+    """Raises `xla_cost.InputError` unless ``depth`` is None or an integer >= 1."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(
+            "depth None or an integer >= 1", repr(depth),
+            "Use depth=1 (--depth 1) for top-level modules.",
+        )
+
+
+def _truncate(path: str, depth: int | None) -> str:
+    if depth is None or path == REMAINDER:
+        return path
+    return "/".join(path.split("/")[:depth])
+
+
+def attribute(
+    equations: Iterable[EqnCount],
+    param_paths: Mapping[str, int],
+    *,
+    root: str | Sequence[str] | None,
+    depth: int | None = None,
+    default_pass: str = "forward",
+    known_modules: Collection[str] = (),
+) -> tuple[LayerCosts, ...]:
+    """Groups equation costs by module and pass.
+
+    An equation belongs to the innermost module on its name stack that holds
+    parameters, itself or below it: a parametrised leaf (``fc1``) for the
+    layer's own operations, or an enclosing module (``layer1``, ``attn``) for the
+    operations it runs between its children (activations, residual adds, the
+    attention scores); or, deeper, to the parameter-free module just below
+    that one (a Dropout's random bits and mask). Outside every module, an equation with an
+    `EqnCount.owner` (optimizer arithmetic on one module's parameters, traced
+    from the data) goes to that module. What is left (the loss, glue in the root
+    module, optimizer work shared by all modules such as a global norm) goes to
+    the `REMAINDER` row.
+
+    Args:
+      equations: counts from `xla_cost.count.interpret.count_jaxpr` of one phase.
+      param_paths: parameter count per module path that owns parameters directly,
+        in model order.
+      root: the model's class name (the first name-stack entry to strip), or
+        several such names.
+      depth: None (default): one row per module as above. N >= 1: module paths
+        are cut after N components and rows merged (``layer1/conv1`` -> ``layer1``
+        at depth 1), with the parameters of everything under them.
+      known_modules: every module path of the model, with parameters or
+        without; a parameter-free one gets a row of its own.
+      default_pass: the pass of equations outside any autodiff transform
+        (``update`` for a train step, whose optimizer has no transform).
+
+    Returns:
+      One row per module, in the order the program first uses them (modules it
+      never uses last), then the `REMAINDER` row; their costs add up to the sum
+      of ``equations`` exactly.
+
+    Raises:
+      InputError: ``depth`` is not None or a positive integer (a ValueError).
+    """
+    check_depth(depth)
+    equations = list(equations)
+    known = frozenset(known_modules)
+    leaves = [p for p in param_paths if p != ""]
+    modules = with_ancestors(leaves)
+    parameters: dict[str, int] = {}
+    for leaf in leaves:
+        row = _truncate(leaf, depth)
+        parameters[row] = parameters.get(row, 0) + int(param_paths[leaf])
+
+    passes = {"forward": {}, "backward": {}, "update": {}}
+    trips: dict[str, int] = {}
+    heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
+    first_use: dict[str, int] = {}
+    for index, eqn in enumerate(equations):
+        path = module_path(eqn.name_stack, root) or (eqn.owner or "")
+        row = _truncate(owner(path, modules, known), depth)
+        which = classify_pass(eqn.name_stack) or default_pass
+        if which not in passes:
+            raise ValueError(
+                f"Expected default_pass forward, backward or update, got {which!r} instead."
+            )
+        target = passes[which]
+        target[row] = target.get(row, Cost()) + eqn.cost
+        first_use.setdefault(row, index)
+        if eqn.cost.flops > heaviest.get(row, -1):  # the row runs as often as its bulk
+            heaviest[row], trips[row] = eqn.cost.flops, eqn.repeat
+
+    paths = [p for p in dict.fromkeys([*parameters, *first_use]) if p != REMAINDER]
+    paths.sort(key=lambda p: first_use.get(p, len(equations)))
+
+    def row(path: str) -> LayerCosts:
+        return LayerCosts(
+            path=path,
+            parameters=parameters.get(path, 0) + (int(param_paths.get("", 0)) if path == REMAINDER else 0),
+            forward=passes["forward"].get(path, Cost()),
+            backward=passes["backward"].get(path, Cost()),
+            update=passes["update"].get(path, Cost()),
+            trip_count=trips.get(path, 1),
+        )
+
+    return (*[row(p) for p in paths], row(REMAINDER))
+
+
+def _cost_sum(terms: Sequence[tuple[int, Cost]]) -> Cost:
+    return sum((v * k for k, v in terms), Cost())
+
+
+def attribute_step(
+    programs: Mapping[str, Iterable[EqnCount]],
+    param_paths: Mapping[str, int],
+    *,
+    root: str | Sequence[str] | None,
+    depth: int | None = None,
+    known_modules: Collection[str] = (),
+) -> tuple[LayerCosts, ...]:
+    """Rows whose columns add up to the ``forward``, ``backward`` and ``update`` phases.
+
+    Each program's equations are grouped by module (`attribute`); a row's
+    column is then its phase as `xla_cost.step.phases` declares it: its share of
+    the forward program, of the update program, and for ``backward`` its share
+    of ``grad`` minus its share of ``forward`` (the phase's own formula, so ReLU
+    masks and other values autodiff saves land in backward). Summed over the
+    rows, each column equals the jaxpr count of its phase exactly.
+
+    Args:
+      programs: equation counts of each program the columns need (``forward``,
+        ``grad``, ``update``); rows come in the order these first use them.
+      param_paths, root, depth, known_modules: as for `attribute`.
+
+    Raises:
+      ValueError: a program a column needs is missing.
+    """
+    columns = {
+        name: (dict(p.formula) if not p.is_program() else {name: 1})
+        for name in phases.SPLIT
+        for p in (phases.phase(name),)
+    }
+    needed = {program for formula in columns.values() for program in formula}
+    if needed - set(programs):
+        raise ValueError(
+            f"Expected the equations of {', '.join(sorted(needed))}, got {', '.join(programs)} instead."
+        )
+    shares: dict[str, dict[str, LayerCosts]] = {}
+    for name, equations in programs.items():
+        pass_of = "update" if phases.phase(name).follow_data else "forward"
+        rows = attribute(
+            equations, param_paths, root=root, depth=depth, default_pass=pass_of,
+            known_modules=known_modules,
+        )
+        shares[name] = {row.path: row for row in rows}
+    order = list(
+        dict.fromkeys(
+            path for rows in shares.values() for path in rows if path != REMAINDER
+        )
+    )
+    merged = []
+    for path in [*order, REMAINDER]:
+        found = [rows[path] for rows in shares.values() if path in rows]
+        totals = {name: rows[path].total if path in rows else Cost() for name, rows in shares.items()}
+        cost = {col: phases.combine(f, totals, add=_cost_sum) for col, f in columns.items()}
+        merged.append(
+            LayerCosts(
+                path=path,
+                parameters=max(row.parameters for row in found),
+                forward=cost["forward"],
+                backward=cost["backward"],
+                update=cost["update"],
+                trip_count=next((row.trip_count for row in found), 1),
+            )
+        )
+    return tuple(merged)

@@ -1,0 +1,564 @@
+"""Walks a closed jaxpr and counts every equation with the rules of `xla_cost.count.rules`.
+
+Nested jaxprs (jit, custom_jvp/custom_vjp calls, checkpoint) are walked once; a
+``scan`` body is counted ``length`` times and a ``while`` body as many times as its
+static trip count, when one can be read off the loop (``fori_loop`` with literal
+bounds). A loop whose trip count cannot be known is counted once and reported in
+`JaxprCount.notes`; a ``cond`` is charged its most expensive branch and noted.
+
+Two totals come out: `JaxprCount.total`, with every loop multiplied out, and
+`JaxprCount.total_once`, with every loop body counted once, the way XLA's
+``cost_analysis()`` counts a while loop. Their difference is what a compiled
+figure misses, which `xla_cost.analysis.pipeline` adds back (the loop correction).
+
+Equations that XLA's algebraic simplifier removes before it counts (``x + 0``,
+``x - 0``, ``x * 1``, ``x / 1`` with a literal) are not counted either, nor are
+those computed from constants alone, also inside a call that receives them
+(``jax.random.uniform``'s jit with the literal bounds 0 and 1): XLA inlines the
+call and folds them.
+
+Every count keeps the equation's full name stack (``jvp(Net)/fc1``,
+``transpose(jvp(Net))/fc1``), which `xla_cost.count.attribution` turns into a module
+path and a pass.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jex_core
+
+from xla_cost.count.rules import ZERO_COST, Cost, get_rule
+
+__all__ = [
+    "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
+    "WALKED",
+]
+
+# Primitives that call one nested jaxpr exactly once.
+_CALL_LIKE = frozenset(
+    {
+        "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call", "call",
+        "remat", "remat2", "checkpoint",
+        "custom_jvp_call", "custom_jvp_call_jaxpr", "custom_vjp_call",
+        "custom_vjp_call_jaxpr", "custom_lin",
+        "shard_map",
+        "composite",  # lax.composite: XLA runs (and counts) its decomposition
+    }
+)
+_CALL_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+WALKED: frozenset[str] = _CALL_LIKE | {"scan", "while", "cond"}
+"""Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
+
+_REMAT = frozenset({"remat", "remat2", "checkpoint"})
+_REMAT_SCOPE = "rematted_computation"  # jax's name scope for a checkpointed body
+
+
+@dataclasses.dataclass(frozen=True)
+class EqnCount:
+    """The summed cost of one primitive at one name stack.
+
+    Attributes:
+      name_stack: the full JAX name stack, e.g. ``transpose(jvp(Net))/fc1``.
+      primitive: the primitive's name, e.g. ``dot_general``.
+      executions: how often it runs (equations times loop trip counts).
+      cost: the summed cost of those executions.
+      repeat: the product of the trip counts of the loops around it (1 outside
+        any loop): a scanned layer's equations have the scan's length.
+      owner: the module whose parameters (or gradients, or optimizer state)
+        the equation computes on, found by following the data from the
+        jaxpr's inputs (`count_jaxpr`'s ``owners``); None if unknown or shared.
+    """
+
+    name_stack: str
+    primitive: str
+    executions: int
+    cost: Cost
+    repeat: int = 1
+    owner: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopInfo:
+    """A loop met in the jaxpr: ``scan`` or ``while``, and its trip count."""
+
+    name_stack: str
+    kind: str
+    trip_count: int | None
+    body_cost: Cost  # one iteration, nested loops included
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxprCount:
+    """The result of counting one jaxpr.
+
+    Attributes:
+      equations: costs summed per (name stack, primitive, loop repeat).
+      unsupported: primitives without a rule, with how often they run; their cost
+        is unknown and not in any total.
+      loops: every scan and while loop, with its trip count (None: unknown).
+      notes: human-readable caveats (unknown trip counts, cond branches).
+      total_once: the cost with every loop body counted once, as XLA's compiled
+        cost analysis counts it.
+      recomputed: the forward-pass work that ``jax.checkpoint`` (remat) repeats
+        inside the backward pass; part of ``total``. XLA may remove it when it
+        compiles for a device with memory to spare (it does on the CPU).
+    """
+
+    equations: tuple[EqnCount, ...]
+    unsupported: Mapping[str, int]
+    loops: tuple[LoopInfo, ...]
+    notes: tuple[str, ...]
+    total_once: Cost = Cost()
+    recomputed: Cost = Cost()
+
+    @property
+    def total(self) -> Cost:
+        """The cost with every loop multiplied by its trip count."""
+        return sum((e.cost for e in self.equations), Cost())
+
+    @property
+    def repeated_loops(self) -> tuple[LoopInfo, ...]:
+        """The loops that run their body more than once (what XLA undercounts)."""
+        return tuple(loop for loop in self.loops if (loop.trip_count or 1) > 1)
+
+
+def _join(prefix: str, stack: str) -> str:
+    if not prefix:
+        return stack
+    if not stack:
+        return prefix
+    return f"{prefix}/{stack}"
+
+
+SCAN_COUNTER_FLOPS = 2
+"""FLOP per scan iteration for the loop counter (an add and a compare), which XLA
+counts in the while loop a scan becomes."""
+
+_Key = tuple[str, str, int, "str | None"]  # (name stack, primitive, loop repeat, owner)
+
+_SHARED = "\0shared"  # the owner of values computed from several modules' data
+
+
+def _combine(owners: list[str | None]) -> str | None:
+    known = {o for o in owners if o is not None}
+    if not known:
+        return None
+    return known.pop() if len(known) == 1 else _SHARED
+
+
+def _public(owner: str | None) -> str | None:
+    return None if owner == _SHARED else owner
+
+
+class _Counter:
+    """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
+
+    def __init__(self, trip_counts: bool = True) -> None:
+        self.trip_counts = trip_counts
+        self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
+        self.executions: collections.Counter[_Key] = collections.Counter()
+        self.unsupported: collections.Counter[str] = collections.Counter()
+        self.loops: list[LoopInfo] = []
+        self.notes: list[str] = []
+        self.recomputed = Cost()
+        self.in_remat = False
+
+    # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
+    # ``owner``: of every equation (inside a call or loop), or, with ``owners``
+    # (one per input variable), followed through the data flow. ``constants``:
+    # per input variable, what the caller knows of it (`_Folding.describe`), so
+    # that a call with literal arguments folds as XLA folds it once inlined;
+    # ``out_constants`` receives the same for the outputs.
+    def walk(
+        self, jaxpr: Any, prefix: str, times: int, owner: str | None = None,
+        owners: list[str | None] | None = None, out_owners: list[str | None] | None = None,
+        constants: Sequence[tuple[bool, float | None]] | None = None,
+        out_constants: list[tuple[bool, float | None]] | None = None,
+    ) -> Cost:
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
+        env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
+        folded = _Folding()
+        folded.seed(jaxpr.invars, constants or ())
+        total = Cost()
+        for eqn in jaxpr.eqns:
+            stack = _join(prefix, str(eqn.source_info.name_stack))
+            if folded.fold(eqn):  # computed from constants only: XLA folds it
+                continue
+            if owners is not None and eqn.primitive.name in _CALL_LIKE:
+                sub = next((eqn.params[p] for p in _CALL_PARAMS if p in eqn.params), None)
+                if sub is not None:  # follow the data into the call
+                    results: list[str | None] = []
+                    known: list[tuple[bool, float | None]] = []
+                    total = total + self.walk(
+                        sub, stack, times, owners=[_owner_of(v, env) for v in eqn.invars],
+                        out_owners=results, constants=folded.describe(eqn.invars),
+                        out_constants=known,
+                    )
+                    env.update(zip(eqn.outvars, results))
+                    folded.seed(eqn.outvars, known)
+                    continue
+            here = owner
+            if owners is not None:
+                here = _eqn_owner(eqn, env)
+                for var in eqn.outvars:
+                    env[var] = here
+            if folded.is_identity(eqn):
+                continue
+            known = []
+            total = total + self.eqn(eqn, stack, times, here, folded.describe(eqn.invars), known)
+            folded.seed(eqn.outvars, known)  # a call's constant results
+        if out_owners is not None:
+            out_owners.extend(
+                None if isinstance(v, jex_core.Literal) else env.get(v) for v in jaxpr.outvars
+            )
+        if out_constants is not None:
+            out_constants.extend(folded.describe(jaxpr.outvars))
+        return total
+
+    def eqn(
+        self, eqn: Any, stack: str, times: int, owner: str | None = None,
+        constants: Sequence[tuple[bool, float | None]] | None = None,
+        out_constants: list[tuple[bool, float | None]] | None = None,
+    ) -> Cost:
+        name = eqn.primitive.name
+        params = eqn.params
+        if name == "scan":
+            length = int(params["length"])
+            n = length if self.trip_counts else 1
+            body = self.walk(params["jaxpr"], stack, times * n, owner)
+            # XLA runs a scan as a while loop: each iteration also increments
+            # and compares the counter (SCAN_COUNTER_FLOPS).
+            counter = Cost(flops=SCAN_COUNTER_FLOPS)
+            key = (stack, "scan", times * n, _public(owner))
+            self.costs[key] = self.costs[key] + counter * (times * n)
+            self.executions[key] += times * n
+            self.loops.append(LoopInfo(stack, "scan", length, body + counter))
+            return (body + counter) * n
+        if name == "while":
+            trip = _static_trip_count(eqn)
+            if trip is None:
+                self.notes.append(
+                    f"while loop at {stack or '<top>'}: trip count unknown, its body is "
+                    "counted once (the true cost is higher)"
+                )
+            n = 1 if trip is None or not self.trip_counts else trip
+            body = self.walk(params["body_jaxpr"], stack, times * n, owner)
+            checks = n + 1 if self.trip_counts else 1
+            cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner)
+            self.loops.append(LoopInfo(stack, "while", trip, body + cond))
+            return body * n + cond * checks
+        if name == "cond":
+            return self.cond(params["branches"], stack, times, owner)
+        if name in _CALL_LIKE:
+            sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
+            if sub is not None:
+                remat = name in _REMAT and bool(params.get("differentiated"))
+                outer, self.in_remat = self.in_remat, self.in_remat or remat
+                try:
+                    return self.walk(
+                        sub, stack, times, owner, constants=constants, out_constants=out_constants
+                    )
+                finally:
+                    self.in_remat = outer
+        if name in ZERO_COST:
+            return Cost()
+        rule = get_rule(name)
+        if rule is None:
+            self.unsupported[name] += times
+            return Cost()
+        ins = [v.aval for v in eqn.invars]
+        outs = [v.aval for v in eqn.outvars]
+        constant = tuple(c for c, _ in constants) if constants else (False,) * len(ins)
+        cost = rule(ins, outs, constant_operands=constant, **params)
+        if cost is None:  # the rule cannot cost these operands: unknown, not 0
+            self.unsupported[name] += times
+            return Cost()
+        key = (stack, name, times, _public(owner))
+        self.costs[key] = self.costs[key] + cost * times
+        if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
+            self.recomputed = self.recomputed + cost * times
+        self.executions[key] += times
+        return cost
+
+    def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
+        # Count each branch on the side, charge the most expensive one.
+        trial = [_Counter(self.trip_counts) for _ in branches]
+        for t in trial:
+            t.in_remat = self.in_remat
+        costs = [t.walk(b, stack, times, owner) for t, b in zip(trial, branches)]
+        index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
+        chosen = trial[index]
+        for key, cost in chosen.costs.items():
+            self.costs[key] = self.costs[key] + cost
+            self.executions[key] += chosen.executions[key]
+        self.unsupported.update(chosen.unsupported)
+        self.recomputed = self.recomputed + chosen.recomputed
+        self.loops.extend(chosen.loops)
+        self.notes.extend(chosen.notes)
+        if len(branches) > 1:
+            self.notes.append(
+                f"cond at {stack or '<top>'}: charged its most expensive branch "
+                f"({index} of {len(branches)})"
+            )
+        return costs[index]
+
+
+def _owner_of(var: Any, env: Mapping[Any, str | None]) -> str | None:
+    return None if isinstance(var, jex_core.Literal) else env.get(var)
+
+
+def _eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
+    """Whose data an equation works on: that of its full-size operands.
+
+    An elementwise update ``p - lr * g`` belongs to the module of ``p`` and
+    ``g`` even when the learning rate or a global clipping factor (a scalar
+    computed from every module) comes in too; a reduction belongs to its
+    operand's module. Values mixing several modules' full-size data are shared.
+    """
+    operands = [v for v in eqn.invars if not isinstance(v, jex_core.Literal)]
+    if not operands:
+        return None
+    out_size = max((math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")), default=1)
+    largest = max(math.prod(getattr(v.aval, "shape", ())) for v in operands)
+    big = [v for v in operands if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
+    owner = _combine([env.get(v) for v in big])
+    return owner if owner is not None else _combine([env.get(v) for v in operands])
+
+
+def _literal(var: Any) -> Any:
+    return var.val if isinstance(var, jex_core.Literal) else None
+
+
+_FOLDABLE = {
+    "broadcast_in_dim": lambda x, **_: x,
+    "convert_element_type": lambda x, **_: x,
+    "reshape": lambda x, **_: x,
+    "neg": lambda x, **_: -x,
+    "square": lambda x, **_: x * x,
+    "integer_pow": lambda x, *, y, **_: x**y,
+    "add": lambda x, y, **_: x + y,
+    "sub": lambda x, y, **_: x - y,
+    "mul": lambda x, y, **_: x * y,
+    "max": lambda x, y, **_: max(x, y),
+    "min": lambda x, y, **_: min(x, y),
+}
+"""Primitives whose value `_Folding` tracks when every operand is a known scalar
+(or a broadcast of one), so that ``x + zeros`` can be seen to be ``x``."""
+
+
+class _Folding:
+    """XLA's constant folding and algebraic simplification, for one jaxpr.
+
+    An equation whose operands are all constants (literals, or values computed
+    from literals only, such as ``square(broadcast(0.0))`` in optax's global
+    norm) is evaluated at compile time: it costs nothing. ``x + 0``, ``0 + x``,
+    ``x - 0``, ``x * 1``, ``1 * x`` and ``x / 1``, where the constant is a literal
+    or a broadcast scalar and ``x`` already has the result's shape, are removed.
+    """
+
+    def __init__(self) -> None:
+        self.constant: set[Any] = set()
+        self.value: dict[Any, float] = {}
+
+    def _known(self, var: Any) -> float | None:
+        if isinstance(var, jex_core.Literal):
+            array = np.asarray(var.val)
+            if array.size != 1 or array.dtype.kind not in "biuf":
+                return None
+            return float(array.reshape(()))
+        return self.value.get(var)
+
+    def _is_constant(self, var: Any) -> bool:
+        return isinstance(var, jex_core.Literal) or var in self.constant
+
+    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
+        """(is a constant, its scalar value if known) of each of ``variables``."""
+        return [(self._is_constant(v), self._known(v)) for v in variables]
+
+    def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
+        """Marks ``variables`` known to be constants (`describe`): a called jaxpr's
+        inputs that are constants in the caller, a call's constant results."""
+        for var, (constant, value) in zip(variables, known):
+            if constant:
+                self.constant.add(var)
+            if value is not None:
+                self.value[var] = value
+
+    def fold(self, eqn: Any) -> bool:
+        """Whether ``eqn`` is computed at compile time (then it is recorded)."""
+        name = eqn.primitive.name
+        if name in _NEVER_FOLD or eqn.effects or not eqn.invars:
+            return False
+        if not all(self._is_constant(v) for v in eqn.invars):
+            return False
+        self.constant.update(eqn.outvars)
+        values = [self._known(v) for v in eqn.invars]
+        if name in _FOLDABLE and len(eqn.outvars) == 1 and None not in values:
+            try:
+                self.value[eqn.outvars[0]] = float(_FOLDABLE[name](*values, **eqn.params))
+            except (TypeError, ValueError, ArithmeticError):
+                pass
+        return True
+
+    def is_identity(self, eqn: Any) -> bool:
+        """``x + 0``, ``x * 1`` and the like, which XLA's simplifier removes."""
+        name, invars = eqn.primitive.name, eqn.invars
+        if len(invars) != 2 or name not in ("add", "add_any", "sub", "mul", "div"):
+            return False
+        a, b = invars
+        out_shape = eqn.outvars[0].aval.shape
+
+        def passes(x: Any) -> bool:
+            return not isinstance(x, jex_core.Literal) and x.aval.shape == out_shape
+
+        def equals(x: Any, value: float) -> bool:
+            return self._known(x) == value
+
+        if name in ("add", "add_any"):
+            return (equals(a, 0) and passes(b)) or (equals(b, 0) and passes(a))
+        if name == "sub":
+            return equals(b, 0) and passes(a)
+        if name == "mul":
+            return (equals(a, 1) and passes(b)) or (equals(b, 1) and passes(a))
+        return equals(b, 1) and passes(a)  # div
+
+
+_NEVER_FOLD = frozenset(
+    {
+        "scan", "while", "cond", *_CALL_LIKE,
+        "random_bits", "random_seed", "random_wrap", "rng_uniform", "rng_bit_generator",
+    }
+)
+"""Never treated as compile-time constants: loops, calls, random numbers."""
+
+
+def _static_trip_count(eqn: Any) -> int | None:
+    """The trip count of a ``while`` whose counter and bound are static, else None.
+
+    Recognises the shape ``fori_loop`` produces: the condition is ``i < n``, the
+    body returns ``i + step`` for a literal step > 0, and ``i``'s initial value and
+    ``n`` are literals (or ``n`` is a loop-invariant carry with a literal initial
+    value).
+    """
+    params = eqn.params
+    cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
+    cond_nconsts, body_nconsts = params["cond_nconsts"], params["body_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    carry_init = eqn.invars[cond_nconsts + body_nconsts:]
+    cond_carry = cond.invars[cond_nconsts:]
+    body_carry_in = body.invars[body_nconsts:]
+
+    def resolve(var: Any) -> Any:
+        if _literal(var) is not None:
+            return _literal(var)
+        if var in cond_carry:
+            position = cond_carry.index(var)
+            if body.outvars[position] is body_carry_in[position]:  # loop-invariant
+                return _literal(carry_init[position])
+            return None
+        if var in cond.invars[:cond_nconsts]:
+            return _literal(eqn.invars[cond.invars.index(var)])
+        return None
+
+    counter, bound = cond.eqns[0].invars
+    if counter not in cond_carry:
+        return None
+    position = cond_carry.index(counter)
+    start, stop = _literal(carry_init[position]), resolve(bound)
+    step_eqn = next(
+        (e for e in body.eqns if body.outvars[position] in e.outvars), None
+    )
+    if start is None or stop is None or step_eqn is None:
+        return None
+    if step_eqn.primitive.name != "add":
+        return None
+    a, b = step_eqn.invars
+    step = _literal(b) if a is body_carry_in[position] else (
+        _literal(a) if b is body_carry_in[position] else None
+    )
+    if step is None or int(step) <= 0:
+        return None
+    return max(0, math.ceil((int(stop) - int(start)) / int(step)))
+
+
+def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:
+    """Drops equations whose results no output needs, as XLA does.
+
+    ``jax.grad`` keeps the primal output's computation in the jaxpr even when only
+    the gradient is returned; XLA removes it, and so must a count meant to agree
+    with XLA. jax has no public DCE, so this uses the internal one and counts the
+    jaxpr as it is if that ever moves.
+    """
+    every = [True] * len(jaxpr.invars)
+    try:
+        from jax._src.interpreters import partial_eval as pe
+    except ImportError:  # pragma: no cover - depends on jax internals
+        return jaxpr, every
+    try:
+        pruned, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    except Exception:  # noqa: BLE001 - counting the undead jaxpr is still right
+        return jaxpr, every
+    if len(pruned.invars) != len(jaxpr.invars):  # pruned inputs: keep the flags aligned
+        return pruned, list(used)
+    return pruned, every
+
+
+def count_jaxpr(
+    closed_jaxpr: Any, owners: Sequence[str | None] | None = None
+) -> JaxprCount:
+    """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
+
+    Equations whose results are never used are removed first, as XLA does.
+
+    Args:
+      closed_jaxpr: a ``ClosedJaxpr`` (from ``jax.make_jaxpr``) or a ``Jaxpr``.
+      owners: optionally, for each input variable, the module it belongs to
+        (a parameter, its gradient, its optimizer state) or None; each
+        equation's `EqnCount.owner` then follows the data from them. This is how
+        an optimizer's arithmetic, which has no module on its name stack, is
+        attributed to layers.
+
+    Returns:
+      A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner).
+    """
+    original = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    if owners is not None and len(owners) != len(original.invars):
+        raise ValueError(
+            f"Expected one owner per jaxpr input ({len(original.invars)}), got "
+            f"{len(owners)} instead. Pass one entry (or None) per flattened argument."
+        )
+    jaxpr, used = _dead_code_eliminated(original)
+    if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
+        owners = [o for o, keep in zip(owners, used) if keep]
+    counter = _Counter()
+    counter.walk(jaxpr, "", 1, owners=None if owners is None else list(owners))
+    once = _Counter(trip_counts=False)
+    total_once = once.walk(jaxpr, "", 1) if counter.loops else None
+    equations = tuple(
+        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner)
+        for key, cost in counter.costs.items()
+        for stack, prim, repeat, owner in [key]
+    )
+    total = sum((e.cost for e in equations), Cost())
+    return JaxprCount(
+        equations=equations,
+        unsupported=dict(counter.unsupported),
+        loops=tuple(counter.loops),
+        notes=tuple(dict.fromkeys(counter.notes)),
+        total_once=total if total_once is None else total_once,
+        recomputed=counter.recomputed,
+    )
+
+
+def count_function(fn: Callable[..., Any], *args: Any) -> JaxprCount:
+    """Traces ``fn(*args)`` (abstract arguments are fine) and counts its jaxpr."""
+    return count_jaxpr(jax.make_jaxpr(fn)(*args))

@@ -1,0 +1,744 @@
+"""Time of the collectives of a sharded training step, and the step time built on it.
+
+The model is the alpha-beta (latency-bandwidth) model of ring collectives
+(Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
+Operations in MPICH", IJHPCA 19(1), 2005; Patarasuk and Yuan, "Bandwidth
+optimal all-reduce algorithms for clusters of workstations", JPDC 69(2), 2009).
+On a ring of ``n`` devices with per-device per-direction bandwidth ``B``
+(bytes/s) and per-hop latency ``alpha`` (s), for a buffer of ``S`` bytes per
+device:
+
+* all-reduce (reduce-scatter then all-gather):
+  ``2 (n-1)/n * S / B + 2 (n-1) * alpha``;
+* all-gather, reduce-scatter, all-to-all: ``(n-1)/n * S / B + (n-1) * alpha``;
+* collective-permute, collective-broadcast (one hop): ``S / B + alpha``.
+
+(All-to-all is charged as a pairwise exchange through a switch, where each
+device sends and receives ``(n-1)/n * S``; over a physical ring without a
+switch it would take longer.)
+
+``algorithm="halving-doubling"`` (`ALGORITHMS`) prices the latency-optimal
+variants of the same paper instead: recursive halving for reduce-scatter,
+recursive doubling for all-gather, Rabenseifner's reduce-scatter + all-gather
+for all-reduce, with ``ceil(log2 n)`` hops in place of ``n - 1`` and the same
+bandwidth term. It stands for the tree and hierarchical algorithms that
+large jobs use (NCCL switches to trees at scale); all-to-all and one-hop
+collectives keep their formulas.
+
+What the model leaves out, so that its numbers are read as estimates: the
+exact tree, hierarchical and ring-of-rings schedules, in-switch reduction (NVLink SHARP), contention
+between collectives that run at the same time, the torus topology of TPU slices
+(a collective over one torus dimension uses only some of a chip's ports, so the
+per-chip aggregate of `INTERCONNECTS` ``"tpu-v5e-ici"`` is an optimistic rate),
+and protocol overheads (achieved bandwidth is typically 70-90% of a link's
+rate). A group that spans nodes is charged at the slowest link it uses for the
+whole ring (`Cluster.link`).
+
+Bandwidth convention: `Interconnect.bandwidth` is bytes/s per device in one
+direction. Accelerator datasheets quote the bidirectional aggregate (NVLink
+900 GB/s on H100 is 450 GB/s each way; PCIe 5.0 x16 128 GB/s is 64 GB/s each
+way), so those figures are halved. Network line rates (InfiniBand, Ethernet)
+are already per direction (the links are full duplex), so they are only
+converted from bits to bytes.
+
+`predict_step` adds the communication to a roofline compute time, with a stated
+overlap, and `scaling_curve` turns predictions at several device counts into
+throughput, speed-up and scaling efficiency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from xla_cost.errors import InputError
+from xla_cost.parallel import devices as registry
+
+__all__ = [
+    "Interconnect",
+    "INTERCONNECTS",
+    "Cluster",
+    "CLUSTERS",
+    "interconnect",
+    "cluster",
+    "collective_time",
+    "CollectiveTime",
+    "communication_time",
+    "StepPrediction",
+    "DEFAULT_OVERLAP",
+    "predict_step",
+    "ScalingPoint",
+    "scaling_curve",
+]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_bandwidth(value: Any, what: str = "bandwidth") -> None:
+    if not _is_number(value) or value <= 0:
+        raise InputError(
+            f"a {what} in bytes/s per device per direction, a finite number > 0",
+            repr(value),
+            "Pass e.g. 50e9 for InfiniBand NDR (400 Gb/s).",
+        )
+
+
+def _check_latency(value: Any) -> None:
+    if not _is_number(value) or value < 0:
+        raise InputError(
+            "a latency in seconds per hop, a finite number >= 0",
+            repr(value),
+            "Pass e.g. 5e-6 for InfiniBand.",
+        )
+
+
+def _check_node_size(value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(
+            "a node size, the number of devices per node, an integer >= 1",
+            repr(value),
+            "Pass e.g. node_size=8 for an 8-GPU server.",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Interconnect:
+    """One kind of link between devices, with where its figures come from.
+
+    Attributes:
+      name: the preset key, e.g. ``"nvlink4"``.
+      description: what it is, with the datasheet figure, e.g.
+        ``"NVLink 4 (H100 SXM): 900 GB/s per GPU, both directions"``.
+      bandwidth: bytes/s per device in one direction, the ``1/beta`` of the
+        model: half of a datasheet's bidirectional aggregate, or a network's
+        line rate in bytes (see the module docstring).
+      latency: seconds per hop, the ``alpha`` of the model.
+      source: the datasheet or specification the bandwidth comes from, with URL.
+      latency_source: where ``latency`` comes from; for the presets an assumed
+        typical value, said as such.
+
+    Raises:
+      InputError: a bandwidth that is not > 0 or a latency that is not >= 0.
+    """
+
+    name: str
+    description: str
+    bandwidth: float
+    latency: float
+    source: str
+    latency_source: str
+
+    def __post_init__(self) -> None:
+        _check_bandwidth(self.bandwidth)
+        _check_latency(self.latency)
+
+
+_ASSUMED = "assumed: typical {what} per-hop latency (order of magnitude, not measured here)"
+
+
+def _preset(name: str, description: str, bandwidth: float, latency: float, source: str,
+            what: str) -> Interconnect:
+    return Interconnect(name, description, bandwidth, latency, source, _ASSUMED.format(what=what))
+
+
+INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
+    i.name: i
+    for i in (
+        _preset(
+            "nvlink4", "NVLink 4 (H100 SXM): 900 GB/s per GPU, both directions",
+            450e9, 1e-6,
+            "NVIDIA H100 Tensor Core GPU datasheet, SXM: NVLink 900 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/h100/); halved per direction",
+            "NVLink (NCCL)"),
+        _preset(
+            "nvlink3", "NVLink 3 (A100 SXM): 600 GB/s per GPU, both directions",
+            300e9, 1e-6,
+            "NVIDIA A100 Tensor Core GPU datasheet, SXM: NVLink 600 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/a100/); halved per direction",
+            "NVLink (NCCL)"),
+        _preset(
+            "nvlink2", "NVLink 2 (V100 SXM2): 300 GB/s per GPU, both directions",
+            150e9, 1e-6,
+            "NVIDIA V100 Tensor Core GPU datasheet, SXM2: NVLink 300 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/v100/); halved per direction",
+            "NVLink (NCCL)"),
+        _preset(
+            "pcie5", "PCIe 5.0 x16: 128 GB/s, both directions",
+            64e9, 2e-6,
+            "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/h100/); halved per direction",
+            "PCIe peer-to-peer (NCCL)"),
+        _preset(
+            "pcie4", "PCIe 4.0 x16: 64 GB/s, both directions",
+            32e9, 2e-6,
+            "NVIDIA A100 datasheet: PCIe Gen4 64 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/a100/); halved per direction",
+            "PCIe peer-to-peer (NCCL)"),
+        _preset(
+            "pcie3", "PCIe 3.0 x16: 32 GB/s, both directions (2017-era P40 / V100 PCIe servers)",
+            16e9, 2e-6,
+            "NVIDIA V100 datasheet, PCIe: interconnect bandwidth PCIe 32 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/v100/); Tesla P40 is PCIe 3.0 x16 too; "
+            "halved per direction",
+            "PCIe peer-to-peer (NCCL)"),
+        _preset(
+            "ib-ndr", "InfiniBand NDR: 400 Gb/s per GPU (one ConnectX-7 per GPU, DGX H100)",
+            50e9, 5e-6,
+            "InfiniBand Trade Association roadmap, NDR 400 Gb/s per 4x port "
+            "(https://www.infinibandta.org/infiniband-roadmap/); NVIDIA DGX H100 user guide: "
+            "8 single-port ConnectX-7 400 Gb/s "
+            "(https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html); "
+            "line rate per direction, /8 bits",
+            "InfiniBand RDMA (NCCL)"),
+        _preset(
+            "ib-hdr", "InfiniBand HDR: 200 Gb/s per GPU (one ConnectX-6 per GPU, DGX A100)",
+            25e9, 5e-6,
+            "InfiniBand Trade Association roadmap, HDR 200 Gb/s per 4x port "
+            "(https://www.infinibandta.org/infiniband-roadmap/); NVIDIA DGX A100 user guide: "
+            "8 single-port ConnectX-6 200 Gb/s HDR "
+            "(https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html); "
+            "line rate per direction, /8 bits",
+            "InfiniBand RDMA (NCCL)"),
+        _preset(
+            "ib-edr", "InfiniBand EDR: 100 Gb/s (2016-2018 clusters)",
+            12.5e9, 5e-6,
+            "InfiniBand Trade Association roadmap, EDR 100 Gb/s per 4x port "
+            "(https://www.infinibandta.org/infiniband-roadmap/); line rate per direction, /8 bits",
+            "InfiniBand RDMA (NCCL)"),
+        _preset(
+            "ethernet-25g", "Ethernet 25GbE: 25 Gb/s",
+            3.125e9, 1e-5,
+            "IEEE Std 802.3by-2016, 25 Gb/s Ethernet (IEEE P802.3by task force, "
+            "https://www.ieee802.org/3/by/); line rate per direction, /8 bits",
+            "TCP over Ethernet"),
+        _preset(
+            "tpu-v5e-ici", "TPU v5e inter-chip interconnect: 400 GB/s per chip, both directions "
+            "(4 ICI ports, 2D torus)",
+            200e9, 1e-6,
+            "Cloud TPU v5e documentation: bidirectional ICI bandwidth per chip 400 GBps, "
+            "4 ICI ports per chip (earlier versions of the page: 'Interchip Interconnect BW "
+            "1,600 Gbps', the same 200 GB/s one way); all-reduce bandwidth per 256-chip pod "
+            "51.2 TB/s = 200 GB/s per chip (https://cloud.google.com/tpu/docs/v5e); halved per "
+            "direction; the aggregate of all 4 ports",
+            "TPU ICI"),
+    )
+})
+"""Interconnect presets by name. Bandwidths are from the sources named in each
+entry, per device and per direction; latencies are assumed typical values."""
+
+
+def interconnect(name: str) -> Interconnect:
+    """The preset `Interconnect` called ``name`` (case-insensitive).
+
+    Raises:
+      InputError: an unknown name; the message lists the presets.
+    """
+    found = INTERCONNECTS.get(name.lower()) if isinstance(name, str) else None
+    if found is None:
+        raise InputError(
+            f"an interconnect preset ({', '.join(INTERCONNECTS)})",
+            repr(name),
+            "Pick one of these, or override bandwidth= and latency= in cluster().",
+        )
+    return found
+
+
+_interconnect = interconnect  # `cluster` has a parameter of that name
+
+
+def _ring_hops(n: int) -> int:
+    return n - 1
+
+
+def _halving_doubling_hops(n: int) -> int:
+    return math.ceil(math.log2(n))
+
+
+ALGORITHMS: Mapping[str, Callable[[int], int]] = MappingProxyType({
+    "ring": _ring_hops,
+    "halving-doubling": _halving_doubling_hops,
+})
+"""The collective algorithms priced, each as its hops per pass over a group of
+``n`` devices: ``ring`` (``n - 1``, the default) and ``halving-doubling``
+(``ceil(log2 n)``; Thakur et al. 2005). Adding an algorithm is one entry; the
+bandwidth term is the same for all (each moves ``(n-1)/n`` of the buffer)."""
+
+
+def _check_algorithm(algorithm: Any) -> str:
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"a collective algorithm ({', '.join(ALGORITHMS)})", repr(algorithm),
+                         f"Use one of {', '.join(ALGORITHMS)} (ring, n - 1 hops per pass, is the default).")
+    return algorithm
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """How devices are wired: node_size devices per node share intra (e.g. NVLink);
+    groups that span nodes run at inter (e.g. InfiniBand): a ring's speed is its
+    slowest link.
+
+    Attributes:
+      intra: the link between devices of one node.
+      inter: the link between nodes, per device (see `Interconnect.bandwidth`).
+      node_size: devices per node.
+      algorithm: how collectives are scheduled (`ALGORITHMS`): ``ring``
+        (default) or ``halving-doubling``.
+
+    Raises:
+      InputError: a node size that is not an integer >= 1, or an unknown algorithm.
+    """
+
+    intra: Interconnect
+    inter: Interconnect
+    node_size: int
+    algorithm: str = "ring"
+
+    def __post_init__(self) -> None:
+        _check_node_size(self.node_size)
+        _check_algorithm(self.algorithm)
+
+    def link(self, group_size: int, span_nodes: bool | None = None) -> Interconnect:
+        """The link that sets the speed of a ring of ``group_size`` devices.
+
+        Args:
+          group_size: devices in the group, >= 1.
+          span_nodes: whether the group has devices on more than one node. None:
+            assume groups are laid out on consecutive device ids, so a group
+            spans nodes exactly when ``group_size > node_size``. Pass True for
+            strided groups (e.g. the data-parallel groups of a 2D mesh whose
+            model axis fills each node).
+
+        Raises:
+          InputError: a group size that is not an integer >= 1.
+        """
+        _check_group_size(group_size)
+        if span_nodes is None:
+            span_nodes = group_size > self.node_size
+        return self.inter if span_nodes else self.intra
+
+
+CLUSTERS: Mapping[str, Cluster] = MappingProxyType({
+    d.name: Cluster(INTERCONNECTS[d.intra], INTERCONNECTS[d.inter], d.node_size)  # type: ignore[index]
+    for d in registry.DEVICES.values() if d.has_cluster
+})
+"""Cluster presets by device, from the device registry
+(`xla_cost.parallel.devices.DEVICES`): ``h100`` (NVLink 4 within 8 GPUs,
+InfiniBand NDR between), ``a100`` (NVLink 3, HDR), ``v100`` and ``p40`` (PCIe
+3.0 servers of 8, EDR), ``tpu-v5e`` (ICI within a 256-chip pod), ``cpu``
+(25GbE), and the other devices of the registry. For V100 SXM2 servers build
+``Cluster(interconnect("nvlink2"), interconnect("ib-edr"), 8)``."""
+
+
+def cluster(
+    device: str,
+    interconnect: str | None = None,
+    *,
+    node_size: int | None = None,
+    bandwidth: float | None = None,
+    latency: float | None = None,
+    algorithm: str | None = None,
+) -> Cluster:
+    """The cluster preset of ``device``, with overrides.
+
+    Args:
+      device: a device of the registry with a cluster preset (`CLUSTERS`;
+        a key in any case, or a ``device_kind``).
+      interconnect: an `INTERCONNECTS` preset that replaces both links (one
+        flat network).
+      node_size: devices per node.
+      bandwidth: bytes/s per device per direction; replaces the inter-node
+        link's (in a flat network, the single link's).
+      latency: seconds per hop; replaces the inter-node link's (in a flat
+        network, the single link's).
+      algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
+
+    Raises:
+      InputError: an unknown device, interconnect or algorithm, or an override
+        out of range.
+    """
+    base = CLUSTERS[registry.device(device, has="cluster").name]
+    intra, inter = base.intra, base.inter
+    if interconnect is not None:
+        intra = inter = _interconnect(interconnect)
+    if node_size is not None:
+        _check_node_size(node_size)
+    if bandwidth is not None:
+        _check_bandwidth(bandwidth)
+    if latency is not None:
+        _check_latency(latency)
+    flat = intra == inter
+    given = _given(inter, bandwidth, latency)
+    return Cluster(
+        intra=given if flat else intra,
+        inter=given,
+        node_size=base.node_size if node_size is None else node_size,
+        algorithm=base.algorithm if algorithm is None else _check_algorithm(algorithm),
+    )
+
+
+def _given(link: Interconnect, bandwidth: float | None, latency: float | None) -> Interconnect:
+    if bandwidth is not None:
+        link = dataclasses.replace(
+            link, bandwidth=float(bandwidth),
+            description=f"{link.description}; bandwidth given: {bandwidth:g} B/s",
+            source="given",
+        )
+    if latency is not None:
+        link = dataclasses.replace(
+            link, latency=float(latency),
+            description=f"{link.description}; latency given: {latency:g} s",
+            latency_source="given",
+        )
+    return link
+
+
+_RING = ("all-gather", "reduce-scatter", "all-to-all")
+_ONE_HOP = ("collective-permute", "collective-broadcast")
+_KINDS = ("all-reduce", *_RING, *_ONE_HOP)
+
+_ALIASES = {
+    # JAX primitives, for collectives read from a jaxpr
+    "psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce",
+    "psum-scatter": "reduce-scatter", "ppermute": "collective-permute",
+    # sizes known only at run time: charged as an all-to-all of the whole buffer, an upper bound
+    "ragged-all-to-all": "all-to-all",
+}
+
+
+def _kind_name(kind: Any) -> str:
+    if not isinstance(kind, str):
+        return ""
+    return kind.strip().lower().replace("_", "-").removesuffix("-start")
+
+
+def _kind(kind: Any) -> str | None:
+    """The HLO name of ``kind`` (``all_reduce``, ``all-reduce-start``, ``psum``
+    -> ``all-reduce``), or None if it is not a modelled collective."""
+    name = _kind_name(kind)
+    name = _ALIASES.get(name, name)
+    return name if name in _KINDS else None
+
+
+def _check_group_size(group_size: Any) -> None:
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise InputError(
+            "a group size, the number of devices in the collective, an integer >= 1",
+            repr(group_size),
+            "Pass the size of the replica group (1 means no communication).",
+        )
+
+
+def collective_time(
+    kind: str, nbytes: float, group_size: int, link: Interconnect, algorithm: str = "ring"
+) -> float:
+    """Seconds for one collective on a ring of group_size devices, nbytes = the
+    full buffer per device (for all-gather: the gathered result; reduce-scatter:
+    the buffer before scattering; all-reduce: the buffer).
+
+    With ``n = group_size``, ``B = link.bandwidth``, ``a = link.latency`` and
+    ``h`` hops per pass (``n - 1`` for ``ring``, ``ceil(log2 n)`` for
+    ``halving-doubling``):
+
+    * all-reduce: ``2(n-1)/n * nbytes / B + 2 h * a``;
+    * all-gather, reduce-scatter: ``(n-1)/n * nbytes / B + h * a``;
+    * all-to-all: ``(n-1)/n * nbytes / B + (n-1) * a`` (either algorithm);
+    * collective-permute, collective-broadcast: ``nbytes / B + a``.
+
+    A group of one device moves nothing: 0.0.
+
+    Args:
+      kind: an HLO collective (``all-reduce``; ``_`` for ``-`` and a ``-start``
+        suffix are accepted, and the JAX primitives ``psum``, ``pmax``,
+        ``pmin``, ``psum_scatter``, ``all_gather``, ``all_to_all``, ``ppermute``);
+        ``ragged-all-to-all`` is charged as an all-to-all of the whole buffer.
+      nbytes: bytes per device, >= 0.
+      group_size: devices in the group, >= 1.
+      link: the link of the ring (`Cluster.link`).
+      algorithm: one of `ALGORITHMS`.
+
+    Raises:
+      ValueError: an unknown kind or algorithm (an `InputError`, which is a
+        ValueError), a negative ``nbytes`` or a group size < 1.
+    """
+    name = _kind(kind)
+    if name is None:
+        raise InputError(f"a collective kind ({', '.join(_KINDS)})", repr(kind),
+                         "Use the HLO opcode name, e.g. 'all-reduce'.")
+    if not _is_number(nbytes) or nbytes < 0:
+        raise InputError("a byte count >= 0", repr(nbytes), "Pass the buffer size per device in bytes.")
+    _check_group_size(group_size)
+    _check_algorithm(algorithm)
+    n = group_size
+    if n == 1:
+        return 0.0
+    hops = ALGORITHMS[algorithm](n)
+    if name == "all-reduce":
+        return 2 * (n - 1) / n * nbytes / link.bandwidth + 2 * hops * link.latency
+    if name == "all-to-all":
+        return (n - 1) / n * nbytes / link.bandwidth + (n - 1) * link.latency
+    if name in _RING:
+        return (n - 1) / n * nbytes / link.bandwidth + hops * link.latency
+    return nbytes / link.bandwidth + link.latency
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectiveTime:
+    """The modelled time of one collective of a step.
+
+    Attributes:
+      kind: the HLO collective (``all-reduce``, ...).
+      nbytes: bytes per device, as `collective_time` defines them.
+      group_size: devices in the group.
+      executions: times it runs per step (1 when unknown, with a note).
+      link: name of the link that sets its speed (`Cluster.link`).
+      seconds: ``executions * collective_time(kind, nbytes, group_size, link)``.
+    """
+
+    kind: str
+    nbytes: int
+    group_size: int
+    executions: int
+    link: str
+    seconds: float
+
+
+def _field(item: Any, *names: str) -> Any:
+    for name in names:
+        if isinstance(item, Mapping):
+            if name in item:
+                return item[name]
+        elif hasattr(item, name):
+            return getattr(item, name)
+    return None
+
+
+def communication_time(
+    collectives: Iterable[Mapping[str, Any] | Any], cluster: Cluster
+) -> tuple[float, tuple[CollectiveTime, ...], tuple[str, ...]]:
+    """Total seconds per step for a list of collectives given as objects or dicts
+    with fields kind, bytes, group_size, executions.
+
+    Unknowns are never silently zero: ``executions`` None is counted once and
+    named in the notes; ``group_size`` or ``bytes`` None, or a kind the model
+    does not cover, is skipped and named in the notes. An optional
+    ``span_nodes`` field is passed to `Cluster.link`.
+
+    Args:
+      collectives: e.g. the collectives of a compiled phase (``kind``,
+        ``bytes`` (or ``nbytes``), ``group_size``, ``executions``).
+      cluster: the devices' wiring.
+
+    Returns:
+      ``(seconds, per-collective times, notes)``; the seconds are the sum of
+      the per-collective times.
+
+    Raises:
+      InputError: a negative byte count or execution count, or a group size < 1.
+    """
+    times: list[CollectiveTime] = []
+    notes: list[str] = []
+    for item in collectives:
+        raw_kind = _field(item, "kind")
+        nbytes = _field(item, "bytes", "nbytes")
+        group_size = _field(item, "group_size")
+        executions = _field(item, "executions")
+        what = f"{raw_kind} of {nbytes} bytes"
+        kind = _kind(raw_kind)
+        if kind is None:
+            notes.append(f"{what}: kind not modelled ({', '.join(_KINDS)}); skipped")
+            continue
+        if nbytes is None:
+            notes.append(f"{raw_kind} of unknown size: skipped")
+            continue
+        if group_size is None:
+            notes.append(f"{what}: group size unknown; skipped")
+            continue
+        if _kind_name(raw_kind) == "ragged-all-to-all":
+            notes.append(f"{what}: charged as an all-to-all of the whole buffer (an upper bound)")
+        if executions is None:
+            notes.append(f"{what} over {group_size} devices: executions per step unknown; counted once")
+            executions = 1
+        elif not isinstance(executions, int) or isinstance(executions, bool) or executions < 0:
+            raise InputError("an execution count, an integer >= 0", repr(executions),
+                             "Pass None when the count is unknown.")
+        link = cluster.link(group_size, _field(item, "span_nodes"))
+        once = collective_time(kind, nbytes, group_size, link, cluster.algorithm)
+        times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link.name,
+                                    executions * once))
+    return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))
+
+
+DEFAULT_OVERLAP: float = 0.0
+"""The share of communication that hides behind compute by default: none.
+
+Data-parallel training (PyTorch DDP, FSDP, XLA's asynchronous collectives)
+does overlap the gradient collectives with the backward pass, but how much
+depends on the bucket sizes, the scheduler and the order of layers, which a
+static count does not know. With 0.0 the predicted step time is an upper
+bound (compute + all of the communication). Pass ``overlap=1.0`` for perfect
+overlap, where only what exceeds compute shows: ``max(0, comm - compute)``.
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPrediction:
+    """Predicted time of one training step on one device of a sharded run.
+
+    Attributes:
+      compute_seconds: the roofline,
+        ``max(flops / (peak_flops * efficiency), bytes / peak_bandwidth)``.
+      communication_seconds: the collectives' time (`communication_time`).
+      exposed_communication_seconds: what does not hide behind compute:
+        ``max((1 - overlap) * communication, communication - compute, 0)``.
+      seconds: ``compute_seconds + exposed_communication_seconds``.
+      overlap: the share of communication assumed to overlap compute.
+    """
+
+    compute_seconds: float
+    communication_seconds: float
+    exposed_communication_seconds: float
+    seconds: float
+    overlap: float
+
+
+def _check_fraction(value: Any, what: str, low_open: bool, fix: str) -> None:
+    ok = _is_number(value) and (0 < value <= 1 if low_open else 0 <= value <= 1)
+    if not ok:
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise InputError(f"{what} in {interval}", repr(value), fix)
+
+
+def _check_nonnegative(value: Any, what: str) -> None:
+    if not _is_number(value) or value < 0:
+        raise InputError(f"{what}, a finite number >= 0", repr(value), f"Pass the {what} of the step.")
+
+
+def predict_step(
+    flops: float,
+    bytes_accessed: float | None,
+    communication_seconds: float,
+    *,
+    peak_flops: float,
+    peak_bandwidth: float | None,
+    efficiency: float = 1.0,
+    overlap: float = DEFAULT_OVERLAP,
+) -> StepPrediction:
+    """Step time = roofline compute + the communication that compute does not hide.
+
+    Args:
+      flops: FLOP per step per device.
+      bytes_accessed: bytes of memory traffic per step per device; None leaves
+        the memory term out.
+      communication_seconds: the collectives' time per step.
+      peak_flops: the device's peak FLOP/s (e.g. `xla_cost.analysis.timing.device_peak`).
+      peak_bandwidth: the device's memory bandwidth, bytes/s; None leaves the
+        memory term out.
+      efficiency: the share of peak FLOP/s reached (an MFU-like factor), in
+        (0, 1]; applied to the FLOP term only.
+      overlap: the share of communication that overlaps compute, in [0, 1]
+        (`DEFAULT_OVERLAP`).
+
+    Raises:
+      InputError: an overlap outside [0, 1], an efficiency outside (0, 1], a
+        peak that is not > 0, or a negative count.
+    """
+    _check_fraction(overlap, "an overlap", False,
+                    "Pass 0 for no overlap (the default) up to 1 for perfect overlap.")
+    _check_fraction(efficiency, "an efficiency", True,
+                    "Pass the share of peak FLOP/s reached, e.g. 0.4 for 40% MFU.")
+    _check_nonnegative(flops, "FLOP count")
+    _check_nonnegative(communication_seconds, "communication seconds")
+    if not _is_number(peak_flops) or peak_flops <= 0:
+        raise InputError("a peak FLOP/s > 0", repr(peak_flops),
+                         "Pass the device's peak, e.g. 989.4e12 for an H100 SXM in bfloat16.")
+    compute = flops / (peak_flops * efficiency)
+    if bytes_accessed is not None and peak_bandwidth is not None:
+        _check_nonnegative(bytes_accessed, "bytes accessed")
+        _check_bandwidth(peak_bandwidth, "peak memory bandwidth")
+        compute = max(compute, bytes_accessed / peak_bandwidth)
+    comm = float(communication_seconds)
+    exposed = max((1 - overlap) * comm, comm - compute, 0.0)
+    return StepPrediction(
+        compute_seconds=compute,
+        communication_seconds=comm,
+        exposed_communication_seconds=exposed,
+        seconds=compute + exposed,
+        overlap=float(overlap),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalingPoint:
+    """One point of a scaling curve.
+
+    Attributes:
+      devices: number of devices.
+      global_batch: samples per step over all devices.
+      step_seconds, compute_seconds, communication_seconds,
+        exposed_communication_seconds: from the point's `StepPrediction`.
+      samples_per_second: ``global_batch / step_seconds``.
+      speedup: throughput over the first point's throughput.
+      efficiency: ``speedup / (devices / first point's devices)``; 1.0 is
+        linear scaling.
+    """
+
+    devices: int
+    global_batch: int
+    step_seconds: float
+    compute_seconds: float
+    communication_seconds: float
+    exposed_communication_seconds: float
+    samples_per_second: float
+    speedup: float
+    efficiency: float
+
+
+def scaling_curve(points: Sequence[tuple[int, int, StepPrediction]]) -> tuple[ScalingPoint, ...]:
+    """Throughput, speed-up and scaling efficiency over device counts.
+
+    Args:
+      points: ``(devices, global_batch, prediction)`` in increasing devices;
+        for weak scaling the global batch grows with the devices, for strong
+        scaling it stays fixed.
+
+    Returns:
+      One `ScalingPoint` per point; the first has speed-up and efficiency 1.
+
+    Raises:
+      InputError: no points, devices not increasing integers >= 1, a global
+        batch < 1, or a prediction of zero seconds.
+    """
+    if not points:
+        raise InputError("at least one (devices, global_batch, prediction) point", "none",
+                         "Pass the predictions at each device count.")
+    out: list[ScalingPoint] = []
+    previous = 0
+    for devices, batch, prediction in points:
+        if not isinstance(devices, int) or isinstance(devices, bool) or devices <= previous:
+            raise InputError("device counts that are increasing integers >= 1", repr(devices),
+                             "Sort the points by device count, each count once.")
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise InputError("a global batch, an integer >= 1", repr(batch),
+                             "Pass the samples per step over all devices.")
+        if not prediction.seconds > 0:
+            raise InputError("a step time > 0", repr(prediction.seconds),
+                             "Predict the step with a FLOP count > 0.")
+        previous = devices
+        throughput = batch / prediction.seconds
+        first = out[0] if out else None
+        speedup = throughput / first.samples_per_second if first else 1.0
+        efficiency = speedup / (devices / first.devices) if first else 1.0
+        out.append(ScalingPoint(
+            devices=devices, global_batch=batch, step_seconds=prediction.seconds,
+            compute_seconds=prediction.compute_seconds,
+            communication_seconds=prediction.communication_seconds,
+            exposed_communication_seconds=prediction.exposed_communication_seconds,
+            samples_per_second=throughput, speedup=speedup, efficiency=efficiency,
+        ))
+    return tuple(out)

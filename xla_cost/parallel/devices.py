@@ -1,0 +1,201 @@
+"""The device registry: every device xla_cost knows, declared once.
+
+A `Device` holds what its datasheet publishes: dense peak FLOP/s by dtype,
+memory bandwidth and capacity, and how a cluster of them is wired (the links
+within a node and between nodes, `xla_cost.parallel.comm.INTERCONNECTS`, and
+devices per node), each with its source. Timing (MFU, the roofline), `fit`
+(capacity), the communication model, `scaling`, `estimate` and the command
+line's help all read it; adding a device is one entry in `DEVICES`.
+
+Names are looked up case-insensitively by registry key (``h100``), and a
+``jax.Device.device_kind`` (``NVIDIA H100 80GB HBM3``) by the substrings each
+entry lists in `Device.kind`, the most specific entry first. Nothing heavy is
+imported: the command line builds its help from this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from xla_cost.errors import InputError
+
+__all__ = ["DevicePeak", "Device", "DEVICES", "device", "match_kind", "names"]
+
+_T = 1e12
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePeak:
+    """Peak dense throughput and memory bandwidth of a device.
+
+    Attributes:
+      name: the device, as the registry or the measurement names it.
+      flops_per_s: peak FLOP/s by computation dtype (``bfloat16``, ``float16``,
+        ``float32``); for float32 on tensor-core GPUs the TF32 peak, which is
+        what XLA uses for float32 matmuls by default there.
+      bandwidth: peak memory bandwidth, bytes/s.
+      source: where the figures come from.
+    """
+
+    name: str
+    flops_per_s: Mapping[str, float]
+    bandwidth: float
+    source: str
+
+    def for_dtype(self, dtype: str) -> float:
+        """The peak for ``dtype``; float32's for a dtype not listed (0.0 if neither is)."""
+        return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One device of the registry.
+
+    Attributes:
+      name: the registry key (``h100``), what ``--device`` takes.
+      title: the device as reports name it (``NVIDIA H100 SXM``).
+      kind: substrings of ``jax.Device.device_kind`` that all identify it
+        (``("H100", "PCIe")``).
+      peak: published dense peaks and bandwidth; None where none is published
+        here (a CPU is measured instead).
+      memory: capacity in bytes (decimal gigabytes, as datasheets give them);
+        None where unknown.
+      memory_source: where ``memory`` comes from.
+      intra, inter: `xla_cost.parallel.comm.INTERCONNECTS` names of the link
+        between devices of a node and between nodes; None: no cluster preset.
+      node_size: devices per node.
+    """
+
+    name: str
+    title: str
+    kind: tuple[str, ...]
+    peak: DevicePeak | None = None
+    memory: float | None = None
+    memory_source: str = ""
+    intra: str | None = None
+    inter: str | None = None
+    node_size: int = 1
+
+    @property
+    def has_cluster(self) -> bool:
+        """Whether the device has a cluster preset (its links are known)."""
+        return self.intra is not None and self.inter is not None
+
+
+def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str) -> DevicePeak:
+    return DevicePeak(title, {"bfloat16": bf16 * _T, "float16": f16 * _T, "float32": f32 * _T}, bandwidth, source)
+
+
+DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
+    Device(
+        "h100", "NVIDIA H100 SXM", ("H100",),
+        _peak("NVIDIA H100 SXM", 989.4, 989.4, 494.7, 3.35e12,
+              "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7; HBM3 3.35 TB/s)"),
+        80e9, "NVIDIA H100 SXM datasheet: 80 GB HBM3",
+        # 8-GPU NVSwitch servers, one NIC per GPU (DGX H100)
+        "nvlink4", "ib-ndr", 8),
+    Device(
+        "h100-pcie", "NVIDIA H100 PCIe", ("H100", "PCIe"),
+        _peak("NVIDIA H100 PCIe", 756, 756, 378, 2.0e12,
+              "NVIDIA H100 datasheet, PCIe (dense: BF16 756 TFLOPS, TF32 378; 2.0 TB/s)"),
+        80e9, "NVIDIA H100 datasheet, PCIe: 80 GB HBM2e",
+        # PCIe Gen5 servers of 8, InfiniBand NDR between them
+        "pcie5", "ib-ndr", 8),
+    Device(
+        "h200", "NVIDIA H200 SXM", ("H200",),
+        DevicePeak("NVIDIA H200 SXM", {"bfloat16": 989 * _T, "float16": 989 * _T, "float32": 494.7 * _T}, 4.8e12,
+                   "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
+        141e9, "NVIDIA H200 datasheet: 141 GB HBM3e",
+        # the H200 datasheet: NVLink 900 GB/s, as the H100's; DGX H200 has one 400 Gb/s NIC per GPU
+        "nvlink4", "ib-ndr", 8),
+    Device(
+        "a100", "NVIDIA A100 40GB", ("A100",),
+        _peak("NVIDIA A100 40GB", 312, 312, 156, 1.555e12,
+              "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 40GB 1,555 GB/s)"),
+        40e9, "NVIDIA A100 datasheet: 40 GB HBM2 (the 80 GB model: a100-80gb)",
+        "nvlink3", "ib-hdr", 8),
+    Device(
+        "a100-80gb", "NVIDIA A100 80GB", ("A100", "80GB"),
+        _peak("NVIDIA A100 80GB", 312, 312, 156, 2.039e12,
+              "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 80GB SXM 2,039 GB/s)"),
+        80e9, "NVIDIA A100 datasheet: 80 GB HBM2e",
+        "nvlink3", "ib-hdr", 8),
+    Device(
+        "v100", "NVIDIA V100 SXM2", ("V100",),
+        DevicePeak("NVIDIA V100 SXM2", {"float16": 125 * _T, "bfloat16": 15.7 * _T, "float32": 15.7 * _T}, 900e9,
+                   "NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 "
+                   "tensor cores; HBM2 900 GB/s)"),
+        16e9, "NVIDIA V100 datasheet: 16 GB HBM2 (32 GB model: v100-32gb)",
+        # 2017-2018 PCIe servers: 8 GPUs on PCIe 3.0, EDR InfiniBand between nodes
+        "pcie3", "ib-edr", 8),
+    Device(
+        "v100-32gb", "NVIDIA V100 SXM2 32GB", ("V100", "32GB"),
+        DevicePeak("NVIDIA V100 SXM2 32GB", {"float16": 125 * _T, "bfloat16": 15.7 * _T, "float32": 15.7 * _T},
+                   900e9, "NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 "
+                   "tensor cores; HBM2 900 GB/s)"),
+        32e9, "NVIDIA V100 datasheet: 32 GB HBM2",
+        "pcie3", "ib-edr", 8),
+    Device(
+        "p40", "NVIDIA Tesla P40", ("P40",),
+        DevicePeak("NVIDIA Tesla P40", {"float32": 11.76 * _T, "float16": 11.76 * _T / 64, "bfloat16": 0.0},
+                   346e9, "NVIDIA Tesla P40 datasheet (FP32 12 TFLOPS at boost: 3840 cores x 2 x 1.531 GHz "
+                   "= 11.76; FP16 at 1/64 rate; GDDR5 346 GB/s)"),
+        24e9, "NVIDIA Tesla P40 datasheet: 24 GB GDDR5",
+        "pcie3", "ib-edr", 8),
+    Device(
+        # one v5e pod (256 chips) on ICI; a multi-pod job would cross the data-center network
+        "tpu-v5e", "Google TPU v5e", ("TPU v5 lite",),
+        intra="tpu-v5e-ici", inter="tpu-v5e-ici", node_size=256),
+    Device(
+        # the peak is measured (`xla_cost.analysis.timing.measure_cpu_peak`); one device per host on 25GbE
+        "cpu", "CPU", ("cpu",),
+        intra="ethernet-25g", inter="ethernet-25g", node_size=1),
+)})
+"""Every device by registry key. Peaks are dense (no sparsity) and from the
+datasheet named in each; ``v100`` and ``p40`` clusters are the 2017-2018 PCIe
+servers of their papers (build an SXM2 cluster with
+``Cluster(interconnect("nvlink2"), interconnect("ib-edr"), 8)``)."""
+
+_BY_SPECIFICITY = sorted(DEVICES.values(), key=lambda d: -len(d.kind))
+
+
+def names(has: str | None = None) -> tuple[str, ...]:
+    """Registry keys, in order; with ``has`` (``peak``, ``memory`` or
+    ``cluster``) only the devices that have it."""
+    test = {None: lambda d: True, "peak": lambda d: d.peak is not None,
+            "memory": lambda d: d.memory is not None, "cluster": lambda d: d.has_cluster}[has]
+    return tuple(d.name for d in DEVICES.values() if test(d))
+
+
+def match_kind(kind: str) -> Device | None:
+    """The entry whose `Device.kind` substrings all occur in ``kind`` (a
+    ``jax.Device.device_kind``, case-insensitive), the most specific first."""
+    text = kind.lower()
+    return next((d for d in _BY_SPECIFICITY if all(k.lower() in text for k in d.kind)), None)
+
+
+def device(name: str, has: str | None = None, fix: str | None = None) -> Device:
+    """The registry's `Device` for ``name``: a key (``h100``, any case) or a
+    ``jax.Device.device_kind``.
+
+    Args:
+      name: what to look up.
+      has: ``peak``, ``memory`` or ``cluster``: the figure the caller needs;
+        a device without it is refused as unknown.
+      fix: the error's advice (default: name a registry key).
+
+    Raises:
+      InputError: no such device (or none with ``has``); the message lists
+        the devices that qualify.
+    """
+    found = None
+    if isinstance(name, str):
+        found = DEVICES.get(name.strip().lower()) or match_kind(name)
+    wanted = {None: "a device", "peak": "a device with a published peak",
+              "memory": "a device with a known memory", "cluster": "a device with a cluster preset"}[has]
+    if found is None or (has is not None and found.name not in names(has)):
+        raise InputError(f"{wanted} ({', '.join(names(has))})", repr(name),
+                         fix or "Use one of these names, e.g. --device h100.")
+    return found

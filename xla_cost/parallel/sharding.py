@@ -1,0 +1,691 @@
+"""Sharded training steps: meshes, partition rules and the shardings of every phase.
+
+The engine is JAX's own SPMD partitioner: `plan_sharding` decides a
+`jax.sharding.NamedSharding` for every argument and result of every phase
+program, ``jax.jit(..., in_shardings=, out_shardings=)`` compiles the program
+one device of a real multi-device run executes, and XLA inserts the
+collectives. Nothing about parallelism is computed by hand here.
+
+Mesh axes (`MESH_AXES`), outermost first:
+
+* ``data``: the batch is split over it, parameters are replicated (DDP);
+  gradients are all-reduced.
+* ``fsdp``: the batch is split over it too, and parameters, gradients and
+  optimizer state are sharded (ZeRO-3 / FSDP): each parameter is split along
+  its largest dimension that ``fsdp`` divides, gathered for compute, and its
+  gradient reduce-scattered.
+* ``model``: tensor parallelism. Which dimension of a parameter it splits comes
+  from partition rules: the ``param_sharding`` regex rules a user passes, the
+  partitioning metadata of the model (``nn.with_partitioning``,
+  ``nnx.with_partitioning``, logical axis names mapped by
+  `DEFAULT_LOGICAL_RULES` or the user's ``logical_axis_rules``), or the rules
+  the model's class declares (`model_rules`: the zoo's Megatron column/row
+  splits for the transformers, output channels for the convolutional nets).
+
+A rule's spec may be shorter than the parameter: it names the *last*
+dimensions, so one rule covers a layer and its ``nn.scan`` stack (which has a
+leading layer axis). A rule that names an axis the mesh lacks, or a dimension
+the axis does not divide, leaves that dimension whole (said in a note).
+
+Devices: a mesh needs that many devices. On a machine without them, the CPU
+simulates them (`simulate_devices`, which must run before JAX starts its
+backends; the CLI does it for ``--mesh``): ``compiled.cost_analysis()`` and
+``memory_analysis()`` of the partitioned program are then per device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from xla_cost.errors import InputError
+from xla_cost.step.trees import key_name, nbytes
+
+__all__ = [
+    "ShardingOptions",
+    "MESH_AXES",
+    "BATCH_AXES",
+    "DEFAULT_LOGICAL_RULES",
+    "ShardingPlan",
+    "parse_mesh",
+    "check_mesh",
+    "mesh_devices",
+    "simulate_devices",
+    "make_mesh",
+    "mesh_text",
+    "model_rules",
+    "RULES_ATTRIBUTE",
+    "param_specs",
+    "plan_sharding",
+    "per_device_bytes",
+]
+
+MESH_AXES: tuple[str, ...] = ("data", "fsdp", "model")
+"""The mesh axes, outermost first: ``model`` is innermost, so a tensor-parallel
+group is consecutive devices (one node's NVLink domain)."""
+
+BATCH_AXES: tuple[str, ...] = ("data", "fsdp")
+"""The axes the batch is split over."""
+
+DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
+    ("batch", ("data", "fsdp")),
+    ("embed", "fsdp"),
+    ("mlp", "model"),
+    ("heads", "model"),
+    ("q_heads", "model"),
+    ("kv_heads", "model"),
+    ("joined_kv", "model"),
+    ("vocab", "model"),
+    ("kv", None),
+    ("head_dim", None),
+    ("layers", None),
+    ("length", None),
+    ("norm", None),
+    ("conv_out", "model"),
+)
+"""Logical axis names (Flax's ``nn.with_partitioning(init, ("embed", "mlp"))``
+and MaxText's vocabulary) mapped to this mesh's axes; names equal to a mesh
+axis (``"model"``) map to it. Override with ``logical_axis_rules=``."""
+
+PartitionRules = Sequence[tuple[str, Any]]
+"""``[(regex, spec), ...]``: the first regex found (``re.search``) in a
+parameter's path (``h_0/attn/c_attn/kernel``) gives its spec: a
+`jax.sharding.PartitionSpec` or a tuple of mesh axis names / None / tuples of
+names, aligned to the parameter's last dimensions."""
+
+
+def parse_mesh(text: str | Mapping[str, int] | None) -> dict[str, int]:
+    """``"data=2,model=4"`` (or a mapping) to ``{"data": 2, "model": 4}`` in `MESH_AXES` order.
+
+    Raises:
+      InputError: an unknown axis, a size that is not a positive integer, an axis twice.
+    """
+    if text is None or text == "" or text == {}:
+        return {}
+    if isinstance(text, Mapping):
+        items = list(text.items())
+    elif isinstance(text, str):
+        items = []
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise InputError(
+                    "a mesh as AXIS=SIZE[,AXIS=SIZE...]", repr(text),
+                    f"Use e.g. --mesh data=8 or --mesh fsdp=8,model=8 (axes {', '.join(MESH_AXES)}).",
+                )
+            items.append((key.strip(), value.strip()))
+    else:
+        raise InputError(
+            "mesh as a dict {axis: size} or 'data=2,model=4'", type(text).__name__,
+            "Pass e.g. mesh={'data': 8}.",
+        )
+    sizes: dict[str, int] = {}
+    for key, value in items:
+        if key not in MESH_AXES:
+            raise InputError(
+                f"mesh axes among {', '.join(MESH_AXES)}", repr(key),
+                "Use data (batch split, DDP), fsdp (parameters sharded, ZeRO-3) or model "
+                "(tensor parallel).",
+            )
+        if key in sizes:
+            raise InputError("each mesh axis once", f"{key} twice in {text!r}", "Give each axis one size.")
+        try:
+            size = int(value) if not isinstance(value, bool) else -1
+        except (TypeError, ValueError):
+            size = -1
+        if size < 1 or (isinstance(value, float) and value != size):
+            raise InputError(
+                f"a positive integer size for mesh axis {key}", repr(value), f"Use e.g. {key}=8.",
+            )
+        sizes[key] = size
+    return {axis: sizes[axis] for axis in MESH_AXES if axis in sizes}
+
+
+def check_mesh(mesh: Any) -> dict[str, int]:
+    """The mesh as sizes by axis (`parse_mesh`), or a `jax.sharding.Mesh`'s own axes."""
+    if isinstance(mesh, Mesh):
+        unknown = [a for a in mesh.axis_names if a not in MESH_AXES]
+        if unknown:
+            raise InputError(
+                f"a Mesh whose axes are among {', '.join(MESH_AXES)}",
+                f"axes {mesh.axis_names}", "Name the mesh axes data, fsdp and model.",
+            )
+        return {str(a): int(mesh.shape[a]) for a in mesh.axis_names}
+    return parse_mesh(mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardingOptions:
+    """How a step is sharded: the mesh options `xla_cost.analyze` takes.
+
+    Attributes:
+      mesh: devices per axis, ``{"data": 8}``, ``"fsdp=8,model=8"`` or a
+        `jax.sharding.Mesh`, with axes among `MESH_AXES` (None: one device).
+      param_sharding: ``[(regex, PartitionSpec), ...]`` rules for the
+        parameters, first match on the parameter's path, before the model's
+        partitioning metadata and its class's rules (`model_rules`).
+      logical_axis_rules: ``[(logical name, mesh axis), ...]`` for models
+        annotated with ``nn.with_partitioning``/``nnx.with_partitioning``
+        (default `DEFAULT_LOGICAL_RULES`).
+    """
+
+    mesh: Mapping[str, int] | str | Mesh | None = None
+    param_sharding: PartitionRules | None = None
+    logical_axis_rules: Sequence[tuple[str, Any]] | None = None
+
+    def sizes(self) -> dict[str, int]:
+        """Devices per mesh axis, checked (`check_mesh`); empty for one device."""
+        return check_mesh(self.mesh) if self.mesh is not None else {}
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the mesh has more than one device."""
+        return mesh_devices(self.sizes()) > 1
+
+
+def mesh_devices(mesh: Mapping[str, int]) -> int:
+    """Devices a mesh needs: the product of its sizes (1 for an empty mesh)."""
+    return math.prod(mesh.values()) if mesh else 1
+
+
+def simulate_devices(count: int) -> None:
+    """Lets the CPU backend simulate ``count`` devices, before JAX starts its backends.
+
+    Call it first thing (right after ``import jax``), or set
+    ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before Python starts.
+    Nothing is allocated per device; a sharded analysis compiles for the mesh.
+
+    Raises:
+      InputError: JAX's backends already started with fewer devices.
+    """
+    if count <= 1:
+        return
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        if len(jax.devices()) >= count or len(jax.devices("cpu")) >= count:
+            return
+        raise InputError(
+            f"{count} devices for the mesh",
+            f"{len(jax.devices())} {jax.default_backend()} device(s); JAX's backends started "
+            "before the CPU could be told to simulate more",
+            f"Call xla_cost.simulate_devices({count}) right after `import jax` (before any JAX "
+            f"computation), or set XLA_FLAGS=--xla_force_host_platform_device_count={count} "
+            "before starting Python.",
+        )
+    flags = " ".join(f for f in _xla_flags() if "xla_force_host_platform_device_count" in f)
+    if flags:  # the environment already says how many: it wins
+        return
+    jax.config.update("jax_num_cpu_devices", max(count, int(jax.config.jax_num_cpu_devices or 1)))
+
+
+def _xla_flags() -> list[str]:
+    import os
+
+    return os.environ.get("XLA_FLAGS", "").split()
+
+
+def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
+    """A `jax.sharding.Mesh` of ``sizes`` over the default backend's devices, and notes.
+
+    Falls back to the CPU's (simulated) devices when the default backend has
+    fewer than the mesh needs, with a note: the figures are then the CPU
+    compiler's for the sharded program.
+
+    Raises:
+      InputError: not enough devices anywhere.
+    """
+    need = mesh_devices(sizes)
+    notes: list[str] = []
+    devices = jax.devices()
+    if len(devices) < need:
+        cpu = jax.devices("cpu") if jax.default_backend() != "cpu" else devices
+        if len(cpu) < need:
+            raise InputError(
+                f"{need} devices for mesh {mesh_text(sizes)}",
+                f"{len(devices)} {jax.default_backend()} device(s)",
+                f"Simulate them on the CPU: xla_cost.simulate_devices({need}) right after "
+                f"`import jax`, or XLA_FLAGS=--xla_force_host_platform_device_count={need} "
+                "(the xla-cost CLI does this itself).",
+            )
+        notes.append(
+            f"the {jax.default_backend()} backend has {len(devices)} device(s): the mesh "
+            f"{mesh_text(sizes)} is compiled for {need} simulated CPU devices (XLA's CPU cost "
+            "analysis of the sharded program)"
+        )
+        devices = cpu
+    array = np.array(devices[:need], dtype=object).reshape(tuple(sizes.values()))
+    return Mesh(array, tuple(sizes)), notes
+
+
+def mesh_text(sizes: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items()) or "(one device)"
+
+
+# ------------------------------------------------------------------ parameter specs
+
+
+def _path_text(path: Sequence[Any]) -> str:
+    names = [key_name(p) for p in path]
+    while names and names[-1] in ("value", "raw_value") and isinstance(
+        path[len(names) - 1], jax.tree_util.GetAttrKey
+    ):
+        names.pop()
+    return "/".join(names)
+
+
+def _is_box(x: Any) -> bool:
+    """A Flax box around a parameter: Linen ``nn.Partitioned``, an NNX Variable."""
+    from flax import nnx
+    import flax.linen as nn
+
+    return isinstance(x, (nn.meta.AxisMetadata, nnx.Variable)) or type(x).__name__ == "VariableState"
+
+
+def _box_names(box: Any) -> tuple[Any, ...] | None:
+    """The logical (or mesh) axis names a box carries, if any."""
+    names = getattr(box, "names", None)
+    if names is None and hasattr(box, "get_metadata"):
+        try:
+            meta = box.get_metadata()
+        except Exception:  # noqa: BLE001 - metadata is optional
+            meta = {}
+        names = meta.get("sharding_names") or meta.get("sharding")
+    if names is None:
+        return None
+    if isinstance(names, PartitionSpec):
+        names = tuple(names)
+    return tuple(names)
+
+
+def _normalise_spec(spec: Any, where: str) -> tuple[Any, ...]:
+    if isinstance(spec, PartitionSpec):
+        return tuple(spec)
+    if isinstance(spec, (str, type(None))):
+        return (spec,)
+    if isinstance(spec, (tuple, list)):
+        return tuple(tuple(s) if isinstance(s, list) else s for s in spec)
+    raise InputError(
+        "a partition spec: a PartitionSpec or a tuple of mesh axis names / None",
+        f"{spec!r} for {where}", "Use e.g. PartitionSpec(None, 'model').",
+    )
+
+
+def _logical_to_mesh(
+    names: Sequence[Any], rules: Sequence[tuple[str, Any]], mesh: Mapping[str, int]
+) -> tuple[Any, ...]:
+    table = dict(rules)
+    out = []
+    for name in names:
+        if name is None:
+            out.append(None)
+        elif isinstance(name, tuple):
+            out.append(tuple(n for n in name if n in mesh) or None)
+        elif name in MESH_AXES:
+            out.append(name)
+        else:
+            out.append(table.get(name))
+    return tuple(out)
+
+
+def _axes_of(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def _fit(
+    spec: Sequence[Any], shape: Sequence[int], mesh: Mapping[str, int], path: str,
+    notes: list[str],
+) -> list[Any]:
+    """``spec`` aligned to the last dims of ``shape``, keeping only axes the mesh has
+    (size > 1) and that divide their dimension."""
+    spec = list(spec)[-len(shape):] if shape else []
+    full: list[Any] = [None] * (len(shape) - len(spec)) + spec
+    used: set[str] = set()
+    for i, entry in enumerate(full):
+        axes = tuple(a for a in _axes_of(entry) if mesh.get(a, 1) > 1 and a not in used)
+        if not axes:
+            full[i] = None
+            continue
+        size = math.prod(mesh[a] for a in axes)
+        if shape[i] % size:
+            notes.append(
+                f"{path}: dimension {i} ({shape[i]}) is not divisible by {'x'.join(axes)} "
+                f"({size}): left whole"
+            )
+            full[i] = None
+            continue
+        used.update(axes)
+        full[i] = axes[0] if len(axes) == 1 else axes
+    return full
+
+
+def _add_fsdp(
+    full: list[Any], shape: Sequence[int], size: int, common: Mapping[int, int] | None = None
+) -> bool:
+    """Splits one dimension ``fsdp`` divides (not already split) over it.
+
+    The dimension is the one whose size is most common among all the
+    model's parameter dimensions (``common``: the model width of a
+    transformer, which MaxText's rules shard over fsdp as ``embed``), then
+    the largest: every layer then splits the same activation dimension, and
+    the partitioner gathers the weights instead of resharding activations.
+    """
+    if any("fsdp" in _axes_of(e) for e in full):
+        return True
+    free = [i for i, e in enumerate(full) if e is None and shape[i] % size == 0 and shape[i] >= size]
+    if not free:
+        return False
+    common = common or {}
+    best = max(free, key=lambda i: (common.get(shape[i], 0), shape[i], -i))
+    full[best] = "fsdp"
+    return True
+
+
+def _dimension_counts(params: Any) -> dict[int, int]:
+    """How often each size occurs among the dimensions of the parameters."""
+    counts: dict[int, int] = {}
+    for leaf in jax.tree_util.tree_leaves(params):
+        for d in getattr(leaf, "shape", ()):
+            counts[d] = counts.get(d, 0) + 1
+    return counts
+
+
+RULES_ATTRIBUTE = "xla_cost_partition_rules"
+"""The class attribute in which a model declares its default partition rules,
+``((regex, spec), ...)`` as ``param_sharding`` takes them: used after the
+user's rules and the parameters' own partitioning metadata. The zoo's families
+declare theirs (Megatron splits for the transformers, output channels for the
+convolutional nets); any model class may."""
+
+
+def model_rules(model: Any) -> PartitionRules:
+    """The partition rules ``model``'s class (or its nearest base) declares in
+    `RULES_ATTRIBUTE`; empty when it declares none."""
+    return tuple(getattr(type(model), RULES_ATTRIBUTE, ()) or ())
+
+
+def param_specs(
+    params: Any,
+    mesh: Mapping[str, int],
+    *,
+    param_sharding: PartitionRules | None = None,
+    logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
+    model_rules: PartitionRules | None = None,
+) -> tuple[Any, dict[str, str], list[str]]:
+    """A `PartitionSpec` for every parameter leaf, where each came from, and notes.
+
+    The spec of a parameter, by precedence: the first ``param_sharding`` rule
+    whose regex is found in its path; the box's own partitioning metadata
+    (logical names through ``logical_axis_rules``, default
+    `DEFAULT_LOGICAL_RULES`); the first ``model_rules`` rule (source ``zoo``:
+    the zoo's families declare theirs, `model_rules`); else replicated.
+    Then, on an ``fsdp`` mesh, the largest dimension ``fsdp`` divides that is
+    not split yet is split over it.
+
+    Returns:
+      ``(specs, sources, notes)``: a tree of `PartitionSpec` with the
+      structure of ``params`` (boxes included), the source of each parameter's
+      spec by path (``rule``, ``metadata``, ``zoo``, ``replicated``), notes.
+    """
+    rules = [(re.compile(p), s) for p, s in (param_sharding or ())]
+    zoo = [(re.compile(p), s) for p, s in (model_rules or ())]
+    logical = list(logical_axis_rules) if logical_axis_rules is not None else list(DEFAULT_LOGICAL_RULES)
+    notes: list[str] = []
+    sources: dict[str, str] = {}
+    box_names: dict[str, tuple[Any, ...]] = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_box)[0]:
+        if _is_box(leaf):
+            names = _box_names(leaf)
+            if names is not None:
+                box_names[_path_text(path)] = names
+    fsdp = mesh.get("fsdp", 1)
+    common = _dimension_counts(params)
+    unsplit: list[str] = []
+
+    def leaf_spec(path: Sequence[Any], leaf: Any) -> PartitionSpec:
+        text = _path_text(path)
+        shape = tuple(getattr(leaf, "shape", ()))
+        spec: tuple[Any, ...] = ()
+        source = "replicated"
+        for pattern, rule in rules:
+            if pattern.search(text):
+                spec, source = _normalise_spec(rule, f"param_sharding rule {pattern.pattern!r}"), "rule"
+                break
+        else:
+            if text in box_names:
+                spec, source = _logical_to_mesh(box_names[text], logical, mesh), "metadata"
+            else:
+                for pattern, rule in zoo:
+                    if pattern.search(text):
+                        spec, source = _normalise_spec(rule, "zoo rule"), "zoo"
+                        break
+        full = _fit(spec, shape, mesh, text, notes)
+        if fsdp > 1 and shape and not _add_fsdp(full, shape, fsdp, common):
+            unsplit.append(text)
+        if all(e is None for e in full) and source != "replicated" and spec:
+            source += " (nothing split)"
+        sources[text] = source
+        return PartitionSpec(*full)
+
+    specs = jax.tree_util.tree_map_with_path(leaf_spec, params)
+    if unsplit:
+        notes.append(
+            f"fsdp: {len(unsplit)} parameter(s) with no dimension fsdp={fsdp} divides stay "
+            f"replicated ({', '.join(unsplit[:4])}{' ...' if len(unsplit) > 4 else ''})"
+        )
+    return specs, sources, notes
+
+
+def _match_params(
+    tree: Any, params: Any, specs: Any, mesh: Mapping[str, int]
+) -> Any:
+    """Specs for a params-like tree (optimizer state): a leaf whose path ends with a
+    parameter's path and has its shape takes its spec; other leaves are split over
+    ``fsdp`` alone (Adafactor's factored moments) or replicated (counters)."""
+    by_path: dict[tuple[str, ...], tuple[tuple[int, ...], PartitionSpec]] = {}
+    spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    for (path, leaf), spec in zip(jax.tree_util.tree_flatten_with_path(params)[0], spec_leaves):
+        by_path[tuple(_path_text(path).split("/"))] = (tuple(leaf.shape), spec)
+    fsdp = mesh.get("fsdp", 1)
+    common = _dimension_counts(params)
+
+    def leaf_spec(path: Sequence[Any], leaf: Any) -> PartitionSpec:
+        names = tuple(_path_text(path).split("/"))
+        shape = tuple(getattr(leaf, "shape", ()))
+        best = None
+        for key, (pshape, spec) in by_path.items():
+            if len(key) <= len(names) and names[-len(key):] == key and pshape == shape:
+                if best is None or len(key) > len(best[0]):
+                    best = (key, spec)
+        if best is not None:
+            return best[1]
+        full: list[Any] = [None] * len(shape)
+        if fsdp > 1 and shape:
+            _add_fsdp(full, shape, fsdp, common)
+        return PartitionSpec(*full)
+
+    return jax.tree_util.tree_map_with_path(leaf_spec, tree)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardingPlan:
+    """The shardings of one sharded training step.
+
+    Attributes:
+      mesh: the `jax.sharding.Mesh`.
+      sizes: devices per mesh axis, in `MESH_AXES` order.
+      specs: `PartitionSpec` trees by argument-tree name (``params``,
+        ``grads``, ``opt_state``, ``state``, ``batch``, ``targets``, ``loss``),
+        each with the structure of the workload's tree.
+      sources: where each parameter's spec came from, by path.
+      notes: what a reader should know (dimensions left whole, fallbacks).
+    """
+
+    mesh: Mesh
+    sizes: Mapping[str, int]
+    specs: Mapping[str, Any]
+    sources: Mapping[str, str]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def devices(self) -> int:
+        return mesh_devices(self.sizes)
+
+    @property
+    def batch_split(self) -> int:
+        """Devices the batch is split over (the product of the batch axes)."""
+        return math.prod(self.sizes.get(a, 1) for a in BATCH_AXES)
+
+    def shardings(self, name: str) -> Any:
+        """`NamedSharding` tree of an argument tree (or ``loss``)."""
+        return jax.tree.map(
+            lambda s: NamedSharding(self.mesh, s), self.specs[name],
+            is_leaf=lambda x: isinstance(x, PartitionSpec),
+        )
+
+    def constraints(self, batch: int) -> Any:
+        """A context in which every Linen module method's outputs with the batch on
+        their leading axis are constrained to be split over the batch axes
+        (their other dimensions left to the partitioner), as MaxText's
+        activation constraints do: the partitioner then gathers ``fsdp``
+        weights for compute instead of splitting the work by weights, and
+        Megatron's ``model`` splits stay free. Nothing for a mesh without
+        batch axes."""
+        import contextlib
+
+        axes = tuple(a for a in BATCH_AXES if self.sizes.get(a, 1) > 1)
+        if not axes:
+            return contextlib.nullcontext()
+        import flax.linen as nn
+
+        first = axes[0] if len(axes) == 1 else axes
+
+        def constrain(x: Any) -> Any:
+            shape = getattr(x, "shape", ())
+            if not isinstance(x, jax.Array) or not shape or shape[0] != batch:
+                return x
+            spec = PartitionSpec(first, *([PartitionSpec.UNCONSTRAINED] * (len(shape) - 1)))
+            return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
+
+        def interceptor(next_fun: Any, args: Any, kwargs: Any, context: Any) -> Any:
+            name = context.method_name
+            if name in ("setup", "init", "apply") or (name.startswith("_") and name != "__call__"):
+                return next_fun(*args, **kwargs)
+            return jax.tree.map(constrain, next_fun(*args, **kwargs))
+
+        return nn.intercept_methods(interceptor)
+
+    def param_table(self) -> dict[str, str]:
+        """``{path: "PartitionSpec(None, 'model')"}`` for the report."""
+        out = {}
+        leaves = jax.tree_util.tree_leaves(self.specs["params"], is_leaf=lambda x: isinstance(x, PartitionSpec))
+        for path, spec in zip(self.sources, leaves):
+            out[path] = _spec_text(spec)
+        return out
+
+
+def _spec_text(spec: PartitionSpec) -> str:
+    parts = []
+    for e in spec:
+        parts.append("None" if e is None else (repr(e) if isinstance(e, str) else "(" + ",".join(map(repr, e)) + ")"))
+    return "(" + ", ".join(parts) + ")"
+
+
+def _batch_specs(tree: Any, batch: int, mesh: Mapping[str, int], what: str) -> Any:
+    axes = tuple(a for a in BATCH_AXES if mesh.get(a, 1) > 1)
+    size = math.prod(mesh[a] for a in axes) if axes else 1
+
+    def leaf_spec(leaf: Any) -> PartitionSpec:
+        shape = tuple(getattr(leaf, "shape", ()))
+        if axes and shape and shape[0] == batch:
+            return PartitionSpec(axes[0] if len(axes) == 1 else axes)
+        return PartitionSpec()
+
+    if axes and batch % size:
+        raise InputError(
+            f"a batch size divisible by {'x'.join(axes)} = {size} (the {what} are split over "
+            "the batch axes)",
+            f"batch {batch} on mesh {mesh_text(mesh)}",
+            f"Use a batch that is a multiple of {size}, e.g. {size * max(1, batch // size)}.",
+        )
+    return jax.tree.map(leaf_spec, tree)
+
+
+def plan_sharding(
+    workload: Any,
+    mesh: Mapping[str, int] | Mesh,
+    *,
+    param_sharding: PartitionRules | None = None,
+    logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
+    model_rules: PartitionRules | None = None,
+) -> ShardingPlan:
+    """The shardings of every tree of a `xla_cost.step.workload.Workload` on ``mesh``.
+
+    Parameters (and gradients) follow `param_specs`; optimizer state follows
+    the parameters it mirrors; the batch (inputs, targets, array call
+    arguments with the batch on their leading axis) is split over ``data``
+    and ``fsdp``; the model's other variables (BatchNorm statistics), the
+    random key and the loss are replicated.
+    """
+    if isinstance(mesh, Mesh):
+        sizes, jax_mesh, notes = check_mesh(mesh), mesh, []
+    else:
+        sizes = check_mesh(mesh)
+        jax_mesh, notes = make_mesh(sizes)
+    specs, sources, param_notes = param_specs(
+        workload.params, sizes, param_sharding=param_sharding,
+        logical_axis_rules=logical_axis_rules, model_rules=model_rules,
+    )
+    notes += param_notes
+    batch = int(jax.tree.leaves(workload.inputs)[0].shape[0])
+    replicated = PartitionSpec()
+    inputs_specs = _batch_specs(workload.inputs, batch, sizes, "inputs")
+    extras = workload.extras
+    extras_specs = {
+        "rng": jax.tree.map(lambda _: replicated, extras["rng"]),
+        "kwargs": _batch_specs(extras["kwargs"], batch, sizes, "call arguments"),
+    }
+    extras_specs.update({k: jax.tree.map(lambda _: replicated, v) for k, v in extras.items()
+                         if k not in extras_specs})
+    tree_specs = {
+        "params": specs,
+        "grads": specs,
+        "opt_state": _match_params(workload.opt_state, workload.params, specs, sizes),
+        "state": replicated,  # a prefix: every leaf, whatever the new state's structure
+        "batch": (inputs_specs, extras_specs),
+        "targets": _batch_specs(workload.targets, batch, sizes, "targets"),
+        "loss": replicated,
+    }
+    if "model" in sizes and sizes["model"] > 1 and not any(
+        s in ("rule", "metadata", "zoo") for s in sources.values()
+    ):
+        notes.append(
+            f"model={sizes['model']}: no partition rule or metadata split any parameter over "
+            "model, so its devices compute the same thing (pass param_sharding= rules or use "
+            "nn.with_partitioning)"
+        )
+    return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes))
+
+
+def per_device_bytes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> tuple[int, int]:
+    """``(total, per device)`` bytes of an abstract tree under its specs."""
+    total = per = 0
+    spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    leaves = jax.tree_util.tree_leaves(tree)
+    if len(spec_leaves) == 1 and len(leaves) != 1:
+        spec_leaves = spec_leaves * len(leaves)
+    for leaf, spec in zip(leaves, spec_leaves):
+        n = nbytes(leaf)
+        split = math.prod(sizes.get(a, 1) for e in spec for a in _axes_of(e))
+        total += n
+        per += -(-n // split)
+    return total, per

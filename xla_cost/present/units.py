@@ -1,0 +1,129 @@
+"""Numbers as people read them: units, significant digits, percentages.
+
+Data everywhere else holds raw integers and floats; these functions format
+them, and only when rendering. Each says ``unknown`` for None (and NaN), never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "UNKNOWN", "PREFIXES", "isnan", "number", "unit", "flop_unit", "sig", "count", "ratio", "pct", "pct_sig",
+    "si", "per_parameter", "value_range", "join_words", "slug",
+]
+
+UNKNOWN = "unknown"
+"""How a figure that is not known reads."""
+
+PREFIXES: tuple[tuple[float, str], ...] = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+"""SI prefixes, largest first."""
+
+
+def isnan(value: Any) -> bool:
+    """Whether ``value`` is a float NaN (pandas' missing value)."""
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or isnan(value)
+
+
+def number(value: float | int | None, scale: float = 1.0, digits: int = 3) -> str:
+    """``value / scale`` with thousands separators and ``digits`` decimals."""
+    if _missing(value):
+        return UNKNOWN
+    return f"{value / scale:,.{digits}f}"
+
+
+def unit(values: Iterable[float | int | None]) -> tuple[float, str]:
+    """The largest SI prefix in which the largest value reads at least 1:
+    ``(1e9, "G")``; ``(1.0, "")`` below a thousand."""
+    largest = max((abs(v) for v in values if not _missing(v)), default=0)
+    return next(((s, p) for s, p in (*PREFIXES, (1.0, "")) if largest >= s), (1.0, ""))
+
+
+def flop_unit(values: Iterable[float | int | None]) -> tuple[float, str]:
+    """`unit` for FLOP counts: ``(1e9, "GFLOP")``."""
+    scale, prefix = unit(values)
+    return scale, f"{prefix}FLOP"
+
+
+def sig(value: float | int | None, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits, without an exponent
+    (``1,234``, ``12.35``, ``0.001235``)."""
+    if _missing(value):
+        return UNKNOWN
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{digits - 1}e}")  # 0.99996 to 4 digits is 1.000, not 0.9999
+    exponent = math.floor(math.log10(abs(rounded)))
+    decimals = max(0, digits - 1 - exponent)
+    return f"{rounded:,.{decimals}f}"
+
+
+def count(value: int | float | None) -> str:
+    """An exact count with thousands separators."""
+    if _missing(value):
+        return UNKNOWN
+    return f"{int(value):,}"
+
+
+def ratio(value: float | None, digits: int = 3) -> str:
+    """A ratio to ``digits`` decimals."""
+    if _missing(value):
+        return UNKNOWN
+    return f"{value:.{digits}f}"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A share as a percentage to ``digits`` decimals (``23.4%``)."""
+    if _missing(value):
+        return UNKNOWN
+    return f"{100 * value:.{digits}f}%"
+
+
+def pct_sig(value: float | None, digits: int = 3) -> str:
+    """A share as a percentage to ``digits`` significant digits (``1.56%``, ``0.000352%``)."""
+    if _missing(value):
+        return UNKNOWN
+    return f"{sig(100 * value, digits)}%"
+
+
+def si(value: float | int | None, digits: int = 4) -> str:
+    """A count with an SI prefix, ``digits`` significant digits: ``78.92 G``, ``2,580``."""
+    if _missing(value):
+        return UNKNOWN
+    for scale, prefix in PREFIXES:
+        if abs(value) >= scale:
+            return f"{sig(value / scale, digits)} {prefix}"
+    return sig(value, digits) if value != int(value) else count(value)
+
+
+def per_parameter(value: float) -> str:
+    """A per-parameter figure: two decimals, trailing zeros dropped (``13``, ``4.96``)."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def value_range(values: Sequence[float], fmt: Callable[[float], str] = ratio) -> str:
+    """``a`` if all values print alike, else ``a–b`` (smallest to largest)."""
+    low, high = fmt(min(values)), fmt(max(values))
+    return low if low == high else f"{low}–{high}"
+
+
+def join_words(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def slug(name: str) -> str:
+    """A file name for ``name``: letters, digits, ``.``, ``_`` and ``-``."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return text or "model"

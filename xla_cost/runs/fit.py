@@ -1,0 +1,237 @@
+"""The largest batch whose compiled training step fits in a device's memory.
+
+Each candidate batch is traced and its train step compiled as one program with
+the parameters and optimizer state donated, abstractly (nothing is allocated);
+XLA's ``memory_analysis()`` gives its peak (arguments + outputs + temporaries
+- donated), which must not exceed the usable memory: the device's capacity
+times ``memory_fraction`` (JAX's GPU allocator takes 75% of the memory by
+default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``). The search doubles the batch
+until a step does not fit, then bisects between the last that fits and the
+first that does not, so the answer ``B`` fits and ``B + 1`` does not, each
+established by a compile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from xla_cost.analysis.memory import PARTS
+from xla_cost.errors import InputError
+from xla_cost.present.document import Rendered, Section
+from xla_cost.parallel import devices as registry
+
+__all__ = ["FitResult", "max_batch_size", "device_memory", "DEFAULT_MEMORY_FRACTION"]
+
+DEFAULT_MEMORY_FRACTION = 0.75
+"""The share of the memory a JAX program may use: JAX's GPU default."""
+
+MAX_BATCH = 1 << 24
+"""The search gives up above this batch (a step this small fits anything)."""
+
+
+def device_memory(device: str) -> tuple[float, str]:
+    """``(bytes, source)`` of a device of the registry (`xla_cost.parallel.devices`).
+
+    Raises:
+      InputError: a device whose memory is not known; the message lists those that are.
+    """
+    found = registry.device(device, has="memory",
+                            fix="Pass one of these, or the bytes with --device-memory / device_memory=.")
+    return float(found.memory), found.memory_source  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult(Rendered):
+    """The answer of `max_batch_size`.
+
+    Attributes:
+      model: the model's name.
+      batch_size: the largest batch that fits (0: not even batch 1).
+      limit: the usable bytes per device (capacity x fraction).
+      capacity: the device's memory in bytes, and where it comes from.
+      fits: the memory breakdown at ``batch_size`` (None when 0).
+      next_size: ``batch_size + 1``, the smallest that does not fit.
+      does_not_fit: the breakdown at ``next_size``.
+      tried: every batch compiled and its peak, in the order tried.
+      mesh: the mesh the step was sharded over (empty: one device).
+    """
+
+    model: str
+    batch_size: int
+    limit: float
+    capacity: float
+    capacity_source: str
+    fits: Any
+    next_size: int
+    does_not_fit: Any
+    tried: tuple[tuple[int, int], ...]
+    mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def describe(self) -> str:
+        scale, unit = self._unit()
+        return (
+            f"{self.model}: the largest batch that fits is {self.batch_size}"
+            + (f" per step over {'x'.join(f'{k}={v}' for k, v in self.mesh.items())}" if self.mesh else "")
+            + f" (usable {self.limit / scale:,.2f} {unit} of {self.capacity / scale:,.2f} {unit}; "
+            f"{self.capacity_source})"
+        )
+
+    def _unit(self) -> tuple[float, str]:
+        return (1e9, "GB") if self.capacity >= 1e9 else (1e6, "MB")
+
+    def _rows(self) -> list[tuple[str, str, int | None, int | None]]:
+        """``(name, label, bytes at batch_size, bytes at next_size)`` per part
+        (`xla_cost.analysis.memory.PARTS`), their sums and XLA's peak."""
+        labels = {"parts_total": "sum of parts", "workspace": "workspace (at peak)",
+                  "at_peak_total": "sum at XLA's peak", "peak": "XLA's peak"}
+        return [
+            (name, labels.get(name, name),
+             *(None if b is None else getattr(b, name) for b in (self.fits, self.does_not_fit)))
+            for name in (*PARTS, "parts_total", "workspace", "at_peak_total", "peak")
+        ]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per part: its bytes per device at ``batch_size`` and at ``next_size``."""
+        return pd.DataFrame(
+            [{"part": name, f"batch_{self.batch_size}": a, f"batch_{self.next_size}": b}
+             for name, _, a, b in self._rows()]
+        ).astype({f"batch_{self.batch_size}": "Int64", f"batch_{self.next_size}": "Int64"})
+
+    def sections(self) -> list[Section]:
+        scale, unit = self._unit()
+        frame = pd.DataFrame(
+            [{f"part ({unit} per device)": label,
+              f"batch {self.batch_size}": None if a is None else a / scale,
+              f"batch {self.next_size}": None if b is None else b / scale}
+             for _, label, a, b in self._rows()],
+            dtype=object,
+        )
+        return [Section("", frame)]
+
+    def notes(self) -> list[str]:
+        scale, unit = self._unit()
+        return ["tried: " + ", ".join(f"{b} ({p / scale:,.2f} {unit})" for b, p in self.tried)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "batch_size": self.batch_size, "limit": self.limit,
+            "capacity": self.capacity, "capacity_source": self.capacity_source, "mesh": dict(self.mesh),
+            "fits": None if self.fits is None else self.fits.to_dict(),
+            "next_size": self.next_size,
+            "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
+            "tried": [list(t) for t in self.tried],
+        }
+
+
+def _step(model: str, batch: int, *, optimizer: str, dtype: str, config: Mapping[str, Any],
+          mesh: Mapping[str, int], input_shape: Any) -> Any:
+    """The memory breakdown of ``model``'s donated train step at ``batch``."""
+    from xla_cost.analysis.programs import step_memory
+    from xla_cost.parallel import sharding
+    from xla_cost.runs.configs import RunConfig
+    from xla_cost.step.workload import build_workload
+
+    run = RunConfig(model, batch, dict(config), optimizer=optimizer, dtype=dtype, input_shape=input_shape)
+    built, inputs, _, _, _ = run.build()
+    workload, _ = build_workload(built, inputs, optimizer=optimizer)
+    plan = None
+    if sharding.mesh_devices(mesh) > 1:
+        plan = sharding.plan_sharding(workload, dict(mesh), model_rules=sharding.model_rules(built))
+    return step_memory(workload, plan, True)
+
+
+def max_batch_size(
+    model: str,
+    *,
+    device: str = "h100",
+    device_memory_bytes: float | None = None,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    optimizer: str = "adam",
+    dtype: str = "float32",
+    config: Mapping[str, Any] | None = None,
+    mesh: Mapping[str, int] | None = None,
+    input_shape: Any = None,
+) -> FitResult:
+    """The largest batch whose train step fits in ``device``'s memory.
+
+    Args:
+      model: a zoo name or ``package.module:attr`` (with ``input_shape``).
+      device: a device of the registry with a known memory (`xla_cost.parallel.devices`).
+      device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
+      memory_fraction: the usable share of the capacity.
+      optimizer, dtype, config: as for `xla_cost.analyze` / `RunConfig`.
+      mesh: shard the step (``{"fsdp": 8}``); the batch is then the global
+        batch and the memory per device; it must divide by the batch axes.
+      input_shape: a custom model's input shape (its first entry is replaced
+        by each batch tried).
+
+    Raises:
+      InputError: an unknown device, a fraction outside (0, 1], or a
+        capacity that is not positive.
+    """
+    from xla_cost.parallel import sharding
+
+    if device_memory_bytes is None:
+        capacity, source = device_memory(device)
+    else:
+        if isinstance(device_memory_bytes, bool) or not isinstance(device_memory_bytes, (int, float)) \
+                or not device_memory_bytes > 0:
+            raise InputError("a device memory in bytes > 0", repr(device_memory_bytes),
+                             "Pass e.g. --device-memory 8e9.")
+        capacity, source = float(device_memory_bytes), "given"
+    if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
+            or not 0 < memory_fraction <= 1:
+        raise InputError("a memory fraction in (0, 1]", repr(memory_fraction), "Pass e.g. --memory-fraction 0.9.")
+    mesh = dict(mesh or {})
+    step = 1
+    if mesh:
+        sizes = sharding.check_mesh(mesh)
+        sharding.simulate_devices(sharding.mesh_devices(sizes))
+        step = max(1, sharding.mesh_devices({a: sizes.get(a, 1) for a in sharding.BATCH_AXES}))
+    limit = capacity * memory_fraction
+    cache: dict[int, Any] = {}
+    tried: list[tuple[int, int]] = []
+
+    def breakdown(batch: int) -> Any:
+        if batch not in cache:
+            cache[batch] = _step(model, batch, optimizer=optimizer, dtype=dtype, config=config or {},
+                                 mesh=mesh, input_shape=input_shape)
+            peak = cache[batch].peak
+            if peak is None:
+                raise InputError("a backend whose compiled step has a memory analysis",
+                                 "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
+            tried.append((batch, peak))
+        return cache[batch]
+
+    def fits(batch: int) -> bool:
+        return breakdown(batch).peak <= limit
+
+    # batches are multiples of `step` (the devices the batch is split over)
+    if not fits(step):
+        low, high = 0, step
+    else:
+        low = step
+        while True:
+            high = low * 2
+            if high > MAX_BATCH:
+                raise InputError(f"a model whose step stops fitting below batch {MAX_BATCH}", "it still fits",
+                                 "Check the memory limit: it is larger than any step of this model.")
+            if not fits(high):
+                break
+            low = high
+        while high - low > step:
+            middle = (low + high) // 2 // step * step
+            if middle <= low:
+                break
+            if fits(middle):
+                low = middle
+            else:
+                high = middle
+    return FitResult(
+        model=model, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
+        fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
+    )

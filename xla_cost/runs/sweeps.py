@@ -1,0 +1,585 @@
+"""`sweep`: many configurations analysed in parallel, every result kept in the store.
+
+A sweep is the product of models, batch sizes, model settings, optimizers and
+dtypes. What the results store (`xla_cost.compiled.store`) already holds is read back;
+the rest runs in worker processes on this machine (``jobs``) or on a Dask
+distributed cluster (``scheduler``), and each finished configuration is
+committed to the store by this process as it arrives. A configuration that
+raises is stored as a failure with its one-line reason; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from xla_cost.runs.configs import RunConfig
+from xla_cost.errors import InputError, XlaCostError
+from xla_cost.analysis.report import PHASES
+from xla_cost.count.layers import LAYER_FIELDS
+from xla_cost.compiled.store import Store, StoredResult, environment, result_key
+
+__all__ = [
+    "WORKER_MEMORY",
+    "SweepResult",
+    "configurations",
+    "default_jobs",
+    "run_config",
+    "sweep",
+    "sweep_frames",
+]
+
+WORKER_MEMORY = 2 << 30
+"""Memory set aside per worker process when choosing the default ``jobs``
+(ResNet-152's analysis peaks at 1.5 GB)."""
+
+DEATHS_BEFORE_FAILURE = 2
+"""A configuration in flight when a worker process died this often is stored
+as failed (killed, most likely out of memory) instead of being tried again."""
+
+
+class SweepResult(NamedTuple):
+    """What `sweep` returns.
+
+    Attributes:
+      runs: one row per configuration, in the order they were asked for: the
+        configuration (``model``, ``batch_size``, the ``--set`` keys,
+        ``optimizer``, ``dtype``, ``counter``), ``status`` (``ok``/``failed``),
+        ``error``, ``parameters``, per phase ``<phase>_flops``,
+        ``_xla_flops``, ``_jaxpr_flops``, ``_transcendentals``,
+        ``_bytes_accessed``, ``_jaxpr_bytes_accessed``, ``_temp_bytes``,
+        ``_argument_bytes``, ``_output_bytes``, ``_source``; the ratios
+        ``backward_to_forward`` and ``backward_with_update_to_forward``;
+        ``seconds`` (the analysis's own time), ``notes``, ``unsupported`` and
+        the store ``key``.
+      layers: with ``per_layer``, one row per layer per configuration (the
+        configuration's columns, then the JSON layer fields); else empty.
+    """
+
+    runs: pd.DataFrame
+    layers: pd.DataFrame
+
+    def summary(self) -> pd.DataFrame:
+        """The runs in brief: configuration, status, GFLOP per phase, the ratios, seconds."""
+        runs = self.runs
+        fixed = {"status", "error", "parameters", "seconds", "key", "notes", "unsupported"}
+        config = [c for c in runs.columns if c not in fixed and not any(c.startswith(p + "_") for p in PHASES)
+                  and c not in ("backward_to_forward", "backward_with_update_to_forward")]
+        out = runs[config].copy()
+        for phase in ("forward", "backward", "update"):
+            column = f"{phase}_flops"
+            out[f"{phase} GFLOP"] = [
+                "unknown" if column not in runs or pd.isna(v) else f"{v / 1e9:,.4g}"
+                for v in (runs[column] if column in runs else [None] * len(runs))
+            ]
+        for name, column in (("bwd/fwd", "backward_to_forward"), ("(bwd+upd)/fwd", "backward_with_update_to_forward")):
+            values = runs[column] if column in runs else [None] * len(runs)
+            out[name] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in values]
+        out["seconds"] = ["" if pd.isna(v) else f"{v:.2f}" for v in runs["seconds"]] if "seconds" in runs else ""
+        out["status"] = [
+            s if s == "ok" else f"{s}: {e}" for s, e in zip(runs["status"], runs["error"])
+        ]
+        return out
+
+    def to_table(self, width: int | None = None) -> str:
+        """The `summary` for terminals, wrapped to ``width``."""
+        from xla_cost.present.text import TextTable, render, resolve_width
+
+        failed = int((self.runs["status"] != "ok").sum()) if len(self.runs) else 0
+        title = f"{len(self.runs)} configurations" + (f", {failed} not ok" if failed else "")
+        return render(
+            [TextTable(self.summary().set_index("model"), title, left=("status",), prose=("status",))],
+            resolve_width(width),
+        )
+
+    def to_json(self) -> str:
+        """``{"runs": [...], "layers": [...]}``, every figure raw."""
+        return json.dumps(
+            {
+                "runs": json.loads(self.runs.to_json(orient="records")),
+                "layers": json.loads(self.layers.to_json(orient="records")),
+            },
+            indent=2,
+        )
+
+    def to_csv(self) -> str:
+        """The runs frame as CSV (the layers: ``layers.to_csv()``)."""
+        return self.runs.to_csv(index=False)
+
+    def to_markdown(self) -> str:
+        """The `summary` as a markdown table."""
+        return self.summary().to_markdown(index=False) + "\n"
+
+
+def default_jobs() -> int:
+    """Worker processes for a sweep: one per core, as many as memory allows
+    at `WORKER_MEMORY` each, at least one."""
+    cores = _cores()
+    available = _available_memory()
+    by_memory = cores if available is None else max(1, available // WORKER_MEMORY)
+    return max(1, min(cores, by_memory))
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _values(name: str, given: Iterable[Any] | Any) -> list[Any]:
+    values = [given] if isinstance(given, (str, int)) else list(given)
+    if not values:
+        raise InputError(f"at least one value for {name}", "none", f"Give e.g. {name}=[1].")
+    return list(dict.fromkeys(values))
+
+
+def configurations(
+    models: Sequence[str] | str,
+    *,
+    batch_sizes: Iterable[int] | int = (1,),
+    settings: Mapping[str, Iterable[Any]] | None = None,
+    optimizers: Iterable[str] | str = ("sgd",),
+    dtypes: Iterable[str] | str = ("float32",),
+    counter: str = "xla",
+    per_layer: bool = False,
+    depth: int | None = None,
+    input_shape: Sequence[int] | None = None,
+) -> list[RunConfig]:
+    """Every combination, in order (models outermost, then settings, optimizers,
+    dtypes, batch sizes), with zoo names canonical and duplicates dropped.
+
+    Raises:
+      InputError: an unknown zoo name, optimizer, dtype or counter, or a batch
+        size below 1, before anything runs.
+    """
+    from xla_cost.analysis.options import check_options
+    from xla_cost.step.optimizers import OPTIMIZERS
+
+    grid = _grid(
+        models, batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
+        counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
+    )
+    for config in grid:
+        batch = config.batch_size
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InputError("batch sizes of at least 1", repr(batch), "Use e.g. --batch-sizes 1,2,4.")
+        if config.optimizer not in OPTIMIZERS:
+            raise InputError(
+                f"optimizers among {', '.join(OPTIMIZERS)}", repr(config.optimizer),
+                "Use e.g. --optimizers sgd,adam.",
+            )
+        check_options(dtype=config.dtype, counter=counter, depth=depth)
+    return _dedupe([config.canonical() for config in grid])
+
+
+def _grid(
+    models: Sequence[str] | str, *, batch_sizes: Iterable[int] | int,
+    settings: Mapping[str, Iterable[Any]] | None, optimizers: Iterable[str] | str,
+    dtypes: Iterable[str] | str, counter: str, per_layer: bool, depth: int | None,
+    input_shape: Sequence[int] | None,
+) -> list[RunConfig]:
+    """The combinations as given: not checked, names not made canonical."""
+    models = _values("models", models)
+    batch_sizes = _values("batch_sizes", batch_sizes)
+    optimizers = _values("optimizers", optimizers)
+    dtypes = _values("dtypes", dtypes)
+    keys = sorted(settings or {})
+    grids = [_values(key, (settings or {})[key]) for key in keys]
+    out: list[RunConfig] = []
+    for model in models:
+        for values in itertools.product(*grids):
+            for optimizer, dtype, batch in itertools.product(optimizers, dtypes, batch_sizes):
+                out.append(
+                    RunConfig(
+                        model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
+                        counter=counter, per_layer=per_layer, depth=depth,
+                        input_shape=tuple(input_shape) if input_shape else None,
+                    )
+                )
+    return _dedupe(out)
+
+
+def _dedupe(configs: list[RunConfig]) -> list[RunConfig]:
+    seen: dict[str, RunConfig] = {}
+    for config in configs:
+        seen.setdefault(json.dumps(config.to_dict(), sort_keys=True, default=str), config)
+    return list(seen.values())
+
+
+def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Analyses one configuration (a `RunConfig.to_dict`) in this process.
+
+    What a worker process or a Dask worker runs. Never raises for a failed
+    analysis: the result says ``failed`` with the one-line reason.
+
+    Returns:
+      ``{"report": Report.to_dict() or None, "error": str or None,
+      "seconds": float, "environment": the worker's environment}``.
+    """
+    start = time.perf_counter()
+    run = RunConfig(**{**config, "input_shape": tuple(config["input_shape"]) if config.get("input_shape") else None})
+    report, error = None, None
+    try:
+        report = run.run().to_dict()
+    except XlaCostError as exc:
+        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a failed configuration is a row, not the end
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        error = f"{type(exc).__name__}: {first}".rstrip(": ")
+    return {
+        "report": report, "error": error, "seconds": time.perf_counter() - start,
+        "environment": environment(),
+    }
+
+
+class _Progress:
+    """A rich progress bar (configuration, done/total, elapsed, ETA), or nothing."""
+
+    def __init__(self, total: int, enabled: bool | None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._bar: Any = None
+        if self.enabled and total:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=False,
+            )
+            self._task = self._bar.add_task("sweep", total=total)
+            self._bar.start()
+
+    def show(self, running: Iterable[str]) -> None:
+        if self._bar is not None:
+            labels = list(running)
+            text = ", ".join(labels[:2]) + (f" +{len(labels) - 2}" if len(labels) > 2 else "")
+            self._bar.update(self._task, description=text or "sweep")
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description="sweep")
+            self._bar.stop()
+
+
+WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis.pipeline", "xla_cost.zoo")
+"""Modules a fork server imports once for all worker processes."""
+
+
+def _worker_init(cores: int) -> None:
+    """Each worker compiles in at most its share of the cores: `analyze`
+    overlaps compiles with tracing in threads, which only pays while cores are idle."""
+    from xla_cost.analysis import programs
+
+    programs.COMPILE_THREADS = max(1, min(programs.COMPILE_THREADS, cores))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _spawn_pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
+    """Worker processes forked from a fork server that has imported jax, flax,
+    optax and xla_cost (and started no backend), where the platform has one;
+    else spawned. Never forked from this process, whose JAX may run threads."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
+    else:  # pragma: no cover - Windows
+        context = multiprocessing.get_context("spawn")
+    return concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_worker_init, initargs=(_cores() // jobs,)
+    )
+
+
+def _run_local(
+    todo: list[RunConfig], jobs: int, record: Callable[[RunConfig, Mapping[str, Any]], None],
+    progress: _Progress,
+) -> None:
+    """Runs ``todo`` in ``jobs`` worker processes (or here, with 0), at most
+    ``jobs`` at a time; a worker that dies is replaced and what it ran retried."""
+    if jobs == 0:
+        for config in todo:
+            progress.show([config.label()])
+            record(config, run_config(config.to_dict()))
+        return
+    queue = list(todo)
+    deaths: dict[int, int] = {}
+    while queue:
+        pool = _spawn_pool(jobs)
+        running: dict[concurrent.futures.Future[dict[str, Any]], tuple[int, RunConfig]] = {}
+        broken = finished = False
+        try:
+            while queue or running:
+                while queue and len(running) < jobs and not broken:
+                    config = queue.pop(0)
+                    running[pool.submit(run_config, config.to_dict())] = (id(config), config)
+                progress.show(c.label() for _, c in running.values())
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    index, config = running.pop(future)
+                    try:
+                        result = future.result()
+                    except concurrent.futures.process.BrokenProcessPool:
+                        broken = True
+                        deaths[index] = deaths.get(index, 0) + 1
+                        if deaths[index] >= DEATHS_BEFORE_FAILURE:
+                            record(config, {
+                                "report": None, "seconds": None, "environment": environment(),
+                                "error": f"the worker process died {deaths[index]} times while "
+                                "analysing this configuration (killed: most likely out of memory)",
+                            })
+                        else:
+                            queue.insert(0, config)
+                        continue
+                    record(config, result)
+                if broken and not running:
+                    break
+            finished = not broken
+        finally:
+            # Interrupted or broken: the workers are killed, not waited for.
+            _shutdown(pool, kill=not finished)
+
+
+def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> None:
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    if kill:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+    pool.shutdown(wait=not kill, cancel_futures=True)
+
+
+def _run_dask(
+    todo: list[RunConfig], scheduler: Any, record: Callable[[RunConfig, Mapping[str, Any]], None],
+    progress: _Progress,
+) -> None:
+    """Runs ``todo`` on a Dask distributed cluster; results come back here to be stored."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError as exc:
+        raise InputError(
+            "Dask distributed installed for --scheduler", "no module 'distributed'",
+            "pip install 'xla-cost[dask]' (or pip install -e '.[dask]').",
+        ) from exc
+    own = not isinstance(scheduler, Client)
+    try:
+        client = Client(scheduler) if own else scheduler
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(
+            "--scheduler the address of a running Dask scheduler (tcp://HOST:8786)",
+            f"{scheduler!r} ({type(exc).__name__}: {exc})",
+            "Start one with `dask scheduler` and `dask worker tcp://HOST:8786`, or drop --scheduler.",
+        ) from exc
+    try:
+        futures = {
+            client.submit(run_config, config.to_dict(), pure=False, key=f"xla-cost-{i}-{time.time_ns()}"): config
+            for i, config in enumerate(todo)
+        }
+        progress.show([f"{len(todo)} configurations on {client.scheduler.address}"])
+        for future in as_completed(futures):
+            record(futures[future], future.result())
+    finally:
+        if own:
+            client.close()
+
+
+def sweep(
+    models: Sequence[str] | str,
+    *,
+    batch_sizes: Iterable[int] | int = (1,),
+    settings: Mapping[str, Iterable[Any]] | None = None,
+    optimizers: Iterable[str] | str = ("sgd",),
+    dtypes: Iterable[str] | str = ("float32",),
+    counter: str = "xla",
+    per_layer: bool = False,
+    depth: int | None = None,
+    input_shape: Sequence[int] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    scheduler: Any = None,
+    progress: bool | None = None,
+    retry_failed: bool = False,
+    on_result: Callable[[RunConfig, StoredResult], None] | None = None,
+) -> SweepResult:
+    """Analyses every combination of the arguments; results go through the store.
+
+    Args:
+      models: zoo names (``linear_net``, ``resnet50``) or ``package.module:attr``
+        (with ``input_shape``).
+      batch_sizes: batch sizes to analyse.
+      settings: model arguments and their values, e.g. ``{"depth": [0, 1, 3]}``;
+        every combination is analysed.
+      optimizers, dtypes: names (`xla_cost.OPTIMIZERS`; ``float32``,
+        ``bfloat16``).
+      counter: ``xla`` or ``jaxpr`` (`xla_cost.COUNTERS`).
+      per_layer, depth: also the per-layer rows (the second frame).
+      input_shape: a custom model's input shape, batch first (the batch axis is
+        replaced by each batch size).
+      store: a `Store`, a path to its file, or None for `default_store_path`.
+      jobs: worker processes on this machine (None: `default_jobs`; 0: run in
+        this process).
+      scheduler: a Dask scheduler address (``tcp://HOST:8786``) or a
+        ``distributed.Client``: run there instead (``pip install 'xla-cost[dask]'``).
+      progress: a progress bar on stderr (None: when stderr is a terminal).
+      retry_failed: analyse again configurations stored as failed.
+      on_result: called with each configuration and its stored row as it is stored.
+
+    Returns:
+      A `SweepResult`: ``runs`` (a row per configuration) and ``layers``.
+
+    Raises:
+      InputError: a bad name or value, before anything runs.
+    """
+    grid = dict(
+        batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
+        counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
+    )
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
+        raise InputError("jobs a number of worker processes, 0 or more", repr(jobs), "Use e.g. --jobs 2.")
+    own = not isinstance(store, Store)
+    db = Store(store) if own else store
+    try:
+        env = environment() if scheduler is None else _remote_environment(scheduler)
+        if not retry_failed:
+            # Everything stored already (under the names as given, so they were
+            # valid): no model, optimizer or zoo module needs importing.
+            given = _dedupe(_grid(models, **grid))
+            keys = {id(c): result_key(c.to_dict(), env) for c in given}
+            stored = db.get_many(keys.values())
+            if all(key in stored for key in keys.values()):
+                return sweep_frames([(c, stored[keys[id(c)]]) for c in given])
+        configs = configurations(models, **grid)
+        keys = {id(c): result_key(c.to_dict(), env) for c in configs}
+        stored = db.get_many(keys.values())
+        todo = [
+            c for c in configs
+            if keys[id(c)] not in stored or (retry_failed and stored[keys[id(c)]].status == "failed")
+        ]
+        if retry_failed:
+            db.delete(keys[id(c)] for c in todo if keys[id(c)] in stored)
+
+        bar = _Progress(len(todo), progress)
+        try:
+            def record(config: RunConfig, result: Mapping[str, Any]) -> None:
+                key = result_key(config.to_dict(), result["environment"])
+                keys[id(config)] = key
+                db.put(
+                    key, model=config.model, config=config.to_dict(), environment=result["environment"],
+                    report=result["report"], error=result["error"], seconds=result["seconds"],
+                )
+                bar.advance()
+                if on_result is not None:
+                    on_result(config, db.get(key))
+
+            if todo:
+                if scheduler is not None:
+                    _run_dask(todo, scheduler, record, bar)
+                else:
+                    _run_local(todo, default_jobs() if jobs is None else min(jobs, len(todo)), record, bar)
+        finally:
+            bar.close()
+        rows = db.get_many(keys.values())
+        return sweep_frames([(c, rows.get(keys[id(c)])) for c in configs])
+    finally:
+        if own:
+            db.close()
+
+
+def _remote_environment(scheduler: Any) -> dict[str, str]:
+    """The environment of a Dask cluster's workers (their results are keyed by it)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        return environment()  # _run_dask says what to install
+    client = scheduler if isinstance(scheduler, Client) else None
+    if client is None:
+        try:
+            client = Client(scheduler)
+        except (OSError, TimeoutError, ValueError):
+            return environment()  # _run_dask reports the address
+        try:
+            return client.submit(environment, pure=False).result()
+        finally:
+            client.close()
+    return client.submit(environment, pure=False).result()
+
+
+_CONFIG_COLUMNS = ("model", "batch_size")
+
+
+def _config_columns(config: RunConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": config.model, "batch_size": config.batch_size}
+    out.update(config.config)
+    out.update(optimizer=config.optimizer, dtype=config.dtype, counter=config.counter)
+    return out
+
+
+def _run_row(config: RunConfig, row: StoredResult | None) -> dict[str, Any]:
+    out = _config_columns(config)
+    if row is None:  # interrupted before it ran
+        out.update(status="missing", error="not analysed (the sweep stopped before it)")
+        return out
+    out.update(status=row.status, error=row.error)
+    report = row.report
+    if report is not None:
+        out["parameters"] = report["parameters"]
+        for phase in PHASES:
+            for key in (
+                "flops", "xla_flops", "jaxpr_flops", "transcendentals", "bytes_accessed",
+                "jaxpr_bytes_accessed",
+            ):
+                out[f"{phase}_{key}"] = report[key][phase]
+            for key, value in report["memory"][phase].items():
+                out[f"{phase}_{key}"] = value
+            out[f"{phase}_source"] = report["sources"][phase]["flops"]
+        out.update(report["ratios"])
+        out["unsupported"] = json.dumps(report["unsupported"], sort_keys=True)
+        out["notes"] = json.dumps(report["notes"])
+    out["seconds"] = row.seconds
+    out["key"] = row.key
+    return out
+
+
+def sweep_frames(rows: Sequence[tuple[RunConfig, StoredResult | None]]) -> SweepResult:
+    """The `SweepResult` of stored rows (None: not analysed), in the given order."""
+    runs = pd.DataFrame([_run_row(c, r) for c, r in rows])
+    integer = [
+        c for c in runs.columns
+        if c == "parameters" or (c.endswith(("_flops", "_transcendentals", "_bytes")) or c.endswith("_bytes_accessed"))
+    ]
+    if len(runs):
+        runs[integer] = runs[integer].astype("Int64")
+    layer_rows = []
+    for config, row in rows:
+        if row is None or row.report is None or row.report.get("layers") is None:
+            continue
+        for layer in row.report["layers"]:
+            layer_rows.append({**_config_columns(config), **{k: layer.get(k) for k in LAYER_FIELDS}})
+    layers = pd.DataFrame(layer_rows, columns=None if layer_rows else [*_CONFIG_COLUMNS, *LAYER_FIELDS])
+    return SweepResult(runs, layers)
+

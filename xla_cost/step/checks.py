@@ -1,0 +1,248 @@
+"""What the model, its inputs, outputs and loss must be, and one-line errors when they are not.
+
+Every check raises `xla_cost.InputError` saying what was expected, what was
+received and how to fix it; `trace_error` turns a failure while tracing the
+model into such a line, naming the probable cause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from xla_cost.errors import InputError
+from xla_cost.step.optimizers import LossFn
+from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name
+
+__all__ = [
+    "OutputSelector", "INT32_MAX", "check_inputs", "check_model", "check_axis_names", "check_params",
+    "check_float_params", "check_logits", "check_loss", "selector", "select_outputs", "default_targets",
+    "first_line", "trace_error",
+]
+
+
+def check_float_params(params: PyTree) -> None:
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            name = "/".join(key_name(p) for p in path)
+            raise InputError(
+                "floating-point parameters (gradients are taken with respect to them)",
+                f"{leaf.dtype} for parameter {name!r}",
+                "Keep integer tables and counters out of the `params` collection "
+                "(Linen) or out of `nnx.Param` (NNX).",
+            )
+
+
+def check_inputs(inputs: PyTree) -> PyTree:
+    leaves = jax.tree.leaves(inputs)
+    if not leaves or not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
+        raise InputError(
+            "inputs as an array or `jax.ShapeDtypeStruct` (or a pytree of them)",
+            f"{type(inputs).__name__}",
+            "Pass e.g. `jax.ShapeDtypeStruct((batch, 224, 224, 3), jnp.float32)`.",
+        )
+    first = leaves[0]
+    if len(first.shape) == 0:
+        raise InputError(
+            "inputs with a leading batch axis",
+            f"a scalar of dtype {first.dtype}",
+            "Give the inputs a shape (batch, ...).",
+        )
+    batch = first.shape[0]
+    if batch < 1:
+        raise InputError(
+            "a batch size of at least 1", f"{batch} (inputs of shape {tuple(first.shape)})",
+            "Use a leading axis of length >= 1.",
+        )
+    if not jax.config.jax_enable_x64:
+        for leaf in leaves:
+            too_big = [d for d in leaf.shape if d > INT32_MAX]
+            if too_big:
+                raise InputError(
+                    f"every input dimension at most {INT32_MAX:,} (jax indexes arrays with "
+                    "int32 unless jax_enable_x64 is set)",
+                    f"a dimension of {too_big[0]:,} in inputs of shape {tuple(leaf.shape)}",
+                    "Use a smaller batch: FLOP scale linearly with it, so multiply a "
+                    "smaller batch's figures.",
+                )
+    return abstract(inputs)
+
+INT32_MAX = 2**31 - 1
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    # Flax appends a documentation link to every error; it is noise on one line.
+    return re.sub(r"\s*\(https?://\S+\)\s*$", "", line).rstrip(".")
+
+# Words of the errors that a wrong input shape produces (jax shape checks,
+# Flax's parameter-shape check, numpy broadcasting).
+_SHAPE_WORDS = re.compile(
+    r"shape|dimension|broadcast|incompatible|contracting|rank|ndim|axis \d|size \d",
+    re.IGNORECASE,
+)
+
+_MISSING_ARGUMENT = re.compile(r"missing (\d+ )?required (positional |keyword-only )?argument")
+
+
+def trace_error(exc: Exception, inputs: PyTree, what: str = "the model") -> InputError:
+    """One line naming the probable cause of a failure while tracing the model."""
+    if isinstance(exc, InputError):
+        return exc
+    shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
+    first = first_line(exc)
+    received = f"inputs {shapes}, on which {what} failed with {type(exc).__name__}: {first}"
+    if isinstance(exc, NameError) and "axis name" in first:
+        fix = ("The model uses a collective axis name xla_cost could not bind; pass it with "
+               "axis_names=[...] (--axis-name NAME).")
+    elif isinstance(exc, TypeError) and _MISSING_ARGUMENT.search(first):
+        fix = ("The model's call needs more arguments: pass them with call_kwargs={...} "
+               "(--call-kwarg KEY=VALUE), or pick another method with method=.")
+    elif isinstance(exc, TypeError) and "unexpected keyword argument" in first:
+        fix = "Drop that argument from call_kwargs (--call-kwarg), or check method=."
+    elif _SHAPE_WORDS.search(first) or "ScopeParamShapeError" in type(exc).__name__:
+        fix = ("Check the input shape (--input-shape, batch first) and the model's "
+               "configuration (--set).")
+    else:
+        fix = ("Rerun with --debug (or call the model directly) for the traceback; check the "
+               "model's configuration (--set) and call arguments (--call-kwarg).")
+    return InputError(f"inputs and call arguments {what} accepts", received, fix)
+
+OutputSelector = int | str | Callable[[Any], Any]
+
+
+def selector(output: OutputSelector | None) -> Callable[[Any], Any]:
+    """The function that picks the outputs the loss sees (the logits)."""
+    if output is None:
+        return lambda outputs: outputs
+    if isinstance(output, bool) or not isinstance(output, (int, str)) and not callable(output):
+        raise InputError(
+            "output= as an index, a key or a function of the model's outputs",
+            f"{type(output).__name__} {output!r}", "Pass e.g. output=0 for (logits, loss).",
+        )
+    if callable(output):
+        return output
+
+    def pick(outputs: Any) -> Any:
+        try:
+            return outputs[output]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise InputError(
+                "output= naming one of the model's outputs",
+                f"{output!r} for outputs {describe_tree(abstract(outputs))}",
+                "Use an index of a tuple (--output-index 0) or a key of a dict.",
+            ) from exc
+
+    return pick
+
+
+def check_model(model: Any, params: PyTree | None) -> None:
+    if params is not None and isinstance(model, (nn.Module, nnx.Module)):
+        raise InputError(
+            "params only with an apply function (a Flax module brings its own)",
+            f"params and a {type(model).__name__} module",
+            "Drop params=, or pass the module's apply function instead.",
+        )
+    if isinstance(model, (nn.Module, nnx.Module)):
+        return
+    if callable(model) and not isinstance(model, type):
+        if params is None:
+            raise InputError(
+                "params= (abstract parameters) with an apply(params, inputs) function",
+                "no params",
+                "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+            )
+        return
+    raise InputError(
+        "a `flax.linen.Module` or `flax.nnx.Module` instance, or an apply(params, inputs) function",
+        f"{type(model).__module__}.{type(model).__qualname__}",
+        "Instantiate the module (e.g. `MyNet()`), not its class, or use a zoo name.",
+    )
+
+
+def check_axis_names(axis_names: Sequence[str] | str | None) -> list[str]:
+    if axis_names is None:
+        return []
+    names = [axis_names] if isinstance(axis_names, str) else list(axis_names)
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise InputError(
+            "axis_names as distinct non-empty strings", repr(axis_names),
+            "Pass e.g. axis_names=['batch'] (--axis-name batch).",
+        )
+    return names
+
+
+def select_outputs(select: Callable[[Any], Any], raw_outputs: Any, inputs: PyTree) -> Any:
+    try:
+        return select(raw_outputs)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user's selector failed
+        raise trace_error(exc, inputs, "output=") from exc
+
+
+def default_targets(outputs: Any, loss: LossFn | None) -> PyTree:
+    """Integer labels for the default loss; outputs-shaped targets for a user's loss."""
+    out = jax.tree.leaves(outputs)[0]
+    if loss is None:
+        return jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
+    return jax.ShapeDtypeStruct(out.shape, out.dtype)
+
+
+def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree) -> None:
+    """The loss must take the (abstract) outputs and targets and return a scalar."""
+    try:
+        loss_shape = jax.eval_shape(loss_fn, outputs, targets)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(
+            "a loss(outputs, targets) that accepts the model's outputs",
+            f"{type(exc).__name__} on outputs {describe_tree(outputs)}: {first_line(exc)}",
+            "Check the loss function and the targets' shape.",
+        ) from exc
+    if getattr(loss_shape, "shape", None) != ():
+        raise InputError(
+            "a loss that returns a scalar",
+            f"an output of shape {getattr(loss_shape, 'shape', type(loss_shape).__name__)}",
+            "Reduce the loss, e.g. with `.mean()`.",
+        )
+
+
+def check_params(params: PyTree, model: Any) -> None:
+    leaves = jax.tree.leaves(params)
+    if not leaves:
+        raise InputError(
+            "a model with trainable parameters (the gradient is taken with respect to them)",
+            f"{type(model).__name__} with no parameters",
+            "Analyze a model that has parameters (Linen `params` collection, NNX `nnx.Param`), "
+            "or pass an apply function with params=.",
+        )
+    check_float_params(params)
+
+
+def check_logits(outputs: Any, raw_outputs: Any, output: Any) -> None:
+    """The default loss needs one array of logits; say how to get there if not."""
+    if is_array(outputs) and not isinstance(outputs, (tuple, list, Mapping)):
+        if len(outputs.shape) >= 1:
+            return
+    described = describe_tree(outputs)
+    if isinstance(raw_outputs, (tuple, list)) and output is None:
+        fix = ("Pick the logits with output=0 (--output-index 0), or use the model's own loss "
+               "with loss=lambda outputs, targets: outputs[1].")
+    elif isinstance(raw_outputs, Mapping) and output is None:
+        key = next(iter(raw_outputs), "logits")
+        fix = (f"Pick the logits with output={key!r} (--output-index {key}), or pass "
+               "loss=lambda outputs, targets: ... to use your own loss.")
+    else:
+        fix = "Pass loss=lambda outputs, targets: ... for outputs that are not logits."
+    raise InputError(
+        "the model to return one array of logits (classes last) for the default "
+        "softmax cross-entropy loss",
+        f"outputs {described}", fix,
+    )

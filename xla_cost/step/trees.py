@@ -1,0 +1,111 @@
+"""Pytrees of abstract arrays: shapes, bytes, and the module paths of parameters.
+
+The helpers every layer above uses to read a tree of ``jax.ShapeDtypeStruct``
+leaves: `abstract` makes one, `tree_bytes` weighs one, `leaf_modules` names the
+module that owns each parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import flax.linen as nn
+import jax
+import numpy as np
+from flax import nnx
+
+__all__ = [
+    "PyTree", "abstract", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
+    "is_array", "is_variables_dict", "itemsize", "nbytes", "tree_bytes",
+]
+
+PyTree = Any
+
+
+def abstract(tree: PyTree) -> PyTree:
+    """Replaces every array leaf by its ``ShapeDtypeStruct``."""
+
+    def leaf(x: Any) -> Any:
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return jax.ShapeDtypeStruct(np.shape(x), x.dtype)
+        return x
+
+    return jax.tree.map(leaf, tree)
+
+
+def key_name(entry: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    return str(entry)
+
+
+def leaf_modules(params: PyTree, offset: int = 0) -> list[tuple[Any, str]]:
+    """(key path, module path) of every parameter leaf; the module drops the variable
+    name, and the first ``offset`` components (a ``params`` collection name)."""
+    out = []
+    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+        names = [key_name(p) for p in path]
+        if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
+            names = names[:-1]  # NNX: State leaves end in `.value`
+        out.append((path, "/".join(names[offset:-1])))
+    return out
+
+
+def module_param_counts(params: PyTree, offset: int = 0) -> dict[str, int]:
+    """Parameter count per module path; the path drops the variable's own name."""
+    counts: dict[str, int] = {}
+    leaves = jax.tree_util.tree_leaves(params)
+    for (_, module), leaf in zip(leaf_modules(params, offset), leaves):
+        counts[module] = counts.get(module, 0) + int(np.prod(np.shape(leaf)))
+    return counts
+
+
+def describe_tree(tree: PyTree) -> str:
+    """``(float32[8,10], float32[])``: a pytree's structure with abstract leaves."""
+
+    def leaf(x: Any) -> str:
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return f"{x.dtype}[{','.join(map(str, x.shape))}]"
+        return type(x).__name__
+
+    if isinstance(tree, (tuple, list)):
+        inner = ", ".join(describe_tree(x) for x in tree)
+        return f"({inner})" if isinstance(tree, tuple) else f"[{inner}]"
+    if isinstance(tree, Mapping):
+        return "{" + ", ".join(f"{k!r}: {describe_tree(v)}" for k, v in tree.items()) + "}"
+    return leaf(tree)
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (nn.Module, nnx.Object))
+    )
+
+
+def is_variables_dict(params: PyTree) -> bool:
+    """A Linen variables dict (``{"params": {...}}``) passed as an apply function's params."""
+    return isinstance(params, Mapping) and list(params) == ["params"] and isinstance(
+        params["params"], Mapping
+    )
+
+
+def itemsize(dtype: Any) -> int:
+    """Bytes per element; a typed PRNG key's dtype (``key<fry>``), which numpy
+    cannot read, has its own ``itemsize`` (its key data: 8 bytes for threefry)."""
+    size = getattr(dtype, "itemsize", None)
+    return int(size) if size is not None else np.dtype(dtype).itemsize
+
+
+def nbytes(aval: Any) -> int:
+    """Bytes of one abstract array (``shape`` and ``dtype``)."""
+    return int(math.prod(aval.shape)) * itemsize(aval.dtype)
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of every array leaf of ``tree``."""
+    return sum(nbytes(leaf) for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape"))

@@ -1,0 +1,346 @@
+"""A training step made abstract: model, inputs, loss and optimizer to phase functions.
+
+`build_workload` turns a Flax module (Linen or NNX), inputs, a loss and an optax
+optimizer into four pure, jittable phase functions and abstract arguments for
+them. Parameters and optimizer state come from ``jax.eval_shape``: nothing the
+size of the model is ever allocated.
+
+The phases (the project's vocabulary):
+
+* ``forward(params, state, inputs, targets) -> (loss, new_state)``
+* ``grad(params, state, inputs, targets) -> (loss, grads, new_state)``: the loss
+  and its gradient with respect to the parameters only (not the inputs).
+* ``update(grads, opt_state, params) -> (new_params, new_opt_state)``:
+  ``optimizer.update`` followed by ``optax.apply_updates``.
+* ``train_step(params, opt_state, state, inputs, targets)``: all three in one jit.
+
+``state`` holds the model's non-parameter variables (Linen ``batch_stats``, NNX
+``BatchStat`` and RNG counters); models run in training mode: a ``train=True``,
+``training=True``, ``deterministic=False`` or ``use_running_average=False``
+argument of ``__call__`` is set, and NNX modules are put in ``.train()`` mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import optax
+
+from xla_cost.errors import InputError
+from xla_cost.options import split_fields
+from xla_cost.step import phases
+from xla_cost.step import remat as _remat
+from xla_cost.step.remat import check as check_remat
+from xla_cost.step.adapters import MAX_RESOLVE, RNG_KEY, CallPlan, learn, prepare, split_call_kwargs
+from xla_cost.step.checks import (
+    OutputSelector, check_axis_names, check_inputs, check_logits, check_loss, check_model, check_params,
+    default_targets, select_outputs, selector, trace_error,
+)
+from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
+from xla_cost.step.trees import PyTree, abstract, is_variables_dict, key_name, leaf_modules, module_param_counts
+
+__all__ = ["Workload", "ModelOptions", "build_workload"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """Phase functions and the abstract arguments they are lowered with.
+
+    Attributes:
+      kind: ``"linen"`` or ``"nnx"``.
+      root_name: the model's class name, the first entry of its name stack.
+      params, state, opt_state, inputs, targets: abstract pytrees
+        (``jax.ShapeDtypeStruct`` leaves).
+      outputs: the abstract model output.
+      forward, grad, update, train_step: the phase functions.
+      param_paths: parameter count per module path (``"fc1"``, ``"layer1/conv"``).
+      tracing: a context manager factory; trace (make_jaxpr, lower) the phase
+        functions inside it, so that NNX modules carry their name scopes.
+      extras: abstract traced call arguments besides the inputs: ``rng`` (the
+        step's random key, `RNG_KEY`) and ``kwargs`` (array call_kwargs).
+      axis_names: collective axis names bound on a 1-device mesh (empty: none).
+      notes: what the builder did that a reader should know (names it bound).
+      path_offset: leading parameter-path components that are not modules
+        (1 for a Linen variables dict ``{"params": ...}`` given to a function).
+      module_paths: every module the model's call reaches, with parameters or
+        without (a Dropout); empty for an apply function.
+      traced: programs already traced (``jax.stages.Traced``) with their
+        `phase_args`, by phase: building traces ``forward`` to check that the
+        model runs, and the analysis reuses that trace.
+    """
+
+    kind: str
+    root_name: str
+    params: PyTree
+    state: PyTree
+    opt_state: PyTree
+    inputs: PyTree
+    targets: PyTree
+    outputs: PyTree
+    forward: Callable[..., Any]
+    grad: Callable[..., Any]
+    update: Callable[..., Any]
+    train_step: Callable[..., Any]
+    param_paths: Mapping[str, int]
+    tracing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    extras: PyTree = dataclasses.field(default_factory=lambda: {"rng": RNG_KEY, "kwargs": {}})
+    axis_names: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    path_offset: int = 0
+    module_paths: tuple[str, ...] = ()
+    traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def parameters(self) -> int:
+        return sum(self.param_paths.values())
+
+    @property
+    def batch(self) -> PyTree:
+        """What the phases take in their inputs slot: ``(inputs, extras)``."""
+        return (self.inputs, self.extras)
+
+    def trees(self) -> dict[str, PyTree]:
+        """The argument trees the phases take, by the names `xla_cost.step.phases`
+        declares: ``params``, ``grads`` (params-shaped: the very same tree),
+        ``state``, ``opt_state``, ``batch``, ``targets``."""
+        return {
+            "params": self.params, "grads": self.params, "state": self.state,
+            "opt_state": self.opt_state, "batch": self.batch, "targets": self.targets,
+        }
+
+    def phase_args(self, phase: str) -> tuple[Any, ...]:
+        """The abstract arguments of ``phase``'s program, as `xla_cost.step.phases` declares them."""
+        trees = self.trees()
+        return tuple(trees[name] for name in phases.phase(phase).arguments)
+
+    def input_owners(self, phase: str) -> list[str | None]:
+        """The module of every flattened argument of ``phase`` (None: no module).
+
+        Parameters and gradients belong to the module that owns the parameter;
+        an optimizer-state leaf (Adam's ``mu['fc1']['kernel']``) to the module
+        of the parameter whose path ends its own; counters and inputs to none.
+        """
+        modules = {
+            tuple(key_name(k) for k in path): module
+            for path, module in leaf_modules(self.params, self.path_offset)
+        }
+        owners: list[str | None] = []
+        for path, _ in jax.tree_util.tree_flatten_with_path(self.phase_args(phase))[0]:
+            names = tuple(key_name(k) for k in path)
+            match = max(
+                (key for key in modules if len(key) < len(names) and names[-len(key):] == key),
+                key=len, default=None,
+            )
+            owners.append(None if match is None else modules[match])
+        return owners
+
+    def phase_fn(self, phase: str) -> Callable[..., Any]:
+        """The program of ``phase`` (a pure function of `phase_args`)."""
+        declared = phases.phase(phase)
+        if declared.program is None:
+            raise ValueError(
+                f"Expected a phase with a program ({', '.join(phases.PROGRAMS)}), got {phase!r}, "
+                f"which is derived: {declared.formula_text}."
+            )
+        return getattr(self, declared.program)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions:
+    """How the model is called and its loss taken: the keywords `build_workload`
+    (and `xla_cost.analyze`) take besides the optimizer.
+
+    Attributes:
+      loss: ``loss(outputs, targets) -> scalar``; default `softmax_cross_entropy`.
+      targets: abstract targets; default integer labels of shape
+        ``outputs.shape[:-1]`` for the default loss, else outputs-shaped.
+      params: with an apply function: its parameters, a pytree of arrays or
+        ``jax.ShapeDtypeStruct`` (only their shapes and dtypes are used). Nested
+        dicts name the modules: ``{"fc1": {"w": ...}}`` is module ``fc1``; a Linen
+        variables dict ``{"params": {...}}`` works as it is.
+      call_kwargs: keyword arguments of the model's call. Arrays (or
+        ``jax.ShapeDtypeStruct``) among them are traced like the inputs (a mask,
+        a second input); other values are passed as they are (flags, strings).
+        Training flags (``train``, ``deterministic``, ...) are set already;
+        random keys are supplied: Linen gets ``rngs`` for every stream it asks
+        for, an NNX call with an ``rngs`` parameter gets an ``nnx.Rngs``.
+      method: the Linen/NNX method to call instead of ``__call__`` (a name, or a
+        function of the module as for Flax's ``apply(..., method=)``).
+      axis_names: collective axis names to bind (``BatchNorm(axis_name="batch")``);
+        names the model uses are also detected. The step then runs as one device
+        of a data-parallel group (``jax.shard_map`` over a 1-device mesh).
+      output: what the loss sees of the model's outputs: an index or key
+        (``0`` for ``(logits, loss)``) or a function; default all of them.
+      remat: run the whole model under ``jax.checkpoint`` with this policy
+        (`xla_cost.step.remat.REMAT_POLICIES`); None or ``none``: as written (a
+        model's own ``nn.remat``/``jax.checkpoint`` is left as it is).
+    """
+
+    loss: LossFn | None = None
+    targets: PyTree | None = None
+    params: PyTree | None = None
+    call_kwargs: Mapping[str, Any] | None = None
+    method: str | Callable[..., Any] | None = None
+    axis_names: Sequence[str] | str | None = None
+    output: OutputSelector | None = None
+    remat: str | None = None
+
+
+def build_workload(
+    model: Any,
+    inputs: PyTree,
+    *,
+    optimizer: str | optax.GradientTransformation,
+    options: ModelOptions | None = None,
+    **fields: Any,
+) -> tuple[Workload, str]:
+    """Builds the phase functions of one training step, abstractly.
+
+    Args:
+      model: a ``flax.linen.Module``, a ``flax.nnx.Module`` (concrete, or
+        abstract from ``nnx.eval_shape``), or a plain function
+        ``apply(params, inputs, **call_kwargs) -> outputs`` (then ``params`` is
+        required).
+      inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them), batch on
+        the leading axis of the first leaf; the model's first positional argument.
+      optimizer: an optax transformation or a name in `OPTIMIZERS`.
+      options: how the model is called (`ModelOptions`: loss, targets, params,
+        call arguments, method, axis names, output, remat).
+      **fields: `ModelOptions` fields replacing ``options``' (``loss=``,
+        ``params=``, ...).
+
+    Returns:
+      ``(workload, optimizer_name)``.
+    """
+    (given,) = split_fields("build_workload", fields, ModelOptions)
+    options = dataclasses.replace(options or ModelOptions(), **given)
+    loss, targets, params, output, remat = options.loss, options.targets, options.params, options.output, options.remat
+    if remat is not None:
+        check_remat(remat)
+    optimizer_name, transform = resolve_optimizer(optimizer)
+    inputs = check_inputs(inputs)
+    check_model(model, params)
+    static, traced = split_call_kwargs(options.call_kwargs)
+    extras = {"rng": RNG_KEY, "kwargs": traced}
+    plan = CallPlan(
+        method=options.method, static=static, axis_names=check_axis_names(options.axis_names),
+        rng_names=["dropout"],
+    )
+    user_params, user_targets = params, targets
+    select = selector(output)
+    loss_fn = loss if loss is not None else softmax_cross_entropy
+    # Each round traces the model once for its parameters (Linen: with its
+    # outputs) and once in the forward phase; an axis name or RNG stream the
+    # model asks for is learned and the round repeated. The forward trace is
+    # jax's to cache: the forward program is traced from it again for free.
+    for _ in range(MAX_RESOLVE):
+        try:
+            kind, root_name, apply, params, state, tracing, raw_outputs = prepare(
+                model, user_params, inputs, extras, plan
+            )
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
+            if learn(exc, plan):
+                continue
+            raise trace_error(exc, inputs) from exc
+        check_params(params, model)
+        outputs = select_outputs(select, raw_outputs, inputs)
+        if loss is None:
+            check_logits(outputs, raw_outputs, output)
+        targets = abstract(
+            user_targets if user_targets is not None else default_targets(outputs, loss)
+        )
+        check_loss(loss_fn, outputs, targets)
+        forward = _forward_phase(apply, select, loss_fn, remat)
+        try:
+            with tracing():  # the forward program's trace, kept for the analysis
+                traced_forward = jax.jit(forward).trace(params, state, (inputs, extras), targets)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if learn(exc, plan):
+                continue
+            raise trace_error(exc, inputs) from exc
+        break
+    else:  # pragma: no cover - a model asking for ever more names
+        raise InputError(
+            f"a model that needs at most {MAX_RESOLVE} axis names and RNG streams",
+            f"more ({', '.join(plan.axis_names + plan.rng_names)})", "Bind them with axis_names=.",
+        )
+
+    def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
+        (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
+            params, state, batch, targets
+        )
+        return value, grads, new_state
+
+    def update(grads: PyTree, opt_state: PyTree, params: PyTree) -> Any:
+        updates, opt_state = transform.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    def train_step(
+        params: PyTree, opt_state: PyTree, state: PyTree, batch: PyTree, targets: PyTree
+    ) -> Any:
+        value, grads, new_state = grad(params, state, batch, targets)
+        new_params, opt_state = update(grads, opt_state, params)
+        return new_params, opt_state, new_state, value
+
+    opt_state = jax.eval_shape(transform.init, params)
+    notes = []
+    if plan.axis_names:
+        how = "detected" if plan.detected_axes == plan.axis_names else "bound"
+        notes.append(
+            f"collective axis names {', '.join(plan.axis_names)} {how}: the step runs as one "
+            "device of a data-parallel group (jax.shard_map over a 1-device mesh); its "
+            "collectives move nothing there (see collectives)"
+        )
+    if plan.detected_rngs:
+        notes.append(f"RNG streams the model asked for, supplied: {', '.join(plan.detected_rngs)}")
+    strip = 1 if kind == "function" and is_variables_dict(params) else 0
+    workload = Workload(
+        kind=kind,
+        root_name=root_name,
+        params=params,
+        state=state,
+        opt_state=opt_state,
+        inputs=inputs,
+        targets=targets,
+        outputs=outputs,
+        forward=forward,
+        grad=grad,
+        update=update,
+        train_step=train_step,
+        param_paths=module_param_counts(params, strip),
+        tracing=tracing,
+        extras=extras,
+        axis_names=tuple(plan.axis_names),
+        notes=tuple(notes),
+        path_offset=strip,
+        module_paths=plan.module_paths,
+        traced={"forward": traced_forward},
+    )
+    return workload, optimizer_name
+
+
+def _forward_phase(
+    apply: Callable[..., Any], select: Callable[[Any], Any], loss_fn: LossFn, remat: str | None = None
+) -> Callable[..., Any]:
+    """The forward phase: the loss of one batch, and the model's new state.
+
+    The phases see ``(inputs, extras)`` in the inputs slot: the model's inputs,
+    its traced call arguments and the step's random key. With ``remat`` the
+    whole model runs under ``jax.checkpoint`` with that policy
+    (`xla_cost.step.remat`); the loss stays outside it.
+    """
+    def forward(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
+        inputs, extras = batch
+        model = _remat.checkpoint(lambda p, s, x: apply(p, s, x, extras), remat)
+        outputs, new_state = model(params, state, inputs)
+        return loss_fn(select(outputs), targets), new_state
+
+    return forward
