@@ -30,6 +30,8 @@ from ._spec import ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
+from xla_cost.present.formats import render_as
+from xla_cost.present.text import TextTable, render, resolve_width
 
 __all__ = [
     "DTYPES",
@@ -243,8 +245,6 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
       width: the widest a line may be; None: the terminal's width when stdout is
         a terminal, else unlimited (see `xla_cost.analysis.report.Report.to_table`).
     """
-    from xla_cost.present.text import TextTable, render, resolve_width
-
     frame = zoo_frame() if frame is None else frame
     models = pd.DataFrame(
         {
@@ -311,6 +311,4 @@ def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa:
         ``markdown``: `zoo_frame`'s raw data.
       width: the table's width (see `zoo_table`); the other formats ignore it.
     """
-    from xla_cost.present.formats import render_as
-
     return render_as(ZooListing(zoo_frame()), format, width)

@@ -37,6 +37,7 @@ from ._common import expect_input_shape
 from ._spec import ModelSpec
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
+from xla_cost.step import remat as _remat
 
 __all__ = [
     "GPT",
@@ -227,8 +228,6 @@ class GPT(nn.Module):
             "dtype": self.dtype,
             "param_dtype": self.param_dtype,
         }
-        from xla_cost.step import remat as _remat
-
         block = Block if _remat.check(self.remat) == "none" else nn.remat(
             Block, policy=_remat.policy(self.remat), prevent_cse=not self.scan_layers
         )

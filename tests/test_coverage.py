@@ -28,7 +28,7 @@ from jax.extend.core import Primitive
 
 import xla_cost
 from tests import coverage_cases as C
-from xla_cost.count import rules
+from xla_cost.count import random_rules, registry, rules
 from xla_cost.count.interpret import WALKED, count_function
 
 TOLERANCE = 0.02
@@ -112,7 +112,7 @@ def test_every_primitive_has_a_rule_and_counts_agree_with_xla(case):
 def test_every_primitive_in_the_traced_jaxprs_is_costed_or_walked(case):
     for phase, jaxpr in C.phase_jaxprs(case).items():
         seen = C.primitives_in(jaxpr)
-        unknown = seen - rules.registered_primitives() - rules.ZERO_COST - WALKED
+        unknown = seen - registry.registered_primitives() - registry.ZERO_COST - WALKED
         assert not unknown, f"{case.id} {phase}: no rule for {sorted(unknown)}"
 
 
@@ -184,7 +184,7 @@ def jax_primitives() -> dict[str, str]:
 def test_every_jax_primitive_is_ruled_zero_walked_or_listed_as_not_costed():
     primitives = jax_primitives()
     assert len(primitives) >= 200  # the enumeration reached jax's modules
-    accounted = rules.registered_primitives() | rules.ZERO_COST | WALKED | set(rules.NOT_COSTED)
+    accounted = registry.registered_primitives() | registry.ZERO_COST | WALKED | set(rules.NOT_COSTED)
     missing = {name: where for name, where in primitives.items() if name not in accounted}
     assert not missing, (
         "jax primitives with no rule, not in ZERO_COST, not walked and not in "
@@ -194,7 +194,7 @@ def test_every_jax_primitive_is_ruled_zero_walked_or_listed_as_not_costed():
 
 
 def test_a_primitive_is_in_exactly_one_place():
-    ruled, zero, not_costed = rules.registered_primitives(), rules.ZERO_COST, set(rules.NOT_COSTED)
+    ruled, zero, not_costed = registry.registered_primitives(), registry.ZERO_COST, set(rules.NOT_COSTED)
     assert not ruled & zero and not ruled & not_costed and not zero & not_costed
     assert not (ruled | zero | not_costed) & WALKED
     assert all(reason.strip() for reason in rules.NOT_COSTED.values())
@@ -234,12 +234,12 @@ def test_dropout_rng_is_counted_in_its_layer_row():
     rows = {r.path: r for r in report.layers}
     n = b * w
     fold_in = (  # the layer's key: Linen folds the module path into the step's key
-        rules.THREEFRY_WORD_OPS + rules.THREEFRY_KEY_OPS + 1 + rules.THREEFRY_CALL_OPS
+        random_rules.THREEFRY_WORD_OPS + random_rules.THREEFRY_KEY_OPS + 1 + random_rules.THREEFRY_CALL_OPS
     )
     bits = (  # random_bits: the hash of n words, their counters, the xor of the words
-        rules.THREEFRY_WORD_OPS * n + rules.THREEFRY_KEY_OPS + rules.THREEFRY_CALL_OPS
+        random_rules.THREEFRY_WORD_OPS * n + random_rules.THREEFRY_KEY_OPS + random_rules.THREEFRY_CALL_OPS
         + (3 * n + 2 * b + 2 * n)  # counters of a (b, w) shape: threefry_counter_ops
-        + rules.RANDOM_BITS_COMBINE_OPS[32] * n
+        + random_rules.RANDOM_BITS_COMBINE_OPS[32] * n
     )
     # bits -> uniform float (shift, or, bitcast, -1, max: 5), keep = u < p (1),
     # x / p (1), select (1); uniform's * (max - min) and + min are folded away

@@ -84,9 +84,10 @@ def test_the_breakdown_at_the_peak_adds_up_to_xlas_peak(model, batch, config):
     GPT-2 small (on the CPU). The parts at the peak come from replaying the compiled
     schedule (`xla_cost.compiled.liveness`), XLA's peak from its memory_analysis(): two
     computations of one figure, which agree to 0.3% on every zoo model tried."""
-    from xla_cost.runs import fit
+    from xla_cost.runs.configs import RunConfig
+    from xla_cost.runs.fit import breakdown_at
 
-    m = fit._step(model, batch, optimizer="sgd", dtype="float32", config=config, mesh={}, input_shape=None)
+    m = breakdown_at(RunConfig(model, config=config, optimizer="sgd", dtype="float32"), batch)
     assert m.at_peak_total == pytest.approx(m.peak, rel=0.02)
     # the arguments are live throughout: the parameters whole, and the batch (less what the
     # step never reads, such as a dropout key a deterministic model ignores: jit drops it)

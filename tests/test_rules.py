@@ -10,7 +10,7 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
-from xla_cost.count import rules
+from xla_cost.count import random_rules, registry, rules
 from xla_cost.count.interpret import count_function
 
 F32 = jnp.float32
@@ -121,12 +121,12 @@ def test_unknown_primitive_is_unsupported_not_zero():
 
 
 def test_duplicate_registration_fails():
-    with pytest.raises(rules.DuplicateRuleError, match="dot_general"):
-        rules.register("dot_general")(lambda ins, outs, **_: rules.Cost())
-    with pytest.raises(rules.DuplicateRuleError, match="reshape"):
-        rules.register("reshape")(lambda ins, outs, **_: rules.Cost())
+    with pytest.raises(registry.DuplicateRuleError, match="dot_general"):
+        registry.register("dot_general")(lambda ins, outs, **_: registry.Cost())
+    with pytest.raises(registry.DuplicateRuleError, match="reshape"):
+        registry.register("reshape")(lambda ins, outs, **_: registry.Cost())
     with pytest.raises(TypeError, match="jax Primitive"):
-        rules.register(42)
+        registry.register(42)
 
 
 def test_name_stack_parsing():
@@ -309,7 +309,7 @@ def test_scatter_add_counts_one_add_per_update():
 
 
 def _counter_ops(shape):
-    # iota_2x32_shape, as rules.threefry_counter_ops derives it: on the r axes
+    # iota_2x32_shape, as random_rules.threefry_counter_ops derives it: on the r axes
     # longer than 1, 3 per element (shift, two conversions), 2 per element per
     # axis after the first (an add for each word), 2 per element of each
     # non-trailing axis (its stride multiply, for each word); nothing for one element
@@ -321,8 +321,8 @@ def _counter_ops(shape):
 def _hash_ops(words, keys, constant_counter=False):
     # threefry2x32 as XLA counts it on the CPU: per word, per key (unless the
     # counter is the constant 0), per call
-    key_ops = 0 if constant_counter else rules.THREEFRY_KEY_OPS * keys
-    return rules.THREEFRY_WORD_OPS * words + key_ops + rules.THREEFRY_CALL_OPS
+    key_ops = 0 if constant_counter else random_rules.THREEFRY_KEY_OPS * keys
+    return random_rules.THREEFRY_WORD_OPS * words + key_ops + random_rules.THREEFRY_CALL_OPS
 
 
 KEY = jax.random.key(0)
@@ -338,7 +338,7 @@ def test_random_bits_as_xla_counts_it(shape, dtype):
     width = jnp.dtype(dtype).itemsize * 8
     expected = (
         _hash_ops(m, 1, constant_counter=m == 1) + _counter_ops(shape)
-        + rules.RANDOM_BITS_COMBINE_OPS[width] * m
+        + random_rules.RANDOM_BITS_COMBINE_OPS[width] * m
     )
     assert count_function(bits, KEY).total.flops == expected
     assert xla_flops(bits, KEY)[0] == expected
@@ -410,7 +410,7 @@ def test_uniform_folds_its_literal_bounds_inside_the_call():
     shape = (8, 32)
     m = math.prod(shape)
     uniform = lambda k: jax.random.uniform(k, shape)  # noqa: E731
-    bits = _hash_ops(m, 1) + _counter_ops(shape) + rules.RANDOM_BITS_COMBINE_OPS[32] * m
+    bits = _hash_ops(m, 1) + _counter_ops(shape) + random_rules.RANDOM_BITS_COMBINE_OPS[32] * m
     assert count_function(uniform, KEY).total.flops == bits + 5 * m
     assert xla_flops(uniform, KEY)[0] == bits + 5 * m
 

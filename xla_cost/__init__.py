@@ -32,19 +32,19 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.count.attribution import attribute as attribute
     from xla_cost.count.attribution import attribute_step as attribute_step
     from xla_cost.count.attribution import classify_pass as classify_pass
-    from xla_cost.count.rules import Cost as Cost
+    from xla_cost.count.registry import Cost as Cost
     from xla_cost.count.interpret import count_function as count_function
     from xla_cost.count.interpret import count_jaxpr as count_jaxpr
-    from xla_cost.count.rules import DuplicateRuleError as DuplicateRuleError
-    from xla_cost.count.rules import FLOPS_PER_FMA as FLOPS_PER_FMA
+    from xla_cost.count.registry import DuplicateRuleError as DuplicateRuleError
+    from xla_cost.count.registry import FLOPS_PER_FMA as FLOPS_PER_FMA
     from xla_cost.count.interpret import JaxprCount as JaxprCount
     from xla_cost.count.layers import LayerCosts as LayerCosts
     from xla_cost.count.attribution import module_path as module_path
-    from xla_cost.count.rules import register as register
+    from xla_cost.count.registry import register as register
     from xla_cost.count.attribution import REMAINDER as REMAINDER
     from xla_cost.compiled.store import default_store_path as default_store_path
     from xla_cost.compiled.liveness import LivenessProfile as LivenessProfile
-    from xla_cost.compiled.liveness import simulate as replay_schedule
+    from xla_cost.compiled.liveness import simulate as replay_schedule  # noqa: F401
     from xla_cost.compiled.store import Store as Store
     from xla_cost.compiled.store import StoredResult as StoredResult
     from xla_cost.compiled.xla import use_compilation_cache as use_compilation_cache
@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.runs.scaling import estimate as estimate
     from xla_cost.runs.fit import FitResult as FitResult
     from xla_cost.runs.fit import max_batch_size as max_batch_size
-    from xla_cost.runs.scaling import scaling as predict_scaling
+    from xla_cost.runs.scaling import scaling as predict_scaling  # noqa: F401
     from xla_cost.runs.configs import RunConfig as RunConfig
     from xla_cost.runs.scaling import ScalingResult as ScalingResult
     from xla_cost.runs.sweeps import sweep as sweep
@@ -92,15 +92,15 @@ _EXPORTS: dict[str, str] = {
     "attribute": "xla_cost.count.attribution",
     "attribute_step": "xla_cost.count.attribution",
     "classify_pass": "xla_cost.count.attribution",
-    "Cost": "xla_cost.count.rules",
+    "Cost": "xla_cost.count.registry",
     "count_function": "xla_cost.count.interpret",
     "count_jaxpr": "xla_cost.count.interpret",
-    "DuplicateRuleError": "xla_cost.count.rules",
-    "FLOPS_PER_FMA": "xla_cost.count.rules",
+    "DuplicateRuleError": "xla_cost.count.registry",
+    "FLOPS_PER_FMA": "xla_cost.count.registry",
     "JaxprCount": "xla_cost.count.interpret",
     "LayerCosts": "xla_cost.count.layers",
     "module_path": "xla_cost.count.attribution",
-    "register": "xla_cost.count.rules",
+    "register": "xla_cost.count.registry",
     "REMAINDER": "xla_cost.count.attribution",
     # compiled programs: XLA's analyses, caches, the HLO's schedule
     "default_store_path": "xla_cost.compiled.store",

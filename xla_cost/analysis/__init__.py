@@ -1,0 +1,10 @@
+"""`analyze` and what it returns: a step's costs from its jaxprs and its compiled programs.
+
+`pipeline` is `xla_cost.analyze` as named stages over the option objects
+(`options`); `programs` traces, counts and compiles each phase; `costs` picks
+each phase's best figures (loops corrected, library calls, sharded); `cache`
+answers from the results store; `report` holds the result types (`Report`,
+`PhaseCosts`) and their renderings; `memory` breaks a step's memory down;
+`timing` runs and times it. It imports `present`, `step`, `count`,
+`compiled`, `parallel` and the foundation.
+"""

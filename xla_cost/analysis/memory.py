@@ -45,9 +45,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+from jax.extend.core import Literal
+from jax.sharding import PartitionSpec
 import numpy as np
 
 from xla_cost.compiled.liveness import LiveBuffer, LivenessProfile
+from xla_cost.parallel.sharding import axes_of, per_device_bytes
+from xla_cost.step import phases
 from xla_cost.step.trees import nbytes, tree_bytes
 from xla_cost.count.attribution import (
     REMAINDER, classify_pass, module_path, op_name_path, owner, with_ancestors,
@@ -282,8 +286,6 @@ def saved_activations(
       ``(bytes by layer, residual bytes that are parameters, residual bytes
       that are other arguments)``; the first excludes the other two.
     """
-    from jax.extend.core import Literal
-
     def linearized(p: Any, *r: Any) -> Any:
         _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *r), p, has_aux=True)
         return vjp_fn
@@ -364,8 +366,6 @@ def memory_breakdown(
                      inputs=tree_bytes(workload.batch) + tree_bytes(workload.targets), saved_activations=saved)
         devices = 1
     else:
-        from xla_cost.parallel.sharding import per_device_bytes
-
         def per(name: str, tree: Any) -> int:
             return per_device_bytes(tree, plan.specs[name], plan.sizes)[1]
 
@@ -384,8 +384,6 @@ def memory_breakdown(
     replay: dict[str, Any] = {}
     profile = getattr(compiled, "liveness", None)
     if profile is not None:
-        from xla_cost.step import phases
-
         shapes = _local_shapes(workload.params, None if plan is None else plan.specs["params"],
                                {} if plan is None else plan.sizes)
         at_peak, held, largest, replay_notes = peak_parts(
@@ -411,10 +409,6 @@ def _local_shapes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> list[tuple
     leaves = [leaf for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape")]
     if specs is None:
         return [tuple(leaf.shape) for leaf in leaves]
-    from jax.sharding import PartitionSpec
-
-    from xla_cost.parallel.sharding import _axes_of
-
     spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
     if len(spec_leaves) == 1 and len(leaves) != 1:
         spec_leaves = spec_leaves * len(leaves)
@@ -422,7 +416,7 @@ def _local_shapes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> list[tuple
     for leaf, spec in zip(leaves, spec_leaves):
         entries = list(spec) + [None] * (len(leaf.shape) - len(spec))
         shapes.append(tuple(
-            -(-dim // max(1, int(np.prod([sizes.get(a, 1) for a in _axes_of(entry)])))) if entry else dim
+            -(-dim // max(1, int(np.prod([sizes.get(a, 1) for a in axes_of(entry)])))) if entry else dim
             for dim, entry in zip(leaf.shape, entries)
         ))
     return shapes

@@ -42,7 +42,7 @@ from xla_cost.parallel.sharding import ShardingOptions, ShardingPlan
 from xla_cost.step import phases
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
 
-__all__ = ["analyze", "Request", "run", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
+__all__ = ["analyze", "Request", "Stages", "run", "assemble", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
 
 COMPILED_PHASES: tuple[str, ...] = phases.PROGRAMS
 """The phases that have a program of their own (`xla_cost.step.phases`):
@@ -272,8 +272,8 @@ def run(request: Request) -> Report:
     breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
     counted = {name: program.counted for name, program in programs.items()}
     layers = per_layer(workload, counted, options.depth, breakdown) if options.per_layer or options.depth else None
-    return assemble(request, workload, optimizer_name, plan, counted, costs, phase_notes, compute_dtype,
-                    timing, breakdown, layers)
+    return assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
+                                    compute_dtype, timing, breakdown, layers))
 
 
 def build_step(request: Request) -> tuple[Workload, str]:
@@ -338,14 +338,35 @@ def per_layer(
     return layers if breakdown is None else _with_saved(layers, breakdown.saved_by_layer)
 
 
-def assemble(
-    request: Request, workload: Workload, optimizer_name: str, plan: ShardingPlan | None,
-    counted: Mapping[str, JaxprCount], costs: Mapping[str, PhaseCosts], phase_notes: Sequence[str],
-    compute_dtype: str, timing: Timing | None, breakdown: MemoryBreakdown | None,
-    layers: tuple[LayerCosts, ...] | None,
-) -> Report:
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """What the stages of one analysis found, for `assemble`.
+
+    Attributes:
+      workload, optimizer_name: stage 1's step and the optimizer's name.
+      plan: stage 2's sharding (None on one device).
+      counted: each program's jaxpr count.
+      costs: stage 4's figures per phase, and ``phase_notes`` its notes.
+      compute_dtype: the computation dtype the report records.
+      timing, breakdown, layers: stage 5's, where asked.
+    """
+
+    workload: Workload
+    optimizer_name: str
+    plan: ShardingPlan | None
+    counted: Mapping[str, JaxprCount]
+    costs: Mapping[str, PhaseCosts]
+    phase_notes: tuple[str, ...]
+    compute_dtype: str
+    timing: Timing | None = None
+    breakdown: MemoryBreakdown | None = None
+    layers: tuple[LayerCosts, ...] | None = None
+
+
+def assemble(request: Request, found: Stages) -> Report:
     """Stage 6: the `Report`, with every note the stages left, in reading order."""
     options = request.options
+    workload, plan, costs, timing, breakdown = found.workload, found.plan, found.costs, found.timing, found.breakdown
     notes: list[str] = list(workload.notes)
     if plan is not None:
         notes.append(
@@ -359,7 +380,7 @@ def assemble(
             "counted from the jaxpr alone (counter jaxpr): no XLA bytes_accessed or memory; "
             "jaxpr_bytes_accessed is the unfused estimate; compile for those (counter xla)"
         )
-    notes += phase_notes
+    notes += found.phase_notes
     for phase in phases.derived(options.exact_train_step):
         if phase.program is not None:  # could have been compiled: say what is missing
             notes.append(
@@ -370,18 +391,18 @@ def assemble(
                 "(--exact-train-step) compiles it"
             )
     unsupported: dict[str, int] = {}
-    for count in counted.values():
+    for count in found.counted.values():
         for prim, n in count.unsupported.items():
             unsupported[prim] = max(unsupported.get(prim, 0), n)
     param_dtype = _param_dtype_name(workload)
-    precision = _precision_note(compute_dtype, param_dtype, costs, xla.backend_name())
+    precision = _precision_note(found.compute_dtype, param_dtype, costs, xla.backend_name())
     if precision:
         notes.insert(0, precision)
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
     if breakdown is not None:
         notes += list(breakdown.notes)
-    step = _step_equations(counted)
+    step = _step_equations(found.counted)
     collectives = _collectives(step)
     if collectives:
         notes.append(_collective_note(collectives, step))
@@ -390,14 +411,14 @@ def assemble(
         model=options.name or workload.root_name,
         config=dict(options.config or {}),
         batch_size=int(first.shape[0]),
-        optimizer=optimizer_name,
-        dtype=compute_dtype,
+        optimizer=found.optimizer_name,
+        dtype=found.compute_dtype,
         param_dtype=param_dtype,
         backend=xla.backend_name(),
         jax_version=jax.__version__,
         parameters=workload.parameters,
         phases=costs,
-        layers=layers,
+        layers=found.layers,
         unsupported=unsupported,
         notes=tuple(dict.fromkeys(notes)),
         counter=options.counter,

@@ -9,17 +9,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
-from xla_cost.count.rules import Cost
+from xla_cost.analysis.memory import PEAK_PARTS, MemoryBreakdown
+from xla_cost.analysis.timing import Timing
+from xla_cost.count.registry import Cost
+from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.present.units import flop_unit, number
-
-if TYPE_CHECKING:
-    from xla_cost.analysis.timing import Timing
 
 __all__ = [
     "PHASES",
@@ -241,8 +241,6 @@ def _plain(value: Any) -> Any:
 def _memory_from(data: Mapping[str, Any] | None) -> Any:
     if data is None:
         return None
-    from xla_cost.analysis.memory import MemoryBreakdown
-
     return MemoryBreakdown.from_dict(data)
 
 
@@ -375,7 +373,8 @@ class Report:
             data["depth"] = self.depth
             data["layers"] = layer_records(self.layers)
         if self.timing is not None:
-            data["timing"] = _timing_dict(self.timing, self.phases)
+            data["timing"] = self.timing.to_dict(
+                _ratio(self.phases["backward"].flops, self.phases["forward"].flops))
         data["unsupported"] = dict(self.unsupported)
         data["collectives"] = dict(self.collectives)
         if self.sharding:
@@ -521,7 +520,7 @@ class Report:
             if workspace is not None:
                 lines += [_workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
         if self.timing is not None and self.timing.phases:
-            lines += [_timing_title(self.timing), "", _timing_table(self.timing).to_markdown(), ""]
+            lines += [self.timing.title(), "", self.timing.frame().to_markdown(), ""]
         lines += [f"- {c}" for c in _caveats(self)]
         return "\n".join(lines).rstrip() + "\n"
 
@@ -534,8 +533,6 @@ class Report:
             Columns wrap at spaces to fit; a word (a header, a number) is never
             cut, so a table whose longest words alone are wider stays wider.
         """
-        from xla_cost.present.text import TextTable, render, resolve_width
-
         blocks: list[str | TextTable] = [_describe(self), TextTable(_phase_frame(self), "phases")]
         if self.layers is not None:
             blocks.append(TextTable(_layer_frame(self), "layers (from the jaxprs)"))
@@ -550,7 +547,7 @@ class Report:
                 blocks.append(TextTable(workspace, _workspace_title(self.memory_breakdown),
                                         left=("shape", "made by")))
         if self.timing is not None and self.timing.phases:
-            blocks.append(TextTable(_timing_table(self.timing), _timing_title(self.timing), left=("bound",)))
+            blocks.append(TextTable(self.timing.frame(), self.timing.title(), left=("bound",)))
         blocks.append(_ratio_line(self))
         blocks += [f"- {caveat}" for caveat in _caveats(self)]
         return render(blocks, resolve_width(width))
@@ -638,8 +635,6 @@ def _memory_title(breakdown: Any) -> str:
 def _memory_frame(breakdown: Any) -> pd.DataFrame:
     """Each part as the program has it (trees and jaxpr) and as XLA holds it at
     its peak (the compiled schedule replayed); their sums; XLA's peak."""
-    from xla_cost.analysis.memory import PEAK_PARTS
-
     program, at_peak = breakdown.parts, breakdown.at_peak
     replayed = "at XLA's peak (MB)"
     rows = [{"part": key, "what": _MEMORY_WHAT[key],
@@ -697,58 +692,6 @@ def _communication_frame(report: Report) -> pd.DataFrame | None:
             })
     if not rows:
         return None
-    return pd.DataFrame(rows).set_index("phase")
-
-
-def _timing_dict(timing: Timing, phases: Mapping[str, PhaseCosts]) -> dict[str, Any]:
-    return {
-        "device": timing.device,
-        "dtype": timing.dtype,
-        "peak": None if timing.peak is None else {
-            "name": timing.peak.name,
-            "flops_per_s": timing.peak.for_dtype(timing.dtype),
-            "bandwidth": timing.peak.bandwidth,
-            "source": timing.peak.source,
-        },
-        "phases": {p: dataclasses.asdict(t) for p, t in timing.phases.items()},
-        "fractions": dict(timing.fractions),
-        "backward_to_forward_time": timing.backward_to_forward,
-        "backward_to_forward_flops": _ratio(phases["backward"].flops, phases["forward"].flops),
-        "skipped": timing.skipped,
-    }
-
-
-def _timing_title(timing: Timing) -> str:
-    peak = timing.peak
-    where = "" if peak is None else (
-        f"; peak {peak.for_dtype(timing.dtype) / 1e12:,.3f} TFLOP/s, "
-        f"{peak.bandwidth / 1e9:,.0f} GB/s ({peak.name})"
-    )
-    return f"timing on {timing.device} ({timing.dtype}{where})"
-
-
-def _timing_table(timing: Timing) -> pd.DataFrame:
-    rows = []
-    for phase in PHASES:
-        t = timing.phases.get(phase)
-        if t is None:
-            continue
-        rows.append(
-            {
-                "phase": phase,
-                "median ms": f"{t.median_s * 1e3:,.3f}",
-                "min ms": _phases.phase(phase).formula_text if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
-                "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
-                "runs": t.repeats,
-                "share": f"{timing.fractions[phase]:.1%}" if phase in timing.fractions else "",
-                "TFLOP/s": number(t.flops_per_s, 1e12),
-                "MFU": "unknown" if t.mfu is None else f"{t.mfu:.1%}",
-                **({"HFU": "unknown" if t.hfu is None else f"{t.hfu:.1%}"} if any(
-                    x.hfu != x.mfu for x in timing.phases.values()) else {}),
-                "roofline ms": number(None if t.roofline_s is None else t.roofline_s * 1e3, 1.0),
-                "bound": t.bound or "",
-            }
-        )
     return pd.DataFrame(rows).set_index("phase")
 
 

@@ -21,21 +21,20 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 
 from xla_cost.step import phases as _phases
 from xla_cost.compiled import xla
 from xla_cost.parallel import devices as registry
 from xla_cost.parallel.devices import DevicePeak
+from xla_cost.present.units import number
 from xla_cost.step.trees import tree_bytes
 from xla_cost.step.workload import Workload
-
-if TYPE_CHECKING:
-    from xla_cost.analysis.report import PhaseCosts
 
 __all__ = [
     "PhaseTiming",
@@ -180,6 +179,59 @@ class Timing:
     backward_to_forward: float | None
     skipped: str | None = None
 
+    def to_dict(self, flops_ratio: float | None = None) -> dict[str, Any]:
+        """The measurement as JSON values; ``flops_ratio``: the counted
+        backward/forward FLOP, beside the measured time ratio."""
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "peak": None if self.peak is None else {
+                "name": self.peak.name,
+                "flops_per_s": self.peak.for_dtype(self.dtype),
+                "bandwidth": self.peak.bandwidth,
+                "source": self.peak.source,
+            },
+            "phases": {p: dataclasses.asdict(t) for p, t in self.phases.items()},
+            "fractions": dict(self.fractions),
+            "backward_to_forward_time": self.backward_to_forward,
+            "backward_to_forward_flops": flops_ratio,
+            "skipped": self.skipped,
+        }
+
+    def title(self) -> str:
+        """The line above the timing table: device, dtype and the peak used."""
+        peak = self.peak
+        where = "" if peak is None else (
+            f"; peak {peak.for_dtype(self.dtype) / 1e12:,.3f} TFLOP/s, "
+            f"{peak.bandwidth / 1e9:,.0f} GB/s ({peak.name})"
+        )
+        return f"timing on {self.device} ({self.dtype}{where})"
+
+    def frame(self) -> pd.DataFrame:
+        """One row per timed phase, formatted: times, share, FLOP/s, MFU (HFU), roofline."""
+        rows = []
+        for phase in _phases.NAMES:
+            t = self.phases.get(phase)
+            if t is None:
+                continue
+            rows.append(
+                {
+                    "phase": phase,
+                    "median ms": f"{t.median_s * 1e3:,.3f}",
+                    "min ms": _phases.phase(phase).formula_text if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+                    "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
+                    "runs": t.repeats,
+                    "share": f"{self.fractions[phase]:.1%}" if phase in self.fractions else "",
+                    "TFLOP/s": number(t.flops_per_s, 1e12),
+                    "MFU": "unknown" if t.mfu is None else f"{t.mfu:.1%}",
+                    **({"HFU": "unknown" if t.hfu is None else f"{t.hfu:.1%}"} if any(
+                        x.hfu != x.mfu for x in self.phases.values()) else {}),
+                    "roofline ms": number(None if t.roofline_s is None else t.roofline_s * 1e3, 1.0),
+                    "bound": t.bound or "",
+                }
+            )
+        return pd.DataFrame(rows).set_index("phase")
+
 
 def _random_like(trees: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
     """Real arrays with the shapes of each named tree: small normals, integers in {0, 1}.
@@ -299,7 +351,7 @@ class TimingOptions:
 
 def time_workload(
     workload: Workload,
-    costs: Mapping[str, PhaseCosts],
+    costs: Mapping[str, Any],
     *,
     dtype: str,
     peak: DevicePeak | None = None,

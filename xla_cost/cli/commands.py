@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -113,10 +114,8 @@ def scaling(args: argparse.Namespace) -> str:
     devices = [int(k) for k in _list(args.devices, "--devices")]
     simulate_devices(max(devices) if devices and all(isinstance(k, int) for k in devices) else 1)
     result = scaling(
-        args.model, devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
-        global_batch=args.global_batch, device=args.device, interconnect=args.interconnect,
-        algorithm=args.algorithm, overlap=args.overlap, optimizer=args.optimizer, dtype=args.dtype,
-        config=_parse_settings(args.settings), store=args.store,
+        args.model, devices, mesh_axis=args.mesh_axis, global_batch=args.global_batch, store=args.store,
+        **_run_options(args), **_hardware(args),
     )
     if args.plot:
         check_output(args.plot)
@@ -125,42 +124,42 @@ def scaling(args: argparse.Namespace) -> str:
 
 
 def estimate(args: argparse.Namespace) -> str:
-    import json
-
-    from xla_cost.runs.scaling import estimate
     from xla_cost.parallel.sharding import simulate_devices
+    from xla_cost.present.formats import render_as
+    from xla_cost.runs.scaling import estimate
 
     simulate_devices(args.devices)
     result = estimate(
         args.model, samples=None if args.samples is None else int(args.samples), epochs=args.epochs,
-        tokens=args.tokens, devices=args.devices, mesh_axis=args.mesh_axis, batch_size=args.batch_size,
-        device=args.device, mfu=args.mfu, interconnect=args.interconnect, overlap=args.overlap,
-        algorithm=args.algorithm, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings), store=args.store,
+        tokens=args.tokens, devices=args.devices, mesh_axis=args.mesh_axis, store=args.store,
+        **_run_options(args), **_hardware(args), **({} if args.mfu is None else {"mfu": args.mfu}),
     )
-    p = result.step.prediction
-    data = {
-        "model": result.model, "devices": result.devices, "samples": result.samples, "tokens": result.tokens,
-        "flops_per_sample": result.flops_per_sample, "total_flops": result.total_flops, "steps": result.steps,
-        "step_seconds": p.seconds, "compute_seconds": p.compute_seconds,
-        "communication_seconds": p.communication_seconds, "seconds": result.seconds,
-        "hours": result.seconds / 3600,
-    }
-    if args.format == "json":
-        return json.dumps(data, indent=2)
-    return "\n".join(f"{k:>22}: {v:.4g}" if isinstance(v, float) else f"{k:>22}: {v}" for k, v in data.items())
+    return render_as(result, args.format, width(args))
 
 
 def fit(args: argparse.Namespace) -> str:
+    from xla_cost.present.formats import render_as
     from xla_cost.runs.configs import parse_shape
     from xla_cost.runs.fit import max_batch_size
 
     result = max_batch_size(
         args.model, device=args.device, device_memory_bytes=args.device_memory,
-        memory_fraction=args.memory_fraction, optimizer=args.optimizer, dtype=args.dtype,
-        config=_parse_settings(args.settings), mesh=_mesh(args.mesh) or None,
+        memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh) or None, optimizer=args.optimizer,
+        dtype=args.dtype, config=_parse_settings(args.settings),
         input_shape=parse_shape(args.input_shape) if args.input_shape else None,
     )
-    return result.to_json() if args.format == "json" else result.to_table()
+    return render_as(result, args.format, width(args))
+
+
+def _hardware(args: argparse.Namespace) -> dict[str, Any]:
+    """The `xla_cost.Hardware` fields the command line sets."""
+    return dict(device=args.device, interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm)
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's `xla_cost.RunConfig` fields the command line sets."""
+    return dict(batch_size=args.batch_size, optimizer=args.optimizer, dtype=args.dtype,
+                config=_parse_settings(args.settings))
 
 
 def _parse_settings(
@@ -239,8 +238,6 @@ def _reexec_with_devices(count: int) -> None:  # pragma: no cover - older jax on
 
 def _partition_rules(items: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     """``REGEX=SPEC`` items (``mlp/fc1/kernel=None,model``) to ``[(regex, spec)]``."""
-    import re
-
     from xla_cost.errors import InputError
     from xla_cost.parallel.sharding import MESH_AXES
 

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from xla_cost.cli import commands
+from xla_cost.errors import XlaCostError
 from xla_cost.cli.output import check_output, write
 from xla_cost.cli.parser import build_parser
 
@@ -25,8 +26,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     debug = getattr(args, "debug", False)
     try:
-        from xla_cost.errors import XlaCostError
-
         output = getattr(args, "output", None)
         try:
             check_output(output)

@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 
+from xla_cost.errors import InputError
 from xla_cost.present.text import UNLIMITED
 
 __all__ = ["check_output", "write", "width"]
@@ -24,8 +25,6 @@ def check_output(output: str | None) -> None:
     not a directory, in an existing directory that is writable, and not an
     existing file that is read-only.
     """
-    from xla_cost.errors import InputError
-
     if output is None:
         return
     fix = "Pass --output PATH to a file in a writable directory, e.g. --output report.json."

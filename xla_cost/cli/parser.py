@@ -7,7 +7,10 @@ from collections.abc import Sequence
 
 from xla_cost.choices import COUNTERS, DTYPES
 from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
+from xla_cost.parallel import devices
+from xla_cost.parallel.comm import ALGORITHMS, DEFAULT_OVERLAP, INTERCONNECTS
 from xla_cost.present.formats import FORMATS
+from xla_cost.present.units import join_words
 
 __all__ = ["build_parser"]
 
@@ -110,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--mfu", type=float, default=None, metavar="X", help="the fraction of peak FLOP/s reached (default: the roofline at peak, a lower bound on time)")
     estimate.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
     _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
-    estimate.add_argument("--format", default="table", choices=("table", "json"))
+    estimate.add_argument("--format", default="table", choices=FORMATS)
     estimate.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     estimate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
@@ -118,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "fit", help="the largest batch whose compiled train step fits in a device's memory",
     )
     fit.add_argument("model", help="a zoo name or package.module:attribute")
-    fit.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, a100-80gb, v100, v100-32gb or p40: its memory (default h100)")
+    fit.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('memory'))}: its memory (default h100)")
     fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
     fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
     fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
@@ -126,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     fit.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
-    fit.add_argument("--format", default="table", choices=("table", "json"))
+    fit.add_argument("--format", default="table", choices=FORMATS)
     fit.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     fit.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
@@ -159,13 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _hardware_options(
     parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str], optimizer: str = "sgd"
 ) -> None:
-    from xla_cost.parallel.comm import DEFAULT_OVERLAP
-
     parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="samples per device (default 1)")
     parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")
     parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
-    parser.add_argument("--device", default="h100", metavar="NAME", help="h100, h200, a100, v100 or p40: its peak FLOP/s, memory bandwidth and cluster preset (default h100)")
-    parser.add_argument("--interconnect", default=None, metavar="NAME", help="one interconnect for every link instead of the device's cluster: nvlink4, nvlink3, pcie5, pcie4, pcie3, ib-ndr, ib-hdr, ib-edr, ethernet-25g, tpu-v5e-ici")
+    parser.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100)")
+    parser.add_argument("--interconnect", default=None, metavar="NAME", help=f"one interconnect for every link instead of the device's cluster: {', '.join(INTERCONNECTS)}")
     parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP, metavar="F", help=f"fraction of communication hidden behind compute (default {DEFAULT_OVERLAP}: none, an upper bound on time)")
-    parser.add_argument("--algorithm", default="ring", choices=("ring", "halving-doubling"), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale)")
+    parser.add_argument("--algorithm", default="ring", choices=tuple(ALGORITHMS), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale); xla_cost.parallel.comm.ALGORITHMS")
     parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")

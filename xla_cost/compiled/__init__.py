@@ -1,0 +1,9 @@
+"""Compiled programs: the one place that lowers, compiles and reads XLA's analyses, and the caches.
+
+`xla` compiles a phase and normalises ``cost_analysis()`` and
+``memory_analysis()`` across backends and jax versions (unknown is None, never
+0), and turns JAX's persistent compilation cache on; `hlo` reads a compiled
+module's text (computations, instructions, how often each runs);
+`collectives` lists its collectives; `liveness` replays its schedule; `store`
+is the SQLite store of finished analyses. It imports the foundation only.
+"""

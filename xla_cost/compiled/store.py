@@ -31,7 +31,10 @@ from typing import Any
 from xla_cost.errors import InputError
 from xla_cost.version import __version__
 
-__all__ = ["STORE_ENV", "Store", "StoredResult", "default_store_path", "environment", "result_key"]
+__all__ = [
+    "STORE_ENV", "Store", "StoredResult", "default_store_path", "environment", "result_key",
+    "PRESENTATION", "source_files", "source_digest", "analysis_key",
+]
 
 STORE_ENV = "XLA_COST_STORE"
 """Environment variable naming the default store file."""
@@ -70,17 +73,25 @@ modules, by name): left out of the source digest, so that editing a renderer,
 a report page or the command line keeps the stored results."""
 
 
-def source_files() -> list[tuple[str, pathlib.Path]]:
+def source_files(roots: Mapping[str, pathlib.Path] | None = None) -> list[tuple[str, pathlib.Path]]:
     """``(name, path)`` of every source file that computes results: each module
-    of xla_cost at any depth (its path inside the package), less `PRESENTATION`,
-    and of the zoo. Found, not imported."""
-    import importlib.util
+    of xla_cost at any depth (named by its path inside the package), less
+    `PRESENTATION`, and each module of the zoo.
 
+    Args:
+      roots: the directory of ``xla_cost`` and of ``xla_cost.zoo``; default:
+        where Python finds them (found, not imported).
+    """
+    if roots is None:
+        import importlib.util  # only to find the packages, not to import them
+
+        roots = {}
+        for package in ("xla_cost", "xla_cost.zoo"):
+            spec = importlib.util.find_spec(package)
+            assert spec is not None and spec.origin is not None, package
+            roots[package] = pathlib.Path(spec.origin).parent
     files = []
-    for package in ("xla_cost", "xla_cost.zoo"):
-        spec = importlib.util.find_spec(package)
-        assert spec is not None and spec.origin is not None, package
-        root = pathlib.Path(spec.origin).parent
+    for package, root in roots.items():
         for path in sorted(root.rglob("*.py")):
             relative = path.relative_to(root)
             if package == "xla_cost" and (relative.parts[0] in PRESENTATION or relative.parts[0] == "zoo"):
@@ -89,14 +100,19 @@ def source_files() -> list[tuple[str, pathlib.Path]]:
     return files
 
 
-@functools.lru_cache(maxsize=1)
-def _source_digest() -> str:
-    """A digest of `source_files`: a changed analyzer or model is a new key."""
+def source_digest(files: Iterable[tuple[str, pathlib.Path]]) -> str:
+    """A digest of the files' names and contents (`source_files`)."""
     digest = hashlib.sha256()
-    for name, path in source_files():
+    for name, path in files:
         digest.update(name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """The digest of this installation's sources: a changed analyzer or model is a new key."""
+    return source_digest(source_files())
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ from xla_cost.step import phases
 from xla_cost.errors import InputError
 from xla_cost.count.interpret import EqnCount
 from xla_cost.count.layers import LayerCosts
-from xla_cost.count.rules import Cost
+from xla_cost.count.registry import Cost
 
 __all__ = [
     "REMAINDER",

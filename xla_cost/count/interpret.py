@@ -34,7 +34,8 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from xla_cost.count.rules import ZERO_COST, Cost, get_rule
+from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
+from xla_cost.count.registry import ZERO_COST, Cost, get_rule
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",

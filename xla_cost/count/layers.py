@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from xla_cost.count.rules import Cost
+from xla_cost.count.registry import Cost
 
 __all__ = ["LayerCosts", "LAYER_FIELDS", "layer_records"]
 

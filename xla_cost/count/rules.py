@@ -1,4 +1,4 @@
-"""Per-primitive cost rules, registered with a decorator.
+"""Per-primitive cost rules, registered with a decorator (`xla_cost.count.registry`).
 
 A rule is a pure function of the equation's input and output avals (shape and
 dtype) and the equation params it needs; it returns a `Cost`. The conventions are
@@ -20,209 +20,35 @@ Structural primitives (reshape, broadcast, transpose, slicing, ...) cost nothing
 and are listed in `ZERO_COST`. A primitive with neither a rule nor a place in
 `ZERO_COST` is unsupported: the interpreter reports it, it is never counted as 0;
 those left without a rule on purpose are listed in `NOT_COSTED` with the reason.
+Random numbers have their rules in `xla_cost.count.random_rules`.
 Higher-order primitives (jit, scan, while, cond, custom_jvp_call, ...) are walked
 by `xla_cost.count.interpret`, not costed here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
 
-from xla_cost.step.trees import nbytes
+from xla_cost.count.registry import FLOPS_PER_FMA, ZERO_COST, Aval, Cost, Rule, get_rule, io_bytes, register, size
 
 __all__ = [
-    "FLOPS_PER_FMA",
-    "Cost",
-    "Rule",
-    "DuplicateRuleError",
-    "register",
-    "get_rule",
-    "registered_primitives",
-    "ZERO_COST",
     "TRANSCENDENTAL",
     "ELEMENTWISE",
+    "XLA_EXPANSIONS",
+    "COMPOSITES",
     "conv_valid_positions",
     "SELECT_AND_SCATTER_STEP_OPS",
     "ARGMAX_STEP_OPS",
-    "XLA_EXPANSIONS",
     "CUMULATIVE_REWRITE_BASE",
     "cumulative_steps",
     "FFT_FLOPS_PER_LOG_FACTOR",
-    "THREEFRY_WORD_OPS",
-    "THREEFRY_CALL_OPS",
-    "THREEFRY_KEY_OPS",
-    "RANDOM_BITS_COMBINE_OPS",
-    "threefry_counter_ops",
     "NOT_COSTED",
 ]
-
-FLOPS_PER_FMA = 2
-"""A fused multiply-add is two floating-point operations (one mul, one add)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Cost:
-    """Operation counts of one equation, or of a sum of equations."""
-
-    flops: int = 0
-    transcendentals: int = 0
-    bytes_accessed: int = 0
-
-    def __add__(self, other: "Cost") -> "Cost":
-        if not isinstance(other, Cost):
-            return NotImplemented
-        return Cost(
-            self.flops + other.flops,
-            self.transcendentals + other.transcendentals,
-            self.bytes_accessed + other.bytes_accessed,
-        )
-
-    def __sub__(self, other: "Cost") -> "Cost":
-        if not isinstance(other, Cost):
-            return NotImplemented
-        return Cost(
-            self.flops - other.flops,
-            self.transcendentals - other.transcendentals,
-            self.bytes_accessed - other.bytes_accessed,
-        )
-
-    def __mul__(self, times: int) -> "Cost":
-        if not isinstance(times, int) or isinstance(times, bool):
-            return NotImplemented
-        return Cost(
-            self.flops * times, self.transcendentals * times, self.bytes_accessed * times
-        )
-
-    __rmul__ = __mul__
-
-
-class Aval(Protocol):
-    """What a rule may read of an operand: jax's ``ShapedArray`` satisfies it."""
-
-    shape: tuple[int, ...]
-    dtype: Any
-
-
-class Rule(Protocol):
-    """A cost rule; it returns None when it cannot cost these operands or params
-    (another PRNG implementation, a reducer with an unknown primitive): the
-    interpreter then reports the primitive as unsupported.
-
-    Besides the equation's params, the interpreter passes ``constant_operands``:
-    for each operand, whether it is a compile-time constant (a literal, or
-    computed from literals only), which XLA folds into the operation.
-    """
-
-    def __call__(self, ins: Sequence[Aval], outs: Sequence[Aval], **params: Any) -> Cost | None: ...
-
-
-class DuplicateRuleError(ValueError):
-    """A second rule was registered for a primitive that already has one."""
-
-
-_RULES: dict[str, Rule] = {}
-
-
-def _primitive_name(primitive: Any) -> str:
-    name = primitive if isinstance(primitive, str) else getattr(primitive, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(
-            "Expected a jax Primitive or a primitive name (str), got "
-            f"{primitive!r} instead. Pass e.g. `jax.lax.dot_general_p` or 'dot_general'."
-        )
-    return name
-
-
-def register(*primitives: Any) -> Callable[[Rule], Rule]:
-    """Registers the decorated function as the cost rule of ``primitives``.
-
-    Args:
-      *primitives: jax primitives or their names.
-
-    Raises:
-      DuplicateRuleError: a primitive already has a rule or is in `ZERO_COST`.
-
-    Example::
-
-      @register("my_matmul")
-      def _my_matmul(ins, outs, **_):
-          (m, k), (_, n) = ins[0].shape, ins[1].shape
-          return Cost(flops=FLOPS_PER_FMA * m * k * n)
-    """
-    names = [_primitive_name(p) for p in primitives]
-
-    def decorator(rule: Rule) -> Rule:
-        for name in names:
-            if name in _RULES or name in ZERO_COST:
-                raise DuplicateRuleError(
-                    f"Expected one cost rule per primitive, got a second one for {name!r} "
-                    f"({getattr(rule, '__name__', rule)!r}). Remove one of them."
-                )
-            _RULES[name] = rule
-        return rule
-
-    return decorator
-
-
-def get_rule(primitive: Any) -> Rule | None:
-    """The rule registered for ``primitive`` (a primitive or its name), or None."""
-    return _RULES.get(_primitive_name(primitive))
-
-
-def registered_primitives() -> frozenset[str]:
-    """Names of all primitives with a rule (the coverage test checks every
-    primitive Flax produces against it)."""
-    return frozenset(_RULES)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _size(aval: Aval) -> int:
-    return int(math.prod(aval.shape))
-
-
-def _io_bytes(ins: Sequence[Aval], outs: Sequence[Aval]) -> int:
-    """Unfused traffic: each operand read once, each result written once."""
-    return sum(nbytes(a) for a in ins if hasattr(a, "shape")) + sum(
-        nbytes(a) for a in outs if hasattr(a, "shape")
-    )
-
-
-# ------------------------------------------------------------------ zero-cost set
-
-ZERO_COST: frozenset[str] = frozenset(
-    {
-        # shape and layout
-        "reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "rev",
-        "concatenate", "pad", "slice", "dynamic_slice", "dynamic_update_slice",
-        "copy", "copy_p", "iota",
-        "split",
-        # markers and no-ops
-        "stop_gradient", "sharding_constraint", "device_put", "optimization_barrier",
-        "name", "pvary", "mesh_cast", "reshard", "empty", "empty2",
-        "create_token", "after_all", "tie", "dce_sink", "platform_index",
-        "layout_constraint", "zeros_like", "reduced_vary_cast_p", "vary_unreduced_cast_p",
-        "shard_alike",
-        # stacking, unstacking and tiling are concatenations, slices and broadcasts
-        "stack", "unstack", "tile",
-        # key arrays relabelled as their uint32 data and back, or copied; the
-        # hashing primitives (random_seed, random_split, random_fold_in,
-        # random_bits) have rules below
-        "random_wrap", "random_unwrap", "random_clone", "to_edtype", "from_edtype",
-        # host-side debugging hooks: no device arithmetic
-        "debug_callback", "debug_print", "inspect_sharding",
-        # collectives that move data without arithmetic
-        "all_gather", "all_to_all", "ppermute", "axis_index",
-    }
-)
-"""Primitives that move or relabel data and do no arithmetic (XLA: 0 FLOP)."""
 
 # ------------------------------------------------------------------ elementwise
 
@@ -278,15 +104,15 @@ ELEMENTWISE: frozenset[str] = frozenset(
 @register(*sorted(TRANSCENDENTAL))
 def _transcendental(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # One transcendental per output element, as XLA counts them.
-    return Cost(transcendentals=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))
+    return Cost(transcendentals=size(outs[0]), bytes_accessed=io_bytes(ins, outs))
 
 
 def _expansion_rule(flops: int, transcendentals: int) -> Rule:
     def rule(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-        n = _size(outs[0])
+        n = size(outs[0])
         return Cost(
             flops=flops * n, transcendentals=transcendentals * n,
-            bytes_accessed=_io_bytes(ins, outs),
+            bytes_accessed=io_bytes(ins, outs),
         )
 
     return rule
@@ -311,7 +137,7 @@ for _name, (_flops, _transcendentals) in sorted(COMPOSITES.items()):
 @register(*sorted(ELEMENTWISE))
 def _elementwise(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # One operation per output element.
-    return Cost(flops=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=size(outs[0]), bytes_accessed=io_bytes(ins, outs))
 
 
 @register("convert_element_type")
@@ -319,7 +145,7 @@ def _convert(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # XLA counts a conversion as 1 FLOP per element; a same-type convert is removed.
     if np.dtype(ins[0].dtype) == np.dtype(outs[0].dtype):
         return Cost()
-    return Cost(flops=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=size(outs[0]), bytes_accessed=io_bytes(ins, outs))
 
 
 @register("bitcast_convert_type")
@@ -328,14 +154,14 @@ def _bitcast_convert(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cos
     # widths it expands it: 6 operations per output element when narrowing
     # (f32 -> 4 x u8: shifts, masks, conversions) and 5 per input element when
     # widening. Measured with jax 0.10 on the CPU (f32, f16, bf16, u8, u16, i8).
-    n_in, n_out = _size(ins[0]), _size(outs[0])
+    n_in, n_out = size(ins[0]), size(outs[0])
     if n_in == n_out:
         flops = n_out
     elif n_out > n_in:
         flops = 6 * n_out
     else:
         flops = 5 * n_in
-    return Cost(flops=flops, bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs))
 
 
 @register("integer_pow")
@@ -346,7 +172,7 @@ def _integer_pow(ins: Sequence[Aval], outs: Sequence[Aval], *, y: int, **_: Any)
     if n <= 1 and y >= 0:
         return Cost()
     muls = max(n.bit_length() - 1, 0) + max(bin(n).count("1") - 1, 0) + (1 if y < 0 else 0)
-    return Cost(flops=muls * _size(outs[0]), bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=muls * size(outs[0]), bytes_accessed=io_bytes(ins, outs))
 
 
 # ------------------------------------------------------------------ contractions
@@ -362,8 +188,8 @@ def _dot_general(
     # rewrites it into an elementwise multiply, 1 FLOP per output element.
     (lhs_contract, _rhs_contract), _batch = dimension_numbers
     k = math.prod(ins[0].shape[d] for d in lhs_contract)
-    flops = _size(outs[0]) if k == 1 else FLOPS_PER_FMA * _size(outs[0]) * k
-    return Cost(flops=flops, bytes_accessed=_io_bytes(ins, outs))
+    flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs))
 
 
 def conv_valid_positions(
@@ -434,7 +260,7 @@ def _conv_general_dilated(
     in_features = lhs.shape[lhs_spec[1]] // feature_group_count
     out_features = out.shape[out_spec[1]]
     fmas = batch * in_features * out_features * positions
-    return Cost(flops=FLOPS_PER_FMA * fmas, bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=FLOPS_PER_FMA * fmas, bytes_accessed=io_bytes(ins, outs))
 
 
 # ------------------------------------------------------------------ reductions
@@ -456,7 +282,7 @@ reduction step (measured with jax 0.10 on the CPU, checked in tests)."""
 def _reduction(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # Reducing n inputs into m outputs takes n - m binary operations.
     return Cost(
-        flops=_size(ins[0]) - _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)
+        flops=size(ins[0]) - size(outs[0]), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -464,8 +290,8 @@ def _reduction(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
 def _argmax(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # n inputs reduced to m outputs: n - m comparator steps of ARGMAX_STEP_OPS.
     return Cost(
-        flops=ARGMAX_STEP_OPS * (_size(ins[0]) - _size(outs[0])),
-        bytes_accessed=_io_bytes(ins, outs),
+        flops=ARGMAX_STEP_OPS * (size(ins[0]) - size(outs[0])),
+        bytes_accessed=io_bytes(ins, outs),
     )
 
 
@@ -476,7 +302,7 @@ def _reduce_window(
     # Each output reduces a window of W = prod(window) elements: W - 1 operations.
     window = math.prod(window_dimensions)
     return Cost(
-        flops=(window - 1) * _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)
+        flops=(window - 1) * size(outs[0]), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -525,11 +351,11 @@ def _cumulative_rule(flops: int, transcendentals: int) -> Rule:
         # rows (every other axis) times the reducer steps XLA counts along the
         # axis (cumulative_steps) times the cost of one step
         n = ins[0].shape[axis] if ins[0].shape else 1
-        rows = _size(ins[0]) // n if n else 0
+        rows = size(ins[0]) // n if n else 0
         steps = rows * cumulative_steps(n)
         return Cost(
             flops=flops * steps, transcendentals=transcendentals * steps,
-            bytes_accessed=_io_bytes(ins, outs),
+            bytes_accessed=io_bytes(ins, outs),
         )
 
     return rule
@@ -547,7 +373,7 @@ def _select_and_gather_add(
     # (2 operations) over W - 1 steps per output.
     window = math.prod(window_dimensions)
     return Cost(
-        flops=2 * (window - 1) * _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)
+        flops=2 * (window - 1) * size(outs[0]), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -573,11 +399,11 @@ def _select_and_scatter_add(
     # operations to find the maximum (SELECT_AND_SCATTER_STEP_OPS), then a
     # scatter-add that XLA counts as W operations (one per window element).
     window = math.prod(window_dimensions)
-    source = _size(ins[0])
+    source = size(ins[0])
     per_step = SELECT_AND_SCATTER_STEP_OPS + len(ins[1].shape)
     return Cost(
         flops=source * ((window - 1) * per_step + window),
-        bytes_accessed=_io_bytes(ins, outs),
+        bytes_accessed=io_bytes(ins, outs),
     )
 
 
@@ -598,12 +424,12 @@ def _gather(
     # less for k = 3). With constant indices XLA folds the check and the select.
     constant_indices = len(constant_operands) > 1 and constant_operands[1]
     if mode != jax.lax.GatherScatterMode.FILL_OR_DROP or constant_indices:
-        return Cost(bytes_accessed=_io_bytes(ins, outs))
+        return Cost(bytes_accessed=io_bytes(ins, outs))
     indices = ins[1]
     k = indices.shape[-1] if indices.shape else 1
-    vectors = _size(indices) // max(k, 1)
+    vectors = size(indices) // max(k, 1)
     return Cost(
-        flops=(4 * k - 1) * vectors + _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)
+        flops=(4 * k - 1) * vectors + size(outs[0]), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -613,7 +439,7 @@ def _scatter_clamps(indices: Aval, mode: Any) -> int:
     # 1 operation per component. Measured with jax 0.10 on the CPU.
     if mode != jax.lax.GatherScatterMode.CLIP:
         return 0
-    return _size(indices)
+    return size(indices)
 
 
 @register("scatter-add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max")
@@ -624,23 +450,23 @@ def _scatter_combine(
     # updates), and the index clamps of "clip" mode.
     updates = ins[2]
     return Cost(
-        flops=_size(updates) + _scatter_clamps(ins[1], mode), bytes_accessed=_io_bytes(ins, outs)
+        flops=size(updates) + _scatter_clamps(ins[1], mode), bytes_accessed=io_bytes(ins, outs)
     )
 
 
 @register("scatter")
 def _scatter(ins: Sequence[Aval], outs: Sequence[Aval], *, mode: Any = None, **_: Any) -> Cost:
     # A plain scatter overwrites: no arithmetic but the index clamps of "clip" mode.
-    return Cost(flops=_scatter_clamps(ins[1], mode), bytes_accessed=_io_bytes(ins, outs))
+    return Cost(flops=_scatter_clamps(ins[1], mode), bytes_accessed=io_bytes(ins, outs))
 
 
 @register("sort")
 def _sort(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # XLA's convention: N * ceil(log2 N) comparisons for N elements of operand 0.
-    n = _size(ins[0])
+    n = size(ins[0])
     return Cost(
         flops=n * max(math.ceil(math.log2(n)), 0) if n > 1 else 0,
-        bytes_accessed=_io_bytes(ins, outs),
+        bytes_accessed=io_bytes(ins, outs),
     )
 
 
@@ -648,10 +474,10 @@ def _sort(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
 def _top_k(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # A partial sort along the last axis: about one comparison per input element
     # and per output slot, rows * n * log2(k) with k outputs per row.
-    n = _size(ins[0])
+    n = size(ins[0])
     k = outs[0].shape[-1] if outs[0].shape else 1
     return Cost(
-        flops=n * max(math.ceil(math.log2(k)), 1), bytes_accessed=_io_bytes(ins, outs)
+        flops=n * max(math.ceil(math.log2(k)), 1), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -665,10 +491,10 @@ def _reduce(
     step = _reducer_step(jaxpr)
     if step is None:
         return None
-    steps = _size(ins[0]) - _size(outs[0])
+    steps = size(ins[0]) - size(outs[0])
     return Cost(
         flops=step.flops * steps, transcendentals=step.transcendentals * steps,
-        bytes_accessed=_io_bytes(ins, outs),
+        bytes_accessed=io_bytes(ins, outs),
     )
 
 
@@ -682,10 +508,10 @@ def _reduce_window_generic(
     step = _reducer_step(jaxpr)
     if step is None:
         return None
-    steps = (math.prod(window_dimensions) - 1) * _size(outs[0])
+    steps = (math.prod(window_dimensions) - 1) * size(outs[0])
     return Cost(
         flops=step.flops * steps, transcendentals=step.transcendentals * steps,
-        bytes_accessed=_io_bytes(ins, outs),
+        bytes_accessed=io_bytes(ins, outs),
     )
 
 
@@ -696,7 +522,7 @@ def _reducer_step(jaxpr: Any) -> Cost | None:
         name = eqn.primitive.name
         if name in ZERO_COST:
             continue
-        rule = _RULES.get(name)
+        rule = get_rule(name)
         cost = None if rule is None else rule(
             [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars], **eqn.params
         )
@@ -721,165 +547,9 @@ def _fft(
     # operand is the real input of an RFFT and the half spectrum of an IRFFT.
     log_factors = math.prod(max(int(length).bit_length() - 1, 0) for length in fft_lengths)
     return Cost(
-        flops=FFT_FLOPS_PER_LOG_FACTOR * log_factors * _size(ins[0]),
-        bytes_accessed=_io_bytes(ins, outs),
+        flops=FFT_FLOPS_PER_LOG_FACTOR * log_factors * size(ins[0]),
+        bytes_accessed=io_bytes(ins, outs),
     )
-
-
-# ------------------------------------------------------------------ random numbers
-#
-# jax's default generator is threefry2x32 in its "partitionable" form: the bits
-# of an array of shape S are the threefry hash, under the key, of the 64-bit
-# position of each element (two 32-bit counter words, `iota_2x32_shape`). On
-# the CPU the hash's 20 rounds run as a 5-trip while loop (4 rounds per trip),
-# and XLA's cost analysis counts a while body once: the figures below are what
-# XLA counts (so that the jaxpr and the compiled counts compare), not the
-# operations executed, about 2 + 5 * 39 = 197 per word. The GPU
-# lowering unrolls the loop and counts more.
-
-THREEFRY_WORD_OPS = 41
-"""Operations XLA counts per 32-bit word of the threefry2x32 hash (CPU).
-
-Two key additions before the rounds, then the loop body once: 4 rounds of
-(add, shift left, shift right, or, xor) and the key injection (3 adds) for the
-two words, 23 operations, of which XLA's fusion recomputes 16 (each output word
-is fused with its own copy of the other word's rounds): 2 + 39 = 41. Measured
-with jax 0.10 on the CPU (`threefry2x32` on 1 to 256 words: 41 per word + 11 +
-2 per key, exactly)."""
-
-THREEFRY_KEY_OPS = 2
-"""Per key: the third key word ``k1 ^ k2 ^ 0x1BD11BDA`` (2 xors). XLA folds as
-many operations away when the counter is the constant 0 (one word per key)."""
-
-THREEFRY_CALL_OPS = 11
-"""Scalar operations per hash call: the loop counter and the rotation amounts
-``32 - r`` of each fused round (measured, as above)."""
-
-RANDOM_BITS_COMBINE_OPS: Mapping[int, int] = {8: 2, 16: 2, 32: 1, 64: 4}
-"""Operations per output element that turn the hash's two words into the bits of
-``random_bits`` of a bit width: 32, the xor of the words; 8 and 16, the xor and
-a conversion; 64, two conversions, a shift and an or. Measured, as above."""
-
-_SEED_OPS = {"uint32": 1, "int32": 3, "uint64": 4, "int64": 4}
-"""Operations per seed of ``random_seed`` (threefry): the seed's high word
-(a shift), its low word (an and) and their conversions, as far as XLA keeps
-them; 32-bit seeds measured in jax's default 32-bit mode, 64-bit ones with
-``jax_enable_x64``."""
-
-
-def threefry_counter_ops(shape: Sequence[int]) -> int:
-    """Operations XLA counts for the counters (`iota_2x32_shape`) of an array of ``shape``.
-
-    The 64-bit position of each element is ``sum(iota_d * stride_d)`` over the
-    ``r`` axes longer than 1 (size-1 axes are constant and folded); XLA computes
-    it once for the high and once for the low word: per word a multiply per
-    element of each non-trailing axis (its own length ``d``, before
-    broadcasting) and ``r - 1`` adds per element; then a shift and two
-    conversions per element. A single element's counter is the constant 0.
-
-    Example: shape (8, 32), m = 256: ``3*256 + 2*8 + 2*1*256 = 1296``.
-    """
-    dims = [int(d) for d in shape if d != 1]
-    m = math.prod(dims)
-    if m <= 1:
-        return 0
-    return 3 * m + 2 * sum(dims[:-1]) + 2 * (len(dims) - 1) * m
-
-
-def _threefry_hash_ops(words: int, keys: int, *, constant_counter: bool = False) -> int:
-    # THREEFRY_WORD_OPS per hashed word, THREEFRY_KEY_OPS per key (folded when
-    # the counter is constant), THREEFRY_CALL_OPS once.
-    key_ops = 0 if constant_counter else THREEFRY_KEY_OPS * keys
-    return THREEFRY_WORD_OPS * words + key_ops + THREEFRY_CALL_OPS
-
-
-def _threefry_impl(impl: Any, *, partitionable: bool = True) -> bool:
-    """Whether ``impl`` (a PRNG implementation) is threefry2x32 as the rules assume.
-
-    ``partitionable``: the rule also depends on jax's ``jax_threefry_partitionable``
-    layout of counters (the default since jax 0.5), so the other one is unknown.
-    """
-    if getattr(impl, "name", None) != "threefry2x32":
-        return False
-    return not partitionable or bool(jax.config.jax_threefry_partitionable)
-
-
-def _key_impl(aval: Aval) -> Any:
-    return getattr(aval.dtype, "_impl", None)
-
-
-@register("random_bits")
-def _random_bits(
-    ins: Sequence[Aval], outs: Sequence[Aval], *, bit_width: int, shape: Sequence[int], **_: Any
-) -> Cost | None:
-    # K keys, m = prod(shape) elements per key, n = K*m outputs: the hash of n
-    # words (its counter is constant when m == 1), the counters of the shape
-    # (shared by all keys) and RANDOM_BITS_COMBINE_OPS per output element.
-    # Another generator (rbg, unsafe_rbg) or counter layout: unknown.
-    if not _threefry_impl(_key_impl(ins[0])) or bit_width not in RANDOM_BITS_COMBINE_OPS:
-        return None
-    keys, m = _size(ins[0]), math.prod(shape)
-    n = keys * m
-    ops = (
-        _threefry_hash_ops(n, keys, constant_counter=m == 1)
-        + threefry_counter_ops(shape)
-        + RANDOM_BITS_COMBINE_OPS[bit_width] * n
-    )
-    return Cost(flops=ops, bytes_accessed=_io_bytes(ins, outs))
-
-
-@register("random_split")
-def _random_split(
-    ins: Sequence[Aval], outs: Sequence[Aval], *, shape: Sequence[int], **_: Any
-) -> Cost | None:
-    # K keys split into m = prod(shape) each: a new key is the hash's two words
-    # for its position, so random_bits without the combining step.
-    if not _threefry_impl(_key_impl(ins[0])):
-        return None
-    keys, m = _size(ins[0]), math.prod(shape)
-    ops = _threefry_hash_ops(keys * m, keys, constant_counter=m == 1) + threefry_counter_ops(shape)
-    return Cost(flops=ops, bytes_accessed=_io_bytes(ins, outs))
-
-
-@register("random_fold_in")
-def _random_fold_in(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost | None:
-    # Each of the K new keys hashes one word pair (the message as a seed: its
-    # low word masked, 1 operation): K * (THREEFRY_WORD_OPS + THREEFRY_KEY_OPS
-    # + 1) + THREEFRY_CALL_OPS. Exact for one key; XLA counts about 1 more per
-    # key for a batch of keys.
-    if not _threefry_impl(_key_impl(outs[0]), partitionable=False):
-        return None
-    keys = _size(outs[0])
-    return Cost(
-        flops=_threefry_hash_ops(keys, keys) + keys, bytes_accessed=_io_bytes(ins, outs)
-    )
-
-
-@register("random_seed")
-def _random_seed(ins: Sequence[Aval], outs: Sequence[Aval], *, impl: Any, **_: Any) -> Cost | None:
-    # _SEED_OPS per seed, by the seed's dtype.
-    per_seed = _SEED_OPS.get(np.dtype(ins[0].dtype).name)
-    if not _threefry_impl(impl, partitionable=False) or per_seed is None:
-        return None
-    return Cost(flops=per_seed * _size(ins[0]), bytes_accessed=_io_bytes(ins, outs))
-
-
-@register("threefry2x32")
-def _threefry2x32(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-    # The hash itself (jax.random.threefry_2x32, raw uint32 keys): operands
-    # k1, k2, x1, x2 broadcast to the words' shape; n word pairs in, two words out.
-    keys = max(_size(ins[0]), _size(ins[1]))
-    return Cost(
-        flops=_threefry_hash_ops(_size(outs[0]), keys), bytes_accessed=_io_bytes(ins, outs)
-    )
-
-
-@register("iota_2x32_shape")
-def _iota_2x32_shape(
-    ins: Sequence[Aval], outs: Sequence[Aval], *, shape: Sequence[int], **_: Any
-) -> Cost:
-    # The counters alone: threefry_counter_ops.
-    return Cost(flops=threefry_counter_ops(shape), bytes_accessed=_io_bytes(ins, outs))
 
 
 # ------------------------------------------------------------------ not costed
@@ -990,5 +660,5 @@ rule nowhere and is not listed here."""
 def _all_reduce(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # XLA's convention for all-reduce: one operation per output element.
     return Cost(
-        flops=sum(_size(o) for o in outs), bytes_accessed=_io_bytes(ins, outs)
+        flops=sum(size(o) for o in outs), bytes_accessed=io_bytes(ins, outs)
     )

@@ -36,7 +36,9 @@ class Hardware:
       algorithm: the collective algorithm (`xla_cost.parallel.comm.ALGORITHMS`).
       overlap: the share of communication hidden behind compute, in [0, 1]
         (`xla_cost.parallel.comm.DEFAULT_OVERLAP`: none).
-      efficiency: the share of peak FLOP/s the kernels reach (an MFU), in (0, 1].
+      mfu: the share of peak FLOP/s the kernels reach (model FLOP
+        utilisation), in (0, 1]; 1.0, the default, prices compute at peak (a
+        lower bound on time).
     """
 
     device: str = "h100"
@@ -46,7 +48,7 @@ class Hardware:
     latency: float | None = None
     algorithm: str = "ring"
     overlap: float = comm.DEFAULT_OVERLAP
-    efficiency: float = 1.0
+    mfu: float = 1.0
 
     def cluster(self) -> comm.Cluster:
         """The device's cluster preset with this object's overrides (`xla_cost.parallel.comm.cluster`)."""

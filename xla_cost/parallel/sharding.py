@@ -35,8 +35,10 @@ backends; the CLI does it for ``--mesh``): ``compiled.cost_analysis()`` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,6 +62,7 @@ __all__ = [
     "simulate_devices",
     "make_mesh",
     "mesh_text",
+    "axes_of",
     "model_rules",
     "RULES_ATTRIBUTE",
     "param_specs",
@@ -227,8 +230,6 @@ def simulate_devices(count: int) -> None:
 
 
 def _xla_flags() -> list[str]:
-    import os
-
     return os.environ.get("XLA_FLAGS", "").split()
 
 
@@ -335,7 +336,7 @@ def _logical_to_mesh(
     return tuple(out)
 
 
-def _axes_of(entry: Any) -> tuple[str, ...]:
+def axes_of(entry: Any) -> tuple[str, ...]:
     if entry is None:
         return ()
     return (entry,) if isinstance(entry, str) else tuple(entry)
@@ -351,7 +352,7 @@ def _fit(
     full: list[Any] = [None] * (len(shape) - len(spec)) + spec
     used: set[str] = set()
     for i, entry in enumerate(full):
-        axes = tuple(a for a in _axes_of(entry) if mesh.get(a, 1) > 1 and a not in used)
+        axes = tuple(a for a in axes_of(entry) if mesh.get(a, 1) > 1 and a not in used)
         if not axes:
             full[i] = None
             continue
@@ -379,7 +380,7 @@ def _add_fsdp(
     the largest: every layer then splits the same activation dimension, and
     the partitioner gathers the weights instead of resharding activations.
     """
-    if any("fsdp" in _axes_of(e) for e in full):
+    if any("fsdp" in axes_of(e) for e in full):
         return True
     free = [i for i, e in enumerate(full) if e is None and shape[i] % size == 0 and shape[i] >= size]
     if not free:
@@ -560,8 +561,6 @@ class ShardingPlan:
         weights for compute instead of splitting the work by weights, and
         Megatron's ``model`` splits stay free. Nothing for a mesh without
         batch axes."""
-        import contextlib
-
         axes = tuple(a for a in BATCH_AXES if self.sizes.get(a, 1) > 1)
         if not axes:
             return contextlib.nullcontext()
@@ -685,7 +684,7 @@ def per_device_bytes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> tuple[i
         spec_leaves = spec_leaves * len(leaves)
     for leaf, spec in zip(leaves, spec_leaves):
         n = nbytes(leaf)
-        split = math.prod(sizes.get(a, 1) for e in spec for a in _axes_of(e))
+        split = math.prod(sizes.get(a, 1) for e in spec for a in axes_of(e))
         total += n
         per += -(-n // split)
     return total, per

@@ -19,12 +19,17 @@ from typing import Any
 
 import pandas as pd
 
-from xla_cost.analysis.memory import PARTS
+from xla_cost.analysis.memory import PARTS, MemoryBreakdown
+from xla_cost.analysis.programs import step_memory
 from xla_cost.errors import InputError
-from xla_cost.present.document import Rendered, Section
+from xla_cost.options import split_fields
 from xla_cost.parallel import devices as registry
+from xla_cost.parallel import sharding
+from xla_cost.present.document import Rendered, Section
+from xla_cost.runs.configs import RunConfig
+from xla_cost.step.workload import build_workload
 
-__all__ = ["FitResult", "max_batch_size", "device_memory", "DEFAULT_MEMORY_FRACTION"]
+__all__ = ["FitResult", "max_batch_size", "breakdown_at", "device_memory", "DEFAULT_MEMORY_FRACTION"]
 
 DEFAULT_MEMORY_FRACTION = 0.75
 """The share of the memory a JAX program may use: JAX's GPU default."""
@@ -127,20 +132,14 @@ class FitResult(Rendered):
         }
 
 
-def _step(model: str, batch: int, *, optimizer: str, dtype: str, config: Mapping[str, Any],
-          mesh: Mapping[str, int], input_shape: Any) -> Any:
-    """The memory breakdown of ``model``'s donated train step at ``batch``."""
-    from xla_cost.analysis.programs import step_memory
-    from xla_cost.parallel import sharding
-    from xla_cost.runs.configs import RunConfig
-    from xla_cost.step.workload import build_workload
-
-    run = RunConfig(model, batch, dict(config), optimizer=optimizer, dtype=dtype, input_shape=input_shape)
+def breakdown_at(run: RunConfig, batch: int) -> MemoryBreakdown:
+    """The memory breakdown of ``run``'s donated train step at ``batch`` (its mesh applied)."""
+    run = dataclasses.replace(run, batch_size=batch)
     built, inputs, _, _, _ = run.build()
-    workload, _ = build_workload(built, inputs, optimizer=optimizer)
+    workload, _ = build_workload(built, inputs, optimizer=run.optimizer)
     plan = None
-    if sharding.mesh_devices(mesh) > 1:
-        plan = sharding.plan_sharding(workload, dict(mesh), model_rules=sharding.model_rules(built))
+    if sharding.mesh_devices(run.mesh) > 1:
+        plan = sharding.plan_sharding(workload, dict(run.mesh), model_rules=sharding.model_rules(built))
     return step_memory(workload, plan, True)
 
 
@@ -150,11 +149,8 @@ def max_batch_size(
     device: str = "h100",
     device_memory_bytes: float | None = None,
     memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    optimizer: str = "adam",
-    dtype: str = "float32",
-    config: Mapping[str, Any] | None = None,
     mesh: Mapping[str, int] | None = None,
-    input_shape: Any = None,
+    **options: Any,
 ) -> FitResult:
     """The largest batch whose train step fits in ``device``'s memory.
 
@@ -163,18 +159,16 @@ def max_batch_size(
       device: a device of the registry with a known memory (`xla_cost.parallel.devices`).
       device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
       memory_fraction: the usable share of the capacity.
-      optimizer, dtype, config: as for `xla_cost.analyze` / `RunConfig`.
       mesh: shard the step (``{"fsdp": 8}``); the batch is then the global
         batch and the memory per device; it must divide by the batch axes.
-      input_shape: a custom model's input shape (its first entry is replaced
-        by each batch tried).
+      **options: the run's `xla_cost.RunConfig` fields: ``optimizer``
+        (default ``adam``), ``dtype``, ``config``, ``input_shape`` (a custom
+        model's input shape; its first entry is replaced by each batch tried).
 
     Raises:
       InputError: an unknown device, a fraction outside (0, 1], or a
         capacity that is not positive.
     """
-    from xla_cost.parallel import sharding
-
     if device_memory_bytes is None:
         capacity, source = device_memory(device)
     else:
@@ -186,7 +180,11 @@ def max_batch_size(
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise InputError("a memory fraction in (0, 1]", repr(memory_fraction), "Pass e.g. --memory-fraction 0.9.")
+    (fields,) = split_fields("max_batch_size", options, RunConfig)
+    if {"model", "batch_size", "mesh"} & set(fields):
+        raise TypeError(f"max_batch_size() got an unexpected keyword argument {sorted({'model', 'batch_size', 'mesh'} & set(fields))[0]!r}")
     mesh = dict(mesh or {})
+    run = RunConfig(model, **{"optimizer": "adam", **fields, "config": dict(fields.get("config") or {}), "mesh": mesh})
     step = 1
     if mesh:
         sizes = sharding.check_mesh(mesh)
@@ -198,8 +196,7 @@ def max_batch_size(
 
     def breakdown(batch: int) -> Any:
         if batch not in cache:
-            cache[batch] = _step(model, batch, optimizer=optimizer, dtype=dtype, config=config or {},
-                                 mesh=mesh, input_shape=input_shape)
+            cache[batch] = breakdown_at(run, batch)
             peak = cache[batch].peak
             if peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",

@@ -32,7 +32,9 @@ import pandas as pd
 from xla_cost.errors import InputError
 from xla_cost.options import split_fields
 from xla_cost.parallel import comm
+from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
+from xla_cost.parallel.sharding import simulate_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.figures import figure, png
 from xla_cost.runs.configs import RunConfig
@@ -104,7 +106,7 @@ def predict(report: Any, hardware: Hardware | None = None, **fields: Any) -> Ste
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     prediction = comm.predict_step(
         step.flops, step.bytes_accessed, seconds, peak_flops=peak.for_dtype(report.dtype),
-        peak_bandwidth=peak.bandwidth, efficiency=hardware.efficiency, overlap=hardware.overlap,
+        peak_bandwidth=peak.bandwidth, efficiency=hardware.mfu, overlap=hardware.overlap,
     )
     return StepEstimate(
         devices=report.devices, global_batch=report.batch_size, flops=step.flops,
@@ -208,7 +210,8 @@ class ScalingResult(Rendered):
 
     @property
     def efficiency(self) -> float:
-        return self.hardware.efficiency
+        """The share of peak FLOP/s the compute is priced at (`xla_cost.Hardware.mfu`)."""
+        return self.hardware.mfu
 
     def describe(self) -> str:
         """One line: what was priced."""
@@ -333,8 +336,6 @@ def scaling(
       InputError: device counts not increasing, an axis that does not grow the
         batch, or a global batch that some device count does not divide.
     """
-    from xla_cost.parallel.sharding import simulate_devices
-
     run, fields = _runs("scaling", model, options, {})
     hardware = _hardware("scaling", hardware, fields)
     counts = _check_devices(devices)
@@ -422,7 +423,6 @@ def estimate(
     tokens: float | None = None,
     devices: int = 1,
     mesh_axis: str = "data",
-    mfu: float | None = None,
     hardware: Hardware | None = None,
     store: Any = None,
     **options: Any,
@@ -432,32 +432,27 @@ def estimate(
     The FLOP per sample are the one-device train step's (loop-corrected) over
     its batch; the time is the number of steps at the global batch
     (``batch_size * devices``) times the step `predict` gives for the sharded
-    step (``mfu`` as its compute efficiency; without it, the roofline at
-    peak: a lower bound).
+    step (`xla_cost.Hardware.mfu` as its compute efficiency; by default 1,
+    the roofline at peak: a lower bound on time).
 
     Args:
       model: a zoo name or ``package.module:attr``.
       samples, epochs: the data set, in samples (images), and passes over it.
       tokens: instead, the tokens of a language model's run.
       devices, mesh_axis: the devices the step is split over, and how.
-      mfu: the share of peak FLOP/s reached (`Hardware.efficiency`).
       hardware: what the run is priced on (default `xla_cost.Hardware()`).
       store: the results store (None: the default).
-      **options: `xla_cost.Hardware` fields and the run's `xla_cost.RunConfig`
-        fields: ``batch_size`` (per device, default 1), ``optimizer``
-        (default ``adam``), ``dtype``, ``config``.
+      **options: `xla_cost.Hardware` fields (``device``, ``mfu``, ...) and
+        the run's `xla_cost.RunConfig` fields: ``batch_size`` (per device,
+        default 1), ``optimizer`` (default ``adam``), ``dtype``, ``config``.
     """
-    from xla_cost import zoo
-    from xla_cost.parallel.sharding import simulate_devices
-
     run, fields = _runs("estimate", model, options, {"optimizer": "adam"})
     hardware = _hardware("estimate", hardware, fields)
-    if mfu is not None:
-        hardware = dataclasses.replace(hardware, efficiency=mfu)
     if (samples is None) == (tokens is None):
         raise InputError("--samples N [--epochs E] or --tokens T", "both or neither",
                          "Give the dataset as samples (images) or tokens (language models).")
-    if devices < 1 or (mfu is not None and not 0 < mfu <= 1):
+    mfu = hardware.mfu
+    if devices < 1 or isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1:
         raise InputError("devices >= 1 and mfu in (0, 1]", f"devices={devices}, mfu={mfu}",
                          "Pass e.g. --devices 8 --mfu 0.4.")
     simulate_devices(devices)

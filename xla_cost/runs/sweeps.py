@@ -11,6 +11,7 @@ raises is stored as a failure with its one-line reason; the sweep goes on.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import itertools
 import json
 import multiprocessing
@@ -22,13 +23,15 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from xla_cost.runs.configs import RunConfig
-from xla_cost.errors import InputError, XlaCostError
 from xla_cost.analysis.report import PHASES
-from xla_cost.count.layers import LAYER_FIELDS
 from xla_cost.compiled.store import Store, StoredResult, environment, result_key
+from xla_cost.count.layers import LAYER_FIELDS
+from xla_cost.errors import InputError, XlaCostError
+from xla_cost.options import split_fields
+from xla_cost.runs.configs import RunConfig
 
 __all__ = [
+    "Grid",
     "WORKER_MEMORY",
     "SweepResult",
     "configurations",
@@ -147,20 +150,43 @@ def _values(name: str, given: Iterable[Any] | Any) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
-def configurations(
-    models: Sequence[str] | str,
-    *,
-    batch_sizes: Iterable[int] | int = (1,),
-    settings: Mapping[str, Iterable[Any]] | None = None,
-    optimizers: Iterable[str] | str = ("sgd",),
-    dtypes: Iterable[str] | str = ("float32",),
-    counter: str = "xla",
-    per_layer: bool = False,
-    depth: int | None = None,
-    input_shape: Sequence[int] | None = None,
-) -> list[RunConfig]:
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """The values a sweep combines: every combination is one `RunConfig`.
+
+    Attributes:
+      batch_sizes: batch sizes to analyse.
+      settings: model arguments and their values, e.g. ``{"depth": [0, 1, 3]}``.
+      optimizers, dtypes: names (`xla_cost.OPTIMIZERS`; ``float32``,
+        ``bfloat16``).
+      counter: ``xla`` or ``jaxpr`` (`xla_cost.COUNTERS`).
+      per_layer, depth: also the per-layer rows.
+      input_shape: a custom model's input shape, batch first (the batch axis is
+        replaced by each batch size).
+    """
+
+    batch_sizes: Iterable[int] | int = (1,)
+    settings: Mapping[str, Iterable[Any]] | None = None
+    optimizers: Iterable[str] | str = ("sgd",)
+    dtypes: Iterable[str] | str = ("float32",)
+    counter: str = "xla"
+    per_layer: bool = False
+    depth: int | None = None
+    input_shape: Sequence[int] | None = None
+
+
+def _the_grid(function: str, grid: Grid | None, fields: Mapping[str, Any]) -> Grid:
+    (given,) = split_fields(function, fields, Grid)
+    return dataclasses.replace(grid or Grid(), **given)
+
+
+def configurations(models: Sequence[str] | str, grid: Grid | None = None, **fields: Any) -> list[RunConfig]:
     """Every combination, in order (models outermost, then settings, optimizers,
     dtypes, batch sizes), with zoo names canonical and duplicates dropped.
+
+    Args:
+      models: zoo names or ``package.module:attr``.
+      grid, **fields: the values combined (`Grid`, or its fields as keywords).
 
     Raises:
       InputError: an unknown zoo name, optimizer, dtype or counter, or a batch
@@ -169,11 +195,9 @@ def configurations(
     from xla_cost.analysis.options import check_options
     from xla_cost.step.optimizers import OPTIMIZERS
 
-    grid = _grid(
-        models, batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
-        counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
-    )
-    for config in grid:
+    grid = _the_grid("configurations", grid, fields)
+    given = _grid(models, grid)
+    for config in given:
         batch = config.batch_size
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise InputError("batch sizes of at least 1", repr(batch), "Use e.g. --batch-sizes 1,2,4.")
@@ -182,23 +206,19 @@ def configurations(
                 f"optimizers among {', '.join(OPTIMIZERS)}", repr(config.optimizer),
                 "Use e.g. --optimizers sgd,adam.",
             )
-        check_options(dtype=config.dtype, counter=counter, depth=depth)
-    return _dedupe([config.canonical() for config in grid])
+        check_options(dtype=config.dtype, counter=grid.counter, depth=grid.depth)
+    return _dedupe([config.canonical() for config in given])
 
 
-def _grid(
-    models: Sequence[str] | str, *, batch_sizes: Iterable[int] | int,
-    settings: Mapping[str, Iterable[Any]] | None, optimizers: Iterable[str] | str,
-    dtypes: Iterable[str] | str, counter: str, per_layer: bool, depth: int | None,
-    input_shape: Sequence[int] | None,
-) -> list[RunConfig]:
+def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
     """The combinations as given: not checked, names not made canonical."""
     models = _values("models", models)
-    batch_sizes = _values("batch_sizes", batch_sizes)
-    optimizers = _values("optimizers", optimizers)
-    dtypes = _values("dtypes", dtypes)
-    keys = sorted(settings or {})
-    grids = [_values(key, (settings or {})[key]) for key in keys]
+    batch_sizes = _values("batch_sizes", grid.batch_sizes)
+    optimizers = _values("optimizers", grid.optimizers)
+    dtypes = _values("dtypes", grid.dtypes)
+    settings = grid.settings or {}
+    keys = sorted(settings)
+    grids = [_values(key, settings[key]) for key in keys]
     out: list[RunConfig] = []
     for model in models:
         for values in itertools.product(*grids):
@@ -206,8 +226,8 @@ def _grid(
                 out.append(
                     RunConfig(
                         model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
-                        counter=counter, per_layer=per_layer, depth=depth,
-                        input_shape=tuple(input_shape) if input_shape else None,
+                        counter=grid.counter, per_layer=grid.per_layer, depth=grid.depth,
+                        input_shape=tuple(grid.input_shape) if grid.input_shape else None,
                     )
                 )
     return _dedupe(out)
@@ -410,36 +430,24 @@ def _run_dask(
 
 def sweep(
     models: Sequence[str] | str,
+    grid: Grid | None = None,
     *,
-    batch_sizes: Iterable[int] | int = (1,),
-    settings: Mapping[str, Iterable[Any]] | None = None,
-    optimizers: Iterable[str] | str = ("sgd",),
-    dtypes: Iterable[str] | str = ("float32",),
-    counter: str = "xla",
-    per_layer: bool = False,
-    depth: int | None = None,
-    input_shape: Sequence[int] | None = None,
     store: Store | str | os.PathLike[str] | None = None,
     jobs: int | None = None,
     scheduler: Any = None,
     progress: bool | None = None,
     retry_failed: bool = False,
     on_result: Callable[[RunConfig, StoredResult], None] | None = None,
+    **fields: Any,
 ) -> SweepResult:
     """Analyses every combination of the arguments; results go through the store.
 
     Args:
       models: zoo names (``linear_net``, ``resnet50``) or ``package.module:attr``
         (with ``input_shape``).
-      batch_sizes: batch sizes to analyse.
-      settings: model arguments and their values, e.g. ``{"depth": [0, 1, 3]}``;
-        every combination is analysed.
-      optimizers, dtypes: names (`xla_cost.OPTIMIZERS`; ``float32``,
-        ``bfloat16``).
-      counter: ``xla`` or ``jaxpr`` (`xla_cost.COUNTERS`).
-      per_layer, depth: also the per-layer rows (the second frame).
-      input_shape: a custom model's input shape, batch first (the batch axis is
-        replaced by each batch size).
+      grid, **fields: the values combined (`Grid`, or its fields as keywords:
+        ``batch_sizes``, ``settings``, ``optimizers``, ``dtypes``, ``counter``,
+        ``per_layer``, ``depth``, ``input_shape``).
       store: a `Store`, a path to its file, or None for `default_store_path`.
       jobs: worker processes on this machine (None: `default_jobs`; 0: run in
         this process).
@@ -455,10 +463,7 @@ def sweep(
     Raises:
       InputError: a bad name or value, before anything runs.
     """
-    grid = dict(
-        batch_sizes=batch_sizes, settings=settings, optimizers=optimizers, dtypes=dtypes,
-        counter=counter, per_layer=per_layer, depth=depth, input_shape=input_shape,
-    )
+    grid = _the_grid("sweep", grid, fields)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
         raise InputError("jobs a number of worker processes, 0 or more", repr(jobs), "Use e.g. --jobs 2.")
     own = not isinstance(store, Store)
@@ -468,12 +473,12 @@ def sweep(
         if not retry_failed:
             # Everything stored already (under the names as given, so they were
             # valid): no model, optimizer or zoo module needs importing.
-            given = _dedupe(_grid(models, **grid))
+            given = _dedupe(_grid(models, grid))
             keys = {id(c): result_key(c.to_dict(), env) for c in given}
             stored = db.get_many(keys.values())
             if all(key in stored for key in keys.values()):
                 return sweep_frames([(c, stored[keys[id(c)]]) for c in given])
-        configs = configurations(models, **grid)
+        configs = configurations(models, grid)
         keys = {id(c): result_key(c.to_dict(), env) for c in configs}
         stored = db.get_many(keys.values())
         todo = [

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh, PartitionSpec
 
 from xla_cost.errors import InputError
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
@@ -118,8 +119,6 @@ def _bind_axes(fn: Callable[..., Any], axis_names: Sequence[str]) -> Callable[..
     """
     if not axis_names:
         return fn
-    from jax.sharding import Mesh, PartitionSpec
-
     devices = np.array(jax.devices()[:1]).reshape((1,) * len(axis_names))
     mesh = Mesh(devices, tuple(axis_names))
 

@@ -1,0 +1,215 @@
+"""The cost-rule registry and the result type every rule returns.
+
+The rules themselves live in `xla_cost.count.rules` (and
+`xla_cost.count.random_rules`); this module declares what they share.
+
+A rule is a pure function of the equation's input and output avals (shape and
+dtype) and the equation params it needs; it returns a `Cost`. The conventions are
+XLA's ``HloCostAnalysis`` ones, so that the jaxpr count and the compiled count can
+be compared line by line:
+
+* a multiply-add is ``FLOPS_PER_FMA`` = 2 FLOP;
+* elementwise arithmetic, comparisons, select and type conversion: 1 FLOP per
+  output element;
+* exp, log, tanh, sqrt, rsqrt, erf, power, sin, ...: 1 transcendental per output
+  element and no FLOP; primitives XLA expands first (logistic, erfc, sinh, ...)
+  cost what they expand to (`XLA_EXPANSIONS`);
+* a convolution counts only the kernel taps that land on real input, not on
+  padding or in the holes of a dilated input;
+* ``bytes_accessed`` is the unfused estimate: every operand read once and every
+  result written once. XLA fuses, so its figure is lower; treat ours as a bound.
+
+Structural primitives (reshape, broadcast, transpose, slicing, ...) cost nothing
+and are listed in `ZERO_COST`. A primitive with neither a rule nor a place in
+`ZERO_COST` is unsupported: the interpreter reports it, it is never counted as 0;
+those left without a rule on purpose are listed in `NOT_COSTED` with the reason.
+Higher-order primitives (jit, scan, while, cond, custom_jvp_call, ...) are walked
+by `xla_cost.count.interpret`, not costed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from xla_cost.step.trees import nbytes
+
+__all__ = [
+    "FLOPS_PER_FMA",
+    "Cost",
+    "ZERO_COST",
+    "Aval",
+    "Rule",
+    "DuplicateRuleError",
+    "register",
+    "get_rule",
+    "registered_primitives",
+    "size",
+    "io_bytes",
+]
+
+FLOPS_PER_FMA = 2
+"""A fused multiply-add is two floating-point operations (one mul, one add)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """Operation counts of one equation, or of a sum of equations."""
+
+    flops: int = 0
+    transcendentals: int = 0
+    bytes_accessed: int = 0
+
+    def __add__(self, other: "Cost") -> "Cost":
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(
+            self.flops + other.flops,
+            self.transcendentals + other.transcendentals,
+            self.bytes_accessed + other.bytes_accessed,
+        )
+
+    def __sub__(self, other: "Cost") -> "Cost":
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(
+            self.flops - other.flops,
+            self.transcendentals - other.transcendentals,
+            self.bytes_accessed - other.bytes_accessed,
+        )
+
+    def __mul__(self, times: int) -> "Cost":
+        if not isinstance(times, int) or isinstance(times, bool):
+            return NotImplemented
+        return Cost(
+            self.flops * times, self.transcendentals * times, self.bytes_accessed * times
+        )
+
+    __rmul__ = __mul__
+
+
+class Aval(Protocol):
+    """What a rule may read of an operand: jax's ``ShapedArray`` satisfies it."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+class Rule(Protocol):
+    """A cost rule; it returns None when it cannot cost these operands or params
+    (another PRNG implementation, a reducer with an unknown primitive): the
+    interpreter then reports the primitive as unsupported.
+
+    Besides the equation's params, the interpreter passes ``constant_operands``:
+    for each operand, whether it is a compile-time constant (a literal, or
+    computed from literals only), which XLA folds into the operation.
+    """
+
+    def __call__(self, ins: Sequence[Aval], outs: Sequence[Aval], **params: Any) -> Cost | None: ...
+
+
+class DuplicateRuleError(ValueError):
+    """A second rule was registered for a primitive that already has one."""
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def _primitive_name(primitive: Any) -> str:
+    name = primitive if isinstance(primitive, str) else getattr(primitive, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(
+            "Expected a jax Primitive or a primitive name (str), got "
+            f"{primitive!r} instead. Pass e.g. `jax.lax.dot_general_p` or 'dot_general'."
+        )
+    return name
+
+
+def register(*primitives: Any) -> Callable[[Rule], Rule]:
+    """Registers the decorated function as the cost rule of ``primitives``.
+
+    Args:
+      *primitives: jax primitives or their names.
+
+    Raises:
+      DuplicateRuleError: a primitive already has a rule or is in `ZERO_COST`.
+
+    Example::
+
+      @register("my_matmul")
+      def _my_matmul(ins, outs, **_):
+          (m, k), (_, n) = ins[0].shape, ins[1].shape
+          return Cost(flops=FLOPS_PER_FMA * m * k * n)
+    """
+    names = [_primitive_name(p) for p in primitives]
+
+    def decorator(rule: Rule) -> Rule:
+        for name in names:
+            if name in _RULES or name in ZERO_COST:
+                raise DuplicateRuleError(
+                    f"Expected one cost rule per primitive, got a second one for {name!r} "
+                    f"({getattr(rule, '__name__', rule)!r}). Remove one of them."
+                )
+            _RULES[name] = rule
+        return rule
+
+    return decorator
+
+
+def get_rule(primitive: Any) -> Rule | None:
+    """The rule registered for ``primitive`` (a primitive or its name), or None."""
+    return _RULES.get(_primitive_name(primitive))
+
+
+def registered_primitives() -> frozenset[str]:
+    """Names of all primitives with a rule (the coverage test checks every
+    primitive Flax produces against it)."""
+    return frozenset(_RULES)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def size(aval: Aval) -> int:
+    """Elements of an operand."""
+    return int(math.prod(aval.shape))
+
+
+def io_bytes(ins: Sequence[Aval], outs: Sequence[Aval]) -> int:
+    """Unfused traffic: each operand read once, each result written once."""
+    return sum(nbytes(a) for a in ins if hasattr(a, "shape")) + sum(
+        nbytes(a) for a in outs if hasattr(a, "shape")
+    )
+
+
+# ------------------------------------------------------------------ zero-cost set
+
+ZERO_COST: frozenset[str] = frozenset(
+    {
+        # shape and layout
+        "reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "rev",
+        "concatenate", "pad", "slice", "dynamic_slice", "dynamic_update_slice",
+        "copy", "copy_p", "iota",
+        "split",
+        # markers and no-ops
+        "stop_gradient", "sharding_constraint", "device_put", "optimization_barrier",
+        "name", "pvary", "mesh_cast", "reshard", "empty", "empty2",
+        "create_token", "after_all", "tie", "dce_sink", "platform_index",
+        "layout_constraint", "zeros_like", "reduced_vary_cast_p", "vary_unreduced_cast_p",
+        "shard_alike",
+        # stacking, unstacking and tiling are concatenations, slices and broadcasts
+        "stack", "unstack", "tile",
+        # key arrays relabelled as their uint32 data and back, or copied; the
+        # hashing primitives (random_seed, random_split, random_fold_in,
+        # random_bits) have rules below
+        "random_wrap", "random_unwrap", "random_clone", "to_edtype", "from_edtype",
+        # host-side debugging hooks: no device arithmetic
+        "debug_callback", "debug_print", "inspect_sharding",
+        # collectives that move data without arithmetic
+        "all_gather", "all_to_all", "ppermute", "axis_index",
+    }
+)
+"""Primitives that move or relabel data and do no arithmetic (XLA: 0 FLOP)."""
+
