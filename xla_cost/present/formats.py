@@ -8,7 +8,7 @@ so the command line reads `FORMATS` for its choices without loading pandas.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from xla_cost.errors import InputError
 
@@ -18,6 +18,7 @@ FORMATS: tuple[str, ...] = ("table", "json", "csv", "markdown")
 """The output formats of every command (``--format``) and of `render_as`."""
 
 
+@runtime_checkable
 class Renderable(Protocol):
     """What can be written in every format: a `xla_cost.Report`, the zoo listing."""
 

@@ -89,7 +89,8 @@ class SweepResult(NamedTuple):
             out[name] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in values]
         out["seconds"] = ["" if pd.isna(v) else f"{v:.2f}" for v in runs["seconds"]] if "seconds" in runs else ""
         out["status"] = [
-            s if s == "ok" else f"{s}: {e}" for s, e in zip(runs["status"], runs["error"])
+            s if s == "ok" else f"{s}: {e}"
+            for s, e in zip(runs.get("status", ()), runs.get("error", ()))
         ]
         return out
 
@@ -572,7 +573,8 @@ def _run_row(config: RunConfig, row: StoredResult | None) -> dict[str, Any]:
 
 def sweep_frames(rows: Sequence[tuple[RunConfig, StoredResult | None]]) -> SweepResult:
     """The `SweepResult` of stored rows (None: not analysed), in the given order."""
-    runs = pd.DataFrame([_run_row(c, r) for c, r in rows])
+    runs = pd.DataFrame([_run_row(c, r) for c, r in rows],
+                        columns=None if rows else [*_CONFIG_COLUMNS, "optimizer", "dtype", "status", "error"])
     integer = [
         c for c in runs.columns
         if c == "parameters" or (c.endswith(("_flops", "_transcendentals", "_bytes")) or c.endswith("_bytes_accessed"))
