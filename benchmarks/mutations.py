@@ -164,8 +164,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_best returns the counted part instead of None when XLA has no figure and a rule is missing",
         (Edit(
             "xla_cost/analysis.py",
-            'return None, "unknown", (',
-            'return true, "unknown", (',
+            'return None, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
+            'return true, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
         ),),
     ),
     Mutation(
@@ -182,8 +182,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "XLA's loop-body-once figure is flagged but not corrected",
         (Edit(
             "xla_cost/analysis.py",
-            'return xla_value + extra, "xla+loops", (',
-            'return xla_value, "xla+loops", (',
+            'return xla_value + extra, "xla+loops", (\n'
+            '        f"{phase}: XLA counts a loop body once ({_describe_loops(counted)}); "\n',
+            'return xla_value, "xla+loops", (\n'
+            '        f"{phase}: XLA counts a loop body once ({_describe_loops(counted)}); "\n',
         ),),
     ),
     Mutation(
@@ -244,6 +246,77 @@ MUTATIONS: tuple[Mutation, ...] = (
             "xla_cost/attribution.py",
             "    if depth is None or path == REMAINDER:\n        return path",
             "    if True:\n        return path",
+        ),),
+    ),
+    # ------------------------------------------------------------------ comm
+    Mutation(
+        "halving_doubling_floor_hops",
+        "halving-doubling hops floor(log2 n) instead of ceil: too few at n not a power of two",
+        (Edit(
+            "xla_cost/comm.py",
+            'hops = n - 1 if algorithm == "ring" else math.ceil(math.log2(n))',
+            'hops = n - 1 if algorithm == "ring" else int(math.log2(n))',
+        ),),
+    ),
+    Mutation(
+        "all_to_all_algorithm_hops",
+        "all-to-all charged the algorithm's hops (log2 n under halving-doubling) instead of n - 1",
+        (Edit(
+            "xla_cost/comm.py",
+            '    if name == "all-to-all":\n'
+            "        return (n - 1) / n * nbytes / link.bandwidth + (n - 1) * link.latency",
+            '    if name == "all-to-all":\n'
+            "        return (n - 1) / n * nbytes / link.bandwidth + hops * link.latency",
+        ),),
+    ),
+    # ------------------------------------------------------------------ scaling
+    Mutation(
+        "estimate_flop_per_step_as_per_sample",
+        "scaling.estimate: the train step's FLOP not divided by its batch (total FLOP batch x too large)",
+        (Edit(
+            "xla_cost/scaling.py",
+            "per_sample = flops / single.batch_size",
+            "per_sample = flops",
+        ),),
+    ),
+    # ------------------------------------------------------------------ store
+    Mutation(
+        "store_key_without_dtype",
+        "the results-store key leaves the dtype out: float32 and bfloat16 share one row",
+        (Edit(
+            "xla_cost/store.py",
+            '{"format": FORMAT, "config": config, "environment": dict(env or environment())}',
+            '{"format": FORMAT, "config": {k: v for k, v in config.items() if k != "dtype"}, '
+            '"environment": dict(env or environment())}',
+        ),),
+    ),
+    Mutation(
+        "cache_key_without_input_dtype",
+        "the analysis-cache key describes arrays by shape only: bfloat16 inputs get the float32 report",
+        (Edit(
+            "xla_cost/store.py",
+            'return {"shape": list(value.shape), "dtype": str(value.dtype)}',
+            'return {"shape": list(value.shape)}',
+        ),),
+    ),
+    # ------------------------------------------------------------------ sweeps
+    Mutation(
+        "killed_worker_config_dropped",
+        "a configuration whose worker process died is not retried (left missing until a rerun)",
+        (Edit(
+            "xla_cost/sweeps.py",
+            "queue.insert(0, config)",
+            "pass  # dropped",
+        ),),
+    ),
+    # ------------------------------------------------------------------ timing
+    Mutation(
+        "timing_median_is_the_min",
+        "a phase's reported median time is the fastest run instead of the median",
+        (Edit(
+            "xla_cost/timing.py",
+            "median_s=statistics.median(times), min_s=min(times)",
+            "median_s=min(times), min_s=min(times)",
         ),),
     ),
 )

@@ -206,3 +206,22 @@ class RematMLP(nn.Module):
         for i in range(4):
             x = block(name=f"b{i}")(x)
         return nn.Dense(C_SCAN, name="head")(x)
+
+
+def dies_on_its_first_attempt(attempts: str):
+    """A Dense(D_OUT) whose first construction kills the process it runs in, as the
+    kernel's out-of-memory killer would a sweep's worker; later ones build it.
+
+    ``attempts``: a file that gets one line per call (the tests count the attempts).
+    Never call it in the test process itself: it sends SIGKILL to its own process.
+    """
+    import os
+    import signal
+
+    with open(attempts, "a", encoding="ascii") as handle:
+        handle.write(f"{os.getpid()}\n")
+    with open(attempts, encoding="ascii") as handle:
+        first = len(handle.read().splitlines()) == 1
+    if first:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return nn.Dense(D_OUT)

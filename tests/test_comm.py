@@ -92,6 +92,43 @@ def test_half_ring_collectives(kind):
     assert collective_time(kind, 2e9, 4, IB_NDR) == pytest.approx(expected)
 
 
+# Halving-doubling (Thakur, Rabenseifner and Gropp 2005): for p a power of two, recursive
+# doubling all-gather costs lg p alpha + (p-1)/p n beta, recursive halving reduce-scatter
+# the same, Rabenseifner's all-reduce twice that. Each round doubles the devices a piece
+# has reached, so at any n the model charges the least h with 2^h >= n rounds (the
+# paper's non-power-of-two variants take extra steps, which this model does not count):
+# 1 -> 2 -> 4 -> 8 reaches n = 6 in h = 3, not lg 6 = 2.58 rounded down to 2.
+HD_HOPS = {6: 3, 12: 4, 8: 3}  # 2^3 = 8 >= 6 > 4; 2^4 = 16 >= 12 > 8; 2^3 = 8
+
+
+@pytest.mark.parametrize("n", [6, 12])
+def test_halving_doubling_at_a_group_size_that_is_not_a_power_of_two(n):
+    hops = HD_HOPS[n]
+    hd = "halving-doubling"
+    # Rabenseifner's all-reduce: recursive-halving reduce-scatter + recursive-doubling
+    # all-gather, 2 (n-1)/n S/B + 2 h alpha (InfiniBand NDR: B = 50e9 B/s, alpha = 5e-6 s)
+    expected = 2 * (n - 1) / n * 1e6 / 50e9 + 2 * hops * 5e-6
+    assert collective_time("all-reduce", 1e6, n, IB_NDR, hd) == pytest.approx(expected, rel=1e-12)
+    # one pass: (n-1)/n S/B + h alpha
+    for kind in ("all-gather", "reduce-scatter"):
+        expected = (n - 1) / n * 1e6 / 50e9 + hops * 5e-6
+        assert collective_time(kind, 1e6, n, IB_NDR, hd) == pytest.approx(expected, rel=1e-12), kind
+    # through a cluster that names the algorithm: one all-reduce of 1 MB on n NDR-linked devices
+    flat = Cluster(IB_NDR, IB_NDR, 1, algorithm=hd)
+    total, _, _ = communication_time([{"kind": "all-reduce", "bytes": 10**6, "group_size": n, "executions": 2}], flat)
+    assert total == pytest.approx(2 * (2 * (n - 1) / n * 1e6 / 50e9 + 2 * hops * 5e-6), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_all_to_all_keeps_n_minus_1_hops_under_halving_doubling(n):
+    # pairwise exchange: every device sends a piece to each of the n-1 others, whatever the
+    # algorithm for the reductions: (n-1)/n S/B + (n-1) alpha, not h = HD_HOPS[n] alphas
+    expected = (n - 1) / n * 1e6 / 50e9 + (n - 1) * 5e-6
+    assert HD_HOPS[n] < n - 1  # the two charges differ, so the check can fail
+    assert collective_time("all-to-all", 1e6, n, IB_NDR, "halving-doubling") == pytest.approx(expected, rel=1e-12)
+    assert collective_time("all-to-all", 1e6, n, IB_NDR, "ring") == pytest.approx(expected, rel=1e-12)
+
+
 @pytest.mark.parametrize("kind", ["collective-permute", "collective-broadcast"])
 def test_one_hop_collectives(kind):
     # S/B + alpha, whatever the group size

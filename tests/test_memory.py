@@ -83,12 +83,14 @@ def test_the_breakdown_at_the_peak_adds_up_to_xlas_peak(model, batch, config):
     """The acceptance: the parts add up to XLA's peak within 10% on the seed nets and
     GPT-2 small (on the CPU). The parts at the peak come from replaying the compiled
     schedule (`xla_cost.compiled.liveness`), XLA's peak from its memory_analysis(): two
-    computations of one figure, which agree to 0.3% on every zoo model tried."""
+    computations of one figure, which agree to 0.3% on every zoo model tried
+    (measured on the CPU, jax 0.10.2: conv_net 0.304% under, the others under 0.001%),
+    so 0.5% here."""
     from xla_cost.runs.configs import RunConfig
     from xla_cost.runs.fit import breakdown_at
 
     m = breakdown_at(RunConfig(model, config=config, optimizer="sgd", dtype="float32"), batch)
-    assert m.at_peak_total == pytest.approx(m.peak, rel=0.02)
+    assert m.at_peak_total == pytest.approx(m.peak, rel=0.005)
     # the arguments are live throughout: the parameters whole, and the batch (less what the
     # step never reads, such as a dropout key a deterministic model ignores: jit drops it)
     assert m.at_peak["parameters"] == m.parameters and m.at_peak["inputs"] <= m.inputs
@@ -243,4 +245,7 @@ def test_nnx_model_memory_on_one_device_and_under_fsdp():
     assert fsdp.parameters == pytest.approx(one.parameters / 8, rel=0.05)
     for m in (one, fsdp):
         assert m.at_peak["parameters"] == m.parameters
-        assert m.at_peak_total == pytest.approx(m.peak, rel=0.10)
+    # the replay against XLA's peak (measured on the CPU, jax 0.10.2): one device 1.96%
+    # under, FSDP over 8 devices 8.93% under
+    assert one.at_peak_total == pytest.approx(one.peak, rel=0.025)
+    assert fsdp.at_peak_total == pytest.approx(fsdp.peak, rel=0.10)

@@ -1,7 +1,10 @@
 """The scaling curve and training estimates: sharded analyses priced by xla_cost.parallel.comm.
 
-Expected values are recomputed from the reports' own counts with the closed
-forms of the cost model (roofline, ring all-reduce), written out here.
+Expected values come from the closed forms of the cost model (roofline, ring and
+halving-doubling all-reduce) written out here, with the H100 datasheet's figures,
+the gradient bytes from conv_net's parameter count (tests/formulas.py), and the
+FLOP of the analyses themselves (train-step FLOP / batch for an estimate's FLOP
+per sample, from an analysis of its own).
 """
 
 from __future__ import annotations
@@ -11,14 +14,22 @@ import math
 import jax
 import pytest
 
-from xla_cost.parallel import comm
 from xla_cost.runs import scaling
 from xla_cost.errors import InputError
-from xla_cost.parallel.devices import DEVICES
+
+from tests.formulas import conv_net_params
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 simulated devices (tests/conftest.py)")
 
-H100 = DEVICES["h100"].peak
+# NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense (XLA's float32 matmuls on H100),
+# HBM3 3.35 TB/s; NVLink 4: 900 GB/s both directions, 450 GB/s each way; 1 us per hop assumed
+H100_TF32, H100_HBM, NVLINK_B, NVLINK_ALPHA = 494.7e12, 3.35e12, 900e9 / 2, 1e-6
+F32 = 4  # bytes
+
+
+def _ring_all_reduce(nbytes: int, n: int) -> float:
+    # 2 (n-1)/n S/B + 2 (n-1) alpha on NVLink 4 (Patarasuk and Yuan 2009)
+    return 2 * (n - 1) / n * nbytes / NVLINK_B + 2 * (n - 1) * NVLINK_ALPHA
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +41,18 @@ def curve(tmp_path_factory):
 
 def test_each_point_is_the_roofline_plus_the_ring_all_reduce(curve):
     for step in curve.steps:
-        compute = max(step.flops / H100.for_dtype("float32"), step.bytes_accessed / H100.bandwidth)
+        report = _report(curve, step.devices)  # the analysis behind the point
+        flops, moved = report.phases["train_step"].flops, report.phases["train_step"].bytes_accessed
+        assert (step.flops, step.bytes_accessed) == (flops, moved)
+        # the roofline at the datasheet's peaks
+        compute = max(flops / H100_TF32, moved / H100_HBM)
         assert step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
-        comm_s = sum(t.seconds for t in step.collectives)
+        # data parallel: one ring all-reduce over the K devices of the gradients of every
+        # parameter and of the mean loss, float32, per step
+        k = step.devices
+        reduced = F32 * conv_net_params() + F32 if k > 1 else 0
+        comm_s = _ring_all_reduce(reduced, k) if k > 1 else 0.0
+        assert step.communication_bytes == reduced
         assert step.prediction.communication_seconds == pytest.approx(comm_s, rel=1e-12)
         # no overlap by default: the step is compute plus all of the communication
         assert step.prediction.seconds == pytest.approx(compute + comm_s, rel=1e-12)
@@ -40,36 +60,56 @@ def test_each_point_is_the_roofline_plus_the_ring_all_reduce(curve):
 
 
 def test_all_reduce_time_is_the_ring_formula(curve):
-    link = comm.interconnect("nvlink4")
     step = curve.steps[-1]  # 4 devices
-    for t in step.collectives:
-        if t.kind == "all-reduce" and t.group_size == 4:
-            n = 4
-            one = 2 * (n - 1) / n * t.nbytes / link.bandwidth + 2 * (n - 1) * link.latency
-            assert t.seconds == pytest.approx(t.executions * one, rel=1e-12)
+    reduces = [t for t in step.collectives if t.kind == "all-reduce" and t.group_size == 4]
+    assert reduces, step.collectives  # data parallel: the gradients are all-reduced
+    assert sum(t.nbytes * t.executions for t in reduces) == F32 * conv_net_params() + F32
+    for t in reduces:
+        assert t.link == "nvlink4"  # 4 devices fit in one 8-GPU node
+        assert t.seconds == pytest.approx(t.executions * _ring_all_reduce(t.nbytes, 4), rel=1e-12)
 
 
 def test_speedup_and_efficiency(curve):
     first = curve.steps[0]
+    assert first.devices == 1
     for step, point in zip(curve.steps, curve.points):
         throughput = step.global_batch / step.prediction.seconds
         speedup = throughput / (first.global_batch / first.prediction.seconds)
         assert point.speedup == pytest.approx(speedup, rel=1e-12)
-        assert point.efficiency == pytest.approx(speedup / step.devices, rel=1e-12)
+        # efficiency: the speed-up over the linear one, devices / the first point's devices
+        assert point.efficiency == pytest.approx(speedup / (step.devices / first.devices), rel=1e-12)
     assert list(curve.to_frame()["devices"]) == [1, 2, 4]
     assert curve.to_markdown().count("\n|") >= 4
 
 
+def test_efficiency_of_a_curve_that_starts_at_two_devices(curve):
+    # the same analyses (read back from the curve's store), priced from 2 devices on
+    later = scaling.scaling("conv_net", [2, 4], batch_size=2, device="h100", store=_STORE[0])
+    two, four = later.steps
+    assert (two.prediction.seconds, four.prediction.seconds) == (
+        curve.steps[1].prediction.seconds, curve.steps[2].prediction.seconds)
+    # weak scaling, 2 samples per device: speed-up (8 / t4) / (4 / t2); linear would be 4 / 2 = 2
+    speedup = (8 / four.prediction.seconds) / (4 / two.prediction.seconds)
+    assert later.points[0].speedup == 1.0 and later.points[0].efficiency == 1.0
+    assert later.points[1].speedup == pytest.approx(speedup, rel=1e-12)
+    assert later.points[1].efficiency == pytest.approx(speedup / 2, rel=1e-12)
+    # which is the 1-device curve's speed-up from 2 to 4 devices
+    assert speedup == pytest.approx(curve.points[2].speedup / curve.points[1].speedup, rel=1e-12)
+    assert later.points[1].efficiency != pytest.approx(speedup / 4)  # not speed-up / devices
+
+
 def test_halving_doubling_has_log2_hops(curve):
-    link = comm.interconnect("nvlink4")
     priced = scaling.predict(_report(curve, 4), device="h100", algorithm="halving-doubling")
-    for t in priced.collectives:
-        if t.kind == "all-reduce" and t.group_size == 4:
-            # Rabenseifner: 2 (n-1)/n S/B + 2 log2(n) alpha, log2(4) = 2 hops per pass
-            one = 2 * 3 / 4 * t.nbytes / link.bandwidth + 2 * 2 * link.latency
-            assert t.seconds == pytest.approx(t.executions * one, rel=1e-12)
+    reduces = [t for t in priced.collectives if t.kind == "all-reduce" and t.group_size == 4]
+    assert reduces, priced.collectives
+    for t in reduces:
+        # Rabenseifner: 2 (n-1)/n S/B + 2 log2(n) alpha, log2(4) = 2 hops per pass
+        one = 2 * 3 / 4 * t.nbytes / NVLINK_B + 2 * 2 * NVLINK_ALPHA
+        assert t.seconds == pytest.approx(t.executions * one, rel=1e-12)
     ring = curve.steps[-1].prediction.communication_seconds
-    assert 0 < priced.prediction.communication_seconds < ring  # 2 hops instead of 3
+    # the same bytes, 2 hops per pass instead of 3: one alpha less per pass, two passes
+    assert ring - priced.prediction.communication_seconds == pytest.approx(
+        sum(t.executions for t in reduces) * 2 * NVLINK_ALPHA, rel=1e-9)
 
 
 def _report(curve, devices, store=None):
@@ -106,18 +146,24 @@ def test_bandwidth_for_speedup_solves_the_doubling(curve):
     assert scaling.bandwidth_for_speedup(one, two, 2.5, device="p40") is None
 
 
-def test_estimate_total_flop_and_time(tmp_path):
+def test_estimate_total_flop_and_time(tmp_path, zoo_report):
     store = str(tmp_path / "s.sqlite")
     samples, epochs, devices, batch = 1000, 3, 2, 2
     result = scaling.estimate("conv_net", samples=samples, epochs=epochs, devices=devices, batch_size=batch,
                               device="h100", mfu=0.5, store=store)
-    assert result.total_flops == pytest.approx(result.flops_per_sample * samples * epochs, rel=1e-12)
+    # an analysis of its own of the one-device step at the same batch (estimate's default
+    # optimizer, Adam): FLOP per sample = train-step FLOP / batch; the run does
+    # samples * epochs = 3000 of them
+    step_flops = zoo_report("conv_net", batch, "adam").phases["train_step"].flops
+    assert result.flops_per_sample == pytest.approx(step_flops / batch, rel=1e-12)
+    assert result.samples == samples * epochs
+    assert result.total_flops == pytest.approx(step_flops / batch * samples * epochs, rel=1e-12)
     assert result.steps == math.ceil(samples * epochs / (batch * devices))
     assert result.seconds == pytest.approx(result.steps * result.step.prediction.seconds, rel=1e-12)
     # the compute term runs at half the peak
     step = result.step
     assert step.prediction.compute_seconds == pytest.approx(
-        max(step.flops / (0.5 * H100.for_dtype("float32")), step.bytes_accessed / H100.bandwidth), rel=1e-12)
+        max(step.flops / (0.5 * H100_TF32), step.bytes_accessed / H100_HBM), rel=1e-12)
 
 
 def test_bad_arguments():

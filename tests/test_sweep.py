@@ -1,5 +1,6 @@
 """Sweeps (issue 11): configurations, the SQLite store, worker processes, Dask,
-failures as rows, a SIGKILLed sweep completed by a rerun, analyze(cache=True)."""
+failures as rows, a killed worker's configuration retried in the same sweep, a
+SIGKILLed sweep completed by a rerun, dtypes in the keys, analyze(cache=True)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import subprocess
 import sys
 import time
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import pandas as pd
 import pytest
 
@@ -154,6 +158,11 @@ def _rows(store) -> list[tuple[str, str]]:
         return db.execute("SELECT key, created FROM results").fetchall()
 
 
+def _stored_batches(store) -> list[int]:
+    with sqlite3.connect(store) as db:
+        return sorted(json.loads(c)["batch_size"] for (c,) in db.execute("SELECT config FROM results"))
+
+
 def _wait_rows(store, at_least: int, process: subprocess.Popen, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -172,8 +181,11 @@ BATCHES = [1, 2, 3, 4, 5, 6]
 
 
 def _sweep_command(store) -> list[str]:
+    # compiled (--counter xla), a few tenths of a second per configuration: slow enough that
+    # the rows are seen and the worker killed while configurations are still running (with
+    # --counter jaxpr, 35 ms each, the sweep could finish between two polls)
     return [sys.executable, "-m", "xla_cost", "sweep", "one_net", "--batch-sizes",
-            ",".join(map(str, BATCHES)), "--counter", "jaxpr", "--store", str(store), "--jobs", "1",
+            ",".join(map(str, BATCHES)), "--counter", "xla", "--store", str(store), "--jobs", "1",
             "--quiet", "--format", "csv"]
 
 
@@ -188,7 +200,12 @@ def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
         workers = _workers(process.pid)
         assert len(workers) == 1, workers  # --jobs 1
         os.kill(workers[0], signal.SIGKILL)
-        _wait_rows(store, 3, process)
+        _wait_rows(store, 4, process)
+        # one worker runs the configurations in order: the one it was killed in (batch 3,
+        # or 4 if 3 had just finished) was tried again before any later one, so the rows
+        # stored are batches 1..k with no gap (a dropped configuration would leave one)
+        done = _stored_batches(store)
+        assert done == BATCHES[:len(done)], done
         # then of the sweep itself, with its fork server and worker
         for pid in [process.pid, *_descendants(process.pid)]:
             try:
@@ -202,7 +219,7 @@ def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
             process.wait(30)
         log.close()
     before = dict(_rows(store))
-    assert 3 <= len(before) < len(BATCHES)
+    assert 4 <= len(before) < len(BATCHES)
     rerun = subprocess.run(_sweep_command(store), capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     after = dict(_rows(store))
@@ -211,7 +228,27 @@ def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
     assert len(after) == len(BATCHES)
     frame = pd.read_csv(__import__("io").StringIO(rerun.stdout))
     assert list(frame["batch_size"]) == BATCHES and set(frame["status"]) == {"ok"}
-    assert list(frame["forward_flops"]) == [mlp_forward_phase(b, 1) for b in BATCHES]
+    assert list(frame["forward_jaxpr_flops"]) == [mlp_forward_phase(b, 1) for b in BATCHES]
+
+
+def test_a_configuration_whose_worker_died_is_retried_in_the_same_sweep(tmp_path):
+    from tests.custom_models import D_IN, D_OUT
+
+    # the model's factory SIGKILLs the worker process the first time it runs (as the
+    # out-of-memory killer would); the sweep replaces the worker and tries the
+    # configuration again, within this one call
+    attempts = tmp_path / "attempts.txt"
+    result = sweep(["tests.custom_models:dies_on_its_first_attempt"], batch_sizes=[2],
+                   settings={"attempts": [str(attempts)]}, input_shape=(2, D_IN), counter="jaxpr",
+                   store=tmp_path / "s.sqlite", jobs=1)
+    pids = attempts.read_text().split()
+    assert len(pids) == 2 and pids[0] != pids[1]  # killed once, then analysed in a new worker
+    row = result.runs.iloc[0]
+    assert (row["status"], row["error"]) == ("ok", None)
+    assert row["parameters"] == D_IN * D_OUT + D_OUT  # Dense(D_OUT): kernel and bias
+    with Store(tmp_path / "s.sqlite") as db:
+        stored = db.results()
+    assert [(r.status, r.report["parameters"]) for r in stored] == [("ok", D_IN * D_OUT + D_OUT)]
 
 
 @pytest.mark.slow
@@ -254,6 +291,61 @@ def test_analyze_cache_returns_the_stored_report(tmp_path, monkeypatch):
     assert second.layers == first.layers
     # another batch size is another key
     assert analysis_key({"inputs": example_inputs("conv_net", 3)})[0] != analysis_key({"inputs": inputs})[0]
+
+
+F32, BF16, I32 = 4, 2, 4  # bytes per element
+
+
+def test_float32_and_bfloat16_sweeps_are_two_rows_with_their_own_figures(tmp_path):
+    store = tmp_path / "s.sqlite"
+    batch = 2
+    result = sweep(["one_net"], batch_sizes=[batch], dtypes=["float32", "bfloat16"], store=store, jobs=0)
+    runs = result.runs.set_index("dtype")
+    assert list(runs.index) == ["float32", "bfloat16"] and set(runs["status"]) == {"ok"}
+    assert runs.loc["float32", "key"] != runs.loc["bfloat16", "key"]
+    with Store(store) as db:
+        assert len(db) == 2
+        for dtype in ("float32", "bfloat16"):
+            row = db.get(runs.loc[dtype, "key"])
+            assert (row.config["dtype"], row.report["dtype"]) == (dtype, dtype)
+    # the forward program's arguments: the parameters (float32 in both: mixed precision),
+    # the batch of OneNet's one input feature in the computation dtype, int32 labels
+    for dtype, itemsize in (("float32", F32), ("bfloat16", BF16)):
+        expected = F32 * mlp_params(1) + batch * 1 * itemsize + batch * I32
+        assert runs.loc[dtype, "forward_argument_bytes"] == expected, dtype
+
+
+class ComputesInItsInputsDtype(nn.Module):
+    """Dense(features) computing in its input's dtype (float32 parameters)."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(self.features, dtype=x.dtype)(x)
+
+
+def test_analyze_cache_keys_the_inputs_dtype(tmp_path):
+    """The same model on float32, then bfloat16 inputs: two analyses, not the first
+    one read back for the second."""
+    batch, d_in, d_out = 4, 6, 3
+    store = tmp_path / "s.sqlite"
+    f32 = jax.ShapeDtypeStruct((batch, d_in), jnp.float32)
+    bf16 = jax.ShapeDtypeStruct((batch, d_in), jnp.bfloat16)
+    assert analysis_key({"inputs": f32})[0] != analysis_key({"inputs": bf16})[0]
+    first = xla_cost.analyze(ComputesInItsInputsDtype(d_out), f32, optimizer="sgd", cache=store)
+    second = xla_cost.analyze(ComputesInItsInputsDtype(d_out), bf16, optimizer="sgd", cache=store)
+    with Store(store) as db:
+        assert len(db) == 2
+    assert (first.dtype, second.dtype) == ("float32", "bfloat16")
+    # forward arguments: the parameters (float32), the inputs in their dtype, int32 labels
+    params = d_in * d_out + d_out
+    for report, itemsize in ((first, F32), (second, BF16)):
+        expected = F32 * params + batch * d_in * itemsize + batch * I32
+        assert report.phases["forward"].memory.argument_bytes == expected, report.dtype
+    # and the stored bfloat16 report is the one an uncached analysis gives
+    uncached = xla_cost.analyze(ComputesInItsInputsDtype(d_out), bf16, optimizer="sgd")
+    assert second.to_dict() == uncached.to_dict()
 
 
 def test_analyze_cache_skips_what_has_no_stable_key(tmp_path):

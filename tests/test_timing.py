@@ -30,18 +30,64 @@ def test_time_gives_seconds_split_mfu_and_roofline(timed):
         assert 0 < p["mfu"] < 2, phase  # against this CPU's measured matmul peak
         # roofline: the larger of FLOP at peak and bytes at peak bandwidth
         peak = t["peak"]
-        expected = max(timed["flops"][phase] / peak["flops_per_s"],
-                       timed["bytes_accessed"][phase] / peak["bandwidth"])
-        assert p["roofline_s"] == pytest.approx(expected), phase
-        assert p["bound"] in ("compute", "memory")
-    assert sum(t["fractions"].values()) == pytest.approx(1.0, abs=0.02)
+        compute = timed["flops"][phase] / peak["flops_per_s"]
+        memory = timed["bytes_accessed"][phase] / peak["bandwidth"]
+        assert p["roofline_s"] == pytest.approx(max(compute, memory)), phase
+        assert p["bound"] == ("compute" if compute >= memory else "memory"), phase
+    # backward is derived, grad - forward (never below 0), from the measured medians
+    median = {phase: p["median_s"] for phase, p in t["phases"].items()}
+    assert median["backward"] == pytest.approx(max(median["grad"] - median["forward"], 0.0), rel=1e-12)
+    assert t["phases"]["backward"]["min_s"] is None  # only the median is derived
+    # each share: the phase's median over forward + backward + update, exact to rounding
+    split = median["forward"] + median["backward"] + median["update"]
     assert set(t["fractions"]) == {"forward", "backward", "update"}
+    for phase in ("forward", "backward", "update"):
+        assert t["fractions"][phase] == pytest.approx(median[phase] / split, rel=1e-12), phase
+    assert sum(t["fractions"].values()) == pytest.approx(1.0, rel=1e-12)
     assert t["backward_to_forward_time"] == pytest.approx(
         t["phases"]["backward"]["median_s"] / t["phases"]["forward"]["median_s"]
     )
     assert t["backward_to_forward_flops"] == pytest.approx(timed["ratios"]["backward_to_forward"])
     assert t["peak"]["source"].startswith("measured")
     assert t["skipped"] is None
+
+
+class _FakeClock:
+    """``time.perf_counter`` for `timing._measure`: it advances only when a run does."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.durations = list(durations)
+        self.runs = 0
+
+    def perf_counter(self):
+        return self.now
+
+    def run(self):
+        self.now += self.durations[self.runs]
+        self.runs += 1
+
+
+def test_measure_reports_the_median_min_and_iqr_of_the_timed_runs(monkeypatch):
+    # one warm-up of 100 s (not timed), then 5 timed runs of 3, 1, 4, 1, 5 s (whole
+    # seconds: exact in floating point). Sorted 1, 1, 3, 4, 5: median 3 (not the mean 2.8,
+    # not the min 1); quartiles by linear interpolation at ranks 1 and 3 (of 0..4): 1 and 4.
+    clock = _FakeClock([100, 3, 1, 4, 1, 5])
+    monkeypatch.setattr(timing, "time", clock)
+    t = timing._measure(clock.run, warmup=1, min_repeats=5, max_repeats=5, budget_s=1e9, tolerance=0.02)
+    assert clock.runs == 1 + 5
+    assert (t.median_s, t.min_s, t.iqr_s, t.repeats) == (3.0, 1.0, 4.0 - 1.0, 5)
+
+
+def test_measure_stops_when_the_median_is_stable(monkeypatch):
+    # rounds: 3 runs (min_repeats), then len // 2 more each round, until the median moves by
+    # at most 2% between rounds. 10, 2, 10: median 10; one more of 2 s: 2, 2, 10, 10 gives
+    # (2 + 10) / 2 = 6, moved 40%; two more of 10 s: 2, 2, 10, 10, 10, 10 gives 10, moved
+    # 67%; three more of 10 s: nine runs, median 10, moved 0: stop after 3 + 1 + 2 + 3 = 9
+    clock = _FakeClock([10, 2, 10, 2, 10, 10, 10, 10, 10])
+    monkeypatch.setattr(timing, "time", clock)
+    t = timing._measure(clock.run, warmup=0, min_repeats=3, max_repeats=100, budget_s=1e9, tolerance=0.02)
+    assert (t.repeats, t.median_s, t.min_s) == (9, 10.0, 2.0)
 
 
 def test_timing_never_changes_the_counts(timed, capsys):
