@@ -65,25 +65,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dot_mac_as_one_flop",
         "dot_general counts a multiply-add as 1 FLOP instead of 2",
         (Edit(
-            "xla_cost/rules.py",
-            "flops = _size(outs[0]) if k == 1 else FLOPS_PER_FMA * _size(outs[0]) * k",
-            "flops = _size(outs[0]) if k == 1 else _size(outs[0]) * k",
+            "xla_cost/count/rules.py",
+            "flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k",
+            "flops = size(outs[0]) if k == 1 else size(outs[0]) * k",
         ),),
     ),
     Mutation(
         "length_one_contraction_as_fma",
         "a contraction of length 1 counted as 2 FLOP per output (XLA: a multiply, 1)",
         (Edit(
-            "xla_cost/rules.py",
-            "flops = _size(outs[0]) if k == 1 else FLOPS_PER_FMA * _size(outs[0]) * k",
-            "flops = FLOPS_PER_FMA * _size(outs[0]) * k",
+            "xla_cost/count/rules.py",
+            "flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k",
+            "flops = FLOPS_PER_FMA * size(outs[0]) * k",
         ),),
     ),
     Mutation(
         "conv_padded_taps",
         "convolutions count kernel taps that land on padding",
         (Edit(
-            "xla_cost/rules.py",
+            "xla_cost/count/rules.py",
             "valid = (u >= 0) & (u % lhs_dilation == 0) & (u // lhs_dilation < in_size)",
             "valid = u % lhs_dilation == 0",
         ),),
@@ -92,7 +92,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "relu_max_costs_nothing",
         "the rule for the elementwise max (ReLU) returns 0 FLOP",
         (Edit(
-            "xla_cost/rules.py",
+            "xla_cost/count/rules.py",
             "@register(*sorted(ELEMENTWISE))\ndef _elementwise(",
             "@register(\"max\")\ndef _max_free(ins, outs, **_):\n    return Cost()\n\n\n"
             "@register(*sorted(ELEMENTWISE - {\"max\"}))\ndef _elementwise(",
@@ -102,18 +102,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "transcendental_as_flop",
         "exp, log, tanh, sqrt, ... counted as FLOP instead of transcendentals",
         (Edit(
-            "xla_cost/rules.py",
-            "return Cost(transcendentals=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))",
-            "return Cost(flops=_size(outs[0]), bytes_accessed=_io_bytes(ins, outs))",
+            "xla_cost/count/rules.py",
+            "return Cost(transcendentals=size(outs[0]), bytes_accessed=io_bytes(ins, outs))",
+            "return Cost(flops=size(outs[0]), bytes_accessed=io_bytes(ins, outs))",
         ),),
     ),
     Mutation(
         "reduction_n_not_n_minus_1",
         "a reduction of n inputs to m outputs counted as n operations, not n - m",
         (Edit(
-            "xla_cost/rules.py",
-            "flops=_size(ins[0]) - _size(outs[0]), bytes_accessed=_io_bytes(ins, outs)",
-            "flops=_size(ins[0]), bytes_accessed=_io_bytes(ins, outs)",
+            "xla_cost/count/rules.py",
+            "flops=size(ins[0]) - size(outs[0]), bytes_accessed=io_bytes(ins, outs)",
+            "flops=size(ins[0]), bytes_accessed=io_bytes(ins, outs)",
         ),),
     ),
     # ------------------------------------------------------------------ interpreter
@@ -121,7 +121,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "loop_body_once",
         "scan trip count ignored: the body is counted once",
         (Edit(
-            "xla_cost/interpret.py",
+            "xla_cost/count/interpret.py",
             "n = length if self.trip_counts else 1",
             "n = 1",
         ),),
@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "while_body_once",
         "while (fori_loop) trip count ignored: the body is counted once",
         (Edit(
-            "xla_cost/interpret.py",
+            "xla_cost/count/interpret.py",
             "n = 1 if trip is None or not self.trip_counts else trip",
             "n = 1",
         ),),
@@ -138,13 +138,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "scan_counter_free",
         "the scan's per-iteration counter (2 FLOP) not counted",
-        (Edit("xla_cost/interpret.py", "SCAN_COUNTER_FLOPS = 2", "SCAN_COUNTER_FLOPS = 0"),),
+        (Edit("xla_cost/count/interpret.py", "SCAN_COUNTER_FLOPS = 2", "SCAN_COUNTER_FLOPS = 0"),),
     ),
     Mutation(
         "unsupported_dropped",
         "a primitive without a rule is dropped from the unsupported list (silently 0)",
         (Edit(
-            "xla_cost/interpret.py",
+            "xla_cost/count/interpret.py",
             "        if rule is None:\n            self.unsupported[name] += times\n            return Cost()",
             "        if rule is None:\n            return Cost()",
         ),),
@@ -153,7 +153,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cond_cheapest_branch",
         "a cond is charged its cheapest branch instead of its most expensive",
         (Edit(
-            "xla_cost/interpret.py",
+            "xla_cost/count/interpret.py",
             "index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
             "index = min(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
         ),),
@@ -163,7 +163,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "best_counted_part",
         "_best returns the counted part instead of None when XLA has no figure and a rule is missing",
         (Edit(
-            "xla_cost/analysis.py",
+            "xla_cost/analysis/costs.py",
             'return None, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
             'return true, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
         ),),
@@ -172,7 +172,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "best_ignores_unsupported",
         "_best takes an incomplete jaxpr count as the figure (source jaxpr) when XLA has none",
         (Edit(
-            "xla_cost/analysis.py",
+            "xla_cost/analysis/costs.py",
             "    if xla_value is None:\n        if counted.unsupported:",
             "    if xla_value is None:\n        if False:",
         ),),
@@ -181,18 +181,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "loop_correction_dropped",
         "XLA's loop-body-once figure is flagged but not corrected",
         (Edit(
-            "xla_cost/analysis.py",
+            "xla_cost/analysis/costs.py",
             'return xla_value + extra, "xla+loops", (\n'
-            '        f"{phase}: XLA counts a loop body once ({_describe_loops(counted)}); "\n',
+            '        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); "\n',
             'return xla_value, "xla+loops", (\n'
-            '        f"{phase}: XLA counts a loop body once ({_describe_loops(counted)}); "\n',
+            '        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); "\n',
         ),),
     ),
     Mutation(
         "negative_xla_figure_kept",
         "a negative cost_analysis() value (a GPU custom call's -1) read as a number",
         (Edit(
-            "xla_cost/xla.py",
+            "xla_cost/compiled/xla.py",
             "if not math.isfinite(value) or value < 0:",
             "if not math.isfinite(value):",
         ),),
@@ -202,7 +202,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "backward_grad_plus_forward",
         "backward computed as grad + forward instead of grad - forward",
         (Edit(
-            "xla_cost/phases.py",
+            "xla_cost/step/phases.py",
             'formula={"grad": 1, "forward": -1},',
             'formula={"grad": 1, "forward": 1},',
         ),),
@@ -211,7 +211,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "train_step_without_update",
         "the derived train step leaves the update out (grad only)",
         (Edit(
-            "xla_cost/phases.py",
+            "xla_cost/step/phases.py",
             'formula={"grad": 1, "update": 1},',
             'formula={"grad": 1, "update": 0},',
         ),),
@@ -220,7 +220,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "optimizer_not_followed",
         "the optimizer's arithmetic is not traced to the layers (all of it in the remainder)",
         (Edit(
-            "xla_cost/phases.py",
+            "xla_cost/step/phases.py",
             'program="update", arguments=("grads", "opt_state", "params"), follow_data=True,',
             'program="update", arguments=("grads", "opt_state", "params"), follow_data=False,',
         ),),
@@ -230,7 +230,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "update_attributed_to_forward",
         "per-layer rows: the update's FLOP land in the forward column",
         (Edit(
-            "xla_cost/attribution.py",
+            "xla_cost/count/attribution.py",
             '                forward=cost["forward"],\n'
             '                backward=cost["backward"],\n'
             '                update=cost["update"],',
@@ -243,7 +243,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "depth_ignored",
         "depth=N does not merge rows",
         (Edit(
-            "xla_cost/attribution.py",
+            "xla_cost/count/attribution.py",
             "    if depth is None or path == REMAINDER:\n        return path",
             "    if True:\n        return path",
         ),),
@@ -253,16 +253,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "halving_doubling_floor_hops",
         "halving-doubling hops floor(log2 n) instead of ceil: too few at n not a power of two",
         (Edit(
-            "xla_cost/comm.py",
-            'hops = n - 1 if algorithm == "ring" else math.ceil(math.log2(n))',
-            'hops = n - 1 if algorithm == "ring" else int(math.log2(n))',
+            "xla_cost/parallel/comm.py",
+            "def _halving_doubling_hops(n: int) -> int:\n    return math.ceil(math.log2(n))",
+            "def _halving_doubling_hops(n: int) -> int:\n    return int(math.log2(n))",
         ),),
     ),
     Mutation(
         "all_to_all_algorithm_hops",
         "all-to-all charged the algorithm's hops (log2 n under halving-doubling) instead of n - 1",
         (Edit(
-            "xla_cost/comm.py",
+            "xla_cost/parallel/comm.py",
             '    if name == "all-to-all":\n'
             "        return (n - 1) / n * nbytes / link.bandwidth + (n - 1) * link.latency",
             '    if name == "all-to-all":\n'
@@ -274,7 +274,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "estimate_flop_per_step_as_per_sample",
         "scaling.estimate: the train step's FLOP not divided by its batch (total FLOP batch x too large)",
         (Edit(
-            "xla_cost/scaling.py",
+            "xla_cost/runs/scaling.py",
             "per_sample = flops / single.batch_size",
             "per_sample = flops",
         ),),
@@ -284,7 +284,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "store_key_without_dtype",
         "the results-store key leaves the dtype out: float32 and bfloat16 share one row",
         (Edit(
-            "xla_cost/store.py",
+            "xla_cost/compiled/store.py",
             '{"format": FORMAT, "config": config, "environment": dict(env or environment())}',
             '{"format": FORMAT, "config": {k: v for k, v in config.items() if k != "dtype"}, '
             '"environment": dict(env or environment())}',
@@ -294,7 +294,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cache_key_without_input_dtype",
         "the analysis-cache key describes arrays by shape only: bfloat16 inputs get the float32 report",
         (Edit(
-            "xla_cost/store.py",
+            "xla_cost/compiled/store.py",
             'return {"shape": list(value.shape), "dtype": str(value.dtype)}',
             'return {"shape": list(value.shape)}',
         ),),
@@ -304,7 +304,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "killed_worker_config_dropped",
         "a configuration whose worker process died is not retried (left missing until a rerun)",
         (Edit(
-            "xla_cost/sweeps.py",
+            "xla_cost/runs/sweeps.py",
             "queue.insert(0, config)",
             "pass  # dropped",
         ),),
@@ -314,7 +314,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "timing_median_is_the_min",
         "a phase's reported median time is the fastest run instead of the median",
         (Edit(
-            "xla_cost/timing.py",
+            "xla_cost/analysis/timing.py",
             "median_s=statistics.median(times), min_s=min(times)",
             "median_s=min(times), min_s=min(times)",
         ),),
