@@ -1,30 +1,11 @@
 """The cost-rule registry and the result type every rule returns.
 
-The rules themselves live in `xla_cost.count.rules` (and
-`xla_cost.count.random_rules`); this module declares what they share.
-
-A rule is a pure function of the equation's input and output avals (shape and
-dtype) and the equation params it needs; it returns a `Cost`. The conventions are
-XLA's ``HloCostAnalysis`` ones, so that the jaxpr count and the compiled count can
-be compared line by line:
-
-* a multiply-add is ``FLOPS_PER_FMA`` = 2 FLOP;
-* elementwise arithmetic, comparisons, select and type conversion: 1 FLOP per
-  output element;
-* exp, log, tanh, sqrt, rsqrt, erf, power, sin, ...: 1 transcendental per output
-  element and no FLOP; primitives XLA expands first (logistic, erfc, sinh, ...)
-  cost what they expand to (`XLA_EXPANSIONS`);
-* a convolution counts only the kernel taps that land on real input, not on
-  padding or in the holes of a dilated input;
-* ``bytes_accessed`` is the unfused estimate: every operand read once and every
-  result written once. XLA fuses, so its figure is lower; treat ours as a bound.
-
-Structural primitives (reshape, broadcast, transpose, slicing, ...) cost nothing
-and are listed in `ZERO_COST`. A primitive with neither a rule nor a place in
-`ZERO_COST` is unsupported: the interpreter reports it, it is never counted as 0;
-those left without a rule on purpose are listed in `NOT_COSTED` with the reason.
-Higher-order primitives (jit, scan, while, cond, custom_jvp_call, ...) are walked
-by `xla_cost.count.interpret`, not costed here.
+`register` binds a rule to primitives (one rule per primitive, loudly: a second
+is a `DuplicateRuleError`), `get_rule` finds it, `ZERO_COST` lists the
+structural primitives that cost nothing, and `Cost` adds and scales so that the
+interpreter only sums. ``FLOPS_PER_FMA`` is the one place the multiply-add
+convention is declared. The rules themselves, with the conventions they follow,
+are in `xla_cost.count.rules` and `xla_cost.count.random_rules`.
 """
 
 from __future__ import annotations

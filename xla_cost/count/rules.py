@@ -107,13 +107,14 @@ def _transcendental(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost
     return Cost(transcendentals=size(outs[0]), bytes_accessed=io_bytes(ins, outs))
 
 
+def _per_unit(units: int, flops: int, transcendentals: int, ins: Sequence[Aval], outs: Sequence[Aval]) -> Cost:
+    """``units`` times ``flops`` and ``transcendentals``, with the unfused bytes."""
+    return Cost(flops=flops * units, transcendentals=transcendentals * units, bytes_accessed=io_bytes(ins, outs))
+
+
 def _expansion_rule(flops: int, transcendentals: int) -> Rule:
     def rule(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-        n = size(outs[0])
-        return Cost(
-            flops=flops * n, transcendentals=transcendentals * n,
-            bytes_accessed=io_bytes(ins, outs),
-        )
+        return _per_unit(size(outs[0]), flops, transcendentals, ins, outs)
 
     return rule
 
@@ -352,11 +353,7 @@ def _cumulative_rule(flops: int, transcendentals: int) -> Rule:
         # axis (cumulative_steps) times the cost of one step
         n = ins[0].shape[axis] if ins[0].shape else 1
         rows = size(ins[0]) // n if n else 0
-        steps = rows * cumulative_steps(n)
-        return Cost(
-            flops=flops * steps, transcendentals=transcendentals * steps,
-            bytes_accessed=io_bytes(ins, outs),
-        )
+        return _per_unit(rows * cumulative_steps(n), flops, transcendentals, ins, outs)
 
     return rule
 

@@ -97,13 +97,14 @@ def _check_latency(value: Any) -> None:
         )
 
 
-def _check_node_size(value: Any) -> None:
+def _check_count(value: Any, what: str, fix: str) -> None:
+    """`InputError` unless ``value`` is an integer >= 1 (``what``: what it counts)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InputError(
-            "a node size, the number of devices per node, an integer >= 1",
-            repr(value),
-            "Pass e.g. node_size=8 for an 8-GPU server.",
-        )
+        raise InputError(f"{what}, an integer >= 1", repr(value), fix)
+
+
+def _check_node_size(value: Any) -> None:
+    _check_count(value, "a node size, the number of devices per node", "Pass e.g. node_size=8 for an 8-GPU server.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,12 +427,8 @@ def _kind(kind: Any) -> str | None:
 
 
 def _check_group_size(group_size: Any) -> None:
-    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
-        raise InputError(
-            "a group size, the number of devices in the collective, an integer >= 1",
-            repr(group_size),
-            "Pass the size of the replica group (1 means no communication).",
-        )
+    _check_count(group_size, "a group size, the number of devices in the collective",
+                 "Pass the size of the replica group (1 means no communication).")
 
 
 def collective_time(

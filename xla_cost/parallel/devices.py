@@ -85,7 +85,12 @@ class Device:
 
 
 def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str) -> DevicePeak:
+    """Dense peaks in TFLOP/s by dtype (bfloat16, float16, float32), memory bandwidth in bytes/s."""
     return DevicePeak(title, {"bfloat16": bf16 * _T, "float16": f16 * _T, "float32": f32 * _T}, bandwidth, source)
+
+
+_V100_SOURCE = ("NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 tensor cores; "
+                "HBM2 900 GB/s)")
 
 
 DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
@@ -105,8 +110,8 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         "pcie5", "ib-ndr", 8),
     Device(
         "h200", "NVIDIA H200 SXM", ("H200",),
-        DevicePeak("NVIDIA H200 SXM", {"bfloat16": 989 * _T, "float16": 989 * _T, "float32": 494.7 * _T}, 4.8e12,
-                   "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
+        _peak("NVIDIA H200 SXM", 989, 989, 494.7, 4.8e12,
+              "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
         141e9, "NVIDIA H200 datasheet: 141 GB HBM3e",
         # the H200 datasheet: NVLink 900 GB/s, as the H100's; DGX H200 has one 400 Gb/s NIC per GPU
         "nvlink4", "ib-ndr", 8),
@@ -124,24 +129,20 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         "nvlink3", "ib-hdr", 8),
     Device(
         "v100", "NVIDIA V100 SXM2", ("V100",),
-        DevicePeak("NVIDIA V100 SXM2", {"float16": 125 * _T, "bfloat16": 15.7 * _T, "float32": 15.7 * _T}, 900e9,
-                   "NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 "
-                   "tensor cores; HBM2 900 GB/s)"),
+        _peak("NVIDIA V100 SXM2", 15.7, 125, 15.7, 900e9, _V100_SOURCE),
         16e9, "NVIDIA V100 datasheet: 16 GB HBM2 (32 GB model: v100-32gb)",
         # 2017-2018 PCIe servers: 8 GPUs on PCIe 3.0, EDR InfiniBand between nodes
         "pcie3", "ib-edr", 8),
     Device(
         "v100-32gb", "NVIDIA V100 SXM2 32GB", ("V100", "32GB"),
-        DevicePeak("NVIDIA V100 SXM2 32GB", {"float16": 125 * _T, "bfloat16": 15.7 * _T, "float32": 15.7 * _T},
-                   900e9, "NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 "
-                   "tensor cores; HBM2 900 GB/s)"),
+        _peak("NVIDIA V100 SXM2 32GB", 15.7, 125, 15.7, 900e9, _V100_SOURCE),
         32e9, "NVIDIA V100 datasheet: 32 GB HBM2",
         "pcie3", "ib-edr", 8),
     Device(
         "p40", "NVIDIA Tesla P40", ("P40",),
-        DevicePeak("NVIDIA Tesla P40", {"float32": 11.76 * _T, "float16": 11.76 * _T / 64, "bfloat16": 0.0},
-                   346e9, "NVIDIA Tesla P40 datasheet (FP32 12 TFLOPS at boost: 3840 cores x 2 x 1.531 GHz "
-                   "= 11.76; FP16 at 1/64 rate; GDDR5 346 GB/s)"),
+        _peak("NVIDIA Tesla P40", 0.0, 11.76 / 64, 11.76, 346e9,
+              "NVIDIA Tesla P40 datasheet (FP32 12 TFLOPS at boost: 3840 cores x 2 x 1.531 GHz "
+              "= 11.76; FP16 at 1/64 rate; GDDR5 346 GB/s)"),
         24e9, "NVIDIA Tesla P40 datasheet: 24 GB GDDR5",
         "pcie3", "ib-edr", 8),
     Device(

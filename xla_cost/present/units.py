@@ -6,10 +6,11 @@ them, and only when rendering. Each says ``unknown`` for None (and NaN), never 0
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "UNKNOWN", "PREFIXES", "isnan", "number", "unit", "flop_unit", "sig", "count", "ratio", "pct", "pct_sig",
@@ -32,10 +33,22 @@ def _missing(value: Any) -> bool:
     return value is None or isnan(value)
 
 
+F = TypeVar("F", bound=Callable[..., str])
+
+
+def _known(format_value: F) -> F:
+    """``format_value`` with `UNKNOWN` for a first argument that is None or NaN."""
+
+    @functools.wraps(format_value)
+    def formatted(value: Any, *args: Any, **kwargs: Any) -> str:
+        return UNKNOWN if _missing(value) else format_value(value, *args, **kwargs)
+
+    return formatted  # type: ignore[return-value]
+
+
+@_known
 def number(value: float | int | None, scale: float = 1.0, digits: int = 3) -> str:
     """``value / scale`` with thousands separators and ``digits`` decimals."""
-    if _missing(value):
-        return UNKNOWN
     return f"{value / scale:,.{digits}f}"
 
 
@@ -52,11 +65,10 @@ def flop_unit(values: Iterable[float | int | None]) -> tuple[float, str]:
     return scale, f"{prefix}FLOP"
 
 
+@_known
 def sig(value: float | int | None, digits: int = 4) -> str:
     """``value`` to ``digits`` significant digits, without an exponent
     (``1,234``, ``12.35``, ``0.001235``)."""
-    if _missing(value):
-        return UNKNOWN
     if value == 0:
         return "0"
     rounded = float(f"{value:.{digits - 1}e}")  # 0.99996 to 4 digits is 1.000, not 0.9999
@@ -65,38 +77,33 @@ def sig(value: float | int | None, digits: int = 4) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+@_known
 def count(value: int | float | None) -> str:
     """An exact count with thousands separators."""
-    if _missing(value):
-        return UNKNOWN
     return f"{int(value):,}"
 
 
+@_known
 def ratio(value: float | None, digits: int = 3) -> str:
     """A ratio to ``digits`` decimals."""
-    if _missing(value):
-        return UNKNOWN
     return f"{value:.{digits}f}"
 
 
+@_known
 def pct(value: float | None, digits: int = 1) -> str:
     """A share as a percentage to ``digits`` decimals (``23.4%``)."""
-    if _missing(value):
-        return UNKNOWN
     return f"{100 * value:.{digits}f}%"
 
 
+@_known
 def pct_sig(value: float | None, digits: int = 3) -> str:
     """A share as a percentage to ``digits`` significant digits (``1.56%``, ``0.000352%``)."""
-    if _missing(value):
-        return UNKNOWN
     return f"{sig(100 * value, digits)}%"
 
 
+@_known
 def si(value: float | int | None, digits: int = 4) -> str:
     """A count with an SI prefix, ``digits`` significant digits: ``78.92 G``, ``2,580``."""
-    if _missing(value):
-        return UNKNOWN
     for scale, prefix in PREFIXES:
         if abs(value) >= scale:
             return f"{sig(value / scale, digits)} {prefix}"

@@ -24,6 +24,7 @@ from flax import nnx
 from jax.sharding import Mesh, PartitionSpec
 
 from xla_cost.errors import InputError
+from xla_cost.step.checks import check_arrays
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
 from xla_cost.step.trees import PyTree, abstract, is_array
 
@@ -201,13 +202,9 @@ def _linen_apply(
 def _function_apply(
     fn: Callable[..., Any], params: PyTree, plan: CallPlan
 ) -> tuple[Callable[..., Any], PyTree, PyTree]:
-    leaves = jax.tree.leaves(params)
-    if not leaves or not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
-        raise InputError(
-            "params as a pytree of arrays or `jax.ShapeDtypeStruct`",
-            f"{type(params).__name__} with {len(leaves)} array leaves",
-            "Pass e.g. params=jax.eval_shape(init, key, inputs).",
-        )
+    check_arrays(params, "params as a pytree of arrays or `jax.ShapeDtypeStruct`",
+                 "Pass e.g. params=jax.eval_shape(init, key, inputs).",
+                 f"{type(params).__name__} with {len(jax.tree.leaves(params))} array leaves")
     static = plan.static
 
     def apply(params: PyTree, state: PyTree, inputs: PyTree, extras: PyTree) -> tuple[Any, PyTree]:

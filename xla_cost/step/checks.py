@@ -21,7 +21,7 @@ from xla_cost.step.optimizers import LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name
 
 __all__ = [
-    "OutputSelector", "INT32_MAX", "check_inputs", "check_model", "check_axis_names", "check_params",
+    "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
     "check_float_params", "check_logits", "check_loss", "selector", "select_outputs", "default_targets",
     "first_line", "trace_error",
 ]
@@ -39,14 +39,19 @@ def check_float_params(params: PyTree) -> None:
             )
 
 
-def check_inputs(inputs: PyTree) -> PyTree:
-    leaves = jax.tree.leaves(inputs)
+def check_arrays(tree: PyTree, expected: str, fix: str, received: str | None = None) -> list[Any]:
+    """The leaves of ``tree``; `InputError` unless it is a non-empty pytree of
+    arrays or ``jax.ShapeDtypeStruct`` (what was received: ``received``,
+    default the tree's type)."""
+    leaves = jax.tree.leaves(tree)
     if not leaves or not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
-        raise InputError(
-            "inputs as an array or `jax.ShapeDtypeStruct` (or a pytree of them)",
-            f"{type(inputs).__name__}",
-            "Pass e.g. `jax.ShapeDtypeStruct((batch, 224, 224, 3), jnp.float32)`.",
-        )
+        raise InputError(expected, received or type(tree).__name__, fix)
+    return leaves
+
+
+def check_inputs(inputs: PyTree) -> PyTree:
+    leaves = check_arrays(inputs, "inputs as an array or `jax.ShapeDtypeStruct` (or a pytree of them)",
+                          "Pass e.g. `jax.ShapeDtypeStruct((batch, 224, 224, 3), jnp.float32)`.")
     first = leaves[0]
     if len(first.shape) == 0:
         raise InputError(
