@@ -171,7 +171,7 @@ def analyze(
         with a note; a timed call is never cached.
       peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
         memory bandwidth (bytes/s) for MFU and the roofline, replacing the
-        built-in table (`xla_cost.analysis.timing.PEAKS`) or the CPU measurement.
+        device registry's (`xla_cost.parallel.devices`) or the CPU measurement.
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).
