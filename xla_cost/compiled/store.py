@@ -120,7 +120,7 @@ def environment() -> dict[str, str]:
     """What besides the configuration determines a result: versions, backend, device."""
     from importlib import metadata
 
-    from xla_cost.compiled import xla
+    from xla_cost.compiled import xla  # jax loads only when a key needs the environment
 
     # Versions from the installed distributions: reading them imports nothing.
     return {

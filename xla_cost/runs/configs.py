@@ -161,7 +161,7 @@ class RunConfig:
         """The same configuration with the zoo's canonical model name (errors on a typo)."""
         if self.custom:
             return self
-        from xla_cost import zoo
+        from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is built
 
         return dataclasses.replace(self, model=zoo.get_spec(self.model).name)
 
@@ -211,7 +211,7 @@ class RunConfig:
                     "(see dtype); pass the model's own dtype option with --set to change that"
                 )
             return model, inputs, name, dtype, notes
-        from xla_cost import zoo
+        from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is built
 
         name = zoo.get_spec(self.model).name
         model = zoo.build_model(name, dtype=self.dtype, **config)
@@ -227,7 +227,7 @@ class RunConfig:
           **options: further `xla_cost.analyze` keywords (``timed``,
             ``call_kwargs``, ``compilation_cache``, ...).
         """
-        from xla_cost.analysis.pipeline import analyze
+        from xla_cost.analysis.pipeline import analyze  # jax loads only when a run runs
 
         model, inputs, name, dtype, notes = self.build()
         report = analyze(
@@ -263,7 +263,7 @@ def remat_placement(
 
 
 def _remats_per_block(model: str) -> bool:
-    from xla_cost import zoo
+    from xla_cost import zoo  # loads jax and flax: only when asked
 
     try:
         spec = zoo.get_spec(model)

@@ -96,7 +96,7 @@ class SweepResult(NamedTuple):
 
     def to_table(self, width: int | None = None) -> str:
         """The `summary` for terminals, wrapped to ``width``."""
-        from xla_cost.present.text import TextTable, render, resolve_width
+        from xla_cost.present.text import TextTable, render, resolve_width  # rich: only to print
 
         failed = int((self.runs["status"] != "ok").sum()) if len(self.runs) else 0
         title = f"{len(self.runs)} configurations" + (f", {failed} not ok" if failed else "")
@@ -193,6 +193,7 @@ def configurations(models: Sequence[str] | str, grid: Grid | None = None, **fiel
       InputError: an unknown zoo name, optimizer, dtype or counter, or a batch
         size below 1, before anything runs.
     """
+    # jax and optax load only here: a sweep answered from the store needs neither
     from xla_cost.analysis.options import check_options
     from xla_cost.step.optimizers import OPTIMIZERS
 
@@ -311,7 +312,7 @@ WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis.pipeline", "xla_cost.zoo")
 def _worker_init(cores: int) -> None:
     """Each worker compiles in at most its share of the cores: `analyze`
     overlaps compiles with tracing in threads, which only pays while cores are idle."""
-    from xla_cost.analysis import programs
+    from xla_cost.analysis import programs  # a worker's first import of the analysis
 
     programs.COMPILE_THREADS = max(1, min(programs.COMPILE_THREADS, cores))
 
