@@ -1,0 +1,86 @@
+"""The device registry: one table every consumer reads (timing, fit, comm, scaling, the CLI).
+
+Figures are checked against the datasheets named beside them here, and every
+consumer is checked to answer for every device that has what it needs: the
+tables used to disagree (``comm.cluster("h200")`` refused a device the CLI offered).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from xla_cost.analysis import timing
+from xla_cost.cli import build_parser
+from xla_cost.errors import InputError
+from xla_cost.parallel import comm, devices
+from xla_cost.parallel.devices import DEVICES
+from xla_cost.runs import fit
+
+T = 1e12
+
+
+@pytest.mark.parametrize("name, bf16, f32, bandwidth, memory", [
+    ("h100", 989.4, 494.7, 3.35e12, 80e9),   # H100 SXM5 datasheet: dense BF16, TF32, HBM3 3.35 TB/s, 80 GB
+    ("h200", 989, 494.7, 4.8e12, 141e9),     # H200 datasheet: HBM3e 4.8 TB/s, 141 GB
+    ("a100", 312, 156, 1.555e12, 40e9),      # A100 40GB: 1,555 GB/s
+    ("a100-80gb", 312, 156, 2.039e12, 80e9),  # A100 80GB SXM: 2,039 GB/s
+    ("v100", 15.7, 15.7, 900e9, 16e9),       # V100 SXM2: no BF16 tensor cores (FP32 rate), HBM2 900 GB/s
+    ("p40", 0.0, 11.76, 346e9, 24e9),        # Tesla P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOPS FP32
+])
+def test_datasheet_figures(name, bf16, f32, bandwidth, memory):
+    device = DEVICES[name]
+    assert device.peak.for_dtype("bfloat16") == pytest.approx(bf16 * T)
+    assert device.peak.for_dtype("float32") == pytest.approx(f32 * T)
+    assert device.peak.bandwidth == bandwidth and device.memory == memory
+
+
+def test_every_entry_is_whole_and_its_links_exist():
+    assert list(DEVICES) == [d.name for d in DEVICES.values()]
+    for device in DEVICES.values():
+        assert device.name == device.name.lower() and device.kind and device.title
+        if device.peak is not None:
+            assert device.peak.source and device.peak.bandwidth > 0 and device.peak.for_dtype("float32") > 0
+        if device.memory is not None:
+            assert device.memory > 0 and device.memory_source
+        if device.has_cluster:
+            assert device.intra in comm.INTERCONNECTS and device.inter in comm.INTERCONNECTS
+            assert device.node_size >= 1
+
+
+@pytest.mark.parametrize("kind, name", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-SXM4-40GB", "a100"),
+    ("Tesla V100-SXM2-16GB", "v100"), ("Tesla V100-SXM2-32GB", "v100-32gb"), ("Tesla P40", "p40"),
+    ("TPU v5 lite", "tpu-v5e"), ("cpu", "cpu"),
+])
+def test_a_device_kind_finds_its_most_specific_entry(kind, name):
+    assert devices.match_kind(kind).name == name
+    assert devices.device(kind).name == name
+
+
+def test_every_consumer_answers_for_every_device_that_has_what_it_needs():
+    for name in devices.names("cluster"):
+        assert comm.cluster(name) == comm.CLUSTERS[name]
+    for name in devices.names("memory"):
+        assert fit.device_memory(name) == (DEVICES[name].memory, DEVICES[name].memory_source)
+    for name in devices.names("peak"):
+        assert timing.device_peak(DEVICES[name].kind[0] + " " + " ".join(DEVICES[name].kind[1:])).name \
+            == DEVICES[name].title
+    assert comm.cluster("h200") == comm.CLUSTERS["h100"]  # the same NVLink 4 / NDR servers (H200 datasheet)
+
+
+def test_the_command_line_offers_what_the_registry_has():
+    parser = build_parser()
+    help_text = {action.dest: action.help for sub in parser._subparsers._group_actions  # noqa: SLF001
+                 for name, p in sub.choices.items() for action in p._actions if name in ("fit", "scaling")}  # noqa: SLF001
+    for name in devices.names("peak"):
+        assert name in help_text["device"]
+
+
+def test_unknown_devices_are_refused_with_the_names_that_qualify():
+    with pytest.raises(InputError, match="a device with a known memory .*h100.*p40"):
+        fit.device_memory("tpu-v5e")
+    with pytest.raises(InputError, match="a device with a cluster preset"):
+        comm.cluster("b200")
+    with pytest.raises(InputError, match="a device with a published peak"):
+        devices.device("cpu", has="peak")
