@@ -1,6 +1,6 @@
 """The coverage table: every Flax layer and common op, jaxpr count against XLA.
 
-For each case of tests/coverage_cases.py (the cases of tests/test_coverage.py)
+For each case of tests/coverage_cases.py (the cases of tests/count/test_coverage.py)
 and each phase (forward, grad, update with Adam): the FLOP counted from the
 jaxpr, XLA's compiled figure, XLA's figure with the loop iterations it misses
 added (nn.RNN's scan; "=" where there is none), their ratio, the known gap of
@@ -21,7 +21,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from tests import coverage_cases as C  # noqa: E402
-from tests.test_coverage import KNOWN_GAPS  # noqa: E402
+from tests.count.test_coverage import KNOWN_GAPS  # noqa: E402
 
 HEADER = (
     "| case | phase | jaxpr FLOP | XLA FLOP | XLA + loops | jaxpr / (XLA + loops) "

@@ -13,7 +13,7 @@ Usage::
     python benchmarks/mutations.py                        # every mutation, full suite
     python benchmarks/mutations.py --list                 # the mutations, nothing run
     python benchmarks/mutations.py --only dot_mac_as_one_flop best_counted_part \\
-        --tests tests/test_closed_forms.py tests/test_unknown.py   # a quick subset
+        --tests tests/count/test_closed_forms.py tests/analysis/test_unknown.py   # a quick subset
     python benchmarks/mutations.py --source HEAD          # the last commit, not the working tree
     python benchmarks/mutations.py --check                # only check that every edit applies
 

@@ -208,7 +208,7 @@ def count_parameters(name: str, **config: Any) -> int:
 
 def _fast_count(spec: ModelSpec) -> dict[str, Any]:
     # A scanned stack traces one layer instead of all of them and has the same
-    # parameters (tests/test_gpt.py checks it), so the zoo table counts that way.
+    # parameters (tests/zoo/test_gpt.py checks it), so the zoo table counts that way.
     return {"scan_layers": True} if "scan_layers" in spec.defaults else {}
 
 

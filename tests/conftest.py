@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 # Rank promotion hides shape bugs; make it an error while testing. (Strict dtype
 # promotion is not usable: optax's Adam adds a Python float to an int32 count.)
 jax.config.update("jax_numpy_rank_promotion", "raise")
-# Eight simulated CPU devices for the sharded tests (tests/test_sharding.py), set
+# Eight simulated CPU devices for the sharded tests (tests/parallel/test_sharding.py), set
 # before any backend starts, as JAX's own test suite does. Unsharded analyses
 # use one device and are unchanged by it.
 xla_cost_devices = 8

@@ -1,5 +1,5 @@
 """Every Flax layer and common op, each in a small trainable model: the cases of
-tests/test_coverage.py and of the coverage table (benchmarks/coverage.py).
+tests/count/test_coverage.py and of the coverage table (benchmarks/coverage.py).
 
 A case is a model, its abstract inputs and, where the default softmax
 cross-entropy does not fit, a loss. Shapes are small (the suite runs on a 2-core

@@ -189,7 +189,7 @@ def max_pool_backward_flops(pooled: int, window: int, rank: int = 4) -> int:
     index-tracking reduce-window (per step a compare, a select of the value and
     one per index component, 6 + rank) and a scatter (1 add per window element):
     pooled * ((window - 1) * (rank + 6) + window). README "Conventions";
-    tests/test_rules.py checks it against XLA's compiled count."""
+    tests/count/test_rules.py checks it against XLA's compiled count."""
     return pooled * ((window - 1) * (rank + 6) + window)
 
 

@@ -273,7 +273,7 @@ COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
 The backend optimization level changes how XLA generates machine code (LLVM
 passes on the CPU), not the HLO its cost analysis reads: every FLOP,
 transcendental, byte and buffer figure is the same at level 0 (checked on a
-loop-free and a scanned model, every phase, by ``tests/test_speed.py``) and
+loop-free and a scanned model, every phase, by ``tests/step/test_phases.py``) and
 compiling is about a quarter faster. Programs that are timed are compiled
 with the default options.
 """

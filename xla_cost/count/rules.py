@@ -82,7 +82,7 @@ XLA_EXPANSIONS: dict[str, tuple[int, int]] = {
 
 XLA rewrites these into simpler operations (``logistic(x)`` into a tanh form,
 ``erfc`` into a rational approximation, ``sinh`` into exponentials) and counts
-what it expands to. Measured with jax 0.10 on the CPU; tests/test_rules.py
+what it expands to. Measured with jax 0.10 on the CPU; tests/count/test_rules.py
 checks every entry against the compiled count, so a jax upgrade that changes an
 expansion fails loudly.
 """
@@ -129,7 +129,7 @@ COMPOSITES: dict[str, tuple[int, int]] = {
 for a fixed composite of elementwise operations: ``one_minus_square(x) = 1 -
 x * x`` (jax 0.11, in tanh's derivative) is a multiply and a subtract. Not in
 the jax this project's CI runs (0.10), so checked where it exists
-(tests/test_rules.py)."""
+(tests/count/test_rules.py)."""
 
 for _name, (_flops, _transcendentals) in sorted(COMPOSITES.items()):
     register(_name)(_expansion_rule(_flops, _transcendentals))
@@ -329,7 +329,7 @@ def cumulative_steps(n: int, *, exclusive: bool = False) -> int:
     ``n' / B`` block totals, and ``n'`` steps to add them back.
 
     Example: ``n = 100``: ``n' = 112``, 7 blocks: ``112 * 15 + 8 * 6 + 112 = 1840``.
-    Measured with jax 0.10 on the CPU for lengths 2 to 4096 (tests/test_rules.py).
+    Measured with jax 0.10 on the CPU for lengths 2 to 4096 (tests/count/test_rules.py).
     """
     base = CUMULATIVE_REWRITE_BASE
     if n <= base:
@@ -383,7 +383,7 @@ and its index along every dimension, then a ``scatter-add``. One reducer step
 compares the values, checks the indices for the "empty" sentinel, combines the
 predicates and selects the value and each of the ``rank`` indices; XLA's cost
 analysis counts ``rank + 6`` operations for it. Measured with jax 0.10 on the CPU
-for ranks 3, 4 and 5 and windows of 2 to 9 elements (tests/test_rules.py checks
+for ranks 3, 4 and 5 and windows of 2 to 9 elements (tests/count/test_rules.py checks
 the rule against the compiled count).
 """
 
@@ -533,7 +533,7 @@ FFT_FLOPS_PER_LOG_FACTOR = 8
 """XLA's count for an FFT: 8 FLOP (one complex multiply-add, 4 real multiply-adds)
 per operand element and per factor ``floor(log2 L)`` of each transformed length.
 Measured with jax 0.10 on the CPU: FFT, IFFT, RFFT and IRFFT of lengths 5 to 100,
-and a 3-D FFT (tests/test_rules.py)."""
+and a 3-D FFT (tests/count/test_rules.py)."""
 
 
 @register("fft")
@@ -646,7 +646,7 @@ NOT_COSTED: Mapping[str, str] = {
 
 They are reported as unsupported when they occur (unknown, never 0); the list
 exists so that tests can tell them from primitives that a new jax adds without
-anyone deciding: tests/test_coverage.py fails for a primitive of jax that has a
+anyone deciding: tests/count/test_coverage.py fails for a primitive of jax that has a
 rule nowhere and is not listed here."""
 
 

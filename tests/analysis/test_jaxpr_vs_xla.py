@@ -3,7 +3,7 @@
 Acceptance of the attribution issue: on the four seed nets and a few other
 shapes, the jaxpr total is within 1% of compiled XLA for every phase (0.5%
 measured worst), and the per-layer columns add up to the phases' jaxpr counts
-exactly. `test_closed_forms.py` holds the jaxpr counts to closed forms.
+exactly. `tests/count/test_closed_forms.py` holds the jaxpr counts to closed forms.
 """
 
 from __future__ import annotations

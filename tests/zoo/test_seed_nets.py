@@ -18,7 +18,7 @@ IMAGE = 224 * 224 * 3
 # (XLA - closed form) / closed form: LinearNet 3e-6 (2e-5 at batch 1), ConvNet
 # 1.1e-3, DeeperConvNet 2.4e-4..5.3e-4, OneNet 3.9e-3 (its 4096 hidden units
 # per example). The jaxpr counts equal the closed forms exactly
-# (tests/test_closed_forms.py).
+# (tests/count/test_closed_forms.py).
 XLA_FORWARD_REL = 1e-5
 XLA_BACKWARD_REL = 5e-3
 

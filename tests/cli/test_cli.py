@@ -10,9 +10,9 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
-from tests.test_bert_vit import BERT_PUBLISHED
-from tests.test_gpt import PUBLISHED as GPT2_PUBLISHED
-from tests.test_resnet import PUBLISHED as RESNET_PUBLISHED
+from tests.zoo.test_bert_vit import BERT_PUBLISHED
+from tests.zoo.test_gpt import PUBLISHED as GPT2_PUBLISHED
+from tests.zoo.test_resnet import PUBLISHED as RESNET_PUBLISHED
 from xla_cost.cli import main
 
 
@@ -56,7 +56,7 @@ def test_models_lists_zoo(capsys):
     # LinearNet: (150528*4096 + 4096) + (4096*128 + 128) + (128*10 + 10)
     assert rows["linear_net"]["parameters"] == F.mlp_params(224 * 224 * 3)
     assert rows["one_net"]["input_shape"] == "(B, 1)"
-    # published counts, with their sources, in tests/test_resnet.py, test_bert_vit.py, test_gpt.py
+    # published counts, with their sources, in tests/zoo/test_resnet.py, tests/zoo/test_bert_vit.py, tests/zoo/test_gpt.py
     assert rows["resnet50"]["parameters"] == RESNET_PUBLISHED["resnet50"]
     assert rows["bert-base"]["parameters"] == BERT_PUBLISHED["base"]
     assert rows["gpt2-small"]["parameters"] == GPT2_PUBLISHED["gpt2-small"]

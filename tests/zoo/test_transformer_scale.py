@@ -86,7 +86,7 @@ def test_gpt3_175b_counted_from_the_jaxpr_matches_kaplan():
     assert report.phases["forward"].flops == pytest.approx(analytic, rel=1e-3)
     grad = report.phases["grad"].flops
     assert grad == pytest.approx(3 * analytic, rel=1e-3)
-    # Adam: 13 FLOP per parameter (tests/test_optimizers.py) on 174.6B
+    # Adam: 13 FLOP per parameter (tests/step/test_optimizers.py) on 174.6B
     # parameters, and 5 for the step counter and the bias corrections
     assert report.phases["update"].flops == 13 * report.parameters + 5
 

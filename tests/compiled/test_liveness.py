@@ -1,7 +1,7 @@
 """Replaying a compiled schedule (`xla_cost.compiled.liveness`) on small hand-written HLO
 modules, whose peaks are worked out by hand beside each test (f32: 4 bytes per
 element). The replay against XLA's own buffer assignment is checked on real
-compiled steps in tests/test_memory.py."""
+compiled steps in tests/analysis/test_memory.py."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ The headline `flops` of a loop-free phase is XLA's, so a wrong jaxpr rule does
 not show there; these tests hold `jaxpr_flops` (and the per-layer columns, which
 are counted from the jaxprs) to formulas written from the models' dimensions in
 `tests/formulas.py`, exactly. They count without compiling (`counter="jaxpr"`):
-fast, and the compiled figures are checked elsewhere (`test_seed_nets.py`,
-`test_jaxpr_vs_xla.py`).
+fast, and the compiled figures are checked elsewhere (`tests/zoo/test_seed_nets.py`,
+`tests/analysis/test_jaxpr_vs_xla.py`).
 """
 
 from __future__ import annotations
