@@ -10,9 +10,12 @@ import pathlib
 import pytest
 
 import xla_cost
-from xla_cost.study import reporting
 from xla_cost.cli import main
-from xla_cost.study.reporting import PAGES, ReportPlan, write_report
+from xla_cost.present import units
+from xla_cost.study import claims, pages
+from xla_cost.study.pages import PAGES, memory
+from xla_cost.study.plan import COMMAND, ReportPlan
+from xla_cost.study.write import write_report
 from xla_cost.zoo import build_model, example_inputs
 
 from tests import formulas as F
@@ -87,11 +90,11 @@ def test_ratio_page_numbers_from_the_closed_forms(tiny_pages):
     # bias gradients only (the first layer needs no input gradient)
     forward = F.mlp_forward_layers(2, IMAGE)["fc1"]
     backward = F.mlp_backward_layers(2, IMAGE)["fc1"]
-    assert fc1["forward FLOP (batch 2)"] == reporting._si(forward)
+    assert fc1["forward FLOP (batch 2)"] == units.si(forward)
     assert fc1["backward / forward"] == f"{backward / forward:.3f}"
     # SGD: 2 FLOP per parameter of the layer, (150528 * 4096 + 4096) parameters
     assert fc1["parameters"] == f"{IMAGE * 4096 + 4096:,}"
-    assert fc1["update FLOP (SGD)"] == reporting._si(SGD_FLOPS_PER_PARAM * (IMAGE * 4096 + 4096))
+    assert fc1["update FLOP (SGD)"] == units.si(SGD_FLOPS_PER_PARAM * (IMAGE * 4096 + 4096))
     fc2 = layers[("LinearNet", "fc2")]
     assert fc2["backward / forward"] == f"{F.mlp_backward_layers(2, IMAGE)['fc2'] / F.mlp_forward_layers(2, IMAGE)['fc2']:.3f}"
     # the ratio table: XLA's phase counts are within 3e-6 of the closed forms for
@@ -106,7 +109,7 @@ def test_ratio_page_numbers_from_the_closed_forms(tiny_pages):
 def test_claims_table_has_every_claim_and_derived_verdicts(tiny_pages):
     _, _, out = tiny_pages
     rows = _table((out / "claims.md").read_text(), "#")
-    assert [r["claim"] for r in rows] == [c.text for c in reporting.CLAIMS]
+    assert [r["claim"] for r in rows] == [c.text for c in claims.CLAIMS]
     # SGD's update is 2 FLOP per parameter exactly (F.mlp_params(1) parameters of OneNet)
     sgd = next(r for r in rows if r["claim"].startswith("SGD costs"))
     assert sgd["verdict"] == "**confirmed**"
@@ -129,7 +132,7 @@ def test_optimizers_page_per_parameter(tiny_pages):
     _, _, out = tiny_pages
     rows = {r["optimizer"]: r for r in _table((out / "optimizers.md").read_text(), "optimizer")}
     # SGD on OneNet: 2 * P FLOP over P = F.mlp_params(1) parameters
-    assert rows["sgd"]["OneNet FLOP / param"] == reporting._sig(SGD_FLOPS_PER_PARAM * F.mlp_params(1) / F.mlp_params(1))
+    assert rows["sgd"]["OneNet FLOP / param"] == units.sig(SGD_FLOPS_PER_PARAM * F.mlp_params(1) / F.mlp_params(1))
     assert rows["sgd"]["seed 001"] == "2" and rows["adam"]["seed 001"] == "~18"
 
 
@@ -138,7 +141,7 @@ def test_index_names_versions_and_the_command(tiny_pages):
 
     _, _, out = tiny_pages
     index = (out / "index.md").read_text()
-    assert reporting.COMMAND in index
+    assert COMMAND in index
     assert f"| jax | {jax.__version__} |" in index
     for page in PAGES[1:]:
         assert f"]({page}.md)" in index
@@ -254,11 +257,11 @@ def test_plan_checked_before_anything_runs(tmp_path):
 
 
 def test_formatting_is_fixed_digits():
-    assert reporting._sig(1234.5678) == "1,235"
-    assert reporting._sig(0.00123456) == "0.001235"
-    assert reporting._si(78_920_286_208) == "78.92 G"
-    assert reporting._si(2580) == "2.580 k"
-    assert reporting._r(1.0008583) == "1.001"
+    assert units.sig(1234.5678) == "1,235"
+    assert units.sig(0.00123456) == "0.001235"
+    assert units.si(78_920_286_208) == "78.92 G"
+    assert units.si(2580) == "2.580 k"
+    assert units.ratio(1.0008583) == "1.001"
 
 
 def test_scaling_page_prices_the_sharded_steps(tiny_pages):
@@ -270,7 +273,7 @@ def test_scaling_page_prices_the_sharded_steps(tiny_pages):
     # data parallel: the gradient all-reduce moves the float32 parameters, 4 bytes each
     # (F.mlp_params(1) of OneNet), and the loss; within 1% at any device count
     for k in ("2", "4"):
-        moved = float(reporting._si(4 * F.mlp_params(1)).split()[0])
+        moved = float(units.si(4 * F.mlp_params(1)).split()[0])
         shown = float(rows[k]["collective bytes / device"].split()[0])
         assert shown == pytest.approx(moved, rel=0.01)
     assert "## Seed 004's 1.3× from doubling the GPUs" in page
@@ -286,14 +289,69 @@ def test_memory_page_breaks_the_step_down(tiny_pages):
     # OneNet with Adam in float32: parameters and gradients 4 bytes each, Adam's mu and nu 8
     # bytes per parameter plus its int32 step count (F.mlp_params(1) parameters)
     p = F.mlp_params(1)
-    assert rows["2"]["parameters"] == reporting._gb(4 * p) == rows["2"]["gradients"]
-    assert rows["2"]["optimizer state"] == reporting._gb(8 * p + 4)
+    assert rows["2"]["parameters"] == memory.gb(4 * p) == rows["2"]["gradients"]
+    assert rows["2"]["optimizer state"] == memory.gb(8 * p + 4)
     policies = [r["policy"] for r in _table(page, "policy")]
     assert policies == [f"`{name}`" for name in ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")]
     # at XLA's peak every argument is live: parameters, Adam's state and the batch
     # (OneNet's input is B x 1 float32, its targets B int32)
     at_peak = {r["batch"]: r for r in _table(page.split("At XLA's peak")[1], "batch")}
-    assert at_peak["2"]["arguments"] == reporting._gb(4 * p + 8 * p + 4 + 2 * 4 + 2 * 4)
+    assert at_peak["2"]["arguments"] == memory.gb(4 * p + 8 * p + 4 + 2 * 4 + 2 * 4)
     check = _table(page, "model")[0]
     assert check["model"] == "one_net" and check["shape"] == "batch 2"
     assert 0.9 <= float(check["at the peak / peak"]) <= 1.1
+
+
+READING_ORDER = ("index", "backward-forward-ratio", "optimizers", "step-time", "zoo", "scaling", "memory", "claims")
+
+
+def test_pages_are_the_page_modules_in_reading_order():
+    import pkgutil
+
+    files = sorted(m.name for m in pkgutil.iter_modules(pages.__path__) if not m.name.startswith("_"))
+    assert sorted(m.__name__.rpartition(".")[2] for m in pages.MODULES) == files  # every module a page
+    assert PAGES == READING_ORDER
+    assert [m.ORDER for m in pages.MODULES] == sorted(m.ORDER for m in pages.MODULES)
+    for module in pages.MODULES:  # each declares its page: NAME (its file name), TITLE, ORDER, build
+        assert module.NAME == module.__name__.rpartition(".")[2].replace("_", "-")
+        assert isinstance(module.TITLE, str) and module.TITLE
+        assert isinstance(module.ORDER, int) and callable(module.build)
+        assert pages.TITLES[module.NAME] == module.TITLE and pages.BUILDERS[module.NAME] is module.build
+
+
+def test_index_lists_every_page_by_its_title(tiny_pages):
+    _, _, out = tiny_pages
+    rows = _table((out / "index.md").read_text(), "page")
+    assert [(r["page"], r["what it shows"]) for r in rows] == [
+        (f"[{m.NAME}]({m.NAME}.md)", m.TITLE) for m in pages.MODULES if m.NAME != "index"
+    ]
+
+
+def _page_module(folder: pathlib.Path, name: str, body: str) -> None:
+    (folder / f"{name}.py").write_text(body)
+
+
+def test_a_new_module_in_the_pages_folder_is_a_new_page(tmp_path, monkeypatch):
+    import sys
+
+    # a page between step-time and zoo, declared as every page is
+    _page_module(tmp_path, "extra_page", 'NAME = "extra-page"\nTITLE = "An extra page"\nORDER = 35\n'
+                 'def build(data):\n    return {"extra-page.md": b"# Extra\\n"}\n')
+    monkeypatch.setattr(pages, "__path__", [*pages.__path__, str(tmp_path)])
+    try:
+        found = [m.NAME for m in pages._discover()]
+    finally:
+        sys.modules.pop(f"{pages.__name__}.extra_page", None)
+    assert found == [*READING_ORDER[:4], "extra-page", *READING_ORDER[4:]]
+
+
+def test_a_page_module_without_its_declarations_is_refused(tmp_path, monkeypatch):
+    import sys
+
+    _page_module(tmp_path, "no_title", 'NAME = "no-title"\nORDER = 35\ndef build(data):\n    return {}\n')
+    monkeypatch.setattr(pages, "__path__", [*pages.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(TypeError, match="declare TITLE"):
+            pages._discover()
+    finally:
+        sys.modules.pop(f"{pages.__name__}.no_title", None)

@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.runs.sweeps import sweep as sweep
     from xla_cost.runs.sweeps import SweepResult as SweepResult
     from xla_cost.runs.scaling import TrainingEstimate as TrainingEstimate
-    from xla_cost.study.reporting import write_report as write_report
+    from xla_cost.study.write import write_report as write_report
     from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
     from xla_cost.errors import InputError as InputError
     from xla_cost.errors import XlaCostError as XlaCostError
@@ -140,7 +140,7 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": "xla_cost.runs.sweeps",
     "TrainingEstimate": "xla_cost.runs.scaling",
     # the generated report pages
-    "write_report": "xla_cost.study.reporting",
+    "write_report": "xla_cost.study.write",
     # errors
     "CostAnalysisUnavailableError": "xla_cost.errors",
     "InputError": "xla_cost.errors",

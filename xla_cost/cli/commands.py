@@ -75,7 +75,7 @@ def models(args: argparse.Namespace) -> str:
 
 def report(args: argparse.Namespace) -> str:
     from xla_cost.errors import InputError
-    from xla_cost.study.reporting import check_out, write_report
+    from xla_cost.study.write import check_out, write_report
 
     if args.model is None:
         for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),

@@ -11,6 +11,7 @@ from xla_cost.parallel import devices
 from xla_cost.parallel.comm import ALGORITHMS, DEFAULT_OVERLAP, INTERCONNECTS
 from xla_cost.present.formats import FORMATS
 from xla_cost.present.units import join_words
+from xla_cost.study.pages import PAGES
 
 __all__ = ["build_parser"]
 
@@ -132,8 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--format", default="table", choices=FORMATS)
     fit.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     fit.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-    from xla_cost.study.reporting import PAGES
 
     report = sub.add_parser(
         "report", help="write the markdown reports and their figures (reports/), or one model's page",

@@ -1,0 +1,121 @@
+"""The published figures the study pages hold the counts against.
+
+The seeds' own numbers (seed 001's optimizer costs, seed 000's step-time
+shares, seed 004's speed-up), the parameter counts and multiply-accumulates of
+the reference implementations, Brown et al.'s GPT-3 compute, Jia et al.'s
+ImageNet runs, and the seed documents the claims come from. Constants only,
+each with its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "DDP_MODELS",
+    "DDP_SHARES",
+    "GPT3_TOTAL_FLOPS",
+    "GPT3_TRAINING_TOKENS",
+    "IMAGENET_TRAIN_IMAGES",
+    "JIA_EPOCHS",
+    "JIA_MINUTES",
+    "PUBLISHED_GMAC",
+    "PUBLISHED_PARAMETERS",
+    "SEED004_SPEEDUP",
+    "SEED_ADAM_FLOPS_PER_PARAMETER",
+    "SEED_ADAM_TERMS",
+    "SEED_FILES",
+    "SEED_SGD_FLOPS_PER_PARAMETER",
+]
+
+
+SEED_SGD_FLOPS_PER_PARAMETER = 2
+"""Seed 001, appendix B: SGD costs 2 FLOP per parameter (w += a * dw)."""
+
+SEED_ADAM_FLOPS_PER_PARAMETER = 18
+"""Seed 001, appendix B: Adam costs "~3 + 4 + 3 + 3 + 5 = 18" FLOP per parameter."""
+
+SEED_ADAM_TERMS: tuple[tuple[str, int], ...] = (
+    ("first moment m = b1 m + (1 - b1) g", 3),
+    ("second moment v = b2 v + (1 - b2) g^2", 4),
+    ("bias correction m / (1 - b1^t)", 3),
+    ("bias correction v / (1 - b2^t)", 3),
+    ("step w -= lr m / (sqrt(v) + eps)", 5),
+)
+"""Seed 001's five terms of Adam's update (appendix B), in its order."""
+
+DDP_SHARES: Mapping[str, float] = {"forward": 0.23, "backward": 0.74, "update": 0.03}
+"""Seed 000: forward / backward / optimizer share of step time, ResNet-50 and
+BERT on a V100, read from Figure 6 of the PyTorch DDP paper (Li et al. 2020)."""
+
+DDP_MODELS: tuple[str, ...] = ("resnet50", "bert-base")
+"""The models of the DDP paper's Figure 6 (seed 000)."""
+
+PUBLISHED_PARAMETERS: Mapping[str, tuple[float, str]] = {
+    "resnet18": (11_689_512, "torchvision"),
+    "resnet34": (21_797_672, "torchvision"),
+    "resnet50": (25_557_032, "torchvision"),
+    "resnet101": (44_549_160, "torchvision"),
+    "resnet152": (60_192_808, "torchvision"),
+    "bert-base": (109_514_298, "HF BertForMaskedLM"),
+    "bert-large": (335_174_458, "HF BertForMaskedLM"),
+    "vit-b16": (86_567_656, "timm vit_base_patch16_224"),
+    "gpt2-small": (124_439_808, "HF GPT2LMHeadModel"),
+    "gpt2-medium": (354_823_168, "HF GPT2LMHeadModel"),
+    "gpt2-large": (774_030_080, "HF GPT2LMHeadModel"),
+    "gpt2-xl": (1_557_611_200, "HF GPT2LMHeadModel"),
+    "gpt3-small": (125e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-medium": (350e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-large": (760e6, "Brown et al. 2020, Table 2.1"),
+    "gpt3-xl": (1.3e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-2.7b": (2.7e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-6.7b": (6.7e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-13b": (13.0e9, "Brown et al. 2020, Table 2.1"),
+    "gpt3-175b": (175.0e9, "Brown et al. 2020, Table 2.1"),
+}
+"""Published parameter counts: exact (``num_parameters()`` of torchvision, Hugging
+Face and timm models, as tests/test_resnet.py, test_bert_vit.py and test_gpt.py
+cite them) or, for GPT-3, as Table 2.1 prints them (rounded; compared at the
+digits printed)."""
+
+PUBLISHED_GMAC: Mapping[str, tuple[float, str]] = {
+    "resnet18": (1.81, "torchvision"),
+    "resnet34": (3.66, "torchvision"),
+    "resnet50": (4.09, "torchvision"),
+    "resnet101": (7.80, "torchvision"),
+    "resnet152": (11.51, "torchvision"),
+    "vit-b16": (17.56, "torchvision"),
+}
+"""Published multiply-accumulates per 224 x 224 image (torchvision's model tables,
+"GFLOPS" column, which counts multiply-adds, kernel taps on padding included)."""
+
+GPT3_TRAINING_TOKENS = 300e9
+"""Tokens GPT-3 was trained on (Brown et al. 2020, section 2.2 and Table D.1)."""
+
+GPT3_TOTAL_FLOPS = 3.14e23
+"""GPT-3 175B's total training compute (Brown et al. 2020, Table D.1:
+3.14E+23 FLOP, i.e. 3,640 PF-days)."""
+
+JIA_MINUTES: tuple[float, float] = (8.7, 6.6)
+"""ResNet-50 on ImageNet, 90 epochs, on 1,024 and on 2,048 Tesla P40 GPUs
+(seed 004; Jia et al. 2018, "Highly Scalable Deep Learning Training System with
+Mixed-Precision: Training ImageNet in Four Minutes", arXiv:1807.11205):
+8.7 / 6.6 = 1.32, the "1.3x when they doubled their number of GPUs"."""
+
+JIA_EPOCHS = 90
+"""Epochs of Jia et al.'s ResNet-50 runs (arXiv:1807.11205, abstract)."""
+
+SEED004_SPEEDUP = 1.3
+"""Seed 004: "a 1.3x speed up when they doubled their number of GPUs"."""
+
+IMAGENET_TRAIN_IMAGES = 1_281_167
+"""ImageNet-1k training images (Russakovsky et al. 2015), for seed 004's claim."""
+
+SEED_FILES: Mapping[str, str] = {
+    "000": "000_73c9221dd6d85d18.txt",
+    "001": "001_2b56b1d1559ca0f7.txt",
+    "002": "002_7c3303c11db24dbc.txt",
+    "003": "003_56d71bba01c5cb11.txt",
+    "004": "004_0ec4d2e8adee7a5c.txt",
+}
+"""The seed documents (``shared/seeds/``) the claims come from."""
