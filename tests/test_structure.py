@@ -43,12 +43,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 LAZY_IMPORTERS: dict[str, str] = {
     "xla_cost.cli.commands": "each command imports the library it runs: `xla-cost --help` starts without jax",
-    "xla_cost.cli.parser": "the report pages' names, without their pages' dependencies",
+    "xla_cost.study": "the report pages are listed (the CLI's --help) without loading what they compute with",
     "xla_cost.compiled.store": "a sweep answered from the store imports no jax; the environment needs it",
     "xla_cost.runs.configs": "a RunConfig is built and keyed without jax; building its model needs the zoo",
     "xla_cost.runs.sweeps": "a sweep whose every configuration is stored imports no model code",
 }
-"""The modules that import other xla_cost modules inside functions, and why."""
+"""The modules (or subpackages) that import other xla_cost modules inside functions, and why."""
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -176,7 +176,8 @@ def test_no_module_imports_a_private_name_of_another():
 
 def test_imports_inside_functions_only_where_load_time_needs_them():
     lazy = sorted({i.source for i in IMPORTS if i.in_function})
-    assert set(lazy) <= set(LAZY_IMPORTERS), sorted(set(lazy) - set(LAZY_IMPORTERS))
+    unexplained = [m for m in lazy if not any(m == k or m.startswith(k + ".") for k in LAZY_IMPORTERS)]
+    assert unexplained == []
 
 
 def test_no_module_is_past_800_lines():

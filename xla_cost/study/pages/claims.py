@@ -35,7 +35,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "Every quantitative claim of the seed documents (000–004: "
         + ", ".join(f"`{name}`" for name in SEED_FILES.values())
         + ", kept beside the project, not in this repository), what this project measured, the page that "
-        "shows it, and a verdict by these rules, applied in code (`xla_cost.study.reporting.CLAIMS`):",
+        "shows it, and a verdict by these rules, applied in code (`xla_cost.study.claims.CLAIMS`):",
         "",
         f"- **confirmed**: the measured figure is within {pct(TOLERANCE, 0)} of the claimed one (within "
         f"{pct(APPROX_TOLERANCE, 0)} where the seed gives it as approximate, \"~\" or \"about\"), or, for a "

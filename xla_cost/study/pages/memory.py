@@ -209,7 +209,7 @@ def build(data: StudyData) -> dict[str, bytes]:
                        rows, "llrrrrrr"),
             "",
             "What was checked: on the CPU, that the answer fits and the next size does not, by compiling both "
-            "(`tests/test_memory.py`). Not yet checked: a real run on a GPU at the predicted batch (that it runs) "
+            "(`tests/analysis/test_memory.py`). Not yet checked: a real run on a GPU at the predicted batch (that it runs) "
             "and at 1.25× of it (that it runs out of memory); the GPU's own buffer assignment differs from the "
             "CPU's figures here.",
             "",
