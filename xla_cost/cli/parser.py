@@ -59,9 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--output-index", default=None, metavar="I|KEY", help="for a model returning (logits, loss) or a dict: the output the default loss takes, an index or a key")
     analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), model (tensor parallel), e.g. data=8 or fsdp=8,model=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
     analyze.add_argument("--param-sharding", dest="param_sharding", action="append", default=[], metavar="REGEX=SPEC", help="a partition rule for parameters whose path matches REGEX, e.g. 'mlp/fc1/kernel=None,model' (repeatable; first match wins; before the model's own metadata and the zoo's rules)")
-    analyze.add_argument("--format", default="table", choices=FORMATS)
-    analyze.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
-    analyze.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(analyze)
 
     sweep = sub.add_parser(
         "sweep", help="analyse every combination of models, batch sizes, settings, optimizers and dtypes",
@@ -81,10 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run on a Dask distributed scheduler, e.g. tcp://HOST:8786 (pip install 'xla-cost[dask]')")
     sweep.add_argument("--retry-failed", action="store_true", help="analyse again the configurations stored as failed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
-    sweep.add_argument("--format", default="table", choices=FORMATS)
-    sweep.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV")
-    sweep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(sweep)
 
     scaling = sub.add_parser(
         "scaling", help="predicted speed-up and efficiency of a sharded train step over device counts",
@@ -95,12 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts, increasing (default 1,2,4,8)")
     scaling.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="the axis grown: data (DDP) or fsdp (ZeRO-3); the per-device batch stays (weak scaling)")
     scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
-    scaling.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    _settings_option(scaling)
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
-    scaling.add_argument("--format", default="table", choices=FORMATS)
-    scaling.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
-    scaling.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(scaling)
 
     estimate = sub.add_parser(
         "estimate", help="total training FLOP and time of a run on K devices",
@@ -112,11 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--devices", type=int, default=1, metavar="K", help="devices (default 1)")
     estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
     estimate.add_argument("--mfu", type=float, default=None, metavar="X", help="the fraction of peak FLOP/s reached (default: the roofline at peak, a lower bound on time)")
-    estimate.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    _settings_option(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
-    estimate.add_argument("--format", default="table", choices=FORMATS)
-    estimate.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
-    estimate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(estimate)
 
     fit = sub.add_parser(
         "fit", help="the largest batch whose compiled train step fits in a device's memory",
@@ -128,11 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
     fit.add_argument("--optimizer", default="adam", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default adam)")
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
-    fit.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument (repeatable)")
+    _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
-    fit.add_argument("--format", default="table", choices=FORMATS)
-    fit.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
-    fit.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(fit)
 
     report = sub.add_parser(
         "report", help="write the markdown reports and their figures (reports/), or one model's page",
@@ -149,13 +139,27 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
     report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default sgd)")
     report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
-    report.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _debug_option(report)
 
     models = sub.add_parser("models", help="list the model zoo")
-    models.add_argument("--format", default="table", choices=FORMATS)
-    models.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
-    models.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _output_options(models)
     return parser
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    """``--format``, ``--output`` and the hidden ``--debug`` every command that prints takes."""
+    parser.add_argument("--format", default="table", choices=FORMATS)
+    parser.add_argument("--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    _debug_option(parser)
+
+
+def _debug_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _settings_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model argument (repeatable)")
 
 
 def _hardware_options(
