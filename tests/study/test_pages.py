@@ -117,7 +117,7 @@ def test_claims_table_has_every_claim_and_derived_verdicts(tiny_pages):
     # seed 000's V100 step split: judged on a GPU's committed timings when there are
     # some (not a V100: the verdict says so), else the row says what would test it
     v100 = next(r for r in rows if "V100" in r["claim"] and "23%" in r["claim"])
-    gpu = [p for p in (pathlib.Path(__file__).parent.parent / "reports" / "data").glob("timing_*.csv")
+    gpu = [p for p in (pathlib.Path(__file__).resolve().parents[2] / "reports" / "data").glob("timing_*.csv")
            if not p.name.startswith("timing_cpu")]
     if gpu:
         assert v100["verdict"].endswith("(not a V100)**")
