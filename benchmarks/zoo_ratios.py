@@ -1,4 +1,4 @@
-"""The zoo against published and analytic forward FLOP: the README's zoo table.
+"""The zoo against published and analytic forward FLOP: the zoo page's table (docs/zoo.md, reports/zoo.md).
 
 For every research-scale zoo model, the forward FLOP counted by xla_cost (one
 example for images, one sequence for text, the loss included) against:

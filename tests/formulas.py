@@ -188,7 +188,7 @@ def max_pool_backward_flops(pooled: int, window: int, rank: int = 4) -> int:
     window of a rank-``rank`` operand, as XLA expands and counts it: an
     index-tracking reduce-window (per step a compare, a select of the value and
     one per index component, 6 + rank) and a scatter (1 add per window element):
-    pooled * ((window - 1) * (rank + 6) + window). README "Conventions";
+    pooled * ((window - 1) * (rank + 6) + window). docs/conventions.md;
     tests/count/test_rules.py checks it against XLA's compiled count."""
     return pooled * ((window - 1) * (rank + 6) + window)
 

@@ -20,7 +20,7 @@ INPUTS = jax.ShapeDtypeStruct((B, D_IN), jnp.float32)
 PHASES = ("forward", "backward", "grad", "update", "train_step")
 
 # XLA runs a scan as a while loop: each iteration adds 1 to its counter and
-# compares it with the length, 2 FLOP (README, Conventions; checked against the
+# compares it with the length, 2 FLOP (docs/conventions.md; checked against the
 # compiled count in test_nested_scan_counts_by_hand below).
 SCAN_COUNTER_FLOPS = 2
 

@@ -16,7 +16,7 @@ from xla_cost.count.interpret import count_function
 F32 = jnp.float32
 
 # XLA runs a scan as a while loop: each iteration adds 1 to its counter and
-# compares it with the length, 2 FLOP (README, Conventions; checked against the
+# compares it with the length, 2 FLOP (docs/conventions.md; checked against the
 # compiled count in tests/count/test_interpret_loops.py::test_nested_scan_counts_by_hand).
 SCAN_COUNTER_FLOPS = 2
 

@@ -138,7 +138,7 @@ def test_adafactor_update(zoo_report, name, tensors, factored):
     flops, transcendentals = adafactor_update(report.parameters, tensors, factored)
     assert update.jaxpr_flops == flops
     assert update.jaxpr_transcendentals == transcendentals
-    # XLA's count is the README's known gap: its fusion recomputes the factored
+    # XLA's count is a known gap (docs/conventions.md): its fusion recomputes the factored
     # second moment per consumer (OneNet +5.3%), and merges optax's two
     # identical parameter-RMS computations (ConvNet -5.6%, 17 per parameter).
     assert update.flops == pytest.approx(flops, rel=0.06)
@@ -160,7 +160,7 @@ def test_lamb_update(zoo_report, name, tensors):
 def test_seed_001_adam_estimate_is_above_xla_count(zoo_report):
     # Seed 001 (Appendix B) estimates Adam at ~18 FLOP/parameter; XLA executes
     # 13 + 1 transcendental: the seed counts the sqrt and the epsilon-division
-    # steps with several FLOP each. The README explains the difference.
+    # steps with several FLOP each. docs/conventions.md explains the difference.
     report = zoo_report("one_net", 2, optimizer="adam", per_layer=False)
     # 13 per parameter, and the scalar work: 5 in the jaxpr, 17 by XLA's count
     # (test_update_flops_per_parameter): 3.2e-5 per parameter

@@ -263,7 +263,7 @@ def test_small_resnet18_full_analysis(small_report):
         assert p[phase].xla_flops is not None and p[phase].jaxpr_flops is not None
         # Measured (XLA - jaxpr) / jaxpr: forward 8.6e-4, grad 3.2e-3, update 0,
         # train_step 3.1e-3: XLA's fusion recomputes BatchNorm's and ReLU's small
-        # elementwise producers once per consumer (README, Conventions).
+        # elementwise producers once per consumer (docs/conventions.md).
         assert p[phase].xla_flops == pytest.approx(p[phase].jaxpr_flops, rel=5e-3), phase
     # SGD: 2 FLOP per parameter, exactly
     assert p["update"].flops == p["update"].jaxpr_flops == 2 * report.parameters

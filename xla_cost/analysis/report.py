@@ -341,7 +341,7 @@ class Report:
     # ------------------------------------------------------------------ data
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict with the stable schema (see README)."""
+        """A JSON-serialisable dict with the stable schema (docs/api.md)."""
         data: dict[str, Any] = {
             "model": self.model,
             "config": dict(self.config),

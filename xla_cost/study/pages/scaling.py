@@ -140,8 +140,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "- weak scaling: the samples per device stay, the global batch grows with the devices.",
         "",
         "What the model ignores: topology contention between concurrent collectives, stragglers, the slow-down of "
-        "compute that shares memory bandwidth with communication, kernels below peak. The README's \"Sharded steps\" "
-        "section gives the presets' sources.",
+        "compute that shares memory bandwidth with communication, kernels below peak. `docs/sharding.md` "
+        "gives the presets' sources.",
         "",
         "## Interconnect presets",
         "",
