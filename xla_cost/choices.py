@@ -1,4 +1,4 @@
-"""The names every entry point accepts, in one light module.
+"""The names every entry point accepts (and every output uses), in one light module.
 
 The CLI builds its argument choices from these without importing jax, flax or
 optax; the modules that give the names their meaning (`xla_cost.analysis.pipeline`,
@@ -8,7 +8,7 @@ these.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES"]
+__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES", "REMAINDER"]
 
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 """``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
@@ -21,3 +21,6 @@ OPTIMIZER_NAMES: tuple[str, ...] = (
 
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 """The computation dtypes a zoo model can be built in (parameters stay float32)."""
+
+REMAINDER: str = "(remainder)"
+"""The per-layer row of what no parametrised module owns (`xla_cost.count.attribution`)."""

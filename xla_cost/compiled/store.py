@@ -67,7 +67,7 @@ def default_store_path() -> pathlib.Path:
     return pathlib.Path(base) / "xla_cost" / "results.sqlite"
 
 
-PRESENTATION: frozenset[str] = frozenset({"present", "study", "cli", "__init__.py", "__main__.py", "choices.py"})
+PRESENTATION: frozenset[str] = frozenset({"present", "study", "cli", "__init__.py", "__main__.py"})
 """Parts of xla_cost that only present results (subpackages and top-level
 modules, by name): left out of the source digest, so that editing a renderer,
 a report page or the command line keeps the stored results."""

@@ -19,6 +19,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from xla_cost.step import phases
+from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
 from xla_cost.count.interpret import EqnCount
 from xla_cost.count.layers import LayerCosts
@@ -39,8 +40,6 @@ __all__ = [
     "check_depth",
 ]
 
-REMAINDER = "(remainder)"
-"""Path of the row that collects what no parametrised module owns."""
 
 _WRAPPER = re.compile(r"^[A-Za-z_][\w.\-]*\((.*)\)$")
 

@@ -14,6 +14,7 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
 from xla_cost.present.units import sig
 from xla_cost.study.data import StudyData
@@ -68,9 +69,6 @@ FIRST_LAYER = {"linear_net": "fc1", "one_net": "fc1", "conv_net": "conv1", "deep
 
 SIZE_ONE_INPUT = {"one_net"}
 """Seed nets whose first layer has a single input feature (a contraction of length 1)."""
-
-REMAINDER = "(remainder)"
-"""The layer row of what no layer holds (the loss, glue in the root module), last in each table."""
 
 
 def net_name(name: str) -> str:
