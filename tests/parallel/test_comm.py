@@ -10,7 +10,6 @@ import pytest
 from xla_cost.parallel import comm
 from xla_cost.parallel.comm import (
     CLUSTERS,
-    DEFAULT_OVERLAP,
     INTERCONNECTS,
     Cluster,
     Interconnect,
@@ -18,10 +17,10 @@ from xla_cost.parallel.comm import (
     collective_time,
     communication_time,
     interconnect,
-    predict_step,
-    scaling_curve,
 )
 from xla_cost.errors import InputError
+from xla_cost.parallel import schedule
+from xla_cost.parallel.schedule import DEFAULT_OVERLAP, predict_step, scaling_curve
 
 NVLINK4 = INTERCONNECTS["nvlink4"]
 IB_NDR = INTERCONNECTS["ib-ndr"]
@@ -354,7 +353,7 @@ def test_predict_step_bad_input(kwargs, match):
 # --- scaling -------------------------------------------------------------------------------
 
 
-def _step(compute_s: float, comm_s: float, overlap: float = 0.0) -> comm.StepPrediction:
+def _step(compute_s: float, comm_s: float, overlap: float = 0.0) -> schedule.StepPrediction:
     # compute_s seconds of FLOP at 1e15 FLOP/s
     return predict_step(compute_s * 1e15, None, comm_s, peak_flops=1e15, peak_bandwidth=None,
                         overlap=overlap)
@@ -410,3 +409,19 @@ def test_interconnect_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         NVLINK4.bandwidth = 1.0  # type: ignore[misc]
     assert isinstance(NVLINK4, Interconnect)
+
+
+def test_a_hierarchical_all_reduce_runs_in_two_levels():
+    # 16 H100s in 2 nodes of 8, a 1 GB buffer: reduce-scatter within each node on NVLink 4,
+    # all-reduce of each GPU's 1/8 shard between the 2 nodes on NDR, all-gather within the node
+    s, nv, ib = 1e9, NVLINK4, IB_NDR
+    within = 7 / 8 * s / nv.bandwidth + 7 * nv.latency  # ring reduce-scatter (and all-gather) of 8
+    between = 2 * (1 / 2) * (s / 8) / ib.bandwidth + 2 * 1 * ib.latency  # ring all-reduce of 2
+    flat = dataclasses.replace(CLUSTERS["h100"])
+    two_level = dataclasses.replace(CLUSTERS["h100"], hierarchical=True)
+    assert two_level.time("all-reduce", s, 16) == (pytest.approx(2 * within + between), "nvlink4+ib-ndr")
+    assert flat.time("all-reduce", s, 16)[0] == pytest.approx(2 * 15 / 16 * s / ib.bandwidth + 2 * 15 * ib.latency)
+    # within one node, or a group that does not fill whole nodes: one ring, as before
+    assert two_level.time("all-reduce", s, 8) == flat.time("all-reduce", s, 8)
+    assert two_level.time("all-reduce", s, 12) == flat.time("all-reduce", s, 12)
+    assert cluster("h100", hierarchical=True) == two_level

@@ -18,7 +18,7 @@ import pytest
 
 import xla_cost
 from xla_cost.analysis.memory import MemoryBreakdown
-from xla_cost.parallel import comm
+from xla_cost.parallel import comm, schedule
 from xla_cost.present.formats import FORMATS, Renderable, render_as
 from xla_cost.runs.scaling import ScalingResult, StepEstimate, TrainingEstimate
 from xla_cost.runs.sweeps import sweep_frames
@@ -27,8 +27,8 @@ from xla_cost.zoo import build_model
 GB = 1e9
 
 
-def _prediction(compute: float, communication: float) -> comm.StepPrediction:
-    return comm.predict_step(compute * 1e15, None, communication, peak_flops=1e15, peak_bandwidth=None)
+def _prediction(compute: float, communication: float) -> schedule.StepPrediction:
+    return schedule.predict_step(compute * 1e15, None, communication, peak_flops=1e15, peak_bandwidth=None)
 
 
 def _step(devices: int, batch: int, seconds: float) -> StepEstimate:
@@ -49,7 +49,7 @@ def results(tmp_path_factory) -> dict[str, Renderable]:
     steps = (_step(1, 8, 1.0), _step(2, 16, 0.6))
     scaling = ScalingResult(
         "one_net", "data", 8, xla_cost.Hardware(), steps,
-        comm.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps]),
+        schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps]),
     )
     estimate = TrainingEstimate("one_net", 2, 1000, None, 3.0e6, 3.0e9, 63, steps[1], 63 * 0.6)
     fit = xla_cost.FitResult("one_net", 16, 60 * GB, 80 * GB, "a datasheet", _breakdown(10**9), 32,

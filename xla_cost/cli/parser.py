@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from xla_cost.choices import COUNTERS, DTYPES
 from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
 from xla_cost.parallel import devices
-from xla_cost.parallel.comm import ALGORITHMS, DEFAULT_OVERLAP, INTERCONNECTS
+from xla_cost.parallel.comm import ALGORITHMS, INTERCONNECTS
+from xla_cost.parallel.schedule import DEFAULT_OVERLAP
 from xla_cost.present.formats import FORMATS
 from xla_cost.present.units import join_words
 from xla_cost.study.pages import PAGES

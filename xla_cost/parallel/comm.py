@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -58,6 +58,8 @@ from xla_cost.errors import InputError
 from xla_cost.parallel import devices as registry
 
 __all__ = [
+    "is_finite_number",
+    "check_bandwidth",
     "Interconnect",
     "INTERCONNECTS",
     "Cluster",
@@ -67,20 +69,15 @@ __all__ = [
     "collective_time",
     "CollectiveTime",
     "communication_time",
-    "StepPrediction",
-    "DEFAULT_OVERLAP",
-    "predict_step",
-    "ScalingPoint",
-    "scaling_curve",
 ]
 
 
-def _is_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_bandwidth(value: Any, what: str = "bandwidth") -> None:
-    if not _is_number(value) or value <= 0:
+def check_bandwidth(value: Any, what: str = "bandwidth") -> None:
+    if not is_finite_number(value) or value <= 0:
         raise InputError(
             f"a {what} in bytes/s per device per direction, a finite number > 0",
             repr(value),
@@ -89,7 +86,7 @@ def _check_bandwidth(value: Any, what: str = "bandwidth") -> None:
 
 
 def _check_latency(value: Any) -> None:
-    if not _is_number(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         raise InputError(
             "a latency in seconds per hop, a finite number >= 0",
             repr(value),
@@ -135,7 +132,7 @@ class Interconnect:
     latency_source: str
 
     def __post_init__(self) -> None:
-        _check_bandwidth(self.bandwidth)
+        check_bandwidth(self.bandwidth)
         _check_latency(self.latency)
 
 
@@ -290,6 +287,11 @@ class Cluster:
       node_size: devices per node.
       algorithm: how collectives are scheduled (`ALGORITHMS`): ``ring``
         (default) or ``halving-doubling``.
+      hierarchical: an all-reduce over devices of several nodes runs as NCCL
+        and Horovod run it: a reduce-scatter within each node, an all-reduce of
+        each device's ``1/node_size`` shard between the nodes (with
+        ``algorithm``), an all-gather within each node (`time`). False: one
+        flat ring at the slowest link.
 
     Raises:
       InputError: a node size that is not an integer >= 1, or an unknown algorithm.
@@ -299,6 +301,7 @@ class Cluster:
     inter: Interconnect
     node_size: int
     algorithm: str = "ring"
+    hierarchical: bool = False
 
     def __post_init__(self) -> None:
         _check_node_size(self.node_size)
@@ -323,6 +326,25 @@ class Cluster:
             span_nodes = group_size > self.node_size
         return self.inter if span_nodes else self.intra
 
+    def time(self, kind: str, nbytes: float, group_size: int, span_nodes: bool | None = None) -> tuple[float, str]:
+        """Seconds of one collective on this cluster, and the link(s) it runs on.
+
+        A group within a node runs at ``intra``; one that spans nodes at
+        ``inter``, or, for an all-reduce of a `hierarchical` cluster whose group
+        fills whole nodes, as intra-node reduce-scatter, inter-node all-reduce
+        of the ``1/node_size`` shard, intra-node all-gather.
+        """
+        link = self.link(group_size, span_nodes)
+        nodes, rest = divmod(group_size, self.node_size)
+        if (self.hierarchical and link is self.inter and _kind(kind) == "all-reduce" and self.node_size > 1
+                and rest == 0 and nodes > 1 and span_nodes is not True):
+            within = self.node_size
+            seconds = (collective_time("reduce-scatter", nbytes, within, self.intra, self.algorithm)
+                       + collective_time("all-reduce", nbytes / within, nodes, self.inter, self.algorithm)
+                       + collective_time("all-gather", nbytes, within, self.intra, self.algorithm))
+            return seconds, f"{self.intra.name}+{self.inter.name}"
+        return collective_time(kind, nbytes, group_size, link, self.algorithm), link.name
+
 
 CLUSTERS: Mapping[str, Cluster] = MappingProxyType({
     d.name: Cluster(INTERCONNECTS[d.intra], INTERCONNECTS[d.inter], d.node_size)  # type: ignore[index]
@@ -344,6 +366,7 @@ def cluster(
     bandwidth: float | None = None,
     latency: float | None = None,
     algorithm: str | None = None,
+    hierarchical: bool | None = None,
 ) -> Cluster:
     """The cluster preset of ``device``, with overrides.
 
@@ -358,6 +381,7 @@ def cluster(
       latency: seconds per hop; replaces the inter-node link's (in a flat
         network, the single link's).
       algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
+      hierarchical: all-reduces over several nodes in two levels (`Cluster`).
 
     Raises:
       InputError: an unknown device, interconnect or algorithm, or an override
@@ -370,7 +394,7 @@ def cluster(
     if node_size is not None:
         _check_node_size(node_size)
     if bandwidth is not None:
-        _check_bandwidth(bandwidth)
+        check_bandwidth(bandwidth)
     if latency is not None:
         _check_latency(latency)
     flat = intra == inter
@@ -380,6 +404,7 @@ def cluster(
         inter=given,
         node_size=base.node_size if node_size is None else node_size,
         algorithm=base.algorithm if algorithm is None else _check_algorithm(algorithm),
+        hierarchical=base.hierarchical if hierarchical is None else bool(hierarchical),
     )
 
 
@@ -467,7 +492,7 @@ def collective_time(
     if name is None:
         raise InputError(f"a collective kind ({', '.join(_KINDS)})", repr(kind),
                          "Use the HLO opcode name, e.g. 'all-reduce'.")
-    if not _is_number(nbytes) or nbytes < 0:
+    if not is_finite_number(nbytes) or nbytes < 0:
         raise InputError("a byte count >= 0", repr(nbytes), "Pass the buffer size per device in bytes.")
     _check_group_size(group_size)
     _check_algorithm(algorithm)
@@ -493,7 +518,7 @@ class CollectiveTime:
       nbytes: bytes per device, as `collective_time` defines them.
       group_size: devices in the group.
       executions: times it runs per step (1 when unknown, with a note).
-      link: name of the link that sets its speed (`Cluster.link`).
+      link: name of the link(s) that set its speed (`Cluster.time`).
       seconds: ``executions * collective_time(kind, nbytes, group_size, link)``.
     """
 
@@ -564,178 +589,6 @@ def communication_time(
         elif not isinstance(executions, int) or isinstance(executions, bool) or executions < 0:
             raise InputError("an execution count, an integer >= 0", repr(executions),
                              "Pass None when the count is unknown.")
-        link = cluster.link(group_size, _field(item, "span_nodes"))
-        once = collective_time(kind, nbytes, group_size, link, cluster.algorithm)
-        times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link.name,
-                                    executions * once))
+        once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"))
+        times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link, executions * once))
     return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))
-
-
-DEFAULT_OVERLAP: float = 0.0
-"""The share of communication that hides behind compute by default: none.
-
-Data-parallel training (PyTorch DDP, FSDP, XLA's asynchronous collectives)
-does overlap the gradient collectives with the backward pass, but how much
-depends on the bucket sizes, the scheduler and the order of layers, which a
-static count does not know. With 0.0 the predicted step time is an upper
-bound (compute + all of the communication). Pass ``overlap=1.0`` for perfect
-overlap, where only what exceeds compute shows: ``max(0, comm - compute)``.
-"""
-
-
-@dataclasses.dataclass(frozen=True)
-class StepPrediction:
-    """Predicted time of one training step on one device of a sharded run.
-
-    Attributes:
-      compute_seconds: the roofline,
-        ``max(flops / (peak_flops * efficiency), bytes / peak_bandwidth)``.
-      communication_seconds: the collectives' time (`communication_time`).
-      exposed_communication_seconds: what does not hide behind compute:
-        ``max((1 - overlap) * communication, communication - compute, 0)``.
-      seconds: ``compute_seconds + exposed_communication_seconds``.
-      overlap: the share of communication assumed to overlap compute.
-    """
-
-    compute_seconds: float
-    communication_seconds: float
-    exposed_communication_seconds: float
-    seconds: float
-    overlap: float
-
-
-def _check_fraction(value: Any, what: str, low_open: bool, fix: str) -> None:
-    ok = _is_number(value) and (0 < value <= 1 if low_open else 0 <= value <= 1)
-    if not ok:
-        interval = "(0, 1]" if low_open else "[0, 1]"
-        raise InputError(f"{what} in {interval}", repr(value), fix)
-
-
-def _check_nonnegative(value: Any, what: str) -> None:
-    if not _is_number(value) or value < 0:
-        raise InputError(f"{what}, a finite number >= 0", repr(value), f"Pass the {what} of the step.")
-
-
-def predict_step(
-    flops: float,
-    bytes_accessed: float | None,
-    communication_seconds: float,
-    *,
-    peak_flops: float,
-    peak_bandwidth: float | None,
-    efficiency: float = 1.0,
-    overlap: float = DEFAULT_OVERLAP,
-) -> StepPrediction:
-    """Step time = roofline compute + the communication that compute does not hide.
-
-    Args:
-      flops: FLOP per step per device.
-      bytes_accessed: bytes of memory traffic per step per device; None leaves
-        the memory term out.
-      communication_seconds: the collectives' time per step.
-      peak_flops: the device's peak FLOP/s (e.g. `xla_cost.analysis.timing.device_peak`).
-      peak_bandwidth: the device's memory bandwidth, bytes/s; None leaves the
-        memory term out.
-      efficiency: the share of peak FLOP/s reached (an MFU-like factor), in
-        (0, 1]; applied to the FLOP term only.
-      overlap: the share of communication that overlaps compute, in [0, 1]
-        (`DEFAULT_OVERLAP`).
-
-    Raises:
-      InputError: an overlap outside [0, 1], an efficiency outside (0, 1], a
-        peak that is not > 0, or a negative count.
-    """
-    _check_fraction(overlap, "an overlap", False,
-                    "Pass 0 for no overlap (the default) up to 1 for perfect overlap.")
-    _check_fraction(efficiency, "an efficiency", True,
-                    "Pass the share of peak FLOP/s reached, e.g. 0.4 for 40% MFU.")
-    _check_nonnegative(flops, "FLOP count")
-    _check_nonnegative(communication_seconds, "communication seconds")
-    if not _is_number(peak_flops) or peak_flops <= 0:
-        raise InputError("a peak FLOP/s > 0", repr(peak_flops),
-                         "Pass the device's peak, e.g. 989.4e12 for an H100 SXM in bfloat16.")
-    compute = flops / (peak_flops * efficiency)
-    if bytes_accessed is not None and peak_bandwidth is not None:
-        _check_nonnegative(bytes_accessed, "bytes accessed")
-        _check_bandwidth(peak_bandwidth, "peak memory bandwidth")
-        compute = max(compute, bytes_accessed / peak_bandwidth)
-    comm = float(communication_seconds)
-    exposed = max((1 - overlap) * comm, comm - compute, 0.0)
-    return StepPrediction(
-        compute_seconds=compute,
-        communication_seconds=comm,
-        exposed_communication_seconds=exposed,
-        seconds=compute + exposed,
-        overlap=float(overlap),
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class ScalingPoint:
-    """One point of a scaling curve.
-
-    Attributes:
-      devices: number of devices.
-      global_batch: samples per step over all devices.
-      step_seconds, compute_seconds, communication_seconds,
-        exposed_communication_seconds: from the point's `StepPrediction`.
-      samples_per_second: ``global_batch / step_seconds``.
-      speedup: throughput over the first point's throughput.
-      efficiency: ``speedup / (devices / first point's devices)``; 1.0 is
-        linear scaling.
-    """
-
-    devices: int
-    global_batch: int
-    step_seconds: float
-    compute_seconds: float
-    communication_seconds: float
-    exposed_communication_seconds: float
-    samples_per_second: float
-    speedup: float
-    efficiency: float
-
-
-def scaling_curve(points: Sequence[tuple[int, int, StepPrediction]]) -> tuple[ScalingPoint, ...]:
-    """Throughput, speed-up and scaling efficiency over device counts.
-
-    Args:
-      points: ``(devices, global_batch, prediction)`` in increasing devices;
-        for weak scaling the global batch grows with the devices, for strong
-        scaling it stays fixed.
-
-    Returns:
-      One `ScalingPoint` per point; the first has speed-up and efficiency 1.
-
-    Raises:
-      InputError: no points, devices not increasing integers >= 1, a global
-        batch < 1, or a prediction of zero seconds.
-    """
-    if not points:
-        raise InputError("at least one (devices, global_batch, prediction) point", "none",
-                         "Pass the predictions at each device count.")
-    out: list[ScalingPoint] = []
-    previous = 0
-    for devices, batch, prediction in points:
-        if not isinstance(devices, int) or isinstance(devices, bool) or devices <= previous:
-            raise InputError("device counts that are increasing integers >= 1", repr(devices),
-                             "Sort the points by device count, each count once.")
-        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-            raise InputError("a global batch, an integer >= 1", repr(batch),
-                             "Pass the samples per step over all devices.")
-        if not prediction.seconds > 0:
-            raise InputError("a step time > 0", repr(prediction.seconds),
-                             "Predict the step with a FLOP count > 0.")
-        previous = devices
-        throughput = batch / prediction.seconds
-        first = out[0] if out else None
-        speedup = throughput / first.samples_per_second if first else 1.0
-        efficiency = speedup / (devices / first.devices) if first else 1.0
-        out.append(ScalingPoint(
-            devices=devices, global_batch=batch, step_seconds=prediction.seconds,
-            compute_seconds=prediction.compute_seconds,
-            communication_seconds=prediction.communication_seconds,
-            exposed_communication_seconds=prediction.exposed_communication_seconds,
-            samples_per_second=throughput, speedup=speedup, efficiency=efficiency,
-        ))
-    return tuple(out)

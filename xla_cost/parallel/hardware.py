@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import comm
+from xla_cost.parallel import comm, schedule
 from xla_cost.parallel import devices as registry
 
 __all__ = ["Hardware"]
@@ -35,7 +35,7 @@ class Hardware:
         link between nodes, or of the single link of a flat network).
       algorithm: the collective algorithm (`xla_cost.parallel.comm.ALGORITHMS`).
       overlap: the share of communication hidden behind compute, in [0, 1]
-        (`xla_cost.parallel.comm.DEFAULT_OVERLAP`: none).
+        (`xla_cost.parallel.schedule.DEFAULT_OVERLAP`: none).
       mfu: the share of peak FLOP/s the kernels reach (model FLOP
         utilisation), in (0, 1]; 1.0, the default, prices compute at peak (a
         lower bound on time).
@@ -47,7 +47,7 @@ class Hardware:
     bandwidth: float | None = None
     latency: float | None = None
     algorithm: str = "ring"
-    overlap: float = comm.DEFAULT_OVERLAP
+    overlap: float = schedule.DEFAULT_OVERLAP
     mfu: float = 1.0
 
     def cluster(self) -> comm.Cluster:

@@ -11,7 +11,7 @@ per device from the device's published peak (the device registry,
 `xla_cost.parallel.devices`), and the communication is every collective of the
 train step (grad + update) on the device's cluster preset
 (`xla_cost.parallel.comm.CLUSTERS`), ``overlap`` of it hidden (default
-`xla_cost.parallel.comm.DEFAULT_OVERLAP`). What it is priced on is one
+`xla_cost.parallel.schedule.DEFAULT_OVERLAP`). What it is priced on is one
 `xla_cost.Hardware`; every function here takes it, or its fields as keywords.
 
 What the model ignores: topology contention between concurrent
@@ -31,7 +31,7 @@ import pandas as pd
 
 from xla_cost.errors import InputError
 from xla_cost.options import split_fields
-from xla_cost.parallel import comm
+from xla_cost.parallel import comm, schedule
 from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.sharding import simulate_devices
@@ -75,7 +75,7 @@ class StepEstimate:
     flops: int | None
     bytes_accessed: int | None
     communication_bytes: int | None
-    prediction: comm.StepPrediction
+    prediction: schedule.StepPrediction
     collectives: tuple[comm.CollectiveTime, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -104,7 +104,7 @@ def predict(report: Any, hardware: Hardware | None = None, **fields: Any) -> Ste
     if step.flops is None:
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
                          "Analyse with counter='xla' on a backend with a cost analysis.")
-    prediction = comm.predict_step(
+    prediction = schedule.predict_step(
         step.flops, step.bytes_accessed, seconds, peak_flops=peak.for_dtype(report.dtype),
         peak_bandwidth=peak.bandwidth, efficiency=hardware.mfu, overlap=hardware.overlap,
     )
@@ -178,7 +178,7 @@ class ScalingResult(Rendered):
       batch_size: samples per device (weak scaling), or None under strong scaling.
       hardware: what the curve is priced on.
       steps: per device count.
-      points: speed-up and efficiency per device count (`xla_cost.parallel.comm.ScalingPoint`).
+      points: speed-up and efficiency per device count (`xla_cost.parallel.schedule.ScalingPoint`).
       global_batch: samples per step over all devices, fixed (strong scaling),
         or None under weak scaling.
     """
@@ -188,7 +188,7 @@ class ScalingResult(Rendered):
     batch_size: int | None
     hardware: Hardware
     steps: tuple[StepEstimate, ...]
-    points: tuple[comm.ScalingPoint, ...]
+    points: tuple[schedule.ScalingPoint, ...]
     global_batch: int | None = None
 
     @property
@@ -358,7 +358,7 @@ def scaling(
                                       mesh={mesh_axis: k} if k > 1 else {})
         report = sharded.canonical().run(cache=_store(store))
         steps.append(predict(report, hardware))
-    points = comm.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
+    points = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
         model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else run.batch_size,
         hardware=hardware, steps=tuple(steps), points=points, global_batch=global_batch,

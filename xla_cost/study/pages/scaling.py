@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from xla_cost.parallel import comm
+from xla_cost.parallel import comm, schedule
 from xla_cost.present.figures import LINE_COLORS, figure, png
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, ratio, si, sig
@@ -136,7 +136,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "- ring all-reduce 2(n−1)/n·S/B + 2(n−1)·α, all-gather and reduce-scatter (n−1)/n·S/B + (n−1)·α; "
         "halving-doubling (Thakur et al. 2005) has the same bandwidth term and ⌈log2 n⌉ hops instead of n−1, as tree "
         "and hierarchical algorithms at scale;",
-        f"- overlap {comm.DEFAULT_OVERLAP:g} (nothing hidden: an upper bound on the step);",
+        f"- overlap {schedule.DEFAULT_OVERLAP:g} (nothing hidden: an upper bound on the step);",
         "- weak scaling: the samples per device stay, the global batch grows with the devices.",
         "",
         "What the model ignores: topology contention between concurrent collectives, stragglers, the slow-down of "
