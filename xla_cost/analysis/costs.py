@@ -21,7 +21,7 @@ from xla_cost.step import phases
 
 __all__ = [
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
-    "attention_flops", "phase_costs", "all_phases", "conversions",
+    "attention_flops", "phase_costs", "all_phases", "conversions", "MATMULS",
 ]
 
 
@@ -250,6 +250,8 @@ def phase_costs(
         model_flops=model_flops,
         hardware_flops=hardware_flops,
         attention_flops=attention,
+        matmul_flops=sum(e.cost.flops for e in counted.equations if e.primitive in MATMULS),
+        matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS),
         loop_corrected=corrected,
         sources=sources,
         derivation="compiled" if compiled is not None else "jaxpr",
@@ -272,6 +274,10 @@ def all_phases(
         if phase.name not in costs:
             costs[phase.name] = PhaseCosts.derive(phase, costs)
     return {name: costs[name] for name in phases.NAMES}, notes
+
+
+MATMULS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated"})
+"""The primitives whose work runs on matrix units (tensor cores): `PhaseCosts.matmul_flops`."""
 
 
 def conversions(counted: JaxprCount) -> int:

@@ -155,6 +155,11 @@ class PhaseCosts:
         products (matrix products of activations by activations, in a module
         without parameters of its own), all T x T pairs counted; with
         ``attention_flops="causal"`` ``model_flops`` counts half of them.
+      matmul_flops, matmul_bytes: the jaxpr's FLOP of its matrix products and
+        convolutions (``dot_general``, ``conv_general_dilated``; remat's
+        recomputation and loops included) and their operands' and results'
+        bytes: the work tensor cores do, apart from the memory-bound rest
+        (`xla_cost.parallel.calibration` times the two apart).
     """
 
     flops: int | None
@@ -173,6 +178,8 @@ class PhaseCosts:
     model_flops: int | None = None
     hardware_flops: int | None = None
     attention_flops: int | None = None
+    matmul_flops: int | None = None
+    matmul_bytes: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -214,7 +221,7 @@ class PhaseCosts:
 ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
-    "model_flops", "hardware_flops", "attention_flops",
+    "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -358,7 +365,7 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
-            "attention_flops",
+            "attention_flops", "matmul_flops", "matmul_bytes",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -406,7 +413,7 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
-                    **({} if "attention_flops" in data else {"attention_flops": None}),
+                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes") if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
                     loop_corrected=bool(data["loop_corrected"][p]),
