@@ -31,6 +31,7 @@ from xla_cost.study.views import (
     net_name,
     per_unit,
     r2,
+    environment_section,
     regenerate_line,
     seed_layer_rows,
     seed_runs,
@@ -307,6 +308,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     lines += claim_lines(data, [c for c in CLAIMS if c.page == NAME and "001" in c.seeds])
     lines.append("")
     lines += failure_section(data.seed_batch, data.depth, data.resnets, data.transformers)
+    lines += environment_section(data)
     lines += [regenerate_line()]
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files

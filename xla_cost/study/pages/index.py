@@ -15,7 +15,7 @@ from xla_cost.present.units import join_words
 from xla_cost.study import pages
 from xla_cost.study.data import StudyData, collected
 from xla_cost.study.plan import COMMAND, DATA_PATTERNS
-from xla_cost.study.views import data_link, records
+from xla_cost.study.views import data_link, environment_section, records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +32,6 @@ def report_time(data: StudyData) -> tuple[pathlib.Path, pd.DataFrame] | None:
 
 
 def build(data: StudyData) -> dict[str, bytes]:
-    env = data.environment
     lines = [
         "# xla_cost reports",
         "",
@@ -41,14 +40,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         pipe_table(["page", "what it shows"],
                    [[f"[{p}]({p}.md)", pages.TITLES[p]] for p in pages.PAGES if p != NAME], "ll"),
         "",
-        "## Environment",
-        "",
-        pipe_table(["", ""], [
-            ["jax", env["jax"]], ["jaxlib", env["jaxlib"]], ["flax", env["flax"]], ["optax", env["optax"]],
-            ["matplotlib (figures)", env["matplotlib"]], ["xla_cost", env["xla_cost"]],
-            ["backend", env["backend"]], ["device", env["device"]],
-        ], "ll"),
-        "",
+        *environment_section(data, [p for kind in DATA_PATTERNS for p in data.files(kind)]),
         "## Regenerating",
         "",
         "From the repository root:",

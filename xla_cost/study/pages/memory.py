@@ -16,7 +16,7 @@ from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, pct, ratio, si, sig
 from xla_cost.runs.configs import RunConfig, remat_placement
 from xla_cost.study.data import StudyData, collected
-from xla_cost.study.views import regenerate_line
+from xla_cost.study.views import environment_section, regenerate_line
 
 NAME = "memory"
 TITLE = ("Training-step memory per device against the batch, remat policies, and the largest batch that "
@@ -214,5 +214,5 @@ def build(data: StudyData) -> dict[str, bytes]:
             "CPU's figures here.",
             "",
         ]
-    lines += [regenerate_line(), ""]
+    lines += [*environment_section(data), regenerate_line(), ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}

@@ -18,7 +18,15 @@ from xla_cost.present.units import count, join_words, pct_sig, per_parameter, ra
 from xla_cost.study.claims import CLAIMS, claim_lines
 from xla_cost.study.data import StudyData, collected
 from xla_cost.study.published import SEED_ADAM_FLOPS_PER_PARAMETER, SEED_ADAM_TERMS, SEED_SGD_FLOPS_PER_PARAMETER
-from xla_cost.study.views import by_model, failure_section, net_name, optimizer_runs, regenerate_line, thin_ticks
+from xla_cost.study.views import (
+    by_model,
+    environment_section,
+    failure_section,
+    net_name,
+    optimizer_runs,
+    regenerate_line,
+    thin_ticks,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -273,6 +281,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     if claims:
         lines += ["## Seed 001's claims", "", *claim_lines(data, claims), ""]
     lines += failure_section(data.optimizers)
+    lines += environment_section(data)
     lines.append(regenerate_line())
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files

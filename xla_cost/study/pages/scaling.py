@@ -17,7 +17,7 @@ from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, ratio, si, sig
 from xla_cost.study.data import StudyData, collected
 from xla_cost.study.published import IMAGENET_TRAIN_IMAGES, JIA_EPOCHS, JIA_MINUTES, SEED004_SPEEDUP
-from xla_cost.study.views import gbs, ms, regenerate_line
+from xla_cost.study.views import environment_section, gbs, ms, regenerate_line
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -261,6 +261,6 @@ def build(data: StudyData) -> dict[str, bytes]:
             "does not say which schedule they ran.",
             "",
         ]
-    lines += [regenerate_line(), ""]
+    lines += [*environment_section(data), regenerate_line(), ""]
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files

@@ -21,6 +21,7 @@ from xla_cost.study.views import (
     NET_NAMES,
     analysed,
     data_link,
+    environment_section,
     failure_section,
     net_name,
     per_unit,
@@ -159,6 +160,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     sources = sorted({zoo.get_spec(r["model"]).source for r in rows if zoo.get_spec(r["model"]).source})
     if sources:
         lines += ["Architectures: " + "; ".join(sources) + ".", ""]
+    lines += environment_section(data, [time_file[0]] if time_file is not None else [])
     lines.append(regenerate_line())
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
