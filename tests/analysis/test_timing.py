@@ -1,10 +1,13 @@
-"""Timing on the CPU: seconds per phase, the split, MFU and the roofline; and
-the counts survive when a step cannot be timed."""
+"""Timing on the CPU: the step as one program with its donations, its split,
+MFU and the roofline, the separate programs' cross-check; and the counts
+survive when a step cannot be timed."""
 
 from __future__ import annotations
 
 import json
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 import xla_cost
@@ -21,35 +24,110 @@ def timed(tmp_path_factory):
     return json.loads(out.read_text())
 
 
-def test_time_gives_seconds_split_mfu_and_roofline(timed):
+def test_time_gives_the_one_program_step_its_split_mfu_and_roofline(timed):
     t = timed["timing"]
+    peak = t["peak"]
     for phase in ("forward", "backward", "grad", "update", "train_step"):
         p = t["phases"][phase]
-        assert p["median_s"] > 0 and p["repeats"] >= 5, phase
+        assert 0 < p["low_s"] <= p["high_s"], phase  # every time with its 95% interval
         assert p["flops_per_s"] == pytest.approx(timed["flops"][phase] / p["median_s"]), phase
+        assert p["bytes_per_s"] == pytest.approx(timed["bytes_accessed"][phase] / p["median_s"]), phase
         assert 0 < p["mfu"] < 2, phase  # against this CPU's measured matmul peak
         # roofline: the larger of FLOP at peak and bytes at peak bandwidth
-        peak = t["peak"]
         compute = timed["flops"][phase] / peak["flops_per_s"]
         memory = timed["bytes_accessed"][phase] / peak["bandwidth"]
         assert p["roofline_s"] == pytest.approx(max(compute, memory)), phase
         assert p["bound"] == ("compute" if compute >= memory else "memory"), phase
-    # backward is derived, grad - forward (never below 0), from the measured medians
+    # the step as one program, in blocks of steps with its arguments donated
+    step = t["phases"]["train_step"]
+    assert step["source"] == "one program" and step["repeats"] == len(t["step"]["block_s"]) >= 5
+    assert step["low_s"] <= step["median_s"] <= step["high_s"]
+    assert t["step"]["donated"] == ["params", "opt_state", "state"]
+    # its parts from the trace, scaled to it: forward + backward + update + idle = the step
+    parts = t["split"]["parts"]
+    for phase in ("forward", "backward", "update", "grad"):
+        assert t["phases"][phase]["source"] == "trace"
+        assert t["phases"][phase]["median_s"] == pytest.approx(parts[phase]["seconds"])
+    assert sum(parts[p]["seconds"] for p in ("forward", "backward", "update", "idle")) == pytest.approx(
+        step["median_s"], rel=1e-9)
+    assert parts["grad"]["seconds"] == pytest.approx(parts["forward"]["seconds"] + parts["backward"]["seconds"])
+    # each share: the phase's time over forward + backward + update, exact to rounding
     median = {phase: p["median_s"] for phase, p in t["phases"].items()}
-    assert median["backward"] == pytest.approx(max(median["grad"] - median["forward"], 0.0), rel=1e-12)
-    assert t["phases"]["backward"]["min_s"] is None  # only the median is derived
-    # each share: the phase's median over forward + backward + update, exact to rounding
     split = median["forward"] + median["backward"] + median["update"]
     assert set(t["fractions"]) == {"forward", "backward", "update"}
     for phase in ("forward", "backward", "update"):
         assert t["fractions"][phase] == pytest.approx(median[phase] / split, rel=1e-12), phase
-    assert sum(t["fractions"].values()) == pytest.approx(1.0, rel=1e-12)
-    assert t["backward_to_forward_time"] == pytest.approx(
-        t["phases"]["backward"]["median_s"] / t["phases"]["forward"]["median_s"]
-    )
+    assert t["backward_to_forward_time"] == pytest.approx(median["backward"] / median["forward"])
     assert t["backward_to_forward_flops"] == pytest.approx(timed["ratios"]["backward_to_forward"])
+    # the cross-check: each program on its own; backward = grad - forward (never below 0), the
+    # step = grad + update, and what that takes beyond the one program is the dispatch gap
+    separate = t["separate"]
+    assert {p["source"] for name, p in separate.items() if name in ("forward", "grad", "update")} == {
+        "separate program"}
+    assert separate["backward"]["median_s"] == pytest.approx(
+        max(separate["grad"]["median_s"] - separate["forward"]["median_s"], 0.0), rel=1e-12)
+    assert separate["backward"]["min_s"] is None  # only the median is derived
+    assert separate["train_step"]["median_s"] == pytest.approx(
+        separate["grad"]["median_s"] + separate["update"]["median_s"])
+    assert t["dispatch_gap_s"] == pytest.approx(separate["train_step"]["median_s"] - step["median_s"])
+    assert any("dispatch gap" in n for n in t["notes"])
     assert t["peak"]["source"].startswith("measured")
     assert t["skipped"] is None
+
+
+def test_the_table_shows_the_step_its_parts_and_the_cross_check(timed, capsys):
+    assert main([*CONV, "--time", "--per-layer"]) == 0
+    out = capsys.readouterr().out
+    assert "the train step as one program" in out and "95% interval ms" in out
+    assert "measured time per layer in the one-program step" in out
+    assert "cross-check: each program run on its own" in out and "dispatch gap" in out
+
+
+def test_random_arrays_give_the_gradients_their_own_buffers():
+    from xla_cost.zoo import build_model, example_inputs
+
+    workload, _ = xla_cost.build_workload(build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd")
+    arrays = timing._random_like(workload.trees(), jax.random.key(0))
+    assert workload.trees()["grads"] is workload.trees()["params"]  # one abstract tree for both
+    for grad, param in zip(jax.tree.leaves(arrays["grads"]), jax.tree.leaves(arrays["params"])):
+        assert grad.shape == param.shape and grad is not param
+        assert grad.unsafe_buffer_pointer() != param.unsafe_buffer_pointer()
+        assert not bool(jnp.array_equal(grad, param))  # drawn from keys of their own
+
+
+def test_the_step_donates_what_it_returns_and_feeds_it_to_the_next_step():
+    from xla_cost.zoo import build_model, example_inputs
+
+    workload, _ = xla_cost.build_workload(build_model("one_net"), example_inputs("one_net", 4), optimizer="adam")
+    arrays = timing._random_like(workload.trees(), jax.random.key(0))
+    options = timing.TimingOptions(warmup=1, block_s=0.001, min_blocks=3, max_blocks=3, budget_s=0.0)
+    stepper, text = timing._step_run(workload, arrays, options)
+    # the first step took the parameters' and the optimizer state's buffers: deleted
+    assert all(leaf.is_deleted() for leaf in jax.tree.leaves((arrays["params"], arrays["opt_state"])))
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(arrays["batch"]))  # not donated
+    assert "input_output_alias" in text
+    assert stepper.record.donated == ("params", "opt_state", "state")
+    assert len(stepper.record.block_s) == 3 and stepper.record.warmup == 1
+    # each step is fed the last one's results: the optimizer's step count moved on
+    before = int(jax.tree.leaves(stepper.args[1])[0])
+    stepper.run(2)
+    assert int(jax.tree.leaves(stepper.args[1])[0]) == before + 2
+
+
+def test_library_bytes_of_derived_phases_and_in_the_roofline():
+    # backward = grad - forward, train_step = grad + update
+    assert timing._library_bytes({"forward": 10, "grad": 30, "update": 5}) == {
+        "forward": 10, "backward": 20, "grad": 30, "update": 5, "train_step": 35}
+    assert timing._library_bytes({"forward": None, "grad": 30}) == {"grad": 30}
+    peak = xla_cost.DEVICES["h100"].peak
+    costs = xla_cost.PhaseCosts(flops=1_000, transcendentals=0, bytes_accessed=4_000_000,
+                                memory=xla_cost.MemoryStats(None, None, None), model_flops=1_000,
+                                hardware_flops=1_000)
+    measured = timing.PhaseTiming(1e-3, None, None, 1)
+    # XLA's 4 MB and the library calls' 6 MB: 10 MB at the H100's 3.35 TB/s
+    t = timing._against_counts(measured, costs, 6_000_000, peak, "bfloat16")
+    assert t.roofline_s == pytest.approx(10e6 / 3.35e12) and t.bound == "memory"
+    assert t.bytes_per_s == pytest.approx(10e6 / 1e-3)
 
 
 class _FakeClock:

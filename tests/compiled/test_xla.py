@@ -71,3 +71,21 @@ def test_missing_key_falls_back_to_complete_jaxpr_count(zoo_report):
     assert update.transcendentals == 0
     assert update.sources["transcendentals"] == "jaxpr"
     assert any("update: XLA gave no transcendentals" in n for n in report.notes)
+
+
+def test_library_call_bytes_are_read_where_library_calls_are(monkeypatch):
+    gemm = "\n".join([
+        "HloModule jit_f",
+        "ENTRY %main {",
+        "  %p = f32[4,6]{1,0} parameter(0)",
+        "  %w = f32[6,5]{1,0} parameter(1)",
+        '  ROOT %a = f32[4,5]{1,0} custom-call(%p, %w), custom_call_target="__cublas$gemm"',
+        "}",
+    ])
+    monkeypatch.setattr(jax.stages.Compiled, "as_text", lambda self: gemm)
+    monkeypatch.setattr(xla, "backend_name", lambda: "gpu")
+    found = xla.compile_phase(lambda a: a @ a.T, (jax.ShapeDtypeStruct((4, 6), jnp.float32),))
+    assert found.library_calls == (("__cublas$gemm", 1),)
+    assert found.library_bytes == (24 + 30 + 20) * 4  # p and w read, the result written, float32
+    monkeypatch.setattr(xla, "backend_name", lambda: "cpu")
+    assert xla.compile_phase(lambda a: a * 2, (jax.ShapeDtypeStruct((4,), jnp.float32),)).library_bytes is None

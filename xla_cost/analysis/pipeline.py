@@ -30,7 +30,8 @@ from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.options import AnalysisOptions, deprecated_switches
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
-from xla_cost.analysis.timing import Timing, device_peak, time_workload
+from xla_cost.analysis.split import Attribution
+from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
 from xla_cost.choices import COUNTERS
 from xla_cost.compiled import xla
 from xla_cost.count.attribution import REMAINDER, attribute_step, module_path
@@ -304,8 +305,11 @@ def time_step(
     workload: Workload, programs: Mapping[str, Program], costs: Mapping[str, PhaseCosts], dtype: str,
     options: AnalysisOptions,
 ) -> Timing:
-    """Stage 5a: the step run and timed on the default device (`xla_cost.analysis.timing`);
-    a run that fails is reported as skipped, the counts stand."""
+    """Stage 5a: the step run and timed on the default device (`xla_cost.analysis.timing`):
+    the train step as one program, split by a trace into forward, backward,
+    update and the layers the way the counts are attributed (the model's roots
+    as `per_layer` strips them), the separate programs as a cross-check; a run
+    that fails is reported as skipped, the counts stand."""
     try:
         peak = device_peak(peak_tflops=options.peak_tflops, peak_bandwidth=options.peak_bandwidth)
     except ValueError as exc:
@@ -314,8 +318,12 @@ def time_step(
             xla.device_kind(), str(exc).rsplit(". ", 1)[-1],
         ) from exc
     executables = {n: p.compiled.executable for n, p in programs.items() if p.compiled is not None}
+    step = StepProgram(
+        attribution=Attribution.of_workload(workload, _roots(workload, {n: p.counted for n, p in programs.items()})),
+        library_bytes={n: p.compiled.library_bytes for n, p in programs.items() if p.compiled is not None},
+    )
     try:
-        return time_workload(workload, costs, dtype=dtype, peak=peak, executables=executables)
+        return time_workload(workload, costs, dtype=dtype, peak=peak, executables=executables, program=step)
     except Exception as exc:  # noqa: BLE001 - the counts must survive a failed run
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Timing(

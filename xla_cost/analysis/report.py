@@ -381,7 +381,7 @@ class Report:
             data["layers"] = layer_records(self.layers)
         if self.timing is not None:
             data["timing"] = self.timing.to_dict(
-                _ratio(self.phases["backward"].flops, self.phases["forward"].flops))
+                _ratio(self.phases["backward"].flops, self.phases["forward"].flops), self.layers)
         data["unsupported"] = dict(self.unsupported)
         data["collectives"] = dict(self.collectives)
         if self.sharding:
@@ -526,8 +526,10 @@ class Report:
             workspace = _workspace_frame(self.memory_breakdown)
             if workspace is not None:
                 lines += [_workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
-        if self.timing is not None and self.timing.phases:
-            lines += [self.timing.title(), "", self.timing.frame().to_markdown(), ""]
+        for title, frame in _timing_frames(self):
+            lines += [title, "", frame.to_markdown(), ""] if frame is not None else [f"- {title}"]
+        if any(frame is None for _, frame in _timing_frames(self)):
+            lines.append("")
         lines += [f"- {c}" for c in _caveats(self)]
         return "\n".join(lines).rstrip() + "\n"
 
@@ -553,8 +555,8 @@ class Report:
             if workspace is not None:
                 blocks.append(TextTable(workspace, _workspace_title(self.memory_breakdown),
                                         left=("shape", "made by")))
-        if self.timing is not None and self.timing.phases:
-            blocks.append(TextTable(self.timing.frame(), self.timing.title(), left=("bound",)))
+        for title, frame in _timing_frames(self):
+            blocks.append(title if frame is None else TextTable(frame, title, left=("bound", "source")))
         blocks.append(_ratio_line(self))
         blocks += [f"- {caveat}" for caveat in _caveats(self)]
         return render(blocks, resolve_width(width))
@@ -700,6 +702,48 @@ def _communication_frame(report: Report) -> pd.DataFrame | None:
     if not rows:
         return None
     return pd.DataFrame(rows).set_index("phase")
+
+
+def _timing_frames(report: Report) -> list[tuple[str, pd.DataFrame | None]]:
+    """The timing's tables with their titles, then its notes (a title without a
+    table): the phases; with per-layer rows, the layers' measured time; the
+    separate programs' cross-check."""
+    timing = report.timing
+    if timing is None or not timing.phases:
+        return []
+    out: list[tuple[str, pd.DataFrame | None]] = [(timing.title(), timing.frame())]
+    layers = timing.layer_table(report.layers) if report.layers is not None else []
+    if layers:
+        split = timing.split
+        title = (f"measured time per layer in the one-program step (from a trace of {split.traced_steps} "
+                 f"steps; the idle time apart; FLOP counted, bytes of the compiled instructions)")
+        out.append((title, pd.DataFrame([{
+            "layer": r["path"],
+            **{f"{p} ms": f"{r[f'{p}_s'] * 1e3:,.3f}" for p in _phases.SPLIT},
+            "total ms": f"{r['total_s'] * 1e3:,.3f}",
+            "95% interval ms": f"{r['low_s'] * 1e3:,.3f} – {r['high_s'] * 1e3:,.3f}",
+            "share": "" if r["share"] is None else f"{r['share']:.1%}",
+            "GFLOP": number(r["flops"], 1e9),
+            "TFLOP/s": number(r["flops_per_s"], 1e12),
+            "GB/s": number(r["bytes_per_s"], 1e9, 1),
+            "bound": r["bound"] or "",
+        } for r in layers]).set_index("layer")))
+    if timing.separate:
+        gap = timing.dispatch_gap_s
+        title = "cross-check: each program run on its own and waited for" + (
+            "" if gap is None else f"; dispatch gap {gap * 1e3:,.3f} ms a step")
+        out.append((title, pd.DataFrame([{
+            "program": phase,
+            "median ms": f"{t.median_s * 1e3:,.3f}",
+            "95% interval ms": "" if t.low_s is None else f"{t.low_s * 1e3:,.3f} – {t.high_s * 1e3:,.3f}",
+            "min ms": "" if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+            "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
+            "runs": t.repeats,
+            "source": t.source,
+            "in the step ms": f"{timing.phases[phase].median_s * 1e3:,.3f}" if phase in timing.phases else "",
+        } for phase in PHASES if (t := timing.separate.get(phase)) is not None]).set_index("program")))
+    out += [(f"timing: {note}", None) for note in timing.notes]
+    return out
 
 
 def _ratio_line(report: Report) -> str:

@@ -24,7 +24,8 @@ __all__ = [
     "Array", "Shape", "parse_shape", "shape_leaves", "shape_bytes", "shape_dtypes", "element_bits",
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
-    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop",
+    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "LibraryBytes",
+    "library_call_bytes",
 ]
 
 # ---------------------------------------------------------------------------
@@ -483,6 +484,80 @@ def custom_call_targets(hlo_text: str) -> dict[str, int]:
         if target not in _BOOKKEEPING_TARGETS:
             counts[target] = counts.get(target, 0) + 1
     return counts
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryBytes:
+    """What a program's library calls read and write per execution.
+
+    Attributes:
+      bytes: their operands' and results' bytes, each call times the runs of
+        its computation; None where a shape or a loop's trip count is unknown.
+      calls: library calls, per execution (None: a trip count unknown).
+      unknown: the calls whose bytes could not be read (``name (op_name)``).
+    """
+
+    bytes: int | None
+    calls: int | None
+    unknown: tuple[str, ...] = ()
+
+
+_SCRATCH = frozenset({"u8", "s8"})
+"""The element types of the scratch space a library call returns beside its result."""
+
+
+def library_call_bytes(hlo_text: str) -> LibraryBytes:
+    """The operand and result bytes of every custom call that does arithmetic
+    (`custom_call_targets`'s), per execution of the program.
+
+    XLA's cost analysis leaves these out on GPUs (a cuBLAS gemm, a cuDNN
+    convolution reads its operands and writes its result all the same), so
+    that a roofline on its ``bytes accessed`` misses them. An operand's shape
+    is the one printed beside it or its instruction's; a result tuple's
+    one-dimensional ``u8``/``s8`` element is the library's scratch space, left
+    out. A call inside a loop counts once per iteration (`computation_runs`).
+    """
+    module = parse_module(hlo_text)
+    runs = computation_runs(module)
+    total: int | None = 0
+    calls: int | None = 0
+    unknown: list[str] = []
+    for computation in module.computations.values():
+        shapes = {i.name: i.shape_text for i in computation.instructions}
+        executions = runs[computation.name].executions
+        for instruction in computation.instructions:
+            if instruction.opcode != "custom-call":
+                continue
+            target = _CUSTOM_CALL_TARGET.search(instruction.attributes)
+            if target is not None and target.group(1) in _BOOKKEEPING_TARGETS:
+                continue
+            size = _call_bytes(instruction, shapes)
+            if size is None:
+                unknown.append(describe_instruction(instruction))
+            if executions is None:
+                total = calls = None
+                continue
+            if calls is not None:
+                calls += executions
+            total = None if total is None or size is None else total + executions * size
+    return LibraryBytes(total, calls, tuple(unknown))
+
+
+def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
+    sizes: list[int | None] = []
+    for operand in split_top_level(_COMMENT.sub("", instruction.operands)):
+        words = operand.split()
+        name = _OPERAND_NAME.search(words[-1])
+        text = " ".join(words[:-1]) if len(words) > 1 else (shapes.get(name.group(1), "") if name else "")
+        shape = parse_shape(text)
+        sizes.append(None if shape is None else shape_bytes(shape))
+    result = parse_shape(instruction.shape_text)
+    if result is None:
+        return None
+    elements = list(result) if isinstance(result, tuple) else [result]
+    kept = [e for e in elements if not (isinstance(e, Array) and e.dtype in _SCRATCH and len(e.dims) == 1)]
+    sizes += [shape_bytes(e) for e in kept]
+    return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
 def has_while_loop(hlo_text: str) -> bool:

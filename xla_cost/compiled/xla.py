@@ -109,6 +109,11 @@ class CompiledPhase:
     (cuBLAS gemms, cuDNN convolutions, fused attention, Pallas kernels), read
     on accelerator backends, whose cost analysis may leave their FLOP out
     (None: not looked at, as on the CPU)."""
+    library_bytes: int | None = None
+    """The library calls' operand and result bytes per execution
+    (`xla_cost.compiled.hlo.library_call_bytes`), which XLA's ``bytes accessed``
+    leaves out on accelerators; read with ``library_calls`` (None: not looked
+    at, or a shape or a trip count unknown)."""
     liveness: Any = None
     """`xla_cost.compiled.liveness.LivenessProfile` of the compiled schedule: the
     buffers live at the temporaries' peak (None: not asked for, or the
@@ -327,6 +332,7 @@ def compile_phase(
     notes: tuple[str, ...] = ()
     loops: bool | None = None
     library: tuple[tuple[str, int], ...] | None = None
+    library_bytes: int | None = None
     profile, profile_error = None, ""
     if collectives or liveness or backend_name() != "cpu":
         text = compiled.as_text() or ""
@@ -340,9 +346,10 @@ def compile_phase(
             loops = hlo.has_while_loop(text)
         if backend_name() != "cpu":
             library = tuple(sorted(hlo.custom_call_targets(text).items()))
+            library_bytes = hlo.library_call_bytes(text).bytes if library else 0
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
-        collective_notes=tuple(notes), has_loops=loops, library_calls=library,
+        collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
         liveness=profile, liveness_error=profile_error,
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
@@ -358,7 +365,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 5
+ANALYSES_FORMAT = 6
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -394,6 +401,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
+            library_bytes=data.get("library_bytes"),
             liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -418,6 +426,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 else [dataclasses.asdict(c) for c in phase.collectives],
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
                 "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
+                "library_bytes": phase.library_bytes,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
                 "liveness_error": phase.liveness_error,
             }, handle)
