@@ -321,8 +321,8 @@ def instruction_sources(module: hlo.Module) -> dict[str, Source]:
     CPU recomputes a forward activation into the transposed copy a backward
     weight gradient reads, rather than keep it): it runs for the reader.
 
-    ``reads`` are the program's arguments an instruction reads directly
-    (jax names an entry parameter by its argument's path). Parameters,
+    ``reads`` are the program's arguments an instruction reads, directly or
+    through copies (jax names an entry parameter by its argument's path). Parameters,
     constants, tuples and bitcasts run no code and are left out.
     """
     names: dict[str, hlo.Instruction] = {}
@@ -341,14 +341,14 @@ def instruction_sources(module: hlo.Module) -> dict[str, Source]:
 
     def reads(name: str) -> tuple[str, ...]:
         found, queue, seen = [], collections.deque(names[name].operand_names()), set()
-        while queue:  # through instructions that run no code (bitcast, get-tuple-element)
+        while queue:  # through what runs no code or only moves data (a copy of a parameter)
             operand = queue.popleft()
             if operand in seen or operand not in names:
                 continue
             seen.add(operand)
             if operand in arguments:
                 found.append(arguments[operand])
-            elif _runs_no_code(names[operand]):
+            elif _runs_no_code(names[operand]) or moves[operand]:
                 queue.extend(names[operand].operand_names())
         return tuple(dict.fromkeys(found))
 
