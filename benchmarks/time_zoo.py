@@ -2,10 +2,16 @@
 
 The data the reports are built from (issue 5). For every case: the counts
 (compiled, loop-corrected) and the measured time of each phase on the default
-device, with FLOP/s, MFU, the roofline prediction and the forward / backward /
-update split; one CSV row per case and phase, written to
+device (`xla_cost.analysis.timing`: the train step as one program, its
+forward / backward / update split from a profiler trace of it, the separate
+programs as a cross-check), with FLOP/s, MFU and the roofline prediction; one
+CSV row per case and phase, written to
 ``reports/data/timing_<device>_<date>.csv`` with the device name, jax version
-and date in every row. Rows are appended as each case finishes, so an
+and date in every row. Every row of a case also holds the one-program step
+(``step_median_s``, ``step_low_s``, ``step_high_s``: its median and 95%
+interval) and each part of the trace's split (``forward_median_s``,
+``forward_low_s``, ``forward_high_s``, and so for ``backward``, ``update``,
+``idle`` and ``grad``). Rows are appended as each case finishes, so an
 interrupted run keeps the cases it finished.
 
     python benchmarks/time_zoo.py            # the GPU matrix (run it on a GPU)
@@ -31,6 +37,7 @@ from pathlib import Path
 import jax
 
 import xla_cost
+from xla_cost.compiled import xla
 from xla_cost.zoo import build_model, example_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,12 +68,21 @@ DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "adam")
 PHASES = ("forward", "backward", "grad", "update", "train_step")
 
+SPLIT_PARTS = ("forward", "backward", "update", "idle", "grad")
+"""The parts of the traced split, each with ``<part>_median_s``, ``_low_s``, ``_high_s`` columns."""
+
 FIELDS = [
     "device", "jax_version", "date", "model", "config", "batch", "dtype", "optimizer",
     "parameters", "phase", "flops", "xla_flops", "loop_corrected", "bytes_accessed",
     "median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound",
     "share", "backward_to_forward_time", "backward_to_forward_flops", "peak_flops_per_s",
     "peak_bandwidth", "peak_source", "skipped",
+    # added with the one-program harness (the report pages read the columns above)
+    "low_s", "high_s", "bytes_per_s", "source",
+    "step_median_s", "step_low_s", "step_high_s", "steps_per_block", "blocks",
+    *[f"{part}_{end}" for part in SPLIT_PARTS for end in ("median_s", "low_s", "high_s")],
+    "traced_steps", "traced_period_s", "trace_overhead",
+    "separate_median_s", "separate_low_s", "separate_high_s", "dispatch_gap_s",
 ]
 
 
@@ -76,6 +92,8 @@ def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, to
         optimizer=optimizer, name=name, config=config, dtype=dtype, timed=True,
     )
     timing = report.timing
+    step = timing.phases.get("train_step")
+    split = timing.split
     common = {
         "device": timing.device, "jax_version": jax.__version__, "date": today,
         "model": name, "config": ",".join(f"{k}={v}" for k, v in config.items()),
@@ -87,7 +105,23 @@ def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, to
         "peak_bandwidth": None if timing.peak is None else timing.peak.bandwidth,
         "peak_source": None if timing.peak is None else timing.peak.source,
         "skipped": timing.skipped,
+        "step_median_s": None if step is None else step.median_s,
+        "step_low_s": None if step is None else step.low_s,
+        "step_high_s": None if step is None else step.high_s,
+        "steps_per_block": None if timing.step is None else timing.step.steps_per_block,
+        "blocks": None if timing.step is None else len(timing.step.block_s),
+        "traced_steps": None if split is None else split.traced_steps,
+        "traced_period_s": None if split is None else split.traced_period_s,
+        "trace_overhead": None if split is None else split.trace_overhead,
+        "dispatch_gap_s": timing.dispatch_gap_s,
     }
+    for part in SPLIT_PARTS:
+        spread = None if split is None else split.parts[part]
+        common.update({
+            f"{part}_median_s": None if spread is None else spread.seconds,
+            f"{part}_low_s": None if spread is None else spread.low_s,
+            f"{part}_high_s": None if spread is None else spread.high_s,
+        })
     rows = []
     for phase in PHASES:
         costs, measured = report.phases[phase], timing.phases.get(phase)
@@ -98,7 +132,12 @@ def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, to
         }
         if measured is not None:
             row.update({k: getattr(measured, k) for k in (
-                "median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound")})
+                "median_s", "min_s", "iqr_s", "repeats", "flops_per_s", "mfu", "roofline_s", "bound",
+                "low_s", "high_s", "bytes_per_s", "source")})
+        separate = timing.separate.get(phase)
+        if separate is not None:
+            row.update({"separate_median_s": separate.median_s, "separate_low_s": separate.low_s,
+                        "separate_high_s": separate.high_s})
         rows.append(row)
     return rows
 
@@ -112,7 +151,7 @@ def main(argv: list[str]) -> int:
 
     cases = [c for c in (REDUCED_CASES if args.reduced else GPU_CASES) if not args.only or c[0] in args.only]
     today = datetime.date.today().isoformat()
-    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.compiled.xla.device_kind().lower()).strip("-")
+    device = re.sub(r"[^a-z0-9]+", "-", xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -138,8 +177,12 @@ def main(argv: list[str]) -> int:
                     )
                     ratio = rows[0]["backward_to_forward_time"]
                     counted = rows[0]["backward_to_forward_flops"]
+                    first = rows[0]
+                    steps = "" if first["step_median_s"] is None else (
+                        f"step {1e3 * first['step_median_s']:,.3f} ms "
+                        f"[{1e3 * first['step_low_s']:,.3f}, {1e3 * first['step_high_s']:,.3f}], ")
                     print(
-                        f"{label}: fwd/bwd/upd % {shares}, bwd/fwd time "
+                        f"{label}: {steps}fwd/bwd/upd % {shares}, bwd/fwd time "
                         f"{'-' if ratio is None else f'{ratio:.2f}'} vs FLOP "
                         f"{'unknown' if counted is None else f'{counted:.2f}'}"
                         + (f" (skipped: {rows[0]['skipped']})" if rows[0]["skipped"] else ""),
