@@ -27,6 +27,7 @@ by (see there). `instruction_bytes` is what each instruction reads and writes.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import glob
@@ -188,7 +189,8 @@ def wall_shares(events: Sequence[OpEvent]) -> tuple[RunShares, ...]:
     period of the one before it (record one more than you need). Per thread
     the innermost running op holds the thread; at each instant the running
     threads share the wall clock equally. Within an execution the shares and
-    the idle time add up to its period.
+    the idle time add up to its period (where executions do not overlap, as
+    steps fed each other's results cannot).
     """
     by_run: dict[str, list[OpEvent]] = collections.defaultdict(list)
     for event in events:
@@ -202,16 +204,9 @@ def wall_shares(events: Sequence[OpEvent]) -> tuple[RunShares, ...]:
     index_of = {run: i for i, (_, run) in enumerate(starts)}
 
     def period_of(t: float) -> str | None:  # the execution whose period holds instant t
-        lo, hi = 0, len(boundaries) - 1
         if t < boundaries[0] or t >= boundaries[-1]:
             return None
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if boundaries[mid] <= t:
-                lo = mid
-            else:
-                hi = mid - 1
-        return starts[lo][1]
+        return starts[bisect.bisect_right(boundaries, t) - 1][1]
 
     points = sorted(
         [(e.start_us, 1, i) for i, e in enumerate(events)] + [(e.end_us, 0, i) for i, e in enumerate(events)]
@@ -277,10 +272,12 @@ class Source:
     Attributes:
       op_name: the ``op_name`` it is attributed by (``""``: none).
       inferred: the name is a neighbour's (`instruction_sources`).
-      reads: the names of the program's arguments it reads directly
-        (``params['fc1']['kernel']``, ``opt_state[0].mu['fc1']['kernel']``:
-        jax names an entry parameter by its argument's path), by which the
-        optimizer's arithmetic, outside every module, finds its module.
+      reads: the names of the program's arguments it reads, directly or
+        through copies (``params['fc1']['kernel']``,
+        ``opt_state[0].mu['fc1']['kernel']``: jax names an entry parameter by
+        its argument's path), by which the optimizer's arithmetic, outside
+        every module, and an instruction named after a neighbour find their
+        module.
     """
 
     op_name: str
