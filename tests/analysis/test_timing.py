@@ -243,3 +243,29 @@ def test_api_rejects_bad_peaks_like_the_cli(kwargs):
 
     with pytest.raises(xla_cost.InputError, match="a positive number"):
         xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 1), optimizer="sgd", timed=True, **kwargs)
+
+
+@pytest.mark.parametrize("events, said", [
+    (RuntimeError("Profile has already been started"), "the profiler trace failed (RuntimeError"),
+    ((), "no HLO op events of jit_train_step"),
+])
+def test_without_a_trace_the_parts_are_the_separate_programs(monkeypatch, events, said):
+    from xla_cost.compiled import trace
+    from xla_cost.zoo import build_model, example_inputs
+
+    def record(run, module=None):
+        if isinstance(events, Exception):
+            raise events
+        run()
+        return events
+
+    monkeypatch.setattr(trace, "record", record)
+    workload, _ = xla_cost.build_workload(build_model("one_net"), example_inputs("one_net", 4), optimizer="sgd")
+    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 4), optimizer="sgd")
+    options = timing.TimingOptions(min_repeats=3, max_repeats=3, block_s=0.001, min_blocks=3, max_blocks=3)
+    measured = timing.time_workload(workload, report.phases, dtype="float32", options=options)
+    assert measured.split is None and measured.layer_table() == []
+    assert any(note.startswith("no split") and said in note for note in measured.notes)
+    for phase in ("forward", "grad", "update"):  # the parts: each program on its own
+        assert measured.phases[phase] == measured.separate[phase]
+    assert measured.phases["train_step"].source == "one program"  # the step is still one program

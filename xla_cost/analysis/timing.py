@@ -662,13 +662,16 @@ def _trace_split(
     count = max(options.min_traced, min(options.max_traced, math.ceil(options.trace_s / step_s) if step_s > 0 else 1))
     module = trace.module_name(text)
     try:
-        runs = trace.wall_shares(trace.record(lambda: stepper.run(count + 1), module))
+        events = trace.record(lambda: stepper.run(count + 1), module)
     except (RuntimeError, OSError, ValueError) as exc:
         notes.append(f"no split: the profiler trace failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
                      "forward, backward and update are the separate programs'")
         return None
+    runs = trace.wall_shares(events)
     if not runs:
-        notes.append(f"no split: the trace held no HLO op events of {module} ({trace.TRACE_FORMAT}); "
+        found = (f"{len(events)} HLO op events of {module} but not two executions told apart by run_id"
+                 if events else f"no HLO op events of {module}")
+        notes.append(f"no split: the trace held {found} ({trace.TRACE_FORMAT}); "
                      "forward, backward and update are the separate programs'")
         return None
     split = split_step(runs, traced_program(text), attribution or Attribution.of_workload(workload),
