@@ -160,6 +160,10 @@ class PhaseCosts:
         recomputation and loops included) and their operands' and results'
         bytes: the work tensor cores do, apart from the memory-bound rest
         (`xla_cost.parallel.calibration` times the two apart).
+      memory_bound_bytes: per device, the compiled program's bytes read and
+        written by everything but its matrix products, convolutions, library
+        calls and collectives, loops multiplied out
+        (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work.
     """
 
     flops: int | None
@@ -180,6 +184,7 @@ class PhaseCosts:
     attention_flops: int | None = None
     matmul_flops: int | None = None
     matmul_bytes: int | None = None
+    memory_bound_bytes: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -222,6 +227,7 @@ ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
     "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
+    "memory_bound_bytes",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -365,7 +371,7 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
-            "attention_flops", "matmul_flops", "matmul_bytes",
+            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -413,7 +419,8 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
-                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes") if key not in data},
+                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes")
+                       if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
                     loop_corrected=bool(data["loop_corrected"][p]),

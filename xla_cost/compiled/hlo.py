@@ -25,7 +25,7 @@ __all__ = [
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "LibraryBytes",
-    "library_call_bytes",
+    "library_call_bytes", "WorkBytes", "work_bytes",
 ]
 
 # ---------------------------------------------------------------------------
@@ -558,6 +558,151 @@ def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
     kept = [e for e in elements if not (isinstance(e, Array) and e.dtype in _SCRATCH and len(e.dims) == 1)]
     sizes += [shape_bytes(e) for e in kept]
     return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkBytes:
+    """A program's bytes by the kind of work that moves them, per execution.
+
+    Attributes:
+      matmul: operands and results of matrix products and convolutions (``dot``,
+        ``convolution``, a fusion that holds one, a library call).
+      other: operands and results of everything else that runs code (fusions
+        and ops outside fusions): the memory-bound work.
+      unknown: instructions whose bytes or runs could not be read (``name (op_name)``).
+    """
+
+    matmul: int
+    other: int
+    unknown: tuple[str, ...] = ()
+
+
+_NO_CODE = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "call", "conditional",
+    "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency", "domain",
+})
+"""Opcodes that move no data of their own (a called computation's work is counted where it runs)."""
+
+_COLLECTIVE_PREFIXES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                        "send", "recv", "collective-broadcast")
+"""Opcodes priced as communication, not memory traffic."""
+
+_MATMULS = frozenset({"dot", "convolution"})
+
+
+def work_bytes(hlo_text: str) -> WorkBytes:
+    """The operand and result bytes of every instruction that runs code, split
+    into matrix products and the memory-bound rest (`WorkBytes`), per
+    execution of the program.
+
+    A fusion counts as one instruction (its operands and result: what it reads
+    from and writes to memory), a matrix product if its fused computation holds
+    a ``dot`` or ``convolution``; a library call (cuBLAS, cuDNN) is a matrix
+    product; collectives are communication and left out, as are instructions
+    that run no code (parameters, tuples, bitcasts, loops and calls, whose
+    computations count where they run). An instruction inside a loop counts
+    once per iteration (`computation_runs`); one whose loop has no known trip
+    count is listed in ``unknown`` and counted once.
+    """
+    module = parse_module(hlo_text)
+    runs = computation_runs(module)
+    fused = {callee for computation in module.computations.values() for instruction in computation.instructions
+             if instruction.opcode == "fusion" for _, callee in instruction.callees}
+    holds_matmul = {name for name in fused if name in module.computations
+                    and any(i.opcode in _MATMULS for i in module.computations[name].instructions)}
+    matmul = other = 0
+    unknown: list[str] = []
+    for computation in module.computations.values():
+        if computation.name in fused or computation.name not in runs:
+            continue
+        executions = runs[computation.name].executions
+        if executions == 0:
+            continue
+        shapes = {i.name: i.shape_text for i in computation.instructions}
+        for instruction in computation.instructions:
+            opcode = instruction.opcode
+            if opcode in _NO_CODE or opcode.startswith(_COLLECTIVE_PREFIXES) or opcode.endswith("-done"):
+                continue
+            target = _CUSTOM_CALL_TARGET.search(instruction.attributes) if opcode == "custom-call" else None
+            if target is not None and target.group(1) in _BOOKKEEPING_TARGETS:
+                continue
+            size = _call_bytes(instruction, shapes)
+            if size is not None:
+                size -= _untouched_bytes(instruction, shapes, module)
+            if size is None or executions is None:
+                unknown.append(describe_instruction(instruction))
+                if size is None:
+                    continue
+            size *= executions or 1
+            if opcode in _MATMULS or opcode == "custom-call" or any(
+                    callee in holds_matmul for _, callee in instruction.callees):
+                matmul += size
+            else:
+                other += size
+    return WorkBytes(matmul, other, tuple(unknown))
+
+
+_SLICES = frozenset({"dynamic-slice", "slice", "gather"})
+_PASS_THROUGH = frozenset({"bitcast", "reshape", "copy"})
+
+
+def _untouched_bytes(instruction: Instruction, shapes: dict[str, str], module: Module) -> int:
+    """The bytes among an instruction's operands and result that it does not
+    move, as XLA's cost analysis leaves them out: of an operand only sliced,
+    all but the slices; of a buffer updated in place (``dynamic-update-slice``),
+    all of it but the update, read and written."""
+    if instruction.opcode in ("dynamic-slice", "dynamic-update-slice"):
+        body, parameters = [instruction], {0: instruction}
+        root = instruction
+        users = {instruction.name: [instruction]}
+        names = instruction.operand_names()
+        operand_bytes = {0: _shape_size(shapes.get(names[0], "")) if names else None}
+    else:
+        callee = next((c for k, c in instruction.callees if k == "calls"), None)
+        computation = module.computations.get(callee or "")
+        if instruction.opcode != "fusion" or computation is None:
+            return 0
+        body = computation.instructions
+        root = computation.root()
+        parameters = {}
+        for i in body:
+            if i.opcode == "parameter" and i.operands.strip().isdigit():
+                parameters[int(i.operands.strip())] = i
+        users: dict[str, list[Instruction]] = {}
+        for i in body:
+            for name in i.operand_names():
+                users.setdefault(name, []).append(i)
+        names = instruction.operand_names()
+        operand_bytes = {index: _shape_size(shapes.get(names[index], "")) if index < len(names) else None
+                         for index in parameters}
+    untouched = 0
+    while root is not None and root.opcode in _PASS_THROUGH and root.operand_names():
+        root = next((i for i in body if i.name == root.operand_names()[0]), None)
+    for index, parameter in parameters.items():
+        full = operand_bytes.get(index)
+        if not full:
+            continue
+        readers = users.get(parameter.name, []) if parameter is not instruction else [instruction]
+        if parameter is instruction and instruction.opcode == "dynamic-slice":
+            readers = [instruction]
+        if readers and all(r.opcode in _SLICES for r in readers):
+            untouched += full - sum(_shape_size(r.shape_text) or 0 for r in readers)
+        elif (root is not None and root.opcode == "dynamic-update-slice"
+              and root.operand_names()[:1] == [parameter.name if parameter is not instruction else names[0]]):
+            untouched += full  # the buffer updated in place is neither read nor copied
+    if root is not None and root.opcode == "dynamic-update-slice":
+        result = _shape_size(instruction.shape_text) or 0
+        update = root.operand_names()[1:2]
+        update_bytes = next((_shape_size(i.shape_text) for i in body if update and i.name == update[0]), None)
+        if update_bytes is None and update and instruction.opcode == "dynamic-update-slice":
+            update_bytes = _shape_size(shapes.get(update[0], ""))
+        untouched += result - 2 * (update_bytes or 0)  # the update is read, and written in place
+    return max(untouched, 0)
+
+
+def _shape_size(text: str) -> int | None:
+    shape = parse_shape(text)
+    return None if shape is None else shape_bytes(shape)
 
 
 def has_while_loop(hlo_text: str) -> bool:

@@ -114,6 +114,11 @@ class CompiledPhase:
     (`xla_cost.compiled.hlo.library_call_bytes`), which XLA's ``bytes accessed``
     leaves out on accelerators; read with ``library_calls`` (None: not looked
     at, or a shape or a trip count unknown)."""
+    memory_bound_bytes: int | None = None
+    """Operand and result bytes of the instructions that are not matrix
+    products, convolutions, library calls or collectives, loops multiplied out
+    (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work of the time
+    model (None: not read, or a shape unknown)."""
     liveness: Any = None
     """`xla_cost.compiled.liveness.LivenessProfile` of the compiled schedule: the
     buffers live at the temporaries' peak (None: not asked for, or the
@@ -334,8 +339,10 @@ def compile_phase(
     library: tuple[tuple[str, int], ...] | None = None
     library_bytes: int | None = None
     profile, profile_error = None, ""
+    text = compiled.as_text() or ""
+    work = hlo.work_bytes(text) if text else None
+    memory_bound = None if work is None else work.other
     if collectives or liveness or backend_name() != "cpu":
-        text = compiled.as_text() or ""
         if liveness:
             try:
                 profile = simulate_schedule(text)
@@ -350,7 +357,7 @@ def compile_phase(
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
-        liveness=profile, liveness_error=profile_error,
+        memory_bound_bytes=memory_bound, liveness=profile, liveness_error=profile_error,
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
@@ -365,7 +372,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 6
+ANALYSES_FORMAT = 7
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -401,7 +408,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
-            library_bytes=data.get("library_bytes"),
+            library_bytes=data.get("library_bytes"), memory_bound_bytes=data.get("memory_bound_bytes"),
             liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -426,7 +433,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 else [dataclasses.asdict(c) for c in phase.collectives],
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
                 "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
-                "library_bytes": phase.library_bytes,
+                "library_bytes": phase.library_bytes, "memory_bound_bytes": phase.memory_bound_bytes,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
                 "liveness_error": phase.liveness_error,
             }, handle)

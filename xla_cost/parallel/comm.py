@@ -166,6 +166,12 @@ INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
             "(https://www.nvidia.com/en-us/data-center/v100/); halved per direction",
             "NVLink (NCCL)"),
         _preset(
+            "nvlink1", "NVLink 1 (P100 SXM2): 160 GB/s per GPU, both directions",
+            80e9, 1e-6,
+            "NVIDIA Tesla P100 datasheet, SXM2: NVLink interconnect bandwidth 160 GB/s "
+            "(https://www.nvidia.com/en-us/data-center/tesla-p100/); halved per direction",
+            "NVLink (NCCL)"),
+        _preset(
             "pcie5", "PCIe 5.0 x16: 128 GB/s, both directions",
             64e9, 2e-6,
             "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s "
@@ -213,6 +219,12 @@ INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
             3.125e9, 1e-5,
             "IEEE Std 802.3by-2016, 25 Gb/s Ethernet (IEEE P802.3by task force, "
             "https://www.ieee802.org/3/by/); line rate per direction, /8 bits",
+            "TCP over Ethernet"),
+        _preset(
+            "ethernet-50g", "Ethernet 50GbE: 50 Gb/s",
+            6.25e9, 1e-5,
+            "IEEE Std 802.3cd-2018, 50 Gb/s Ethernet (https://www.ieee802.org/3/cd/); line rate per "
+            "direction, /8 bits",
             "TCP over Ethernet"),
         _preset(
             "tpu-v5e-ici", "TPU v5e inter-chip interconnect: 400 GB/s per chip, both directions "

@@ -139,6 +139,14 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         32e9, "NVIDIA V100 datasheet: 32 GB HBM2",
         "pcie3", "ib-edr", 8),
     Device(
+        "p100", "NVIDIA Tesla P100 SXM2", ("P100",),
+        _peak("NVIDIA Tesla P100 SXM2", 0.0, 21.2, 10.6, 732e9,
+              "NVIDIA Tesla P100 datasheet, SXM2 (FP16 21.2 TFLOPS, FP32 10.6; no BF16; CoWoS HBM2 "
+              "732 GB/s)"),
+        16e9, "NVIDIA Tesla P100 datasheet: 16 GB CoWoS HBM2",
+        # Facebook's Big Basin servers of Goyal et al. 2017: 8 GPUs on NVLink, 50 Gb/s Ethernet between
+        "nvlink1", "ethernet-50g", 8),
+    Device(
         "p40", "NVIDIA Tesla P40", ("P40",),
         _peak("NVIDIA Tesla P40", 0.0, 11.76 / 64, 11.76, 346e9,
               "NVIDIA Tesla P40 datasheet (FP32 12 TFLOPS at boost: 3840 cores x 2 x 1.531 GHz "

@@ -34,11 +34,24 @@ class Hardware:
         per node; bytes/s per device per direction and seconds per hop of the
         link between nodes, or of the single link of a flat network).
       algorithm: the collective algorithm (`xla_cost.parallel.comm.ALGORITHMS`).
-      overlap: the share of communication hidden behind compute, in [0, 1]
-        (`xla_cost.parallel.schedule.DEFAULT_OVERLAP`: none).
-      mfu: the share of peak FLOP/s the kernels reach (model FLOP
-        utilisation), in (0, 1]; 1.0, the default, prices compute at peak (a
-        lower bound on time).
+      overlap: None (default) to schedule the gradient collectives against
+        the backward pass (`xla_cost.parallel.schedule`: buckets of
+        ``bucket_bytes``, each reduced once its gradients exist), or a fixed
+        share of all communication hidden behind compute, in [0, 1].
+      mfu: None (default) to time compute with the device's calibration
+        profile (`xla_cost.parallel.calibration`: matrix products and the
+        memory-bound rest at their own measured shares of the peaks), or a
+        fixed share of peak FLOP/s (model FLOP utilisation) in (0, 1] for a
+        roofline: 1.0 is compute at peak, a lower bound on time.
+      bucket_bytes: the gradient buckets' size (default PyTorch DDP's 25 MB;
+        0: every gradient reduced on its own).
+      hierarchical: all-reduces over several nodes in two levels (within the
+        nodes, then between them), as NCCL runs them; False: one flat ring
+        at the slowest link.
+      arithmetic: the dtype whose peak the matrix products run at, where it is
+        not the step's (None: the step's dtype). ``float32`` prices a float16
+        step as float16 storage with float32 arithmetic, as cuDNN runs it on
+        GPUs without fast float16 (the Tesla P40).
     """
 
     device: str = "h100"
@@ -47,13 +60,27 @@ class Hardware:
     bandwidth: float | None = None
     latency: float | None = None
     algorithm: str = "ring"
-    overlap: float = schedule.DEFAULT_OVERLAP
-    mfu: float = 1.0
+    overlap: float | None = None
+    mfu: float | None = None
+    bucket_bytes: float = schedule.DDP_BUCKET_BYTES
+    hierarchical: bool = True
+    arithmetic: str | None = None
+
+    def bound(self) -> Hardware:
+        """The same hardware priced as a bound: compute at peak (``mfu=1``), no
+        communication hidden, gradients reduced one by one on flat rings: no
+        step can be faster."""
+        return dataclasses.replace(self, overlap=0.0, mfu=1.0, bucket_bytes=0, hierarchical=False)
+
+    @property
+    def is_bound(self) -> bool:
+        """Whether the hardware prices bounds rather than predictions (a fixed ``mfu``)."""
+        return self.mfu is not None
 
     def cluster(self) -> comm.Cluster:
         """The device's cluster preset with this object's overrides (`xla_cost.parallel.comm.cluster`)."""
         return comm.cluster(self.device, self.interconnect, node_size=self.node_size, bandwidth=self.bandwidth,
-                            latency=self.latency, algorithm=self.algorithm)
+                            latency=self.latency, algorithm=self.algorithm, hierarchical=self.hierarchical)
 
     def peak(self) -> registry.DevicePeak:
         """The device's published peak (`xla_cost.parallel.devices.DevicePeak`).

@@ -26,7 +26,7 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.comm import check_bandwidth, is_finite_number
 
 __all__ = [
-    "DDP_BUCKET_BYTES", "Piece", "bucket", "exposed_after", "pipeline_seconds", "bubble_fraction",
+    "DDP_BUCKET_BYTES", "Layout", "Piece", "bucket", "exposed_after", "pipeline_seconds", "bubble_fraction",
     "DEFAULT_OVERLAP", "StepPrediction", "predict_step", "ScalingPoint", "scaling_curve",
 ]
 
@@ -47,6 +47,42 @@ class Piece:
 
     nbytes: int
     ready: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a step is spread beyond the analysed program: pipeline stages,
+    micro-batches and data-parallel replicas.
+
+    The analysed program (a `xla_cost.Report`, sharded over its own mesh or
+    not) is one micro-batch's forward and backward pass on one pipeline stage
+    of one replica; the layout says how many of each there are.
+
+    Attributes:
+      pipeline: pipeline stages ``p`` (the analysed program is the slowest).
+      micro_batches: micro-batches per step ``m`` per replica (gradient
+        accumulation without a pipeline).
+      chunks: model chunks per stage ``v`` of the interleaved schedule.
+      data: data-parallel replicas besides the analysed mesh's own ``data``
+        axis: their gradient all-reduce is priced on the analysed program's
+        parameter bytes per device, one device per node in each group.
+      stage_bytes: activation bytes a stage sends the next per micro-batch
+        (and the gradient it receives back).
+    """
+
+    pipeline: int = 1
+    micro_batches: int = 1
+    chunks: int = 1
+    data: int = 1
+    stage_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
+        if isinstance(self.data, bool) or not isinstance(self.data, int) or self.data < 1:
+            raise InputError("data-parallel replicas, an integer >= 1", repr(self.data), "Pass e.g. data=8.")
+        if isinstance(self.stage_bytes, bool) or not isinstance(self.stage_bytes, int) or self.stage_bytes < 0:
+            raise InputError("stage bytes, an integer >= 0", repr(self.stage_bytes),
+                             "Pass the activation bytes a stage sends per micro-batch.")
 
 
 def bucket(pieces: Sequence[Piece], bucket_bytes: float) -> tuple[Piece, ...]:

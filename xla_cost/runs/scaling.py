@@ -31,7 +31,7 @@ import pandas as pd
 
 from xla_cost.errors import InputError
 from xla_cost.options import split_fields
-from xla_cost.parallel import comm, schedule
+from xla_cost.parallel import calibration, comm, schedule
 from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.sharding import simulate_devices
@@ -60,7 +60,7 @@ class StepEstimate:
     """One sharded train step priced: per-device work and its predicted time.
 
     Attributes:
-      devices: devices in the mesh.
+      devices: devices in the step (the analysed mesh, its pipeline stages and replicas).
       global_batch: samples per step over all devices.
       flops: train-step FLOP per device (grad + update, loop-corrected).
       bytes_accessed: train-step bytes per device (XLA's).
@@ -68,6 +68,12 @@ class StepEstimate:
       prediction: compute, communication, exposed communication and step seconds.
       collectives: each collective's time.
       notes: unknowns and assumptions met.
+      parts: the predicted step's seconds by part: ``matmul`` and ``memory``
+        (compute, calibrated; or ``roofline`` for a bound), ``tensor`` (the
+        analysed mesh's blocking collectives), ``pipeline`` (the bubble and the
+        stages' transfers), ``gradients`` (the exposed gradient reduction),
+        ``update``.
+      calibration: the calibration profile's description, or "" for a bound.
     """
 
     devices: int
@@ -78,6 +84,8 @@ class StepEstimate:
     prediction: schedule.StepPrediction
     collectives: tuple[comm.CollectiveTime, ...] = ()
     notes: tuple[str, ...] = ()
+    parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    calibration: str = ""
 
 
 def _hardware(function: str, hardware: Hardware | None, fields: Mapping[str, Any]) -> Hardware:
@@ -86,33 +94,188 @@ def _hardware(function: str, hardware: Hardware | None, fields: Mapping[str, Any
     return dataclasses.replace(hardware or Hardware(), **given)
 
 
-def predict(report: Any, hardware: Hardware | None = None, **fields: Any) -> StepEstimate:
+_GRADIENT_AXES = frozenset({"data", "fsdp"})
+_HALF = frozenset({"bfloat16", "float16"})
+
+
+def predict(report: Any, hardware: Hardware | None = None, layout: schedule.Layout | None = None,
+            **fields: Any) -> StepEstimate:
     """The predicted train-step time of a (sharded) `xla_cost.Report` on some hardware.
+
+    The report is one micro-batch's step on one pipeline stage of one replica
+    (`xla_cost.parallel.schedule.Layout` says how many there are). Per device:
+
+    * compute: with the device's calibration profile
+      (`xla_cost.parallel.calibration`), the matrix products' FLOP at its share
+      of the peak plus the memory-bound rest's bytes at its share of the
+      bandwidth; with a fixed ``mfu`` (a bound) the roofline
+      ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
+    * the analysed mesh's collectives over ``model`` block the step (tensor
+      parallelism); its gradient collectives over ``data``/``fsdp`` (and the
+      layout's replicas) are reduced in buckets that start as the backward pass
+      makes them, and only what runs past the backward pass is exposed (or a
+      fixed share is hidden: ``overlap``);
+    * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
+      (`xla_cost.parallel.schedule.pipeline_seconds`), each with its transfers;
+    * the optimizer's update at the end.
+
+    A step compiled on the CPU in bfloat16 or float16 moves float32 buffers
+    (XLA's CPU emulates 16-bit arithmetic in float32); its memory-bound bytes
+    and activation collectives are halved for the 16-bit devices it is priced on.
 
     Args:
       report: an analysis, sharded (``mesh=``) or on one device.
       hardware: what it is priced on (default `xla_cost.Hardware()`: H100s
-        on their cluster preset, no overlap, compute at peak).
-      **fields: `xla_cost.Hardware` fields replacing ``hardware``'s
-        (``device="p40"``, ``algorithm="halving-doubling"``, ...).
+        on their cluster, calibrated, scheduled).
+      layout: stages, micro-batches and replicas around the analysed step.
+      **fields: `xla_cost.Hardware` fields replacing ``hardware``'s.
+
+    Raises:
+      InputError: unknown train-step FLOP, or a prediction asked of a device
+        without a calibration profile (pass ``mfu=`` for a bound).
     """
     hardware = _hardware("predict", hardware, fields)
-    peak = hardware.peak()
-    cluster = hardware.cluster()
-    step = report.phases["train_step"]
-    seconds, times, notes = comm.communication_time(step.communication, cluster)
+    layout = layout or schedule.Layout()
+    peak, cluster = hardware.peak(), hardware.cluster()
+    step, grad, update = (report.phases[p] for p in ("train_step", "grad", "update"))
     if step.flops is None:
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
                          "Analyse with counter='xla' on a backend with a cost analysis.")
-    prediction = schedule.predict_step(
-        step.flops, step.bytes_accessed, seconds, peak_flops=peak.for_dtype(report.dtype),
-        peak_bandwidth=peak.bandwidth, efficiency=hardware.mfu, overlap=hardware.overlap,
+    narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
+    tensor, gradients = [], []
+    for c in (*grad.communication, *update.communication):
+        (gradients if set(c.axes) <= _GRADIENT_AXES and c.axes else tensor).append(c)
+    tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
+    tensor_s, tensor_times, notes = comm.communication_time(tensor, cluster)
+    notes = list(notes)
+    if narrow != 1.0:
+        notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
+                     "halved for a 16-bit device (XLA's CPU widens them to float32)")
+    flops_peak = peak.for_dtype(hardware.arithmetic or report.dtype)
+    if hardware.is_bound:
+        compute = _roofline(grad, flops_peak, peak.bandwidth, hardware.mfu)
+        updating = _roofline(update, flops_peak, peak.bandwidth, hardware.mfu)
+        parts, described = {"roofline": compute}, ""
+    else:
+        profile = calibration.profile(hardware.device)
+        if profile is None:
+            raise InputError(
+                f"a device with a calibration profile ({', '.join(sorted(calibration.profiles()))}) for a prediction",
+                repr(hardware.device), "Pass mfu= (e.g. --mfu 1.0) for a bound instead.")
+        matmul, memory = _calibrated(grad, report.devices, narrow, flops_peak, peak.bandwidth, profile)
+        compute = matmul + memory
+        updating = sum(_calibrated(update, report.devices, narrow, flops_peak, peak.bandwidth, profile))
+        parts, described = {"matmul": matmul, "memory": memory}, _describe(profile)
+    per_micro_batch = compute + tensor_s
+    if layout.pipeline > 1:
+        link = cluster.inter if cluster.node_size <= report.devices else cluster.intra
+        # each of the stage's devices sends its share (Megatron's scatter/gather)
+        per_micro_batch += 2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency
+    pipelined = schedule.pipeline_seconds(per_micro_batch, layout.pipeline, layout.micro_batches, layout.chunks)
+    grad_s, grad_times, grad_notes, exposed = _gradients(
+        gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
+    notes += grad_notes
+    seconds = pipelined + exposed + updating
+    parts.update(tensor=tensor_s * layout.micro_batches, update=updating, gradients=exposed,
+                 pipeline=pipelined - layout.micro_batches * (compute + tensor_s))
+    communication = grad_s + tensor_s * layout.micro_batches
+    prediction = schedule.StepPrediction(
+        compute_seconds=layout.micro_batches * compute + updating,
+        communication_seconds=communication,
+        exposed_communication_seconds=exposed + parts["tensor"] + parts["pipeline"],
+        seconds=seconds,
+        overlap=0.0 if communication == 0 else 1 - (exposed + parts["tensor"]) / communication,
     )
+    replicas = layout.data * layout.pipeline
     return StepEstimate(
-        devices=report.devices, global_batch=report.batch_size, flops=step.flops,
-        bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
-        prediction=prediction, collectives=times, notes=tuple(notes),
+        devices=report.devices * replicas, global_batch=report.batch_size * layout.micro_batches * layout.data,
+        flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
+        prediction=prediction, collectives=(*tensor_times, *grad_times), notes=tuple(dict.fromkeys(notes)),
+        parts=parts, calibration=described,
     )
+
+
+def _roofline(costs: Any, peak_flops: float, bandwidth: float, mfu: float) -> float:
+    """``max(flops / (peak * mfu), bytes / bandwidth)`` of one phase (bytes unknown: the FLOP term)."""
+    time = (costs.flops or 0) / (peak_flops * mfu)
+    return max(time, costs.bytes_accessed / bandwidth) if costs.bytes_accessed is not None else time
+
+
+def _calibrated(costs: Any, devices: int, narrow: float, peak_flops: float, bandwidth: float,
+                profile: calibration.Calibration) -> tuple[float, float]:
+    """(matrix products' seconds, memory-bound seconds) of one phase on one device."""
+    matmul = (costs.matmul_flops or 0) / devices
+    other = (costs.memory_bound_bytes or 0) * narrow
+    return (calibration.compute_seconds(matmul, 0, peak_flops, bandwidth, profile),
+            calibration.compute_seconds(0, other, peak_flops, bandwidth, profile))
+
+
+def _describe(profile: calibration.Calibration) -> str:
+    return (f"{profile.device}: matrix products at {profile.matmul:.3f} of peak, memory-bound work at "
+            f"{profile.memory:.3f} of the bandwidth (fitted on {', '.join(profile.fitted_on) or 'nothing'})")
+
+
+def _backward_share(report: Any) -> float:
+    """The backward pass's share of the grad program's matrix products (2/3
+    for dense layers, whose backward pass has two products for the forward's one)."""
+    grad, backward = report.phases["grad"].matmul_flops, report.phases["backward"].matmul_flops
+    return backward / grad if grad and backward is not None else 2 / 3
+
+
+PIECES = 16
+"""Gradient pieces a reduction not read from the compiled program is split into,
+ready at even steps of the backward pass (`predict`'s replicas)."""
+
+
+def _gradients(
+    rows: list[Any], report: Any, layout: schedule.Layout, cluster: comm.Cluster, hardware: Hardware,
+    backward: float,
+) -> tuple[float, tuple[comm.CollectiveTime, ...], list[str], float]:
+    """(seconds, times, notes, exposed seconds) of the gradient reduction.
+
+    The analysed mesh's gradient collectives, in the order XLA runs them (the
+    backward pass's), and, over the layout's replicas, an all-reduce of the
+    parameter bytes per device (strided over the nodes when the analysed mesh
+    fills them), in `PIECES` pieces. Each group of like collectives is reduced
+    in buckets of ``bucket_bytes``, each starting once its gradients exist and
+    the link is free; what runs past the backward pass is exposed. A pipeline
+    reduces after its last micro-batch (Megatron's schedule): nothing hidden.
+    """
+    strided = True if report.devices > 1 and report.devices >= cluster.node_size else None
+    rows = list(rows)
+    if layout.data > 1:
+        per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
+        rows += [{"kind": "all-reduce", "bytes": per_device // PIECES, "group_size": layout.data,
+                  "executions": 1, "span_nodes": strided} for _ in range(PIECES)]
+    total, times, notes = comm.communication_time(rows, cluster)
+    notes = list(notes)
+    if not times:
+        return 0.0, (), notes, 0.0
+    if hardware.overlap is not None:
+        return total, times, notes, max((1 - hardware.overlap) * total, total - backward, 0.0)
+    if layout.pipeline > 1:
+        notes.append("gradients reduced after the pipeline's last micro-batch (Megatron's schedule): nothing hidden")
+        hidden_behind = 0.0
+    else:
+        hidden_behind = backward
+    groups: dict[tuple[Any, ...], list[schedule.Piece]] = {}
+    spans = [(r.get("span_nodes") if isinstance(r, Mapping) else None) for r in rows]
+    for index, (time, span) in enumerate(zip(times, spans)):
+        key = (time.kind, time.group_size, span)
+        groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(times)))
+    slots = []
+    for (kind, size, span), pieces in groups.items():
+        for piece in schedule.bucket(pieces, hardware.bucket_bytes):
+            slots.append((piece.ready * hidden_behind, cluster.time(kind, piece.nbytes, size, span)[0]))
+    slots.sort()
+    durations = [d for _, d in slots]
+    exposed = schedule.exposed_after([r for r, _ in slots], durations, hidden_behind)
+    return sum(durations), times, notes, exposed
+
+
+def _parameter_bytes(report: Any) -> int:
+    """The parameters' bytes on one device of a report without a mesh (float32: 4 per parameter)."""
+    return 4 * report.parameters
 
 
 def speedup(small: StepEstimate, large: StepEstimate) -> float:

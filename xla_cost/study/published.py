@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 __all__ = [
+    "GOYAL_EFFICIENCY",
+    "GOYAL_HOURS",
+    "GPT3_MEGATRON_DAYS",
+    "H100_MEASURED",
+    "MEGATRON_WEAK_SCALING",
     "DDP_MODELS",
     "DDP_SHARES",
     "GPT3_TOTAL_FLOPS",
@@ -119,3 +124,51 @@ SEED_FILES: Mapping[str, str] = {
     "004": "004_0ec4d2e8adee7a5c.txt",
 }
 """The seed documents (``shared/seeds/``) the claims come from."""
+
+
+MEGATRON_WEAK_SCALING: tuple[tuple[float, int, int, int, int, int, int, int, float], ...] = (
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
+)
+"""Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM" (arXiv:2104.04473), Table 1, weak scaling on
+Selene's A100s: (parameters in billions, attention heads, hidden size, layers,
+tensor-parallel size, pipeline-parallel size, GPUs, batch size, achieved
+TFLOP/s per GPU). Sequence length 2,048, vocabulary 51,200 (§5)."""
+
+GPT3_MEGATRON_DAYS = 34
+"""Narayanan et al. 2021, §5.1: GPT-3 175B on 300B tokens with 1,024 A100s at
+140 TFLOP/s per GPU takes "about 34 days"."""
+
+GOYAL_HOURS = 1.0
+"""Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1
+Hour" (arXiv:1706.02677): ResNet-50, 90 epochs, minibatch 8,192 on 256 P100s,
+in one hour."""
+
+GOYAL_EFFICIENCY = 0.90
+"""Goyal et al. 2017, §5.4: ~90% scaling efficiency from 8 to 256 GPUs (32
+images per GPU)."""
+
+H100_MEASURED: tuple[tuple[str, int, str, str, float, bool], ...] = (
+    ("resnet50", 256, "bfloat16", "sgd", 0.050958, True),
+    ("gpt2-small", 8, "bfloat16", "sgd", 0.047314, True),
+    ("resnet50", 32, "float32", "sgd", 0.017483, False),
+    ("resnet50", 64, "bfloat16", "adam", 0.025124, False),
+    ("resnet50", 128, "float32", "sgd", 0.047919, False),
+    ("bert-base", 32, "float32", "sgd", 0.026237, False),
+    ("gpt2-small", 8, "float32", "adam", 0.067694, False),
+)
+"""This project's train steps measured on an NVIDIA H100 80GB HBM3 (median
+seconds of the ``train_step`` rows of
+``reports/data/timing_nvidia-h100-80gb-hbm3_2026-11-23.csv``, written by
+``python benchmarks/time_zoo.py``, jax 0.11.2): (model, batch, dtype,
+optimizer, seconds, whether the H100's calibration is fitted on it). The
+bfloat16 BERT rows are left out (`xla_cost.study.views.TIMING_ANOMALIES`)."""
