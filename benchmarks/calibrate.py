@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         old = committed.get(device)
         same = old is not None and abs(old.matmul - profile.matmul) <= 1e-3 and abs(old.memory - profile.memory) <= 1e-3
         differ |= not same
-        print(f"{device}: matmul {profile.matmul:.4f}, memory {profile.memory:.4f} "
+        print(f"{device}: matmul {profile.matmul:.4f}, memory {profile.memory:.4f}, launch {profile.launch * 1e6:.2f} us "
               f"(fitted on {', '.join(profile.fitted_on)})"
               + ("" if same else f"; committed: {old.matmul:.4f}, {old.memory:.4f}" if old else "; none committed"))
     if args.check:

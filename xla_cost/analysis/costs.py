@@ -253,6 +253,7 @@ def phase_costs(
         matmul_flops=sum(e.cost.flops for e in counted.equations if e.primitive in MATMULS),
         matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS),
         memory_bound_bytes=compiled.memory_bound_bytes if compiled is not None else None,
+        kernels=compiled.kernels if compiled is not None else None,
         loop_corrected=corrected,
         sources=sources,
         derivation="compiled" if compiled is not None else "jaxpr",

@@ -164,6 +164,8 @@ class PhaseCosts:
         written by everything but its matrix products, convolutions, library
         calls and collectives, loops multiplied out
         (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work.
+      kernels: per device, executions of the compiled program's instructions
+        that run code, loops multiplied out: about the kernels a GPU launches.
     """
 
     flops: int | None
@@ -185,6 +187,7 @@ class PhaseCosts:
     matmul_flops: int | None = None
     matmul_bytes: int | None = None
     memory_bound_bytes: int | None = None
+    kernels: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -227,7 +230,7 @@ ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
     "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
-    "memory_bound_bytes",
+    "memory_bound_bytes", "kernels",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -371,7 +374,7 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
-            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes",
+            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
@@ -419,7 +422,7 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
-                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes")
+                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels")
                        if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},

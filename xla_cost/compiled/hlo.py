@@ -569,11 +569,14 @@ class WorkBytes:
         ``convolution``, a fusion that holds one, a library call).
       other: operands and results of everything else that runs code (fusions
         and ops outside fusions): the memory-bound work.
+      kernels: instructions that run code, each execution counted: on an
+        accelerator, about the kernels launched.
       unknown: instructions whose bytes or runs could not be read (``name (op_name)``).
     """
 
     matmul: int
     other: int
+    kernels: int = 0
     unknown: tuple[str, ...] = ()
 
 
@@ -610,7 +613,7 @@ def work_bytes(hlo_text: str) -> WorkBytes:
              if instruction.opcode == "fusion" for _, callee in instruction.callees}
     holds_matmul = {name for name in fused if name in module.computations
                     and any(i.opcode in _MATMULS for i in module.computations[name].instructions)}
-    matmul = other = 0
+    matmul = other = kernels = 0
     unknown: list[str] = []
     for computation in module.computations.values():
         if computation.name in fused or computation.name not in runs:
@@ -626,6 +629,7 @@ def work_bytes(hlo_text: str) -> WorkBytes:
             target = _CUSTOM_CALL_TARGET.search(instruction.attributes) if opcode == "custom-call" else None
             if target is not None and target.group(1) in _BOOKKEEPING_TARGETS:
                 continue
+            kernels += executions or 1
             size = _call_bytes(instruction, shapes)
             if size is not None:
                 size -= _untouched_bytes(instruction, shapes, module)
@@ -639,7 +643,7 @@ def work_bytes(hlo_text: str) -> WorkBytes:
                 matmul += size
             else:
                 other += size
-    return WorkBytes(matmul, other, tuple(unknown))
+    return WorkBytes(matmul, other, kernels, tuple(unknown))
 
 
 _SLICES = frozenset({"dynamic-slice", "slice", "gather"})

@@ -119,6 +119,9 @@ class CompiledPhase:
     products, convolutions, library calls or collectives, loops multiplied out
     (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work of the time
     model (None: not read, or a shape unknown)."""
+    kernels: int | None = None
+    """Executions of instructions that run code, loops multiplied out
+    (`xla_cost.compiled.hlo.work_bytes`): about the kernels an accelerator launches."""
     liveness: Any = None
     """`xla_cost.compiled.liveness.LivenessProfile` of the compiled schedule: the
     buffers live at the temporaries' peak (None: not asked for, or the
@@ -342,6 +345,7 @@ def compile_phase(
     text = compiled.as_text() or ""
     work = hlo.work_bytes(text) if text else None
     memory_bound = None if work is None else work.other
+    kernels = None if work is None else work.kernels
     if collectives or liveness or backend_name() != "cpu":
         if liveness:
             try:
@@ -357,7 +361,7 @@ def compile_phase(
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
-        memory_bound_bytes=memory_bound, liveness=profile, liveness_error=profile_error,
+        memory_bound_bytes=memory_bound, kernels=kernels, liveness=profile, liveness_error=profile_error,
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
@@ -372,7 +376,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 7
+ANALYSES_FORMAT = 8
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -409,6 +413,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
             library_bytes=data.get("library_bytes"), memory_bound_bytes=data.get("memory_bound_bytes"),
+            kernels=data.get("kernels"),
             liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -434,6 +439,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
                 "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
                 "library_bytes": phase.library_bytes, "memory_bound_bytes": phase.memory_bound_bytes,
+                "kernels": phase.kernels,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
                 "liveness_error": phase.liveness_error,
             }, handle)

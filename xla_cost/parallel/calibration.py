@@ -6,7 +6,7 @@ is memory-bound (its bytes: XLA's ``bytes_accessed`` less the products'
 operands and results). A `Calibration` says what share of the peak each kind
 reaches on one device, so that the step takes
 
-    matmul_flops / (peak_flops * matmul) + other_bytes / (bandwidth * memory)
+    matmul_flops / (peak_flops * matmul) + other_bytes / (bandwidth * memory) + kernels * launch
 
 instead of a single global MFU. Profiles are committed JSON files, one per
 device (``calibrations/<device>.json`` beside this module), each saying which
@@ -27,7 +27,10 @@ from typing import Any
 from xla_cost.errors import InputError
 from xla_cost.parallel import devices as registry
 
-__all__ = ["Calibration", "DIRECTORY", "profile", "profiles", "use_profiles", "write_profiles", "compute_seconds"]
+__all__ = ["Calibration", "DIRECTORY", "MEMORY_LIMIT", "profile", "profiles", "use_profiles", "write_profiles", "compute_seconds"]
+
+MEMORY_LIMIT = 4.0
+"""The largest memory-bound share a profile may have (`Calibration.memory`)."""
 
 DIRECTORY = pathlib.Path(__file__).resolve().parent / "calibrations"
 """Where the committed profiles are, one ``<device>.json`` each."""
@@ -41,7 +44,13 @@ class Calibration:
       device: the registry key (``a100-80gb``).
       matmul: the share of the dtype's peak FLOP/s its matrix products and
         convolutions reach, in (0, 1].
-      memory: the share of the memory bandwidth the memory-bound rest reaches, in (0, 1].
+      memory: the share of the memory bandwidth at which the device moves the
+        memory-bound bytes of the analysed program, in (0, 4]: above 1 where
+        the device's compiler fuses more than the one that made the analysed
+        program (the bytes are counted in the program compiled here).
+      launch: seconds each kernel costs beyond its work (its launch, the tail of
+        a small kernel), times the compiled program's kernels
+        (`xla_cost.PhaseCosts.kernels`); 0 where the profile was fitted without it.
       fitted_on: the cases the two shares were fitted on (the others test them).
       source: how they were fitted (the command, the published figures).
     """
@@ -51,13 +60,17 @@ class Calibration:
     memory: float
     fitted_on: tuple[str, ...] = ()
     source: str = ""
+    launch: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("matmul", "memory"):
+        for name, highest in (("matmul", 1.0), ("memory", MEMORY_LIMIT)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise InputError(f"a calibration share ({name}) in (0, 1]", repr(value),
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= highest:
+                raise InputError(f"a calibration share ({name}) in (0, {highest:g}]", repr(value),
                                  "Fit it again (benchmarks/calibrate.py) or edit the profile.")
+        if isinstance(self.launch, bool) or not isinstance(self.launch, (int, float)) or not 0 <= self.launch < 1e-3:
+            raise InputError("seconds per kernel (launch) in [0, 0.001)", repr(self.launch),
+                             "Fit it again (benchmarks/calibrate.py) or edit the profile.")
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "fitted_on": list(self.fitted_on)}
@@ -65,7 +78,7 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
         return cls(str(data["device"]), float(data["matmul"]), float(data["memory"]),
-                   tuple(data.get("fitted_on", ())), str(data.get("source", "")))
+                   tuple(data.get("fitted_on", ())), str(data.get("source", "")), float(data.get("launch", 0.0)))
 
 
 @functools.cache
@@ -118,8 +131,11 @@ def write_profiles(calibrations: Mapping[str, Calibration], directory: pathlib.P
 
 
 def compute_seconds(
-    matmul_flops: float, other_bytes: float, peak_flops: float, bandwidth: float, calibration: Calibration
+    matmul_flops: float, other_bytes: float, peak_flops: float, bandwidth: float, calibration: Calibration,
+    kernels: float = 0,
 ) -> float:
     """Seconds of a device's compute: its matrix products at the calibrated share
-    of ``peak_flops``, the memory-bound rest at the calibrated share of ``bandwidth``."""
-    return matmul_flops / (peak_flops * calibration.matmul) + other_bytes / (bandwidth * calibration.memory)
+    of ``peak_flops``, the memory-bound rest at the calibrated share of
+    ``bandwidth``, and ``kernels`` launches at the calibrated seconds each."""
+    return (matmul_flops / (peak_flops * calibration.matmul) + other_bytes / (bandwidth * calibration.memory)
+            + kernels * calibration.launch)

@@ -207,12 +207,13 @@ def _calibrated(costs: Any, devices: int, narrow: float, peak_flops: float, band
     matmul = (costs.matmul_flops or 0) / devices
     other = (costs.memory_bound_bytes or 0) * narrow
     return (calibration.compute_seconds(matmul, 0, peak_flops, bandwidth, profile),
-            calibration.compute_seconds(0, other, peak_flops, bandwidth, profile))
+            calibration.compute_seconds(0, other, peak_flops, bandwidth, profile, kernels=costs.kernels or 0))
 
 
 def _describe(profile: calibration.Calibration) -> str:
+    launch = f", {profile.launch * 1e6:.2f} µs per kernel" if profile.launch else ""
     return (f"{profile.device}: matrix products at {profile.matmul:.3f} of peak, memory-bound work at "
-            f"{profile.memory:.3f} of the bandwidth (fitted on {', '.join(profile.fitted_on) or 'nothing'})")
+            f"{profile.memory:.3f} of the bandwidth{launch} (fitted on {', '.join(profile.fitted_on) or 'nothing'})")
 
 
 def _backward_share(report: Any) -> float:

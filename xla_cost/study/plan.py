@@ -128,8 +128,10 @@ class ReportPlan:
 
     @property
     def simulated_devices(self) -> int:
-        """The devices the scaling page's sharded analyses need (`xla_cost.simulate_devices`)."""
-        counts = [*self.scaling_devices, *(self.seed004_devices if self.seed004_model else ())]
+        """The devices the sharded analyses of the scaling and validation pages need (`xla_cost.simulate_devices`)."""
+        from xla_cost.study.validation import SIMULATED_DEVICES
+
+        counts = [*self.scaling_devices, *(self.seed004_devices if self.seed004_model else ()), SIMULATED_DEVICES]
         return max([1, *counts])
 
     def resolved(self) -> ReportPlan:

@@ -158,9 +158,9 @@ GOYAL_EFFICIENCY = 0.90
 images per GPU)."""
 
 H100_MEASURED: tuple[tuple[str, int, str, str, float, bool], ...] = (
+    ("resnet50", 32, "float32", "sgd", 0.017483, True),
     ("resnet50", 256, "bfloat16", "sgd", 0.050958, True),
     ("gpt2-small", 8, "bfloat16", "sgd", 0.047314, True),
-    ("resnet50", 32, "float32", "sgd", 0.017483, False),
     ("resnet50", 64, "bfloat16", "adam", 0.025124, False),
     ("resnet50", 128, "float32", "sgd", 0.047919, False),
     ("bert-base", 32, "float32", "sgd", 0.026237, False),

@@ -129,6 +129,8 @@ class Case:
       fitted: whether the device's calibration is fitted on it (else it tests it).
       gap: for a case known to leave the band: what the published figure holds
         that the model does not (stated on the page; the test expects the miss).
+      measured_here: a figure this project measured (not a published run): it
+        fits or checks a calibration, and the page shows it apart.
     """
 
     name: str
@@ -142,6 +144,7 @@ class Case:
     assumptions: tuple[str, ...] = ()
     fitted: bool = False
     gap: str = ""
+    measured_here: bool = False
 
 
 def megatron_flops(batch: int, layers: int, hidden: int, sequence: int = GPT_SEQUENCE,
@@ -253,13 +256,8 @@ _JIA_HARDWARE = {"device": "p40", "bandwidth": 100e9 / 8 / 8, "arithmetic": "flo
 (12.5 GB/s shared by 8 GPUs), hierarchical all-reduce; float16 storage with float32 arithmetic
 (the P40 has no fast float16)."""
 
-_JIA_GAP = (
-    "the published times need about 77 ms a step at 2,048 GPUs that no part of the compiled step "
-    "explains: 6.6 minutes is 0.225 s a step, half of the 1,024-GPU step's compute is 0.148 s, and the "
-    "hierarchical all-reduce of ResNet-50's gradients takes under 10 ms, hidden behind the backward "
-    "pass; the model, with no per-step cost outside the compiled step (input pipeline, framework, "
-    "evaluation), predicts a near-linear 1.9x"
-)
+_JIA_GAP = ("not in the model, which has no per-step cost outside the compiled step (the input pipeline, the "
+            "framework's overhead, evaluation) and no contention between concurrent all-reduces")
 
 
 def _jia_cases() -> list[Case]:
@@ -307,7 +305,7 @@ def _h100_cases() -> list[Case]:
             source="measured: reports/data/timing_nvidia-h100-80gb-hbm3_2026-11-23.csv (benchmarks/time_zoo.py, "
                    "jax 0.11.2, the train step as one program)",
             setups=(setup,), figure=lambda s: s[0].prediction.seconds,
-            assumptions=("one device: no communication",), fitted=fitted,
+            assumptions=("one device: no communication",), fitted=fitted, measured_here=True,
         ))
     return cases
 
@@ -352,6 +350,7 @@ class Validation:
                 "published": case.published, "predicted": predicted, "error": error,
                 "within_band": abs(error) <= BAND, "bound": bound, "bound_error": bound / case.published - 1,
                 "role": "fitted" if case.fitted else "tested", "known_gap": bool(case.gap),
+                "measured_here": case.measured_here,
                 "source": case.source,
             })
         return pd.DataFrame(rows)
@@ -413,13 +412,15 @@ def validate(store: Store | str | None = None, cases: Sequence[Case] = CASES,
                       tuple(s for _, s in priced))
 
 
-def _solve(function: Callable[[float], float], low: float = 1e-3, high: float = 1.0) -> float:
-    """The share in [low, high] at which ``function`` (decreasing) crosses 0, by bisection to 1e-6."""
+def _solve(function: Callable[[float], float], low: float, high: float) -> float:
+    """The value in [low, high] at which ``function`` (decreasing) crosses 0, by
+    bisection to a millionth of the range; a bound when it does not cross."""
     if function(high) > 0:
         return high
     if function(low) < 0:
         return low
-    while high - low > 1e-6:
+    span = (high - low) * 1e-6
+    while high - low > span:
         middle = (low + high) / 2
         if function(middle) > 0:
             low = middle
@@ -428,16 +429,27 @@ def _solve(function: Callable[[float], float], low: float = 1e-3, high: float = 
     return (low + high) / 2
 
 
+_PARAMETERS: tuple[tuple[str, float, float, bool], ...] = (
+    ("launch", 0.0, 1e-4, True), ("memory", 1e-3, 4.0, False), ("matmul", 1e-3, 1.0, False))
+"""What a device's fitted cases fit, a case each: (name, lowest, highest,
+whether the step grows with it). Three cases fit the three, in this order;
+two, the two shares (the first case the memory-bound one); one, one share for
+both kinds of work."""
+
+
 def fit_calibrations(store: Store | str | None = None, cases: Sequence[Case] = CASES) -> dict[str, Calibration]:
     """Each device's calibration fitted on its ``fitted`` cases, and on nothing else.
 
-    Each fitted case's figure is a time or a throughput; the shares are set so
-    that its prediction equals the published figure. Two fitted cases fit the
-    two shares (the matrix products' and the memory-bound work's); one fits a
-    single share for both.
+    Each fitted case's figure is a time or a throughput, and each fits one
+    parameter so that its prediction equals the published figure, those
+    before it solved again inside: with three cases, the seconds per kernel
+    launched (the first case), the memory-bound share (the second) and the
+    matrix products' share (the third); with two, the two shares; with one,
+    one share for both. A parameter that would leave its range stops at its
+    end (the page says what the fit then misses).
 
     Raises:
-      InputError: a device with no fitted case, or more than two.
+      InputError: a device with more than three fitted cases.
     """
     from xla_cost.parallel.calibration import Calibration
 
@@ -447,28 +459,37 @@ def fit_calibrations(store: Store | str | None = None, cases: Sequence[Case] = C
         if case.fitted:
             fitted.setdefault(case.device, []).append(case)
     out = {}
+    source = "fitted by xla_cost.study.validation.fit_calibrations (python benchmarks/calibrate.py)"
     for device, chosen in fitted.items():
-        if len(chosen) > 2:
-            raise InputError("one or two fitted cases per device", f"{len(chosen)} for {device}",
-                             "Mark at most two cases of a device fitted=True.")
+        if len(chosen) > len(_PARAMETERS):
+            raise InputError(f"at most {len(_PARAMETERS)} fitted cases per device", f"{len(chosen)} for {device}",
+                             "Mark fewer cases of the device fitted=True.")
 
-        def miss(case: Case, matmul: float, memory: float) -> float:
+        def miss(case: Case, values: Mapping[str, float]) -> float:
             """Predicted time over published, less 1 (positive: too slow), for either kind of figure."""
-            value = _price(case, reports, {device: Calibration(device, matmul, memory)})[0]
+            calibration = Calibration(device, min(values.get("matmul", values["memory"]), 1.0), values["memory"],
+                                      launch=values.get("launch", 0.0))
+            value = _price(case, reports, {device: calibration})[0]
             ratio = value / case.published
             return ratio - 1 if "second" in case.quantity or case.quantity == "days" else 1 / ratio - 1
 
-        names = tuple(c.name for c in chosen)
-        source = "fitted by xla_cost.study.validation.fit_calibrations (python benchmarks/calibrate.py)"
-        if len(chosen) == 1:
-            share = _solve(lambda s: miss(chosen[0], s, s))
-            out[device] = Calibration(device, round(share, 4), round(share, 4), names, source)
-            continue
-        first, second = chosen
+        parameters = _PARAMETERS[len(_PARAMETERS) - max(len(chosen), 2):][:len(chosen)]
 
-        def memory_for(matmul: float) -> float:
-            return _solve(lambda b: miss(first, matmul, b))
+        def solve(level: int, given: dict[str, float]) -> dict[str, float]:
+            """``given`` with the parameters from ``level`` down fitted on their cases."""
+            if level < 0:
+                return given
+            name, low, high, rising = parameters[level]
 
-        matmul = _solve(lambda a: miss(second, a, memory_for(a)))
-        out[device] = Calibration(device, round(matmul, 4), round(memory_for(matmul), 4), names, source)
+            def inner(value: float) -> dict[str, float]:
+                return solve(level - 1, {**given, name: value})
+
+            value = _solve(lambda v: -miss(chosen[level], inner(v)) if rising else miss(chosen[level], inner(v)),
+                           low, high)
+            return inner(value)
+
+        values = solve(len(parameters) - 1, {})
+        memory = round(values["memory"], 4)
+        out[device] = Calibration(device, min(round(values.get("matmul", memory), 4), 1.0), memory,
+                                  tuple(c.name for c in chosen), source, round(values.get("launch", 0.0), 9))
     return out
