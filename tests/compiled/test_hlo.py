@@ -565,3 +565,78 @@ def test_library_call_bytes_count_operands_and_results_of_library_calls():
     # the body's gemm: (24 + 36 + 24) * 4 = 336 bytes, 3 iterations
     assert known.bytes == 296 + 1824 + 3 * 336 and known.unknown == ()
     assert hlo.library_call_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.LibraryBytes(0, 0)
+
+
+WORK_HLO = "\n".join([
+    'HloModule m',
+    '%fused_dot (a: f32[4,6], b: f32[6,5]) -> f32[4,5] {',
+    '  %a = f32[4,6]{1,0} parameter(0)',
+    '  %b = f32[6,5]{1,0} parameter(1)',
+    '  ROOT %d = f32[4,5]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}',
+    '}',
+    '%fused_add (x: f32[4,5], y: f32[4,5]) -> f32[4,5] {',
+    '  %x = f32[4,5]{1,0} parameter(0)',
+    '  %y = f32[4,5]{1,0} parameter(1)',
+    '  ROOT %s = f32[4,5]{1,0} add(%x, %y)',
+    '}',
+    '%fused_slice (stack: f32[3,4,6], i: s32[]) -> f32[1,4,6] {',
+    '  %stack = f32[3,4,6]{2,1,0} parameter(0)',
+    '  %i = s32[] parameter(1)',
+    '  %z = s32[] constant(0)',
+    '  ROOT %sl = f32[1,4,6]{2,1,0} dynamic-slice(%stack, %i, %z, %z), dynamic_slice_sizes={1,4,6}',
+    '}',
+    '%fused_update (stack: f32[3,4,5], u: f32[1,4,5], i: s32[]) -> f32[3,4,5] {',
+    '  %stack = f32[3,4,5]{2,1,0} parameter(0)',
+    '  %u = f32[1,4,5]{2,1,0} parameter(1)',
+    '  %i = s32[] parameter(2)',
+    '  %z = s32[] constant(0)',
+    '  ROOT %up = f32[3,4,5]{2,1,0} dynamic-update-slice(%stack, %u, %i, %z, %z)',
+    '}',
+    '%body (s: (s32[], f32[3,4,6], f32[3,4,5])) -> (s32[], f32[3,4,6], f32[3,4,5]) {',
+    '  %s = (s32[], f32[3,4,6]{2,1,0}, f32[3,4,5]{2,1,0}) parameter(0)',
+    '  %i = s32[] get-tuple-element(%s), index=0',
+    '  %stack = f32[3,4,6]{2,1,0} get-tuple-element(%s), index=1',
+    '  %out = f32[3,4,5]{2,1,0} get-tuple-element(%s), index=2',
+    '  %x = f32[1,4,6]{2,1,0} fusion(%stack, %i), kind=kLoop, calls=%fused_slice',
+    '  %u = f32[1,4,5]{2,1,0} fusion(%x, %x), kind=kLoop, calls=%fused_nothing',
+    '  %o = f32[3,4,5]{2,1,0} fusion(%out, %u, %i), kind=kLoop, calls=%fused_update',
+    '  ROOT %t = (s32[], f32[3,4,6]{2,1,0}, f32[3,4,5]{2,1,0}) tuple(%i, %stack, %o)',
+    '}',
+    '%cond (s: (s32[], f32[3,4,6], f32[3,4,5])) -> pred[] {',
+    '  %s = (s32[], f32[3,4,6]{2,1,0}, f32[3,4,5]{2,1,0}) parameter(0)',
+    '  ROOT %c = pred[] constant(true)',
+    '}',
+    'ENTRY %main {',
+    '  %p = f32[4,6]{1,0} parameter(0)',
+    '  %w = f32[6,5]{1,0} parameter(1)',
+    '  %init = (s32[], f32[3,4,6]{2,1,0}, f32[3,4,5]{2,1,0}) parameter(2)',
+    '  %d = f32[4,5]{1,0} fusion(%p, %w), kind=kOutput, calls=%fused_dot',
+    '  %e = f32[4,5]{1,0} fusion(%d, %d), kind=kLoop, calls=%fused_add',
+    '  %r = f32[4,5]{1,0} all-reduce(%e), replica_groups={}, to_apply=%fused_add',
+    '  %l = (s32[], f32[3,4,6]{2,1,0}, f32[3,4,5]{2,1,0}) while(%init), condition=%cond, body=%body, '
+    'backend_config={"known_trip_count":{"n":"3"}}',
+    '  ROOT %t = f32[4,5]{1,0} tuple(%r)',
+    '}',
+])
+
+
+def test_work_bytes_split_matrix_products_from_the_memory_bound_rest():
+    found = hlo.work_bytes(WORK_HLO)
+    # the dot fusion: p f32[4,6] and w f32[6,5] read, f32[4,5] written: (24 + 30 + 20) * 4 = 296
+    assert found.matmul == (24 + 30 + 20) * 4
+    # memory-bound, per execution of ENTRY:
+    # the add fusion: d read twice (two operands of 20), 20 written: 60 * 4 = 240
+    # the loop body, 3 iterations: the slice fusion reads one 4x6 slice of the stack (not all 3) and
+    # its index, and writes the slice: (24 + 1 + 24) * 4 = 196; the unknown fusion %fused_nothing reads
+    # x twice and writes u: (24 + 24 + 20) * 4 = 272; the update fusion writes its 4x5 update in place
+    # (read and written: 2 * 20 * 4 = 160) and reads the update operand and the index: 20 * 4 + 4 = 84
+    # the all-reduce is communication, the while, tuples and get-tuple-elements move nothing
+    body = (24 + 1 + 24) * 4 + (24 + 24 + 20) * 4 + 2 * 20 * 4 + 20 * 4 + 4
+    assert found.other == 240 + 3 * body
+    # kernels: the dot and add fusions once, the body's three fusions three times each
+    assert found.kernels == 2 + 3 * 3
+    assert found.unknown == ()
+
+
+def test_work_bytes_of_a_program_without_work():
+    assert hlo.work_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.WorkBytes(0, 0, 0)

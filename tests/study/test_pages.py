@@ -26,14 +26,15 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SGD_FLOPS_PER_PARAM = 2  # seed 001, appendix B: w += a * dw, a multiply and an add
 
 # The smallest plan that still fills every page: two seed nets at batch 1 and 2,
-# no DeeperConvNet, ResNet or transformer, two optimizers on OneNet.
+# no DeeperConvNet, ResNet or transformer, two optimizers on OneNet; the validation
+# page's two cases on one ResNet-50 step (tests/study/test_validation.py prices them all).
 TINY = ReportPlan(
     seed_nets=("linear_net", "one_net"), batch_sizes=(1, 2), layer_batch=2, depths=(), resnets=(),
     transformers=(), optimizer_models=("one_net",), optimizers=("sgd", "adam"), breakdown_model="one_net",
     zoo=("one_net",), scaling_curves=(("one_net", "data", 2),), scaling_devices=(1, 2, 4),
     seed004_model="one_net", seed004_batch=2, seed004_devices=(2, 4), seed004_global_batch=8, gpt3_model=None,
     memory_models=(("one_net", (1, 2)),), remat_model=("one_net", 2), fit_devices=(),
-    memory_checks=(("one_net", 2, ()),),
+    memory_checks=(("one_net", 2, ()),), validation_cases=("goyal-256-time", "goyal-efficiency"),
 )
 
 

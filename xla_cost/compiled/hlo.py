@@ -689,7 +689,8 @@ def _untouched_bytes(instruction: Instruction, shapes: dict[str, str], module: M
         readers = users.get(parameter.name, []) if parameter is not instruction else [instruction]
         if parameter is instruction and instruction.opcode == "dynamic-slice":
             readers = [instruction]
-        if readers and all(r.opcode in _SLICES for r in readers):
+        sliced = parameter.name if parameter is not instruction else (names[0] if names else "")
+        if readers and all(r.opcode in _SLICES and r.operand_names()[:1] == [sliced] for r in readers):
             untouched += full - sum(_shape_size(r.shape_text) or 0 for r in readers)
         elif (root is not None and root.opcode == "dynamic-update-slice"
               and root.operand_names()[:1] == [parameter.name if parameter is not instruction else names[0]]):

@@ -88,6 +88,8 @@ class ReportPlan:
         (their memory from the device registry, `xla_cost.parallel.devices`).
       memory_checks: the small steps whose breakdowns the memory page holds
         against XLA's peak, as ``(model, batch, config items)`` (Adam).
+      validation_cases: the published cases the validation page prices, by
+        name (`xla_cost.study.validation.CASES`); None: every one.
     """
 
     seed_nets: tuple[str, ...] = ("linear_net", "one_net", "conv_net")
@@ -125,6 +127,7 @@ class ReportPlan:
         ("deeper_conv_net", 4, (("depth", 5),)), ("gpt2-small", 2, (("seq_len", 128),)),
         ("gpt2-small", 2, (("seq_len", 128), ("scan_layers", True))),
     )
+    validation_cases: tuple[str, ...] | None = None
 
     @property
     def simulated_devices(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from xla_cost.errors import InputError
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import pct, sig
 from xla_cost.study.data import StudyData, collected
@@ -28,9 +29,14 @@ SHARDED = True  # the tensor-parallel stages are analysed over 8 simulated devic
 @collected
 def validation(data: StudyData) -> Any:
     """Every case priced (`xla_cost.study.validation.validate`), through the results store."""
-    from xla_cost.study.validation import validate
+    from xla_cost.study.validation import CASES, validate
 
-    return validate(data.store)
+    chosen = data.plan.validation_cases
+    unknown = sorted(set(chosen or ()) - {c.name for c in CASES})
+    if unknown:
+        raise InputError(f"validation cases of xla_cost.study.validation.CASES ({', '.join(c.name for c in CASES)})",
+                         ", ".join(unknown), "Name cases that exist, or leave validation_cases as None for all.")
+    return validate(data.store, [c for c in CASES if chosen is None or c.name in chosen])
 
 
 def _value(value: float, quantity: str) -> str:
@@ -125,6 +131,32 @@ def _gap(case: Any, result: Any) -> str:
             f"{sig((implied - large.prediction.seconds) * 1e3, 3)} ms a step between them are {case.gap}.")
 
 
+def _h100_section(result: Any, headers: list[str], here: list[tuple[Any, float]]) -> list[str]:
+    """The H100's measured steps: its calibration's fit and checks."""
+    from xla_cost.study.validation import BAND
+
+    worst = max((f"{100 * e:+.0f}%" for _, e in here), key=lambda t: abs(float(t[:-1])), default="—")
+    fitted = result.calibrations["h100"].fitted_on if "h100" in result.calibrations else ()
+    return [
+        "## This project's H100 measurements",
+        "",
+        "No published run gives an H100 step of a model this tool analyses, so the H100's calibration is "
+        "fitted on train steps this project measured on one (" + ", ".join(
+            f"`{n}`" for n in fitted) + ": the seconds per kernel launched, the "
+        "memory-bound share and the matrix products' share, in that order) and checked on the others: "
+        f"{sum(abs(e) <= BAND for _, e in here)} of {len(here)} within ±{100 * BAND:g}%, the worst {worst}. "
+        "A memory-bound share above 1 says the GPU compiler moves fewer bytes than the program compiled here "
+        "(its fusions are larger); one set of shares fits neither the convolutional and the transformer "
+        "steps nor float32 and bfloat16 alike. The measurements are the previous timing harness's; "
+        "re-measuring with the one-program harness (`python benchmarks/time_zoo.py` on a GPU) and "
+        "re-fitting (`python benchmarks/calibrate.py`) waits for a GPU session. Until then an H100 "
+        f"prediction is good to about ±{100 * max((abs(e) for _, e in here), default=0):.0f}%.",
+        "",
+        pipe_table(headers, _case_rows(result, True), "llllrrrrrl"),
+        "",
+    ]
+
+
 def build(data: StudyData) -> dict[str, bytes]:
     from xla_cost.parallel.calibration import MEMORY_LIMIT
     from xla_cost.present.figures import png
@@ -134,7 +166,6 @@ def build(data: StudyData) -> dict[str, bytes]:
     errors = result.errors()
     tested = [(c, e) for c, e in zip(result.cases, errors) if not c.fitted and not c.measured_here]
     here = [(c, e) for c, e in zip(result.cases, errors) if not c.fitted and c.measured_here]
-    worst = max((f"{100 * e:+.0f}%" for _, e in here), key=lambda t: abs(float(t[:-1])), default="—")
     headers = ["case", "what was published", "quantity", "published", "predicted", "error",
                f"within ±{100 * BAND:g}%", "bound", "bound error", "source"]
     inside = [c for c, e in tested if abs(e) <= BAND]
@@ -166,22 +197,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
         pipe_table(headers, _case_rows(result, False), "llllrrrrrl"),
         "",
-        "## This project's H100 measurements",
-        "",
-        "No published run gives an H100 step of a model this tool analyses, so the H100's calibration is "
-        "fitted on train steps this project measured on one (" + ", ".join(
-            f"`{n}`" for n in result.calibrations["h100"].fitted_on) + ": the seconds per kernel launched, the "
-        "memory-bound share and the matrix products' share, in that order) and checked on the others: "
-        f"{sum(abs(e) <= BAND for _, e in here)} of {len(here)} within ±{100 * BAND:g}%, the worst {worst}. "
-        "A memory-bound share above 1 says the GPU compiler moves fewer bytes than the program compiled here "
-        "(its fusions are larger); one set of shares fits neither the convolutional and the transformer "
-        "steps nor float32 and bfloat16 alike. The measurements are the previous timing harness's; "
-        "re-measuring with the one-program harness (`python benchmarks/time_zoo.py` on a GPU) and "
-        "re-fitting (`python benchmarks/calibrate.py`) waits for a GPU session. Until then an H100 "
-        f"prediction is good to about ±{100 * max((abs(e) for _, e in here), default=0):.0f}%.",
-        "",
-        pipe_table(headers, _case_rows(result, True), "llllrrrrrl"),
-        "",
+        *(_h100_section(result, headers, here) if here or any(c.measured_here for c in result.cases) else []),
         "## The calibration profiles",
         "",
         pipe_table(["device", "matrix products: share of peak FLOP/s", "memory-bound bytes: share of bandwidth",
