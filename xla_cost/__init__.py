@@ -50,7 +50,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.compiled.xla import use_compilation_cache as use_compilation_cache
     from xla_cost.parallel.devices import Device as Device
     from xla_cost.parallel.devices import DEVICES as DEVICES
+    from xla_cost.parallel.calibration import Calibration as Calibration
     from xla_cost.parallel.hardware import Hardware as Hardware
+    from xla_cost.parallel.schedule import Layout as Layout
     from xla_cost.parallel.sharding import MESH_AXES as MESH_AXES
     from xla_cost.parallel.sharding import ShardingOptions as ShardingOptions
     from xla_cost.parallel.sharding import simulate_devices as simulate_devices
@@ -71,10 +73,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.runs.fit import max_batch_size as max_batch_size
     from xla_cost.runs.scaling import scaling as predict_scaling  # noqa: F401
     from xla_cost.runs.configs import RunConfig as RunConfig
+    from xla_cost.runs.scaling import predict as predict
     from xla_cost.runs.scaling import ScalingResult as ScalingResult
+    from xla_cost.runs.scaling import StepEstimate as StepEstimate
     from xla_cost.runs.sweeps import sweep as sweep
     from xla_cost.runs.sweeps import SweepResult as SweepResult
     from xla_cost.runs.scaling import TrainingEstimate as TrainingEstimate
+    from xla_cost.study.validation import validate as validate
     from xla_cost.study.write import write_report as write_report
     from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
     from xla_cost.errors import InputError as InputError
@@ -112,7 +117,9 @@ _EXPORTS: dict[str, str] = {
     # devices and meshes
     "Device": "xla_cost.parallel.devices",
     "DEVICES": "xla_cost.parallel.devices",
+    "Calibration": "xla_cost.parallel.calibration",
     "Hardware": "xla_cost.parallel.hardware",
+    "Layout": "xla_cost.parallel.schedule",
     "MESH_AXES": "xla_cost.parallel.sharding",
     "ShardingOptions": "xla_cost.parallel.sharding",
     "simulate_devices": "xla_cost.parallel.sharding",
@@ -135,11 +142,14 @@ _EXPORTS: dict[str, str] = {
     "max_batch_size": "xla_cost.runs.fit",
     "predict_scaling": "xla_cost.runs.scaling:scaling",
     "RunConfig": "xla_cost.runs.configs",
+    "predict": "xla_cost.runs.scaling",
     "ScalingResult": "xla_cost.runs.scaling",
+    "StepEstimate": "xla_cost.runs.scaling",
     "sweep": "xla_cost.runs.sweeps",
     "SweepResult": "xla_cost.runs.sweeps",
     "TrainingEstimate": "xla_cost.runs.scaling",
-    # the generated report pages
+    # the generated report pages, and the time model against published runs
+    "validate": "xla_cost.study.validation",
     "write_report": "xla_cost.study.write",
     # errors
     "CostAnalysisUnavailableError": "xla_cost.errors",
