@@ -1,10 +1,13 @@
-"""The scaling curve and training estimates: sharded analyses priced by xla_cost.parallel.comm.
+"""The scaling curve and training estimates priced as bounds (`Hardware.bound()`:
+compute at peak, nothing hidden, every collective on a flat ring): the old
+roofline model, whose closed forms hold exactly.
 
 Expected values come from the closed forms of the cost model (roofline, ring and
 halving-doubling all-reduce) written out here, with the H100 datasheet's figures,
 the gradient bytes from conv_net's parameter count (tests/formulas.py), and the
-FLOP of the analyses themselves (train-step FLOP / batch for an estimate's FLOP
-per sample, from an analysis of its own).
+FLOP and bytes of the analyses themselves (train-step FLOP / batch for an
+estimate's FLOP per sample, from an analysis of its own). Predictions, meshes
+with pipelines and the command line: tests/runs/test_estimate.py.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import math
 import jax
 import pytest
 
-from xla_cost.runs import scaling
 from xla_cost.errors import InputError
+from xla_cost.parallel.hardware import Hardware
+from xla_cost.runs import scaling
 
 from tests.formulas import conv_net_params
 
@@ -36,16 +40,23 @@ def _ring_all_reduce(nbytes: int, n: int) -> float:
 def curve(tmp_path_factory):
     store = tmp_path_factory.mktemp("store") / "results.sqlite"
     _STORE[:] = [str(store)]
-    return scaling.scaling("conv_net", [1, 2, 4], batch_size=2, device="h100", store=str(store))
+    return scaling.scaling("conv_net", [1, 2, 4], batch_size=2, device="h100", bound=True, store=str(store))
+
+
+def _roofline(costs) -> float:
+    # max(FLOP / peak, bytes / bandwidth) of one phase at the datasheet's peaks (MFU 1)
+    return max(costs.flops / H100_TF32, costs.bytes_accessed / H100_HBM)
 
 
 def test_each_point_is_the_roofline_plus_the_ring_all_reduce(curve):
+    one = _report(curve, 1)  # the one-device program: every point's per-device work (2 samples a device)
     for step in curve.steps:
         report = _report(curve, step.devices)  # the analysis behind the point
         flops, moved = report.phases["train_step"].flops, report.phases["train_step"].bytes_accessed
         assert (step.flops, step.bytes_accessed) == (flops, moved)
-        # the roofline at the datasheet's peaks
-        compute = max(flops / H100_TF32, moved / H100_HBM)
+        # the roofline of the backward pass (grad) and of the update, of the same per-device work
+        # compiled on one device: the sharded compile fuses otherwise, no property of the devices
+        compute = _roofline(one.phases["grad"]) + _roofline(one.phases["update"])
         assert step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
         # data parallel: one ring all-reduce over the K devices of the gradients of every
         # parameter and of the mean loss, float32, per step
@@ -78,13 +89,16 @@ def test_speedup_and_efficiency(curve):
         assert point.speedup == pytest.approx(speedup, rel=1e-12)
         # efficiency: the speed-up over the linear one, devices / the first point's devices
         assert point.efficiency == pytest.approx(speedup / (step.devices / first.devices), rel=1e-12)
+        assert point.efficiency <= 1  # the same per-device work at every count, plus communication
     assert list(curve.to_frame()["devices"]) == [1, 2, 4]
     assert curve.to_markdown().count("\n|") >= 4
+    assert "a bound: compute at 1 of peak" in curve.describe()
+    assert curve.to_dict()["priced_as"] == "bound" and curve.to_dict()["calibration"] is None
 
 
 def test_efficiency_of_a_curve_that_starts_at_two_devices(curve):
     # the same analyses (read back from the curve's store), priced from 2 devices on
-    later = scaling.scaling("conv_net", [2, 4], batch_size=2, device="h100", store=_STORE[0])
+    later = scaling.scaling("conv_net", [2, 4], batch_size=2, device="h100", bound=True, store=_STORE[0])
     two, four = later.steps
     assert (two.prediction.seconds, four.prediction.seconds) == (
         curve.steps[1].prediction.seconds, curve.steps[2].prediction.seconds)
@@ -99,7 +113,7 @@ def test_efficiency_of_a_curve_that_starts_at_two_devices(curve):
 
 
 def test_halving_doubling_has_log2_hops(curve):
-    priced = scaling.predict(_report(curve, 4), device="h100", algorithm="halving-doubling")
+    priced = scaling.predict(_report(curve, 4), Hardware(device="h100", algorithm="halving-doubling").bound())
     reduces = [t for t in priced.collectives if t.kind == "all-reduce" and t.group_size == 4]
     assert reduces, priced.collectives
     for t in reduces:
@@ -124,7 +138,8 @@ _STORE: list = []
 
 
 def test_strong_scaling_keeps_the_global_batch(tmp_path):
-    result = scaling.scaling("conv_net", [1, 2, 4], global_batch=8, device="h100", store=str(tmp_path / "s.sqlite"))
+    result = scaling.scaling("conv_net", [1, 2, 4], global_batch=8, device="h100", bound=True,
+                             store=str(tmp_path / "s.sqlite"))
     assert [s.global_batch for s in result.steps] == [8, 8, 8]
     # the per-device compute shrinks with the devices: FLOP per device fall by about K
     assert result.steps[2].flops < result.steps[0].flops / 3
@@ -135,14 +150,16 @@ def test_strong_scaling_keeps_the_global_batch(tmp_path):
 
 def test_bandwidth_for_speedup_solves_the_doubling(curve):
     one, two = _report(curve, 1), _report(curve, 2)
-    bandwidth = scaling.bandwidth_for_speedup(one, two, 1.3, device="p40", interconnect="pcie3")
+    p40 = Hardware(device="p40", interconnect="pcie3").bound()  # nothing hidden: the closed form below
+    bandwidth = scaling.bandwidth_for_speedup(one, two, 1.3, p40)
     assert bandwidth is not None
-    priced = [scaling.predict(r, device="p40", interconnect="pcie3", bandwidth=bandwidth) for r in (one, two)]
+    priced = [scaling.predict(r, p40, bandwidth=bandwidth) for r in (one, two)]
     assert scaling.speedup(*priced) == pytest.approx(1.3, rel=1e-5)
     # weak scaling: 2 C1 / (C2 + M) = 1.3 gives M = 2 C1 / 1.3 - C2 (C1, C2: compute on 1 and on 2 devices)
     c1, c2 = (p.prediction.compute_seconds for p in priced)
     assert priced[1].prediction.communication_seconds == pytest.approx(2 * c1 / 1.3 - c2, rel=1e-4)
-    # out of reach: more than 2x from twice the devices
+    # out of reach: more than 2x from twice the devices, as a bound or predicted (P40's profile)
+    assert scaling.bandwidth_for_speedup(one, two, 2.5, p40) is None
     assert scaling.bandwidth_for_speedup(one, two, 2.5, device="p40") is None
 
 
@@ -160,10 +177,13 @@ def test_estimate_total_flop_and_time(tmp_path, zoo_report):
     assert result.total_flops == pytest.approx(step_flops / batch * samples * epochs, rel=1e-12)
     assert result.steps == math.ceil(samples * epochs / (batch * devices))
     assert result.seconds == pytest.approx(result.steps * result.step.prediction.seconds, rel=1e-12)
-    # the compute term runs at half the peak
-    step = result.step
-    assert step.prediction.compute_seconds == pytest.approx(
-        max(step.flops / (0.5 * H100_TF32), step.bytes_accessed / H100_HBM), rel=1e-12)
+    # an explicit MFU is a bound at that MFU: the roofline at half the peak, of the backward
+    # pass and of the update, each of the one-device program (the per-device work of 2 devices)
+    single = zoo_report("conv_net", batch, "adam")
+    compute = sum(max(single.phases[p].flops / (0.5 * H100_TF32), single.phases[p].bytes_accessed / H100_HBM)
+                  for p in ("grad", "update"))
+    assert result.step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
+    assert result.priced_as == "bound" and result.to_dict()["mfu"] == 0.5
 
 
 def test_bad_arguments():

@@ -2,29 +2,36 @@
 
 Each point of a curve is a sharded analysis (`xla_cost.analyze` with
 ``mesh={axis: K}``: XLA's SPMD partitioner makes the per-device program and
-its collectives) priced with the stated alpha-beta model of `xla_cost.parallel.comm`:
+its collectives) priced by `predict` on one `xla_cost.Hardware`:
 
-    step time = compute roofline + communication not hidden behind compute
+    step time = compute + communication not hidden behind compute
 
-where the roofline is ``max(FLOP / (peak * efficiency), bytes / bandwidth)``
-per device from the device's published peak (the device registry,
-`xla_cost.parallel.devices`), and the communication is every collective of the
-train step (grad + update) on the device's cluster preset
-(`xla_cost.parallel.comm.CLUSTERS`), ``overlap`` of it hidden (default
-`xla_cost.parallel.schedule.DEFAULT_OVERLAP`). What it is priced on is one
-`xla_cost.Hardware`; every function here takes it, or its fields as keywords.
+Two kinds of figure come out, and every result says which:
+
+* a **prediction** (the default, ``mfu=None``): compute timed with the
+  device's calibration profile (`xla_cost.parallel.calibration`: matrix
+  products and the memory-bound rest at their own measured shares of the
+  peaks), gradient collectives reduced in buckets as the backward pass makes
+  them and in two levels over several nodes (`xla_cost.parallel.schedule`);
+* a **bound** (``bound=True``: `Hardware.bound`, or a fixed ``mfu``): the
+  roofline ``max(FLOP / (peak * mfu), bytes / bandwidth)`` and every
+  collective on a flat ring, nothing hidden; at ``mfu=1`` no step is faster.
+
+Beyond the analysed program, a `Parallelism` says how the step is spread
+(`xla_cost.parallel.schedule.Layout`): tensor-parallel (``model``) and ZeRO-3
+(``fsdp``) shards in the program, ``pipeline`` stages each holding its share
+of the layers, ``data`` replicas, micro-batches per step.
 
 What the model ignores: topology contention between concurrent
 collectives, stragglers and launch jitter, the slow-down of compute that
-shares memory bandwidth with communication, and kernels' efficiency below
-peak unless ``efficiency`` (an MFU) says so.
+shares memory bandwidth with communication.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,13 +41,20 @@ from xla_cost.options import split_fields
 from xla_cost.parallel import calibration, comm, schedule
 from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.sharding import simulate_devices
+from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.figures import figure, png
 from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.layouts import (
+    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh, mesh_text, point,
+    same_work,
+)
 
 __all__ = [
     "MESH_AXES_FOR_SCALING",
+    "LAYOUT_AXES",
+    "Parallelism",
+    "layout_mesh",
     "StepEstimate",
     "ScalingResult",
     "TrainingEstimate",
@@ -50,9 +64,6 @@ __all__ = [
     "speedup",
     "bandwidth_for_speedup",
 ]
-
-MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
-"""Axes a scaling curve grows (weak scaling: the per-device batch stays)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +187,7 @@ def predict(report: Any, hardware: Hardware | None = None, layout: schedule.Layo
         gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
     notes += grad_notes
     seconds = pipelined + exposed + updating
+    parts = {part: value * layout.micro_batches for part, value in parts.items()}  # every micro-batch's compute
     parts.update(tensor=tensor_s * layout.micro_batches, update=updating, gradients=exposed,
                  pipeline=pipelined - layout.micro_batches * (compute + tensor_s))
     communication = grad_s + tensor_s * layout.micro_batches
@@ -274,11 +286,6 @@ def _gradients(
     return sum(durations), times, notes, exposed
 
 
-def _parameter_bytes(report: Any) -> int:
-    """The parameters' bytes on one device of a report without a mesh (float32: 4 per parameter)."""
-    return 4 * report.parameters
-
-
 def speedup(small: StepEstimate, large: StepEstimate) -> float:
     """Throughput of ``large`` over ``small`` (samples per second, both priced
     by `predict`): the speed-up of going from one step to the other."""
@@ -332,6 +339,55 @@ def bandwidth_for_speedup(
     return math.sqrt(low * high)
 
 
+def _priced(at: Point, hardware: Hardware, analyse: Callable[[RunConfig], Any]) -> StepEstimate:
+    """`predict` of one point: its program's collectives and layout, its
+    forward and backward compute from its reference program where it has one."""
+    report = analyse(at.run)
+    if at.reference is None:
+        return predict(report, hardware, at.layout)
+    step = predict(same_work(report, analyse(at.reference), at.phases), hardware, at.layout)
+    on = mesh_text(at.reference.mesh) or "1 device"
+    note = (f"compute of {', '.join(at.phases)} priced from the program on {on} "
+            "at the same samples per device (the same work; the CPU compiles the sharded program with other "
+            "fusions); the collectives from the sharded program")
+    return dataclasses.replace(step, notes=(*step.notes, note))
+
+
+def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any], bound: bool) -> Hardware:
+    """The hardware asked for, as a bound if ``bound`` (`Hardware.bound`, at the
+    given ``mfu`` if any), checked before anything is analysed."""
+    priced = _hardware(function, hardware, fields)
+    if bound:
+        priced = dataclasses.replace(priced.bound(), mfu=1.0 if priced.mfu is None else priced.mfu)
+    mfu, overlap = priced.mfu, priced.overlap
+    if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1):
+        raise InputError("mfu in (0, 1], or none for a prediction", repr(mfu),
+                         "Pass e.g. --mfu 0.4 for a bound at 40% of peak, or leave it out.")
+    if overlap is not None and (isinstance(overlap, bool) or not isinstance(overlap, (int, float))
+                                or not 0 <= overlap <= 1):
+        raise InputError("overlap in [0, 1], or none to schedule the gradients", repr(overlap),
+                         "Pass e.g. --overlap 0 (nothing hidden), or leave it out.")
+    priced.peak()  # an unknown device, or one without a peak, is refused here
+    if not priced.is_bound and calibration.profile(priced.device) is None:
+        raise InputError(
+            f"a device with a calibration profile ({', '.join(sorted(calibration.profiles()))}) for a prediction",
+            repr(priced.device), "Pass --bound (bound=True) or --mfu X for a bound instead.")
+    return priced
+
+
+def _pricing_text(hardware: Hardware, described: str) -> str:
+    """How a result was priced, in words: a prediction with its calibration, or a bound."""
+    if hardware.overlap is None:
+        hidden = (f"gradients reduced in {hardware.bucket_bytes / 2**20:g} MiB buckets as the backward pass makes them"
+                  if hardware.bucket_bytes else "gradients reduced one by one as the backward pass makes them")
+    else:
+        hidden = "nothing hidden" if hardware.overlap == 0 else f"{hardware.overlap:g} of the communication hidden"
+    levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
+    if not hardware.is_bound:
+        return f"predicted: compute calibrated ({described}), {hidden}, {levels}"
+    return f"a bound: compute at {hardware.mfu:g} of peak (roofline), {hidden}, {levels}"
+
+
 @dataclasses.dataclass(frozen=True)
 class ScalingResult(Rendered):
     """A scaling curve: one `StepEstimate` per device count, and the curve.
@@ -339,12 +395,15 @@ class ScalingResult(Rendered):
     Attributes:
       model: the zoo name (or ``package.module:attr``).
       mesh_axis: the axis grown (``data`` or ``fsdp``).
-      batch_size: samples per device (weak scaling), or None under strong scaling.
+      batch_size: samples per micro-batch per data-parallel rank (weak
+        scaling), or None under strong scaling.
       hardware: what the curve is priced on.
       steps: per device count.
       points: speed-up and efficiency per device count (`xla_cost.parallel.schedule.ScalingPoint`).
       global_batch: samples per step over all devices, fixed (strong scaling),
         or None under weak scaling.
+      mesh: the rest of the layout around each point (`Parallelism.mesh`; empty: none).
+      micro_batches: micro-batches per step per replica.
     """
 
     model: str
@@ -354,6 +413,8 @@ class ScalingResult(Rendered):
     steps: tuple[StepEstimate, ...]
     points: tuple[schedule.ScalingPoint, ...]
     global_batch: int | None = None
+    mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    micro_batches: int = 1
 
     @property
     def device(self) -> str:
@@ -369,45 +430,51 @@ class ScalingResult(Rendered):
         return self.hardware.algorithm
 
     @property
-    def overlap(self) -> float:
+    def overlap(self) -> float | None:
+        """The fixed share of communication hidden, or None: the gradients scheduled against the backward pass."""
         return self.hardware.overlap
 
     @property
-    def efficiency(self) -> float:
-        """The share of peak FLOP/s the compute is priced at (`xla_cost.Hardware.mfu`)."""
+    def efficiency(self) -> float | None:
+        """The share of peak FLOP/s of a bound (`xla_cost.Hardware.mfu`), or None: calibrated compute."""
         return self.hardware.mfu
+
+    @property
+    def calibration(self) -> str:
+        """The calibration profile the curve is predicted with, or "" for bounds."""
+        return self.steps[0].calibration if self.steps else ""
 
     def describe(self) -> str:
         """One line: what was priced."""
         batch = (f"{self.global_batch} samples per step over all devices (strong scaling)"
                  if self.global_batch is not None else f"{self.batch_size} sample(s) per device")
-        return (
-            f"{self.model}: {self.mesh_axis} parallel, {batch}, "
-            f"{self.device} ({self.interconnect} interconnect, {self.algorithm} collectives), "
-            f"overlap {self.overlap:g}, "
-            f"compute at {self.efficiency:g} of peak"
-        )
+        around = f" around {mesh_text(self.mesh)}" if self.mesh else ""
+        around += f", {self.micro_batches} micro-batches a step" if self.micro_batches > 1 else ""
+        return (f"{self.model}: {self.mesh_axis} parallel, {batch}{around}, {self.device} ({self.interconnect} "
+                f"interconnect, {self.algorithm} collectives); {_pricing_text(self.hardware, self.calibration)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
-            "global_batch": self.global_batch,
+            "global_batch": self.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
             "device": self.device, "interconnect": self.interconnect, "algorithm": self.algorithm,
-            "overlap": self.overlap,
-            "efficiency": self.efficiency, "points": self.to_frame().to_dict(orient="records"),
+            "priced_as": "bound" if self.hardware.is_bound else "prediction",
+            "calibration": self.calibration or None, "overlap": self.overlap, "efficiency": self.efficiency,
+            "bucket_bytes": self.hardware.bucket_bytes, "hierarchical": self.hardware.hierarchical,
+            "points": self.to_frame().to_dict(orient="records"),
         }
 
     def to_frame(self) -> pd.DataFrame:
         """One row per device count."""
         rows = []
-        for step, point in zip(self.steps, self.points):
+        for step, at in zip(self.steps, self.points):
             rows.append({
-                "devices": point.devices, "global_batch": point.global_batch,
+                "devices": at.devices, "global_batch": at.global_batch,
                 "flops_per_device": step.flops, "communication_bytes_per_device": step.communication_bytes,
-                "compute_s": point.compute_seconds, "communication_s": point.communication_seconds,
-                "exposed_communication_s": point.exposed_communication_seconds,
-                "step_s": point.step_seconds, "samples_per_s": point.samples_per_second,
-                "speedup": point.speedup, "efficiency": point.efficiency,
+                "compute_s": at.compute_seconds, "communication_s": at.communication_seconds,
+                "exposed_communication_s": at.exposed_communication_seconds,
+                "step_s": at.step_seconds, "samples_per_s": at.samples_per_second,
+                "speedup": at.speedup, "efficiency": at.efficiency,
             })
         return pd.DataFrame(rows)
 
@@ -419,7 +486,8 @@ class ScalingResult(Rendered):
         def draw() -> Any:
             fig, axes = figure(10, 4, 1, 2)
             left, right = axes[0]
-            left.plot(frame["devices"], frame["speedup"], "o-", label="predicted")
+            kind = "bound" if self.hardware.is_bound else "predicted"
+            left.plot(frame["devices"], frame["speedup"], "o-", label=kind)
             left.plot(frame["devices"], frame["devices"] / frame["devices"].iloc[0], "--", color="grey",
                       label="linear")
             right.plot(frame["devices"], frame["efficiency"], "o-")
@@ -430,7 +498,7 @@ class ScalingResult(Rendered):
             left.set_yscale("log", base=2)
             left.legend()
             right.set_ylim(0, 1.05)
-            fig.suptitle(self.describe(), fontsize=9)
+            fig.suptitle(self.describe(), fontsize=9, wrap=True)
             return fig
 
         with open(path, "wb") as handle:
@@ -449,20 +517,17 @@ def _check_devices(devices: Sequence[int]) -> list[int]:
     return out
 
 
-def _runs(function: str, model: str, options: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
-    """``model``'s one-device `RunConfig` from the run fields among ``options``
-    (``batch_size``, ``optimizer``, ``dtype``, ``config``, ...), and the
-    remaining `Hardware` fields."""
-    hardware, run = split_fields(function, options, Hardware, RunConfig)
+def _runs(function: str, model: str, options: Mapping[str, Any],
+          defaults: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any], dict[str, Any]]:
+    """``model``'s canonical one-device `RunConfig` from the run fields among
+    ``options`` (``batch_size``, ``optimizer``, ``dtype``, ``config``, ...),
+    the `Hardware` fields and the `Parallelism` fields."""
+    hardware, parallel, run = split_fields(function, options, Hardware, Parallelism, RunConfig)
     run = {**defaults, **run}
-    if "model" in run or "mesh" in run:
-        raise TypeError(f"{function}() got an unexpected keyword argument {('model' if 'model' in run else 'mesh')!r}")
+    if "model" in run:
+        raise TypeError(f"{function}() got an unexpected keyword argument 'model'")
     run["config"] = dict(run.get("config") or {})
-    return RunConfig(model, **run), hardware
-
-
-def _store(store: Any) -> Any:
-    return store if store is not None else True
+    return RunConfig(model, **run).canonical(), hardware, parallel
 
 
 def scaling(
@@ -472,6 +537,7 @@ def scaling(
     mesh_axis: str = "data",
     global_batch: int | None = None,
     hardware: Hardware | None = None,
+    bound: bool = False,
     store: Any = None,
     **options: Any,
 ) -> ScalingResult:
@@ -480,52 +546,67 @@ def scaling(
     Weak scaling by default: each device count K is analysed sharded
     (``mesh={mesh_axis: K}``) at batch ``batch_size * K``. With
     ``global_batch`` the batch stays fixed instead (strong scaling: each device
-    gets ``global_batch / K`` samples; every K must divide it). Each analysis
-    goes through the results store (a rerun reads it back) and is priced by
-    `predict`. The CPU simulates the devices: call
-    `xla_cost.simulate_devices(max(devices))` before JAX starts (the CLI does).
+    gets ``global_batch / K`` samples; every K must divide it). With ``mesh``
+    (`Parallelism.mesh`, without ``mesh_axis``), each point is K times that
+    layout on ``mesh_axis``: K data-parallel replicas of it, or its analysed
+    program sharded K ways more on ``fsdp``. Each analysis goes through the
+    results store (a rerun reads it back) and is priced by `predict`: a
+    prediction, or a bound with ``bound=True`` (`Hardware.bound`) or an
+    ``mfu``. Every point's forward and backward compute is priced from the
+    program without the grown axis at the same samples per device (the same
+    work; the CPU compiles the sharded program with other fusions), so a weak
+    data-parallel curve's efficiency is never above 1. The CPU simulates the
+    devices; the function asks for them before JAX starts
+    (`xla_cost.simulate_devices`).
 
     Args:
       model: a zoo name or ``package.module:attr``.
-      devices: the device counts, increasing.
+      devices: the device counts grown on ``mesh_axis``, increasing.
       mesh_axis: the axis grown (`MESH_AXES_FOR_SCALING`).
       global_batch: samples per step over all devices, for strong scaling.
       hardware: what the curve is priced on (default `xla_cost.Hardware()`).
+      bound: price bounds instead of predictions.
       store: the results store (a `xla_cost.Store` or a path; None: the default).
-      **options: `xla_cost.Hardware` fields (``device``, ``algorithm``, ...)
-        and the run's `xla_cost.RunConfig` fields: ``batch_size`` (samples per
-        device, default 1), ``optimizer`` (default ``sgd``), ``dtype``, ``config``.
+      **options: `xla_cost.Hardware` fields (``device``, ``algorithm``, ...),
+        ``mesh`` and ``micro_batches`` (`Parallelism`), and the run's
+        `xla_cost.RunConfig` fields: ``batch_size`` (samples per micro-batch
+        per data-parallel rank, default 1), ``optimizer`` (default ``sgd``),
+        ``dtype``, ``config``.
 
     Raises:
       InputError: device counts not increasing, an axis that does not grow the
-        batch, or a global batch that some device count does not divide.
+        batch or is in ``mesh``, a global batch that some point does not
+        divide, a pipeline of a model without ``n_layer``, or a prediction on
+        a device without a calibration profile.
     """
-    run, fields = _runs("scaling", model, options, {})
-    hardware = _hardware("scaling", hardware, fields)
+    one, fields, spread = _runs("scaling", model, options, {})
+    hardware = _pricing("scaling", hardware, fields, bound)
     counts = _check_devices(devices)
-    if mesh_axis not in MESH_AXES_FOR_SCALING:
-        raise InputError(f"--mesh-axis one of {', '.join(MESH_AXES_FOR_SCALING)}", repr(mesh_axis),
-                         "Grow data (DDP) or fsdp (ZeRO-3); model parallelism keeps the batch.")
+    _, mesh, micro = check_parallel(Parallelism(mesh_axis=mesh_axis, **spread))
+    if mesh_axis in mesh:
+        raise InputError(f"a mesh without the grown axis {mesh_axis}", mesh_text(mesh),
+                         f"Drop {mesh_axis}= from --mesh: --devices grows it.")
+    ranks = mesh.get("data", 1) * mesh.get("fsdp", 1) * micro
     if global_batch is not None:
         uneven = [k for k in counts if isinstance(global_batch, bool) or not isinstance(global_batch, int)
-                  or global_batch < k or global_batch % k]
+                  or global_batch < k * ranks or global_batch % (k * ranks)]
         if uneven:
             raise InputError(
-                "a global batch that every device count divides", f"{global_batch!r} over {uneven} devices",
-                f"Pick a global batch that is a multiple of {max(counts)}, or drop the device counts that "
+                "a global batch that every point divides (devices x data and fsdp ranks x micro-batches)",
+                f"{global_batch!r} over {uneven} devices",
+                f"Pick a global batch that is a multiple of {max(counts) * ranks}, or drop the device counts that "
                 "do not divide it.",
             )
-    simulate_devices(max(counts))
-    steps = []
-    for k in counts:
-        sharded = dataclasses.replace(run, batch_size=global_batch if global_batch is not None else run.batch_size * k,
-                                      mesh={mesh_axis: k} if k > 1 else {})
-        report = sharded.canonical().run(cache=_store(store))
-        steps.append(predict(report, hardware))
-    points = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
+    points = [point(one, mesh_axis, k, global_batch // (k * ranks) if global_batch is not None else one.batch_size,
+                     mesh, micro) for k in counts]
+    simulate_devices(max(mesh_devices(p.run.mesh) for p in points))
+    analyse = analyser(store)
+    steps = [_priced(p, hardware, analyse) for p in points]
+    curve = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
-        model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else run.batch_size,
-        hardware=hardware, steps=tuple(steps), points=points, global_batch=global_batch,
+        model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
+        hardware=hardware, steps=tuple(steps), points=curve, global_batch=global_batch, mesh=mesh,
+        micro_batches=micro,
     )
 
 
@@ -541,8 +622,12 @@ class TrainingEstimate(Rendered):
       flops_per_sample: train-step FLOP per sample (forward + backward + update).
       total_flops: the run's FLOP.
       steps: optimizer steps at the global batch.
-      step: the sharded step priced on the devices.
-      seconds: the run's predicted time.
+      step: the sharded step priced on the devices; its ``calibration`` says
+        whether it is a prediction (the profile) or a bound ("").
+      seconds: the run's time: a prediction, or a bound.
+      hardware: what it is priced on (None: not recorded).
+      mesh: the layout (`Parallelism.mesh`; empty: ``devices`` on one axis).
+      micro_batches: micro-batches per step per replica.
     """
 
     model: str
@@ -554,28 +639,48 @@ class TrainingEstimate(Rendered):
     steps: int
     step: StepEstimate
     seconds: float
+    hardware: Hardware | None = None
+    mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    micro_batches: int = 1
+
+    @property
+    def priced_as(self) -> str:
+        """``prediction`` (calibrated compute) or ``bound``."""
+        return "prediction" if self.step.calibration else "bound"
 
     def describe(self) -> str:
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
-        return f"{self.model}: {what} on {self.devices} device(s)"
+        line = f"{self.model}: {what} on {self.devices} device(s)"
+        if self.mesh or self.micro_batches > 1:
+            spread = [mesh_text(self.mesh)] if self.mesh else []
+            line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
+        if self.hardware is not None:
+            return f"{line}; {_pricing_text(self.hardware, self.step.calibration)}"
+        return f"{line}; {self.priced_as}" + (f" ({self.step.calibration})" if self.step.calibration else "")
 
     def to_dict(self) -> dict[str, Any]:
         p = self.step.prediction
         return {
             "model": self.model, "devices": self.devices, "samples": self.samples, "tokens": self.tokens,
             "flops_per_sample": self.flops_per_sample, "total_flops": self.total_flops, "steps": self.steps,
+            "global_batch": self.step.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
+            "priced_as": self.priced_as, "calibration": self.step.calibration or None,
+            "device": self.hardware.device if self.hardware is not None else None,
+            "mfu": self.hardware.mfu if self.hardware is not None else None,
             "step_seconds": p.seconds, "compute_seconds": p.compute_seconds,
-            "communication_seconds": p.communication_seconds, "seconds": self.seconds,
-            "hours": self.seconds / 3600,
+            "communication_seconds": p.communication_seconds,
+            "exposed_communication_seconds": p.exposed_communication_seconds,
+            **{f"{part}_seconds": value for part, value in self.step.parts.items()},
+            "seconds": self.seconds, "hours": self.seconds / 3600,
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row: every figure of `to_dict`."""
-        return pd.DataFrame([self.to_dict()])
+        """One row: every figure of `to_dict` (the mesh as ``axis=size,...``)."""
+        return pd.DataFrame([{**self.to_dict(), "mesh": mesh_text(self.mesh) or None}])
 
     def sections(self) -> list[Section]:
-        rows = [{"figure": key, "value": value} for key, value in self.to_dict().items()
-                if key != "model" and value is not None]
+        rows = [{"figure": key, "value": value} for key, value in self.to_frame().iloc[0].items()
+                if key != "model" and value is not None and value == value]
         return [Section("", pd.DataFrame(rows, dtype=object))]
 
 
@@ -585,51 +690,60 @@ def estimate(
     samples: int | None = None,
     epochs: float = 1,
     tokens: float | None = None,
-    devices: int = 1,
-    mesh_axis: str = "data",
     hardware: Hardware | None = None,
+    parallelism: Parallelism | None = None,
+    bound: bool = False,
     store: Any = None,
     **options: Any,
 ) -> TrainingEstimate:
-    """Total training FLOP and time of ``samples * epochs`` (or ``tokens``) on ``devices``.
+    """Total training FLOP and time of ``samples * epochs`` (or ``tokens``).
 
     The FLOP per sample are the one-device train step's (loop-corrected) over
-    its batch; the time is the number of steps at the global batch
-    (``batch_size * devices``) times the step `predict` gives for the sharded
-    step (`xla_cost.Hardware.mfu` as its compute efficiency; by default 1,
-    the roofline at peak: a lower bound on time).
+    its batch; the time is the number of steps at the global batch times the
+    step `predict` gives for the step spread as ``parallelism`` says (default
+    one device; ``devices`` on ``mesh_axis``, or a ``mesh`` with pipeline
+    stages, tensor-parallel shards and replicas, and ``micro_batches``). By
+    default the step is a prediction with the device's calibration profile
+    (`xla_cost.parallel.calibration`; the result names it); ``bound=True``
+    prices `Hardware.bound` instead (compute at peak, nothing hidden, flat
+    rings: a lower bound on time), and an explicit ``mfu`` a roofline at that
+    share of peak.
 
     Args:
       model: a zoo name or ``package.module:attr``.
       samples, epochs: the data set, in samples (images), and passes over it.
       tokens: instead, the tokens of a language model's run.
-      devices, mesh_axis: the devices the step is split over, and how.
       hardware: what the run is priced on (default `xla_cost.Hardware()`).
+      parallelism: how the step is spread (`Parallelism`; its fields may
+        come as keywords: ``devices``, ``mesh_axis``, ``mesh``, ``micro_batches``).
+      bound: price a bound instead of a prediction.
       store: the results store (None: the default).
-      **options: `xla_cost.Hardware` fields (``device``, ``mfu``, ...) and
-        the run's `xla_cost.RunConfig` fields: ``batch_size`` (per device,
+      **options: `xla_cost.Hardware` fields (``device``, ``mfu``, ...),
+        `Parallelism` fields, and the run's `xla_cost.RunConfig` fields:
+        ``batch_size`` (samples per micro-batch per data-parallel rank,
         default 1), ``optimizer`` (default ``adam``), ``dtype``, ``config``.
+
+    Raises:
+      InputError: both or neither of samples and tokens, devices and a mesh,
+        a bad mesh or mfu, a pipeline of a model without ``n_layer``, or a
+        prediction on a device without a calibration profile.
     """
-    run, fields = _runs("estimate", model, options, {"optimizer": "adam"})
-    hardware = _hardware("estimate", hardware, fields)
+    one, fields, spread = _runs("estimate", model, options, {"optimizer": "adam"})
+    hardware = _pricing("estimate", hardware, fields, bound)
     if (samples is None) == (tokens is None):
         raise InputError("--samples N [--epochs E] or --tokens T", "both or neither",
                          "Give the dataset as samples (images) or tokens (language models).")
-    mfu = hardware.mfu
-    if devices < 1 or isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1:
-        raise InputError("devices >= 1 and mfu in (0, 1]", f"devices={devices}, mfu={mfu}",
-                         "Pass e.g. --devices 8 --mfu 0.4.")
-    simulate_devices(devices)
-    one = run.canonical()
-    single = one.run(cache=_store(store))
+    parallel = dataclasses.replace(parallelism or Parallelism(), **spread)
+    devices, mesh, micro = check_parallel(parallel)
+    where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro)
+    simulate_devices(mesh_devices(where.run.mesh))
+    analyse = analyser(store)
+    single = analyse(one)
     flops = single.phases["train_step"].flops
     if flops is None:
         raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
     per_sample = flops / single.batch_size
-    sharded = single if devices == 1 else dataclasses.replace(
-        one, batch_size=one.batch_size * devices, mesh={mesh_axis: devices}
-    ).run(cache=_store(store))
-    step = predict(sharded, hardware)
+    step = _priced(where, hardware, analyse)
     token_count = None
     if tokens is not None:
         length = zoo.example_inputs(one.model, 1, **dict(one.config)).shape[1]
@@ -637,9 +751,9 @@ def estimate(
         n = token_count / length
     else:
         n = samples * epochs  # type: ignore[operator]
-    steps = math.ceil(n / (one.batch_size * devices))
+    steps = math.ceil(n / step.global_batch)
     return TrainingEstimate(
-        model=one.model, devices=devices, samples=int(n), tokens=token_count,
+        model=one.model, devices=step.devices, samples=int(n), tokens=token_count,
         flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
-        seconds=steps * step.prediction.seconds,
+        seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
     )

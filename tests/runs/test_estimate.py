@@ -1,0 +1,207 @@
+"""Training estimates and scaling curves as predictions and as bounds, over a
+mesh with tensor-parallel shards, pipeline stages, replicas and micro-batches
+(issue 22, section 2).
+
+Expected values are the model's closed forms written out here: the H100
+datasheet's peaks, NVLink 4 per device and direction (1 us per hop assumed, as
+`xla_cost.parallel.comm` states), the 1F1B pipeline's m + p - 1 slots of the
+slowest stage (Narayanan et al. 2021, section 2.2), a calibration given in the
+test, the tiny GPT's dimensions (the activations a stage sends), and the
+analyses' own counts (matrix-product FLOP, memory-bound bytes, kernels), which
+tests/analysis and tests/compiled check against the models' dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import pytest
+
+from xla_cost.errors import InputError
+from xla_cost.parallel.calibration import Calibration, use_profiles
+from xla_cost.parallel.hardware import Hardware
+from xla_cost.runs import scaling
+from xla_cost.runs.configs import RunConfig
+
+pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulated devices (tests/conftest.py)")
+
+# NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense (XLA's float32 matmuls), HBM3 3.35 TB/s;
+# NVLink 4: 450 GB/s per device and direction, 1 us per hop assumed
+H100_TF32, H100_HBM, NVLINK_B, NVLINK_ALPHA = 494.7e12, 3.35e12, 450e9, 1e-6
+PROFILE = {"h100": Calibration("h100", matmul=0.5, memory=0.8, launch=3e-6)}
+F32 = 4  # bytes per element
+
+# a GPT-2 small of 4 layers, d_model 64, 4 heads, 32 positions, 256 tokens: seconds to analyse
+TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
+BATCH = 2  # samples per micro-batch per replica
+MESH = {"data": 2, "model": 2, "pipeline": 2}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("store") / "results.sqlite")
+
+
+def _calibrated(costs, devices: int = 1) -> float:
+    # matrix products at half the TF32 peak, memory-bound bytes at 0.8 of HBM3, 3 us a kernel
+    return (costs.matmul_flops / devices / (0.5 * H100_TF32) + costs.memory_bound_bytes / (0.8 * H100_HBM)
+            + costs.kernels * 3e-6)
+
+
+def _roofline(costs) -> float:
+    return max(costs.flops / H100_TF32, costs.bytes_accessed / H100_HBM)
+
+
+def test_estimate_predicts_by_default_and_bounds_when_asked(store):
+    one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
+    with use_profiles(PROFILE):
+        predicted = scaling.estimate("conv_net", samples=1000, batch_size=2, store=store)
+    # a prediction: the one-device step's backward pass and update, each calibrated
+    compute = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
+    assert predicted.step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
+    assert predicted.step.prediction.seconds == pytest.approx(compute, rel=1e-12)  # one device talks to no one
+    assert predicted.steps == math.ceil(1000 / 2)
+    assert predicted.seconds == pytest.approx(predicted.steps * compute, rel=1e-12)
+    assert predicted.priced_as == "prediction" and predicted.to_dict()["mfu"] is None
+    assert predicted.step.calibration.startswith("h100: matrix products at 0.500 of peak")
+    assert predicted.to_dict()["calibration"] == predicted.step.calibration
+    assert "predicted: compute calibrated (h100: matrix products at 0.500" in predicted.describe()
+    # the parts add up to the step
+    assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)
+
+    bound = scaling.estimate("conv_net", samples=1000, batch_size=2, bound=True, store=store)
+    # a bound: the roofline at the datasheet's peaks, MFU 1
+    assert bound.step.prediction.seconds == pytest.approx(_roofline(one.phases["grad"]) + _roofline(one.phases["update"]),
+                                                          rel=1e-12)
+    assert bound.priced_as == "bound" and bound.to_dict()["calibration"] is None and bound.to_dict()["mfu"] == 1.0
+    assert "a bound: compute at 1 of peak (roofline), nothing hidden, flat rings" in bound.describe()
+    assert bound.hardware == Hardware().bound()
+
+
+def test_estimate_refuses_what_it_cannot_price():
+    with pytest.raises(InputError, match="calibration profile"):
+        scaling.estimate("conv_net", samples=10, device="v100")  # no profile: no prediction
+    with pytest.raises(InputError, match=r"mfu in \(0, 1\]"):
+        scaling.estimate("conv_net", samples=10, mfu=1.5)
+    with pytest.raises(InputError, match="n_layer"):
+        scaling.estimate("conv_net", samples=10, mesh={"pipeline": 2})  # no layers to split
+    with pytest.raises(InputError, match="not both"):
+        scaling.estimate("conv_net", samples=10, devices=2, mesh={"data": 2})
+    with pytest.raises(InputError, match="mesh axes among data, fsdp, model, pipeline"):
+        scaling.estimate("conv_net", samples=10, mesh="data=2,stage=2")
+    with pytest.raises(InputError, match="at most n_layer = 4 pipeline stages"):
+        scaling.estimate("gpt2-small", tokens=10, config=TINY, mesh={"pipeline": 8})
+    with pytest.raises(InputError, match="micro-batches"):
+        scaling.estimate("conv_net", samples=10, micro_batches=0)
+
+
+def test_layout_mesh_reads_the_pipeline_axis():
+    assert scaling.layout_mesh("pipeline=8,model=8,data=16") == {"data": 16, "model": 8, "pipeline": 8}
+    assert scaling.layout_mesh({"pipeline": 2}) == {"pipeline": 2}
+    assert scaling.layout_mesh(None) == {}
+    for bad in ("pipeline=0", "pipeline=2,pipeline=4", "data", {"model": 2.5}):
+        with pytest.raises(InputError):
+            scaling.layout_mesh(bad)
+
+
+@pytest.fixture(scope="module")
+def pipelined(store):
+    with use_profiles(PROFILE):
+        return {m: scaling.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
+                                    micro_batches=m, store=store) for m in (1, 4)}
+
+
+def test_a_pipeline_stage_is_its_share_of_the_layers_on_the_model_axis(pipelined, store, zoo_report):
+    result = pipelined[4]
+    # the analysed program: one stage of n_layer / pipeline = 4 / 2 = 2 layers, tensor parallel over 2 devices
+    stage = RunConfig("gpt2-small", BATCH, {**TINY, "n_layer": 2}, optimizer="adam", mesh={"model": 2}).canonical()
+    assert result.step.flops == stage.run(cache=store).phases["train_step"].flops
+    # every device: model 2 x pipeline 2 x data 2; a step: 2 samples x 4 micro-batches x 2 replicas
+    assert result.devices == 2 * 2 * 2 and result.step.devices == 8
+    assert result.step.global_batch == BATCH * 4 * 2
+    # FLOP per sample from the whole model (4 layers) on one device; a sample is a sequence of 32 tokens
+    whole = zoo_report("gpt2-small", BATCH, "adam", per_layer=False, **TINY).phases["train_step"].flops
+    assert result.flops_per_sample == pytest.approx(whole / BATCH, rel=1e-12)
+    assert result.samples == 64_000 // 32 and result.steps == math.ceil(64_000 / 32 / (BATCH * 4 * 2))
+    data = result.to_dict()
+    assert data["mesh"] == MESH and data["micro_batches"] == 4 and data["priced_as"] == "prediction"
+    assert "(data=2,model=2,pipeline=2, 4 micro-batch(es) a step)" in result.describe()
+
+
+def test_the_pipeline_bubble_shrinks_with_the_micro_batches(pipelined):
+    p = MESH["pipeline"]
+    # each stage sends its activations (batch x positions x d_model, float32) forward and their
+    # gradient back, each of its 2 tensor-parallel devices its half, on NVLink 4 within one node
+    stage_bytes = BATCH * TINY["seq_len"] * TINY["d_model"] * F32
+    transfer = 2 * stage_bytes / MESH["model"] / NVLINK_B + 2 * NVLINK_ALPHA
+    shares = {}
+    for m, result in pipelined.items():
+        parts = result.step.parts
+        compute = (parts["matmul"] + parts["memory"]) / m  # one micro-batch on the slowest stage
+        tensor = parts["tensor"] / m
+        slot = compute + tensor + transfer
+        # 1F1B: m + p - 1 slots, of which the pipeline part is each micro-batch's transfers and p - 1 idle slots
+        assert parts["pipeline"] == pytest.approx(m * transfer + (p - 1) * slot, rel=1e-9)
+        bubble = (p - 1) * slot
+        shares[m] = bubble / (m * slot + bubble)
+        assert shares[m] == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)  # 1/2 at m = 1, 1/5 at m = 4
+        assert sum(parts.values()) == pytest.approx(result.step.prediction.seconds, rel=1e-12)
+    assert shares[4] < shares[1]
+    # the per-sample time falls as the bubble shrinks: 4 micro-batches carry 4x the samples in less than 4x the time
+    one, four = pipelined[1].step, pipelined[4].step
+    assert four.prediction.seconds / four.global_batch < one.prediction.seconds / one.global_batch
+
+
+def test_scaling_grows_replicas_around_a_mesh(store):
+    with use_profiles(PROFILE):
+        curve = scaling.scaling("gpt2-small", [1, 2, 4], mesh={"model": 2, "pipeline": 2}, micro_batches=2,
+                                config=TINY, batch_size=1, store=store)
+    # K replicas of a 2 x 2 layout: 4, 8 and 16 devices, 1 sample x 2 micro-batches x K a step
+    assert [s.devices for s in curve.steps] == [4, 8, 16]
+    assert [s.global_batch for s in curve.steps] == [2, 4, 8]
+    assert len({s.flops for s in curve.steps}) == 1  # one analysed program: the replicas are the layout's
+    assert all(p.efficiency <= 1 for p in curve.points)
+    assert curve.to_dict()["mesh"] == {"model": 2, "pipeline": 2} and curve.to_dict()["priced_as"] == "prediction"
+    assert "around model=2,pipeline=2, 2 micro-batches a step" in curve.describe()
+    with pytest.raises(InputError, match="without the grown axis"):
+        scaling.scaling("gpt2-small", [1, 2], mesh={"data": 2}, config=TINY)
+
+
+def test_fsdp_grows_in_the_program_and_keeps_its_sharded_update(store):
+    with use_profiles(PROFILE):
+        curve = scaling.scaling("gpt2-small", [1, 2], mesh_axis="fsdp", mesh={"model": 2}, config=TINY,
+                                batch_size=1, store=store)
+    one, two = (RunConfig("gpt2-small", k, TINY, mesh={"model": 2, **({"fsdp": 2} if k > 1 else {})}).canonical()
+                .run(cache=store) for k in (1, 2))
+    assert [s.devices for s in curve.steps] == [2, 4] and curve.steps[1].flops == two.phases["train_step"].flops
+    # the point on 4 devices: the backward pass's compute of the 2-device program (1 sample a
+    # device), the update of its own program (ZeRO-3 updates each device's half of the parameters)
+    matmul = one.phases["grad"].matmul_flops / 2 / (0.5 * H100_TF32)
+    backward = matmul + one.phases["grad"].memory_bound_bytes / (0.8 * H100_HBM) + one.phases["grad"].kernels * 3e-6
+    update = _calibrated(two.phases["update"], two.devices)
+    assert curve.steps[1].parts["matmul"] + curve.steps[1].parts["memory"] == pytest.approx(backward, rel=1e-12)
+    assert curve.steps[1].parts["update"] == pytest.approx(update, rel=1e-12)
+    assert any("priced from the program on model=2" in n for n in curve.steps[1].notes)
+
+
+# a GPT-2 small of 2 layers, 256 positions of width 64, 8 sequences per device: the CPU
+# compiles its one-device step with 5% more memory traffic than the same step sharded
+# over 2 devices (the softmax is fused differently around the sharding constraints)
+ARTEFACT = {"n_layer": 2, "seq_len": 256, "d_model": 64, "n_head": 4, "vocab_size": 256}
+
+
+@pytest.mark.parametrize("bound", [True, False])
+def test_weak_scaling_efficiency_is_never_above_one(store, bound):
+    curve = scaling.scaling("gpt2-small", [1, 2, 4], batch_size=8, config=ARTEFACT, bound=bound, store=store)
+    for point in curve.points:
+        assert point.efficiency <= 1
+    first = curve.steps[0].prediction.compute_seconds
+    # data parallel, 8 samples a device: the same per-device work at every count
+    assert all(s.prediction.compute_seconds == pytest.approx(first, rel=1e-12) for s in curve.steps)
+    if bound:
+        # each point priced on its own program instead: 2 devices above linear, the artefact this fixes
+        one, two = (RunConfig("gpt2-small", 8 * k, ARTEFACT, mesh={"data": k} if k > 1 else {}).canonical()
+                    .run(cache=store) for k in (1, 2))
+        own = [scaling.predict(r, Hardware().bound()) for r in (one, two)]
+        assert scaling.speedup(*own) / 2 > 1

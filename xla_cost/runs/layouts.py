@@ -1,0 +1,219 @@
+"""How a training step is spread over devices beyond one analysed program.
+
+`Parallelism` (devices on one axis, or a mesh with ``data`` replicas,
+``fsdp`` and ``model`` shards and ``pipeline`` stages, and micro-batches) is
+what `xla_cost.estimate` and `xla_cost.predict_scaling` take; `point` turns
+it into the program to analyse (a `xla_cost.RunConfig`: the mesh's ``fsdp``
+and ``model`` axes, a pipeline stage's share of the layers) and the
+`xla_cost.parallel.schedule.Layout` around it, which
+`xla_cost.runs.scaling.predict` prices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from xla_cost import zoo
+from xla_cost.errors import InputError
+from xla_cost.parallel import schedule
+from xla_cost.parallel.sharding import MESH_AXES, parse_mesh
+from xla_cost.runs.configs import RunConfig
+
+__all__ = [
+    "MESH_AXES_FOR_SCALING", "LAYOUT_AXES", "Parallelism", "layout_mesh", "mesh_text", "check_parallel",
+    "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "analyser",
+]
+
+MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
+"""Axes a scaling curve grows (weak scaling: the per-device batch stays)."""
+
+LAYOUT_AXES: tuple[str, ...] = (*MESH_AXES, "pipeline")
+"""The axes of `Parallelism.mesh`: ``fsdp`` and ``model`` shard the analysed
+program, ``data`` replicates it, ``pipeline`` splits its layers into stages."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Parallelism:
+    """How a training step is spread over devices: `estimate` takes it (or its
+    fields as keywords), `scaling` its ``mesh`` and ``micro_batches``.
+
+    Attributes:
+      devices: devices the step is split over on ``mesh_axis`` (the one-axis
+        form, analysed as one sharded program).
+      mesh_axis: ``data`` (DDP) or ``fsdp`` (ZeRO-3), for ``devices``.
+      mesh: instead of ``devices``, devices per axis of `LAYOUT_AXES`
+        (``{"data": 16, "model": 8, "pipeline": 8}`` or
+        ``"data=16,model=8,pipeline=8"``): the analysed program is sharded
+        over ``model`` (tensor parallel) and ``fsdp`` alone; ``pipeline``
+        stages each hold ``ceil(n_layer / pipeline)`` of the layers (the
+        analysed stage keeps the embedding and the head: the slowest one);
+        ``data`` replicas all-reduce its gradients
+        (`xla_cost.parallel.schedule.Layout`).
+      micro_batches: micro-batches per step per replica, each of
+        ``batch_size`` samples per data-parallel rank: the pipeline's ``m``
+        (its bubble is ``(p - 1) / m`` of the work), gradient accumulation
+        without one.
+    """
+
+    devices: int = 1
+    mesh_axis: str = "data"
+    mesh: Mapping[str, int] | str | None = None
+    micro_batches: int = 1
+
+
+def positive(value: Any, what: str, fix: str) -> int:
+    """``value`` as an integer >= 1, or `InputError` (expected ``what``, ``fix``)."""
+    try:
+        size = int(value) if not isinstance(value, bool) else -1
+    except (TypeError, ValueError):
+        size = -1
+    if size < 1 or (isinstance(value, float) and value != size):
+        raise InputError(f"{what}, an integer >= 1", repr(value), fix)
+    return size
+
+
+def layout_mesh(mesh: Mapping[str, int] | str | None) -> dict[str, int]:
+    """``"data=16,model=8,pipeline=8"`` (or a mapping) to devices per axis of
+    `LAYOUT_AXES`, in that order; empty for None.
+
+    Raises:
+      InputError: an unknown axis, an axis twice, or a size that is not a positive integer.
+    """
+    fix = f"Use e.g. --mesh data=16,model=8,pipeline=8 (axes {', '.join(LAYOUT_AXES)})."
+    if mesh is None or (isinstance(mesh, (str, Mapping)) and not mesh):
+        return {}
+    if isinstance(mesh, str):
+        parts = [part.partition("=") for part in mesh.split(",")]
+        if any(not sep or not key.strip() for key, sep, _ in parts):
+            raise InputError("a mesh as AXIS=SIZE[,AXIS=SIZE...]", repr(mesh), fix)
+        pairs = [(key.strip(), value.strip()) for key, _, value in parts]
+    elif isinstance(mesh, Mapping):
+        pairs = list(mesh.items())
+    else:
+        raise InputError("a mesh as a dict {axis: size} or 'data=16,model=8,pipeline=8'", type(mesh).__name__, fix)
+    unknown = [key for key, _ in pairs if key not in LAYOUT_AXES]
+    if unknown:
+        raise InputError(f"mesh axes among {', '.join(LAYOUT_AXES)}", repr(unknown[0]), fix)
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) < len(keys):
+        raise InputError("each mesh axis once", repr(mesh), "Give each axis one size.")
+    sizes = parse_mesh({key: value for key, value in pairs if key != "pipeline"})
+    sizes.update({key: positive(value, f"a size for mesh axis {key}", f"Use e.g. {key}=8.")
+                  for key, value in pairs if key == "pipeline"})
+    return {axis: sizes[axis] for axis in LAYOUT_AXES if axis in sizes}
+
+
+def mesh_text(mesh: Mapping[str, int]) -> str:
+    """``data=16,model=8,pipeline=8``."""
+    return ",".join(f"{axis}={size}" for axis, size in mesh.items())
+
+
+def check_parallel(parallel: Parallelism) -> tuple[int, dict[str, int], int]:
+    """(devices, the layout's mesh, micro-batches) of ``parallel``, checked."""
+    devices = positive(parallel.devices, "devices", "Pass e.g. --devices 8.")
+    micro = positive(parallel.micro_batches, "micro-batches per step", "Pass e.g. --micro-batches 8.")
+    if parallel.mesh_axis not in MESH_AXES_FOR_SCALING:
+        raise InputError(f"--mesh-axis one of {', '.join(MESH_AXES_FOR_SCALING)}", repr(parallel.mesh_axis),
+                         "Grow data (DDP) or fsdp (ZeRO-3); --mesh model=N,pipeline=N places the rest.")
+    mesh = layout_mesh(parallel.mesh)
+    if mesh and devices != 1:
+        raise InputError("--devices K or --mesh AXIS=N,..., not both", f"{devices} devices and mesh {mesh_text(mesh)}",
+                         "Put the devices in the mesh, e.g. --mesh data=8.")
+    return devices, mesh, micro
+
+
+ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def pipeline_stage(run: RunConfig, stages: int) -> RunConfig:
+    """The pipeline stage ``run`` analyses: ``ceil(n_layer / stages)`` layers."""
+    if stages == 1:
+        return run
+    config = {} if run.custom else {**zoo.get_spec(run.model).defaults, **run.config}
+    if "n_layer" not in config or "d_model" not in config:
+        raise InputError("a zoo model with n_layer and d_model settings for a pipeline (gpt2-small, bert-base, "
+                         "vit-b16, ...)", repr(run.model), "Drop pipeline= from the mesh, or pick such a model.")
+    if stages > config["n_layer"]:
+        raise InputError(f"at most n_layer = {config['n_layer']} pipeline stages for {run.model}",
+                         f"pipeline={stages}", "Use fewer stages, or more layers (--set n_layer=N).")
+    return dataclasses.replace(run, config={**run.config, "n_layer": -(-config["n_layer"] // stages)})
+
+
+def activation_bytes(run: RunConfig) -> int:
+    """The activation bytes one micro-batch sends from a stage to the next:
+    batch x positions x d_model x bytes per element of the step's dtype, the
+    positions being ``seq_len`` (token models) or the patches and the class
+    token (``(image_size / patch_size)**2 + 1``, image transformers)."""
+    config = {**zoo.get_spec(run.model).defaults, **run.config}
+    positions = config.get("seq_len") or (config["image_size"] // config["patch_size"]) ** 2 + 1
+    return run.batch_size * positions * config["d_model"] * ELEMENT_BYTES.get(run.dtype, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One priced step: the analysed program, the layout around it, and the
+    program whose forward and backward compute it is priced with (None: its own)."""
+
+    run: RunConfig
+    layout: schedule.Layout
+    reference: RunConfig | None = None
+    phases: tuple[str, ...] = ()
+
+
+def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, int], micro: int) -> Point:
+    """``k`` devices grown on ``axis`` around ``mesh``, ``per_rank`` samples per
+    micro-batch on each data-parallel rank.
+
+    Where the grown axis is in the analysed program, its forward and backward
+    compute (and a replicated update's) are priced from the program without it
+    at the same samples per device: the same work, which the CPU compiles
+    with other fusions when sharded (its activation sharding constraints);
+    the sharded program gives the collectives and, under FSDP, the sharded update.
+    """
+    same = ("forward", "backward", "grad", *(("update",) if axis == "data" else ()))
+    if not mesh:
+        run = dataclasses.replace(one, batch_size=per_rank * k, mesh={axis: k} if k > 1 else {})
+        reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if k > 1 else None
+        return Point(run, schedule.Layout(micro_batches=micro), reference, same)
+    program = {a: mesh[a] for a in ("fsdp", "model") if a in mesh and mesh[a] > 1}
+    stage, data = pipeline_stage(one, mesh.get("pipeline", 1)), mesh.get("data", 1)
+    reference = None
+    if axis == "fsdp" and k > 1:
+        run = dataclasses.replace(stage, batch_size=per_rank * k, mesh=parse_mesh({**program, "fsdp": k}))
+        reference = dataclasses.replace(stage, batch_size=per_rank, mesh=program)
+    else:
+        run = dataclasses.replace(stage, batch_size=per_rank * mesh.get("fsdp", 1), mesh=program)
+        data *= k if axis == "data" else 1
+    pipeline = mesh.get("pipeline", 1)
+    layout = schedule.Layout(pipeline=pipeline, micro_batches=micro, data=data,
+                             stage_bytes=activation_bytes(run) if pipeline > 1 else 0)
+    return Point(run, layout, reference, same)
+
+
+def same_work(report: Any, reference: Any, phases: Sequence[str]) -> Any:
+    """``report`` with the compute figures of ``phases`` read from ``reference``
+    (the same per-device work on fewer devices); its collectives stay."""
+    scale = report.devices // reference.devices
+    replaced = dict(report.phases)
+    for name in phases:
+        theirs = reference.phases[name]
+        replaced[name] = dataclasses.replace(
+            report.phases[name], flops=theirs.flops, bytes_accessed=theirs.bytes_accessed,
+            memory_bound_bytes=theirs.memory_bound_bytes, kernels=theirs.kernels,
+            matmul_flops=None if theirs.matmul_flops is None else theirs.matmul_flops * scale)
+    return dataclasses.replace(report, phases=replaced)
+
+
+def analyser(store: Any) -> Callable[[RunConfig], Any]:
+    """Analyses a `RunConfig` through the results store, each one once."""
+    done: dict[str, Any] = {}
+
+    def analyse(run: RunConfig) -> Any:
+        key = str(run)
+        if key not in done:
+            done[key] = run.run(cache=store if store is not None else True)
+        return done[key]
+
+    return analyse
