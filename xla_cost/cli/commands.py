@@ -109,13 +109,11 @@ def report(args: argparse.Namespace) -> str:
 def scaling(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.scaling import scaling
-    from xla_cost.parallel.sharding import simulate_devices
 
-    devices = [int(k) for k in _list(args.devices, "--devices")]
-    simulate_devices(max(devices) if devices and all(isinstance(k, int) for k in devices) else 1)
+    devices = _list(args.devices, "--devices")
     result = scaling(
-        args.model, devices, mesh_axis=args.mesh_axis, global_batch=args.global_batch, store=args.store,
-        **_run_options(args), **_hardware(args),
+        args.model, devices, mesh_axis=args.mesh_axis, global_batch=args.global_batch, bound=args.bound,
+        store=args.store, mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
     )
     if args.plot:
         check_output(args.plot)
@@ -124,15 +122,13 @@ def scaling(args: argparse.Namespace) -> str:
 
 
 def estimate(args: argparse.Namespace) -> str:
-    from xla_cost.parallel.sharding import simulate_devices
     from xla_cost.present.formats import render_as
     from xla_cost.runs.scaling import estimate
 
-    simulate_devices(args.devices)
     result = estimate(
         args.model, samples=None if args.samples is None else int(args.samples), epochs=args.epochs,
-        tokens=args.tokens, devices=args.devices, mesh_axis=args.mesh_axis, store=args.store,
-        **_run_options(args), **_hardware(args), **({} if args.mfu is None else {"mfu": args.mfu}),
+        tokens=args.tokens, bound=args.bound, store=args.store, devices=args.devices, mesh_axis=args.mesh_axis,
+        mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
     )
     return render_as(result, args.format, width(args))
 
@@ -152,8 +148,10 @@ def fit(args: argparse.Namespace) -> str:
 
 
 def _hardware(args: argparse.Namespace) -> dict[str, Any]:
-    """The `xla_cost.Hardware` fields the command line sets."""
-    return dict(device=args.device, interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm)
+    """The `xla_cost.Hardware` fields the command line sets (``mfu`` and
+    ``overlap`` None unless given: a prediction, scheduled)."""
+    return dict(device=args.device, interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm,
+                mfu=args.mfu)
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:

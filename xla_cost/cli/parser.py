@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from xla_cost.choices import COUNTERS, DTYPES
 from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
-from xla_cost.parallel import devices
+from xla_cost.parallel import calibration, devices
 from xla_cost.parallel.comm import ALGORITHMS, INTERCONNECTS
-from xla_cost.parallel.schedule import DEFAULT_OVERLAP
 from xla_cost.present.formats import FORMATS
 from xla_cost.present.units import join_words
 from xla_cost.study.pages import PAGES
@@ -86,12 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     scaling = sub.add_parser(
         "scaling", help="predicted speed-up and efficiency of a sharded train step over device counts",
         description="Each device count is a sharded analysis (XLA's SPMD partitioner; devices simulated "
-        "on the CPU) priced with the alpha-beta model of xla_cost.parallel.comm; results go through the store.",
+        "on the CPU) priced by xla_cost.predict: a prediction with the device's calibration profile, or "
+        "a bound with --bound or --mfu; results go through the store.",
     )
     scaling.add_argument("model", help="a zoo name or package.module:attribute")
-    scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts, increasing (default 1,2,4,8)")
+    scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts grown on --mesh-axis, increasing (default 1,2,4,8)")
     scaling.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="the axis grown: data (DDP) or fsdp (ZeRO-3); the per-device batch stays (weak scaling)")
     scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
+    _layout_options(scaling, "the rest of the layout around each point (without the grown axis): ")
     _settings_option(scaling)
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens in all (language models; instead of --samples)")
     estimate.add_argument("--devices", type=int, default=1, metavar="K", help="devices (default 1)")
     estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
-    estimate.add_argument("--mfu", type=float, default=None, metavar="X", help="the fraction of peak FLOP/s reached (default: the roofline at peak, a lower bound on time)")
+    _layout_options(estimate, "instead of --devices: ")
     _settings_option(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
     _output_options(estimate)
@@ -163,14 +164,21 @@ def _settings_option(parser: argparse.ArgumentParser) -> None:
                         help="a model argument (repeatable)")
 
 
+def _layout_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--mesh", default=None, metavar="AXIS=N,...", help=f"{what}devices per axis: data (replicas), fsdp and model (shards of the analysed program), pipeline (stages, each with its share of n_layer), e.g. data=16,model=8,pipeline=8")
+    parser.add_argument("--micro-batches", type=int, default=1, metavar="M", help="micro-batches per step per replica: the pipeline's (its bubble is (pipeline - 1) / M of the work), gradient accumulation without one (default 1)")
+
+
 def _hardware_options(
     parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str], optimizer: str = "sgd"
 ) -> None:
-    parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="samples per device (default 1)")
+    parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="samples per device, or per micro-batch and data-parallel rank (default 1)")
     parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")
     parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
-    parser.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100)")
+    parser.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100); predictions need one with a calibration profile: {join_words(sorted(calibration.profiles()))}")
     parser.add_argument("--interconnect", default=None, metavar="NAME", help=f"one interconnect for every link instead of the device's cluster: {', '.join(INTERCONNECTS)}")
-    parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP, metavar="F", help=f"fraction of communication hidden behind compute (default {DEFAULT_OVERLAP}: none, an upper bound on time)")
+    parser.add_argument("--bound", action="store_true", help="price bounds instead of predictions: compute at peak (or at --mfu), nothing hidden, every collective on a flat ring")
+    parser.add_argument("--mfu", type=float, default=None, metavar="X", help="a bound with compute at this fraction of peak FLOP/s (default: none, compute predicted with the device's calibration profile)")
+    parser.add_argument("--overlap", type=float, default=None, metavar="F", help="fraction of communication hidden behind compute (default: none given, the gradient buckets are scheduled against the backward pass; 0 with --bound)")
     parser.add_argument("--algorithm", default="ring", choices=tuple(ALGORITHMS), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale); xla_cost.parallel.comm.ALGORITHMS")
     parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")

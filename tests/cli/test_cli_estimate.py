@@ -1,0 +1,91 @@
+"""`xla-cost estimate` and `xla-cost scaling` with a mesh, micro-batches and
+bounds: a thin layer over `xla_cost.runs.scaling.estimate` and `scaling`
+(their figures are tested in tests/runs/test_estimate.py); bad input is one
+line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xla_cost.cli import main
+from xla_cost.cli.parser import build_parser
+from xla_cost.runs import scaling
+
+TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
+SETTINGS = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_parse_mesh_micro_batches_and_bound():
+    args = build_parser().parse_args(["estimate", "gpt2-small", "--tokens", "1e6", "--mesh", "data=16,model=8,pipeline=8",
+                                      "--micro-batches", "64", "--bound", "--mfu", "0.5"])
+    assert (args.mesh, args.micro_batches, args.bound, args.mfu) == ("data=16,model=8,pipeline=8", 64, True, 0.5)
+    plain = build_parser().parse_args(["scaling", "resnet50"])
+    # predictions by default: no fixed MFU, no fixed overlap, no mesh, one micro-batch
+    assert (plain.mfu, plain.overlap, plain.bound, plain.mesh, plain.micro_batches) == (None, None, False, None, 1)
+
+
+def test_estimate_with_a_pipeline_is_the_api(capsys, tmp_path):
+    store = str(tmp_path / "s.sqlite")
+    argv = ["estimate", "gpt2-small", "--tokens", "64000", *SETTINGS, "--batch-size", "2",
+            "--mesh", "data=2,model=2,pipeline=2", "--micro-batches", "4", "--store", store, "--format", "json"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    shown = json.loads(out)
+    api = scaling.estimate("gpt2-small", tokens=64000, config=TINY, batch_size=2, mesh="data=2,model=2,pipeline=2",
+                           micro_batches=4, store=store).to_dict()
+    assert shown == json.loads(json.dumps(api))
+    # 2 x 2 x 2 devices; 2 samples x 4 micro-batches x 2 replicas a step
+    assert (shown["devices"], shown["global_batch"], shown["priced_as"]) == (8, 16, "prediction")
+    assert shown["calibration"].startswith("h100: ")
+    code, out, err = run(capsys, *argv, "--bound")
+    assert code == 0, err
+    bound = json.loads(out)
+    assert (bound["priced_as"], bound["calibration"], bound["mfu"]) == ("bound", None, 1.0)
+    assert bound["total_flops"] == shown["total_flops"]  # the same work, priced otherwise
+
+
+def test_scaling_with_a_mesh(capsys, tmp_path):
+    code, out, err = run(capsys, "scaling", "gpt2-small", "--devices", "1,2", "--mesh", "model=2,pipeline=2",
+                         "--micro-batches", "2", *SETTINGS, "--store", str(tmp_path / "s.sqlite"), "--format", "json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert [p["devices"] for p in shown["points"]] == [4, 8] and shown["priced_as"] == "prediction"
+    assert shown["mesh"] == {"model": 2, "pipeline": 2} and shown["micro_batches"] == 2
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["estimate", "conv_net", "--samples", "10", "--device", "v100"], "calibration profile"),
+    (["estimate", "conv_net", "--samples", "10", "--mesh", "pipeline=2"], "n_layer"),
+    (["estimate", "conv_net", "--samples", "10", "--devices", "2", "--mesh", "data=2"], "not both"),
+    (["estimate", "conv_net", "--samples", "10", "--mesh", "data=two"], "positive integer"),
+    (["estimate", "conv_net", "--samples", "10", "--mfu", "0"], "mfu in (0, 1]"),
+    (["estimate", "conv_net", "--samples", "10", "--micro-batches", "0"], "micro-batches"),
+    (["scaling", "conv_net", "--devices", "1,2", "--mesh", "data=2"], "without the grown axis"),
+])
+def test_bad_layouts_are_one_line(capsys, argv, expected):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and expected in err and "Expected" in err, err
+
+
+def test_a_fresh_process_simulates_the_mesh(tmp_path):
+    # the command asks for the devices the analysed program needs (model=2) before JAX starts
+    done = subprocess.run(
+        [sys.executable, "-m", "xla_cost", "estimate", "gpt2-small", "--tokens", "64000", *SETTINGS,
+         "--mesh", "data=2,model=2,pipeline=2", "--micro-batches", "4", "--bound", "--store",
+         str(tmp_path / "s.sqlite"), "--format", "json"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert (shown["devices"], shown["priced_as"], shown["micro_batches"]) == (8, "bound", 4)
