@@ -501,26 +501,27 @@ def seed004_prices(data: StudyData) -> dict[str, Any] | None:
     that gives 1.3x; Jia et al.'s fixed-batch doubling with each all-reduce
     algorithm; the ImageNet run's FLOP, roofline and all-reduce per step. None
     when the plan has no seed 004 model."""
+    from xla_cost.parallel.hardware import Hardware
     from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
 
     seed = data.seed004 if data.plan.seed004_model else None
     if seed is None:
         return None
-    bound = {"device": "p40", "mfu": 1.0, "overlap": 0.0}
+    bound = Hardware(device="p40").bound()  # compute at peak, nothing hidden, each collective on one flat ring
     algorithms = ("ring", "halving-doubling")
     peak = registry_device("p40", has="peak").peak
     step = seed["small"].phases["train_step"]
     return {
         "model": seed["model"], "batch": seed["batch"], "global_batch": seed["global_batch"],
         "devices": seed["devices"],
-        "pcie": speedup(predict(seed["one"], **bound), predict(seed["two"], **bound)),
-        "need": bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, interconnect="pcie3", **bound),
-        "strong": {a: speedup(predict(seed["small"], algorithm=a, **bound), predict(seed["large"], algorithm=a, **bound))
+        "pcie": speedup(predict(seed["one"], bound), predict(seed["two"], bound)),
+        "need": bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, bound, interconnect="pcie3"),
+        "strong": {a: speedup(predict(seed["small"], bound, algorithm=a), predict(seed["large"], bound, algorithm=a))
                    for a in algorithms},
         "per_image": seed["one"].phases["train_step"].flops / seed["one"].batch_size,
         "compute": step.flops / peak.for_dtype("float32"),
         "memory": (step.bytes_accessed or 0) / peak.bandwidth,
-        "comm": {a: predict(seed["small"], algorithm=a, **bound).prediction.communication_seconds for a in algorithms},
+        "comm": {a: predict(seed["small"], bound, algorithm=a).prediction.communication_seconds for a in algorithms},
     }
 
 
@@ -631,8 +632,8 @@ def gpt3_estimate(data: StudyData) -> Any:
 
     if not data.plan.gpt3_model:
         return None
-    # the total FLOP alone are used: the time is priced as a bound (mfu=1), whatever the pricing default
-    return estimate(data.plan.gpt3_model, tokens=GPT3_TRAINING_TOKENS, optimizer="adam", mfu=1.0, store=data.store)
+    # the total FLOP alone are used: the time is priced as a bound, a device without a profile would do
+    return estimate(data.plan.gpt3_model, tokens=GPT3_TRAINING_TOKENS, optimizer="adam", bound=True, store=data.store)
 
 
 def _c_gpt3_compute(data: StudyData) -> tuple[str, str]:

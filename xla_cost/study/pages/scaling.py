@@ -1,8 +1,10 @@
 """The page ``scaling``: sharded train steps priced on many devices.
 
-Weak-scaling curves of the plan, priced with each collective algorithm of
+Weak-scaling curves of the plan, predicted (the device's calibration profile;
+bounds for a device without one) with each collective algorithm of
 `xla_cost.parallel.comm.ALGORITHMS` (a new algorithm there is a new set of
-columns here), and the condition for seed 004's 1.3x from twice the GPUs.
+columns here), and the condition for seed 004's 1.3x from twice the GPUs,
+predicted and as bounds.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from xla_cost.parallel import comm, schedule
+from xla_cost.parallel import calibration, comm
+from xla_cost.parallel.hardware import Hardware
 from xla_cost.present.figures import LINE_COLORS, figure, png
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, ratio, si, sig
@@ -32,13 +35,15 @@ SHARDED = True
 @collected
 def scaling_curves(data: StudyData) -> list[dict[str, Any]]:
     """Each weak-scaling curve of the plan, priced on ``scaling_device`` with
-    each collective algorithm (``priced``: algorithm -> `xla_cost.ScalingResult`)."""
+    each collective algorithm (``priced``: algorithm -> `xla_cost.ScalingResult`):
+    predictions, or bounds where the device has no calibration profile."""
     from xla_cost.runs.scaling import scaling
 
     plan = data.plan
     out = []
     for model, axis, batch in plan.scaling_curves:
-        common = dict(devices=plan.scaling_devices, batch_size=batch, device=plan.scaling_device)
+        common = dict(devices=plan.scaling_devices, batch_size=batch, device=plan.scaling_device,
+                      bound=calibration.profile(plan.scaling_device) is None)
         out.append({
             "model": model, "axis": axis, "batch": batch,
             "priced": {a: scaling(model, mesh_axis=axis, store=data.store, algorithm=a, **common)
@@ -85,7 +90,8 @@ def _fig_scaling(curves: Sequence[dict[str, Any]], device: str) -> bytes:
         right.set_ylim(0, 1.05)
         left.legend(fontsize=7, loc="upper left")
         styles = join_words([f"{a} ({_line_style(i)[1]})" for i, a in enumerate(comm.ALGORITHMS)])
-        fig.suptitle(f"Weak scaling on {device} clusters: {styles} collectives", fontsize=10)
+        kind = "bounds" if calibration.profile(device) is None else "predicted"
+        fig.suptitle(f"Weak scaling on {device} clusters ({kind}): {styles} collectives", fontsize=10)
         return fig
 
     return png(draw)
@@ -106,6 +112,13 @@ def _beside_presets(bandwidth: float | None) -> str:
             f"({gbs(above[0].bandwidth)})")
 
 
+def _needed(bandwidth: float | None) -> str:
+    """The link a doubling needs for 1.3x, and where it falls among the presets."""
+    if bandwidth is None:
+        return "with no link between the two GPUs (out of reach in this model)"
+    return f"with a link between the two GPUs of {gbs(bandwidth)} ({_beside_presets(bandwidth)})"
+
+
 def _speedup_condition(target: float, weak: bool) -> str:
     """The exposed communication, as a multiple of compute, that turns a
     doubling into ``target``x (compute halves per device under strong scaling;
@@ -116,9 +129,39 @@ def _speedup_condition(target: float, weak: bool) -> str:
     return ratio(multiple, 3)
 
 
-def build(data: StudyData) -> dict[str, bytes]:
-    from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
+def _pricing_lines(device: str) -> list[str]:
+    """The page's list of how its curves are priced on ``device``: predicted
+    with its calibration profile, or bounds where it has none."""
+    profile = calibration.profile(device)
+    steps = [
+        "- weak scaling: the samples per device stay, the global batch grows with the devices; every point's forward "
+        "and backward compute (and its update, replicated under DDP) is the one-device program's at the same samples "
+        "per device: the same work (the CPU compiles the sharded program with other fusions, which no GPU shares), so "
+        "a curve shows what communication costs (a data-parallel one never passes 100% efficiency);",
+        "- ring all-reduce 2(n−1)/n·S/B + 2(n−1)·α, all-gather and reduce-scatter (n−1)/n·S/B + (n−1)·α; "
+        "halving-doubling (Thakur et al. 2005) has the same bandwidth term and ⌈log2 n⌉ hops instead of n−1, as tree "
+        "and hierarchical algorithms at scale;",
+    ]
+    if profile is None:
+        return ["- step time = compute + communication, as **bounds** (`Hardware.bound()`: the device has no "
+                "calibration profile): compute roofline = max(FLOP / peak FLOP/s, bytes / memory bandwidth) per device "
+                "at the published peak, every collective on one flat ring, nothing hidden;", *steps]
+    bucket = Hardware(device).bucket_bytes
+    return [
+        "- step time = compute + the communication not hidden behind it, **predicted** (`xla_cost.predict`; "
+        "`xla-cost scaling --bound` gives the bounds: compute at peak, nothing hidden, flat rings);",
+        f"- compute with the `{device}` calibration profile (`xla_cost.parallel.calibration`, "
+        f"[validation](validation.md)): matrix products at {sig(profile.matmul, 3)} of the peak FLOP/s, the "
+        f"memory-bound rest at {sig(profile.memory, 3)} of the memory bandwidth, "
+        f"{sig(profile.launch * 1e6, 3)} µs per kernel;",
+        f"- gradients reduced in {sig(bucket / 2**20, 3)} MiB buckets (PyTorch DDP's) as the backward pass makes "
+        "them, in two levels over several nodes (within each node, then between them, as NCCL does); what runs past "
+        "the backward pass is exposed;",
+        *steps,
+    ]
 
+
+def build(data: StudyData) -> dict[str, bytes]:
     plan = data.plan
     files: dict[str, bytes] = {}
     cluster = comm.cluster(plan.scaling_device)
@@ -127,21 +170,13 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
         "Each point is a sharded analysis: the train step compiled for a mesh of K devices by JAX's SPMD partitioner "
         "(`xla_cost.analyze(..., mesh={axis: K})`, devices simulated on the CPU, nothing allocated), whose per-device "
-        "FLOP and bytes and whose collectives (read from the compiled HLO, with their loop multiplicity) are priced by "
-        "the alpha-beta model of `xla_cost.parallel.comm`:",
+        "work and whose collectives (read from the compiled HLO, with their loop multiplicity) are priced by the "
+        "time model (`docs/time-model.md`) and the alpha-beta model of `xla_cost.parallel.comm`:",
         "",
-        "- step time = compute roofline + communication not hidden behind compute;",
-        "- compute roofline = max(FLOP / peak FLOP/s, bytes / memory bandwidth) per device, at the device's published "
-        "peak (an MFU of 1: the fastest compute, so the largest share for communication);",
-        "- ring all-reduce 2(n−1)/n·S/B + 2(n−1)·α, all-gather and reduce-scatter (n−1)/n·S/B + (n−1)·α; "
-        "halving-doubling (Thakur et al. 2005) has the same bandwidth term and ⌈log2 n⌉ hops instead of n−1, as tree "
-        "and hierarchical algorithms at scale;",
-        f"- overlap {schedule.DEFAULT_OVERLAP:g} (nothing hidden: an upper bound on the step);",
-        "- weak scaling: the samples per device stay, the global batch grows with the devices.",
+        *_pricing_lines(plan.scaling_device),
         "",
         "What the model ignores: topology contention between concurrent collectives, stragglers, the slow-down of "
-        "compute that shares memory bandwidth with communication, kernels below peak. `docs/sharding.md` "
-        "gives the presets' sources.",
+        "compute that shares memory bandwidth with communication. `docs/sharding.md` gives the presets' sources.",
         "",
         "## Interconnect presets",
         "",
@@ -159,108 +194,131 @@ def build(data: StudyData) -> dict[str, bytes]:
     curves = scaling_curves(data) if plan.scaling_curves and len(plan.scaling_devices) > 1 else []
     if curves:
         files["figures/scaling-curves.png"] = _fig_scaling(curves, plan.scaling_device)
+        kind = "bounds" if calibration.profile(plan.scaling_device) is None else "predicted"
         lines += [
-            f"## Weak scaling on {plan.scaling_device} clusters",
+            f"## Weak scaling on {plan.scaling_device} clusters ({kind})",
             "",
             f"{cluster.node_size} devices per node on `{cluster.intra.name}`, `{cluster.inter.name}` between nodes; "
-            "SGD, float32. FLOP and communication bytes are per device per train step.",
+            "SGD, float32. FLOP and communication bytes are per device per train step; compute and communication "
+            "ms per step, the communication before any of it is hidden.",
             "",
             "![Speed-up and scaling efficiency against devices](figures/scaling-curves.png)",
             "",
         ]
         for curve in curves:
-            frames = {a: result.to_frame() for a, result in curve["priced"].items()}
-            what = "data parallel (DDP: gradients all-reduced)" if curve["axis"] == "data" else \
-                "fully sharded (FSDP / ZeRO-3: parameters gathered, gradients reduce-scattered)"
-            rows = []
-            for points in zip(*(frame.iterrows() for frame in frames.values())):
-                a = points[0][1]  # what the algorithm does not change: the first's
-                cells = [count(a["devices"]), count(a["global_batch"]), si(a["flops_per_device"]),
-                         si(a["communication_bytes_per_device"]) + "B", ms(a["compute_s"])]
-                for _, b in points:
-                    cells += [ms(b["communication_s"]), ratio(b["speedup"], 3), pct(b["efficiency"])]
-                rows.append(cells)
-            header = ["devices", "global batch", "FLOP / device", "collective bytes / device", "compute ms"]
-            header += [f"{_SHORT_NAMES.get(a, a)} {column}" for a in frames
-                       for column in ("comm ms", "speed-up", "efficiency")]
-            last = {a: frame.iloc[-1] for a, frame in frames.items()}
-            first, *others = last
-            efficiency = ", ".join([f"{pct(last[first]['efficiency'])} efficiency with {first} collectives",
-                                    *[f"{pct(last[a]['efficiency'])} with {a}" for a in others]])
-            lines += [
-                f"### {curve['model']}: {what}, {curve['batch']} sample(s) per device",
-                "",
-                pipe_table(header, rows, "r" * len(header)),
-                "",
-                f"At {count(last[first]['devices'])} devices: {efficiency}; the communication is "
-                f"{ratio(last['ring']['communication_s'] / last['ring']['compute_s'], 3)}× the compute with rings.",
-                "",
-            ]
+            lines += _curve_lines(curve)
     seed = data.seed004 if plan.seed004_model else None
     if seed is not None:
-        small, large = seed["devices"]
-        p40 = dict(device="p40")
-        one, two = predict(seed["one"], **p40), predict(seed["two"], **p40)
-        doubling = speedup(one, two)
-        gradient = seed["two"].phases["train_step"].communication_bytes
-        need = bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, device="p40",
-                                     interconnect="pcie3")
-        nvlink = speedup(predict(seed["one"], device="h100"), predict(seed["two"], device="h100"))
-        strong = {a: (predict(seed["small"], device="p40", algorithm=a), predict(seed["large"], device="p40",
-                                                                                 algorithm=a))
-                  for a in comm.ALGORITHMS}
-        steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
-        measured = tuple(60 * minutes / steps for minutes in JIA_MINUTES)
-        strong_need = {a: bandwidth_for_speedup(seed["small"], seed["large"], SEED004_SPEEDUP, device="p40",
-                                                algorithm=a) for a in comm.ALGORITHMS}
-        lines += [
-            "## Seed 004's 1.3× from doubling the GPUs",
-            "",
-            f"Seed 004 reports a 1.3× speed-up from twice the GPUs (Jia et al. 2018: ResNet-50 in "
-            f"{JIA_MINUTES[0]:g} minutes on 1,024 Tesla P40s, {JIA_MINUTES[1]:g} on 2,048; "
-            f"{JIA_MINUTES[0]:g} / {JIA_MINUTES[1]:g} = {ratio(JIA_MINUTES[0] / JIA_MINUTES[1], 3)}). In this model a "
-            "doubling gives 1.3× exactly when the exposed communication is a set multiple of the compute:",
-            "",
-            f"- weak scaling (same samples per device): 2C / (C + M) = 1.3, so M = "
-            f"{_speedup_condition(SEED004_SPEEDUP, True)} C;",
-            f"- strong scaling (same global batch, compute per device halves): (C + M) / (C/2 + M) = 1.3, so M = "
-            f"{_speedup_condition(SEED004_SPEEDUP, False)} C at the smaller count.",
-            "",
-            f"**From 1 to 2 GPUs** ({seed['model']}, {seed['batch']} images per GPU, Tesla P40, roofline compute "
-            f"{ms(one.prediction.compute_seconds)} ms at its peaks): the gradient all-reduce moves "
-            f"{sig(gradient / 1e6, 4)} MB per device ({count(len(seed['two'].phases['train_step'].communication))} "
-            f"collectives). Over the P40 servers' PCIe 3.0 it takes {ms(two.prediction.communication_seconds)} ms "
-            f"and the doubling gives {ratio(doubling, 3)}×; on H100s with NVLink 4, {ratio(nvlink, 3)}×. 1.3× appears when "
-            f"the link between the two GPUs carries {gbs(need)} or less with nothing overlapped: "
-            f"{_beside_presets(need)}.",
-            "",
-            f"**From {count(small)} to {count(large)} GPUs at a fixed {count(seed['global_batch'])}-image batch** "
-            f"({count(seed['global_batch'] // small)} then {count(seed['global_batch'] // large)} images per GPU, "
-            "P40 servers of 8 on PCIe 3.0, InfiniBand EDR between them):",
-            "",
-            pipe_table(["collectives", f"step ms at {small}", f"comm ms at {small}", f"step ms at {large}",
-                        f"comm ms at {large}", "speed-up", "1.3× needs a link of"], [
-                *([a, ms(strong[a][0].prediction.seconds), ms(strong[a][0].prediction.communication_seconds),
-                   ms(strong[a][1].prediction.seconds), ms(strong[a][1].prediction.communication_seconds),
-                   ratio(speedup(*strong[a]), 3), gbs(strong_need[a])] for a in comm.ALGORITHMS),
-                ["measured (Jia et al.)", ms(measured[0]), "", ms(measured[1]), "",
-                 ratio(measured[0] / measured[1], 3), ""],
-            ], "lrrrrrl"),
-            "",
-            f"The measured rows are {JIA_MINUTES[0]:g} and {JIA_MINUTES[1]:g} minutes over {count(steps)} steps "
-            f"({JIA_EPOCHS} epochs of {count(IMAGENET_TRAIN_IMAGES)} images at {count(seed['global_batch'])} per "
-            f"step). The compiled step holds {count(len(seed['small'].phases['train_step'].communication))} "
-            f"all-reduces; on one flat ring each pays {count(2 * (small - 1))} hops of latency, and the doubling "
-            + ("slows the step down" if speedup(*strong["ring"]) < 1 else f"gives {ratio(speedup(*strong['ring']), 3)}×")
-            + f"; with halving-doubling it gives {ratio(speedup(*strong['halving-doubling']), 3)}×. The measured "
-            f"{ratio(measured[0] / measured[1], 3)}× "
-            + ("lies between the two schedules" if min(speedup(*strong[a]) for a in comm.ALGORITHMS)
-               <= measured[0] / measured[1] <= max(speedup(*strong[a]) for a in comm.ALGORITHMS)
-               else "lies outside the two schedules")
-            + ": the model brackets what Jia et al.'s all-reduce (hierarchical, on fused buffers) achieved; it "
-            "does not say which schedule they ran.",
-            "",
-        ]
+        lines += _seed004_lines(seed)
     lines += [*environment_section(data), regenerate_line(), ""]
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
+
+
+def _curve_lines(curve: Mapping[str, Any]) -> list[str]:
+    """One curve's table (a set of columns per collective algorithm) and its summary."""
+    frames = {a: result.to_frame() for a, result in curve["priced"].items()}
+    what = "data parallel (DDP: gradients all-reduced)" if curve["axis"] == "data" else \
+        "fully sharded (FSDP / ZeRO-3: parameters gathered, gradients reduce-scattered)"
+    rows = []
+    for points in zip(*(frame.iterrows() for frame in frames.values())):
+        a = points[0][1]  # what the algorithm does not change: the first's
+        cells = [count(a["devices"]), count(a["global_batch"]), si(a["flops_per_device"]),
+                 si(a["communication_bytes_per_device"]) + "B", ms(a["compute_s"])]
+        for _, b in points:
+            cells += [ms(b["communication_s"]), ratio(b["speedup"], 3), pct(b["efficiency"])]
+        rows.append(cells)
+    header = ["devices", "global batch", "FLOP / device", "collective bytes / device", "compute ms"]
+    header += [f"{_SHORT_NAMES.get(a, a)} {column}" for a in frames for column in ("comm ms", "speed-up", "efficiency")]
+    last = {a: frame.iloc[-1] for a, frame in frames.items()}
+    first, *others = last
+    efficiency = ", ".join([f"{pct(last[first]['efficiency'])} efficiency with {first} collectives",
+                            *[f"{pct(last[a]['efficiency'])} with {a}" for a in others]])
+    return [
+        f"### {curve['model']}: {what}, {curve['batch']} sample(s) per device",
+        "",
+        pipe_table(header, rows, "r" * len(header)),
+        "",
+        f"At {count(last[first]['devices'])} devices: {efficiency}; the communication is "
+        f"{ratio(last['ring']['communication_s'] / last['ring']['compute_s'], 3)}× the compute with rings.",
+        "",
+    ]
+
+
+def _seed004_lines(seed: Mapping[str, Any]) -> list[str]:
+    """Seed 004's doublings on Tesla P40s, predicted (the P40's calibration
+    profile) and as bounds (compute at peak, nothing hidden, flat rings)."""
+    from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
+
+    small, large = seed["devices"]
+    p40 = Hardware(device="p40")
+    priced = {"predicted": p40, "bound": p40.bound()}
+    one, two = (predict(seed[k], p40) for k in ("one", "two"))
+    doubling = {kind: speedup(predict(seed["one"], hw), predict(seed["two"], hw)) for kind, hw in priced.items()}
+    need = {kind: bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, hw, interconnect="pcie3")
+            for kind, hw in priced.items()}
+    gradient = seed["two"].phases["train_step"].communication_bytes
+    nvlink = speedup(predict(seed["one"], device="h100"), predict(seed["two"], device="h100"))
+    strong = {(a, kind): (predict(seed["small"], hw, algorithm=a), predict(seed["large"], hw, algorithm=a))
+              for kind, hw in priced.items() for a in comm.ALGORITHMS}
+    strong_need = {(a, kind): bandwidth_for_speedup(seed["small"], seed["large"], SEED004_SPEEDUP, hw, algorithm=a)
+                   for kind, hw in priced.items() for a in comm.ALGORITHMS}
+    steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
+    measured = tuple(60 * minutes / steps for minutes in JIA_MINUTES)
+    jia = measured[0] / measured[1]
+    bounds = [speedup(*strong[a, "bound"]) for a in comm.ALGORITHMS]
+    predictions = [speedup(*strong[a, "predicted"]) for a in comm.ALGORITHMS]
+    profile = calibration.profile("p40")
+    described = (f"the P40's calibration profile: matrix products at {sig(profile.matmul, 3)} of the float32 peak, "
+                 f"memory-bound work at {sig(profile.memory, 3)} of the bandwidth" if profile else "no profile")
+    return [
+        "## Seed 004's 1.3× from doubling the GPUs",
+        "",
+        f"Seed 004 reports a 1.3× speed-up from twice the GPUs (Jia et al. 2018: ResNet-50 in "
+        f"{JIA_MINUTES[0]:g} minutes on 1,024 Tesla P40s, {JIA_MINUTES[1]:g} on 2,048; "
+        f"{JIA_MINUTES[0]:g} / {JIA_MINUTES[1]:g} = {ratio(JIA_MINUTES[0] / JIA_MINUTES[1], 3)}). In this model a "
+        "doubling gives 1.3× exactly when the exposed communication is a set multiple of the compute:",
+        "",
+        f"- weak scaling (same samples per device): 2C / (C + M) = 1.3, so M = "
+        f"{_speedup_condition(SEED004_SPEEDUP, True)} C;",
+        f"- strong scaling (same global batch, compute per device halves): (C + M) / (C/2 + M) = 1.3, so M = "
+        f"{_speedup_condition(SEED004_SPEEDUP, False)} C at the smaller count.",
+        "",
+        "Each step is priced twice: **predicted** (compute with "
+        f"{described}; gradients in buckets, hidden behind the backward pass where they can be, in two levels over "
+        "several nodes) and as a **bound** (compute at peak, nothing hidden, every collective on one flat ring).",
+        "",
+        f"**From 1 to 2 GPUs** ({seed['model']}, {seed['batch']} images per GPU, Tesla P40, predicted compute "
+        f"{ms(one.prediction.compute_seconds)} ms): the gradient all-reduce moves {sig(gradient / 1e6, 4)} MB per "
+        f"device ({count(len(seed['two'].phases['train_step'].communication))} collectives). Over the P40 servers' "
+        f"PCIe 3.0 it takes {ms(two.prediction.communication_seconds)} ms, "
+        f"{ms(two.prediction.exposed_communication_seconds)} ms of it not hidden, and the doubling gives "
+        f"{ratio(doubling['predicted'], 3)}× predicted, {ratio(doubling['bound'], 3)}× as a bound; on H100s with "
+        f"NVLink 4, {ratio(nvlink, 3)}× predicted. The doubling gives exactly 1.3× predicted "
+        f"{_needed(need['predicted'])}; as a bound {_needed(need['bound'])}.",
+        "",
+        f"**From {count(small)} to {count(large)} GPUs at a fixed {count(seed['global_batch'])}-image batch** "
+        f"({count(seed['global_batch'] // small)} then {count(seed['global_batch'] // large)} images per GPU, "
+        "P40 servers of 8 on PCIe 3.0, InfiniBand EDR between them):",
+        "",
+        pipe_table(["collectives", f"step ms at {small}", f"comm ms at {small}", f"step ms at {large}",
+                    f"comm ms at {large}", "speed-up", "1.3× needs a link of"], [
+            *([f"{a}, {kind}", ms(strong[a, kind][0].prediction.seconds),
+               ms(strong[a, kind][0].prediction.communication_seconds), ms(strong[a, kind][1].prediction.seconds),
+               ms(strong[a, kind][1].prediction.communication_seconds), ratio(speedup(*strong[a, kind]), 3),
+               gbs(strong_need[a, kind])] for kind in priced for a in comm.ALGORITHMS),
+            ["measured (Jia et al.)", ms(measured[0]), "", ms(measured[1]), "", ratio(jia, 3), ""],
+        ], "lrrrrrl"),
+        "",
+        f"The measured rows are {JIA_MINUTES[0]:g} and {JIA_MINUTES[1]:g} minutes over {count(steps)} steps "
+        f"({JIA_EPOCHS} epochs of {count(IMAGENET_TRAIN_IMAGES)} images at {count(seed['global_batch'])} per "
+        f"step). The compiled step holds {count(len(seed['small'].phases['train_step'].communication))} "
+        f"all-reduces; as a bound each pays {count(2 * (small - 1))} hops of latency on one flat ring, and the "
+        "doubling " + ("slows the step down" if bounds[0] < 1 else f"gives {ratio(bounds[0], 3)}×")
+        + f"; with halving-doubling it gives {ratio(bounds[1], 3)}×. The measured {ratio(jia, 3)}× "
+        + ("lies between the two bounds" if min(bounds) <= jia <= max(bounds) else "lies outside the two bounds")
+        + ". Predicted (buckets, two levels, overlap) the doubling gives "
+        + join_words([f"{ratio(v, 3)}× with {a}" for a, v in zip(comm.ALGORITHMS, predictions)])
+        + ": the [validation](validation.md) page states what the prediction leaves out of Jia et al.'s step.",
+        "",
+    ]
