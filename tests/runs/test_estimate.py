@@ -205,3 +205,16 @@ def test_weak_scaling_efficiency_is_never_above_one(store, bound):
                     .run(cache=store) for k in (1, 2))
         own = [scaling.predict(r, Hardware().bound()) for r in (one, two)]
         assert scaling.speedup(*own) / 2 > 1
+
+
+def test_a_stage_sends_its_residual_stream():
+    from xla_cost.runs import layouts
+
+    # token models: batch x seq_len x d_model x bytes per element (bfloat16: 2)
+    gpt = RunConfig("gpt2-small", 2, TINY, dtype="bfloat16")
+    assert layouts.activation_bytes(gpt) == 2 * TINY["seq_len"] * TINY["d_model"] * 2
+    # a vision transformer: its (image_size / patch_size)^2 patches and the class token, float32
+    vit = RunConfig("vit-b16", 2, {"image_size": 32, "patch_size": 16, "d_model": 64})
+    assert layouts.activation_bytes(vit) == 2 * ((32 // 16) ** 2 + 1) * 64 * F32
+    # a stage holds ceil(n_layer / stages) layers
+    assert layouts.pipeline_stage(RunConfig("gpt2-small", 1, {"n_layer": 5}), 2).config["n_layer"] == 3

@@ -147,7 +147,13 @@ def activation_bytes(run: RunConfig) -> int:
     positions being ``seq_len`` (token models) or the patches and the class
     token (``(image_size / patch_size)**2 + 1``, image transformers)."""
     config = {**zoo.get_spec(run.model).defaults, **run.config}
-    positions = config.get("seq_len") or (config["image_size"] // config["patch_size"]) ** 2 + 1
+    if "seq_len" in config:
+        positions = config["seq_len"]
+    elif "image_size" in config and "patch_size" in config:
+        positions = (config["image_size"] // config["patch_size"]) ** 2 + 1
+    else:
+        raise InputError("a pipelined model with seq_len, or image_size and patch_size (its activations' length)",
+                         repr(run.model), "Drop pipeline= from the mesh.")
     return run.batch_size * positions * config["d_model"] * ELEMENT_BYTES.get(run.dtype, 4)
 
 
