@@ -378,8 +378,8 @@ def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any]
 def _pricing_text(hardware: Hardware, described: str) -> str:
     """How a result was priced, in words: a prediction with its calibration, or a bound."""
     if hardware.overlap is None:
-        hidden = (f"gradients reduced in {hardware.bucket_bytes / 2**20:g} MiB buckets as the backward pass makes them"
-                  if hardware.bucket_bytes else "gradients reduced one by one as the backward pass makes them")
+        hidden = "gradients scheduled against the backward pass" + (
+            f" in {hardware.bucket_bytes / 2**20:g} MiB buckets" if hardware.bucket_bytes else ", one by one")
     else:
         hidden = "nothing hidden" if hardware.overlap == 0 else f"{hardware.overlap:g} of the communication hidden"
     levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
