@@ -307,7 +307,8 @@ def test_memory_page_breaks_the_step_down(tiny_pages):
     assert 0.9 <= float(check["at the peak / peak"]) <= 1.1
 
 
-READING_ORDER = ("index", "backward-forward-ratio", "optimizers", "step-time", "zoo", "scaling", "memory", "claims")
+READING_ORDER = ("index", "backward-forward-ratio", "optimizers", "step-time", "zoo", "scaling", "validation", "memory",
+                 "claims")
 
 
 def test_pages_are_the_page_modules_in_reading_order():

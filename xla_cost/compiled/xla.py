@@ -376,7 +376,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 8
+ANALYSES_FORMAT = 9
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 

@@ -19,7 +19,6 @@ __all__ = [
     "COMMAND",
     "DATA_PATTERNS",
     "DEFAULT_PLAN",
-    "HALF_PRECISION_STEP",
     "TOLERANCE",
     "ReportPlan",
 ]
@@ -44,11 +43,6 @@ TOLERANCE = 0.05
 
 APPROX_TOLERANCE = 0.10
 """... within 10% when the seed states it as approximate ("~", "about")."""
-
-HALF_PRECISION_STEP = 0.010
-"""A float32 train step at least this long (seconds) is taken to be compute-bound
-when seed 004's half-precision claim is judged on a GPU."""
-
 
 @dataclasses.dataclass(frozen=True)
 class ReportPlan:

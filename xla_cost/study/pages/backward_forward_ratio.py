@@ -16,7 +16,7 @@ from xla_cost.present.units import count, join_words, pct, pct_sig, ratio, si, s
 from xla_cost.study.analytic import textbook_macs
 from xla_cost.study.claims import CLAIMS, claim_lines
 from xla_cost.study.data import StudyData
-from xla_cost.study.plan import TOLERANCE
+from xla_cost.study.plan import APPROX_TOLERANCE, TOLERANCE
 from xla_cost.study.views import (
     FIRST_LAYER,
     REMAINDER,
@@ -302,7 +302,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "## 6. Seed 001's claims against XLA's counts",
         "",
         "Each claim of seed 001 on this page, what XLA's counts show, and the verdict by the rule of "
-        "[claims.md](claims.md) (within 5% of the claimed figure: confirmed).",
+        f"[claims.md](claims.md) (within {TOLERANCE:.0%} of an exact figure, {APPROX_TOLERANCE:.0%} of one the seed "
+        "states as approximate: confirmed).",
         "",
     ]
     lines += claim_lines(data, [c for c in CLAIMS if c.page == NAME and "001" in c.seeds])
@@ -555,7 +556,7 @@ def _depth_text(data: StudyData) -> list[str]:
         f"- At depth {first['depth']} (seed 001's \"0 intermediate layers\") backward/forward is "
         f"{ratio(first['backward_to_forward'])}: the first layer (1:1) is a large part of the forward FLOP. "
         f"Each added 3×3 layer (2:1) pulls the ratio up: {ratio(last['backward_to_forward'])} at depth {last['depth']}"
-        + (f"; it is within 5% of 2 from depth {near['depth']} on." if near else "."),
+        + (f"; it is within {TOLERANCE:.0%} of 2 from depth {near['depth']} on." if near else "."),
         f"- The update (SGD) is {pct_sig(last['update_flops'] / last['forward_flops'])} of the forward FLOP "
         f"at depth {last['depth']}: with or without it the ratio is the same to three decimals"
         + ("." if ratio(last["backward_to_forward"]) == ratio(last["backward_with_update_to_forward"])
