@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.parallel.sharding import simulate_devices as simulate_devices
     from xla_cost.analysis.options import AnalysisOptions as AnalysisOptions
     from xla_cost.analysis.pipeline import analyze as analyze
+    from xla_cost.analysis.user_step import analyze_step as analyze_step
     from xla_cost.analysis.report import Collective as Collective
     from xla_cost.analysis.pipeline import COLLECTIVES as COLLECTIVES
     from xla_cost.analysis.pipeline import COMPILED_PHASES as COMPILED_PHASES
@@ -126,6 +127,7 @@ _EXPORTS: dict[str, str] = {
     # analyze and its results
     "AnalysisOptions": "xla_cost.analysis.options",
     "analyze": "xla_cost.analysis.pipeline",
+    "analyze_step": "xla_cost.analysis.user_step",
     "Collective": "xla_cost.analysis.report",
     "COLLECTIVES": "xla_cost.analysis.pipeline",
     "COMPILED_PHASES": "xla_cost.analysis.pipeline",

@@ -7,7 +7,7 @@ phases (``backward = grad - forward``) by their formulas.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xla_cost.analysis.programs import Program
@@ -139,14 +139,17 @@ def best_sharded(
 
 def collective_rows(
     compiled: xla.CompiledPhase | None, plan: _sharding.ShardingPlan | None, modules: Sequence[str],
-    root: str = "",
+    root: str | Sequence[str] = "", select: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[Collective, ...], list[str]]:
     """The compiled program's collectives as report rows, grouped by kind, size,
-    group and layer, with their runs per step."""
+    group and layer, with their runs per step; with ``select``, only those
+    whose HLO ``op_name`` it accepts (a part of a user's step)."""
     if compiled is None or plan is None or compiled.collectives is None:
         return (), []
     rows: dict[tuple[Any, ...], Collective] = {}
     for c in compiled.collectives:
+        if select is not None and not select(c.op_name):
+            continue
         axes = group_axes(c.groups, plan.sizes) if c.groups is not None else ()
         row = owner(op_name_path(c.op_name, root), modules)
         layer = "" if row == REMAINDER else row

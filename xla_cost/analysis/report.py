@@ -282,7 +282,8 @@ class Report:
       backend: ``cpu``, ``gpu`` or ``tpu``.
       jax_version: the jax that compiled the programs.
       parameters: number of trainable parameters.
-      phases: `PhaseCosts` per phase in `PHASES`.
+      phases: `PhaseCosts` per phase, in report order: those of `PHASES` for
+        `analyze`; `analyze_step` adds ``other`` (`xla_cost.step.phases.STEP_PARTS`).
       layers: per-layer rows (the last one the remainder), or None if not asked.
       unsupported: primitives without a cost rule, with how often they run.
       notes: caveats worth reading (unknown figures, loops, branches).
@@ -333,6 +334,11 @@ class Report:
     # ------------------------------------------------------------------ ratios
 
     @property
+    def phase_names(self) -> tuple[str, ...]:
+        """The phases this report has, in report order."""
+        return tuple(self.phases)
+
+    @property
     def backward_to_forward(self) -> float | None:
         """backward FLOP / forward FLOP."""
         return _ratio(self.phases["backward"].flops, self.phases["forward"].flops)
@@ -376,10 +382,10 @@ class Report:
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
             "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
         ):
-            data[key] = {p: getattr(self.phases[p], key) for p in PHASES}
-        data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in PHASES}
+            data[key] = {p: getattr(self.phases[p], key) for p in self.phase_names}
+        data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in self.phase_names}
         data["sources"] = {
-            p: {**self.phases[p].sources, "derivation": self.phases[p].derivation} for p in PHASES
+            p: {**self.phases[p].sources, "derivation": self.phases[p].derivation} for p in self.phase_names
         }
         data["ratios"] = {
             "backward_to_forward": self.backward_to_forward,
@@ -396,9 +402,9 @@ class Report:
         if self.sharding:
             data["sharding"] = _plain(self.sharding)
             data["communication"] = {
-                p: [c.to_dict() for c in self.phases[p].communication] for p in PHASES
+                p: [c.to_dict() for c in self.phases[p].communication] for p in self.phase_names
             }
-            data["communication_bytes"] = {p: self.phases[p].communication_bytes for p in PHASES}
+            data["communication_bytes"] = {p: self.phases[p].communication_bytes for p in self.phase_names}
         if self.memory_breakdown is not None:
             data["memory_breakdown"] = self.memory_breakdown.to_dict()
         data["notes"] = list(self.notes)
@@ -432,7 +438,7 @@ class Report:
                         Collective.from_dict(c) for c in data.get("communication", {}).get(p, ())
                     ),
                 )
-                for p in PHASES
+                for p in data["flops"]
             }
             layers = None
             if data.get("layers") is not None:
@@ -466,7 +472,7 @@ class Report:
     def to_frame(self) -> pd.DataFrame:
         """One row per phase: best, XLA and jaxpr FLOP, transcendentals, bytes, memory."""
         rows = []
-        for phase in PHASES:
+        for phase in self.phase_names:
             costs = self.phases[phase]
             rows.append(
                 {
@@ -480,7 +486,7 @@ class Report:
                 }
             )
         frame = pd.DataFrame(rows).set_index("phase").astype("Int64")
-        frame["loop_corrected"] = [self.phases[p].loop_corrected for p in PHASES]
+        frame["loop_corrected"] = [self.phases[p].loop_corrected for p in self.phase_names]
         return frame
 
     def layers_frame(self) -> pd.DataFrame:
@@ -591,10 +597,10 @@ def _param_dtype(report: Report) -> str:
 
 
 def _phase_frame(report: Report) -> pd.DataFrame:
-    phases = [report.phases[p] for p in PHASES]
+    phases = [report.phases[p] for p in report.phase_names]
     scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
     rows = []
-    for phase, c in zip(PHASES, phases):
+    for phase, c in zip(report.phase_names, phases):
         ratio = c.xla_to_jaxpr
         row = {"phase": phase, f"{flop}": number(c.flops, scale) + (" *" if c.loop_corrected else "")}
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
@@ -771,7 +777,7 @@ def _ratio_line(report: Report) -> str:
 
 def _caveats(report: Report) -> list[str]:
     caveats = []
-    if any(report.phases[p].loop_corrected for p in PHASES):
+    if any(report.phases[p].loop_corrected for p in report.phase_names):
         caveats.append(
             "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
             "added from the jaxpr (XLA's raw figure in the XLA column)"

@@ -37,6 +37,7 @@ __all__ = [
     "HLO_SCOPES",
     "attribute",
     "attribute_step",
+    "attribute_parts",
     "check_depth",
 ]
 
@@ -336,4 +337,44 @@ def attribute_step(
                 trip_count=next((row.trip_count for row in found), 1),
             )
         )
+    return tuple(merged)
+
+
+def attribute_parts(
+    parts: Mapping[str, Iterable[EqnCount]],
+    param_paths: Mapping[str, int],
+    *,
+    root: str | Sequence[str] | None,
+    depth: int | None = None,
+    known_modules: Collection[str] = (),
+) -> tuple[LayerCosts, ...]:
+    """Rows whose ``forward``, ``backward`` and ``update`` columns are each
+    part's equations grouped by module, for a step classified into parts
+    (`xla_cost.count.step_parts`) rather than made of separate programs.
+
+    Each part's equations are grouped by module (`attribute`: the module on
+    the name stack, else the equation's owner, else the remainder); a row's
+    column is its share of that part, so each column adds up to its part's
+    jaxpr count exactly.
+
+    Args:
+      parts: equations by part name (``forward``, ``backward``, ``update``).
+      param_paths, root, depth, known_modules: as for `attribute`.
+    """
+    shares = {
+        name: {row.path: row for row in attribute(equations, param_paths, root=root, depth=depth,
+                                                  default_pass="forward", known_modules=known_modules)}
+        for name, equations in parts.items()
+    }
+    order = list(dict.fromkeys(path for rows in shares.values() for path in rows if path != REMAINDER))
+    merged = []
+    for path in [*order, REMAINDER]:
+        found = [rows[path] for rows in shares.values() if path in rows]
+        column = {name: rows[path].total if path in rows else Cost() for name, rows in shares.items()}
+        merged.append(LayerCosts(
+            path=path, parameters=max(row.parameters for row in found),
+            forward=column.get("forward", Cost()), backward=column.get("backward", Cost()),
+            update=column.get("update", Cost()),
+            trip_count=max(row.trip_count for row in found),
+        ))
     return tuple(merged)

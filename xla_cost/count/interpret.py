@@ -39,11 +39,10 @@ from xla_cost.count.registry import ZERO_COST, Cost, get_rule
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
-    "WALKED",
+    "WALKED", "CALL_LIKE", "CALL_PARAMS", "join_stack", "eqn_owner", "combine_owners", "public_owner",
 ]
 
-# Primitives that call one nested jaxpr exactly once.
-_CALL_LIKE = frozenset(
+CALL_LIKE: frozenset[str] = frozenset(
     {
         "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call", "call",
         "remat", "remat2", "checkpoint",
@@ -53,9 +52,12 @@ _CALL_LIKE = frozenset(
         "composite",  # lax.composite: XLA runs (and counts) its decomposition
     }
 )
-_CALL_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+"""Primitives that call one nested jaxpr exactly once (walked as if inlined)."""
 
-WALKED: frozenset[str] = _CALL_LIKE | {"scan", "while", "cond"}
+CALL_PARAMS: tuple[str, ...] = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+"""The parameter of a `CALL_LIKE` equation that holds the jaxpr it calls."""
+
+WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
 """Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
 
 _REMAT = frozenset({"remat", "remat2", "checkpoint"})
@@ -76,6 +78,8 @@ class EqnCount:
       owner: the module whose parameters (or gradients, or optimizer state)
         the equation computes on, found by following the data from the
         jaxpr's inputs (`count_jaxpr`'s ``owners``); None if unknown or shared.
+      part: the part of a user's train step it belongs to (`count_jaxpr`'s
+        ``classify``; `xla_cost.step.phases.STEP_PARTS`), None when not asked.
     """
 
     name_stack: str
@@ -84,6 +88,7 @@ class EqnCount:
     cost: Cost
     repeat: int = 1
     owner: str | None = None
+    part: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +124,7 @@ class JaxprCount:
     notes: tuple[str, ...]
     total_once: Cost = Cost()
     recomputed: Cost = Cost()
+    part_unsupported: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
 
     @property
     def total(self) -> Cost:
@@ -130,8 +136,20 @@ class JaxprCount:
         """The loops that run their body more than once (what XLA undercounts)."""
         return tuple(loop for loop in self.loops if (loop.trip_count or 1) > 1)
 
+    def part(self, name: str) -> JaxprCount:
+        """The equations of one part of a classified step (`EqnCount.part`), with
+        the primitives without a rule met there; loops multiplied out in both totals."""
+        equations = tuple(e for e in self.equations if e.part == name)
+        total = sum((e.cost for e in equations), Cost())
+        return JaxprCount(
+            equations=equations, unsupported=dict(self.part_unsupported.get(name, {})), loops=(),
+            notes=(), total_once=total, recomputed=Cost(),
+        )
 
-def _join(prefix: str, stack: str) -> str:
+
+def join_stack(prefix: str, stack: str) -> str:
+    """``prefix/stack``, either of them possibly empty: a called jaxpr's name stack
+    below its call's."""
     if not prefix:
         return stack
     if not stack:
@@ -143,27 +161,33 @@ SCAN_COUNTER_FLOPS = 2
 """FLOP per scan iteration for the loop counter (an add and a compare), which XLA
 counts in the while loop a scan becomes."""
 
-_Key = tuple[str, str, int, "str | None"]  # (name stack, primitive, loop repeat, owner)
+_Key = tuple[str, str, int, "str | None", "str | None"]  # (name stack, primitive, loop repeat, owner, part)
 
 _SHARED = "\0shared"  # the owner of values computed from several modules' data
 
 
-def _combine(owners: list[str | None]) -> str | None:
+def combine_owners(owners: Sequence[str | None]) -> str | None:
+    """The one owner of values computed from data of ``owners``; a sentinel
+    for several (`public_owner` turns it into None), None for none known."""
     known = {o for o in owners if o is not None}
     if not known:
         return None
     return known.pop() if len(known) == 1 else _SHARED
 
 
-def _public(owner: str | None) -> str | None:
+def public_owner(owner: str | None) -> str | None:
+    """An owner as reports show it: None for values shared by several modules."""
     return None if owner == _SHARED else owner
 
 
 class _Counter:
     """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
 
-    def __init__(self, trip_counts: bool = True) -> None:
+    def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None) -> None:
         self.trip_counts = trip_counts
+        self.labels = labels  # path -> (part, owner) of a classified step
+        self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
+        self.part_unsupported: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
         self.executions: collections.Counter[_Key] = collections.Counter()
         self.unsupported: collections.Counter[str] = collections.Counter()
@@ -185,16 +209,18 @@ class _Counter:
         out_constants: list[tuple[bool, float | None]] | None = None,
     ) -> Cost:
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
+        base = self.path  # each equation's path: its index below the equation that holds this jaxpr
         env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
         folded = _Folding()
         folded.seed(jaxpr.invars, constants or ())
         total = Cost()
-        for eqn in jaxpr.eqns:
-            stack = _join(prefix, str(eqn.source_info.name_stack))
+        for index, eqn in enumerate(jaxpr.eqns):
+            self.path = (*base, index)
+            stack = join_stack(prefix, str(eqn.source_info.name_stack))
             if folded.fold(eqn):  # computed from constants only: XLA folds it
                 continue
-            if owners is not None and eqn.primitive.name in _CALL_LIKE:
-                sub = next((eqn.params[p] for p in _CALL_PARAMS if p in eqn.params), None)
+            if owners is not None and eqn.primitive.name in CALL_LIKE:
+                sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None)
                 if sub is not None:  # follow the data into the call
                     results: list[str | None] = []
                     known: list[tuple[bool, float | None]] = []
@@ -206,16 +232,17 @@ class _Counter:
                     env.update(zip(eqn.outvars, results))
                     folded.seed(eqn.outvars, known)
                     continue
-            here = owner
+            owner_here = owner
             if owners is not None:
-                here = _eqn_owner(eqn, env)
+                owner_here = eqn_owner(eqn, env)
                 for var in eqn.outvars:
-                    env[var] = here
+                    env[var] = owner_here
             if folded.is_identity(eqn):
                 continue
             known = []
-            total = total + self.eqn(eqn, stack, times, here, folded.describe(eqn.invars), known)
+            total = total + self.eqn(eqn, stack, times, owner_here, folded.describe(eqn.invars), known)
             folded.seed(eqn.outvars, known)  # a call's constant results
+        self.path = base
         if out_owners is not None:
             out_owners.extend(
                 None if isinstance(v, jex_core.Literal) else env.get(v) for v in jaxpr.outvars
@@ -230,7 +257,11 @@ class _Counter:
         out_constants: list[tuple[bool, float | None]] | None = None,
     ) -> Cost:
         name = eqn.primitive.name
+        path = self.path
         params = eqn.params
+        part = None
+        if self.labels is not None and path in self.labels:
+            part, owner = self.labels[path]
         if name == "scan":
             length = int(params["length"])
             n = length if self.trip_counts else 1
@@ -238,7 +269,7 @@ class _Counter:
             # XLA runs a scan as a while loop: each iteration also increments
             # and compares the counter (SCAN_COUNTER_FLOPS).
             counter = Cost(flops=SCAN_COUNTER_FLOPS)
-            key = (stack, "scan", times * n, _public(owner))
+            key = (stack, "scan", times * n, public_owner(owner), part)
             self.costs[key] = self.costs[key] + counter * (times * n)
             self.executions[key] += times * n
             self.loops.append(LoopInfo(stack, "scan", length, body + counter))
@@ -251,15 +282,18 @@ class _Counter:
                     "counted once (the true cost is higher)"
                 )
             n = 1 if trip is None or not self.trip_counts else trip
+            self.path = (*path, "body")
             body = self.walk(params["body_jaxpr"], stack, times * n, owner)
             checks = n + 1 if self.trip_counts else 1
+            self.path = (*path, "cond")
             cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner)
+            self.path = path
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
             return body * n + cond * checks
         if name == "cond":
             return self.cond(params["branches"], stack, times, owner)
-        if name in _CALL_LIKE:
-            sub = next((params[p] for p in _CALL_PARAMS if p in params), None)
+        if name in CALL_LIKE:
+            sub = next((params[p] for p in CALL_PARAMS if p in params), None)
             if sub is not None:
                 remat = name in _REMAT and bool(params.get("differentiated"))
                 outer, self.in_remat = self.in_remat, self.in_remat or remat
@@ -274,6 +308,8 @@ class _Counter:
         rule = get_rule(name)
         if rule is None:
             self.unsupported[name] += times
+            if part is not None:
+                self.part_unsupported[part][name] += times
             return Cost()
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
@@ -281,8 +317,10 @@ class _Counter:
         cost = rule(ins, outs, constant_operands=constant, **params)
         if cost is None:  # the rule cannot cost these operands: unknown, not 0
             self.unsupported[name] += times
+            if part is not None:
+                self.part_unsupported[part][name] += times
             return Cost()
-        key = (stack, name, times, _public(owner))
+        key = (stack, name, times, public_owner(owner), part)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
@@ -291,9 +329,10 @@ class _Counter:
 
     def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
-        trial = [_Counter(self.trip_counts) for _ in branches]
-        for t in trial:
+        trial = [_Counter(self.trip_counts, self.labels) for _ in branches]
+        for k, t in enumerate(trial):
             t.in_remat = self.in_remat
+            t.path = (*self.path, f"b{k}")
         costs = [t.walk(b, stack, times, owner) for t, b in zip(trial, branches)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
         chosen = trial[index]
@@ -301,6 +340,8 @@ class _Counter:
             self.costs[key] = self.costs[key] + cost
             self.executions[key] += chosen.executions[key]
         self.unsupported.update(chosen.unsupported)
+        for part, missing in chosen.part_unsupported.items():
+            self.part_unsupported[part].update(missing)
         self.recomputed = self.recomputed + chosen.recomputed
         self.loops.extend(chosen.loops)
         self.notes.extend(chosen.notes)
@@ -316,7 +357,7 @@ def _owner_of(var: Any, env: Mapping[Any, str | None]) -> str | None:
     return None if isinstance(var, jex_core.Literal) else env.get(var)
 
 
-def _eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
+def eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
     """Whose data an equation works on: that of its full-size operands.
 
     An elementwise update ``p - lr * g`` belongs to the module of ``p`` and
@@ -330,8 +371,8 @@ def _eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
     out_size = max((math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")), default=1)
     largest = max(math.prod(getattr(v.aval, "shape", ())) for v in operands)
     big = [v for v in operands if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
-    owner = _combine([env.get(v) for v in big])
-    return owner if owner is not None else _combine([env.get(v) for v in operands])
+    owner = combine_owners([env.get(v) for v in big])
+    return owner if owner is not None else combine_owners([env.get(v) for v in operands])
 
 
 def _literal(var: Any) -> Any:
@@ -434,7 +475,7 @@ class _Folding:
 
 _NEVER_FOLD = frozenset(
     {
-        "scan", "while", "cond", *_CALL_LIKE,
+        "scan", "while", "cond", *CALL_LIKE,
         "random_bits", "random_seed", "random_wrap", "rng_uniform", "rng_bit_generator",
     }
 )
@@ -514,7 +555,8 @@ def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:
 
 
 def count_jaxpr(
-    closed_jaxpr: Any, owners: Sequence[str | None] | None = None
+    closed_jaxpr: Any, owners: Sequence[str | None] | None = None,
+    classify: Callable[[Any, Sequence[str | None] | None], Mapping[tuple[Any, ...], Any]] | None = None,
 ) -> JaxprCount:
     """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
 
@@ -527,6 +569,10 @@ def count_jaxpr(
         equation's `EqnCount.owner` then follows the data from them. This is how
         an optimizer's arithmetic, which has no module on its name stack, is
         attributed to layers.
+      classify: optionally, ``classify(jaxpr, owners)`` giving each equation's
+        ``(part, owner)`` by its path (`xla_cost.count.step_parts.classify_step`),
+        called on the jaxpr as counted (dead code removed): each `EqnCount`
+        then has its part and that owner.
 
     Returns:
       A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner).
@@ -540,14 +586,15 @@ def count_jaxpr(
     jaxpr, used = _dead_code_eliminated(original)
     if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
         owners = [o for o, keep in zip(owners, used) if keep]
-    counter = _Counter()
-    counter.walk(jaxpr, "", 1, owners=None if owners is None else list(owners))
+    labels = classify(jaxpr, owners) if classify is not None else None
+    counter = _Counter(labels=labels)
+    counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
-        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner)
+        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner, part)
         for key, cost in counter.costs.items()
-        for stack, prim, repeat, owner in [key]
+        for stack, prim, repeat, owner, part in [key]
     )
     total = sum((e.cost for e in equations), Cost())
     return JaxprCount(
@@ -557,6 +604,7 @@ def count_jaxpr(
         notes=tuple(dict.fromkeys(counter.notes)),
         total_once=total if total_once is None else total_once,
         recomputed=counter.recomputed,
+        part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
     )
 
 

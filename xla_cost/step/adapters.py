@@ -28,7 +28,8 @@ from xla_cost.step.checks import check_arrays
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
 from xla_cost.step.trees import PyTree, abstract, is_array
 
-__all__ = ["RNG_KEY", "MAX_RESOLVE", "CallPlan", "split_call_kwargs", "prepare", "learn", "method_of"]
+__all__ = ["RNG_KEY", "MAX_RESOLVE", "CallPlan", "split_call_kwargs", "prepare", "learn", "method_of", "bind_axes",
+           "unbound_axis"]
 
 # Keyword arguments of ``__call__`` that select training mode, and their value.
 _TRAIN_KWARGS = {
@@ -110,7 +111,7 @@ def _rng_dict(raw_key: jax.Array, names: Sequence[str]) -> dict[str, jax.Array]:
     return {name: keys[i] for i, name in enumerate(names)}
 
 
-def _bind_axes(fn: Callable[..., Any], axis_names: Sequence[str]) -> Callable[..., Any]:
+def bind_axes(fn: Callable[..., Any], axis_names: Sequence[str]) -> Callable[..., Any]:
     """``fn`` run as one device of a data-parallel group over ``axis_names``.
 
     The model's collectives (``psum``/``pmean`` of a BatchNorm with ``axis_name``)
@@ -176,7 +177,7 @@ def _linen_apply(
         return next_fun(*args, **kwargs)
 
     with nn.intercept_methods(record):  # every module the call reaches, parameters or not
-        outputs, variables = jax.eval_shape(_bind_axes(init, plan.axis_names), inputs, extras)
+        outputs, variables = jax.eval_shape(bind_axes(init, plan.axis_names), inputs, extras)
     plan.module_paths = tuple(sorted(p for p in paths if p))
     variables = dict(variables)
     params = variables.pop("params", {})
@@ -264,11 +265,21 @@ def prepare(
     else:
         kind, root_name = "function", getattr(model, "__name__", type(model).__name__)
         apply, params, state = _function_apply(model, params, plan)
-    apply = _bind_axes(apply, plan.axis_names)
+    apply = bind_axes(apply, plan.axis_names)
     if not isinstance(model, nn.Module):  # Linen's init gave them already
         with tracing():
             outputs = jax.eval_shape(lambda *a: apply(*a)[0], params, state, inputs, extras)
     return kind, root_name, apply, params, state, tracing, outputs
+
+
+def unbound_axis(exc: BaseException) -> str | None:
+    """The collective axis name ``exc`` (or an exception it was raised from)
+    says is unbound (``lax.pmean(x, "batch")`` outside ``pmap``), or None."""
+    for cause in _cause_chain(exc):
+        match = _UNBOUND_AXIS.search(str(cause))
+        if isinstance(cause, NameError) and match:
+            return match.group(1)
+    return None
 
 
 def _cause_chain(exc: BaseException) -> Iterator[BaseException]:

@@ -26,6 +26,8 @@ __all__ = [
     "NAMES",
     "PROGRAMS",
     "SPLIT",
+    "STEP_PARTS",
+    "PART_SUMMARIES",
     "phase",
     "programs",
     "derived",
@@ -128,6 +130,19 @@ PROGRAMS: tuple[str, ...] = tuple(p.name for p in DECLARED if p.program is not N
 SPLIT: tuple[str, ...] = ("forward", "backward", "update")
 """The parts one step splits into, without overlap: the per-layer columns and
 the measured time shares (seed 000's 23% / 74% / 3%)."""
+
+STEP_PARTS: tuple[str, ...] = (*SPLIT, "other")
+"""The parts a user's own train step splits into (`xla_cost.analyze_step`),
+which add up to the whole step: `SPLIT` and ``other``, what neither feeds the
+loss nor consumes the gradients (`xla_cost.count.step_parts`)."""
+
+PART_SUMMARIES: dict[str, str] = {
+    "forward": "the loss and what it needs: equations under jvp, not transposed",
+    "backward": "the gradients: equations under transpose, and forward work only they read",
+    "update": "what consumes the gradients, up to the new parameters and optimizer state",
+    "other": "the rest: metrics, schedules, data reshapes",
+}
+"""One line per part of a user's step: what it holds."""
 
 _BY_NAME = {p.name: p for p in DECLARED}
 

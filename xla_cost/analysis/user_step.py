@@ -1,0 +1,345 @@
+"""`analyze_step`: a user's own training step split into forward, backward,
+update and other, per layer, as the research code runs it.
+
+The step is traced once (`xla_cost.step.user_step.prepare_step`); its jaxpr is
+counted with every equation classified into a part
+(`xla_cost.count.step_parts`); with ``counter="xla"`` the same step is lowered
+with the user's jit options (donation, shardings) and compiled once, and XLA's
+count of the whole step checks the sum of the parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+
+from xla_cost.analysis.costs import collective_rows, phase_costs
+from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.programs import Program
+from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
+from xla_cost.analysis.step_timing import time_user_step
+from xla_cost.choices import COUNTERS, REMAINDER
+from xla_cost.compiled import xla
+from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, owner, \
+    split_name_stack, with_ancestors
+from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
+from xla_cost.count.step_parts import StepLabels, classify_step
+from xla_cost.errors import InputError
+from xla_cost.parallel.sharding import ShardingPlan
+from xla_cost.step import phases
+from xla_cost.step.user_step import UserStep, prepare_step
+
+__all__ = ["analyze_step", "STEP_GRAD"]
+
+FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
+
+STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FORWARD: 1, BACKWARD: 1})
+"""``grad`` of a user's step: its forward and backward parts (no program of its own)."""
+
+_OPTIMIZER = "the step's own"
+"""What a user step's report says for its optimizer (it is in the step)."""
+
+
+def analyze_step(
+    step: Any,
+    *args: Any,
+    per_layer: bool = False,
+    depth: int | None = None,
+    counter: str = "xla",
+    axis_names: Sequence[str] | str | None = None,
+    timed: bool = False,
+    memory: bool = False,
+    **kwargs: Any,
+) -> Report:
+    """Counts one call of a user's own training step, split into its parts.
+
+    ``step`` is the function the training loop runs: bare, a
+    ``functools.partial``, ``jax.jit``-ed (its ``donate_argnums`` and
+    ``in_shardings``/``out_shardings`` are honoured when it is compiled) or
+    ``nnx.jit``-ed; ``args`` (and ``kwargs``) are its example arguments,
+    concrete or abstract (``jax.eval_shape(create_train_state, ...)``,
+    ``jax.ShapeDtypeStruct`` pytrees, ``nnx.eval_shape`` models), NNX models,
+    optimizers and metrics included. Nothing the size of the model is
+    allocated (unless ``timed``).
+
+    The step's jaxpr is split into parts (`xla_cost.count.step_parts`) from its
+    name stacks and data flow, with no names the user must add: ``forward``
+    (under ``jvp``, not transposed), ``backward`` (under ``transpose``: custom
+    VJPs' backward rules and ``jax.checkpoint``'s recomputation included),
+    ``update`` (what consumes the gradients: the optax chain, clipping,
+    accumulation, loss-scale checks, a ``pmean`` of the gradients) and
+    ``other`` (metrics, schedules, data reshapes); ``grad`` is forward plus
+    backward and ``train_step`` the whole step. Nested jits, ``lax.scan``
+    accumulation loops (counted trip-count times), ``while`` loops with a
+    static trip count and ``lax.cond`` (its most expensive branch, noted) are
+    followed. The parts add up to the step's jaxpr count exactly.
+
+    Args:
+      step: the training step function.
+      *args: its example arguments.
+      per_layer: also split each part's FLOP by module (``layers``), from the
+        module paths on the name stacks; an update's arithmetic goes to the
+        module whose gradient it reads.
+      depth: with ``per_layer``: merge rows to the first N components of their path.
+      counter: ``xla`` (default: also compile the step once; its XLA count,
+        corrected for loops, is ``train_step``'s figure beside the parts' sum)
+        or ``jaxpr`` (count only).
+      axis_names: collective axis names the step uses unbound (``lax.pmean(grads,
+        "batch")`` written for ``pmap``); detected without it. The step then
+        runs as one device of a data-parallel group.
+      timed: also run the compiled step on the default device and time it
+        (``timing``; arguments are made from the abstract ones).
+      memory: also give the step's memory (``memory_breakdown``): parameters,
+        gradients, optimizer state, model state, inputs and the activations
+        the backward pass reads, beside XLA's figures for the step compiled
+        as the user's jit donates.
+      **kwargs: the step's keyword arguments.
+
+    Returns:
+      A `Report` whose ``phases`` are forward, backward, grad, update, other
+      and train_step; on a sharded step (a jit with ``in_shardings`` over a
+      mesh of several devices) FLOP are per device and each part lists its
+      collectives.
+
+    Raises:
+      InputError: ``step`` is not callable; it fails to trace (its own
+        exception, in one line); ``counter`` or ``depth`` cannot be used.
+      CostAnalysisUnavailableError: the backend gives no cost analysis.
+
+    Example::
+
+      report = xla_cost.analyze_step(train_step, state, batch, per_layer=True)
+      print(report.to_frame())
+    """
+    check_depth(depth)
+    if counter not in COUNTERS:
+        raise InputError(f"counter in {', '.join(COUNTERS)}", repr(counter), "Use counter='xla' or 'jaxpr'.")
+    prepared = prepare_step(step, args, kwargs, axis_names)
+    call = _trace(prepared)
+    inner = call.params["jaxpr"] if call is not None else None
+    traced = inner if inner is not None else prepared.trace().jaxpr
+    modules = with_ancestors(prepared.param_paths)
+    roots = _roots(traced, prepared)
+
+    def module_of(stack: str) -> str | None:
+        found = owner(module_path(stack, roots), modules)
+        return None if found == REMAINDER else found
+
+    owners = list(prepared.owners)
+    invars = len(traced.jaxpr.invars)
+    owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
+    found: list[StepLabels] = []
+
+    def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
+        found.append(classify_step(jaxpr, given, module_of))
+        return found[-1]
+
+    counted = count_jaxpr(traced, owners=owners, classify=classify)
+    notes = list(prepared.notes)
+    parts = _parts(counted, notes)
+    mesh = _mesh(call, prepared)
+    plan = ShardingPlan(mesh, {str(k): int(v) for k, v in mesh.shape.items()}, {}, {}) if mesh is not None else None
+    compiled = None
+    if counter == "xla":
+        with prepared.scopes():
+            lowered = prepared.lower()
+        compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
+                                     executable=timed, collectives=plan is not None)
+    costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes)
+    if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
+        notes.insert(0, "no backward found: the step takes no gradient (no equation under transpose); "
+                        "its work is reported as forward, update and other")
+    layers = None
+    if per_layer or depth is not None:
+        layers = attribute_parts({p: parts[p].equations for p in phases.SPLIT}, prepared.param_paths,
+                                 root=roots, depth=depth, known_modules=modules)
+    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan) if memory else None
+    timing = time_user_step(prepared, compiled, costs) if timed else None
+    if timing is not None and timing.skipped:
+        notes.append(f"timing skipped: {timing.skipped}")
+    collectives: dict[str, int] = {}
+    for e in counted.equations:
+        if e.primitive in _COLLECTIVES:
+            collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
+    if plan is not None:
+        notes.append(f"sharded over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
+                     "train_step's XLA figures are one device's; the parts' FLOP are the jaxpr's over "
+                     f"{plan.devices} devices (the work split evenly, as data parallelism splits it)")
+    return Report(
+        model=prepared.name, config={}, batch_size=_batch_size(prepared), optimizer=_OPTIMIZER,
+        dtype=_dtype(prepared), param_dtype=_dtype(prepared), backend=xla.backend_name(),
+        jax_version=jax.__version__, parameters=prepared.parameters, phases=costs, layers=layers,
+        unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
+        depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
+        sharding={"mesh": dict(plan.sizes), "devices": plan.devices} if plan is not None else {},
+        memory_breakdown=breakdown,
+    )
+
+
+_COLLECTIVES = frozenset({"psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "all_gather", "all_to_all",
+                          "ppermute", "pbroadcast", "psum_invariant", "all_reduce"})
+
+
+def _trace(prepared: UserStep) -> Any:
+    """The step's outer jit equation (its jaxpr, shardings and donation), or
+    None when the step does not trace to one jit."""
+    with prepared.scopes():
+        outer = jax.make_jaxpr(lambda *a: prepared.jitted(*a))(*prepared.args)
+    calls = [e for e in outer.jaxpr.eqns if e.primitive.name in ("pjit", "jit")]
+    return calls[0] if len(outer.jaxpr.eqns) == 1 and calls else None
+
+
+def _mesh(call: Any, prepared: UserStep) -> Any:
+    """The mesh of several devices the step is sharded over (the jit's
+    ``in_shardings``, else the arguments'), or None."""
+    shardings = list(call.params.get("in_shardings", ())) if call is not None else []
+    shardings += [getattr(leaf, "sharding", None) for leaf in jax.tree.leaves(prepared.args)]
+    for sharding in shardings:
+        mesh = getattr(sharding, "mesh", None)
+        if mesh is not None and getattr(mesh, "size", 1) > 1:
+            return mesh
+    return None
+
+
+def _roots(traced: Any, prepared: UserStep) -> tuple[str, ...]:
+    """Name-stack entries that stand for the whole model: the model classes'
+    names (the first entry of forward and backward stacks that is not a
+    top-level module holding parameters)."""
+    top = {path.split("/")[0] for path in prepared.param_paths if path}
+    firsts: set[str] = set()
+
+    def walk(jaxpr: Any, prefix: str) -> None:
+        for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+            stack = join_stack(prefix, str(eqn.source_info.name_stack))
+            if classify_pass(stack) is not None:
+                first = module_path(stack).split("/")[0]
+                if first:
+                    firsts.add(first)
+            for value in eqn.params.values():
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    if hasattr(getattr(item, "jaxpr", item), "eqns"):
+                        walk(item, stack)
+
+    walk(traced, "")
+    return tuple(dict.fromkeys([*prepared.roots, *sorted(f for f in firsts if f not in top)]))
+
+
+def _parts(counted: JaxprCount, notes: list[str]) -> dict[str, JaxprCount]:
+    parts = {p: counted.part(p) for p in phases.STEP_PARTS}
+    loose = [e for e in counted.equations if e.part is None]
+    if loose:
+        other = parts[OTHER]
+        parts[OTHER] = dataclasses.replace(other, equations=(*other.equations, *loose))
+        flops = sum(e.cost.flops for e in loose)
+        notes.append(f"{len(loose)} equation groups ({flops:,} FLOP) could not be classified: counted in other")
+    return parts
+
+
+def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.CompiledPhase | None,
+           plan: ShardingPlan | None, modules: tuple[str, ...], roots: tuple[str, ...], notes: list[str]
+           ) -> dict[str, PhaseCosts]:
+    """Each part's figures (the jaxpr's; per device on a mesh), grad, and the whole step (XLA's)."""
+    step, found = phase_costs("train_step", Program(counted, compiled), plan, modules, roots)
+    notes += found
+    devices = plan.devices if plan is not None else 1
+    out: dict[str, PhaseCosts] = {}
+    for name in phases.STEP_PARTS:
+        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots)
+        notes += found
+        if devices > 1:
+            costs = _per_device(costs, devices)
+        if compiled is not None and plan is not None:
+            rows, _ = collective_rows(compiled, plan, modules, roots, select=_selector(name, counted))
+            costs = dataclasses.replace(costs, communication=rows)
+        out[name] = costs
+    out["grad"] = PhaseCosts.derive(STEP_GRAD, out)
+    out["train_step"] = step
+    order = (FORWARD, BACKWARD, "grad", UPDATE, OTHER, "train_step")
+    return {name: out[name] for name in order}
+
+
+_PER_DEVICE = ("flops", "transcendentals", "model_flops", "hardware_flops", "attention_flops", "matmul_flops",
+               "matmul_bytes", "conversion_flops")
+"""The figures of a part that are the jaxpr's whole step, shown per device on a mesh."""
+
+
+def _per_device(costs: PhaseCosts, devices: int) -> PhaseCosts:
+    values = {key: getattr(costs, key) for key in _PER_DEVICE}
+    return dataclasses.replace(costs, **{k: None if v is None else round(v / devices) for k, v in values.items()})
+
+
+def _selector(part: str, counted: JaxprCount) -> Any:
+    """Whether a compiled collective (by its ``op_name``) belongs to ``part``:
+    the part of the jaxpr equations at its name stack, else its autodiff pass."""
+    by_stack: dict[tuple[str, str], set[str | None]] = {}
+    for e in counted.equations:
+        by_stack.setdefault((e.name_stack, e.primitive), set()).add(e.part)
+
+    def select(op_name: str) -> bool:
+        entries = split_name_stack(op_name)
+        if entries and entries[0].startswith("jit("):
+            entries = entries[1:]
+        stack, primitive = "/".join(entries[:-1]), entries[-1] if entries else ""
+        found = by_stack.get((stack, primitive), set())
+        if len(found) == 1:
+            return next(iter(found)) == part
+        return (classify_pass(op_name) or OTHER) == part
+
+    return select
+
+
+def _batch_size(prepared: UserStep) -> int:
+    """The leading dimension of the first array argument that holds no parameter."""
+    offset = 0
+    for arg in prepared.args:
+        leaves = jax.tree.leaves(arg)
+        mine = prepared.owners[offset:offset + len(leaves)]
+        offset += len(leaves)
+        if leaves and not any(mine) and getattr(leaves[0], "shape", ()):
+            return int(leaves[0].shape[0])
+    return 0
+
+
+def _dtype(prepared: UserStep) -> str:
+    leaves = jax.tree.leaves(prepared.args)
+    names = sorted({str(leaf.dtype) for leaf, o in zip(leaves, prepared.owners) if o is not None})
+    return "/".join(names) or "unknown"
+
+
+def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
+            plan: ShardingPlan | None) -> MemoryBreakdown:
+    """The step's memory by part, beside XLA's figures for the step as compiled."""
+    def nbytes(leaf: Any) -> int:
+        return math.prod(getattr(leaf, "shape", ())) * jax.numpy.dtype(leaf.dtype).itemsize
+
+    totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    offset = 0
+    for arg in prepared.args:
+        flat = jax.tree_util.tree_flatten_with_path(arg)[0]
+        holds = any(prepared.owners[offset:offset + len(flat)])
+        for (path, leaf), module in zip(flat, prepared.owners[offset:offset + len(flat)]):
+            names = " ".join(str(p) for p in path).lower()
+            if module is not None:
+                part = "parameters"
+            elif not holds:
+                part = "inputs"
+            elif "opt_state" in names or "optstate" in names:
+                part = "optimizer_state"
+            else:
+                part = "model_state"
+            totals[part] += nbytes(leaf)
+        offset += len(flat)
+    memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
+    return MemoryBreakdown(
+        parameters=totals["parameters"], gradients=totals["parameters"], optimizer_state=totals["optimizer_state"],
+        model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
+        argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
+        alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
+        notes=("the parts are the whole step's (not split over devices); gradients are taken to be as large as "
+               "the parameters; saved activations are the forward pass's values the backward pass reads; XLA's "
+               "figures are the step compiled with its own jit's donation",),
+    )

@@ -1,0 +1,294 @@
+"""Which part of a user's own training step each equation of its jaxpr is.
+
+A training step written by hand (``jax.value_and_grad`` of a loss, an optax
+update, metrics) is one jaxpr. Its equations fall into the parts of
+`xla_cost.step.phases.STEP_PARTS`, decided from the name stack and the data
+flow alone, without names the user must add:
+
+* **forward**: under ``jvp(...)`` and not transposed: the loss and what it
+  needs; a value autodiff computes in the forward pass only for the backward
+  pass (a ReLU's mask) is **backward**, as ``grad - forward`` counts it for
+  `xla_cost.analyze`;
+* **backward**: under ``transpose(...)``: the gradient computation, a custom
+  VJP's backward rule and ``jax.checkpoint``'s recomputation included;
+* **update**: outside autodiff, computed from a gradient (the optax chain,
+  clipping, a ``pmean`` of the gradients, the new parameters and optimizer
+  state, an accumulation over micro-batches), and what the update reads and
+  nothing else but the step's results (an optimizer's step counter, the
+  learning rate its schedule gives);
+* **other**: the rest: metrics, a schedule also logged, data reshapes.
+
+Calls (nested jits, custom derivatives, checkpoints) are followed as if
+inlined; a loop's body (``scan``, ``while``) and each branch of a ``cond`` are
+classified on their own, a carry that holds a gradient after one iteration
+holding one from the start. Each equation is named by its *path* (indices of
+the equations that contain it, ``"body"``/``"cond"`` of a while loop, ``"b0"``..
+for a cond's branches), the way `xla_cost.count.interpret.count_jaxpr` walks it.
+
+Each equation also gets an owner, the module its data belongs to: the module
+on its name stack for forward and backward work, and for the rest the owner
+of its full-size operands (`xla_cost.count.interpret.eqn_owner`), seeded from
+the parameters' modules: an optimizer's arithmetic on one layer's gradient is
+that layer's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from jax.extend import core as jex_core
+
+from xla_cost.count.attribution import classify_pass
+from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, combine_owners, eqn_owner, join_stack, public_owner
+from xla_cost.step.phases import STEP_PARTS
+
+__all__ = ["Label", "StepLabels", "classify_step", "MIXED"]
+
+FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
+
+MIXED = "mixed"
+"""The consumer label of a loop whose body holds several parts: it keeps its
+operands' producers as they are."""
+
+_OUTSIDE = "outside"  # a level's results: read by the caller, keeps their producers
+
+Path = tuple[Any, ...]
+
+
+class Label(NamedTuple):
+    """The part an equation is in and the module that owns its data (or None)."""
+
+    part: str
+    owner: str | None = None
+
+
+class StepLabels(dict):  # type: ignore[type-arg]
+    """`Label` by equation path, and ``saved_bytes``: the bytes of the values
+    the forward part computes and the backward part reads (the activations
+    autodiff saves), at the step's top level (a scanned stack's residuals
+    included, as the loop's results)."""
+
+    saved_bytes: int = 0
+
+
+@dataclasses.dataclass
+class _Node:
+    path: Path
+    eqn: Any
+    stack: str
+    ins: list[Any]
+    outs: list[Any]
+    part: str = OTHER
+    owner: str | None = None
+    levels: list[_Level] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Level:
+    """One jaxpr classified on its own (the step, a loop body, a branch)."""
+
+    nodes: list[_Node]
+    invars: list[Any]
+    outvars: list[Any]
+    labels: dict[Path, Label] = dataclasses.field(default_factory=dict)
+
+    def parts(self) -> set[str]:
+        return {label.part for label in self.labels.values()}
+
+
+def _literal(var: Any) -> bool:
+    return isinstance(var, jex_core.Literal)
+
+
+class _Classifier:
+    def __init__(self, module_of: Callable[[str], str | None]) -> None:
+        self.module_of = module_of
+        self.saved: dict[Any, int] = {}  # value -> bytes, of the level refined last
+
+    # -------------------------------------------------------------- flattening
+    def flatten(self, jaxpr: Any, path: Path, stack: str) -> _Level:
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        alias: dict[Any, Any] = {}
+        nodes: list[_Node] = []
+        self._inline(jaxpr, path, (), stack, alias, nodes)
+
+        def top(v: Any) -> Any:
+            return None if _literal(v) else _resolve(alias, ((), v))
+
+        return _Level(nodes, [top(v) for v in jaxpr.invars], [top(v) for v in jaxpr.outvars])
+
+    def _inline(self, jaxpr: Any, path: Path, scope: Path, stack: str, alias: dict[Any, Any],
+                nodes: list[_Node]) -> None:
+        def key(v: Any) -> Any:
+            return None if _literal(v) else _resolve(alias, (scope, v))
+
+        for i, eqn in enumerate(jaxpr.eqns):
+            here = (*path, i)
+            eqn_stack = join_stack(stack, str(eqn.source_info.name_stack))
+            name = eqn.primitive.name
+            sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) if name in CALL_LIKE else None
+            if sub is not None:
+                inner = getattr(sub, "jaxpr", sub)
+                for inner_var, outer_var in zip(inner.invars, eqn.invars):
+                    if not _literal(outer_var):
+                        alias[(here, inner_var)] = key(outer_var)
+                self._inline(inner, here, here, eqn_stack, alias, nodes)
+                for outer_var, inner_var in zip(eqn.outvars, inner.outvars):
+                    if not _literal(inner_var):
+                        alias[(scope, outer_var)] = _resolve(alias, (here, inner_var))
+                continue
+            node = _Node(here, eqn, eqn_stack, [key(v) for v in eqn.invars], [(scope, v) for v in eqn.outvars])
+            if name == "scan":
+                node.levels = [self.flatten(eqn.params["jaxpr"], here, eqn_stack)]
+            elif name == "while":
+                node.levels = [self.flatten(eqn.params["body_jaxpr"], (*here, "body"), eqn_stack),
+                               self.flatten(eqn.params["cond_jaxpr"], (*here, "cond"), eqn_stack)]
+            elif name == "cond":
+                node.levels = [self.flatten(b, (*here, f"b{k}"), eqn_stack)
+                               for k, b in enumerate(eqn.params["branches"])]
+            nodes.append(node)
+
+    # ------------------------------------------------------------ classifying
+    def classify(self, level: _Level, taint: Sequence[bool], owners: Sequence[str | None]) -> tuple[
+            list[bool], list[str | None]]:
+        """Labels every equation of ``level`` (and of its loops); returns whether
+        each result holds a gradient, and its owner."""
+        tainted: dict[Any, bool] = {}
+        owner: dict[Any, str | None] = {}
+        for var, t, o in zip(level.invars, taint, owners):
+            if var is not None:
+                tainted[var] = tainted.get(var, False) or t
+                owner[var] = o if owner.get(var) is None else owner[var]
+        for node in level.nodes:
+            in_taint = [tainted.get(v, False) for v in node.ins if v is not None]
+            any_taint = any(in_taint)
+            if node.levels:
+                outs_taint, outs_owner = self._loop(node, tainted, owner)
+                node.part = classify_pass(node.stack) or (UPDATE if any_taint else OTHER)
+                node.owner = combine_owners([owner.get(v) for v in node.ins if v is not None])
+                for var, t, o in zip(node.outs, outs_taint, outs_owner):
+                    tainted[var], owner[var] = t, o
+                continue
+            autodiff = classify_pass(node.stack)
+            node.part = autodiff or (UPDATE if any_taint else OTHER)
+            if autodiff is not None:
+                node.owner = self.module_of(node.stack)
+            else:
+                node.owner = eqn_owner(node.eqn, {v: owner.get(k) for v, k in zip(node.eqn.invars, node.ins)
+                                                  if k is not None})
+            out_taint = node.part in (BACKWARD, UPDATE)
+            for var in node.outs:
+                tainted[var], owner[var] = out_taint, node.owner
+        self._refine(level)
+        for node in level.nodes:
+            level.labels[node.path] = Label(node.part, public_owner(node.owner))
+            for inner in node.levels:
+                level.labels.update(inner.labels)
+        return [tainted.get(v, False) for v in level.outvars], [owner.get(v) for v in level.outvars]
+
+    def _loop(self, node: _Node, tainted: Mapping[Any, bool], owner: Mapping[Any, str | None]) -> tuple[
+            list[bool], list[str | None]]:
+        eqn, name = node.eqn, node.eqn.primitive.name
+        operands = [None if _literal(v) else k for v, k in zip(eqn.invars, _pad(node.ins, eqn.invars))]
+        taint = [tainted.get(k, False) if k is not None else False for k in operands]
+        owners = [owner.get(k) if k is not None else None for k in operands]
+        if name == "cond":
+            results = [self.classify(b, taint[1:], owners[1:]) for b in node.levels]
+            return ([any(r[0][j] for r in results) for j in range(len(eqn.outvars))],
+                    [combine_owners([r[1][j] for r in results]) for j in range(len(eqn.outvars))])
+        if name == "scan":
+            consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
+            body = node.levels[0]
+            for _ in range(4):  # a carry that holds a gradient after an iteration holds one before
+                out_taint, out_owner = self.classify(body, taint, owners)
+                grown = [t or (consts <= j < consts + carry and out_taint[j - consts]) for j, t in enumerate(taint)]
+                if grown == taint:
+                    break
+                taint = grown
+            return out_taint, out_owner
+        # while: cond_consts, body_consts, carry
+        cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        carry_taint, carry_owner = taint[cond_n + body_n:], owners[cond_n + body_n:]
+        body, cond = node.levels
+        for _ in range(4):
+            out_taint, out_owner = self.classify(body, [*taint[cond_n:cond_n + body_n], *carry_taint],
+                                                 [*owners[cond_n:cond_n + body_n], *carry_owner])
+            grown = [a or b for a, b in zip(carry_taint, out_taint)]
+            if grown == carry_taint:
+                break
+            carry_taint = grown
+        self.classify(cond, [*taint[:cond_n], *carry_taint], [*owners[:cond_n], *carry_owner])
+        return out_taint, out_owner
+
+    def _refine(self, level: _Level) -> None:
+        """Forward work that only the backward pass reads is backward; other work
+        that the update reads, and nothing else but the step's results, is the
+        update's (an optimizer's step counter). Consumers first (reverse order)."""
+        readers: dict[Any, set[str]] = {}
+        for var in level.outvars:
+            if var is not None:
+                readers.setdefault(var, set()).add(_OUTSIDE)
+        for node in reversed(level.nodes):
+            if not node.levels:
+                seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
+                if node.part == FORWARD and seen == {BACKWARD}:
+                    node.part = BACKWARD
+                elif node.part == OTHER and UPDATE in seen and seen <= {UPDATE, _OUTSIDE}:
+                    node.part = UPDATE
+                reads_as = node.part
+            else:
+                parts = set().union(*(inner.parts() for inner in node.levels))
+                reads_as = parts.pop() if len(parts) == 1 else MIXED
+            for var in node.ins:
+                if var is not None:
+                    readers.setdefault(var, set()).add(reads_as)
+        self.saved = {}
+        for node in level.nodes:
+            if node.part != FORWARD:
+                continue
+            for var, out in zip(node.outs, node.eqn.outvars):
+                if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
+                    self.saved[var] = _nbytes(out.aval)
+
+
+def _nbytes(aval: Any) -> int:
+    shape, dtype = getattr(aval, "shape", ()), getattr(aval, "dtype", None)
+    return math.prod(shape) * (getattr(dtype, "itemsize", 0) or 0)
+
+
+def _pad(keys: list[Any], invars: Sequence[Any]) -> list[Any]:
+    return keys if len(keys) == len(invars) else [None] * len(invars)
+
+
+def _resolve(alias: Mapping[Any, Any], key: Any) -> Any:
+    while key in alias and alias[key] != key:
+        key = alias[key]
+    return key
+
+
+def classify_step(
+    jaxpr: Any, owners: Sequence[str | None] | None = None,
+    module_of: Callable[[str], str | None] = lambda stack: None,
+) -> dict[Path, Label]:
+    """The `Label` of every equation of a train step's jaxpr, by its path.
+
+    Args:
+      jaxpr: the step's (closed) jaxpr, as `xla_cost.count.interpret.count_jaxpr`
+        walks it (after dead-code elimination).
+      owners: per input variable, the module it belongs to (a parameter's), or None.
+      module_of: the module (per-layer row) a name stack stands for, None
+        outside every module: the owner of forward and backward work.
+
+    Returns:
+      `StepLabels`: the `Label` of every equation, and the saved activations' bytes.
+    """
+    classifier = _Classifier(module_of)
+    level = classifier.flatten(jaxpr, (), "")
+    n = len(level.invars)
+    classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
+    labels = StepLabels(level.labels)
+    labels.saved_bytes = sum(classifier.saved.values())  # the top level is refined last
+    return labels

@@ -1,0 +1,263 @@
+"""A user's own training step, made ready to trace and compile as it runs.
+
+`prepare_step` takes the function the research code runs (bare, a
+``functools.partial``, ``jax.jit``-ed with its donation and shardings, or
+``nnx.jit``-ed) and its example arguments (concrete or abstract; Flax
+``TrainState``s, NNX models, optimizers and metrics included) and returns a
+`UserStep`: how to trace and lower it, which input leaves are parameters and
+of which module, and what was done to make it traceable (collective axis names
+bound, NNX objects split into their state).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+from flax import nnx
+from flax.nnx import graph as nnx_graph
+
+from xla_cost.errors import InputError
+from xla_cost.step.adapters import bind_axes, unbound_axis
+from xla_cost.step.checks import check_axis_names
+from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
+
+__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES"]
+
+PARAMS_KEY = "params"
+"""The key (attribute or dict key) under which Linen code keeps the parameters:
+``TrainState.params``, ``variables["params"]``."""
+
+MAX_AXES = 8
+"""Unbound collective axis names bound before giving up."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UserStep:
+    """One user's step, ready to trace.
+
+    Attributes:
+      name: the function's name (``train_step``).
+      args: the arguments the traced function takes (NNX objects replaced by
+        their state, ``kwargs`` bound).
+      jitted: the ``jax.jit`` (the user's own when it can be used as it is) of
+        the function of ``args``.
+      kind: ``nnx`` when NNX objects were split, else ``jax``.
+      owners: per flattened leaf of ``args``, the module path of the parameter
+        it is, or None.
+      param_paths: parameter count per module path holding parameters, in
+        argument order.
+      roots: the model classes whose names open the name stacks.
+      axis_names: collective axis names bound on a one-device mesh.
+      notes: what was done to the step to trace it.
+      scopes: a context to trace in (NNX modules' name scopes).
+    """
+
+    name: str
+    args: tuple[Any, ...]
+    jitted: Any
+    kind: str
+    owners: tuple[str | None, ...]
+    param_paths: Mapping[str, int]
+    roots: tuple[str, ...] = ()
+    axis_names: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    scopes: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+
+    @property
+    def parameters(self) -> int:
+        return sum(self.param_paths.values())
+
+    def trace(self) -> Any:
+        """``jax.stages.Traced`` of the step (its ``jaxpr`` is what is counted)."""
+        with self.scopes():
+            return self.jitted.trace(*self.args)
+
+    def lower(self) -> Any:
+        """``jax.stages.Lowered`` of the step, with the user's jit options."""
+        with self.scopes():
+            return self.jitted.lower(*self.args)
+
+
+def step_name(step: Any) -> str:
+    """The name of the function a (partial, jitted) step runs."""
+    seen = 0
+    while seen < 16:
+        seen += 1
+        if isinstance(step, functools.partial):
+            step = step.func
+        elif hasattr(step, "__wrapped__"):
+            step = step.__wrapped__
+        elif hasattr(step, "fun") and callable(step.fun):  # nnx.jit
+            step = step.fun
+        else:
+            break
+    return getattr(step, "__name__", type(step).__name__)
+
+
+def _is_jax_jit(step: Any) -> bool:
+    return isinstance(step, jax.stages.Wrapped) and hasattr(step, "trace") and hasattr(step, "lower")
+
+
+def _is_graph(value: Any) -> bool:
+    return nnx_graph.is_graph_node(value) and not isinstance(value, (list, tuple, dict))
+
+
+def _key_name(entry: Any) -> str:
+    for attribute in ("key", "name", "idx"):
+        if hasattr(entry, attribute):
+            return str(getattr(entry, attribute))
+    return str(entry)
+
+
+def _linen_params(args: Sequence[Any]) -> tuple[list[str | None], dict[str, int]]:
+    """The module of every leaf found under a ``params`` key, and the counts."""
+    owners: list[str | None] = []
+    counts: dict[str, int] = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tuple(args))[0]:
+        names = [_key_name(p) for p in path]
+        if PARAMS_KEY in names[1:]:
+            module = "/".join(names[names.index(PARAMS_KEY, 1) + 1:-1])
+            owners.append(module)
+            counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
+        else:
+            owners.append(None)
+    return owners, counts
+
+
+def _traced_function(step: Any, kwargs: Mapping[str, Any]) -> Callable[..., Any]:
+    return functools.partial(step, **kwargs) if kwargs else step
+
+
+def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[
+        Callable[..., Any], tuple[Any, ...], list[str | None], dict[str, int], Any]:
+    """The step as a function of the NNX objects' state: it merges them, runs
+    the step (which updates them in place) and returns their state after it
+    with the step's own results, so that the updates are part of the program."""
+    if hasattr(step, "fun") and callable(step.fun) and type(step).__module__.startswith("flax.nnx"):
+        step = step.fun  # nnx.jit: its function, run on objects merged here (they update in place)
+    positions = [i for i, a in enumerate(args) if _is_graph(a)]
+    objects = tuple(args[i] for i in positions)
+    graphdef, params, rest = nnx.split(objects, nnx.Param, ...)
+    model = next((args[i] for i in positions if nnx.state(args[i], nnx.Param)), None)
+    owners: list[str | None] = []
+    counts: dict[str, int] = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        names = [_key_name(p) for p in path if _key_name(p) != "value"]
+        # the first entry is the object's position among the NNX arguments; the model's own paths follow
+        module = "/".join(names[1:-1]) if objects[int(names[0])] is model else None
+        owners.append(module)
+        if module is not None:
+            counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
+    owners += [None] * len(jax.tree.leaves(rest))
+    others = [a for i, a in enumerate(args) if i not in positions]
+    owners += [None] * len(jax.tree.leaves(others))
+    function = _traced_function(step, kwargs)
+
+    def on_state(params: Any, rest: Any, others: list[Any]) -> Any:
+        merged = nnx.merge(graphdef, params, rest)
+        call, it = [], iter(others)
+        for i in range(len(args)):
+            call.append(merged[positions.index(i)] if i in positions else next(it))
+        out = function(*call)
+        return out, nnx.split(merged)[1:]
+
+    return on_state, (params, rest, others), owners, counts, model
+
+
+def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
+                 axis_names: Sequence[str] | str | None = None) -> UserStep:
+    """The user's ``step`` and its example arguments, ready to trace (`UserStep`).
+
+    Collective axis names the step uses without binding them (``lax.pmean(grads,
+    "batch")`` written for ``pmap``) are found by tracing and bound on a
+    one-device mesh (or bound from ``axis_names``), as `xla_cost.analyze` binds
+    a model's.
+
+    Raises:
+      InputError: ``step`` is not callable, or it fails to trace (its own
+        exception, in one line).
+    """
+    if not callable(step):
+        raise InputError("a training step function (bare, functools.partial, jax.jit or nnx.jit)",
+                         f"{type(step).__name__} {step!r:.60}", "Pass the function the training loop calls.")
+    kwargs = dict(kwargs or {})
+    name = step_name(step)
+    notes: list[str] = []
+    names = check_axis_names(axis_names)
+    if any(_is_graph(a) for a in args):
+        function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
+        kind = "nnx"
+        roots = (type(model).__name__,) if model is not None else ()
+
+        def scopes() -> contextlib.AbstractContextManager[Any]:
+            return _nnx_scopes(model)
+    else:
+        function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
+        owners, counts = _linen_params(traced_args)
+        roots = ()
+    if not counts:
+        notes.append(
+            "no parameters found in the arguments (a `params` key or attribute, or NNX Params): the "
+            "parameter count is 0 and the update has no per-layer rows"
+        )
+    user_jit = kind == "jax" and _is_jax_jit(step) and not names
+    while True:
+        if user_jit:
+            jitted = step if not kwargs else _JitWithKwargs(step, kwargs)
+        else:
+            jitted = jax.jit(bind_axes(function, names) if names else function)
+        prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
+                            tuple(notes), scopes)
+        try:
+            prepared.trace()
+        except Exception as exc:  # noqa: BLE001 - the step's own error, reported in one line
+            axis = unbound_axis(exc)
+            if axis is not None and axis not in names and len(names) < MAX_AXES:
+                names.append(axis)
+                user_jit = False
+                continue
+            first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+            raise InputError(
+                f"a step that traces with these arguments (jax.jit({name})(*args))",
+                f"{type(exc).__name__}: {first}"[:300],
+                "Fix the step or its arguments; call it once outside xla_cost to see the full traceback.",
+            ) from exc
+        break
+    if names:
+        given = check_axis_names(axis_names)
+        how = "bound" if set(names) <= set(given) else "detected and bound"
+        prepared = dataclasses.replace(prepared, notes=(*prepared.notes, (
+            f"collective axis names {', '.join(names)} {how}: the step runs as one device of a data-parallel "
+            "group (a one-device mesh), so its collectives move no data"
+            + ("; the step's own jax.jit options (donation, shardings) are not used" if _is_jax_jit(step) else "")
+        )))
+    return prepared
+
+
+class _JitWithKwargs:
+    """A user's jitted step with keyword arguments bound (its jit options kept)."""
+
+    def __init__(self, jitted: Any, kwargs: Mapping[str, Any]) -> None:
+        self.jitted, self.kwargs = jitted, dict(kwargs)
+
+    def trace(self, *args: Any) -> Any:
+        return self.jitted.trace(*args, **self.kwargs)
+
+    def lower(self, *args: Any) -> Any:
+        return self.jitted.lower(*args, **self.kwargs)
+
+
+@contextlib.contextmanager
+def _nnx_scopes(model: Any) -> Iterator[None]:
+    """NNX modules' ``__call__`` under name scopes of their paths, while tracing."""
+    if model is None:
+        yield
+        return
+    with nnx_name_scopes(model), scoped_paths(model):
+        yield
