@@ -12,7 +12,7 @@ from typing import Any
 
 from xla_cost.cli.output import check_output, width, write
 
-__all__ = ["analyze", "sweep", "models", "report", "scaling", "estimate", "fit"]
+__all__ = ["analyze", "step", "sweep", "models", "report", "scaling", "estimate", "fit"]
 
 
 def analyze(args: argparse.Namespace) -> str:
@@ -43,6 +43,31 @@ def analyze(args: argparse.Namespace) -> str:
         **({"memory": True} if args.memory else {}),
         **remat,
         **({"attention_flops": args.attention_flops} if args.attention_flops != "full" else {}),
+    )
+    return render_as(report, args.format, width(args))
+
+
+def step(args: argparse.Namespace) -> str:
+    from xla_cost.analysis.user_step import analyze_step
+    from xla_cost.errors import InputError
+    from xla_cost.present.formats import render_as
+    from xla_cost.step.user_step import load_attribute
+
+    function = load_attribute(args.function, "the step")
+    make_args = load_attribute(args.make_args, "--args")
+    if not callable(make_args):
+        raise InputError("--args naming a function of no arguments", f"{type(make_args).__name__} {args.make_args!r}",
+                         "Point --args at e.g. def make_args(): return state, batch.")
+    try:
+        given = make_args()
+    except Exception as exc:  # noqa: BLE001 - the user's own error, in one line
+        first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+        raise InputError(f"{args.make_args}() to return the step's arguments", f"{type(exc).__name__}: {first}",
+                         "Fix the function; call it once in Python to see the traceback.") from exc
+    arguments = tuple(given) if isinstance(given, (tuple, list)) else (given,)
+    report = analyze_step(
+        function, *arguments, per_layer=args.per_layer, depth=args.depth, counter=args.counter,
+        axis_names=args.axis_names or None, timed=args.time, memory=args.memory,
     )
     return render_as(report, args.format, width(args))
 

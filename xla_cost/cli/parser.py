@@ -143,6 +143,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
     _debug_option(report)
 
+    step = sub.add_parser(
+        "step", help="forward, backward, update and other of your own training step, as you wrote it",
+        description="Traces FUNCTION on the arguments MAKE_ARGS() returns (abstract ones are fine) and splits "
+                    "the step into forward, backward, update and other (xla_cost.analyze_step).",
+    )
+    step.add_argument("function", metavar="FILE.py:FUNCTION", help="the train step (or package.module:FUNCTION)")
+    step.add_argument("--args", dest="make_args", required=True, metavar="FILE.py:MAKE_ARGS", help="a function of no arguments returning the step's argument tuple (jax.eval_shape'd states and ShapeDtypeStruct batches are fine)")
+    step.add_argument("--per-layer", action="store_true", help="split each part's FLOP by module")
+    step.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer)")
+    step.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: also compile the step once and check the parts' sum against XLA's count (default); jaxpr: count only")
+    step.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the step uses unbound (lax.pmean(grads, 'batch')); names are also detected (repeatable)")
+    step.add_argument("--memory", action="store_true", help="the step's memory by part beside XLA's figures for the step as its jit donates")
+    step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it")
+    _output_options(step)
+
     models = sub.add_parser("models", help="list the model zoo")
     _output_options(models)
     return parser

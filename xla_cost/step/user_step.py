@@ -14,7 +14,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
+import importlib.util
 import math
+import pathlib
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +31,7 @@ from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
 
-__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES"]
+__all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "PARAMS_KEY", "MAX_AXES"]
 
 PARAMS_KEY = "params"
 """The key (attribute or dict key) under which Linen code keeps the parameters:
@@ -116,18 +120,37 @@ def _key_name(entry: Any) -> str:
 
 
 def _linen_params(args: Sequence[Any]) -> tuple[list[str | None], dict[str, int]]:
-    """The module of every leaf found under a ``params`` key, and the counts."""
+    """The module of every leaf found under a ``params`` key, and the counts;
+    then `_follow_params`."""
     owners: list[str | None] = []
     counts: dict[str, int] = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tuple(args))[0]:
-        names = [_key_name(p) for p in path]
+    flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
+    keys = [[_key_name(p) for p in path] for path, _ in flat]
+    for names, (_, leaf) in zip(keys, flat):
         if PARAMS_KEY in names[1:]:
             module = "/".join(names[names.index(PARAMS_KEY, 1) + 1:-1])
             owners.append(module)
             counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
         else:
             owners.append(None)
-    return owners, counts
+    return _follow_params(keys, owners), counts
+
+
+def _follow_params(keys: Sequence[Sequence[str]], owners: list[str | None]) -> list[str | None]:
+    """Each leaf that is no parameter but ends with a parameter's module path and
+    name (an optimizer's moments of it: ``opt_state[0].mu['fc1']['kernel']``)
+    owned by that parameter's module."""
+    tails: dict[tuple[str, ...], str] = {}
+    for names, module in zip(keys, owners):
+        if module is not None:
+            depth = len(module.split("/")) + 1 if module else 1
+            tails[tuple(names[-depth:])] = module
+    lengths = sorted({len(t) for t in tails}, reverse=True)
+    out = list(owners)
+    for i, (names, module) in enumerate(zip(keys, owners)):
+        if module is None:
+            out[i] = next((tails[t] for n in lengths if len(names) > n and (t := tuple(names[-n:])) in tails), None)
+    return out
 
 
 def _traced_function(step: Any, kwargs: Mapping[str, Any]) -> Callable[..., Any]:
@@ -154,7 +177,11 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
         owners.append(module)
         if module is not None:
             counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
-    owners += [None] * len(jax.tree.leaves(rest))
+    rest_keys = [[_key_name(p) for p in path if _key_name(p) != "value"]
+                 for path, _ in jax.tree_util.tree_flatten_with_path(rest)[0]]
+    param_keys = [[_key_name(p) for p in path if _key_name(p) != "value"]
+                  for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    owners = _follow_params([*param_keys, *rest_keys], owners + [None] * len(rest_keys))
     others = [a for i, a in enumerate(args) if i not in positions]
     owners += [None] * len(jax.tree.leaves(others))
     function = _traced_function(step, kwargs)
@@ -261,3 +288,61 @@ def _nnx_scopes(model: Any) -> Iterator[None]:
         return
     with nnx_name_scopes(model), scoped_paths(model):
         yield
+
+
+def load_attribute(spec: str, what: str) -> Any:
+    """``FILE.py:NAME`` or ``package.module:NAME`` to the object it names.
+
+    A file is run as a module named after it, with its folder first on the
+    import path (as ``python FILE.py`` has it); a dotted module is imported with
+    the working directory on the path (as ``python -m`` has it). ``what`` names
+    the object in errors (``the step``).
+
+    Raises:
+      InputError: no ``:``, the file or module is not found, it fails while
+        importing (its own error, in one line), or it has no such attribute.
+    """
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise InputError(f"{what} as FILE.py:NAME or package.module:NAME", repr(spec),
+                         "Name the function after a colon, e.g. train.py:train_step.")
+    try:
+        if where.endswith(".py"):
+            path = pathlib.Path(where).expanduser().resolve()
+            if not path.is_file():
+                raise InputError(f"{what}'s file to exist", repr(where), "Check the path (relative to the working directory).")
+            module_name = f"_xla_cost_user_{path.stem}_{abs(hash(str(path))) % 10**8}"
+            module = sys.modules.get(module_name)
+            if module is None:
+                if str(path.parent) not in sys.path:
+                    sys.path.insert(0, str(path.parent))
+                loader = importlib.util.spec_from_file_location(module_name, path)
+                if loader is None or loader.loader is None:
+                    raise InputError(f"{what}'s file as Python source", repr(where), "Point at a .py file.")
+                module = importlib.util.module_from_spec(loader)
+                sys.modules[module_name] = module
+                try:
+                    loader.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(module_name, None)
+                    raise
+        else:
+            if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(pathlib.Path.cwd()))
+            module = importlib.import_module(where)
+    except InputError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and where.startswith(exc.name.split(".")[0]) and not where.endswith(".py"):
+            raise InputError(f"{what}'s module to be importable", repr(where),
+                             "Run from the folder that holds it, or put it on PYTHONPATH.") from exc
+        raise InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
+                         f"ModuleNotFoundError: {exc}", "Install what it imports, or fix the import.") from exc
+    except Exception as exc:  # noqa: BLE001 - the module's own error, in one line
+        first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+        raise InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
+                         f"{type(exc).__name__}: {first}", "Fix the module; import it once to see the traceback.") from exc
+    if not hasattr(module, name):
+        raise InputError(f"{what} {name!r} in {where}", f"no such name (it has {', '.join(sorted(n for n in vars(module) if not n.startswith('_'))[:8])}, ...)",
+                         "Check the name after the colon.")
+    return getattr(module, name)
