@@ -1,0 +1,302 @@
+"""`xla_cost.analyze_step`: a hand-written train step split into forward,
+backward, update and other, checked against closed forms and against
+`xla_cost.analyze` on the same model, loss and optimizer.
+
+The closed forms are those of tests/formulas.py (a multiply-add is 2 FLOP;
+the loss is optax's mean softmax cross-entropy with integer labels). The
+repository-style steps (ImageNet, MNIST, the NNX tutorial, a GPT with
+accumulation, a sharded step) are in tests/step/test_repo_steps.py.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from flax.training import train_state
+from jax import lax
+
+import xla_cost
+from tests.formulas import (
+    dense_backward_flops, dense_flops, loss_backward_flops, loss_flops, relu_backward_flops,
+)
+
+B, IN, HIDDEN, CLASSES = 16, 64, 128, 10
+PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Dense(HIDDEN, name="fc1")(x))
+        return nn.Dense(CLASSES, name="fc2")(x)
+
+
+def _forward() -> int:
+    # fc1, its ReLU (a max per element), fc2, the loss
+    return dense_flops(B, IN, HIDDEN) + B * HIDDEN + dense_flops(B, HIDDEN, CLASSES) + loss_flops(B, CLASSES)
+
+
+def _backward() -> int:
+    # fc1 needs no input gradient (first layer); the ReLU's mask (computed in the forward pass for
+    # the backward pass only) and its select; fc2; the loss's gradient
+    return (dense_backward_flops(B, IN, HIDDEN, first=True) + relu_backward_flops(B * HIDDEN)
+            + dense_backward_flops(B, HIDDEN, CLASSES) + loss_backward_flops(B, CLASSES))
+
+
+def _loss(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def _state(tx):
+    model = MLP()
+
+    def create():
+        params = model.init(jax.random.key(0), jnp.ones((1, IN)))["params"]
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+
+    return jax.eval_shape(create)
+
+
+BATCH = {"x": jax.ShapeDtypeStruct((B, IN), jnp.float32), "y": jax.ShapeDtypeStruct((B,), jnp.int32)}
+
+
+def plain_step(state, batch):
+    def loss_fn(params):
+        return _loss(state.apply_fn({"params": params}, batch["x"]), batch["y"])
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    return state.apply_gradients(grads=grads), loss
+
+
+def test_parts_are_the_closed_forms_and_add_up_to_the_step():
+    report = xla_cost.analyze_step(plain_step, _state(optax.sgd(0.1)), BATCH, counter="jaxpr")
+    flops = {p: report.phases[p].flops for p in report.phase_names}
+    assert report.phase_names == ("forward", "backward", "grad", "update", "other", "train_step")
+    assert flops["forward"] == _forward()
+    assert flops["backward"] == _backward()
+    assert flops["update"] == 2 * PARAMS  # SGD: -lr * g, then p + u (seed 001, appendix B)
+    assert flops["other"] == 1  # TrainState.apply_gradients' step + 1: read by nothing but the results
+    assert flops["forward"] + flops["backward"] + flops["update"] + flops["other"] == flops["train_step"]
+    assert report.parameters == PARAMS and report.batch_size == B
+
+
+def test_agrees_with_analyze_per_phase_and_per_layer():
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3, weight_decay=0.1))
+    step = xla_cost.analyze_step(plain_step, _state(tx), BATCH, per_layer=True, counter="jaxpr")
+    model = xla_cost.analyze(MLP(), BATCH["x"], optimizer=tx, loss=_loss, targets=BATCH["y"], per_layer=True,
+                             counter="jaxpr")
+    for phase in ("forward", "backward", "update"):
+        assert step.phases[phase].flops == pytest.approx(model.phases[phase].flops, rel=1e-3), phase
+    rows = {row.path: row for row in model.layers}
+    for row in step.layers:
+        for column in ("forward_flops", "backward_flops", "update_flops"):
+            assert getattr(row, column) == pytest.approx(getattr(rows[row.path], column), rel=1e-3, abs=64), (
+                row.path, column)
+    # per parameter, as analyze gives it for the same optax transformation
+    assert step.phases["update"].flops / PARAMS == pytest.approx(model.phases["update"].flops / PARAMS, rel=1e-3)
+
+
+def test_nested_jits_split_as_one_step():
+    @jax.jit
+    def apply_model(state, batch):
+        def loss_fn(params):
+            logits = state.apply_fn({"params": params}, batch["x"])
+            return _loss(logits, batch["y"]), logits
+
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["y"])
+        return grads, loss, accuracy
+
+    @jax.jit
+    def update_model(state, grads):
+        return state.apply_gradients(grads=grads)
+
+    def train_step(state, batch):
+        grads, loss, accuracy = apply_model(state, batch)
+        return update_model(state, grads), loss, accuracy
+
+    report = xla_cost.analyze_step(train_step, _state(optax.sgd(0.1)), BATCH, counter="jaxpr")
+    assert report.phases["forward"].flops == _forward()
+    assert report.phases["backward"].flops == _backward()
+    assert report.phases["update"].flops == 2 * PARAMS
+    # the accuracy: argmax over the classes (B * (C - 1) compares, each with an index select: XLA's
+    # reduce of value and index), the == B, and the mean's B - 1 adds and one divide: all "other"
+    assert report.phases["other"].flops > 0
+
+
+def test_bare_and_jitted_with_donation_give_the_same_figures():
+    state = _state(optax.sgd(0.1))
+    bare = xla_cost.analyze_step(plain_step, state, BATCH)
+    donated = xla_cost.analyze_step(jax.jit(plain_step, donate_argnums=0), state, BATCH, memory=True)
+    for phase in bare.phase_names:
+        assert donated.phases[phase].flops == bare.phases[phase].flops, phase
+    memory = donated.memory_breakdown
+    assert memory.parameters == PARAMS * 4  # float32
+    assert memory.alias_bytes and memory.alias_bytes >= PARAMS * 4  # the donated parameters are reused
+
+
+def test_unbound_pmean_is_bound_and_the_gradients_mean_is_the_update():
+    def step(state, batch):
+        def loss_fn(params):
+            return _loss(state.apply_fn({"params": params}, batch["x"]), batch["y"])
+
+        loss, grads = jax.value_and_grad(loss_fn)(state.params)
+        grads = lax.pmean(grads, axis_name="batch")
+        return state.apply_gradients(grads=grads), lax.pmean(loss, axis_name="batch")
+
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), BATCH, counter="jaxpr")
+    assert any("collective axis names batch detected and bound" in n for n in report.notes)
+    assert report.collectives.get("psum", 0) >= 2
+    assert report.phases["forward"].flops == _forward()
+    # the gradients' pmean consumes the gradients: update, with the SGD arithmetic
+    assert report.phases["update"].flops >= 2 * PARAMS
+
+
+def test_accumulation_loop_counts_every_micro_batch():
+    micro = 4
+
+    @jax.jit
+    def step(state, batch):
+        def loss_fn(params, x, y):
+            return _loss(state.apply_fn({"params": params}, x), y)
+
+        def accumulate(total, mb):
+            loss, grads = jax.value_and_grad(loss_fn)(state.params, *mb)
+            return jax.tree.map(jnp.add, total, grads), loss
+
+        parts = batch["x"].reshape(micro, B // micro, IN), batch["y"].reshape(micro, B // micro)
+        grads, losses = lax.scan(accumulate, jax.tree.map(jnp.zeros_like, state.params), parts)
+        grads = jax.tree.map(lambda g: g / micro, grads)
+        return state.apply_gradients(grads=grads), losses.mean()
+
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), BATCH, per_layer=True)
+    b = B // micro
+    forward = micro * (dense_flops(b, IN, HIDDEN) + b * HIDDEN + dense_flops(b, HIDDEN, CLASSES) + loss_flops(b, CLASSES))
+    assert report.phases["forward"].flops == forward
+    # the update: the gradients summed over the micro-batches (micro adds per parameter), divided once,
+    # then SGD's two
+    assert report.phases["update"].flops == (micro + 1 + 2) * PARAMS
+    # XLA counts the loop body once; the step's figure is corrected from the jaxpr and within 2% of the sum
+    step_flops = report.phases["train_step"].flops
+    parts = sum(report.phases[p].flops for p in ("forward", "backward", "update", "other"))
+    assert report.phases["train_step"].loop_corrected
+    assert step_flops == pytest.approx(parts, rel=0.02)
+    assert {row.path: row.trip_count for row in report.layers}["fc1"] == micro
+
+
+def test_custom_vjp_backward_and_remat_recomputation_are_backward():
+    @jax.custom_vjp
+    def scaled(x):
+        return 2.0 * x
+
+    scaled.defvjp(lambda x: (2.0 * x, None), lambda _, g: (2.0 * g,))
+
+    def step(params, x):
+        def loss_fn(p):
+            h = jax.checkpoint(lambda w: jnp.tanh(x @ w))(p["w"])
+            return jnp.sum(scaled(h))
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+    params = {"w": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32)}
+    x = jax.ShapeDtypeStruct((B, IN), jnp.float32)
+    report = xla_cost.analyze_step(step, params, x, counter="jaxpr")
+    forward = report.phases["forward"].flops
+    # forward: the matmul 2*B*IN*HIDDEN, custom_vjp's scaling B*HIDDEN, the sum B*HIDDEN - 1
+    assert forward == 2 * B * IN * HIDDEN + B * HIDDEN + B * HIDDEN - 1
+    # backward: the recomputed matmul and tanh (remat) and the weight gradient: at least 2 matmuls
+    assert report.phases["backward"].flops >= 2 * (2 * B * IN * HIDDEN)
+    assert report.phases["update"].flops == 2 * IN * HIDDEN  # p - 0.1 * g
+
+
+def test_a_step_without_a_gradient_says_so_and_is_reported_whole():
+    def evaluate(params, x):
+        return {"mean": jnp.mean(jnp.tanh(x @ params["w"]))}
+
+    params = {"w": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32)}
+    report = xla_cost.analyze_step(evaluate, params, jax.ShapeDtypeStruct((B, IN), jnp.float32), counter="jaxpr")
+    assert report.notes[0].startswith("no backward found")
+    assert report.phases["backward"].flops == 0 and report.phases["forward"].flops == 0
+    assert report.phases["other"].flops == report.phases["train_step"].flops >= 2 * B * IN * HIDDEN
+
+
+def test_a_step_that_fails_to_trace_gives_its_own_error_in_one_line():
+    def broken(params, x):
+        raise ValueError("the batch has no 'image' key\nsecond line")
+
+    with pytest.raises(xla_cost.InputError) as caught:
+        xla_cost.analyze_step(broken, {"w": jnp.ones(2)}, jnp.ones(2))
+    message = str(caught.value)
+    assert "ValueError: the batch has no 'image' key" in message and "\n" not in message
+
+
+def test_a_non_function_is_an_input_error():
+    with pytest.raises(xla_cost.InputError, match="a training step function"):
+        xla_cost.analyze_step(42, jnp.ones(2))
+
+
+def test_cond_is_charged_its_most_expensive_branch_and_noted():
+    def step(params, x, flag):
+        def loss_fn(p):
+            return jnp.sum(jnp.tanh(x @ p["w"]))
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        new = lax.cond(flag, lambda: jax.tree.map(lambda p, g: p - 0.1 * g * g, params, grads),
+                       lambda: params)
+        return new, loss
+
+    params = {"w": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32)}
+    report = xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct((B, IN), jnp.float32),
+                                   jax.ShapeDtypeStruct((), jnp.bool_), counter="jaxpr")
+    # g * g, * 0.1, p - : the branch that computes; and the flag's conversion to a branch index (1), which
+    # only the update reads
+    assert report.phases["update"].flops == 3 * IN * HIDDEN + 1
+    assert any("cond" in n and "most expensive branch" in n for n in report.notes)
+
+
+STEP_FILE = '''
+import jax, jax.numpy as jnp, optax
+from flax.training import train_state
+from tests.step.test_analyze_step import MLP, plain_step, BATCH, IN
+
+def make_args():
+    model = MLP()
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.ones((1, IN)))["params"],
+        tx=optax.sgd(0.1)))
+    return state, BATCH
+
+train_step = plain_step
+'''
+
+
+def test_cli_gives_what_python_gives(tmp_path):
+    from xla_cost.cli.main import main
+    from xla_cost.present.formats import render_as
+
+    (tmp_path / "mystep.py").write_text(STEP_FILE)
+    out = tmp_path / "report.json"
+    code = main(["step", f"{tmp_path / 'mystep.py'}:train_step", "--args", f"{tmp_path / 'mystep.py'}:make_args",
+                 "--counter", "jaxpr", "--format", "json", "--output", str(out)])
+    assert code == 0
+    expected = xla_cost.analyze_step(plain_step, _state(optax.sgd(0.1)), BATCH, counter="jaxpr")
+    assert out.read_text().strip() == render_as(expected, "json", 100).strip()
+
+
+def test_cli_bad_function_is_one_line_exit_2(tmp_path):
+    (tmp_path / "mystep.py").write_text(STEP_FILE)
+    root = pathlib.Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "xla_cost", "step", f"{tmp_path / 'mystep.py'}:nope", "--args",
+         f"{tmp_path / 'mystep.py'}:make_args"], capture_output=True, text=True, cwd=root,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "nope" in result.stderr and not result.stdout
