@@ -300,3 +300,32 @@ def test_cli_bad_function_is_one_line_exit_2(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "nope" in result.stderr and not result.stdout
+
+
+def test_a_data_parallel_step_jitted_with_shardings_is_split_per_device():
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = 8  # tests/conftest.py simulates eight CPU devices
+    mesh = Mesh(np.array(jax.devices()[:devices]), ("data",))
+    state = _state(optax.sgd(0.1))
+    replicated, split = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
+    shardings = jax.tree.map(lambda _: replicated, state)
+    step = jax.jit(plain_step, in_shardings=(shardings, {"x": split, "y": split}),
+                   out_shardings=(shardings, replicated))
+    report = xla_cost.analyze_step(step, state, BATCH)
+    assert report.devices == devices
+    assert report.phases["forward"].flops == _forward() / devices  # the batch split over the devices
+    assert report.phases["update"].flops == 2 * PARAMS  # replicated parameters: every device updates them all
+    gradients = [c for c in report.phases["backward"].communication if c.kind == "all-reduce"]
+    assert gradients and gradients[0].axes == ("data",)
+    # the gradients' all-reduce: every parameter's gradient (float32), and XLA's combiner adds the
+    # loss's scalar to it
+    assert PARAMS * 4 <= gradients[0].bytes <= PARAMS * 4 + 16
+
+
+def test_timed_runs_the_compiled_step():
+    report = xla_cost.analyze_step(jax.jit(plain_step, donate_argnums=0), _state(optax.sgd(0.1)), BATCH,
+                                   timed=True)
+    run = report.timing.phases["train_step"]
+    assert run.median_s > 0 and run.repeats >= 5 and run.low_s <= run.median_s <= run.high_s

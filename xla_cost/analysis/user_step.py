@@ -149,7 +149,8 @@ def analyze_step(
             lowered = prepared.lower()
         compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
                                      executable=timed, collectives=plan is not None)
-    costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes)
+    split = _split(call, prepared, plan)
+    costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, "no backward found: the step takes no gradient (no equation under transpose); "
                         "its work is reported as forward, update and other")
@@ -166,9 +167,12 @@ def analyze_step(
         if e.primitive in _COLLECTIVES:
             collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
     if plan is not None:
-        notes.append(f"sharded over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
-                     "train_step's XLA figures are one device's; the parts' FLOP are the jaxpr's over "
-                     f"{plan.devices} devices (the work split evenly, as data parallelism splits it)")
+        notes.append(
+            f"sharded over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
+            "train_step's XLA figures are one device's; the parts' are the jaxpr's shared out: forward, backward "
+            f"and other over {split.compute()} (the batch's shards times the parameters'), the update over each "
+            "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
+            "per-layer rows are the whole step's")
     return Report(
         model=prepared.name, config={}, batch_size=_batch_size(prepared), optimizer=_OPTIMIZER,
         dtype=_dtype(prepared), param_dtype=_dtype(prepared), backend=xla.backend_name(),
@@ -239,19 +243,59 @@ def _parts(counted: JaxprCount, notes: list[str]) -> dict[str, JaxprCount]:
     return parts
 
 
+@dataclasses.dataclass(frozen=True)
+class _Split:
+    """How a sharded step's work divides over its devices: the batch's shards
+    (forward, backward, other) and each module's parameters' shards (the update)."""
+
+    devices: int = 1
+    batch: int = 1
+    modules: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def compute(self) -> int:
+        """Shards of the forward and backward work: the batch's, times the parameters' (tensor
+        parallelism), at most every device."""
+        return min(self.devices, self.batch * max(self.modules.values(), default=1))
+
+    def update(self, part: JaxprCount, key: str) -> float:
+        """The update's figure on one device: each module's share over its parameters' shards."""
+        return sum(getattr(e.cost, key) / self.modules.get(e.owner or "", 1) for e in part.equations)
+
+
+def _split(call: Any, prepared: UserStep, plan: ShardingPlan | None) -> _Split:
+    if plan is None:
+        return _Split()
+    given = list(call.params.get("in_shardings", ())) if call is not None else []
+    leaves = jax.tree.leaves(prepared.args)
+    batch, modules = 1, {}
+    for i, leaf in enumerate(leaves):
+        sharding = given[i] if i < len(given) and getattr(given[i], "spec", None) is not None else None
+        sharding = sharding or getattr(leaf, "sharding", None)
+        spec = getattr(sharding, "spec", None)
+        if spec is None:
+            continue
+        axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
+        shards = math.prod(int(plan.sizes.get(str(a), 1)) for a in axes)
+        module = prepared.owners[i] if i < len(prepared.owners) else None
+        if module is not None and i < len(leaves) and prepared.param_paths.get(module):
+            modules[module] = max(modules.get(module, 1), shards)
+        elif module is None:
+            batch = max(batch, shards)
+    return _Split(plan.devices, batch, modules)
+
+
 def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.CompiledPhase | None,
-           plan: ShardingPlan | None, modules: tuple[str, ...], roots: tuple[str, ...], notes: list[str]
-           ) -> dict[str, PhaseCosts]:
+           plan: ShardingPlan | None, modules: tuple[str, ...], roots: tuple[str, ...], notes: list[str],
+           split: _Split = _Split()) -> dict[str, PhaseCosts]:
     """Each part's figures (the jaxpr's; per device on a mesh), grad, and the whole step (XLA's)."""
     step, found = phase_costs("train_step", Program(counted, compiled), plan, modules, roots)
     notes += found
-    devices = plan.devices if plan is not None else 1
     out: dict[str, PhaseCosts] = {}
     for name in phases.STEP_PARTS:
         costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots)
         notes += found
-        if devices > 1:
-            costs = _per_device(costs, devices)
+        if split.devices > 1:
+            costs = _per_device(costs, split, parts[name] if name == UPDATE else None)
         if compiled is not None and plan is not None:
             rows, _ = collective_rows(compiled, plan, modules, roots, select=_selector(name, counted))
             costs = dataclasses.replace(costs, communication=rows)
@@ -267,9 +311,17 @@ _PER_DEVICE = ("flops", "transcendentals", "model_flops", "hardware_flops", "att
 """The figures of a part that are the jaxpr's whole step, shown per device on a mesh."""
 
 
-def _per_device(costs: PhaseCosts, devices: int) -> PhaseCosts:
+def _per_device(costs: PhaseCosts, split: _Split, update: JaxprCount | None) -> PhaseCosts:
+    """One device's share of a part: the update's by its modules' parameter shards, the rest by
+    `_Split.compute`."""
     values = {key: getattr(costs, key) for key in _PER_DEVICE}
-    return dataclasses.replace(costs, **{k: None if v is None else round(v / devices) for k, v in values.items()})
+    out = {k: None if v is None else round(v / split.compute()) for k, v in values.items()}
+    if update is not None:
+        for key in ("flops", "transcendentals"):
+            if values[key] is not None:
+                out[key] = round(split.update(update, key))
+        out["model_flops"] = out["hardware_flops"] = out["flops"]
+    return dataclasses.replace(costs, **out)
 
 
 def _selector(part: str, counted: JaxprCount) -> Any:
@@ -279,15 +331,21 @@ def _selector(part: str, counted: JaxprCount) -> Any:
     for e in counted.equations:
         by_stack.setdefault((e.name_stack, e.primitive), set()).add(e.part)
 
+    def part_of(name: str) -> str:
+        entries = split_name_stack(name)
+        stack, primitive = "/".join(entries[:-1]), entries[-1] if entries else ""
+        found = by_stack.get((stack, primitive), set())
+        return next(iter(found)) if len(found) == 1 and None not in found else (classify_pass(name) or OTHER)
+
     def select(op_name: str) -> bool:
         entries = split_name_stack(op_name)
         if entries and entries[0].startswith("jit("):
             entries = entries[1:]
-        stack, primitive = "/".join(entries[:-1]), entries[-1] if entries else ""
-        found = by_stack.get((stack, primitive), set())
-        if len(found) == 1:
-            return next(iter(found)) == part
-        return (classify_pass(op_name) or OTHER) == part
+        rest = "/".join(entries)
+        # a combined collective (XLA's combiner) names its parts: "(a/b/dot_general:c/d/reduce_sum)"
+        names = rest[1:-1].split(":") if rest.startswith("(") and rest.endswith(")") else [rest]
+        found = [part_of(name) for name in names]
+        return max(dict.fromkeys(found), key=found.count) == part
 
     return select
 
