@@ -40,7 +40,7 @@ FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FORWARD: 1, BACKWARD: 1})
 """``grad`` of a user's step: its forward and backward parts (no program of its own)."""
 
-_OPTIMIZER = "the step's own"
+_OPTIMIZER = "its own optimizer"
 """What a user step's report says for its optimizer (it is in the step)."""
 
 
