@@ -180,4 +180,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names (`__all__`) and the subpackages already loaded: not the module's own imports."""
+    loaded = {name for name, value in globals().items() if isinstance(value, type(importlib)) and
+              getattr(value, "__name__", "").startswith(f"{__name__}.")}
+    return sorted({*__all__, *loaded})

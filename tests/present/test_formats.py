@@ -97,3 +97,50 @@ def test_scaling_plot_is_a_png_in_the_figure_style(results, tmp_path):
     path = results["scaling"].plot(str(tmp_path / "curve.png"))
     with open(path, "rb") as handle:
         assert handle.read().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.parametrize("kind", ["report", "sweep", "scaling", "estimate", "fit"])
+def test_a_notebook_shows_each_result_as_its_markdown(results, kind):
+    # what IPython's display calls (IPython.core.formatters.MarkdownFormatter looks up _repr_markdown_)
+    result = results[kind]
+    shown = result._repr_markdown_()
+    assert shown == result.to_markdown()
+    assert "|" in shown and len(shown) < 7500  # tables, not a dataclass dump
+    try:
+        from IPython.core.formatters import MarkdownFormatter
+    except ImportError:  # IPython is not a dependency: the direct call above is what it would make
+        return
+    assert MarkdownFormatter()(result) == shown
+
+
+def test_report_plot_is_a_figure_of_its_layers(results, tmp_path):
+    from matplotlib.figure import Figure
+
+    report = results["report"]
+    fig = report.plot()
+    assert isinstance(fig, Figure)
+    ticks = fig.axes[0].get_yticks()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    top_down = [label for _, label in sorted(zip(ticks, labels), reverse=True)]
+    assert top_down == [layer.path for layer in report.layers]  # top to bottom in model order
+    fig.savefig(tmp_path / "layers.png")
+    with pytest.raises(xla_cost.InputError, match="per-layer rows"):
+        xla_cost.analyze(build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32), optimizer="sgd",
+                         counter="jaxpr").plot()
+
+
+def test_sweep_plot_draws_a_line_per_hue(results):
+    from matplotlib.figure import Figure
+
+    fig = results["sweep"].plot(x="batch_size", y="forward_flops", hue="model")
+    assert isinstance(fig, Figure)
+    (line,) = fig.axes[0].get_lines()  # one model: one line, a point per batch size
+    assert list(line.get_xdata()) == [1.0, 2.0]
+    with pytest.raises(xla_cost.InputError, match="among the sweep's columns"):
+        results["sweep"].plot(y="no_such_column")
+
+
+def test_dir_shows_the_public_names_only():
+    names = dir(xla_cost)
+    assert {"analyze", "analyze_step", "Report", "sweep"} <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib", "_EXPORTS"} & set(names)

@@ -577,6 +577,26 @@ class Report:
         blocks += [f"- {caveat}" for caveat in _caveats(self)]
         return render(blocks, resolve_width(width))
 
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the report: `to_markdown`'s tables."""
+        return self.to_markdown()
+
+    def plot(self) -> Any:
+        """A matplotlib ``Figure``: per-layer bars of forward, backward and update FLOP stacked, as the
+        one-model report page draws them (`xla_cost.present.plots.layer_bars`).
+
+        Raises:
+          InputError: the report has no per-layer rows (analyse with ``per_layer=True``).
+        """
+        from xla_cost.errors import InputError
+        from xla_cost.present.plots import layer_bars
+
+        if not self.layers:
+            raise InputError("a report with per-layer rows", "a report without them",
+                             "Analyse with per_layer=True (--per-layer).")
+        rows = [(x.path, x.forward_flops, x.backward_flops, x.update_flops) for x in self.layers]
+        return layer_bars(rows, f"{self.model}: FLOP per layer, batch {self.batch_size}, {self.optimizer}")
+
     def __str__(self) -> str:
         return self.to_table()
 

@@ -90,6 +90,10 @@ class Rendered:
         blocks += [f"- {note}" for note in self.notes()]
         return render(blocks, resolve_width(width))
 
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the result: `to_markdown`."""
+        return self.to_markdown()
+
     def to_markdown(self) -> str:
         """A markdown section: the description, the tables, the notes as a list."""
         parts = [self.describe()]

@@ -123,6 +123,22 @@ class SweepResult(NamedTuple):
         """The `summary` as a markdown table."""
         return self.summary().to_markdown(index=False) + "\n"
 
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the sweep: `to_markdown`."""
+        return self.to_markdown()
+
+    def plot(self, x: str = "batch_size", y: str = "backward_to_forward", hue: str | None = "model") -> Any:
+        """A matplotlib ``Figure`` of ``y`` against ``x`` from `runs`, one line per ``hue`` value (None:
+        one line), in the reports' style (`xla_cost.present.plots.sweep_lines`).
+
+        Raises:
+          InputError: a column `runs` does not have, or a ``y`` that is not numeric.
+        """
+        from xla_cost.present.plots import sweep_lines
+
+        ok = self.runs[self.runs["status"] == "ok"] if "status" in self.runs else self.runs
+        return sweep_lines(ok, x, y, hue)
+
 
 def default_jobs() -> int:
     """Worker processes for a sweep: one per core, as many as memory allows

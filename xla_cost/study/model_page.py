@@ -10,23 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xla_cost.errors import InputError
-from xla_cost.present.figures import PASS_COLORS, figure, png
+from xla_cost.present.figures import png
+from xla_cost.present.plots import MAX_LAYERS as MAX_FIGURE_LAYERS
 from xla_cost.present.markdown import markdown_file, pipe_table
-from xla_cost.present.units import count, flop_unit, ratio, slug
+from xla_cost.present.units import count, ratio, slug
 from xla_cost.step import phases
 from xla_cost.study.pages import PAGES
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from xla_cost.analysis.report import Report
 
 __all__ = ["MAX_FIGURE_LAYERS", "model_files"]
-
-
-MAX_FIGURE_LAYERS = 40
-"""The most layer rows a one-model figure draws; beyond, the rows with the
-fewest FLOP are drawn as one bar (the table lists every row)."""
 
 
 def model_files(report: Report) -> dict[str, bytes]:
@@ -102,33 +96,4 @@ def model_files(report: Report) -> dict[str, bytes]:
 
 
 def _fig_model_layers(report: Report) -> bytes:
-    layers = list(report.layers or ())
-    if len(layers) > MAX_FIGURE_LAYERS:
-        keep = sorted(range(len(layers)), key=lambda i: -layers[i].total.flops)[: MAX_FIGURE_LAYERS - 1]
-        rest = [layers[i] for i in range(len(layers)) if i not in set(keep)]
-        shown = [(layers[i].path, layers[i].forward_flops, layers[i].backward_flops, layers[i].update_flops)
-                 for i in sorted(keep)]
-        shown.append((f"({len(rest)} smaller rows)", sum(x.forward_flops for x in rest),
-                      sum(x.backward_flops for x in rest), sum(x.update_flops for x in rest)))
-    else:
-        shown = [(x.path, x.forward_flops, x.backward_flops, x.update_flops) for x in layers]
-    scale, unit = flop_unit([f + b + u for _, f, b, u in shown])
-
-    def draw() -> Figure:
-        fig, axes = figure(9.0, 0.3 * len(shown) + 1.8)
-        ax = axes[0][0]
-        ys = list(range(len(shown)))[::-1]
-        for y, (_, f, b, u) in zip(ys, shown):
-            left = 0.0
-            for phase, value in (("forward", f), ("backward", b), ("update", u)):
-                ax.barh(y, value / scale, left=left, color=PASS_COLORS[phase], height=0.7,
-                        label=phase if y == ys[0] else None)
-                left += value / scale
-        ax.set_yticks(ys, [path for path, *_ in shown])
-        ax.set_xlabel(f"{unit} per training step")
-        ax.grid(axis="y", visible=False)
-        ax.legend(loc="lower right", frameon=False)
-        fig.suptitle(f"{report.model}: FLOP per layer, batch {report.batch_size}, {report.optimizer}")
-        return fig
-
-    return png(draw)
+    return png(report.plot)
