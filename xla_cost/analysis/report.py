@@ -19,7 +19,7 @@ from xla_cost.analysis.memory import PEAK_PARTS, MemoryBreakdown
 from xla_cost.analysis.timing import Timing
 from xla_cost.count.registry import Cost
 from xla_cost.present.text import TextTable, render, resolve_width
-from xla_cost.present.units import flop_unit, number
+from xla_cost.present.units import bytes_unit, count, flop_unit, number, scaled, unit
 
 __all__ = [
     "PHASES",
@@ -619,20 +619,28 @@ def _param_dtype(report: Report) -> str:
 def _phase_frame(report: Report) -> pd.DataFrame:
     phases = [report.phases[p] for p in report.phase_names]
     scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
+    t_scale, t_unit = unit([c.transcendentals for c in phases])
+    b_scale, b_unit = bytes_unit([c.bytes_accessed for c in phases])
+    m_scale, m_unit = bytes_unit([c.memory.temp_bytes for c in phases])
     rows = []
     for phase, c in zip(report.phase_names, phases):
         ratio = c.xla_to_jaxpr
-        row = {"phase": phase, f"{flop}": number(c.flops, scale) + (" *" if c.loop_corrected else "")}
+        row = {"phase": phase, f"{flop}": scaled(c.flops, scale) + (" *" if c.loop_corrected else "")}
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
-            row[f"XLA {flop}"] = number(c.xla_flops, scale)
-            row[f"jaxpr {flop}"] = number(c.jaxpr_flops, scale)
+            row[f"XLA {flop}"] = scaled(c.xla_flops, scale)
+            row[f"jaxpr {flop}"] = scaled(c.jaxpr_flops, scale)
             row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
-        row["transcendentals (M)"] = number(c.transcendentals, 1e6)
+        row[_per_unit("transcendentals", t_unit)] = scaled(c.transcendentals, t_scale) if t_unit else count(c.transcendentals)
         if report.counter != "jaxpr":
-            row["bytes accessed (MB)"] = number(c.bytes_accessed, 1e6, 1)
-            row["temp (MB)"] = number(c.memory.temp_bytes, 1e6, 1)
+            row[f"bytes accessed ({b_unit})"] = scaled(c.bytes_accessed, b_scale, 1)
+            row[f"temp ({m_unit})"] = scaled(c.memory.temp_bytes, m_scale, 1)
         rows.append(row)
     return pd.DataFrame(rows).set_index("phase")
+
+
+def _per_unit(name: str, prefix: str) -> str:
+    """A column of counts: ``transcendentals (M)``, or plain when they are fewer than a thousand."""
+    return f"{name} ({prefix})" if prefix else name
 
 
 def _layer_frame(report: Report) -> pd.DataFrame:
@@ -641,6 +649,8 @@ def _layer_frame(report: Report) -> pd.DataFrame:
     scale, flop = flop_unit(
         [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
     )
+    t_scale, t_unit = unit([layer.transcendentals for layer in layers])
+    s_scale, s_unit = bytes_unit([layer.saved_activation_bytes for layer in layers])
     rows = []
     for layer in layers:
         ratio = layer.backward_to_forward
@@ -649,15 +659,16 @@ def _layer_frame(report: Report) -> pd.DataFrame:
             row["runs"] = f"x{layer.trip_count}"
         row.update(
             {
-                f"forward {flop}": number(layer.forward_flops, scale),
-                f"backward {flop}": number(layer.backward_flops, scale),
+                f"forward {flop}": scaled(layer.forward_flops, scale),
+                f"backward {flop}": scaled(layer.backward_flops, scale),
                 "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
-                f"update {flop}": number(layer.update_flops, scale),
-                "transcendentals (M)": number(layer.transcendentals, 1e6),
+                f"update {flop}": scaled(layer.update_flops, scale),
+                _per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
+                                                       else count(layer.transcendentals)),
             }
         )
         if any(other.saved_activation_bytes is not None for other in layers):
-            row["saved activations (MB)"] = number(layer.saved_activation_bytes, 1e6, 2)
+            row[f"saved activations ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
 
@@ -672,29 +683,34 @@ _MEMORY_WHAT = {
 }
 
 
+def _memory_unit(breakdown: Any) -> tuple[float, str]:
+    return bytes_unit([*breakdown.parts.values(), *breakdown.at_peak.values(), breakdown.peak, breakdown.parts_total])
+
+
 def _memory_title(breakdown: Any) -> str:
     where = "one device" if breakdown.devices == 1 else f"each of {breakdown.devices} devices"
-    return f"memory of the train step on {where} (MB)"
+    return f"memory of the train step on {where} ({_memory_unit(breakdown)[1]})"
 
 
 def _memory_frame(breakdown: Any) -> pd.DataFrame:
     """Each part as the program has it (trees and jaxpr) and as XLA holds it at
     its peak (the compiled schedule replayed); their sums; XLA's peak."""
     program, at_peak = breakdown.parts, breakdown.at_peak
-    replayed = "at XLA's peak (MB)"
+    scale, name = _memory_unit(breakdown)
+    replayed, written = f"at XLA's peak ({name})", f"program ({name})"
     rows = [{"part": key, "what": _MEMORY_WHAT[key],
-             "program (MB)": number(program[key], 1e6, 1) if key in program else "—",
-             replayed: number(at_peak[key], 1e6, 1) if at_peak else "unknown"}
+             written: scaled(program[key], scale, 1) if key in program else "—",
+             replayed: scaled(at_peak[key], scale, 1) if at_peak else "unknown"}
             for key in PEAK_PARTS]
     peak = breakdown.peak
     total = breakdown.at_peak_total
     rows += [
-        {"part": "sum", "what": "the parts", "program (MB)": number(breakdown.parts_total, 1e6, 1),
-         replayed: number(total, 1e6, 1)},
+        {"part": "sum", "what": "the parts", written: scaled(breakdown.parts_total, scale, 1),
+         replayed: scaled(total, scale, 1)},
         {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
-         "program (MB)": number(peak, 1e6, 1), replayed: number(peak, 1e6, 1)},
+         written: scaled(peak, scale, 1), replayed: scaled(peak, scale, 1)},
         {"part": "sum / peak", "what": "how far the parts are from XLA's peak",
-         "program (MB)": "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
+         written: "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
          replayed: "unknown" if not peak or total is None else f"{total / peak:.3f}"},
     ]
     return pd.DataFrame(rows).set_index("part")

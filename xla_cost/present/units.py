@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 __all__ = [
-    "UNKNOWN", "PREFIXES", "isnan", "number", "unit", "flop_unit", "sig", "count", "ratio", "pct", "pct_sig",
+    "UNKNOWN", "PREFIXES", "BYTE_UNITS", "isnan", "number", "scaled", "unit", "flop_unit", "bytes_unit", "sig",
+    "count", "ratio", "pct", "pct_sig",
     "si", "per_parameter", "value_range", "join_words", "slug",
 ]
 
@@ -50,6 +51,26 @@ def _known(format_value: F) -> F:
 def number(value: float | int | None, scale: float = 1.0, digits: int = 3) -> str:
     """``value / scale`` with thousands separators and ``digits`` decimals."""
     return f"{value / scale:,.{digits}f}"
+
+
+@_known
+def scaled(value: float | int | None, scale: float = 1.0, digits: int = 3) -> str:
+    """`number`, except that a value that is not 0 never reads 0: below the last
+    decimal it keeps three significant digits (``0.000153``, not ``0.000``)."""
+    text = f"{value / scale:,.{digits}f}"
+    if value != 0 and float(text.replace(",", "")) == 0:
+        return sig(value / scale, 3)
+    return text
+
+
+BYTE_UNITS: tuple[tuple[float, str], ...] = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B"))
+"""Decimal byte units, largest first (as `xla_cost.Hardware` and the device datasheets count)."""
+
+
+def bytes_unit(values: Iterable[float | int | None]) -> tuple[float, str]:
+    """The largest unit in which the largest of ``values`` reads at least 1: ``(1e9, "GB")``."""
+    largest = max((abs(v) for v in values if not _missing(v)), default=0)
+    return next(((s, u) for s, u in BYTE_UNITS if largest >= s), (1.0, "B"))
 
 
 def unit(values: Iterable[float | int | None]) -> tuple[float, str]:
