@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xla_cost.analysis.report import PHASES
+from xla_cost.present.units import flop_unit, scaled
 from xla_cost.compiled.store import Store, StoredResult, environment, result_key
 from xla_cost.count.layers import LAYER_FIELDS
 from xla_cost.errors import InputError, XlaCostError
@@ -80,10 +81,9 @@ class SweepResult(NamedTuple):
         out = runs[config].copy()
         for phase in ("forward", "backward", "update"):
             column = f"{phase}_flops"
-            out[f"{phase} GFLOP"] = [
-                "unknown" if column not in runs or pd.isna(v) else f"{v / 1e9:,.4g}"
-                for v in (runs[column] if column in runs else [None] * len(runs))
-            ]
+            values = list(runs[column]) if column in runs else [None] * len(runs)
+            scale, unit = flop_unit(values)  # per column: an update reads in its own unit, not 0.000 GFLOP
+            out[f"{phase} {unit}"] = [scaled(None if v is None or pd.isna(v) else v, scale) for v in values]
         for name, column in (("bwd/fwd", "backward_to_forward"), ("(bwd+upd)/fwd", "backward_with_update_to_forward")):
             values = runs[column] if column in runs else [None] * len(runs)
             out[name] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in values]
