@@ -47,6 +47,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.compiled.liveness import simulate as replay_schedule  # noqa: F401
     from xla_cost.compiled.store import Store as Store
     from xla_cost.compiled.store import StoredResult as StoredResult
+    from xla_cost.runs.stores import StoreContents as StoreContents
+    from xla_cost.runs.stores import store_contents as store_contents
+    from xla_cost.runs.stores import store_delete as store_delete
+    from xla_cost.runs.stores import store_vacuum as store_vacuum
     from xla_cost.compiled.xla import use_compilation_cache as use_compilation_cache
     from xla_cost.parallel.devices import Device as Device
     from xla_cost.parallel.devices import DEVICES as DEVICES
@@ -114,6 +118,10 @@ _EXPORTS: dict[str, str] = {
     "replay_schedule": "xla_cost.compiled.liveness:simulate",
     "Store": "xla_cost.compiled.store",
     "StoredResult": "xla_cost.compiled.store",
+    "StoreContents": "xla_cost.runs.stores",
+    "store_contents": "xla_cost.runs.stores",
+    "store_delete": "xla_cost.runs.stores",
+    "store_vacuum": "xla_cost.runs.stores",
     "use_compilation_cache": "xla_cost.compiled.xla",
     # devices and meshes
     "Device": "xla_cost.parallel.devices",

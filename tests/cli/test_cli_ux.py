@@ -14,7 +14,8 @@ import xla_cost
 from tests import formulas as F
 from xla_cost import zoo
 from xla_cost.cli import main
-from xla_cost.analysis.report import PHASES, _layer_frame, _phase_frame
+from xla_cost.analysis.report import PHASES
+from xla_cost.analysis.report_tables import layer_frame, phase_frame
 
 # Every alias with the parameter count its source publishes for that checkpoint
 # (the Hugging Face architecture in its config.json): an alias must be the same
@@ -254,7 +255,7 @@ def test_report_table_fits_or_is_as_narrow_as_its_words(zoo_report, width):
     report = zoo_report("deeper_conv_net", 2, depth=3)
     text = report.to_table(width=width)
     assert "…" not in text
-    frames = [_phase_frame(report), _layer_frame(report)]
+    frames = [phase_frame(report), layer_frame(report)]
     words = _tokens(text)
     for frame in frames:
         assert _header_words(frame) <= words  # e.g. backward/forward, never backward/forwa…
@@ -292,7 +293,7 @@ def test_report_table_fits_80_when_the_words_do(zoo_report):
         name="one_net",
     )
     text = report.to_table(width=80)
-    assert _least_width(_phase_frame(report)) <= 80
+    assert _least_width(phase_frame(report)) <= 80
     assert max(len(line) for line in text.splitlines()) <= 80
 
 

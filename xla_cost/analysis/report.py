@@ -15,11 +15,15 @@ import pandas as pd
 
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
-from xla_cost.analysis.memory import PEAK_PARTS, MemoryBreakdown
+from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.timing import Timing
 from xla_cost.count.registry import Cost
+from xla_cost.errors import InputError
+from xla_cost.present.plots import layer_bars
 from xla_cost.present.text import TextTable, render, resolve_width
-from xla_cost.present.units import bytes_unit, count, flop_unit, number, scaled, unit
+from xla_cost.analysis.report_tables import (
+    COMMUNICATION_TITLE, caveats, communication_frame, describe, layer_frame, memory_frame, memory_title, phase_frame, ratio_line, timing_frames, workspace_frame, workspace_title,
+)
 
 __all__ = [
     "PHASES",
@@ -528,25 +532,25 @@ class Report:
 
     def to_markdown(self) -> str:
         """A markdown section: header, phase table, ratios, layers, caveats."""
-        lines = [f"## {self.model}", "", _describe(self), ""]
-        lines.append(_phase_frame(self).to_markdown())
-        lines += ["", _ratio_line(self), ""]
+        lines = [f"## {self.model}", "", describe(self), ""]
+        lines.append(phase_frame(self).to_markdown())
+        lines += ["", ratio_line(self), ""]
         if self.layers is not None:
-            lines.append(_layer_frame(self).to_markdown())
+            lines.append(layer_frame(self).to_markdown())
             lines.append("")
-        communication = _communication_frame(self)
+        communication = communication_frame(self)
         if communication is not None:
-            lines += [_COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
+            lines += [COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
         if self.memory_breakdown is not None:
-            lines += [_memory_title(self.memory_breakdown), "", _memory_frame(self.memory_breakdown).to_markdown(), ""]
-            workspace = _workspace_frame(self.memory_breakdown)
+            lines += [memory_title(self.memory_breakdown), "", memory_frame(self.memory_breakdown).to_markdown(), ""]
+            workspace = workspace_frame(self.memory_breakdown)
             if workspace is not None:
-                lines += [_workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
-        for title, frame in _timing_frames(self):
+                lines += [workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
+        for title, frame in timing_frames(self):
             lines += [title, "", frame.to_markdown(), ""] if frame is not None else [f"- {title}"]
-        if any(frame is None for _, frame in _timing_frames(self)):
+        if any(frame is None for _, frame in timing_frames(self)):
             lines.append("")
-        lines += [f"- {c}" for c in _caveats(self)]
+        lines += [f"- {c}" for c in caveats(self)]
         return "\n".join(lines).rstrip() + "\n"
 
     def to_table(self, width: int | None = None) -> str:
@@ -558,23 +562,23 @@ class Report:
             Columns wrap at spaces to fit; a word (a header, a number) is never
             cut, so a table whose longest words alone are wider stays wider.
         """
-        blocks: list[str | TextTable] = [_describe(self), TextTable(_phase_frame(self), "phases")]
+        blocks: list[str | TextTable] = [describe(self), TextTable(phase_frame(self), "phases")]
         if self.layers is not None:
-            blocks.append(TextTable(_layer_frame(self), "layers (from the jaxprs)"))
-        communication = _communication_frame(self)
+            blocks.append(TextTable(layer_frame(self), "layers (from the jaxprs)"))
+        communication = communication_frame(self)
         if communication is not None:
-            blocks.append(TextTable(communication, _COMMUNICATION_TITLE, left=("kind", "axes")))
+            blocks.append(TextTable(communication, COMMUNICATION_TITLE, left=("kind", "axes")))
         if self.memory_breakdown is not None:
-            blocks.append(TextTable(_memory_frame(self.memory_breakdown), _memory_title(self.memory_breakdown),
+            blocks.append(TextTable(memory_frame(self.memory_breakdown), memory_title(self.memory_breakdown),
                                     left=("what",)))
-            workspace = _workspace_frame(self.memory_breakdown)
+            workspace = workspace_frame(self.memory_breakdown)
             if workspace is not None:
-                blocks.append(TextTable(workspace, _workspace_title(self.memory_breakdown),
+                blocks.append(TextTable(workspace, workspace_title(self.memory_breakdown),
                                         left=("shape", "made by")))
-        for title, frame in _timing_frames(self):
+        for title, frame in timing_frames(self):
             blocks.append(title if frame is None else TextTable(frame, title, left=("bound", "source")))
-        blocks.append(_ratio_line(self))
-        blocks += [f"- {caveat}" for caveat in _caveats(self)]
+        blocks.append(ratio_line(self))
+        blocks += [f"- {caveat}" for caveat in caveats(self)]
         return render(blocks, resolve_width(width))
 
     def _repr_markdown_(self) -> str:
@@ -588,9 +592,6 @@ class Report:
         Raises:
           InputError: the report has no per-layer rows (analyse with ``per_layer=True``).
         """
-        from xla_cost.errors import InputError
-        from xla_cost.present.plots import layer_bars
-
         if not self.layers:
             raise InputError("a report with per-layer rows", "a report without them",
                              "Analyse with per_layer=True (--per-layer).")
@@ -599,227 +600,3 @@ class Report:
 
     def __str__(self) -> str:
         return self.to_table()
-
-
-def _describe(report: Report) -> str:
-    config = ", ".join(f"{k}={v}" for k, v in report.config.items())
-    return (
-        f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}{_param_dtype(report)}, {report.parameters:,} parameters, {report.backend}, "
-        f"jax {report.jax_version}, counter {report.counter}"
-    )
-
-
-def _param_dtype(report: Report) -> str:
-    if report.param_dtype in (None, report.dtype):
-        return ""
-    return f" (parameters {report.param_dtype})"
-
-
-def _phase_frame(report: Report) -> pd.DataFrame:
-    phases = [report.phases[p] for p in report.phase_names]
-    scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
-    t_scale, t_unit = unit([c.transcendentals for c in phases])
-    b_scale, b_unit = bytes_unit([c.bytes_accessed for c in phases])
-    m_scale, m_unit = bytes_unit([c.memory.temp_bytes for c in phases])
-    rows = []
-    for phase, c in zip(report.phase_names, phases):
-        ratio = c.xla_to_jaxpr
-        row = {"phase": phase, f"{flop}": scaled(c.flops, scale) + (" *" if c.loop_corrected else "")}
-        if report.counter != "jaxpr":  # without compiling there is nothing to compare
-            row[f"XLA {flop}"] = scaled(c.xla_flops, scale)
-            row[f"jaxpr {flop}"] = scaled(c.jaxpr_flops, scale)
-            row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
-        row[_per_unit("transcendentals", t_unit)] = scaled(c.transcendentals, t_scale) if t_unit else count(c.transcendentals)
-        if report.counter != "jaxpr":
-            row[f"bytes accessed ({b_unit})"] = scaled(c.bytes_accessed, b_scale, 1)
-            row[f"temp ({m_unit})"] = scaled(c.memory.temp_bytes, m_scale, 1)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("phase")
-
-
-def _per_unit(name: str, prefix: str) -> str:
-    """A column of counts: ``transcendentals (M)``, or plain when they are fewer than a thousand."""
-    return f"{name} ({prefix})" if prefix else name
-
-
-def _layer_frame(report: Report) -> pd.DataFrame:
-    layers = report.layers or ()
-    looped = any(layer.trip_count > 1 for layer in layers)
-    scale, flop = flop_unit(
-        [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
-    )
-    t_scale, t_unit = unit([layer.transcendentals for layer in layers])
-    s_scale, s_unit = bytes_unit([layer.saved_activation_bytes for layer in layers])
-    rows = []
-    for layer in layers:
-        ratio = layer.backward_to_forward
-        row = {"layer": layer.path, "parameters": f"{layer.parameters:,}"}
-        if looped:
-            row["runs"] = f"x{layer.trip_count}"
-        row.update(
-            {
-                f"forward {flop}": scaled(layer.forward_flops, scale),
-                f"backward {flop}": scaled(layer.backward_flops, scale),
-                "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
-                f"update {flop}": scaled(layer.update_flops, scale),
-                _per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
-                                                       else count(layer.transcendentals)),
-            }
-        )
-        if any(other.saved_activation_bytes is not None for other in layers):
-            row[f"saved activations ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("layer")
-
-
-_MEMORY_WHAT = {
-    "parameters": "parameters", "gradients": "gradients (at the peak: those made so far)",
-    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics)",
-    "inputs": "batch (inputs, targets)",
-    "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
-    "workspace": "XLA's other temporaries (cotangents, copies, indices)",
-    "outputs": "returned outside the donated buffers (the loss)",
-}
-
-
-def _memory_unit(breakdown: Any) -> tuple[float, str]:
-    return bytes_unit([*breakdown.parts.values(), *breakdown.at_peak.values(), breakdown.peak, breakdown.parts_total])
-
-
-def _memory_title(breakdown: Any) -> str:
-    where = "one device" if breakdown.devices == 1 else f"each of {breakdown.devices} devices"
-    return f"memory of the train step on {where} ({_memory_unit(breakdown)[1]})"
-
-
-def _memory_frame(breakdown: Any) -> pd.DataFrame:
-    """Each part as the program has it (trees and jaxpr) and as XLA holds it at
-    its peak (the compiled schedule replayed); their sums; XLA's peak."""
-    program, at_peak = breakdown.parts, breakdown.at_peak
-    scale, name = _memory_unit(breakdown)
-    replayed, written = f"at XLA's peak ({name})", f"program ({name})"
-    rows = [{"part": key, "what": _MEMORY_WHAT[key],
-             written: scaled(program[key], scale, 1) if key in program else "—",
-             replayed: scaled(at_peak[key], scale, 1) if at_peak else "unknown"}
-            for key in PEAK_PARTS]
-    peak = breakdown.peak
-    total = breakdown.at_peak_total
-    rows += [
-        {"part": "sum", "what": "the parts", written: scaled(breakdown.parts_total, scale, 1),
-         replayed: scaled(total, scale, 1)},
-        {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
-         written: scaled(peak, scale, 1), replayed: scaled(peak, scale, 1)},
-        {"part": "sum / peak", "what": "how far the parts are from XLA's peak",
-         written: "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
-         replayed: "unknown" if not peak or total is None else f"{total / peak:.3f}"},
-    ]
-    return pd.DataFrame(rows).set_index("part")
-
-
-def _workspace_frame(breakdown: Any) -> pd.DataFrame | None:
-    """The largest workspace buffers live at XLA's peak (None: not replayed)."""
-    if not breakdown.largest_workspace:
-        return None
-    rows = [{"buffer": b.instruction, "shape": b.shape, "MB": number(b.nbytes, 1e6, 2),
-             "made by": b.op_name or "(XLA, no source)"} for b in breakdown.largest_workspace]
-    return pd.DataFrame(rows).set_index("buffer")
-
-
-def _workspace_title(breakdown: Any) -> str:
-    where = f" (during {breakdown.peak_instruction})" if breakdown.peak_instruction else ""
-    return f"largest workspace buffers at XLA's peak{where}"
-
-
-_COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"
-
-
-def _communication_frame(report: Report) -> pd.DataFrame | None:
-    """The collectives of each compiled phase of a sharded report, by kind,
-    mesh axes and group size: instructions, runs per step and bytes per device
-    (None for a report without collectives)."""
-    rows = []
-    for phase in ("forward", "grad", "update"):
-        groups: dict[tuple[str, tuple[str, ...], int | None], list[Collective]] = {}
-        for c in report.phases[phase].communication:
-            groups.setdefault((c.kind, c.axes, c.group_size), []).append(c)
-        for (kind, axes, size), items in groups.items():
-            runs = None if any(c.executions is None for c in items) else sum(c.executions for c in items)
-            moved = None if runs is None else sum(c.bytes * c.executions for c in items)
-            rows.append({
-                "phase": phase, "kind": kind, "axes": ",".join(axes) or "?",
-                "group": "unknown" if size is None else str(size), "instructions": len(items),
-                "runs / step": "unknown" if runs is None else f"{runs:,}",
-                "MB / device": number(moved, 1e6, 1),
-            })
-    if not rows:
-        return None
-    return pd.DataFrame(rows).set_index("phase")
-
-
-def _timing_frames(report: Report) -> list[tuple[str, pd.DataFrame | None]]:
-    """The timing's tables with their titles, then its notes (a title without a
-    table): the phases; with per-layer rows, the layers' measured time; the
-    separate programs' cross-check."""
-    timing = report.timing
-    if timing is None or not timing.phases:
-        return []
-    out: list[tuple[str, pd.DataFrame | None]] = [(timing.title(), timing.frame())]
-    layers = timing.layer_table(report.layers) if report.layers is not None else []
-    if layers:
-        split = timing.split
-        title = (f"measured time per layer in the one-program step (from a trace of {split.traced_steps} "
-                 f"steps; the idle time apart; FLOP counted, bytes of the compiled instructions)")
-        out.append((title, pd.DataFrame([{
-            "layer": r["path"],
-            **{f"{p} ms": f"{r[f'{p}_s'] * 1e3:,.3f}" for p in _phases.SPLIT},
-            "total ms": f"{r['total_s'] * 1e3:,.3f}",
-            "95% interval ms": f"{r['low_s'] * 1e3:,.3f} – {r['high_s'] * 1e3:,.3f}",
-            "share": "" if r["share"] is None else f"{r['share']:.1%}",
-            "GFLOP": number(r["flops"], 1e9),
-            "TFLOP/s": number(r["flops_per_s"], 1e12),
-            "GB/s": number(r["bytes_per_s"], 1e9, 1),
-            "bound": r["bound"] or "",
-        } for r in layers]).set_index("layer")))
-    if timing.separate:
-        gap = timing.dispatch_gap_s
-        title = "cross-check: each program run on its own and waited for" + (
-            "" if gap is None else f"; dispatch gap {gap * 1e3:,.3f} ms a step")
-        out.append((title, pd.DataFrame([{
-            "program": phase,
-            "median ms": f"{t.median_s * 1e3:,.3f}",
-            "95% interval ms": "" if t.low_s is None else f"{t.low_s * 1e3:,.3f} – {t.high_s * 1e3:,.3f}",
-            "min ms": "" if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
-            "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
-            "runs": t.repeats,
-            "source": t.source,
-            "in the step ms": f"{timing.phases[phase].median_s * 1e3:,.3f}" if phase in timing.phases else "",
-        } for phase in PHASES if (t := timing.separate.get(phase)) is not None]).set_index("program")))
-    out += [(f"timing: {note}", None) for note in timing.notes]
-    return out
-
-
-def _ratio_line(report: Report) -> str:
-    def show(value: float | None) -> str:
-        return "unknown" if value is None else f"{value:.3f}"
-
-    line = (
-        f"backward/forward = {show(report.backward_to_forward)}; "
-        f"(backward + update)/forward = {show(report.backward_with_update_to_forward)}"
-    )
-    if report.timing is not None and report.timing.backward_to_forward is not None:
-        line += f"; measured time backward/forward = {report.timing.backward_to_forward:.3f}"
-    return line
-
-
-def _caveats(report: Report) -> list[str]:
-    caveats = []
-    if any(report.phases[p].loop_corrected for p in report.phase_names):
-        caveats.append(
-            "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
-            "added from the jaxpr (XLA's raw figure in the XLA column)"
-        )
-    caveats += list(report.notes)
-    if report.unsupported:
-        names = ", ".join(f"{k} x{v}" for k, v in sorted(report.unsupported.items()))
-        caveats.append(f"no cost rule (not in jaxpr counts): {names}")
-    return caveats

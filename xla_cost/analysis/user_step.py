@@ -20,7 +20,7 @@ import jax
 from xla_cost.analysis.costs import collective_rows, phase_costs
 from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.programs import Program
-from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
+from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import xla

@@ -12,7 +12,7 @@ from typing import Any
 
 from xla_cost.cli.output import check_output, width, write
 
-__all__ = ["analyze", "step", "sweep", "models", "report", "scaling", "estimate", "fit"]
+__all__ = ["analyze", "step", "sweep", "store", "models", "report", "scaling", "estimate", "fit"]
 
 
 def analyze(args: argparse.Namespace) -> str:
@@ -90,6 +90,35 @@ def sweep(args: argparse.Namespace) -> str:
     if args.layers:
         write(result.layers.to_csv(index=False), args.layers)
     return render_as(result, args.format, width(args))
+
+
+def store(args: argparse.Namespace) -> str:
+    from xla_cost.analysis.report import Report
+    from xla_cost.errors import InputError
+    from xla_cost.present.formats import render_as
+    from xla_cost.runs.stores import store_contents, store_delete, store_vacuum
+
+    if args.action == "list":
+        found = store_contents(args.store, failed=args.failed, model=args.model, key=args.key_prefix)
+        return render_as(found, args.format, width(args))
+    if args.action == "show":
+        prefix = args.key or args.key_prefix
+        if not prefix:
+            raise InputError("a KEY to show (as `xla-cost store list` prints it)", "none", "Run: xla-cost store show KEY.")
+        rows = store_contents(args.store, key=prefix).rows
+        if len(rows) != 1:
+            raise InputError("a KEY that names one stored row", f"{prefix!r} matching {len(rows)}",
+                             "Give more of the key (xla-cost store list shows them).")
+        row = rows[0]
+        if row.report is None:
+            return f"{row.key[:12]} {row.model}: failed: {row.error}\n"
+        return render_as(Report.from_dict(row.report), args.format, width(args))
+    if args.action == "delete":
+        removed = store_delete(args.store, failed=args.failed, model=args.model, key=args.key_prefix or args.key,
+                               everything=args.everything)
+        return f"deleted {removed} stored result{'s' if removed != 1 else ''}\n"
+    before, after = store_vacuum(args.store)
+    return f"vacuumed: {before:,} bytes before, {after:,} after\n"
 
 
 def models(args: argparse.Namespace) -> str:

@@ -158,6 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it")
     _output_options(step)
 
+    store = sub.add_parser(
+        "store", help="what the results store holds: list, show, delete, vacuum",
+        description="The SQLite store that sweep, analyze --cache and report write (xla_cost.store_contents).",
+    )
+    store.add_argument("action", choices=("list", "show", "delete", "vacuum"), help="list rows; show one (by KEY); delete rows (--failed, --model, --key or --all); vacuum: give deleted rows' space back")
+    store.add_argument("key", nargs="?", default=None, metavar="KEY", help="with show: the row's key, or the start of it (as list shows it)")
+    store.add_argument("--failed", action="store_true", help="only the rows that failed")
+    store.add_argument("--model", default=None, metavar="NAME", help="only this model's rows")
+    store.add_argument("--key", dest="key_prefix", default=None, metavar="PREFIX", help="only rows whose key starts with PREFIX")
+    store.add_argument("--all", dest="everything", action="store_true", help="with delete: every row")
+    store.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+    _output_options(store)
+
     models = sub.add_parser("models", help="list the model zoo")
     _output_options(models)
     return parser

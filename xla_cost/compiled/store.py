@@ -269,6 +269,32 @@ class Store:
         """Every row, oldest first."""
         return [_result(r) for r in self._db.execute("SELECT * FROM results ORDER BY created, key")]
 
+    def select(self, *, failed: bool = False, model: str | None = None, key: str | None = None) -> list[StoredResult]:
+        """The rows, oldest first, that are failures (``failed``), of ``model``, or whose key starts
+        with ``key`` (all of the given conditions)."""
+        where, values = [], []
+        if failed:
+            where.append("status = 'failed'")
+        if model is not None:
+            where.append("model = ?")
+            values.append(model)
+        if key is not None:
+            where.append("substr(key, 1, ?) = ?")
+            values += [len(key), key]
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = self._db.execute(f"SELECT * FROM results{clause} ORDER BY created, key", values)
+        return [_result(r) for r in rows]
+
+    def created(self, key: str) -> str | None:
+        """When the row of ``key`` was stored (UTC, ISO 8601), or None."""
+        row = self._db.execute("SELECT created FROM results WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def vacuum(self) -> None:
+        """Gives the space of deleted rows back to the file system (SQLite's VACUUM)."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._db.execute("VACUUM")
+
 
 def _result(row: tuple[Any, ...]) -> StoredResult:
     key, model, config, env, status, error, report, seconds, _created = row

@@ -1,0 +1,261 @@
+"""The renderings of a `xla_cost.Report`: its tables (phases, layers, memory,
+communication, timing), its header line, ratio line and caveats, as the
+report's ``to_table``, ``to_markdown`` and ``__str__`` show them. Data stays
+raw in the report; formatting (units, digits) happens only here. (A
+report's type is not imported: `xla_cost.analysis.report` imports this module.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from xla_cost.analysis.memory import PEAK_PARTS
+from xla_cost.present.units import bytes_unit, count, flop_unit, number, scaled, unit
+from xla_cost.step import phases as _phases
+
+__all__ = [
+    "describe",
+    "param_dtype",
+    "phase_frame",
+    "per_unit",
+    "layer_frame",
+    "MEMORY_WHAT",
+    "memory_unit",
+    "memory_title",
+    "memory_frame",
+    "workspace_frame",
+    "workspace_title",
+    "COMMUNICATION_TITLE",
+    "communication_frame",
+    "timing_frames",
+    "ratio_line",
+    "caveats",
+]
+
+
+def describe(report: Any) -> str:
+    config = ", ".join(f"{k}={v}" for k, v in report.config.items())
+    return (
+        f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
+        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters, {report.backend}, "
+        f"jax {report.jax_version}, counter {report.counter}"
+    )
+
+
+def param_dtype(report: Any) -> str:
+    if report.param_dtype in (None, report.dtype):
+        return ""
+    return f" (parameters {report.param_dtype})"
+
+
+def phase_frame(report: Any) -> pd.DataFrame:
+    phases = [report.phases[p] for p in report.phase_names]
+    scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
+    t_scale, t_unit = unit([c.transcendentals for c in phases])
+    b_scale, b_unit = bytes_unit([c.bytes_accessed for c in phases])
+    m_scale, m_unit = bytes_unit([c.memory.temp_bytes for c in phases])
+    rows = []
+    for phase, c in zip(report.phase_names, phases):
+        ratio = c.xla_to_jaxpr
+        row = {"phase": phase, f"{flop}": scaled(c.flops, scale) + (" *" if c.loop_corrected else "")}
+        if report.counter != "jaxpr":  # without compiling there is nothing to compare
+            row[f"XLA {flop}"] = scaled(c.xla_flops, scale)
+            row[f"jaxpr {flop}"] = scaled(c.jaxpr_flops, scale)
+            row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
+        row[per_unit("transcendentals", t_unit)] = scaled(c.transcendentals, t_scale) if t_unit else count(c.transcendentals)
+        if report.counter != "jaxpr":
+            row[f"bytes accessed ({b_unit})"] = scaled(c.bytes_accessed, b_scale, 1)
+            row[f"temp ({m_unit})"] = scaled(c.memory.temp_bytes, m_scale, 1)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("phase")
+
+
+def per_unit(name: str, prefix: str) -> str:
+    """A column of counts: ``transcendentals (M)``, or plain when they are fewer than a thousand."""
+    return f"{name} ({prefix})" if prefix else name
+
+
+def layer_frame(report: Any) -> pd.DataFrame:
+    layers = report.layers or ()
+    looped = any(layer.trip_count > 1 for layer in layers)
+    scale, flop = flop_unit(
+        [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
+    )
+    t_scale, t_unit = unit([layer.transcendentals for layer in layers])
+    s_scale, s_unit = bytes_unit([layer.saved_activation_bytes for layer in layers])
+    rows = []
+    for layer in layers:
+        ratio = layer.backward_to_forward
+        row = {"layer": layer.path, "parameters": f"{layer.parameters:,}"}
+        if looped:
+            row["runs"] = f"x{layer.trip_count}"
+        row.update(
+            {
+                f"forward {flop}": scaled(layer.forward_flops, scale),
+                f"backward {flop}": scaled(layer.backward_flops, scale),
+                "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
+                f"update {flop}": scaled(layer.update_flops, scale),
+                per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
+                                                       else count(layer.transcendentals)),
+            }
+        )
+        if any(other.saved_activation_bytes is not None for other in layers):
+            row[f"saved activations ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("layer")
+
+
+MEMORY_WHAT = {
+    "parameters": "parameters", "gradients": "gradients (at the peak: those made so far)",
+    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics)",
+    "inputs": "batch (inputs, targets)",
+    "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
+    "workspace": "XLA's other temporaries (cotangents, copies, indices)",
+    "outputs": "returned outside the donated buffers (the loss)",
+}
+
+
+def memory_unit(breakdown: Any) -> tuple[float, str]:
+    return bytes_unit([*breakdown.parts.values(), *breakdown.at_peak.values(), breakdown.peak, breakdown.parts_total])
+
+
+def memory_title(breakdown: Any) -> str:
+    where = "one device" if breakdown.devices == 1 else f"each of {breakdown.devices} devices"
+    return f"memory of the train step on {where} ({memory_unit(breakdown)[1]})"
+
+
+def memory_frame(breakdown: Any) -> pd.DataFrame:
+    """Each part as the program has it (trees and jaxpr) and as XLA holds it at
+    its peak (the compiled schedule replayed); their sums; XLA's peak."""
+    program, at_peak = breakdown.parts, breakdown.at_peak
+    scale, name = memory_unit(breakdown)
+    replayed, written = f"at XLA's peak ({name})", f"program ({name})"
+    rows = [{"part": key, "what": MEMORY_WHAT[key],
+             written: scaled(program[key], scale, 1) if key in program else "—",
+             replayed: scaled(at_peak[key], scale, 1) if at_peak else "unknown"}
+            for key in PEAK_PARTS]
+    peak = breakdown.peak
+    total = breakdown.at_peak_total
+    rows += [
+        {"part": "sum", "what": "the parts", written: scaled(breakdown.parts_total, scale, 1),
+         replayed: scaled(total, scale, 1)},
+        {"part": "xla_peak", "what": "XLA: arguments + outputs + temporaries - donated",
+         written: scaled(peak, scale, 1), replayed: scaled(peak, scale, 1)},
+        {"part": "sum / peak", "what": "how far the parts are from XLA's peak",
+         written: "unknown" if not peak else f"{breakdown.parts_total / peak:.3f}",
+         replayed: "unknown" if not peak or total is None else f"{total / peak:.3f}"},
+    ]
+    return pd.DataFrame(rows).set_index("part")
+
+
+def workspace_frame(breakdown: Any) -> pd.DataFrame | None:
+    """The largest workspace buffers live at XLA's peak (None: not replayed)."""
+    if not breakdown.largest_workspace:
+        return None
+    rows = [{"buffer": b.instruction, "shape": b.shape, "MB": number(b.nbytes, 1e6, 2),
+             "made by": b.op_name or "(XLA, no source)"} for b in breakdown.largest_workspace]
+    return pd.DataFrame(rows).set_index("buffer")
+
+
+def workspace_title(breakdown: Any) -> str:
+    where = f" (during {breakdown.peak_instruction})" if breakdown.peak_instruction else ""
+    return f"largest workspace buffers at XLA's peak{where}"
+
+
+COMMUNICATION_TITLE = "communication per device (collectives of the compiled programs)"
+
+
+def communication_frame(report: Any) -> pd.DataFrame | None:
+    """The collectives of each compiled phase of a sharded report, by kind,
+    mesh axes and group size: instructions, runs per step and bytes per device
+    (None for a report without collectives)."""
+    rows = []
+    # the programs of analyze (backward is grad - forward), or the parts of a user's step (analyze_step)
+    shown = _phases.STEP_PARTS if "other" in report.phases else ("forward", "grad", "update")
+    for phase in shown:
+        groups: dict[tuple[str, tuple[str, ...], int | None], list[Any]] = {}
+        for c in report.phases[phase].communication:
+            groups.setdefault((c.kind, c.axes, c.group_size), []).append(c)
+        for (kind, axes, size), items in groups.items():
+            runs = None if any(c.executions is None for c in items) else sum(c.executions for c in items)
+            moved = None if runs is None else sum(c.bytes * c.executions for c in items)
+            rows.append({
+                "phase": phase, "kind": kind, "axes": ",".join(axes) or "?",
+                "group": "unknown" if size is None else str(size), "instructions": len(items),
+                "runs / step": "unknown" if runs is None else f"{runs:,}",
+                "MB / device": number(moved, 1e6, 1),
+            })
+    if not rows:
+        return None
+    return pd.DataFrame(rows).set_index("phase")
+
+
+def timing_frames(report: Any) -> list[tuple[str, pd.DataFrame | None]]:
+    """The timing's tables with their titles, then its notes (a title without a
+    table): the phases; with per-layer rows, the layers' measured time; the
+    separate programs' cross-check."""
+    timing = report.timing
+    if timing is None or not timing.phases:
+        return []
+    out: list[tuple[str, pd.DataFrame | None]] = [(timing.title(), timing.frame())]
+    layers = timing.layer_table(report.layers) if report.layers is not None else []
+    if layers:
+        split = timing.split
+        title = (f"measured time per layer in the one-program step (from a trace of {split.traced_steps} "
+                 f"steps; the idle time apart; FLOP counted, bytes of the compiled instructions)")
+        out.append((title, pd.DataFrame([{
+            "layer": r["path"],
+            **{f"{p} ms": f"{r[f'{p}_s'] * 1e3:,.3f}" for p in _phases.SPLIT},
+            "total ms": f"{r['total_s'] * 1e3:,.3f}",
+            "95% interval ms": f"{r['low_s'] * 1e3:,.3f} – {r['high_s'] * 1e3:,.3f}",
+            "share": "" if r["share"] is None else f"{r['share']:.1%}",
+            "GFLOP": number(r["flops"], 1e9),
+            "TFLOP/s": number(r["flops_per_s"], 1e12),
+            "GB/s": number(r["bytes_per_s"], 1e9, 1),
+            "bound": r["bound"] or "",
+        } for r in layers]).set_index("layer")))
+    if timing.separate:
+        gap = timing.dispatch_gap_s
+        title = "cross-check: each program run on its own and waited for" + (
+            "" if gap is None else f"; dispatch gap {gap * 1e3:,.3f} ms a step")
+        out.append((title, pd.DataFrame([{
+            "program": phase,
+            "median ms": f"{t.median_s * 1e3:,.3f}",
+            "95% interval ms": "" if t.low_s is None else f"{t.low_s * 1e3:,.3f} – {t.high_s * 1e3:,.3f}",
+            "min ms": "" if t.min_s is None else f"{t.min_s * 1e3:,.3f}",
+            "IQR ms": "" if t.iqr_s is None else f"{t.iqr_s * 1e3:,.3f}",
+            "runs": t.repeats,
+            "source": t.source,
+            "in the step ms": f"{timing.phases[phase].median_s * 1e3:,.3f}" if phase in timing.phases else "",
+        } for phase in _phases.NAMES if (t := timing.separate.get(phase)) is not None]).set_index("program")))
+    out += [(f"timing: {note}", None) for note in timing.notes]
+    return out
+
+
+def ratio_line(report: Any) -> str:
+    def show(value: float | None) -> str:
+        return "unknown" if value is None else f"{value:.3f}"
+
+    line = (
+        f"backward/forward = {show(report.backward_to_forward)}; "
+        f"(backward + update)/forward = {show(report.backward_with_update_to_forward)}"
+    )
+    if report.timing is not None and report.timing.backward_to_forward is not None:
+        line += f"; measured time backward/forward = {report.timing.backward_to_forward:.3f}"
+    return line
+
+
+def caveats(report: Any) -> list[str]:
+    caveats = []
+    if any(report.phases[p].loop_corrected for p in report.phase_names):
+        caveats.append(
+            "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
+            "added from the jaxpr (XLA's raw figure in the XLA column)"
+        )
+    caveats += list(report.notes)
+    if report.unsupported:
+        names = ", ".join(f"{k} x{v}" for k, v in sorted(report.unsupported.items()))
+        caveats.append(f"no cost rule (not in jaxpr counts): {names}")
+    return caveats

@@ -1,0 +1,127 @@
+"""What the results store holds, and cleaning it: `store_contents`, `store_delete`, `store_vacuum`
+(``xla-cost store list|show|delete|vacuum``).
+
+The store is the SQLite file `xla_cost.sweep`, ``analyze(cache=True)`` and the
+report pages write (`xla_cost.compiled.store.Store`); its rows are keyed by a
+hash of everything an analysis depended on, so a user needs these to see what
+is there, drop failures to retry them, or drop one model's rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any
+
+import pandas as pd
+
+from xla_cost.compiled.store import Store, StoredResult, default_store_path
+from xla_cost.errors import InputError
+from xla_cost.present.document import Rendered, Section
+from xla_cost.present.units import bytes_unit, scaled
+
+__all__ = ["StoreContents", "store_contents", "store_delete", "store_vacuum", "KEY_SHOWN"]
+
+KEY_SHOWN = 12
+"""Characters of a row's key shown in listings (enough to name it in ``store show``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreContents(Rendered):
+    """Rows of the results store, as `store_contents` selected them.
+
+    Attributes:
+      path: the store's file.
+      rows: the rows, oldest first.
+      created: when each row was stored, by key.
+      size: the file's size in bytes (None in memory).
+      selection: what was asked for (``failed``, ``model NAME``), for the title.
+    """
+
+    path: str
+    rows: tuple[StoredResult, ...]
+    created: dict[str, str]
+    size: int | None
+    selection: str = ""
+
+    def describe(self) -> str:
+        failed = sum(r.status != "ok" for r in self.rows)
+        where = f"{self.path}" + ("" if self.size is None else f", {_bytes(self.size)}")
+        chosen = f" ({self.selection})" if self.selection else ""
+        return f"{len(self.rows)} stored results{chosen}, {failed} failed; {where}"
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([
+            {"key": r.key[:KEY_SHOWN], "model": r.model, "status": r.status, "created": self.created.get(r.key, ""),
+             "seconds": r.seconds, "batch_size": r.config.get("batch_size"), "optimizer": r.config.get("optimizer"),
+             "dtype": r.config.get("dtype"), "error": r.error or ""}
+            for r in self.rows
+        ], columns=["key", "model", "status", "created", "seconds", "batch_size", "optimizer", "dtype", "error"])
+
+    def sections(self) -> list[Section]:
+        frame = self.to_frame().astype(object).where(lambda f: f.notna(), "")
+        frame["seconds"] = [f"{v:.2f}" if v != "" else "" for v in frame["seconds"]]
+        return [Section("", frame, left=("model", "status", "created", "optimizer", "dtype", "error"))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size_bytes": self.size, "selection": self.selection,
+                "rows": [{**dataclasses.asdict(r), "created": self.created.get(r.key)} for r in self.rows]}
+
+
+def _bytes(size: int) -> str:
+    scale, unit = bytes_unit([size])
+    return f"{scaled(size, scale, 1)} {unit}"
+
+
+def _open(path: str | os.PathLike[str] | None) -> Store:
+    where = default_store_path() if path is None else pathlib.Path(path).expanduser()
+    if str(where) != ":memory:" and not pathlib.Path(where).is_file():
+        raise InputError("an existing results store", repr(str(where)),
+                         "Run a sweep first, or pass --store PATH to the file a sweep wrote.")
+    return Store(where)
+
+
+def _selection(failed: bool, model: str | None, key: str | None) -> str:
+    return ", ".join(part for part in (
+        "failed" if failed else "", f"model {model}" if model else "", f"key {key}..." if key else "") if part)
+
+
+def store_contents(path: str | os.PathLike[str] | None = None, *, failed: bool = False, model: str | None = None,
+                   key: str | None = None) -> StoreContents:
+    """The rows of the results store at ``path`` (default: the user's), all of them or those that
+    failed, of one model, or whose key starts with ``key``.
+
+    Raises:
+      InputError: no store at ``path``.
+    """
+    with _open(path) as store:
+        rows = tuple(store.select(failed=failed, model=model, key=key))
+        created = {r.key: store.created(r.key) or "" for r in rows}
+        size = None if str(store.path) == ":memory:" else pathlib.Path(store.path).stat().st_size
+        return StoreContents(str(store.path), rows, created, size, _selection(failed, model, key))
+
+
+def store_delete(path: str | os.PathLike[str] | None = None, *, failed: bool = False, model: str | None = None,
+                 key: str | None = None, everything: bool = False) -> int:
+    """Deletes the rows that failed, of ``model``, or whose key starts with ``key`` (or, with
+    ``everything``, every row); returns how many went. A later sweep analyses them again.
+
+    Raises:
+      InputError: no selection given (nothing is deleted by accident), or no store at ``path``.
+    """
+    if not (failed or model or key or everything):
+        raise InputError("what to delete: failed=True, model=NAME, key=PREFIX or everything=True",
+                         "no selection", "Pass --failed, --model NAME, --key PREFIX or --all.")
+    with _open(path) as store:
+        rows = store.results() if everything else store.select(failed=failed, model=model, key=key)
+        return store.delete(r.key for r in rows)
+
+
+def store_vacuum(path: str | os.PathLike[str] | None = None) -> tuple[int, int]:
+    """Gives deleted rows' space back; returns the file's size in bytes before and after."""
+    with _open(path) as store:
+        file = pathlib.Path(store.path)
+        before = file.stat().st_size
+        store.vacuum()
+        return before, file.stat().st_size
