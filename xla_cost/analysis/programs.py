@@ -21,6 +21,7 @@ from xla_cost.compiled import xla
 from xla_cost.count.interpret import JaxprCount, count_jaxpr
 from xla_cost.errors import CostAnalysisUnavailableError
 from xla_cost.parallel import sharding as _sharding
+from xla_cost.present import progress
 from xla_cost.step import phases
 from xla_cost.step.workload import Workload
 
@@ -80,7 +81,8 @@ def run_programs(
     pending: dict[str, concurrent.futures.Future[xla.CompiledPhase]] = {}
     with concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
         try:
-            for phase in declared:
+            for index, phase in enumerate(declared):
+                progress.stage(f"tracing {phase.name}", index, len(declared) + (len(declared) if compiled else 0))
                 traced = workload.traced.get(phase.name) if plan is None else None
                 if traced is None:
                     with workload.tracing(), constraints(plan, workload):
@@ -93,7 +95,10 @@ def run_programs(
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
                 owners = workload.input_owners(phase.name) if phase.follow_data else None
                 counted[phase.name] = count_jaxpr(traced.jaxpr, owners=owners)
-            results = {name: future.result() for name, future in pending.items()}
+            results = {}
+            for index, (name, future) in enumerate(pending.items()):
+                progress.stage(f"compiling {name}", len(declared) + index, len(declared) + len(pending))
+                results[name] = future.result()
         except BaseException:
             for future in pending.values():
                 future.cancel()

@@ -30,6 +30,7 @@ from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import ShardingPlan
+from xla_cost.present import progress
 from xla_cost.step import phases
 from xla_cost.step.user_step import UserStep, prepare_step
 
@@ -118,6 +119,7 @@ def analyze_step(
     check_depth(depth)
     if counter not in COUNTERS:
         raise InputError(f"counter in {', '.join(COUNTERS)}", repr(counter), "Use counter='xla' or 'jaxpr'.")
+    progress.stage("tracing the step")
     prepared = prepare_step(step, args, kwargs, axis_names)
     call = _trace(prepared)
     inner = call.params["jaxpr"] if call is not None else None
@@ -145,6 +147,7 @@ def analyze_step(
     plan = ShardingPlan(mesh, {str(k): int(v) for k, v in mesh.shape.items()}, {}, {}) if mesh is not None else None
     compiled = None
     if counter == "xla":
+        progress.stage("compiling the step")
         with prepared.scopes():
             lowered = prepared.lower()
         compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,

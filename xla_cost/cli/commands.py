@@ -11,10 +11,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from xla_cost.cli.output import check_output, width, write
+from xla_cost.present import progress
+
+
+def _progress(command: Any) -> Any:
+    """The command under a progress line on a terminal (stage, steps, elapsed, ETA), none with --quiet."""
+    def run(args: argparse.Namespace) -> str:
+        with progress.shown(command.__name__, False if getattr(args, "quiet", False) else None):
+            return command(args)
+
+    run.__name__, run.__doc__ = command.__name__, command.__doc__
+    return run
 
 __all__ = ["analyze", "step", "sweep", "store", "models", "report", "scaling", "estimate", "fit"]
 
 
+@_progress
 def analyze(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.configs import RunConfig, parse_shape, remat_placement
@@ -47,6 +59,7 @@ def analyze(args: argparse.Namespace) -> str:
     return render_as(report, args.format, width(args))
 
 
+@_progress
 def step(args: argparse.Namespace) -> str:
     from xla_cost.analysis.user_step import analyze_step
     from xla_cost.errors import InputError
@@ -160,6 +173,7 @@ def report(args: argparse.Namespace) -> str:
     return "\n".join(str(p) for p in paths)
 
 
+@_progress
 def scaling(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.scaling import scaling
@@ -175,6 +189,7 @@ def scaling(args: argparse.Namespace) -> str:
     return render_as(result, args.format, width(args))
 
 
+@_progress
 def estimate(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.scaling import estimate
@@ -187,6 +202,7 @@ def estimate(args: argparse.Namespace) -> str:
     return render_as(result, args.format, width(args))
 
 
+@_progress
 def fit(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.configs import parse_shape

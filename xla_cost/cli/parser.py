@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--output-index", default=None, metavar="I|KEY", help="for a model returning (logits, loss) or a dict: the output the default loss takes, an index or a key")
     analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), model (tensor parallel), e.g. data=8 or fsdp=8,model=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
     analyze.add_argument("--param-sharding", dest="param_sharding", action="append", default=[], metavar="REGEX=SPEC", help="a partition rule for parameters whose path matches REGEX, e.g. 'mlp/fc1/kernel=None,model' (repeatable; first match wins; before the model's own metadata and the zoo's rules)")
+    analyze.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(analyze)
 
     sweep = sub.add_parser(
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_option(scaling)
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
+    scaling.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(scaling)
 
     estimate = sub.add_parser(
@@ -110,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     _layout_options(estimate, "instead of --devices: ")
     _settings_option(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
+    estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(estimate)
 
     fit = sub.add_parser(
@@ -124,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
+    fit.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(fit)
 
     report = sub.add_parser(
@@ -156,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the step uses unbound (lax.pmean(grads, 'batch')); names are also detected (repeatable)")
     step.add_argument("--memory", action="store_true", help="the step's memory by part beside XLA's figures for the step as its jit donates")
     step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it")
+    step.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(step)
 
     store = sub.add_parser(

@@ -22,6 +22,7 @@ import pandas as pd
 from xla_cost.analysis.memory import PARTS, MemoryBreakdown
 from xla_cost.analysis.programs import step_memory
 from xla_cost.errors import InputError
+from xla_cost.present import progress
 from xla_cost.options import split_fields
 from xla_cost.parallel import devices as registry
 from xla_cost.parallel import sharding
@@ -196,6 +197,7 @@ def max_batch_size(
 
     def breakdown(batch: int) -> Any:
         if batch not in cache:
+            progress.stage(f"compiling the step at batch {batch}", len(tried))
             cache[batch] = breakdown_at(run, batch)
             peak = cache[batch].peak
             if peak is None:

@@ -43,6 +43,7 @@ from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
+from xla_cost.present import progress
 from xla_cost.present.figures import figure, png
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
@@ -601,7 +602,10 @@ def scaling(
                      mesh, micro) for k in counts]
     simulate_devices(max(mesh_devices(p.run.mesh) for p in points))
     analyse = analyser(store)
-    steps = [_priced(p, hardware, analyse) for p in points]
+    steps = []
+    for i, p in enumerate(points):
+        progress.stage(f"{mesh_devices(p.run.mesh)} devices", i, len(points))
+        steps.append(_priced(p, hardware, analyse))
     curve = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
         model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
