@@ -143,8 +143,13 @@ def analyze_step(
     counted = count_jaxpr(traced, owners=owners, classify=classify)
     notes = list(prepared.notes)
     parts = _parts(counted, notes)
-    mesh = _mesh(call, prepared)
+    body = _per_device_body(traced)
+    mesh = body.params["mesh"] if body is not None else _mesh(call, prepared)
     plan = ShardingPlan(mesh, {str(k): int(v) for k, v in mesh.shape.items()}, {}, {}) if mesh is not None else None
+    if body is not None:  # pmap (a jit of shard_map in this jax) or a shard_map step: its body is one device's
+        prepared = dataclasses.replace(prepared, param_paths=_per_device_parameters(prepared, body, plan))
+        notes.append(f"the step maps its body over {plan.devices} devices (pmap or shard_map): the parts and "
+                     "the parameters are one device's")
     compiled = None
     if counter == "xla":
         progress.stage("compiling the step")
@@ -152,7 +157,7 @@ def analyze_step(
             lowered = prepared.lower()
         compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
                                      executable=timed, collectives=plan is not None)
-    split = _split(call, prepared, plan)
+    split = _split(call, prepared, plan) if body is None else _Split()
     costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, "no backward found: the step takes no gradient (no equation under transpose); "
@@ -198,6 +203,30 @@ def _trace(prepared: UserStep) -> Any:
         outer = jax.make_jaxpr(lambda *a: prepared.jitted(*a))(*prepared.args)
     calls = [e for e in outer.jaxpr.eqns if e.primitive.name in ("pjit", "jit")]
     return calls[0] if len(outer.jaxpr.eqns) == 1 and calls else None
+
+
+def _per_device_body(traced: Any) -> Any:
+    """The ``shard_map`` equation that is the whole step (``jax.pmap`` traces to one in this jax),
+    over several devices, or None."""
+    jaxpr = traced.jaxpr
+    while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):  # pmap's own jit
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    if len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name == "shard_map":
+        body = jaxpr.eqns[0]
+        if getattr(body.params.get("mesh"), "size", 1) > 1 and len(body.invars) == len(traced.jaxpr.invars):
+            return body
+    return None
+
+
+def _per_device_parameters(prepared: UserStep, body: Any, plan: ShardingPlan) -> dict[str, int]:
+    """Parameter counts per module on one device of a mapped step: each leaf over the shards its
+    ``in_specs`` entry splits it into (a pmap's replicated state: its leading device axis)."""
+    shards: dict[str, int] = {}
+    for module, spec in zip(prepared.owners, body.params["in_specs"]):
+        if module is not None and module not in shards:
+            axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
+            shards[module] = math.prod(int(plan.sizes.get(str(a), 1)) for a in axes)
+    return {module: count // shards.get(module, 1) for module, count in prepared.param_paths.items()}
 
 
 def _mesh(call: Any, prepared: UserStep) -> Any:
@@ -328,21 +357,24 @@ def _per_device(costs: PhaseCosts, split: _Split, update: JaxprCount | None) -> 
 
 
 def _selector(part: str, counted: JaxprCount) -> Any:
-    """Whether a compiled collective (by its ``op_name``) belongs to ``part``:
-    the part of the jaxpr equations at its name stack, else its autodiff pass."""
-    by_stack: dict[tuple[str, str], set[str | None]] = {}
+    """Whether a compiled collective (by its ``op_name``) belongs to ``part``: the part of the jaxpr
+    equations at its name stack (where several parts have one there, the one with the most work: a
+    gradients' pmean beside a metrics' pmean), else its autodiff pass; a collective XLA combined
+    from several goes to the part most of them are in."""
+    by_stack: dict[tuple[str, str], dict[str | None, int]] = {}
     for e in counted.equations:
-        by_stack.setdefault((e.name_stack, e.primitive), set()).add(e.part)
+        found = by_stack.setdefault((e.name_stack, e.primitive), {})
+        found[e.part] = found.get(e.part, 0) + e.cost.flops
 
     def part_of(name: str) -> str:
         entries = split_name_stack(name)
         stack, primitive = "/".join(entries[:-1]), entries[-1] if entries else ""
-        found = by_stack.get((stack, primitive), set())
-        return next(iter(found)) if len(found) == 1 and None not in found else (classify_pass(name) or OTHER)
+        found = {k: v for k, v in by_stack.get((stack, primitive), {}).items() if k is not None}
+        return max(found, key=found.__getitem__) if found else (classify_pass(name) or OTHER)
 
     def select(op_name: str) -> bool:
         entries = split_name_stack(op_name)
-        if entries and entries[0].startswith("jit("):
+        while entries and (entries[0].startswith("jit(") or entries[0] in _MAPPED_SCOPES):
             entries = entries[1:]
         rest = "/".join(entries)
         # a combined collective (XLA's combiner) names its parts: "(a/b/dot_general:c/d/reduce_sum)"
@@ -351,6 +383,10 @@ def _selector(part: str, counted: JaxprCount) -> Any:
         return max(dict.fromkeys(found), key=found.count) == part
 
     return select
+
+
+_MAPPED_SCOPES = frozenset({"shard_map", "pmap", "xla_pmap"})
+"""Entries of an HLO ``op_name`` that jax adds for a mapped body, not part of the jaxpr's name stacks."""
 
 
 def _batch_size(prepared: UserStep) -> int:
