@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.count.interpret import JaxprCount as JaxprCount
     from xla_cost.count.layers import LayerCosts as LayerCosts
     from xla_cost.count.attribution import module_path as module_path
+    from xla_cost.count.attribution import module_tree as module_tree
     from xla_cost.count.registry import register as register
     from xla_cost.count.attribution import REMAINDER as REMAINDER
     from xla_cost.compiled.store import default_store_path as default_store_path
@@ -110,6 +111,7 @@ _EXPORTS: dict[str, str] = {
     "JaxprCount": "xla_cost.count.interpret",
     "LayerCosts": "xla_cost.count.layers",
     "module_path": "xla_cost.count.attribution",
+    "module_tree": "xla_cost.count.attribution",
     "register": "xla_cost.count.registry",
     "REMAINDER": "xla_cost.count.attribution",
     # compiled programs: XLA's analyses, caches, the HLO's schedule

@@ -14,7 +14,7 @@ from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCosts
 from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
-from xla_cost.count.attribution import REMAINDER, module_path, op_name_path, owner, with_ancestors
+from xla_cost.count.attribution import REMAINDER, module_path, module_tree, op_name_path, owner, with_ancestors
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
@@ -147,11 +147,12 @@ def collective_rows(
     if compiled is None or plan is None or compiled.collectives is None:
         return (), []
     rows: dict[tuple[Any, ...], Collective] = {}
+    tree = module_tree(modules)
     for c in compiled.collectives:
         if select is not None and not select(c.op_name):
             continue
         axes = group_axes(c.groups, plan.sizes) if c.groups is not None else ()
-        row = owner(op_name_path(c.op_name, root), modules)
+        row = owner(op_name_path(c.op_name, root, tree), modules)
         layer = "" if row == REMAINDER else row
         row = Collective(c.kind, tuple(axes), c.group_size, c.bytes, c.executions, layer)
         before = rows.get(row.key())
@@ -173,11 +174,12 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     their own (an attention core: scores = q k^T, outputs = p v), loops
     multiplied out; the update's optimizer arithmetic has none."""
     containing = with_ancestors(modules)
+    tree = module_tree(modules)
     total = 0
     for eqn in counted.equations:
         if eqn.primitive != "dot_general":
             continue
-        path = module_path(eqn.name_stack, root)
+        path = module_path(eqn.name_stack, root, tree)
         if owner(path, modules) == REMAINDER and owner(path, containing) != REMAINDER:
             total += eqn.cost.flops
     return total

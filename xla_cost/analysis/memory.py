@@ -54,7 +54,7 @@ from xla_cost.parallel.sharding import axes_of, per_device_bytes
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes, tree_bytes
 from xla_cost.count.attribution import (
-    REMAINDER, classify_pass, module_path, op_name_path, owner, with_ancestors,
+    REMAINDER, classify_pass, module_path, module_tree, op_name_path, owner, with_ancestors,
 )
 
 __all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown", "peak_parts"]
@@ -235,6 +235,7 @@ def peak_parts(
     """
     roots = {root} if isinstance(root, str) else set(root)
     containing = with_ancestors(modules)
+    tree = module_tree(modules)
     parts = dict.fromkeys(PEAK_PARTS, 0)
     notes = []
     unmapped = 0
@@ -256,7 +257,7 @@ def peak_parts(
         source = classify_pass(buffer.op_name)
         if source == "forward":
             parts["saved_activations"] += buffer.nbytes
-            layer = _layer(op_name_path(buffer.op_name, tuple(roots)), containing)
+            layer = _layer(op_name_path(buffer.op_name, tuple(roots), tree), containing)
             held[layer] = held.get(layer, 0) + buffer.nbytes
         elif source == "backward" and tuple(sorted(_dims(buffer.shape))) in gradient_shapes:
             parts["gradients"] += buffer.nbytes
@@ -302,6 +303,7 @@ def saved_activations(
         for v in eqn.invars:
             used_by.setdefault(id(v), []).append(eqn)
     known = with_ancestors(modules)
+    tree = module_tree(modules)
     by_layer: dict[str, int] = {}
     seen: set[int] = set()
     in_params = in_args = 0
@@ -331,7 +333,7 @@ def saved_activations(
         for eqn in [made_by.get(id(var)), *used_by.get(id(var), ())]:
             if eqn is None:
                 continue
-            layer = _layer(module_path(_stack_of(eqn, var), root), known)
+            layer = _layer(module_path(_stack_of(eqn, var), root, tree), known)
             if layer != REMAINDER:
                 break
         by_layer[layer] = by_layer.get(layer, 0) + size

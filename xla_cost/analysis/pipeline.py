@@ -34,7 +34,7 @@ from xla_cost.analysis.split import Attribution
 from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
 from xla_cost.choices import COUNTERS
 from xla_cost.compiled import xla
-from xla_cost.count.attribution import REMAINDER, attribute_step, module_path
+from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
 from xla_cost.options import split_fields
@@ -272,9 +272,11 @@ def run(request: Request) -> Report:
     timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None
     breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
     counted = {name: program.counted for name, program in programs.items()}
-    layers = per_layer(workload, counted, options.depth, breakdown) if options.per_layer or options.depth else None
+    layers, layer_notes = (
+        per_layer(workload, counted, options.depth, breakdown) if options.per_layer or options.depth else (None, ())
+    )
     return assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
-                                    compute_dtype, timing, breakdown, layers))
+                                    compute_dtype, timing, breakdown, layers, layer_notes))
 
 
 def build_step(request: Request) -> tuple[Workload, str]:
@@ -335,15 +337,19 @@ def time_step(
 def per_layer(
     workload: Workload, counted: Mapping[str, JaxprCount], depth: int | None,
     breakdown: MemoryBreakdown | None,
-) -> tuple[LayerCosts, ...]:
+) -> tuple[tuple[LayerCosts, ...], tuple[str, ...]]:
     """Stage 5c: the per-layer rows (`xla_cost.attribute_step`), with the
-    activations each row's operations save when the memory was broken down."""
+    activations each row's operations save when the memory was broken down,
+    and a note naming the name stacks that match no module (their work is in
+    the remainder row; `xla_cost.count.attribution.unmatched_note`)."""
+    programs = {name: count.equations for name, count in counted.items()}
+    roots = _roots(workload, counted)
     layers = attribute_step(
-        {name: count.equations for name, count in counted.items()},
-        workload.param_paths, root=_roots(workload, counted), depth=depth,
-        known_modules=workload.module_paths,
+        programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
-    return layers if breakdown is None else _with_saved(layers, breakdown.saved_by_layer)
+    note = unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths)
+    layers = layers if breakdown is None else _with_saved(layers, breakdown.saved_by_layer)
+    return layers, (note,) if note else ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,6 +363,7 @@ class Stages:
       costs: stage 4's figures per phase, and ``phase_notes`` its notes.
       compute_dtype: the computation dtype the report records.
       timing, breakdown, layers: stage 5's, where asked.
+      layer_notes: what the per-layer rows could not attribute.
     """
 
     workload: Workload
@@ -369,6 +376,7 @@ class Stages:
     timing: Timing | None = None
     breakdown: MemoryBreakdown | None = None
     layers: tuple[LayerCosts, ...] | None = None
+    layer_notes: tuple[str, ...] = ()
 
 
 def assemble(request: Request, found: Stages) -> Report:
@@ -410,6 +418,7 @@ def assemble(request: Request, found: Stages) -> Report:
         notes.append(f"timing skipped: {timing.skipped}")
     if breakdown is not None:
         notes += list(breakdown.notes)
+    notes += found.layer_notes
     step = _step_equations(found.counted)
     collectives = _collectives(step)
     if collectives:

@@ -31,7 +31,7 @@ import numpy as np
 from xla_cost.choices import REMAINDER
 from xla_cost.compiled import hlo
 from xla_cost.compiled.trace import RunShares, Source, instruction_bytes, instruction_sources
-from xla_cost.count.attribution import classify_pass, op_name_path, owner, with_ancestors
+from xla_cost.count.attribution import classify_pass, module_tree, op_name_path, owner, with_ancestors
 from xla_cost.step import phases
 from xla_cost.step.workload import Workload
 
@@ -98,7 +98,9 @@ class Attribution:
     Attributes:
       roots: the model's root names (stripped from module paths).
       modules: the modules holding parameters and their ancestors.
-      known: every module of the model (a parameter-free one gets its row).
+      known: every module of the model (a parameter-free one gets its row;
+        `xla_cost.count.attribution.module_tree`), that ``op_name`` entries
+        are resolved against.
       inputs: the module of each program argument, by the name jax gives its
         entry parameter (``opt_state[0].mu['fc1']['kernel']`` -> ``fc1``).
     """
@@ -112,7 +114,7 @@ class Attribution:
     def of(cls, param_paths: Sequence[str], module_paths: Sequence[str] = (), roots: Sequence[str] = (),
            inputs: Mapping[str, str] | None = None) -> Attribution:
         modules = tuple(with_ancestors(p for p in param_paths if p))
-        return cls(tuple(roots), modules, frozenset(module_paths), dict(inputs or {}))
+        return cls(tuple(roots), modules, module_tree(modules, module_paths), dict(inputs or {}))
 
     @classmethod
     def of_workload(cls, workload: Workload, roots: Sequence[str] = (), phase: str = "train_step") -> Attribution:
@@ -133,7 +135,7 @@ class Attribution:
         weight gradient XLA rewrote is its parameter's module's."""
         if not source.op_name:
             return REMAINDER
-        row = owner(op_name_path(source.op_name, self.roots), self.modules, self.known)
+        row = owner(op_name_path(source.op_name, self.roots, self.known), self.modules, self.known)
         read = {self.inputs[name] for name in source.reads if name in self.inputs}
         if len(read) == 1 and (source.inferred or (row == REMAINDER and self.pass_of(source.op_name) == "update")):
             return owner(read.pop(), self.modules, self.known)

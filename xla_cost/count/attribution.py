@@ -6,6 +6,16 @@ An equation's name stack says both where it comes from and which pass it is in:
 * ``transpose(jvp(LinearNet))/fc1`` -> module ``fc1``, backward pass
 * ``LinearNet/fc1`` (no autodiff)  -> module ``fc1``, the phase's own pass
 
+A name stack is a chain of calls, not a module path: Flax pushes one entry per
+method call, the called module's own name (``moe``), with the method after a dot
+when it is not ``__call__`` (``moe._call_experts``, ``sub.encode``), inside the
+name of a lifted transform (``vmap(expert)``); a module constructed in one parent
+and called from another is named where it is called (``layers_0/moe/expert`` for
+parameters at ``layers_0/expert``); a module's own name may hold a dot
+(``down_0.block_0``). Given the model's modules (`module_tree`), `module_path`
+resolves each entry against them, and `unmatched_note` names the stacks that
+resolve to nothing.
+
 Each equation goes to the innermost module on its path that holds parameters
 (itself or below it), or to the parameter-free module just below that one (a
 Dropout); what belongs to no module (the loss, activations applied in the root
@@ -16,7 +26,7 @@ to the jaxpr total. Rows can be merged to a module depth.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from xla_cost.step import phases
 from xla_cost.choices import REMAINDER
@@ -30,10 +40,13 @@ __all__ = [
     "LayerCount",
     "split_name_stack",
     "classify_pass",
+    "module_tree",
     "module_path",
     "op_name_path",
     "owner",
     "with_ancestors",
+    "unmatched_stacks",
+    "unmatched_note",
     "HLO_SCOPES",
     "attribute",
     "attribute_step",
@@ -93,20 +106,105 @@ def _method_call_module(component: str) -> str:
     return match.group(1) if match else component
 
 
-def module_path(name_stack: str, root: str | Sequence[str] | None = None) -> str:
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def with_ancestors(paths: Iterable[str]) -> list[str]:
+    """Every module that holds parameters or contains one that does: ``paths``
+    (modules holding parameters) and their ancestors, in first-seen order."""
+    return list(dict.fromkeys(a for path in paths if path for a in _ancestors(path)))
+
+
+def module_tree(param_paths: Iterable[str], reached: Iterable[str] = ()) -> frozenset[str]:
+    """Every module path of a model, for `module_path` to resolve name stacks against.
+
+    Args:
+      param_paths: the paths of the modules that hold parameters (the
+        parameter tree's, ``""`` for the root's own).
+      reached: other module paths, with parameters or without (a Linen call's
+        every module, ``Workload.module_paths``), and their ancestors.
+    """
+    return frozenset(with_ancestors([*param_paths, *reached]))
+
+
+def _join(scope: str, name: str) -> str:
+    return f"{scope}/{name}" if scope else name
+
+
+def _resolve(name: str, current: str, roots: Collection[str], modules: Collection[str]) -> str | None:
+    """The module a name-stack entry names, called from module ``current``
+    (``""``: the root), or None.
+
+    From ``current`` out to the root, nearest first: a child of that name (a
+    dotted name whole); for ``X.method``, the scope itself when it is ``X``
+    (the root when ``X`` is a root name), else its child ``X``.
+    """
+    head = name.rpartition(".")[0]
+    scope: str | None = current
+    while scope is not None:
+        if _join(scope, name) in modules:
+            return _join(scope, name)
+        if head:
+            if (head == scope.rpartition("/")[2]) if scope else head in roots:
+                return scope
+            if _join(scope, head) in modules:
+                return _join(scope, head)
+        scope = scope.rpartition("/")[0] if scope else None
+    return None
+
+
+def _path(
+    components: Sequence[str], roots: Collection[str], modules: Collection[str] | None,
+    skip: Collection[str] = _JAX_SCOPES,
+) -> str:
+    """`module_path` of name-stack entries; ``skip``: scopes that are no module."""
+    names = [_unwrap(c)[0] for c in components]
+    if not modules:
+        # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
+        # inside a checkpointed backward pass); jax's own scopes are not modules.
+        names = [_method_call_module(n) for n in names]
+        return "/".join(n for n in names if n and n not in roots and n not in skip)
+    current, rest = "", []  # the innermost module found, and what follows it
+    for name in names:
+        found = _resolve(name, current, roots, modules) if name else None
+        if found is not None:
+            current, rest = found, []
+        elif name and name not in roots and name not in skip:
+            rest.append(name)
+    return "/".join(n for n in (current, *rest) if n)
+
+
+def module_path(
+    name_stack: str, root: str | Sequence[str] | None = None, modules: Collection[str] | None = None,
+) -> str:
     """The module path of a name stack, transforms and the root class stripped.
 
-    ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``;
-    a method call ``GPT/wte.attend`` (a tied output head) -> ``wte``. ``root`` may
-    be several names (an apply function calling a Linen model: the function's and
-    the model's).
+    ``transpose(jvp(ResNet))/layer1/conv1`` with root ``ResNet`` -> ``layer1/conv1``.
+    ``root`` may be several names (an apply function calling a Linen model: the
+    function's and the model's).
+
+    With ``modules``, the model's module paths (`module_tree`; a set, looked up
+    once per entry), each entry is resolved against them, seen from the
+    module the entries before it resolved to and, failing that, from its
+    ancestors out to the root: a child of that name, a dotted name kept whole
+    (``UNet/down_0.block_0/conv1`` -> ``down_0.block_0/conv1``); a method call
+    ``X.method`` of that module itself or of its child ``X``
+    (``moe/moe._call_experts/vmap(expert)/expert.layer_fn/inp`` ->
+    ``moe/expert/inp``); a module constructed in an ancestor and called here
+    (``layers_0/moe/expert`` -> ``layers_0/expert``). Entries that resolve to
+    nothing (jax's own scopes, an einsum's spec, a ``jax.named_scope`` inside a
+    module) stay after the module found before them, the root names and
+    ``rematted_computation`` left out: ``GPT/h/attn/bqhd,bkhd->bhqk`` ->
+    ``h/attn/bqhd,bkhd->bhqk``.
+
+    Without ``modules`` (None or empty), every entry is kept, a method call read as its
+    module's (``GPT/wte.attend`` -> ``wte``, ``UNet/down_0.block_0`` ->
+    ``down_0``: a guess that only the modules can correct).
     """
     roots = {root} if isinstance(root, str) else set(root or ())
-    names = [_method_call_module(_unwrap(c)[0]) for c in split_name_stack(name_stack)]
-    # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
-    # inside a checkpointed backward pass); jax's own scopes are not modules.
-    names = [n for n in names if n and n not in roots and n not in _JAX_SCOPES]
-    return "/".join(names)
+    return _path(split_name_stack(name_stack), roots, modules)
 
 
 LayerCount = LayerCosts
@@ -118,29 +216,22 @@ HLO_SCOPES = frozenset({"train_step", "while", "body", "cond", "closed_call", "c
 flow or the step's own function, not modules (a scan's loop, a call)."""
 
 
-def op_name_path(op_name: str, root: str | Sequence[str] | None = None) -> str:
+def op_name_path(
+    op_name: str, root: str | Sequence[str] | None = None, modules: Collection[str] | None = None,
+) -> str:
     """The module path of a compiled HLO instruction's ``op_name``.
 
     ``jit(grad)/transpose(jvp(GPT))/h_0/while/body/attn/dot_general`` with root
     ``GPT`` -> ``h_0/attn``: the jit that wraps the program, the primitive, the
-    transforms, the root and `HLO_SCOPES` are left out (`module_path` for the rest).
+    transforms, the root and `HLO_SCOPES` (where no module of that name is in
+    ``modules``) are left out, the rest resolved as `module_path` resolves a
+    name stack.
     """
     parts = split_name_stack(op_name)[:-1]  # the last entry is the primitive
     if parts and parts[0].startswith("jit("):
         parts = parts[1:]
-    path = module_path("/".join(parts), root)
-    return "/".join(name for name in path.split("/") if name not in HLO_SCOPES)
-
-
-def _ancestors(path: str) -> list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-
-
-def with_ancestors(paths: Iterable[str]) -> list[str]:
-    """Every module that holds parameters or contains one that does: ``paths``
-    (modules holding parameters) and their ancestors, in first-seen order."""
-    return list(dict.fromkeys(a for path in paths if path for a in _ancestors(path)))
+    roots = {root} if isinstance(root, str) else set(root or ())
+    return _path(parts, roots, modules, _JAX_SCOPES | HLO_SCOPES)
 
 
 def owner(path: str, modules: Sequence[str], known: Collection[str] = ()) -> str:
@@ -165,6 +256,27 @@ def owner(path: str, modules: Sequence[str], known: Collection[str] = ()) -> str
         if child in known:
             return child
     return best or REMAINDER
+
+
+def _rows(
+    param_paths: Iterable[str], root: str | Sequence[str] | None, known_modules: Collection[str],
+) -> Callable[[EqnCount], tuple[str, str]]:
+    """The module path and the row of an equation, as `attribute` maps them:
+    its name stack resolved against the model's modules (`module_path`), or
+    where that names no module, the module whose data it follows
+    (`EqnCount.owner`); the row `owner` of that."""
+    modules = with_ancestors(p for p in param_paths if p)
+    tree = module_tree(modules, known_modules)
+    found: dict[tuple[str, str | None], tuple[str, str]] = {}
+
+    def row_of(eqn: EqnCount) -> tuple[str, str]:
+        key = (eqn.name_stack, eqn.owner)
+        if key not in found:
+            path = module_path(eqn.name_stack, root, tree) or (eqn.owner or "")
+            found[key] = (path, owner(path, modules, tree))
+        return found[key]
+
+    return row_of
 
 
 def check_depth(depth: object) -> None:
@@ -193,7 +305,9 @@ def attribute(
 ) -> tuple[LayerCosts, ...]:
     """Groups equation costs by module and pass.
 
-    An equation belongs to the innermost module on its name stack that holds
+    An equation's name stack is resolved against the model's modules (the
+    parameters' paths, their ancestors and ``known_modules``; `module_path`),
+    and it belongs to the innermost module on that path that holds
     parameters, itself or below it: a parametrised leaf (``fc1``) for the
     layer's own operations, or an enclosing module (``layer1``, ``attn``) for the
     operations it runs between its children (activations, residual adds, the
@@ -202,7 +316,8 @@ def attribute(
     `EqnCount.owner` (optimizer arithmetic on one module's parameters, traced
     from the data) goes to that module. What is left (the loss, glue in the root
     module, optimizer work shared by all modules such as a global norm) goes to
-    the `REMAINDER` row.
+    the `REMAINDER` row, and so does work whose name stack names no module of
+    the model (`unmatched_note` says which).
 
     Args:
       equations: counts from `xla_cost.count.interpret.count_jaxpr` of one phase.
@@ -214,7 +329,8 @@ def attribute(
         are cut after N components and rows merged (``layer1/conv1`` -> ``layer1``
         at depth 1), with the parameters of everything under them.
       known_modules: every module path of the model, with parameters or
-        without; a parameter-free one gets a row of its own.
+        without; a parameter-free one gets a row of its own, and name stacks
+        are resolved against them too.
       default_pass: the pass of equations outside any autodiff transform
         (``update`` for a train step, whose optimizer has no transform).
 
@@ -228,9 +344,8 @@ def attribute(
     """
     check_depth(depth)
     equations = list(equations)
-    known = frozenset(known_modules)
     leaves = [p for p in param_paths if p != ""]
-    modules = with_ancestors(leaves)
+    row_of = _rows(leaves, root, known_modules)
     parameters: dict[str, int] = {}
     for leaf in leaves:
         row = _truncate(leaf, depth)
@@ -241,8 +356,7 @@ def attribute(
     heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
-        path = module_path(eqn.name_stack, root) or (eqn.owner or "")
-        row = _truncate(owner(path, modules, known), depth)
+        row = _truncate(row_of(eqn)[1], depth)
         which = classify_pass(eqn.name_stack) or default_pass
         if which not in passes:
             raise ValueError(
@@ -378,3 +492,82 @@ def attribute_parts(
             trip_count=max(row.trip_count for row in found),
         ))
     return tuple(merged)
+
+
+def _is_jax_scope(name: str) -> bool:
+    """An entry jax puts on the name stack by itself: an einsum's spec
+    (``bqhd,bkhd->bhqk``, ``ij,jk``)."""
+    return "->" in name or "," in name
+
+
+def unmatched_stacks(
+    equations: Iterable[EqnCount],
+    param_paths: Iterable[str],
+    *,
+    root: str | Sequence[str] | None,
+    known_modules: Collection[str] = (),
+) -> dict[str, int]:
+    """The name stacks whose work `attribute` puts in the `REMAINDER` row
+    because they name something that is no module of the model, with their FLOP.
+
+    A stack is given with its transforms left out
+    (``transpose(jvp(Net))/blocks.0/fc`` -> ``Net/blocks.0/fc``), so that a
+    module's forward and backward work come under one stack. Work outside
+    every module (an empty path, the root's own, an einsum's spec in the root
+    module) is the remainder's by design and not listed.
+
+    Args:
+      equations: counts of one program, as for `attribute`.
+      param_paths: the module paths that hold parameters (``param_paths``'s keys
+        for `attribute`); root, known_modules: as for `attribute`.
+
+    Returns:
+      FLOP per stack, in the order the program first uses them.
+    """
+    row_of = _rows(param_paths, root, known_modules)
+    out: dict[str, int] = {}
+    for eqn in equations:
+        path, row = row_of(eqn)
+        if row != REMAINDER or all(_is_jax_scope(name) for name in path.split("/") if name):
+            continue
+        stack = "/".join(n for n in (_unwrap(c)[0] for c in split_name_stack(eqn.name_stack)) if n)
+        out[stack] = out.get(stack, 0) + eqn.cost.flops
+    return out
+
+
+def unmatched_note(
+    programs: Mapping[str, Iterable[EqnCount]],
+    param_paths: Iterable[str],
+    *,
+    root: str | Sequence[str] | None,
+    known_modules: Collection[str] = (),
+    shown: int = 3,
+) -> str | None:
+    """A report note naming the name stacks that match no module of the model
+    (`unmatched_stacks`), whose work the per-layer rows leave in the
+    `REMAINDER`; None when every stack matched.
+
+    Args:
+      programs: each program's equation counts (``forward``, ``grad``, ...).
+      param_paths, root, known_modules: as for `unmatched_stacks`.
+      shown: how many stacks to name, the ones with the most FLOP first.
+    """
+    param_paths = list(param_paths)
+    flops: dict[str, int] = {}
+    per_program: dict[str, int] = {}
+    for name, equations in programs.items():
+        found = unmatched_stacks(equations, param_paths, root=root, known_modules=known_modules)
+        per_program[name] = sum(found.values())
+        for stack, value in found.items():
+            flops[stack] = flops.get(stack, 0) + value
+    if not flops:
+        return None
+    stacks = sorted(flops, key=lambda stack: -flops[stack])
+    names = ", ".join(f"`{stack}`" for stack in stacks[:shown])
+    more = f" and {len(stacks) - shown} more" if len(stacks) > shown else ""
+    work = ", ".join(f"{value:,} FLOP of {name}" for name, value in per_program.items() if value)
+    return (
+        f"per-layer rows: {len(stacks)} name stack{'s match' if len(stacks) != 1 else ' matches'} no "
+        f"module of the model ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row: "
+        "name each layer's scope after its parameters' path (a jax.named_scope of its params key)"
+    )
