@@ -3,7 +3,8 @@
 A thin layer: every feature is a call to the public API (`xla_cost.analyze`,
 `xla_cost.sweep`, ...) with the same result from Python; this package only
 translates arguments (`parser`), runs one library call per command
-(`commands`) and writes its output (`output`). It may import every layer
+(`commands`), writes its output (`output`) and stops on Ctrl-C without
+writing it (`interrupts`). It may import every layer
 below it; nothing imports it but the ``xla-cost`` entry point. Imports of the
 library stay inside the commands so that ``xla-cost --help`` starts without
 jax, flax or optax.

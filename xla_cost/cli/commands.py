@@ -91,7 +91,7 @@ def sweep(args: argparse.Namespace) -> str:
     from xla_cost.runs.sweeps import sweep
 
     settings = {key: _list(value, f"--set {key}=") for key, value in _parse_settings_raw(args.settings).items()}
-    check_output(args.layers)
+    check_output(args.layers, "--layers", "layers.csv")
     result = sweep(
         args.models, batch_sizes=_list(args.batch_sizes, "--batch-sizes"), settings=settings,
         optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
@@ -179,12 +179,12 @@ def scaling(args: argparse.Namespace) -> str:
     from xla_cost.runs.scaling import scaling
 
     devices = _list(args.devices, "--devices")
+    check_output(args.plot, "--plot", "scaling.png", text=False)
     result = scaling(
         args.model, devices, mesh_axis=args.mesh_axis, global_batch=args.global_batch, bound=args.bound,
         store=args.store, mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
     )
     if args.plot:
-        check_output(args.plot)
         result.plot(args.plot)
     return render_as(result, args.format, width(args))
 

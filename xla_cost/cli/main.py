@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
 from xla_cost.cli import commands
 from xla_cost.errors import XlaCostError
+from xla_cost.cli.interrupts import Interrupts
 from xla_cost.cli.output import check_output, write
 from xla_cost.cli.parser import build_parser
 
@@ -18,32 +20,52 @@ EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the CLI; returns the exit code (0 ok, 2 bad input, 130 interrupted)."""
+    """Runs the CLI; returns the exit code (0 ok, 2 bad input, 130 interrupted).
+
+    After Ctrl-C the exit code is 130 and the output is not written, whatever
+    the command did with the interrupt (`Interrupts`); a file already being
+    renamed into place when it came is written whole, and the code is 0.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2
-    debug = getattr(args, "debug", False)
+    interrupts = Interrupts()
     try:
-        output = getattr(args, "output", None)
-        try:
-            check_output(output)
-            text = getattr(commands, args.command)(args)  # each subcommand has its function
-            write(text, output)
-        except XlaCostError as exc:
-            if debug:
-                raise
+        with interrupts:
+            code = _run(args, interrupts)
+    except KeyboardInterrupt:  # raised in the command, or just as the handler was restored
+        code = 0 if interrupts.committed else EXIT_INTERRUPTED
+    if interrupts.received and not interrupts.committed:
+        code = EXIT_INTERRUPTED  # the command's own ending (an ImportError, a result) is not the answer
+    if code == EXIT_INTERRUPTED:
+        # the output's temporary file is removed; nothing else is on disk.
+        print("xla-cost: interrupted", file=sys.stderr)
+        # CPython remembers a KeyboardInterrupt that ended an exec() of a string
+        # (a dataclass being made as the interrupt came) and would end the
+        # process by SIGINT instead of this code; an exec() that ends clears it.
+        exec("pass")  # noqa: S102 - a constant string
+    return code
+
+
+def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
+    debug = getattr(args, "debug", False)
+    output = getattr(args, "output", None)
+    try:
+        check_output(output)
+        text = getattr(commands, args.command)(args)  # each subcommand has its function
+        interrupts.check()  # one dropped inside the command (a gc callback) still stops it here
+        write(text, output, commit=interrupts.committing)
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if interrupts.received:
+            return EXIT_INTERRUPTED  # e.g. an ImportError: the interrupt came while a module loaded
+        if debug:
+            raise
+        if isinstance(exc, XlaCostError):
             print(f"xla-cost: error: {exc}", file=sys.stderr)
             return 2
-        except Exception as exc:  # noqa: BLE001 - one line unless --debug
-            if debug:
-                raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            print(f"xla-cost: error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
-            return 2
-        return 0
-    except KeyboardInterrupt:
-        # write removes its temporary file; nothing else is on disk yet.
-        print("xla-cost: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"xla-cost: error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 2
+    return 0

@@ -4,7 +4,8 @@
 `text` lays out terminal tables that fit a width, `markdown` writes pipe
 tables, `formats` picks one of the
 output formats every result renders in, `document` gives a result those
-formats from its data, `figures` is the one matplotlib style. Presentation
+formats from its data, `figures` is the one matplotlib style, `files` writes
+a result to a path (atomically, or in place for a device or a pipe). Presentation
 only: nothing here computes a figure. It imports the foundation
 (`xla_cost.errors`) and nothing else of xla_cost; pandas, rich and matplotlib
 load inside the functions that draw.

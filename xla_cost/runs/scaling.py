@@ -45,6 +45,7 @@ from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present import progress
 from xla_cost.present.figures import figure, png
+from xla_cost.present.files import write_file
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
     LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh, mesh_text, point,
@@ -502,8 +503,7 @@ class ScalingResult(Rendered):
             fig.suptitle(self.describe(), fontsize=9, wrap=True)
             return fig
 
-        with open(path, "wb") as handle:
-            handle.write(png(draw))
+        write_file(path, png(draw))  # atomically; a symlink's target, a pipe in place
         return path
 
 

@@ -10,6 +10,7 @@ raises is stored as a failure with its one-line reason; the sweep goes on.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import dataclasses
 import itertools
@@ -325,12 +326,80 @@ WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis.pipeline", "xla_cost.zoo")
 """Modules a fork server imports once for all worker processes."""
 
 
-def _worker_init(cores: int) -> None:
+def _worker_init(cores: int, started: Any) -> None:
     """Each worker compiles in at most its share of the cores: `analyze`
-    overlaps compiles with tracing in threads, which only pays while cores are idle."""
+    overlaps compiles with tracing in threads, which only pays while cores are
+    idle. ``started`` counts the workers that got this far (past importing the
+    main script again)."""
     from xla_cost.analysis import programs  # a worker's first import of the analysis
 
     programs.COMPILE_THREADS = max(1, min(programs.COMPILE_THREADS, cores))
+    with started.get_lock():
+        started.value += 1
+
+
+_GUARD = 'if __name__ == "__main__":'
+"""The block a script's sweep belongs in when worker processes run it: each imports the script again."""
+
+
+def _check_workers_can_start() -> None:
+    """Raises `InputError` when this call comes from the top level of the main
+    script outside an ``if __name__ == "__main__":`` block.
+
+    Worker processes start (forkserver or spawn) by importing the main script
+    again; a sweep at its top level would run again in every worker, which
+    then dies before running anything (and each of them starts workers of its
+    own). Checked before any worker starts or anything is stored. A main
+    module that is not imported again (``python -m xla_cost``, ``python -c``,
+    an interactive session, a notebook) always passes.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or not _reimported_by_workers(main):
+        return
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None:
+        return  # not called from the script's top level: the workers' import does not reach it
+    try:
+        with open(frame.f_code.co_filename, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return  # the source is not readable: _run_local still sees workers that die starting
+    if not _under_main_guard(tree, frame.f_lineno):
+        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        raise InputError(
+            f"a script's sweep under `{_GUARD}`", f"a call at {where} outside it",
+            "Each worker process imports the script again and would run the call too: "
+            "put it under the guard, or pass jobs=0.",
+        )
+
+
+def _reimported_by_workers(main: Any) -> bool:
+    """Whether multiprocessing's workers import ``main`` again (as `multiprocessing.spawn` decides)."""
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return name != "__main__" and not name.endswith(".__main__")
+    path = getattr(main, "__file__", None)
+    return path is not None and os.path.splitext(os.path.basename(path))[0] != "ipython"
+
+
+def _under_main_guard(tree: ast.Module, line: int) -> bool:
+    """Whether ``line`` is in the branch of an ``if __name__ == "__main__":`` (or
+    ``!=``'s else) that runs only when the script is the main program."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+            continue
+        test = node.test
+        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+            continue
+        sides = [test.left, *test.comparators]
+        names = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+        main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+        branch = node.body if isinstance(test.ops[0], ast.Eq) else node.orelse
+        if names and main and branch and branch[0].lineno <= line <= (branch[-1].end_lineno or branch[-1].lineno):
+            return True
+    return False
 
 
 def _cores() -> int:
@@ -340,18 +409,21 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _spawn_pool(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
+def _spawn_pool(jobs: int) -> tuple[concurrent.futures.ProcessPoolExecutor, Any]:
     """Worker processes forked from a fork server that has imported jax, flax,
     optax and xla_cost (and started no backend), where the platform has one;
-    else spawned. Never forked from this process, whose JAX may run threads."""
+    else spawned. Never forked from this process, whose JAX may run threads.
+    Returns the pool and the count of its workers that have started."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(WORKER_PRELOAD))
     else:  # pragma: no cover - Windows
         context = multiprocessing.get_context("spawn")
-    return concurrent.futures.ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_worker_init, initargs=(_cores() // jobs,)
+    started = context.Value("i", 0)
+    pool = concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_worker_init, initargs=(_cores() // jobs, started)
     )
+    return pool, started
 
 
 def _run_local(
@@ -359,7 +431,10 @@ def _run_local(
     progress: _Progress,
 ) -> None:
     """Runs ``todo`` in ``jobs`` worker processes (or here, with 0), at most
-    ``jobs`` at a time; a worker that dies is replaced and what it ran retried."""
+    ``jobs`` at a time; a worker that dies is replaced and what it ran retried.
+    Workers that die before any of them has started (the main script fails
+    when they import it again) are the harness's failure, not the
+    configurations': `InputError`, and nothing is stored for them."""
     if jobs == 0:
         for config in todo:
             progress.show([config.label()])
@@ -368,7 +443,7 @@ def _run_local(
     queue = list(todo)
     deaths: dict[int, int] = {}
     while queue:
-        pool = _spawn_pool(jobs)
+        pool, started = _spawn_pool(jobs)
         running: dict[concurrent.futures.Future[dict[str, Any]], tuple[int, RunConfig]] = {}
         broken = finished = False
         try:
@@ -383,6 +458,12 @@ def _run_local(
                     try:
                         result = future.result()
                     except concurrent.futures.process.BrokenProcessPool:
+                        if started.value == 0:
+                            raise InputError(
+                                "worker processes that start", "workers that died before running anything",
+                                f"A script's sweep belongs under `{_GUARD}` (each worker process "
+                                "imports the script again), or pass jobs=0.",
+                            ) from None
                         broken = True
                         deaths[index] = deaths.get(index, 0) + 1
                         if deaths[index] >= DEATHS_BEFORE_FAILURE:
@@ -479,7 +560,10 @@ def sweep(
       A `SweepResult`: ``runs`` (a row per configuration) and ``layers``.
 
     Raises:
-      InputError: a bad name or value, before anything runs.
+      InputError: a bad name or value, or (with worker processes) a call from
+        a script's top level outside ``if __name__ == "__main__":``, before
+        anything runs; workers that die before any has started (nothing is
+        stored for them).
     """
     grid = _the_grid("sweep", grid, fields)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
@@ -503,6 +587,8 @@ def sweep(
             c for c in configs
             if keys[id(c)] not in stored or (retry_failed and stored[keys[id(c)]].status == "failed")
         ]
+        if todo and scheduler is None and jobs != 0:
+            _check_workers_can_start()
         if retry_failed:
             db.delete(keys[id(c)] for c in todo if keys[id(c)] in stored)
 

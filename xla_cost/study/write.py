@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from xla_cost.compiled.store import Store
 from xla_cost.errors import InputError
+from xla_cost.present.files import cannot_create_in, write_file
 from xla_cost.study.data import StudyData
 from xla_cost.study.model_page import model_files
 from xla_cost.study.pages import BUILDERS, PAGES, SHARDED
@@ -69,33 +70,40 @@ def _resolve_pages(target: str | Sequence[str]) -> list[str]:
 
 
 def check_out(out: str | os.PathLike[str]) -> pathlib.Path:
+    """The directory ``out`` names, or `InputError` (one line) when no page could be
+    written there: empty, a file, under a file, or where nothing can be created
+    (tried with a temporary directory, removed at once). Nothing is created."""
     path = pathlib.Path(out)
+    fix = "Pass a directory you can write, e.g. --out reports/."
     if str(out).strip() == "":
         raise InputError("--out naming a directory", "an empty name", "Pass e.g. --out reports/.")
     if path.exists() and not path.is_dir():
         raise InputError("--out naming a directory", f"{str(out)!r}, a file", "Pass a directory, e.g. --out reports/.")
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError("--out in a writable place", f"{str(out)!r} ({str(existing)!r} is not writable)",
-                         "Pass a directory you can write, e.g. --out reports/.")
+    existing = next((p for p in (path, *path.absolute().parents) if os.path.lexists(p)), None)
+    if existing is not None and not existing.is_dir():
+        raise InputError("--out naming a directory", f"{str(out)!r} ({str(existing)!r} is a file, not a directory)",
+                         fix)
+    reason = None if existing is None else cannot_create_in(str(existing))
+    if reason is not None:
+        raise InputError("--out in a writable place",
+                         f"{str(out)!r} (nothing can be created in {str(existing)!r}: {reason})", fix)
     return path
 
 
 def _write_files(out: pathlib.Path, files: Mapping[str, bytes]) -> list[pathlib.Path]:
-    """Writes every file under ``out``, each atomically (a temporary file beside
-    it, then a rename): a reader never sees a half-written file."""
+    """Writes every file under ``out``, each atomically (`write_file`): a reader
+    never sees a half-written file. A directory that cannot be made or written
+    at this point (removed, or a full disk) is one `InputError`."""
     written = []
     for relative in sorted(files):
         target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "wb") as handle:
-                handle.write(files[relative])
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_file(target, files[relative])
+        except OSError as exc:
+            raise InputError("--out a directory the pages can be written to",
+                             f"{str(out)!r} ({type(exc).__name__}: {exc.strerror or exc})",
+                             "Pass a directory you can write, e.g. --out reports/.") from exc
         written.append(target)
     return written
 
