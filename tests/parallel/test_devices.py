@@ -26,6 +26,7 @@ T = 1e12
     ("a100-80gb", 312, 156, 2.039e12, 80e9),  # A100 80GB SXM: 2,039 GB/s
     ("v100", 15.7, 15.7, 900e9, 16e9),       # V100 SXM2: no BF16 tensor cores (FP32 rate), HBM2 900 GB/s
     ("p40", 0.0, 11.76, 346e9, 24e9),        # Tesla P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOPS FP32
+    ("tpu-v5e", 197, 197, 819e9, 16e9),      # Cloud TPU v5e: bf16 197 TFLOPs (float32 in one bf16 pass), 819 GBps, 16 GB
 ])
 def test_datasheet_figures(name, bf16, f32, bandwidth, memory):
     device = DEVICES[name]
@@ -78,8 +79,8 @@ def test_the_command_line_offers_what_the_registry_has():
 
 
 def test_unknown_devices_are_refused_with_the_names_that_qualify():
-    with pytest.raises(InputError, match="a device with a known memory .*h100.*p40"):
-        fit.device_memory("tpu-v5e")
+    with pytest.raises(InputError, match="a device with a known memory .*h100.*p40.*tpu-v5e"):
+        fit.device_memory("cpu")
     with pytest.raises(InputError, match="a device with a cluster preset"):
         comm.cluster("b200")
     with pytest.raises(InputError, match="a device with a published peak"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -38,14 +37,14 @@ def analyze(args: argparse.Namespace) -> str:
         output = int(output) if output.lstrip("-").isdigit() else output
     shape = parse_shape(args.input_shape) if args.input_shape else None
     batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
-    mesh = _mesh(args.mesh)
+    rules = _partition_rules(args.param_sharding)
+    mesh = _mesh(args.mesh, batch)
     config, remat = remat_placement(args.model, args.remat if args.remat != "none" else None, config)
     run = RunConfig(
         args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
         counter=args.counter, per_layer=args.per_layer, depth=args.depth, input_shape=shape,
         input_dtype=args.input_dtype, exact_train_step=args.exact_train_step, mesh=mesh,
     )
-    rules = _partition_rules(args.param_sharding)
     report = run.run(
         **({"param_sharding": rules} if rules else {}),
         timed=args.time, peak_tflops=args.peak_tflops, peak_bandwidth=args.peak_bandwidth,
@@ -195,7 +194,7 @@ def estimate(args: argparse.Namespace) -> str:
     from xla_cost.runs.scaling import estimate
 
     result = estimate(
-        args.model, samples=None if args.samples is None else int(args.samples), epochs=args.epochs,
+        args.model, samples=args.samples, epochs=args.epochs,
         tokens=args.tokens, bound=args.bound, store=args.store, devices=args.devices, mesh_axis=args.mesh_axis,
         mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
     )
@@ -244,12 +243,28 @@ def _parse_settings(
             raise InputError(
                 f"{flag} KEY=VALUE with KEY an argument name", repr(item), f"Write e.g. {flag} {example}."
             )
-        try:
-            value = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            value = raw.strip()
-        config[key] = value
+        config[key] = _literal(raw.strip(), f"{flag} {key}=")
     return config
+
+
+_LITERAL_OPENERS = ("[", "(", "{", "'", '"')
+"""How a value that means to be a Python literal (a list, tuple, dict or quoted string) starts."""
+
+
+def _literal(text: str, flag: str) -> Any:
+    """``text`` as a Python literal, else as the string itself; a value that
+    starts like a list, tuple, dict or quoted string must parse as one."""
+    from xla_cost.errors import InputError
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        if text.startswith(_LITERAL_OPENERS):
+            reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise InputError(f"{flag}VALUE as a Python literal", f"{text!r} ({reason})",
+                             f"Close its brackets and quotes (e.g. {flag}[[1, 2]]), or drop the opening one "
+                             "for a plain string.") from exc
+        return text
 
 
 def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
@@ -272,6 +287,7 @@ def _list(text: str, flag: str) -> list[Any]:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
+        _literal(text, flag if flag.endswith("=") else f"{flag} ")  # refuses a literal that does not parse
         value = tuple(part.strip() for part in text.split(","))
     values = list(value) if isinstance(value, (tuple, list)) else [value]
     if not values or any(v == "" for v in values):
@@ -279,14 +295,17 @@ def _list(text: str, flag: str) -> list[Any]:
     return values
 
 
-def _mesh(text: str | None) -> dict[str, int]:
-    """``--mesh data=2,model=4`` checked, with the devices it needs made ready:
-    the CPU simulates them when JAX's backends have not started (they have not,
-    in the CLI), so no re-execution is needed; an older jax that lacks the
-    option is re-executed with XLA_FLAGS."""
+def _mesh(text: str | None, batch: int | None = None) -> dict[str, int]:
+    """``--mesh data=2,model=4`` checked (against ``batch``, when it is known,
+    and the devices the CPU can simulate) before anything runs, with the
+    devices it needs made ready: the CPU simulates them when JAX's backends
+    have not started (they have not, in the CLI), so no re-execution is
+    needed; an older jax that lacks the option is re-executed with XLA_FLAGS."""
     from xla_cost.parallel import sharding
 
     mesh = sharding.parse_mesh(text)
+    if batch is not None:
+        sharding.check_batch_split(mesh, batch)
     count = sharding.mesh_devices(mesh)
     if count > 1:
         try:
@@ -309,19 +328,18 @@ def _partition_rules(items: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     from xla_cost.errors import InputError
     from xla_cost.parallel.sharding import MESH_AXES
 
+    from xla_cost.parallel.sharding import compile_rules
+
     rules = []
     for item in items:
         pattern, sep, spec = item.rpartition("=")
         entries = tuple(None if e.strip() in ("None", "") else e.strip() for e in spec.split(","))
         bad = [e for e in entries if e is not None and e not in MESH_AXES]
-        try:
-            re.compile(pattern)
-        except re.error:
-            bad.append(pattern)
         if not sep or not pattern or bad:
             raise InputError(
                 f"--param-sharding REGEX=SPEC with SPEC of {', '.join(MESH_AXES)} or None per dimension",
                 repr(item), "Write e.g. --param-sharding 'mlp/fc1/kernel=None,model'.",
             )
         rules.append((pattern, entries))
+    compile_rules(rules, "--param-sharding")
     return rules

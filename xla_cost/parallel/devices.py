@@ -48,6 +48,19 @@ class DevicePeak:
         """The peak for ``dtype``; float32's for a dtype not listed (0.0 if neither is)."""
         return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
 
+    def require(self, dtype: str) -> float:
+        """`for_dtype`, refused where the device has no such units (a P100's bfloat16: 0.0).
+
+        Raises:
+          InputError: no published peak for ``dtype``; the message names the dtypes that have one.
+        """
+        peak = self.for_dtype(dtype)
+        if peak > 0:
+            return peak
+        having = [name for name, value in self.flops_per_s.items() if value > 0]
+        raise InputError(f"a dtype the {self.name} has a published peak for ({', '.join(having)})", repr(dtype),
+                         f"Use --dtype {' or '.join(having)} (dtype=), or a device with {dtype} units.")
+
 
 @dataclasses.dataclass(frozen=True)
 class Device:
@@ -154,9 +167,15 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         24e9, "NVIDIA Tesla P40 datasheet: 24 GB GDDR5",
         "pcie3", "ib-edr", 8),
     Device(
-        # one v5e pod (256 chips) on ICI; a multi-pod job would cross the data-center network
         "tpu-v5e", "Google TPU v5e", ("TPU v5 lite",),
-        intra="tpu-v5e-ici", inter="tpu-v5e-ici", node_size=256),
+        # JAX multiplies float32 on a TPU in one bfloat16 pass by default (jax_default_matmul_precision)
+        DevicePeak("Google TPU v5e", {"bfloat16": 197 * _T, "float32": 197 * _T}, 819e9,
+                   "Cloud TPU v5e documentation (peak compute per chip, bf16: 197 TFLOPs; HBM2 819 GBps; "
+                   "float32 matrix products at the bf16 rate: JAX's default precision on a TPU is one "
+                   "bfloat16 pass)"),
+        16e9, "Cloud TPU v5e documentation: HBM2 capacity 16 GB per chip",
+        # one v5e pod (256 chips) on ICI; a multi-pod job would cross the data-center network
+        "tpu-v5e-ici", "tpu-v5e-ici", 256),
     Device(
         # the peak is measured (`xla_cost.analysis.timing.measure_cpu_peak`); one device per host on 25GbE
         "cpu", "CPU", ("cpu",),

@@ -60,6 +60,9 @@ __all__ = [
     "check_mesh",
     "mesh_devices",
     "simulate_devices",
+    "MAX_SIMULATED_DEVICES",
+    "check_batch_split",
+    "compile_rules",
     "make_mesh",
     "mesh_text",
     "axes_of",
@@ -193,6 +196,43 @@ class ShardingOptions:
         return mesh_devices(self.sizes()) > 1
 
 
+MAX_SIMULATED_DEVICES = 4096
+"""The most devices `simulate_devices` asks the CPU for: twice the largest mesh
+the reports analyse (2,048). Starting the CPU backend takes about 2 s with
+4,096 devices and grows faster than linearly (16,384: over 10 minutes)."""
+
+
+def check_batch_split(mesh: Mapping[str, int], batch: int, what: str = "inputs") -> None:
+    """Refuses a batch the mesh's batch axes (`BATCH_AXES`) do not divide, before anything runs.
+
+    Raises:
+      InputError: the product of the batch axes' sizes does not divide ``batch``.
+    """
+    axes = tuple(a for a in BATCH_AXES if mesh.get(a, 1) > 1)
+    size = math.prod(mesh[a] for a in axes) if axes else 1
+    if axes and batch % size:
+        raise InputError(
+            f"a batch size divisible by {'x'.join(axes)} = {size} (the {what} are split over "
+            "the batch axes)",
+            f"batch {batch} on mesh {mesh_text(mesh)}",
+            f"Use a batch that is a multiple of {size}, e.g. {size * max(1, batch // size)}.",
+        )
+
+
+def compile_rules(rules: PartitionRules | None, flag: str = "param_sharding") -> list[tuple[re.Pattern[str], Any]]:
+    """The rules' regexes compiled; `InputError` naming the first that is not a regular expression."""
+    compiled = []
+    for pattern, spec in rules or ():
+        try:
+            compiled.append((re.compile(pattern), spec))
+        except (re.error, TypeError) as exc:
+            raise InputError(
+                f"{flag} REGEX as a Python regular expression", f"{pattern!r} ({exc})",
+                "Escape the characters [ ] ( ) . * + ? with a backslash to match them literally.",
+            ) from exc
+    return compiled
+
+
 def mesh_devices(mesh: Mapping[str, int]) -> int:
     """Devices a mesh needs: the product of its sizes (1 for an empty mesh)."""
     return math.prod(mesh.values()) if mesh else 1
@@ -206,15 +246,24 @@ def simulate_devices(count: int) -> None:
     Nothing is allocated per device; a sharded analysis compiles for the mesh.
 
     Raises:
-      InputError: JAX's backends already started with fewer devices.
+      InputError: JAX's backends already started with fewer devices, or more
+        than `MAX_SIMULATED_DEVICES` asked for.
     """
     if count <= 1:
         return
     from jax._src import xla_bridge
 
-    if xla_bridge.backends_are_initialized():
-        if len(jax.devices()) >= count or len(jax.devices("cpu")) >= count:
-            return
+    started = xla_bridge.backends_are_initialized()
+    if started and (len(jax.devices()) >= count or len(jax.devices("cpu")) >= count):
+        return
+    if count > MAX_SIMULATED_DEVICES:
+        raise InputError(
+            f"a mesh of at most {MAX_SIMULATED_DEVICES:,} devices (the CPU simulates them; more take minutes "
+            "to start)", f"{count:,} devices",
+            "Price a larger run as replicas of a smaller analysed mesh: estimate and scaling take "
+            "--mesh data=D,... with the data replicas outside the analysed program.",
+        )
+    if started:
         raise InputError(
             f"{count} devices for the mesh",
             f"{len(jax.devices())} {jax.default_backend()} device(s); JAX's backends started "
@@ -437,8 +486,10 @@ def param_specs(
       structure of ``params`` (boxes included), the source of each parameter's
       spec by path (``rule``, ``metadata``, ``zoo``, ``replicated``), notes.
     """
-    rules = [(re.compile(p), s) for p, s in (param_sharding or ())]
+    rules = compile_rules(param_sharding)
     zoo = [(re.compile(p), s) for p, s in (model_rules or ())]
+    used: set[int] = set()
+    found: set[int] = set()
     logical = list(logical_axis_rules) if logical_axis_rules is not None else list(DEFAULT_LOGICAL_RULES)
     notes: list[str] = []
     sources: dict[str, str] = {}
@@ -457,9 +508,11 @@ def param_specs(
         shape = tuple(getattr(leaf, "shape", ()))
         spec: tuple[Any, ...] = ()
         source = "replicated"
-        for pattern, rule in rules:
+        found.update(i for i, (pattern, _) in enumerate(rules) if pattern.search(text))
+        for index, (pattern, rule) in enumerate(rules):
             if pattern.search(text):
                 spec, source = _normalise_spec(rule, f"param_sharding rule {pattern.pattern!r}"), "rule"
+                used.add(index)
                 break
         else:
             if text in box_names:
@@ -478,12 +531,30 @@ def param_specs(
         return PartitionSpec(*full)
 
     specs = jax.tree_util.tree_map_with_path(leaf_spec, params)
+    _check_rules_used(rules, used, found, list(sources))
     if unsplit:
         notes.append(
             f"fsdp: {len(unsplit)} parameter(s) with no dimension fsdp={fsdp} divides stay "
             f"replicated ({', '.join(unsplit[:4])}{' ...' if len(unsplit) > 4 else ''})"
         )
     return specs, sources, notes
+
+
+def _check_rules_used(rules: Sequence[tuple[re.Pattern[str], Any]], used: set[int], found: set[int],
+                      paths: Sequence[str]) -> None:
+    """Refuses ``param_sharding`` rules that gave no parameter its spec: a
+    typo in a rule would otherwise leave the parameters it meant replicated."""
+    idle = [pattern.pattern for index, (pattern, _) in enumerate(rules) if index not in used]
+    if not idle:
+        return
+    why = {pattern.pattern: "only parameters an earlier rule takes (first match wins)" if index in found
+           else "no parameter path" for index, (pattern, _) in enumerate(rules)}
+    shown = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
+    raise InputError(
+        "every param_sharding rule to give some parameter its spec",
+        "; ".join(f"{p!r} matching {why[p]}" for p in idle) + f" (the parameters: {shown})",
+        "Fix the regex (it is searched in paths like those) or drop the rule.",
+    )
 
 
 def _match_params(
@@ -601,7 +672,6 @@ def _spec_text(spec: PartitionSpec) -> str:
 
 def _batch_specs(tree: Any, batch: int, mesh: Mapping[str, int], what: str) -> Any:
     axes = tuple(a for a in BATCH_AXES if mesh.get(a, 1) > 1)
-    size = math.prod(mesh[a] for a in axes) if axes else 1
 
     def leaf_spec(leaf: Any) -> PartitionSpec:
         shape = tuple(getattr(leaf, "shape", ()))
@@ -609,13 +679,7 @@ def _batch_specs(tree: Any, batch: int, mesh: Mapping[str, int], what: str) -> A
             return PartitionSpec(axes[0] if len(axes) == 1 else axes)
         return PartitionSpec()
 
-    if axes and batch % size:
-        raise InputError(
-            f"a batch size divisible by {'x'.join(axes)} = {size} (the {what} are split over "
-            "the batch axes)",
-            f"batch {batch} on mesh {mesh_text(mesh)}",
-            f"Use a batch that is a multiple of {size}, e.g. {size * max(1, batch // size)}.",
-        )
+    check_batch_split(mesh, batch, what)
     return jax.tree.map(leaf_spec, tree)
 
 

@@ -11,7 +11,6 @@ every configuration of `xla_cost.sweep` go through it.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import json
 from collections.abc import Mapping
@@ -23,9 +22,10 @@ __all__ = ["RunConfig", "load_custom", "parse_shape"]
 
 
 def parse_shape(text: str, flag: str = "--input-shape") -> tuple[int, ...]:
-    """``"8,224,224,3"`` (or ``8x224x224x3``) to a shape; `InputError` otherwise."""
+    """``"8,224,224,3"`` (or ``8x224x224x3``) to a shape; `InputError` otherwise
+    (an empty dimension, ``8,,784``, included)."""
     try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+        shape = tuple(int(part) for part in text.replace("x", ",").split(","))
     except ValueError:
         shape = ()
     if not shape or any(d < 1 for d in shape):
@@ -37,14 +37,8 @@ def parse_shape(text: str, flag: str = "--input-shape") -> tuple[int, ...]:
 
 
 def _accepts_dtype(target: Any) -> bool:
-    """Whether a Module class or factory takes a ``dtype`` argument."""
-    if inspect.isclass(target) and dataclasses.is_dataclass(target):  # a Linen module class
-        return any(f.name == "dtype" for f in dataclasses.fields(target))
-    try:
-        init = target.__init__ if inspect.isclass(target) else target
-        return "dtype" in inspect.signature(init).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether a Module class or factory takes a ``dtype`` argument by name."""
+    return "dtype" in (_arguments(target) or ())
 
 
 def _input_dtype(name: str) -> Any:
@@ -59,6 +53,37 @@ def _input_dtype(name: str) -> Any:
         ) from exc
 
 
+def _custom_target(spec: str) -> tuple[Any, str]:
+    """``package.module:attribute`` to the attribute (not called) and its name."""
+    from xla_cost.step.user_step import import_module  # loads jax: only when a model is built
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InputError("MODEL as a zoo name or package.module:attribute", repr(spec),
+                         "Name the module and the attribute, e.g. mypkg.nets:MLP.")
+    module = import_module(module_name, "MODEL", "MODEL as a zoo name or an importable package.module:attribute")
+    if not hasattr(module, attribute):
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        raise InputError(f"MODEL {attribute!r} in {module_name}",
+                         f"no such name (it has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})",
+                         "Check the name after the colon.")
+    return getattr(module, attribute), attribute
+
+
+def _arguments(target: Any) -> tuple[str, ...] | None:
+    """The keyword arguments a Module class or factory takes (None: any, ``**kwargs``)."""
+    if inspect.isclass(target) and dataclasses.is_dataclass(target):  # a Linen module class
+        return tuple(f.name for f in dataclasses.fields(target) if f.init and f.name not in ("parent", "name"))
+    try:
+        signature = inspect.signature(target.__init__ if inspect.isclass(target) else target)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return None
+    return tuple(n for n, p in signature.parameters.items()
+                 if n not in ("self", "rngs") and p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
 def load_custom(spec: str, config: Mapping[str, Any], dtype: str = "float32") -> tuple[Any, str, bool]:
     """``package.module:attribute`` to a module instance.
 
@@ -70,15 +95,7 @@ def load_custom(spec: str, config: Mapping[str, Any], dtype: str = "float32") ->
     Returns:
       (module, its name, whether it was built to compute in ``dtype``).
     """
-    module_name, _, attribute = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        target = getattr(module, attribute)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise InputError(
-            "MODEL as a zoo name or an importable package.module:attribute",
-            f"{spec!r} ({exc})", "Check the module path and that it is on PYTHONPATH.",
-        ) from exc
+    target, attribute = _custom_target(spec)
     import flax.linen as nn
     from flax import nnx
 
@@ -117,13 +134,35 @@ def load_custom(spec: str, config: Mapping[str, Any], dtype: str = "float32") ->
     return target, attribute, cast
 
 
+def _no_input_shape() -> InputError:
+    return InputError("--input-shape for a custom model (input_shape= in Python)", "none",
+                      "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)).")
+
+
+def _module_object(model: Any, config: Mapping[str, Any]) -> tuple[Any, str, bool]:
+    """A module object given as the model: ``(model, its class name, False)``."""
+    import flax.linen as nn
+    from flax import nnx
+
+    name = type(model).__name__
+    if not isinstance(model, (nn.Module, nnx.Module)):
+        raise InputError("a model as a zoo name, package.module:attribute or a Linen or NNX module",
+                         f"an instance of {name}", "Pass e.g. MLP() or 'mypkg.nets:MLP'.")
+    if config:
+        raise InputError("config only with a zoo name or a Module class", f"config with an instance of {name}",
+                         "Build the module with those arguments yourself.")
+    return model, name, False
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One analysis, by name: what `xla_cost.sweep` runs and `xla_cost.compiled.store` keys.
 
     Attributes:
       model: a zoo name (any spelling `xla_cost.zoo.get_spec` accepts; stored
-        under its canonical name) or ``package.module:attribute``.
+        under its canonical name), ``package.module:attribute``, or a Linen
+        or NNX module object (with ``input_shape``; such a run has no name
+        to store it under, `xla_cost.analyze` caches it by its description).
       batch_size: the leading axis of the inputs.
       config: the model's keyword arguments (``{"depth": 10}``).
       optimizer: a name in `xla_cost.OPTIMIZERS`.
@@ -139,7 +178,7 @@ class RunConfig:
         "model": 8}``, `xla_cost.parallel.sharding`); empty: one device.
     """
 
-    model: str
+    model: Any
     batch_size: int = 1
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     optimizer: str = "sgd"
@@ -154,8 +193,38 @@ class RunConfig:
 
     @property
     def custom(self) -> bool:
-        """Whether the model is ``package.module:attribute`` rather than a zoo name."""
-        return ":" in self.model
+        """Whether the model is ``package.module:attribute`` or an object rather than a zoo name."""
+        return not isinstance(self.model, str) or ":" in self.model
+
+    @property
+    def name(self) -> str:
+        """The model as results name it: the zoo name or ``package.module:attribute``
+        as given, or a module object's class name."""
+        return self.model if isinstance(self.model, str) else type(self.model).__name__
+
+    def check_arguments(self) -> None:
+        """Refuses a model argument (a ``--set`` key) the model does not take, before anything runs.
+
+        Raises:
+          InputError: an unknown zoo name or argument; a custom model that does not import.
+        """
+        if not self.config:
+            return
+        if not self.custom:
+            from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is checked
+
+            spec = zoo.get_spec(self.model)
+            accepted: tuple[str, ...] | None = tuple(spec.defaults)
+            name = spec.name
+        elif isinstance(self.model, str):
+            target, name = _custom_target(self.model)
+            accepted = _arguments(target) if inspect.isclass(target) or inspect.isroutine(target) else ()
+        else:
+            accepted, name = (), self.name
+        unknown = [key for key in self.config if accepted is not None and key not in accepted]
+        if unknown:
+            raise InputError(f"a {name} argument ({', '.join(accepted or ()) or 'none'})", repr(unknown[0]),
+                             "Use --set KEY=VALUE with one of those keys.")
 
     def canonical(self) -> RunConfig:
         """The same configuration with the zoo's canonical model name (errors on a typo)."""
@@ -167,7 +236,8 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values, keys in a fixed order (the store hashes them)."""
-        data = dataclasses.asdict(self)
+        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        data["model"] = self.model if isinstance(self.model, str) else f"<{self.name} object at {id(self.model):#x}>"
         data["config"] = {k: self.config[k] for k in sorted(self.config)}
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
         if self.mesh:
@@ -178,7 +248,7 @@ class RunConfig:
 
     def label(self) -> str:
         """A short line for a progress bar: ``resnet50 b32 adam float32 depth=3``."""
-        parts = [self.model, f"b{self.batch_size}", self.optimizer, self.dtype]
+        parts = [self.name, f"b{self.batch_size}", self.optimizer, self.dtype]
         parts += [f"{k}={v}" for k, v in sorted(self.config.items())]
         if self.counter != "xla":
             parts.append(f"counter={self.counter}")
@@ -194,15 +264,10 @@ class RunConfig:
         config = dict(self.config)
         notes: list[str] = []
         dtype: str | None = self.dtype
-        shape = tuple(self.input_shape) if self.input_shape else None
         if self.custom:
-            model, name, cast = load_custom(self.model, config, self.dtype)
-            if shape is None:
-                raise InputError(
-                    "--input-shape for a custom model", "none", "Add e.g. --input-shape 8,224,224,3."
-                )
-            shape = (self.batch_size, *shape[1:])
-            inputs = jax.ShapeDtypeStruct(shape, _input_dtype(self.input_dtype or self.dtype))
+            model, name, cast = (load_custom(self.model, config, self.dtype) if isinstance(self.model, str)
+                                 else _module_object(self.model, config))
+            inputs = jax.ShapeDtypeStruct(*self.input_spec())
             if self.dtype != "float32" and not cast:
                 dtype = None  # the report reads the dtype the model computes in
                 notes.append(
@@ -215,10 +280,33 @@ class RunConfig:
 
         name = zoo.get_spec(self.model).name
         model = zoo.build_model(name, dtype=self.dtype, **config)
-        inputs = zoo.example_inputs(name, self.batch_size, dtype=self.dtype, **config)
-        if shape is not None:
-            inputs = jax.ShapeDtypeStruct((self.batch_size, *shape[1:]), inputs.dtype)
-        return model, inputs, name, dtype, notes
+        return model, jax.ShapeDtypeStruct(*self.input_spec()), name, dtype, notes
+
+    def input_spec(self) -> tuple[tuple[int, ...], Any]:
+        """The inputs' shape (batch first) and dtype, without building the model.
+
+        Raises:
+          InputError: a custom model without ``input_shape``.
+        """
+        if self.custom:
+            if not self.input_shape:
+                raise _no_input_shape()
+            return (self.batch_size, *self.input_shape[1:]), _input_dtype(self.input_dtype or self.dtype)
+        from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is built
+
+        inputs = zoo.example_inputs(self.model, self.batch_size, dtype=self.dtype, **dict(self.config))
+        shape = (self.batch_size, *self.input_shape[1:]) if self.input_shape else tuple(inputs.shape)
+        return shape, inputs.dtype
+
+    def sequence_length(self) -> int | None:
+        """Positions per sample of a model whose inputs are token ids (integers
+        of shape ``(batch, positions)``), else None (images, features)."""
+        import jax.numpy as jnp
+
+        shape, dtype = self.input_spec()
+        if len(shape) != 2 or not jnp.issubdtype(dtype, jnp.integer):
+            return None
+        return int(shape[1])
 
     def run(self, **options: Any) -> Any:
         """Builds the model and analyses it: a `xla_cost.Report`.

@@ -5,16 +5,24 @@ the parameters and optimizer state donated, abstractly (nothing is allocated);
 XLA's ``memory_analysis()`` gives its peak (arguments + outputs + temporaries
 - donated), which must not exceed the usable memory: the device's capacity
 times ``memory_fraction`` (JAX's GPU allocator takes 75% of the memory by
-default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``). The search doubles the batch
-until a step does not fit, then bisects between the last that fits and the
-first that does not, so the answer ``B`` fits and ``B + 1`` does not, each
-established by a compile.
+default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``).
+
+The search compiles the smallest batch and twice it, extrapolates the peak
+(it grows about linearly with the batch) to the largest batch that would
+fit, refines that with the batches it compiles (secants, `SECANTS` rounds),
+and from there steps outwards, doubling the step, until it holds a batch
+that fits and one that does not; then it bisects between them. The
+answer ``B`` fits and ``B + 1`` does not, each established by a compile, in
+a handful of compiles whatever the memory. No batch above `MAX_BATCH`
+(jax indexes arrays with int32) is tried: a memory that even that batch
+fits is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -28,15 +36,20 @@ from xla_cost.parallel import devices as registry
 from xla_cost.parallel import sharding
 from xla_cost.present.document import Rendered, Section
 from xla_cost.runs.configs import RunConfig
+from xla_cost.step.checks import INT32_MAX
 from xla_cost.step.workload import build_workload
 
 __all__ = ["FitResult", "max_batch_size", "breakdown_at", "device_memory", "DEFAULT_MEMORY_FRACTION"]
 
+SECANTS = 4
+"""Rounds of extrapolation before the search steps outwards (`_search`)."""
+
 DEFAULT_MEMORY_FRACTION = 0.75
 """The share of the memory a JAX program may use: JAX's GPU default."""
 
-MAX_BATCH = 1 << 24
-"""The search gives up above this batch (a step this small fits anything)."""
+MAX_BATCH = INT32_MAX
+"""The largest batch searched: the largest dimension jax indexes with int32
+(`xla_cost.step.checks.INT32_MAX`), which `xla_cost.analyze` refuses beyond."""
 
 
 def device_memory(device: str) -> tuple[float, str]:
@@ -145,7 +158,7 @@ def breakdown_at(run: RunConfig, batch: int) -> MemoryBreakdown:
 
 
 def max_batch_size(
-    model: str,
+    model: Any,
     *,
     device: str = "h100",
     device_memory_bytes: float | None = None,
@@ -156,7 +169,8 @@ def max_batch_size(
     """The largest batch whose train step fits in ``device``'s memory.
 
     Args:
-      model: a zoo name or ``package.module:attr`` (with ``input_shape``).
+      model: a zoo name, ``package.module:attr`` or a Linen or NNX module
+        object (both with ``input_shape``).
       device: a device of the registry with a known memory (`xla_cost.parallel.devices`).
       device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
       memory_fraction: the usable share of the capacity.
@@ -164,18 +178,19 @@ def max_batch_size(
         batch and the memory per device; it must divide by the batch axes.
       **options: the run's `xla_cost.RunConfig` fields: ``optimizer``
         (default ``adam``), ``dtype``, ``config``, ``input_shape`` (a custom
-        model's input shape; its first entry is replaced by each batch tried).
+        model's input shape; its first entry is replaced by each batch tried),
+        ``input_dtype``.
 
     Raises:
-      InputError: an unknown device, a fraction outside (0, 1], or a
-        capacity that is not positive.
+      InputError: an unknown device, a fraction outside (0, 1], a capacity
+        that is not finite and positive, or one that even batch `MAX_BATCH` fits.
     """
     if device_memory_bytes is None:
         capacity, source = device_memory(device)
     else:
         if isinstance(device_memory_bytes, bool) or not isinstance(device_memory_bytes, (int, float)) \
-                or not device_memory_bytes > 0:
-            raise InputError("a device memory in bytes > 0", repr(device_memory_bytes),
+                or not 0 < device_memory_bytes < math.inf:
+            raise InputError("a device memory in bytes, finite and > 0", repr(device_memory_bytes),
                              "Pass e.g. --device-memory 8e9.")
         capacity, source = float(device_memory_bytes), "given"
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
@@ -195,42 +210,75 @@ def max_batch_size(
     cache: dict[int, Any] = {}
     tried: list[tuple[int, int]] = []
 
-    def breakdown(batch: int) -> Any:
+    def peak(batch: int) -> int:
         if batch not in cache:
             progress.stage(f"compiling the step at batch {batch}", len(tried))
             cache[batch] = breakdown_at(run, batch)
-            peak = cache[batch].peak
-            if peak is None:
+            if cache[batch].peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",
                                  "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
-            tried.append((batch, peak))
-        return cache[batch]
+            tried.append((batch, cache[batch].peak))
+        return cache[batch].peak
 
-    def fits(batch: int) -> bool:
-        return breakdown(batch).peak <= limit
-
-    # batches are multiples of `step` (the devices the batch is split over)
-    if not fits(step):
-        low, high = 0, step
-    else:
-        low = step
-        while True:
-            high = low * 2
-            if high > MAX_BATCH:
-                raise InputError(f"a model whose step stops fitting below batch {MAX_BATCH}", "it still fits",
-                                 "Check the memory limit: it is larger than any step of this model.")
-            if not fits(high):
-                break
-            low = high
-        while high - low > step:
-            middle = (low + high) // 2 // step * step
-            if middle <= low:
-                break
-            if fits(middle):
-                low = middle
-            else:
-                high = middle
+    bound = MAX_BATCH // step * step
+    low, high = _search(peak, limit, step, bound)
+    if high > bound:
+        raise InputError(
+            f"a memory limit that the step outgrows by batch {bound:,} (no larger batch is searched: jax "
+            "indexes arrays with int32)",
+            f"{capacity:g} bytes x {memory_fraction:g}, while the step at batch {bound:,} needs "
+            f"{peak(bound):,} bytes", "Pass the device's real memory: --device NAME or --device-memory BYTES.")
     return FitResult(
-        model=model, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
+        model=run.name, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
         fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
     )
+
+
+def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> tuple[int, int]:
+    """``(low, high)``: the largest multiple of ``step`` up to ``bound`` whose
+    ``peak`` is within ``limit`` (0: not even ``step``) and the next multiple,
+    which is not (beyond ``bound`` when ``bound`` fits).
+
+    Secants through the last two batches compiled predict where the peak
+    reaches the limit (a few rounds: the bytes per sample shrink as XLA reuses
+    buffers); from the prediction, batches outwards at steps that double until
+    one fits and the other does not; bisection between them ends it.
+    """
+    if peak(step) > limit:
+        return 0, step
+    if 2 * step > bound:
+        return step, 2 * step
+    a, b = step, 2 * step
+    for _ in range(SECANTS):
+        grows = (peak(b) - peak(a)) / (b - a)  # bytes a sample adds
+        guess = bound if grows <= 0 else int(min(bound, max(2 * step, b + (limit - peak(b)) // grows)))
+        guess = guess // step * step
+        if guess in (a, b):
+            break
+        a, b = b, guess
+    reach = max(step, b // 1024 // step * step)  # about 0.1% of the prediction
+    if peak(b) <= limit:
+        low = b
+        while True:
+            if low >= bound:
+                return low, bound + step
+            high = min(low + reach, bound)
+            if peak(high) > limit:
+                break
+            low, reach = high, reach * 2
+    else:
+        high = b
+        while True:
+            low = max(high - reach, step)  # step fits
+            if peak(low) <= limit:
+                break
+            high, reach = low, reach * 2
+    while high - low > step:
+        middle = (low + high) // 2 // step * step
+        if middle <= low:
+            break
+        if peak(middle) <= limit:
+            low = middle
+        else:
+            high = middle
+    return low, high

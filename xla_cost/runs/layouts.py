@@ -12,6 +12,7 @@ and ``model`` axes, a pipeline stage's share of the layers) and the
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from xla_cost.runs.configs import RunConfig
 
 __all__ = [
     "MESH_AXES_FOR_SCALING", "LAYOUT_AXES", "Parallelism", "layout_mesh", "mesh_text", "check_parallel",
-    "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "analyser",
+    "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "analyser", "data_size",
 ]
 
 MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
@@ -72,6 +73,49 @@ def positive(value: Any, what: str, fix: str) -> int:
     if size < 1 or (isinstance(value, float) and value != size):
         raise InputError(f"{what}, an integer >= 1", repr(value), fix)
     return size
+
+
+def _amount(value: Any, what: str, fix: str, whole: bool = False) -> float:
+    """``value`` as a finite number > 0 (a whole one if ``whole``), or `InputError`."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number <= 0 or (whole and number != int(number)):
+        kind = "a whole number" if whole else "a finite number"
+        raise InputError(f"{what} as {kind} > 0", repr(value), fix)
+    return number
+
+
+def data_size(run: RunConfig, samples: Any, epochs: Any, tokens: Any) -> tuple[float, int | None]:
+    """``(samples processed, tokens or None)`` of a training run, checked before anything runs.
+
+    ``samples * epochs`` (samples: images, or sequences of a token model), or
+    ``tokens`` over the positions of a model whose inputs are token ids
+    (`xla_cost.RunConfig.sequence_length`).
+
+    Raises:
+      InputError: both or neither of samples and tokens; a count that is not
+        positive and finite (samples not whole); epochs with tokens; tokens
+        for a model whose inputs are not token ids.
+    """
+    if (samples is None) == (tokens is None):
+        raise InputError("--samples N [--epochs E] or --tokens T", "both or neither",
+                         "Give the dataset as samples (images) or tokens (language models).")
+    if tokens is None:
+        n = _amount(samples, "--samples (samples=)", "Pass the data set's size, e.g. --samples 1281167.", whole=True)
+        n *= _amount(epochs, "--epochs (epochs=)", "Pass e.g. --epochs 90 (or 0.5 for half a pass).")
+        if not math.isfinite(n):
+            raise InputError("samples x epochs finite", f"{samples!r} x {epochs!r}", "Pass smaller figures.")
+        return n, None
+    count = _amount(tokens, "--tokens (tokens=)", "Pass e.g. --tokens 3e11.")
+    if epochs != 1:
+        raise InputError("--epochs only with --samples", f"--tokens with --epochs {epochs!r}",
+                         "Give the tokens of the whole run, or the data set as --samples and --epochs.")
+    length = run.sequence_length()
+    if length is None:
+        shape, dtype = run.input_spec()
+        raise InputError(
+            "--tokens only for a model whose inputs are token ids (integers of shape batch x positions)",
+            f"{run.name} with inputs {dtype}{list(shape)}", "Give its data set as --samples N [--epochs E].")
+    return count / length, int(count)
 
 
 def layout_mesh(mesh: Mapping[str, int] | str | None) -> dict[str, int]:

@@ -39,7 +39,6 @@ import pandas as pd
 from xla_cost.errors import InputError
 from xla_cost.options import split_fields
 from xla_cost.parallel import calibration, comm, schedule
-from xla_cost import zoo
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
@@ -48,8 +47,8 @@ from xla_cost.present.figures import figure, png
 from xla_cost.present.files import write_file
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
-    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh, mesh_text, point,
-    same_work,
+    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, data_size, layout_mesh,
+    mesh_text, point, same_work,
 )
 
 __all__ = [
@@ -164,7 +163,7 @@ def predict(report: Any, hardware: Hardware | None = None, layout: schedule.Layo
     if narrow != 1.0:
         notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
                      "halved for a 16-bit device (XLA's CPU widens them to float32)")
-    flops_peak = peak.for_dtype(hardware.arithmetic or report.dtype)
+    flops_peak = peak.require(hardware.arithmetic or report.dtype)
     if hardware.is_bound:
         compute = _roofline(grad, flops_peak, peak.bandwidth, hardware.mfu)
         updating = _roofline(update, flops_peak, peak.bandwidth, hardware.mfu)
@@ -355,9 +354,10 @@ def _priced(at: Point, hardware: Hardware, analyse: Callable[[RunConfig], Any]) 
     return dataclasses.replace(step, notes=(*step.notes, note))
 
 
-def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any], bound: bool) -> Hardware:
+def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any], bound: bool,
+             dtype: str) -> Hardware:
     """The hardware asked for, as a bound if ``bound`` (`Hardware.bound`, at the
-    given ``mfu`` if any), checked before anything is analysed."""
+    given ``mfu`` if any), checked for a step in ``dtype`` before anything is analysed."""
     priced = _hardware(function, hardware, fields)
     if bound:
         priced = dataclasses.replace(priced.bound(), mfu=1.0 if priced.mfu is None else priced.mfu)
@@ -369,7 +369,7 @@ def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any]
                                 or not 0 <= overlap <= 1):
         raise InputError("overlap in [0, 1], or none to schedule the gradients", repr(overlap),
                          "Pass e.g. --overlap 0 (nothing hidden), or leave it out.")
-    priced.peak()  # an unknown device, or one without a peak, is refused here
+    priced.peak().require(priced.arithmetic or dtype)  # an unknown device, or one without a peak, is refused here
     if not priced.is_bound and calibration.profile(priced.device) is None:
         raise InputError(
             f"a device with a calibration profile ({', '.join(sorted(calibration.profiles()))}) for a prediction",
@@ -395,7 +395,7 @@ class ScalingResult(Rendered):
     """A scaling curve: one `StepEstimate` per device count, and the curve.
 
     Attributes:
-      model: the zoo name (or ``package.module:attr``).
+      model: the canonical zoo name, ``package.module:attr``, or a module object's class name.
       mesh_axis: the axis grown (``data`` or ``fsdp``).
       batch_size: samples per micro-batch per data-parallel rank (weak
         scaling), or None under strong scaling.
@@ -518,7 +518,7 @@ def _check_devices(devices: Sequence[int]) -> list[int]:
     return out
 
 
-def _runs(function: str, model: str, options: Mapping[str, Any],
+def _runs(function: str, model: Any, options: Mapping[str, Any],
           defaults: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any], dict[str, Any]]:
     """``model``'s canonical one-device `RunConfig` from the run fields among
     ``options`` (``batch_size``, ``optimizer``, ``dtype``, ``config``, ...),
@@ -532,7 +532,7 @@ def _runs(function: str, model: str, options: Mapping[str, Any],
 
 
 def scaling(
-    model: str,
+    model: Any,
     devices: Sequence[int] = (1, 2, 4, 8),
     *,
     mesh_axis: str = "data",
@@ -561,7 +561,8 @@ def scaling(
     (`xla_cost.simulate_devices`).
 
     Args:
-      model: a zoo name or ``package.module:attr``.
+      model: a zoo name, ``package.module:attr`` or a Linen or NNX module
+        object (both with ``input_shape``).
       devices: the device counts grown on ``mesh_axis``, increasing.
       mesh_axis: the axis grown (`MESH_AXES_FOR_SCALING`).
       global_batch: samples per step over all devices, for strong scaling.
@@ -581,7 +582,7 @@ def scaling(
         a device without a calibration profile.
     """
     one, fields, spread = _runs("scaling", model, options, {})
-    hardware = _pricing("scaling", hardware, fields, bound)
+    hardware = _pricing("scaling", hardware, fields, bound, one.dtype)
     counts = _check_devices(devices)
     _, mesh, micro = check_parallel(Parallelism(mesh_axis=mesh_axis, **spread))
     if mesh_axis in mesh:
@@ -608,7 +609,7 @@ def scaling(
         steps.append(_priced(p, hardware, analyse))
     curve = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
-        model=model, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
+        model=one.name, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
         hardware=hardware, steps=tuple(steps), points=curve, global_batch=global_batch, mesh=mesh,
         micro_batches=micro,
     )
@@ -689,7 +690,7 @@ class TrainingEstimate(Rendered):
 
 
 def estimate(
-    model: str,
+    model: Any,
     *,
     samples: int | None = None,
     epochs: float = 1,
@@ -714,9 +715,12 @@ def estimate(
     share of peak.
 
     Args:
-      model: a zoo name or ``package.module:attr``.
-      samples, epochs: the data set, in samples (images), and passes over it.
-      tokens: instead, the tokens of a language model's run.
+      model: a zoo name, ``package.module:attr`` or a Linen or NNX module
+        object (both with ``input_shape``).
+      samples, epochs: the data set, in samples (images, or sequences), and
+        passes over it: positive and finite, samples a whole number.
+      tokens: instead, the tokens of a run of a model whose inputs are token
+        ids (``(batch, positions)`` integers): each sample is ``positions`` tokens.
       hardware: what the run is priced on (default `xla_cost.Hardware()`).
       parallelism: how the step is spread (`Parallelism`; its fields may
         come as keywords: ``devices``, ``mesh_axis``, ``mesh``, ``micro_batches``).
@@ -728,15 +732,15 @@ def estimate(
         default 1), ``optimizer`` (default ``adam``), ``dtype``, ``config``.
 
     Raises:
-      InputError: both or neither of samples and tokens, devices and a mesh,
+      InputError: both or neither of samples and tokens, a number of them
+        (or epochs) that is not positive and finite, tokens for a model
+        whose inputs are not token ids, devices and a mesh,
         a bad mesh or mfu, a pipeline of a model without ``n_layer``, or a
         prediction on a device without a calibration profile.
     """
     one, fields, spread = _runs("estimate", model, options, {"optimizer": "adam"})
-    hardware = _pricing("estimate", hardware, fields, bound)
-    if (samples is None) == (tokens is None):
-        raise InputError("--samples N [--epochs E] or --tokens T", "both or neither",
-                         "Give the dataset as samples (images) or tokens (language models).")
+    hardware = _pricing("estimate", hardware, fields, bound, one.dtype)
+    n, token_count = data_size(one, samples, epochs, tokens)
     parallel = dataclasses.replace(parallelism or Parallelism(), **spread)
     devices, mesh, micro = check_parallel(parallel)
     where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro)
@@ -748,16 +752,9 @@ def estimate(
         raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
     per_sample = flops / single.batch_size
     step = _priced(where, hardware, analyse)
-    token_count = None
-    if tokens is not None:
-        length = zoo.example_inputs(one.model, 1, **dict(one.config)).shape[1]
-        token_count = int(tokens)
-        n = token_count / length
-    else:
-        n = samples * epochs  # type: ignore[operator]
     steps = math.ceil(n / step.global_batch)
     return TrainingEstimate(
-        model=one.model, devices=step.devices, samples=int(n), tokens=token_count,
+        model=one.name, devices=step.devices, samples=int(n), tokens=token_count,
         flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
         seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
     )

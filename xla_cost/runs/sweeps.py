@@ -207,8 +207,8 @@ def configurations(models: Sequence[str] | str, grid: Grid | None = None, **fiel
       grid, **fields: the values combined (`Grid`, or its fields as keywords).
 
     Raises:
-      InputError: an unknown zoo name, optimizer, dtype or counter, or a batch
-        size below 1, before anything runs.
+      InputError: an unknown zoo name, model argument, optimizer, dtype or
+        counter, or a batch size below 1, before anything runs.
     """
     # jax and optax load only here: a sweep answered from the store needs neither
     from xla_cost.analysis.options import check_options
@@ -226,6 +226,7 @@ def configurations(models: Sequence[str] | str, grid: Grid | None = None, **fiel
                 "Use e.g. --optimizers sgd,adam.",
             )
         check_options(dtype=config.dtype, counter=grid.counter, depth=grid.depth)
+        config.check_arguments()
     return _dedupe([config.canonical() for config in given])
 
 

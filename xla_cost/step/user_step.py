@@ -31,7 +31,7 @@ from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
 
-__all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "PARAMS_KEY", "MAX_AXES"]
+__all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "import_module", "PARAMS_KEY", "MAX_AXES"]
 
 PARAMS_KEY = "params"
 """The key (attribute or dict key) under which Linen code keeps the parameters:
@@ -290,6 +290,38 @@ def _nnx_scopes(model: Any) -> Iterator[None]:
         yield
 
 
+def import_module(where: str, what: str, expected: str | None = None) -> Any:
+    """Imports the dotted module ``where`` with the working directory on the
+    import path, as ``python -m`` has it; ``what`` names it in errors
+    (``MODEL``), ``expected`` says what was expected when it is not found.
+
+    Raises:
+      InputError: the module (or a package above it) is not found; or it was
+        found and failed while importing: its own error (a missing
+        dependency, an exception it raises), in one line.
+    """
+    if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(pathlib.Path.cwd()))
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        if exc.name and (where == exc.name or where.startswith(exc.name + ".")):
+            raise InputError(expected or f"{what}'s module to be importable", f"{where!r} ({exc})",
+                             "Run from the folder that holds it, or put that folder on PYTHONPATH.") from exc
+        raise _failed_import(what, where, exc) from exc
+    except Exception as exc:  # noqa: BLE001 - the module's own error, in one line
+        raise _failed_import(what, where, exc) from exc
+
+
+def _failed_import(what: str, where: str, exc: BaseException) -> InputError:
+    """A module that was found and failed while importing: its own error, in one line."""
+    first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+    fix = ("Install what it imports, or fix the import." if isinstance(exc, ImportError) else
+           "Fix the module; import it once in Python to see the traceback.")
+    return InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
+                      f"{type(exc).__name__}: {first}".rstrip(": "), fix)
+
+
 def load_attribute(spec: str, what: str) -> Any:
     """``FILE.py:NAME`` or ``package.module:NAME`` to the object it names.
 
@@ -327,21 +359,11 @@ def load_attribute(spec: str, what: str) -> Any:
                     sys.modules.pop(module_name, None)
                     raise
         else:
-            if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
-                sys.path.insert(0, str(pathlib.Path.cwd()))
-            module = importlib.import_module(where)
+            module = import_module(where, what)
     except InputError:
         raise
-    except ModuleNotFoundError as exc:
-        if exc.name and where.startswith(exc.name.split(".")[0]) and not where.endswith(".py"):
-            raise InputError(f"{what}'s module to be importable", repr(where),
-                             "Run from the folder that holds it, or put it on PYTHONPATH.") from exc
-        raise InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
-                         f"ModuleNotFoundError: {exc}", "Install what it imports, or fix the import.") from exc
-    except Exception as exc:  # noqa: BLE001 - the module's own error, in one line
-        first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
-        raise InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
-                         f"{type(exc).__name__}: {first}", "Fix the module; import it once to see the traceback.") from exc
+    except Exception as exc:  # noqa: BLE001 - the file's own error, in one line
+        raise _failed_import(what, where, exc) from exc
     if not hasattr(module, name):
         raise InputError(f"{what} {name!r} in {where}", f"no such name (it has {', '.join(sorted(n for n in vars(module) if not n.startswith('_'))[:8])}, ...)",
                          "Check the name after the colon.")
