@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.report import PHASES as PHASES
     from xla_cost.analysis.report import Report as Report
     from xla_cost.runs.sweeps import configurations as configurations
-    from xla_cost.runs.scaling import estimate as estimate
+    from xla_cost.runs.estimates import estimate as estimate
     from xla_cost.runs.fit import FitResult as FitResult
     from xla_cost.runs.fit import max_batch_size as max_batch_size
     from xla_cost.runs.scaling import scaling as predict_scaling  # noqa: F401
@@ -84,7 +84,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.runs.scaling import StepEstimate as StepEstimate
     from xla_cost.runs.sweeps import sweep as sweep
     from xla_cost.runs.sweeps import SweepResult as SweepResult
-    from xla_cost.runs.scaling import TrainingEstimate as TrainingEstimate
+    from xla_cost.runs.estimates import TrainingEstimate as TrainingEstimate
     from xla_cost.study.validation import validate as validate
     from xla_cost.study.write import write_report as write_report
     from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
@@ -149,7 +149,7 @@ _EXPORTS: dict[str, str] = {
     "Report": "xla_cost.analysis.report",
     # runs by name: configurations, sweeps, fit, scaling, estimates
     "configurations": "xla_cost.runs.sweeps",
-    "estimate": "xla_cost.runs.scaling",
+    "estimate": "xla_cost.runs.estimates",
     "FitResult": "xla_cost.runs.fit",
     "max_batch_size": "xla_cost.runs.fit",
     "predict_scaling": "xla_cost.runs.scaling:scaling",
@@ -159,7 +159,7 @@ _EXPORTS: dict[str, str] = {
     "StepEstimate": "xla_cost.runs.scaling",
     "sweep": "xla_cost.runs.sweeps",
     "SweepResult": "xla_cost.runs.sweeps",
-    "TrainingEstimate": "xla_cost.runs.scaling",
+    "TrainingEstimate": "xla_cost.runs.estimates",
     # the generated report pages, and the time model against published runs
     "validate": "xla_cost.study.validation",
     "write_report": "xla_cost.study.write",

@@ -1,5 +1,5 @@
 """`xla-cost estimate` and `xla-cost scaling` with a mesh, micro-batches and
-bounds: a thin layer over `xla_cost.runs.scaling.estimate` and `scaling`
+bounds: a thin layer over `xla_cost.runs.estimates.estimate` and `xla_cost.runs.scaling.scaling`
 (their figures are tested in tests/runs/test_estimate.py); bad input is one
 line and exit code 2."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from xla_cost.cli import main
 from xla_cost.cli.parser import build_parser
-from xla_cost.runs import scaling
+from xla_cost.runs import estimates
 
 TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
 SETTINGS = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
@@ -41,7 +41,7 @@ def test_estimate_with_a_pipeline_is_the_api(capsys, tmp_path):
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     shown = json.loads(out)
-    api = scaling.estimate("gpt2-small", tokens=64000, config=TINY, batch_size=2, mesh="data=2,model=2,pipeline=2",
+    api = estimates.estimate("gpt2-small", tokens=64000, config=TINY, batch_size=2, mesh="data=2,model=2,pipeline=2",
                            micro_batches=4, store=store).to_dict()
     assert shown == json.loads(json.dumps(api))
     # 2 x 2 x 2 devices; 2 samples x 4 micro-batches x 2 replicas a step

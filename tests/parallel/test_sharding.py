@@ -271,3 +271,27 @@ def test_table_and_markdown_show_the_communication():
         row = next(line for line in text.splitlines() if "forward" in line and "all-reduce" in line and "model" in line)
         assert f" {runs} " in row.replace("│", " ").replace("|", " ")
     assert "communication per device" not in mlp_report(()).to_table(width=200)
+
+
+def test_the_phase_table_compares_xla_with_the_jaxpr_like_with_like():
+    """Under a mesh XLA's figures are one device's and the jaxpr's the whole step's: the
+    table compares the eight devices' XLA FLOP with the jaxpr's count (issue 24)."""
+    report = mlp_report((("data", 8),))
+    text = report.to_markdown()
+    assert "XLA x 8 / jaxpr" in text and "jaxpr MFLOP (8 devices)" in text
+    assert "XLA / jaxpr |" not in text
+
+    def column(phase: str) -> float:
+        header = next(line for line in text.splitlines() if "XLA x 8 / jaxpr" in line)
+        at = [c.strip() for c in header.split("|")].index("XLA x 8 / jaxpr")
+        row = next(line for line in text.splitlines() if line.startswith(f"| {phase} "))
+        return float(row.split("|")[at])
+
+    # the forward is split over the batch's 8 shards: 8 devices' eighths are the whole forward
+    # (plus the loss's one-element all-reduce: 8 adds in about 2 * 64 * 86,288 FLOP)
+    assert column("forward") == pytest.approx(1.0, abs=0.001)
+    # data parallelism leaves the update replicated: every device runs all of Adam's
+    assert column("update") == pytest.approx(8.0, abs=0.001)
+    assert "where every device does all of it" in text
+    # one device: the plain ratio, about 1
+    assert "XLA / jaxpr" in mlp_report(()).to_markdown() and "XLA x" not in mlp_report(()).to_markdown()

@@ -20,7 +20,8 @@ import xla_cost
 from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.parallel import comm, schedule
 from xla_cost.present.formats import FORMATS, Renderable, render_as
-from xla_cost.runs.scaling import ScalingResult, StepEstimate, TrainingEstimate
+from xla_cost.runs.estimates import TrainingEstimate
+from xla_cost.runs.scaling import ScalingResult, StepEstimate
 from xla_cost.runs.sweeps import sweep_frames
 from xla_cost.zoo import build_model
 

@@ -21,7 +21,7 @@ import pytest
 from xla_cost.errors import InputError
 from xla_cost.parallel.calibration import Calibration, use_profiles
 from xla_cost.parallel.hardware import Hardware
-from xla_cost.runs import scaling
+from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulated devices (tests/conftest.py)")
@@ -56,7 +56,7 @@ def _roofline(costs) -> float:
 def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
     with use_profiles(PROFILE):
-        predicted = scaling.estimate("conv_net", samples=1000, batch_size=2, store=store)
+        predicted = estimates.estimate("conv_net", samples=1000, batch_size=2, store=store)
     # a prediction: the one-device step's backward pass and update, each calibrated
     compute = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
     assert predicted.step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
@@ -64,36 +64,36 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     assert predicted.steps == math.ceil(1000 / 2)
     assert predicted.seconds == pytest.approx(predicted.steps * compute, rel=1e-12)
     assert predicted.priced_as == "prediction" and predicted.to_dict()["mfu"] is None
-    assert predicted.step.calibration.startswith("h100: matrix products at 0.500 of peak")
+    assert predicted.step.calibration.startswith("h100: matrix products at 50.0% of peak")
     assert predicted.to_dict()["calibration"] == predicted.step.calibration
-    assert "predicted: compute calibrated (h100: matrix products at 0.500" in predicted.describe()
+    assert "predicted: compute calibrated (h100: matrix products at 50.0%" in predicted.describe()
     # the parts add up to the step
     assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)
 
-    bound = scaling.estimate("conv_net", samples=1000, batch_size=2, bound=True, store=store)
+    bound = estimates.estimate("conv_net", samples=1000, batch_size=2, bound=True, store=store)
     # a bound: the roofline at the datasheet's peaks, MFU 1
     assert bound.step.prediction.seconds == pytest.approx(_roofline(one.phases["grad"]) + _roofline(one.phases["update"]),
                                                           rel=1e-12)
     assert bound.priced_as == "bound" and bound.to_dict()["calibration"] is None and bound.to_dict()["mfu"] == 1.0
-    assert "a bound: compute at 1 of peak (roofline), nothing hidden, flat rings" in bound.describe()
+    assert "a bound: compute at 100% of peak (roofline), nothing hidden, flat rings" in bound.describe()
     assert bound.hardware == Hardware().bound()
 
 
 def test_estimate_refuses_what_it_cannot_price():
     with pytest.raises(InputError, match="calibration profile"):
-        scaling.estimate("conv_net", samples=10, device="v100")  # no profile: no prediction
+        estimates.estimate("conv_net", samples=10, device="v100")  # no profile: no prediction
     with pytest.raises(InputError, match=r"mfu in \(0, 1\]"):
-        scaling.estimate("conv_net", samples=10, mfu=1.5)
+        estimates.estimate("conv_net", samples=10, mfu=1.5)
     with pytest.raises(InputError, match="n_layer"):
-        scaling.estimate("conv_net", samples=10, mesh={"pipeline": 2})  # no layers to split
+        estimates.estimate("conv_net", samples=10, mesh={"pipeline": 2})  # no layers to split
     with pytest.raises(InputError, match="not both"):
-        scaling.estimate("conv_net", samples=10, devices=2, mesh={"data": 2})
+        estimates.estimate("conv_net", samples=10, devices=2, mesh={"data": 2})
     with pytest.raises(InputError, match="mesh axes among data, fsdp, model, pipeline"):
-        scaling.estimate("conv_net", samples=10, mesh="data=2,stage=2")
+        estimates.estimate("conv_net", samples=10, mesh="data=2,stage=2")
     with pytest.raises(InputError, match="at most n_layer = 4 pipeline stages"):
-        scaling.estimate("gpt2-small", tokens=10, config=TINY, mesh={"pipeline": 8})
+        estimates.estimate("gpt2-small", tokens=10, config=TINY, mesh={"pipeline": 8})
     with pytest.raises(InputError, match="micro-batches"):
-        scaling.estimate("conv_net", samples=10, micro_batches=0)
+        estimates.estimate("conv_net", samples=10, micro_batches=0)
 
 
 def test_layout_mesh_reads_the_pipeline_axis():
@@ -108,7 +108,7 @@ def test_layout_mesh_reads_the_pipeline_axis():
 @pytest.fixture(scope="module")
 def pipelined(store):
     with use_profiles(PROFILE):
-        return {m: scaling.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
+        return {m: estimates.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
                                     micro_batches=m, store=store) for m in (1, 4)}
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from xla_cost.errors import InputError
 from xla_cost.parallel.hardware import Hardware
-from xla_cost.runs import scaling
+from xla_cost.runs import estimates, scaling
 
 from tests.formulas import conv_net_params
 
@@ -92,7 +92,7 @@ def test_speedup_and_efficiency(curve):
         assert point.efficiency <= 1  # the same per-device work at every count, plus communication
     assert list(curve.to_frame()["devices"]) == [1, 2, 4]
     assert curve.to_markdown().count("\n|") >= 4
-    assert "a bound: compute at 1 of peak" in curve.describe()
+    assert "a bound: compute at 100% of peak" in curve.describe()
     assert curve.to_dict()["priced_as"] == "bound" and curve.to_dict()["calibration"] is None
 
 
@@ -166,7 +166,7 @@ def test_bandwidth_for_speedup_solves_the_doubling(curve):
 def test_estimate_total_flop_and_time(tmp_path, zoo_report):
     store = str(tmp_path / "s.sqlite")
     samples, epochs, devices, batch = 1000, 3, 2, 2
-    result = scaling.estimate("conv_net", samples=samples, epochs=epochs, devices=devices, batch_size=batch,
+    result = estimates.estimate("conv_net", samples=samples, epochs=epochs, devices=devices, batch_size=batch,
                               device="h100", mfu=0.5, store=store)
     # an analysis of its own of the one-device step at the same batch (estimate's default
     # optimizer, Adam): FLOP per sample = train-step FLOP / batch; the run does
@@ -194,4 +194,4 @@ def test_bad_arguments():
     with pytest.raises(InputError):
         scaling.scaling("conv_net", [1, 2], mesh_axis="model")
     with pytest.raises(InputError):
-        scaling.estimate("conv_net", samples=10, tokens=10)
+        estimates.estimate("conv_net", samples=10, tokens=10)

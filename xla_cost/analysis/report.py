@@ -300,8 +300,10 @@ class Report:
       sharding: for a sharded step (``mesh=``): ``mesh`` (devices per axis),
         ``devices``, total and per-device bytes of ``params`` and
         ``opt_state``, and ``param_specs`` (each parameter's partition spec
-        and where it came from); empty on one device. Phase figures are then
-        per device.
+        and where it came from), and ``jaxpr``: what the jaxpr_* figures
+        count, ``step`` (the whole step on all devices; the default) or
+        ``device`` (a mapped body: one device's); empty on one device. Phase
+        figures are then per device.
     """
 
     model: str

@@ -20,6 +20,9 @@ __all__ = [
     "param_dtype",
     "phase_frame",
     "per_unit",
+    "jaxpr_devices",
+    "comparison_header",
+    "comparison_note",
     "layer_frame",
     "MEMORY_WHAT",
     "memory_unit",
@@ -56,20 +59,47 @@ def phase_frame(report: Any) -> pd.DataFrame:
     t_scale, t_unit = unit([c.transcendentals for c in phases])
     b_scale, b_unit = bytes_unit([c.bytes_accessed for c in phases])
     m_scale, m_unit = bytes_unit([c.memory.temp_bytes for c in phases])
+    devices = jaxpr_devices(report)
+    whole = f" ({devices} devices)" if devices > 1 else ""
     rows = []
     for phase, c in zip(report.phase_names, phases):
         ratio = c.xla_to_jaxpr
         row = {"phase": phase, f"{flop}": scaled(c.flops, scale) + (" *" if c.loop_corrected else "")}
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
             row[f"XLA {flop}"] = scaled(c.xla_flops, scale)
-            row[f"jaxpr {flop}"] = scaled(c.jaxpr_flops, scale)
-            row["XLA / jaxpr"] = "n/a" if ratio is None else f"{ratio:.3f}"
+            row[f"jaxpr {flop}{whole}"] = scaled(c.jaxpr_flops, scale)
+            # like with like: one device's XLA figure times the devices against the jaxpr's whole step
+            row[comparison_header(devices)] = "n/a" if ratio is None else f"{ratio * devices:.3f}"
         row[per_unit("transcendentals", t_unit)] = scaled(c.transcendentals, t_scale) if t_unit else count(c.transcendentals)
         if report.counter != "jaxpr":
             row[f"bytes accessed ({b_unit})"] = scaled(c.bytes_accessed, b_scale, 1)
             row[f"temp ({m_unit})"] = scaled(c.memory.temp_bytes, m_scale, 1)
         rows.append(row)
     return pd.DataFrame(rows).set_index("phase")
+
+
+def jaxpr_devices(report: Any) -> int:
+    """The devices whose work a report's jaxpr figures count: all of a sharded
+    step's (``sharding["jaxpr"] == "step"``, the default), or 1 where they are one
+    device's (a ``pmap`` or ``shard_map`` body, ``"device"``)."""
+    if not report.sharding or report.sharding.get("jaxpr", "step") == "device":
+        return 1
+    return report.devices
+
+
+def comparison_header(devices: int) -> str:
+    """The phase table's column comparing XLA's FLOP with the jaxpr's, like with
+    like: one device's XLA figure times the devices the jaxpr figure counts."""
+    return "XLA / jaxpr" if devices == 1 else f"XLA x {devices} / jaxpr"
+
+
+def comparison_note(devices: int) -> str | None:
+    """What `comparison_header`'s column means on a mesh (None on one device)."""
+    if devices == 1:
+        return None
+    return (f"{comparison_header(devices)}: the {devices} devices' XLA FLOP over the jaxpr's count of the whole "
+            f"step: 1 where the work is split over the devices, {devices} where every device does all of it "
+            "(a replicated update)")
 
 
 def per_unit(name: str, prefix: str) -> str:
@@ -254,6 +284,8 @@ def caveats(report: Any) -> list[str]:
             "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
             "added from the jaxpr (XLA's raw figure in the XLA column)"
         )
+    note = comparison_note(jaxpr_devices(report)) if report.counter != "jaxpr" else None
+    caveats += [note] if note else []
     caveats += list(report.notes)
     if report.unsupported:
         names = ", ".join(f"{k} x{v}" for k, v in sorted(report.unsupported.items()))

@@ -24,8 +24,8 @@ from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import xla
-from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, owner, \
-    split_name_stack, with_ancestors
+from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, module_tree, \
+    owner, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError
@@ -127,8 +127,10 @@ def analyze_step(
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(traced, prepared)
 
+    tree = module_tree(prepared.param_paths)
+
     def module_of(stack: str) -> str | None:
-        found = owner(module_path(stack, roots), modules)
+        found = owner(module_path(stack, roots, tree), modules)
         return None if found == REMAINDER else found
 
     owners = list(prepared.owners)
@@ -164,8 +166,10 @@ def analyze_step(
                         "its work is reported as forward, update and other")
     layers = None
     if per_layer or depth is not None:
-        layers = attribute_parts({p: parts[p].equations for p in phases.SPLIT}, prepared.param_paths,
-                                 root=roots, depth=depth, known_modules=modules)
+        equations = {p: parts[p].equations for p in phases.SPLIT}
+        layers = attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
+        unmatched = unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules)
+        notes += [unmatched] if unmatched else []
     breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan) if memory else None
     timing = time_user_step(prepared, compiled, costs) if timed else None
     if timing is not None and timing.skipped:
@@ -174,7 +178,11 @@ def analyze_step(
     for e in counted.equations:
         if e.primitive in _COLLECTIVES:
             collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
-    if plan is not None:
+    if plan is not None and body is not None:
+        notes.append(
+            f"mapped over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
+            "every figure is one device's (XLA's per-device program, the jaxpr of the mapped body)")
+    elif plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
             "train_step's XLA figures are one device's; the parts' are the jaxpr's shared out: forward, backward "
@@ -187,7 +195,8 @@ def analyze_step(
         jax_version=jax.__version__, parameters=prepared.parameters, phases=costs, layers=layers,
         unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
-        sharding={"mesh": dict(plan.sizes), "devices": plan.devices} if plan is not None else {},
+        sharding={"mesh": dict(plan.sizes), "devices": plan.devices, "jaxpr": "step" if body is None else "device"}
+        if plan is not None else {},
         memory_breakdown=breakdown,
     )
 

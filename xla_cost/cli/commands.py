@@ -191,7 +191,7 @@ def scaling(args: argparse.Namespace) -> str:
 @_progress
 def estimate(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
-    from xla_cost.runs.scaling import estimate
+    from xla_cost.runs.estimates import estimate
 
     result = estimate(
         args.model, samples=args.samples, epochs=args.epochs,

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 __all__ = [
-    "UNKNOWN", "PREFIXES", "BYTE_UNITS", "isnan", "number", "scaled", "unit", "flop_unit", "bytes_unit", "sig",
+    "UNKNOWN", "PREFIXES", "BYTE_UNITS", "TIME_UNITS", "isnan", "number", "scaled", "unit", "flop_unit",
+    "bytes_unit", "time_unit",
+    "duration", "sig",
     "count", "ratio", "pct", "pct_sig",
     "si", "per_parameter", "value_range", "join_words", "slug",
 ]
@@ -71,6 +73,28 @@ def bytes_unit(values: Iterable[float | int | None]) -> tuple[float, str]:
     """The largest unit in which the largest of ``values`` reads at least 1: ``(1e9, "GB")``."""
     largest = max((abs(v) for v in values if not _missing(v)), default=0)
     return next(((s, u) for s, u in BYTE_UNITS if largest >= s), (1.0, "B"))
+
+
+TIME_UNITS: tuple[tuple[float, str], ...] = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+"""Units for a step's times, largest first."""
+
+
+def time_unit(values: Iterable[float | int | None]) -> tuple[float, str]:
+    """The largest time unit in which the largest of ``values`` (seconds)
+    reads at least 1: ``(1e-3, "ms")`` for 0.15 ms; seconds from 1 s up."""
+    largest = max((abs(v) for v in values if not _missing(v)), default=0)
+    return next(((s, u) for s, u in TIME_UNITS if largest >= s), TIME_UNITS[-1])
+
+
+@_known
+def duration(seconds: float | None, digits: int = 4) -> str:
+    """A run's length to ``digits`` significant digits in the largest unit
+    that reads at least 1: ``16.87 s``, ``2.000 h``, ``34.21 days``."""
+    for scale, name in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
+        if abs(seconds) >= scale:
+            return f"{sig(seconds / scale, digits)} {name}"
+    scale, name = time_unit([seconds])
+    return f"{sig(seconds / scale, digits)} {name}"
 
 
 def unit(values: Iterable[float | int | None]) -> tuple[float, str]:

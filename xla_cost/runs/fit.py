@@ -35,6 +35,7 @@ from xla_cost.options import split_fields
 from xla_cost.parallel import devices as registry
 from xla_cost.parallel import sharding
 from xla_cost.present.document import Rendered, Section
+from xla_cost.present.units import bytes_unit, scaled
 from xla_cost.runs.configs import RunConfig
 from xla_cost.step.checks import INT32_MAX
 from xla_cost.step.workload import build_workload
@@ -77,6 +78,8 @@ class FitResult(Rendered):
       does_not_fit: the breakdown at ``next_size``.
       tried: every batch compiled and its peak, in the order tried.
       mesh: the mesh the step was sharded over (empty: one device).
+      optimizer, dtype: the step's (``fit`` defaults to adam, whose state
+        `analyze`'s default sgd does not have: the sentence names it).
     """
 
     model: str
@@ -89,18 +92,23 @@ class FitResult(Rendered):
     does_not_fit: Any
     tried: tuple[tuple[int, int], ...]
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    optimizer: str = ""
+    dtype: str = ""
 
     def describe(self) -> str:
         scale, unit = self._unit()
+        step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
         return (
-            f"{self.model}: the largest batch that fits is {self.batch_size}"
+            f"{self.model}{f' ({step})' if step else ''}: the largest batch that fits is {self.batch_size}"
             + (f" per step over {'x'.join(f'{k}={v}' for k, v in self.mesh.items())}" if self.mesh else "")
-            + f" (usable {self.limit / scale:,.2f} {unit} of {self.capacity / scale:,.2f} {unit}; "
+            + f" (usable {scaled(self.limit, scale, 2)} {unit} of {scaled(self.capacity, scale, 2)} {unit}; "
             f"{self.capacity_source})"
         )
 
     def _unit(self) -> tuple[float, str]:
-        return (1e9, "GB") if self.capacity >= 1e9 else (1e6, "MB")
+        """One byte unit for the result's sentence, table and notes, chosen by
+        the capacity (`xla_cost.present.units.bytes_unit`)."""
+        return bytes_unit([self.capacity])
 
     def _rows(self) -> list[tuple[str, str, int | None, int | None]]:
         """``(name, label, bytes at batch_size, bytes at next_size)`` per part
@@ -121,23 +129,25 @@ class FitResult(Rendered):
         ).astype({f"batch_{self.batch_size}": "Int64", f"batch_{self.next_size}": "Int64"})
 
     def sections(self) -> list[Section]:
-        scale, unit = self._unit()
+        rows = self._rows()
+        scale, unit = bytes_unit([v for _, _, a, b in rows for v in (a, b)])
         frame = pd.DataFrame(
             [{f"part ({unit} per device)": label,
               f"batch {self.batch_size}": None if a is None else a / scale,
               f"batch {self.next_size}": None if b is None else b / scale}
-             for _, label, a, b in self._rows()],
+             for _, label, a, b in rows],
             dtype=object,
         )
         return [Section("", frame)]
 
     def notes(self) -> list[str]:
-        scale, unit = self._unit()
-        return ["tried: " + ", ".join(f"{b} ({p / scale:,.2f} {unit})" for b, p in self.tried)]
+        scale, unit = bytes_unit([p for _, p in self.tried])
+        return ["tried: " + ", ".join(f"{b} ({scaled(p, scale, 2)} {unit})" for b, p in self.tried)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "batch_size": self.batch_size, "limit": self.limit,
+            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype,
+            "batch_size": self.batch_size, "limit": self.limit,
             "capacity": self.capacity, "capacity_source": self.capacity_source, "mesh": dict(self.mesh),
             "fits": None if self.fits is None else self.fits.to_dict(),
             "next_size": self.next_size,
@@ -231,6 +241,7 @@ def max_batch_size(
     return FitResult(
         model=run.name, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
         fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
+        optimizer=run.optimizer, dtype=run.dtype,
     )
 
 

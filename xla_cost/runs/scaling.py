@@ -1,4 +1,4 @@
-"""Predicted step time on many devices, the scaling curve, and training-run estimates.
+"""Predicted step time on many devices, and the scaling curve.
 
 Each point of a curve is a sharded analysis (`xla_cost.analyze` with
 ``mesh={axis: K}``: XLA's SPMD partitioner makes the per-device program and
@@ -44,10 +44,11 @@ from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present import progress
 from xla_cost.present.figures import figure, png
+from xla_cost.present.units import bytes_unit, flop_unit, pct, scaled, sig, time_unit
 from xla_cost.present.files import write_file
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
-    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, data_size, layout_mesh,
+    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
     mesh_text, point, same_work,
 )
 
@@ -58,10 +59,12 @@ __all__ = [
     "layout_mesh",
     "StepEstimate",
     "ScalingResult",
-    "TrainingEstimate",
     "predict",
     "scaling",
-    "estimate",
+    "pricing",
+    "pricing_text",
+    "priced_step",
+    "run_config",
     "speedup",
     "bandwidth_for_speedup",
 ]
@@ -225,8 +228,9 @@ def _calibrated(costs: Any, devices: int, narrow: float, peak_flops: float, band
 
 def _describe(profile: calibration.Calibration) -> str:
     launch = f", {profile.launch * 1e6:.2f} µs per kernel" if profile.launch else ""
-    return (f"{profile.device}: matrix products at {profile.matmul:.3f} of peak, memory-bound work at "
-            f"{profile.memory:.3f} of the bandwidth{launch} (fitted on {', '.join(profile.fitted_on) or 'nothing'})")
+    return (f"{profile.device}: matrix products at {profile.matmul:.1%} of peak, the memory-bound bytes counted "
+            f"here moved at {profile.memory:.3g}x the bandwidth{launch} "
+            f"(fitted on {', '.join(profile.fitted_on) or 'nothing'})")
 
 
 def _backward_share(report: Any) -> float:
@@ -340,7 +344,7 @@ def bandwidth_for_speedup(
     return math.sqrt(low * high)
 
 
-def _priced(at: Point, hardware: Hardware, analyse: Callable[[RunConfig], Any]) -> StepEstimate:
+def priced_step(at: Point, hardware: Hardware, analyse: Callable[[RunConfig], Any]) -> StepEstimate:
     """`predict` of one point: its program's collectives and layout, its
     forward and backward compute from its reference program where it has one."""
     report = analyse(at.run)
@@ -354,7 +358,7 @@ def _priced(at: Point, hardware: Hardware, analyse: Callable[[RunConfig], Any]) 
     return dataclasses.replace(step, notes=(*step.notes, note))
 
 
-def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any], bound: bool,
+def pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any], bound: bool,
              dtype: str) -> Hardware:
     """The hardware asked for, as a bound if ``bound`` (`Hardware.bound`, at the
     given ``mfu`` if any), checked for a step in ``dtype`` before anything is analysed."""
@@ -377,7 +381,7 @@ def _pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any]
     return priced
 
 
-def _pricing_text(hardware: Hardware, described: str) -> str:
+def pricing_text(hardware: Hardware, described: str) -> str:
     """How a result was priced, in words: a prediction with its calibration, or a bound."""
     if hardware.overlap is None:
         hidden = "gradients scheduled against the backward pass" + (
@@ -387,7 +391,7 @@ def _pricing_text(hardware: Hardware, described: str) -> str:
     levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
     if not hardware.is_bound:
         return f"predicted: compute calibrated ({described}), {hidden}, {levels}"
-    return f"a bound: compute at {hardware.mfu:g} of peak (roofline), {hidden}, {levels}"
+    return f"a bound: compute at {hardware.mfu:.0%} of peak (roofline), {hidden}, {levels}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,6 +410,8 @@ class ScalingResult(Rendered):
         or None under weak scaling.
       mesh: the rest of the layout around each point (`Parallelism.mesh`; empty: none).
       micro_batches: micro-batches per step per replica.
+      optimizer, dtype: the step's (named in `describe`: ``scaling``'s default
+        optimizer is sgd, ``estimate``'s adam).
     """
 
     model: str
@@ -417,6 +423,8 @@ class ScalingResult(Rendered):
     global_batch: int | None = None
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
     micro_batches: int = 1
+    optimizer: str = ""
+    dtype: str = ""
 
     @property
     def device(self) -> str:
@@ -452,12 +460,15 @@ class ScalingResult(Rendered):
                  if self.global_batch is not None else f"{self.batch_size} sample(s) per device")
         around = f" around {mesh_text(self.mesh)}" if self.mesh else ""
         around += f", {self.micro_batches} micro-batches a step" if self.micro_batches > 1 else ""
-        return (f"{self.model}: {self.mesh_axis} parallel, {batch}{around}, {self.device} ({self.interconnect} "
-                f"interconnect, {self.algorithm} collectives); {_pricing_text(self.hardware, self.calibration)}")
+        step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
+        name = f"{self.model} ({step})" if step else self.model
+        return (f"{name}: {self.mesh_axis} parallel, {batch}{around}, {self.device} ({self.interconnect} "
+                f"interconnect, {self.algorithm} collectives); {pricing_text(self.hardware, self.calibration)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
+            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype,
+            "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
             "global_batch": self.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
             "device": self.device, "interconnect": self.interconnect, "algorithm": self.algorithm,
             "priced_as": "bound" if self.hardware.is_bound else "prediction",
@@ -479,6 +490,36 @@ class ScalingResult(Rendered):
                 "speedup": at.speedup, "efficiency": at.efficiency,
             })
         return pd.DataFrame(rows)
+
+    def sections(self) -> list[Section]:
+        """`to_frame` with headers that wrap and each column in its own unit
+        (FLOP, bytes, one time unit for the times), narrow enough for a
+        100-column terminal: the communication column is the part not hidden
+        (all of it is in `to_frame`, and a note)."""
+        frame = self.to_frame()
+        flop_scale, flop_name = flop_unit(frame["flops_per_device"])
+        byte_scale, byte_name = bytes_unit(frame["communication_bytes_per_device"])
+        times = ["compute_s", "exposed_communication_s", "step_s"]
+        time_scale, time_name = time_unit(frame[times].to_numpy().ravel())
+        shown = pd.DataFrame({
+            "devices": frame["devices"],
+            "global batch": frame["global_batch"],
+            f"{flop_name} per device": frame["flops_per_device"].map(lambda v: scaled(v, flop_scale)),
+            f"sent per device ({byte_name})": frame["communication_bytes_per_device"].map(
+                lambda v: scaled(v, byte_scale)),
+            **{f"{label} ({time_name})": frame[column].map(lambda v: scaled(v, time_scale, 2))
+               for label, column in zip(("compute", "exposed comm.", "step"), times)},
+            "samples per s": frame["samples_per_s"].map(lambda v: f"{v:,.0f}" if v >= 100 else sig(v, 3)),
+            "speed up": frame["speedup"].map(lambda v: f"{v:.2f}x"),
+            "efficiency": frame["efficiency"].map(pct),
+        })
+        return [Section("", shown)]
+
+    def notes(self) -> list[str]:
+        scale, name = time_unit([at.communication_seconds for at in self.points])
+        return ["exposed comm.: the communication not hidden behind compute; all of it per point: "
+                + ", ".join(f"{at.devices}: {scaled(at.communication_seconds, scale, 2)} {name}"
+                            for at in self.points)]
 
     def plot(self, path: str) -> str:
         """Writes the speed-up and efficiency against devices to a PNG, in the
@@ -518,7 +559,7 @@ def _check_devices(devices: Sequence[int]) -> list[int]:
     return out
 
 
-def _runs(function: str, model: Any, options: Mapping[str, Any],
+def run_config(function: str, model: Any, options: Mapping[str, Any],
           defaults: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any], dict[str, Any]]:
     """``model``'s canonical one-device `RunConfig` from the run fields among
     ``options`` (``batch_size``, ``optimizer``, ``dtype``, ``config``, ...),
@@ -581,8 +622,8 @@ def scaling(
         divide, a pipeline of a model without ``n_layer``, or a prediction on
         a device without a calibration profile.
     """
-    one, fields, spread = _runs("scaling", model, options, {})
-    hardware = _pricing("scaling", hardware, fields, bound, one.dtype)
+    one, fields, spread = run_config("scaling", model, options, {})
+    hardware = pricing("scaling", hardware, fields, bound, one.dtype)
     counts = _check_devices(devices)
     _, mesh, micro = check_parallel(Parallelism(mesh_axis=mesh_axis, **spread))
     if mesh_axis in mesh:
@@ -606,155 +647,10 @@ def scaling(
     steps = []
     for i, p in enumerate(points):
         progress.stage(f"{mesh_devices(p.run.mesh)} devices", i, len(points))
-        steps.append(_priced(p, hardware, analyse))
+        steps.append(priced_step(p, hardware, analyse))
     curve = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
     return ScalingResult(
         model=one.name, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
         hardware=hardware, steps=tuple(steps), points=curve, global_batch=global_batch, mesh=mesh,
-        micro_batches=micro,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingEstimate(Rendered):
-    """A whole training run: total FLOP and time on ``devices``.
-
-    Attributes:
-      model: the model's canonical name.
-      devices: devices the run is priced on.
-      samples: samples processed (``samples * epochs`` or tokens / sequence length).
-      tokens: tokens processed (token models), else None.
-      flops_per_sample: train-step FLOP per sample (forward + backward + update).
-      total_flops: the run's FLOP.
-      steps: optimizer steps at the global batch.
-      step: the sharded step priced on the devices; its ``calibration`` says
-        whether it is a prediction (the profile) or a bound ("").
-      seconds: the run's time: a prediction, or a bound.
-      hardware: what it is priced on (None: not recorded).
-      mesh: the layout (`Parallelism.mesh`; empty: ``devices`` on one axis).
-      micro_batches: micro-batches per step per replica.
-    """
-
-    model: str
-    devices: int
-    samples: int
-    tokens: int | None
-    flops_per_sample: float
-    total_flops: float
-    steps: int
-    step: StepEstimate
-    seconds: float
-    hardware: Hardware | None = None
-    mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    micro_batches: int = 1
-
-    @property
-    def priced_as(self) -> str:
-        """``prediction`` (calibrated compute) or ``bound``."""
-        return "prediction" if self.step.calibration else "bound"
-
-    def describe(self) -> str:
-        what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
-        line = f"{self.model}: {what} on {self.devices} device(s)"
-        if self.mesh or self.micro_batches > 1:
-            spread = [mesh_text(self.mesh)] if self.mesh else []
-            line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
-        if self.hardware is not None:
-            return f"{line}; {_pricing_text(self.hardware, self.step.calibration)}"
-        return f"{line}; {self.priced_as}" + (f" ({self.step.calibration})" if self.step.calibration else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        p = self.step.prediction
-        return {
-            "model": self.model, "devices": self.devices, "samples": self.samples, "tokens": self.tokens,
-            "flops_per_sample": self.flops_per_sample, "total_flops": self.total_flops, "steps": self.steps,
-            "global_batch": self.step.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
-            "priced_as": self.priced_as, "calibration": self.step.calibration or None,
-            "device": self.hardware.device if self.hardware is not None else None,
-            "mfu": self.hardware.mfu if self.hardware is not None else None,
-            "step_seconds": p.seconds, "compute_seconds": p.compute_seconds,
-            "communication_seconds": p.communication_seconds,
-            "exposed_communication_seconds": p.exposed_communication_seconds,
-            **{f"{part}_seconds": value for part, value in self.step.parts.items()},
-            "seconds": self.seconds, "hours": self.seconds / 3600,
-        }
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row: every figure of `to_dict` (the mesh as ``axis=size,...``)."""
-        return pd.DataFrame([{**self.to_dict(), "mesh": mesh_text(self.mesh) or None}])
-
-    def sections(self) -> list[Section]:
-        rows = [{"figure": key, "value": value} for key, value in self.to_frame().iloc[0].items()
-                if key != "model" and value is not None and value == value]
-        return [Section("", pd.DataFrame(rows, dtype=object))]
-
-
-def estimate(
-    model: Any,
-    *,
-    samples: int | None = None,
-    epochs: float = 1,
-    tokens: float | None = None,
-    hardware: Hardware | None = None,
-    parallelism: Parallelism | None = None,
-    bound: bool = False,
-    store: Any = None,
-    **options: Any,
-) -> TrainingEstimate:
-    """Total training FLOP and time of ``samples * epochs`` (or ``tokens``).
-
-    The FLOP per sample are the one-device train step's (loop-corrected) over
-    its batch; the time is the number of steps at the global batch times the
-    step `predict` gives for the step spread as ``parallelism`` says (default
-    one device; ``devices`` on ``mesh_axis``, or a ``mesh`` with pipeline
-    stages, tensor-parallel shards and replicas, and ``micro_batches``). By
-    default the step is a prediction with the device's calibration profile
-    (`xla_cost.parallel.calibration`; the result names it); ``bound=True``
-    prices `Hardware.bound` instead (compute at peak, nothing hidden, flat
-    rings: a lower bound on time), and an explicit ``mfu`` a roofline at that
-    share of peak.
-
-    Args:
-      model: a zoo name, ``package.module:attr`` or a Linen or NNX module
-        object (both with ``input_shape``).
-      samples, epochs: the data set, in samples (images, or sequences), and
-        passes over it: positive and finite, samples a whole number.
-      tokens: instead, the tokens of a run of a model whose inputs are token
-        ids (``(batch, positions)`` integers): each sample is ``positions`` tokens.
-      hardware: what the run is priced on (default `xla_cost.Hardware()`).
-      parallelism: how the step is spread (`Parallelism`; its fields may
-        come as keywords: ``devices``, ``mesh_axis``, ``mesh``, ``micro_batches``).
-      bound: price a bound instead of a prediction.
-      store: the results store (None: the default).
-      **options: `xla_cost.Hardware` fields (``device``, ``mfu``, ...),
-        `Parallelism` fields, and the run's `xla_cost.RunConfig` fields:
-        ``batch_size`` (samples per micro-batch per data-parallel rank,
-        default 1), ``optimizer`` (default ``adam``), ``dtype``, ``config``.
-
-    Raises:
-      InputError: both or neither of samples and tokens, a number of them
-        (or epochs) that is not positive and finite, tokens for a model
-        whose inputs are not token ids, devices and a mesh,
-        a bad mesh or mfu, a pipeline of a model without ``n_layer``, or a
-        prediction on a device without a calibration profile.
-    """
-    one, fields, spread = _runs("estimate", model, options, {"optimizer": "adam"})
-    hardware = _pricing("estimate", hardware, fields, bound, one.dtype)
-    n, token_count = data_size(one, samples, epochs, tokens)
-    parallel = dataclasses.replace(parallelism or Parallelism(), **spread)
-    devices, mesh, micro = check_parallel(parallel)
-    where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro)
-    simulate_devices(mesh_devices(where.run.mesh))
-    analyse = analyser(store)
-    single = analyse(one)
-    flops = single.phases["train_step"].flops
-    if flops is None:
-        raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
-    per_sample = flops / single.batch_size
-    step = _priced(where, hardware, analyse)
-    steps = math.ceil(n / step.global_batch)
-    return TrainingEstimate(
-        model=one.name, devices=step.devices, samples=int(n), tokens=token_count,
-        flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
-        seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
+        micro_batches=micro, optimizer=one.optimizer, dtype=one.dtype,
     )

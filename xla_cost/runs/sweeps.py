@@ -96,15 +96,33 @@ class SweepResult(NamedTuple):
         return out
 
     def to_table(self, width: int | None = None) -> str:
-        """The `summary` for terminals, wrapped to ``width``."""
+        """The `summary` for terminals, wrapped to ``width``: a configuration
+        column with one value in every row is named once in the title, and a
+        failure's error is a numbered line under the table, not a cell."""
         from xla_cost.present.text import TextTable, render, resolve_width  # rich: only to print
 
         failed = int((self.runs["status"] != "ok").sum()) if len(self.runs) else 0
+        shown = self.summary().rename(columns={"batch_size": "batch", "bwd/fwd": "bwd / fwd",
+                                               "(bwd+upd)/fwd": "(bwd + upd) / fwd", "seconds": "time (s)"})
+        results = {"status", "time (s)", "batch"} | {c for c in shown.columns if "/" in c or "FLOP" in c}
+        same = {c: shown[c].iloc[0] for c in shown.columns
+                if c != "model" and c not in results and len(shown) > 1 and shown[c].nunique(dropna=False) == 1}
         title = f"{len(self.runs)} configurations" + (f", {failed} not ok" if failed else "")
-        return render(
-            [TextTable(self.summary().set_index("model"), title, left=("status",), prose=("status",))],
-            resolve_width(width),
-        )
+        if same:
+            title += " (" + ", ".join(f"{c}={v}" for c, v in same.items()) + ")"
+        errors: list[str] = []
+        status = []
+        for text in shown["status"]:
+            if text == "ok":
+                status.append(text)
+                continue
+            kind, _, error = text.partition(": ")
+            if error not in errors:
+                errors.append(error)
+            status.append(f"{kind}[{errors.index(error) + 1}]")
+        shown = shown.drop(columns=list(same)).assign(status=status)
+        lines = [f"[{i}] {error}" for i, error in enumerate(errors, 1)]
+        return render([TextTable(shown.set_index("model"), title, left=("status",)), *lines], resolve_width(width))
 
     def to_json(self) -> str:
         """``{"runs": [...], "layers": [...]}``, every figure raw."""

@@ -628,7 +628,7 @@ def _c_imagenet(data: StudyData) -> tuple[str, str]:
 def gpt3_estimate(data: StudyData) -> Any:
     """Brown et al.'s GPT-3 training run (300 billion tokens, Adam) estimated
     on one device: its total FLOP."""
-    from xla_cost.runs.scaling import estimate
+    from xla_cost.runs.estimates import estimate
 
     if not data.plan.gpt3_model:
         return None

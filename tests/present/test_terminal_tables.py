@@ -1,0 +1,102 @@
+"""Tables that fit a 100-column terminal, in units that scale, and results that
+say their own defaults (issue 24)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import xla_cost
+from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.parallel import schedule
+from xla_cost.present.units import duration, time_unit
+from xla_cost.runs.estimates import TrainingEstimate
+from xla_cost.runs.scaling import ScalingResult, StepEstimate
+from xla_cost.runs.sweeps import SweepResult
+
+WIDTH = 100
+
+
+def _widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def _step(devices: int, batch: int, compute: float, communication: float) -> StepEstimate:
+    prediction = schedule.predict_step(compute * 1e15, None, communication, peak_flops=1e15, peak_bandwidth=None)
+    return StepEstimate(devices, batch, flops=3_741_715, bytes_accessed=None,
+                        communication_bytes=2_135_596 * (devices > 1), prediction=prediction)
+
+
+def _scaling(hardware: xla_cost.Hardware) -> ScalingResult:
+    # 144 µs of compute a step; 0, 6.75 and 13.1 µs of communication on 1, 2 and 4 devices
+    steps = (_step(1, 1, 144e-6, 0.0), _step(2, 2, 144e-6, 6.75e-6), _step(4, 4, 144e-6, 13.1e-6))
+    curve = schedule.scaling_curve([(s.devices, s.global_batch, s.prediction) for s in steps])
+    return ScalingResult("one_net", "data", 1, hardware, steps, curve, optimizer="sgd", dtype="float32")
+
+
+def test_time_units_and_durations():
+    assert time_unit([150e-6, 20e-6]) == (1e-6, "µs")
+    assert time_unit([0.25]) == (1e-3, "ms") and time_unit([3.0]) == (1.0, "s")
+    # a run's length in the largest unit that reads at least 1
+    assert duration(37.8) == "37.80 s" and duration(2 * 3600) == "2.000 h"
+    assert duration(34 * 86400) == "34.00 days" and duration(150e-6) == "150.0 µs"
+    assert duration(None) == "unknown"
+
+
+def test_the_scaling_table_fits_a_terminal_in_its_own_units():
+    result = _scaling(xla_cost.Hardware(mfu=1.0, overlap=0.0))
+    text = result.to_table(width=WIDTH)
+    assert _widest(text) <= WIDTH
+    # 3,741,715 FLOP a device read in MFLOP, 2,135,596 bytes in MB, microsecond steps in µs
+    assert "MFLOP" in text and "(MB)" in text and "(µs)" in text and "3,741,715" not in text
+    assert "3.742" in text and "2.136" in text
+    # a bound at mfu 1 says 100% of peak, not "1 of peak"
+    assert "compute at 100% of peak" in result.describe() and "at 1 of peak" not in result.describe()
+    # one device is the baseline: speed-up 1.00x at 100.0% efficiency
+    assert "1.00x" in text and "100.0%" in text
+    # the total communication is a note, the table keeps the part not hidden
+    assert any(line.startswith("- exposed comm.") for line in text.splitlines())
+
+
+def test_the_estimate_table_reads_in_units():
+    step = _step(2, 16, 0.6, 0.0)
+    run = TrainingEstimate("one_net", 2, 1000, None, 3.0e6, 3.0e9, 63, step, 63 * 0.6, optimizer="adam",
+                           dtype="float32")
+    text = run.to_table(width=WIDTH)
+    assert _widest(text) <= WIDTH
+    # 3e6 FLOP a sample is 3.000 MFLOP; 3e9 in all 3.000 GFLOP; 63 steps of 0.6 s are 37.80 s
+    assert "3.000 MFLOP" in text and "3.000 GFLOP" in text and "37.80 s" in text
+    assert run.describe().startswith("one_net (adam, float32):")
+    assert run.to_dict()["optimizer"] == "adam" and len(run.to_frame()) == 1
+
+
+def test_fit_reads_a_tiny_memory_in_its_own_unit():
+    parts = MemoryBreakdown(2_136_000, 2_136_000, 4_271_000, 0, 16, 21_170,
+                            argument_bytes=6_407_016, output_bytes=4, temp_bytes=2_114_000, alias_bytes=0)
+    fit = xla_cost.FitResult("one_net", 0, 750.0, 1000.0, "given", None, 1, parts, ((1, 8_521_320),),
+                             optimizer="adam", dtype="float32")
+    line = fit.describe()
+    # 1,000 bytes is 1.00 KB (it read "usable 0.00 MB of 0.00 MB")
+    assert "usable 0.75 KB of 1.00 KB" in line and "0.00 MB" not in line
+    assert line.startswith("one_net (adam, float32):")
+    text = fit.to_table(width=WIDTH)
+    # the table's unit is its values': 8,521,320 bytes at the peak read 8.521 MB
+    assert "(MB per device)" in text and "8.521" in text and "tried: 1 (8.52 MB)" in text
+
+
+def test_the_sweep_table_fits_a_terminal():
+    rows = [dict(model="resnet50", batch_size=b, width=64, optimizer=o, dtype="bfloat16", counter="xla",
+                 status="ok", error=None, parameters=25_557_032, forward_flops=4.1e9 * b, backward_flops=8.2e9 * b,
+                 update_flops=5e7 if o == "sgd" else 2.5e8, backward_to_forward=2.0,
+                 backward_with_update_to_forward=2.01, seconds=12.3, key="k")
+            for b in (1, 8, 64) for o in ("sgd", "adam")]
+    runs = pd.DataFrame(rows)
+    died = "worker process died 2 times (killed: most likely out of memory)"
+    runs.loc[2, ["status", "error"]] = ["failed", died]
+    text = SweepResult(runs, pd.DataFrame()).to_table(width=WIDTH)
+    assert _widest(text) <= WIDTH
+    lines = text.splitlines()
+    # the columns with one value in every row are named once, above the table
+    assert lines[0] == "6 configurations, 1 not ok (width=64, dtype=bfloat16, counter=xla)"
+    # the failure's error is a numbered line under the table, not a cell wrapped over ten rows
+    assert "failed[1]" in text and lines[-1] == f"[1] {died}"
+    assert sum("resnet50" in line for line in lines) == 6
