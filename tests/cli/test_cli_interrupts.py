@@ -99,6 +99,22 @@ def test_an_interrupt_during_the_rename_lets_the_whole_file_in_and_exits_0(capsy
     assert target.read_text() == "the whole result\n"
 
 
+def test_an_interrupt_after_the_command_finished_is_ignored_while_the_process_exits(tmp_path):
+    # the output is whole and main() said 0; a Ctrl-C while Python and JAX shut down (an
+    # atexit callback) used to print a traceback and end the process with 130 beside the file
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import atexit, importlib, os, signal\n"
+        "entry = importlib.import_module('xla_cost.cli.main')\n"
+        "entry.main = lambda argv=None: 0\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+        "entry.console()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 # ------------------------------------------------------------------ real analyses
 
 MODEL = ("deeper_conv_net", "--batch-size", "2", "--no-cache")

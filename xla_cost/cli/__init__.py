@@ -12,8 +12,8 @@ jax, flax or optax.
 
 from __future__ import annotations
 
-from xla_cost.cli.main import EXIT_INTERRUPTED, main
+from xla_cost.cli.main import EXIT_INTERRUPTED, console, main
 from xla_cost.cli.output import check_output
 from xla_cost.cli.parser import build_parser
 
-__all__ = ["main", "build_parser", "check_output", "EXIT_INTERRUPTED"]
+__all__ = ["main", "console", "build_parser", "check_output", "EXIT_INTERRUPTED"]

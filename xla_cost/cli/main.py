@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from xla_cost.cli import commands
 from xla_cost.errors import XlaCostError
@@ -12,7 +14,7 @@ from xla_cost.cli.interrupts import Interrupts
 from xla_cost.cli.output import check_output, write
 from xla_cost.cli.parser import build_parser
 
-__all__ = ["main", "EXIT_INTERRUPTED"]
+__all__ = ["main", "console", "EXIT_INTERRUPTED"]
 
 
 EXIT_INTERRUPTED = 130
@@ -47,6 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # process by SIGINT instead of this code; an exec() that ends clears it.
         exec("pass")  # noqa: S102 - a constant string
     return code
+
+
+def console() -> NoReturn:
+    """The ``xla-cost`` program (and ``python -m xla_cost``): `main`, then the
+    process's exit with its code. A Ctrl-C that comes once the command has
+    finished, while Python and JAX shut down, is ignored: the output is whole
+    (or was never written) and the code already says which."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
