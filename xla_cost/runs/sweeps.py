@@ -17,6 +17,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import pathlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ import pandas as pd
 
 from xla_cost.analysis.report import PHASES
 from xla_cost.present.units import flop_unit, scaled
-from xla_cost.compiled.store import Store, StoredResult, environment, result_key
+from xla_cost.compiled.store import Store, StoredResult, default_store_path, environment, result_key
 from xla_cost.count.layers import LAYER_FIELDS
 from xla_cost.errors import InputError, XlaCostError
 from xla_cost.options import split_fields
@@ -588,6 +589,9 @@ def sweep(
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
         raise InputError("jobs a number of worker processes, 0 or more", repr(jobs), "Use e.g. --jobs 2.")
     own = not isinstance(store, Store)
+    if own and str(store) != ":memory:" and not (default_store_path() if store is None else pathlib.Path(store)
+                                                   ).expanduser().exists():
+        configurations(models, grid)  # nothing stored yet: a bad name is refused before the file is made
     db = Store(store) if own else store
     try:
         env = environment() if scheduler is None else _remote_environment(scheduler)
