@@ -100,3 +100,34 @@ def test_the_sweep_table_fits_a_terminal():
     # the failure's error is a numbered line under the table, not a cell wrapped over ten rows
     assert "failed[1]" in text and lines[-1] == f"[1] {died}"
     assert sum("resnet50" in line for line in lines) == 6
+
+
+def test_markdown_keeps_every_cell_as_formatted():
+    from xla_cost.present.document import markdown_table
+
+    frame = pd.DataFrame({"phase": ["forward", "update"], "XLA / jaxpr": ["1.010", "1.000"],
+                          "update GFLOP": ["0.0000188", "unknown"], "share": ["12.3%", "n/a"],
+                          "bound": ["memory", "compute"]}).set_index("phase")
+    text = markdown_table(frame)
+    # tabulate alone reads the cells back as numbers: 1.01, 1, 1.88e-05
+    assert "1.010" in text and "1.000" in text and "0.0000188" in text and "e-05" not in text
+    rule = text.splitlines()[1]
+    # the figures right, the words left
+    assert [c.strip()[-1] == ":" and not c.strip().startswith(":") for c in rule.strip("|").split("|")] == [
+        False, True, True, True, False]
+
+
+def test_a_report_in_a_notebook_keeps_its_digits():
+    import jax
+    import jax.numpy as jnp
+
+    from xla_cost.zoo import build_model
+
+    report = xla_cost.analyze(build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32), optimizer="sgd",
+                              per_layer=True)
+    text = report._repr_markdown_()
+    # the update's XLA / jaxpr is 1.000 (SGD's one multiply-add a parameter, counted alike by both), not "1"
+    update = next(line for line in text.splitlines() if line.startswith("| update "))
+    assert " 1.000 |" in update
+    # the layer table's update column has a unit of its own (533,898 parameters: 1.068 MFLOP of SGD)
+    assert "update MFLOP" in text

@@ -19,6 +19,7 @@ from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.timing import Timing
 from xla_cost.count.registry import Cost
 from xla_cost.errors import InputError
+from xla_cost.present.document import markdown_table
 from xla_cost.present.plots import layer_bars
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.analysis.report_tables import (
@@ -535,21 +536,21 @@ class Report:
     def to_markdown(self) -> str:
         """A markdown section: header, phase table, ratios, layers, caveats."""
         lines = [f"## {self.model}", "", describe(self), ""]
-        lines.append(phase_frame(self).to_markdown())
+        lines.append(markdown_table(phase_frame(self)))
         lines += ["", ratio_line(self), ""]
         if self.layers is not None:
-            lines.append(layer_frame(self).to_markdown())
+            lines.append(markdown_table(layer_frame(self)))
             lines.append("")
         communication = communication_frame(self)
         if communication is not None:
-            lines += [COMMUNICATION_TITLE, "", communication.to_markdown(), ""]
+            lines += [COMMUNICATION_TITLE, "", markdown_table(communication), ""]
         if self.memory_breakdown is not None:
-            lines += [memory_title(self.memory_breakdown), "", memory_frame(self.memory_breakdown).to_markdown(), ""]
+            lines += [memory_title(self.memory_breakdown), "", markdown_table(memory_frame(self.memory_breakdown)), ""]
             workspace = workspace_frame(self.memory_breakdown)
             if workspace is not None:
-                lines += [workspace_title(self.memory_breakdown), "", workspace.to_markdown(), ""]
+                lines += [workspace_title(self.memory_breakdown), "", markdown_table(workspace), ""]
         for title, frame in timing_frames(self):
-            lines += [title, "", frame.to_markdown(), ""] if frame is not None else [f"- {title}"]
+            lines += [title, "", markdown_table(frame), ""] if frame is not None else [f"- {title}"]
         if any(frame is None for _, frame in timing_frames(self)):
             lines.append("")
         lines += [f"- {c}" for c in caveats(self)]

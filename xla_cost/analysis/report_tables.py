@@ -110,9 +110,9 @@ def per_unit(name: str, prefix: str) -> str:
 def layer_frame(report: Any) -> pd.DataFrame:
     layers = report.layers or ()
     looped = any(layer.trip_count > 1 for layer in layers)
-    scale, flop = flop_unit(
-        [v for layer in layers for v in (layer.forward_flops, layer.backward_flops, layer.update_flops)]
-    )
+    # forward and backward in one unit (their ratio is read across), the update in its own
+    scale, flop = flop_unit([v for layer in layers for v in (layer.forward_flops, layer.backward_flops)])
+    u_scale, u_flop = flop_unit([layer.update_flops for layer in layers])
     t_scale, t_unit = unit([layer.transcendentals for layer in layers])
     s_scale, s_unit = bytes_unit([layer.saved_activation_bytes for layer in layers])
     rows = []
@@ -126,7 +126,7 @@ def layer_frame(report: Any) -> pd.DataFrame:
                 f"forward {flop}": scaled(layer.forward_flops, scale),
                 f"backward {flop}": scaled(layer.backward_flops, scale),
                 "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
-                f"update {flop}": scaled(layer.update_flops, scale),
+                f"update {u_flop}": scaled(layer.update_flops, u_scale),
                 per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
                                                        else count(layer.transcendentals)),
             }

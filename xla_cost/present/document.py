@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import numbers
+import re
 from typing import TYPE_CHECKING, Any
 
 from xla_cost.present.text import TextTable, render, resolve_width
@@ -21,7 +22,32 @@ from xla_cost.present.units import UNKNOWN, sig
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Section", "Rendered", "cell"]
+__all__ = ["Section", "Rendered", "cell", "markdown_table"]
+
+_NUMBER = re.compile(r"[-+]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?( \*)?(%|x| [kMGTP]?)?")
+"""A formatted figure: ``1,234``, ``0.000153``, ``1.010``, ``12.3%``, ``1.91x``, ``64.252 *``."""
+
+_NOT_A_NUMBER = frozenset({UNKNOWN, "n/a", ""})
+
+
+def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
+    """``frame`` as a markdown table with every cell exactly as formatted (tabulate
+    would read ``1.010`` back as ``1.01`` and ``0.0000188`` as ``1.88e-05``),
+    columns of figures aligned right, the others left.
+
+    Args:
+      frame: formatted cells (strings or numbers).
+      index: write the index as the first column (its name as the header).
+    """
+    shown = frame.reset_index() if index else frame
+    cells = shown.astype(object).map(lambda v: "" if v is None else str(v))
+
+    def figures(column: pd.Series) -> bool:
+        found = [v for v in column if v not in _NOT_A_NUMBER]
+        return bool(found) and all(_NUMBER.fullmatch(v) for v in found)
+
+    align = ["right" if figures(cells[c]) else "left" for c in cells.columns]
+    return cells.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
 def cell(value: Any) -> str:
@@ -98,7 +124,7 @@ class Rendered:
         """A markdown section: the description, the tables, the notes as a list."""
         parts = [self.describe()]
         for section in self.sections():
-            parts.append((f"**{section.title}**\n\n" if section.title else "") + section.cells().to_markdown())
+            parts.append((f"**{section.title}**\n\n" if section.title else "") + markdown_table(section.cells()))
         if self.notes():
             parts.append("\n".join(f"- {note}" for note in self.notes()))
         return "\n\n".join(parts) + "\n"

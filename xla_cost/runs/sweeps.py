@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xla_cost.analysis.report import PHASES
+from xla_cost.present.document import markdown_table
 from xla_cost.present.units import flop_unit, scaled
 from xla_cost.compiled.store import Store, StoredResult, default_store_path, environment, result_key
 from xla_cost.count.layers import LAYER_FIELDS
@@ -141,7 +142,7 @@ class SweepResult(NamedTuple):
 
     def to_markdown(self) -> str:
         """The `summary` as a markdown table."""
-        return self.summary().to_markdown(index=False) + "\n"
+        return markdown_table(self.summary(), index=False) + "\n"
 
     def _repr_markdown_(self) -> str:
         """How a notebook (IPython's display) shows the sweep: `to_markdown`."""
