@@ -103,7 +103,7 @@ def test_the_sweep_table_fits_a_terminal():
 
 
 def test_markdown_keeps_every_cell_as_formatted():
-    from xla_cost.present.document import markdown_table
+    from xla_cost.present.markdown import markdown_table
 
     frame = pd.DataFrame({"phase": ["forward", "update"], "XLA / jaxpr": ["1.010", "1.000"],
                           "update GFLOP": ["0.0000188", "unknown"], "share": ["12.3%", "n/a"],

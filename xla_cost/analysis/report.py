@@ -19,7 +19,7 @@ from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.timing import Timing
 from xla_cost.count.registry import Cost
 from xla_cost.errors import InputError
-from xla_cost.present.document import markdown_table
+from xla_cost.present.markdown import markdown_table
 from xla_cost.present.plots import layer_bars
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.analysis.report_tables import (

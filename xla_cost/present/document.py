@@ -13,41 +13,16 @@ import dataclasses
 import json
 import math
 import numbers
-import re
 from typing import TYPE_CHECKING, Any
 
+from xla_cost.present.markdown import markdown_table
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.present.units import UNKNOWN, sig
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Section", "Rendered", "cell", "markdown_table"]
-
-_NUMBER = re.compile(r"[-+]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?( \*)?(%|x| [kMGTP]?)?")
-"""A formatted figure: ``1,234``, ``0.000153``, ``1.010``, ``12.3%``, ``1.91x``, ``64.252 *``."""
-
-_NOT_A_NUMBER = frozenset({UNKNOWN, "n/a", ""})
-
-
-def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
-    """``frame`` as a markdown table with every cell exactly as formatted (tabulate
-    would read ``1.010`` back as ``1.01`` and ``0.0000188`` as ``1.88e-05``),
-    columns of figures aligned right, the others left.
-
-    Args:
-      frame: formatted cells (strings or numbers).
-      index: write the index as the first column (its name as the header).
-    """
-    shown = frame.reset_index() if index else frame
-    cells = shown.astype(object).map(lambda v: "" if v is None else str(v))
-
-    def figures(column: pd.Series) -> bool:
-        found = [v for v in column if v not in _NOT_A_NUMBER]
-        return bool(found) and all(_NUMBER.fullmatch(v) for v in found)
-
-    align = ["right" if figures(cells[c]) else "left" for c in cells.columns]
-    return cells.to_markdown(index=False, disable_numparse=True, colalign=align)
+__all__ = ["Section", "Rendered", "cell"]
 
 
 def cell(value: Any) -> str:

@@ -70,7 +70,8 @@ def sweep_lines(frame: pd.DataFrame, x: str, y: str, hue: str | None = None, tit
                              f"Use one of {', '.join(map(str, frame.columns[:12]))}, ...")
     values = pd.to_numeric(frame[y], errors="coerce")
     if values.isna().all():
-        raise InputError(f"a numeric column for y", f"{y!r} ({frame[y].dtype})", "Plot a figure column, e.g. y='forward_flops'.")
+        raise InputError("a numeric column for y", f"{y!r} ({frame[y].dtype})",
+                         "Plot a figure column, e.g. y='forward_flops'.")
     data = frame.assign(**{y: values}).dropna(subset=[y])
     groups: list[tuple[Any, Any]] = list(data.groupby(hue, sort=False)) if hue else [(None, data)]
     with style():

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xla_cost.analysis.report import PHASES
-from xla_cost.present.document import markdown_table
+from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import flop_unit, scaled
 from xla_cost.compiled.store import Store, StoredResult, default_store_path, environment, result_key
 from xla_cost.count.layers import LAYER_FIELDS
