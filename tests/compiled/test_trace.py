@@ -12,6 +12,7 @@ import pytest
 
 from xla_cost.compiled import hlo, trace
 from xla_cost.compiled.trace import OpEvent, Source
+from xla_cost.count.attribution import classify_pass
 
 
 def _event(op, start, end, thread=1, run="a"):
@@ -158,3 +159,18 @@ def test_record_gives_every_run_of_every_instruction_of_a_program():
     assert len(shares) == 2  # the last execution closes the second's period
     for run in shares:
         assert run.busy_s + run.idle_s == pytest.approx(run.period_s)
+
+
+def test_a_copy_of_a_donated_argument_is_the_updates():
+    # the same program with p donated (its buffer taken by the first result): XLA copies p
+    # so that the update can write the new value in place while the old one is still read
+    donated = HLO.replace("HloModule jit_train_step, is_scheduled=true",
+                          "HloModule jit_train_step, is_scheduled=true, input_output_alias={ {0}: (0, {}, "
+                          "may-alias) }, entry_computation_layout={(f32[4,3]{1,0})->f32[4,3]{1,0}}")
+    module = hlo.parse_module(donated)
+    assert module.aliased_parameters == frozenset({0})
+    sources = trace.instruction_sources(module)
+    assert sources["c"] == Source(trace.DONATED_COPY, inferred=True, reads=(KERNEL,))
+    # no pass of autodiff names it: the update's, on the row of the module whose argument it copies
+    assert classify_pass(sources["c"].op_name) is None
+    assert hlo.parse_module(HLO).aliased_parameters == frozenset()  # nothing donated: a plain copy

@@ -270,6 +270,9 @@ class Module:
     entry: str | None
     replica_count: int
     num_partitions: int
+    aliased_parameters: frozenset[int] = frozenset()
+    """The entry parameters whose buffers an output takes (the header's
+    ``input_output_alias``: donated arguments)."""
 
     @property
     def num_devices(self) -> int:
@@ -281,6 +284,7 @@ def parse_module(hlo_text: str) -> Module:
     computations: dict[str, Computation] = {}
     entry: str | None = None
     replica_count = num_partitions = 1
+    aliased: frozenset[int] = frozenset()
     current: Computation | None = None
     pending: list[str] = []
 
@@ -301,6 +305,9 @@ def parse_module(hlo_text: str) -> Module:
             partitions = re.search(r"[\s,]num_partitions=(\d+)", line)
             replica_count = int(replicas.group(1)) if replicas else 1
             num_partitions = int(partitions.group(1)) if partitions else 1
+            aliases = _ALIASES.search(line)
+            if aliases is not None:
+                aliased = frozenset(int(n) for n in _ALIASED_PARAMETER.findall(aliases.group(1)))
             continue
         if current is None:
             match = _HEADER.match(line)
@@ -318,7 +325,14 @@ def parse_module(hlo_text: str) -> Module:
             flush()
         pending.append(stripped)
     flush()
-    return Module(computations, entry, replica_count, num_partitions)
+    return Module(computations, entry, replica_count, num_partitions, aliased)
+
+
+_ALIASES = re.compile(r"input_output_alias=\{(.*?)\}\s*(?:,\s*[a-z_]+=|$)")
+"""The header's ``input_output_alias={ {0}: (0, {}, may-alias), ... }``."""
+
+_ALIASED_PARAMETER = re.compile(r":\s*\((\d+),")
+"""The parameter number of one alias entry (``{1}: (3, {}, may-alias)`` -> 3)."""
 
 
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ __all__ = [
     "OpEvent",
     "RunShares",
     "Source",
+    "DONATED_COPY",
     "record",
     "read_events",
     "module_name",
@@ -293,6 +294,10 @@ def _rank(op_name: str) -> int:
     return _PASS_ORDER.get(classify_pass(op_name) or "", 2) if op_name else -1
 
 
+DONATED_COPY = "donated_copy"
+"""The ``op_name`` given to a copy of a donated argument: no pass of autodiff, so the update's."""
+
+
 def instruction_sources(module: hlo.Module) -> dict[str, Source]:
     """What every instruction of ``module`` that runs as a thunk stands for.
 
@@ -317,6 +322,11 @@ def instruction_sources(module: hlo.Module) -> dict[str, Source]:
     fusion that ends in a layout change for a reader in a later pass (the
     CPU recomputes a forward activation into the transposed copy a backward
     weight gradient reads, rather than keep it): it runs for the reader.
+
+    A copy of a donated argument (the header's ``input_output_alias``), same
+    shape and layout, keeps the old value while the update writes the new one
+    into the argument's buffer (XLA's copy insertion): it is the update's
+    (`DONATED_COPY`), its module's whose argument it copies.
 
     ``reads`` are the program's arguments an instruction reads, directly or
     through copies (jax names an entry parameter by its argument's path). Parameters,
@@ -383,6 +393,15 @@ def instruction_sources(module: hlo.Module) -> dict[str, Source]:
         return best
 
     resolved: dict[str, Source] = {}
+    donated = {j.name: arguments.get(j.name, "") for j in entry
+               if j.opcode == "parameter" and j.operands.strip().isdigit()
+               and int(j.operands) in module.aliased_parameters}
+    for instruction in entry:  # the old value of a donated argument, kept while the update writes its buffer
+        operands = instruction.operand_names()
+        if instruction.opcode == "copy" and not own[instruction.name] and len(operands) == 1 \
+                and operands[0] in donated and instruction.shape_text == names[operands[0]].shape_text:
+            resolved[instruction.name] = Source(DONATED_COPY, inferred=True, reads=tuple(filter(None, [
+                donated[operands[0]]])))
     for name, instruction in names.items():  # what computes
         if _runs_no_code(instruction) or moves[name] or _relayouts(instruction, module):
             continue
