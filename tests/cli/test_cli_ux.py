@@ -330,3 +330,8 @@ def test_csv_without_layers_has_the_same_leading_columns(zoo_report):
     assert list(table.columns[:3]) == ["kind", "name", "flops"]
     assert list(table.name) == list(PHASES) and set(table.kind) == {"phase"}
     assert table.set_index("name").loc["grad", "flops"] == report.phases["grad"].flops
+
+
+def test_version_prints_the_package_version(capsys):
+    code, out, err = run(capsys, "--version")
+    assert (code, out.strip(), err) == (0, f"xla-cost {xla_cost.__version__}", "")

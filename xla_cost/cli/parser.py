@@ -12,6 +12,7 @@ from xla_cost.parallel.comm import ALGORITHMS, INTERCONNECTS
 from xla_cost.present.formats import FORMATS
 from xla_cost.present.units import join_words
 from xla_cost.study.pages import PAGES
+from xla_cost.version import __version__
 
 __all__ = ["build_parser"]
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Static FLOP, bytes and memory of a JAX/Flax training step, from compiled XLA.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"xla-cost {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     analyze = sub.add_parser(
