@@ -131,3 +131,16 @@ def test_a_report_in_a_notebook_keeps_its_digits():
     assert " 1.000 |" in update
     # the layer table's update column has a unit of its own (533,898 parameters: 1.068 MFLOP of SGD)
     assert "update MFLOP" in text
+
+
+def test_a_resnet50_report_with_layers_and_memory_fits_a_terminal():
+    from xla_cost.zoo import build_model, example_inputs
+
+    report = xla_cost.analyze(build_model("resnet50"), example_inputs("resnet50", 1), optimizer="adam",
+                              per_layer=True, depth=1, memory=True)
+    text = report.to_table(width=WIDTH)
+    # phases, 20 layer rows with their saved activations, the memory parts: each table within 100 columns
+    # (the layer table was 105: "backward / forward" and "saved activations" headers)
+    assert _widest(text) <= WIDTH
+    # ResNet-50's 3 + 4 + 6 + 3 bottleneck blocks are rows of their own, none wrapped
+    assert sum(line.startswith("│ layer") for line in text.splitlines()) == 3 + 4 + 6 + 3

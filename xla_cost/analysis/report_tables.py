@@ -125,14 +125,14 @@ def layer_frame(report: Any) -> pd.DataFrame:
             {
                 f"forward {flop}": scaled(layer.forward_flops, scale),
                 f"backward {flop}": scaled(layer.backward_flops, scale),
-                "backward / forward": "n/a" if ratio is None else f"{ratio:.3f}",
+                "bwd / fwd": "n/a" if ratio is None else f"{ratio:.3f}",
                 f"update {u_flop}": scaled(layer.update_flops, u_scale),
                 per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
                                                        else count(layer.transcendentals)),
             }
         )
         if any(other.saved_activation_bytes is not None for other in layers):
-            row[f"saved activations ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
+            row[f"saved for bwd ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
 
