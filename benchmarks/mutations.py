@@ -1,26 +1,31 @@
 """Plant one bug at a time in a copy of the repository and see which tests catch it.
 
 Each mutation below is a small, deliberate bug: exact text replacements in the
-library (``file``, ``old`` text, ``new`` text). For each one this script copies
-the repository to a temporary directory, applies the replacements (failing
-loudly unless each ``old`` text occurs exactly once), runs the test suite there
-against the copy's own ``xla_cost``, and reports which tests failed. A test run
-of the unmodified copy comes first: tests that fail there are reported and not
-counted as catching anything.
+library (``file``, ``old`` text, ``new`` text), and the tests written to catch
+it. For each one this script copies the repository to a temporary directory,
+applies the replacements (failing loudly unless each ``old`` text occurs exactly
+once), runs the test suite there against the copy's own ``xla_cost`` (the
+mutation's own tests first, then the rest) and reports which tests failed. A test
+run of the unmodified copy comes first: tests that fail there are left out of
+the mutations' runs and reported.
 
 Usage::
 
-    python benchmarks/mutations.py                        # every mutation, full suite
+    python benchmarks/mutations.py                        # every mutation, the suite, first failure each
+    python benchmarks/mutations.py --jobs 2               # two mutations at a time, in two copies
+    python benchmarks/mutations.py --every-failure        # count every failing test (a whole suite each)
     python benchmarks/mutations.py --list                 # the mutations, nothing run
     python benchmarks/mutations.py --only dot_mac_as_one_flop best_counted_part \\
-        --tests tests/count/test_closed_forms.py tests/analysis/test_unknown.py   # a quick subset
+        --tests tests/count/test_closed_forms.py tests/analysis/test_unknown.py   # only these tests
     python benchmarks/mutations.py --source HEAD          # the last commit, not the working tree
     python benchmarks/mutations.py --check                # only check that every edit applies
 
-The full sweep runs the suite once per mutation plus once for the baseline
-(about 4 minutes each on 2 cores). The output is a markdown table: mutation,
-the failing tests' count and the first few names; a mutation no test catches is
-marked NOT CAUGHT and the script exits with status 1.
+By default a mutation's run stops at its first failing test, so a mutation its
+own tests catch costs a pytest start-up and those tests; one they miss runs on
+through the suite (about 7 minutes on 2 cores), as does the baseline. The output
+is a markdown table: mutation, the failing tests' count and the first few names,
+seconds; a mutation no test catches is marked NOT CAUGHT and the script exits
+with status 1.
 
 To update a mutation after a refactor, edit its ``Edit`` texts below: ``old``
 must be copied exactly (whitespace included) from the current source and occur
@@ -30,8 +35,10 @@ once in its file; ``--check`` verifies all of them in seconds.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -54,9 +61,13 @@ class Edit:
 
 @dataclasses.dataclass(frozen=True)
 class Mutation:
+    """A planted bug: its ``edits``, and ``tests``, the test files or node ids
+    written to catch it, which run first (the rest of the suite after them)."""
+
     name: str
     description: str
     edits: tuple[Edit, ...]
+    tests: tuple[str, ...] = ()
 
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -69,6 +80,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k",
             "flops = size(outs[0]) if k == 1 else size(outs[0]) * k",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     Mutation(
         "length_one_contraction_as_fma",
@@ -78,6 +90,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k",
             "flops = FLOPS_PER_FMA * size(outs[0]) * k",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     Mutation(
         "conv_padded_taps",
@@ -87,6 +100,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "valid = (u >= 0) & (u % lhs_dilation == 0) & (u // lhs_dilation < in_size)",
             "valid = u % lhs_dilation == 0",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     Mutation(
         "relu_max_costs_nothing",
@@ -97,6 +111,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "@register(\"max\")\ndef _max_free(ins, outs, **_):\n    return Cost()\n\n\n"
             "@register(*sorted(ELEMENTWISE - {\"max\"}))\ndef _elementwise(",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     Mutation(
         "transcendental_as_flop",
@@ -106,6 +121,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "return Cost(transcendentals=size(outs[0]), bytes_accessed=io_bytes(ins, outs))",
             "return Cost(flops=size(outs[0]), bytes_accessed=io_bytes(ins, outs))",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     Mutation(
         "reduction_n_not_n_minus_1",
@@ -115,6 +131,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "flops=size(ins[0]) - size(outs[0]), bytes_accessed=io_bytes(ins, outs)",
             "flops=size(ins[0]), bytes_accessed=io_bytes(ins, outs)",
         ),),
+        tests=("tests/count/test_rules.py",),
     ),
     # ------------------------------------------------------------------ interpreter
     Mutation(
@@ -125,6 +142,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "n = length if self.trip_counts else 1",
             "n = 1",
         ),),
+        tests=("tests/count/test_interpret_loops.py",),
     ),
     Mutation(
         "while_body_once",
@@ -134,20 +152,23 @@ MUTATIONS: tuple[Mutation, ...] = (
             "n = 1 if trip is None or not self.trip_counts else trip",
             "n = 1",
         ),),
+        tests=("tests/count/test_interpret_loops.py",),
     ),
     Mutation(
         "scan_counter_free",
         "the scan's per-iteration counter (2 FLOP) not counted",
         (Edit("xla_cost/count/interpret.py", "SCAN_COUNTER_FLOPS = 2", "SCAN_COUNTER_FLOPS = 0"),),
+        tests=("tests/count/test_interpret_loops.py",),
     ),
     Mutation(
         "unsupported_dropped",
         "a primitive without a rule is dropped from the unsupported list (silently 0)",
         (Edit(
             "xla_cost/count/interpret.py",
-            "        if rule is None:\n            self.unsupported[name] += times\n            return Cost()",
+            "        if rule is None:\n            return self._unknown(name, times, part)",
             "        if rule is None:\n            return Cost()",
         ),),
+        tests=("tests/analysis/test_unknown.py",),
     ),
     Mutation(
         "cond_cheapest_branch",
@@ -157,6 +178,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
             "index = min(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))",
         ),),
+        tests=("tests/count/test_rules.py", "tests/count/test_closed_forms.py"),
     ),
     # ------------------------------------------------------------------ analysis
     Mutation(
@@ -167,6 +189,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'return None, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
             'return true, "unknown", (\n                f"{phase}: {key} unknown: XLA gave no figure',
         ),),
+        tests=("tests/analysis/test_unknown.py",),
     ),
     Mutation(
         "best_ignores_unsupported",
@@ -176,6 +199,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "    if xla_value is None:\n        if counted.unsupported:",
             "    if xla_value is None:\n        if False:",
         ),),
+        tests=("tests/analysis/test_unknown.py",),
     ),
     Mutation(
         "loop_correction_dropped",
@@ -187,6 +211,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'return xla_value, "xla+loops", (\n'
             '        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); "\n',
         ),),
+        tests=("tests/analysis/test_jaxpr_vs_xla.py",),
     ),
     Mutation(
         "negative_xla_figure_kept",
@@ -196,6 +221,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "if not math.isfinite(value) or value < 0:",
             "if not math.isfinite(value):",
         ),),
+        tests=("tests/compiled/test_xla.py",),
     ),
     # ------------------------------------------------------------------ phases
     Mutation(
@@ -206,6 +232,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'formula={"grad": 1, "forward": -1},',
             'formula={"grad": 1, "forward": 1},',
         ),),
+        tests=("tests/step/test_phases.py", "tests/count/test_closed_forms.py"),
     ),
     Mutation(
         "train_step_without_update",
@@ -215,6 +242,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'formula={"grad": 1, "update": 1},',
             'formula={"grad": 1, "update": 0},',
         ),),
+        tests=("tests/step/test_phases.py", "tests/count/test_closed_forms.py"),
     ),
     Mutation(
         "optimizer_not_followed",
@@ -224,6 +252,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'program="update", arguments=("grads", "opt_state", "params"), follow_data=True,',
             'program="update", arguments=("grads", "opt_state", "params"), follow_data=False,',
         ),),
+        tests=("tests/count/test_closed_forms.py",),
     ),
     # ------------------------------------------------------------------ attribution
     Mutation(
@@ -238,6 +267,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             '                backward=cost["backward"],\n'
             '                update=cost["update"] * 0,',
         ),),
+        tests=("tests/count/test_closed_forms.py",),
     ),
     Mutation(
         "depth_ignored",
@@ -247,6 +277,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "    if depth is None or path == REMAINDER:\n        return path",
             "    if True:\n        return path",
         ),),
+        tests=("tests/count/test_interpret_loops.py", "tests/zoo/test_seed_nets.py"),
     ),
     # ------------------------------------------------------------------ comm
     Mutation(
@@ -257,6 +288,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "def _halving_doubling_hops(n: int) -> int:\n    return math.ceil(math.log2(n))",
             "def _halving_doubling_hops(n: int) -> int:\n    return int(math.log2(n))",
         ),),
+        tests=("tests/parallel/test_comm.py",),
     ),
     Mutation(
         "all_to_all_algorithm_hops",
@@ -268,16 +300,18 @@ MUTATIONS: tuple[Mutation, ...] = (
             '    if name == "all-to-all":\n'
             "        return (n - 1) / n * nbytes / link.bandwidth + hops * link.latency",
         ),),
+        tests=("tests/parallel/test_comm.py",),
     ),
     # ------------------------------------------------------------------ scaling
     Mutation(
         "estimate_flop_per_step_as_per_sample",
-        "scaling.estimate: the train step's FLOP not divided by its batch (total FLOP batch x too large)",
+        "estimate: the train step's FLOP not divided by its batch (total FLOP batch x too large)",
         (Edit(
-            "xla_cost/runs/scaling.py",
+            "xla_cost/runs/estimates.py",
             "per_sample = flops / single.batch_size",
             "per_sample = flops",
         ),),
+        tests=("tests/runs/test_estimate.py",),
     ),
     # ------------------------------------------------------------------ store
     Mutation(
@@ -289,6 +323,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             '{"format": FORMAT, "config": {k: v for k, v in config.items() if k != "dtype"}, '
             '"environment": dict(env or environment())}',
         ),),
+        tests=("tests/runs/test_sweeps.py",),
     ),
     Mutation(
         "cache_key_without_input_dtype",
@@ -298,6 +333,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'return {"shape": list(value.shape), "dtype": str(value.dtype)}',
             'return {"shape": list(value.shape)}',
         ),),
+        tests=("tests/compiled/test_hlo.py", "tests/runs/test_sweeps.py"),
     ),
     # ------------------------------------------------------------------ sweeps
     Mutation(
@@ -308,6 +344,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "queue.insert(0, config)",
             "pass  # dropped",
         ),),
+        tests=("tests/runs/test_sweep_workers.py",),
     ),
     # ------------------------------------------------------------------ timing
     Mutation(
@@ -318,7 +355,11 @@ MUTATIONS: tuple[Mutation, ...] = (
             "median_s=statistics.median(times), min_s=min(times)",
             "median_s=min(times), min_s=min(times)",
         ),),
+        tests=("tests/analysis/test_timing.py",),
     ),
+    # ------------------------------------------------------------------ step parts (issue 29)
+    # ------------------------------------------------------------------ runs and parallel (issue 29)
+    # ------------------------------------------------------------------ compiled, split, units, store (issue 29)
 )
 
 
@@ -420,8 +461,12 @@ class Run:
     tail: str
 
 
-def run_tests(copy: Path, env: dict[str, str], tests: list[str], timeout: float, exitfirst: bool) -> Run:
+def run_tests(copy: Path, env: dict[str, str], tests: list[str], timeout: float, exitfirst: bool,
+              deselect: list[str] = ()) -> Run:
+    """One pytest run in ``copy``: ``tests`` in their order (pytest drops repeats,
+    keeping the first), without the ``deselect`` node ids."""
     command = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *tests]
+    command += [f"--deselect={node}" for node in deselect]
     if exitfirst:
         command.insert(3, "-x")
     start = time.perf_counter()
@@ -440,29 +485,74 @@ def run_tests(copy: Path, env: dict[str, str], tests: list[str], timeout: float,
     return Run(failed, time.perf_counter() - start, code, "\n".join(output.splitlines()[-5:]))
 
 
+def ordered_tests(mutation: Mutation, scope: list[str]) -> list[str]:
+    """What one mutation's run collects: the whole ``scope`` when it was given
+    (``--tests``), else the mutation's own ``tests`` first and the suite after them."""
+    return list(scope) if scope else [*mutation.tests, "tests"]
+
+
 def _short(test_id: str) -> str:
     return test_id.removeprefix("tests/")
+
+
+def _run_all(selected: list[Mutation], copies: list[Path], env_of: dict[Path, dict[str, str]],
+             scope: list[str], baseline: Run, args: argparse.Namespace) -> list[tuple[Mutation, list[str], float]]:
+    """Each mutation in a copy of its own worker's (``--jobs`` copies side by side)."""
+    free: queue.Queue[Path] = queue.Queue()
+    for copy in copies:
+        free.put(copy)
+
+    def one(mutation: Mutation) -> tuple[Mutation, list[str], float]:
+        copy = free.get()
+        try:
+            originals = apply(copy, mutation)
+            try:
+                result = run_tests(copy, env_of[copy], ordered_tests(mutation, scope), args.timeout,
+                                   exitfirst=not args.every_failure, deselect=baseline.failed)
+            finally:
+                restore(originals)
+        finally:
+            free.put(copy)
+        caught = [t for t in result.failed if t not in baseline.failed]
+        if result.returncode not in (0, 1) and not result.failed:
+            caught = [f"(run did not complete: exit {result.returncode})"]
+        print(f"{mutation.name}: {len(caught)} caught, {result.seconds:.0f} s", file=sys.stderr, flush=True)
+        return mutation, caught, result.seconds
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        return list(pool.map(one, selected))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutations only")
-    parser.add_argument("--tests", nargs="+", metavar="PATH", default=[], help="test files or node ids (default: the suite)")
+    parser.add_argument("--tests", nargs="+", metavar="PATH", default=[],
+                        help="test files or node ids, the only ones run (default: the suite, each "
+                             "mutation's own tests first)")
     parser.add_argument("--source", default="worktree", help="'worktree' (default) or a git revision")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--check", action="store_true", help="check that every edit applies, run nothing")
-    parser.add_argument("--exitfirst", action="store_true", help="stop each run at its first failure (faster, counts 1)")
+    parser.add_argument("--every-failure", action="store_true",
+                        help="run every test for each mutation and count all that fail (slow: a whole "
+                             "suite per mutation); by default a run stops at its first failure")
+    parser.add_argument("--jobs", type=int, default=1, help="mutations run side by side, each in its own copy")
     parser.add_argument("--no-cache", action="store_true", help="turn JAX's persistent compilation cache off")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per test run (default 1800)")
     parser.add_argument("--show", type=int, default=4, help="failing tests named per mutation (default 4)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be a positive integer, got {args.jobs}")
 
     if args.list:
         for m in MUTATIONS:
-            print(f"{m.name:32s} {m.description}")
+            print(f"{m.name:36s} {m.description}")
         return 0
     selected = list(MUTATIONS)
+    names = [m.name for m in MUTATIONS]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise SystemExit(f"mutation names must be unique; repeated: {repeated}")
     if args.only:
         known = {m.name: m for m in MUTATIONS}
         missing = [n for n in args.only if n not in known]
@@ -470,58 +560,55 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"unknown mutation(s) {missing}; --list shows them")
         selected = [known[n] for n in args.only]
 
+    started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="xla_cost_mutations_"))
-    copy = workdir / "repo"
-    copy.mkdir()
+    copies = [workdir / f"repo{i}" for i in range(args.jobs)]
     try:
-        make_copy(copy, args.source)
-        # every edit must apply to the pristine copy before anything runs
+        for copy in copies:
+            copy.mkdir()
+            make_copy(copy, args.source)
+        # every edit must apply to the pristine copy, and every named test exist, before anything runs
         for mutation in selected:
-            restore(apply(copy, mutation))
+            restore(apply(copies[0], mutation))
+            absent = [t for t in mutation.tests if not (copies[0] / t.split("::")[0]).exists()]
+            if absent:
+                raise SystemExit(f"mutation {mutation.name}: its tests {absent} do not exist")
         if args.check:
             print(f"all {len(selected)} mutations apply to {args.source}")
             return 0
-        env = _environment(copy, args.no_cache)
-        check_imports(copy, env)
+        env_of = {copy: _environment(copy, args.no_cache) for copy in copies}
+        for copy in copies:
+            check_imports(copy, env_of[copy])
         scope = " ".join(args.tests) or "the whole suite"
-        print(f"copy of {args.source} in {copy}; tests: {scope}", file=sys.stderr)
+        print(f"copies of {args.source} in {workdir}; tests: {scope}", file=sys.stderr)
 
-        baseline = run_tests(copy, env, args.tests, args.timeout, exitfirst=False)
+        baseline = run_tests(copies[0], env_of[copies[0]], args.tests, args.timeout, exitfirst=False)
         print(f"baseline: {len(baseline.failed)} failing, {baseline.seconds:.0f} s", file=sys.stderr)
         if baseline.returncode not in (0, 1) and not baseline.failed:
             raise SystemExit(f"the unmodified copy's test run did not complete:\n{baseline.tail}")
-
-        rows = []
-        for mutation in selected:
-            originals = apply(copy, mutation)
-            try:
-                result = run_tests(copy, env, args.tests, args.timeout, args.exitfirst)
-            finally:
-                restore(originals)
-            caught = [t for t in result.failed if t not in baseline.failed]
-            if result.returncode not in (0, 1) and not result.failed:
-                caught = [f"(run did not complete: exit {result.returncode})"]
-            rows.append((mutation, caught, result.seconds))
-            print(f"{mutation.name}: {len(caught)} caught, {result.seconds:.0f} s", file=sys.stderr)
+        rows = _run_all(selected, copies, env_of, args.tests, baseline, args)
     finally:
         if args.keep:
             print(f"kept {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"Mutations of {args.source}, tests: {scope}\n")
+    how = "every failing test" if args.every_failure else "each run stops at its first failure"
+    print(f"Mutations of {args.source}, tests: {scope} ({how}; {args.jobs} at a time)\n")
     if baseline.failed:
         print(f"Failing without any mutation (not counted): {', '.join(map(_short, baseline.failed))}\n")
-    print("| mutation | planted bug | failing tests | first of them |")
-    print("|---|---|---:|---|")
-    for mutation, caught, _ in rows:
+    print("| mutation | planted bug | failing tests | first of them | seconds |")
+    print("|---|---|---:|---|---:|")
+    for mutation, caught, seconds in rows:
         count = str(len(caught)) if caught else "**0: NOT CAUGHT**"
         names = ", ".join(f"`{_short(t)}`" for t in caught[: args.show])
         if len(caught) > args.show:
             names += f", ... ({len(caught) - args.show} more)"
-        print(f"| `{mutation.name}` | {mutation.description} | {count} | {names} |")
+        print(f"| `{mutation.name}` | {mutation.description} | {count} | {names} | {seconds:.0f} |")
     missed = [m.name for m, caught, _ in rows if not caught]
-    print(f"\n{len(rows) - len(missed)} of {len(rows)} mutations caught" + (f"; not caught: {', '.join(missed)}" if missed else ""))
+    print(f"\n{len(rows) - len(missed)} of {len(rows)} mutations caught"
+          + (f"; not caught: {', '.join(missed)}" if missed else "")
+          + f"; {time.perf_counter() - started:.0f} s in all (baseline {baseline.seconds:.0f} s)")
     return 1 if missed else 0
 
 

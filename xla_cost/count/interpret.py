@@ -307,25 +307,27 @@ class _Counter:
             return Cost()
         rule = get_rule(name)
         if rule is None:
-            self.unsupported[name] += times
-            if part is not None:
-                self.part_unsupported[part][name] += times
-            return Cost()
+            return self._unknown(name, times, part)
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
         constant = tuple(c for c, _ in constants) if constants else (False,) * len(ins)
         cost = rule(ins, outs, constant_operands=constant, **params)
         if cost is None:  # the rule cannot cost these operands: unknown, not 0
-            self.unsupported[name] += times
-            if part is not None:
-                self.part_unsupported[part][name] += times
-            return Cost()
+            return self._unknown(name, times, part)
         key = (stack, name, times, public_owner(owner), part)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
         self.executions[key] += times
         return cost
+
+    def _unknown(self, name: str, times: int, part: str | None) -> Cost:
+        """A primitive without a rule, or whose rule cannot cost its operands: listed with how
+        often it runs (unknown, not 0); nothing is added to the sums."""
+        self.unsupported[name] += times
+        if part is not None:
+            self.part_unsupported[part][name] += times
+        return Cost()
 
     def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
