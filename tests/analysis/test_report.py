@@ -32,7 +32,16 @@ def test_json_schema(zoo_report):
         assert {"path", "parameters", "forward_flops", "backward_flops", "backward_to_forward"} <= set(row)
     # the backward phase is not a program of its own: its memory is unknown, not 0
     assert data["memory"]["backward"] == {"argument_bytes": None, "output_bytes": None, "temp_bytes": None}
-    assert data["memory"]["forward"]["argument_bytes"] > 0
+    # the forward program's arguments: conv_net's parameters, conv1 7·7·3·32 = 4,704 and conv2
+    # 7·7·32·64 = 100,352 (no biases), fc1 64·10 + 10 = 650: 105,706 float32; the batch
+    # 2 x 224 x 224 x 3 float32 and its 2 int32 labels. It returns the float32 loss.
+    parameters = 7 * 7 * 3 * 32 + 7 * 7 * 32 * 64 + 64 * 10 + 10
+    assert data["parameters"] == parameters == 105_706
+    assert data["memory"]["forward"]["argument_bytes"] == 4 * parameters + 4 * 2 * 224 * 224 * 3 + 4 * 2
+    assert data["memory"]["forward"]["output_bytes"] == 4
+    assert data["memory"]["grad"]["argument_bytes"] == data["memory"]["forward"]["argument_bytes"]  # the same inputs
+    # SGD's update reads the gradients and the parameters (no optimizer state): twice the parameters
+    assert data["memory"]["update"]["argument_bytes"] == 2 * 4 * parameters
 
 
 def test_layers_only_when_asked(zoo_report):

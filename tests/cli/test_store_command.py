@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
+import types
 
 import pytest
 
 import xla_cost
 from xla_cost.cli.main import main
+from xla_cost.compiled import store as store_module
 
 
 @pytest.fixture()
@@ -64,3 +67,50 @@ def test_a_missing_store_is_one_line_and_nothing_is_created(tmp_path, capsys):
     code, out, err = _run(capsys, "store", "list", "--store", str(missing))
     assert code == 2 and not out and "an existing results store" in err and err.count("\n") == 1
     assert not missing.exists()
+
+
+# (key, model, seconds after 2023-11-14T22:13:20Z): stored in this order; the keys run against the
+# time order, so that a listing by key alone, or newest first, reads differently
+DATED = [("abc3", "one_net", 0), ("abc2", "one_net", 1), ("abd1", "conv_net", 2), ("xyz0", "one_net", 3)]
+START = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+
+@pytest.fixture()
+def dated(tmp_path, monkeypatch):
+    """A store file whose rows were stored at known seconds (the store's clock replaced)."""
+    clock = iter(time.gmtime(START + seconds) for *_, seconds in DATED)
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(strftime=time.strftime, gmtime=lambda: next(clock)))
+    path = tmp_path / "dated.sqlite"
+    with store_module.Store(path) as db:
+        for key, model, _ in DATED:
+            db.put(key, model=model, config={"model": model}, environment={}, report={"model": model})
+    return path
+
+
+def test_list_shows_the_oldest_row_first(dated, capsys):
+    code, out, _ = _run(capsys, "store", "list", "--store", str(dated), "--format", "json")
+    assert code == 0
+    # stored at 22:13:20, :21, :22 and :23
+    assert [(r["key"], r["created"]) for r in json.loads(out)["rows"]] == [
+        ("abc3", "2023-11-14T22:13:20Z"), ("abc2", "2023-11-14T22:13:21Z"),
+        ("abd1", "2023-11-14T22:13:22Z"), ("xyz0", "2023-11-14T22:13:23Z")]
+    _, out, _ = _run(capsys, "store", "list", "--store", str(dated), "--model", "one_net", "--format", "json")
+    assert [r["key"] for r in json.loads(out)["rows"]] == ["abc3", "abc2", "xyz0"]
+    assert [r.key for r in xla_cost.store_contents(dated, key="abc").rows] == ["abc3", "abc2"]
+
+
+def test_an_empty_key_or_model_selects_nothing_to_delete(dated, capsys):
+    for empty in ({"key": ""}, {"model": ""}, {"key": "", "model": ""}):
+        with pytest.raises(xla_cost.InputError, match="what to delete") as refused:
+            xla_cost.store_delete(dated, **empty)
+        assert "\n" not in str(refused.value)  # one line
+    # `store delete ""`: the key given empty, refused on one line, as the key left out is
+    code, out, err = _run(capsys, "store", "delete", "", "--store", str(dated))
+    assert code == 2 and not out and "what to delete" in err and err.count("\n") == 1
+    assert len(xla_cost.store_contents(dated).rows) == len(DATED)  # nothing went
+    # a prefix deletes the rows whose key starts with it: abc3 and abc2, not abd1 or xyz0
+    assert xla_cost.store_delete(dated, key="abc") == 2
+    assert [r.key for r in xla_cost.store_contents(dated).rows] == ["abd1", "xyz0"]
+    code, out, _ = _run(capsys, "store", "delete", "--key", "abd1", "--store", str(dated))
+    assert code == 0 and out == "deleted 1 stored result\n"
+    assert [r.key for r in xla_cost.store_contents(dated).rows] == ["xyz0"]

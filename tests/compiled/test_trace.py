@@ -174,3 +174,32 @@ def test_a_copy_of_a_donated_argument_is_the_updates():
     # no pass of autodiff names it: the update's, on the row of the module whose argument it copies
     assert classify_pass(sources["c"].op_name) is None
     assert hlo.parse_module(HLO).aliased_parameters == frozenset()  # nothing donated: a plain copy
+
+
+DONATED = r"""HloModule jit_train_step, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }
+
+ENTRY %main (p: f32[4,3], g: f32[4,3], x: f32[8,4]) -> (f32[4,3], f32[4,3], f32[8,3]) {
+  %p = f32[4,3]{1,0} parameter(0), metadata={op_name="params[\'fc1\'][\'kernel\']"}
+  %g = f32[4,3]{1,0} parameter(1), metadata={op_name="grads[\'fc1\'][\'kernel\']"}
+  %x = f32[8,4]{1,0} parameter(2), metadata={op_name="batch[0]"}
+  %keep = f32[4,3]{1,0} copy(%p)
+  %layout = f32[4,3]{0,1} copy(%p)
+  %y = f32[8,3]{1,0} dot(%x, %layout), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(train_step)/jvp(Net)/fc1/dot_general"}
+  %new = f32[4,3]{1,0} subtract(%p, %g), metadata={op_name="jit(train_step)/sub"}
+  ROOT %r = (f32[4,3]{1,0}, f32[4,3]{1,0}, f32[8,3]{1,0}) tuple(%new, %keep, %y)
+}
+"""
+
+
+def test_only_a_same_layout_copy_of_a_donated_argument_is_the_updates():
+    module = hlo.parse_module(DONATED)
+    assert module.aliased_parameters == frozenset({0})  # p's buffer is the first result's
+    sources = trace.instruction_sources(module)
+    # f32[4,3]{1,0}, as p: the old value kept while the update writes p's buffer
+    assert sources["keep"] == Source(trace.DONATED_COPY, inferred=True, reads=(KERNEL,))
+    # a copy into the other layout ({0,1}: the weight transposed in memory) is a layout change
+    # for its reader, not copy insertion keeping the old value: part of the forward product
+    # that reads it, with that product's reads
+    assert sources["layout"] == Source(FORWARD_FC1, inferred=True, reads=("batch[0]", KERNEL))
+    assert classify_pass(sources["layout"].op_name) == "forward"
+    assert sources["new"] == Source("jit(train_step)/sub", reads=(KERNEL, "grads['fc1']['kernel']"))

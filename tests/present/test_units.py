@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import xla_cost
-from xla_cost.present.units import bytes_unit, flop_unit, scaled
+from xla_cost.present.units import bytes_unit, flop_unit, pct, pct_sig, scaled, si, time_unit, unit
 from xla_cost.zoo import build_model
 
 
@@ -34,3 +35,63 @@ def test_report_columns_choose_their_own_units():
     update = report.phases["update"].flops
     scale, _ = flop_unit([report.phases[p].flops for p in report.phase_names])
     assert scaled(update, scale) in text
+
+
+# Each SI prefix from its power of ten (1e3 k, 1e6 M, 1e9 G, 1e12 T, 1e15 P): a figure reads in
+# the largest prefix it reaches; one less than the power reads in the prefix below.
+BOUNDARIES = [(10**3, "k", 1.0, ""), (10**6, "M", 1e3, "k"), (10**9, "G", 1e6, "M"),
+              (10**12, "T", 1e9, "G"), (10**15, "P", 1e12, "T")]
+
+
+@pytest.mark.parametrize("power, prefix, below_scale, below_prefix", BOUNDARIES,
+                         ids=[b[1] for b in BOUNDARIES])
+def test_a_prefix_starts_exactly_at_its_power_of_ten(power, prefix, below_scale, below_prefix):
+    assert unit([power]) == (float(power), prefix)
+    assert unit([power - 1]) == (below_scale, below_prefix)
+    assert unit([-power]) == (float(power), prefix)  # the magnitude chooses
+    assert flop_unit([power]) == (float(power), f"{prefix}FLOP")
+    assert flop_unit([power - 1]) == (below_scale, f"{below_prefix}FLOP")
+    # si, 4 significant digits: the power reads 1.000 of its prefix; 999 of the prefix below
+    # (999 x power / 1000) reads 999.0 of it (999 plain below a thousand: a count)
+    assert si(power) == f"1.000 {prefix}"
+    assert si(999 * power // 1000) == (f"999.0 {below_prefix}" if below_prefix else "999")
+    # a column scaled to the prefix: the power reads 1.000, 999 of the prefix below 0.999
+    assert scaled(power, float(power)) == "1.000"
+    assert scaled(999 * power // 1000, float(power)) == "0.999"
+
+
+def test_figures_past_the_largest_prefix_stay_in_it_and_below_a_thousand_have_none():
+    assert unit([10**18]) == (1e15, "P") and flop_unit([10**18]) == (1e15, "PFLOP")
+    assert si(10**18) == "1,000 P"  # 1e18 / 1e15 = 1000, with a thousands separator
+    assert unit([999, None, float("nan")]) == (1.0, "") and unit([]) == (1.0, "")
+    assert si(999.5) == "999.5"  # not an integer: 4 significant digits, no prefix
+
+
+def test_a_tflop_figure_reads_in_tflop_not_pflop():
+    # an A100's 312e12 bfloat16 FLOP/s (NVIDIA's datasheet) is 312 T, not 0.312 P
+    scale, name = flop_unit([312e12])
+    assert (scale, name) == (1e12, "TFLOP")
+    assert scaled(312e12, scale) == "312.000" and si(312e12) == "312.0 T"
+
+
+def test_percentages_are_a_hundred_times_the_share():
+    assert pct(0.234) == "23.4%"  # 100 x 0.234 = 23.4, one decimal
+    assert pct(1.0) == "100.0%" and pct(0.0) == "0.0%"
+    assert pct(0.5, 0) == "50%"  # 100 x 0.5, no decimals
+    assert pct(0.00352, 2) == "0.35%"  # 100 x 0.00352 = 0.352, two decimals
+    assert pct_sig(0.0156) == "1.56%"  # 100 x 0.0156, 3 significant digits
+    assert pct_sig(3.52e-6) == "0.000352%"  # 100 x 3.52e-6 = 3.52e-4
+    assert pct_sig(0.25, 2) == "25%" and pct_sig(1.0) == "100%"
+    assert pct(None) == pct_sig(float("nan")) == "unknown"
+
+
+def test_time_and_byte_units_start_exactly_at_their_powers():
+    # seconds from 1 s, ms from 1e-3 s, µs from 1e-6 s, ns below
+    assert time_unit([1.0]) == (1.0, "s") and time_unit([0.999]) == (1e-3, "ms")
+    assert time_unit([1e-3]) == (1e-3, "ms") and time_unit([0.999e-3]) == (1e-6, "µs")
+    assert time_unit([1e-6]) == (1e-6, "µs") and time_unit([0.999e-6]) == (1e-9, "ns")
+    # decimal bytes: KB from 1,000, MB from 10^6, GB from 10^9, TB from 10^12
+    for power, name, below in [(10**3, "KB", (1.0, "B")), (10**6, "MB", (1e3, "KB")),
+                               (10**9, "GB", (1e6, "MB")), (10**12, "TB", (1e9, "GB"))]:
+        assert bytes_unit([power]) == (float(power), name)
+        assert bytes_unit([power - 1]) == below
