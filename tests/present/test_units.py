@@ -67,6 +67,18 @@ def test_figures_past_the_largest_prefix_stay_in_it_and_below_a_thousand_have_no
     assert si(999.5) == "999.5"  # not an integer: 4 significant digits, no prefix
 
 
+@pytest.mark.parametrize("power, prefix, below_scale, below_prefix", BOUNDARIES,
+                         ids=[b[1] for b in BOUNDARIES])
+def test_a_figure_that_rounds_up_to_a_power_reads_in_its_prefix(power, prefix, below_scale, below_prefix):
+    # 0.99999 of the power, to 4 significant digits, is the power: 1.000 of its prefix, never
+    # 1,000 of the prefix below; 0.9999 of it is 999.9 of the prefix below (999.9 below a thousand)
+    assert si(0.99999 * power) == f"1.000 {prefix}" and si(-0.99999 * power) == f"-1.000 {prefix}"
+    assert si(0.9999 * power) == f"999.9 {below_prefix}".strip()
+    # 3 significant digits: 0.9995 of the power rounds up to it as well, 0.9994 does not
+    assert si(0.9995 * power, 3) == f"1.00 {prefix}"
+    assert si(0.9994 * power, 3) == f"999 {below_prefix}".strip()
+
+
 def test_a_tflop_figure_reads_in_tflop_not_pflop():
     # an A100's 312e12 bfloat16 FLOP/s (NVIDIA's datasheet) is 312 T, not 0.312 P
     scale, name = flop_unit([312e12])

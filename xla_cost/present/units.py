@@ -148,10 +148,12 @@ def pct_sig(value: float | None, digits: int = 3) -> str:
 
 @_known
 def si(value: float | int | None, digits: int = 4) -> str:
-    """A count with an SI prefix, ``digits`` significant digits: ``78.92 G``, ``2,580``."""
+    """A count with an SI prefix, ``digits`` significant digits: ``78.92 G``, ``2,580``; the
+    prefix is the rounded value's (``999,999,999,999`` reads ``1.000 T``, not ``1,000 G``)."""
+    rounded = float(f"{value:.{digits - 1}e}")
     for scale, prefix in PREFIXES:
-        if abs(value) >= scale:
-            return f"{sig(value / scale, digits)} {prefix}"
+        if abs(rounded) >= scale:
+            return f"{sig(rounded / scale, digits)} {prefix}"
     return sig(value, digits) if value != int(value) else count(value)
 
 
