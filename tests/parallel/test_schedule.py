@@ -30,6 +30,16 @@ def test_pieces_merge_into_buckets_in_the_order_they_become_ready():
         bucket(pieces, -1)
 
 
+def test_a_bucket_closes_exactly_when_it_reaches_its_size():
+    # 10 MB pieces into 20 MB buckets: two pieces reach 20 MB exactly and close the bucket
+    # (>= its size); 19 MB buckets close at the same pieces, 21 MB buckets take three
+    pieces = [Piece(10 * MB, t / 10) for t in range(1, 5)]
+    assert [b.nbytes for b in bucket(pieces, 20 * MB)] == [20 * MB, 20 * MB]
+    assert [b.ready for b in bucket(pieces, 20 * MB)] == [0.2, 0.4]
+    assert [b.nbytes for b in bucket(pieces, 19 * MB)] == [20 * MB, 20 * MB]
+    assert [b.nbytes for b in bucket(pieces, 21 * MB)] == [30 * MB, 10 * MB]
+
+
 def test_a_collective_waits_for_its_gradients_and_for_the_one_before_it():
     # ready at 1, 2, 3 s, each 1.5 s long: they finish at 2.5, 4.0, 5.5; the backward
     # pass ends at 3 s, so 2.5 s of communication is exposed
