@@ -19,6 +19,7 @@ from xla_cost.compiled import xla
 from xla_cost.zoo import build_model, example_inputs
 
 from tests import custom_models as M
+from tests.formulas import conv_net_params
 
 
 # ------------------------------------------------------------------ declarations
@@ -76,7 +77,10 @@ def test_exact_train_step_is_compiled_and_close_to_the_sum(step_reports):
     derived, exact = step_reports
     step = exact.phases["train_step"]
     assert exact.to_dict()["sources"]["train_step"]["derivation"] == "compiled"
-    assert step.memory.argument_bytes > 0 and step.memory.temp_bytes is not None
+    # its arguments (float32 but the int32 labels and count): the parameters and Adam's two moments, Adam's
+    # step count, the images (2, 32, 32, 3) and their 2 labels
+    assert step.memory.argument_bytes == 4 * 3 * conv_net_params() + 4 + 4 * 2 * 32 * 32 * 3 + 4 * 2
+    assert step.memory.temp_bytes is not None
     # Every other phase is the same program either way.
     for name in ("forward", "backward", "grad", "update"):
         assert exact.phases[name] == derived.phases[name], name

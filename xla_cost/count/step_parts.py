@@ -202,7 +202,9 @@ class _Classifier:
         if name == "scan":
             consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
             body = node.levels[0]
-            for _ in range(4):  # a carry that holds a gradient after an iteration holds one before
+            # a carry that holds a gradient after an iteration holds one before; a chain of carries
+            # takes one an iteration after another: classified again up to the fixpoint (`_rounds`)
+            for _ in range(_rounds(carry)):
                 out_taint, out_owner = self.classify(body, taint, owners)
                 grown = [t or (consts <= j < consts + carry and out_taint[j - consts]) for j, t in enumerate(taint)]
                 if grown == taint:
@@ -213,7 +215,7 @@ class _Classifier:
         cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         carry_taint, carry_owner = taint[cond_n + body_n:], owners[cond_n + body_n:]
         body, cond = node.levels
-        for _ in range(4):
+        for _ in range(_rounds(len(carry_taint))):
             out_taint, out_owner = self.classify(body, [*taint[cond_n:cond_n + body_n], *carry_taint],
                                                  [*owners[cond_n:cond_n + body_n], *carry_owner])
             grown = [a or b for a, b in zip(carry_taint, out_taint)]
@@ -252,6 +254,13 @@ class _Classifier:
             for var, out in zip(node.outs, node.eqn.outvars):
                 if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
                     self.saved[var] = _nbytes(out.aval)
+
+
+def _rounds(carry: int) -> int:
+    """How many times a loop body is classified to reach the fixpoint of which of
+    its ``carry`` carried values hold a gradient: each round but the last marks
+    at least one more (they only grow), and the last finds nothing new."""
+    return carry + 1
 
 
 def _nbytes(aval: Any) -> int:

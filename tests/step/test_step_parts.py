@@ -1,0 +1,208 @@
+"""`xla_cost.analyze_step` on the control flow of a hand-written step
+(`xla_cost.count.step_parts`): a loop whose carries take a gradient one
+iteration after another, a ``lax.cond`` given the parameters before the
+gradients, a gradient all-reduce that XLA's combiner merged with the loss's,
+and a Linen ``nn.scan`` stack's per-layer rows.
+
+A multiply-add is 2 FLOP (tests/formulas.py); an elementwise operation 1 per
+element.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax.training import train_state
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec
+
+import xla_cost
+from tests.formulas import dense_flops
+from xla_cost.analysis.user_step import _selector
+from xla_cost.count.interpret import EqnCount, JaxprCount
+from xla_cost.count.registry import Cost
+
+# ------------------------------------------------------------------ a chain of carries
+
+IN, OUT, B, MICRO = 8, 4, 2, 3
+SUMS = 5
+"""Running sums after the accumulator: a chain longer than the 4 rounds the classifier once
+stopped at. The scan's is as long as its carry (6) and its per-iteration output reads the last
+link's carry, which holds a gradient from the 7th round: carry + 1 rounds, exactly the bound."""
+
+N = IN * OUT  # the parameters (one weight matrix)
+WIDTH, FC = 8, 16  # the Flax models' widths
+
+
+def _grad(params, x):
+    return jax.grad(lambda p: jnp.sum(x @ p["w"]))(params)
+
+
+def _carry_sums(carry, grads):
+    """acc + g, and each running sum plus the one before it *as it was*: the k-th sum first
+    holds a gradient in iteration k + 1."""
+    acc, *sums = carry
+    return (jax.tree.map(jnp.add, acc, grads),
+            *(jax.tree.map(jnp.add, s, before) for s, before in zip(sums, [acc, *sums[:-1]])))
+
+
+def scan_step(params, xs):
+    def body(carry, x):
+        # a per-iteration trace of the last running sum, as it entered the iteration
+        return _carry_sums(carry, _grad(params, x)), jnp.sum(carry[-1]["w"])
+
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return lax.scan(body, (zeros,) * (1 + SUMS), xs)  # the sums, and the traces
+
+
+def while_step(params, x):
+    def body(state):
+        i, carry = state
+        return i + 1, _carry_sums(carry, _grad(params, x))
+
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return lax.while_loop(lambda state: state[0] < MICRO, body, (0, (zeros,) * (1 + SUMS)))[1]
+
+
+@pytest.mark.parametrize("step, data, trace, loop_other", [
+    # the trace's N - 1 adds; the scan's counter: an add and a compare per iteration
+    (scan_step, (MICRO, B, IN), N - 1, 2 * MICRO),
+    # the while loop's i + 1 per iteration and its i < MICRO before each and after the last
+    (while_step, (B, IN), 0, MICRO + (MICRO + 1)),
+], ids=["scan", "while"])
+def test_a_chain_of_carried_sums_is_update_to_its_last_link(step, data, trace, loop_other):
+    params = {"w": jax.ShapeDtypeStruct((IN, OUT), jnp.float32)}
+    report = xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct(data, jnp.float32), counter="jaxpr")
+    # per iteration: the accumulator's add and each running sum's, one per parameter (3 * 6 * 32 = 576),
+    # and the trace of the last sum
+    assert report.phases["update"].flops == MICRO * ((1 + SUMS) * N + trace)
+    assert report.phases["other"].flops == loop_other
+
+
+# ------------------------------------------------------------------ cond's operands
+
+
+class _Tanh(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return jnp.tanh(nn.Dense(FC, name="fc")(x))
+
+
+def test_a_cond_given_params_then_grads_charges_the_update_to_their_layer():
+    model = _Tanh()
+
+    def step(variables, x, flag):
+        params = variables["params"]
+        loss, grads = jax.value_and_grad(lambda p: jnp.sum(model.apply({"params": p}, x)))(params)
+        new = lax.cond(flag, lambda p, g: jax.tree.map(lambda a, b: a - 0.1 * b * b, p, g),
+                       lambda p, g: p, params, grads)
+        return {"params": new}, loss
+
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, IN))))
+    report = xla_cost.analyze_step(step, variables, jax.ShapeDtypeStruct((B, IN), jnp.float32),
+                                   jax.ShapeDtypeStruct((), jnp.bool_), per_layer=True, counter="jaxpr")
+    flops = {p: report.phases[p].flops for p in ("forward", "backward", "update", "other")}
+    params = IN * FC + FC  # 144
+    # the Dense, and the sum's B * FC - 1 adds (tanh is a transcendental)
+    assert flops["forward"] == dense_flops(B, IN, FC) + B * FC - 1  # 544 + 31
+    # tanh's derivative (1 - t, times the cotangent, times t, added: 3 per element; the cotangent of the
+    # sum is 1, folded), the kernel's gradient (a matmul) and the bias's (a sum over the batch)
+    assert flops["backward"] == 3 * B * FC + 2 * B * IN * FC + (B - 1) * FC  # 96 + 512 + 16
+    # the branch that computes: g * 0.1, * g, p - ; and the flag's conversion to a branch index,
+    # which only the update reads
+    assert flops["update"] == 3 * params + 1
+    assert flops["other"] == 0
+    rows = {row.path: row for row in report.layers}
+    assert rows["fc"].update_flops == 3 * params  # the branch's arithmetic on fc's parameters and gradients
+    assert rows["(remainder)"].update_flops == 1
+
+
+# ------------------------------------------------------------------ a combined collective
+
+DEVICES = 8  # tests/conftest.py simulates eight CPU devices
+HIDDEN = 4
+
+
+def _data_parallel(params, x):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean(jnp.tanh(x @ p["w1"]) @ p["w2"]))(params)
+    with jax.named_scope("metrics"):
+        loss = lax.pmean(loss, "data")
+    with jax.named_scope("sync"):
+        grads = lax.pmean(grads, "data")
+    # the loss returned first: XLA's combiner merges the three all-reduces into one and names the
+    # loss's first, "(metrics/psum:sync/psum:sync/psum)"
+    return loss, jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+
+def test_a_combined_all_reduce_goes_to_the_part_most_of_it_is_in():
+    mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("data",))
+    # check_vma=False: lax.pmean is a psum (with jax's default, a psum_invariant, which the jaxpr
+    # counter has no rule for yet)
+    step = jax.jit(jax.shard_map(_data_parallel, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec("data")),
+                                 out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False))
+    params = {"w1": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32),
+              "w2": jax.ShapeDtypeStruct((HIDDEN, 1), jnp.float32)}
+    report = xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct((DEVICES * B, IN), jnp.float32))
+    assert report.devices == DEVICES
+    rows = {p: [(c.kind, c.axes, c.bytes) for c in report.phases[p].communication] for p in report.phase_names}
+    # both gradients (IN * HIDDEN + HIDDEN float32) and the loss (one float32), in one all-reduce: the update's
+    assert rows["update"] == [("all-reduce", ("data",), 4 * (IN * HIDDEN + HIDDEN + 1))]  # 148
+    assert rows["other"] == rows["forward"] == rows["backward"] == []
+    # per device: the gradients' psum (one add per element, XLA's convention), / DEVICES, * 0.1, p -
+    assert report.phases["update"].flops == 4 * (IN * HIDDEN + HIDDEN)
+    assert report.phases["other"].flops == 2  # the loss's psum and / DEVICES
+
+
+def test_a_combined_collective_is_the_part_most_of_its_members_are_in_either_way():
+    # the counted step above: the loss's psum (one element) and the gradients' (two, one add per element)
+    counted = JaxprCount(equations=(
+        EqnCount("metrics", "psum", 1, Cost(flops=1), part="other"),
+        EqnCount("sync", "psum", 2, Cost(flops=IN * HIDDEN + HIDDEN), part="update"),
+    ), unsupported={}, loops=(), notes=())
+    for op_name, part in (("jit(step)/shard_map/(metrics/psum:sync/psum:sync/psum)", "update"),
+                          ("jit(step)/shard_map/(sync/psum:metrics/psum:metrics/psum)", "other")):
+        assert [p for p in ("forward", "backward", "update", "other") if _selector(p, counted)(op_name)] == [part]
+
+
+# ------------------------------------------------------------------ a scanned stack's rows
+
+DEPTH = 3
+
+
+class _Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return nn.Dense(WIDTH, name="proj")(jnp.tanh(nn.Dense(FC, name="fc")(x))), None
+
+
+class _Stack(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        blocks = nn.scan(_Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=DEPTH)
+        return blocks(name="blocks")(x, None)[0]
+
+
+def test_each_row_of_a_linen_scan_stack_runs_the_stack_s_length():
+    model = _Stack()
+
+    def create():
+        params = model.init(jax.random.key(0), jnp.ones((1, WIDTH)))["params"]
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1))
+
+    def step(state, x):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean(state.apply_fn({"params": p}, x) ** 2))(state.params)
+        return state.apply_gradients(grads=grads), loss
+
+    report = xla_cost.analyze_step(step, jax.eval_shape(create), jax.ShapeDtypeStruct((B, WIDTH), jnp.float32),
+                                   per_layer=True, counter="jaxpr")
+    rows = {row.path: row for row in report.layers}
+    for path, n_in, n_out in (("blocks/fc", WIDTH, FC), ("blocks/proj", FC, WIDTH)):
+        row = rows[path]
+        assert row.trip_count == DEPTH, path  # the forward runs DEPTH times; the update of the stack once
+        assert row.parameters == DEPTH * (n_in * n_out + n_out), path
+        assert row.forward_flops == DEPTH * dense_flops(B, n_in, n_out), path
+        assert row.update_flops == 2 * row.parameters, path  # SGD: -lr * g, p + u
