@@ -138,15 +138,19 @@ def _data_parallel(params, x):
     return loss, jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
 
 
-def test_a_combined_all_reduce_goes_to_the_part_most_of_it_is_in():
+def _analyze_data_parallel(check_vma: bool) -> xla_cost.Report:
     mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("data",))
-    # check_vma=False: lax.pmean is a psum (with jax's default, a psum_invariant, which the jaxpr
-    # counter has no rule for yet)
     step = jax.jit(jax.shard_map(_data_parallel, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec("data")),
-                                 out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False))
+                                 out_specs=(PartitionSpec(), PartitionSpec()), check_vma=check_vma))
     params = {"w1": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32),
               "w2": jax.ShapeDtypeStruct((HIDDEN, 1), jnp.float32)}
-    report = xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct((DEVICES * B, IN), jnp.float32))
+    return xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct((DEVICES * B, IN), jnp.float32))
+
+
+def test_a_combined_all_reduce_goes_to_the_part_most_of_it_is_in():
+    # check_vma=False: lax.pmean is a psum, and the gradients of the replicated parameters are
+    # the device's own until the pmean sums them
+    report = _analyze_data_parallel(check_vma=False)
     assert report.devices == DEVICES
     rows = {p: [(c.kind, c.axes, c.bytes) for c in report.phases[p].communication] for p in report.phase_names}
     # both gradients (IN * HIDDEN + HIDDEN float32) and the loss (one float32), in one all-reduce: the update's
@@ -155,6 +159,25 @@ def test_a_combined_all_reduce_goes_to_the_part_most_of_it_is_in():
     # per device: the gradients' psum (one add per element, XLA's convention), / DEVICES, * 0.1, p -
     assert report.phases["update"].flops == 4 * (IN * HIDDEN + HIDDEN)
     assert report.phases["other"].flops == 2  # the loss's psum and / DEVICES
+
+
+def test_shard_maps_default_psum_invariant_is_counted_and_filed_like_a_psum():
+    # check_vma=True (shard_map's default): lax.pmean is a psum_invariant, and autodiff already sums
+    # the replicated parameters' gradients over the devices (the transpose of their pvary), so the
+    # step's pmean sums them a second time
+    plain, report = _analyze_data_parallel(check_vma=False), _analyze_data_parallel(check_vma=True)
+    assert report.unsupported == {}
+    gradients = IN * HIDDEN + HIDDEN  # 36 float32
+    # backward: the step without the check's, plus autodiff's all-reduce, one add per element
+    assert report.phases["backward"].flops == plain.phases["backward"].flops + gradients
+    assert report.phases["update"].flops == 4 * gradients  # the pmean's psum, / DEVICES, * 0.1, p -
+    assert report.phases["other"].flops == 2  # the loss's psum and / DEVICES
+    rows = {p: [c.bytes for c in report.phases[p].communication] for p in ("forward", "backward", "update", "other")}
+    # every byte all-reduced: the loss, the gradients by autodiff and the gradients again by the pmean
+    assert sum(sum(b) for b in rows.values()) == 4 * (1 + 2 * gradients)  # 292
+    # XLA combines the loss's all-reduce with one of autodiff's (w1's 32 elements): as many members
+    # of each part, the gradient's the more work, so backward's
+    assert rows["backward"] == [4 * (1 + IN * HIDDEN)] and rows["other"] == rows["forward"] == []
 
 
 def test_a_combined_collective_is_the_part_most_of_its_members_are_in_either_way():

@@ -369,17 +369,22 @@ def _selector(part: str, counted: JaxprCount) -> Any:
     """Whether a compiled collective (by its ``op_name``) belongs to ``part``: the part of the jaxpr
     equations at its name stack (where several parts have one there, the one with the most work: a
     gradients' pmean beside a metrics' pmean), else its autodiff pass; a collective XLA combined
-    from several goes to the part most of them are in."""
+    from several goes to the part most of them are in, and between parts with as many, to the one
+    with the most work (a gradient's all-reduce combined with the loss's goes to the gradient's)."""
     by_stack: dict[tuple[str, str], dict[str | None, int]] = {}
     for e in counted.equations:
         found = by_stack.setdefault((e.name_stack, e.primitive), {})
         found[e.part] = found.get(e.part, 0) + e.cost.flops
 
-    def part_of(name: str) -> str:
+    def part_of(name: str) -> tuple[str, int]:
+        """A member's part, and the work of its equations in that part."""
         entries = split_name_stack(name)
         stack, primitive = "/".join(entries[:-1]), entries[-1] if entries else ""
         found = {k: v for k, v in by_stack.get((stack, primitive), {}).items() if k is not None}
-        return max(found, key=found.__getitem__) if found else (classify_pass(name) or OTHER)
+        if not found:
+            return classify_pass(name) or OTHER, 0
+        part = max(found, key=found.__getitem__)
+        return part, found[part]
 
     def select(op_name: str) -> bool:
         entries = split_name_stack(op_name)
@@ -388,8 +393,11 @@ def _selector(part: str, counted: JaxprCount) -> Any:
         rest = "/".join(entries)
         # a combined collective (XLA's combiner) names its parts: "(a/b/dot_general:c/d/reduce_sum)"
         names = rest[1:-1].split(":") if rest.startswith("(") and rest.endswith(")") else [rest]
-        found = [part_of(name) for name in names]
-        return max(dict.fromkeys(found), key=found.count) == part
+        members = [part_of(name) for name in names]
+        found = [p for p, _ in members]
+        work = {p: sum(w for q, w in members if q == p) for p in found}
+        # most members; between as many, most work (a gradient's all-reduce beside the loss's)
+        return max(dict.fromkeys(found), key=lambda p: (found.count(p), work[p])) == part
 
     return select
 

@@ -634,7 +634,7 @@ NOT_COSTED: Mapping[str, str] = {
             "all_gather_reduced_start", "all_gather_start", "all_to_all_done",
             "all_to_all_start", "pbroadcast", "pbroadcast_done", "pbroadcast_start",
             "ppermute_done", "ppermute_start", "precv", "preduced", "psend", "psum_done",
-            "psum_invariant", "psum_invariant_start", "psum_start", "ragged_all_to_all",
+            "psum_invariant_start", "psum_start", "ragged_all_to_all",
             "reduce_scatter", "reduce_scatter_done", "reduce_scatter_start",
             "unreduced_psum", "unreduced_psum_start", "unreduced_reduce_scatter",
             "unreduced_reduce_scatter_start",
@@ -653,9 +653,11 @@ rule nowhere and is not listed here."""
 # ------------------------------------------------------------------ collectives
 
 
-@register("psum", "pmax", "pmin")
+@register("psum", "psum_invariant", "pmax", "pmin")
 def _all_reduce(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-    # XLA's convention for all-reduce: one operation per output element.
+    # XLA's convention for all-reduce: one operation per output element. psum_invariant is
+    # the psum of shard_map's default (check_vma=True): a device-varying value summed into
+    # one every device holds.
     return Cost(
         flops=sum(size(o) for o in outs), bytes_accessed=io_bytes(ins, outs)
     )
