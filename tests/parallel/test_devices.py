@@ -19,15 +19,21 @@ from xla_cost.runs import fit
 T = 1e12
 
 
-@pytest.mark.parametrize("name, bf16, f32, bandwidth, memory", [
+DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), memory (B)
     ("h100", 989.4, 494.7, 3.35e12, 80e9),   # H100 SXM5 datasheet: dense BF16, TF32, HBM3 3.35 TB/s, 80 GB
+    ("h100-pcie", 756, 378, 2.0e12, 80e9),   # H100 PCIe datasheet: dense BF16 756, TF32 378, 2.0 TB/s, 80 GB HBM2e
     ("h200", 989, 494.7, 4.8e12, 141e9),     # H200 datasheet: HBM3e 4.8 TB/s, 141 GB
     ("a100", 312, 156, 1.555e12, 40e9),      # A100 40GB: 1,555 GB/s
     ("a100-80gb", 312, 156, 2.039e12, 80e9),  # A100 80GB SXM: 2,039 GB/s
     ("v100", 15.7, 15.7, 900e9, 16e9),       # V100 SXM2: no BF16 tensor cores (FP32 rate), HBM2 900 GB/s
+    ("v100-32gb", 15.7, 15.7, 900e9, 32e9),  # V100 SXM2 32 GB: the same chip
+    ("p100", 0.0, 10.6, 732e9, 16e9),        # Tesla P100 SXM2: FP32 10.6 TFLOPS, no BF16, CoWoS HBM2 732 GB/s
     ("p40", 0.0, 11.76, 346e9, 24e9),        # Tesla P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOPS FP32
     ("tpu-v5e", 197, 197, 819e9, 16e9),      # Cloud TPU v5e: bf16 197 TFLOPs (float32 in one bf16 pass), 819 GBps, 16 GB
-])
+]
+
+
+@pytest.mark.parametrize("name, bf16, f32, bandwidth, memory", DATASHEETS)
 def test_datasheet_figures(name, bf16, f32, bandwidth, memory):
     device = DEVICES[name]
     assert device.peak.for_dtype("bfloat16") == pytest.approx(bf16 * T)
@@ -37,15 +43,22 @@ def test_datasheet_figures(name, bf16, f32, bandwidth, memory):
 
 def test_every_entry_is_whole_and_its_links_exist():
     assert list(DEVICES) == [d.name for d in DEVICES.values()]
+    # every device with a peak or a memory has its datasheet's figures checked above
+    assert {d.name for d in DEVICES.values() if d.peak is not None or d.memory is not None} \
+        == {row[0] for row in DATASHEETS}
     for device in DEVICES.values():
         assert device.name == device.name.lower() and device.kind and device.title
         if device.peak is not None:
-            assert device.peak.source and device.peak.bandwidth > 0 and device.peak.for_dtype("float32") > 0
+            assert device.peak.source
         if device.memory is not None:
-            assert device.memory > 0 and device.memory_source
+            assert device.memory_source
         if device.has_cluster:
             assert device.intra in comm.INTERCONNECTS and device.inter in comm.INTERCONNECTS
-            assert device.node_size >= 1
+    # devices per node: 8-GPU servers (DGX/HGX H100 and A100, and the V100, P100 and P40 servers),
+    # a 256-chip TPU v5e pod (Cloud TPU v5e documentation), one CPU host
+    assert {d.name: d.node_size for d in DEVICES.values() if d.has_cluster} == {
+        **{name: 8 for name in ("h100", "h100-pcie", "h200", "a100", "a100-80gb", "v100", "v100-32gb", "p100", "p40")},
+        "tpu-v5e": 256, "cpu": 1}
 
 
 @pytest.mark.parametrize("kind, name", [

@@ -21,14 +21,18 @@ import pytest
 from xla_cost.errors import InputError
 from xla_cost.parallel.calibration import Calibration, use_profiles
 from xla_cost.parallel.hardware import Hardware
+from xla_cost.parallel.schedule import Layout
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.scaling import PIECES
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulated devices (tests/conftest.py)")
 
 # NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense (XLA's float32 matmuls), HBM3 3.35 TB/s;
-# NVLink 4: 450 GB/s per device and direction, 1 us per hop assumed
+# NVLink 4: 450 GB/s per device and direction, 1 us per hop assumed; InfiniBand NDR between nodes:
+# 400 Gb/s = 50 GB/s per device and direction, 5 us per hop assumed
 H100_TF32, H100_HBM, NVLINK_B, NVLINK_ALPHA = 494.7e12, 3.35e12, 450e9, 1e-6
+IB_B, IB_ALPHA = 400e9 / 8, 5e-6
 PROFILE = {"h100": Calibration("h100", matmul=0.5, memory=0.8, launch=3e-6)}
 F32 = 4  # bytes per element
 
@@ -76,7 +80,26 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
                                                           rel=1e-12)
     assert bound.priced_as == "bound" and bound.to_dict()["calibration"] is None and bound.to_dict()["mfu"] == 1.0
     assert "a bound: compute at 100% of peak (roofline), nothing hidden, flat rings" in bound.describe()
-    assert bound.hardware == Hardware().bound()
+    # Hardware.bound's documented fields on the default device: compute at peak, nothing hidden,
+    # every gradient on its own, flat rings
+    assert bound.hardware == Hardware(device="h100", overlap=0.0, mfu=1.0, bucket_bytes=0, hierarchical=False)
+
+
+@pytest.mark.parametrize("samples, steps", [
+    (1000, 500),  # 1000 / 2 samples a step: 500 whole steps
+    (1001, 501),  # 1001 / 2 = 500.5: the last step, of 1 sample, still runs: ceil gives 501
+    (1, 1),       # fewer samples than a step's batch: one (partial) step
+])
+def test_every_sample_is_in_a_step(store, samples, steps):
+    one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
+    with use_profiles(PROFILE):
+        result = estimates.estimate("conv_net", samples=samples, batch_size=2, store=store)
+    assert result.samples == samples and result.steps == steps
+    # each step the one-device step's calibrated backward pass and update
+    step_s = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
+    assert result.seconds == pytest.approx(steps * step_s, rel=1e-12)
+    # FLOP count samples, not steps: train-step FLOP / batch 2 per sample
+    assert result.total_flops == pytest.approx(one.phases["train_step"].flops / 2 * samples, rel=1e-12)
 
 
 def test_estimate_refuses_what_it_cannot_price():
@@ -151,6 +174,36 @@ def test_the_pipeline_bubble_shrinks_with_the_micro_batches(pipelined):
     # the per-sample time falls as the bubble shrinks: 4 micro-batches carry 4x the samples in less than 4x the time
     one, four = pipelined[1].step, pipelined[4].step
     assert four.prediction.seconds / four.global_batch < one.prediction.seconds / one.global_batch
+
+
+@pytest.mark.parametrize("node_size, link, bandwidth, alpha", [
+    (2, "ib-ndr", IB_B, IB_ALPHA),            # the 2-device stage fills its node of 2
+    (4, "nvlink4", NVLINK_B, NVLINK_ALPHA),   # a node of 4 holds it and a neighbour (node_size / 2)
+])
+def test_a_stage_that_fills_its_node_talks_to_the_other_stages_and_replicas_over_the_network(
+        store, node_size, link, bandwidth, alpha):
+    # the pipelined fixture's analysed stage: 2 of the 4 layers, tensor parallel over 2 devices
+    stage = RunConfig("gpt2-small", BATCH, {**TINY, "n_layer": 2}, optimizer="adam",
+                      mesh={"model": 2}).canonical().run(cache=store)
+    p, m, replicas = 2, 4, 2
+    stage_bytes = BATCH * TINY["seq_len"] * TINY["d_model"] * F32  # the residual stream, float32
+    with use_profiles(PROFILE):
+        step = scaling.predict(stage, Hardware("h100", node_size=node_size),
+                               Layout(pipeline=p, micro_batches=m, data=replicas, stage_bytes=stage_bytes))
+    parts = step.parts
+    # each of the stage's 2 devices sends its half of the activations out and of their gradient back:
+    # between nodes when the stage fills one, else within it
+    transfer = 2 * stage_bytes / 2 / bandwidth + 2 * alpha
+    slot = (parts["matmul"] + parts["memory"] + parts["tensor"]) / m + transfer
+    assert parts["pipeline"] == pytest.approx(m * transfer + (p - 1) * slot, rel=1e-9)
+    # the replicas' gradient all-reduce, of each device's parameter bytes in PIECES pieces over the 2
+    # replicas: the devices of a stage that fills its node have their replicas on other nodes
+    piece = stage.sharding["params_bytes_per_device"] // PIECES
+    reduced = step.collectives[-PIECES:]
+    assert [(t.kind, t.group_size, t.nbytes, t.executions, t.link) for t in reduced] \
+        == [("all-reduce", replicas, piece, 1, link)] * PIECES
+    for t in reduced:  # a ring of 2: 2 (n - 1) / n S / B + 2 (n - 1) alpha
+        assert t.seconds == pytest.approx(2 * 1 / 2 * piece / bandwidth + 2 * 1 * alpha, rel=1e-12)
 
 
 def test_scaling_grows_replicas_around_a_mesh(store):

@@ -22,7 +22,7 @@ from xla_cost.parallel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import PIECES, predict
 
-from tests.formulas import conv_net_params
+from tests.formulas import conv_net_forward_layers, conv_net_params
 
 # NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense, HBM3 3.35 TB/s; NVLink 4 450 GB/s and
 # InfiniBand NDR 400 Gb/s = 50 GB/s per device and direction
@@ -45,10 +45,24 @@ def _compute(costs) -> float:
 
 def test_one_device_is_its_calibrated_compute(report):
     grad, update = report.phases["grad"], report.phases["update"]
-    assert grad.matmul_flops > 0 and grad.memory_bound_bytes > 0 and grad.kernels > 0
+    # the grad program's matrix products at batch 4: the forward's convolutions and fc1 (2 B 64 10),
+    # then the weight gradients of all three and the input gradients of conv2 and fc1 (conv1's
+    # input needs none): 2 conv1 + 3 conv2 + 3 fc1
+    forward = conv_net_forward_layers(4)
+    fc1 = 2 * 4 * 64 * 10
+    assert grad.matmul_flops == 2 * forward["conv1"] + 3 * forward["conv2"] + 3 * fc1
+    assert update.matmul_flops == 0  # SGD: elementwise only
+    # the memory-bound bytes and kernels are the compiled program's (XLA's fusions: no closed form);
+    # nonzero, so that each term of the model below is exercised
+    assert grad.memory_bound_bytes > 0 and grad.kernels > 0
     with use_profiles({"h100": CALIBRATION}):
         step = predict(report, Hardware("h100"))
     assert step.prediction.seconds == pytest.approx(_compute(grad) + _compute(update), rel=1e-12)
+    # each part on its own: the products at half the TF32 peak; the rest at 0.8 of HBM3 and 3 us a kernel
+    assert step.parts["matmul"] == pytest.approx(grad.matmul_flops / (0.5 * H100_TF32), rel=1e-12)
+    assert step.parts["memory"] == pytest.approx(
+        grad.memory_bound_bytes / (0.8 * H100_HBM) + grad.kernels * 3e-6, rel=1e-12)
+    assert step.parts["update"] == pytest.approx(_compute(update), rel=1e-12)
     assert step.parts["gradients"] == step.parts["tensor"] == step.parts["pipeline"] == 0
     assert "h100" in step.calibration and "50.0% of peak" in step.calibration
 
@@ -66,8 +80,26 @@ def test_a_pipeline_takes_m_plus_p_minus_1_slots(report):
     assert step.devices == p and step.global_batch == 4 * m
     # the bubble is (p - 1) of the m + p - 1 slots: more micro-batches, a smaller share
     bubble = lambda s, m: (s.prediction.seconds - update - m * slot) / (s.prediction.seconds - update)  # noqa: E731
-    assert bubble(step, m) == pytest.approx((p - 1) / (m + p - 1), rel=1e-6)
-    assert bubble(more, 4 * m) < bubble(step, m)
+    assert bubble(step, m) == pytest.approx((p - 1) / (m + p - 1), rel=1e-6)  # 3 / 11
+    assert bubble(more, 4 * m) == pytest.approx((p - 1) / (4 * m + p - 1), rel=1e-6)  # 3 / 35
+
+
+@pytest.mark.parametrize("node_size, bandwidth, alpha", [
+    (1, IB_B, IB_ALPHA),          # the one-device stage fills its node: the next stage is on another node
+    (2, NVLINK_B, NVLINK_ALPHA),  # a node of 2 devices holds the stage and the next one: NVLink 4
+])
+def test_a_stage_that_fills_its_node_sends_to_the_next_over_the_network(report, node_size, bandwidth, alpha):
+    stage_bytes = 4 * 2**20
+    p, m = 2, 4
+    with use_profiles({"h100": CALIBRATION}):
+        step = predict(report, Hardware("h100", node_size=node_size),
+                       Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
+    # the stage's 1 device sends the activation out and receives its gradient back on the link
+    transfer = 2 * stage_bytes / 1 / bandwidth + 2 * alpha
+    slot = _compute(report.phases["grad"]) + transfer
+    assert step.prediction.seconds == pytest.approx((m + p - 1) * slot + _compute(report.phases["update"]), rel=1e-12)
+    # the pipeline's part: every micro-batch's transfers and the p - 1 idle slots
+    assert step.parts["pipeline"] == pytest.approx(m * transfer + (p - 1) * slot, rel=1e-9)
 
 
 def _ring(kind: str, nbytes: float, n: int, bandwidth: float, alpha: float) -> float:
@@ -94,9 +126,13 @@ def test_replicas_all_reduce_the_gradients_in_two_levels(report):
     # one flat ring of 16 at the slowest link
     assert flat.prediction.communication_seconds == pytest.approx(
         PIECES * _ring("all-reduce", gradient, 16, IB_B, IB_ALPHA), rel=1e-9)
-    # scheduled: 25 MB buckets started as the backward pass makes them; what is exposed is at most the
-    # last bucket's reduction, never more than reducing everything after the backward pass
-    assert 0 <= scheduled.parts["gradients"] <= exposed.parts["gradients"]
+    # scheduled: 25 MiB buckets started as the backward pass makes them; the 16 pieces (4 x 105,706
+    # parameters = 413 KiB in all) fill less than one bucket, which is ready only with the last piece,
+    # as the backward pass ends: one two-level all-reduce of all of them, all of it exposed
+    whole = PIECES * gradient
+    assert scheduled.parts["gradients"] == pytest.approx(
+        _ring("reduce-scatter", whole, 8, NVLINK_B, NVLINK_ALPHA) + _ring("all-reduce", whole / 8, 2, IB_B, IB_ALPHA)
+        + _ring("all-gather", whole, 8, NVLINK_B, NVLINK_ALPHA), rel=1e-9)
     assert scheduled.devices == replicas and scheduled.global_batch == replicas * 4
 
 

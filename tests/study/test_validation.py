@@ -18,6 +18,7 @@ import pathlib
 import pytest
 
 from xla_cost.parallel.calibration import profiles
+from xla_cost.runs.configs import RunConfig
 from xla_cost.study import published
 from xla_cost.study.plan import ReportPlan
 from xla_cost.study.validation import BAND, CASES, fit_calibrations, megatron_flops, validate
@@ -117,14 +118,35 @@ def test_h100_measurements_are_the_committed_files():
         assert float(row["median_s"]) == pytest.approx(seconds, rel=1e-4)
 
 
-def test_a_one_device_step_is_its_parts(result):
+# NVIDIA H100 SXM5 datasheet: dense TF32 494.7 and BF16 989.4 TFLOPS, HBM3 3.35 TB/s
+H100_PEAK, H100_HBM = {"float32": 494.7e12, "bfloat16": 989.4e12}, 3.35e12
+
+
+def test_a_one_device_step_is_its_parts(result, store):
     # one device: no collectives, no pipeline; the step is its compute (matrix products, memory-bound
-    # work and kernels) and the optimizer's update, each positive
+    # work and kernels) and the optimizer's update, each priced with the committed H100 profile
+    calibration = result.calibrations["h100"]
     for case, steps in zip(result.cases, result.estimates):
         if case.measured_here:
             (step,) = steps
+            (setup,) = case.setups
+            report = RunConfig(setup.model, batch_size=setup.batch_size, config=dict(setup.config),
+                               optimizer=setup.optimizer, dtype=setup.dtype).canonical().run(cache=store)
+            peak = H100_PEAK[setup.dtype]
+            # XLA's CPU moves a bfloat16 step's buffers as float32: half the bytes on the H100
+            narrow = 0.5 if setup.dtype == "bfloat16" else 1.0
+
+            def priced(costs, peak=peak, narrow=narrow):
+                # (products at the profile's share of the peak, the rest at its share of HBM3 and its launches)
+                return (costs.matmul_flops / (peak * calibration.matmul),
+                        costs.memory_bound_bytes * narrow / (H100_HBM * calibration.memory)
+                        + costs.kernels * calibration.launch)
+
             parts = step.parts
-            assert parts["matmul"] > 0 and parts["memory"] > 0 and parts["update"] > 0
+            matmul, memory = priced(report.phases["grad"])
+            assert parts["matmul"] == pytest.approx(matmul, rel=1e-12), case.name
+            assert parts["memory"] == pytest.approx(memory, rel=1e-12), case.name
+            assert parts["update"] == pytest.approx(sum(priced(report.phases["update"])), rel=1e-12), case.name
             assert parts["tensor"] == parts["gradients"] == parts["pipeline"] == 0
             assert step.prediction.seconds == pytest.approx(parts["matmul"] + parts["memory"] + parts["update"])
 

@@ -60,6 +60,7 @@ __all__ = [
     "check_mesh",
     "mesh_devices",
     "simulate_devices",
+    "check_device_count",
     "MAX_SIMULATED_DEVICES",
     "check_batch_split",
     "compile_rules",
@@ -197,9 +198,10 @@ class ShardingOptions:
 
 
 MAX_SIMULATED_DEVICES = 4096
-"""The most devices `simulate_devices` asks the CPU for: twice the largest mesh
-the reports analyse (2,048). Starting the CPU backend takes about 2 s with
-4,096 devices and grows faster than linearly (16,384: over 10 minutes)."""
+"""The most devices `simulate_devices` asks the CPU for (`check_device_count`):
+twice the largest mesh the reports analyse (2,048). Starting the CPU backend
+takes about 2 s with 4,096 devices and grows faster than linearly (16,384:
+over 10 minutes)."""
 
 
 def check_batch_split(mesh: Mapping[str, int], batch: int, what: str = "inputs") -> None:
@@ -238,6 +240,21 @@ def mesh_devices(mesh: Mapping[str, int]) -> int:
     return math.prod(mesh.values()) if mesh else 1
 
 
+def check_device_count(count: int) -> None:
+    """Refuses a mesh of more devices than the CPU may be asked to simulate.
+
+    Raises:
+      InputError: more than `MAX_SIMULATED_DEVICES` devices (exactly that many are allowed).
+    """
+    if count > MAX_SIMULATED_DEVICES:
+        raise InputError(
+            f"a mesh of at most {MAX_SIMULATED_DEVICES:,} devices (the CPU simulates them; more take minutes "
+            "to start)", f"{count:,} devices",
+            "Price a larger run as replicas of a smaller analysed mesh: estimate and scaling take "
+            "--mesh data=D,... with the data replicas outside the analysed program.",
+        )
+
+
 def simulate_devices(count: int) -> None:
     """Lets the CPU backend simulate ``count`` devices, before JAX starts its backends.
 
@@ -256,13 +273,7 @@ def simulate_devices(count: int) -> None:
     started = xla_bridge.backends_are_initialized()
     if started and (len(jax.devices()) >= count or len(jax.devices("cpu")) >= count):
         return
-    if count > MAX_SIMULATED_DEVICES:
-        raise InputError(
-            f"a mesh of at most {MAX_SIMULATED_DEVICES:,} devices (the CPU simulates them; more take minutes "
-            "to start)", f"{count:,} devices",
-            "Price a larger run as replicas of a smaller analysed mesh: estimate and scaling take "
-            "--mesh data=D,... with the data replicas outside the analysed program.",
-        )
+    check_device_count(count)
     if started:
         raise InputError(
             f"{count} devices for the mesh",
