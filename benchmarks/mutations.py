@@ -358,8 +358,301 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_timing.py",),
     ),
     # ------------------------------------------------------------------ step parts (issue 29)
+    Mutation(
+        "step_scan_carry_one_round",
+        "a scan's carries classified once, not to the fixpoint: a running sum of the gradients' "
+        "accumulator is 'other'",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "            for _ in range(_rounds(carry)):",
+            "            for _ in range(1):",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_while_carry_four_rounds",
+        "a while loop's carries classified at most 4 times: the 5th link of a chain of carried sums is 'other'",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "        for _ in range(_rounds(len(carry_taint))):",
+            "        for _ in range(4):",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_cond_operands_shifted",
+        "a cond's branches see their operands shifted by one (the branch index's taint first): "
+        "cond(flag, f, g, params, grads) has no update",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "results = [self.classify(b, taint[1:], owners[1:]) for b in node.levels]",
+            "results = [self.classify(b, taint[:-1], owners[:-1]) for b in node.levels]",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_combined_collective_first_member",
+        "a collective XLA combined goes to its first member's part, not the majority's: the gradients' "
+        "all-reduce combined after the loss's is 'other'",
+        (Edit(
+            "xla_cost/analysis/user_step.py",
+            "return max(dict.fromkeys(found), key=lambda p: (found.count(p), work[p])) == part",
+            "return found[0] == part",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_combined_collective_tie_to_first",
+        "a collective XLA combined from as many members of two parts goes to the first member's, not "
+        "the one with the most work: the loss's all-reduce combined with a gradient's is 'other'",
+        (Edit(
+            "xla_cost/analysis/user_step.py",
+            "return max(dict.fromkeys(found), key=lambda p: (found.count(p), work[p])) == part",
+            "return max(dict.fromkeys(found), key=found.count) == part",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "psum_invariant_unknown",
+        "shard_map's default pmean (psum_invariant) has no rule: the step's backward and update unknown",
+        (Edit(
+            "xla_cost/count/rules.py",
+            '@register("psum", "psum_invariant", "pmax", "pmin")',
+            '@register("psum", "pmax", "pmin")',
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_layer_trip_count_min",
+        "a step's per-layer row takes the smallest trip count of its parts: a scanned layer runs once",
+        (Edit(
+            "xla_cost/count/attribution.py",
+            "trip_count=max(row.trip_count for row in found),",
+            "trip_count=min(row.trip_count for row in found),",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
     # ------------------------------------------------------------------ runs and parallel (issue 29)
+    Mutation(
+        "pipeline_stage_filling_a_node_on_nvlink",
+        "a pipeline stage of exactly node_size devices sends to the next over NVLink, not the network",
+        (Edit(
+            "xla_cost/runs/scaling.py",
+            "link = cluster.inter if cluster.node_size <= report.devices else cluster.intra",
+            "link = cluster.inter if cluster.node_size < report.devices else cluster.intra",
+        ),),
+        tests=("tests/runs/test_predict.py", "tests/runs/test_estimate.py"),
+    ),
+    Mutation(
+        "replicas_of_a_node_filling_stage_within_the_node",
+        "the replicas of a stage of exactly node_size devices all-reduce over NVLink, not the network",
+        (Edit(
+            "xla_cost/runs/scaling.py",
+            "strided = True if report.devices > 1 and report.devices >= cluster.node_size else None",
+            "strided = True if report.devices > 1 and report.devices > cluster.node_size else None",
+        ),),
+        tests=("tests/runs/test_estimate.py",),
+    ),
+    Mutation(
+        "estimate_drops_the_partial_last_step",
+        "a run's optimizer steps rounded down: the last, partial step of the data set is not priced",
+        (Edit(
+            "xla_cost/runs/estimates.py",
+            "steps = math.ceil(n / step.global_batch)",
+            "steps = math.floor(n / step.global_batch)",
+        ),),
+        tests=("tests/runs/test_estimate.py", "tests/runs/test_scaling.py"),
+    ),
+    Mutation(
+        "fit_accepts_a_memory_fraction_of_0",
+        "max_batch_size accepts memory_fraction=0 (no usable memory) instead of refusing it",
+        (Edit(
+            "xla_cost/runs/fit.py",
+            "or not 0 < memory_fraction <= 1:",
+            "or not 0 <= memory_fraction <= 1:",
+        ),),
+        tests=("tests/runs/test_fit.py",),
+    ),
+    Mutation(
+        "fit_refuses_a_memory_fraction_of_1",
+        "max_batch_size refuses memory_fraction=1 (all of the memory), the top of its documented (0, 1]",
+        (Edit(
+            "xla_cost/runs/fit.py",
+            "or not 0 < memory_fraction <= 1:",
+            "or not 0 < memory_fraction < 1:",
+        ),),
+        tests=("tests/runs/test_fit.py",),
+    ),
+    Mutation(
+        "fit_search_steps_below_the_smallest_batch",
+        "the fit search's downward steps are not held at the smallest batch: it compiles batches <= 0",
+        (Edit(
+            "xla_cost/runs/fit.py",
+            "low = max(high - reach, step)  # step fits",
+            "low = high - reach",
+        ),),
+        tests=("tests/runs/test_fit.py",),
+    ),
+    Mutation(
+        "simulated_device_limit_excludes_the_maximum",
+        "a mesh of exactly MAX_SIMULATED_DEVICES (4,096) devices is refused as too many",
+        (Edit(
+            "xla_cost/parallel/sharding.py",
+            "if count > MAX_SIMULATED_DEVICES:",
+            "if count >= MAX_SIMULATED_DEVICES:",
+        ),),
+        tests=("tests/parallel/test_sharding.py::test_the_cpu_simulates_at_most_4096_devices",),
+    ),
     # ------------------------------------------------------------------ compiled, split, units, store (issue 29)
+    Mutation(
+        "donated_layout_copy_is_the_updates",
+        "any copy of a donated argument, also a layout-changing one, is taken for the update's kept old value",
+        (Edit(
+            "xla_cost/compiled/trace.py",
+            "\n                and operands[0] in donated and instruction.shape_text == names[operands[0]].shape_text:",
+            "\n                and operands[0] in donated:",
+        ),),
+        tests=("tests/compiled/test_trace.py",),
+    ),
+    Mutation(
+        "inferred_source_row_ignores_its_reads",
+        "an instruction whose op_name was inferred is timed on its name's layer, not the module whose arguments it reads",
+        (Edit(
+            "xla_cost/analysis/split.py",
+            'if len(read) == 1 and (source.inferred or (row == REMAINDER and self.pass_of(source.op_name) == "update")):',
+            'if len(read) == 1 and (row == REMAINDER and self.pass_of(source.op_name) == "update"):',
+        ),),
+        tests=("tests/analysis/test_split.py",),
+    ),
+    Mutation(
+        "tera_prefix_printed_as_peta",
+        "the 1e12 prefix is labelled P: TFLOP figures print as PFLOP",
+        (Edit("xla_cost/present/units.py", '(1e12, "T")', '(1e12, "P")'),),
+        tests=("tests/present/test_units.py",),
+    ),
+    Mutation(
+        "pct_without_100",
+        "pct prints the share itself as a percentage (100x too small)",
+        (Edit("xla_cost/present/units.py", 'return f"{100 * value:.{digits}f}%"', 'return f"{value:.{digits}f}%"'),),
+        tests=("tests/present/test_units.py",),
+    ),
+    Mutation(
+        "pct_sig_without_100",
+        "pct_sig prints the share itself as a percentage (100x too small)",
+        (Edit("xla_cost/present/units.py", 'return f"{sig(100 * value, digits)}%"', 'return f"{sig(value, digits)}%"'),),
+        tests=("tests/present/test_units.py",),
+    ),
+    Mutation(
+        "store_results_newest_first",
+        "Store.results lists the newest row first (documented: oldest first)",
+        (Edit(
+            "xla_cost/compiled/store.py",
+            '"SELECT * FROM results ORDER BY created, key"',
+            '"SELECT * FROM results ORDER BY created DESC, key"',
+        ),),
+        tests=("tests/compiled/test_store.py",),
+    ),
+    Mutation(
+        "store_select_newest_first",
+        "Store.select (store list, store_contents) lists the newest row first (documented: oldest first)",
+        (Edit(
+            "xla_cost/compiled/store.py",
+            '{clause} ORDER BY created, key"',
+            '{clause} ORDER BY created DESC, key"',
+        ),),
+        tests=("tests/compiled/test_store.py", "tests/cli/test_store_command.py"),
+    ),
+    Mutation(
+        "store_delete_empty_key_deletes_all",
+        "store_delete(key='') passes the selection guard and deletes every row",
+        (Edit(
+            "xla_cost/runs/stores.py",
+            "if not (failed or model or key or everything):",
+            "if not (failed or model or key is not None or everything):",
+        ),),
+        tests=("tests/cli/test_store_command.py",),
+    ),
+    # ------------------------------------------------------------------ the next modules' boundaries (issue 29)
+    Mutation(
+        "group_filling_a_node_spans_nodes",
+        "a collective group of exactly node_size devices priced over the network instead of NVLink",
+        (Edit(
+            "xla_cost/parallel/comm.py",
+            "span_nodes = group_size > self.node_size",
+            "span_nodes = group_size >= self.node_size",
+        ),),
+        tests=("tests/parallel/test_comm.py",),
+    ),
+    Mutation(
+        "bucket_at_its_size_left_open",
+        "a gradient bucket that reaches exactly bucket_bytes is not closed (merged with the next piece)",
+        (Edit(
+            "xla_cost/parallel/schedule.py",
+            "        if size >= bucket_bytes:\n            out.append(Piece(size, ready))",
+            "        if size > bucket_bytes:\n            out.append(Piece(size, ready))",
+        ),),
+        tests=("tests/parallel/test_schedule.py",),
+    ),
+    Mutation(
+        "bubble_p_not_p_minus_1",
+        "the 1F1B pipeline bubble counted as p / (v m) instead of (p - 1) / (v m)",
+        (Edit(
+            "xla_cost/parallel/schedule.py",
+            "    return (stages - 1) / (chunks * micro_batches)",
+            "    return stages / (chunks * micro_batches)",
+        ),),
+        tests=("tests/parallel/test_schedule.py",),
+    ),
+    Mutation(
+        "communication_longer_than_compute_hidden",
+        "communication longer than the compute it overlaps is hidden up to the overlap share only",
+        (Edit(
+            "xla_cost/parallel/schedule.py",
+            "exposed = max((1 - overlap) * comm, comm - compute, 0.0)",
+            "exposed = max((1 - overlap) * comm, 0.0)",
+        ),),
+        tests=("tests/parallel/test_comm.py", "tests/parallel/test_schedule.py"),
+    ),
+    Mutation(
+        "as_many_stages_as_layers_refused",
+        "a pipeline of exactly n_layer stages (one layer each) refused",
+        (Edit(
+            "xla_cost/runs/layouts.py",
+            "    if stages > config[\"n_layer\"]:",
+            "    if stages >= config[\"n_layer\"]:",
+        ),),
+        tests=("tests/runs/test_layouts.py",),
+    ),
+    Mutation(
+        "last_device_id_outside_the_mesh",
+        "a replica group naming the mesh's last device refused as outside it",
+        (Edit(
+            "xla_cost/compiled/collectives.py",
+            "if ids.min() < 0 or ids.max() >= total:",
+            "if ids.min() < 0 or ids.max() >= total - 1:",
+        ),),
+        tests=("tests/compiled/test_hlo.py::test_group_axes",),
+    ),
+    Mutation(
+        "calibration_share_of_one_refused",
+        "a calibration matmul share of exactly 1 (all of peak) refused",
+        (Edit(
+            "xla_cost/parallel/calibration.py",
+            "not 0 < value <= highest:",
+            "not 0 < value < highest:",
+        ),),
+        tests=("tests/parallel/test_calibration.py",),
+    ),
+    Mutation(
+        "si_prefix_before_rounding",
+        "si chooses the prefix before rounding: 999,999,999,999 reads 1,000 G instead of 1.000 T",
+        (Edit(
+            "xla_cost/present/units.py",
+            "        if abs(rounded) >= scale:\n            return f\"{sig(rounded / scale, digits)} {prefix}\"",
+            "        if abs(value) >= scale:\n            return f\"{sig(value / scale, digits)} {prefix}\"",
+        ),),
+        tests=("tests/present/test_units.py",),
+    ),
 )
 
 

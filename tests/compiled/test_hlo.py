@@ -406,8 +406,11 @@ def test_group_axes():
     assert group_axes([list(range(8))], _MESH) == ("data", "model")
     assert group_axes([[i] for i in range(8)], _MESH) == ()
     assert group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], _MESH) == ("model",)
-    with pytest.raises(ValueError):
-        group_axes([[0, 8]], _MESH)
+    # device ids run from 0 to 2 * 4 - 1 = 7: the mesh's first and last are in it, one past either is not
+    assert group_axes([[0, 7]], _MESH) == ("data", "model")
+    for outside in ([[0, 8]], [[-1, 0]]):
+        with pytest.raises(ValueError, match="outside a mesh of 8 devices"):
+            group_axes(outside, _MESH)
 
 
 # ---------------------------------------------------------------------------

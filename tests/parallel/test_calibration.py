@@ -33,6 +33,16 @@ def test_out_of_range_shares_are_refused(fields):
         Calibration("h100", **fields)
 
 
+def test_the_limits_of_each_share_are_accepted_and_one_past_them_refused():
+    # matmul in (0, 1], memory in (0, MEMORY_LIMIT], launch in [0, 1 ms)
+    assert Calibration("h100", matmul=1.0, memory=calibration.MEMORY_LIMIT, launch=0.0).matmul == 1.0
+    assert Calibration("h100", matmul=1e-9, memory=1e-9, launch=0.999e-3).launch == 0.999e-3
+    for fields in ({"matmul": 1.0 + 1e-9, "memory": 1.0}, {"matmul": 1.0, "memory": calibration.MEMORY_LIMIT + 1e-9},
+                   {"matmul": 1.0, "memory": 0.0}, {"matmul": 1.0, "memory": 1.0, "launch": 1e-3}):
+        with pytest.raises(InputError, match="calibration share|seconds per kernel"):
+            Calibration("h100", **fields)
+
+
 def test_compute_seconds_is_the_two_kinds_of_work_and_the_launches():
     c = Calibration("h100", matmul=0.5, memory=0.8, launch=4e-6)
     # 1e12 FLOP at half of 1e15 FLOP/s: 2 ms; 1e9 bytes at 0.8 of 1e12 B/s: 1.25 ms; 100 kernels at 4 us: 0.4 ms
