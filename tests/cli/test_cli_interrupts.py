@@ -2,27 +2,48 @@
 
 Python drops a KeyboardInterrupt raised inside a garbage-collection callback
 (JAX registers one; "Exception ignored in: _xla_gc_callback") and turns one
-raised while a C extension initialises into an ImportError; `Interrupts`
-raises a dropped one again and the command line answers 130 whatever the
-command ended with. The last test sends SIGINT to real analyses, at points
-spread over importing, tracing and compiling, and while writing to a pipe.
+raised while a C extension initialises into an ImportError, or a crash
+(jaxlib's); `Interrupts` raises a dropped one again, holds one that comes
+while an extension initialises until it has, and the command line answers
+130 whatever the command ended with. The last test sends SIGINT to real
+analyses, at points spread over importing, tracing and compiling, and while
+writing to a pipe: points defined by what the analysis has done, not by
+seconds, so that the test holds on a machine busy with other work.
 """
 
 from __future__ import annotations
 
+import _imp
+import contextlib
 import gc
+import importlib.machinery
+import importlib.util
 import os
 import signal
 import stat
 import subprocess
 import sys
 import time
+import types
+from collections.abc import Iterator
 
 import pytest
 
 from xla_cost import cli
 from xla_cost.cli.interrupts import RAISE_AGAIN_S, Interrupts
 from xla_cost.cli.main import EXIT_INTERRUPTED
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_on_a_terminal():
+    """SIGINT handled as Python handles it on a terminal, also where the tests run with it ignored
+    (a background job of a non-interactive shell, e.g. `pytest &` in a script): `Interrupts`
+    installs nothing then, and the analyses started here would inherit the ignoring."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(capsys, *argv):
@@ -45,15 +66,45 @@ def _collect_with_an_interrupt() -> None:
         gc.callbacks.remove(callback)
 
 
+RAISED_WITHIN_S = 60
+"""A generous deadline for an interrupt raised again from a thread (RAISE_AGAIN_S later, when
+the machine lets that thread run): a hang guard only; a passing test leaves the loop at once."""
+
+
+def _run_on_until_interrupted() -> None:
+    """Python code running on, as the analysis would, until a KeyboardInterrupt (or the deadline)."""
+    deadline = time.monotonic() + RAISED_WITHIN_S
+    while time.monotonic() < deadline:
+        time.sleep(RAISE_AGAIN_S / 10)
+
+
 def test_an_interrupt_dropped_in_a_gc_callback_is_raised_again(capsys):
     with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
         _collect_with_an_interrupt()
-        deadline = time.monotonic() + 100 * RAISE_AGAIN_S
-        while time.monotonic() < deadline:  # Python code running on, as the analysis would
-            time.sleep(RAISE_AGAIN_S / 10)
+        _run_on_until_interrupted()
     assert interrupts.received
     assert "Exception ignored" not in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_an_interrupt_while_an_extension_module_initialises_is_raised_once_it_has(monkeypatch):
+    # jaxlib's _jax imports Python modules while it initialises; a KeyboardInterrupt raised
+    # there crashed the process (SIGSEGV, no message). Here the initialisation of a C extension
+    # module (the import system's create_module) gets SIGINT halfway and runs on to its end
+    finished = []
+
+    def create_dynamic(spec, file=None):
+        signal.raise_signal(signal.SIGINT)  # runs the handler here, inside the initialisation
+        finished.append(spec.name)
+        return types.ModuleType(spec.name)
+
+    monkeypatch.setattr(_imp, "create_dynamic", create_dynamic)
+    loader = importlib.machinery.ExtensionFileLoader("an_extension", "an_extension.so")
+    with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
+        module = loader.create_module(importlib.util.spec_from_loader("an_extension", loader))
+        assert (finished, module.__name__, interrupts.received) == (["an_extension"], "an_extension", True)
+        _run_on_until_interrupted()  # then raised, once the initialisation has returned
+    assert finished == ["an_extension"]
 
 
 def test_a_command_that_swallowed_the_interrupt_exits_130_and_writes_nothing(capsys, monkeypatch, tmp_path):
@@ -116,67 +167,140 @@ def test_an_interrupt_after_the_command_finished_is_ignored_while_the_process_ex
 
 
 # ------------------------------------------------------------------ real analyses
+#
+# Each interrupt is sent at a point defined by what the analysis has done, never by
+# seconds (a loaded machine runs it at any speed): the CPU time it has used (work done,
+# whatever else the machine runs), from the moment jaxlib's first extension module is loaded
+# (jax is imported inside the command, so the command line's handler is in place), and, for
+# the pipe, once the kernel says the process waits in its open for a reader.
 
 MODEL = ("deeper_conv_net", "--batch-size", "2", "--no-cache")
-"""A small zoo model (100 shared 3x3 convs) that takes a few seconds to import, trace and compile."""
+"""A small zoo model (100 shared 3x3 convs) that takes a few CPU seconds to import, trace and compile."""
 RUNS = 20
+WAIT_S = 300
+"""A generous deadline for each wait on the analysis (a hang guard; a run takes seconds of CPU)."""
 
 
-def _start(tmp_path, output) -> subprocess.Popen:
+@contextlib.contextmanager
+def _started(tmp_path, output) -> Iterator[subprocess.Popen]:
+    """The analysis, writing ``output``; killed if it is still running when the block ends
+    (a failed wait leaves nothing behind)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_COST_STORE": str(tmp_path / "store.sqlite"),
            "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.Popen([sys.executable, "-m", "xla_cost", "analyze", *MODEL, "--output", str(output)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with subprocess.Popen([sys.executable, "-m", "xla_cost", "analyze", *MODEL, "--output", str(output)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
 
 
-def _cpu_ticks(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name, state first; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
 
 
-@pytest.mark.slow  # 20 analyses of a few seconds each, interrupted: about 40 s on 2 cores
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to see the process blocked")
+def _cpu_ticks(fields: list[str]) -> int:
+    return int(fields[11]) + int(fields[12])  # utime + stime, all threads, in clock ticks
+
+
+def _loaded_jaxlib(pid: int) -> bool:
+    """Whether one of jaxlib's extension modules is loaded: the import of jax is under way."""
+    try:
+        with open(f"/proc/{pid}/maps") as handle:
+            return f"{os.sep}jaxlib{os.sep}" in handle.read()
+    except OSError:
+        return False
+
+
+WAITS_FOR_A_READER = "wait_for_partner"
+"""Where the kernel (fs/pipe.c) holds an open() of a FIFO for writing until a reader opens it."""
+
+
+def _wchan(pid: int) -> str:
+    """Where the process's main thread sleeps in the kernel, as /proc names it ("0" while it runs)."""
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "0"
+
+
+def _interrupt_at(tmp_path, output, ticks: int) -> tuple[int, bool, str] | None:
+    """Starts an analysis and sends it SIGINT once jaxlib is loaded and it has used ``ticks``
+    of CPU: (exit code, output written, stderr). None if it had got past its analysis by then
+    (it used less CPU than the reference run): no signal is sent, and the run is not counted.
+
+    The process is stopped (SIGSTOP) while it is looked at and signalled, so that what is
+    seen is where the signal lands: before the output's temporary file exists, the answer
+    must be 130 and no file."""
+    with _started(tmp_path, output) as process:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            fields = _stat(process.pid)
+            if fields is None or fields[0] == "Z" or (_cpu_ticks(fields) >= ticks and _loaded_jaxlib(process.pid)):
+                break
+            assert time.monotonic() < deadline, f"the analysis used fewer than {ticks} ticks in {WAIT_S} s"
+            time.sleep(0.005)
+        os.kill(process.pid, signal.SIGSTOP)
+        while (fields := _stat(process.pid)) is not None and fields[0] not in "TtZX":
+            assert time.monotonic() < deadline, "SIGSTOP did not stop the analysis"
+            time.sleep(0.001)
+        past = fields is None or fields[0] in "ZX" or output.exists() or any(tmp_path.glob(".xla-cost-*.tmp"))
+        if not past:
+            process.send_signal(signal.SIGINT)  # pending until it runs on
+        os.kill(process.pid, signal.SIGCONT)
+        _, err = process.communicate(timeout=WAIT_S)
+    written = output.exists()
+    output.unlink(missing_ok=True)
+    return None if past else (process.returncode, written, err.strip())
+
+
+@pytest.mark.slow  # 20 analyses of a few CPU seconds each, interrupted: about 40 s on 2 cores
+@pytest.mark.skipif(not os.path.exists("/proc/self/wchan"), reason="reads /proc to see where the analysis is")
 def test_sigint_at_any_point_of_a_real_analysis_exits_130_and_writes_nothing(tmp_path):
+    import resource  # POSIX only, as /proc is
+
     output = tmp_path / "out.txt"
-    start = time.monotonic()
-    whole = _start(tmp_path, output)
-    _, err = whole.communicate(timeout=300)
-    seconds = time.monotonic() - start
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with _started(tmp_path, output) as whole:
+        _, err = whole.communicate(timeout=WAIT_S)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert whole.returncode == 0 and output.exists(), err  # uninterrupted, it writes the file
     output.unlink()
+    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    total = int(cpu_s * os.sysconf("SC_CLK_TCK"))  # the whole run's CPU, in /proc's clock ticks
 
-    # SIGINT spread over the run: importing jax, building, tracing, compiling
-    delays = [0.3 + (0.85 * seconds - 0.3) * i / (RUNS - 2) for i in range(RUNS - 1)]
+    # SIGINT spread over the run's work: importing jax (from the moment jaxlib is loaded),
+    # building, tracing, compiling; up to 85% of the reference run's CPU (the rest is writing
+    # and the interpreter's exit). A run that got past its analysis first (it needed less CPU
+    # than the reference) is run again with the signal at half the CPU: jaxlib is always
+    # loaded before the analysis ends, so this ends, whatever the load.
     outcomes = []
-    for delay in delays:
-        while True:
-            process = _start(tmp_path, output)
-            time.sleep(delay)
-            if process.poll() is None:
-                break
-            process.communicate()  # finished before the signal (a quicker run than the first)
-            output.unlink(missing_ok=True)
-            delay /= 2
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=300)
-        outcomes.append((round(delay, 2), process.returncode, output.exists(), err.strip()))
-        output.unlink(missing_ok=True)
+    for i in range(RUNS - 1):
+        ticks = int(0.85 * total * i / (RUNS - 2))
+        while (outcome := _interrupt_at(tmp_path, output, ticks)) is None:
+            assert ticks > 0, "the analysis ended before jaxlib was seen loaded"
+            ticks //= 2
+        outcomes.append((f"{ticks} of {total} ticks", *outcome))
 
     # and while writing: the output is a pipe nobody reads, so the command blocks opening it
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    process = _start(tmp_path, pipe)
-    idle = 0
-    ticks = _cpu_ticks(process.pid)
-    deadline = time.monotonic() + 300
-    while idle < 3 and time.monotonic() < deadline:  # no CPU for 0.9 s: the analysis is done
-        time.sleep(0.3)
-        now = _cpu_ticks(process.pid)
-        idle, ticks = (idle + 1 if now == ticks else 0), now
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=300)
+    with _started(tmp_path, pipe) as process:
+        deadline = time.monotonic() + WAIT_S
+        while (where := _wchan(process.pid)) != WAITS_FOR_A_READER:
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, f"not seen waiting to open its output in {WAIT_S} s: wchan {where}"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=WAIT_S)
     written = not stat.S_ISFIFO(os.stat(pipe).st_mode)  # a regular file renamed over the pipe
     if not written:
         reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import sqlite3
 import subprocess
@@ -153,6 +154,17 @@ def _workers(pid: int) -> list[int]:
     return [c for c in _children(pid) if "resource_tracker" not in cmdline(c)]
 
 
+def _kill_with_descendants(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return  # ended and reaped: its pid may be another process's now
+    for pid in [process.pid, *_descendants(process.pid)]:  # listed while they are its descendants
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait(30)
+
+
 def _rows(store) -> list[tuple[str, str]]:
     with sqlite3.connect(store) as db:
         return db.execute("SELECT key, created FROM results").fetchall()
@@ -163,27 +175,71 @@ def _stored_batches(store) -> list[int]:
         return sorted(json.loads(c)["batch_size"] for (c,) in db.execute("SELECT config FROM results"))
 
 
-def _wait_rows(store, at_least: int, process: subprocess.Popen, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if store.exists():
-            try:
-                if len(_rows(store)) >= at_least:
-                    return
-            except sqlite3.OperationalError:
-                pass
-        assert process.poll() is None, (store.parent / "stderr.txt").read_text()
-        time.sleep(0.2)
-    pytest.fail(f"the sweep stored fewer than {at_least} rows in {timeout} s")
+WAIT_S = 240
+"""A generous deadline for each wait on the sweep (a hang guard: each step takes seconds)."""
+
+GATE = '''"""Holds each configuration of a sweep's workers until the test lets it run."""
+import os
+import pathlib
+import time
+
+import xla_cost.runs.sweeps as sweeps
+
+_gate = pathlib.Path(os.environ["XLA_COST_TEST_GATE"])
+_run_config = sweeps.run_config
+
+
+def run_config(config):
+    batch = config["batch_size"]
+    (_gate / f"at-{batch}-{os.getpid()}").touch()  # this worker has reached the configuration
+    while not (_gate / f"go-{batch}").exists():
+        time.sleep(0.01)
+    return _run_config(config)
+
+
+run_config.__qualname__ = _run_config.__qualname__  # pickled by name, as the pool sends it
+sweeps.run_config = run_config
+'''
+"""A sitecustomize for the sweep's processes (its fork server's workers inherit it): each
+configuration waits, before it runs, until the test creates ``go-BATCH``; the worker that
+reaches it says so with ``at-BATCH-PID``. Where the sweep is when the test kills something is
+then what the test let it do, not how fast the machine ran it."""
+
+
+def _gated(tmp_path) -> tuple[pathlib.Path, dict[str, str]]:
+    hook, gate = tmp_path / "hook", tmp_path / "gate"
+    hook.mkdir()
+    gate.mkdir()
+    (hook / "sitecustomize.py").write_text(GATE)
+    path = os.pathsep.join(p for p in (str(hook), os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+    return gate, {**os.environ, "XLA_COST_TEST_GATE": str(gate), "PYTHONPATH": path}
+
+
+def _arrivals(gate) -> set[tuple[int, int]]:
+    """(batch, worker pid) of each configuration a worker has reached."""
+    return {(int(batch), int(pid)) for _, batch, pid in (f.name.split("-") for f in gate.glob("at-*"))}
+
+
+def _wait_for(condition, process: subprocess.Popen, log: pathlib.Path, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"{what}: not within {WAIT_S} s"
+        time.sleep(0.05)
+
+
+def _row_count(store) -> int:
+    try:
+        return len(_rows(store)) if store.exists() else 0
+    except sqlite3.OperationalError:  # being created
+        return 0
 
 
 BATCHES = [1, 2, 3, 4, 5, 6]
 
 
 def _sweep_command(store) -> list[str]:
-    # compiled (--counter xla), a few tenths of a second per configuration: slow enough that
-    # the rows are seen and the worker killed while configurations are still running (with
-    # --counter jaxpr, 35 ms each, the sweep could finish between two polls)
+    # the workers compile (--counter xla), as in a sweep of real models
     return [sys.executable, "-m", "xla_cost", "sweep", "one_net", "--batch-sizes",
             ",".join(map(str, BATCHES)), "--counter", "xla", "--store", str(store), "--jobs", "1",
             "--quiet", "--format", "csv"]
@@ -192,34 +248,36 @@ def _sweep_command(store) -> list[str]:
 @pytest.mark.slow
 def test_sigkill_mid_sweep_loses_nothing_and_the_rerun_completes(tmp_path):
     store = tmp_path / "s.sqlite"
-    log = open(tmp_path / "stderr.txt", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(_sweep_command(store), stdout=subprocess.DEVNULL, stderr=log)
+    gate, env = _gated(tmp_path)
+    errors = tmp_path / "stderr.txt"
+    log = open(errors, "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(_sweep_command(store), stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
-        _wait_rows(store, 2, process)
-        # a real SIGKILL of the worker process: the sweep replaces it and retries what it ran
-        workers = _workers(process.pid)
-        assert len(workers) == 1, workers  # --jobs 1
-        os.kill(workers[0], signal.SIGKILL)
-        _wait_rows(store, 4, process)
-        # one worker runs the configurations in order: the one it was killed in (batch 3,
-        # or 4 if 3 had just finished) was tried again before any later one, so the rows
-        # stored are batches 1..k with no gap (a dropped configuration would leave one)
-        done = _stored_batches(store)
-        assert done == BATCHES[:len(done)], done
-        # then of the sweep itself, with its fork server and worker
-        for pid in [process.pid, *_descendants(process.pid)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.wait(30)
+        # batches 1 and 2 let through: the one worker stores them and waits at batch 3
+        for batch in (1, 2):
+            (gate / f"go-{batch}").touch()
+        _wait_for(lambda: {b for b, _ in _arrivals(gate)} == {1, 2, 3} and _row_count(store) == 2,
+                  process, errors, "batches 1 and 2 stored, batch 3 reached")
+        [worker] = {pid for _, pid in _arrivals(gate)}
+        assert _workers(process.pid) == [worker]  # --jobs 1
+        # a real SIGKILL of the worker in batch 3: the sweep replaces it and tries batch 3
+        # again before any later one (its next arrival is batch 3, in a new process)
+        os.kill(worker, signal.SIGKILL)
+        _wait_for(lambda: len(_arrivals(gate)) == 4, process, errors, "a new worker reached a configuration")
+        [(batch, replacement)] = _arrivals(gate) - {(1, worker), (2, worker), (3, worker)}
+        assert batch == 3 and replacement != worker, (batch, replacement, worker)
+        for batch in (3, 4):
+            (gate / f"go-{batch}").touch()
+        _wait_for(lambda: (5, replacement) in _arrivals(gate) and _row_count(store) == 4,
+                  process, errors, "batches 3 and 4 stored, batch 5 reached")
+        assert _stored_batches(store) == [1, 2, 3, 4]  # no gap: the killed one was not dropped
+        # then of the sweep itself, with its fork server and worker, while batch 5 waits
+        _kill_with_descendants(process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
+        _kill_with_descendants(process)  # a failed test leaves no worker waiting at the gate
         log.close()
     before = dict(_rows(store))
-    assert 4 <= len(before) < len(BATCHES)
+    assert len(before) == 4
     rerun = subprocess.run(_sweep_command(store), capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     after = dict(_rows(store))

@@ -4,10 +4,13 @@ Python turns SIGINT into a `KeyboardInterrupt` raised wherever the main thread
 happens to be, and some places drop it: raised inside a garbage-collection
 callback (JAX registers one) or a ``__del__``, it is printed as "Exception
 ignored in: ..." and the program goes on; raised while a C extension module
-initialises, it becomes an `ImportError`. So `Interrupts` remembers every
-SIGINT it receives, raises `KeyboardInterrupt` again when one was dropped (at
-the next point where Python can raise), and lets the command line ask, before
-it writes and whatever the command ended with, whether one came.
+initialises, it becomes an `ImportError`, or crashes the process (jaxlib's
+``_jax``, whose initialisation imports Python modules: a segmentation fault).
+So `Interrupts` remembers every SIGINT it receives, raises `KeyboardInterrupt`
+again when one was dropped (at the next point where Python can raise), holds
+one that comes while an extension module initialises until the
+initialisation has returned, and lets the command line ask, before it writes
+and whatever the command ended with, whether one came.
 
 The output file is put in place inside `Interrupts.committing`: an interrupt
 received before that raises there (the temporary file is removed, the old
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import importlib.machinery
 import signal
 import sys
 import threading
@@ -31,6 +35,12 @@ __all__ = ["Interrupts", "RAISE_AGAIN_S"]
 RAISE_AGAIN_S = 0.01
 """How long after a dropped interrupt it is raised again: long enough for the
 garbage collection (or ``__del__``) that dropped it to have returned."""
+
+_EXTENSION_INIT = frozenset({
+    importlib.machinery.ExtensionFileLoader.create_module.__code__,
+    importlib.machinery.ExtensionFileLoader.exec_module.__code__,
+})
+"""The import system's frames that run a C extension module's initialisation."""
 
 
 class Interrupts:
@@ -90,6 +100,9 @@ class Interrupts:
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self.received = True
         if self._raising:
+            if _initialising_an_extension(frame):
+                self._raise_soon()  # once the initialisation has returned
+                return
             raise KeyboardInterrupt
 
     def _on_unraisable(self, unraisable: Any) -> None:
@@ -100,6 +113,9 @@ class Interrupts:
         # again shortly, from a thread, so that it is not raised inside the
         # place that dropped it (which would drop it again).
         self.received = True
+        self._raise_soon()
+
+    def _raise_soon(self) -> None:
         timer = threading.Timer(RAISE_AGAIN_S, self._raise_again)
         timer.daemon = True
         timer.start()
@@ -108,3 +124,12 @@ class Interrupts:
         with self._lock:
             if self._installed and self._raising:
                 _thread.interrupt_main(signal.SIGINT)  # runs _on_sigint in the main thread
+
+
+def _initialising_an_extension(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a C extension module's initialisation (Python code it calls)."""
+    while frame is not None:
+        if frame.f_code in _EXTENSION_INIT:
+            return True
+        frame = frame.f_back
+    return False
