@@ -25,7 +25,7 @@ from xla_cost.compiled.store import Store, analysis_key
 from xla_cost.runs.sweeps import configurations, sweep
 from xla_cost.zoo import build_model, example_inputs
 
-from tests.formulas import mlp_forward_phase, mlp_params
+from tests.formulas import deeper_conv_net_forward_phase, mlp_forward_phase, mlp_params
 
 SGD_FLOPS_PER_PARAM = 2  # seed 001, appendix B: SGD costs 2 FLOP per parameter (multiply, subtract)
 
@@ -105,7 +105,8 @@ def test_failures_are_rows_and_the_sweep_goes_on(tmp_path):
     )
     failed, ok = result.runs.iloc[0], result.runs.iloc[1]
     assert failed["status"] == "failed" and "\n" not in failed["error"] and "depth" in failed["error"]
-    assert ok["status"] == "ok" and ok["forward_flops"] > 0
+    # depth 0: DeeperConvNet's stem and head alone, at batch 1 (tests/formulas.py)
+    assert ok["status"] == "ok" and ok["forward_jaxpr_flops"] == deeper_conv_net_forward_phase(1, 0)
     # stored: a rerun does not retry it, retry_failed does
     calls = []
     sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
