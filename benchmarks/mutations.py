@@ -154,7 +154,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "n = 1 if trip is None or not self.trip_counts else trip",
             "n = 1",
         ),),
-        tests=("tests/count/test_interpret_loops.py",),
+        tests=("tests/count/test_rules.py", "tests/count/test_interpret_loops.py"),
     ),
     Mutation(
         "scan_counter_free",
@@ -213,7 +213,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'return xla_value, "xla+loops", (\n'
             '        f"{phase}: XLA counts a loop body once ({describe_loops(counted)}); "\n',
         ),),
-        tests=("tests/analysis/test_jaxpr_vs_xla.py",),
+        tests=("tests/count/test_interpret_loops.py", "tests/analysis/test_jaxpr_vs_xla.py"),
     ),
     Mutation(
         "negative_xla_figure_kept",
@@ -223,7 +223,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "if not math.isfinite(value) or value < 0:",
             "if not math.isfinite(value):",
         ),),
-        tests=("tests/compiled/test_xla.py",),
+        tests=("tests/analysis/test_unknown.py", "tests/compiled/test_xla.py"),
     ),
     # ------------------------------------------------------------------ phases
     Mutation(
