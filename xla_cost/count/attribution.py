@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from xla_cost.step import phases
 from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
-from xla_cost.count.interpret import EqnCount
+from xla_cost.count.interpret import REMAT_SCOPE, EqnCount
 from xla_cost.count.layers import LayerCosts
 from xla_cost.count.registry import Cost
 
@@ -40,6 +40,7 @@ __all__ = [
     "LayerCount",
     "split_name_stack",
     "classify_pass",
+    "bare_stack",
     "module_tree",
     "module_path",
     "op_name_path",
@@ -85,7 +86,11 @@ def _unwrap(component: str) -> tuple[str, list[str]]:
 
 
 def classify_pass(name_stack: str) -> str | None:
-    """``backward`` under a transpose, ``forward`` under a jvp, else None."""
+    """``backward`` under a transpose, ``forward`` under a jvp, else None.
+
+    Args:
+      name_stack: an equation's name stack (``transpose(jvp(MLP))/Dense_0``).
+    """
     transforms = [t for c in split_name_stack(name_stack) for t in _unwrap(c)[1]]
     if "transpose" in transforms:
         return "backward"
@@ -94,7 +99,16 @@ def classify_pass(name_stack: str) -> str | None:
     return None
 
 
-_JAX_SCOPES = frozenset({"rematted_computation"})
+def bare_stack(name_stack: str) -> tuple[str, ...]:
+    """The scopes of a name stack without jax's transforms and own scopes:
+    ``transpose(jvp(jvp()))/rematted_computation/MLP/Dense_0`` and
+    ``jvp(MLP)/Dense_0`` -> (``MLP``, ``Dense_0``): where in the model an
+    equation is, whichever pass runs it."""
+    names = (_unwrap(c)[0] for c in split_name_stack(name_stack))
+    return tuple(n for n in names if n and n not in _JAX_SCOPES)
+
+
+_JAX_SCOPES = frozenset({REMAT_SCOPE})
 """Name-stack entries that jax adds for its own transforms, not modules."""
 
 _METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\.[A-Za-z_]\w*$")
@@ -202,6 +216,11 @@ def module_path(
     Without ``modules`` (None or empty), every entry is kept, a method call read as its
     module's (``GPT/wte.attend`` -> ``wte``, ``UNet/down_0.block_0`` ->
     ``down_0``: a guess that only the modules can correct).
+
+    Args:
+      name_stack: an equation's name stack.
+      root: the model's root name(s), stripped (None: none).
+      modules: the model's module paths (`module_tree`), or None.
     """
     roots = {root} if isinstance(root, str) else set(root or ())
     return _path(split_name_stack(name_stack), roots, modules)

@@ -39,7 +39,7 @@ from xla_cost.count.registry import ZERO_COST, Cost, get_rule
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
-    "WALKED", "CALL_LIKE", "CALL_PARAMS", "join_stack", "eqn_owner", "combine_owners", "public_owner",
+    "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_SCOPE", "join_stack", "eqn_owner", "combine_owners", "public_owner",
 ]
 
 CALL_LIKE: frozenset[str] = frozenset(
@@ -61,7 +61,8 @@ WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
 """Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
 
 _REMAT = frozenset({"remat", "remat2", "checkpoint"})
-_REMAT_SCOPE = "rematted_computation"  # jax's name scope for a checkpointed body
+REMAT_SCOPE = "rematted_computation"
+"""jax's name scope for the body of a ``jax.checkpoint`` it recomputes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +117,8 @@ class JaxprCount:
       recomputed: the forward-pass work that ``jax.checkpoint`` (remat) repeats
         inside the backward pass; part of ``total``. XLA may remove it when it
         compiles for a device with memory to spare (it does on the CPU).
+      part_unsupported: per part of a classified step (`part`), the
+        primitives without a rule met there (empty: not classified).
     """
 
     equations: tuple[EqnCount, ...]
@@ -316,7 +319,9 @@ class _Counter:
             return self._unknown(name, times, part)
         key = (stack, name, times, public_owner(owner), part)
         self.costs[key] = self.costs[key] + cost * times
-        if self.in_remat and _REMAT_SCOPE in stack:  # forward work, done again
+        # forward work, done again; a recomputation whose primal was dead code (`jax.grad` of a
+        # checkpointed loss) is the only forward that runs: its label says forward
+        if self.in_remat and REMAT_SCOPE in stack and path not in getattr(self.labels, "first_forward", ()):
             self.recomputed = self.recomputed + cost * times
         self.executions[key] += times
         return cost
@@ -611,5 +616,13 @@ def count_jaxpr(
 
 
 def count_function(fn: Callable[..., Any], *args: Any) -> JaxprCount:
-    """Traces ``fn(*args)`` (abstract arguments are fine) and counts its jaxpr."""
+    """Traces ``fn(*args)`` (abstract arguments are fine) and counts its jaxpr.
+
+    Args:
+      fn: any function jax can trace.
+      *args: its arguments: arrays or ``jax.ShapeDtypeStruct`` pytrees.
+
+    Returns:
+      The `JaxprCount` of ``jax.make_jaxpr(fn)(*args)`` (`count_jaxpr`).
+    """
     return count_jaxpr(jax.make_jaxpr(fn)(*args))

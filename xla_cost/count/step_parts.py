@@ -5,18 +5,26 @@ update, metrics) is one jaxpr. Its equations fall into the parts of
 `xla_cost.step.phases.STEP_PARTS`, decided from the name stack and the data
 flow alone, without names the user must add:
 
-* **forward**: under ``jvp(...)`` and not transposed: the loss and what it
-  needs; a value autodiff computes in the forward pass only for the backward
-  pass (a ReLU's mask) is **backward**, as ``grad - forward`` counts it for
-  `xla_cost.analyze`;
+* **forward**: under ``jvp(...)`` and not transposed: what computing the loss
+  needs, whether or not the loss is returned (``jax.grad`` drops it, and XLA
+  its last reduction); an equation that autodiff adds to the forward pass only
+  for the backward pass (a ReLU's mask: every reader is under ``transpose``)
+  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`. A
+  ``jax.checkpoint`` recomputation whose primal is dead code (``jax.grad`` of
+  a checkpointed loss: nothing is saved, so nothing runs before the backward
+  pass) is the forward, the only one that runs. In a step with no gradient at
+  all, the work under the model's modules is the forward;
 * **backward**: under ``transpose(...)``: the gradient computation, a custom
-  VJP's backward rule and ``jax.checkpoint``'s recomputation included;
-* **update**: outside autodiff, computed from a gradient (the optax chain,
-  clipping, a ``pmean`` of the gradients, the new parameters and optimizer
-  state, an accumulation over micro-batches), and what the update reads and
-  nothing else but the step's results (an optimizer's step counter, the
-  learning rate its schedule gives);
-* **other**: the rest: metrics, a schedule also logged, data reshapes.
+  VJP's backward rule and ``jax.checkpoint``'s recomputation of a forward that
+  also ran (matched equation by equation: scope, primitive, result shapes);
+* **update**: outside autodiff, computed from a gradient and kept in the
+  step's new state (the optax chain, clipping, a ``pmean`` of the gradients,
+  the new parameters and optimizer state, an accumulation over
+  micro-batches), and what the update reads and nothing else but the new
+  state (an optimizer's step counter, the learning rate its schedule gives);
+* **other**: the rest: metrics (a gradient norm or a parameter norm that only
+  a returned metric reads, given the step's ``results``), a schedule also
+  logged, data reshapes.
 
 Calls (nested jits, custom derivatives, checkpoints) are followed as if
 inlined; a loop's body (``scan``, ``while``) and each branch of a ``cond`` are
@@ -34,6 +42,7 @@ that layer's.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -41,8 +50,8 @@ from typing import Any, NamedTuple
 
 from jax.extend import core as jex_core
 
-from xla_cost.count.attribution import classify_pass
-from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, combine_owners, eqn_owner, join_stack, public_owner
+from xla_cost.count.attribution import bare_stack, classify_pass
+from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_SCOPE, combine_owners, eqn_owner, join_stack, public_owner
 from xla_cost.step.phases import STEP_PARTS
 
 __all__ = ["Label", "StepLabels", "classify_step", "MIXED"]
@@ -54,6 +63,7 @@ MIXED = "mixed"
 operands' producers as they are."""
 
 _OUTSIDE = "outside"  # a level's results: read by the caller, keeps their producers
+_METRIC = "metric"  # a step's result that is not its new state: what only it reads is other
 
 Path = tuple[Any, ...]
 
@@ -66,12 +76,15 @@ class Label(NamedTuple):
 
 
 class StepLabels(dict):  # type: ignore[type-arg]
-    """`Label` by equation path, and ``saved_bytes``: the bytes of the values
+    """`Label` by equation path, ``saved_bytes``: the bytes of the values
     the forward part computes and the backward part reads (the activations
     autodiff saves), at the step's top level (a scanned stack's residuals
-    included, as the loop's results)."""
+    included, as the loop's results), and ``first_forward``."""
 
     saved_bytes: int = 0
+    first_forward: frozenset[Path] = frozenset()
+    """Paths of the ``jax.checkpoint`` recomputations that are the step's
+    forward (their primal is dead code): not a recomputation."""
 
 
 @dataclasses.dataclass
@@ -104,9 +117,44 @@ def _literal(var: Any) -> bool:
 
 
 class _Classifier:
-    def __init__(self, module_of: Callable[[str], str | None]) -> None:
+    def __init__(self, module_of: Callable[[str], str | None], results: Sequence[bool] | None = None) -> None:
         self.module_of = module_of
+        self.results = results  # per result of the step: its new state (True) or a metric (False)
+        self.top: _Level | None = None
         self.saved: dict[Any, int] = {}  # value -> bytes, of the level refined last
+        self.differentiates = True  # some equation is under transpose
+        self.first_forward: set[Path] = set()  # recomputations whose primal is dead code
+        self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
+
+    # ------------------------------------------------------------- pre-pass
+    def survey(self, level: _Level) -> None:
+        """Whether the step differentiates at all, and which ``jax.checkpoint``
+        recomputations have no primal twin (the forward that runs)."""
+        nodes = list(_every_node(level))
+        passes = {node.path: classify_pass(node.stack) for node in nodes}
+        self.differentiates = BACKWARD in passes.values()
+        if not self.differentiates:  # the model's work: under a module, or under the scope that opens them
+            self.model_scopes = {scope for n in nodes if self.module_of(n.stack) is not None
+                                 for scope in bare_stack(n.stack)[:1]}
+        primal = collections.Counter(_twin(n) for n in nodes
+                                     if passes[n.path] == FORWARD and REMAT_SCOPE not in n.stack)
+        for node in nodes:
+            if passes[node.path] == BACKWARD and REMAT_SCOPE in node.stack:
+                key = _twin(node)
+                if primal[key] > 0:
+                    primal[key] -= 1
+                else:
+                    self.first_forward.add(node.path)
+
+    def autodiff_pass(self, node: _Node) -> str | None:
+        """The part a node's name stack (and the pre-pass) gives it, None outside autodiff."""
+        if node.path in self.first_forward:
+            return FORWARD
+        found = classify_pass(node.stack)
+        if found is None and not self.differentiates and bare_stack(node.stack)[:1] and (
+                bare_stack(node.stack)[0] in self.model_scopes):
+            return FORWARD
+        return found
 
     # -------------------------------------------------------------- flattening
     def flatten(self, jaxpr: Any, path: Path, stack: str) -> _Level:
@@ -167,12 +215,12 @@ class _Classifier:
             any_taint = any(in_taint)
             if node.levels:
                 outs_taint, outs_owner = self._loop(node, tainted, owner)
-                node.part = classify_pass(node.stack) or (UPDATE if any_taint else OTHER)
+                node.part = self.autodiff_pass(node) or (UPDATE if any_taint else OTHER)
                 node.owner = combine_owners([owner.get(v) for v in node.ins if v is not None])
                 for var, t, o in zip(node.outs, outs_taint, outs_owner):
                     tainted[var], owner[var] = t, o
                 continue
-            autodiff = classify_pass(node.stack)
+            autodiff = self.autodiff_pass(node)
             node.part = autodiff or (UPDATE if any_taint else OTHER)
             if autodiff is not None:
                 node.owner = self.module_of(node.stack)
@@ -226,27 +274,38 @@ class _Classifier:
         return out_taint, out_owner
 
     def _refine(self, level: _Level) -> None:
-        """Forward work that only the backward pass reads is backward; other work
-        that the update reads, and nothing else but the step's results, is the
-        update's (an optimizer's step counter). Consumers first (reverse order)."""
-        readers: dict[Any, set[str]] = {}
-        for var in level.outvars:
+        """Forward work that only backward work reads (as the name stacks say: no
+        cascade, so a ``jax.grad`` step whose loss is dead keeps its forward) is
+        backward; other work that the update reads, and nothing else but the new
+        state, is the update's (an optimizer's step counter); update work that
+        only metrics read is other. Consumers first (reverse order)."""
+        readers: dict[Any, set[str]] = {}  # the parts that read a value, as refined
+        stated: dict[Any, set[str]] = {}  # ... as their name stacks say
+        marks = self.results if level is self.top and self.results is not None else None
+        for j, var in enumerate(level.outvars):
             if var is not None:
-                readers.setdefault(var, set()).add(_OUTSIDE)
+                mark = _OUTSIDE if marks is None or j >= len(marks) or marks[j] else _METRIC
+                readers.setdefault(var, set()).add(mark)
+                stated.setdefault(var, set()).add(mark)
         for node in reversed(level.nodes):
             if not node.levels:
                 seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
-                if node.part == FORWARD and seen == {BACKWARD}:
+                said = set().union(*(stated.get(v, set()) for v in node.outs)) if node.outs else set()
+                before = node.part
+                if node.part == FORWARD and said == {BACKWARD}:
                     node.part = BACKWARD
                 elif node.part == OTHER and UPDATE in seen and seen <= {UPDATE, _OUTSIDE}:
                     node.part = UPDATE
+                elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
+                    node.part = OTHER
                 reads_as = node.part
             else:
                 parts = set().union(*(inner.parts() for inner in node.levels))
-                reads_as = parts.pop() if len(parts) == 1 else MIXED
+                reads_as = before = parts.pop() if len(parts) == 1 else MIXED
             for var in node.ins:
                 if var is not None:
                     readers.setdefault(var, set()).add(reads_as)
+                    stated.setdefault(var, set()).add(before)
         self.saved = {}
         for node in level.nodes:
             if node.part != FORWARD:
@@ -254,6 +313,20 @@ class _Classifier:
             for var, out in zip(node.outs, node.eqn.outvars):
                 if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
                     self.saved[var] = _nbytes(out.aval)
+
+
+def _every_node(level: _Level) -> Any:
+    for node in level.nodes:
+        yield node
+        for inner in node.levels:
+            yield from _every_node(inner)
+
+
+def _twin(node: _Node) -> tuple[Any, ...]:
+    """What a recomputation and the primal equation it repeats share: where in
+    the model, the primitive, the results' shapes and dtypes."""
+    return (bare_stack(node.stack), node.eqn.primitive.name,
+            tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in node.eqn.outvars))
 
 
 def _rounds(carry: int) -> int:
@@ -281,6 +354,7 @@ def _resolve(alias: Mapping[Any, Any], key: Any) -> Any:
 def classify_step(
     jaxpr: Any, owners: Sequence[str | None] | None = None,
     module_of: Callable[[str], str | None] = lambda stack: None,
+    results: Sequence[bool] | None = None,
 ) -> dict[Path, Label]:
     """The `Label` of every equation of a train step's jaxpr, by its path.
 
@@ -290,14 +364,21 @@ def classify_step(
       owners: per input variable, the module it belongs to (a parameter's), or None.
       module_of: the module (per-layer row) a name stack stands for, None
         outside every module: the owner of forward and backward work.
+      results: per result of the step, whether it is part of its new state
+        (parameters, optimizer state, a counter: True) or a metric (False);
+        None: all are state, and update work that only metrics read stays
+        the update's.
 
     Returns:
       `StepLabels`: the `Label` of every equation, and the saved activations' bytes.
     """
-    classifier = _Classifier(module_of)
+    classifier = _Classifier(module_of, results)
     level = classifier.flatten(jaxpr, (), "")
+    classifier.top = level
+    classifier.survey(level)
     n = len(level.invars)
     classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
     labels = StepLabels(level.labels)
     labels.saved_bytes = sum(classifier.saved.values())  # the top level is refined last
+    labels.first_forward = frozenset(classifier.first_forward)
     return labels

@@ -1,0 +1,265 @@
+"""The step counted right (issue 30): one training step written the ways
+repositories write it gives the same forward, backward and update; metrics
+are other; a step with no gradient, or a gradient of nothing differentiable,
+says so; XLA's count above the parts' is explained.
+
+Closed forms from tests/formulas.py (a multiply-add is 2 FLOP; the loss is
+optax's mean softmax cross-entropy with integer labels).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from flax import nnx
+from flax.training import train_state
+
+import xla_cost
+from tests.formulas import dense_backward_flops, dense_flops, loss_backward_flops, loss_flops, relu_backward_flops
+
+B, IN, HIDDEN, CLASSES = 16, 64, 128, 10
+PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES  # two Dense layers' kernels and biases
+ADAM_MOMENTS = 2  # mu and nu, one of each per parameter
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Dense(HIDDEN, name="fc1")(x))
+        return nn.Dense(CLASSES, name="fc2")(x)
+
+
+class NnxMLP(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.fc1, self.fc2 = nnx.Linear(IN, HIDDEN, rngs=rngs), nnx.Linear(HIDDEN, CLASSES, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+# fc1, its ReLU (a max per element), fc2, the loss
+FORWARD = dense_flops(B, IN, HIDDEN) + B * HIDDEN + dense_flops(B, HIDDEN, CLASSES) + loss_flops(B, CLASSES)
+# fc1 (no input gradient), the ReLU's mask and select, fc2, the loss's gradient
+BACKWARD = (dense_backward_flops(B, IN, HIDDEN, first=True) + relu_backward_flops(B * HIDDEN)
+            + dense_backward_flops(B, HIDDEN, CLASSES) + loss_backward_flops(B, CLASSES))
+
+X = jax.ShapeDtypeStruct((B, IN), jnp.float32)
+Y = jax.ShapeDtypeStruct((B,), jnp.int32)
+
+
+def _state(tx=None):
+    model = MLP()
+
+    def create():
+        params = model.init(jax.random.key(0), jnp.ones((1, IN)))["params"]
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx or optax.adam(1e-3))
+
+    return jax.eval_shape(create)
+
+
+def _loss_fn(state, x, y):
+    def loss_fn(params):
+        logits = state.apply_fn({"params": params}, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    return loss_fn
+
+
+def value_and_grad_step(state, x, y):
+    loss, grads = jax.value_and_grad(_loss_fn(state, x, y))(state.params)
+    return state.apply_gradients(grads=grads), loss
+
+
+def grad_step(state, x, y):
+    grads = jax.grad(_loss_fn(state, x, y))(state.params)
+    return state.apply_gradients(grads=grads)
+
+
+def grad_checkpoint_step(state, x, y):
+    grads = jax.grad(jax.checkpoint(_loss_fn(state, x, y)))(state.params)
+    return state.apply_gradients(grads=grads)
+
+
+def nnx_grad_step(model, optimizer, x, y):
+    def loss_fn(model):
+        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+    grads = nnx.grad(loss_fn)(model)
+    optimizer.update(model, grads)
+
+
+def _nnx_args():
+    model = nnx.eval_shape(lambda: NnxMLP(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(NnxMLP(nnx.Rngs(0)), optax.adam(1e-3), wrt=nnx.Param))
+    return model, optimizer, X, Y
+
+
+def _flops(report):
+    return {p: report.phases[p].flops for p in ("forward", "backward", "update", "other", "train_step")}
+
+
+@pytest.fixture(scope="module")
+def forms():
+    state = _state()
+    return {
+        "value_and_grad": xla_cost.analyze_step(value_and_grad_step, state, X, Y),
+        "grad": xla_cost.analyze_step(grad_step, state, X, Y),
+        "grad+checkpoint": xla_cost.analyze_step(grad_checkpoint_step, state, X, Y),
+        "nnx.grad": xla_cost.analyze_step(nnx_grad_step, *_nnx_args()),
+    }
+
+
+def test_value_and_grad_is_the_closed_form(forms):
+    flops = _flops(forms["value_and_grad"])
+    assert flops["forward"] == FORWARD
+    assert flops["backward"] == BACKWARD
+
+
+@pytest.mark.parametrize("form", ["grad", "grad+checkpoint", "nnx.grad"])
+@pytest.mark.parametrize("part", ["forward", "backward", "update"])
+def test_every_form_of_one_step_gives_the_same_parts(forms, form, part):
+    """Issue 30's acceptance: jax.grad, value_and_grad, grad + checkpoint and nnx.grad within 0.1%."""
+    assert _flops(forms[form])[part] == pytest.approx(_flops(forms["value_and_grad"])[part], rel=1e-3)
+
+
+@pytest.mark.parametrize("form", ["grad", "grad+checkpoint"])
+def test_a_dead_loss_keeps_the_forward_it_needs(forms, form):
+    """jax.grad drops the loss's value, and so its last reductions: the forward loses at most
+    the loss's own arithmetic, never the model's (row 1: it was 0)."""
+    forward = _flops(forms[form])["forward"]
+    assert FORWARD - loss_flops(B, CLASSES) <= forward <= FORWARD
+
+
+def test_a_checkpointed_loss_under_grad_recomputes_nothing(forms):
+    """Row 2: under jax.grad the checkpointed primal is dead code; the forward that runs is the
+    recomputation, which is then no recomputation: the parts add up to the step."""
+    report = forms["grad+checkpoint"]
+    assert not any("recomputes" in note for note in report.notes)
+    step = report.phases["train_step"]
+    assert step.model_flops == step.hardware_flops
+    flops = _flops(report)
+    assert flops["forward"] + flops["backward"] + flops["update"] + flops["other"] == step.jaxpr_flops
+
+
+def test_the_update_is_the_optimizer_s_in_every_form(forms):
+    """Adam as optax writes it: per parameter, the same FLOP in every form (the NNX optimizer runs the
+    same optax chain); the counter's step + 1 of TrainState is other or update, at most 2 FLOP."""
+    updates = {form: _flops(report)["update"] for form, report in forms.items()}
+    per_parameter = updates["value_and_grad"] / PARAMS
+    assert all(abs(u - updates["value_and_grad"]) <= 2 for u in updates.values()), updates
+    assert 10 <= per_parameter <= 20  # mu, nu (3 each), the bias corrections, sqrt, add, divide, scale, add
+
+
+def metrics_step(state, x, y):
+    loss, grads = jax.value_and_grad(_loss_fn(state, x, y))(state.params)
+    new = state.apply_gradients(grads=grads)
+    return new, {"loss": loss, "grad_norm": optax.tree.norm(grads), "param_norm": optax.tree.norm(new.params)}
+
+
+def test_metrics_on_the_gradients_and_parameters_are_other():
+    """Row 4: a gradient norm and a norm of the new parameters, returned as metrics only, are other
+    (before: 23 FLOP per parameter of update against 19 without them)."""
+    sgd = optax.sgd(0.1)
+    plain = _flops(xla_cost.analyze_step(value_and_grad_step, _state(sgd), X, Y, counter="jaxpr"))
+    with_metrics = _flops(xla_cost.analyze_step(metrics_step, _state(sgd), X, Y, counter="jaxpr"))
+    assert with_metrics["update"] == plain["update"] == 2 * PARAMS  # SGD: -lr * g, p + u
+    # each global norm: a square per parameter, PARAMS - 1 adds over all leaves, one sqrt (transcendental)
+    assert with_metrics["other"] - plain["other"] == 2 * (PARAMS + PARAMS - 1)
+
+
+def clipped_step(state, x, y):
+    loss, grads = jax.value_and_grad(_loss_fn(state, x, y))(state.params)
+    norm = optax.tree.norm(grads)
+    grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, 1.0 / norm), grads)
+    return state.apply_gradients(grads=grads), {"loss": loss, "grad_norm": norm}
+
+
+def test_a_gradient_norm_the_update_also_reads_is_the_update_s():
+    """A norm that clips the gradients and is logged too is the update's."""
+    sgd = optax.sgd(0.1)
+    plain = _flops(xla_cost.analyze_step(value_and_grad_step, _state(sgd), X, Y, counter="jaxpr"))
+    clipped = _flops(xla_cost.analyze_step(clipped_step, _state(sgd), X, Y, counter="jaxpr"))
+    # the norm (PARAMS squares, PARAMS - 1 adds), per leaf (2 kernels, 2 biases) 1 / norm and a min,
+    # a scale per parameter
+    leaves = 4
+    assert clipped["update"] - plain["update"] == PARAMS + PARAMS - 1 + 2 * leaves + PARAMS
+    assert clipped["other"] == plain["other"]
+
+
+def eval_step(state, x, y):
+    logits = state.apply_fn({"params": state.params}, x)
+    return {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+
+
+def test_a_step_without_a_gradient_reports_the_model_as_forward():
+    """Row 3: the note says forward and other, and the model's work is the forward."""
+    report = xla_cost.analyze_step(eval_step, _state(), X, Y, counter="jaxpr")
+    flops = _flops(report)
+    assert report.notes[0].startswith("no backward found")
+    assert flops["forward"] == dense_flops(B, IN, HIDDEN) + B * HIDDEN + dense_flops(B, HIDDEN, CLASSES)
+    assert flops["backward"] == flops["update"] == 0
+    assert flops["forward"] + flops["other"] == flops["train_step"]
+
+
+class IntegerOutput(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return jnp.argmax(nn.Dense(CLASSES)(x), -1).astype(jnp.int32)
+
+
+def test_a_loss_of_integer_outputs_says_nothing_is_differentiable():
+    """Row 7: jax differentiates through nothing; the note says the gradients are zeros and why."""
+    model = IntegerOutput()
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.ones((1, IN)))["params"], tx=optax.sgd(0.1)))
+
+    def step(state, x, y):
+        def loss_fn(params):
+            return jnp.mean((state.apply_fn({"params": params}, x) - y).astype(jnp.float32) ** 2)
+        loss, grads = jax.value_and_grad(loss_fn)(state.params)
+        return state.apply_gradients(grads=grads), loss
+
+    report = xla_cost.analyze_step(step, state, X, Y, counter="jaxpr")
+    assert report.phases["backward"].flops == 0
+    assert "the gradients are zeros (2 parameter-shaped arrays" in report.notes[0]  # the kernel's and the bias's
+    assert "nothing the loss depends on is differentiable" in report.notes[0]
+
+
+class ConvBN(nn.Module):
+    @nn.compact
+    def __call__(self, x, train=True):
+        x = nn.relu(nn.BatchNorm(use_running_average=not train)(nn.Conv(8, (3, 3))(x)))
+        return nn.Dense(CLASSES)(x.mean(axis=(1, 2)))
+
+
+def test_xla_above_the_parts_is_explained_by_fusion():
+    """Row 8: the README's ImageNet-style step (Conv, BatchNorm, ReLU): XLA's fused program counts
+    more than the parts; the note gives the unfused count, which the parts' sum is within 2% of."""
+    model = ConvBN()
+
+    class State(train_state.TrainState):
+        batch_stats: dict
+
+    def create():
+        variables = model.init(jax.random.key(0), jnp.ones((1, 16, 16, 3)))
+        return State.create(apply_fn=model.apply, params=variables["params"], tx=optax.sgd(0.1, momentum=0.9),
+                            batch_stats=variables["batch_stats"])
+
+    def step(state, image, label):
+        def loss_fn(params):
+            logits, updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, image,
+                                             mutable=["batch_stats"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, label).mean(), updates
+        (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        return state.apply_gradients(grads=grads, batch_stats=updates["batch_stats"]), loss
+
+    report = xla_cost.analyze_step(step, jax.eval_shape(create), jax.ShapeDtypeStruct((8, 16, 16, 3), jnp.float32),
+                                   jax.ShapeDtypeStruct((8,), jnp.int32))
+    step_costs = report.phases["train_step"]
+    parts = step_costs.jaxpr_flops
+    assert step_costs.flops > 1.02 * parts
+    note = next(n for n in report.notes if n.startswith("train_step: XLA counts"))
+    unfused = int(note.split("compiled without fusion XLA counts ")[1].split(" ")[0].replace(",", ""))
+    assert unfused == pytest.approx(parts, rel=0.02)
+    assert f"{step_costs.flops - unfused:,} FLOP are XLA's fusions" in note
