@@ -68,18 +68,20 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.pipeline import COLLECTIVES as COLLECTIVES
     from xla_cost.analysis.pipeline import COMPILED_PHASES as COMPILED_PHASES
     from xla_cost.analysis.pipeline import COUNTERS as COUNTERS
+    from xla_cost.analysis.diff import diff as diff
     from xla_cost.analysis.memory import MemoryBreakdown as MemoryBreakdown
     from xla_cost.analysis.report import MemoryStats as MemoryStats
     from xla_cost.analysis.report import PhaseCosts as PhaseCosts
     from xla_cost.analysis.report import PHASES as PHASES
     from xla_cost.analysis.report import Report as Report
+    from xla_cost.analysis.diff import ReportDiff as ReportDiff
     from xla_cost.runs.sweeps import configurations as configurations
     from xla_cost.runs.estimates import estimate as estimate
     from xla_cost.runs.fit import FitResult as FitResult
     from xla_cost.runs.fit import max_batch_size as max_batch_size
-    from xla_cost.runs.scaling import scaling as predict_scaling  # noqa: F401
     from xla_cost.runs.configs import RunConfig as RunConfig
     from xla_cost.runs.scaling import predict as predict
+    from xla_cost.runs.scaling import scaling as scaling
     from xla_cost.runs.scaling import ScalingResult as ScalingResult
     from xla_cost.runs.scaling import StepEstimate as StepEstimate
     from xla_cost.runs.sweeps import sweep as sweep
@@ -142,19 +144,21 @@ _EXPORTS: dict[str, str] = {
     "COLLECTIVES": "xla_cost.analysis.pipeline",
     "COMPILED_PHASES": "xla_cost.analysis.pipeline",
     "COUNTERS": "xla_cost.analysis.pipeline",
+    "diff": "xla_cost.analysis.diff",
     "MemoryBreakdown": "xla_cost.analysis.memory",
     "MemoryStats": "xla_cost.analysis.report",
     "PhaseCosts": "xla_cost.analysis.report",
     "PHASES": "xla_cost.analysis.report",
     "Report": "xla_cost.analysis.report",
+    "ReportDiff": "xla_cost.analysis.diff",
     # runs by name: configurations, sweeps, fit, scaling, estimates
     "configurations": "xla_cost.runs.sweeps",
     "estimate": "xla_cost.runs.estimates",
     "FitResult": "xla_cost.runs.fit",
     "max_batch_size": "xla_cost.runs.fit",
-    "predict_scaling": "xla_cost.runs.scaling:scaling",
     "RunConfig": "xla_cost.runs.configs",
     "predict": "xla_cost.runs.scaling",
+    "scaling": "xla_cost.runs.scaling",
     "ScalingResult": "xla_cost.runs.scaling",
     "StepEstimate": "xla_cost.runs.scaling",
     "sweep": "xla_cost.runs.sweeps",

@@ -14,7 +14,14 @@ __all__ = [
 
 
 class XlaCostError(Exception):
-    """Base class of the errors xla_cost raises on purpose."""
+    """Base class of the errors xla_cost raises on purpose; its message is one
+    line: ``Expected EXPECTED, got RECEIVED instead. FIX``.
+
+    Args:
+      expected: what was expected, as a phrase (``a batch size of at least 1``).
+      received: what came instead (``0``).
+      fix: how to fix it, a sentence (None: none given).
+    """
 
     def __init__(self, expected: str, received: str, fix: str | None = None):
         self.expected = expected
@@ -27,8 +34,16 @@ class XlaCostError(Exception):
 
 
 class InputError(XlaCostError, ValueError):
-    """A model, input, optimizer, loss or option that cannot be analysed as given."""
+    """A model, input, optimizer, loss or option that cannot be analysed as given.
+
+    Args:
+      expected, received, fix: as `XlaCostError` takes them.
+    """
 
 
 class CostAnalysisUnavailableError(XlaCostError, RuntimeError):
-    """The backend compiled the program but gave no usable cost analysis."""
+    """The backend compiled the program but gave no usable cost analysis.
+
+    Args:
+      expected, received, fix: as `XlaCostError` takes them.
+    """

@@ -128,7 +128,7 @@ def test_library_bytes_of_derived_phases_and_in_the_roofline():
                                 hardware_flops=1_000)
     measured = timing.PhaseTiming(1e-3, None, None, 1)
     # XLA's 4 MB and the library calls' 6 MB: 10 MB at the H100's 3.35 TB/s
-    t = timing._against_counts(measured, costs, 6_000_000, peak, "bfloat16")
+    t = timing.against_counts(measured, costs, 6_000_000, peak, "bfloat16")
     assert t.roofline_s == pytest.approx(10e6 / 3.35e12) and t.bound == "memory"
     assert t.bytes_per_s == pytest.approx(10e6 / 1e-3)
 

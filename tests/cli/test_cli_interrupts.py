@@ -182,13 +182,13 @@ WAIT_S = 300
 
 
 @contextlib.contextmanager
-def _started(tmp_path, output) -> Iterator[subprocess.Popen]:
-    """The analysis, writing ``output``; killed if it is still running when the block ends
-    (a failed wait leaves nothing behind)."""
+def _started(tmp_path, output, command: tuple[str, ...] = ("analyze", *MODEL)) -> Iterator[subprocess.Popen]:
+    """The analysis (``xla-cost COMMAND --output OUTPUT``); killed if it is still running when the
+    block ends (a failed wait leaves nothing behind)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_COST_STORE": str(tmp_path / "store.sqlite"),
            "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
-    with subprocess.Popen([sys.executable, "-m", "xla_cost", "analyze", *MODEL, "--output", str(output)],
+    with subprocess.Popen([sys.executable, "-m", "xla_cost", *command, "--output", str(output)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         try:
             yield process
@@ -232,7 +232,8 @@ def _wchan(pid: int) -> str:
         return "0"
 
 
-def _interrupt_at(tmp_path, output, ticks: int) -> tuple[int, bool, str] | None:
+def _interrupt_at(tmp_path, output, ticks: int, command: tuple[str, ...] = ("analyze", *MODEL)) -> tuple[
+        int, bool, str] | None:
     """Starts an analysis and sends it SIGINT once jaxlib is loaded and it has used ``ticks``
     of CPU: (exit code, output written, stderr). None if it had got past its analysis by then
     (it used less CPU than the reference run): no signal is sent, and the run is not counted.
@@ -240,7 +241,7 @@ def _interrupt_at(tmp_path, output, ticks: int) -> tuple[int, bool, str] | None:
     The process is stopped (SIGSTOP) while it is looked at and signalled, so that what is
     seen is where the signal lands: before the output's temporary file exists, the answer
     must be 130 and no file."""
-    with _started(tmp_path, output) as process:
+    with _started(tmp_path, output, command) as process:
         deadline = time.monotonic() + WAIT_S
         while True:
             fields = _stat(process.pid)
@@ -311,4 +312,23 @@ def test_sigint_at_any_point_of_a_real_analysis_exits_130_and_writes_nothing(tmp
     outcomes.append(("writing", process.returncode, written, err.strip()))
 
     assert len(outcomes) == RUNS
+    assert [o for o in outcomes if o[1:] != (130, False, "xla-cost: interrupted")] == [], outcomes
+
+
+FIT = ("fit", "one_net")
+"""Issue 30, row 30: Ctrl-C on ``fit one_net --output fit.json`` ended in a segmentation fault
+(exit 139) in 3 runs; the docs promise 130."""
+
+
+@pytest.mark.slow  # three fits of one_net, interrupted: about 15 s on 2 cores
+@pytest.mark.skipif(not os.path.exists("/proc/self/wchan"), reason="reads /proc to see where the command is")
+def test_sigint_during_fit_exits_130_and_writes_nothing(tmp_path):
+    output = tmp_path / "fit.json"
+    outcomes = []
+    for seconds in (1, 3, 6):  # CPU seconds after jaxlib is loaded: importing, tracing, its compiles
+        ticks = seconds * os.sysconf("SC_CLK_TCK")
+        while (outcome := _interrupt_at(tmp_path, output, ticks, FIT)) is None:
+            assert ticks > 0, "fit ended before jaxlib was seen loaded"
+            ticks //= 2
+        outcomes.append((f"{ticks} ticks", *outcome))
     assert [o for o in outcomes if o[1:] != (130, False, "xla-cost: interrupted")] == [], outcomes

@@ -274,9 +274,10 @@ def test_a_module_that_fails_while_importing_says_so(capsys, place, module, word
 def test_a_module_that_is_not_there_is_still_not_found(capsys, place):
     _package(place)
     _refused(capsys, place, "analyze", "mypkg.absent:MLP", "--input-shape", "2,8",
-             words="MODEL as a zoo name or an importable package.module:attribute, got 'mypkg.absent'")
+             words="MODEL as a zoo name, FILE.py:attribute or an importable package.module:attribute, "
+                   "got 'mypkg.absent'")
     _refused(capsys, place, "analyze", "mypkg.nets:Missing", "--input-shape", "2,8",
-             words="MODEL 'Missing' in mypkg.nets, got no such name (it has MLP, nn)")
+             words="MODEL 'Missing' in mypkg.nets, got no such name (it has MLP)")  # flax.linen (nn): a module
 
 
 def test_fit_scaling_and_estimate_take_module_objects(place):
@@ -294,7 +295,7 @@ def test_fit_scaling_and_estimate_take_module_objects(place):
     assert by_object.total_flops == report.phases["train_step"].flops / 4 * 100
     fitted = xla_cost.max_batch_size(MLP(), input_shape=(1, 8), device_memory_bytes=2e6)
     assert fitted.model == "MLP" and fitted.fits.peak <= 1.5e6 < fitted.does_not_fit.peak
-    curve = xla_cost.predict_scaling(MLP(), devices=(1, 2), input_shape=(1, 8), batch_size=4, bound=True)
+    curve = xla_cost.scaling(MLP(), devices=(1, 2), input_shape=(1, 8), batch_size=4, bound=True)
     assert curve.model == "MLP" and [s.devices for s in curve.steps] == [1, 2]
     with pytest.raises(InputError, match="--input-shape for a custom model"):
         xla_cost.estimate(MLP(), samples=100)

@@ -94,10 +94,17 @@ def test_an_unknown_format_is_refused():
         render_as(None, "yaml")  # type: ignore[arg-type]
 
 
-def test_scaling_plot_is_a_png_in_the_figure_style(results, tmp_path):
-    path = results["scaling"].plot(str(tmp_path / "curve.png"))
+def test_scaling_plot_is_a_figure_and_a_png_in_the_figure_style(results, tmp_path):
+    from matplotlib.figure import Figure
+
+    path = tmp_path / "curve.png"
+    fig = results["scaling"].plot(str(path))
+    assert isinstance(fig, Figure)  # as every result's plot() returns
     with open(path, "rb") as handle:
         assert handle.read().startswith(b"\x89PNG\r\n\x1a\n")
+    # speed-up and efficiency, a point per device count (1 and 2)
+    speedup, efficiency = fig.axes
+    assert list(speedup.get_lines()[0].get_xdata()) == [1, 2] and len(efficiency.get_lines()[0].get_xdata()) == 2
 
 
 @pytest.mark.parametrize("kind", ["report", "sweep", "scaling", "estimate", "fit"])

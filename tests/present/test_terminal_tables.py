@@ -129,8 +129,12 @@ def test_a_report_in_a_notebook_keeps_its_digits():
     # the update's XLA / jaxpr is 1.000 (SGD's one multiply-add a parameter, counted alike by both), not "1"
     update = next(line for line in text.splitlines() if line.startswith("| update "))
     assert " 1.000 |" in update
-    # the layer table's update column has a unit of its own (533,898 parameters: 1.068 MFLOP of SGD)
-    assert "update MFLOP" in text
+    # the layer table's update column has units of its own: SGD's 2 FLOP a parameter are 2 x 524,416 =
+    # 1,048,832 on fc2 and 2 x 1,290 = 2,580 on fc3, 400 times apart, so each cell takes its own prefix
+    # (fc3 read "0.003" in an MFLOP column)
+    assert "update FLOP" in text
+    fc2, fc3 = (next(line for line in text.splitlines() if line.startswith(f"| {n} ")) for n in ("fc2", "fc3"))
+    assert "| 1.049 M |" in fc2 and "| 2.580 k |" in fc3
 
 
 def test_a_resnet50_report_with_layers_and_memory_fits_a_terminal():

@@ -163,16 +163,16 @@ def test_jaxpr_counter_reports_the_unfused_bytes_estimate():
     assert report.to_dict()["jaxpr_bytes_accessed"]["forward"] == p["forward"].jaxpr_bytes_accessed
 
 
-# ------------------------------------------------------------------ deprecated switches
+# ------------------------------------------------------------------ no names before 0.2
 
 
-def test_compile_and_time_still_work_with_a_deprecation():
+def test_the_pre_release_switch_names_are_gone_and_an_unknown_keyword_is_refused():
+    # compile= and time= (they shadowed builtins) were renamed counter= and timed= before 0.1 shipped:
+    # an alias is no part of a 0.1 API, so Python refuses them as any unknown keyword
     inputs = jax.ShapeDtypeStruct((2, 1), jnp.float32)
-    with pytest.warns(DeprecationWarning, match="counter="):
-        report = xla_cost.analyze(build_model("one_net"), inputs, optimizer="sgd", compile=False)
-    assert report.counter == "jaxpr"
-    with pytest.raises(TypeError, match="unexpected keyword argument 'compiled'"):
-        xla_cost.analyze(build_model("one_net"), inputs, optimizer="sgd", compiled=False)
+    for old in ("compile", "time", "compiled"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+            xla_cost.analyze(build_model("one_net"), inputs, optimizer="sgd", **{old: False})
     with pytest.raises(xla_cost.InputError, match="counter one of xla, jaxpr"):
         xla_cost.analyze(build_model("one_net"), inputs, optimizer="sgd", counter="hlo")
 

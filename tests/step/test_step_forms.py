@@ -168,6 +168,50 @@ def test_metrics_on_the_gradients_and_parameters_are_other():
     assert with_metrics["other"] - plain["other"] == 2 * (PARAMS + PARAMS - 1)
 
 
+def test_the_checker_names_metrics_on_the_gradients():
+    report = xla_cost.analyze_step(metrics_step, _state(optax.sgd(0.1)), X, Y, counter="jaxpr")
+    note = next(n for n in report.notes if n.startswith("step checker: other holds"))
+    assert f"{2 * (2 * PARAMS - 1):,} FLOP" in note  # the two norms, as in the test above
+
+
+def second_forward_step(state, x, y):
+    loss, grads = jax.value_and_grad(_loss_fn(state, x, y))(state.params)
+    logits = state.apply_fn({"params": state.params}, x)  # the model again, for the accuracy
+    return state.apply_gradients(grads=grads), {"loss": loss, "accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+
+
+def test_the_checker_names_a_second_forward_pass():
+    report = xla_cost.analyze_step(second_forward_step, _state(optax.sgd(0.1)), X, Y, counter="jaxpr")
+    note = next(n for n in report.notes if n.startswith("step checker: the model also runs outside the gradient"))
+    # fc1 and fc2 (matmuls and biases) under their modules; the ReLU is under the model's own scope
+    assert f"{dense_flops(B, IN, HIDDEN) + dense_flops(B, HIDDEN, CLASSES):,} FLOP in other" in note
+    assert "fc1" in note and "fc2" in note
+
+
+def frozen_step(state, x, y):
+    def loss_fn(params):
+        params = {**params, "fc1": jax.lax.stop_gradient(params["fc1"])}
+        logits = state.apply_fn({"params": params}, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    return state.apply_gradients(grads=grads), loss
+
+
+def test_the_checker_names_parameters_without_a_gradient():
+    report = xla_cost.analyze_step(frozen_step, _state(optax.sgd(0.1)), X, Y, counter="jaxpr")
+    note = next(n for n in report.notes if n.startswith("step checker: parameters that receive no gradient"))
+    assert note.startswith("step checker: parameters that receive no gradient: fc1:")
+    assert not any(n.startswith("step checker") for n in
+                   xla_cost.analyze_step(value_and_grad_step, _state(), X, Y, counter="jaxpr").notes)
+
+
+def test_the_checker_names_an_optimizer_state_beyond_adam_s():
+    twice = optax.chain(optax.scale_by_adam(), optax.scale_by_adam(), optax.scale(-1e-3))
+    report = xla_cost.analyze_step(value_and_grad_step, _state(twice), X, Y, counter="jaxpr")
+    note = next(n for n in report.notes if n.startswith("step checker: the optimizer state"))
+    assert "holds 4.0x the parameters (ScaleByAdamState 4.0x)" in note  # two mu and two nu per parameter
+
+
 def clipped_step(state, x, y):
     loss, grads = jax.value_and_grad(_loss_fn(state, x, y))(state.params)
     norm = optax.tree.norm(grads)
@@ -222,7 +266,7 @@ def test_a_loss_of_integer_outputs_says_nothing_is_differentiable():
 
     report = xla_cost.analyze_step(step, state, X, Y, counter="jaxpr")
     assert report.phases["backward"].flops == 0
-    assert "the gradients are zeros (2 parameter-shaped arrays" in report.notes[0]  # the kernel's and the bias's
+    assert "the gradients are zeros (Dense_0)" in report.notes[0]
     assert "nothing the loss depends on is differentiable" in report.notes[0]
 
 

@@ -4,18 +4,20 @@
 (`xla_cost.compiled.store.analysis_key`), returns the stored report when the
 store has it, and stores what the run returns when it has not. An argument
 without a stable description (an object whose repr holds its memory address)
-runs uncached, with a note saying why.
+runs uncached, with a note saying why. A store file that does not exist yet is
+made only once there is a report to put in it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from xla_cost.analysis.report import Report
-from xla_cost.compiled.store import Store, analysis_key, environment
+from xla_cost.compiled.store import Store, analysis_key, default_store_path, environment
 
 __all__ = ["cached"]
 
@@ -31,6 +33,17 @@ def cached(
       compute: runs the analysis.
     """
     key, why = analysis_key(arguments)
+    if not isinstance(cache, Store):
+        path = default_store_path() if cache is True else pathlib.Path(cache).expanduser()
+        if str(cache) != ":memory:" and not path.exists():
+            # Nothing to look up: analyse first, so that an analysis that is refused
+            # (bad input) leaves no store file behind.
+            report = compute()
+            if key is None:
+                return dataclasses.replace(report, notes=(*report.notes, f"not cached: {why}"))
+            with Store(path) as db:
+                _put(db, key, report)
+            return report
     db = cache if isinstance(cache, Store) else Store(None if cache is True else cache)
     try:
         if key is not None:
@@ -40,9 +53,13 @@ def cached(
         report = compute()
         if key is None:
             return dataclasses.replace(report, notes=(*report.notes, f"not cached: {why}"))
-        db.put(key, model=report.model, config={"analyze": report.model}, environment=environment(),
-               report=report.to_dict(), seconds=None)
+        _put(db, key, report)
         return report
     finally:
         if db is not cache:
             db.close()
+
+
+def _put(db: Store, key: str, report: Report) -> None:
+    db.put(key, model=report.model, config={"analyze": report.model}, environment=environment(),
+           report=report.to_dict(), seconds=None)

@@ -42,7 +42,7 @@ import contextlib
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax.extend.core import Literal
@@ -51,11 +51,16 @@ import numpy as np
 
 from xla_cost.compiled.liveness import LiveBuffer, LivenessProfile
 from xla_cost.parallel.sharding import axes_of, per_device_bytes
+from xla_cost.present.markdown import markdown_table
+from xla_cost.present.units import size as bytes_text
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes, tree_bytes
 from xla_cost.count.attribution import (
     REMAINDER, classify_pass, module_path, module_tree, op_name_path, owner, with_ancestors,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown", "peak_parts"]
 
@@ -157,6 +162,34 @@ class MemoryBreakdown:
             "peak_instruction": self.peak_instruction,
             "devices": self.devices, "notes": list(self.notes),
         }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per part (`PEAK_PARTS`), then ``sum`` and ``xla_peak``, raw
+        bytes: ``program_bytes`` as the program holds them (None for
+        ``workspace`` and ``outputs``, which only XLA's schedule has) and
+        ``at_peak_bytes`` live at XLA's peak (None: the schedule not replayed)."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows(), columns=["part", "program_bytes", "at_peak_bytes"]).astype(
+            {"program_bytes": "Int64", "at_peak_bytes": "Int64"})
+
+    def _rows(self) -> list[tuple[str, int | None, int | None]]:
+        at_peak = self.at_peak or {}
+        return [*((part, self.parts.get(part), at_peak.get(part)) for part in PEAK_PARTS),
+                ("sum", self.parts_total, self.at_peak_total), ("xla_peak", self.peak, self.peak)]
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the breakdown: `to_frame`
+        as a table, each figure in its own unit, then the notes."""
+        import pandas as pd
+
+        where = "one device" if self.devices == 1 else f"each of {self.devices} devices"
+        shown = pd.DataFrame([(part, "—" if part in ("workspace", "outputs") else bytes_text(program),
+                               bytes_text(peak))
+                              for part, program, peak in self._rows()],
+                             columns=["part", "program", "at XLA's peak"]).set_index("part")
+        notes = "".join(f"- {note}\n" for note in self.notes)
+        return f"memory of the train step on {where}\n\n{markdown_table(shown)}\n" + (f"\n{notes}" if notes else "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryBreakdown:

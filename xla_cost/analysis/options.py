@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import check_depth
 from xla_cost.errors import InputError
 
-__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options", "deprecated_switches"]
+__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options"]
 
 ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
 """How ``model_flops`` counts the attention's score and value products: every
@@ -42,7 +41,7 @@ class AnalysisOptions:
       attention_flops: `ATTENTION_CONVENTIONS`: ``full`` or ``causal``.
       peak_tflops, peak_bandwidth: the device's peak FLOP/s (TFLOP/s) and
         memory bandwidth (bytes/s) for MFU and the roofline, replacing the
-        device registry's (or the CPU measurement).
+        device registry's (or the CPU measurement); only with ``timed``.
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).
@@ -80,6 +79,12 @@ class AnalysisOptions:
         """Raises `InputError` for an option out of its range (`check_options`)."""
         check_options(depth=self.depth, dtype=self.dtype, peak_tflops=self.peak_tflops,
                       peak_bandwidth=self.peak_bandwidth, counter=self.counter)
+        for flag, value in (("peak_tflops", self.peak_tflops), ("peak_bandwidth", self.peak_bandwidth)):
+            if value is not None and not self.timed:  # the peak prices the measured time alone: ignored untimed
+                option = "--" + flag.replace("_", "-")
+                raise InputError(f"{flag} ({option}) only with timed=True (--time): it prices the measured time "
+                                 "(MFU, the roofline)", f"{flag}={value!r} without it",
+                                 f"Add timed=True (--time), or drop {flag} ({option}).")
         if self.attention_flops not in ATTENTION_CONVENTIONS:
             raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}",
                              repr(self.attention_flops),
@@ -124,21 +129,3 @@ def check_options(
                 f"{flag} a positive number", repr(value),
                 f"Give the device's peak, e.g. {flag}={example} (--{flag.replace('_', '-')} {example}).",
             )
-
-
-_DEPRECATED = {"compile": "counter", "time": "timed"}
-
-
-def deprecated_switches(given: dict[str, Any]) -> None:
-    """``compile=``/``time=`` (before 0.2, names that shadow builtins) turned
-    into ``counter=``/``timed=`` in ``given``, with a `DeprecationWarning`."""
-    for old, new in _DEPRECATED.items():
-        if old not in given:
-            continue
-        warnings.warn(
-            f"analyze({old}=...) is deprecated; use {new}="
-            + ("'xla' or 'jaxpr'" if old == "compile" else "True") + " instead",
-            DeprecationWarning, stacklevel=3,
-        )
-        value = given.pop(old)
-        given[new] = ("xla" if value else "jaxpr") if old == "compile" else bool(value)

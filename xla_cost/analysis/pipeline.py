@@ -1,6 +1,6 @@
 """`analyze`: one training step's costs, from compiled XLA and from the jaxpr.
 
-`analyze` sorts its keywords into the option objects (`xla_cost.ModelOptions`,
+`analyze` gathers its keyword options into the option objects (`xla_cost.ModelOptions`,
 `AnalysisOptions`, `xla_cost.parallel.sharding.ShardingOptions`), checks them,
 and runs the pipeline, each stage a function of its own:
 
@@ -18,29 +18,35 @@ With ``cache=`` the pipeline runs inside the results store's wrapper
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import optax
+from jax.sharding import Mesh
 
 from xla_cost.analysis.cache import cached
 from xla_cost.analysis.costs import all_phases
 from xla_cost.analysis.memory import MemoryBreakdown
-from xla_cost.analysis.options import AnalysisOptions, deprecated_switches
+from xla_cost.analysis.options import AnalysisOptions
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
 from xla_cost.analysis.split import Attribution
 from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
 from xla_cost.choices import COUNTERS
 from xla_cost.compiled import xla
+from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
-from xla_cost.options import split_fields
+from xla_cost.options import given_fields
 from xla_cost.parallel import sharding as _sharding
-from xla_cost.parallel.sharding import ShardingOptions, ShardingPlan
+from xla_cost.parallel.sharding import PartitionRules, ShardingOptions, ShardingPlan
 from xla_cost.step import phases
+from xla_cost.step.checks import OutputSelector
+from xla_cost.step.optimizers import LossFn
+from xla_cost.step.trees import PyTree
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
 
 __all__ = ["analyze", "Request", "Stages", "run", "assemble", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
@@ -95,7 +101,34 @@ def analyze(
     inputs: Any,
     *,
     optimizer: str | optax.GradientTransformation,
-    **keywords: Any,
+    # how the model is called: `xla_cost.ModelOptions`
+    loss: LossFn | None = None,
+    targets: PyTree | None = None,
+    params: PyTree | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
+    method: str | Callable[..., Any] | None = None,
+    axis_names: Sequence[str] | str | None = None,
+    output: OutputSelector | None = None,
+    remat: str | None = None,
+    # how the step is counted: `AnalysisOptions`
+    per_layer: bool = False,
+    depth: int | None = None,
+    counter: str = "xla",
+    timed: bool = False,
+    exact_train_step: bool = False,
+    memory: bool = False,
+    attention_flops: str = "full",
+    peak_tflops: float | None = None,
+    peak_bandwidth: float | None = None,
+    name: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    dtype: str | None = None,
+    compilation_cache: bool = True,
+    cache: bool | str | os.PathLike[str] | Store = False,
+    # the mesh: `xla_cost.parallel.sharding.ShardingOptions`
+    mesh: Mapping[str, int] | str | Mesh | None = None,
+    param_sharding: PartitionRules | None = None,
+    logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
 ) -> Report:
     """Counts the FLOP, bytes and memory of one training step of ``model``.
 
@@ -119,8 +152,9 @@ def analyze(
     unless ``exact_train_step``: compiled as one program, XLA's FLOP for it
     differ from the sum by under 1e-6 and its bytes by about 0.2%.
 
-    The keywords are the fields of three option objects, documented there and
-    below: `xla_cost.ModelOptions` (how the model is called: ``loss``,
+    The keyword options come in three groups, each the fields of an option
+    object that checks them (documented there and below):
+    `xla_cost.ModelOptions` (how the model is called: ``loss``,
     ``targets``, ``params``, ``call_kwargs``, ``method``, ``axis_names``,
     ``output``, ``remat``), `AnalysisOptions` (how it is counted:
     ``per_layer``, ``depth``, ``counter``, ``timed``, ``exact_train_step``,
@@ -238,11 +272,10 @@ def analyze(
           optimizer="adam", per_layer=True)
       print(report.to_frame())
     """
-    deprecated_switches(keywords)
-    model_options, options, sharding = split_fields("analyze", keywords, ModelOptions, AnalysisOptions,
-                                                    ShardingOptions)
-    request = Request(model, inputs, optimizer, ModelOptions(**model_options), AnalysisOptions(**options),
-                      ShardingOptions(**sharding))
+    given = locals()
+    request = Request(model, inputs, optimizer, ModelOptions(**given_fields(ModelOptions, given)),
+                      AnalysisOptions(**given_fields(AnalysisOptions, given)),
+                      ShardingOptions(**given_fields(ShardingOptions, given)))
     request.options.check()
     request.sharding.sizes()  # a bad mesh is refused before anything runs
     if request.options.cached:

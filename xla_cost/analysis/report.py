@@ -43,7 +43,13 @@ compiled on its own (``exact_train_step``)."""
 
 @dataclasses.dataclass(frozen=True)
 class MemoryStats:
-    """Buffer sizes of one compiled phase, in bytes; None where unknown."""
+    """Buffer sizes of one compiled phase, in bytes; None where unknown.
+
+    Attributes:
+      argument_bytes: the program's arguments (``memory_analysis()``).
+      output_bytes: its outputs.
+      temp_bytes: its temporaries (XLA's workspace).
+    """
 
     argument_bytes: int | None
     output_bytes: int | None
@@ -305,6 +311,8 @@ class Report:
         count, ``step`` (the whole step on all devices; the default) or
         ``device`` (a mapped body: one device's); empty on one device. Phase
         figures are then per device.
+      memory_breakdown: the step's memory per device
+        (`xla_cost.MemoryBreakdown`) with ``memory=True``, else None.
     """
 
     model: str
@@ -419,6 +427,21 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        """The report `to_json` (``--format json``) wrote, read back: `from_dict` of the parsed text.
+
+        Raises:
+          ValueError: ``text`` is not JSON, or not an untimed report's (`from_dict`).
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"Report.from_json: not JSON ({exc})") from exc
+        if not isinstance(data, Mapping):
+            raise ValueError(f"Report.from_json: not a report's JSON (a JSON {type(data).__name__})")
+        return cls.from_dict(data)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:

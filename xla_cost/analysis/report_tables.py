@@ -12,13 +12,17 @@ from typing import Any
 import pandas as pd
 
 from xla_cost.analysis.memory import PEAK_PARTS
-from xla_cost.present.units import bytes_unit, count, flop_unit, number, scaled, unit
+from xla_cost.present.units import (
+    bytes_column, bytes_unit, count_column, flop_column, number, per_parameter, scaled,
+)
 from xla_cost.step import phases as _phases
 
 __all__ = [
     "describe",
     "param_dtype",
     "phase_frame",
+    "PER_PARAMETER_HEADER",
+    "flop_per_parameter",
     "per_unit",
     "jaxpr_devices",
     "comparison_header",
@@ -54,28 +58,48 @@ def param_dtype(report: Any) -> str:
 
 
 def phase_frame(report: Any) -> pd.DataFrame:
+    """The phases' figures, formatted: each column in one unit, or each cell in
+    its own where the column spans orders of magnitude (`count_column`)."""
     phases = [report.phases[p] for p in report.phase_names]
-    scale, flop = flop_unit([c.flops for c in phases] + [c.xla_flops for c in phases])
-    t_scale, t_unit = unit([c.transcendentals for c in phases])
-    b_scale, b_unit = bytes_unit([c.bytes_accessed for c in phases])
-    m_scale, m_unit = bytes_unit([c.memory.temp_bytes for c in phases])
+    flop, show_flop = flop_column([v for c in phases for v in (c.flops, c.xla_flops, c.jaxpr_flops)])
+    t_unit, show_t = count_column([c.transcendentals for c in phases])
+    b_unit, show_b = bytes_column([c.bytes_accessed for c in phases])
+    m_unit, show_m = bytes_column([c.memory.temp_bytes for c in phases])
     devices = jaxpr_devices(report)
     whole = f" ({devices} devices)" if devices > 1 else ""
     rows = []
     for phase, c in zip(report.phase_names, phases):
         ratio = c.xla_to_jaxpr
-        row = {"phase": phase, f"{flop}": scaled(c.flops, scale) + (" *" if c.loop_corrected else "")}
+        row = {"phase": phase, f"{flop}": show_flop(c.flops) + (" *" if c.loop_corrected else "")}
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
-            row[f"XLA {flop}"] = scaled(c.xla_flops, scale)
-            row[f"jaxpr {flop}{whole}"] = scaled(c.jaxpr_flops, scale)
+            row[f"XLA {flop}"] = show_flop(c.xla_flops)
+            row[f"jaxpr {flop}{whole}"] = show_flop(c.jaxpr_flops)
             # like with like: one device's XLA figure times the devices against the jaxpr's whole step
             row[comparison_header(devices)] = "n/a" if ratio is None else f"{ratio * devices:.3f}"
-        row[per_unit("transcendentals", t_unit)] = scaled(c.transcendentals, t_scale) if t_unit else count(c.transcendentals)
+        per = flop_per_parameter(report, phase)
+        row[PER_PARAMETER_HEADER] = "unknown" if per is None else per_parameter(per)
+        row[per_unit("transcendentals", t_unit)] = show_t(c.transcendentals)
         if report.counter != "jaxpr":
-            row[f"bytes accessed ({b_unit})"] = scaled(c.bytes_accessed, b_scale, 1)
-            row[f"temp ({m_unit})"] = scaled(c.memory.temp_bytes, m_scale, 1)
+            row[per_unit("bytes accessed", b_unit)] = show_b(c.bytes_accessed)
+            row[per_unit("temp", m_unit)] = show_m(c.memory.temp_bytes)
         rows.append(row)
     return pd.DataFrame(rows).set_index("phase")
+
+
+PER_PARAMETER_HEADER = "FLOP / parameter"
+"""The phase table's column of each phase's FLOP over the parameters: the
+update's is what the optimizer does per parameter (SGD 2: a multiply and a
+subtract; Adam 13); a transformer's train step about 6 per token (6N) plus it."""
+
+
+def flop_per_parameter(report: Any, phase: str) -> float | None:
+    """``phase``'s FLOP over the report's parameters (None: either unknown or no
+    parameters). On a mesh whose jaxpr counts the whole step (`jaxpr_devices`),
+    its jaxpr figure over all the parameters; else the phase's headline figure
+    (one device's, over the parameters it holds)."""
+    c = report.phases[phase]
+    flops = c.jaxpr_flops if jaxpr_devices(report) > 1 else c.flops
+    return None if flops is None or not report.parameters else flops / report.parameters
 
 
 def jaxpr_devices(report: Any) -> int:
@@ -103,18 +127,20 @@ def comparison_note(devices: int) -> str | None:
 
 
 def per_unit(name: str, prefix: str) -> str:
-    """A column of counts: ``transcendentals (M)``, or plain when they are fewer than a thousand."""
+    """A column's header: ``transcendentals (M)``, or plain where its counts are
+    fewer than a thousand or each cell has its unit (`count_column`)."""
     return f"{name} ({prefix})" if prefix else name
 
 
 def layer_frame(report: Any) -> pd.DataFrame:
     layers = report.layers or ()
     looped = any(layer.trip_count > 1 for layer in layers)
-    # forward and backward in one unit (their ratio is read across), the update in its own
-    scale, flop = flop_unit([v for layer in layers for v in (layer.forward_flops, layer.backward_flops)])
-    u_scale, u_flop = flop_unit([layer.update_flops for layer in layers])
-    t_scale, t_unit = unit([layer.transcendentals for layer in layers])
-    s_scale, s_unit = bytes_unit([layer.saved_activation_bytes for layer in layers])
+    # forward and backward in one unit (their ratio is read across), the update in its own; a column
+    # whose rows span orders of magnitude gives each cell its own prefix
+    flop, show = flop_column([v for layer in layers for v in (layer.forward_flops, layer.backward_flops)])
+    u_flop, show_u = flop_column([layer.update_flops for layer in layers])
+    t_unit, show_t = count_column([layer.transcendentals for layer in layers])
+    s_unit, show_s = bytes_column([layer.saved_activation_bytes for layer in layers], 2)
     rows = []
     for layer in layers:
         ratio = layer.backward_to_forward
@@ -123,16 +149,15 @@ def layer_frame(report: Any) -> pd.DataFrame:
             row["runs"] = f"x{layer.trip_count}"
         row.update(
             {
-                f"forward {flop}": scaled(layer.forward_flops, scale),
-                f"backward {flop}": scaled(layer.backward_flops, scale),
+                f"forward {flop}": show(layer.forward_flops),
+                f"backward {flop}": show(layer.backward_flops),
                 "bwd / fwd": "n/a" if ratio is None else f"{ratio:.3f}",
-                f"update {u_flop}": scaled(layer.update_flops, u_scale),
-                per_unit("transcendentals", t_unit): (scaled(layer.transcendentals, t_scale) if t_unit
-                                                       else count(layer.transcendentals)),
+                f"update {u_flop}": show_u(layer.update_flops),
+                per_unit("transcendentals", t_unit): show_t(layer.transcendentals),
             }
         )
         if any(other.saved_activation_bytes is not None for other in layers):
-            row[f"saved for bwd ({s_unit})"] = scaled(layer.saved_activation_bytes, s_scale, 2)
+            row[per_unit("saved for bwd", s_unit)] = show_s(layer.saved_activation_bytes)
         rows.append(row)
     return pd.DataFrame(rows).set_index("layer")
 
@@ -237,7 +262,7 @@ def timing_frames(report: Any) -> list[tuple[str, pd.DataFrame | None]]:
                  f"steps; the idle time apart; FLOP counted, bytes of the compiled instructions)")
         out.append((title, pd.DataFrame([{
             "layer": r["path"],
-            **{f"{p} ms": f"{r[f'{p}_s'] * 1e3:,.3f}" for p in _phases.SPLIT},
+            **{f"{p} ms": f"{r[f'{p}_s'] * 1e3:,.3f}" for p in _phases.STEP_PARTS if f"{p}_s" in r},
             "total ms": f"{r['total_s'] * 1e3:,.3f}",
             "95% interval ms": f"{r['low_s'] * 1e3:,.3f} – {r['high_s'] * 1e3:,.3f}",
             "share": "" if r["share"] is None else f"{r['share']:.1%}",

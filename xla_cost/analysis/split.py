@@ -189,7 +189,8 @@ class LayerTiming:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.path, **{f"{p}_s": self.seconds.get(p, 0.0) for p in phases.SPLIT},
+            "path": self.path,
+            **{f"{p}_s": self.seconds.get(p, 0.0) for p in dict.fromkeys([*phases.SPLIT, *self.seconds])},
             "total_s": self.total_s, "low_s": self.low_s, "high_s": self.high_s,
             "trace_s": self.trace_s, "bytes": self.bytes,
         }
@@ -208,6 +209,8 @@ class StepSplit:
       traced_period_s: the traced steps' mean period (first op to the next
         step's first op).
       bytes: per row, what its instructions read and write in a step.
+      pass_bytes: the same per pass (forward, backward, update, and ``other`` in a user's
+        step); None where a shape could not be read.
       inferred_s, unnamed_s: mean traced seconds per step of instructions
         whose ``op_name`` was inferred from their neighbours, and of those
         left without one (counted in the update's remainder).
@@ -221,6 +224,7 @@ class StepSplit:
     block_s: tuple[float, ...]
     traced_period_s: float
     bytes: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
+    pass_bytes: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
     inferred_s: float = 0.0
     unnamed_s: float = 0.0
     how: Bootstrap = Bootstrap()
@@ -260,11 +264,18 @@ class StepSplit:
         return [i for i, (r, p) in enumerate(self.columns)
                 if (row is None or r == row) and (which is None or p == which)]
 
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The passes of the columns: `xla_cost.step.phases.SPLIT`, and ``other`` where a
+        user's step has it (`xla_cost.step.phases.STEP_PARTS`)."""
+        found = {p for _, p in self.columns}
+        return tuple(p for p in phases.STEP_PARTS if p in phases.SPLIT or p in found)
+
     @functools.cached_property
     def parts(self) -> dict[str, Spread]:
-        """`Spread` of each of `PARTS` and of ``grad`` (forward + backward):
-        the parts add up to the step's median time."""
-        out = {p: self.spread(self._indices(which=p)) for p in PARTS}
+        """`Spread` of each pass (`passes`), the idle time and ``grad`` (forward +
+        backward): the passes and the idle time add up to the step's median time."""
+        out = {p: self.spread(self._indices(which=p)) for p in (*self.passes, IDLE)}
         out["grad"] = self.spread(self._indices(which="forward") + self._indices(which="backward"))
         return out
 
@@ -273,7 +284,7 @@ class StepSplit:
         """Each part's mean seconds per traced step, as traced."""
         matrix = np.asarray(self.shares, dtype=float).reshape(self.traced_steps, len(self.columns))
         return {p: float(matrix[:, self._indices(which=p)].sum(axis=1).mean()) * self.traced_period_s
-                for p in PARTS}
+                for p in (*self.passes, IDLE)}
 
     def layers(self, rows: Sequence[str] | None = None) -> tuple[LayerTiming, ...]:
         """The measured rows, their seconds adding up to the passes'.
@@ -297,7 +308,7 @@ class StepSplit:
             out.append(LayerTiming(
                 path=target,
                 seconds={p: self.step_s * float(matrix[:, [i for i in indices if self.columns[i][1] == p]]
-                                                .sum(axis=1).mean()) for p in phases.SPLIT},
+                                                .sum(axis=1).mean()) for p in self.passes},
                 low_s=total.low_s, high_s=total.high_s,
                 trace_s=float(matrix[:, indices].sum(axis=1).mean()) * self.traced_period_s,
                 bytes=None if None in sizes else sum(sizes),  # type: ignore[arg-type]
@@ -337,6 +348,7 @@ class StepSplit:
             "traced_steps": self.traced_steps,
             "traced_period_s": self.traced_period_s,
             "trace_overhead": self.trace_overhead,
+            "pass_bytes": dict(self.pass_bytes),
             "inferred_s": self.inferred_s,
             "unnamed_s": self.unnamed_s,
             "layers": [layer.to_dict() for layer in self.layers()],
@@ -401,12 +413,15 @@ def split_step(
         row = [shares.get(i, 0.0) for i in range(width - 1)] + [run.idle_s / run.period_s]
         matrix.append(tuple(row))
     sizes: dict[str, int | None] = {}
+    passes: dict[str, int | None] = {}
     for op, count in runs[0].runs.items():
-        layer = attribution.row(program.sources.get(op, Source("")))
-        size, before = program.bytes.get(op), sizes.get(layer, 0)
-        sizes[layer] = None if before is None or size is None else before + count * size
+        source = program.sources.get(op, Source(""))
+        size = program.bytes.get(op)
+        for found, key in ((sizes, attribution.row(source)), (passes, attribution.pass_of(source.op_name))):
+            before = found.get(key, 0)
+            found[key] = None if before is None or size is None else before + count * size
     return StepSplit(
         columns=(*columns, (IDLE, IDLE)), shares=tuple(matrix), block_s=tuple(float(b) for b in blocks),
-        traced_period_s=float(np.mean([run.period_s for run in runs])), bytes=sizes,
+        traced_period_s=float(np.mean([run.period_s for run in runs])), bytes=sizes, pass_bytes=passes,
         inferred_s=float(np.mean(inferred)), unnamed_s=float(np.mean(unnamed)), how=how,
     )

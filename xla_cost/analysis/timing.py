@@ -62,6 +62,10 @@ __all__ = [
     "time_workload",
     "TimingOptions",
     "StepProgram",
+    "Stepper",
+    "run_blocks",
+    "trace_split",
+    "against_counts",
     "TIMED_PHASES",
     "STEP",
     "CROSS_CHECK",
@@ -239,8 +243,9 @@ class Timing:
       peak: the `DevicePeak` used for utilisation and the roofline.
       dtype: the computation dtype the peak was chosen for.
       phases: `PhaseTiming` per phase: ``train_step`` the one-program step,
-        ``forward``, ``backward``, ``update`` (and ``grad``) its parts from
-        the trace; where no trace could be had, the separate programs'.
+        ``forward``, ``backward``, ``update`` (and ``grad``; a user's step
+        also ``other``) its parts from the trace; where no trace could be
+        had, the separate programs' (a user's step: none).
       fractions: forward, backward and update shares of forward + backward +
         update (they sum to 1); seed 000 quotes 23% / 74% / 3% (PyTorch DDP
         paper, V100).
@@ -315,7 +320,7 @@ class Timing:
         return f"timing on {self.device} ({self.dtype}{where}{run}; 95% intervals)"
 
     def _rows(self) -> list[tuple[str, PhaseTiming]]:
-        rows = [(p, self.phases[p]) for p in _phases.NAMES if p in self.phases]
+        rows = list(self.phases.items())  # in report order (a user's step has ``other`` before train_step)
         if self.split is not None:
             idle = self.split.parts[IDLE]
             at = next((i for i, (p, _) in enumerate(rows) if p == STEP), len(rows))
@@ -561,7 +566,7 @@ def time_workload(
         arrays = _random_like(workload.trees(), jax.random.key(options.seed))
         separate = _cross_check(workload, arrays, executables or {}, options)
         run, text = _step_run(workload, arrays, options)
-        split = _trace_split(workload, run, text, program.attribution, options, notes)
+        split = trace_split(run, text, program.attribution or Attribution.of_workload(workload), options, notes)
     except Exception as exc:  # noqa: BLE001 - out of memory is the expected case
         message = str(exc)
         if "RESOURCE_EXHAUSTED" in message or "out of memory" in message.lower() or isinstance(exc, MemoryError):
@@ -588,8 +593,8 @@ def time_workload(
             "(cuBLAS, cuDNN custom calls) its analysis leaves out: "
             + ", ".join(f"{p} {n / 1e6:,.1f} MB" for p, n in library.items())
         )
-    results = {p: _against_counts(t, costs.get(p), library.get(p, 0), peak, dtype) for p, t in results.items()}
-    separate = {p: _against_counts(t, costs.get(p), library.get(p, 0), peak, dtype) for p, t in separate.items()}
+    results = {p: against_counts(t, costs.get(p), library.get(p, 0), peak, dtype) for p, t in results.items()}
+    separate = {p: against_counts(t, costs.get(p), library.get(p, 0), peak, dtype) for p, t in separate.items()}
     fractions: dict[str, float] = {}
     ratio = None
     if set(_phases.SPLIT) <= set(results):
@@ -604,8 +609,9 @@ def time_workload(
     )
 
 
-class _Stepper:
-    """The one-program step on real arrays: each step is fed the last one's outputs."""
+class Stepper:
+    """The one-program step on real arrays: each step is fed the last one's outputs
+    (``fed``: argument position -> index of the result that replaces it)."""
 
     def __init__(self, executable: Any, args: list[Any], fed: Mapping[int, int]) -> None:
         self.executable, self.args, self.fed = executable, args, dict(fed)
@@ -626,7 +632,7 @@ class _Stepper:
         return (time.perf_counter() - start) / steps
 
 
-def _step_run(workload: Workload, arrays: Mapping[str, Any], options: TimingOptions) -> tuple[_Stepper, str]:
+def _step_run(workload: Workload, arrays: Mapping[str, Any], options: TimingOptions) -> tuple[Stepper, str]:
     """Compiles the train step with its fed-back arguments donated and times it in blocks."""
     step = _phases.phase(STEP)
     fed = {i: step.results.index(name) for i, name in enumerate(step.arguments) if name in step.results}
@@ -635,7 +641,14 @@ def _step_run(workload: Workload, arrays: Mapping[str, Any], options: TimingOpti
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         traced = jax.jit(workload.phase_fn(STEP), donate_argnums=tuple(sorted(fed))).trace(*workload.phase_args(STEP))
         executable = xla.compile_executable(traced)
-    stepper = _Stepper(executable, [arrays[name] for name in step.arguments], fed)
+    stepper = Stepper(executable, [arrays[name] for name in step.arguments], fed)
+    run_blocks(stepper, options, tuple(step.arguments[i] for i in sorted(fed)))
+    return stepper, executable.as_text() or ""
+
+
+def run_blocks(stepper: Stepper, options: TimingOptions, donated: tuple[str, ...]) -> StepRun:
+    """Times ``stepper`` in blocks of steps (`TimingOptions`), after ``options.warmup``
+    untimed ones; the `StepRun` is also kept as ``stepper.record``."""
     if options.warmup > 0:
         stepper.run(options.warmup)
     one = stepper.timed(1)
@@ -646,16 +659,22 @@ def _step_run(workload: Workload, arrays: Mapping[str, Any], options: TimingOpti
         blocks.append(stepper.timed(per_block))
         if len(blocks) >= options.min_blocks and time.perf_counter() - started > options.budget_s:
             break
-    stepper.record = StepRun(per_block, tuple(blocks), tuple(step.arguments[i] for i in sorted(fed)),
-                             options.warmup)
-    return stepper, executable.as_text() or ""
+    stepper.record = StepRun(per_block, tuple(blocks), donated, options.warmup)
+    return stepper.record
 
 
-def _trace_split(
-    workload: Workload, stepper: _Stepper, text: str, attribution: Attribution | None, options: TimingOptions,
-    notes: list[str],
+_BY_OP_NAME = "by its op_name as the counts are (jvp forward, transpose backward, the rest the update)"
+_SEPARATE = "forward, backward and update are the separate programs'"
+
+
+def trace_split(
+    stepper: Stepper, text: str, attribution: Attribution, options: TimingOptions, notes: list[str], *,
+    how: str = _BY_OP_NAME, instead: str = _SEPARATE,
 ) -> StepSplit | None:
-    """The trace of a few more steps, split (None, with a note, where it cannot be had)."""
+    """The trace of a few more steps of ``stepper`` (compiled HLO ``text``), split by
+    ``attribution`` (`xla_cost.analysis.split.split_step`); None, with a note saying why and
+    what stands ``instead``, where it cannot be had. ``how``: how instructions are attributed
+    (for the note)."""
     if options.trace_s <= 0 or stepper.record is None:
         return None
     step_s = statistics.median(stepper.record.block_s)
@@ -665,24 +684,21 @@ def _trace_split(
         events = trace.record(lambda: stepper.run(count + 1), module)
     except (RuntimeError, OSError, ValueError) as exc:
         notes.append(f"no split: the profiler trace failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                     "forward, backward and update are the separate programs'")
+                     + instead)
         return None
     runs = trace.wall_shares(events)
     if not runs:
         found = (f"{len(events)} HLO op events of {module} but not two executions told apart by run_id"
                  if events else f"no HLO op events of {module}")
-        notes.append(f"no split: the trace held {found} ({trace.TRACE_FORMAT}); "
-                     "forward, backward and update are the separate programs'")
+        notes.append(f"no split: the trace held {found} ({trace.TRACE_FORMAT}); " + instead)
         return None
-    split = split_step(runs, traced_program(text), attribution or Attribution.of_workload(workload),
-                       stepper.record.block_s, options.bootstrap)
+    split = split_step(runs, traced_program(text), attribution, stepper.record.block_s, options.bootstrap)
     overhead = split.trace_overhead
     notes.append(
         f"split: a profiler trace of {split.traced_steps} steps of the one program (their period "
         f"{split.traced_period_s * 1e3:,.3f} ms, {0.0 if overhead is None else overhead:+.1%} against the "
         "untraced step); each HLO instruction's share of the step, overlapping ones sharing the clock, "
-        "attributed by its op_name as the counts are (jvp forward, transpose backward, the rest the update); "
-        "each part is the step's median time times its mean share, and the parts with the idle time (no "
+        f"attributed {how}; each part is the step's median time times its mean share, and the parts with the idle time (no "
         "instruction running) add up to the step"
     )
     if split.inferred_s or split.unnamed_s:
@@ -745,7 +761,7 @@ def _phases_of(
     return {p: results[p] for p in _phases.NAMES if p in results}
 
 
-def _against_counts(
+def against_counts(
     t: PhaseTiming, costs: Any, library: int, peak: DevicePeak, dtype: str,
 ) -> PhaseTiming:
     """FLOP/s, bytes/s, MFU, HFU and the roofline of a measured phase from its counts."""

@@ -21,6 +21,7 @@ from xla_cost.analysis.costs import collective_rows, phase_costs
 from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
+from xla_cost.analysis.step_checks import fusion_note, no_backward_note, step_notes
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import xla
@@ -32,6 +33,7 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
 from xla_cost.step import phases
+from xla_cost.step.trees import leaf_roles, nbytes
 from xla_cost.step.user_step import UserStep, prepare_step
 
 __all__ = ["analyze_step", "STEP_GRAD"]
@@ -69,11 +71,15 @@ def analyze_step(
 
     The step's jaxpr is split into parts (`xla_cost.count.step_parts`) from its
     name stacks and data flow, with no names the user must add: ``forward``
-    (under ``jvp``, not transposed), ``backward`` (under ``transpose``: custom
-    VJPs' backward rules and ``jax.checkpoint``'s recomputation included),
-    ``update`` (what consumes the gradients: the optax chain, clipping,
-    accumulation, loss-scale checks, a ``pmean`` of the gradients) and
-    ``other`` (metrics, schedules, data reshapes); ``grad`` is forward plus
+    (under ``jvp``, not transposed: what the loss needs, returned or not, so
+    ``jax.grad`` and ``value_and_grad`` forms agree), ``backward`` (under
+    ``transpose``: custom VJPs' backward rules and ``jax.checkpoint``'s
+    recomputation included), ``update`` (what consumes the gradients into the
+    new state: the optax chain, clipping, accumulation, loss-scale checks, a
+    ``pmean`` of the gradients) and ``other`` (metrics, even those computed on
+    the gradients, schedules, data reshapes); notes explain a missing backward
+    pass and XLA's count above the parts', and the step checker notes
+    accidental work (`xla_cost.analysis.step_checks`); ``grad`` is forward plus
     backward and ``train_step`` the whole step. Nested jits, ``lax.scan``
     accumulation loops (counted trip-count times), ``while`` loops with a
     static trip count and ``lax.cond`` (its most expensive branch, noted) are
@@ -121,7 +127,7 @@ def analyze_step(
         raise InputError(f"counter in {', '.join(COUNTERS)}", repr(counter), "Use counter='xla' or 'jaxpr'.")
     progress.stage("tracing the step")
     prepared = prepare_step(step, args, kwargs, axis_names)
-    call = _trace(prepared)
+    call, shapes = _trace(prepared)
     inner = call.params["jaxpr"] if call is not None else None
     traced = inner if inner is not None else prepared.trace().jaxpr
     modules = with_ancestors(prepared.param_paths)
@@ -137,9 +143,10 @@ def analyze_step(
     invars = len(traced.jaxpr.invars)
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
+    results = _new_state(prepared, shapes)
 
     def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
-        found.append(classify_step(jaxpr, given, module_of))
+        found.append(classify_step(jaxpr, given, module_of, results=results))
         return found[-1]
 
     counted = count_jaxpr(traced, owners=owners, classify=classify)
@@ -162,8 +169,10 @@ def analyze_step(
     split = _split(call, prepared, plan) if body is None else _Split()
     costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
-        notes.insert(0, "no backward found: the step takes no gradient (no equation under transpose); "
-                        "its work is reported as forward, update and other")
+        notes.insert(0, no_backward_note(traced, prepared))
+    if compiled is not None:
+        notes += fusion_note(prepared, counted, costs["train_step"], mapped=split.devices > 1 or body is not None)
+    notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0)
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
@@ -171,7 +180,7 @@ def analyze_step(
         unmatched = unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules)
         notes += [unmatched] if unmatched else []
     breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan) if memory else None
-    timing = time_user_step(prepared, compiled, costs) if timed else None
+    timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
     collectives: dict[str, int] = {}
@@ -205,13 +214,29 @@ _COLLECTIVES = frozenset({"psum", "pmax", "pmin", "psum_scatter", "reduce_scatte
                           "ppermute", "pbroadcast", "psum_invariant", "all_reduce"})
 
 
-def _trace(prepared: UserStep) -> Any:
+def _trace(prepared: UserStep) -> tuple[Any, Any]:
     """The step's outer jit equation (its jaxpr, shardings and donation), or
-    None when the step does not trace to one jit."""
+    None when the step does not trace to one jit; and its results' shapes."""
     with prepared.scopes():
-        outer = jax.make_jaxpr(lambda *a: prepared.jitted(*a))(*prepared.args)
+        outer, shapes = jax.make_jaxpr(lambda *a: prepared.jitted(*a), return_shape=True)(*prepared.args)
     calls = [e for e in outer.jaxpr.eqns if e.primitive.name in ("pjit", "jit")]
-    return calls[0] if len(outer.jaxpr.eqns) == 1 and calls else None
+    return (calls[0] if len(outer.jaxpr.eqns) == 1 and calls else None), shapes
+
+
+def _new_state(prepared: UserStep, shapes: Any) -> list[bool]:
+    """Per result of the step, whether it is part of its new state rather than a
+    metric: an NNX step's objects after it, or a result with the path (below the
+    argument or result position), shape and dtype of an argument (a TrainState's
+    parameters, optimizer state and counter; new parameters returned alone)."""
+    results = jax.tree_util.tree_flatten_with_path(shapes)[0]
+    if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
+        return [bool(path) and getattr(path[0], "idx", None) == 1 for path, _ in results]
+
+    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
+        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
+
+    inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
+    return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
 
 
 def _per_device_body(traced: Any) -> Any:
@@ -426,27 +451,25 @@ def _dtype(prepared: UserStep) -> str:
 
 def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
             plan: ShardingPlan | None) -> MemoryBreakdown:
-    """The step's memory by part, beside XLA's figures for the step as compiled."""
-    def nbytes(leaf: Any) -> int:
-        return math.prod(getattr(leaf, "shape", ())) * jax.numpy.dtype(leaf.dtype).itemsize
+    """The step's memory by part, beside XLA's figures for the step as compiled.
 
+    A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
+    state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
+    (``mu['fc1']['kernel']``); a parameter where it is one (its module found, or an NNX
+    ``Param``); model state beside them (other NNX variables, RNG keys included; the rest of
+    an argument that holds parameters or state, ``TrainState.step``); else an input."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
     offset = 0
     for arg in prepared.args:
-        flat = jax.tree_util.tree_flatten_with_path(arg)[0]
-        holds = any(prepared.owners[offset:offset + len(flat)])
-        for (path, leaf), module in zip(flat, prepared.owners[offset:offset + len(flat)]):
-            names = " ".join(str(p) for p in path).lower()
-            if module is not None:
-                part = "parameters"
-            elif not holds:
-                part = "inputs"
-            elif "opt_state" in names or "optstate" in names:
-                part = "optimizer_state"
-            else:
-                part = "model_state"
-            totals[part] += nbytes(leaf)
-        offset += len(flat)
+        leaves = jax.tree_util.tree_leaves(arg)
+        owners = prepared.owners[offset:offset + len(leaves)]
+        roles = leaf_roles(arg)
+        holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
+        for leaf, module, role in zip(leaves, owners, roles):
+            if role is None:
+                role = "parameters" if module is not None else "model_state" if holds else "inputs"
+            totals[role] += nbytes(leaf)
+        offset += len(leaves)
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     return MemoryBreakdown(
         parameters=totals["parameters"], gradients=totals["parameters"], optimizer_state=totals["optimizer_state"],
@@ -454,6 +477,8 @@ def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
         argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
         alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
         notes=("the parts are the whole step's (not split over devices); gradients are taken to be as large as "
-               "the parameters; saved activations are the forward pass's values the backward pass reads; XLA's "
-               "figures are the step compiled with its own jit's donation",),
+               "the parameters; optimizer state is what an optimizer's state holds (an optax state, an NNX "
+               "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
+               "batch statistics, RNG keys); saved activations are the forward pass's values the backward pass "
+               "reads; XLA's figures are the step compiled with its own jit's donation",),
     )

@@ -22,20 +22,24 @@ def _progress(command: Any) -> Any:
     run.__name__, run.__doc__ = command.__name__, command.__doc__
     return run
 
-__all__ = ["analyze", "step", "sweep", "store", "models", "report", "scaling", "estimate", "fit"]
+__all__ = ["analyze", "step", "sweep", "store", "models", "report", "scaling", "estimate", "fit", "diff"]
 
 
 @_progress
 def analyze(args: argparse.Namespace) -> str:
+    from xla_cost.errors import InputError
     from xla_cost.present.formats import render_as
     from xla_cost.runs.configs import RunConfig, parse_shape, remat_placement
 
+    if args.store is not None and not args.cache:  # it would be ignored: nothing is stored without --cache
+        raise InputError("--store only with --cache (the store --cache reads and writes)",
+                         f"--store {args.store} without --cache", "Add --cache, or drop --store.")
     config = _parse_settings(args.settings)
     call_kwargs = _parse_settings(args.call_kwargs, "--call-kwarg", "train=True")
     output = args.output_index
     if output is not None:
         output = int(output) if output.lstrip("-").isdigit() else output
-    shape = parse_shape(args.input_shape) if args.input_shape else None
+    shape = parse_shape(args.input_shape) if args.input_shape is not None else None
     batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
     rules = _partition_rules(args.param_sharding)
     mesh = _mesh(args.mesh, batch)
@@ -61,22 +65,11 @@ def analyze(args: argparse.Namespace) -> str:
 @_progress
 def step(args: argparse.Namespace) -> str:
     from xla_cost.analysis.user_step import analyze_step
-    from xla_cost.errors import InputError
     from xla_cost.present.formats import render_as
-    from xla_cost.step.user_step import load_attribute
+    from xla_cost.step.user_step import load_attribute, step_arguments
 
     function = load_attribute(args.function, "the step")
-    make_args = load_attribute(args.make_args, "--args")
-    if not callable(make_args):
-        raise InputError("--args naming a function of no arguments", f"{type(make_args).__name__} {args.make_args!r}",
-                         "Point --args at e.g. def make_args(): return state, batch.")
-    try:
-        given = make_args()
-    except Exception as exc:  # noqa: BLE001 - the user's own error, in one line
-        first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
-        raise InputError(f"{args.make_args}() to return the step's arguments", f"{type(exc).__name__}: {first}",
-                         "Fix the function; call it once in Python to see the traceback.") from exc
-    arguments = tuple(given) if isinstance(given, (tuple, list)) else (given,)
+    arguments = step_arguments(load_attribute(args.make_args, "--args", example="train.py:make_args"), args.make_args)
     report = analyze_step(
         function, *arguments, per_layer=args.per_layer, depth=args.depth, counter=args.counter,
         axis_names=args.axis_names or None, timed=args.time, memory=args.memory,
@@ -94,8 +87,9 @@ def sweep(args: argparse.Namespace) -> str:
     result = sweep(
         args.models, batch_sizes=_list(args.batch_sizes, "--batch-sizes"), settings=settings,
         optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
-        counter=args.counter, per_layer=args.per_layer or args.depth is not None, depth=args.depth,
-        input_shape=parse_shape(args.input_shape) if args.input_shape else None, store=args.store,
+        counter=args.counter, per_layer=args.per_layer or args.depth is not None or args.layers is not None,
+        depth=args.depth,
+        input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None, store=args.store,
         jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
         retry_failed=args.retry_failed,
     )
@@ -110,11 +104,19 @@ def store(args: argparse.Namespace) -> str:
     from xla_cost.present.formats import render_as
     from xla_cost.runs.stores import store_contents, store_delete, store_vacuum
 
+    if args.key is not None and args.key_prefix is not None and args.key != args.key_prefix:
+        raise InputError("one KEY: as the argument or as --key", f"{args.key!r} and --key {args.key_prefix!r}",
+                         "Give one of them.")
+    prefix = args.key_prefix if args.key_prefix is not None else args.key
+    if args.action in ("list", "show", "vacuum") and args.everything:
+        raise InputError("--all only with delete", f"store {args.action} --all", "Drop --all.")
+    if args.action == "vacuum" and (prefix is not None or args.failed or args.model is not None):
+        raise InputError("no selection with vacuum (it compacts the whole file)", "KEY, --key, --failed or --model",
+                         "Run `xla-cost store delete ...` first, then `xla-cost store vacuum`.")
     if args.action == "list":
-        found = store_contents(args.store, failed=args.failed, model=args.model, key=args.key_prefix)
+        found = store_contents(args.store, failed=args.failed, model=args.model, key=prefix)
         return render_as(found, args.format, width(args))
     if args.action == "show":
-        prefix = args.key or args.key_prefix
         if not prefix:
             raise InputError("a KEY to show (as `xla-cost store list` prints it)", "none", "Run: xla-cost store show KEY.")
         rows = store_contents(args.store, key=prefix).rows
@@ -126,11 +128,25 @@ def store(args: argparse.Namespace) -> str:
             return f"{row.key[:12]} {row.model}: failed: {row.error}\n"
         return render_as(Report.from_dict(row.report), args.format, width(args))
     if args.action == "delete":
-        removed = store_delete(args.store, failed=args.failed, model=args.model, key=args.key_prefix or args.key,
+        removed = store_delete(args.store, failed=args.failed, model=args.model, key=prefix,
                                everything=args.everything)
         return f"deleted {removed} stored result{'s' if removed != 1 else ''}\n"
     before, after = store_vacuum(args.store)
     return f"vacuumed: {before:,} bytes before, {after:,} after\n"
+
+
+def diff(args: argparse.Namespace) -> str:
+    from xla_cost.analysis.diff import diff
+    from xla_cost.errors import InputError
+    from xla_cost.present.formats import render_as
+
+    if args.output not in (None, "-") and any(
+        os.path.exists(args.output) and os.path.exists(path) and os.path.samefile(args.output, path)
+        for path in (args.a, args.b)
+    ):
+        raise InputError("--output other than the reports compared", repr(args.output),
+                         "Write the diff to a file of its own, e.g. --output diff.txt.")
+    return render_as(diff(args.a, args.b, top=args.top), args.format, width(args))
 
 
 def models(args: argparse.Namespace) -> str:
@@ -143,6 +159,13 @@ def report(args: argparse.Namespace) -> str:
     from xla_cost.errors import InputError
     from xla_cost.study.write import check_out, write_report
 
+    if args.model is None and not args.pages:  # every page runs for minutes: asked for by name only
+        from xla_cost.study.pages import PAGES
+
+        raise InputError("page names, all, or --model", "`xla-cost report` with none of them",
+                         "Run `xla-cost report all` for every page (it runs for minutes), "
+                         f"`xla-cost report NAME ...` for some ({', '.join(PAGES)}), "
+                         "or `xla-cost report --model FILE.py:ATTR` for one model's page.")
     if args.model is None:
         for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),
                             ("--set", args.settings or None), ("--optimizer", args.optimizer)):
@@ -150,7 +173,7 @@ def report(args: argparse.Namespace) -> str:
                 raise InputError(f"{flag} only with --model", f"{flag} without it",
                                  "Add --model PACKAGE.MODULE:ATTR, or drop the option.")
         paths = write_report(
-            args.pages or "all", args.out, store=args.store, jobs=args.jobs,
+            args.pages, args.out, store=args.store, jobs=args.jobs,
             progress=False if args.quiet else None,
         )
     else:
@@ -163,7 +186,7 @@ def report(args: argparse.Namespace) -> str:
             raise InputError("--store and --jobs only for pages", "them with --model",
                              "Drop --store/--jobs: a one-model page runs one analysis here.")
         check_out(args.out)
-        shape = parse_shape(args.input_shape) if args.input_shape else None
+        shape = parse_shape(args.input_shape) if args.input_shape is not None else None
         run = RunConfig(
             args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or "sgd",
             per_layer=True, input_shape=shape, input_dtype=args.input_dtype,
@@ -209,9 +232,10 @@ def fit(args: argparse.Namespace) -> str:
 
     result = max_batch_size(
         args.model, device=args.device, device_memory_bytes=args.device_memory,
-        memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh) or None, optimizer=args.optimizer,
+        memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh) or None, progress=not args.quiet,
+        optimizer=args.optimizer,
         dtype=args.dtype, config=_parse_settings(args.settings),
-        input_shape=parse_shape(args.input_shape) if args.input_shape else None,
+        input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None,
     )
     return render_as(result, args.format, width(args))
 
@@ -224,9 +248,10 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's `xla_cost.RunConfig` fields the command line sets."""
-    return dict(batch_size=args.batch_size, optimizer=args.optimizer, dtype=args.dtype,
-                config=_parse_settings(args.settings))
+    """The run's `xla_cost.RunConfig` fields the command line sets (``batch_size``
+    only when given: `xla_cost.scaling` refuses it beside ``global_batch``)."""
+    given = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    return dict(given, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings))
 
 
 def _parse_settings(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import NoReturn
 from xla_cost.cli import commands
 from xla_cost.errors import XlaCostError
 from xla_cost.cli.interrupts import Interrupts
-from xla_cost.cli.output import check_output, write
+from xla_cost.cli.output import check_distinct, check_output, prints_to_stderr, write
 from xla_cost.cli.parser import build_parser
 
 __all__ = ["main", "console", "EXIT_INTERRUPTED"]
@@ -58,6 +59,14 @@ def console() -> NoReturn:
     (or was never written) and the code already says which."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == EXIT_INTERRUPTED:
+        # Interrupted inside a compile, XLA's own threads (its slow-compile alarm, its
+        # thread pools) may still hold the state the interrupt unwound: finalising the
+        # interpreter then crashed the process (a segmentation fault, exit 139, after
+        # "interrupted"). Nothing is left to write or close: the process ends here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -66,7 +75,10 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     output = getattr(args, "output", None)
     try:
         check_output(output)
-        text = getattr(commands, args.command)(args)  # each subcommand has its function
+        check_distinct({"--output": output, "--plot": getattr(args, "plot", None),
+                        "--layers": getattr(args, "layers", None)})
+        with prints_to_stderr():  # the user's own print()s; stdout holds the output alone
+            text = getattr(commands, args.command)(args)  # each subcommand has its function
         interrupts.check()  # one dropped inside the command (a gc callback) still stops it here
         write(text, output, commit=interrupts.committing)
     except Exception as exc:  # noqa: BLE001 - one line unless --debug

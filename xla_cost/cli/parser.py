@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser(
         "analyze", help="forward, backward and update cost of one training step"
     )
-    analyze.add_argument("model", help="a zoo name (see `xla-cost models`) or package.module:attribute")
+    analyze.add_argument("model", help="a zoo name (see `xla-cost models`), FILE.py:ATTR or package.module:ATTR")
     analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1)")
     analyze.add_argument("--optimizer", default="sgd", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
     analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32)")
@@ -68,13 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep", help="analyse every combination of models, batch sizes, settings, optimizers and dtypes",
         description="Results go into an SQLite store; a rerun skips what is stored.",
     )
-    sweep.add_argument("models", nargs="+", metavar="MODEL", help="zoo names or package.module:attribute (with --input-shape)")
+    sweep.add_argument("models", nargs="+", metavar="MODEL", help="zoo names, FILE.py:ATTR or package.module:ATTR (with --input-shape)")
     sweep.add_argument("--batch-sizes", default="1", metavar="B,B,...", help="batch sizes, e.g. 1,2,4,8 (default 1)")
     sweep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V,V,...", help="a model argument and its values, e.g. depth=0,1,3 (repeatable; every combination runs)")
     sweep.add_argument("--optimizers", default="sgd", metavar="NAME,...", help=f"of {', '.join(OPTIMIZERS)} (default sgd)")
     sweep.add_argument("--dtypes", default="float32", metavar="DTYPE,...", help=f"of {', '.join(DTYPES)} (default float32)")
     sweep.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla (default) or jaxpr, as for analyze")
-    sweep.add_argument("--per-layer", action="store_true", help="also the per-layer rows (--layers FILE writes them)")
+    sweep.add_argument("--per-layer", action="store_true", help="also the per-layer rows (--layers FILE writes them; it implies this)")
     sweep.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to depth N (implies --per-layer)")
     sweep.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape; the batch axis is replaced by each batch size")
     sweep.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run on a Dask distributed scheduler, e.g. tcp://HOST:8786 (pip install 'xla-cost[dask]')")
     sweep.add_argument("--retry-failed", action="store_true", help="analyse again the configurations stored as failed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
-    sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV")
+    sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV (implies --per-layer)")
     _output_options(sweep)
 
     scaling = sub.add_parser(
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on the CPU) priced by xla_cost.predict: a prediction with the device's calibration profile, or "
         "a bound with --bound or --mfu; results go through the store.",
     )
-    scaling.add_argument("model", help="a zoo name or package.module:attribute")
+    scaling.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
     scaling.add_argument("--devices", default="1,2,4,8", metavar="K,K,...", help="device counts grown on --mesh-axis, increasing (default 1,2,4,8)")
     scaling.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="the axis grown: data (DDP) or fsdp (ZeRO-3); the per-device batch stays (weak scaling)")
     scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate = sub.add_parser(
         "estimate", help="total training FLOP and time of a run on K devices",
     )
-    estimate.add_argument("model", help="a zoo name or package.module:attribute")
+    estimate.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
     estimate.add_argument("--samples", type=float, default=None, metavar="N", help="samples per epoch (e.g. 1281167 for ImageNet)")
     estimate.add_argument("--epochs", type=float, default=1, metavar="E", help="epochs (default 1)")
     estimate.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens in all (language models; instead of --samples)")
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser(
         "fit", help="the largest batch whose compiled train step fits in a device's memory",
     )
-    fit.add_argument("model", help="a zoo name or package.module:attribute")
+    fit.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
     fit.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('memory'))}: its memory (default h100)")
     fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
     fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
-    fit.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    fit.add_argument("--quiet", action="store_true", help="no line on stderr per batch compiled (shown even when piped), no progress line")
     _output_options(fit)
 
     report = sub.add_parser(
@@ -137,12 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pages are built from sweeps run through the results store: the same store gives "
         "byte-identical markdown, and a rerun reads the analyses back.",
     )
-    report.add_argument("pages", nargs="*", metavar="NAME", help=f"pages to write: {', '.join(PAGES)}, or all (default)")
+    report.add_argument("pages", nargs="*", metavar="NAME", help=f"pages to write: {', '.join(PAGES)}, or all (every page: minutes; a name, all or --model is required)")
     report.add_argument("--out", default="reports", metavar="DIR", help="the directory to write to (default reports/; figures in DIR/figures/)")
     report.add_argument("--store", default=None, metavar="PATH", help="the SQLite results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
     report.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes for the sweeps (default: one per core, as memory allows; 0: in this process)")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
-    report.add_argument("--model", default=None, metavar="PACKAGE.MODULE:ATTR", help="write one page for this model instead (phases, layers, a figure of FLOP per layer); a zoo name works too")
+    report.add_argument("--model", default=None, metavar="FILE.py:ATTR", help="write one page for this model instead (phases, layers, a figure of FLOP per layer): FILE.py:ATTR, package.module:ATTR or a zoo name")
     report.add_argument("--input-shape", default=None, metavar="B,D1,...", help="with --model: the input shape, batch first (required for a custom model)")
     report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
     report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default sgd)")
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the step into forward, backward, update and other (xla_cost.analyze_step).",
     )
     step.add_argument("function", metavar="FILE.py:FUNCTION", help="the train step (or package.module:FUNCTION)")
-    step.add_argument("--args", dest="make_args", required=True, metavar="FILE.py:MAKE_ARGS", help="a function of no arguments returning the step's argument tuple (jax.eval_shape'd states and ShapeDtypeStruct batches are fine)")
+    step.add_argument("--args", dest="make_args", required=True, metavar="FILE.py:MAKE_ARGS", help="a function of no arguments returning the step's positional arguments as a tuple or list, e.g. return state, batch (jax.eval_shape'd states and ShapeDtypeStruct batches are fine)")
     step.add_argument("--per-layer", action="store_true", help="split each part's FLOP by module")
     step.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer)")
     step.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: also compile the step once and check the parts' sum against XLA's count (default); jaxpr: count only")
@@ -177,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument("--all", dest="everything", action="store_true", help="with delete: every row")
     store.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
     _output_options(store)
+
+    diff = sub.add_parser(
+        "diff", help="two saved analyses side by side, per phase and per layer, the changes ranked",
+        description="Compares two reports written by `xla-cost analyze ... --format json --output FILE` "
+                    "(or `step`, `store show`): per phase A, B, B - A and B / A; layers ranked by the "
+                    "absolute change of their FLOP (xla_cost.diff).",
+    )
+    diff.add_argument("a", metavar="A.json", help="the first report's JSON")
+    diff.add_argument("b", metavar="B.json", help="the second report's JSON")
+    diff.add_argument("--top", type=int, default=None, metavar="N", help="only the N layers whose FLOP changed most (default: every layer)")
+    _output_options(diff)
 
     models = sub.add_parser("models", help="list the model zoo")
     _output_options(models)
@@ -207,7 +218,7 @@ def _layout_options(parser: argparse.ArgumentParser, what: str) -> None:
 def _hardware_options(
     parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str], optimizer: str = "sgd"
 ) -> None:
-    parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="samples per device, or per micro-batch and data-parallel rank (default 1)")
+    parser.add_argument("--batch-size", type=int, default=None, metavar="B", help="samples per device, or per micro-batch and data-parallel rank (default 1)")
     parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")
     parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
     parser.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100); predictions need one with a calibration profile: {join_words(sorted(calibration.profiles()))}")

@@ -34,11 +34,19 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xla_cost.compiled import hlo
+from xla_cost.present.markdown import markdown_table
+from xla_cost.present.units import size as bytes_text
 
-__all__ = ["LiveBuffer", "LivenessProfile", "simulate"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["LiveBuffer", "LivenessProfile", "simulate", "MARKDOWN_BUFFERS"]
+
+MARKDOWN_BUFFERS = 20
+"""The temporaries a notebook shows of a replay (`LivenessProfile._repr_markdown_`), largest first."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +118,31 @@ class LivenessProfile:
             "peak_instruction": self.peak_instruction,
             "notes": list(self.notes),
         }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per buffer: its ``role`` (``argument``, ``output``, or
+        ``at_peak``: a temporary live at the peak), then its `LiveBuffer` fields, raw."""
+        import pandas as pd
+
+        columns = ["role", *(f.name for f in dataclasses.fields(LiveBuffer))]
+        return pd.DataFrame([(role, *dataclasses.astuple(b)) for role, buffers in (
+            ("argument", self.arguments), ("output", self.outputs), ("at_peak", self.at_peak)) for b in buffers],
+            columns=columns)
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the replay: its peak and the
+        temporaries live there (the largest `MARKDOWN_BUFFERS`), each in its own unit."""
+        import pandas as pd
+
+        head = (f"peak {bytes_text(self.peak_bytes)}: arguments {bytes_text(sum(b.nbytes for b in self.arguments))}, "
+                f"outputs {bytes_text(sum(b.nbytes for b in self.outputs))}, temporaries "
+                f"{bytes_text(self.temp_peak_bytes)} "
+                f"(during `{self.peak_instruction}`)")
+        shown = pd.DataFrame([(b.instruction, b.shape, bytes_text(b.nbytes), b.op_name or "(XLA, no source)")
+                              for b in self.at_peak[:MARKDOWN_BUFFERS]],
+                             columns=["buffer", "shape", "size", "made by"]).set_index("buffer")
+        notes = "".join(f"- {note}\n" for note in self.notes)
+        return f"{head}\n\n{markdown_table(shown)}\n" + (f"\n{notes}" if notes else "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LivenessProfile:

@@ -291,9 +291,12 @@ class Store:
         return None if row is None else str(row[0])
 
     def vacuum(self) -> None:
-        """Gives the space of deleted rows back to the file system (SQLite's VACUUM)."""
+        """Gives the space of deleted rows back to the file system (SQLite's VACUUM), the
+        write-ahead log written into the file and emptied before and after: the file's size
+        is then the store's."""
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._db.execute("VACUUM")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # VACUUM's pages are in the log until then
 
 
 def _result(row: tuple[Any, ...]) -> StoredResult:

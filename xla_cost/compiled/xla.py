@@ -29,6 +29,7 @@ from xla_cost.compiled import hlo
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.liveness import LivenessProfile
 from xla_cost.compiled.liveness import simulate as simulate_schedule
+from xla_cost.errors import InputError
 
 _LOG = logging.getLogger("xla_cost")
 
@@ -41,8 +42,10 @@ __all__ = [
     "compile_phase",
     "compile_executable",
     "COMPILER_OPTIONS",
+    "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
+    "check_cache_dir",
     "filter_compiler_log",
     "device_kind",
     "device_memory_bytes",
@@ -292,6 +295,13 @@ with the default options.
 """
 
 
+UNFUSED_OPTIONS: Mapping[str, Any] = {**COMPILER_OPTIONS, "xla_disable_hlo_passes": "fusion"}
+"""`COMPILER_OPTIONS` with XLA's fusion pass off: the program whose cost analysis
+counts every instruction once. A fused program counts a cheap producer again
+in every fusion that reads it (XLA duplicates it rather than write it out);
+the difference between the two counts is that duplication."""
+
+
 def compile_phase(
     program: Any,
     args: Sequence[Any] = (),
@@ -496,6 +506,36 @@ def _env_off() -> bool:
     return os.environ.get(NO_CACHE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
+def check_cache_dir() -> None:
+    """Refuses a ``$XLA_COST_CACHE_DIR`` that is not a directory and cannot be made one
+    (a file, a path under a file, an unwritable place), unless the cache is off
+    (``XLA_COST_NO_CACHE=1``). The default directory, which nobody asked for, is
+    never refused: the cache is then off, as for any cache that cannot be written.
+
+    Raises:
+      InputError: the variable's path, and why it is not a directory, in one line.
+    """
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if not explicit or _env_off():
+        return
+    path = default_cache_dir()
+    if os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK | os.X_OK):
+            return
+        why = "a directory this user cannot write"
+    except OSError as exc:
+        why = "a file" if os.path.isfile(path) else (exc.strerror or type(exc).__name__)
+    raise InputError(
+        f"{CACHE_DIR_ENV} naming a directory for the compilation cache (created if missing)",
+        f"{explicit!r} ({why})",
+        f"Point {CACHE_DIR_ENV} at a directory, unset it (default ~/.cache/xla_cost/jax), "
+        f"or turn the cache off with {NO_CACHE_ENV}=1.",
+    )
+
+
 def use_compilation_cache(enabled: bool = True) -> str | None:
     """Turns JAX's persistent compilation cache on (or off) for what xla_cost compiles.
 
@@ -512,6 +552,9 @@ def use_compilation_cache(enabled: bool = True) -> str | None:
     be analysed are kept beside it (``analyses/``, one small JSON file per
     program): a second analysis of the same programs reads them without
     loading the executables.
+
+    Args:
+      enabled: True to turn the cache on, False to turn it off.
 
     Returns:
       The cache directory in use, or None when the cache is off.
@@ -534,6 +577,7 @@ def _use_compilation_cache(enabled: bool) -> str | None:
             _CACHE_STATE["owned"] = None
             compilation_cache.reset_cache()
         return None
+    check_cache_dir()
     path = default_cache_dir()
     if owned == path:
         return path

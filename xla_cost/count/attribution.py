@@ -31,7 +31,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from xla_cost.step import phases
 from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
-from xla_cost.count.interpret import REMAT_SCOPE, EqnCount
+from xla_cost.count.interpret import EqnCount
+from xla_cost.count.stacks import JAX_SCOPES, bare_stack, classify_pass, split_name_stack, unwrap
 from xla_cost.count.layers import LayerCosts
 from xla_cost.count.registry import Cost
 
@@ -56,60 +57,6 @@ __all__ = [
 ]
 
 
-_WRAPPER = re.compile(r"^[A-Za-z_][\w.\-]*\((.*)\)$")
-
-
-def split_name_stack(name_stack: str) -> list[str]:
-    """Splits a name stack on the ``/`` that are outside parentheses."""
-    parts, depth, current = [], 0, []
-    for ch in name_stack:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "/" and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current))
-    return [p for p in parts if p]
-
-
-def _unwrap(component: str) -> tuple[str, list[str]]:
-    """``transpose(jvp(Net))`` -> (``Net``, [``transpose``, ``jvp``])."""
-    transforms = []
-    while (match := _WRAPPER.match(component)) is not None:
-        transforms.append(component[: component.index("(")])
-        component = match.group(1)
-    return component, transforms
-
-
-def classify_pass(name_stack: str) -> str | None:
-    """``backward`` under a transpose, ``forward`` under a jvp, else None.
-
-    Args:
-      name_stack: an equation's name stack (``transpose(jvp(MLP))/Dense_0``).
-    """
-    transforms = [t for c in split_name_stack(name_stack) for t in _unwrap(c)[1]]
-    if "transpose" in transforms:
-        return "backward"
-    if "jvp" in transforms or "linearize" in transforms:
-        return "forward"
-    return None
-
-
-def bare_stack(name_stack: str) -> tuple[str, ...]:
-    """The scopes of a name stack without jax's transforms and own scopes:
-    ``transpose(jvp(jvp()))/rematted_computation/MLP/Dense_0`` and
-    ``jvp(MLP)/Dense_0`` -> (``MLP``, ``Dense_0``): where in the model an
-    equation is, whichever pass runs it."""
-    names = (_unwrap(c)[0] for c in split_name_stack(name_stack))
-    return tuple(n for n in names if n and n not in _JAX_SCOPES)
-
-
-_JAX_SCOPES = frozenset({REMAT_SCOPE})
-"""Name-stack entries that jax adds for its own transforms, not modules."""
 
 _METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\.[A-Za-z_]\w*$")
 
@@ -171,10 +118,10 @@ def _resolve(name: str, current: str, roots: Collection[str], modules: Collectio
 
 def _path(
     components: Sequence[str], roots: Collection[str], modules: Collection[str] | None,
-    skip: Collection[str] = _JAX_SCOPES,
+    skip: Collection[str] = JAX_SCOPES,
 ) -> str:
     """`module_path` of name-stack entries; ``skip``: scopes that are no module."""
-    names = [_unwrap(c)[0] for c in components]
+    names = [unwrap(c)[0] for c in components]
     if not modules:
         # The root can appear more than once (``transpose(jvp(Net))/jvp(Net)/...``
         # inside a checkpointed backward pass); jax's own scopes are not modules.
@@ -250,7 +197,7 @@ def op_name_path(
     if parts and parts[0].startswith("jit("):
         parts = parts[1:]
     roots = {root} if isinstance(root, str) else set(root or ())
-    return _path(parts, roots, modules, _JAX_SCOPES | HLO_SCOPES)
+    return _path(parts, roots, modules, JAX_SCOPES | HLO_SCOPES)
 
 
 def owner(path: str, modules: Sequence[str], known: Collection[str] = ()) -> str:
@@ -549,7 +496,7 @@ def unmatched_stacks(
         path, row = row_of(eqn)
         if row != REMAINDER or all(_is_jax_scope(name) for name in path.split("/") if name):
             continue
-        stack = "/".join(n for n in (_unwrap(c)[0] for c in split_name_stack(eqn.name_stack)) if n)
+        stack = "/".join(n for n in (unwrap(c)[0] for c in split_name_stack(eqn.name_stack)) if n)
         out[stack] = out.get(stack, 0) + eqn.cost.flops
     return out
 

@@ -28,7 +28,7 @@ import collections
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -36,10 +36,16 @@ from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule
+from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
+from xla_cost.present.markdown import markdown_table
+from xla_cost.present.units import count, si, size
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
-    "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_SCOPE", "join_stack", "eqn_owner", "combine_owners", "public_owner",
+    "WALKED", "CALL_LIKE", "CALL_PARAMS", "join_stack", "repeated_forward", "eqn_owner", "combine_owners", "public_owner",
 ]
 
 CALL_LIKE: frozenset[str] = frozenset(
@@ -61,8 +67,6 @@ WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
 """Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
 
 _REMAT = frozenset({"remat", "remat2", "checkpoint"})
-REMAT_SCOPE = "rematted_computation"
-"""jax's name scope for the body of a ``jax.checkpoint`` it recomputes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +123,10 @@ class JaxprCount:
         compiles for a device with memory to spare (it does on the CPU).
       part_unsupported: per part of a classified step (`part`), the
         primitives without a rule met there (empty: not classified).
+      tagged: the cost of the equations a classifier tagged, by tag
+        (`xla_cost.count.step_parts.StepLabels.tags`: ``metrics`` is the work
+        on gradients or new parameters that only metrics read); loops
+        multiplied out; each is also in its part's figures.
     """
 
     equations: tuple[EqnCount, ...]
@@ -128,6 +136,7 @@ class JaxprCount:
     total_once: Cost = Cost()
     recomputed: Cost = Cost()
     part_unsupported: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    tagged: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
 
     @property
     def total(self) -> Cost:
@@ -148,6 +157,44 @@ class JaxprCount:
             equations=equations, unsupported=dict(self.part_unsupported.get(name, {})), loops=(),
             notes=(), total_once=total, recomputed=Cost(),
         )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per counted `EqnCount` (name stack, primitive, loop repeat,
+        owner, part), its executions and summed costs, raw; they add up to `total`."""
+        import pandas as pd
+
+        columns = ["name_stack", "primitive", "executions", "repeat", "owner", "part", "flops", "transcendentals",
+                   "bytes_accessed"]
+        return pd.DataFrame([(e.name_stack, e.primitive, e.executions, e.repeat, e.owner, e.part, e.cost.flops,
+                              e.cost.transcendentals, e.cost.bytes_accessed) for e in self.equations],
+                            columns=columns)
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the count: the totals, the
+        costs by primitive (largest first, each figure in its own unit), the
+        loops, the primitives without a rule and the notes."""
+        import pandas as pd
+
+        total = self.total
+        lines = [f"{sum(e.executions for e in self.equations):,} operations counted: {si(total.flops)} FLOP, "
+                 f"{si(total.transcendentals)} transcendentals, {size(total.bytes_accessed)} accessed "
+                 f"(every loop body once, as XLA counts: {si(self.total_once.flops)} FLOP)", ""]
+        frame = self.to_frame()
+        if len(frame):
+            by = frame.groupby("primitive")[["executions", "flops", "transcendentals", "bytes_accessed"]].sum()
+            by = by.sort_values(["flops", "bytes_accessed"], ascending=False)
+            shown = pd.DataFrame({"executions": by["executions"].map(count), "FLOP": by["flops"].map(si),
+                                  "transcendentals": by["transcendentals"].map(si),
+                                  "bytes accessed": by["bytes_accessed"].map(size)}, index=by.index)
+            lines += [markdown_table(shown), ""]
+        lines += [f"- {loop.kind} at `{loop.name_stack or '(top)'}`: "
+                  f"{'unknown' if loop.trip_count is None else f'{loop.trip_count:,}'} iterations"
+                  for loop in self.loops]
+        if self.unsupported:
+            lines.append("- no cost rule (unknown, not 0): "
+                         + ", ".join(f"{k} x{v}" for k, v in sorted(self.unsupported.items())))
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def join_stack(prefix: str, stack: str) -> str:
@@ -186,9 +233,11 @@ def public_owner(owner: str | None) -> str | None:
 class _Counter:
     """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
 
-    def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None) -> None:
+    def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None,
+                 repeated: frozenset[tuple[Any, ...]] = frozenset()) -> None:
         self.trip_counts = trip_counts
         self.labels = labels  # path -> (part, owner) of a classified step
+        self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
         self.part_unsupported: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
@@ -197,6 +246,7 @@ class _Counter:
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
         self.recomputed = Cost()
+        self.tagged: dict[str, Cost] = collections.defaultdict(Cost)
         self.in_remat = False
 
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
@@ -319,10 +369,11 @@ class _Counter:
             return self._unknown(name, times, part)
         key = (stack, name, times, public_owner(owner), part)
         self.costs[key] = self.costs[key] + cost * times
-        # forward work, done again; a recomputation whose primal was dead code (`jax.grad` of a
-        # checkpointed loss) is the only forward that runs: its label says forward
-        if self.in_remat and REMAT_SCOPE in stack and path not in getattr(self.labels, "first_forward", ()):
+        if self.in_remat and path in self.repeated:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
+        tag = getattr(self.labels, "tags", {}).get(path)
+        if tag is not None:
+            self.tagged[tag] = self.tagged[tag] + cost * times
         self.executions[key] += times
         return cost
 
@@ -336,7 +387,7 @@ class _Counter:
 
     def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
-        trial = [_Counter(self.trip_counts, self.labels) for _ in branches]
+        trial = [_Counter(self.trip_counts, self.labels, self.repeated) for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
             t.path = (*self.path, f"b{k}")
@@ -350,6 +401,8 @@ class _Counter:
         for part, missing in chosen.part_unsupported.items():
             self.part_unsupported[part].update(missing)
         self.recomputed = self.recomputed + chosen.recomputed
+        for tag, cost in chosen.tagged.items():
+            self.tagged[tag] = self.tagged[tag] + cost
         self.loops.extend(chosen.loops)
         self.notes.extend(chosen.notes)
         if len(branches) > 1:
@@ -594,7 +647,7 @@ def count_jaxpr(
     if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
         owners = [o for o, keep in zip(owners, used) if keep]
     labels = classify(jaxpr, owners) if classify is not None else None
-    counter = _Counter(labels=labels)
+    counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr))
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
@@ -611,8 +664,56 @@ def count_jaxpr(
         notes=tuple(dict.fromkeys(counter.notes)),
         total_once=total if total_once is None else total_once,
         recomputed=counter.recomputed,
+        tagged=dict(counter.tagged),
         part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
     )
+
+
+def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:
+    """The paths (as `count_jaxpr` walks: an index per level, ``"body"``/``"cond"`` of a
+    while loop, ``"b0"``.. of a cond's branches) of the ``jax.checkpoint`` recomputations
+    that repeat a forward equation that also ran: each equation under ``transpose`` in the
+    remat scope is matched, in order, to one under ``jvp`` outside it with the same scopes
+    (`xla_cost.count.stacks.bare_stack`), primitive and result shapes. The rest ran only
+    there: the forward of ``jax.grad`` of a checkpointed loss (its primal is dead code),
+    the masks autodiff adds for the backward pass (a ReLU's), not a recomputation."""
+    found: list[tuple[tuple[Any, ...], str, Any]] = []
+
+    def walk(inner: Any, base: tuple[Any, ...], prefix: str) -> None:
+        for index, eqn in enumerate(getattr(inner, "jaxpr", inner).eqns):
+            path, name = (*base, index), eqn.primitive.name
+            stack = join_stack(prefix, str(eqn.source_info.name_stack))
+            sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) if name in CALL_LIKE else None
+            if sub is not None:
+                walk(sub, path, stack)
+                continue
+            found.append((path, stack, eqn))
+            if name == "scan":
+                walk(eqn.params["jaxpr"], path, stack)
+            elif name == "while":
+                walk(eqn.params["body_jaxpr"], (*path, "body"), stack)
+                walk(eqn.params["cond_jaxpr"], (*path, "cond"), stack)
+            elif name == "cond":
+                for k, branch in enumerate(eqn.params["branches"]):
+                    walk(branch, (*path, f"b{k}"), stack)
+
+    def twin(stack: str, eqn: Any) -> tuple[Any, ...]:
+        # a remat inside the model repeats its root: transpose(jvp(Net))/jvp(Net)/rematted_computation/b0
+        scopes = [s for i, s in enumerate(bare_stack(stack)) if i == 0 or s != bare_stack(stack)[i - 1]]
+        return (tuple(scopes), eqn.primitive.name,
+                tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in eqn.outvars))
+
+    walk(jaxpr, (), "")
+    primal = collections.Counter(twin(stack, eqn) for _, stack, eqn in found
+                                 if classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)
+    repeated = set()
+    for path, stack, eqn in found:
+        if REMAT_SCOPE in stack and classify_pass(stack) == "backward":
+            key = twin(stack, eqn)
+            if primal[key] > 0:
+                primal[key] -= 1
+                repeated.add(path)
+    return frozenset(repeated)
 
 
 def count_function(fn: Callable[..., Any], *args: Any) -> JaxprCount:

@@ -30,6 +30,9 @@ class LayerCosts:
       forward, backward, update: the row's `xla_cost.Cost` in each pass.
       trip_count: how often the row's operations run per step when they sit in
         a loop (a scanned layer group: its length), else 1. Its FLOP include it.
+      saved_activation_bytes: bytes of the activations the backward pass keeps
+        from this row's forward operations (the whole step's; None: not
+        asked, ``memory=True`` fills it).
     """
 
     path: str
@@ -39,8 +42,6 @@ class LayerCosts:
     update: Cost = Cost()
     trip_count: int = 1
     saved_activation_bytes: int | None = None
-    """Bytes of the activations the backward pass keeps from this row's forward
-    operations (the whole step's; None: not asked, ``memory=True`` fills it)."""
 
     @property
     def forward_flops(self) -> int:

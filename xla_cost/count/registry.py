@@ -37,7 +37,13 @@ FLOPS_PER_FMA = 2
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
-    """Operation counts of one equation, or of a sum of equations."""
+    """Operation counts of one equation, or of a sum of equations.
+
+    Attributes:
+      flops: floating-point operations (a multiply-add is `FLOPS_PER_FMA`).
+      transcendentals: exp, log, tanh, sqrt, rsqrt, power, ... (not FLOP).
+      bytes_accessed: bytes read and written, every operand once (unfused).
+    """
 
     flops: int = 0
     transcendentals: int = 0

@@ -42,7 +42,6 @@ that layer's.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -50,13 +49,17 @@ from typing import Any, NamedTuple
 
 from jax.extend import core as jex_core
 
-from xla_cost.count.attribution import bare_stack, classify_pass
-from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_SCOPE, combine_owners, eqn_owner, join_stack, public_owner
+from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, combine_owners, eqn_owner, join_stack, public_owner, \
+    repeated_forward
+from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
 
-__all__ = ["Label", "StepLabels", "classify_step", "MIXED"]
+__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
+
+METRICS = "metrics"
+"""The tag (`StepLabels.tags`) of update work that only metrics read."""
 
 MIXED = "mixed"
 """The consumer label of a loop whose body holds several parts: it keeps its
@@ -79,10 +82,13 @@ class StepLabels(dict):  # type: ignore[type-arg]
     """`Label` by equation path, ``saved_bytes``: the bytes of the values
     the forward part computes and the backward part reads (the activations
     autodiff saves), at the step's top level (a scanned stack's residuals
-    included, as the loop's results), and ``first_forward``."""
+    included, as the loop's results), and ``tags``."""
 
     saved_bytes: int = 0
     first_forward: frozenset[Path] = frozenset()
+    tags: Mapping[Path, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
+    """Equations worth a note, by path: ``metrics`` for update work (on gradients or new
+    parameters) that only metrics read, which is other."""
     """Paths of the ``jax.checkpoint`` recomputations that are the step's
     forward (their primal is dead code): not a recomputation."""
 
@@ -124,27 +130,22 @@ class _Classifier:
         self.saved: dict[Any, int] = {}  # value -> bytes, of the level refined last
         self.differentiates = True  # some equation is under transpose
         self.first_forward: set[Path] = set()  # recomputations whose primal is dead code
+        self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
 
     # ------------------------------------------------------------- pre-pass
-    def survey(self, level: _Level) -> None:
+    def survey(self, level: _Level, jaxpr: Any) -> None:
         """Whether the step differentiates at all, and which ``jax.checkpoint``
-        recomputations have no primal twin (the forward that runs)."""
+        recomputations repeat no forward that ran (`repeated_forward`): the forward."""
         nodes = list(_every_node(level))
         passes = {node.path: classify_pass(node.stack) for node in nodes}
         self.differentiates = BACKWARD in passes.values()
         if not self.differentiates:  # the model's work: under a module, or under the scope that opens them
             self.model_scopes = {scope for n in nodes if self.module_of(n.stack) is not None
                                  for scope in bare_stack(n.stack)[:1]}
-        primal = collections.Counter(_twin(n) for n in nodes
-                                     if passes[n.path] == FORWARD and REMAT_SCOPE not in n.stack)
-        for node in nodes:
-            if passes[node.path] == BACKWARD and REMAT_SCOPE in node.stack:
-                key = _twin(node)
-                if primal[key] > 0:
-                    primal[key] -= 1
-                else:
-                    self.first_forward.add(node.path)
+        repeated = repeated_forward(jaxpr)
+        self.first_forward = {n.path for n in nodes if passes[n.path] == BACKWARD and REMAT_SCOPE in n.stack
+                              and n.path not in repeated}
 
     def autodiff_pass(self, node: _Node) -> str | None:
         """The part a node's name stack (and the pre-pass) gives it, None outside autodiff."""
@@ -298,6 +299,7 @@ class _Classifier:
                     node.part = UPDATE
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
+                    self.metrics.add(node.path)
                 reads_as = node.part
             else:
                 parts = set().union(*(inner.parts() for inner in node.levels))
@@ -320,13 +322,6 @@ def _every_node(level: _Level) -> Any:
         yield node
         for inner in node.levels:
             yield from _every_node(inner)
-
-
-def _twin(node: _Node) -> tuple[Any, ...]:
-    """What a recomputation and the primal equation it repeats share: where in
-    the model, the primitive, the results' shapes and dtypes."""
-    return (bare_stack(node.stack), node.eqn.primitive.name,
-            tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in node.eqn.outvars))
 
 
 def _rounds(carry: int) -> int:
@@ -375,10 +370,10 @@ def classify_step(
     classifier = _Classifier(module_of, results)
     level = classifier.flatten(jaxpr, (), "")
     classifier.top = level
-    classifier.survey(level)
+    classifier.survey(level, jaxpr)
     n = len(level.invars)
     classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
     labels = StepLabels(level.labels)
     labels.saved_bytes = sum(classifier.saved.values())  # the top level is refined last
-    labels.first_forward = frozenset(classifier.first_forward)
+    labels.tags = {path: METRICS for path in classifier.metrics}
     return labels

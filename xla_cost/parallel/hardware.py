@@ -5,7 +5,7 @@ memory bandwidth and its cluster preset, the overrides of that cluster
 (one interconnect for every link, devices per node, bandwidth, latency), the
 collective algorithm, and the two factors of the time model: the share of
 communication hidden behind compute and the share of peak FLOP/s reached.
-`xla_cost.predict_scaling`, `xla_cost.estimate` and the command line's
+`xla_cost.scaling`, `xla_cost.estimate` and the command line's
 ``--device``/``--interconnect``/... take it.
 """
 

@@ -262,6 +262,9 @@ def simulate_devices(count: int) -> None:
     ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before Python starts.
     Nothing is allocated per device; a sharded analysis compiles for the mesh.
 
+    Args:
+      count: the devices the CPU backend is to have.
+
     Raises:
       InputError: JAX's backends already started with fewer devices, or more
         than `MAX_SIMULATED_DEVICES` asked for.

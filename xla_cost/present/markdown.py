@@ -31,10 +31,11 @@ def pipe_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str 
     return "\n".join(lines)
 
 
-_FIGURE = re.compile(r"[-+]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?( \*)?(%|x| [kMGTP]?)?")
-"""A formatted figure: ``1,234``, ``0.000153``, ``1.010``, ``12.3%``, ``1.91x``, ``64.252 *``."""
+_FIGURE = re.compile(r"[-+]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?( \*)?(%|x| [kMGTP]?| [KMGT]?B)?( \*)?")
+"""A formatted figure: ``1,234``, ``0.000153``, ``1.010``, ``12.3%``, ``1.91x``, ``64.252 *``,
+a count or bytes in a unit of its own (``8.192 k``, ``1.049 M *``, ``16.9 KB``)."""
 
-_NO_FIGURE = frozenset({UNKNOWN, "n/a", ""})
+_NO_FIGURE = frozenset({UNKNOWN, "n/a", "", "—"})
 
 
 def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:

@@ -17,7 +17,8 @@ __all__ = [
     "bytes_unit", "time_unit",
     "duration", "sig",
     "count", "ratio", "pct", "pct_sig",
-    "si", "per_parameter", "value_range", "join_words", "slug",
+    "si", "size", "per_parameter", "value_range", "join_words", "slug",
+    "READABLE_SHARE", "spans_orders", "count_column", "flop_column", "bytes_column",
 ]
 
 UNKNOWN = "unknown"
@@ -157,8 +158,78 @@ def si(value: float | int | None, digits: int = 4) -> str:
     return sig(value, digits) if value != int(value) else count(value)
 
 
+@_known
+def size(value: float | int | None, digits: int = 3) -> str:
+    """Bytes in the largest decimal unit they reach, ``digits`` significant
+    digits: ``16.9 KB``, ``2.14 MB``, ``512 B`` (the unit is the rounded value's)."""
+    rounded = float(f"{value:.{digits - 1}e}")
+    scale, name = next(((s, u) for s, u in BYTE_UNITS if abs(rounded) >= s), (1.0, "B"))
+    if scale == 1.0 and value == int(value):
+        return f"{int(value):,} B"
+    return f"{sig(rounded / scale, digits)} {name}"
+
+
+READABLE_SHARE = 0.1
+"""The smallest share of a column's unit a figure may be and still share it:
+0.1 reads ``0.100`` (three significant digits at three decimals); a figure
+below it (``0.008 MFLOP`` for 8,192 FLOP, ``0.00000100 MFLOP`` for 1) reads in
+a unit of its own instead (`spans_orders`)."""
+
+
+def spans_orders(values: Iterable[float | int | None], scale: float) -> bool:
+    """Whether a column in the unit ``scale`` would show a non-zero figure
+    below `READABLE_SHARE` of it: the column spans orders of magnitude, and
+    each of its cells takes its own unit."""
+    known = [abs(v) for v in values if not _missing(v) and v != 0]
+    return bool(known) and min(known) / scale < READABLE_SHARE
+
+
+def count_column(values: Iterable[float | int | None], name: str = "",
+                 digits: int = 3) -> tuple[str, Callable[[Any], str]]:
+    """How a column of counts reads: its unit for the header and the formatter of
+    its cells. One SI prefix for the column (`unit`: ``("MFLOP", ...)``, cells
+    ``1.064``) where every figure reads at least `READABLE_SHARE` of it; else the
+    prefix per cell (`si`: ``("FLOP", ...)``, cells ``8.192 k``, ``1.049 M``, ``1``),
+    where the column spans orders of magnitude (`spans_orders`). Counts under a
+    thousand read whole (``11``).
+
+    Args:
+      values: the column's figures (None or NaN: ``unknown``).
+      name: the counted thing after the prefix (``FLOP``; "" for a bare count).
+      digits: decimals of a shared unit (`scaled`); a cell of its own has one
+        significant digit more (`si`).
+    """
+    values = list(values)
+    scale, prefix = unit(values)
+    if scale == 1.0:
+        return name, lambda v: count(v) if _missing(v) or v == int(v) else sig(v, digits + 1)
+    if spans_orders(values, scale):
+        return name, lambda v: si(v, digits + 1)
+    return f"{prefix}{name}", lambda v: scaled(v, scale, digits)
+
+
+def flop_column(values: Iterable[float | int | None], digits: int = 3) -> tuple[str, Callable[[Any], str]]:
+    """`count_column` for FLOP: ``("GFLOP", ...)``, or ``("FLOP", ...)`` with a prefix per cell."""
+    return count_column(values, "FLOP", digits)
+
+
+def bytes_column(values: Iterable[float | int | None], digits: int = 1) -> tuple[str, Callable[[Any], str]]:
+    """How a column of bytes reads: ``("MB", ...)`` with every cell in one
+    unit (`bytes_unit`, ``digits`` decimals) where each figure reads at least
+    `READABLE_SHARE` of it; else ``("", ...)``, each cell in its own unit
+    (`size`: ``16.9 KB``, ``2.14 MB``)."""
+    values = list(values)
+    scale, name = bytes_unit(values)
+    if spans_orders(values, scale):
+        return "", lambda v: size(v)
+    return name, lambda v: scaled(v, scale, digits)
+
+
 def per_parameter(value: float) -> str:
-    """A per-parameter figure: two decimals, trailing zeros dropped (``13``, ``4.96``)."""
+    """A per-parameter figure: two decimals, trailing zeros dropped (``13``, ``4.96``);
+    from a thousand on, whole and with separators (``5,012``)."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
     text = f"{value:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("", "-0") else text
 

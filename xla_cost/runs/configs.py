@@ -54,20 +54,14 @@ def _input_dtype(name: str) -> Any:
 
 
 def _custom_target(spec: str) -> tuple[Any, str]:
-    """``package.module:attribute`` to the attribute (not called) and its name."""
-    from xla_cost.step.user_step import import_module  # loads jax: only when a model is built
+    """``FILE.py:attribute`` or ``package.module:attribute`` to the attribute (not
+    called) and its name, loaded as ``xla-cost step`` loads a step (`load_attribute`)."""
+    from xla_cost.step.user_step import load_attribute  # loads jax: only when a model is built
 
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InputError("MODEL as a zoo name or package.module:attribute", repr(spec),
-                         "Name the module and the attribute, e.g. mypkg.nets:MLP.")
-    module = import_module(module_name, "MODEL", "MODEL as a zoo name or an importable package.module:attribute")
-    if not hasattr(module, attribute):
-        names = sorted(n for n in vars(module) if not n.startswith("_"))
-        raise InputError(f"MODEL {attribute!r} in {module_name}",
-                         f"no such name (it has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})",
-                         "Check the name after the colon.")
-    return getattr(module, attribute), attribute
+    attribute = spec.rpartition(":")[2]
+    target = load_attribute(spec, "MODEL", "MODEL as a zoo name, FILE.py:attribute or an importable "
+                            "package.module:attribute", example="mypkg.nets:MLP (or nets.py:MLP)")
+    return target, attribute
 
 
 def _arguments(target: Any) -> tuple[str, ...] | None:
@@ -85,7 +79,7 @@ def _arguments(target: Any) -> tuple[str, ...] | None:
 
 
 def load_custom(spec: str, config: Mapping[str, Any], dtype: str = "float32") -> tuple[Any, str, bool]:
-    """``package.module:attribute`` to a module instance.
+    """``package.module:attribute`` (or ``FILE.py:attribute``) to a module instance.
 
     The attribute may be a Linen or NNX module instance (then ``config`` must be
     empty), a module class or a factory function called with ``config``. NNX
@@ -160,7 +154,8 @@ class RunConfig:
 
     Attributes:
       model: a zoo name (any spelling `xla_cost.zoo.get_spec` accepts; stored
-        under its canonical name), ``package.module:attribute``, or a Linen
+        under its canonical name), ``package.module:attribute`` or
+        ``FILE.py:attribute``, or a Linen
         or NNX module object (with ``input_shape``; such a run has no name
         to store it under, `xla_cost.analyze` caches it by its description).
       batch_size: the leading axis of the inputs.

@@ -17,11 +17,14 @@ from typing import Any
 import pandas as pd
 
 from xla_cost.errors import InputError
+from xla_cost.options import changed_fields, given_fields
 from xla_cost.parallel.hardware import Hardware
+from xla_cost.parallel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import count, duration, flop_unit, scaled, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
+from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, run_config
 
 __all__ = ["TrainingEstimate", "estimate"]
@@ -137,7 +140,30 @@ def estimate(
     parallelism: Parallelism | None = None,
     bound: bool = False,
     store: Any = None,
-    **options: Any,
+    # how the step is spread: `Parallelism`'s fields, replacing ``parallelism``'s
+    devices: int = 1,
+    mesh_axis: str = "data",
+    mesh: Mapping[str, int] | str | None = None,
+    micro_batches: int = 1,
+    # the run: `xla_cost.RunConfig`'s fields
+    batch_size: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    optimizer: str = "adam",
+    dtype: str = "float32",
+    input_shape: tuple[int, ...] | None = None,
+    input_dtype: str | None = None,
+    # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
+    device: str = "h100",
+    interconnect: str | None = None,
+    node_size: int | None = None,
+    bandwidth: float | None = None,
+    latency: float | None = None,
+    algorithm: str = "ring",
+    overlap: float | None = None,
+    mfu: float | None = None,
+    bucket_bytes: float = DDP_BUCKET_BYTES,
+    hierarchical: bool = True,
+    arithmetic: str | None = None,
 ) -> TrainingEstimate:
     """Total training FLOP and time of ``samples * epochs`` (or ``tokens``).
 
@@ -160,14 +186,19 @@ def estimate(
       tokens: instead, the tokens of a run of a model whose inputs are token
         ids (``(batch, positions)`` integers): each sample is ``positions`` tokens.
       hardware: what the run is priced on (default `xla_cost.Hardware()`).
-      parallelism: how the step is spread (`Parallelism`; its fields may
-        come as keywords: ``devices``, ``mesh_axis``, ``mesh``, ``micro_batches``).
+      parallelism: how the step is spread (`Parallelism`), as one object.
       bound: price a bound instead of a prediction.
       store: the results store (None: the default).
-      **options: `xla_cost.Hardware` fields (``device``, ``mfu``, ...),
-        `Parallelism` fields, and the run's `xla_cost.RunConfig` fields:
-        ``batch_size`` (samples per micro-batch per data-parallel rank,
-        default 1), ``optimizer`` (default ``adam``), ``dtype``, ``config``.
+      devices, mesh_axis, mesh, micro_batches: the fields of `Parallelism`
+        (documented there); each one not at its default replaces ``parallelism``'s.
+      batch_size: samples per micro-batch per data-parallel rank (None: 1).
+      config, optimizer, dtype, input_shape, input_dtype: the run's
+        `xla_cost.RunConfig` fields (the model's arguments, ``adam``,
+        ``float32``, a custom model's input shape and dtype).
+      device, interconnect, node_size, bandwidth, latency, algorithm,
+        overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
+        `xla_cost.Hardware` (documented there); each one not at its default
+        replaces ``hardware``'s.
 
     Raises:
       InputError: both or neither of samples and tokens, a number of them
@@ -176,7 +207,11 @@ def estimate(
         a bad mesh or mfu, a pipeline of a model without ``n_layer``, or a
         prediction on a device without a calibration profile.
     """
-    one, fields, spread = run_config("estimate", model, options, {"optimizer": "adam"})
+    given = locals()
+    options = {**changed_fields(Hardware, given), **changed_fields(Parallelism, given),
+               **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None
+                                                                            else ())))}
+    one, fields, spread = run_config("estimate", model, options, {})
     hardware = pricing("estimate", hardware, fields, bound, one.dtype)
     n, token_count = data_size(one, samples, epochs, tokens)
     parallel = dataclasses.replace(parallelism or Parallelism(), **spread)

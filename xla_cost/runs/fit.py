@@ -7,21 +7,30 @@ XLA's ``memory_analysis()`` gives its peak (arguments + outputs + temporaries
 times ``memory_fraction`` (JAX's GPU allocator takes 75% of the memory by
 default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``).
 
-The search compiles the smallest batch and twice it, extrapolates the peak
-(it grows about linearly with the batch) to the largest batch that would
-fit, refines that with the batches it compiles (secants, `SECANTS` rounds),
-and from there steps outwards, doubling the step, until it holds a batch
-that fits and one that does not; then it bisects between them. The
-answer ``B`` fits and ``B + 1`` does not, each established by a compile, in
-a handful of compiles whatever the memory. No batch above `MAX_BATCH`
-(jax indexes arrays with int32) is tried: a memory that even that batch
-fits is refused.
+The search predicts, and checks each prediction with compiles. The peak is
+close to affine in the batch (one_net: 33,288 bytes a sample from batch 2 on),
+so the line through the smallest batch and twice it predicts the largest
+batch that fits; that batch is compiled, and while every batch fits the line
+through the last two predicts the next. A batch predicted to fit that does
+not (an overshoot) is followed by the batch just below it: the answer if it
+fits, and the slope above the limit if not. Once batches on both sides are
+known the line between the nearest two (their chord) predicts, or, where the
+slopes on each side of the limit differ from it by more than `BEND` (a knee
+in the curve), the nearer of the lines through the two batches on each side.
+A prediction that is a batch already compiled is checked by its neighbour:
+the answer ``B`` fits and ``B + 1`` does not, each established by a compile;
+for a peak affine near the limit that takes 4 to 6 compiles. Checks that
+keep missing step twice as far each time, and after `PREDICTED` compiles the
+search bisects. No batch above `MAX_BATCH` (jax indexes arrays with int32) is
+tried: a memory that even that batch fits is refused.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,8 +39,7 @@ import pandas as pd
 from xla_cost.analysis.memory import PARTS, MemoryBreakdown
 from xla_cost.analysis.programs import step_memory
 from xla_cost.errors import InputError
-from xla_cost.present import progress
-from xla_cost.options import split_fields
+from xla_cost.present import progress as progress_line
 from xla_cost.parallel import devices as registry
 from xla_cost.parallel import sharding
 from xla_cost.present.document import Rendered, Section
@@ -42,8 +50,13 @@ from xla_cost.step.workload import build_workload
 
 __all__ = ["FitResult", "max_batch_size", "breakdown_at", "device_memory", "DEFAULT_MEMORY_FRACTION"]
 
-SECANTS = 4
-"""Rounds of extrapolation before the search steps outwards (`_search`)."""
+PREDICTED = 10
+"""Compiles after which the search stops predicting and bisects (`_search`);
+a peak close to affine in the batch needs 4 to 6."""
+
+BEND = 1.25
+"""How far (a factor) the slopes on either side of the limit may differ from
+the line between them before the search reads the curve as bent (`_predict`)."""
 
 DEFAULT_MEMORY_FRACTION = 0.75
 """The share of the memory a JAX program may use: JAX's GPU default."""
@@ -72,7 +85,9 @@ class FitResult(Rendered):
       model: the model's name.
       batch_size: the largest batch that fits (0: not even batch 1).
       limit: the usable bytes per device (capacity x fraction).
-      capacity: the device's memory in bytes, and where it comes from.
+      capacity: the device's memory in bytes.
+      capacity_source: where ``capacity`` comes from (the device registry's
+        source, or ``given``).
       fits: the memory breakdown at ``batch_size`` (None when 0).
       next_size: ``batch_size + 1``, the smallest that does not fit.
       does_not_fit: the breakdown at ``next_size``.
@@ -129,12 +144,14 @@ class FitResult(Rendered):
         ).astype({f"batch_{self.batch_size}": "Int64", f"batch_{self.next_size}": "Int64"})
 
     def sections(self) -> list[Section]:
-        rows = self._rows()
+        # the two columns read alike (1.500 GB and 1.500 GB) when a sample adds little: each
+        # says which side of the limit it is on, and the limit is the last row
+        rows = [*self._rows(), ("limit", "usable (the limit)", self.limit, self.limit)]
         scale, unit = bytes_unit([v for _, _, a, b in rows for v in (a, b)])
         frame = pd.DataFrame(
             [{f"part ({unit} per device)": label,
-              f"batch {self.batch_size}": None if a is None else a / scale,
-              f"batch {self.next_size}": None if b is None else b / scale}
+              f"batch {self.batch_size}: fits": None if a is None else a / scale,
+              f"batch {self.next_size}: does not fit": None if b is None else b / scale}
              for _, label, a, b in rows],
             dtype=object,
         )
@@ -142,7 +159,9 @@ class FitResult(Rendered):
 
     def notes(self) -> list[str]:
         scale, unit = bytes_unit([p for _, p in self.tried])
-        return ["tried: " + ", ".join(f"{b} ({scaled(p, scale, 2)} {unit})" for b, p in self.tried)]
+        return ["tried: " + ", ".join(f"{b} ({_against(p, self.limit, scale)} {unit}) {_verdict(p, self.limit)}"
+                                      for b, p in self.tried)
+                + f" (limit {scaled(self.limit, scale, 2)} {unit})"]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +173,17 @@ class FitResult(Rendered):
             "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
             "tried": [list(t) for t in self.tried],
         }
+
+
+def _verdict(peak: float, limit: float) -> str:
+    return "fits" if peak <= limit else "does not fit"
+
+
+def _against(peak: float, limit: float, scale: float) -> str:
+    """The peak in a unit of ``scale`` bytes with the decimals (2 to 9) that
+    tell it from the limit: ``60.000023`` against ``60.00``."""
+    digits = next((d for d in range(2, 9) if scaled(peak, scale, d) != scaled(limit, scale, d)), 9)
+    return scaled(peak, scale, digits)
 
 
 def breakdown_at(run: RunConfig, batch: int) -> MemoryBreakdown:
@@ -174,7 +204,13 @@ def max_batch_size(
     device_memory_bytes: float | None = None,
     memory_fraction: float = DEFAULT_MEMORY_FRACTION,
     mesh: Mapping[str, int] | None = None,
-    **options: Any,
+    progress: bool | None = None,
+    # the run: `xla_cost.RunConfig`'s fields
+    config: Mapping[str, Any] | None = None,
+    optimizer: str = "adam",
+    dtype: str = "float32",
+    input_shape: tuple[int, ...] | None = None,
+    input_dtype: str | None = None,
 ) -> FitResult:
     """The largest batch whose train step fits in ``device``'s memory.
 
@@ -186,10 +222,14 @@ def max_batch_size(
       memory_fraction: the usable share of the capacity.
       mesh: shard the step (``{"fsdp": 8}``); the batch is then the global
         batch and the memory per device; it must divide by the batch axes.
-      **options: the run's `xla_cost.RunConfig` fields: ``optimizer``
-        (default ``adam``), ``dtype``, ``config``, ``input_shape`` (a custom
-        model's input shape; its first entry is replaced by each batch tried),
-        ``input_dtype``.
+      progress: a line on stderr per batch compiled, its peak and whether it
+        fits (``fit: batch 256 → 1.23 GB, fits``); None: when stderr is a
+        terminal (the command line shows them unless ``--quiet``).
+      config: the model's arguments (`xla_cost.RunConfig.config`).
+      optimizer, dtype: the step's optimizer and computation dtype.
+      input_shape: a custom model's input shape; its first entry is replaced
+        by each batch tried.
+      input_dtype: a custom model's input dtype (default: ``dtype``).
 
     Raises:
       InputError: an unknown device, a fraction outside (0, 1], a capacity
@@ -206,11 +246,9 @@ def max_batch_size(
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise InputError("a memory fraction in (0, 1]", repr(memory_fraction), "Pass e.g. --memory-fraction 0.9.")
-    (fields,) = split_fields("max_batch_size", options, RunConfig)
-    if {"model", "batch_size", "mesh"} & set(fields):
-        raise TypeError(f"max_batch_size() got an unexpected keyword argument {sorted({'model', 'batch_size', 'mesh'} & set(fields))[0]!r}")
     mesh = dict(mesh or {})
-    run = RunConfig(model, **{"optimizer": "adam", **fields, "config": dict(fields.get("config") or {}), "mesh": mesh})
+    run = RunConfig(model, config=dict(config or {}), optimizer=optimizer, dtype=dtype, input_shape=input_shape,
+                    input_dtype=input_dtype, mesh=mesh)
     step = 1
     if mesh:
         sizes = sharding.check_mesh(mesh)
@@ -219,15 +257,21 @@ def max_batch_size(
     limit = capacity * memory_fraction
     cache: dict[int, Any] = {}
     tried: list[tuple[int, int]] = []
+    shown = sys.stderr.isatty() if progress is None else progress
+    scale, unit = bytes_unit([limit])
 
     def peak(batch: int) -> int:
         if batch not in cache:
-            progress.stage(f"compiling the step at batch {batch}", len(tried))
+            progress_line.stage(f"compiling the step at batch {batch}", len(tried))
             cache[batch] = breakdown_at(run, batch)
             if cache[batch].peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",
                                  "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
             tried.append((batch, cache[batch].peak))
+            if shown:  # a line each, which a pipe or a log keeps (the progress bar is the terminal's)
+                print(f"fit: batch {batch:,} → {_against(cache[batch].peak, limit, scale)} {unit}, "
+                      f"{_verdict(cache[batch].peak, limit)} "
+                      f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
         return cache[batch].peak
 
     bound = MAX_BATCH // step * step
@@ -250,46 +294,75 @@ def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> 
     ``peak`` is within ``limit`` (0: not even ``step``) and the next multiple,
     which is not (beyond ``bound`` when ``bound`` fits).
 
-    Secants through the last two batches compiled predict where the peak
-    reaches the limit (a few rounds: the bytes per sample shrink as XLA reuses
-    buffers); from the prediction, batches outwards at steps that double until
-    one fits and the other does not; bisection between them ends it.
+    The peak is close to affine in the batch, so each batch compiled is a
+    prediction: where a line through batches already compiled reaches the
+    limit (see the module's docstring). When the prediction is a batch already
+    known to fit (or not to), its neighbour is compiled: the answer is verified
+    by the pair. A prediction that misses is refined; one that keeps missing
+    falls back on steps that double and, after `PREDICTED` compiles, bisection.
     """
     if peak(step) > limit:
         return 0, step
     if 2 * step > bound:
         return step, 2 * step
-    a, b = step, 2 * step
-    for _ in range(SECANTS):
-        grows = (peak(b) - peak(a)) / (b - a)  # bytes a sample adds
-        guess = bound if grows <= 0 else int(min(bound, max(2 * step, b + (limit - peak(b)) // grows)))
-        guess = guess // step * step
-        if guess in (a, b):
-            break
-        a, b = b, guess
-    reach = max(step, b // 1024 // step * step)  # about 0.1% of the prediction
-    if peak(b) <= limit:
-        low = b
-        while True:
-            if low >= bound:
-                return low, bound + step
-            high = min(low + reach, bound)
-            if peak(high) > limit:
-                break
-            low, reach = high, reach * 2
-    else:
-        high = b
-        while True:
-            low = max(high - reach, step)  # step fits
-            if peak(low) <= limit:
-                break
-            high, reach = low, reach * 2
-    while high - low > step:
-        middle = (low + high) // 2 // step * step
-        if middle <= low:
-            break
-        if peak(middle) <= limit:
-            low = middle
+    fit, fail = [step], []  # the batches compiled that fit and that do not, ascending
+    up = down = step  # the next check above the largest fit / below the smallest failure
+    predicted = False  # whether the batch compiled last was a prediction (not a check)
+
+    def slope(a: int, b: int) -> float:
+        return (peak(b) - peak(a)) / (b - a)
+
+    def crossing(at: int, grows: float) -> int | None:
+        """The multiple of ``step`` where the line through ``at`` rising ``grows``
+        a sample reaches the limit (None: a line that does not rise)."""
+        return None if grows <= 0 else int(at + (limit - peak(at)) / grows) // step * step
+
+    current = 2 * step
+    while True:
+        fits = peak(current) <= limit
+        bisect.insort(fit if fits else fail, current)
+        low, high = fit[-1], (fail[0] if fail else None)
+        if high is None and low >= bound:
+            return low, bound + step
+        if high is not None and high - low <= step:
+            return low, high
+        guess = _predict(fit, fail, slope, crossing, bound) if not (predicted and not fits) else high - step
+        # (an overshoot: the batch below it is the answer if it fits, and if not, gives the slope there)
+        predicted = False
+        top = bound + step if high is None else high
+        if high is not None and len(fit) + len(fail) >= PREDICTED:
+            guess = (low + high) // 2  # the predictions did not converge: bisect
+        elif guess <= low:  # the largest fit is predicted the answer: check the next batch up,
+            guess, up = low + up, 2 * up  # twice as far each time the prediction misses
+        elif guess >= top - step:
+            guess, down = top - down, 2 * down
         else:
-            high = middle
-    return low, high
+            up = down = step
+            predicted = True
+        guess = guess // step * step
+        current = min(guess, bound) if high is None else min(max(guess, low + step), high - step)
+
+
+def _predict(fit: list[int], fail: list[int], slope: Callable[[int, int], float],
+             crossing: Callable[[int, float], int | None], bound: int) -> int:
+    """The batch predicted the largest that fits, from the batches compiled
+    (``fit`` and ``fail``, ascending, ``fit`` at least two)."""
+    low = fit[-1]
+    below = slope(fit[-2], low)  # the slope where the step still fits
+    if not fail:  # every batch fits so far: extrapolate
+        guess = crossing(low, below)
+        return bound if guess is None else min(guess, bound)
+    high = fail[0]
+    chord = slope(low, high)
+    if len(fail) > 1:
+        above = slope(high, fail[1])
+        if not all(chord / BEND <= s <= chord * BEND for s in (below, above)):
+            # the curve bends between them: the line on each side, and the nearer crossing
+            # (a convex curve, steeper above, is above both lines: it crosses first)
+            ends = [x for x in (crossing(low, below), crossing(high, above)) if x is not None]
+            if ends:
+                guess = min(ends) if above > below else max(ends)
+                if low < guess < high:
+                    return guess
+    guess = crossing(low, chord)
+    return (low + high) // 2 if guess is None else guess  # (rounded down to a step by the caller)

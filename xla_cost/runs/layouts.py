@@ -2,7 +2,7 @@
 
 `Parallelism` (devices on one axis, or a mesh with ``data`` replicas,
 ``fsdp`` and ``model`` shards and ``pipeline`` stages, and micro-batches) is
-what `xla_cost.estimate` and `xla_cost.predict_scaling` take; `point` turns
+what `xla_cost.estimate` and `xla_cost.scaling` take; `point` turns
 it into the program to analyse (a `xla_cost.RunConfig`: the mesh's ``fsdp``
 and ``model`` axes, a pipeline stage's share of the layers) and the
 `xla_cost.parallel.schedule.Layout` around it, which

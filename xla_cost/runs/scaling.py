@@ -32,25 +32,29 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from xla_cost.errors import InputError
-from xla_cost.options import split_fields
+from xla_cost.options import changed_fields, given_fields, split_fields
 from xla_cost.parallel import calibration, comm, schedule
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.sharding import mesh_devices, simulate_devices
 from xla_cost.present.document import Rendered, Section
+from xla_cost.present.markdown import markdown_table
 from xla_cost.present import progress
-from xla_cost.present.figures import figure, png
-from xla_cost.present.units import bytes_unit, flop_unit, pct, scaled, sig, time_unit
+from xla_cost.present.figures import figure, png, style
+from xla_cost.present.units import bytes_unit, duration, flop_unit, pct, scaled, si, sig, time_unit
 from xla_cost.present.files import write_file
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
     LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
     mesh_text, point, same_work,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "MESH_AXES_FOR_SCALING",
@@ -102,6 +106,53 @@ class StepEstimate:
     parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
     calibration: str = ""
 
+    def describe(self) -> str:
+        """One line: the step, its time and how it was priced."""
+        how = f"predicted ({self.calibration})" if self.calibration else "a bound"
+        return (f"one train step on {self.devices:,} device(s), global batch {self.global_batch:,}: "
+                f"{duration(self.prediction.seconds)}, {how}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every figure raw: per-device work, the predicted seconds by part, the collectives' times."""
+        p = self.prediction
+        return {
+            "devices": self.devices, "global_batch": self.global_batch, "flops_per_device": self.flops,
+            "bytes_accessed_per_device": self.bytes_accessed,
+            "communication_bytes_per_device": self.communication_bytes,
+            "step_s": p.seconds, "compute_s": p.compute_seconds, "communication_s": p.communication_seconds,
+            "exposed_communication_s": p.exposed_communication_seconds,
+            **{f"{part}_s": value for part, value in self.parts.items()},
+            "priced_as": "prediction" if self.calibration else "bound", "calibration": self.calibration or None,
+            "collectives": [dataclasses.asdict(c) for c in self.collectives], "notes": list(self.notes),
+        }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: the figures of `to_dict` (estimates of several steps concatenate)."""
+        return pd.DataFrame([{k: v for k, v in self.to_dict().items() if k not in ("collectives", "notes")}])
+
+    def sections(self) -> list[Section]:
+        """The step's time by part, in one time unit, and its work per device."""
+        p = self.prediction
+        times = {"step": p.seconds, "compute": p.compute_seconds, "communication": p.communication_seconds,
+                 "communication not hidden": p.exposed_communication_seconds,
+                 **{f"  {part}": value for part, value in self.parts.items() if value}}
+        scale, name = time_unit(times.values())
+        work = [("FLOP", si(self.flops)), ("bytes accessed", si(self.bytes_accessed)),
+                ("bytes sent by collectives", si(self.communication_bytes))]
+        return [Section("time", pd.DataFrame([(part, scaled(value, scale)) for part, value in times.items()],
+                                              columns=["time", name])),
+                Section("per device", pd.DataFrame(work, columns=["work", "amount"]))]
+
+    def to_markdown(self) -> str:
+        """A markdown section: `describe`, the `sections` as tables, the notes as a list."""
+        parts = [self.describe(), *(f"**{s.title}**\n\n{markdown_table(s.cells())}" for s in self.sections())]
+        parts += ["\n".join(f"- {note}" for note in self.notes)] if self.notes else []
+        return "\n\n".join(parts) + "\n"
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook (IPython's display) shows the step: `to_markdown`."""
+        return self.to_markdown()
+
 
 def _hardware(function: str, hardware: Hardware | None, fields: Mapping[str, Any]) -> Hardware:
     """``hardware`` (default `Hardware()`) with ``fields`` replacing its own."""
@@ -113,8 +164,24 @@ _GRADIENT_AXES = frozenset({"data", "fsdp"})
 _HALF = frozenset({"bfloat16", "float16"})
 
 
-def predict(report: Any, hardware: Hardware | None = None, layout: schedule.Layout | None = None,
-            **fields: Any) -> StepEstimate:
+def predict(
+    report: Any,
+    hardware: Hardware | None = None,
+    layout: schedule.Layout | None = None,
+    *,
+    # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
+    device: str = "h100",
+    interconnect: str | None = None,
+    node_size: int | None = None,
+    bandwidth: float | None = None,
+    latency: float | None = None,
+    algorithm: str = "ring",
+    overlap: float | None = None,
+    mfu: float | None = None,
+    bucket_bytes: float = schedule.DDP_BUCKET_BYTES,
+    hierarchical: bool = True,
+    arithmetic: str | None = None,
+) -> StepEstimate:
     """The predicted train-step time of a (sharded) `xla_cost.Report` on some hardware.
 
     The report is one micro-batch's step on one pipeline stage of one replica
@@ -143,13 +210,16 @@ def predict(report: Any, hardware: Hardware | None = None, layout: schedule.Layo
       hardware: what it is priced on (default `xla_cost.Hardware()`: H100s
         on their cluster, calibrated, scheduled).
       layout: stages, micro-batches and replicas around the analysed step.
-      **fields: `xla_cost.Hardware` fields replacing ``hardware``'s.
+      device, interconnect, node_size, bandwidth, latency, algorithm,
+        overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
+        `xla_cost.Hardware` (documented there); each one not at its default
+        replaces ``hardware``'s.
 
     Raises:
       InputError: unknown train-step FLOP, or a prediction asked of a device
         without a calibration profile (pass ``mfu=`` for a bound).
     """
-    hardware = _hardware("predict", hardware, fields)
+    hardware = _hardware("predict", hardware, changed_fields(Hardware, locals()))
     layout = layout or schedule.Layout()
     peak, cluster = hardware.peak(), hardware.cluster()
     step, grad, update = (report.phases[p] for p in ("train_step", "grad", "update"))
@@ -521,9 +591,14 @@ class ScalingResult(Rendered):
                 + ", ".join(f"{at.devices}: {scaled(at.communication_seconds, scale, 2)} {name}"
                             for at in self.points)]
 
-    def plot(self, path: str) -> str:
-        """Writes the speed-up and efficiency against devices to a PNG, in the
-        reports' figure style (`xla_cost.present.figures`)."""
+    def plot(self, path: str | None = None) -> Figure:
+        """A matplotlib ``Figure`` of the speed-up and efficiency against devices,
+        in the reports' figure style (`xla_cost.present.figures`), as every
+        result's ``plot`` returns one.
+
+        Args:
+          path: also write it there as a PNG (atomically; a symlink's target, a pipe in place).
+        """
         frame = self.to_frame()
 
         def draw() -> Any:
@@ -544,8 +619,11 @@ class ScalingResult(Rendered):
             fig.suptitle(self.describe(), fontsize=9, wrap=True)
             return fig
 
-        write_file(path, png(draw))  # atomically; a symlink's target, a pipe in place
-        return path
+        with style():
+            drawn = draw()
+        if path is not None:
+            write_file(path, png(lambda: drawn))
+        return drawn
 
 
 def _check_devices(devices: Sequence[int]) -> list[int]:
@@ -581,7 +659,28 @@ def scaling(
     hardware: Hardware | None = None,
     bound: bool = False,
     store: Any = None,
-    **options: Any,
+    # the layout around each point: `Parallelism`'s fields
+    mesh: Mapping[str, int] | str | None = None,
+    micro_batches: int = 1,
+    # the run: `xla_cost.RunConfig`'s fields
+    batch_size: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    optimizer: str = "sgd",
+    dtype: str = "float32",
+    input_shape: tuple[int, ...] | None = None,
+    input_dtype: str | None = None,
+    # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
+    device: str = "h100",
+    interconnect: str | None = None,
+    node_size: int | None = None,
+    bandwidth: float | None = None,
+    latency: float | None = None,
+    algorithm: str = "ring",
+    overlap: float | None = None,
+    mfu: float | None = None,
+    bucket_bytes: float = schedule.DDP_BUCKET_BYTES,
+    hierarchical: bool = True,
+    arithmetic: str | None = None,
 ) -> ScalingResult:
     """The scaling curve of ``model`` over ``devices`` on ``mesh_axis``.
 
@@ -610,18 +709,33 @@ def scaling(
       hardware: what the curve is priced on (default `xla_cost.Hardware()`).
       bound: price bounds instead of predictions.
       store: the results store (a `xla_cost.Store` or a path; None: the default).
-      **options: `xla_cost.Hardware` fields (``device``, ``algorithm``, ...),
-        ``mesh`` and ``micro_batches`` (`Parallelism`), and the run's
-        `xla_cost.RunConfig` fields: ``batch_size`` (samples per micro-batch
-        per data-parallel rank, default 1), ``optimizer`` (default ``sgd``),
-        ``dtype``, ``config``.
+      mesh, micro_batches: the layout around each point (`Parallelism`'s fields).
+      batch_size: samples per micro-batch per data-parallel rank (weak
+        scaling; None: 1); not with ``global_batch``.
+      config, optimizer, dtype, input_shape, input_dtype: the run's
+        `xla_cost.RunConfig` fields (the model's arguments, ``sgd``,
+        ``float32``, a custom model's input shape and dtype).
+      device, interconnect, node_size, bandwidth, latency, algorithm,
+        overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
+        `xla_cost.Hardware` (documented there); each one not at its default
+        replaces ``hardware``'s.
 
     Raises:
-      InputError: device counts not increasing, an axis that does not grow the
+      InputError: ``batch_size`` and ``global_batch`` both given; device
+        counts not increasing, an axis that does not grow the
         batch or is in ``mesh``, a global batch that some point does not
         divide, a pipeline of a model without ``n_layer``, or a prediction on
         a device without a calibration profile.
     """
+    given = locals()
+    options = {**changed_fields(Hardware, given), "mesh": mesh, "micro_batches": micro_batches,
+               **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None
+                                                                            else ())))}
+    if global_batch is not None and options.get("batch_size") is not None:  # it would be dropped: B/K per device
+        raise InputError("batch_size (--batch-size, weak scaling) or global_batch (--global-batch, strong "
+                         "scaling), not both", f"batch_size={options['batch_size']!r} with "
+                         f"global_batch={global_batch!r}", "Drop --batch-size: with --global-batch B each of K "
+                         "devices gets B/K samples; or drop --global-batch to keep B samples per device.")
     one, fields, spread = run_config("scaling", model, options, {})
     hardware = pricing("scaling", hardware, fields, bound, one.dtype)
     counts = _check_devices(devices)

@@ -35,7 +35,8 @@ class StoreContents(Rendered):
       path: the store's file.
       rows: the rows, oldest first.
       created: when each row was stored, by key.
-      size: the file's size in bytes (None in memory).
+      size: the store's size on disk in bytes: the database file and its write-ahead log
+        (None in memory).
       selection: what was asked for (``failed``, ``model NAME``), for the title.
     """
 
@@ -52,12 +53,14 @@ class StoreContents(Rendered):
         return f"{len(self.rows)} stored results{chosen}, {failed} failed; {where}"
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([
+        frame = pd.DataFrame([
             {"key": r.key[:KEY_SHOWN], "model": r.model, "status": r.status, "created": self.created.get(r.key, ""),
              "seconds": r.seconds, "batch_size": r.config.get("batch_size"), "optimizer": r.config.get("optimizer"),
              "dtype": r.config.get("dtype"), "error": r.error or ""}
             for r in self.rows
         ], columns=["key", "model", "status", "created", "seconds", "batch_size", "optimizer", "dtype", "error"])
+        # a count stays a whole number (8, not 8.000) where some rows have none (`analyze --cache`'s)
+        return frame.astype({"batch_size": "Int64"})
 
     def sections(self) -> list[Section]:
         frame = self.to_frame().astype(object).where(lambda f: f.notna(), "")
@@ -72,6 +75,13 @@ class StoreContents(Rendered):
 def _bytes(size: int) -> str:
     scale, unit = bytes_unit([size])
     return f"{scaled(size, scale, 1)} {unit}"
+
+
+def _size(path: str | os.PathLike[str]) -> int | None:
+    """The bytes the store takes on disk: its file and its write-ahead log (``-wal``), if any."""
+    if str(path) == ":memory:":
+        return None
+    return sum(os.path.getsize(f) for f in (str(path), f"{path}-wal") if os.path.isfile(f))
 
 
 def _open(path: str | os.PathLike[str] | None) -> Store:
@@ -92,36 +102,61 @@ def store_contents(path: str | os.PathLike[str] | None = None, *, failed: bool =
     """The rows of the results store at ``path`` (default: the user's), all of them or those that
     failed, of one model, or whose key starts with ``key``.
 
+    Args:
+      path: the store's file (None: `xla_cost.default_store_path`, or ``XLA_COST_STORE``).
+      failed: only the rows that failed.
+      model: only this model's rows.
+      key: only the rows whose key starts with this.
+
     Raises:
       InputError: no store at ``path``.
     """
     with _open(path) as store:
         rows = tuple(store.select(failed=failed, model=model, key=key))
         created = {r.key: store.created(r.key) or "" for r in rows}
-        size = None if str(store.path) == ":memory:" else pathlib.Path(store.path).stat().st_size
+        size = _size(store.path)
         return StoreContents(str(store.path), rows, created, size, _selection(failed, model, key))
 
 
 def store_delete(path: str | os.PathLike[str] | None = None, *, failed: bool = False, model: str | None = None,
                  key: str | None = None, everything: bool = False) -> int:
-    """Deletes the rows that failed, of ``model``, or whose key starts with ``key`` (or, with
-    ``everything``, every row); returns how many went. A later sweep analyses them again.
+    """Deletes the rows that failed, of ``model``, and whose key starts with ``key`` (every
+    condition given); with ``everything`` and no condition, every row. ``everything`` with a
+    condition deletes all the rows it selects (``--all --model one_net``: one_net's rows, no
+    other model's). Returns how many went. A later sweep analyses them again.
+
+    Args:
+      path: the store's file (None: `xla_cost.default_store_path`, or ``XLA_COST_STORE``).
+      failed: the rows that failed.
+      model: this model's rows.
+      key: the rows whose key starts with this.
+      everything: every row (with a condition: every row it selects).
 
     Raises:
-      InputError: no selection given (nothing is deleted by accident), or no store at ``path``.
+      InputError: no selection given (nothing is deleted by accident), an empty ``model`` or
+        ``key`` beside ``everything``, or no store at ``path``.
     """
     if not (failed or model or key or everything):
         raise InputError("what to delete: failed=True, model=NAME, key=PREFIX or everything=True",
                          "no selection", "Pass --failed, --model NAME, --key PREFIX or --all.")
+    for flag, value in (("--model", model), ("--key", key)):
+        if value is not None and not value:
+            raise InputError(f"{flag} naming the rows to delete", f"{flag} ''", f"Give {flag} a value, or drop it.")
     with _open(path) as store:
-        rows = store.results() if everything else store.select(failed=failed, model=model, key=key)
+        rows = store.select(failed=failed, model=model, key=key)  # no condition: every row
         return store.delete(r.key for r in rows)
 
 
 def store_vacuum(path: str | os.PathLike[str] | None = None) -> tuple[int, int]:
-    """Gives deleted rows' space back; returns the file's size in bytes before and after."""
+    """Gives deleted rows' space back; returns the store's size on disk in bytes (its file and
+    its write-ahead log) before and after, the log written into the file first
+    (`Store.vacuum`): what ``ls -l`` shows once the command is done.
+
+    Args:
+      path: the store's file (None: `xla_cost.default_store_path`, or ``XLA_COST_STORE``).
+    """
     with _open(path) as store:
-        file = pathlib.Path(store.path)
-        before = file.stat().st_size
+        before = _size(store.path)
         store.vacuum()
-        return before, file.stat().st_size
+        after = _size(store.path)
+    return before or 0, after or 0

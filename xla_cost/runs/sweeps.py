@@ -18,6 +18,8 @@ import json
 import multiprocessing
 import os
 import pathlib
+import re
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,24 +28,17 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xla_cost.analysis.report import PHASES
+from xla_cost.choices import DTYPES
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import flop_unit, scaled
 from xla_cost.compiled.store import Store, StoredResult, default_store_path, environment, result_key
 from xla_cost.count.layers import LAYER_FIELDS
 from xla_cost.errors import InputError, XlaCostError
-from xla_cost.options import split_fields
+from xla_cost.options import changed_fields, split_fields
 from xla_cost.runs.configs import RunConfig
 
-__all__ = [
-    "Grid",
-    "WORKER_MEMORY",
-    "SweepResult",
-    "configurations",
-    "default_jobs",
-    "run_config",
-    "sweep",
-    "sweep_frames",
-]
+__all__ = ["Grid", "SCHEDULER_TIMEOUT", "WORKER_MEMORY", "SweepResult", "configurations", "default_jobs",
+           "run_config", "sweep", "sweep_frames"]
 
 WORKER_MEMORY = 2 << 30
 """Memory set aside per worker process when choosing the default ``jobs``
@@ -75,13 +70,15 @@ class SweepResult(NamedTuple):
     runs: pd.DataFrame
     layers: pd.DataFrame
 
+    def to_frame(self) -> pd.DataFrame:
+        """The runs, one row per configuration, every figure raw (what `to_csv`
+        writes; the per-layer rows are `layers`)."""
+        return self.runs
+
     def summary(self) -> pd.DataFrame:
         """The runs in brief: configuration, status, GFLOP per phase, the ratios, seconds."""
         runs = self.runs
-        fixed = {"status", "error", "parameters", "seconds", "key", "notes", "unsupported"}
-        config = [c for c in runs.columns if c not in fixed and not any(c.startswith(p + "_") for p in PHASES)
-                  and c not in ("backward_to_forward", "backward_with_update_to_forward")]
-        out = runs[config].copy()
+        out = runs[_configuration(runs)].copy()
         for phase in ("forward", "backward", "update"):
             column = f"{phase}_flops"
             values = list(runs[column]) if column in runs else [None] * len(runs)
@@ -91,10 +88,7 @@ class SweepResult(NamedTuple):
             values = runs[column] if column in runs else [None] * len(runs)
             out[name] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in values]
         out["seconds"] = ["" if pd.isna(v) else f"{v:.2f}" for v in runs["seconds"]] if "seconds" in runs else ""
-        out["status"] = [
-            s if s == "ok" else f"{s}: {e}"
-            for s, e in zip(runs.get("status", ()), runs.get("error", ()))
-        ]
+        out["status"] = [s if s == "ok" else f"{s}: {e}" for s, e in zip(runs.get("status", ()), runs.get("error", ()))]
         return out
 
     def to_table(self, width: int | None = None) -> str:
@@ -128,13 +122,8 @@ class SweepResult(NamedTuple):
 
     def to_json(self) -> str:
         """``{"runs": [...], "layers": [...]}``, every figure raw."""
-        return json.dumps(
-            {
-                "runs": json.loads(self.runs.to_json(orient="records")),
-                "layers": json.loads(self.layers.to_json(orient="records")),
-            },
-            indent=2,
-        )
+        return json.dumps({"runs": json.loads(self.runs.to_json(orient="records")),
+                           "layers": json.loads(self.layers.to_json(orient="records"))}, indent=2)
 
     def to_csv(self) -> str:
         """The runs frame as CSV (the layers: ``layers.to_csv()``)."""
@@ -149,16 +138,32 @@ class SweepResult(NamedTuple):
         return self.to_markdown()
 
     def plot(self, x: str = "batch_size", y: str = "backward_to_forward", hue: str | None = "model") -> Any:
-        """A matplotlib ``Figure`` of ``y`` against ``x`` from `runs`, one line per ``hue`` value (None:
-        one line), in the reports' style (`xla_cost.present.plots.sweep_lines`).
+        """A matplotlib ``Figure`` of ``y`` against ``x`` from `runs`' ok rows, in the reports' style
+        (`xla_cost.present.plots.sweep_lines`): a line per ``hue`` value (None: one line) and per
+        value of every other configuration column that varies, so that no line joins two
+        configurations (``hue="optimizer"`` over two models: a line per optimizer and model).
 
         Raises:
-          InputError: a column `runs` does not have, or a ``y`` that is not numeric.
+          InputError: a column `runs` does not have, a ``y`` that is not numeric, or no ok row.
         """
         from xla_cost.present.plots import sweep_lines
 
         ok = self.runs[self.runs["status"] == "ok"] if "status" in self.runs else self.runs
-        return sweep_lines(ok, x, y, hue)
+        if not len(ok):
+            raise InputError("runs that succeeded, to plot", f"none of {len(self.runs)}", "See runs['error'].")
+        lines = [*([hue] if hue else []), *(c for c in _configuration(ok) if c not in (x, hue)
+                                           and ok[c].astype(str).nunique() > 1)]
+        if len(lines) > 1 and all(c in ok.columns for c in lines):
+            hue = ", ".join(lines)  # one legend entry per line: "optimizer, model=adam, one_net"
+            ok = ok.assign(**{hue: ok[lines].astype(str).agg(", ".join, axis=1)})
+        return sweep_lines(ok, x, y, lines[0] if len(lines) == 1 else hue)
+
+
+def _configuration(runs: pd.DataFrame) -> list[str]:
+    """The columns of `SweepResult.runs` that say the configuration (model, batch size, settings, ...)."""
+    fixed = {"status", "error", "parameters", "seconds", "key", "notes", "unsupported"}
+    return [c for c in runs.columns if c not in fixed and not any(c.startswith(p + "_") for p in PHASES)
+            and c not in ("backward_to_forward", "backward_with_update_to_forward")]
 
 
 def default_jobs() -> int:
@@ -218,36 +223,92 @@ def _the_grid(function: str, grid: Grid | None, fields: Mapping[str, Any]) -> Gr
     return dataclasses.replace(grid or Grid(), **given)
 
 
-def configurations(models: Sequence[str] | str, grid: Grid | None = None, **fields: Any) -> list[RunConfig]:
+def configurations(
+    models: Sequence[str] | str,
+    grid: Grid | None = None,
+    *,
+    # the values combined: `Grid`'s fields, replacing ``grid``'s
+    batch_sizes: Iterable[int] | int = (1,),
+    settings: Mapping[str, Iterable[Any]] | None = None,
+    optimizers: Iterable[str] | str = ("sgd",),
+    dtypes: Iterable[str] | str = ("float32",),
+    counter: str = "xla",
+    per_layer: bool = False,
+    depth: int | None = None,
+    input_shape: Sequence[int] | None = None,
+) -> list[RunConfig]:
     """Every combination, in order (models outermost, then settings, optimizers,
     dtypes, batch sizes), with zoo names canonical and duplicates dropped.
 
     Args:
       models: zoo names or ``package.module:attr``.
-      grid, **fields: the values combined (`Grid`, or its fields as keywords).
+      grid: the values combined (`Grid`), as one object.
+      batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
+        input_shape: the fields of `Grid` (documented there); each one not at
+        its default replaces ``grid``'s.
+
+    A setting given as text (``"1"``, as ``--set depth=1,x`` gives it) is read by
+    the type of the zoo model's field: ``1`` for an int field.
 
     Raises:
       InputError: an unknown zoo name, model argument, optimizer, dtype or
-        counter, or a batch size below 1, before anything runs.
+        counter, a setting whose value is not of its field's type, or a batch
+        size below 1, before anything runs.
     """
     # jax and optax load only here: a sweep answered from the store needs neither
     from xla_cost.analysis.options import check_options
     from xla_cost.step.optimizers import OPTIMIZERS
 
-    grid = _the_grid("configurations", grid, fields)
+    grid = _the_grid("configurations", grid, changed_fields(Grid, locals()))
+    _check_dtypes(grid)
     given = _grid(models, grid)
     for config in given:
         batch = config.batch_size
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise InputError("batch sizes of at least 1", repr(batch), "Use e.g. --batch-sizes 1,2,4.")
         if config.optimizer not in OPTIMIZERS:
-            raise InputError(
-                f"optimizers among {', '.join(OPTIMIZERS)}", repr(config.optimizer),
-                "Use e.g. --optimizers sgd,adam.",
-            )
+            raise InputError(f"optimizers among {', '.join(OPTIMIZERS)}", repr(config.optimizer),
+                             "Use e.g. --optimizers sgd,adam.")
         check_options(dtype=config.dtype, counter=grid.counter, depth=grid.depth)
         config.check_arguments()
-    return _dedupe([config.canonical() for config in given])
+    return _dedupe([_typed(config.canonical()) for config in given])
+
+
+def _check_dtypes(grid: Grid) -> None:
+    """Refuses a dtype no model computes in here (``float64`` needs JAX's x64 mode), without jax."""
+    for dtype in _values("dtypes", grid.dtypes):
+        if dtype not in DTYPES:
+            raise InputError(f"dtypes among {', '.join(DTYPES)}", repr(dtype),
+                             "Use e.g. --dtypes float32,bfloat16 (dtypes=['float32', 'bfloat16']).")
+
+
+_KINDS: dict[str, tuple[tuple[type, ...], str, Callable[[str], Any]]] = {
+    "bool": ((bool,), r"(?i)true|false", lambda t: t.lower() == "true"),
+    "int": ((int,), r"[+-]?\d+", int),
+    "float": ((int, float), r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", float),
+}
+"""Per field type of a zoo setting: the values it takes, and text that reads as one (and how)."""
+
+
+def _typed(config: RunConfig) -> RunConfig:
+    """``config`` with each setting of a zoo model read (text) and checked by its field's type."""
+    if config.custom or not config.config:
+        return config
+    from xla_cost import zoo
+
+    spec, typed = zoo.get_spec(config.model), {}
+    for key, value in config.config.items():
+        default = spec.defaults[key]
+        kind = type(default).__name__
+        if kind in _KINDS:
+            types, pattern, read = _KINDS[kind]
+            if isinstance(value, str) and re.fullmatch(pattern, value.strip()):
+                value = read(value.strip())
+            elif isinstance(value, bool) != (kind == "bool") or not isinstance(value, types):
+                raise InputError(f"{key} (a {spec.name} setting) as {'an' if kind == 'int' else 'a'} {kind}",
+                                 repr(value), f"Use e.g. --set {key}={default!r}, the field's default.")
+        typed[key] = value
+    return dataclasses.replace(config, config=typed)
 
 
 def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
@@ -263,13 +324,11 @@ def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
     for model in models:
         for values in itertools.product(*grids):
             for optimizer, dtype, batch in itertools.product(optimizers, dtypes, batch_sizes):
-                out.append(
-                    RunConfig(
-                        model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
-                        counter=grid.counter, per_layer=grid.per_layer, depth=grid.depth,
-                        input_shape=tuple(grid.input_shape) if grid.input_shape else None,
-                    )
-                )
+                out.append(RunConfig(
+                    model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
+                    counter=grid.counter, per_layer=grid.per_layer, depth=grid.depth,
+                    input_shape=tuple(grid.input_shape) if grid.input_shape else None,
+                ))
     return _dedupe(out)
 
 
@@ -300,10 +359,7 @@ def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a failed configuration is a row, not the end
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         error = f"{type(exc).__name__}: {first}".rstrip(": ")
-    return {
-        "report": report, "error": error, "seconds": time.perf_counter() - start,
-        "environment": environment(),
-    }
+    return {"report": report, "error": error, "seconds": time.perf_counter() - start, "environment": environment()}
 
 
 class _Progress:
@@ -314,10 +370,8 @@ class _Progress:
         self._bar: Any = None
         if self.enabled and total:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
             self._bar = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -364,16 +418,11 @@ _GUARD = 'if __name__ == "__main__":'
 
 
 def _check_workers_can_start() -> None:
-    """Raises `InputError` when this call comes from the top level of the main
-    script outside an ``if __name__ == "__main__":`` block.
-
-    Worker processes start (forkserver or spawn) by importing the main script
-    again; a sweep at its top level would run again in every worker, which
-    then dies before running anything (and each of them starts workers of its
-    own). Checked before any worker starts or anything is stored. A main
-    module that is not imported again (``python -m xla_cost``, ``python -c``,
-    an interactive session, a notebook) always passes.
-    """
+    """Raises `InputError` when this call comes from the top level of the main script outside an
+    ``if __name__ == "__main__":`` block: workers (forkserver or spawn) import the main script again,
+    where the sweep would run again in each (which dies before running anything, after starting
+    workers of its own). Checked before any worker starts or anything is stored. A main module not
+    imported again (``python -m xla_cost``, ``python -c``, a session, a notebook) always passes."""
     main = sys.modules.get("__main__")
     if main is None or not _reimported_by_workers(main):
         return
@@ -514,38 +563,56 @@ def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> No
     pool.shutdown(wait=not kill, cancel_futures=True)
 
 
+SCHEDULER_TIMEOUT = 5.0
+"""Seconds a sweep waits for a Dask scheduler to answer at its ``scheduler`` address."""
+
+
+def _connect(scheduler: Any) -> tuple[Any, Callable[[], None]]:
+    """A ``distributed.Client`` of ``scheduler`` (a client is used as it is) and how to let it go.
+    An address where nothing listens is refused at once; where something other than a Dask
+    scheduler answers (an HTTP server), or nothing within `SCHEDULER_TIMEOUT` seconds, too."""
+    if scheduler is None:
+        return None, lambda: None
+    try:
+        from distributed import Client
+        from distributed.comm import parse_address, parse_host_port
+    except ImportError as exc:
+        raise InputError("Dask distributed installed for --scheduler", "no module 'distributed'",
+                         "pip install 'xla-cost[dask]' (or pip install -e '.[dask]').") from exc
+    if isinstance(scheduler, Client):
+        return scheduler, lambda: None
+    expected, fix = ("--scheduler the address of a running Dask scheduler (tcp://HOST:8786)",
+                     "Start one with `dask scheduler` and `dask worker tcp://HOST:8786`, or drop --scheduler.")
+    try:
+        protocol, location = parse_address(scheduler) if isinstance(scheduler, str) else ("", "")  # or a cluster
+        if protocol in ("tcp", "tls"):  # nothing listening: refused now, not after Dask's retries
+            socket.create_connection(parse_host_port(location, 8786), timeout=SCHEDULER_TIMEOUT).close()
+    except (OSError, ValueError, TypeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise InputError(expected, f"{scheduler!r}, where nothing answered ({why})", fix) from exc
+    try:
+        client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - whatever answered (a MemoryError from an HTTP reply) is no scheduler
+        timed_out = isinstance(exc, TimeoutError) or "Timed out" in str(exc)
+        why = f"nothing within {SCHEDULER_TIMEOUT:g} s" if timed_out else "what answered speaks something else"
+        raise InputError(expected, f"{scheduler!r}, where no Dask scheduler answered ({why})", fix) from exc
+    return client, client.close
+
+
 def _run_dask(
-    todo: list[RunConfig], scheduler: Any, record: Callable[[RunConfig, Mapping[str, Any]], None],
+    todo: list[RunConfig], client: Any, record: Callable[[RunConfig, Mapping[str, Any]], None],
     progress: _Progress,
 ) -> None:
     """Runs ``todo`` on a Dask distributed cluster; results come back here to be stored."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError as exc:
-        raise InputError(
-            "Dask distributed installed for --scheduler", "no module 'distributed'",
-            "pip install 'xla-cost[dask]' (or pip install -e '.[dask]').",
-        ) from exc
-    own = not isinstance(scheduler, Client)
-    try:
-        client = Client(scheduler) if own else scheduler
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(
-            "--scheduler the address of a running Dask scheduler (tcp://HOST:8786)",
-            f"{scheduler!r} ({type(exc).__name__}: {exc})",
-            "Start one with `dask scheduler` and `dask worker tcp://HOST:8786`, or drop --scheduler.",
-        ) from exc
-    try:
-        futures = {
-            client.submit(run_config, config.to_dict(), pure=False, key=f"xla-cost-{i}-{time.time_ns()}"): config
-            for i, config in enumerate(todo)
-        }
-        progress.show([f"{len(todo)} configurations on {client.scheduler.address}"])
-        for future in as_completed(futures):
-            record(futures[future], future.result())
-    finally:
-        if own:
-            client.close()
+    from distributed import as_completed
+
+    futures = {
+        client.submit(run_config, config.to_dict(), pure=False, key=f"xla-cost-{i}-{time.time_ns()}"): config
+        for i, config in enumerate(todo)
+    }
+    progress.show([f"{len(todo)} configurations on {client.scheduler.address}"])
+    for future in as_completed(futures):
+        record(futures[future], future.result())
 
 
 def sweep(
@@ -558,16 +625,22 @@ def sweep(
     progress: bool | None = None,
     retry_failed: bool = False,
     on_result: Callable[[RunConfig, StoredResult], None] | None = None,
-    **fields: Any,
+    # the values combined: `Grid`'s fields, replacing ``grid``'s
+    batch_sizes: Iterable[int] | int = (1,),
+    settings: Mapping[str, Iterable[Any]] | None = None,
+    optimizers: Iterable[str] | str = ("sgd",),
+    dtypes: Iterable[str] | str = ("float32",),
+    counter: str = "xla",
+    per_layer: bool = False,
+    depth: int | None = None,
+    input_shape: Sequence[int] | None = None,
 ) -> SweepResult:
     """Analyses every combination of the arguments; results go through the store.
 
     Args:
       models: zoo names (``linear_net``, ``resnet50``) or ``package.module:attr``
         (with ``input_shape``).
-      grid, **fields: the values combined (`Grid`, or its fields as keywords:
-        ``batch_sizes``, ``settings``, ``optimizers``, ``dtypes``, ``counter``,
-        ``per_layer``, ``depth``, ``input_shape``).
+      grid: the values combined (`Grid`), as one object.
       store: a `Store`, a path to its file, or None for `default_store_path`.
       jobs: worker processes on this machine (None: `default_jobs`; 0: run in
         this process).
@@ -576,26 +649,39 @@ def sweep(
       progress: a progress bar on stderr (None: when stderr is a terminal).
       retry_failed: analyse again configurations stored as failed.
       on_result: called with each configuration and its stored row as it is stored.
+      batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
+        input_shape: the fields of `Grid` (documented there); each one not at
+        its default replaces ``grid``'s.
 
     Returns:
       A `SweepResult`: ``runs`` (a row per configuration) and ``layers``.
 
     Raises:
-      InputError: a bad name or value, or (with worker processes) a call from
-        a script's top level outside ``if __name__ == "__main__":``, before
-        anything runs; workers that die before any has started (nothing is
-        stored for them).
+      InputError: a bad name or value (a dtype other than float32, bfloat16 and
+        float16; a setting not of its field's type), a ``scheduler`` where no
+        Dask scheduler answers, an unusable ``$XLA_COST_CACHE_DIR``, or (with
+        worker processes) a call from a script's top level outside
+        ``if __name__ == "__main__":``, before anything runs or is stored;
+        workers that die before any has started (nothing is stored for them).
     """
-    grid = _the_grid("sweep", grid, fields)
+    grid = _the_grid("sweep", grid, changed_fields(Grid, locals()))
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
         raise InputError("jobs a number of worker processes, 0 or more", repr(jobs), "Use e.g. --jobs 2.")
+    _check_dtypes(grid)
     own = not isinstance(store, Store)
     if own and str(store) != ":memory:" and not (default_store_path() if store is None else pathlib.Path(store)
                                                    ).expanduser().exists():
         configurations(models, grid)  # nothing stored yet: a bad name is refused before the file is made
-    db = Store(store) if own else store
+        if scheduler is None:
+            _check_cache_dir()
+    client, disconnect = _connect(scheduler)  # before the store: a wrong address leaves no file
     try:
-        env = environment() if scheduler is None else _remote_environment(scheduler)
+        db = Store(store) if own else store
+    except BaseException:
+        disconnect()
+        raise
+    try:
+        env = environment() if client is None else client.submit(environment, pure=False).result()
         if not retry_failed:
             # Everything stored already (under the names as given, so they were
             # valid): no model, optimizer or zoo module needs importing.
@@ -607,12 +693,12 @@ def sweep(
         configs = configurations(models, grid)
         keys = {id(c): result_key(c.to_dict(), env) for c in configs}
         stored = db.get_many(keys.values())
-        todo = [
-            c for c in configs
-            if keys[id(c)] not in stored or (retry_failed and stored[keys[id(c)]].status == "failed")
-        ]
-        if todo and scheduler is None and jobs != 0:
-            _check_workers_can_start()
+        todo = [c for c in configs
+                if keys[id(c)] not in stored or (retry_failed and stored[keys[id(c)]].status == "failed")]
+        if todo and client is None:
+            _check_cache_dir()
+            if jobs != 0:
+                _check_workers_can_start()
         if retry_failed:
             db.delete(keys[id(c)] for c in todo if keys[id(c)] in stored)
 
@@ -621,17 +707,15 @@ def sweep(
             def record(config: RunConfig, result: Mapping[str, Any]) -> None:
                 key = result_key(config.to_dict(), result["environment"])
                 keys[id(config)] = key
-                db.put(
-                    key, model=config.model, config=config.to_dict(), environment=result["environment"],
-                    report=result["report"], error=result["error"], seconds=result["seconds"],
-                )
+                db.put(key, model=config.model, config=config.to_dict(), environment=result["environment"],
+                       report=result["report"], error=result["error"], seconds=result["seconds"])
                 bar.advance()
                 if on_result is not None:
                     on_result(config, db.get(key))
 
             if todo:
-                if scheduler is not None:
-                    _run_dask(todo, scheduler, record, bar)
+                if client is not None:
+                    _run_dask(todo, client, record, bar)
                 else:
                     _run_local(todo, default_jobs() if jobs is None else min(jobs, len(todo)), record, bar)
         finally:
@@ -641,25 +725,14 @@ def sweep(
     finally:
         if own:
             db.close()
+        disconnect()
 
 
-def _remote_environment(scheduler: Any) -> dict[str, str]:
-    """The environment of a Dask cluster's workers (their results are keyed by it)."""
-    try:
-        from distributed import Client
-    except ImportError:
-        return environment()  # _run_dask says what to install
-    client = scheduler if isinstance(scheduler, Client) else None
-    if client is None:
-        try:
-            client = Client(scheduler)
-        except (OSError, TimeoutError, ValueError):
-            return environment()  # _run_dask reports the address
-        try:
-            return client.submit(environment, pure=False).result()
-        finally:
-            client.close()
-    return client.submit(environment, pure=False).result()
+def _check_cache_dir() -> None:
+    """Refuses a ``$XLA_COST_CACHE_DIR`` the analyses here could not use, before anything is stored."""
+    from xla_cost.compiled import xla  # jax: loaded only when something runs here
+
+    xla.check_cache_dir()
 
 
 _CONFIG_COLUMNS = ("model", "batch_size")

@@ -139,16 +139,34 @@ def method_of(model: Any, method: str | Callable[..., Any] | None) -> Callable[.
     if isinstance(method, str):
         target = getattr(model, method, None)
         if not callable(target):
-            raise InputError(
-                f"method= naming a method of {type(model).__name__}",
-                repr(method), "Pass the name of one of its methods, e.g. method='encode'.",
-            )
+            raise _no_method(model, method)
         return target
     if callable(method):
         return method
     raise InputError(
         "method= as a method name or a function", type(method).__name__, "Pass e.g. method='encode'."
     )
+
+
+def _no_method(model: Any, method: str) -> InputError:
+    """``method`` missing from ``model``: the methods its own classes define
+    (Flax's base classes' left out), or that it has only ``__call__``."""
+    import difflib
+
+    methods: list[str] = []
+    for klass in type(model).__mro__:
+        if klass is object or klass.__module__.split(".")[0] in ("flax", "builtins"):
+            continue
+        methods += [n for n, v in vars(klass).items() if inspect.isfunction(v) and n not in methods
+                    and (n == "__call__" or not n.startswith("_")) and n != "setup"]
+    name, others = type(model).__name__, sorted(n for n in methods if n != "__call__")
+    if not others:
+        return InputError(f"method= (--method) naming a method of {name}, which has only __call__", repr(method),
+                          "Drop method= (--method): __call__ is what is called without it.")
+    close = difflib.get_close_matches(method, others, 1)
+    return InputError(f"method= (--method) naming a method of {name}: {', '.join(others)}", repr(method),
+                      f"Did you mean method={close[0]!r}?" if close else
+                      f"Pass one of those, e.g. method={others[0]!r}, or none to call __call__.")
 
 
 def _linen_apply(

@@ -18,7 +18,7 @@ from flax import nnx
 
 __all__ = [
     "PyTree", "abstract", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
-    "is_array", "is_variables_dict", "itemsize", "nbytes", "tree_bytes",
+    "is_array", "is_variables_dict", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
 PyTree = Any
@@ -102,10 +102,53 @@ def itemsize(dtype: Any) -> int:
 
 
 def nbytes(aval: Any) -> int:
-    """Bytes of one abstract array (``shape`` and ``dtype``)."""
+    """Bytes of one array, abstract or not (``shape`` and ``dtype``; a typed PRNG key's
+    dtype included, `itemsize`); a Python scalar leaf as jax holds it (``jnp.asarray``)."""
+    if not (hasattr(aval, "shape") and hasattr(aval, "dtype")):
+        aval = jax.eval_shape(lambda: jax.numpy.asarray(aval))
     return int(math.prod(aval.shape)) * itemsize(aval.dtype)
 
 
 def tree_bytes(tree: Any) -> int:
     """Bytes of every array leaf of ``tree``."""
     return sum(nbytes(leaf) for leaf in jax.tree_util.tree_leaves(tree) if hasattr(leaf, "shape"))
+
+
+OPTIMIZER_STATE_NAMES = frozenset({"opt_state", "optstate", "optimizer_state", "optimizer"})
+"""Key names (lower case) under which a tree holds an optimizer's state: `leaf_roles` labels
+every leaf under one ``optimizer_state``."""
+
+
+def _is_optax_state(node: Any) -> bool:
+    """An optax state (``ScaleByAdamState``, ``TraceState``, ``InjectHyperparamsState``, ...):
+    the state types optax defines, told by their module (optax is not imported here)."""
+    return type(node).__module__.split(".")[0] == "optax" and isinstance(node, tuple)
+
+
+def leaf_roles(tree: PyTree) -> list[str | None]:
+    """What holds each leaf of ``tree`` (in ``jax.tree_util.tree_leaves`` order), by the
+    containers' types and key names, not by shapes:
+
+    * ``optimizer_state``: a leaf inside an optax state (``ScaleByAdamState``'s ``mu`` and
+      ``nu``, ``TraceState``, ...), an NNX ``OptState`` variable (``nnx.Optimizer``'s state and
+      step), or under a key named as in `OPTIMIZER_STATE_NAMES`;
+    * ``parameters``: an NNX ``Param``;
+    * ``model_state``: any other NNX variable (batch statistics, RNG keys and counts, metrics);
+    * None: a plain leaf (a Linen ``params`` tree, a batch): the caller decides.
+    """
+    def marker(node: Any) -> bool:
+        return isinstance(node, nnx.Variable) or _is_optax_state(node)
+
+    roles: list[str | None] = []
+    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=marker)[0]:
+        named = any(key_name(entry).lower() in OPTIMIZER_STATE_NAMES for entry in path)
+        if named or _is_optax_state(node) or isinstance(node, nnx.OptState):
+            role: str | None = "optimizer_state"
+        elif isinstance(node, nnx.Param):
+            role = "parameters"
+        elif isinstance(node, nnx.Variable):
+            role = "model_state"
+        else:
+            role = None
+        roles += [role] * (len(jax.tree_util.tree_leaves(node)) if marker(node) else 1)
+    return roles

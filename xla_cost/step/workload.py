@@ -31,7 +31,7 @@ import jax
 import optax
 
 from xla_cost.errors import InputError
-from xla_cost.options import split_fields
+from xla_cost.options import changed_fields
 from xla_cost.step import phases
 from xla_cost.step import remat as _remat
 from xla_cost.step.remat import check as check_remat
@@ -196,7 +196,14 @@ def build_workload(
     *,
     optimizer: str | optax.GradientTransformation,
     options: ModelOptions | None = None,
-    **fields: Any,
+    loss: LossFn | None = None,
+    targets: PyTree | None = None,
+    params: PyTree | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
+    method: str | Callable[..., Any] | None = None,
+    axis_names: Sequence[str] | str | None = None,
+    output: OutputSelector | None = None,
+    remat: str | None = None,
 ) -> tuple[Workload, str]:
     """Builds the phase functions of one training step, abstractly.
 
@@ -208,16 +215,15 @@ def build_workload(
       inputs: an array or ``jax.ShapeDtypeStruct`` (or a pytree of them), batch on
         the leading axis of the first leaf; the model's first positional argument.
       optimizer: an optax transformation or a name in `OPTIMIZERS`.
-      options: how the model is called (`ModelOptions`: loss, targets, params,
-        call arguments, method, axis names, output, remat).
-      **fields: `ModelOptions` fields replacing ``options``' (``loss=``,
-        ``params=``, ...).
+      options: how the model is called (`ModelOptions`), as one object; the
+        keywords below replace its fields where they are not None.
+      loss, targets, params, call_kwargs, method, axis_names, output, remat:
+        the fields of `ModelOptions`, documented there.
 
     Returns:
       ``(workload, optimizer_name)``.
     """
-    (given,) = split_fields("build_workload", fields, ModelOptions)
-    options = dataclasses.replace(options or ModelOptions(), **given)
+    options = dataclasses.replace(options or ModelOptions(), **changed_fields(ModelOptions, locals()))
     loss, targets, params, output, remat = options.loss, options.targets, options.params, options.output, options.remat
     if remat is not None:
         check_remat(remat)

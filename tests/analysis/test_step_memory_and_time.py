@@ -1,0 +1,321 @@
+"""A user's own step: its memory by part (issue 30, rows 5 and 6) and its measured time split
+into parts and layers (``step --time``).
+
+Expected bytes are the closed forms of the model's dimensions: a Dense layer of ``i`` inputs
+and ``o`` outputs holds ``i * o + o`` float32 parameters (4 bytes each); Adam keeps two moments
+of the parameters' shapes (``mu``, ``nu``) and an int32 count; SGD with momentum one trace of
+them; a typed threefry key is two uint32 words (``jax.random.key_data``), 8 bytes. Timing is
+never asserted against the clock: only structure and formulas (GB/s = bytes / seconds, the
+roofline = max(FLOP / peak, bytes / bandwidth), parts adding up to the step).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from flax import nnx
+from flax.training import train_state
+
+import xla_cost
+from xla_cost.analysis import step_timing, timing
+from xla_cost.analysis.split import traced_program
+from xla_cost.cli import main
+from xla_cost.count.interpret import count_jaxpr
+from xla_cost.count.step_parts import classify_step
+from xla_cost.parallel.devices import DevicePeak
+from xla_cost.step.user_step import prepare_step
+
+B, IN, HIDDEN, CLASSES = 8, 32, 64, 10
+PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES  # fc1 and fc2, kernels and biases
+F32, I32, U32 = 4, 4, 4
+KEY_BYTES = 2 * U32  # a threefry key's data: two uint32 words
+INPUTS = B * IN * F32 + B * I32  # the batch: float32 features, int32 labels
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(CLASSES, name="fc2")(nn.relu(nn.Dense(HIDDEN, name="fc1")(x)))
+
+
+def _params():
+    return MLP().init(jax.random.key(0), jnp.ones((1, IN)))["params"]
+
+
+def _state(tx):
+    return jax.eval_shape(lambda: train_state.TrainState.create(apply_fn=MLP().apply, params=_params(), tx=tx))
+
+
+BATCH = {"x": jax.ShapeDtypeStruct((B, IN), jnp.float32), "y": jax.ShapeDtypeStruct((B,), jnp.int32)}
+
+
+def _loss(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def train_step(state, batch):
+    def loss_fn(params):
+        logits = state.apply_fn({"params": params}, batch["x"])
+        return _loss(logits, batch["y"]), logits
+
+    (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["y"])
+    return state.apply_gradients(grads=grads), {"loss": loss, "accuracy": accuracy}
+
+
+STEP_FILE = f'''
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from flax.training import train_state
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense({CLASSES}, name="fc2")(nn.relu(nn.Dense({HIDDEN}, name="fc1")(x)))
+
+
+def make_args():
+    def create():
+        params = MLP().init(jax.random.key(0), jnp.ones((1, {IN})))["params"]
+        return train_state.TrainState.create(apply_fn=MLP().apply, params=params, tx=optax.adam(1e-3))
+    batch = {{"x": jax.ShapeDtypeStruct(({B}, {IN}), jnp.float32), "y": jax.ShapeDtypeStruct(({B},), jnp.int32)}}
+    return jax.eval_shape(create), batch
+
+
+def train_step(state, batch):
+    def loss_fn(params):
+        logits = state.apply_fn({{"params": params}}, batch["x"])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    return state.apply_gradients(grads=grads), loss
+
+
+class Net(nnx.Module):
+    def __init__(self, rngs):
+        self.fc1 = nnx.Linear({IN}, {HIDDEN}, rngs=rngs)
+        self.drop = nnx.Dropout(0.1, rngs=rngs)
+        self.fc2 = nnx.Linear({HIDDEN}, {CLASSES}, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(self.drop(nnx.relu(self.fc1(x))))
+
+
+def make_nnx_args():
+    model = Net(nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+    return model, optimizer, {{"x": jnp.ones(({B}, {IN})), "y": jnp.zeros(({B},), jnp.int32)}}
+
+
+def nnx_step(model, optimizer, batch):
+    def loss_fn(model):
+        return optax.softmax_cross_entropy_with_integer_labels(model(batch["x"]), batch["y"]).mean()
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+'''
+
+
+@pytest.fixture
+def place(tmp_path, monkeypatch):
+    """A working directory of its own with the step file, its own (absent) store, the import
+    path restored after."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XLA_COST_STORE", str(tmp_path / "store.sqlite"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "steps.py").write_text(STEP_FILE)
+    return tmp_path
+
+
+def _json(capsys, *argv: str) -> dict:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+# ------------------------------------------------------------------ row 5: TrainState + Adam
+
+
+def test_row_05_train_state_adam_memory_is_parameters_and_two_moments(capsys, place):
+    report = _json(capsys, "step", "steps.py:train_step", "--args", "steps.py:make_args", "--memory",
+                   "--format", "json", "--quiet")
+    memory = report["memory_breakdown"]
+    assert report["parameters"] == PARAMS
+    assert memory["parameters"] == memory["gradients"] == F32 * PARAMS  # was 3x: mu and nu counted as parameters
+    assert memory["optimizer_state"] == 2 * F32 * PARAMS + I32  # mu, nu and Adam's int32 count (was 4 bytes)
+    assert memory["model_state"] == I32  # TrainState.step
+    assert memory["inputs"] == INPUTS
+    # XLA's arguments are every leaf the step takes, whatever the labels
+    assert memory["xla"]["argument_bytes"] == (memory["parameters"] + memory["optimizer_state"]
+                                               + memory["model_state"] + memory["inputs"])
+
+
+@pytest.mark.parametrize("tx, moments, scalars", [
+    (optax.sgd(0.1, momentum=0.9), 1, 0),  # TraceState: one trace, no count
+    (optax.adamw(1e-3, weight_decay=0.1), 2, I32),  # mu, nu, count; the decay keeps nothing
+    (optax.sgd(0.1), 0, 0),  # nothing at all
+])
+def test_optimizer_state_is_the_optimizers_whatever_it_mirrors(tx, moments, scalars):
+    memory = xla_cost.analyze_step(train_step, _state(tx), BATCH, counter="jaxpr", memory=True).memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * PARAMS
+    assert memory.optimizer_state == moments * F32 * PARAMS + scalars
+    assert (memory.model_state, memory.inputs) == (I32, INPUTS)
+
+
+def test_plain_pytrees_params_opt_state_batch():
+    tx = optax.adam(1e-3)
+    variables = jax.eval_shape(lambda: {"params": _params()})
+    opt_state = jax.eval_shape(tx.init, variables)
+
+    def step(variables, opt_state, batch):
+        loss, grads = jax.value_and_grad(lambda v: _loss(MLP().apply(v, batch["x"]), batch["y"]))(variables)
+        updates, opt_state = tx.update(grads, opt_state, variables)
+        return optax.apply_updates(variables, updates), opt_state, loss
+
+    memory = xla_cost.analyze_step(step, variables, opt_state, BATCH, counter="jaxpr", memory=True).memory_breakdown
+    assert memory.parameters == F32 * PARAMS
+    assert memory.optimizer_state == 2 * F32 * PARAMS + I32  # mu['params'][...] is state, not parameters
+    assert (memory.model_state, memory.inputs) == (0, INPUTS)
+
+
+# ------------------------------------------------------------------ row 6: NNX with RNG keys
+
+
+def test_row_06_nnx_step_with_rng_keys_gives_the_breakdown(capsys, place):
+    assert jax.random.key_data(jax.random.key(0)).nbytes == KEY_BYTES  # the threefry key's size, as jax has it
+    report = _json(capsys, "step", "steps.py:nnx_step", "--args", "steps.py:make_nnx_args", "--memory",
+                   "--format", "json", "--quiet")
+    memory = report["memory_breakdown"]
+    assert memory["parameters"] == memory["gradients"] == F32 * PARAMS
+    # Adam's mu and nu, its int32 count, and nnx.Optimizer's uint32 step
+    assert memory["optimizer_state"] == 2 * F32 * PARAMS + I32 + U32
+    assert memory["model_state"] == KEY_BYTES + U32  # the Dropout's Rngs: its key and its uint32 count
+    assert memory["inputs"] == INPUTS
+    assert memory["xla"]["argument_bytes"] == (memory["parameters"] + memory["optimizer_state"]
+                                               + memory["model_state"] + memory["inputs"])
+
+
+# ------------------------------------------------------------------ step --time
+
+
+FAST = timing.TimingOptions(phases=(), block_s=0.002, min_blocks=3, max_blocks=4, trace_s=0.01, min_traced=3,
+                            max_traced=4)
+PEAK = DevicePeak("test device", {"float32": 1e11}, 2e10, "given")
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    """Few short blocks and a short trace; a given peak, so that the roofline's terms are known."""
+    monkeypatch.setattr(step_timing, "STEP_OPTIONS", FAST)
+    monkeypatch.setattr(step_timing, "device_peak", lambda: PEAK)
+
+
+def test_step_time_is_split_into_parts_and_layers_with_gb_per_s_and_the_roofline(capsys, place, fast):
+    report = _json(capsys, "step", "steps.py:train_step", "--args", "steps.py:make_args", "--time", "--per-layer",
+                   "--format", "json", "--quiet")
+    t = report["timing"]
+    phases, split = t["phases"], t["split"]
+    assert list(phases) == ["forward", "backward", "grad", "update", "train_step"]
+    assert {p: phases[p]["source"] for p in phases} == {
+        "forward": "trace", "backward": "trace", "grad": "trace", "update": "trace", "train_step": "one program"}
+    step = phases["train_step"]["median_s"]
+    # the parts and the idle time add up to the one-program step; grad is forward + backward
+    assert sum(split["parts"][p]["seconds"] for p in ("forward", "backward", "update", "idle")) == pytest.approx(
+        step, rel=1e-9)
+    assert phases["grad"]["median_s"] == pytest.approx(phases["forward"]["median_s"] + phases["backward"]["median_s"])
+    moved = dict(split["pass_bytes"], grad=split["pass_bytes"]["forward"] + split["pass_bytes"]["backward"])
+    moved["train_step"] = report["bytes_accessed"]["train_step"]  # XLA's, for the whole step
+    # the compiled instructions of each part move at least what it must: the forward and the backward
+    # each read every kernel; the update writes the parameters, mu and nu
+    kernels = F32 * (IN * HIDDEN + HIDDEN * CLASSES)
+    assert moved["forward"] >= kernels and moved["backward"] >= kernels and moved["update"] >= 3 * F32 * PARAMS
+    for phase, p in phases.items():
+        seconds, flops = p["median_s"], report["flops"][phase]
+        assert p["flops_per_s"] == pytest.approx(flops / seconds), phase
+        assert p["bytes_per_s"] == pytest.approx(moved[phase] / seconds), phase  # GB/s: bytes over seconds
+        compute, memory = flops / PEAK.flops_per_s["float32"], moved[phase] / PEAK.bandwidth
+        assert p["roofline_s"] == pytest.approx(max(compute, memory)), phase
+        assert p["bound"] == ("compute" if compute >= memory else "memory"), phase
+        assert p["mfu"] == pytest.approx(report["model_flops"][phase] / seconds / PEAK.flops_per_s["float32"])
+    assert sum(t["fractions"].values()) == pytest.approx(1.0)
+    # per layer: the report's rows, each row's passes adding up to it, the rows to the parts
+    rows = {row["path"]: row for row in t["layers"]}
+    assert list(rows) == ["fc1", "fc2", "(remainder)"]
+    for row in rows.values():
+        assert row["forward_s"] + row["backward_s"] + row["update_s"] == pytest.approx(row["total_s"], rel=1e-9)
+        assert row["bytes_per_s"] == pytest.approx(row["bytes"] / row["total_s"])
+    for part in ("forward", "backward", "update"):
+        assert sum(row[f"{part}_s"] for row in rows.values()) == pytest.approx(split["parts"][part]["seconds"],
+                                                                               rel=1e-9)
+    assert any("fed each step's results: args[0]" in note for note in t["notes"])  # the new state, as training
+
+
+def test_each_instruction_goes_to_the_part_its_equations_have():
+    state, batch = _state(optax.adam(1e-3)), BATCH
+    prepared = prepare_step(train_step, (state, batch))
+    counted = count_jaxpr(prepared.trace().jaxpr, owners=list(prepared.owners),
+                          classify=lambda jaxpr, given: classify_step(jaxpr, given, lambda stack: None))
+    attribution = step_timing.StepAttribution.of_step(counted, list(prepared.param_paths), ("MLP",))
+    names = {s.op_name for s in traced_program(prepared.lower().compile().as_text()).sources.values()}
+    forward = {n for n in names if "/jvp(MLP)/fc" in n and n.endswith("/dot_general")}
+    backward = {n for n in names if "/transpose(jvp(MLP))/fc" in n}  # the gradients' products and transposes
+    update = {n for n in names if n.endswith("/sqrt")}  # Adam's sqrt(nu): no autodiff scope
+    assert forward == {f"jit(train_step)/jvp(MLP)/{layer}/dot_general" for layer in ("fc1", "fc2")}
+    assert {attribution.pass_of(n) for n in forward} == {"forward"}
+    assert backward and {attribution.pass_of(n) for n in backward} == {"backward"}
+    assert update and {attribution.pass_of(n) for n in update} == {"update"}
+    assert attribution.pass_of("jit(train_step)/eq") == "other"  # the accuracy's comparison: a metric
+    assert attribution.pass_of("jit(train_step)/jvp(MLP)/gt") == "backward"  # the ReLU's mask: backward reads it
+    assert attribution.pass_of("jit(train_step)/jvp(jit(take_along_axis))/gather") == "forward"  # nested jit
+    assert attribution.pass_of("") == "update"  # no name: the update's remainder, as analyze has it
+
+
+@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")  # the user's jit: no result takes them
+def test_a_donated_batch_is_copied_and_the_callers_arrays_survive(fast):
+    state = jax.jit(lambda: train_state.TrainState.create(apply_fn=MLP().apply, params=_params(),
+                                                          tx=optax.sgd(0.1)))()
+    batch = {"x": jnp.ones((B, IN)), "y": jnp.zeros((B,), jnp.int32)}
+    report = xla_cost.analyze_step(jax.jit(train_step, donate_argnums=(0, 1)), state, batch, timed=True)
+    t = report.timing
+    assert t.skipped is None and t.step.steps_per_block == 1  # a fresh batch each step, made outside the clock
+    assert any("copied afresh before each step" in note and "args[1]" in note for note in t.notes)
+    assert not state.params["fc1"]["kernel"].is_deleted() and not batch["x"].is_deleted()  # ran on copies
+
+
+def test_nnx_step_is_timed_and_split_each_step_waited_for(fast):
+    rngs = nnx.Rngs(0)
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.fc1, self.fc2 = nnx.Linear(IN, HIDDEN, rngs=rngs), nnx.Linear(HIDDEN, CLASSES, rngs=rngs)
+
+        def __call__(self, x):
+            return self.fc2(nnx.relu(self.fc1(x)))
+
+    def step(model, optimizer, batch):
+        loss, grads = nnx.value_and_grad(lambda m: _loss(m(batch["x"]), batch["y"]))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    model = Net()
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+    report = xla_cost.analyze_step(step, model, optimizer, {"x": jnp.ones((B, IN)), "y": jnp.zeros((B,), jnp.int32)},
+                                   timed=True)
+    t = report.timing
+    assert {"forward", "backward", "update", "train_step"} <= set(t.phases)
+    assert sum(t.split.parts[p].seconds for p in (*t.split.passes, "idle")) == pytest.approx(
+        t.phases["train_step"].median_s, rel=1e-9)
+    # its objects come back as one state: nothing to feed, so each step is waited for
+    assert any("each step waited for" in note for note in t.notes)

@@ -1,0 +1,166 @@
+"""The notes a user's step gets beside its figures: why it has no backward pass,
+why XLA's count of it is above its parts', and the step checker: work a step
+does by accident (metrics computed on the gradients, the model run again
+outside the gradient, parameters that receive no gradient, an optimizer state
+larger than the optimizers that hold it).
+
+Each check reads the counted step (`xla_cost.count.interpret.JaxprCount`, its
+equations classified by `xla_cost.count.step_parts`), its jaxpr and its
+arguments; none changes a figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax.extend import core as jex_core
+
+from xla_cost.analysis.report import PhaseCosts
+from xla_cost.compiled import xla
+from xla_cost.count.attribution import classify_pass
+from xla_cost.count.interpret import JaxprCount
+from xla_cost.count.step_parts import METRICS
+from xla_cost.step import phases
+from xla_cost.step.user_step import UserStep
+
+__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients"]
+
+FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
+
+
+def zero_gradients(jaxpr: Any, prepared: UserStep) -> list[str]:
+    """The parameters whose gradients jax built as arrays of zeros (nothing differentiable
+    connects them to the loss): each a module's path, or a shape where several modules have
+    parameters of that shape and dtype. Zeros that a loop carries (an accumulator's start) are
+    not gradients and are left out."""
+    modules: dict[tuple[tuple[int, ...], str], list[str]] = {}
+    for leaf, module in zip(jax.tree.leaves(prepared.args), prepared.owners):
+        if module is not None and module in prepared.param_paths:
+            key = (tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", "")))
+            modules.setdefault(key, [])
+            if module not in modules[key]:
+                modules[key].append(module)
+    found: list[str] = []
+    for level in _levels(jaxpr):
+        looped = {v for eqn in level.eqns if eqn.primitive.name in ("scan", "while", "cond")
+                  for v in eqn.invars if not isinstance(v, jex_core.Literal)}
+        for eqn in level.eqns:
+            if (eqn.primitive.name != "broadcast_in_dim" or not isinstance(eqn.invars[0], jex_core.Literal)
+                    or float(eqn.invars[0].val) != 0.0 or eqn.outvars[0] in looped):
+                continue
+            aval = eqn.outvars[0].aval
+            owners = modules.get((tuple(aval.shape), str(aval.dtype)), [])
+            name = owners[0] if len(owners) == 1 else f"a parameter {aval.str_short()}" if owners else None
+            if name is not None and name not in found:
+                found.append(name)
+    return found
+
+
+def no_backward_note(traced: Any, prepared: UserStep) -> str:
+    """Why no work is under transpose: the step takes no gradient, or it takes one of a loss
+    that nothing differentiable reaches (jax then builds the gradients as zeros)."""
+    zeros = zero_gradients(traced.jaxpr, prepared)
+    treated = "the work under the model's modules is reported as forward, the rest as other"
+    if zeros:
+        return (f"no backward: the gradients are zeros ({', '.join(zeros)}): nothing the loss depends on is "
+                "differentiable (an integer output, argmax, a comparison or stop_gradient between the "
+                f"parameters and the loss), so jax builds no backward pass; {treated}")
+    return f"no backward found: the step takes no gradient (no equation under transpose); {treated}"
+
+
+def _levels(jaxpr: Any) -> Any:
+    """``jaxpr`` and every jaxpr nested in it."""
+    yield jaxpr
+    for eqn in jaxpr.eqns:
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(item, "jaxpr", item)
+                if hasattr(inner, "eqns"):
+                    yield from _levels(inner)
+
+
+_MOMENTS = 2
+"""Copies of the parameters in the state of Adam, the largest of optax's usual optimizers
+(mu and nu): an optimizer state beyond it is noted."""
+
+
+def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: Callable[[str], str | None], *,
+               differentiates: bool) -> list[str]:
+    """The step checker: a note per kind of work the step likely does by accident."""
+    notes: list[str] = []
+    params = prepared.parameters
+    metrics = counted.tagged.get(METRICS)
+    if metrics is not None and metrics.flops:
+        per = f", {metrics.flops / params:.1f} per parameter" if params else ""
+        notes.append(f"step checker: other holds {metrics.flops:,} FLOP{per} computed on the gradients or the new "
+                     "parameters that only the returned metrics read (a gradient or parameter norm): they run "
+                     "every step; log them from a separate function every N steps if that matters")
+    if differentiates:
+        again = [e for e in counted.equations
+                 if e.part == OTHER and classify_pass(e.name_stack) is None and module_of(e.name_stack) is not None]
+        flops = sum(e.cost.flops for e in again)
+        forward = sum(e.cost.flops for e in counted.equations if e.part == FORWARD)
+        if flops and forward:
+            where = ", ".join(dict.fromkeys(str(module_of(e.name_stack)) for e in again))
+            notes.append(f"step checker: the model also runs outside the gradient: {flops:,} FLOP in other "
+                         f"({flops / forward:.0%} of the forward) under {where}: a second forward pass (for "
+                         "metrics?), not a jax.checkpoint recomputation; return what it computes from the loss "
+                         "(has_aux=True) to reuse the forward pass")
+        zeros = zero_gradients(traced.jaxpr, prepared)
+        if zeros:
+            notes.append(f"step checker: parameters that receive no gradient: {', '.join(zeros)}: their gradients "
+                         "are arrays of zeros (stop_gradient, a frozen or unused module) and the optimizer still "
+                         "updates them; optax.masked or optax.set_to_zero leaves them out")
+    states = _optimizer_states(prepared.args)
+    total = sum(states.values())
+    if params and total > _MOMENTS * params:
+        held = ", ".join(f"{name} {elements / params:.1f}x" for name, elements in states.items())
+        notes.append(f"step checker: the optimizer state holds {total / params:.1f}x the parameters ({held}): "
+                     f"more than Adam's {_MOMENTS} moments; check for a state kept twice (a chain that repeats a "
+                     "transformation, gradient accumulation's copy, a float32 copy of the parameters)")
+    return notes
+
+
+def _optimizer_states(args: Sequence[Any]) -> dict[str, int]:
+    """Array elements (not scalars) held by each kind of optax state in ``args``."""
+    def is_state(x: Any) -> bool:
+        return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
+
+    held: dict[str, int] = {}
+    for state in jax.tree.leaves(args, is_leaf=is_state):
+        if not is_state(state):
+            continue
+        elements = sum(int(getattr(leaf, "size", 0)) for leaf in jax.tree.leaves(state)
+                       if getattr(leaf, "ndim", 0) > 0)
+        if elements:
+            held[type(state).__name__] = held.get(type(state).__name__, 0) + elements
+    return held
+
+
+_FUSION_GAP = 0.02
+"""The relative difference between XLA's count of a step and its parts' beyond which a
+note explains it."""
+
+
+def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, mapped: bool) -> list[str]:
+    """Explains XLA's train_step count where it differs from the parts' (the jaxpr's) by more
+    than `_FUSION_GAP`: compiled again without fusion, the duplication XLA's fusions add."""
+    xla_flops, parts = step.flops, counted.total.flops
+    if (xla_flops is None or not parts or step.loop_corrected or counted.loops or counted.recomputed.flops
+            or mapped or abs(xla_flops - parts) <= _FUSION_GAP * parts):
+        return []
+    with prepared.scopes():
+        lowered = prepared.lower()
+    unfused = xla.compile_phase(lowered, compiler_options=xla.UNFUSED_OPTIONS, executable=False).costs.flops
+    head = (f"train_step: XLA counts {xla_flops:,} FLOP, {(xla_flops - parts) / parts:+.1%} against the parts' "
+            f"{parts:,} (the jaxpr's; the difference is in no part)")
+    if unfused is None:
+        return [head + "; compiled without fusion, XLA gave no count"]
+    explained = abs(unfused - parts) <= _FUSION_GAP * parts
+    return [head + f": compiled without fusion XLA counts {unfused:,} ({(unfused - parts) / parts:+.1%}), so "
+            f"{xla_flops - unfused:,} FLOP are XLA's fusions computing cheap producers (normalisations, "
+            "broadcasts, masks) again inside each fusion that reads them, and counting every copy"
+            + ("" if explained else "; the rest is XLA's own rewriting of the program (simplification, "
+               "common subexpressions, its own expansion of some operations)")]
