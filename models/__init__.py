@@ -122,7 +122,7 @@ def get_spec(name: str) -> ModelSpec:
     if key in names:
         return REGISTRY[names[key][1]]
     raise InputError(
-        f"a zoo model name ({', '.join(REGISTRY)}) or package.module:attribute",
+        f"a zoo model name ({', '.join(REGISTRY)}), FILE.py:attribute or package.module:attribute",
         repr(name),
         f"{_did_you_mean(key, names)}Run `xla-cost models` to list the zoo and its aliases.",
     )

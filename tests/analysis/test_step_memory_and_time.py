@@ -319,3 +319,27 @@ def test_nnx_step_is_timed_and_split_each_step_waited_for(fast):
         t.phases["train_step"].median_s, rel=1e-9)
     # its objects come back as one state: nothing to feed, so each step is waited for
     assert any("each step waited for" in note for note in t.notes)
+
+
+def test_other_is_measured_where_the_counts_have_it(fast):
+    def step(state, batch, held_out):
+        new_state, metrics = train_step(state, batch)
+        logits = state.apply_fn({"params": state.params}, held_out["x"])  # a metric on a held-out batch
+        return new_state, {**metrics, "held_out_loss": _loss(logits, held_out["y"])}
+
+    report = xla_cost.analyze_step(step, _state(optax.adam(1e-3)), BATCH, BATCH, timed=True, per_layer=True)
+    t = report.timing
+    assert t.split.passes == ("forward", "backward", "update", "other")
+    assert list(t.phases) == ["forward", "backward", "grad", "update", "other", "train_step"]
+    assert sum(t.split.parts[p].seconds for p in (*t.split.passes, "idle")) == pytest.approx(
+        t.phases["train_step"].median_s, rel=1e-9)
+    other = t.phases["other"]
+    assert other.source == "trace"
+    assert t.split.pass_bytes["other"] >= F32 * (IN * HIDDEN + HIDDEN * CLASSES)  # the held-out forward's kernels
+    assert other.bytes_per_s == pytest.approx(t.split.pass_bytes["other"] / other.median_s)
+    assert other.flops_per_s == pytest.approx(report.phases["other"].flops / other.median_s)
+    rows = t.layer_table(report.layers)
+    for row in rows:  # each row's four parts add up to it
+        assert sum(row[f"{p}_s"] for p in t.split.passes) == pytest.approx(row["total_s"], rel=1e-9)
+    assert sum(row["other_s"] for row in rows) == pytest.approx(other.median_s, rel=1e-9)
+    assert set(t.fractions) == {"forward", "backward", "update"}  # seed 000's shares, as analyze gives them

@@ -60,7 +60,13 @@ def test_axis_name_flag_binds_a_name(capsys):
     )
     assert code == 0, err
     data = json.loads(out)
-    assert data["collectives"]["psum"] > 0
+    # 1 + 2 * num_blocks BatchNorms, each a pmean of its statistics in the forward pass and its
+    # transpose in the backward pass; and the gradients' pmean over the group, one per parameter
+    # leaf: conv_init, two convs per block, a scale and a bias per BatchNorm, the head's kernel and bias
+    blocks = R.DataParallelResNet.num_blocks
+    norms = 1 + 2 * blocks
+    leaves = 1 + 2 * blocks + 2 * norms + 2
+    assert data["collectives"] == {"psum": 2 * norms + leaves}
     assert any("axis names batch bound" in note for note in data["notes"])
 
 

@@ -13,12 +13,15 @@ from xla_cost.cli.main import main
 from xla_cost.compiled import store as store_module
 
 
+FAILING = "tests.custom_models:NnxMLP"
+
+
 @pytest.fixture()
 def store(tmp_path):
     path = tmp_path / "s.sqlite"
-    # two analyses that work and one that fails (deeper_conv_net refuses a negative depth)
+    # two analyses that work and one that fails (NnxMLP takes 12 features: at 7 it fails to trace)
     xla_cost.sweep(["one_net"], batch_sizes=[1, 2], counter="jaxpr", jobs=0, progress=False, store=path)
-    xla_cost.sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1]}, counter="jaxpr", jobs=0,
+    xla_cost.sweep([FAILING], batch_sizes=[1], input_shape=(1, 7), counter="jaxpr", jobs=0,
                    progress=False, store=path)
     return path
 
@@ -34,9 +37,12 @@ def test_list_shows_every_row_and_filters(store, capsys):
     assert code == 0
     rows = json.loads(out)["rows"]
     assert sorted((r["model"], r["status"]) for r in rows) == [
-        ("deeper_conv_net", "failed"), ("one_net", "ok"), ("one_net", "ok")]
+        ("one_net", "ok"), ("one_net", "ok"), (FAILING, "failed")]
     _, out, _ = _run(capsys, "store", "list", "--store", str(store), "--failed")
-    assert out.startswith("1 stored results (failed), 1 failed") and "depth" in out
+    assert out.startswith("1 stored results (failed), 1 failed")
+    _, out, _ = _run(capsys, "store", "list", "--store", str(store), "--failed", "--format", "json")
+    (row,) = json.loads(out)["rows"]
+    assert row["model"] == FAILING and "got (7,) and (12,)" in row["error"]  # 7 features against fc1's 12
     _, out, _ = _run(capsys, "store", "list", "--store", str(store), "--model", "one_net", "--format", "json")
     assert [r["model"] for r in json.loads(out)["rows"]] == ["one_net", "one_net"]
     assert xla_cost.store_contents(store, model="one_net").to_frame()["model"].tolist() == ["one_net", "one_net"]

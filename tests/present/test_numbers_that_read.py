@@ -60,6 +60,8 @@ def test_counts_under_a_thousand_read_whole_and_bytes_take_their_own_unit():
     assert unit == "" and (show(16_900), show(2_100_000)) == ("16.9 KB", "2.10 MB")
     assert size(512) == "512 B" and size(999_500) == "1.00 MB"  # the rounded value's unit
     assert per_parameter(2.0) == "2" and per_parameter(13.004) == "13" and per_parameter(5012.4) == "5,012"
+    # a step's 1 FLOP of metrics over 9,610 parameters is 0.000104 a parameter: not 0
+    assert per_parameter(1 / 9610) == "0.00010" and per_parameter(0.0) == "0"
 
 
 def test_the_table_check_finds_a_figure_below_a_tenth_of_its_unit():
@@ -144,6 +146,7 @@ def test_a_users_step_reads_its_one_flop_of_metrics_as_1_and_sgd_as_2_flop_a_par
     assert report.phases["other"].flops == 1
     other = _cells(markdown, "other")
     assert other["FLOP"] == "1" and "0.000001" not in markdown
+    assert other[PER_PARAMETER_HEADER] == per_parameter(1 / PARAMS) != "0"
     assert _no_cell_below_a_tenth_of_its_column_unit(markdown) == []
     # SGD: -lr * g and p + u, 2 FLOP a parameter (a multiply and an add), so the update over the
     # 64 x 128 + 128 + 128 x 10 + 10 parameters is exactly 2

@@ -63,7 +63,8 @@ def test_one_device_is_its_calibrated_compute(report):
     assert step.parts["memory"] == pytest.approx(
         grad.memory_bound_bytes / (0.8 * H100_HBM) + grad.kernels * 3e-6, rel=1e-12)
     assert step.parts["update"] == pytest.approx(_compute(update), rel=1e-12)
-    assert step.parts["gradients"] == step.parts["tensor"] == step.parts["pipeline"] == 0
+    assert step.parts["gradients"] == step.parts["tensor"] == 0
+    assert step.parts["stage_transfers"] == step.parts["pipeline_bubble"] == 0
     assert "h100" in step.calibration and "50.0% of peak" in step.calibration
 
 
@@ -98,8 +99,9 @@ def test_a_stage_that_fills_its_node_sends_to_the_next_over_the_network(report, 
     transfer = 2 * stage_bytes / 1 / bandwidth + 2 * alpha
     slot = _compute(report.phases["grad"]) + transfer
     assert step.prediction.seconds == pytest.approx((m + p - 1) * slot + _compute(report.phases["update"]), rel=1e-12)
-    # the pipeline's part: every micro-batch's transfers and the p - 1 idle slots
-    assert step.parts["pipeline"] == pytest.approx(m * transfer + (p - 1) * slot, rel=1e-9)
+    # the pipeline's parts: every micro-batch's transfers, and the p - 1 idle slots (the bubble)
+    assert step.parts["stage_transfers"] == pytest.approx(m * transfer, rel=1e-9)
+    assert step.parts["pipeline_bubble"] == pytest.approx((p - 1) * slot, rel=1e-9)
 
 
 def _ring(kind: str, nbytes: float, n: int, bandwidth: float, alpha: float) -> float:

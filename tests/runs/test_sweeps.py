@@ -25,7 +25,7 @@ from xla_cost.compiled.store import Store, analysis_key
 from xla_cost.runs.sweeps import configurations, sweep
 from xla_cost.zoo import build_model, example_inputs
 
-from tests.formulas import deeper_conv_net_forward_phase, mlp_forward_phase, mlp_params
+from tests.formulas import mlp_forward_phase, mlp_params
 
 SGD_FLOPS_PER_PARAM = 2  # seed 001, appendix B: SGD costs 2 FLOP per parameter (multiply, subtract)
 
@@ -99,22 +99,22 @@ def test_sweep_matches_analyze(tmp_path):
 
 def test_failures_are_rows_and_the_sweep_goes_on(tmp_path):
     store = tmp_path / "s.sqlite"
-    # depth=-1 is below deeper_conv_net's minimum: one failed row, the other runs
-    result = sweep(
-        ["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
-    )
+    # NnxMLP takes 12 features (tests/custom_models.py): at OneNet's one it fails to trace, a failed
+    # row; OneNet runs. (An out-of-range setting, depth=-1, is refused before anything runs.)
+    models = ["tests.custom_models:NnxMLP", "one_net"]
+    result = sweep(models, batch_sizes=[1], input_shape=(1, 1), store=store, jobs=0)
     failed, ok = result.runs.iloc[0], result.runs.iloc[1]
-    assert failed["status"] == "failed" and "\n" not in failed["error"] and "depth" in failed["error"]
-    # depth 0: DeeperConvNet's stem and head alone, at batch 1 (tests/formulas.py)
-    assert ok["status"] == "ok" and ok["forward_jaxpr_flops"] == deeper_conv_net_forward_phase(1, 0)
+    assert failed["status"] == "failed" and "\n" not in failed["error"]
+    assert "got (1,) and (12,)" in failed["error"]  # the trace's own reason: 1 feature against fc1's 12
+    # OneNet (1 -> 4096 -> 128 -> 10): its layers, ReLUs and the loss at batch 1 (tests/formulas.py)
+    assert ok["status"] == "ok" and ok["forward_jaxpr_flops"] == mlp_forward_phase(1, 1)
     # stored: a rerun does not retry it, retry_failed does
     calls = []
-    sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
-          on_result=lambda c, r: calls.append(c))
+    sweep(models, batch_sizes=[1], input_shape=(1, 1), store=store, jobs=0, on_result=lambda c, r: calls.append(c))
     assert calls == []
-    sweep(["deeper_conv_net"], batch_sizes=[1], settings={"depth": [-1, 0]}, store=store, jobs=0,
-          retry_failed=True, on_result=lambda c, r: calls.append(c))
-    assert [c.config for c in calls] == [{"depth": -1}]
+    sweep(models, batch_sizes=[1], input_shape=(1, 1), store=store, jobs=0, retry_failed=True,
+          on_result=lambda c, r: calls.append(c))
+    assert [c.model for c in calls] == ["tests.custom_models:NnxMLP"]
     with Store(store) as db:
         assert len(db) == 2
 

@@ -307,3 +307,39 @@ def test_xla_above_the_parts_is_explained_by_fusion():
     unfused = int(note.split("compiled without fusion XLA counts ")[1].split(" ")[0].replace(",", ""))
     assert unfused == pytest.approx(parts, rel=0.02)
     assert f"{step_costs.flops - unfused:,} FLOP are XLA's fusions" in note
+
+
+def _plain_params():
+    return jax.eval_shape(lambda: MLP().init(jax.random.key(0), jnp.ones((1, IN)))["params"])
+
+
+def params_step(params, opt_state, x, y):
+    tx = optax.adam(1e-3)
+    grads = jax.grad(lambda p: optax.softmax_cross_entropy_with_integer_labels(
+        MLP().apply({"params": p}, x), y).mean())(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def variables_step(variables, opt_state, x, y):
+    tx = optax.adam(1e-3)
+    grads = jax.grad(lambda v: optax.softmax_cross_entropy_with_integer_labels(MLP().apply(v, x), y).mean())(
+        variables)
+    updates, opt_state = tx.update(grads, opt_state, variables)
+    return optax.apply_updates(variables, updates), opt_state
+
+
+def test_parameters_of_a_step_of_plain_pytrees():
+    """`step(params, opt_state, batch)`: the argument named params is the parameters (it was "no
+    parameters found"); a {"params": ...} tree with Adam: mu['params'] and nu['params'] mirror the
+    parameters and are none of them (it was 3 x PARAMS)."""
+    params = _plain_params()
+    opt_state = jax.eval_shape(optax.adam(1e-3).init, params)
+    report = xla_cost.analyze_step(params_step, params, opt_state, X, Y, counter="jaxpr", per_layer=True)
+    assert report.parameters == PARAMS
+    assert {row.path: row.parameters for row in report.layers if row.parameters} == {
+        "fc1": IN * HIDDEN + HIDDEN, "fc2": HIDDEN * CLASSES + CLASSES}
+    variables = {"params": params}
+    report = xla_cost.analyze_step(variables_step, variables, jax.eval_shape(optax.adam(1e-3).init, variables), X, Y,
+                                   counter="jaxpr")
+    assert report.parameters == PARAMS

@@ -147,7 +147,7 @@ def test_a_one_device_step_is_its_parts(result, store):
             assert parts["matmul"] == pytest.approx(matmul, rel=1e-12), case.name
             assert parts["memory"] == pytest.approx(memory, rel=1e-12), case.name
             assert parts["update"] == pytest.approx(sum(priced(report.phases["update"])), rel=1e-12), case.name
-            assert parts["tensor"] == parts["gradients"] == parts["pipeline"] == 0
+            assert parts["tensor"] == parts["gradients"] == parts["stage_transfers"] == parts["pipeline_bubble"] == 0
             assert step.prediction.seconds == pytest.approx(parts["matmul"] + parts["memory"] + parts["update"])
 
 

@@ -47,7 +47,8 @@ class AnalysisOptions:
       dtype: the computation dtype to record (default: the output's dtype).
       compilation_cache: keep compiled programs in JAX's persistent cache.
       cache: look the whole analysis up in the results store and store it
-        there: True for the default store, a path, or a `xla_cost.Store`.
+        there: True for the default store, a path, or a `xla_cost.Store`;
+        refused with ``timed`` (a timed analysis is never cached).
     """
 
     per_layer: bool = False
@@ -72,7 +73,7 @@ class AnalysisOptions:
 
     @property
     def cached(self) -> bool:
-        """Whether the analysis goes through the results store (never a timed one)."""
+        """Whether the analysis goes through the results store (never a timed one: `check` refuses it)."""
         return self.cache is not False and self.cache is not None and not self.timed
 
     def check(self) -> None:
@@ -85,6 +86,11 @@ class AnalysisOptions:
                 raise InputError(f"{flag} ({option}) only with timed=True (--time): it prices the measured time "
                                  "(MFU, the roofline)", f"{flag}={value!r} without it",
                                  f"Add timed=True (--time), or drop {flag} ({option}).")
+        if self.timed and self.cache is not False and self.cache is not None:  # a measured time is this run's
+            raise InputError("cache (--cache) only without timed=True (--time): a timed analysis is never cached "
+                             "(its measured time is this run's, on this machine)",
+                             f"cache={self.cache!r} with timed=True",
+                             "Drop cache= (--cache) to time the step, or timed=True (--time) to cache the counts.")
         if self.attention_flops not in ATTENTION_CONVENTIONS:
             raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}",
                              repr(self.attention_flops),

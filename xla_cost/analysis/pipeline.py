@@ -203,7 +203,8 @@ def analyze(
         class, a loss function's code), with the versions, backend and
         device. A call with an argument that has no stable description (an
         object whose repr holds its memory address) runs and is not stored,
-        with a note; a timed call is never cached.
+        with a note; a timed call is never cached (``cache`` with ``timed``
+        is refused).
       peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
         memory bandwidth (bytes/s) for MFU and the roofline, replacing the
         device registry's (`xla_cost.parallel.devices`) or the CPU measurement.

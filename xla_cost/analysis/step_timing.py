@@ -49,7 +49,7 @@ from xla_cost.analysis.timing import (
     PhaseTiming, Stepper, Timing, TimingOptions, against_counts, device_peak, run_blocks, trace_split,
 )
 from xla_cost.compiled import xla
-from xla_cost.count.attribution import classify_pass, split_name_stack
+from xla_cost.count.stacks import classify_pass, split_name_stack
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.parallel.devices import DevicePeak
 from xla_cost.step import phases

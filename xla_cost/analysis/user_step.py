@@ -99,7 +99,10 @@ def analyze_step(
         "batch")`` written for ``pmap``); detected without it. The step then
         runs as one device of a data-parallel group.
       timed: also run the compiled step on the default device and time it
-        (``timing``; arguments are made from the abstract ones).
+        (``timing``; arguments are made from the abstract ones), split into
+        its parts and, with ``per_layer``, its layers from a profiler trace of
+        the compiled instructions (their ``op_name``s), with FLOP/s, GB/s and
+        the roofline per part.
       memory: also give the step's memory (``memory_breakdown``): parameters,
         gradients, optimizer state, model state, inputs and the activations
         the backward pass reads, beside XLA's figures for the step compiled

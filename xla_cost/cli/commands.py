@@ -93,6 +93,7 @@ def sweep(args: argparse.Namespace) -> str:
         jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
         retry_failed=args.retry_failed,
     )
+    result.raise_if_all_failed()  # nothing analysed: no table, no --output, no header-only --layers file
     if args.layers:
         write(result.layers.to_csv(index=False), args.layers)
     return render_as(result, args.format, width(args))
@@ -171,7 +172,7 @@ def report(args: argparse.Namespace) -> str:
                             ("--set", args.settings or None), ("--optimizer", args.optimizer)):
             if value is not None:
                 raise InputError(f"{flag} only with --model", f"{flag} without it",
-                                 "Add --model PACKAGE.MODULE:ATTR, or drop the option.")
+                                 "Add --model FILE.py:ATTR (or package.module:ATTR, a zoo name), or drop the option.")
         paths = write_report(
             args.pages, args.out, store=args.store, jobs=args.jobs,
             progress=False if args.quiet else None,

@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: also compile the step once and check the parts' sum against XLA's count (default); jaxpr: count only")
     step.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the step uses unbound (lax.pmean(grads, 'batch')); names are also detected (repeatable)")
     step.add_argument("--memory", action="store_true", help="the step's memory by part beside XLA's figures for the step as its jit donates")
-    step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it")
+    step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it, split into forward/backward/update/other (and layers with --per-layer) from a profiler trace: seconds, FLOP/s, GB/s, MFU, roofline")
     step.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(step)
 

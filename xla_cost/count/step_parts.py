@@ -43,7 +43,6 @@ that layer's.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -53,6 +52,7 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, combine_owners, eqn
     repeated_forward
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
+from xla_cost.step.trees import nbytes
 
 __all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS"]
 
@@ -332,8 +332,7 @@ def _rounds(carry: int) -> int:
 
 
 def _nbytes(aval: Any) -> int:
-    shape, dtype = getattr(aval, "shape", ()), getattr(aval, "dtype", None)
-    return math.prod(shape) * (getattr(dtype, "itemsize", 0) or 0)
+    return nbytes(aval)  # the one helper that weighs a leaf (a typed PRNG key included)
 
 
 def _pad(keys: list[Any], invars: Sequence[Any]) -> list[Any]:

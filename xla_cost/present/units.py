@@ -227,11 +227,14 @@ def bytes_column(values: Iterable[float | int | None], digits: int = 1) -> tuple
 
 def per_parameter(value: float) -> str:
     """A per-parameter figure: two decimals, trailing zeros dropped (``13``, ``4.96``);
-    from a thousand on, whole and with separators (``5,012``)."""
+    from a thousand on, whole and with separators (``5,012``); one that is not 0
+    never reads 0: below 0.005, two significant digits (``0.00010``)."""
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
+    if text in ("", "0", "-0"):
+        return "0" if value == 0 else sig(value, 2)
+    return text
 
 
 def value_range(values: Sequence[float], fmt: Callable[[float], str] = ratio) -> str:

@@ -1,6 +1,6 @@
 """`RunConfig`: one analysis described by names and numbers alone.
 
-A zoo name (``resnet50``) or an importable ``package.module:attribute``, the
+A zoo name (``resnet50``), ``FILE.py:attribute`` or an importable ``package.module:attribute``, the
 model's keyword arguments, the batch size, optimizer, dtype and counter: plain
 values that pickle to a worker process or a Dask worker, print in a progress
 bar, and key a stored result (`xla_cost.compiled.store`). `RunConfig.run` builds the
@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from xla_cost.errors import InputError
@@ -128,6 +129,14 @@ def load_custom(spec: str, config: Mapping[str, Any], dtype: str = "float32") ->
     return target, attribute, cast
 
 
+_KINDS: dict[str, tuple[tuple[type, ...], str, Callable[[str], Any]]] = {
+    "bool": ((bool,), r"(?i)true|false", lambda t: t.lower() == "true"),
+    "int": ((int,), r"[+-]?\d+", int),
+    "float": ((int, float), r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", float),
+}
+"""Per field type of a zoo setting: the values it takes, and text that reads as one (and how)."""
+
+
 def _no_input_shape() -> InputError:
     return InputError("--input-shape for a custom model (input_shape= in Python)", "none",
                       "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)).")
@@ -140,8 +149,8 @@ def _module_object(model: Any, config: Mapping[str, Any]) -> tuple[Any, str, boo
 
     name = type(model).__name__
     if not isinstance(model, (nn.Module, nnx.Module)):
-        raise InputError("a model as a zoo name, package.module:attribute or a Linen or NNX module",
-                         f"an instance of {name}", "Pass e.g. MLP() or 'mypkg.nets:MLP'.")
+        raise InputError("a model as a zoo name, FILE.py:attribute, package.module:attribute or a Linen or NNX "
+                         "module", f"an instance of {name}", "Pass e.g. MLP(), 'nets.py:MLP' or 'mypkg.nets:MLP'.")
     if config:
         raise InputError("config only with a zoo name or a Module class", f"config with an instance of {name}",
                          "Build the module with those arguments yourself.")
@@ -188,12 +197,13 @@ class RunConfig:
 
     @property
     def custom(self) -> bool:
-        """Whether the model is ``package.module:attribute`` or an object rather than a zoo name."""
+        """Whether the model is ``FILE.py:attribute``, ``package.module:attribute`` or an
+        object rather than a zoo name."""
         return not isinstance(self.model, str) or ":" in self.model
 
     @property
     def name(self) -> str:
-        """The model as results name it: the zoo name or ``package.module:attribute``
+        """The model as results name it: the zoo name, ``FILE.py:attribute`` or ``package.module:attribute``
         as given, or a module object's class name."""
         return self.model if isinstance(self.model, str) else type(self.model).__name__
 
@@ -220,6 +230,36 @@ class RunConfig:
         if unknown:
             raise InputError(f"a {name} argument ({', '.join(accepted or ()) or 'none'})", repr(unknown[0]),
                              "Use --set KEY=VALUE with one of those keys.")
+
+    def checked_settings(self) -> RunConfig:
+        """This configuration with each zoo setting read by its field's type
+        (text ``"1"``, as ``--set depth=1,x`` gives it, is 1 for an int field) and
+        checked against its range (``depth=-1``, where DeeperConvNet's depth is
+        at least 0), before anything runs: the module is built as the run builds
+        it (its fields checked, no parameters made). A custom model's settings
+        are its own to check; it is returned as it is.
+
+        Raises:
+          InputError: a setting not of its field's type or out of its range.
+        """
+        if self.custom or not self.config:
+            return self
+        from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is checked
+
+        spec, typed = zoo.get_spec(self.model), {}
+        for key, value in self.config.items():
+            default = spec.defaults[key]
+            kind = type(default).__name__
+            if kind in _KINDS:
+                types, pattern, read = _KINDS[kind]
+                if isinstance(value, str) and re.fullmatch(pattern, value.strip()):
+                    value = read(value.strip())
+                elif isinstance(value, bool) != (kind == "bool") or not isinstance(value, types):
+                    raise InputError(f"{key} (a {spec.name} setting) as {'an' if kind == 'int' else 'a'} {kind}",
+                                     repr(value), f"Use e.g. --set {key}={default!r}, the field's default.")
+            typed[key] = value
+        zoo.build_model(spec.name, dtype=self.dtype, **typed)  # its range: depth=-1 refused here, not a failed row
+        return dataclasses.replace(self, config=typed)
 
     def canonical(self) -> RunConfig:
         """The same configuration with the zoo's canonical model name (errors on a typo)."""

@@ -121,7 +121,7 @@ class TrainingEstimate(Rendered):
         ]
         times = {"step": p.seconds, "compute": p.compute_seconds, "communication": p.communication_seconds,
                  "communication not hidden": p.exposed_communication_seconds,
-                 **{f"  {part}": value for part, value in self.step.parts.items() if value}}
+                 **{f"  {part.replace('_', ' ')}": value for part, value in self.step.parts.items() if value}}
         scale, name = time_unit(times.values())
         return [
             Section("run", pd.DataFrame(run, columns=["figure", "value"])),

@@ -46,6 +46,7 @@ from xla_cost.present.markdown import markdown_table
 from xla_cost.present import progress
 from xla_cost.present.figures import figure, png, style
 from xla_cost.present.units import bytes_unit, duration, flop_unit, pct, scaled, si, sig, time_unit
+from xla_cost.present.units import size as bytes_text
 from xla_cost.present.files import write_file
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
@@ -84,14 +85,19 @@ class StepEstimate:
       flops: train-step FLOP per device (grad + update, loop-corrected).
       bytes_accessed: train-step bytes per device (XLA's).
       communication_bytes: buffers the train step's collectives work on, per device.
-      prediction: compute, communication, exposed communication and step seconds.
+      prediction: compute, communication, exposed communication and step
+        seconds: the step is compute + the communication not hidden + the
+        pipeline bubble, and the communication not hidden is never more than
+        all of it (the bubble is idle time, not communication).
       collectives: each collective's time.
       notes: unknowns and assumptions met.
       parts: the predicted step's seconds by part: ``matmul`` and ``memory``
         (compute, calibrated; or ``roofline`` for a bound), ``tensor`` (the
-        analysed mesh's blocking collectives), ``pipeline`` (the bubble and the
-        stages' transfers), ``gradients`` (the exposed gradient reduction),
-        ``update``.
+        analysed mesh's blocking collectives), ``stage_transfers`` (each
+        micro-batch's activations sent to the next pipeline stage and their
+        gradient back), ``pipeline_bubble`` (the 1F1B schedule's idle slots:
+        ``(p - 1) / (v m)`` of the ``m`` micro-batches' time), ``gradients``
+        (the exposed gradient reduction), ``update``; they add up to the step.
       calibration: the calibration profile's description, or "" for a bound.
     """
 
@@ -135,10 +141,10 @@ class StepEstimate:
         p = self.prediction
         times = {"step": p.seconds, "compute": p.compute_seconds, "communication": p.communication_seconds,
                  "communication not hidden": p.exposed_communication_seconds,
-                 **{f"  {part}": value for part, value in self.parts.items() if value}}
+                 **{f"  {part.replace('_', ' ')}": value for part, value in self.parts.items() if value}}
         scale, name = time_unit(times.values())
-        work = [("FLOP", si(self.flops)), ("bytes accessed", si(self.bytes_accessed)),
-                ("bytes sent by collectives", si(self.communication_bytes))]
+        work = [("FLOP", si(self.flops)), ("bytes accessed", bytes_text(self.bytes_accessed)),
+                ("bytes sent by collectives", bytes_text(self.communication_bytes))]
         return [Section("time", pd.DataFrame([(part, scaled(value, scale)) for part, value in times.items()],
                                               columns=["time", name])),
                 Section("per device", pd.DataFrame(work, columns=["work", "amount"]))]
@@ -251,26 +257,32 @@ def predict(
         compute = matmul + memory
         updating = sum(_calibrated(update, report.devices, narrow, flops_peak, peak.bandwidth, profile))
         parts, described = {"matmul": matmul, "memory": memory}, _describe(profile)
-    per_micro_batch = compute + tensor_s
+    transfer = 0.0  # a micro-batch's activations to the next stage and their gradient back
     if layout.pipeline > 1:
         link = cluster.inter if cluster.node_size <= report.devices else cluster.intra
         # each of the stage's devices sends its share (Megatron's scatter/gather)
-        per_micro_batch += 2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency
-    pipelined = schedule.pipeline_seconds(per_micro_batch, layout.pipeline, layout.micro_batches, layout.chunks)
+        transfer = 2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency
+    m = layout.micro_batches
+    slot = compute + tensor_s + transfer  # one micro-batch on the slowest stage
+    pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
         gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
     notes += grad_notes
     seconds = pipelined + exposed + updating
-    parts = {part: value * layout.micro_batches for part, value in parts.items()}  # every micro-batch's compute
-    parts.update(tensor=tensor_s * layout.micro_batches, update=updating, gradients=exposed,
-                 pipeline=pipelined - layout.micro_batches * (compute + tensor_s))
-    communication = grad_s + tensor_s * layout.micro_batches
+    parts = {part: value * m for part, value in parts.items()}  # every micro-batch's compute
+    # the bubble is idle, not communication: (p - 1) / (v m) of the m slots
+    parts.update(tensor=tensor_s * m, update=updating, gradients=exposed, stage_transfers=transfer * m,
+                 pipeline_bubble=pipelined - m * slot)
+    # every collective and transfer; the tensor-parallel ones and the transfers block the step,
+    # of the gradients' only what runs past the backward pass shows: never more than all of it
+    communication = grad_s + (tensor_s + transfer) * m
+    not_hidden = exposed + (tensor_s + transfer) * m
     prediction = schedule.StepPrediction(
-        compute_seconds=layout.micro_batches * compute + updating,
+        compute_seconds=m * compute + updating,
         communication_seconds=communication,
-        exposed_communication_seconds=exposed + parts["tensor"] + parts["pipeline"],
+        exposed_communication_seconds=not_hidden,
         seconds=seconds,
-        overlap=0.0 if communication == 0 else 1 - (exposed + parts["tensor"]) / communication,
+        overlap=0.0 if communication == 0 else 1 - not_hidden / communication,
     )
     replicas = layout.data * layout.pipeline
     return StepEstimate(
@@ -587,9 +599,15 @@ class ScalingResult(Rendered):
 
     def notes(self) -> list[str]:
         scale, name = time_unit([at.communication_seconds for at in self.points])
-        return ["exposed comm.: the communication not hidden behind compute; all of it per point: "
-                + ", ".join(f"{at.devices}: {scaled(at.communication_seconds, scale, 2)} {name}"
-                            for at in self.points)]
+        notes = ["exposed comm.: the communication not hidden behind compute; all of it per point: "
+                 + ", ".join(f"{at.devices}: {scaled(at.communication_seconds, scale, 2)} {name}"
+                             for at in self.points)]
+        bubbles = [(at.devices, step.parts.get("pipeline_bubble", 0.0)) for step, at in zip(self.steps, self.points)]
+        if any(b for _, b in bubbles):
+            scale, name = time_unit([b for _, b in bubbles])
+            notes.append("step = compute + exposed comm. + the pipeline bubble (idle stages): "
+                         + ", ".join(f"{d}: {scaled(b, scale, 2)} {name}" for d, b in bubbles))
+        return notes
 
     def plot(self, path: str | None = None) -> Figure:
         """A matplotlib ``Figure`` of the speed-up and efficiency against devices,

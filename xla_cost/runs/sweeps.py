@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import os
 import pathlib
-import re
 import socket
 import sys
 import time
@@ -74,6 +73,24 @@ class SweepResult(NamedTuple):
         """The runs, one row per configuration, every figure raw (what `to_csv`
         writes; the per-layer rows are `layers`)."""
         return self.runs
+
+    def raise_if_all_failed(self) -> None:
+        """Raises `XlaCostError` when no configuration was analysed (every row
+        failed), with the failures in one line; a sweep of rows none of which
+        is ok gives no table, no ``--output`` and no ``--layers`` file on the
+        command line (which calls this first), and exits 2. Its failures are
+        stored rows all the same: ``retry_failed=True`` (``--retry-failed``)
+        analyses them again."""
+        runs, most = self.runs, 3
+        if not len(runs) or (runs["status"] == "ok").any():
+            return
+        errors = list(dict.fromkeys(str(e).rstrip(".") for e in runs["error"]))
+        listed = "; ".join(f"[{i}] {e}" for i, e in enumerate(errors[:most], 1))
+        more = f"; and {len(errors) - most} other errors" if len(errors) > most else ""
+        raise XlaCostError("at least one configuration analysed",
+                           f"{len(runs)} of {len(runs)} failed ({listed}{more})",
+                           "Fix what the errors say and rerun with --retry-failed (retry_failed=True): "
+                           "failures are stored (`xla-cost store list --failed`).")
 
     def summary(self) -> pd.DataFrame:
         """The runs in brief: configuration, status, GFLOP per phase, the ratios, seconds."""
@@ -241,7 +258,7 @@ def configurations(
     dtypes, batch sizes), with zoo names canonical and duplicates dropped.
 
     Args:
-      models: zoo names or ``package.module:attr``.
+      models: zoo names, ``FILE.py:attr`` or ``package.module:attr``.
       grid: the values combined (`Grid`), as one object.
       batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
         input_shape: the fields of `Grid` (documented there); each one not at
@@ -252,8 +269,9 @@ def configurations(
 
     Raises:
       InputError: an unknown zoo name, model argument, optimizer, dtype or
-        counter, a setting whose value is not of its field's type, or a batch
-        size below 1, before anything runs.
+        counter, a setting whose value is not of its field's type or out of
+        its range (`RunConfig.checked_settings`), or a batch size below 1, before
+        anything runs.
     """
     # jax and optax load only here: a sweep answered from the store needs neither
     from xla_cost.analysis.options import check_options
@@ -271,7 +289,7 @@ def configurations(
                              "Use e.g. --optimizers sgd,adam.")
         check_options(dtype=config.dtype, counter=grid.counter, depth=grid.depth)
         config.check_arguments()
-    return _dedupe([_typed(config.canonical()) for config in given])
+    return _dedupe([config.canonical().checked_settings() for config in given])
 
 
 def _check_dtypes(grid: Grid) -> None:
@@ -280,35 +298,6 @@ def _check_dtypes(grid: Grid) -> None:
         if dtype not in DTYPES:
             raise InputError(f"dtypes among {', '.join(DTYPES)}", repr(dtype),
                              "Use e.g. --dtypes float32,bfloat16 (dtypes=['float32', 'bfloat16']).")
-
-
-_KINDS: dict[str, tuple[tuple[type, ...], str, Callable[[str], Any]]] = {
-    "bool": ((bool,), r"(?i)true|false", lambda t: t.lower() == "true"),
-    "int": ((int,), r"[+-]?\d+", int),
-    "float": ((int, float), r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", float),
-}
-"""Per field type of a zoo setting: the values it takes, and text that reads as one (and how)."""
-
-
-def _typed(config: RunConfig) -> RunConfig:
-    """``config`` with each setting of a zoo model read (text) and checked by its field's type."""
-    if config.custom or not config.config:
-        return config
-    from xla_cost import zoo
-
-    spec, typed = zoo.get_spec(config.model), {}
-    for key, value in config.config.items():
-        default = spec.defaults[key]
-        kind = type(default).__name__
-        if kind in _KINDS:
-            types, pattern, read = _KINDS[kind]
-            if isinstance(value, str) and re.fullmatch(pattern, value.strip()):
-                value = read(value.strip())
-            elif isinstance(value, bool) != (kind == "bool") or not isinstance(value, types):
-                raise InputError(f"{key} (a {spec.name} setting) as {'an' if kind == 'int' else 'a'} {kind}",
-                                 repr(value), f"Use e.g. --set {key}={default!r}, the field's default.")
-        typed[key] = value
-    return dataclasses.replace(config, config=typed)
 
 
 def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
@@ -638,7 +627,7 @@ def sweep(
     """Analyses every combination of the arguments; results go through the store.
 
     Args:
-      models: zoo names (``linear_net``, ``resnet50``) or ``package.module:attr``
+      models: zoo names (``linear_net``, ``resnet50``), ``FILE.py:attr`` or ``package.module:attr``
         (with ``input_shape``).
       grid: the values combined (`Grid`), as one object.
       store: a `Store`, a path to its file, or None for `default_store_path`.
@@ -658,8 +647,9 @@ def sweep(
 
     Raises:
       InputError: a bad name or value (a dtype other than float32, bfloat16 and
-        float16; a setting not of its field's type), a ``scheduler`` where no
-        Dask scheduler answers, an unusable ``$XLA_COST_CACHE_DIR``, or (with
+        float16; a setting not of its field's type or out of its range), a
+        ``scheduler`` where no Dask scheduler answers, an unusable
+        ``$XLA_COST_CACHE_DIR``, or (with
         worker processes) a call from a script's top level outside
         ``if __name__ == "__main__":``, before anything runs or is stored;
         workers that die before any has started (nothing is stored for them).

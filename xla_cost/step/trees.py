@@ -1,8 +1,9 @@
 """Pytrees of abstract arrays: shapes, bytes, and the module paths of parameters.
 
 The helpers every layer above uses to read a tree of ``jax.ShapeDtypeStruct``
-leaves: `abstract` makes one, `tree_bytes` weighs one, `leaf_modules` names the
-module that owns each parameter.
+leaves: `abstract` makes one, `tree_bytes` weighs one (`nbytes`, `itemsize`: the one
+place that knows a typed PRNG key's size), `leaf_modules` names the module that owns
+each parameter, `leaf_roles` what holds each leaf (an optimizer's state, an NNX variable).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
+from xla_cost.step.trees import leaf_roles
 
 __all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "step_arguments", "import_module", "PARAMS_KEY",
            "MAX_AXES"]
@@ -122,21 +123,42 @@ def _key_name(entry: Any) -> str:
     return str(entry)
 
 
-def _linen_params(args: Sequence[Any]) -> tuple[list[str | None], dict[str, int]]:
-    """The module of every leaf found under a ``params`` key, and the counts;
-    then `_follow_params`."""
+def _linen_params(args: Sequence[Any], names: Sequence[str | None] = ()) -> tuple[
+        list[str | None], dict[str, int]]:
+    """The module of every parameter leaf, and the counts; then `_follow_params`.
+
+    A parameter is a leaf under a ``params`` key (a TrainState's, a variables
+    dict's) or in a positional argument the step names ``params`` (``names``:
+    the step's positional parameter names, ``step(params, opt_state, batch)``),
+    unless an optimizer's state holds it (`xla_cost.step.trees.leaf_roles`:
+    Adam's ``mu['params']['fc1']`` mirrors a parameter, it is none).
+    """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
     flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
     keys = [[_key_name(p) for p in path] for path, _ in flat]
-    for names, (_, leaf) in zip(keys, flat):
-        if PARAMS_KEY in names[1:]:
-            module = "/".join(names[names.index(PARAMS_KEY, 1) + 1:-1])
-            owners.append(module)
-            counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
-        else:
+    roles = leaf_roles(tuple(args))
+    for names_here, (path, leaf), role in zip(keys, flat, roles):
+        position = getattr(path[0], "idx", None) if path else None
+        named = position is not None and position < len(names) and names[position] == PARAMS_KEY
+        if role == "optimizer_state" or not (PARAMS_KEY in names_here[1:] or named):
             owners.append(None)
+            continue
+        start = names_here.index(PARAMS_KEY, 1) + 1 if PARAMS_KEY in names_here[1:] else 1
+        module = "/".join(names_here[start:-1])
+        owners.append(module)
+        counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
     return _follow_params(keys, owners), counts
+
+
+def _positional_names(step: Any) -> list[str | None]:
+    """The names of a step's positional parameters (a jit's or partial's function), [] if unknown."""
+    try:
+        signature = inspect.signature(step)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind in kinds]
 
 
 def _follow_params(keys: Sequence[Sequence[str]], owners: list[str | None]) -> list[str | None]:
@@ -229,7 +251,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             return _nnx_scopes(model)
     else:
         function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
-        owners, counts = _linen_params(traced_args)
+        owners, counts = _linen_params(traced_args, _positional_names(step))
         roots = ()
     if not counts:
         notes.append(

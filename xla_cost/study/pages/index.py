@@ -55,7 +55,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "analyses again and gives the same markdown too. Measured figures (step times, analysis seconds, the run "
         "time below) come from the committed files under `reports/data/`, never from the run that writes the "
         "pages. `xla-cost report NAME ...` writes some pages only; `xla-cost report --model "
-        "PACKAGE.MODULE:ATTR --input-shape B,...` writes one page for a model of your own.",
+        "FILE.py:ATTR --input-shape B,...` (or `package.module:ATTR`) writes one page for a model of your own.",
         "",
     ]
     timing = report_time(data)

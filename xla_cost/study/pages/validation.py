@@ -213,7 +213,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "## The steps priced",
         "",
         "Per step, in ms: the predicted step and its parts (`matmul` and `memory`: compute of every micro-batch; "
-        "`tensor`: tensor-parallel collectives; `pipeline`: the bubble and the transfers between stages; "
+        "`tensor`: tensor-parallel collectives; `stage_transfers`: the activations and their gradients sent "
+        "between pipeline stages; `pipeline_bubble`: the 1F1B schedule's idle slots; "
         "`gradients`: the all-reduce not hidden behind the backward pass; `update`: the optimizer).",
         "",
         pipe_table(["case", "setup", "step ms", "parts (ms)"], _setup_rows(result), "llrl"),
