@@ -8,7 +8,7 @@ these.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES", "REMAINDER"]
+__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES", "DEFAULT_OPTIMIZER", "REMAINDER"]
 
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 """``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
@@ -18,6 +18,12 @@ OPTIMIZER_NAMES: tuple[str, ...] = (
     "sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "lamb",
 )
 """The optimizers known by name (`xla_cost.OPTIMIZERS` builds them)."""
+
+DEFAULT_OPTIMIZER: str = "adam"
+"""The optimizer of every command and function that takes one by name and is
+not given one (`analyze`, `sweep`, `scaling`, `estimate`, `fit`, `report
+--model`, `xla_cost.RunConfig`): Adam, what models are trained with. The
+pages of `xla_cost.study` name theirs (seed 001's figures are SGD's)."""
 
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 """The computation dtypes a zoo model can be built in (parameters stay float32)."""

@@ -30,8 +30,10 @@ LAYER_PARAMETERS = {"fc1": 4096 + 4096, "fc2": 4096 * 128 + 128, "fc3": 128 * 10
 
 
 def _run(model: str, batch: int, remat: str | None = None, **options) -> xla_cost.Report:
-    """The analysis ``xla-cost analyze MODEL --batch-size BATCH`` runs (from the jaxprs unless ``counter``)."""
-    run = xla_cost.RunConfig(model, batch, counter=options.pop("counter", "jaxpr"), **options)
+    """The analysis ``xla-cost analyze MODEL --batch-size BATCH --optimizer sgd`` runs (from the jaxprs
+    unless ``counter``; SGD, whose closed forms the tests use, unless ``optimizer``)."""
+    run = xla_cost.RunConfig(model, batch, counter=options.pop("counter", "jaxpr"),
+                             optimizer=options.pop("optimizer", "sgd"), **options)
     return run.run(**({"remat": remat} if remat else {}))
 
 

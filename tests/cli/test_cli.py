@@ -13,6 +13,7 @@ from tests import formulas as F
 from tests.zoo.test_bert_vit import BERT_PUBLISHED
 from tests.zoo.test_gpt import PUBLISHED as GPT2_PUBLISHED
 from tests.zoo.test_resnet import PUBLISHED as RESNET_PUBLISHED
+from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.cli import main
 
 
@@ -26,7 +27,7 @@ def test_json_matches_api(capsys, zoo_report):
     code, out, err = run(capsys, "analyze", "deeper_conv_net", "--batch-size", "2", "--set", "depth=3", "--per-layer", "--format", "json")
     assert code == 0, err
     data = json.loads(out)
-    api = zoo_report("deeper_conv_net", 2, depth=3).to_dict()
+    api = zoo_report("deeper_conv_net", 2, DEFAULT_OPTIMIZER, depth=3).to_dict()  # the CLI's default: adam
     assert data["flops"] == api["flops"]
     assert data["layers"] == api["layers"]
     assert data["config"] == {"depth": 3}
@@ -148,9 +149,8 @@ def test_counter_jaxpr_and_depth(capsys):
     # the same call from Python gives the same answer
     from tests import custom_models
 
-    api = xla_cost.analyze(
-        custom_models.ScannedMLP(), jax_inputs((4, 8)), optimizer="sgd", depth=1, counter="jaxpr",
-        name="ScannedMLP",
+    api = xla_cost.analyze(  # the Python default optimizer is the command's (adam)
+        custom_models.ScannedMLP(), jax_inputs((4, 8)), depth=1, counter="jaxpr", name="ScannedMLP",
     ).to_dict()
     assert data["flops"] == api["flops"] and data["layers"] == api["layers"]
 

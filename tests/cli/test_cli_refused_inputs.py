@@ -129,7 +129,7 @@ def test_fit_with_a_memory_no_batch_fills_ends_in_a_few_compiles(capsys, place, 
     compiled = []
     real = fit_module.breakdown_at
     monkeypatch.setattr(fit_module, "breakdown_at", lambda run, batch: compiled.append(batch) or real(run, batch))
-    line = _refused(capsys, place, "fit", "one_net", "--device-memory", "1e40",
+    line = _refused(capsys, place, "fit", "one_net", "--device-memory", "1e40", "--quiet",  # no line a compile
                     words=f"a memory limit that the step outgrows by batch {INT32_MAX:,}")
     assert "jax indexes arrays with int32" in line and "got 1e+40 bytes x 0.75" in line
     # batches 1 and 2, then the largest batch searched (it fits): 24 doublings used to run

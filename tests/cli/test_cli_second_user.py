@@ -260,7 +260,7 @@ def test_row_29_an_unknown_method_lists_the_models_methods(capsys, place):
 
 
 def test_analyze_takes_file_py_attr_like_step(capsys, place, monkeypatch):
-    argv = ["--input-shape", f"2,{FEATURES}", "--counter", "jaxpr", "--format", "json"]
+    argv = ["--input-shape", f"2,{FEATURES}", "--optimizer", "sgd", "--counter", "jaxpr", "--format", "json"]
     assert main(["analyze", "mynet.py:MLP", *argv]) == 0, capsys.readouterr().err
     by_file = json.loads(capsys.readouterr().out)
     assert main(["analyze", "mynet:MLP", *argv]) == 0, capsys.readouterr().err  # the module, by name

@@ -138,7 +138,7 @@ def test_cli_reports_the_canonical_name(capsys):
     api = xla_cost.analyze(
         zoo.build_model("gpt2-small", n_layer=1, seq_len=8),
         zoo.example_inputs("gpt2-small", 1, n_layer=1, seq_len=8),
-        optimizer="sgd", counter="jaxpr", name="gpt2-small", config={"n_layer": 1, "seq_len": 8},
+        counter="jaxpr", name="gpt2-small", config={"n_layer": 1, "seq_len": 8},  # the default optimizer, adam
     ).to_dict()
     assert data["flops"] == api["flops"] and data["parameters"] == api["parameters"]
 
@@ -310,7 +310,7 @@ def test_cli_csv_per_layer_is_one_table(capsys, zoo_report):
     phases, layers = table[table.kind == "phase"], table[table.kind == "layer"]
     assert list(table.kind.unique()) == ["phase", "layer"]
     assert list(phases.name) == list(PHASES)
-    report = zoo_report("deeper_conv_net", 2, depth=3)
+    report = zoo_report("deeper_conv_net", 2, "adam", depth=3)  # the command's default optimizer
     assert list(layers.name) == [layer.path for layer in report.layers]
     forward = phases.set_index("name").loc["forward"]
     assert layers.forward_flops.sum() == forward.jaxpr_flops

@@ -97,3 +97,152 @@ def test_the_downward_search_never_asks_below_the_smallest_batch(compiles):
     # every batch asked for is a whole number of samples per device: a positive multiple of 4
     assert all(batch % 4 == 0 and batch >= 4 for batch in compiles.asked), compiles.asked
     assert [batch for batch, _ in result.tried] == compiles.asked  # each compiled once, as the result says
+
+
+# ------------------------------------------------------------------ how many compiles (issue 30)
+
+MAX_COMPILES = 6
+"""What the search may spend on a peak close to affine in the batch (issue 30: the
+search it replaces compiled one_net 15 times on an H100, 93-111 s)."""
+
+
+def _exhaustive(curve, limit: float, step: int = 1) -> tuple[int, int]:
+    """What compiling every batch from ``step`` up would answer: the last that fits, the first that does not."""
+    batch = step
+    while curve(batch) <= limit:
+        batch += step
+    return batch - step, batch
+
+
+def _one_net_like(batch: int) -> int:
+    # a first sample dearer than the rest (XLA's small-batch buffers): 1,000 bytes at batch 1, then
+    # 24 bytes a sample from batch 2 on, starting 50 bytes above batch 1
+    return BASE if batch == 1 else BASE + 50 + PER_SAMPLE * (batch - 2)
+
+
+def _knee_late(batch: int) -> int:
+    # 24 bytes a sample up to batch 500, then 3 x 24 more a sample: a buffer the step stops reusing
+    return BASE + PER_SAMPLE * batch + 3 * PER_SAMPLE * max(0, batch - 500)
+
+
+@pytest.mark.parametrize("curve, limits", [
+    # affine: every limit from batch 1's peak to batch 300's, a byte apart around each batch
+    (_affine, [_affine(b) + d for b in range(1, 301) for d in (-1, 0, 1)]),
+    (_one_net_like, [_one_net_like(b) + d for b in range(1, 301) for d in (-1, 0, 1)]),
+    # the knee at 8 (the secant through batches 1 and 2 overshoots by far), on both sides of it
+    (_knee, [_knee(b) + d for b in range(1, 40) for d in (-1, 0, 1)]),
+    (_knee_late, [_knee_late(b) + d for b in range(400, 800, 7) for d in (-1, 0, 1)]),
+])
+def test_the_search_answers_as_compiling_every_batch_would_in_at_most_6_compiles(compiles, curve, limits):
+    compiles.curve[0] = curve
+    for limit in limits:
+        compiles.asked.clear()
+        result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, progress=False)
+        assert (result.batch_size, result.next_size) == _exhaustive(curve, limit), limit
+        assert len(compiles.asked) <= MAX_COMPILES, (limit, compiles.asked)  # compiles counted, not timed
+        assert len(set(compiles.asked)) == len(compiles.asked)  # none twice
+
+
+def test_an_affine_one_net_on_an_h100_takes_4_compiles(compiles):
+    # an affine model of one_net's step from its dimensions (not XLA's figures, for which see the next
+    # test): its parameters, their gradients and Adam's two moments, 4 x 533,898 parameters x 4 bytes,
+    # a constant; and per sample its float32 activations and their gradients, (1 + 4,096 x 2 + 128 x 2
+    # + 10 x 2) x 4 bytes; the search needs batches 1 and 2 and the pair that checks their prediction
+    parameters = 533_898
+    fixed, per_sample = 4 * parameters * 4, (1 + 4096 * 2 + 128 * 2 + 10 * 2) * 4
+    compiles.curve[0] = lambda batch: fixed + per_sample * batch
+    result = fit.max_batch_size("one_net", device="h100", progress=False)  # 80 GB x 0.75 usable
+    answer = int((80e9 * 0.75 - fixed) // per_sample)
+    assert (result.batch_size, result.next_size) == (answer, answer + 1)
+    assert len(compiles.asked) <= 4  # affine from batch 1: 1, 2, the answer and the next
+
+
+def test_one_net_compiled_takes_at_most_6_compiles(monkeypatch):
+    from xla_cost.runs.configs import RunConfig
+
+    compiled = fit.breakdown_at
+    asked: list[int] = []
+
+    def counted(run, batch):  # the compile seam, counted
+        asked.append(batch)
+        return compiled(run, batch)
+
+    # a device exactly as large as one_net's donated Adam step at batch 100 (compiled here, not counted)
+    limit = compiled(RunConfig("one_net", config={}, optimizer="adam"), 100).peak
+    monkeypatch.setattr(fit, "breakdown_at", counted)
+    result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, progress=False)
+    # batch 100 fits exactly and 101 does not: every sample adds its activations
+    assert (result.batch_size, result.next_size) == (100, 101)
+    assert result.fits.peak == limit < result.does_not_fit.peak
+    assert len(asked) <= MAX_COMPILES, asked
+
+
+@needs_4
+def test_a_sharded_knee_takes_at_most_6_compiles(compiles):
+    compiles.curve[0] = _knee
+    for limit in [_knee(b) + d for b in range(4, 80, 4) for d in (-1, 0, 1)]:
+        compiles.asked.clear()
+        result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, mesh={"data": 4},
+                                    progress=False)
+        assert (result.batch_size, result.next_size) == _exhaustive(_knee, limit, 4), limit
+        assert len(compiles.asked) <= MAX_COMPILES, (limit, compiles.asked)
+
+
+def test_a_curve_far_from_affine_still_gets_the_exact_answer(compiles):
+    # quadratic in the batch (no step's peak is): predictions miss, the search falls back on bisection
+    compiles.curve[0] = lambda batch: BASE + batch * batch
+    for answer in (1, 2, 3, 10, 99, 1000, 12_345):
+        compiles.asked.clear()
+        result = fit.max_batch_size("one_net", device_memory_bytes=BASE + answer * answer, memory_fraction=1,
+                                    progress=False)
+        assert (result.batch_size, result.next_size) == (answer, answer + 1)
+        # fit.PREDICTED compiles, then bisection of what is left (at most 31 halvings of int32's range)
+        assert len(compiles.asked) <= fit.PREDICTED + 31 + 2
+
+
+def test_each_compile_is_a_line_on_stderr_even_when_piped(compiles, capsys):
+    # 3,400 bytes: batch 100 exactly (1000 + 24 x 100); capsys is not a terminal, as a pipe is not
+    result = fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == len(compiles.asked) == len(result.tried)
+    # 1000 + 24 = 1,024 bytes at batch 1 read 1.02 KB (against 3.40 KB usable); 3,424 at batch 101
+    # read 3.42 KB, and does not fit
+    assert lines[0] == "fit: batch 1 → 1.02 KB, fits (limit 3.40 KB)"
+    assert "fit: batch 101 → 3.42 KB, does not fit (limit 3.40 KB)" in lines
+    assert "fit: batch 100 → 3.40 KB, fits (limit 3.40 KB)" in lines  # exactly the limit: it fits
+    fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1, progress=False)
+    assert capsys.readouterr().err == ""  # progress=False (--quiet): none
+
+
+def test_a_peak_a_hair_over_the_limit_shows_the_digits_that_tell_them_apart(compiles, capsys):
+    # 60 GB usable; the answer 1,000 bytes under it, the next size 33,288 bytes over (a sample of
+    # 33,288 bytes): at 2 decimals both read 60.00 GB
+    limit = 60e9
+    compiles.curve[0] = lambda batch: int(limit - 1000 + 33_288 * (batch - 1_000_000))
+    result = fit.max_batch_size("one_net", device_memory_bytes=80e9, progress=True)
+    assert (result.batch_size, result.next_size) == (1_000_000, 1_000_001)
+    err = capsys.readouterr().err
+    # 59,999,999,000 bytes read 60.00 until 6 decimals (59.999999); 60,000,032,288 at 5 (60.00003)
+    assert "fit: batch 1,000,000 → 59.999999 GB, fits (limit 60.00 GB)" in err
+    assert "fit: batch 1,000,001 → 60.00003 GB, does not fit (limit 60.00 GB)" in err
+    assert "1000000 (59.999999 GB) fits" in result.notes()[0]
+    assert "1000001 (60.00003 GB) does not fit" in result.notes()[0]
+
+
+def test_the_table_says_which_batch_fits_and_shows_the_limit():
+    from xla_cost.analysis.memory import MemoryBreakdown
+
+    def step(peak: int) -> MemoryBreakdown:  # XLA's peak: arguments + outputs + temporaries - aliased
+        return MemoryBreakdown(10**9, 10**9, 2 * 10**9, 0, 0, 0, argument_bytes=4 * 10**9, output_bytes=0,
+                               temp_bytes=peak - 4 * 10**9, alias_bytes=0)
+
+    # 1.5 GB usable of 2 GB; batch 16 peaks 1,000 bytes under it, 17 a sample of 1,000 bytes over
+    limit = 1.5e9
+    result = fit.FitResult("one_net", 16, limit, 2e9, "given", step(int(limit) - 1000), 17, step(int(limit) + 1000),
+                           ((16, int(limit) - 1000), (17, int(limit) + 1000)))
+    table = result.to_table(width=100)
+    # both peaks read 1.500 GB: the headings tell them apart, and the limit is the last row
+    assert "batch 16: fits" in table and "batch 17: does not fit" in table
+    assert [line for line in table.splitlines() if "usable (the limit)" in line][0].count("1.500") == 2
+    # the notes give the digits that tell each from the limit: 1.499999 and 1.500001 GB
+    assert result.notes() == ["tried: 16 (1.499999 GB) fits, 17 (1.500001 GB) does not fit (limit 1.50 GB)"]

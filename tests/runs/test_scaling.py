@@ -128,7 +128,7 @@ def _report(curve, devices, store=None):
     """The sharded report behind one point of ``curve`` (read back from its store)."""
     from xla_cost.runs.configs import RunConfig
 
-    return RunConfig("conv_net", curve.batch_size * devices, {}, optimizer="sgd",
+    return RunConfig("conv_net", curve.batch_size * devices, {}, optimizer=curve.optimizer,  # scaling's default
                      mesh={"data": devices} if devices > 1 else {}).canonical().run(cache=_STORE[0])
 
 

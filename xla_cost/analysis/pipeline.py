@@ -34,7 +34,7 @@ from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
 from xla_cost.analysis.split import Attribution
 from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
-from xla_cost.choices import COUNTERS
+from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import xla
 from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, unmatched_note
@@ -100,7 +100,7 @@ def analyze(
     model: Any,
     inputs: Any,
     *,
-    optimizer: str | optax.GradientTransformation,
+    optimizer: str | optax.GradientTransformation = DEFAULT_OPTIMIZER,
     # how the model is called: `xla_cost.ModelOptions`
     loss: LossFn | None = None,
     targets: PyTree | None = None,
@@ -170,7 +170,7 @@ def analyze(
         batch on the leading axis.
       optimizer: an ``optax.GradientTransformation`` or one of ``sgd``,
         ``momentum``, ``nesterov``, ``adam``, ``adamw``, ``rmsprop``, ``adagrad``,
-        ``lion``, ``adafactor``, ``lamb``.
+        ``lion``, ``adafactor``, ``lamb`` (default `xla_cost.choices.DEFAULT_OPTIMIZER`: adam).
       loss: ``loss(outputs, targets) -> scalar``; default: mean softmax
         cross-entropy with integer labels (classes from the output's last axis).
       targets: abstract targets; default: derived from the output shape.

@@ -160,24 +160,25 @@ def report(args: argparse.Namespace) -> str:
     from xla_cost.errors import InputError
     from xla_cost.study.write import check_out, write_report
 
-    if args.model is None and not args.pages:  # every page runs for minutes: asked for by name only
-        from xla_cost.study.pages import PAGES
-
-        raise InputError("page names, all, or --model", "`xla-cost report` with none of them",
-                         "Run `xla-cost report all` for every page (it runs for minutes), "
-                         f"`xla-cost report NAME ...` for some ({', '.join(PAGES)}), "
-                         "or `xla-cost report --model FILE.py:ATTR` for one model's page.")
     if args.model is None:
         for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),
                             ("--set", args.settings or None), ("--optimizer", args.optimizer)):
             if value is not None:
                 raise InputError(f"{flag} only with --model", f"{flag} without it",
                                  "Add --model FILE.py:ATTR (or package.module:ATTR, a zoo name), or drop the option.")
+        if not args.pages:  # every page runs for minutes: asked for by name only
+            from xla_cost.study.pages import PAGES
+
+            raise InputError("page names, all, or --model", "`xla-cost report` with none of them",
+                             "Run `xla-cost report all` for every page (it runs for minutes), "
+                             f"`xla-cost report NAME ...` for some ({', '.join(PAGES)}), "
+                             "or `xla-cost report --model FILE.py:ATTR` for one model's page.")
         paths = write_report(
             args.pages, args.out, store=args.store, jobs=args.jobs,
             progress=False if args.quiet else None,
         )
     else:
+        from xla_cost.choices import DEFAULT_OPTIMIZER
         from xla_cost.runs.configs import RunConfig, parse_shape
 
         if args.pages:
@@ -189,7 +190,7 @@ def report(args: argparse.Namespace) -> str:
         check_out(args.out)
         shape = parse_shape(args.input_shape) if args.input_shape is not None else None
         run = RunConfig(
-            args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or "sgd",
+            args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or DEFAULT_OPTIMIZER,
             per_layer=True, input_shape=shape, input_dtype=args.input_dtype,
         )
         paths = write_report(run.run(), args.out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from xla_cost.choices import COUNTERS, DTYPES
+from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER, DTYPES
 from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
 from xla_cost.parallel import calibration, devices
 from xla_cost.parallel.comm import ALGORITHMS, INTERCONNECTS
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("model", help="a zoo name (see `xla-cost models`), FILE.py:ATTR or package.module:ATTR")
     analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1)")
-    analyze.add_argument("--optimizer", default="sgd", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
+    analyze.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
     analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("models", nargs="+", metavar="MODEL", help="zoo names, FILE.py:ATTR or package.module:ATTR (with --input-shape)")
     sweep.add_argument("--batch-sizes", default="1", metavar="B,B,...", help="batch sizes, e.g. 1,2,4,8 (default 1)")
     sweep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V,V,...", help="a model argument and its values, e.g. depth=0,1,3 (repeatable; every combination runs)")
-    sweep.add_argument("--optimizers", default="sgd", metavar="NAME,...", help=f"of {', '.join(OPTIMIZERS)} (default sgd)")
+    sweep.add_argument("--optimizers", default=DEFAULT_OPTIMIZER, metavar="NAME,...", help=f"of {', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     sweep.add_argument("--dtypes", default="float32", metavar="DTYPE,...", help=f"of {', '.join(DTYPES)} (default float32)")
     sweep.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla (default) or jaxpr, as for analyze")
     sweep.add_argument("--per-layer", action="store_true", help="also the per-layer rows (--layers FILE writes them; it implies this)")
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
     _layout_options(estimate, "instead of --devices: ")
     _settings_option(estimate)
-    _hardware_options(estimate, OPTIMIZERS, DTYPES, optimizer="adam")
+    _hardware_options(estimate, OPTIMIZERS, DTYPES)
     estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _output_options(estimate)
 
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
     fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
     fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
-    fit.add_argument("--optimizer", default="adam", metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default adam)")
+    fit.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--model", default=None, metavar="FILE.py:ATTR", help="write one page for this model instead (phases, layers, a figure of FLOP per layer): FILE.py:ATTR, package.module:ATTR or a zoo name")
     report.add_argument("--input-shape", default=None, metavar="B,D1,...", help="with --model: the input shape, batch first (required for a custom model)")
     report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
-    report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default sgd)")
+    report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
     _debug_option(report)
 
@@ -216,7 +216,8 @@ def _layout_options(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _hardware_options(
-    parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str], optimizer: str = "sgd"
+    parser: argparse.ArgumentParser, optimizers: Sequence[str], dtypes: Sequence[str],
+    optimizer: str = DEFAULT_OPTIMIZER,
 ) -> None:
     parser.add_argument("--batch-size", type=int, default=None, metavar="B", help="samples per device, or per micro-batch and data-parallel rank (default 1)")
     parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")

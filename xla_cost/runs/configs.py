@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 
 __all__ = ["RunConfig", "load_custom", "parse_shape"]
@@ -169,7 +170,8 @@ class RunConfig:
         to store it under, `xla_cost.analyze` caches it by its description).
       batch_size: the leading axis of the inputs.
       config: the model's keyword arguments (``{"depth": 10}``).
-      optimizer: a name in `xla_cost.OPTIMIZERS`.
+      optimizer: a name in `xla_cost.OPTIMIZERS` (default
+        `xla_cost.choices.DEFAULT_OPTIMIZER`: adam).
       dtype: the computation dtype (parameters stay float32).
       counter: ``xla`` or ``jaxpr`` (`xla_cost.COUNTERS`).
       per_layer: also attribute costs to layers.
@@ -185,7 +187,7 @@ class RunConfig:
     model: Any
     batch_size: int = 1
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    optimizer: str = "sgd"
+    optimizer: str = DEFAULT_OPTIMIZER
     dtype: str = "float32"
     counter: str = "xla"
     per_layer: bool = False

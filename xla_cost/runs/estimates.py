@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
 from xla_cost.parallel.hardware import Hardware
@@ -48,7 +49,8 @@ class TrainingEstimate(Rendered):
       hardware: what it is priced on (None: not recorded).
       mesh: the layout (`Parallelism.mesh`; empty: ``devices`` on one axis).
       micro_batches: micro-batches per step per replica.
-      optimizer, dtype: the step's (named in `describe`; the default optimizer is adam).
+      optimizer, dtype: the step's (named in `describe`; the default optimizer is
+        `xla_cost.choices.DEFAULT_OPTIMIZER`, adam).
     """
 
     model: str
@@ -148,7 +150,7 @@ def estimate(
     # the run: `xla_cost.RunConfig`'s fields
     batch_size: int | None = None,
     config: Mapping[str, Any] | None = None,
-    optimizer: str = "adam",
+    optimizer: str = DEFAULT_OPTIMIZER,
     dtype: str = "float32",
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
@@ -193,8 +195,9 @@ def estimate(
         (documented there); each one not at its default replaces ``parallelism``'s.
       batch_size: samples per micro-batch per data-parallel rank (None: 1).
       config, optimizer, dtype, input_shape, input_dtype: the run's
-        `xla_cost.RunConfig` fields (the model's arguments, ``adam``,
-        ``float32``, a custom model's input shape and dtype).
+        `xla_cost.RunConfig` fields (the model's arguments, adam:
+        `xla_cost.choices.DEFAULT_OPTIMIZER`, ``float32``, a custom model's
+        input shape and dtype).
       device, interconnect, node_size, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default

@@ -38,6 +38,7 @@ import pandas as pd
 
 from xla_cost.analysis.memory import PARTS, MemoryBreakdown
 from xla_cost.analysis.programs import step_memory
+from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.present import progress as progress_line
 from xla_cost.parallel import devices as registry
@@ -93,8 +94,8 @@ class FitResult(Rendered):
       does_not_fit: the breakdown at ``next_size``.
       tried: every batch compiled and its peak, in the order tried.
       mesh: the mesh the step was sharded over (empty: one device).
-      optimizer, dtype: the step's (``fit`` defaults to adam, whose state
-        `analyze`'s default sgd does not have: the sentence names it).
+      optimizer, dtype: the step's (named in the sentence; the default is
+        `xla_cost.choices.DEFAULT_OPTIMIZER`, adam, as every command's).
     """
 
     model: str
@@ -182,7 +183,8 @@ def _verdict(peak: float, limit: float) -> str:
 def _against(peak: float, limit: float, scale: float) -> str:
     """The peak in a unit of ``scale`` bytes with the decimals (2 to 9) that
     tell it from the limit: ``60.000023`` against ``60.00``."""
-    digits = next((d for d in range(2, 9) if scaled(peak, scale, d) != scaled(limit, scale, d)), 9)
+    digits = next((d for d in range(2, 9) if scaled(peak, scale, d) != scaled(limit, scale, d)), 9) \
+        if peak != limit else 2
     return scaled(peak, scale, digits)
 
 
@@ -207,7 +209,7 @@ def max_batch_size(
     progress: bool | None = None,
     # the run: `xla_cost.RunConfig`'s fields
     config: Mapping[str, Any] | None = None,
-    optimizer: str = "adam",
+    optimizer: str = DEFAULT_OPTIMIZER,
     dtype: str = "float32",
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
@@ -226,7 +228,8 @@ def max_batch_size(
         fits (``fit: batch 256 → 1.23 GB, fits``); None: when stderr is a
         terminal (the command line shows them unless ``--quiet``).
       config: the model's arguments (`xla_cost.RunConfig.config`).
-      optimizer, dtype: the step's optimizer and computation dtype.
+      optimizer, dtype: the step's optimizer (default
+        `xla_cost.choices.DEFAULT_OPTIMIZER`: adam) and computation dtype.
       input_shape: a custom model's input shape; its first entry is replaced
         by each batch tried.
       input_dtype: a custom model's input dtype (default: ``dtype``).
@@ -326,15 +329,19 @@ def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> 
             return low, bound + step
         if high is not None and high - low <= step:
             return low, high
-        guess = _predict(fit, fail, slope, crossing, bound) if not (predicted and not fits) else high - step
-        # (an overshoot: the batch below it is the answer if it fits, and if not, gives the slope there)
+        if predicted and not fits:  # an overshoot: the batch below it is the answer if it fits,
+            guess = high - step  # and if not, gives the slope above the limit (past a knee)
+        else:
+            guess = _predict(fit, fail, slope, crossing, bound)
         predicted = False
         top = bound + step if high is None else high
         if high is not None and len(fit) + len(fail) >= PREDICTED:
             guess = (low + high) // 2  # the predictions did not converge: bisect
-        elif guess <= low:  # the largest fit is predicted the answer: check the next batch up,
-            guess, up = low + up, 2 * up  # twice as far each time the prediction misses
+        elif guess <= low:  # the largest fit is predicted the answer: check the next batch up (and
+            up = step if guess == low else up  # further, twice each time, while the line is below it)
+            guess, up = low + up, 2 * up
         elif guess >= top - step:
+            down = step if guess == top - step else down
             guess, down = top - down, 2 * down
         else:
             up = down = step
@@ -349,9 +356,9 @@ def _predict(fit: list[int], fail: list[int], slope: Callable[[int, int], float]
     (``fit`` and ``fail``, ascending, ``fit`` at least two)."""
     low = fit[-1]
     below = slope(fit[-2], low)  # the slope where the step still fits
-    if not fail:  # every batch fits so far: extrapolate
+    if not fail:  # every batch fits so far: extrapolate (a flat stretch: 8 times further)
         guess = crossing(low, below)
-        return bound if guess is None else min(guess, bound)
+        return min(8 * low if guess is None else guess, bound)
     high = fail[0]
     chord = slope(low, high)
     if len(fail) > 1:

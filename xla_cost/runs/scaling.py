@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
 from xla_cost.parallel import calibration, comm, schedule
@@ -492,8 +493,8 @@ class ScalingResult(Rendered):
         or None under weak scaling.
       mesh: the rest of the layout around each point (`Parallelism.mesh`; empty: none).
       micro_batches: micro-batches per step per replica.
-      optimizer, dtype: the step's (named in `describe`: ``scaling``'s default
-        optimizer is sgd, ``estimate``'s adam).
+      optimizer, dtype: the step's (named in `describe`; the default of
+        ``scaling`` and ``estimate`` is `xla_cost.choices.DEFAULT_OPTIMIZER`, adam).
     """
 
     model: str
@@ -683,7 +684,7 @@ def scaling(
     # the run: `xla_cost.RunConfig`'s fields
     batch_size: int | None = None,
     config: Mapping[str, Any] | None = None,
-    optimizer: str = "sgd",
+    optimizer: str = DEFAULT_OPTIMIZER,
     dtype: str = "float32",
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
@@ -731,8 +732,9 @@ def scaling(
       batch_size: samples per micro-batch per data-parallel rank (weak
         scaling; None: 1); not with ``global_batch``.
       config, optimizer, dtype, input_shape, input_dtype: the run's
-        `xla_cost.RunConfig` fields (the model's arguments, ``sgd``,
-        ``float32``, a custom model's input shape and dtype).
+        `xla_cost.RunConfig` fields (the model's arguments, adam:
+        `xla_cost.choices.DEFAULT_OPTIMIZER`, ``float32``, a custom model's
+        input shape and dtype).
       device, interconnect, node_size, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default

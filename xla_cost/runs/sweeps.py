@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from xla_cost.analysis.report import PHASES
-from xla_cost.choices import DTYPES
+from xla_cost.choices import DEFAULT_OPTIMIZER, DTYPES
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import flop_unit, scaled
 from xla_cost.compiled.store import Store, StoredResult, default_store_path, environment, result_key
@@ -98,9 +98,10 @@ class SweepResult(NamedTuple):
         out = runs[_configuration(runs)].copy()
         for phase in ("forward", "backward", "update"):
             column = f"{phase}_flops"
-            values = list(runs[column]) if column in runs else [None] * len(runs)
+            # a failed row's figure (pandas' NA in an Int64 column) is None: unknown, not a number
+            values = [None if pd.isna(v) else v for v in runs[column]] if column in runs else [None] * len(runs)
             scale, unit = flop_unit(values)  # per column: an update reads in its own unit, not 0.000 GFLOP
-            out[f"{phase} {unit}"] = [scaled(None if v is None or pd.isna(v) else v, scale) for v in values]
+            out[f"{phase} {unit}"] = [scaled(v, scale) for v in values]
         for name, column in (("bwd/fwd", "backward_to_forward"), ("(bwd+upd)/fwd", "backward_with_update_to_forward")):
             values = runs[column] if column in runs else [None] * len(runs)
             out[name] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in values]
@@ -217,8 +218,8 @@ class Grid:
     Attributes:
       batch_sizes: batch sizes to analyse.
       settings: model arguments and their values, e.g. ``{"depth": [0, 1, 3]}``.
-      optimizers, dtypes: names (`xla_cost.OPTIMIZERS`; ``float32``,
-        ``bfloat16``).
+      optimizers, dtypes: names (`xla_cost.OPTIMIZERS`, default
+        `xla_cost.choices.DEFAULT_OPTIMIZER`: adam; ``float32``, ``bfloat16``).
       counter: ``xla`` or ``jaxpr`` (`xla_cost.COUNTERS`).
       per_layer, depth: also the per-layer rows.
       input_shape: a custom model's input shape, batch first (the batch axis is
@@ -227,7 +228,7 @@ class Grid:
 
     batch_sizes: Iterable[int] | int = (1,)
     settings: Mapping[str, Iterable[Any]] | None = None
-    optimizers: Iterable[str] | str = ("sgd",)
+    optimizers: Iterable[str] | str = (DEFAULT_OPTIMIZER,)
     dtypes: Iterable[str] | str = ("float32",)
     counter: str = "xla"
     per_layer: bool = False
@@ -247,7 +248,7 @@ def configurations(
     # the values combined: `Grid`'s fields, replacing ``grid``'s
     batch_sizes: Iterable[int] | int = (1,),
     settings: Mapping[str, Iterable[Any]] | None = None,
-    optimizers: Iterable[str] | str = ("sgd",),
+    optimizers: Iterable[str] | str = (DEFAULT_OPTIMIZER,),
     dtypes: Iterable[str] | str = ("float32",),
     counter: str = "xla",
     per_layer: bool = False,
@@ -617,7 +618,7 @@ def sweep(
     # the values combined: `Grid`'s fields, replacing ``grid``'s
     batch_sizes: Iterable[int] | int = (1,),
     settings: Mapping[str, Iterable[Any]] | None = None,
-    optimizers: Iterable[str] | str = ("sgd",),
+    optimizers: Iterable[str] | str = (DEFAULT_OPTIMIZER,),
     dtypes: Iterable[str] | str = ("float32",),
     counter: str = "xla",
     per_layer: bool = False,

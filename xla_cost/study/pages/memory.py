@@ -203,7 +203,8 @@ def build(data: StudyData) -> dict[str, bytes]:
             "",
             f"`xla-cost fit MODEL --device NAME` (`xla_cost.max_batch_size`): usable memory = the datasheet's "
             f"capacity × {DEFAULT_MEMORY_FRACTION:g} (JAX's GPU allocator default); each batch size is compiled "
-            "abstractly, doubling then bisecting, so the answer fits and the next size does not (by XLA's peak).",
+            "abstractly, the answer predicted from the batches compiled (the peak is close to affine in the "
+            "batch) and checked by compiling it and the next size: it fits and the next does not (by XLA's peak).",
             "",
             pipe_table(["model", "device", "memory", "usable", "largest batch", "its peak", "next batch", "its peak"],
                        rows, "llrrrrrr"),

@@ -42,7 +42,7 @@ def scaling_curves(data: StudyData) -> list[dict[str, Any]]:
     plan = data.plan
     out = []
     for model, axis, batch in plan.scaling_curves:
-        common = dict(devices=plan.scaling_devices, batch_size=batch, device=plan.scaling_device,
+        common = dict(devices=plan.scaling_devices, batch_size=batch, device=plan.scaling_device, optimizer="sgd",
                       bound=calibration.profile(plan.scaling_device) is None)
         out.append({
             "model": model, "axis": axis, "batch": batch,
