@@ -490,8 +490,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the fit search's downward steps are not held at the smallest batch: it compiles batches <= 0",
         (Edit(
             "xla_cost/runs/fit.py",
-            "low = max(high - reach, step)  # step fits",
-            "low = high - reach",
+            "current = min(guess, bound) if high is None else min(max(guess, low + step), high - step)",
+            "current = min(guess, bound) if high is None else min(guess, high - step)",
         ),),
         tests=("tests/runs/test_fit.py",),
     ),
