@@ -44,11 +44,11 @@ def main(argv: list[str]) -> int:
     path = ROOT / "reports" / "data" / f"analysis_time_{device}_{today}.csv"
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "results.sqlite"
-        xla_cost.sweep(["one_net"], batch_sizes=[3], store=store, jobs=0, progress=False)  # warm-up
+        xla_cost.sweep(["one_net"], batch_sizes=[3], optimizers=["sgd"], store=store, jobs=0, progress=False)  # warm-up
         rows = []
         for model in models:  # one sweep each: the load average is read around each analysis
             before = os.getloadavg()[0]
-            result = xla_cost.sweep([model], batch_sizes=[1], store=store, jobs=0, progress=False)
+            result = xla_cost.sweep([model], batch_sizes=[1], optimizers=["sgd"], store=store, jobs=0, progress=False)
             run = result.runs.iloc[0]
             if run["status"] != "ok":
                 print(f"{model}: {run['status']}: {run['error']}", flush=True)
