@@ -81,6 +81,14 @@ def test_parts_add_up_to_the_step_and_to_xla_s_count(reports, name):
     assert report.phases["train_step"].flops == pytest.approx(on_one_device, rel=0.02)
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_step_checker_finds_nothing_accidental_in_repository_steps(reports, name):
+    """The steps as their repositories write them: no metrics on the gradients, no second forward pass,
+    every parameter graded, an optimizer state of at most Adam's two moments (a pmap's replicated state
+    against its replicated parameters)."""
+    assert [n for n in _report(reports, name).notes if n.startswith("step checker")] == []
+
+
 def test_the_sharded_steps_list_their_gradient_all_reduce(reports):
     for name in ("data_parallel", "imagenet_pmap"):
         c, report = case(name), _report(reports, name)

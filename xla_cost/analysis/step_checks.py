@@ -20,12 +20,12 @@ from jax.extend import core as jex_core
 from xla_cost.analysis.report import PhaseCosts
 from xla_cost.compiled import xla
 from xla_cost.count.attribution import classify_pass
-from xla_cost.count.interpret import JaxprCount
+from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
 from xla_cost.step.user_step import UserStep
 
-__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients"]
+__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
@@ -43,12 +43,15 @@ def zero_gradients(jaxpr: Any, prepared: UserStep) -> list[str]:
             if module not in modules[key]:
                 modules[key].append(module)
     found: list[str] = []
-    for level in _levels(jaxpr):
+    for level, prefix in _levels(jaxpr, ""):
         looped = {v for eqn in level.eqns if eqn.primitive.name in ("scan", "while", "cond")
                   for v in eqn.invars if not isinstance(v, jex_core.Literal)}
         for eqn in level.eqns:
+            # zeros that autodiff builds inside the passes (a BatchNorm's jvp) are no gradients: those of
+            # the gradients jax hands back are made outside them
             if (eqn.primitive.name != "broadcast_in_dim" or not isinstance(eqn.invars[0], jex_core.Literal)
-                    or float(eqn.invars[0].val) != 0.0 or eqn.outvars[0] in looped):
+                    or float(eqn.invars[0].val) != 0.0 or eqn.outvars[0] in looped
+                    or classify_pass(join_stack(prefix, str(eqn.source_info.name_stack))) is not None):
                 continue
             aval = eqn.outvars[0].aval
             owners = modules.get((tuple(aval.shape), str(aval.dtype)), [])
@@ -70,15 +73,16 @@ def no_backward_note(traced: Any, prepared: UserStep) -> str:
     return f"no backward found: the step takes no gradient (no equation under transpose); {treated}"
 
 
-def _levels(jaxpr: Any) -> Any:
-    """``jaxpr`` and every jaxpr nested in it."""
-    yield jaxpr
+def _levels(jaxpr: Any, prefix: str) -> Any:
+    """``(jaxpr, its name-stack prefix)`` and the same for every jaxpr nested in it."""
+    yield jaxpr, prefix
     for eqn in jaxpr.eqns:
+        stack = join_stack(prefix, str(eqn.source_info.name_stack))
         for value in eqn.params.values():
             for item in value if isinstance(value, (tuple, list)) else (value,):
                 inner = getattr(item, "jaxpr", item)
                 if hasattr(inner, "eqns"):
-                    yield from _levels(inner)
+                    yield from _levels(inner, stack)
 
 
 _MOMENTS = 2
@@ -108,19 +112,62 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
                          f"({flops / forward:.0%} of the forward) under {where}: a second forward pass (for "
                          "metrics?), not a jax.checkpoint recomputation; return what it computes from the loss "
                          "(has_aux=True) to reuse the forward pass")
-        zeros = zero_gradients(traced.jaxpr, prepared)
-        if zeros:
-            notes.append(f"step checker: parameters that receive no gradient: {', '.join(zeros)}: their gradients "
-                         "are arrays of zeros (stop_gradient, a frozen or unused module) and the optimizer still "
-                         "updates them; optax.masked or optax.set_to_zero leaves them out")
+        ungraded = ungraded_parameters(traced.jaxpr, prepared, module_of)
+        if ungraded:
+            notes.append(f"step checker: parameters that receive no gradient: {', '.join(ungraded)}: no equation "
+                         "of the backward pass computes them (stop_gradient, a frozen or unused module), so their "
+                         "gradients are zeros the optimizer still applies; optax.masked or optax.set_to_zero "
+                         "leaves them out")
     states = _optimizer_states(prepared.args)
     total = sum(states.values())
-    if params and total > _MOMENTS * params:
-        held = ", ".join(f"{name} {elements / params:.1f}x" for name, elements in states.items())
-        notes.append(f"step checker: the optimizer state holds {total / params:.1f}x the parameters ({held}): "
+    elements = _parameter_elements(prepared)  # as the arguments hold them (a pmap's copies included)
+    if elements and total > _MOMENTS * elements:
+        held = ", ".join(f"{name} {n / elements:.1f}x" for name, n in states.items())
+        notes.append(f"step checker: the optimizer state holds {total / elements:.1f}x the parameters ({held}): "
                      f"more than Adam's {_MOMENTS} moments; check for a state kept twice (a chain that repeats a "
                      "transformation, gradient accumulation's copy, a float32 copy of the parameters)")
     return notes
+
+
+def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
+    """The parameters (``module/name``) that no backward equation computes a gradient of: none
+    under ``transpose`` in their module has a result of their shape (or of one layer's slice of
+    it, for a scanned stack). Modules the name stacks never show (parameters of the model's
+    root) are not judged."""
+    made: dict[str, set[tuple[int, ...]]] = {}
+    shown: set[str] = set()
+    for level, prefix in _levels(jaxpr, ""):
+        for eqn in level.eqns:
+            stack = join_stack(prefix, str(eqn.source_info.name_stack))
+            found = classify_pass(stack)
+            module = module_of(stack) if found is not None else None
+            if module is None:
+                continue
+            shown.add(module)
+            if found == BACKWARD:
+                made.setdefault(module, set()).update(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
+    missing: list[str] = []
+    flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+    for (path, leaf), module in zip(flat, prepared.owners):
+        if module is None or module not in prepared.param_paths or module not in shown:
+            continue
+        shape = tuple(getattr(leaf, "shape", ()))
+        if not made.get(module, set()) & {shape, shape[1:]}:
+            name = f"{module}/{jax.tree_util.keystr(path[-1:]).strip('.[]').strip(chr(39))}"
+            if name not in missing:
+                missing.append(name)
+    return missing
+
+
+def _parameter_elements(prepared: UserStep) -> int:
+    """The parameters' array elements in the step's arguments (optimizer states left out)."""
+    def is_state(x: Any) -> bool:
+        return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
+
+    outside = jax.tree.map(lambda x: None if is_state(x) else x, prepared.args, is_leaf=is_state)
+    kept = {id(leaf) for leaf in jax.tree.leaves(outside)}
+    return sum(int(getattr(leaf, "size", 0)) for leaf, module in zip(jax.tree.leaves(prepared.args), prepared.owners)
+               if module is not None and module in prepared.param_paths and id(leaf) in kept)
 
 
 def _optimizer_states(args: Sequence[Any]) -> dict[str, int]:
@@ -133,7 +180,7 @@ def _optimizer_states(args: Sequence[Any]) -> dict[str, int]:
         if not is_state(state):
             continue
         elements = sum(int(getattr(leaf, "size", 0)) for leaf in jax.tree.leaves(state)
-                       if getattr(leaf, "ndim", 0) > 0)
+                       if getattr(leaf, "ndim", 0) > 0 and jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating))
         if elements:
             held[type(state).__name__] = held.get(type(state).__name__, 0) + elements
     return held
