@@ -361,6 +361,39 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # ------------------------------------------------------------------ step parts (issue 29)
     Mutation(
+        "step_forward_cascades_into_backward",
+        "forward work that refined backward work reads turns backward too: under jax.grad the loss is "
+        "dead and the whole forward becomes backward (issue 30, row 1)",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "                if node.part == FORWARD and said == {BACKWARD}:",
+            "                if node.part == FORWARD and seen == {BACKWARD}:",
+        ),),
+        tests=("tests/step/test_step_forms.py",),
+    ),
+    Mutation(
+        "step_metrics_on_gradients_are_update",
+        "update work that only a returned metric reads stays the update's (a logged gradient norm; "
+        "issue 30, row 4)",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "                elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:",
+            "                elif node.part == UPDATE and not seen and seen <= {OTHER, _METRIC}:",
+        ),),
+        tests=("tests/step/test_step_forms.py",),
+    ),
+    Mutation(
+        "remat_every_recomputation_has_a_twin",
+        "every equation of a jax.checkpoint recomputation counts as repeated, even where its primal "
+        "is dead code (jax.grad of a checkpointed loss; issue 30, row 2)",
+        (Edit(
+            "xla_cost/count/interpret.py",
+            "            if primal[key] > 0:",
+            "            if True:",
+        ),),
+        tests=("tests/step/test_step_forms.py",),
+    ),
+    Mutation(
         "step_scan_carry_one_round",
         "a scan's carries classified once, not to the fixpoint: a running sum of the gradients' "
         "accumulator is 'other'",
