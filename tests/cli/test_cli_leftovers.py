@@ -27,6 +27,7 @@ import pytest
 
 import xla_cost
 from tests.formulas import dense_flops
+from tests.refusals import one_line_refusal
 from xla_cost.cli import main
 from xla_cost.compiled.store import Store
 from xla_cost.errors import InputError, XlaCostError
@@ -63,19 +64,8 @@ def _files(place: pathlib.Path) -> list[str]:
 
 
 def _one_line(capsys, *argv: str, words: tuple[str, ...]) -> str:
-    """Runs ``xla-cost ARGV``: exit 2, nothing on stdout, one line on stderr saying
-    what was expected, what came and how to fix it, naming every one of ``words``."""
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert code == 2 and out == "", err
-    assert len(lines) == 1 and lines[0].startswith("xla-cost: error: Expected "), err
-    expected, _, rest = lines[0].partition(", got ")
-    received, _, fix = rest.rpartition(" instead. ")
-    assert expected and received and fix, lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0].removeprefix("xla-cost: error: ")
+    """Runs ``xla-cost ARGV``: the one-line refusal naming every one of ``words``."""
+    return one_line_refusal(capsys, argv, words)
 
 
 def _refused(capsys, place: pathlib.Path, *argv: str, words: tuple[str, ...]) -> str:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
+from tests.refusals import one_line_refusal
 from xla_cost.cli import main
 from xla_cost.errors import InputError
 from xla_cost.runs.scaling import scaling
@@ -97,19 +98,10 @@ def _refused(capsys, place: pathlib.Path, *argv: str, words: str | tuple[str, ..
     """Runs ``xla-cost ARGV`` as given: one line saying what was expected, what
     came and how to fix it, naming ``words``; exit 2; nothing on stdout; no new file."""
     before = sorted(p.name for p in place.iterdir())
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert code == 2 and out == "", err
-    assert len(lines) == 1 and lines[0].startswith("xla-cost: error: Expected "), err
-    expected, _, rest = lines[0].partition(", got ")
-    received, _, fix = rest.rpartition(" instead. ")
-    assert expected and received and fix, lines[0]  # what was expected, what came, how to fix it
-    for word in (words,) if isinstance(words, str) else words:
-        assert word in lines[0], lines[0]
+    line = one_line_refusal(capsys, argv, words)
     assert sorted(p.name for p in place.iterdir() if p.name != "__pycache__") == \
         [n for n in before if n != "__pycache__"]  # no --output file, no store
-    return lines[0]
+    return "xla-cost: error: " + line
 
 
 STEP = ("step", "my_step.py:train_step")

@@ -22,6 +22,7 @@ import pytest
 
 import xla_cost
 from tests.formulas import conv_net_params, dense_flops, mlp_params
+from tests.refusals import one_line_refusal
 from xla_cost.cli import main
 from xla_cost.choices import DTYPES
 from xla_cost.compiled.store import STORE_ENV, Store
@@ -41,15 +42,9 @@ def place(tmp_path, monkeypatch):
 def _refused(capsys, place: pathlib.Path, *argv: str, words: str) -> str:
     """Runs ``xla-cost ARGV``: one line naming ``words``, exit 2, nothing printed, nothing left."""
     before = sorted(p.name for p in place.iterdir())
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert code == 2 and out == "", err
-    assert len(lines) == 1 and lines[0].startswith("xla-cost: error: Expected "), err
-    assert words in lines[0], lines[0]
-    assert " instead. " in lines[0]  # expected, got ... instead, then how to fix it
+    line = one_line_refusal(capsys, argv, words)
     assert sorted(p.name for p in place.iterdir()) == before  # no store file, no output
-    return lines[0]
+    return "xla-cost: error: " + line
 
 
 def _put(db: Store, key: str, model: str, **config) -> None:
