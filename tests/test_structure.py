@@ -26,7 +26,7 @@ PACKAGE = ROOT / "xla_cost"
 ZOO = ROOT / "models"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("xla_cost.errors", "xla_cost.choices", "xla_cost.options", "xla_cost.version"),
+    ("xla_cost.errors", "xla_cost.choices", "xla_cost.options", "xla_cost.version", "xla_cost.plugins"),
     ("xla_cost.present",),
     ("xla_cost.step",),
     ("xla_cost.count",),

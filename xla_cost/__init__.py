@@ -20,7 +20,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from xla_cost import plugins as _plugins
 from xla_cost.version import __version__
+
+_plugins.prepare()  # jax's accelerator plugins, where installed, start quietly without their devices
 
 if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lists equal)
     from xla_cost.step.workload import build_workload as build_workload
@@ -65,6 +68,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.pipeline import analyze as analyze
     from xla_cost.analysis.user_step import analyze_step as analyze_step
     from xla_cost.analysis.report import Collective as Collective
+    from xla_cost.analysis.compare import compare as compare
     from xla_cost.analysis.pipeline import COLLECTIVES as COLLECTIVES
     from xla_cost.analysis.pipeline import COMPILED_PHASES as COMPILED_PHASES
     from xla_cost.analysis.pipeline import COUNTERS as COUNTERS
@@ -75,6 +79,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.report import PHASES as PHASES
     from xla_cost.analysis.report import Report as Report
     from xla_cost.analysis.diff import ReportDiff as ReportDiff
+    from xla_cost.analysis.compare import TargetComparison as TargetComparison
     from xla_cost.runs.sweeps import configurations as configurations
     from xla_cost.runs.estimates import estimate as estimate
     from xla_cost.runs.fit import FitResult as FitResult
@@ -141,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "analyze": "xla_cost.analysis.pipeline",
     "analyze_step": "xla_cost.analysis.user_step",
     "Collective": "xla_cost.analysis.report",
+    "compare": "xla_cost.analysis.compare",
     "COLLECTIVES": "xla_cost.analysis.pipeline",
     "COMPILED_PHASES": "xla_cost.analysis.pipeline",
     "COUNTERS": "xla_cost.analysis.pipeline",
@@ -151,6 +157,7 @@ _EXPORTS: dict[str, str] = {
     "PHASES": "xla_cost.analysis.report",
     "Report": "xla_cost.analysis.report",
     "ReportDiff": "xla_cost.analysis.diff",
+    "TargetComparison": "xla_cost.analysis.compare",
     # runs by name: configurations, sweeps, fit, scaling, estimates
     "configurations": "xla_cost.runs.sweeps",
     "estimate": "xla_cost.runs.estimates",

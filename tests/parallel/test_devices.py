@@ -30,6 +30,9 @@ DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), m
     ("p100", 0.0, 10.6, 732e9, 16e9),        # Tesla P100 SXM2: FP32 10.6 TFLOPS, no BF16, CoWoS HBM2 732 GB/s
     ("p40", 0.0, 11.76, 346e9, 24e9),        # Tesla P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOPS FP32
     ("tpu-v5e", 197, 197, 819e9, 16e9),      # Cloud TPU v5e: bf16 197 TFLOPs (float32 in one bf16 pass), 819 GBps, 16 GB
+    ("tpu-v4", 275, 275, 1200e9, 32 * 2**30),  # Cloud TPU v4: 275 teraflops bf16, HBM2 32 GiB at 1200 GBps
+    ("tpu-v5p", 459, 459, 2765e9, 95e9),     # Cloud TPU v5p: 459 TFLOPs bf16, HBM2e 95 GB at 2765 GBps
+    ("tpu-v6e", 918, 918, 1638e9, 32e9),     # Cloud TPU v6e: 918 TFLOPs bf16, HBM 32 GB at 1638 GBps
 ]
 
 
@@ -55,17 +58,19 @@ def test_every_entry_is_whole_and_its_links_exist():
         if device.has_cluster:
             assert device.intra in comm.INTERCONNECTS and device.inter in comm.INTERCONNECTS
     # devices per node: 8-GPU servers (DGX/HGX H100 and A100, and the V100, P100 and P40 servers),
-    # a 256-chip TPU v5e pod (Cloud TPU v5e documentation), one CPU host
+    # a 256-chip TPU v5e or v6e pod, a 4096-chip v4 pod, the largest v5p slice (16x16x24 = 6144 chips;
+    # Cloud TPU documentation of each), one CPU host
     assert {d.name: d.node_size for d in DEVICES.values() if d.has_cluster} == {
         **{name: 8 for name in ("h100", "h100-pcie", "h200", "a100", "a100-80gb", "v100", "v100-32gb", "p100", "p40")},
-        "tpu-v5e": 256, "cpu": 1}
+        "tpu-v5e": 256, "tpu-v6e": 256, "tpu-v4": 4096, "tpu-v5p": 6144, "cpu": 1}
 
 
 @pytest.mark.parametrize("kind, name", [
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
     ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-SXM4-40GB", "a100"),
     ("Tesla V100-SXM2-16GB", "v100"), ("Tesla V100-SXM2-32GB", "v100-32gb"), ("Tesla P40", "p40"),
-    ("TPU v5 lite", "tpu-v5e"), ("cpu", "cpu"),
+    ("TPU v5 lite", "tpu-v5e"), ("TPU v5", "tpu-v5p"), ("TPU v4", "tpu-v4"), ("TPU v6 lite", "tpu-v6e"),
+    ("cpu", "cpu"),
 ])
 def test_a_device_kind_finds_its_most_specific_entry(kind, name):
     assert devices.match_kind(kind).name == name

@@ -13,11 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from xla_cost.choices import COUNTERS
+from xla_cost.compiled import targets
 from xla_cost.compiled.store import Store
+from xla_cost.compiled.targets import CompileTarget
 from xla_cost.count.attribution import check_depth
 from xla_cost.errors import InputError
+from xla_cost.parallel import devices
 
-__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options"]
+__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options", "check_target"]
 
 ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
 """How ``model_flops`` counts the attention's score and value products: every
@@ -49,6 +52,15 @@ class AnalysisOptions:
       cache: look the whole analysis up in the results store and store it
         there: True for the default store, a path, or a `xla_cost.Store`;
         refused with ``timed`` (a timed analysis is never cached).
+      target: compile for this device instead of the default backend
+        (`xla_cost.parallel.devices.target`: ``h100``, ``a100-80gb``,
+        ``tpu-v5e:2x2``, ...): its own compiler, deviceless; None: the default
+        backend. Needs the platform's extra (``xla-cost[gpu]``, ``xla-cost[tpu]``);
+        not with ``timed`` (the step runs on this machine's device) or
+        ``counter="jaxpr"`` (nothing is compiled).
+      compare_cpu: with ``target``, also analyse the step for the default
+        backend (the CPU proxy) and keep it beside the target's
+        (`xla_cost.Report.cpu`, `xla_cost.compare`); only with a target.
     """
 
     per_layer: bool = False
@@ -65,6 +77,8 @@ class AnalysisOptions:
     dtype: str | None = None
     compilation_cache: bool = True
     cache: bool | str | os.PathLike[str] | Store = False
+    target: str | None = None
+    compare_cpu: bool = False
 
     @property
     def compiled(self) -> bool:
@@ -91,10 +105,35 @@ class AnalysisOptions:
                              "(its measured time is this run's, on this machine)",
                              f"cache={self.cache!r} with timed=True",
                              "Drop cache= (--cache) to time the step, or timed=True (--time) to cache the counts.")
+        if self.target is not None:
+            check_target(self.target, timed=self.timed, counter=self.counter)
+        if self.compare_cpu and self.target is None:
+            raise InputError("compare_cpu (--compare-cpu) only with a target (--target): it sets the CPU proxy's "
+                             "program beside the target's", f"compare_cpu={self.compare_cpu!r} without a target",
+                             "Add target='h100' (--target h100), or drop compare_cpu (--compare-cpu).")
         if self.attention_flops not in ATTENTION_CONVENTIONS:
             raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}",
                              repr(self.attention_flops),
                              "Use full (every pair, as computed) or causal (half, for a causal mask).")
+
+
+def check_target(target: Any, *, timed: bool = False, counter: str = "xla") -> CompileTarget:
+    """The compile target ``target`` names, with its compiler installed (`xla_cost.compiled.targets`).
+
+    Raises:
+      InputError: an unknown target, its platform's extra not installed, or a
+        target with ``timed`` or ``counter="jaxpr"``.
+    """
+    found = devices.target(target)
+    if timed:
+        raise InputError("target (--target) without timed=True (--time): the step is timed on this machine's "
+                         "device, the target only compiles", f"target={target!r} with timed=True",
+                         "Drop timed=True (--time) to analyse for the target, or the target to time the step here.")
+    if counter != "xla":
+        raise InputError("target (--target) with counter='xla': the target's compiler builds the program",
+                         f"target={target!r} with counter={counter!r}", "Drop --counter jaxpr, or the target.")
+    targets.require_plugin(found.platform)
+    return found
 
 
 def check_options(

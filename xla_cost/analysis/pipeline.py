@@ -29,13 +29,13 @@ from jax.sharding import Mesh
 from xla_cost.analysis.cache import cached
 from xla_cost.analysis.costs import all_phases
 from xla_cost.analysis.memory import MemoryBreakdown
-from xla_cost.analysis.options import AnalysisOptions
+from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
 from xla_cost.analysis.split import Attribution
 from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
-from xla_cost.compiled import xla
+from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
@@ -90,6 +90,10 @@ class Request:
             arguments["remat"] = m.remat
         if o.attention_flops != "full":
             arguments["attention_flops"] = o.attention_flops
+        if o.target is not None:
+            arguments["target"] = o.target
+        if o.compare_cpu:
+            arguments["compare_cpu"] = True
         if self.sharding.sharded:
             arguments.update(mesh=self.sharding.sizes(), param_sharding=self.sharding.param_sharding,
                              logical_axis_rules=self.sharding.logical_axis_rules)
@@ -125,6 +129,8 @@ def analyze(
     dtype: str | None = None,
     compilation_cache: bool = True,
     cache: bool | str | os.PathLike[str] | Store = False,
+    target: str | None = None,
+    compare_cpu: bool = False,
     # the mesh: `xla_cost.parallel.sharding.ShardingOptions`
     mesh: Mapping[str, int] | str | Mesh | None = None,
     param_sharding: PartitionRules | None = None,
@@ -159,7 +165,8 @@ def analyze(
     ``output``, ``remat``), `AnalysisOptions` (how it is counted:
     ``per_layer``, ``depth``, ``counter``, ``timed``, ``exact_train_step``,
     ``memory``, ``attention_flops``, ``peak_tflops``, ``peak_bandwidth``,
-    ``name``, ``config``, ``dtype``, ``compilation_cache``, ``cache``) and
+    ``name``, ``config``, ``dtype``, ``compilation_cache``, ``cache``,
+    ``target``, ``compare_cpu``) and
     `xla_cost.parallel.sharding.ShardingOptions` (``mesh``,
     ``param_sharding``, ``logical_axis_rules``).
 
@@ -195,6 +202,22 @@ def analyze(
         compile time.
       compilation_cache: keep compiled programs in JAX's persistent
         compilation cache (default; off with ``XLA_COST_NO_CACHE=1`` too).
+      target: compile every program for this device instead of the default
+        backend: a GPU of the device registry (``h100``, ``a100-80gb``,
+        ``v100-32gb``, ``h200``) or a TPU slice (``tpu-v5e:2x2``,
+        ``tpu-v4:2x2x1``; `xla_cost.parallel.devices.target`), by its own
+        compiler, with no such device here (jax's deviceless topologies). FLOP,
+        bytes, kernels, memory and collectives are then the target's program's
+        (`xla_cost.compiled.targets`); a mesh is laid over the target's devices
+        (GPU hosts of 8, a TPU slice). Needs ``pip install 'xla-cost[gpu]'``
+        (or ``[tpu]``); without it a one-line `InputError`.
+      compare_cpu: with ``target``, also analyse the same step for the
+        default backend (the CPU proxy: its own compile, as without
+        ``target``) and keep that report in ``Report.cpu``;
+        ``report.comparison()`` (`xla_cost.compare`) sets the two side by
+        side per phase (FLOP, bytes, kernels, library calls, temporaries, the
+        step's peak with ``memory``) and names why they differ; the text and
+        markdown renderings show it after the phase table. Only with a target.
       cache: look the whole analysis up in the results store
         (`xla_cost.compiled.store`; the one `xla_cost.sweep` writes) and store it
         there when it is not: ``True`` for `default_store_path`, a path, or a
@@ -285,7 +308,18 @@ def analyze(
 
 
 def run(request: Request) -> Report:
-    """The pipeline of `analyze` for one checked `Request`, without the results store."""
+    """The pipeline of `analyze` for one checked `Request`, without the results store;
+    every program compiled for the request's target where it names one."""
+    target = None if request.options.target is None else check_target(request.options.target)
+    with targets.use(target):
+        report = _run(request)
+    if request.options.compare_cpu:  # the same request for the default backend, kept beside the target's
+        proxy = dataclasses.replace(request.options, target=None, compare_cpu=False)
+        report = dataclasses.replace(report, cpu=run(dataclasses.replace(request, options=proxy)))
+    return report
+
+
+def _run(request: Request) -> Report:
     options = request.options
     workload, optimizer_name = build_step(request)
     plan = plan_mesh(request, workload)
@@ -418,6 +452,9 @@ def assemble(request: Request, found: Stages) -> Report:
     options = request.options
     workload, plan, costs, timing, breakdown = found.workload, found.plan, found.costs, found.timing, found.breakdown
     notes: list[str] = list(workload.notes)
+    target = targets.active()
+    if target is not None:
+        notes.append(target_note(target))
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
@@ -478,6 +515,7 @@ def assemble(request: Request, found: Stages) -> Report:
         collectives=collectives,
         sharding=_sharding_summary(workload, plan) if plan is not None else {},
         memory_breakdown=breakdown,
+        target=None if targets.active() is None else targets.active().name,
     )
 
 
@@ -587,3 +625,13 @@ def _sharding_summary(workload: Workload, plan: _sharding.ShardingPlan) -> dict[
         path: {"spec": spec, "source": plan.sources[path]} for path, spec in plan.param_table().items()
     }
     return out
+
+
+def target_note(target: targets.CompileTarget) -> str:
+    """What a report compiled for ``target`` says of where its figures come from."""
+    how = ("XLA's GPU compiler (jax's CUDA plugin) for a GpuTargetConfig written from the datasheet"
+           if target.platform == "cuda" else "libtpu's compiler for the slice")
+    return (f"compiled for {target.title} ({target.name}) by its own compiler, with no such device here: "
+            f"{how}; kernels, bytes, memory and collectives are that program's; FLOP are its cost analysis's, "
+            "or, where it gives none (a GPU compiled without its device), XLA's cost analysis over its optimized "
+            "module with the library calls' FLOP counted from their operands")

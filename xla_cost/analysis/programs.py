@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import jax
 
 from xla_cost.analysis.memory import MemoryBreakdown, memory_breakdown
-from xla_cost.compiled import xla
+from xla_cost.compiled import targets, xla
 from xla_cost.count.interpret import JaxprCount, count_jaxpr
 from xla_cost.errors import CostAnalysisUnavailableError
 from xla_cost.parallel import sharding as _sharding
@@ -25,7 +26,7 @@ from xla_cost.present import progress
 from xla_cost.step import phases
 from xla_cost.step.workload import Workload
 
-__all__ = ["COMPILE_THREADS", "Program", "jit_phase", "constraints", "run_programs", "step_memory"]
+__all__ = ["COMPILE_THREADS", "Program", "jit_phase", "placement", "constraints", "run_programs", "step_memory"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ def jit_phase(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingP
     result's sharding, so that XLA's SPMD partitioner makes the per-device program."""
     fn = workload.phase_fn(phase.name)
     if plan is None:
-        return jax.jit(fn)
+        return jax.jit(fn, **placement())
 
     def sharded(*args: Any) -> Any:  # a function of its own: jax's trace cache is keyed
         return fn(*args)             # by function, and this trace adds constraints
@@ -57,6 +58,16 @@ def jit_phase(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingP
         in_shardings=tuple(plan.shardings(n) for n in phase.arguments),
         out_shardings=tuple(plan.shardings(n) for n in phase.results),
     )
+
+
+def placement() -> dict[str, Any]:
+    """``jax.jit`` options that place an unsharded program on the compile
+    target's first device (`xla_cost.compiled.targets`); none without a target."""
+    target = targets.active()
+    if target is None:
+        return {}
+    where = target.placement()
+    return {"in_shardings": where, "out_shardings": where}
 
 
 def constraints(plan: _sharding.ShardingPlan | None, workload: Workload) -> Any:
@@ -83,13 +94,13 @@ def run_programs(
         try:
             for index, phase in enumerate(declared):
                 progress.stage(f"tracing {phase.name}", index, len(declared) + (len(declared) if compiled else 0))
-                traced = workload.traced.get(phase.name) if plan is None else None
+                traced = workload.traced.get(phase.name) if plan is None and targets.active() is None else None
                 if traced is None:
                     with workload.tracing(), constraints(plan, workload):
                         traced = jit_phase(workload, phase, plan).trace(*workload.phase_args(phase.name))
                 if compiled:
                     pending[phase.name] = pool.submit(
-                        xla.compile_phase, traced.lower(), compiler_options=options,
+                        contextvars.copy_context().run, xla.compile_phase, traced.lower(), compiler_options=options,
                         executable=for_timing, **({"collectives": True} if plan is not None else {}),
                     )
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
@@ -133,6 +144,8 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
         if plan is not None:
             options["in_shardings"] = tuple(plan.shardings(n) for n in declared.arguments)
             options["out_shardings"] = tuple(plan.shardings(n) for n in declared.results)
+        else:
+            options.update(placement())
         with workload.tracing(), constraints(plan, workload):
             lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
         step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)

@@ -15,15 +15,17 @@ import pandas as pd
 
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
+from xla_cost.analysis.compare import TargetComparison, compare, comparison_frame, comparison_title
 from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.timing import Timing
+from xla_cost.compiled.kernels import Kernel
 from xla_cost.count.registry import Cost
 from xla_cost.errors import InputError
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.plots import layer_bars
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.analysis.report_tables import (
-    COMMUNICATION_TITLE, caveats, communication_frame, describe, layer_frame, memory_frame, memory_title, phase_frame, ratio_line, timing_frames, workspace_frame, workspace_title,
+    COMMUNICATION_TITLE, KERNELS_TITLE, caveats, communication_frame, describe, kernel_frame, layer_frame, memory_frame, memory_title, phase_frame, ratio_line, timing_frames, workspace_frame, workspace_title,
 )
 
 __all__ = [
@@ -177,6 +179,16 @@ class PhaseCosts:
         (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work.
       kernels: per device, executions of the compiled program's instructions
         that run code, loops multiplied out: about the kernels a GPU launches.
+      library_calls: the compiled program's library calls (custom calls that
+        do arithmetic: cuBLAS gemms, cuDNN convolutions, fused attention), as
+        instructions of the program; read for an accelerator's program (a
+        compile target's), None where not read (the CPU's).
+      optimal_seconds: the target compiler's own estimate of the program's
+        time (a TPU's ``cost_analysis()``), None where it gives none.
+      kernel_list: a compile target's program's kernels in schedule order
+        (`xla_cost.compiled.kernels.Kernel`: fusions, library calls,
+        collectives with their groups, asynchronous start/done pairs and what
+        runs between them); None without a target or for a derived phase.
     """
 
     flops: int | None
@@ -199,6 +211,9 @@ class PhaseCosts:
     matmul_bytes: int | None = None
     memory_bound_bytes: int | None = None
     kernels: int | None = None
+    library_calls: int | None = None
+    optimal_seconds: float | None = None
+    kernel_list: tuple[Any, ...] | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -241,7 +256,7 @@ ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
     "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
-    "memory_bound_bytes", "kernels",
+    "memory_bound_bytes", "kernels", "library_calls",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -313,6 +328,10 @@ class Report:
         figures are then per device.
       memory_breakdown: the step's memory per device
         (`xla_cost.MemoryBreakdown`) with ``memory=True``, else None.
+      target: the compile target the programs were built for (``h100``,
+        ``tpu-v5e:2x2``; `xla_cost.compiled.targets`), None: the default backend.
+      cpu: with ``compare_cpu=True``, the same step compiled for the default
+        backend (the CPU proxy), which `comparison` sets beside this one; else None.
     """
 
     model: str
@@ -335,6 +354,8 @@ class Report:
     sharding: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     memory_breakdown: Any = None
     """`xla_cost.analysis.memory.MemoryBreakdown` of the step per device (``memory=True``), else None."""
+    target: str | None = None
+    cpu: Report | None = None
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -375,6 +396,18 @@ class Report:
         total = None if backward is None or update is None else backward + update
         return _ratio(total, self.phases["forward"].flops)
 
+    def comparison(self) -> TargetComparison:
+        """This target's program beside the CPU proxy's (`cpu`): `xla_cost.compare`.
+
+        Raises:
+          InputError: the report has no CPU run beside it (analyse with
+            ``target=...`` and ``compare_cpu=True``).
+        """
+        if self.cpu is None:
+            raise InputError("a report analysed with compare_cpu=True (--compare-cpu)", "a report without a CPU run",
+                             "Analyse with target=... and compare_cpu=True.")
+        return compare(self.cpu, self)
+
     # ------------------------------------------------------------------ data
 
     def to_dict(self) -> dict[str, Any]:
@@ -387,6 +420,7 @@ class Report:
             "dtype": self.dtype,
             "param_dtype": self.param_dtype,
             "backend": self.backend,
+            "target": self.target,
             "jax_version": self.jax_version,
             "counter": self.counter,
             "parameters": self.parameters,
@@ -395,10 +429,14 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
-            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
+            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels", "library_calls",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in self.phase_names}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in self.phase_names}
+        if self.target is not None:
+            data["optimal_seconds"] = {p: self.phases[p].optimal_seconds for p in self.phase_names}
+            data["kernel_list"] = {p: None if self.phases[p].kernel_list is None
+                                   else [k.to_dict() for k in self.phases[p].kernel_list] for p in self.phase_names}
         data["sources"] = {
             p: {**self.phases[p].sources, "derivation": self.phases[p].derivation} for p in self.phase_names
         }
@@ -423,6 +461,8 @@ class Report:
         if self.memory_breakdown is not None:
             data["memory_breakdown"] = self.memory_breakdown.to_dict()
         data["notes"] = list(self.notes)
+        if self.cpu is not None:
+            data["cpu"] = self.cpu.to_dict()
         return data
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -458,9 +498,13 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
-                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels")
+                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
+                                                    "library_calls")
                        if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
+                    optimal_seconds=(data.get("optimal_seconds") or {}).get(p),
+                    kernel_list=None if (data.get("kernel_list") or {}).get(p) is None
+                    else tuple(Kernel.from_dict(k) for k in data["kernel_list"][p]),
                     sources={k: v for k, v in data["sources"][p].items() if k != "derivation"},
                     loop_corrected=bool(data["loop_corrected"][p]),
                     derivation=data["sources"][p]["derivation"],
@@ -495,6 +539,8 @@ class Report:
                 collectives=dict(data["collectives"]),
                 sharding=dict(data.get("sharding", {})),
                 memory_breakdown=_memory_from(data.get("memory_breakdown")),
+                target=data.get("target"),
+                cpu=None if data.get("cpu") is None else cls.from_dict(data["cpu"]),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"Report.from_dict: not a report's dict ({type(exc).__name__}: {exc})") from exc
@@ -561,6 +607,14 @@ class Report:
         lines = [f"## {self.model}", "", describe(self), ""]
         lines.append(markdown_table(phase_frame(self)))
         lines += ["", ratio_line(self), ""]
+        if self.cpu is not None:
+            comparison = self.comparison()
+            lines += [comparison_title(comparison), "", markdown_table(comparison_frame(comparison)), ""]
+            lines += ["Why the programs differ:", "", *(f"- {r}" for r in comparison.reasons), ""] \
+                if comparison.reasons else []
+        kernels = kernel_frame(self)
+        if kernels is not None:
+            lines += [KERNELS_TITLE, "", markdown_table(kernels), ""]
         if self.layers is not None:
             lines.append(markdown_table(layer_frame(self)))
             lines.append("")
@@ -589,6 +643,13 @@ class Report:
             cut, so a table whose longest words alone are wider stays wider.
         """
         blocks: list[str | TextTable] = [describe(self), TextTable(phase_frame(self), "phases")]
+        if self.cpu is not None:
+            comparison = self.comparison()
+            blocks.append(TextTable(comparison_frame(comparison), comparison_title(comparison)))
+            blocks += ["why the programs differ:", *(f"- {r}" for r in comparison.reasons)] if comparison.reasons else []
+        kernels = kernel_frame(self)
+        if kernels is not None:
+            blocks.append(TextTable(kernels, KERNELS_TITLE))
         if self.layers is not None:
             blocks.append(TextTable(layer_frame(self), "layers (from the jaxprs)"))
         communication = communication_frame(self)

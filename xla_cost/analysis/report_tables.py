@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 
 from xla_cost.analysis.memory import PEAK_PARTS
+from xla_cost.compiled.kernels import CATEGORIES, summarize_kernels
 from xla_cost.present.units import (
-    bytes_column, bytes_unit, count_column, flop_column, number, per_parameter, scaled,
+    bytes_column, bytes_unit, count_column, duration, flop_column, number, per_parameter, scaled,
 )
 from xla_cost.step import phases as _phases
 
@@ -21,6 +22,8 @@ __all__ = [
     "describe",
     "param_dtype",
     "phase_frame",
+    "kernel_frame",
+    "KERNELS_TITLE",
     "PER_PARAMETER_HEADER",
     "flop_per_parameter",
     "per_unit",
@@ -44,11 +47,37 @@ __all__ = [
 
 def describe(report: Any) -> str:
     config = ", ".join(f"{k}={v}" for k, v in report.config.items())
+    where = report.backend if report.target is None else f"target {report.target} ({report.backend}, deviceless)"
     return (
         f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters, {report.backend}, "
+        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters, {where}, "
         f"jax {report.jax_version}, counter {report.counter}"
     )
+
+
+KERNELS_TITLE = "kernels of the target's programs (per device; launches with loops multiplied out)"
+
+
+def kernel_frame(report: Any) -> pd.DataFrame | None:
+    """Per compiled phase of a compile target's report: its kernels by category
+    (`xla_cost.compiled.kernels.summarize_kernels`), the asynchronous
+    collectives and what runs beside them, and the compiler's own time
+    estimate where it gives one; None without a target."""
+    rows = []
+    for phase in report.phase_names:
+        listed = report.phases[phase].kernel_list
+        if listed is None:
+            continue
+        summary = summarize_kernels(listed)
+        row: dict[str, Any] = {"phase": phase, "launches": f"{summary.launches:,}"}
+        for category in CATEGORIES:
+            row[category] = f"{summary.by_category.get(category, 0):,}"
+        pairs = summary.async_pairs
+        row["async (overlapped)"] = f"{len(pairs)} ({sum(len(p.overlaps) for p in pairs):,})" if pairs else "0"
+        seconds = report.phases[phase].optimal_seconds
+        row["compiler's time"] = "n/a" if seconds is None else duration(seconds)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("phase") if rows else None
 
 
 def param_dtype(report: Any) -> str:

@@ -16,15 +16,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
+from jax.extend import core as jex_core
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 
 from xla_cost.analysis.costs import collective_rows, phase_costs
 from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.options import check_target
+from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_checks import fusion_note, no_backward_note, step_notes
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
-from xla_cost.compiled import xla
+from xla_cost.compiled import targets, xla
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, module_tree, \
     owner, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
@@ -56,6 +61,7 @@ def analyze_step(
     axis_names: Sequence[str] | str | None = None,
     timed: bool = False,
     memory: bool = False,
+    target: str | None = None,
     **kwargs: Any,
 ) -> Report:
     """Counts one call of a user's own training step, split into its parts.
@@ -107,6 +113,14 @@ def analyze_step(
         gradients, optimizer state, model state, inputs and the activations
         the backward pass reads, beside XLA's figures for the step compiled
         as the user's jit donates.
+      target: compile the step for this device instead of the default backend
+        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``), by its
+        own compiler, with no such device here: the traced step, as its jit
+        donates, placed on the target's first device, or a sharded step's mesh
+        laid over as many of the target's devices (the same shape and axes).
+        ``train_step``'s XLA figures, the memory and the collectives are then
+        the target's program's; the parts are the jaxpr's as ever. Not with
+        ``timed`` or ``counter="jaxpr"``; needs the platform's extra.
       **kwargs: the step's keyword arguments.
 
     Returns:
@@ -117,7 +131,9 @@ def analyze_step(
 
     Raises:
       InputError: ``step`` is not callable; it fails to trace (its own
-        exception, in one line); ``counter`` or ``depth`` cannot be used.
+        exception, in one line); ``counter`` or ``depth`` cannot be used; an
+        unknown ``target``, its compiler not installed, or one with ``timed``
+        or ``counter="jaxpr"``.
       CostAnalysisUnavailableError: the backend gives no cost analysis.
 
     Example::
@@ -128,6 +144,17 @@ def analyze_step(
     check_depth(depth)
     if counter not in COUNTERS:
         raise InputError(f"counter in {', '.join(COUNTERS)}", repr(counter), "Use counter='xla' or 'jaxpr'.")
+    found_target = None if target is None else check_target(target, timed=timed, counter=counter)
+    with targets.use(found_target):
+        return _analyze_step(step, args, kwargs, per_layer=per_layer, depth=depth, counter=counter,
+                             axis_names=axis_names, timed=timed, memory=memory)
+
+
+def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, per_layer: bool,
+                  depth: int | None, counter: str, axis_names: Sequence[str] | str | None, timed: bool,
+                  memory: bool) -> Report:
+    """`analyze_step` with its options checked, under the compile target if any (`targets.use`)."""
+    target = targets.active()
     progress.stage("tracing the step")
     prepared = prepare_step(step, args, kwargs, axis_names)
     call, shapes = _trace(prepared)
@@ -165,8 +192,11 @@ def analyze_step(
     compiled = None
     if counter == "xla":
         progress.stage("compiling the step")
-        with prepared.scopes():
-            lowered = prepared.lower()
+        if target is None:
+            with prepared.scopes():
+                lowered = prepared.lower()
+        else:
+            lowered = _target_lowered(target, prepared, call, traced)
         compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
                                      executable=timed, collectives=plan is not None)
     split = _split(call, prepared, plan) if body is None else _Split()
@@ -190,6 +220,10 @@ def analyze_step(
     for e in counted.equations:
         if e.primitive in _COLLECTIVES:
             collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
+    if target is not None:
+        notes += [target_note(target), "the parts (forward, backward, update, other) are counted from the step's "
+                  f"jaxpr, as on any device; train_step's XLA figures{', the memory' if memory else ''} and the "
+                  f"collectives are those of the program the {target.name} compiler built"]
     if plan is not None and body is not None:
         notes.append(
             f"mapped over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
@@ -209,7 +243,7 @@ def analyze_step(
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
         sharding={"mesh": dict(plan.sizes), "devices": plan.devices, "jaxpr": "step" if body is None else "device"}
         if plan is not None else {},
-        memory_breakdown=breakdown,
+        memory_breakdown=breakdown, target=None if target is None else target.name,
     )
 
 
@@ -224,6 +258,144 @@ def _trace(prepared: UserStep) -> tuple[Any, Any]:
         outer, shapes = jax.make_jaxpr(lambda *a: prepared.jitted(*a), return_shape=True)(*prepared.args)
     calls = [e for e in outer.jaxpr.eqns if e.primitive.name in ("pjit", "jit")]
     return (calls[0] if len(outer.jaxpr.eqns) == 1 and calls else None), shapes
+
+
+def _target_lowered(target: targets.CompileTarget, prepared: UserStep, call: Any, traced: Any) -> Any:
+    """The step lowered for ``target``: its traced program (the jaxpr counted) with
+    every device it names moved to the target's, in order (each mesh the same
+    shape and axes over the target's devices), as its jit donates; a step on no
+    mesh is placed whole on the target's first device.
+
+    ``call`` is the step's outer jit equation (its shardings and donation), or None."""
+    params = call.params if call is not None else {}
+    count = len(traced.in_avals)
+    leaves = jax.tree.leaves(prepared.args)
+    given = list(params.get("in_shardings", ())) or [None] * count
+    if len(leaves) == count:  # a sharding the arguments carry, where the jit names none
+        given = [g if isinstance(g, Sharding) else getattr(leaf, "sharding", None) for g, leaf in zip(given, leaves)]
+    results = list(params.get("out_shardings", ())) or [None] * len(traced.out_avals)
+    found: dict[Any, None] = {}
+    _devices_in((given, results, traced), found)
+    if not found:  # one device: all of it on the target's first
+        where = target.placement()
+        given, results = [where] * count, [where] * len(traced.out_avals)
+        program = traced
+    else:
+        ordered = sorted(found, key=lambda d: (d.platform, d.id))
+        move = _Mover(dict(zip(ordered, target.devices(len(ordered)))))
+        given, results, program = move(given), move(results), move(traced)
+    consts = [np.asarray(c) if isinstance(c, jax.Array) and not jax.dtypes.issubdtype(c.dtype, jax.dtypes.extended)
+              else c for c in program.consts]  # the default device's constants: literals of the target's program
+
+    def moved(*flat: Any) -> Any:
+        return tuple(jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(program.jaxpr, consts))(*flat))
+
+    moved.__name__ = moved.__qualname__ = prepared.name  # the HLO module's name, the op_names' jit(...)
+    donated = tuple(i for i, d in enumerate(params.get("donated_invars", ())) if d)
+    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False)) for a in traced.in_avals]
+    return jax.jit(moved, in_shardings=tuple(s if isinstance(s, Sharding) else None for s in given),
+                   out_shardings=tuple(s if isinstance(s, Sharding) else None for s in results),
+                   donate_argnums=donated).lower(*avals)
+
+
+def _devices_in(value: Any, found: dict[Any, None]) -> None:
+    """Every device a mesh or a sharding in ``value`` names (shardings, jaxprs and their equations'
+    parameters, nested), into ``found`` in order of appearance."""
+    if isinstance(value, jex_core.ClosedJaxpr):
+        value = value.jaxpr
+    if isinstance(value, jex_core.Jaxpr):
+        for eqn in value.eqns:
+            _devices_in(tuple(eqn.params.values()), found)
+    elif isinstance(value, Mesh) and not value.empty:  # (the empty mesh: no mesh in context)
+        found.update(dict.fromkeys(value.devices.flat))
+    elif isinstance(value, (NamedSharding, SingleDeviceSharding)):
+        _devices_in(value.mesh if isinstance(value, NamedSharding) else tuple(value.device_set), found)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _devices_in(item, found)
+    elif isinstance(value, jax.Device):
+        found[value] = None
+
+
+class _Mover:
+    """Replaces devices in meshes, shardings and jaxprs (their equations' parameters, nested) by
+    the target's (``devices``: each default-backend device to its target device); an abstract
+    mesh (a mapped body's) says the target's kind of device."""
+
+    def __init__(self, devices: Mapping[Any, Any]) -> None:
+        self.devices = dict(devices)
+        self.meshes: dict[int, Mesh] = {}
+        first = next(iter(self.devices.values()))
+        self.abstract_device = Mesh(np.array([first], dtype=object), ("one",)).abstract_mesh.abstract_device
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, jex_core.ClosedJaxpr):
+            return jex_core.ClosedJaxpr(self(value.jaxpr), value.consts)
+        if isinstance(value, jex_core.Jaxpr):
+            return self.jaxpr(value)
+        if isinstance(value, Mesh) and not value.empty:
+            if id(value) not in self.meshes:
+                devices = np.array([self.devices[d] for d in value.devices.flat], dtype=object)
+                self.meshes[id(value)] = Mesh(devices.reshape(value.devices.shape), value.axis_names,
+                                              axis_types=value.axis_types)
+            return self.meshes[id(value)]
+        if isinstance(value, AbstractMesh) and not value.empty and value.abstract_device is not None:
+            return value.update(abstract_device=self.abstract_device)
+        if isinstance(value, NamedSharding) and isinstance(value.mesh, (Mesh, AbstractMesh)):
+            mesh = self(value.mesh)
+            return value if mesh is value.mesh else NamedSharding(mesh, value.spec, memory_kind=value.memory_kind)
+        if isinstance(value, SingleDeviceSharding):
+            return SingleDeviceSharding(self.devices[next(iter(value.device_set))], memory_kind=value.memory_kind)
+        if type(value) in (tuple, list):
+            return type(value)(self(item) for item in value)
+        return value
+
+    def jaxpr(self, jaxpr: Any) -> Any:
+        """``jaxpr`` with its equations' parameters and contexts moved, and every value typed on a
+        mapped body's abstract mesh (its aval's sharding) typed on the target's."""
+        new: dict[Any, Any] = {}
+
+        def atom(value: Any) -> Any:
+            if isinstance(value, jex_core.Literal):
+                return self.literal(value)
+            if value not in new:
+                aval = self.aval(value.aval)
+                new[value] = value if aval is value.aval else type(value)(aval)  # a Var, or a DropVar
+            return new[value]
+
+        eqns = [e.replace(invars=[atom(v) for v in e.invars], outvars=[atom(v) for v in e.outvars],
+                          params={k: self(v) for k, v in e.params.items()}, ctx=self.context(e.ctx))
+                for e in jaxpr.eqns]
+        return jaxpr.replace(constvars=[atom(v) for v in jaxpr.constvars], invars=[atom(v) for v in jaxpr.invars],
+                             outvars=[atom(v) for v in jaxpr.outvars], eqns=eqns)
+
+    def aval(self, aval: Any) -> Any:
+        """``aval`` typed on the target's abstract mesh where its sharding names a mapped body's."""
+        sharding = getattr(aval, "sharding", None)
+        if not isinstance(getattr(sharding, "mesh", None), AbstractMesh):
+            return aval
+        moved = self(sharding)
+        return aval if moved is sharding else aval.update(sharding=moved)
+
+    def literal(self, operand: Any) -> Any:
+        """A literal operand typed on the target's abstract mesh where it was on a mapped body's."""
+        aval = self.aval(operand.aval)
+        if aval is operand.aval:
+            return operand
+        value = operand.val
+        if isinstance(value, np.ndarray) and hasattr(value, "aval"):  # jax's typed host array: its type says it
+            value = type(value)(np.asarray(value), aval)
+        return type(operand)(value, aval)
+
+    def context(self, ctx: Any) -> Any:
+        """An equation's context with its abstract mesh (a mapped body's: ``shard_map``,
+        ``pmap``) the target's; jax checks it against the values' own when the body is traced."""
+        mesh = getattr(ctx, "cur_abstract_mesh", None)
+        if mesh is None or mesh.empty or mesh.abstract_device is None:
+            return ctx
+        metadata = None if ctx.xla_metadata is None else tuple(sorted(ctx.xla_metadata.items()))
+        return type(ctx)._create(ctx.compute_type, ctx.threefry_partitionable, self(mesh),  # jax's own constructor
+                                 ctx.remove_size_one_mesh_axis, metadata)
 
 
 def _new_state(prepared: UserStep, shapes: Any) -> list[bool]:

@@ -34,6 +34,10 @@ def analyze(args: argparse.Namespace) -> str:
     if args.store is not None and not args.cache:  # it would be ignored: nothing is stored without --cache
         raise InputError("--store only with --cache (the store --cache reads and writes)",
                          f"--store {args.store} without --cache", "Add --cache, or drop --store.")
+    if args.compare_cpu:  # refused before the model is built: --compare-cpu needs --target
+        from xla_cost.analysis.options import AnalysisOptions
+
+        AnalysisOptions(target=args.target, compare_cpu=True).check()
     config = _parse_settings(args.settings)
     call_kwargs = _parse_settings(args.call_kwargs, "--call-kwarg", "train=True")
     output = args.output_index
@@ -42,7 +46,7 @@ def analyze(args: argparse.Namespace) -> str:
     shape = parse_shape(args.input_shape) if args.input_shape is not None else None
     batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
     rules = _partition_rules(args.param_sharding)
-    mesh = _mesh(args.mesh, batch)
+    mesh = _mesh(args.mesh, batch, None if args.compare_cpu else args.target)  # the CPU proxy needs its devices
     config, remat = remat_placement(args.model, args.remat if args.remat != "none" else None, config)
     run = RunConfig(
         args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
@@ -58,6 +62,8 @@ def analyze(args: argparse.Namespace) -> str:
         **({"memory": True} if args.memory else {}),
         **remat,
         **({"attention_flops": args.attention_flops} if args.attention_flops != "full" else {}),
+        **({"target": args.target} if args.target is not None else {}),
+        **({"compare_cpu": True} if args.compare_cpu else {}),
     )
     return render_as(report, args.format, width(args))
 
@@ -73,6 +79,7 @@ def step(args: argparse.Namespace) -> str:
     report = analyze_step(
         function, *arguments, per_layer=args.per_layer, depth=args.depth, counter=args.counter,
         axis_names=args.axis_names or None, timed=args.time, memory=args.memory,
+        **({"target": args.target} if args.target is not None else {}),
     )
     return render_as(report, args.format, width(args))
 
@@ -91,7 +98,7 @@ def sweep(args: argparse.Namespace) -> str:
         depth=args.depth,
         input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None, store=args.store,
         jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
-        retry_failed=args.retry_failed,
+        retry_failed=args.retry_failed, target=args.target,
     )
     result.raise_if_all_failed()  # nothing analysed: no table, no --output, no header-only --layers file
     if args.layers:
@@ -233,8 +240,8 @@ def fit(args: argparse.Namespace) -> str:
     from xla_cost.runs.fit import max_batch_size
 
     result = max_batch_size(
-        args.model, device=args.device, device_memory_bytes=args.device_memory,
-        memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh) or None, progress=not args.quiet,
+        args.model, device=args.device, device_memory_bytes=args.device_memory, target=args.target,
+        memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh, None, args.target) or None, progress=not args.quiet,
         optimizer=args.optimizer,
         dtype=args.dtype, config=_parse_settings(args.settings),
         input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None,
@@ -244,16 +251,23 @@ def fit(args: argparse.Namespace) -> str:
 
 def _hardware(args: argparse.Namespace) -> dict[str, Any]:
     """The `xla_cost.Hardware` fields the command line sets (``mfu`` and
-    ``overlap`` None unless given: a prediction, scheduled)."""
-    return dict(device=args.device, interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm,
-                mfu=args.mfu)
+    ``overlap`` None unless given: a prediction, scheduled; ``device`` only
+    where given: h100, or ``--target``'s device, one named beside it checked)."""
+    device = args.device
+    if args.target is not None:
+        from xla_cost.runs.scaling import target_device
+
+        device = target_device(args.target, args.device)
+    return dict(interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm, mfu=args.mfu,
+                **({"device": device} if device is not None else {}))
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The run's `xla_cost.RunConfig` fields the command line sets (``batch_size``
     only when given: `xla_cost.scaling` refuses it beside ``global_batch``)."""
     given = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    return dict(given, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings))
+    return dict(given, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings),
+                target=args.target)
 
 
 def _parse_settings(
@@ -322,19 +336,22 @@ def _list(text: str, flag: str) -> list[Any]:
     return values
 
 
-def _mesh(text: str | None, batch: int | None = None) -> dict[str, int]:
+def _mesh(text: str | None, batch: int | None = None, target: str | None = None) -> dict[str, int]:
     """``--mesh data=2,model=4`` checked (against ``batch``, when it is known,
     and the devices the CPU can simulate) before anything runs, with the
     devices it needs made ready: the CPU simulates them when JAX's backends
     have not started (they have not, in the CLI), so no re-execution is
-    needed; an older jax that lacks the option is re-executed with XLA_FLAGS."""
+    needed; an older jax that lacks the option is re-executed with XLA_FLAGS.
+    With a ``--target`` the target's topology has the devices: none simulated."""
     from xla_cost.parallel import sharding
 
     mesh = sharding.parse_mesh(text)
     if batch is not None:
         sharding.check_batch_split(mesh, batch)
     count = sharding.mesh_devices(mesh)
-    if count > 1:
+    if target is not None:
+        sharding.check_device_count(count)
+    elif count > 1:
         try:
             sharding.simulate_devices(count)
         except AttributeError:  # pragma: no cover - jax without jax_num_cpu_devices

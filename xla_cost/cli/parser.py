@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), model (tensor parallel), e.g. data=8 or fsdp=8,model=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
     analyze.add_argument("--param-sharding", dest="param_sharding", action="append", default=[], metavar="REGEX=SPEC", help="a partition rule for parameters whose path matches REGEX, e.g. 'mlp/fc1/kernel=None,model' (repeatable; first match wins; before the model's own metadata and the zoo's rules)")
     analyze.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    _target_option(analyze)
+    analyze.add_argument("--compare-cpu", dest="compare_cpu", action="store_true", help="with --target: also compile the step for the CPU (the proxy) and show the two side by side after the phase table (FLOP, bytes, kernels, library calls, temporaries, peak with --memory) with the reasons they differ")
     _output_options(analyze)
 
     sweep = sub.add_parser(
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--retry-failed", action="store_true", help="analyse again the configurations stored as failed")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.add_argument("--layers", default=None, metavar="FILE", help="write the per-layer rows to FILE as CSV (implies --per-layer)")
+    _target_option(sweep)
     _output_options(sweep)
 
     scaling = sub.add_parser(
@@ -100,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
     scaling.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    _target_option(scaling)
     _output_options(scaling)
 
     estimate = sub.add_parser(
@@ -115,13 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_option(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES)
     estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    _target_option(estimate)
     _output_options(estimate)
 
     fit = sub.add_parser(
         "fit", help="the largest batch whose compiled train step fits in a device's memory",
     )
     fit.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
-    fit.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('memory'))}: its memory (default h100)")
+    fit.add_argument("--device", default=None, metavar="NAME", help=f"{join_words(devices.names('memory'))}: its memory (default h100, or the --target's)")
     fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
     fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
     fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
@@ -130,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
     fit.add_argument("--quiet", action="store_true", help="no line on stderr per batch compiled (shown even when piped), no progress line")
+    _target_option(fit)
     _output_options(fit)
 
     report = sub.add_parser(
@@ -163,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--memory", action="store_true", help="the step's memory by part beside XLA's figures for the step as its jit donates")
     step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it, split into forward/backward/update/other (and layers with --per-layer) from a profiler trace: seconds, FLOP/s, GB/s, MFU, roofline")
     step.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    _target_option(step)
     _output_options(step)
 
     store = sub.add_parser(
@@ -222,10 +229,19 @@ def _hardware_options(
     parser.add_argument("--batch-size", type=int, default=None, metavar="B", help="samples per device, or per micro-batch and data-parallel rank (default 1)")
     parser.add_argument("--optimizer", default=optimizer, metavar="NAME", help=f"{', '.join(optimizers)} (default {optimizer})")
     parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
-    parser.add_argument("--device", default="h100", metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100); predictions need one with a calibration profile: {join_words(sorted(calibration.profiles()))}")
+    parser.add_argument("--device", default=None, metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100, or --target's device); predictions need one with a calibration profile: {join_words(sorted(calibration.profiles()))}")
     parser.add_argument("--interconnect", default=None, metavar="NAME", help=f"one interconnect for every link instead of the device's cluster: {', '.join(INTERCONNECTS)}")
     parser.add_argument("--bound", action="store_true", help="price bounds instead of predictions: compute at peak (or at --mfu), nothing hidden, every collective on a flat ring")
     parser.add_argument("--mfu", type=float, default=None, metavar="X", help="a bound with compute at this fraction of peak FLOP/s (default: none, compute predicted with the device's calibration profile)")
     parser.add_argument("--overlap", type=float, default=None, metavar="F", help="fraction of communication hidden behind compute (default: none given, the gradient buckets are scheduled against the backward pass; 0 with --bound)")
     parser.add_argument("--algorithm", default="ring", choices=tuple(ALGORITHMS), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale); xla_cost.parallel.comm.ALGORITHMS")
     parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
+
+
+def _target_option(parser: argparse.ArgumentParser) -> None:
+    """``--target``, declared once for every command that compiles."""
+    parser.add_argument(
+        "--target", default=None, metavar="DEVICE",
+        help=f"compile for this device with its own compiler, without one here: {join_words(devices.target_names())}"
+             " (a TPU with its slice, e.g. tpu-v5e:2x2); needs pip install 'xla-cost[gpu]' or '[tpu]'",
+    )

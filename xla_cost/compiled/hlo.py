@@ -25,7 +25,7 @@ __all__ = [
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "LibraryBytes",
-    "library_call_bytes", "WorkBytes", "work_bytes",
+    "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
 ]
 
 # ---------------------------------------------------------------------------
@@ -732,3 +732,27 @@ def has_while_loop(hlo_text: str) -> bool:
         for computation in module.computations.values()
         for instruction in computation.instructions
     )
+
+
+def library_call_target(instruction: Instruction) -> str | None:
+    """The target of a custom call that does arithmetic (``__cudnn$convForward``,
+    ``__cublas$lt$matmul``, ...), as `custom_call_targets` counts them; None for
+    any other instruction and for the annotations that do none (``Sharding``, ...)."""
+    if instruction.opcode != "custom-call":
+        return None
+    found = _CUSTOM_CALL_TARGET.search(instruction.attributes)
+    target = found.group(1) if found else "?"
+    return None if target in _BOOKKEEPING_TARGETS else target
+
+
+def instruction_bytes(instruction: Instruction, shapes: dict[str, str], module: Module | None = None) -> int | None:
+    """The bytes one instruction reads and writes, as `work_bytes` counts each:
+    its operands' and its result's (a library call's scratch space left out),
+    less, where ``module`` is given, what it does not touch (the unread part
+    of an operand it only slices, a buffer it updates in place). ``shapes``
+    maps the names of its computation's instructions to their shape text.
+    None where a shape is not understood."""
+    size = _call_bytes(instruction, shapes)
+    if size is None or module is None:
+        return size
+    return size - _untouched_bytes(instruction, shapes, module)

@@ -20,12 +20,14 @@ import re
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
 
-from xla_cost.compiled import hlo
+from xla_cost.compiled import hlo, targets
+from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.liveness import LivenessProfile
 from xla_cost.compiled.liveness import simulate as simulate_schedule
@@ -75,6 +77,13 @@ class XlaCosts:
     transcendentals: int | None
     bytes_accessed: int | None
     unknown_reasons: tuple[str, ...] = ()
+    source: str = "cost_analysis"
+    """Where the figures come from: ``cost_analysis`` (the compiled program's own),
+    or ``module+library`` (a target compiler that gives none, a GPU's without its
+    device: XLA's cost analysis over its optimized module, the library calls'
+    FLOP counted from their operands, `xla_cost.compiled.kernels`)."""
+    optimal_seconds: float | None = None
+    """The target compiler's own estimate of the program's time (a TPU's), where it gives one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +140,11 @@ class CompiledPhase:
     compiled text could not be replayed)."""
     liveness_error: str = ""
     """Why the schedule could not be replayed, where it was asked for."""
+    target: str | None = None
+    """The compile target's name (`xla_cost.compiled.targets`); None: jax's default backend."""
+    kernel_list: tuple[Any, ...] | None = None
+    """`xla_cost.compiled.kernels.Kernel` of the compiled program in schedule order, read for a
+    compile target (None: not read)."""
 
 
 def _as_count(value: Any) -> int | None:
@@ -344,7 +358,10 @@ def compile_phase(
             return cached
         program = lowered
     compiled = compile_executable(program, args, compiler_options=compiler_options)
+    target = targets.active()
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
+    if target is not None:
+        costs = _target_costs(compiled, costs, target)
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
     found: tuple[Any, ...] | None = None
     notes: tuple[str, ...] = ()
@@ -355,7 +372,7 @@ def compile_phase(
     text = compiled.as_text() or ""
     work = hlo.work_bytes(text) if text else None
     memory_bound = None if work is None else work.other
-    kernels = None if work is None else work.kernels
+    launches = None if work is None else work.kernels
     if collectives or liveness or backend_name() != "cpu":
         if liveness:
             try:
@@ -371,11 +388,28 @@ def compile_phase(
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
-        memory_bound_bytes=memory_bound, kernels=kernels, liveness=profile, liveness_error=profile_error,
+        memory_bound_bytes=memory_bound, kernels=launches, liveness=profile, liveness_error=profile_error,
+        target=None if target is None else target.name,
+        kernel_list=None if target is None or not text else kernel_lists.kernel_list(text),
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
     return result
+
+
+def _target_costs(compiled: Any, costs: XlaCosts, target: targets.CompileTarget) -> XlaCosts:
+    """A target's figures (`xla_cost.compiled.kernels.module_costs`): its own
+    cost analysis where it gives FLOP with no library call left out (a TPU's,
+    with its ``optimal_seconds``), else XLA's cost analysis over its optimized
+    module with the library calls' FLOP and bytes counted from their operands."""
+    found = kernel_lists.module_costs(compiled, target.backend)
+    if found.costs is None:
+        return dataclasses.replace(costs, unknown_reasons=(*costs.unknown_reasons, *found.unknown))
+    optimal = found.costs.get("optimal_seconds")
+    optimal = float(optimal) if isinstance(optimal, (int, float)) and math.isfinite(optimal) and optimal >= 0 else None
+    normalized = normalize_cost_analysis(found.costs)
+    return dataclasses.replace(normalized, source=found.source, optimal_seconds=optimal,
+                               unknown_reasons=(*normalized.unknown_reasons, *found.unknown))
 
 
 def _lowered(program: Any, args: Sequence[Any]) -> Any:
@@ -386,7 +420,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 9
+ANALYSES_FORMAT = 10
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -397,12 +431,17 @@ def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> s
     digest = hashlib.sha256()
     for part in (
         str(ANALYSES_FORMAT), lowered.as_text(), json.dumps(dict(compiler_options or {}), sort_keys=True),
-        backend_name(), device_kind(), jax.__version__, jaxlib.__version__,
+        backend_name(), device_kind(), jax.__version__, jaxlib.__version__, _target_key(),
         os.environ.get("XLA_FLAGS", ""),
     ):
         digest.update(part.encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _target_key() -> str:
+    target = targets.active()
+    return "" if target is None else target.key
 
 
 def _analyses_path(key: str) -> str:
@@ -425,6 +464,9 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             library_bytes=data.get("library_bytes"), memory_bound_bytes=data.get("memory_bound_bytes"),
             kernels=data.get("kernels"),
             liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
+            target=data.get("target"),
+            kernel_list=None if data.get("kernel_list") is None
+            else tuple(kernel_lists.Kernel.from_dict(k) for k in data["kernel_list"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not there, or unreadable: compile
@@ -451,7 +493,8 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "library_bytes": phase.library_bytes, "memory_bound_bytes": phase.memory_bound_bytes,
                 "kernels": phase.kernels,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
-                "liveness_error": phase.liveness_error,
+                "liveness_error": phase.liveness_error, "target": phase.target,
+                "kernel_list": None if phase.kernel_list is None else [k.to_dict() for k in phase.kernel_list],
             }, handle)
         os.replace(tmp, path)
     except OSError as exc:  # a cache that cannot be written is no cache
@@ -474,7 +517,12 @@ def compile_executable(
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
     options = dict(compiler_options) if compiler_options else None
-    with _quiet_compiler():
+    with _quiet_compiler(), warnings.catch_warnings():
+        if targets.active() is not None:
+            # A deviceless compile has no client to load an executable into: jax's persistent cache,
+            # which the compile goes through, cannot read back the entries it writes for one and says
+            # so before compiling again. A target's analyses are cached by `compile_phase` instead.
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
         return program.compile(compiler_options=options)
 
 
@@ -595,12 +643,22 @@ def _use_compilation_cache(enabled: bool) -> str | None:
 
 
 def device_kind() -> str:
-    """The default device's kind, e.g. ``NVIDIA H100 80GB HBM3`` or ``cpu``."""
+    """The kind of the device compiled for: the active compile target's
+    (`xla_cost.compiled.targets`), else the default device's, e.g.
+    ``NVIDIA H100 80GB HBM3`` or ``cpu``."""
+    target = targets.active()
+    if target is not None:
+        return target.gpu.description if target.gpu is not None and target.gpu.description else target.title
     return str(getattr(jax.devices()[0], "device_kind", jax.default_backend()))
 
 
 def device_memory_bytes() -> int | None:
-    """Memory the default device can allocate (GPU/TPU ``bytes_limit``), else None."""
+    """Memory of the device compiled for: the active target's datasheet
+    capacity, else what the default device can allocate (GPU/TPU ``bytes_limit``),
+    else None."""
+    target = targets.active()
+    if target is not None:
+        return int(target.memory_bytes)
     stats = _safe_call(jax.devices()[0].memory_stats)
     if isinstance(stats, Mapping):
         return _as_count(stats.get("bytes_limit"))
@@ -608,5 +666,7 @@ def device_memory_bytes() -> int | None:
 
 
 def backend_name() -> str:
-    """The default backend's platform name, e.g. ``cpu``, ``gpu`` or ``tpu``."""
-    return jax.default_backend()
+    """The platform compiled for: the active compile target's (``gpu``, ``tpu``),
+    else the default backend's, e.g. ``cpu``, ``gpu`` or ``tpu``."""
+    target = targets.active()
+    return target.backend if target is not None else jax.default_backend()

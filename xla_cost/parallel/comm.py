@@ -236,6 +236,29 @@ INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
             "51.2 TB/s = 200 GB/s per chip (https://cloud.google.com/tpu/docs/v5e); halved per "
             "direction; the aggregate of all 4 ports",
             "TPU ICI"),
+        _preset(
+            "tpu-v4-ici", "TPU v4 inter-chip interconnect: 3D mesh or torus, all-reduce 1.1 PB/s per "
+            "4096-chip pod",
+            1.1e15 / 4096, 1e-6,
+            "Cloud TPU v4 documentation: all-reduce bandwidth per Pod 1.1 PB/s, 4096 chips per Pod "
+            "(https://cloud.google.com/tpu/docs/v4); per chip, 1.1e15 / 4096 = 269 GB/s, as the v5e's "
+            "51.2 TB/s / 256 = 200 GB/s",
+            "TPU ICI"),
+        _preset(
+            "tpu-v5p-ici", "TPU v5p inter-chip interconnect: 4800 Gbps per chip (3D torus)",
+            600e9, 1e-6,
+            "Cloud TPU v5p documentation: Interchip Interconnect BW 4800 Gbps per chip "
+            "(https://cloud.google.com/tpu/docs/v5p); /8 bits, one way, as the v5e's 1,600 Gbps "
+            "(= 400 GBps both directions)",
+            "TPU ICI"),
+        _preset(
+            "tpu-v6e-ici", "TPU v6e inter-chip interconnect: 800 GB/s per chip, both directions "
+            "(4 ICI ports, 2D torus)",
+            400e9, 1e-6,
+            "Cloud TPU v6e documentation: bidirectional ICI bandwidth per chip 800 GBps, 4 ICI ports per "
+            "chip; all-reduce bandwidth per 256-chip Pod 102.4 TB/s = 400 GB/s per chip "
+            "(https://cloud.google.com/tpu/docs/v6e); halved per direction",
+            "TPU ICI"),
     )
 })
 """Interconnect presets by name. Bandwidths are from the sources named in each

@@ -47,6 +47,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.step.trees import key_name, nbytes
 
@@ -299,6 +300,10 @@ def _xla_flags() -> list[str]:
 def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
     """A `jax.sharding.Mesh` of ``sizes`` over the default backend's devices, and notes.
 
+    Under a compile target (`xla_cost.compiled.targets.use`) the mesh is the
+    target's devices instead, from its deviceless topology (GPU hosts of
+    ``node_size`` devices, a TPU slice).
+
     Falls back to the CPU's (simulated) devices when the default backend has
     fewer than the mesh needs, with a note: the figures are then the CPU
     compiler's for the sharded program.
@@ -308,6 +313,11 @@ def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
     """
     need = mesh_devices(sizes)
     notes: list[str] = []
+    target = targets.active()
+    if target is not None:  # the compile target's devices, from its deviceless topology
+        check_device_count(need)
+        array = np.array(target.devices(need), dtype=object).reshape(tuple(sizes.values()))
+        return Mesh(array, tuple(sizes)), notes
     devices = jax.devices()
     if len(devices) < need:
         cpu = jax.devices("cpu") if jax.default_backend() != "cpu" else devices

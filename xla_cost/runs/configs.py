@@ -182,6 +182,11 @@ class RunConfig:
       exact_train_step: compile the train step as one program.
       mesh: devices per mesh axis for a sharded step (``{"fsdp": 8,
         "model": 8}``, `xla_cost.parallel.sharding`); empty: one device.
+      target: the device every program is compiled for, by its own compiler
+        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``; the
+        mesh is laid over its devices); part of the stored result's key, so a
+        target's results are kept apart from the default backend's. None: the
+        default backend.
     """
 
     model: Any
@@ -196,6 +201,7 @@ class RunConfig:
     input_dtype: str | None = None
     exact_train_step: bool = False
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    target: str | None = None
 
     @property
     def custom(self) -> bool:
@@ -264,12 +270,18 @@ class RunConfig:
         return dataclasses.replace(self, config=typed)
 
     def canonical(self) -> RunConfig:
-        """The same configuration with the zoo's canonical model name (errors on a typo)."""
-        if self.custom:
-            return self
+        """The same configuration with the zoo's canonical model name and the
+        compile target's canonical name (errors on a typo)."""
+        run = self
+        if self.target is not None:
+            from xla_cost.parallel import devices  # the registry: light, no jax
+
+            run = dataclasses.replace(run, target=devices.target(self.target).name)
+        if run.custom:
+            return run
         from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is built
 
-        return dataclasses.replace(self, model=zoo.get_spec(self.model).name)
+        return dataclasses.replace(run, model=zoo.get_spec(run.model).name)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values, keys in a fixed order (the store hashes them)."""
@@ -281,6 +293,8 @@ class RunConfig:
             data["mesh"] = dict(self.mesh)
         else:  # one device: the keys of results stored before meshes existed
             data.pop("mesh")
+        if self.target is None:  # the default backend: the keys of results stored before targets existed
+            data.pop("target")
         return data
 
     def label(self) -> str:
@@ -291,6 +305,8 @@ class RunConfig:
             parts.append(f"counter={self.counter}")
         if self.mesh:
             parts.append("mesh=" + ",".join(f"{k}={v}" for k, v in self.mesh.items()))
+        if self.target is not None:
+            parts.append(f"target={self.target}")
         return " ".join(parts)
 
     def build(self) -> tuple[Any, Any, str, str | None, list[str]]:
@@ -359,7 +375,8 @@ class RunConfig:
             model, inputs, optimizer=self.optimizer, per_layer=self.per_layer or self.depth is not None,
             depth=self.depth, counter=self.counter, name=name, config=dict(self.config),
             dtype=dtype, exact_train_step=self.exact_train_step,
-            **({"mesh": dict(self.mesh)} if self.mesh else {}), **options,
+            **({"mesh": dict(self.mesh)} if self.mesh else {}),
+            **{**({"target": self.target} if self.target is not None else {}), **options},
         )
         if notes:
             report = dataclasses.replace(report, notes=(*notes, *report.notes))

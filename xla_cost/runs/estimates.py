@@ -21,12 +21,13 @@ from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.schedule import DDP_BUCKET_BYTES
-from xla_cost.parallel.sharding import mesh_devices, simulate_devices
+from xla_cost.parallel.sharding import mesh_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import count, duration, flop_unit, scaled, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
 from xla_cost.runs.configs import RunConfig
-from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, run_config
+from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, ready_devices, run_config, \
+    target_pricing
 
 __all__ = ["TrainingEstimate", "estimate"]
 
@@ -51,6 +52,8 @@ class TrainingEstimate(Rendered):
       micro_batches: micro-batches per step per replica.
       optimizer, dtype: the step's (named in `describe`; the default optimizer is
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam).
+      target: the device the step's programs were compiled for
+        (`xla_cost.RunConfig.target`), None: the default backend (the CPU).
     """
 
     model: str
@@ -67,6 +70,7 @@ class TrainingEstimate(Rendered):
     micro_batches: int = 1
     optimizer: str = ""
     dtype: str = ""
+    target: str | None = None
 
     @property
     def priced_as(self) -> str:
@@ -76,7 +80,8 @@ class TrainingEstimate(Rendered):
     def describe(self) -> str:
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
         step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
-        line = f"{self.model}{f' ({step})' if step else ''}: {what} on {self.devices} device(s)"
+        compiled = f" compiled for {self.target}" if self.target is not None else ""
+        line = f"{self.model}{f' ({step})' if step else ''}{compiled}: {what} on {self.devices} device(s)"
         if self.mesh or self.micro_batches > 1:
             spread = [mesh_text(self.mesh)] if self.mesh else []
             line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
@@ -87,7 +92,8 @@ class TrainingEstimate(Rendered):
     def to_dict(self) -> dict[str, Any]:
         p = self.step.prediction
         return {
-            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype, "devices": self.devices,
+            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype, "target": self.target,
+            "devices": self.devices,
             "samples": self.samples, "tokens": self.tokens,
             "flops_per_sample": self.flops_per_sample, "total_flops": self.total_flops, "steps": self.steps,
             "global_batch": self.step.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
@@ -154,6 +160,7 @@ def estimate(
     dtype: str = "float32",
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
+    target: str | None = None,
     # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
     device: str = "h100",
     interconnect: str | None = None,
@@ -194,10 +201,12 @@ def estimate(
       devices, mesh_axis, mesh, micro_batches: the fields of `Parallelism`
         (documented there); each one not at its default replaces ``parallelism``'s.
       batch_size: samples per micro-batch per data-parallel rank (None: 1).
-      config, optimizer, dtype, input_shape, input_dtype: the run's
+      config, optimizer, dtype, input_shape, input_dtype, target: the run's
         `xla_cost.RunConfig` fields (the model's arguments, adam:
         `xla_cost.choices.DEFAULT_OPTIMIZER`, ``float32``, a custom model's
-        input shape and dtype).
+        input shape and dtype, the device the step is compiled for: its own
+        compiler's programs, meshes on its devices, and priced on it unless
+        ``device`` names it too; another device is refused).
       device, interconnect, node_size, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default
@@ -207,20 +216,21 @@ def estimate(
       InputError: both or neither of samples and tokens, a number of them
         (or epochs) that is not positive and finite, tokens for a model
         whose inputs are not token ids, devices and a mesh,
-        a bad mesh or mfu, a pipeline of a model without ``n_layer``, or a
-        prediction on a device without a calibration profile.
+        a bad mesh or mfu, a pipeline of a model without ``n_layer``, a
+        prediction on a device without a calibration profile, or a ``target``
+        unknown, without its compiler, or beside another ``device``.
     """
     given = locals()
     options = {**changed_fields(Hardware, given), **changed_fields(Parallelism, given),
                **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None
                                                                             else ())))}
     one, fields, spread = run_config("estimate", model, options, {})
-    hardware = pricing("estimate", hardware, fields, bound, one.dtype)
+    hardware = pricing("estimate", hardware, target_pricing(one, hardware, fields), bound, one.dtype)
     n, token_count = data_size(one, samples, epochs, tokens)
     parallel = dataclasses.replace(parallelism or Parallelism(), **spread)
     devices, mesh, micro = check_parallel(parallel)
     where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro)
-    simulate_devices(mesh_devices(where.run.mesh))
+    ready_devices(one, mesh_devices(where.run.mesh))
     analyse = analyser(store)
     single = analyse(one)
     flops = single.phases["train_step"].flops
@@ -233,5 +243,5 @@ def estimate(
         model=one.name, devices=step.devices, samples=int(n), tokens=token_count,
         flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
         seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
-        optimizer=one.optimizer, dtype=one.dtype,
+        optimizer=one.optimizer, dtype=one.dtype, target=one.target,
     )

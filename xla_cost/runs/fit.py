@@ -23,6 +23,16 @@ for a peak affine near the limit that takes 4 to 6 compiles. Checks that
 keep missing step twice as far each time, and after `PREDICTED` compiles the
 search bisects. No batch above `MAX_BATCH` (jax indexes arrays with int32) is
 tried: a memory that even that batch fits is refused.
+
+With a compile target (``target="h100"``, ``--target``) every batch is
+compiled by the target's own compiler (`xla_cost.compiled.targets`, on a
+machine without the device): the peak is that program's ``memory_analysis()``,
+its buffer assignment, layouts and kernels the target's (a GPU keeps its own
+workspace, and runs bfloat16 natively where the CPU widens it), and the
+capacity is the target's datasheet memory unless one is given. A TPU's
+compiler refuses a program whose temporaries exceed the chip's memory (a
+compile-time out-of-memory): that batch does not fit, its peak at least the
+temporaries the compiler reports (`CompilerRefused`).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -37,8 +48,10 @@ from typing import Any
 import pandas as pd
 
 from xla_cost.analysis.memory import PARTS, MemoryBreakdown
+from xla_cost.analysis.options import check_target
 from xla_cost.analysis.programs import step_memory
 from xla_cost.choices import DEFAULT_OPTIMIZER
+from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.present import progress as progress_line
 from xla_cost.parallel import devices as registry
@@ -49,7 +62,8 @@ from xla_cost.runs.configs import RunConfig
 from xla_cost.step.checks import INT32_MAX
 from xla_cost.step.workload import build_workload
 
-__all__ = ["FitResult", "max_batch_size", "breakdown_at", "device_memory", "DEFAULT_MEMORY_FRACTION"]
+__all__ = ["FitResult", "CompilerRefused", "max_batch_size", "breakdown_at", "device_memory",
+           "DEFAULT_MEMORY_FRACTION", "DEFAULT_DEVICE"]
 
 PREDICTED = 10
 """Compiles after which the search stops predicting and bisects (`_search`);
@@ -58,6 +72,9 @@ a peak close to affine in the batch needs 4 to 6."""
 BEND = 1.25
 """How far (a factor) the slopes on either side of the limit may differ from
 the line between them before the search reads the curve as bent (`_predict`)."""
+
+DEFAULT_DEVICE = "h100"
+"""The device whose memory is searched when neither a device nor a target is named."""
 
 DEFAULT_MEMORY_FRACTION = 0.75
 """The share of the memory a JAX program may use: JAX's GPU default."""
@@ -78,6 +95,39 @@ def device_memory(device: str) -> tuple[float, str]:
     return float(found.memory), found.memory_source  # type: ignore[arg-type]
 
 
+_REQUIRED = re.compile(r"required for HLO temporaries \(([0-9.]+)([KMGT]?)i?B?\)")
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerRefused:
+    """A batch the compile target's compiler refused for want of memory (a
+    TPU's compile-time out-of-memory, ``RESOURCE_EXHAUSTED``): it does not fit.
+
+    Attributes:
+      peak: a lower bound of the step's peak: the temporaries the compiler
+        says the program needs, or one byte over the limit where it names none.
+      message: the compiler's first line.
+    """
+
+    peak: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"peak_at_least": self.peak, "compiler_refused": self.message}
+
+    @classmethod
+    def from_error(cls, error: BaseException, limit: float) -> CompilerRefused | None:
+        """The refusal in ``error``, a compile that ran out of the device's memory; None: another error."""
+        text = str(error)
+        if "RESOURCE_EXHAUSTED" not in text and "CompileTimeHbmOom" not in text:
+            return None
+        found = _REQUIRED.search(text)
+        required = 0 if found is None else int(float(found.group(1)) * _UNITS[found.group(2)])
+        first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+        return cls(peak=max(required, math.floor(limit) + 1), message=first[:300])
+
+
 @dataclasses.dataclass(frozen=True)
 class FitResult(Rendered):
     """The answer of `max_batch_size`.
@@ -96,6 +146,10 @@ class FitResult(Rendered):
       mesh: the mesh the step was sharded over (empty: one device).
       optimizer, dtype: the step's (named in the sentence; the default is
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam, as every command's).
+      target: the compile target every batch was compiled for
+        (`xla_cost.compiled.targets`, ``h100``); None: jax's default backend (the
+        CPU's compiler on a machine without an accelerator).
+      target_title: the target's device as reports name it (``NVIDIA H100 SXM``).
     """
 
     model: str
@@ -110,6 +164,8 @@ class FitResult(Rendered):
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
     optimizer: str = ""
     dtype: str = ""
+    target: str | None = None
+    target_title: str = ""
 
     def describe(self) -> str:
         scale, unit = self._unit()
@@ -119,6 +175,7 @@ class FitResult(Rendered):
             + (f" per step over {'x'.join(f'{k}={v}' for k, v in self.mesh.items())}" if self.mesh else "")
             + f" (usable {scaled(self.limit, scale, 2)} {unit} of {scaled(self.capacity, scale, 2)} {unit}; "
             f"{self.capacity_source})"
+            + (f"; compiled for {self.target_title or self.target} by its own compiler" if self.target else "")
         )
 
     def _unit(self) -> tuple[float, str]:
@@ -133,7 +190,7 @@ class FitResult(Rendered):
                   "at_peak_total": "sum at XLA's peak", "peak": "XLA's peak"}
         return [
             (name, labels.get(name, name),
-             *(None if b is None else getattr(b, name) for b in (self.fits, self.does_not_fit)))
+             *(None if b is None else getattr(b, name, None) for b in (self.fits, self.does_not_fit)))
             for name in (*PARTS, "parts_total", "workspace", "at_peak_total", "peak")
         ]
 
@@ -160,9 +217,14 @@ class FitResult(Rendered):
 
     def notes(self) -> list[str]:
         scale, unit = bytes_unit([p for _, p in self.tried])
-        return ["tried: " + ", ".join(f"{b} ({_against(p, self.limit, scale)} {unit}) {_verdict(p, self.limit)}"
-                                      for b, p in self.tried)
-                + f" (limit {scaled(self.limit, scale, 2)} {unit})"]
+        tried = ("tried: " + ", ".join(f"{b} ({_against(p, self.limit, scale)} {unit}) {_verdict(p, self.limit)}"
+                                       for b, p in self.tried)
+                 + f" (limit {scaled(self.limit, scale, 2)} {unit})")
+        if self.target is None:
+            return [tried]
+        return [tried, f"compiled for {self.target_title or self.target} ({self.target}) by its own compiler, with "
+                "no such device here: each peak is that program's memory_analysis() (arguments + outputs + "
+                "temporaries - aliased), its buffers, layouts and kernels the target's"]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,7 +234,7 @@ class FitResult(Rendered):
             "fits": None if self.fits is None else self.fits.to_dict(),
             "next_size": self.next_size,
             "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
-            "tried": [list(t) for t in self.tried],
+            "tried": [list(t) for t in self.tried], "target": self.target,
         }
 
 
@@ -202,7 +264,7 @@ def breakdown_at(run: RunConfig, batch: int) -> MemoryBreakdown:
 def max_batch_size(
     model: Any,
     *,
-    device: str = "h100",
+    device: str | None = None,
     device_memory_bytes: float | None = None,
     memory_fraction: float = DEFAULT_MEMORY_FRACTION,
     mesh: Mapping[str, int] | None = None,
@@ -213,13 +275,15 @@ def max_batch_size(
     dtype: str = "float32",
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
+    target: str | None = None,
 ) -> FitResult:
     """The largest batch whose train step fits in ``device``'s memory.
 
     Args:
       model: a zoo name, ``package.module:attr`` or a Linen or NNX module
         object (both with ``input_shape``).
-      device: a device of the registry with a known memory (`xla_cost.parallel.devices`).
+      device: a device of the registry with a known memory
+        (`xla_cost.parallel.devices`); None: the target's, else `DEFAULT_DEVICE` (h100).
       device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
       memory_fraction: the usable share of the capacity.
       mesh: shard the step (``{"fsdp": 8}``); the batch is then the global
@@ -233,13 +297,31 @@ def max_batch_size(
       input_shape: a custom model's input shape; its first entry is replaced
         by each batch tried.
       input_dtype: a custom model's input dtype (default: ``dtype``).
+      target: compile every batch for this device with its own compiler
+        (`xla_cost.parallel.devices.target`: ``h100``, ``a100-80gb``,
+        ``tpu-v5e``), on a machine without it; its datasheet memory is the
+        capacity unless ``device_memory_bytes`` is given. Needs the platform's
+        extra (``pip install 'xla-cost[gpu]'`` or ``[tpu]``). None: jax's default
+        backend (the CPU's compiler, a proxy for the device's).
 
     Raises:
-      InputError: an unknown device, a fraction outside (0, 1], a capacity
-        that is not finite and positive, or one that even batch `MAX_BATCH` fits.
+      InputError: an unknown device or target, a target whose compiler is not
+        installed, a device and a target that name different devices, a
+        fraction outside (0, 1], a capacity that is not finite and positive,
+        or one that even batch `MAX_BATCH` fits.
     """
+    found = None if target is None else check_target(target)
+    if found is not None and device is not None and registry.device(device).name != found.device:
+        raise InputError(
+            f"the device the step is compiled for (--target {found.name}: {found.device}), whose memory is searched",
+            f"--device {device}",
+            f"Drop --device (device=): the target's {found.device} memory is searched; or compile for {device} "
+            f"(--target {device}).")
+    device = device if device is not None else found.device if found is not None else DEFAULT_DEVICE
     if device_memory_bytes is None:
         capacity, source = device_memory(device)
+        if found is not None:  # the target's datasheet capacity (the registry's, with its source)
+            capacity = float(found.memory_bytes)
     else:
         if isinstance(device_memory_bytes, bool) or not isinstance(device_memory_bytes, (int, float)) \
                 or not 0 < device_memory_bytes < math.inf:
@@ -255,7 +337,10 @@ def max_batch_size(
     step = 1
     if mesh:
         sizes = sharding.check_mesh(mesh)
-        sharding.simulate_devices(sharding.mesh_devices(sizes))
+        if found is None:  # a target's devices come from its topology: none simulated
+            sharding.simulate_devices(sharding.mesh_devices(sizes))
+        else:
+            sharding.check_device_count(sharding.mesh_devices(sizes))
         step = max(1, sharding.mesh_devices({a: sizes.get(a, 1) for a in sharding.BATCH_AXES}))
     limit = capacity * memory_fraction
     cache: dict[int, Any] = {}
@@ -266,29 +351,38 @@ def max_batch_size(
     def peak(batch: int) -> int:
         if batch not in cache:
             progress_line.stage(f"compiling the step at batch {batch}", len(tried))
-            cache[batch] = breakdown_at(run, batch)
+            try:
+                cache[batch] = breakdown_at(run, batch)
+            except Exception as exc:  # a target's compiler out of memory: a batch that does not fit
+                refused = None if found is None else CompilerRefused.from_error(exc, limit)
+                if refused is None:
+                    raise
+                cache[batch] = refused
             if cache[batch].peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",
                                  "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
             tried.append((batch, cache[batch].peak))
             if shown:  # a line each, which a pipe or a log keeps (the progress bar is the terminal's)
-                print(f"fit: batch {batch:,} → {_against(cache[batch].peak, limit, scale)} {unit}, "
+                over = "over " if isinstance(cache[batch], CompilerRefused) else ""
+                print(f"fit: batch {batch:,} → {over}{_against(cache[batch].peak, limit, scale)} {unit}, "
                       f"{_verdict(cache[batch].peak, limit)} "
                       f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
         return cache[batch].peak
 
     bound = MAX_BATCH // step * step
-    low, high = _search(peak, limit, step, bound)
-    if high > bound:
-        raise InputError(
-            f"a memory limit that the step outgrows by batch {bound:,} (no larger batch is searched: jax "
-            "indexes arrays with int32)",
-            f"{capacity:g} bytes x {memory_fraction:g}, while the step at batch {bound:,} needs "
-            f"{peak(bound):,} bytes", "Pass the device's real memory: --device NAME or --device-memory BYTES.")
+    with targets.use(found):
+        low, high = _search(peak, limit, step, bound)
+        if high > bound:
+            raise InputError(
+                f"a memory limit that the step outgrows by batch {bound:,} (no larger batch is searched: jax "
+                "indexes arrays with int32)",
+                f"{capacity:g} bytes x {memory_fraction:g}, while the step at batch {bound:,} needs "
+                f"{peak(bound):,} bytes", "Pass the device's real memory: --device NAME or --device-memory BYTES.")
     return FitResult(
         model=run.name, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
         fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
         optimizer=run.optimizer, dtype=run.dtype,
+        target=None if found is None else found.name, target_title="" if found is None else found.title,
     )
 
 

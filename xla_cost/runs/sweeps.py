@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import os
 import pathlib
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,6 +34,7 @@ from xla_cost.count.layers import LAYER_FIELDS
 from xla_cost.errors import InputError, XlaCostError
 from xla_cost.options import changed_fields, split_fields
 from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.sweep_runners import SCHEDULER_TIMEOUT, Progress, connect, run_on_dask
 
 __all__ = ["Grid", "SCHEDULER_TIMEOUT", "WORKER_MEMORY", "SweepResult", "configurations", "default_jobs",
            "run_config", "sweep", "sweep_frames"]
@@ -224,6 +224,10 @@ class Grid:
       per_layer, depth: also the per-layer rows.
       input_shape: a custom model's input shape, batch first (the batch axis is
         replaced by each batch size).
+      target: compile every configuration for this device
+        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``) with its
+        own compiler; each row records it and the store keys its results apart
+        from the default backend's. None: the default backend.
     """
 
     batch_sizes: Iterable[int] | int = (1,)
@@ -234,6 +238,7 @@ class Grid:
     per_layer: bool = False
     depth: int | None = None
     input_shape: Sequence[int] | None = None
+    target: str | None = None
 
 
 def _the_grid(function: str, grid: Grid | None, fields: Mapping[str, Any]) -> Grid:
@@ -254,6 +259,7 @@ def configurations(
     per_layer: bool = False,
     depth: int | None = None,
     input_shape: Sequence[int] | None = None,
+    target: str | None = None,
 ) -> list[RunConfig]:
     """Every combination, in order (models outermost, then settings, optimizers,
     dtypes, batch sizes), with zoo names canonical and duplicates dropped.
@@ -262,24 +268,26 @@ def configurations(
       models: zoo names, ``FILE.py:attr`` or ``package.module:attr``.
       grid: the values combined (`Grid`), as one object.
       batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
-        input_shape: the fields of `Grid` (documented there); each one not at
+        input_shape, target: the fields of `Grid` (documented there); each one not at
         its default replaces ``grid``'s.
 
     A setting given as text (``"1"``, as ``--set depth=1,x`` gives it) is read by
     the type of the zoo model's field: ``1`` for an int field.
 
     Raises:
-      InputError: an unknown zoo name, model argument, optimizer, dtype or
-        counter, a setting whose value is not of its field's type or out of
+      InputError: an unknown zoo name, model argument, optimizer, dtype,
+        counter or compile target (or its compiler not installed), a setting whose value is not of its field's type or out of
         its range (`RunConfig.checked_settings`), or a batch size below 1, before
         anything runs.
     """
     # jax and optax load only here: a sweep answered from the store needs neither
-    from xla_cost.analysis.options import check_options
+    from xla_cost.analysis.options import check_options, check_target
     from xla_cost.step.optimizers import OPTIMIZERS
 
     grid = _the_grid("configurations", grid, changed_fields(Grid, locals()))
     _check_dtypes(grid)
+    if grid.target is not None:
+        check_target(grid.target, counter=grid.counter)
     given = _grid(models, grid)
     for config in given:
         batch = config.batch_size
@@ -317,7 +325,7 @@ def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
                 out.append(RunConfig(
                     model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
                     counter=grid.counter, per_layer=grid.per_layer, depth=grid.depth,
-                    input_shape=tuple(grid.input_shape) if grid.input_shape else None,
+                    input_shape=tuple(grid.input_shape) if grid.input_shape else None, target=grid.target,
                 ))
     return _dedupe(out)
 
@@ -350,41 +358,6 @@ def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         error = f"{type(exc).__name__}: {first}".rstrip(": ")
     return {"report": report, "error": error, "seconds": time.perf_counter() - start, "environment": environment()}
-
-
-class _Progress:
-    """A rich progress bar (configuration, done/total, elapsed, ETA), or nothing."""
-
-    def __init__(self, total: int, enabled: bool | None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._bar: Any = None
-        if self.enabled and total:
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=False,
-            )
-            self._task = self._bar.add_task("sweep", total=total)
-            self._bar.start()
-
-    def show(self, running: Iterable[str]) -> None:
-        if self._bar is not None:
-            labels = list(running)
-            text = ", ".join(labels[:2]) + (f" +{len(labels) - 2}" if len(labels) > 2 else "")
-            self._bar.update(self._task, description=text or "sweep")
-
-    def advance(self) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, description="sweep")
-            self._bar.stop()
 
 
 WORKER_PRELOAD: tuple[str, ...] = ("xla_cost.analysis.pipeline", "xla_cost.zoo")
@@ -488,7 +461,7 @@ def _spawn_pool(jobs: int) -> tuple[concurrent.futures.ProcessPoolExecutor, Any]
 
 def _run_local(
     todo: list[RunConfig], jobs: int, record: Callable[[RunConfig, Mapping[str, Any]], None],
-    progress: _Progress,
+    progress: Progress,
 ) -> None:
     """Runs ``todo`` in ``jobs`` worker processes (or here, with 0), at most
     ``jobs`` at a time; a worker that dies is replaced and what it ran retried.
@@ -553,58 +526,6 @@ def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> No
     pool.shutdown(wait=not kill, cancel_futures=True)
 
 
-SCHEDULER_TIMEOUT = 5.0
-"""Seconds a sweep waits for a Dask scheduler to answer at its ``scheduler`` address."""
-
-
-def _connect(scheduler: Any) -> tuple[Any, Callable[[], None]]:
-    """A ``distributed.Client`` of ``scheduler`` (a client is used as it is) and how to let it go.
-    An address where nothing listens is refused at once; where something other than a Dask
-    scheduler answers (an HTTP server), or nothing within `SCHEDULER_TIMEOUT` seconds, too."""
-    if scheduler is None:
-        return None, lambda: None
-    try:
-        from distributed import Client
-        from distributed.comm import parse_address, parse_host_port
-    except ImportError as exc:
-        raise InputError("Dask distributed installed for --scheduler", "no module 'distributed'",
-                         "pip install 'xla-cost[dask]' (or pip install -e '.[dask]').") from exc
-    if isinstance(scheduler, Client):
-        return scheduler, lambda: None
-    expected, fix = ("--scheduler the address of a running Dask scheduler (tcp://HOST:8786)",
-                     "Start one with `dask scheduler` and `dask worker tcp://HOST:8786`, or drop --scheduler.")
-    try:
-        protocol, location = parse_address(scheduler) if isinstance(scheduler, str) else ("", "")  # or a cluster
-        if protocol in ("tcp", "tls"):  # nothing listening: refused now, not after Dask's retries
-            socket.create_connection(parse_host_port(location, 8786), timeout=SCHEDULER_TIMEOUT).close()
-    except (OSError, ValueError, TypeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise InputError(expected, f"{scheduler!r}, where nothing answered ({why})", fix) from exc
-    try:
-        client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001 - whatever answered (a MemoryError from an HTTP reply) is no scheduler
-        timed_out = isinstance(exc, TimeoutError) or "Timed out" in str(exc)
-        why = f"nothing within {SCHEDULER_TIMEOUT:g} s" if timed_out else "what answered speaks something else"
-        raise InputError(expected, f"{scheduler!r}, where no Dask scheduler answered ({why})", fix) from exc
-    return client, client.close
-
-
-def _run_dask(
-    todo: list[RunConfig], client: Any, record: Callable[[RunConfig, Mapping[str, Any]], None],
-    progress: _Progress,
-) -> None:
-    """Runs ``todo`` on a Dask distributed cluster; results come back here to be stored."""
-    from distributed import as_completed
-
-    futures = {
-        client.submit(run_config, config.to_dict(), pure=False, key=f"xla-cost-{i}-{time.time_ns()}"): config
-        for i, config in enumerate(todo)
-    }
-    progress.show([f"{len(todo)} configurations on {client.scheduler.address}"])
-    for future in as_completed(futures):
-        record(futures[future], future.result())
-
-
 def sweep(
     models: Sequence[str] | str,
     grid: Grid | None = None,
@@ -624,6 +545,7 @@ def sweep(
     per_layer: bool = False,
     depth: int | None = None,
     input_shape: Sequence[int] | None = None,
+    target: str | None = None,
 ) -> SweepResult:
     """Analyses every combination of the arguments; results go through the store.
 
@@ -640,7 +562,7 @@ def sweep(
       retry_failed: analyse again configurations stored as failed.
       on_result: called with each configuration and its stored row as it is stored.
       batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
-        input_shape: the fields of `Grid` (documented there); each one not at
+        input_shape, target: the fields of `Grid` (documented there); each one not at
         its default replaces ``grid``'s.
 
     Returns:
@@ -665,7 +587,7 @@ def sweep(
         configurations(models, grid)  # nothing stored yet: a bad name is refused before the file is made
         if scheduler is None:
             _check_cache_dir()
-    client, disconnect = _connect(scheduler)  # before the store: a wrong address leaves no file
+    client, disconnect = connect(scheduler)  # before the store: a wrong address leaves no file
     try:
         db = Store(store) if own else store
     except BaseException:
@@ -693,7 +615,7 @@ def sweep(
         if retry_failed:
             db.delete(keys[id(c)] for c in todo if keys[id(c)] in stored)
 
-        bar = _Progress(len(todo), progress)
+        bar = Progress(len(todo), progress)
         try:
             def record(config: RunConfig, result: Mapping[str, Any]) -> None:
                 key = result_key(config.to_dict(), result["environment"])
@@ -706,7 +628,7 @@ def sweep(
 
             if todo:
                 if client is not None:
-                    _run_dask(todo, client, record, bar)
+                    run_on_dask(todo, client, record, bar, run_config)
                 else:
                     _run_local(todo, default_jobs() if jobs is None else min(jobs, len(todo)), record, bar)
         finally:
@@ -733,6 +655,8 @@ def _config_columns(config: RunConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"model": config.model, "batch_size": config.batch_size}
     out.update(config.config)
     out.update(optimizer=config.optimizer, dtype=config.dtype, counter=config.counter)
+    if config.target is not None:  # a column only where a target was asked for: CPU sweeps keep theirs
+        out["target"] = config.target
     return out
 
 

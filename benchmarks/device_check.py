@@ -1,0 +1,189 @@
+"""The checks that need a real GPU (issue 31): deviceless vs real compile, and `fit` for real.
+
+Run on a machine with an NVIDIA GPU of the registry (an H100 or H200)::
+
+    python benchmarks/device_check.py --fit-model resnet50 --fit-batch B --fit-dtype bfloat16 --out DIR
+
+1. **Deviceless vs real.** ResNet-50's train step (batch 32, bfloat16, SGD
+   with momentum, the step of ``benchmarks/target_compile_probe.py``) compiled
+   twice in one process: for the real GPU (jax's default backend) and for the
+   registry's compile target of the same device (`xla_cost.parallel.devices.target`,
+   deviceless, from its datasheet's GpuTargetConfig). Both compiles' kernels
+   (fusions, library calls by target, collectives), FLOP (the project's
+   counting: `xla_cost.compiled.kernels.module_costs`) and `memory_analysis()`
+   are written side by side, with the relative differences.
+2. **fit for real.** ``--fit-batch B`` is what ``xla-cost fit MODEL --target
+   DEVICE`` answered on a machine without the GPU: the train step
+   (`xla_cost.analyze(..., timed=True)`, which runs it with the parameters and
+   optimizer state donated) runs at B and is refused at 1.25 x B with JAX's
+   default allocator (75% of the GPU's memory preallocated, fit's default
+   ``--memory-fraction``).
+
+Writes ``device_check_<device>_<date>.json`` into ``--out`` (default
+reports/data/) with the environment (device, driver, jax and plugin versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import xla_cost
+from xla_cost.compiled import kernels, targets, xla
+from xla_cost.parallel import devices
+from xla_cost.zoo import build_model, example_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 32
+
+
+def _resnet_step(placement: jax.sharding.Sharding | None) -> tuple[object, tuple[object, ...]]:
+    model = build_model("resnet50")
+    image = example_inputs("resnet50", BATCH)
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones(image.shape, jnp.bfloat16)))
+    tx = optax.sgd(0.1, momentum=0.9)
+    state = jax.eval_shape(tx.init, variables["params"])
+
+    def step(params, stats, opt, x, y):
+        def loss(p):
+            out, new = model.apply({"params": p, "batch_stats": stats}, x, mutable=["batch_stats"])
+            return optax.softmax_cross_entropy_with_integer_labels(out.astype(jnp.float32), y).mean(), new
+        (_, new), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        updates, opt = tx.update(grads, opt, params)
+        return optax.apply_updates(params, updates), new["batch_stats"], opt
+
+    args = (variables["params"], variables["batch_stats"], state,
+            jax.ShapeDtypeStruct(image.shape, jnp.bfloat16), jax.ShapeDtypeStruct((BATCH,), jnp.int32))
+    if placement is not None:
+        args = tuple(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=placement), a)
+                     for a in args)
+    return step, args
+
+
+def _describe(compiled: object, seconds: float) -> dict[str, object]:
+    text = compiled.as_text()
+    listed = kernels.kernel_list(text)
+    memory = compiled.memory_analysis()
+    costs = kernels.module_costs(compiled)
+    by_kind: dict[str, int] = {}
+    library: dict[str, int] = {}
+    for kernel in listed:
+        by_kind[kernel.category] = by_kind.get(kernel.category, 0) + 1
+        if kernel.category == "library":
+            library[kernel.kind] = library.get(kernel.kind, 0) + 1
+    return {
+        "compile_s": round(seconds, 2),
+        "kernels": len(listed), "by_kind": dict(sorted(by_kind.items())), "library_calls": dict(sorted(library.items())),
+        "flops": None if costs is None else costs.costs.get("flops"),
+        "flops_source": None if costs is None else costs.source,
+        "argument_bytes": memory.argument_size_in_bytes, "output_bytes": memory.output_size_in_bytes,
+        "temp_bytes": memory.temp_size_in_bytes, "alias_bytes": memory.alias_size_in_bytes,
+    }
+
+
+def _relative(real: object, deviceless: object) -> float | None:
+    if not isinstance(real, (int, float)) or not isinstance(deviceless, (int, float)) or not real:
+        return None
+    return (deviceless - real) / real
+
+
+def compare_compiles() -> dict[str, object]:
+    entry = devices.match_kind(xla.device_kind())
+    if entry is None or entry.gpu is None:
+        raise SystemExit(f"device_check: {xla.device_kind()!r} is not a GPU compile target of the registry")
+    step, args = _resnet_step(None)
+    start = time.perf_counter()
+    real = jax.jit(step).lower(*args).compile()
+    real_row = _describe(real, time.perf_counter() - start)
+    target = devices.target(entry.name)
+    with targets.use(target):
+        step, args = _resnet_step(target.placement())
+        start = time.perf_counter()
+        deviceless = jax.jit(step).lower(*args).compile()
+        deviceless_row = _describe(deviceless, time.perf_counter() - start)
+    keys = ("kernels", "flops", "argument_bytes", "output_bytes", "temp_bytes")
+    return {
+        "case": f"resnet50 train step, batch {BATCH}, bfloat16, SGD momentum 0.9",
+        "target": entry.name, "real": real_row, "deviceless": deviceless_row,
+        "relative_difference": {k: _relative(real_row[k], deviceless_row[k]) for k in keys},
+    }
+
+
+def check_fit(model: str, batch: int, dtype: str, optimizer: str) -> dict[str, object]:
+    rows = {}
+    for label, b in (("fit_batch", batch), ("fit_batch_x1.25", int(batch * 1.25))):
+        start = time.perf_counter()
+        try:
+            report = xla_cost.RunConfig(model, b, {}, optimizer=optimizer, dtype=dtype).run(timed=True)
+            skipped = report.timing.skipped if report.timing is not None else "no timing"
+            rows[label] = {"batch": b, "ran": not skipped, "skipped": skipped or None,
+                           "step_median_s": None if skipped else report.timing.phases["train_step"].median_s}
+        except Exception as exc:  # noqa: BLE001 - an out-of-memory is the answer, not a failure
+            rows[label] = {"batch": b, "ran": False, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        rows[label]["seconds"] = round(time.perf_counter() - start, 1)
+    return {"model": model, "dtype": dtype, "optimizer": optimizer, **rows}
+
+
+def environment() -> dict[str, object]:
+    def version(name: str) -> str | None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        smi = None
+    return {
+        "device": xla.device_kind(), "nvidia_smi": smi, "python": platform.python_version(),
+        "jax": jax.__version__, "jaxlib": version("jaxlib"),
+        "cuda_plugin": version("jax-cuda13-plugin") or version("jax-cuda12-plugin"),
+        "flax": version("flax"), "optax": version("optax"), "xla_cost": xla_cost.__version__,
+        "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv),
+        "xla_python_client_mem_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75 (default)"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit-model", default=None)
+    parser.add_argument("--fit-batch", type=int, default=None)
+    parser.add_argument("--fit-dtype", default="float32")
+    parser.add_argument("--fit-optimizer", default="adam")
+    parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "reports" / "data"))
+    args = parser.parse_args(argv)
+    if jax.default_backend() != "gpu":
+        print("device_check: needs a GPU (jax's default backend is " + jax.default_backend() + ")", file=sys.stderr)
+        return 2
+    result: dict[str, object] = {"environment": environment()}
+    if not args.skip_compare:
+        result["deviceless_vs_real"] = compare_compiles()
+        print(json.dumps(result["deviceless_vs_real"], indent=1), flush=True)
+    if args.fit_model and args.fit_batch:
+        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer)
+        print(json.dumps(result["fit"], indent=1), flush=True)
+    name = "".join(c if c.isalnum() else "-" for c in xla.device_kind().lower()).strip("-")
+    path = Path(args.out) / f"device_check_{name}_{datetime.date.today().isoformat()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The largest batch that fits, compiled for a target (issue 31): ``max_batch_size(target=...)``
+and ``xla-cost fit --target``.
+
+Every batch is compiled by the target's own compiler (an H100's: XLA's GPU compiler through
+jax's CUDA plugin, deviceless), and the peak is that program's ``memory_analysis()``. The model
+is a two-layer MLP whose peak has a closed form (`closed_form`, derived below); the searches
+that need no compile replace ``breakdown_at``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import flax.linen as nn
+import pytest
+
+from xla_cost import plugins
+from xla_cost.cli import main
+from xla_cost.compiled import targets
+from xla_cost.errors import InputError
+from xla_cost.parallel import devices
+from xla_cost.runs import fit
+from xla_cost.runs.configs import RunConfig
+
+needs_cuda = pytest.mark.skipif(plugins.cuda_plugin() is None,
+                                reason="jax's CUDA plugin (pip install 'xla-cost[gpu]') compiles for an H100")
+
+D, H, O = 32, 4096, 8
+"""The MLP: D inputs -> H hidden (relu) -> O classes. H >> D, O: the hidden activations are
+what grows with the batch (32,900 bytes a sample), and the kernels are small beside them."""
+
+P = D * H + H + H * O + O
+"""Its parameters: two kernels and two biases (167,944)."""
+
+
+class MLP(nn.Module):
+    """``Dense(H) -> relu -> Dense(O)`` of float32."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(O)(nn.relu(nn.Dense(H)(x)))
+
+
+def closed_form(batch: int) -> int:
+    """The H100's peak for the donated Adam train step at ``batch`` (2 and up), in bytes.
+
+    The textbook sum, 4P parameters + 4P gradients + 8P Adam moments + the activations the
+    backward keeps, overstates it: XLA applies each parameter's Adam update in place (into
+    the donated buffers) right after its gradient, so the gradients never coexist, and
+    what decides the peak is the backward's working set at one of two moments:
+
+    * held throughout (the arguments less what is donated and updated in place):
+      parameters 4P + Adam's mu and nu 8P + its int32 count 4 + the batch: ``x`` 4·B·D
+      (float32) and the labels 4·B (int32);
+    * while the first layer's gradient is made (dW1 = xᵀ·dz1): the hidden gradient dz1,
+      4·B·H, and dW1 itself, 4·D·H;
+    * or at the relu's backward: the hidden pre-activation the forward saved (4·B·H) and
+      the gradient flowing into it (4·B·H, masked in place), the logits' gradient 4·B·O,
+      and a copy of the output kernel 4·H·O (its update is scheduled before the
+      gradient into the hidden layer reads it: XLA copies the donated kernel).
+
+    The larger moment is the first below B = H·(D - O)/(H + O) (23.9) and the second above.
+    XLA's scalars and the loss add about 1.5 KB (under 0.06% from batch 2 on; at batch 1
+    the first layer's gradient is an outer product XLA fuses into the update: no D×H buffer).
+    """
+    held = 4 * P + 8 * P + 4 + 4 * batch * D + 4 * batch
+    first_layer_gradient = 4 * batch * H + 4 * D * H
+    relu_backward = 2 * 4 * batch * H + 4 * batch * O + 4 * H * O
+    return held + max(first_layer_gradient, relu_backward)
+
+
+# ------------------------------------------------------------------ compiled for an H100
+
+
+@needs_cuda
+@pytest.mark.parametrize("batch", [8, 128])  # one batch on each side of the crossover (23.9)
+def test_the_h100s_peak_is_the_closed_form_within_5_percent(batch):
+    with targets.use(devices.target("h100")):  # as fit compiles each batch
+        step = fit.breakdown_at(RunConfig(MLP(), optimizer="adam", dtype="float32", input_shape=(1, D)), batch)
+    assert step.peak == pytest.approx(closed_form(batch), rel=0.05)
+    # the peak is what memory_analysis() gives: arguments + outputs + temporaries - aliased
+    assert step.peak == step.argument_bytes + step.output_bytes + step.temp_bytes - step.alias_bytes
+
+
+@needs_cuda
+def test_fit_for_an_h100_finds_the_largest_batch_whose_closed_form_fits():
+    # a memory halfway between the closed form at batches 100 and 101: 32,900 bytes a sample
+    # (4(D + 1) + 8H) on each side of XLA's ~1.5 KB of scalars
+    memory = (closed_form(100) + closed_form(101)) / 2
+    expected = max(b for b in range(2, 1000) if closed_form(b) <= memory)
+    found = fit.max_batch_size(MLP(), input_shape=(1, D), target="h100", device_memory_bytes=memory,
+                               memory_fraction=1.0, progress=False)
+    assert (found.batch_size, found.next_size) == (expected, expected + 1) == (100, 101)
+    assert found.fits.peak == pytest.approx(closed_form(100), rel=0.05)
+    assert found.does_not_fit.peak == pytest.approx(closed_form(101), rel=0.05)
+    assert len(found.tried) <= 6  # fit's compile budget holds under the target
+    assert found.capacity_source == "given" and found.target == "h100"
+    assert "compiled for NVIDIA H100 SXM by its own compiler" in found.describe()
+    assert found.to_dict()["target"] == "h100"
+
+
+# ------------------------------------------------------------------ the search, without compiles
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Replaces the compiles by an affine peak (1,000 bytes + 24 a sample); records each batch
+    and the target active when it was asked for."""
+    asked: list[tuple[int, object]] = []
+
+    def breakdown_at(run, batch):
+        active = targets.active()
+        asked.append((batch, None if active is None else active.name))
+        return SimpleNamespace(peak=1000 + 24 * batch)
+
+    monkeypatch.setattr(fit, "breakdown_at", breakdown_at)
+    return asked
+
+
+@needs_cuda
+def test_the_target_names_the_device_and_every_compile_is_for_it(compiles):
+    # the A100 80GB's datasheet memory (NVIDIA A100 datasheet: 80 GB HBM2e) x JAX's 0.75
+    found = fit.max_batch_size("one_net", target="a100-80gb", progress=False)
+    assert found.capacity == 80e9 == devices.target("a100-80gb").memory_bytes
+    assert found.limit == 80e9 * 0.75
+    assert found.batch_size == int((80e9 * 0.75 - 1000) // 24)  # the affine peak's last batch under the limit
+    assert compiles and {name for _, name in compiles} == {"a100-80gb"}
+    assert targets.active() is None  # the target is active only while fit compiles
+    # the same device named twice is the target's
+    assert fit.max_batch_size("one_net", device="a100-80gb", target="a100-80gb", progress=False).capacity == 80e9
+
+
+def test_without_a_target_nothing_is_compiled_for_one(compiles):
+    found = fit.max_batch_size("one_net", device_memory_bytes=24_000, memory_fraction=1.0, progress=False)
+    assert found.target is None and {name for _, name in compiles} == {None}
+    assert (found.batch_size, found.next_size) == (958, 959)  # (24,000 - 1,000) // 24 = 958
+    assert "compiled for" not in found.describe() and len(found.notes()) == 1
+
+
+@needs_cuda
+def test_a_device_other_than_the_targets_is_refused_in_one_line(compiles):
+    with pytest.raises(InputError) as refused:
+        fit.max_batch_size("one_net", device="v100-32gb", target="h100")
+    assert "\n" not in str(refused.value) and "--target h100: h100" in str(refused.value)
+    assert compiles == []
+
+
+@pytest.mark.parametrize("target", ["nonsense", "h100:2x2", "cpu"])
+def test_an_unknown_target_is_refused_in_one_line(compiles, target):
+    with pytest.raises(InputError, match="a compile target") as refused:
+        fit.max_batch_size("one_net", target=target)
+    assert "\n" not in str(refused.value) and compiles == []
+
+
+def test_a_gpu_target_without_the_cuda_plugin_is_refused_in_one_line(compiles, monkeypatch):
+    monkeypatch.setattr(plugins, "cuda_plugin", lambda: None)
+    with pytest.raises(InputError, match=r"pip install 'xla-cost\[gpu\]'") as refused:
+        fit.max_batch_size("one_net", target="h100")
+    assert "\n" not in str(refused.value) and compiles == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--target", "nonsense"], "a compile target"),
+    (["--target", "h100", "--device", "v100-32gb"], "--device v100-32gb"),
+])
+def test_the_command_refuses_in_one_line(capsys, compiles, argv, words):
+    code = main(["fit", "one_net", "--quiet", *argv])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and words in lines[0], err
+    assert compiles == []
+
+
+def test_the_command_without_the_plugin_refuses_in_one_line(capsys, compiles, monkeypatch):
+    monkeypatch.setattr(plugins, "cuda_plugin", lambda: None)
+    code = main(["fit", "one_net", "--target", "h100", "--quiet"])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and "xla-cost[gpu]" in lines[0], err
+    assert compiles == []
+
+
+# ------------------------------------------------------------------ a compiler that refuses a batch
+
+TPU_OOM = ("RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total memory required "
+           "for HLO temporaries (17.61G) exceeds available HBM (15.75G). HLO module: jit_train_step.")
+"""libtpu's refusal of a program too large for a v5e chip (its wording, jax 0.10.2)."""
+
+
+def test_a_compile_time_out_of_memory_is_a_batch_that_does_not_fit(monkeypatch):
+    refused = fit.CompilerRefused.from_error(RuntimeError(TPU_OOM), limit=12e9)
+    assert refused.peak == int(17.61 * 2**30)  # XLA's G is 2**30 bytes
+    assert fit.CompilerRefused.from_error(RuntimeError("INTERNAL: something else"), limit=12e9) is None
+    # a refusal that names no figure is one byte over the limit
+    assert fit.CompilerRefused.from_error(RuntimeError("RESOURCE_EXHAUSTED: out of memory"), 12e9).peak == 12e9 + 1
+
+    def breakdown_at(run, batch):  # 1,000 bytes + 24 a sample; the compiler refuses above 500 samples
+        if batch > 500:
+            raise RuntimeError(TPU_OOM)
+        return SimpleNamespace(peak=1000 + 24 * batch)
+
+    monkeypatch.setattr(fit, "breakdown_at", breakdown_at)
+    monkeypatch.setattr(targets, "require_plugin", lambda platform: None)  # no libtpu needed: nothing compiles
+    monkeypatch.setattr(plugins, "has_libtpu", lambda: True)
+    found = fit.max_batch_size("one_net", target="tpu-v5e", device_memory_bytes=1e9, memory_fraction=1.0,
+                               progress=False)
+    assert (found.batch_size, found.next_size) == (500, 501)  # the last batch the compiler accepts
+    assert isinstance(found.does_not_fit, fit.CompilerRefused)
+    assert found.to_frame()[f"batch_{found.next_size}"].isna().sum() >= 1  # its parts unknown, not zero

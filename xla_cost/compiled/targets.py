@@ -1,0 +1,263 @@
+"""Compile targets: the device a program is compiled for, when it is not the one at hand.
+
+Without a target every program is compiled for jax's default backend (the CPU
+on a machine without an accelerator). A `CompileTarget` names another
+device, an H100 or a TPU v5e slice, and its own compiler builds the program
+on a machine that does not have it: jax's deviceless topologies
+(`jax.experimental.topologies.get_topology_desc`) give devices of the target
+to place arguments and build meshes on, and ``jax.jit(...).lower(...).compile()``
+runs the target's compiler (XLA's GPU compiler with the CUDA plugin, for a
+``GpuTargetConfig`` written from the GPU's datasheet; libtpu for a TPU
+topology). The compiled program's kernels, memory and collectives are the
+target's; its FLOP come from XLA's cost analysis where the target gives one
+(TPU) and otherwise from the same analysis run over the target's optimized
+HLO module, with the library calls' FLOP counted from their operands.
+
+`use` makes a target active for the code inside it: `xla_cost.compiled.xla`
+compiles and caches for it, meshes (`xla_cost.parallel.sharding.make_mesh`)
+are built on its devices and unsharded programs are placed on its first
+device. The registry entries that describe each target live in
+`xla_cost.parallel.devices`; `xla_cost.parallel.targets.target` parses a name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from xla_cost import plugins
+from xla_cost.errors import InputError
+
+__all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plugin", "PLATFORM_BACKENDS"]
+
+PLATFORM_BACKENDS = {"cuda": "gpu", "tpu": "tpu"}
+"""jax's backend name (``jax.default_backend()``) of each target platform."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSpec:
+    """What XLA's GPU compiler is told of a GPU (a ``GpuTargetConfig``), from its datasheet.
+
+    Attributes:
+      compute_capability: CUDA compute capability, ``(9, 0)`` for an H100.
+      sm_count: streaming multiprocessors.
+      fp32_lanes_per_sm: FP32 units per SM (``fpus_per_core``).
+      clock_ghz: boost clock.
+      l2_bytes: L2 cache.
+      shared_memory_per_sm: shared memory (and L1 carve-out) per SM, bytes.
+      shared_memory_per_block_optin: the most shared memory one block may opt in to.
+      threads_per_sm: resident threads per SM.
+      registers_per_sm: 32-bit registers per SM (and per block).
+      dnn_version: the cuDNN version the compiler assumes (its fused kernels depend on it).
+      description: the device name XLA records (``NVIDIA H100 80GB HBM3``).
+      source: where the figures come from.
+    """
+
+    compute_capability: tuple[int, int]
+    sm_count: int
+    fp32_lanes_per_sm: int
+    clock_ghz: float
+    l2_bytes: int
+    shared_memory_per_sm: int
+    shared_memory_per_block_optin: int
+    threads_per_sm: int = 2048
+    registers_per_sm: int = 65536
+    dnn_version: tuple[int, int, int] = (9, 1, 0)
+    description: str = ""
+    source: str = ""
+
+    def config_text(self, memory_bytes: float, bandwidth: float) -> str:
+        """The ``GpuTargetConfig`` in protobuf text form, for ``get_topology_desc``."""
+        major, minor = self.compute_capability
+        dnn = self.dnn_version
+        return (
+            "gpu_device_info {\n"
+            "  threads_per_block_limit: 1024 threads_per_warp: 32\n"
+            f"  shared_memory_per_block: 49152 shared_memory_per_core: {self.shared_memory_per_sm}\n"
+            f"  shared_memory_per_block_optin: {self.shared_memory_per_block_optin}\n"
+            f"  threads_per_core_limit: {self.threads_per_sm} core_count: {self.sm_count}\n"
+            f"  fpus_per_core: {self.fp32_lanes_per_sm}\n"
+            "  block_dim_limit_x: 2147483647 block_dim_limit_y: 65535 block_dim_limit_z: 65535\n"
+            f"  memory_bandwidth: {int(bandwidth)} l2_cache_size: {self.l2_bytes} clock_rate_ghz: {self.clock_ghz}\n"
+            f"  device_memory_size: {int(memory_bytes)}\n"
+            f"  cuda_compute_capability {{ major: {major} minor: {minor} }}\n"
+            f"  registers_per_core_limit: {self.registers_per_sm} registers_per_block_limit: {self.registers_per_sm}\n"
+            "}\n"
+            'platform_name: "CUDA"\n'
+            f"dnn_version_info {{ major: {dnn[0]} minor: {dnn[1]} patch: {dnn[2]} }}\n"
+            f'device_description_str: "{self.description}"\n'
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuSpec:
+    """A TPU generation as libtpu's topologies name it.
+
+    Attributes:
+      generation: the topology prefix (``v5e`` in ``v5e:2x2``).
+      dimensions: 2 (``v5e:4x4``) or 3 (``v4:2x2x2``): how its slices are shaped.
+      cores_per_chip: TensorCores per chip that jax shows as devices of their own
+        (a v4's megacore is one device: 1).
+      chips_per_host: chips one host drives.
+      source: where the figures come from.
+      chip_config: libtpu's ``chip_config_name`` for the topology (``megacore``: a
+        v4 chip's two TensorCores as one device, as jax shows them on a real v4;
+        libtpu's default shows a deviceless v4's cores as two); None: libtpu's default.
+    """
+
+    generation: str
+    dimensions: int = 2
+    cores_per_chip: int = 1
+    chips_per_host: int = 4
+    source: str = ""
+    chip_config: str | None = None
+
+    def topology_for(self, chips: int) -> str:
+        """The smallest standard slice of at least ``chips`` chips: near-square (2-D)
+        or near-cubic (3-D) powers of two."""
+        need = max(1, chips)
+        sides = [1] * self.dimensions
+        while math.prod(sides) < need:
+            sides[sides.index(min(sides))] *= 2
+        return f"{self.generation}:" + "x".join(str(s) for s in sorted(sides))
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileTarget:
+    """One device to compile for, and how many of it there may be.
+
+    Attributes:
+      name: as given (``h100``, ``tpu-v5e:2x2``).
+      device: the registry key of the device (``h100``, ``tpu-v5e``).
+      title: the device as reports name it.
+      platform: ``cuda`` or ``tpu``.
+      memory_bytes: one device's memory.
+      bandwidth: one device's memory bandwidth, bytes/s.
+      gpu: a GPU's compiler description.
+      tpu: a TPU generation's topologies.
+      topology: a TPU slice named in ``name`` (``v5e:2x2``); None: chosen per mesh.
+      node_size: devices per host (GPUs per server; a TPU host's chips).
+    """
+
+    name: str
+    device: str
+    title: str
+    platform: str
+    memory_bytes: float
+    bandwidth: float
+    gpu: GpuSpec | None = None
+    tpu: TpuSpec | None = None
+    topology: str | None = None
+    node_size: int = 8
+
+    @property
+    def backend(self) -> str:
+        """jax's backend name for the target (``gpu``, ``tpu``)."""
+        return PLATFORM_BACKENDS[self.platform]
+
+    @property
+    def key(self) -> str:
+        """What the caches key the target's programs by: everything its compiler is told."""
+        if self.gpu is not None:
+            return f"{self.platform}:{self.device}:{self.gpu.config_text(self.memory_bytes, self.bandwidth)}"
+        chip = self.tpu.chip_config if self.tpu is not None else None
+        return f"{self.platform}:{self.device}:{self.topology or ''}:{chip or ''}"
+
+    def devices(self, count: int = 1) -> list[Any]:
+        """``count`` devices of the target, from its deviceless topology (GPUs:
+        ``node_size`` per host, as many hosts as they need; a TPU: the slice
+        named, or the smallest that holds them).
+
+        Raises:
+          InputError: the target's compiler is not installed, or its slice is too small.
+        """
+        require_plugin(self.platform)
+        if self.platform == "cuda":
+            hosts = max(1, -(-count // self.node_size))
+            per_host = count if hosts == 1 else self.node_size
+            found = _topology(self, f"1x{hosts}x{per_host}")
+        else:
+            spec = self.tpu
+            topology = self.topology or spec.topology_for(-(-count // spec.cores_per_chip))
+            found = _topology(self, topology)
+        if len(found) < count:
+            raise InputError(
+                f"a {self.name} slice of at least {count} devices for the mesh",
+                f"{len(found)} devices in {self.topology}",
+                f"Name a larger slice (--target tpu-{spec.topology_for(count)}) or a smaller mesh.",
+            )
+        return list(found[:count])
+
+    def placement(self) -> Any:
+        """The sharding that places a whole array on the target's first device."""
+        import jax
+
+        return jax.sharding.SingleDeviceSharding(self.devices(1)[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _topology_devices(platform: str, topology: str, config: str | None) -> tuple[Any, ...]:
+    from jax.experimental import topologies
+
+    with plugins.quiet_stderr():
+        if platform == "cuda":
+            desc = topologies.get_topology_desc(platform="cuda", topology=topology, target_config=config)
+        elif config:
+            desc = topologies.get_topology_desc(platform="tpu", topology_name=topology, chip_config_name=config)
+        else:
+            desc = topologies.get_topology_desc(platform="tpu", topology_name=topology)
+    return tuple(desc.devices)
+
+
+def _topology(target: CompileTarget, topology: str) -> tuple[Any, ...]:
+    config = (target.gpu.config_text(target.memory_bytes, target.bandwidth) if target.gpu is not None
+              else target.tpu.chip_config if target.tpu is not None else None)
+    try:
+        return _topology_devices(target.platform, topology, config)
+    except Exception as exc:  # noqa: BLE001 - the plugin's own error, made one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise InputError(
+            f"a {target.platform} topology {topology} for {target.name}",
+            f"the compiler refused it: {first}",
+            "Name another slice or device (xla-cost targets lists them).",
+        ) from exc
+
+
+def require_plugin(platform: str) -> None:
+    """Refuses, in one line naming the install command, a platform whose compiler is not installed.
+
+    Raises:
+      InputError: the CUDA plugin (``cuda``) or libtpu (``tpu``) is not importable.
+    """
+    have = plugins.cuda_plugin() is not None if platform == "cuda" else plugins.has_libtpu()
+    if not have:
+        what = "jax's CUDA plugin" if platform == "cuda" else "libtpu"
+        raise InputError(
+            f"{what} to compile for a {'GPU' if platform == 'cuda' else 'TPU'} target",
+            "not installed", f"Install it: {plugins.install_command(platform)}.",
+        )
+
+
+_ACTIVE: contextvars.ContextVar[CompileTarget | None] = contextvars.ContextVar("xla_cost_target", default=None)
+
+
+def active() -> CompileTarget | None:
+    """The target compiles are for now; None: jax's default backend."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def use(target: CompileTarget | None) -> Iterator[CompileTarget | None]:
+    """Compiles inside are for ``target`` (None: the default backend); its compiler is checked first."""
+    if target is not None:
+        require_plugin(target.platform)
+    token = _ACTIVE.set(target)
+    try:
+        yield target
+    finally:
+        _ACTIVE.reset(token)

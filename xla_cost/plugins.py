@@ -1,0 +1,185 @@
+"""jax's accelerator plugins on a machine that may have no accelerator.
+
+Compiling for a target (`xla_cost.compiled.targets`) needs the target's own
+compiler: jax's CUDA plugin for a GPU (the ``gpu`` extra) and libtpu for a TPU
+(the ``tpu`` extra), at the installed jaxlib's version. Neither needs a device:
+jax's deviceless topologies (`jax.experimental.topologies`) compile for a
+described device. On a machine without the device, the plugins, as jax loads
+them, would check a CUDA driver that is not there, look for TPU workers that
+are not there, and print a line for each on the standard error.
+`prepare` (run by ``import xla_cost`` before jax starts its backends) tells
+them there is nothing to look for and keeps their start-up lines off the
+standard error; where a GPU driver or a TPU is present nothing is changed.
+
+This module imports nothing heavy: the command line's help reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes.util
+import glob
+import importlib.abc
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+
+__all__ = ["EXTRAS", "prepare", "cuda_plugin", "has_libtpu", "has_gpu_driver", "has_tpu_device",
+           "install_command", "quiet_stderr", "NOISE"]
+
+EXTRAS = {"cuda": "gpu", "tpu": "tpu"}
+"""The package extra that brings each platform's compiler (``pip install 'xla-cost[gpu]'``)."""
+
+NOISE = re.compile(
+    r"cudart_stub\.cc.*Could not find cuda drivers"
+    r"|^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|^Failed to find host bounds for accelerator type"
+    r"|could not determine TPU (worker hostnames|accelerator type)"
+)
+"""Lines the plugins print when they start on a machine without their device."""
+
+_CUDA_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin")
+
+
+def cuda_plugin() -> str | None:
+    """The installed CUDA plugin's package (``jax_cuda12_plugin``), or None."""
+    return next((name for name in _CUDA_PLUGINS if importlib.util.find_spec(name) is not None), None)
+
+
+def has_libtpu() -> bool:
+    """Whether libtpu (the TPU compiler) is installed."""
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def has_gpu_driver() -> bool:
+    """Whether this machine has an NVIDIA driver (``libcuda``) or device files."""
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or ctypes.util.find_library("cuda") is not None
+
+
+def has_tpu_device() -> bool:
+    """Whether this machine has TPU chips attached."""
+    return bool(glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def install_command(platform: str) -> str:
+    """The one command that installs ``platform``'s compiler for the installed jax."""
+    extra = EXTRAS[platform]
+    try:
+        from importlib.metadata import version
+
+        pinned = f"jaxlib=={version('jaxlib')}"
+    except Exception:  # noqa: BLE001 - jaxlib's metadata missing: the extra pins it
+        pinned = ""
+    return f"pip install 'xla-cost[{extra}]'" + (f" (it pins the plugin to {pinned})" if pinned else "")
+
+
+@contextlib.contextmanager
+def quiet_stderr(pattern: re.Pattern[str] = NOISE) -> Iterator[None]:
+    """The standard error's file descriptor captured; on exit every captured
+    line that is not the plugins' start-up ``pattern`` is written back."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real standard error (an embedded interpreter)
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ValueError, OSError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = [line for line in capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not pattern.search(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+_PREPARED = {"done": False}
+
+
+def prepare() -> None:
+    """Readies jax's plugins for deviceless compiles; called once by ``import xla_cost``.
+
+    Without a GPU driver: the CUDA plugin's driver-version check is skipped
+    (``JAX_SKIP_CUDA_CONSTRAINTS_CHECK``). Without TPU chips: libtpu is told it
+    runs alone (``TPU_WORKER_HOSTNAMES``, ``TPU_SKIP_MDS_QUERY``). With neither
+    device but a plugin installed, and ``JAX_PLATFORMS`` unset, jax runs on the
+    CPU (the plugins stay loaded for deviceless compiles). Variables the user
+    set are kept. Where a plugin is installed, jax's import and its plugins'
+    discovery, whenever they come, keep the plugins' start-up lines off the
+    standard error. Nothing is imported here: without the extras this costs
+    three package lookups.
+    """
+    if _PREPARED["done"]:
+        return
+    _PREPARED["done"] = True
+    cuda, tpu = cuda_plugin(), has_libtpu()
+    if not (cuda or tpu):
+        return
+    gpu_device, tpu_device = (cuda is not None and has_gpu_driver()), (tpu and has_tpu_device())
+    if cuda and not gpu_device:
+        os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+    if tpu and not tpu_device:
+        os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+        os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+        # libtpu locks itself to one process per machine, for the chips it would drive; deviceless
+        # compiles drive none, and parallel test processes or sweep workers each load it
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    cpu_only = not gpu_device and not tpu_device
+    if "jax" in sys.modules:
+        _start_quietly(cpu_only)
+    else:
+        if cpu_only:
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        sys.meta_path.insert(0, _QuietJaxImport(cpu_only))
+
+
+def _start_quietly(cpu_only: bool) -> None:
+    """jax's plugins discovered now, their start-up lines kept off the standard error."""
+    import jax
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        return
+    if cpu_only and not os.environ.get("JAX_PLATFORMS") and jax.config.jax_platforms in (None, ""):
+        jax.config.update("jax_platforms", "cpu")
+    with quiet_stderr(), contextlib.suppress(Exception):  # a plugin that fails says so when a target asks
+        xla_bridge._discover_and_register_pjrt_plugins()
+
+
+class _QuietJaxImport(importlib.abc.MetaPathFinder):
+    """Finds ``jax`` once, for a loader that imports it, then discovers its
+    plugins, with the plugins' start-up lines kept off the standard error."""
+
+    def __init__(self, cpu_only: bool) -> None:
+        self.cpu_only = cpu_only
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name != "jax":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, cpu_only = spec.loader, self.cpu_only
+
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec: object) -> object:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: object) -> None:
+                with quiet_stderr():
+                    loader.exec_module(module)
+                _start_quietly(cpu_only)
+
+        spec.loader = Loader()
+        return spec
