@@ -145,11 +145,12 @@ def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, to
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reduced", action="store_true", help="CPU-sized shapes")
-    parser.add_argument("--only", action="append", default=[], help="run only this model (repeatable)")
+    parser.add_argument("--only", action="append", default=[], help="run only this model (repeatable; the models run in the order given)")
     parser.add_argument("--output", default=None, help="CSV path (default reports/data/timing_<device>_<date>.csv)")
     args = parser.parse_args(argv)
 
-    cases = [c for c in (REDUCED_CASES if args.reduced else GPU_CASES) if not args.only or c[0] in args.only]
+    base = REDUCED_CASES if args.reduced else GPU_CASES
+    cases = [c for name in args.only for c in base if c[0] == name] if args.only else base  # --only's order
     today = datetime.date.today().isoformat()
     device = re.sub(r"[^a-z0-9]+", "-", xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"

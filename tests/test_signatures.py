@@ -227,7 +227,7 @@ def test_each_command_is_one_function_named_after_it():
 
 RESULTS: tuple[str, ...] = (
     "Report", "ReportDiff", "FitResult", "ScalingResult", "StepEstimate", "SweepResult", "TrainingEstimate",
-    "StoreContents", "MemoryBreakdown", "JaxprCount", "LivenessProfile",
+    "StoreContents", "MemoryBreakdown", "JaxprCount", "LivenessProfile", "TargetComparison",
 )
 """The public classes a call returns (or a report carries) to be read: each has
 ``to_frame()`` (raw numbers, pandas) and ``_repr_markdown_`` (a notebook's view)."""

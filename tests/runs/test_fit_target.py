@@ -20,7 +20,6 @@ from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.parallel import devices
 from xla_cost.runs import fit
-from xla_cost.runs.configs import RunConfig
 
 needs_cuda = pytest.mark.skipif(plugins.cuda_plugin() is None,
                                 reason="jax's CUDA plugin (pip install 'xla-cost[gpu]') compiles for an H100")
@@ -73,27 +72,26 @@ def closed_form(batch: int) -> int:
 
 
 @needs_cuda
-@pytest.mark.parametrize("batch", [8, 128])  # one batch on each side of the crossover (23.9)
-def test_the_h100s_peak_is_the_closed_form_within_5_percent(batch):
-    with targets.use(devices.target("h100")):  # as fit compiles each batch
-        step = fit.breakdown_at(RunConfig(MLP(), optimizer="adam", dtype="float32", input_shape=(1, D)), batch)
-    assert step.peak == pytest.approx(closed_form(batch), rel=0.05)
-    # the peak is what memory_analysis() gives: arguments + outputs + temporaries - aliased
-    assert step.peak == step.argument_bytes + step.output_bytes + step.temp_bytes - step.alias_bytes
-
-
-@needs_cuda
 def test_fit_for_an_h100_finds_the_largest_batch_whose_closed_form_fits():
     # a memory halfway between the closed form at batches 100 and 101: 32,900 bytes a sample
-    # (4(D + 1) + 8H) on each side of XLA's ~1.5 KB of scalars
+    # (4(D + 1) + 8H) on each side, against XLA's ~1.5 KB of scalars
     memory = (closed_form(100) + closed_form(101)) / 2
     expected = max(b for b in range(2, 1000) if closed_form(b) <= memory)
     found = fit.max_batch_size(MLP(), input_shape=(1, D), target="h100", device_memory_bytes=memory,
                                memory_fraction=1.0, progress=False)
     assert (found.batch_size, found.next_size) == (expected, expected + 1) == (100, 101)
-    assert found.fits.peak == pytest.approx(closed_form(100), rel=0.05)
-    assert found.does_not_fit.peak == pytest.approx(closed_form(101), rel=0.05)
-    assert len(found.tried) <= 6  # fit's compile budget holds under the target
+    # every batch compiled for the H100 (from 2: see closed_form) peaks at the closed form within 5%,
+    # on both sides of the crossover (batches 2 and 9 below it, the rest above)
+    assert any(b < 23 for b, _ in found.tried[1:]) and any(b > 24 for b, _ in found.tried)
+    for batch, peak in found.tried:
+        if batch >= 2:
+            assert peak == pytest.approx(closed_form(batch), rel=0.05), batch
+    # the peak is what memory_analysis() gives: arguments + outputs + temporaries - aliased
+    step = found.fits
+    assert step.peak == step.argument_bytes + step.output_bytes + step.temp_bytes - step.alias_bytes
+    # fit's compile budget: the knee at the crossover (16,516 bytes a sample below it, 32,900
+    # above) makes the line through batches 2 and 9 overshoot once: 7 compiles, not 4
+    assert len(found.tried) <= 7
     assert found.capacity_source == "given" and found.target == "h100"
     assert "compiled for NVIDIA H100 SXM by its own compiler" in found.describe()
     assert found.to_dict()["target"] == "h100"
@@ -104,14 +102,14 @@ def test_fit_for_an_h100_finds_the_largest_batch_whose_closed_form_fits():
 
 @pytest.fixture
 def compiles(monkeypatch):
-    """Replaces the compiles by an affine peak (1,000 bytes + 24 a sample); records each batch
-    and the target active when it was asked for."""
+    """Replaces the compiles by an affine peak (1,000 bytes + 24,000 a sample); records each
+    batch and the target active when it was asked for."""
     asked: list[tuple[int, object]] = []
 
     def breakdown_at(run, batch):
         active = targets.active()
         asked.append((batch, None if active is None else active.name))
-        return SimpleNamespace(peak=1000 + 24 * batch)
+        return SimpleNamespace(peak=1000 + 24_000 * batch)
 
     monkeypatch.setattr(fit, "breakdown_at", breakdown_at)
     return asked
@@ -123,7 +121,7 @@ def test_the_target_names_the_device_and_every_compile_is_for_it(compiles):
     found = fit.max_batch_size("one_net", target="a100-80gb", progress=False)
     assert found.capacity == 80e9 == devices.target("a100-80gb").memory_bytes
     assert found.limit == 80e9 * 0.75
-    assert found.batch_size == int((80e9 * 0.75 - 1000) // 24)  # the affine peak's last batch under the limit
+    assert found.batch_size == int((80e9 * 0.75 - 1000) // 24_000)  # the affine peak's last batch under the limit
     assert compiles and {name for _, name in compiles} == {"a100-80gb"}
     assert targets.active() is None  # the target is active only while fit compiles
     # the same device named twice is the target's
@@ -131,9 +129,9 @@ def test_the_target_names_the_device_and_every_compile_is_for_it(compiles):
 
 
 def test_without_a_target_nothing_is_compiled_for_one(compiles):
-    found = fit.max_batch_size("one_net", device_memory_bytes=24_000, memory_fraction=1.0, progress=False)
+    found = fit.max_batch_size("one_net", device_memory_bytes=24e6, memory_fraction=1.0, progress=False)
     assert found.target is None and {name for _, name in compiles} == {None}
-    assert (found.batch_size, found.next_size) == (958, 959)  # (24,000 - 1,000) // 24 = 958
+    assert (found.batch_size, found.next_size) == (999, 1000)  # (24e6 - 1,000) // 24,000 = 999
     assert "compiled for" not in found.describe() and len(found.notes()) == 1
 
 
@@ -207,3 +205,15 @@ def test_a_compile_time_out_of_memory_is_a_batch_that_does_not_fit(monkeypatch):
     assert (found.batch_size, found.next_size) == (500, 501)  # the last batch the compiler accepts
     assert isinstance(found.does_not_fit, fit.CompilerRefused)
     assert found.to_frame()[f"batch_{found.next_size}"].isna().sum() >= 1  # its parts unknown, not zero
+
+
+# ------------------------------------------------------------------ the memory page without the GPU extra
+
+
+def test_the_memory_page_names_the_install_command_without_the_plugin(monkeypatch):
+    from xla_cost.study.pages import memory
+
+    monkeypatch.setattr(plugins, "cuda_plugin", lambda: None)
+    data = SimpleNamespace(plan=SimpleNamespace(memory_checks=(("one_net", 2, ()),), fit_devices=("h100",)))
+    text = "\n".join(memory.target_section(data))  # nothing is compiled: the section says what to install
+    assert "pip install 'xla-cost[gpu]'" in text and "| model |" not in text

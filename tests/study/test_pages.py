@@ -308,7 +308,7 @@ def test_memory_page_breaks_the_step_down(tiny_pages):
 
 
 READING_ORDER = ("index", "backward-forward-ratio", "optimizers", "step-time", "zoo", "scaling", "validation", "memory",
-                 "claims")
+                 "targets", "claims")
 
 
 def test_pages_are_the_page_modules_in_reading_order():

@@ -18,10 +18,12 @@ that show it, and only where those figures show it:
   float32, adding converts (counted as FLOP) and moving wider buffers;
 * layouts and padding on a TPU: arrays tiled in 8 x 128 blocks, so the same
   arguments take more bytes;
-* rematerialisation by the compiler: more FLOP than the CPU's while it keeps
-  fewer temporaries;
-* work the target's compiler adds (split-K gemms' partial-sum reductions,
-  padded tiles) that the figures cannot tell apart.
+* work the target's compiler adds over the jaxpr count and the CPU's, per
+  pass; with fewer temporaries than the CPU's, as rematerialisation by the
+  compiler would show, but so would algorithms that do more arithmetic (a
+  V100's input gradients of strided convolutions over zero-dilated inputs,
+  split-K gemms' partial sums, padded tiles): the rows cannot tell them
+  apart, and the reason says so.
 
 The rules read rows of figures, not reports, so a page applies them to rows
 read back from a CSV (`TargetComparison.of_rows`). A report's type is not
@@ -37,6 +39,8 @@ from typing import Any
 import pandas as pd
 
 from xla_cost.errors import InputError
+from xla_cost.present.markdown import markdown_table
+from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.present.units import bytes_column, count, flop_column, ratio, si, size
 
 __all__ = [
@@ -50,8 +54,9 @@ __all__ = [
     "comparison_frame",
     "comparison_title",
     "KERNEL_CHANGE",
-    "FLOP_CHANGE",
     "ADDED_WORK",
+    "BYTES_CHANGE",
+    "calls_label",
 ]
 
 FIGURES: tuple[str, ...] = (
@@ -71,14 +76,15 @@ SHOWN: tuple[str, ...] = ("flops", "bytes_accessed", "kernels", "library_calls",
 KERNEL_CHANGE = 0.05
 """Kernel counts that differ by less than this share are not called a difference in fusion."""
 
-FLOP_CHANGE = 0.005
-"""FLOP that differ by less than this share are not called more work (rematerialisation)."""
-
 ADDED_WORK = 0.001
-"""A target program's FLOP above the jaxpr's count by more than this share is work its compiler added."""
+"""A target program's FLOP above the jaxpr's count and the CPU's by more than this share is work its compiler added."""
+
+BYTES_CHANGE = 0.05
+"""Bytes accessed that differ by less than this share are not called the CPU's wider bfloat16 buffers."""
 
 _STEP = "train_step"
 _PROGRAMS = ("grad", "forward", "update")  # the compiled programs whose memory the rules read, first the largest
+_PASSES = ("forward", "backward", "update")  # where added work is located
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +181,33 @@ class TargetComparison:
             frame[f"{figure}_ratio"] = pd.array([r.ratio(figure) for r in self.rows], dtype="Float64")
         return frame
 
+    def blocks(self) -> list[str | TextTable]:
+        """The table and the reasons as `xla_cost.present.text.render` lays them out (a report's text adds them)."""
+        reasons = ["why the programs differ:", *(f"- {r}" for r in self.reasons)] if self.reasons else []
+        return [TextTable(comparison_frame(self), comparison_title(self)), *reasons]
+
+    def to_table(self, width: int | None = None) -> str:
+        """Plain text for terminals: the table, then the reasons.
+
+        Args:
+          width: the widest a line may be (None: the terminal's, when stdout is one).
+        """
+        return render(self.blocks(), resolve_width(width))
+
+    def to_markdown(self) -> str:
+        """A markdown section: the title, the table, the reasons as a list."""
+        lines = [comparison_title(self), "", markdown_table(comparison_frame(self)), ""]
+        if self.reasons:
+            lines += ["Why the programs differ:", "", *(f"- {r}" for r in self.reasons)]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows the comparison: `to_markdown`."""
+        return self.to_markdown()
+
+    def __str__(self) -> str:
+        return self.to_table()
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict: the names, each phase's figures on both sides, the reasons."""
         return {
@@ -256,13 +289,18 @@ def explain(
     * fusion: the train step's kernels differ by `KERNEL_CHANGE` or more
       (named with the bytes accessed of both);
     * bfloat16 emulation: a bfloat16 step on a CPU proxy whose FLOP exceed the
-      jaxpr count by more than the target's do, or whose bytes exceed the target's;
+      target's by more than `ADDED_WORK` of the jaxpr count, or whose bytes
+      exceed the target's by `BYTES_CHANGE` or more;
     * TPU layouts and padding: a TPU program whose arguments (the same arrays
       on both sides) take more bytes than the CPU's;
-    * rematerialisation: the grad program with FLOP `FLOP_CHANGE` or more
-      above both the CPU's and the jaxpr's while its temporaries are below the CPU's;
-    * added work: a compiled program's FLOP above the jaxpr count by more than
-      `ADDED_WORK` where the rematerialisation rule does not hold.
+    * added work: a pass (forward, backward, update) whose FLOP are above both
+      the jaxpr count and the CPU's by more than `ADDED_WORK`; where the grad
+      program also keeps fewer temporaries than the CPU's, rematerialisation
+      is named as one candidate among algorithms that do more arithmetic, never
+      as the cause (the rows cannot tell them apart: a V100's ResNet-50
+      backward pass is 14% over the jaxpr count with 0.55× the CPU's
+      temporaries, from convolutions over zero-dilated inputs, not from
+      recomputation).
 
     Args:
       rows: the phases' figures on both sides (`PhaseComparison`).
@@ -282,10 +320,7 @@ def explain(
             found += _bfloat16_reason(step, target)
     if platform == "tpu":
         found += _padding_reason(programs, target)
-    remat = _remat_reason(by_phase.get("grad"), target)
-    found += remat
-    if not remat:
-        found += _added_work_reason(programs, target)
+    found += _added_work_reason(by_phase, target)
     return tuple(found)
 
 
@@ -322,13 +357,13 @@ def _bfloat16_reason(step: PhaseComparison, target: str) -> list[str]:
     jaxpr = step.cpu.get("jaxpr_flops")
     mine, theirs = step.cpu.get("flops"), step.target.get("flops")
     parts = []
-    if None not in (jaxpr, mine, theirs) and jaxpr and mine - jaxpr > theirs - jaxpr:  # type: ignore[operator]
+    if None not in (jaxpr, mine, theirs) and jaxpr and (mine - theirs) / jaxpr > ADDED_WORK:  # type: ignore[operator]
         parts.append(f"its train-step FLOP are {_signed(mine / jaxpr - 1)} over the jaxpr count against the "  # type: ignore[operator]
                      f"{target}'s {_signed(theirs / jaxpr - 1)} (the converts, counted as FLOP)")  # type: ignore[operator]
     moved = step.ratio("bytes_accessed")
-    if moved is not None and moved < 1:
-        parts.append(f"its bytes accessed are {ratio(1 / moved, 2)}× the {target}'s (float32 buffers where "
-                     "the target moves bfloat16)")
+    if moved is not None and 1 / moved - 1 >= BYTES_CHANGE:
+        parts.append(f"its bytes accessed are {ratio(1 / moved, 2)}× the {target}'s, float32 buffers where "
+                     "the target moves bfloat16 among them")
     if not parts:
         return []
     return ["bfloat16 on the CPU: XLA's CPU compiler computes bfloat16 arithmetic in float32, converting "
@@ -340,10 +375,12 @@ def _padding_reason(programs: Sequence[PhaseComparison], target: str) -> list[st
         grown = row.ratio("argument_bytes")
         if grown is None or grown <= 1:
             continue
+        extra = row.target["argument_bytes"] - row.cpu["argument_bytes"]  # type: ignore[operator]
         text = (f"layouts and padding on the TPU: arrays are laid out in tiles of 8 × 128 elements (32-bit; "
                 f"narrower types pack more rows), dimensions that are not multiples of them padded: the same "
-                f"arguments of the {row.phase} program take {size(row.target['argument_bytes'])} on the {target} "
-                f"against {size(row.cpu['argument_bytes'])} on the CPU ({ratio(grown, 2)}×)")
+                f"arguments of the {row.phase} program take {size(extra)} more on the {target} "
+                f"({size(row.target['argument_bytes'])} against the CPU's {size(row.cpu['argument_bytes'])}, "
+                f"{_signed(grown - 1)})")
         temp = row.ratio("temp_bytes")
         if temp is not None and temp > 1:
             text += f"; its temporaries {ratio(temp, 2)}×"
@@ -351,33 +388,30 @@ def _padding_reason(programs: Sequence[PhaseComparison], target: str) -> list[st
     return []
 
 
-def _remat_reason(grad: PhaseComparison | None, target: str) -> list[str]:
-    if grad is None:
-        return []
-    more, temp = grad.ratio("flops"), grad.ratio("temp_bytes")
-    jaxpr, theirs = grad.target.get("jaxpr_flops"), grad.target.get("flops")
-    if None in (more, temp, jaxpr, theirs) or not jaxpr:
-        return []
-    if more - 1 < FLOP_CHANGE or theirs / jaxpr - 1 < FLOP_CHANGE or temp >= 1:  # type: ignore[operator]
-        return []
-    return [f"rematerialisation by the compiler: the {target} grad program counts {_signed(more - 1)} FLOP over "  # type: ignore[operator]
-            f"the CPU's ({_signed(theirs / jaxpr - 1)} over the jaxpr count) while keeping "
-            f"{size(grad.target['temp_bytes'])} of temporaries against the CPU's {size(grad.cpu['temp_bytes'])} "
-            f"({ratio(temp, 2)}×): it recomputes values rather than keep them"]
-
-
-def _added_work_reason(programs: Sequence[PhaseComparison], target: str) -> list[str]:
+def _added_work_reason(by_phase: Mapping[str, PhaseComparison], target: str) -> list[str]:
     added = []
-    for row in programs:
-        theirs, jaxpr = row.target.get("flops"), row.target.get("jaxpr_flops")
-        if theirs is None or not jaxpr or theirs / jaxpr - 1 <= ADDED_WORK:
+    for phase in _PASSES:
+        row = by_phase.get(phase)
+        if row is None:
             continue
-        added.append(f"{row.phase} {si(theirs - jaxpr)} FLOP ({_signed(theirs / jaxpr - 1)})")
+        theirs, jaxpr, mine = row.target.get("flops"), row.target.get("jaxpr_flops"), row.cpu.get("flops")
+        if theirs is None or mine is None or not jaxpr or theirs / jaxpr - 1 <= ADDED_WORK or \
+                theirs / mine - 1 <= ADDED_WORK:  # above the jaxpr, and above the proxy: a difference to explain
+            continue
+        added.append(f"{phase} {si(theirs - jaxpr)} FLOP ({_signed(theirs / jaxpr - 1)}; "
+                     f"{_signed(theirs / mine - 1)} over the CPU's)")
     if not added:
         return []
-    return [f"work the {target} compiler adds over the jaxpr count: " + ", ".join(added)
-            + " (split-K gemms' partial-sum reductions and padded tiles add such work; these figures do not "
-            "tell which)"]
+    grad = by_phase.get("grad")
+    temp = None if grad is None else grad.ratio("temp_bytes")
+    text = f"work the {target} compiler adds over the jaxpr count: " + ", ".join(added)
+    if temp is not None and temp < 1:
+        return [text + f"; its grad program keeps {ratio(temp, 2)}× the CPU's temporaries, as rematerialisation by "
+                "the compiler (recomputing rather than keeping) would, but algorithms that do more arithmetic "
+                "(convolutions over zero-dilated or padded inputs, split-K gemms' partial sums) add FLOP too: these "
+                "figures do not tell which"]
+    return [text + " (convolutions over zero-dilated or padded inputs, split-K gemms' partial sums and padded tiles "
+            "add such work; these figures do not tell which)"]
 
 
 def _signed(share: float) -> str:
@@ -395,6 +429,12 @@ def _ratio(a: int | float | None, b: int | float | None) -> float | None:
 _LABELS = {"flops": "FLOP", "bytes_accessed": "bytes", "kernels": "kernels", "library_calls": "library calls",
            "temp_bytes": "temp", "peak_bytes": "peak"}
 _RATIOS = ("flops", "bytes_accessed", "kernels", "temp_bytes", "peak_bytes")
+
+
+def calls_label(platform: str) -> str:
+    """What a target's custom calls are called: ``library calls`` on a GPU (cuBLAS,
+    cuDNN), ``custom calls`` elsewhere (a TPU's are its own kernels, gathers' index packing)."""
+    return "library calls" if platform == "gpu" else "custom calls"
 
 
 def comparison_title(comparison: TargetComparison) -> str:
@@ -422,7 +462,8 @@ def comparison_frame(comparison: TargetComparison) -> pd.DataFrame:
             unit, show = bytes_column([*mine, *theirs])
         else:
             unit, show = "", count
-        label = _LABELS[figure] + (f" ({unit})" if unit and unit != "FLOP" else "")
+        label = (calls_label(comparison.platform) if figure == "library_calls" else _LABELS[figure]) + (
+            f" ({unit})" if unit and unit != "FLOP" else "")
         for side, values in ((base, mine), (name, theirs)):
             if figure == "library_calls" and all(v is None for v in values):
                 continue  # not read on that side (the CPU's)

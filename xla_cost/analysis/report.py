@@ -15,7 +15,7 @@ import pandas as pd
 
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
-from xla_cost.analysis.compare import TargetComparison, compare, comparison_frame, comparison_title
+from xla_cost.analysis.compare import TargetComparison, compare
 from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.analysis.timing import Timing
 from xla_cost.compiled.kernels import Kernel
@@ -608,10 +608,7 @@ class Report:
         lines.append(markdown_table(phase_frame(self)))
         lines += ["", ratio_line(self), ""]
         if self.cpu is not None:
-            comparison = self.comparison()
-            lines += [comparison_title(comparison), "", markdown_table(comparison_frame(comparison)), ""]
-            lines += ["Why the programs differ:", "", *(f"- {r}" for r in comparison.reasons), ""] \
-                if comparison.reasons else []
+            lines += [self.comparison().to_markdown(), ""]
         kernels = kernel_frame(self)
         if kernels is not None:
             lines += [KERNELS_TITLE, "", markdown_table(kernels), ""]
@@ -644,9 +641,7 @@ class Report:
         """
         blocks: list[str | TextTable] = [describe(self), TextTable(phase_frame(self), "phases")]
         if self.cpu is not None:
-            comparison = self.comparison()
-            blocks.append(TextTable(comparison_frame(comparison), comparison_title(comparison)))
-            blocks += ["why the programs differ:", *(f"- {r}" for r in comparison.reasons)] if comparison.reasons else []
+            blocks += self.comparison().blocks()
         kernels = kernel_frame(self)
         if kernels is not None:
             blocks.append(TextTable(kernels, KERNELS_TITLE))

@@ -196,7 +196,15 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             with prepared.scopes():
                 lowered = prepared.lower()
         else:
-            lowered = _target_lowered(target, prepared, call, traced)
+            try:
+                lowered = _target_lowered(target, prepared, call, traced)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - jax's own error, in one line
+                first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+                raise InputError(f"a step that can be moved to the {target.name}'s devices (its meshes and "
+                                 "shardings laid over them)", f"{type(exc).__name__}: {first}"[:300],
+                                 "Analyse it without --target (target=).") from exc
         compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
                                      executable=timed, collectives=plan is not None)
     split = _split(call, prepared, plan) if body is None else _Split()

@@ -19,17 +19,14 @@ from typing import Any
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, ratio
 from xla_cost.study.data import StudyData
-from xla_cost.study.views import data_link, environment_section, records, regenerate_line
+from xla_cost.study.views import DATA_COMMANDS, data_link, environment_section, records, regenerate_line
 
 NAME = "targets"
 TITLE = "The CPU proxy and the target's compiler"
 ORDER = 65
 
-PATTERN = "targets_*.csv"
-"""The committed data files this page reads (under ``reports/data/``); the last by name is used."""
-
-DATA_COMMAND = "python benchmarks/target_compare.py"
-"""The command that writes them, from the repository root."""
+DATA_COMMAND = DATA_COMMANDS["targets"][0]
+"""The command that writes the page's data (``reports/data/targets_<date>.csv``), from the repository root."""
 
 _FIGURES = ("flops", "bytes_accessed", "kernels", "library_calls", "argument_bytes", "temp_bytes", "peak_bytes",
             "jaxpr_flops")
@@ -39,16 +36,12 @@ _ENVIRONMENT = (("jax", "jax_version"), ("jaxlib", "jaxlib_version"), ("CUDA plu
                 ("date", "date"), ("command", "command"))
 
 
-def latest_file(data_dir: pathlib.Path | None) -> pathlib.Path | None:
-    """The newest ``targets_*.csv`` of ``data_dir`` by name (its date), or None."""
-    if data_dir is None or not data_dir.is_dir():
-        return None
-    files = sorted(data_dir.glob(PATTERN))
-    return files[-1] if files else None
-
-
 def _figure(value: Any) -> int | None:
-    return None if value is None or value == "" else int(float(value))
+    """A count read back from the file (text, exact), None where empty."""
+    if value is None or value == "":
+        return None
+    text = str(value)
+    return int(text) if text.lstrip("-").isdigit() else int(float(text))
 
 
 def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[tuple[dict[str, Any], list[Any]]]:
@@ -88,7 +81,7 @@ def _run_title(settings: Mapping[str, Any]) -> str:
 def _seconds(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any], target: str) -> str:
     found = next((r for r in rows if r.get("target") == target and r.get("status") == "ok"
                   and all(r.get(k) == v for k, v in settings.items())), None)
-    return "—" if found is None or found.get("seconds") is None else f"{float(found['seconds']):.0f} s"
+    return "—" if found is None or not found.get("seconds") else f"{float(found['seconds']):.0f} s"
 
 
 def _summary(settings: Mapping[str, Any], found: Sequence[Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -104,7 +97,7 @@ def _summary(settings: Mapping[str, Any], found: Sequence[Any], rows: Sequence[M
     return [
         f"Train step, target / CPU (CPU analysis: {_seconds(rows, settings, 'cpu')}):",
         "",
-        pipe_table(["target", "FLOP ×", "bytes ×", "kernels ×", "peak ×", "library calls", "analysis"],
+        pipe_table(["target", "FLOP ×", "bytes ×", "kernels ×", "peak ×", "library / custom calls", "analysis"],
                    table, "lrrrrrr"),
         "",
     ]
@@ -120,11 +113,11 @@ def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _file_environment(path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     def values(column: str) -> str:
-        found = [str(r[column]) for r in rows if r.get(column) is not None]
+        found = [str(r[column]) for r in rows if r.get(column)]
         return join_words(list(dict.fromkeys(found))) or "not recorded"
 
     return [
-        f"The compiles this page reads ({data_link(path)}; committed, never recompiled when the page is built):",
+        f"The compilers and plugins of {data_link(path)}:",
         "",
         pipe_table(["", ""], [[name, values(column) if column != "command" else f"`{values(column)}`"]
                               for name, column in _ENVIRONMENT], "ll"),
@@ -147,15 +140,16 @@ def build(data: StudyData) -> dict[str, bytes]:
         "`xla_cost.compiled.targets`): XLA's GPU compiler for an H100, an A100 80GB and a V100 32GB (jax's CUDA "
         "plugin) and libtpu's for one TPU v5e chip. Per phase: FLOP (a GPU's deviceless compile gives no cost "
         "analysis: XLA's analysis over its optimized module, library calls counted from their operands), bytes "
-        "accessed, kernel launches (instructions that run code, loops multiplied out), library calls (custom "
-        "calls: cuBLAS, cuDNN; not read on the CPU), the program's temporaries, and the step's peak (the train "
+        "accessed, kernel launches (instructions that run code, loops multiplied out), library calls (a GPU's "
+        "custom calls: cuBLAS, cuDNN) or a TPU's custom calls (its own kernels, such as gathers' index packing; "
+        "not read on the CPU), the program's temporaries, and the step's peak (the train "
         "step compiled as one program, parameters and optimizer state donated); × is target / CPU. The reasons "
         "under each table come from `xla_cost.analysis.compare`'s rules applied to the rows, each named only "
         "where its figures show it.",
         "",
     ]
-    path = latest_file(data.data_dir)
-    if path is None:
+    files = data.files("targets")  # the newest by name: its date
+    if not files:
         lines += [
             f"No compiles committed yet: `{DATA_COMMAND}` (repository root; tens of minutes on 2 cores) writes "
             "`reports/data/targets_<date>.csv`, then `xla-cost report targets` writes this page from it.",
@@ -163,7 +157,8 @@ def build(data: StudyData) -> dict[str, bytes]:
             *environment_section(data), regenerate_line(), "",
         ]
         return {f"{NAME}.md": markdown_file("\n".join(lines))}
-    rows = records(pd.read_csv(path, keep_default_na=False, na_values=[""]))
+    path = files[-1]
+    rows = records(pd.read_csv(path, dtype=str, keep_default_na=False))  # counts exact, empty cells ""
     for settings, found in comparisons(rows):
         lines += [f"## {_run_title(settings)}", ""]
         if not found:
@@ -177,5 +172,5 @@ def build(data: StudyData) -> dict[str, bytes]:
             lines += [*(f"- {reason}" for reason in comparison.reasons), ""] if comparison.reasons else [
                 "- No difference the rules name: every figure they read is within their thresholds.", ""]
     lines += _failures(rows)
-    lines += [*environment_section(data), *_file_environment(path, rows), regenerate_line(), ""]
+    lines += [*environment_section(data, [path]), *_file_environment(path, rows), regenerate_line(), ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}
