@@ -5,7 +5,7 @@ Run on a machine with an NVIDIA GPU of the registry (an H100 or H200)::
     python benchmarks/device_check.py --fit-model resnet50 --fit-batch B --fit-dtype bfloat16 --out DIR
 
 1. **Deviceless vs real.** ResNet-50's train step (batch 32, bfloat16, SGD
-   with momentum, the step of ``benchmarks/target_compile_probe.py``) compiled
+   with momentum, `resnet_step`, which benchmarks/bench_target_compile.py times too) compiled
    twice in one process: for the real GPU (jax's default backend) and for the
    registry's compile target of the same device (`xla_cost.parallel.devices.target`,
    deviceless, from its datasheet's GpuTargetConfig). Both compiles' kernels
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BATCH = 32
 
 
-def _resnet_step(placement: jax.sharding.Sharding | None) -> tuple[object, tuple[object, ...]]:
+def resnet_step(placement: jax.sharding.Sharding | None) -> tuple[object, tuple[object, ...]]:
     model = build_model("resnet50")
     image = example_inputs("resnet50", BATCH)
     variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones(image.shape, jnp.bfloat16)))
@@ -103,13 +103,13 @@ def compare_compiles() -> dict[str, object]:
     entry = devices.match_kind(xla.device_kind())
     if entry is None or entry.gpu is None:
         raise SystemExit(f"device_check: {xla.device_kind()!r} is not a GPU compile target of the registry")
-    step, args = _resnet_step(None)
+    step, args = resnet_step(None)
     start = time.perf_counter()
     real = jax.jit(step).lower(*args).compile()
     real_row = _describe(real, time.perf_counter() - start)
     target = devices.target(entry.name)
     with targets.use(target):
-        step, args = _resnet_step(target.placement())
+        step, args = resnet_step(target.placement())
         start = time.perf_counter()
         deviceless = jax.jit(step).lower(*args).compile()
         deviceless_row = _describe(deviceless, time.perf_counter() - start)

@@ -198,7 +198,7 @@ def phase_costs(
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes."""
     counted, compiled = program.counted, program.compiled
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
-    notes: list[str] = []
+    notes: list[str] = [f"{name}: {note}" for note in (compiled.notes if compiled is not None else ())]
     values, sources = {}, {}
     for key in SOURCED:
         value, source, note = best(

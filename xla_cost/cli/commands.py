@@ -169,7 +169,8 @@ def report(args: argparse.Namespace) -> str:
 
     if args.model is None:
         for flag, value in (("--input-shape", args.input_shape), ("--input-dtype", args.input_dtype),
-                            ("--set", args.settings or None), ("--optimizer", args.optimizer)):
+                            ("--set", args.settings or None), ("--optimizer", args.optimizer),
+                            ("--target", args.target)):
             if value is not None:
                 raise InputError(f"{flag} only with --model", f"{flag} without it",
                                  "Add --model FILE.py:ATTR (or package.module:ATTR, a zoo name), or drop the option.")
@@ -198,7 +199,7 @@ def report(args: argparse.Namespace) -> str:
         shape = parse_shape(args.input_shape) if args.input_shape is not None else None
         run = RunConfig(
             args.model, shape[0] if shape else 1, _parse_settings(args.settings), optimizer=args.optimizer or DEFAULT_OPTIMIZER,
-            per_layer=True, input_shape=shape, input_dtype=args.input_dtype,
+            per_layer=True, input_shape=shape, input_dtype=args.input_dtype, target=args.target,
         )
         paths = write_report(run.run(), args.out)
     return "\n".join(str(p) for p in paths)

@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--input-dtype", default=None, metavar="DTYPE", help="with --model: the input dtype, e.g. int32 for token ids")
     report.add_argument("--optimizer", default=None, metavar="NAME", help=f"with --model: {', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     report.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="with --model: a model argument (repeatable)")
+    _target_option(report)
     _debug_option(report)
 
     step = sub.add_parser(

@@ -145,6 +145,8 @@ class CompiledPhase:
     kernel_list: tuple[Any, ...] | None = None
     """`xla_cost.compiled.kernels.Kernel` of the compiled program in schedule order, read for a
     compile target (None: not read)."""
+    notes: tuple[str, ...] = ()
+    """What a reader of the figures should know of how the program was compiled (a retry)."""
 
 
 def _as_count(value: Any) -> int | None:
@@ -357,7 +359,7 @@ def compile_phase(
                 and (not liveness or cached.liveness is not None or cached.liveness_error)):
             return cached
         program = lowered
-    compiled = compile_executable(program, args, compiler_options=compiler_options)
+    compiled, compile_note = _compile(program, args, compiler_options)
     target = targets.active()
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     if target is not None:
@@ -391,6 +393,7 @@ def compile_phase(
         memory_bound_bytes=memory_bound, kernels=launches, liveness=profile, liveness_error=profile_error,
         target=None if target is None else target.name,
         kernel_list=None if target is None or not text else kernel_lists.kernel_list(text),
+        notes=(compile_note,) if compile_note else (),
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
         _write_analyses(key, result)  # an unknown is asked again next time
@@ -467,6 +470,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             target=data.get("target"),
             kernel_list=None if data.get("kernel_list") is None
             else tuple(kernel_lists.Kernel.from_dict(k) for k in data["kernel_list"]),
+            notes=tuple(data.get("notes", ())),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not there, or unreadable: compile
@@ -495,6 +499,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
                 "liveness_error": phase.liveness_error, "target": phase.target,
                 "kernel_list": None if phase.kernel_list is None else [k.to_dict() for k in phase.kernel_list],
+                "notes": list(phase.notes),
             }, handle)
         os.replace(tmp, path)
     except OSError as exc:  # a cache that cannot be written is no cache
@@ -512,21 +517,44 @@ def compile_executable(
     What XLA writes to the standard error while compiling reaches it, without
     its slow-operation alarms (`filter_compiler_log`).
     """
+    return _compile(program, args, compiler_options)[0]
+
+
+TRITON_GEMM_RETRY = {"xla_gpu_enable_triton_gemm": False}
+"""The option a GPU target's compile is retried with when XLA's Triton gemm emitter
+finds no tiling for a matrix product without a device to autotune on (seen for
+GPT-2's attention projection on an A100, sm_80): its products go to cuBLAS."""
+
+
+def _compile(
+    program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None
+) -> tuple[Any, str]:
+    """The executable, and a note when it took a retry (`TRITON_GEMM_RETRY`)."""
     if isinstance(program, jax.stages.Traced):
         program = program.lower()
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
     options = dict(compiler_options) if compiler_options else None
+    target = targets.active()
     with _quiet_compiler(), warnings.catch_warnings():
-        if targets.active() is not None:
+        if target is not None:
             # A deviceless compile has no client to load an executable into: jax's persistent cache,
             # which the compile goes through, cannot read back the entries it writes for one and says
             # so before compiling again. A target's analyses are cached by `compile_phase` instead.
             warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
-        return program.compile(compiler_options=options)
+        try:
+            return program.compile(compiler_options=options), ""
+        except Exception as exc:  # noqa: BLE001 - one known failure is retried, any other raised
+            if target is None or target.platform != "cuda" or "output tile sizes" not in str(exc):
+                raise
+            first = str(exc).strip().splitlines()[0][:160]
+            executable = program.compile(compiler_options={**(options or {}), **TRITON_GEMM_RETRY})
+    return executable, (
+        f"the {target.name} compile failed in XLA's Triton gemm emitter without a device to autotune on "
+        f"({first}); compiled again with xla_gpu_enable_triton_gemm=False: its matrix products are cuBLAS "
+        "calls, where a real device's autotuner might have chosen Triton kernels"
+    )
 
-
-# ----------------------------------------------------------- the compilation cache
 
 CACHE_DIR_ENV = "XLA_COST_CACHE_DIR"
 """Environment variable: where JAX's persistent compilation cache is kept."""

@@ -1,0 +1,77 @@
+"""jax's accelerator plugins on a machine without the accelerator (xla_cost.plugins, issue 31)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import xla_cost
+from tests.refusals import one_line_refusal
+from xla_cost import plugins
+from xla_cost.errors import InputError
+
+
+def test_the_test_command_installs_both_compilers():
+    # `pip install -e '.[test]'` brings the gpu and tpu extras: without them the target tests would skip
+    assert plugins.cuda_plugin() is not None, "pip install -e '.[test]' (the gpu extra) installs jax's CUDA plugin"
+    assert plugins.has_libtpu(), "pip install -e '.[test]' (the tpu extra) installs libtpu"
+
+
+QUIET = """
+import xla_cost, jax
+jax.devices()
+from xla_cost.parallel.devices import target
+print(len(target("tpu-v5e:2x2").devices(4)), len(target("h100").devices(8)))
+"""
+
+
+@pytest.mark.skipif(plugins.has_gpu_driver() or plugins.has_tpu_device(), reason="a machine with the device")
+def test_the_plugins_start_without_a_line_on_stderr():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "TPU_WORKER_HOSTNAMES",
+                        "TPU_SKIP_MDS_QUERY", "ALLOW_MULTIPLE_LIBTPU_LOAD")}
+    done = subprocess.run([sys.executable, "-c", QUIET], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "8"]  # a 2x2 slice's chips; 8 GPUs of one host
+    assert done.stderr == ""
+
+
+def test_a_missing_compiler_is_one_line_naming_the_install_command(monkeypatch):
+    monkeypatch.setattr(plugins, "cuda_plugin", lambda: None)
+    monkeypatch.setattr(plugins, "has_libtpu", lambda: False)
+    import jax
+    import jax.numpy as jnp
+
+    with pytest.raises(InputError, match=r"pip install 'xla-cost\[gpu\]'") as raised:
+        xla_cost.analyze(lambda p, x: x @ p, jax.ShapeDtypeStruct((2, 3), jnp.float32),
+                         params=jax.ShapeDtypeStruct((3, 4), jnp.float32), target="h100")
+    assert "\n" not in str(raised.value)
+    with pytest.raises(InputError, match=r"pip install 'xla-cost\[tpu\]'"):
+        xla_cost.analyze(lambda p, x: x @ p, jax.ShapeDtypeStruct((2, 3), jnp.float32),
+                         params=jax.ShapeDtypeStruct((3, 4), jnp.float32), target="tpu-v5e")
+
+
+def test_the_cli_refuses_a_missing_compiler_in_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(plugins, "cuda_plugin", lambda: None)
+    one_line_refusal(capsys, ["analyze", "one_net", "--target", "h100"], ("CUDA plugin", "xla-cost[gpu]"))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["analyze", "one_net", "--target", "tpu-v9"], ("compile target", "tpu-v9")),
+    (["analyze", "one_net", "--target", "tpu-v5e:3"], ("2-D slice", "tpu-v5e:3")),
+    (["analyze", "one_net", "--target", "h100", "--time"], ("--target", "--time")),
+    (["analyze", "one_net", "--target", "h100", "--counter", "jaxpr"], ("--target", "jaxpr")),
+    (["analyze", "one_net", "--compare-cpu"], ("--compare-cpu",)),
+])
+def test_bad_targets_are_refused_in_one_line(capsys, argv, words):
+    one_line_refusal(capsys, argv, words)
+
+
+def test_prepare_keeps_what_the_user_set():
+    env = dict(os.environ, TPU_WORKER_HOSTNAMES="tpu-host-0")
+    code = "import os, xla_cost; print(os.environ['TPU_WORKER_HOSTNAMES'])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "tpu-host-0", done.stderr
