@@ -4,6 +4,9 @@
 ``memory_analysis()`` across backends and jax versions (unknown is None, never
 0), and turns JAX's persistent compilation cache on; `hlo` reads a compiled
 module's text (computations, instructions, how often each runs);
-`collectives` lists its collectives; `liveness` replays its schedule; `store`
-is the SQLite store of finished analyses. It imports the foundation only.
+`collectives` lists its collectives; `liveness` replays its schedule;
+`kernels` lists its kernels and counts the FLOP its library calls do (and a
+target's cost analysis leaves out); `targets` names a device to compile for
+when it is not the one at hand (jax's deviceless topologies); `store` is the
+SQLite store of finished analyses. It imports the foundation only.
 """
