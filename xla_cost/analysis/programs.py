@@ -24,7 +24,7 @@ from xla_cost.errors import CostAnalysisUnavailableError
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.present import progress
 from xla_cost.step import phases
-from xla_cost.step.workload import Workload
+from xla_cost.step.workload import Workload, collector_paused
 
 __all__ = ["COMPILE_THREADS", "Program", "jit_phase", "placement", "constraints", "run_programs", "step_memory"]
 
@@ -82,33 +82,42 @@ def run_programs(
 ) -> dict[str, Program]:
     """Traces each program once; counts its jaxpr and, if asked, compiles the same trace.
 
-    Compiles run in worker threads while the main thread goes on tracing and
-    counting the next program. A program that will also be timed is compiled
-    as it would run; one that is only analysed at the lowest backend
+    Every program is traced, lowered and handed to the compile threads before
+    any is counted, the one already traced (the workload's forward) first: the
+    compiles, the longest part, start as early as they can, and the counting
+    (Python) runs while they compile. Python's garbage collector is paused
+    meanwhile (`collector_paused`). A program that will also be timed is
+    compiled as it would run; one that is only analysed at the lowest backend
     optimization level (the same figures, faster).
     """
     options = None if for_timing else xla.COMPILER_OPTIONS
-    counted: dict[str, JaxprCount] = {}
+    ready = dict(workload.traced) if plan is None and targets.active() is None else {}
+    order = sorted(declared, key=lambda phase: phase.name not in ready)  # else in declared order
+    steps = len(order) * (2 if compiled else 1)
+    traces: dict[str, Any] = {}
     pending: dict[str, concurrent.futures.Future[xla.CompiledPhase]] = {}
-    with concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
+    with collector_paused(), concurrent.futures.ThreadPoolExecutor(COMPILE_THREADS, "xla-cost-compile") as pool:
         try:
-            for index, phase in enumerate(declared):
-                progress.stage(f"tracing {phase.name}", index, len(declared) + (len(declared) if compiled else 0))
-                traced = workload.traced.get(phase.name) if plan is None and targets.active() is None else None
+            for index, phase in enumerate(order):
+                progress.stage(f"tracing {phase.name}", index, steps)
+                traced = ready.get(phase.name)
                 if traced is None:
                     with workload.tracing(), constraints(plan, workload):
                         traced = jit_phase(workload, phase, plan).trace(*workload.phase_args(phase.name))
+                traces[phase.name] = traced
                 if compiled:
                     pending[phase.name] = pool.submit(
                         contextvars.copy_context().run, xla.compile_phase, traced.lower(), compiler_options=options,
                         executable=for_timing, **({"collectives": True} if plan is not None else {}),
                     )
+            counted: dict[str, JaxprCount] = {}
+            for phase in order:  # while the compiles run
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
                 owners = workload.input_owners(phase.name) if phase.follow_data else None
-                counted[phase.name] = count_jaxpr(traced.jaxpr, owners=owners)
+                counted[phase.name] = count_jaxpr(traces[phase.name].jaxpr, owners=owners)
             results = {}
             for index, (name, future) in enumerate(pending.items()):
-                progress.stage(f"compiling {name}", len(declared) + index, len(declared) + len(pending))
+                progress.stage(f"compiling {name}", len(order) + index, steps)
                 results[name] = future.result()
         except BaseException:
             for future in pending.values():
@@ -124,7 +133,7 @@ def run_programs(
                 "Run on the CPU (JAX_PLATFORMS=cpu) or a GPU, or count the jaxpr "
                 "alone (--counter jaxpr, analyze(..., counter='jaxpr')).",
             )
-    return {name: Program(counted[name], results.get(name)) for name in counted}
+    return {phase.name: Program(counted[phase.name], results.get(phase.name)) for phase in declared}
 
 
 def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compiled: bool) -> MemoryBreakdown:

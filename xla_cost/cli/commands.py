@@ -44,7 +44,7 @@ def analyze(args: argparse.Namespace) -> str:
     if output is not None:
         output = int(output) if output.lstrip("-").isdigit() else output
     shape = parse_shape(args.input_shape) if args.input_shape is not None else None
-    batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else 1)
+    batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else _mesh_batch(args.mesh))
     rules = _partition_rules(args.param_sharding)
     mesh = _mesh(args.mesh, batch, None if args.compare_cpu else args.target)  # the CPU proxy needs its devices
     config, remat = remat_placement(args.model, args.remat if args.remat != "none" else None, config)
@@ -358,6 +358,16 @@ def _mesh(text: str | None, batch: int | None = None, target: str | None = None)
         except AttributeError:  # pragma: no cover - jax without jax_num_cpu_devices
             _reexec_with_devices(count)
     return mesh
+
+
+def _mesh_batch(text: str | None) -> int:
+    """The default batch: 1, or one example per device of the mesh's batch axes (``data=4``: 4)."""
+    import math
+
+    from xla_cost.parallel import sharding
+
+    sizes = sharding.parse_mesh(text)
+    return math.prod(sizes.get(axis, 1) for axis in sharding.BATCH_AXES)
 
 
 def _reexec_with_devices(count: int) -> None:  # pragma: no cover - older jax only
