@@ -11,6 +11,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # the user's cache. Tests of the caches run child processes with their own.
 os.environ["XLA_COST_NO_CACHE"] = "1"
 
+import xla_cost  # noqa: E402  (first: jax's accelerator plugins start quietly, xla_cost.plugins)
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
@@ -23,7 +25,6 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 xla_cost_devices = 8
 jax.config.update("jax_num_cpu_devices", xla_cost_devices)
 
-import xla_cost  # noqa: E402
 from xla_cost.zoo import build_model, example_inputs  # noqa: E402
 
 

@@ -75,3 +75,22 @@ def test_prepare_keeps_what_the_user_set():
     code = "import os, xla_cost; print(os.environ['TPU_WORKER_HOSTNAMES'])"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "tpu-host-0", done.stderr
+
+
+PROFILE_AFTER_TPU = """
+import tempfile, xla_cost, jax, jax.numpy as jnp
+from xla_cost.parallel.devices import target
+target("tpu-v5e").devices(1)   # libtpu loaded and initialised for a deviceless topology
+f = jax.jit(lambda x: x @ x)
+x = jnp.ones((8, 8))
+with tempfile.TemporaryDirectory() as d, jax.profiler.trace(d):
+    f(x).block_until_ready()
+print("traced")
+"""
+
+
+@pytest.mark.skipif(plugins.has_tpu_device(), reason="a machine with a TPU traces it")
+def test_a_profiler_trace_after_a_tpu_target_does_not_crash():
+    # libtpu's profiler, registered as jax loads the plugin, crashed the next trace (signal 11)
+    done = subprocess.run([sys.executable, "-c", PROFILE_AFTER_TPU], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "traced", done.stderr[-2000:]

@@ -205,6 +205,8 @@ def _topology_devices(platform: str, topology: str, config: str | None) -> tuple
     from jax.experimental import topologies
 
     with plugins.quiet_stderr():
+        if platform == "tpu":
+            _load_libtpu_without_its_profiler()
         if platform == "cuda":
             desc = topologies.get_topology_desc(platform="cuda", topology=topology, target_config=config)
         elif config:
@@ -212,6 +214,26 @@ def _topology_devices(platform: str, topology: str, config: str | None) -> tuple
         else:
             desc = topologies.get_topology_desc(platform="tpu", topology_name=topology)
     return tuple(desc.devices)
+
+
+def _load_libtpu_without_its_profiler() -> None:
+    """Loads libtpu as jax's TPU plugin without registering its profiler, where no TPU is attached.
+
+    jax registers each plugin's profiler as it loads it; libtpu's, initialised for
+    a deviceless topology, crashes the process (a segmentation fault) at the next
+    ``jax.profiler`` trace, which `xla_cost.compiled.trace` starts to time a step
+    on the CPU. With no TPU attached there is nothing for it to trace.
+    """
+    if plugins.has_tpu_device():
+        return
+    from jax._src import xla_bridge
+    from jax._src.lib import xla_client
+
+    if xla_client.pjrt_plugin_loaded("tpu"):
+        return
+    path = xla_bridge.get_tpu_library_path()
+    if path is not None:
+        xla_client.load_pjrt_plugin_dynamically("tpu", path)
 
 
 def _topology(target: CompileTarget, topology: str) -> tuple[Any, ...]:
