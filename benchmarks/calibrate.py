@@ -1,20 +1,24 @@
-"""Fits the time model's calibration profiles and writes them.
+"""Analyses the validation's cases, fits the time model's constants, writes them.
 
-Each device's profile (`xla_cost.parallel.calibration`) is fitted on the
-published or measured cases of `xla_cost.study.validation.CASES` marked
-``fitted`` (two cases: the matrix products' and the memory-bound work's
-shares; one case: one share for both) and written to
-``xla_cost/parallel/calibrations/<device>.json``; every other case tests it
+The time model has one set of global constants
+(`xla_cost.parallel.calibration`), fitted on every case of
+`xla_cost.study.cases.CASES` (published training runs and this project's
+measurements), each setup compiled for the device it ran on:
+
+    python benchmarks/calibrate.py --programs   # analyse every setup for its target, write reports/data/validation_programs.json.gz
+    python benchmarks/calibrate.py              # fit on the committed programs, write constants.json, print
+    python benchmarks/calibrate.py --check      # fit and compare with the committed constants; write nothing
+
+The held-out (leave-one-paper-out) errors are the validation page's
 (``xla-cost report validation``).
-
-    python benchmarks/calibrate.py            # fit, write, print
-    python benchmarks/calibrate.py --check    # fit and compare with the committed profiles
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
+import time
 
 import jax
 
@@ -22,29 +26,41 @@ from xla_cost.parallel.sharding import simulate_devices
 
 simulate_devices(8)
 
+DATA = pathlib.Path(__file__).resolve().parents[1] / "reports" / "data"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="compare with the committed profiles; write nothing")
+    parser.add_argument("--programs", action="store_true", help="analyse every setup for its target first")
+    parser.add_argument("--only", default=None, help="with --programs: the cases (comma-separated) to analyse "
+                        "again; the others are kept from the committed file")
+    parser.add_argument("--check", action="store_true", help="compare with the committed constants; write nothing")
     parser.add_argument("--store", default=None, help="the results store (default: the user's)")
     args = parser.parse_args(argv)
     from xla_cost.parallel import calibration
-    from xla_cost.study.validation import fit_calibrations
+    from xla_cost.study import validation
 
-    fitted = fit_calibrations(args.store)
-    committed = calibration.profiles()
-    differ = False
-    for device, profile in sorted(fitted.items()):
-        old = committed.get(device)
-        same = old is not None and abs(old.matmul - profile.matmul) <= 1e-3 and abs(old.memory - profile.memory) <= 1e-3
-        differ |= not same
-        print(f"{device}: matmul {profile.matmul:.4f}, memory {profile.memory:.4f}, launch {profile.launch * 1e6:.2f} us "
-              f"(fitted on {', '.join(profile.fitted_on)})"
-              + ("" if same else f"; committed: {old.matmul:.4f}, {old.memory:.4f}" if old else "; none committed"))
+    path = validation.programs_path(DATA)
+    if args.programs:
+        kept = validation.read_programs(path) if args.only and path.is_file() else {}
+        chosen = [c for c in validation.CASES if not args.only or c.name in args.only.split(",")]
+        started = time.perf_counter()
+        fresh = validation.analyse_setups(chosen, args.store, progress=lambda text: print(text, flush=True))
+        wanted = {s.key() for c in validation.CASES for s in c.setups}
+        merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}
+        validation.write_programs(merged, path)
+        print(f"wrote {path} ({len(merged)} programs, {time.perf_counter() - started:.0f} s)")
+    reports = validation.read_programs(path)
+    started = time.perf_counter()
+    fitted = validation.fit_constants(validation.CASES, reports)
+    print(f"fitted in {time.perf_counter() - started:.1f} s: {calibration.describe(fitted)}")
+    print("  " + ", ".join(f"{name} {value:.6g}" for name, value in zip(calibration.FIELDS, fitted.values())))
     if args.check:
-        return 1 if differ else 0
-    for path in calibration.write_profiles(fitted):
-        print("wrote", path)
+        committed = calibration.constants()
+        same = all(abs(a - b) <= 1e-3 * max(abs(b), 1e-9) for a, b in zip(fitted.values(), committed.values()))
+        print("committed:", ", ".join(f"{n} {v:.6g}" for n, v in zip(calibration.FIELDS, committed.values())))
+        return 0 if same else 1
+    print("wrote", calibration.write_constants(fitted))
     print("jax", jax.__version__)
     return 0
 

@@ -470,21 +470,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     # ------------------------------------------------------------------ runs and parallel (issue 29)
     Mutation(
         "pipeline_stage_filling_a_node_on_nvlink",
-        "a pipeline stage of exactly node_size devices sends to the next over NVLink, not the network",
+        "a pipeline stage of exactly node_size devices sends to the next over NVLink, not the network "
+        "(a block of stages whose last device is the next node's first counted as within the node)",
         (Edit(
-            "xla_cost/runs/scaling.py",
-            "link = cluster.inter if cluster.node_size <= report.devices else cluster.intra",
-            "link = cluster.inter if cluster.node_size < report.devices else cluster.intra",
+            "xla_cost/parallel/placement.py",
+            "k * block // node_size != ((k + 1) * block - 1) // node_size",
+            "k * block // node_size != ((k + 1) * block - 2) // node_size",
         ),),
         tests=("tests/runs/test_predict.py", "tests/runs/test_estimate.py"),
     ),
     Mutation(
         "replicas_of_a_node_filling_stage_within_the_node",
-        "the replicas of a stage of exactly node_size devices all-reduce over NVLink, not the network",
+        "the replicas of a stage of exactly node_size devices all-reduce over NVLink, not the network "
+        "(the replicas placed as consecutive devices, not as the run's outermost axis)",
         (Edit(
             "xla_cost/runs/scaling.py",
-            "strided = True if report.devices > 1 and report.devices >= cluster.node_size else None",
-            "strided = True if report.devices > 1 and report.devices > cluster.node_size else None",
+            "span(mesh, (schedule.REPLICAS,), cluster.node_size)",
+            "span([(schedule.REPLICAS, layout.data)], (schedule.REPLICAS,), cluster.node_size)",
         ),),
         tests=("tests/runs/test_estimate.py",),
     ),
@@ -670,13 +672,63 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "calibration_share_of_one_refused",
-        "a calibration matmul share of exactly 1 (all of peak) refused",
+        "a time-model constant at its upper bound (a matmul share of exactly 1, all of peak) refused",
         (Edit(
             "xla_cost/parallel/calibration.py",
-            "not 0 < value <= highest:",
-            "not 0 < value < highest:",
+            "not low <= value <= high",
+            "not low <= value < high",
         ),),
         tests=("tests/parallel/test_calibration.py",),
+    ),
+    Mutation(
+        "last_wave_counted_full",
+        "the products' tiles priced as if the last wave filled every unit (no idle tail)",
+        (Edit(
+            "xla_cost/parallel/kernel_time.py",
+            "waves = tiles / (np.ceil(tiles / units) * units)",
+            "waves = np.minimum(tiles / units, 1.0)",
+        ),),
+        tests=("tests/parallel/test_kernel_time.py",),
+    ),
+    Mutation(
+        "launches_left_out_of_a_kernel_list",
+        "a program priced kernel by kernel without its launches",
+        (Edit(
+            "xla_cost/parallel/kernel_time.py",
+            "kernels = table.kernels\n    return KernelSeconds(matmul, memory, kernels * calibration.launch,",
+            "kernels = table.kernels\n    return KernelSeconds(matmul, memory, 0.0,",
+        ),),
+        tests=("tests/parallel/test_kernel_time.py",),
+    ),
+    Mutation(
+        "product_bytes_ignored",
+        "a product kernel priced by its FLOP alone, however many bytes it moves",
+        (Edit(
+            "xla_cost/parallel/kernel_time.py",
+            "matmul = float((np.maximum(product_s, memory_s) * table.runs)[has_product].sum())",
+            "matmul = float((product_s * table.runs)[has_product].sum())",
+        ),),
+        tests=("tests/parallel/test_kernel_time.py",),
+    ),
+    Mutation(
+        "product_batch_dims_dropped",
+        "a batched product read with its batch dimensions in m",
+        (Edit(
+            "xla_cost/compiled/products.py",
+            "m = math.prod(lhs.dims) // max(1, k * batch)",
+            "m = math.prod(lhs.dims) // max(1, k)",
+        ),),
+        tests=("tests/compiled/test_products.py",),
+    ),
+    Mutation(
+        "fusion_product_flop_of_the_largest_only",
+        "a fusion's products' FLOP taken from its largest product alone",
+        (Edit(
+            "xla_cost/compiled/products.py",
+            "return dataclasses.replace(largest, flops=sum(p.flops for p in products),",
+            "return dataclasses.replace(largest, flops=largest.flops,",
+        ),),
+        tests=("tests/compiled/test_products.py",),
     ),
     Mutation(
         "si_prefix_before_rounding",
@@ -926,8 +978,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="xla_cost_mutations_"))
     copies = [workdir / f"repo{i}" for i in range(args.jobs)]
+    # the baselines run in a copy no mutation touches: the whole scope's baseline runs lazily, while
+    # the mutations' copies hold a mutation (run there, it counted the first mutation's catches as
+    # failing without it, and that mutation as not caught)
+    pristine = workdir / "baseline"
     try:
-        for copy in copies:
+        for copy in (*copies, pristine):
             copy.mkdir()
             make_copy(copy, args.source)
         # every edit must apply to the pristine copy, and every named test exist, before anything runs
@@ -939,14 +995,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             print(f"all {len(selected)} mutations apply to {args.source}")
             return 0
-        env_of = {copy: _environment(copy, args.no_cache) for copy in copies}
-        for copy in copies:
+        env_of = {copy: _environment(copy, args.no_cache) for copy in (*copies, pristine)}
+        for copy in (*copies, pristine):
             check_imports(copy, env_of[copy])
         scope = " ".join(args.tests) or "the whole suite"
         print(f"copies of {args.source} in {workdir}; tests: {scope}", file=sys.stderr)
 
         own = [] if args.tests else list(dict.fromkeys(t for m in selected for t in m.tests))
-        baselines = Baselines(copies[0], env_of[copies[0]], own, args.tests, args.timeout)
+        baselines = Baselines(pristine, env_of[pristine], own, args.tests, args.timeout)
         if baselines.own is not None:
             print(f"baseline of the mutations' own tests: {len(baselines.own.failed)} failing, "
                   f"{baselines.own.seconds:.0f} s", file=sys.stderr, flush=True)

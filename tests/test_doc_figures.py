@@ -5,8 +5,9 @@ epochs on 8 H100s (FLOP, hours predicted, as a bound and at ``--mfu 0.4``, the
 step's parts, ``--mesh data=8``) and GPT-2 XL's pipeline share at 4, 16 and 64
 micro-batches. Each figure is recomputed here by running the command through
 the CLI (its JSON output) and written back the way the text writes it, so the
-text cannot go stale: a new calibration profile or a change to the time model
-that moves a figure fails this test until the page says the new figure.
+text cannot go stale: newly fitted constants (the time model's one set for
+every device, xla_cost/parallel/calibrations/constants.json) or a change to the
+time model that moves a figure fails this test until the page says the new figure.
 """
 
 from __future__ import annotations
@@ -62,13 +63,16 @@ def test_the_resnet50_estimate_figures(capsys, store):
     bound = _estimate(capsys, f"{RESNET} --bound")
     at_mfu = _estimate(capsys, f"{RESNET} --mfu 0.4")
     replicas = _estimate(capsys, RESNET.replace("--devices 8", "--mesh data=8"))
-    ms = {part: predicted[f"{part}_seconds"] * 1e3 for part in ("matmul", "memory", "update", "gradients")}
+    quoted_parts = ("matmul", "memory", "launch", "update", "host", "gradients")
+    ms = {part: predicted[f"{part}_seconds"] * 1e3 for part in quoted_parts}
+    # the parts the sentence quotes are the whole step: 8 replicas, no tensor parallelism, no pipeline
+    assert sum(ms.values()) == pytest.approx(predicted["step_seconds"] * 1e3, rel=1e-9)
     quoted = (
         f"ResNet-50, 90 ImageNet epochs on 8 H100s at 32 images each: {_flop(predicted['total_flops'])} FLOP; "
         f"predicted {predicted['hours']:.1f} h ({predicted['step_seconds'] * 1e3:.1f} ms a step: matrix products "
-        f"{ms['matmul']:.1f} ms, memory-bound work {ms['memory']:.1f} ms, update {ms['update']:.1f} ms, "
-        f"{ms['gradients']:.1f} ms of gradient all-reduce exposed); {bound['hours']:.1f} h as a bound; "
-        f"{at_mfu['hours']:.1f} h at `--mfu 0.4`"
+        f"{ms['matmul']:.1f} ms, memory-bound work {ms['memory']:.1f} ms, kernel launches {ms['launch']:.1f} ms, "
+        f"update {ms['update']:.1f} ms, {ms['host']:.1f} ms on the host, {ms['gradients']:.1f} ms of gradient "
+        f"all-reduce exposed); {bound['hours']:.1f} h as a bound; {at_mfu['hours']:.1f} h at `--mfu 0.4`"
     )
     assert quoted in _text()
     assert f"`--mesh data=8` prices the replicas' all-reduce in even pieces as the backward pass makes them " \

@@ -13,6 +13,8 @@ import pytest
 
 from xla_cost.cli import main
 from xla_cost.cli.parser import build_parser
+from xla_cost.parallel import devices
+from xla_cost.parallel.calibration import constants, describe
 from xla_cost.runs import estimates
 
 TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
@@ -46,7 +48,7 @@ def test_estimate_with_a_pipeline_is_the_api(capsys, tmp_path):
     assert shown == json.loads(json.dumps(api))
     # 2 x 2 x 2 devices; 2 samples x 4 micro-batches x 2 replicas a step
     assert (shown["devices"], shown["global_batch"], shown["priced_as"]) == (8, 16, "prediction")
-    assert shown["calibration"].startswith("h100: ")
+    assert shown["calibration"] == describe(constants())  # the global constants, one set for every device
     code, out, err = run(capsys, *argv, "--bound")
     assert code == 0, err
     bound = json.loads(out)
@@ -64,7 +66,9 @@ def test_scaling_with_a_mesh(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["estimate", "conv_net", "--samples", "10", "--device", "v100"], "calibration profile"),
+    (["estimate", "conv_net", "--samples", "10", "--device", "p100", "--dtype", "bfloat16"],
+     "a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"),
+    (["estimate", "conv_net", "--samples", "10", "--device", "cpu"], "a device with a published peak"),
     (["estimate", "conv_net", "--samples", "10", "--mesh", "pipeline=2"], "n_layer"),
     (["estimate", "conv_net", "--samples", "10", "--devices", "2", "--mesh", "data=2"], "not both"),
     (["estimate", "conv_net", "--samples", "10", "--mesh", "data=two"], "positive integer"),
@@ -76,6 +80,36 @@ def test_bad_layouts_are_one_line(capsys, argv, expected):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and expected in err and "Expected" in err, err
+
+
+PREDICTED = [name for name in devices.names("peak") if name != "cpu"]
+"""Every device of the registry with a published peak (the CPU's is measured, not published)."""
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    """One store for every device: the step is analysed once (on the CPU) and priced on each."""
+    return str(tmp_path_factory.mktemp("store") / "s.sqlite")
+
+
+@pytest.mark.parametrize("device", PREDICTED)
+def test_every_registry_device_predicts(capsys, shared_store, device):
+    # issue 32's acceptance: `xla-cost estimate gpt2-small --samples 1e6 --device D` is a prediction on
+    # every device with a peak (no per-device profile to lack); a 2-layer GPT-2 small keeps it fast
+    small = [arg for key, value in {**TINY, "n_layer": 2}.items() for arg in ("--set", f"{key}={value}")]
+    code, out, err = run(capsys, "estimate", "gpt2-small", "--samples", "1e6", "--device", device, *small,
+                         "--store", shared_store, "--format", "json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert (shown["priced_as"], shown["device"], shown["samples"]) == ("prediction", device, 10**6)
+    assert shown["calibration"] == describe(constants()) and shown["mfu"] is None
+    # one sample a step on one device: 1e6 steps, each a positive time
+    assert shown["steps"] == 10**6 and shown["step_seconds"] > 0
+    assert shown["seconds"] == pytest.approx(shown["steps"] * shown["step_seconds"], rel=1e-12)
+
+
+def test_every_device_with_a_peak_is_tried():
+    assert {"h100", "a100", "v100", "p40", "tpu-v5e"} <= set(PREDICTED) and "cpu" not in devices.names("peak")
 
 
 def test_a_fresh_process_simulates_the_mesh(tmp_path):

@@ -192,9 +192,13 @@ def test_cluster_overrides():
     assert collective_time("all-gather", 1e9, 16, given.link(16)) == pytest.approx(
         15 / 16 * 1e9 / 100e9 + 15 * 2e-6
     )
-    # in a flat network they replace the single link
-    tpu = cluster("tpu-v5e", bandwidth=50e9)
+    # in a flat network they replace the single link (a TPU v4 pod: ICI between slices too, no DCN figure)
+    tpu = cluster("tpu-v4", bandwidth=50e9)
     assert tpu.intra.bandwidth == tpu.inter.bandwidth == 50e9
+    # issue 32: a TPU v5e pod's network between pods is its hosts' DCN (2 adapters per 8 chips), so the
+    # bandwidth given is an adapter's line rate and each chip has 2/8 of it; the ICI stays
+    v5e = cluster("tpu-v5e", bandwidth=50e9)
+    assert v5e.intra.name == "tpu-v5e-ici" and v5e.inter.bandwidth == pytest.approx(2 * 50e9 / 8)
     both = cluster("a100", "ib-hdr", latency=0.0)
     assert both.intra.latency == both.inter.latency == 0.0
     assert cluster("H100") == CLUSTERS["h100"]

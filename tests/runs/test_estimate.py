@@ -5,10 +5,13 @@ mesh with tensor-parallel shards, pipeline stages, replicas and micro-batches
 Expected values are the model's closed forms written out here: the H100
 datasheet's peaks, NVLink 4 per device and direction (1 us per hop assumed, as
 `xla_cost.parallel.comm` states), the 1F1B pipeline's m + p - 1 slots of the
-slowest stage (Narayanan et al. 2021, section 2.2), a calibration given in the
-test, the tiny GPT's dimensions (the activations a stage sends), and the
+slowest stage (Narayanan et al. 2021, section 2.2), the time model's global
+constants given in the test, the tiny GPT's dimensions (the activations a stage sends), and the
 analyses' own counts (matrix-product FLOP, memory-bound bytes, kernels), which
-tests/analysis and tests/compiled check against the models' dimensions.
+tests/analysis and tests/compiled check against the models' dimensions. The
+steps are compiled on the CPU (no target): their compute is priced from their
+totals (`xla_cost.parallel.kernel_time.price_totals`), so a phase's compute is
+its matrix-product FLOP, its memory-bound bytes and its kernels' launches.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.calibration import Calibration, use_profiles
+from xla_cost.parallel.calibration import Calibration, describe, use_constants
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.schedule import Layout
 from xla_cost.runs import estimates, scaling
@@ -33,7 +36,7 @@ pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulate
 # 400 Gb/s = 50 GB/s per device and direction, 5 us per hop assumed
 H100_TF32, H100_HBM, NVLINK_B, NVLINK_ALPHA = 494.7e12, 3.35e12, 450e9, 1e-6
 IB_B, IB_ALPHA = 400e9 / 8, 5e-6
-PROFILE = {"h100": Calibration("h100", matmul=0.5, memory=0.8, launch=3e-6)}
+CONSTANTS = Calibration(matmul=0.5, memory=0.8, launch=3e-6)  # one set for every device
 F32 = 4  # bytes per element
 
 # a GPT-2 small of 4 layers, d_model 64, 4 heads, 32 positions, 256 tokens: seconds to analyse
@@ -59,7 +62,7 @@ def _roofline(costs) -> float:
 
 def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         predicted = estimates.estimate("conv_net", samples=1000, batch_size=2, store=store)
     # a prediction: the one-device step's backward pass and update, each calibrated
     compute = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
@@ -68,9 +71,10 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     assert predicted.steps == math.ceil(1000 / 2)
     assert predicted.seconds == pytest.approx(predicted.steps * compute, rel=1e-12)
     assert predicted.priced_as == "prediction" and predicted.to_dict()["mfu"] is None
-    assert predicted.step.calibration.startswith("h100: matrix products at 50.0% of peak")
+    assert predicted.step.calibration == describe(CONSTANTS)
+    assert predicted.step.calibration.startswith("products at 50.0% of peak")
     assert predicted.to_dict()["calibration"] == predicted.step.calibration
-    assert "predicted: compute calibrated (h100: matrix products at 50.0%" in predicted.describe()
+    assert f"predicted: compute calibrated ({describe(CONSTANTS)})" in predicted.describe()
     # the parts add up to the step
     assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)
 
@@ -92,7 +96,7 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
 ])
 def test_every_sample_is_in_a_step(store, samples, steps):
     one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         result = estimates.estimate("conv_net", samples=samples, batch_size=2, store=store)
     assert result.samples == samples and result.steps == steps
     # each step the one-device step's calibrated backward pass and update
@@ -102,9 +106,12 @@ def test_every_sample_is_in_a_step(store, samples, steps):
     assert result.total_flops == pytest.approx(one.phases["train_step"].flops / 2 * samples, rel=1e-12)
 
 
-def test_estimate_refuses_what_it_cannot_price():
-    with pytest.raises(InputError, match="calibration profile"):
-        estimates.estimate("conv_net", samples=10, device="v100")  # no profile: no prediction
+def test_estimate_refuses_what_it_cannot_price(store):
+    with pytest.raises(InputError, match="a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"):
+        estimates.estimate("conv_net", samples=10, device="p100", dtype="bfloat16")  # no bfloat16 units
+    # issue 32: a device without constants of its own (a V100) is no longer refused: one set for every device
+    on_v100 = estimates.estimate("conv_net", samples=10, batch_size=2, device="v100", store=store)
+    assert on_v100.priced_as == "prediction" and on_v100.hardware.device == "v100"
     with pytest.raises(InputError, match=r"mfu in \(0, 1\]"):
         estimates.estimate("conv_net", samples=10, mfu=1.5)
     with pytest.raises(InputError, match="n_layer"):
@@ -130,7 +137,7 @@ def test_layout_mesh_reads_the_pipeline_axis():
 
 @pytest.fixture(scope="module")
 def pipelined(store):
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         return {m: estimates.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
                                     micro_batches=m, store=store) for m in (1, 4)}
 
@@ -161,7 +168,7 @@ def test_the_pipeline_bubble_shrinks_with_the_micro_batches(pipelined):
     shares = {}
     for m, result in pipelined.items():
         parts = result.step.parts
-        compute = (parts["matmul"] + parts["memory"]) / m  # one micro-batch on the slowest stage
+        compute = (parts["matmul"] + parts["memory"] + parts["launch"]) / m  # one micro-batch on the slowest stage
         tensor = parts["tensor"] / m
         slot = compute + tensor + transfer
         # 1F1B: m + p - 1 slots: each micro-batch's transfers, and p - 1 idle slots (the bubble)
@@ -193,7 +200,7 @@ def test_communication_not_hidden_is_never_more_than_communication(pipelined, m)
     assert predicted.exposed_communication_seconds <= predicted.communication_seconds
     assert predicted.communication_seconds >= parts["tensor"] + m * transfer
     # the bubble is its own part: (p - 1) / (v m) of the m slots (v = 1 chunk), idle, not communication
-    slot = (parts["matmul"] + parts["memory"] + parts["tensor"]) / m + transfer
+    slot = (parts["matmul"] + parts["memory"] + parts["launch"] + parts["tensor"]) / m + transfer
     assert parts["pipeline_bubble"] == pytest.approx((p - 1) / (1 * m) * (m * slot), rel=1e-9)
     # the step is compute + communication not hidden + bubble
     assert predicted.seconds == pytest.approx(
@@ -202,39 +209,40 @@ def test_communication_not_hidden_is_never_more_than_communication(pipelined, m)
     assert "pipeline bubble" in text and "stage transfers" in text
 
 
-@pytest.mark.parametrize("node_size, link, bandwidth, alpha", [
-    (2, "ib-ndr", IB_B, IB_ALPHA),            # the 2-device stage fills its node of 2
-    (4, "nvlink4", NVLINK_B, NVLINK_ALPHA),   # a node of 4 holds it and a neighbour (node_size / 2)
+@pytest.mark.parametrize("node_size, bandwidth, alpha", [
+    (2, IB_B, IB_ALPHA),            # the 2-device stage fills its node of 2: the next stage is on another
+    (4, NVLINK_B, NVLINK_ALPHA),    # a node of 4 holds it and the next stage (node_size / 2)
 ])
 def test_a_stage_that_fills_its_node_talks_to_the_other_stages_and_replicas_over_the_network(
-        store, node_size, link, bandwidth, alpha):
+        store, node_size, bandwidth, alpha):
     # the pipelined fixture's analysed stage: 2 of the 4 layers, tensor parallel over 2 devices
     stage = RunConfig("gpt2-small", BATCH, {**TINY, "n_layer": 2}, optimizer="adam",
                       mesh={"model": 2}).canonical().run(cache=store)
     p, m, replicas = 2, 4, 2
     stage_bytes = BATCH * TINY["seq_len"] * TINY["d_model"] * F32  # the residual stream, float32
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         step = scaling.predict(stage, Hardware("h100", node_size=node_size),
                                Layout(pipeline=p, micro_batches=m, data=replicas, stage_bytes=stage_bytes))
     parts = step.parts
     # each of the stage's 2 devices sends its half of the activations out and of their gradient back:
     # between nodes when the stage fills one, else within it
     transfer = 2 * stage_bytes / 2 / bandwidth + 2 * alpha
-    slot = (parts["matmul"] + parts["memory"] + parts["tensor"]) / m + transfer
+    slot = (parts["matmul"] + parts["memory"] + parts["launch"] + parts["tensor"]) / m + transfer
     assert parts["stage_transfers"] == pytest.approx(m * transfer, rel=1e-9)
     assert parts["pipeline_bubble"] == pytest.approx((p - 1) * slot, rel=1e-9)
     # the replicas' gradient all-reduce, of each device's parameter bytes in PIECES pieces over the 2
-    # replicas: the devices of a stage that fills its node have their replicas on other nodes
+    # replicas: one replica is 2 (tensor) x 2 (stages) = 4 devices, a node of 4 or two of 2, so the
+    # other replica is on other nodes either way (issue 32: a node of 4 priced it on NVLink before)
     piece = stage.sharding["params_bytes_per_device"] // PIECES
     reduced = step.collectives[-PIECES:]
     assert [(t.kind, t.group_size, t.nbytes, t.executions, t.link) for t in reduced] \
-        == [("all-reduce", replicas, piece, 1, link)] * PIECES
+        == [("all-reduce", replicas, piece, 1, "ib-ndr")] * PIECES
     for t in reduced:  # a ring of 2: 2 (n - 1) / n S / B + 2 (n - 1) alpha
-        assert t.seconds == pytest.approx(2 * 1 / 2 * piece / bandwidth + 2 * 1 * alpha, rel=1e-12)
+        assert t.seconds == pytest.approx(2 * 1 / 2 * piece / IB_B + 2 * 1 * IB_ALPHA, rel=1e-12)
 
 
 def test_scaling_grows_replicas_around_a_mesh(store):
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         curve = scaling.scaling("gpt2-small", [1, 2, 4], mesh={"model": 2, "pipeline": 2}, micro_batches=2,
                                 config=TINY, batch_size=1, store=store)
     # K replicas of a 2 x 2 layout: 4, 8 and 16 devices, 1 sample x 2 micro-batches x K a step
@@ -249,7 +257,7 @@ def test_scaling_grows_replicas_around_a_mesh(store):
 
 
 def test_fsdp_grows_in_the_program_and_keeps_its_sharded_update(store):
-    with use_profiles(PROFILE):
+    with use_constants(CONSTANTS):
         curve = scaling.scaling("gpt2-small", [1, 2], mesh_axis="fsdp", mesh={"model": 2}, config=TINY,
                                 batch_size=1, store=store)
     one, two = (RunConfig("gpt2-small", k, TINY, mesh={"model": 2, **({"fsdp": 2} if k > 1 else {})}).canonical()
@@ -260,7 +268,8 @@ def test_fsdp_grows_in_the_program_and_keeps_its_sharded_update(store):
     matmul = one.phases["grad"].matmul_flops / 2 / (0.5 * H100_TF32)
     backward = matmul + one.phases["grad"].memory_bound_bytes / (0.8 * H100_HBM) + one.phases["grad"].kernels * 3e-6
     update = _calibrated(two.phases["update"], two.devices)
-    assert curve.steps[1].parts["matmul"] + curve.steps[1].parts["memory"] == pytest.approx(backward, rel=1e-12)
+    parts = curve.steps[1].parts
+    assert parts["matmul"] + parts["memory"] + parts["launch"] == pytest.approx(backward, rel=1e-12)
     assert curve.steps[1].parts["update"] == pytest.approx(update, rel=1e-12)
     assert any("priced from the program on model=2" in n for n in curve.steps[1].notes)
 

@@ -1,6 +1,6 @@
-"""The calibrated step-time model (issue 22, part 2): `predict` on one analysed
-step, with a calibration given in the test, a pipeline around it and
-data-parallel replicas beside it.
+"""The step-time model (issue 22, part 2; issue 32): `predict` on one analysed
+step, with the time model's global constants given in the test, a pipeline
+around it and data-parallel replicas beside it.
 
 Expected values are the model's closed forms written out here: the H100
 datasheet's peaks, NVLink 4 and InfiniBand NDR per device and direction (1 us
@@ -8,7 +8,10 @@ and 5 us per hop assumed, as `xla_cost.parallel.comm` states), the ring
 collectives (Patarasuk and Yuan 2009) and the 1F1B pipeline's (m + p - 1)
 slots (Narayanan et al. 2021, section 2.2); the work is the analysis's own
 counts (matrix-product FLOP, memory-bound bytes, kernels), which
-tests/analysis and tests/compiled check against the model's dimensions.
+tests/analysis and tests/compiled check against the model's dimensions. The
+step is compiled on the CPU (no target): it has no kernel list, so its compute
+is priced from its totals (`xla_cost.parallel.kernel_time.price_totals`;
+kernel by kernel: tests/parallel/test_kernel_time.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.calibration import Calibration, use_profiles
+from xla_cost.parallel.calibration import Calibration, describe, use_constants
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
@@ -28,7 +31,7 @@ from tests.formulas import conv_net_forward_layers, conv_net_params
 # InfiniBand NDR 400 Gb/s = 50 GB/s per device and direction
 H100_TF32, H100_HBM = 494.7e12, 3.35e12
 NVLINK_B, NVLINK_ALPHA, IB_B, IB_ALPHA = 450e9, 1e-6, 50e9, 5e-6
-CALIBRATION = Calibration("h100", matmul=0.5, memory=0.8, launch=3e-6)
+CONSTANTS = Calibration(matmul=0.5, memory=0.8, launch=3e-6)  # one set for every device
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +40,9 @@ def report(tmp_path_factory):
     return RunConfig("conv_net", batch_size=4).canonical().run(cache=str(store))
 
 
-def _compute(costs) -> float:
-    # matrix products at half the TF32 peak, memory-bound bytes at 0.8 of HBM3, 3 us per kernel
-    return (costs.matmul_flops / (0.5 * H100_TF32) + costs.memory_bound_bytes / (0.8 * H100_HBM)
-            + costs.kernels * 3e-6)
+def _compute(costs, peak: float = H100_TF32, bandwidth: float = H100_HBM) -> float:
+    # matrix products at half the float32 peak, memory-bound bytes at 0.8 of the bandwidth, 3 us per kernel
+    return costs.matmul_flops / (0.5 * peak) + costs.memory_bound_bytes / (0.8 * bandwidth) + costs.kernels * 3e-6
 
 
 def test_one_device_is_its_calibrated_compute(report):
@@ -55,23 +57,45 @@ def test_one_device_is_its_calibrated_compute(report):
     # the memory-bound bytes and kernels are the compiled program's (XLA's fusions: no closed form);
     # nonzero, so that each term of the model below is exercised
     assert grad.memory_bound_bytes > 0 and grad.kernels > 0
-    with use_profiles({"h100": CALIBRATION}):
+    with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100"))
     assert step.prediction.seconds == pytest.approx(_compute(grad) + _compute(update), rel=1e-12)
-    # each part on its own: the products at half the TF32 peak; the rest at 0.8 of HBM3 and 3 us a kernel
+    # each part on its own: the products at half the TF32 peak; the rest at 0.8 of HBM3; 3 us a kernel
     assert step.parts["matmul"] == pytest.approx(grad.matmul_flops / (0.5 * H100_TF32), rel=1e-12)
-    assert step.parts["memory"] == pytest.approx(
-        grad.memory_bound_bytes / (0.8 * H100_HBM) + grad.kernels * 3e-6, rel=1e-12)
+    assert step.parts["memory"] == pytest.approx(grad.memory_bound_bytes / (0.8 * H100_HBM), rel=1e-12)
+    assert step.parts["launch"] == pytest.approx(grad.kernels * 3e-6, rel=1e-12)
     assert step.parts["update"] == pytest.approx(_compute(update), rel=1e-12)
-    assert step.parts["gradients"] == step.parts["tensor"] == 0
+    assert step.parts["gradients"] == step.parts["tensor"] == step.parts["host"] == 0
     assert step.parts["stage_transfers"] == step.parts["pipeline_bubble"] == 0
-    assert "h100" in step.calibration and "50.0% of peak" in step.calibration
+    assert sum(step.parts.values()) == pytest.approx(step.prediction.seconds, rel=1e-12)
+    assert step.calibration == describe(CONSTANTS) and "products at 50.0% of peak" in step.calibration
+    # no target compiled: the CPU program's totals, and the step says so
+    assert any(note.startswith("priced from the totals of the program the CPU compiled") for note in step.notes)
+
+
+def test_the_host_cost_is_added_once_a_step_and_depth_leaves_totals_alone(report):
+    host = 2e-3  # seconds a step outside the kernels
+    p, m, stage_bytes = 2, 4, 4 * 2**20
+    layout = Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes)
+    with use_constants(CONSTANTS):
+        plain, piped = predict(report, Hardware("h100")), predict(report, Hardware("h100"), layout)
+    with use_constants(Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=4096.0, host=host)):
+        hosted, hosted_piped = predict(report, Hardware("h100")), predict(report, Hardware("h100"), layout)
+    # once per step, not per micro-batch: the pipeline's m slots are unchanged
+    for without, with_host in ((plain, hosted), (piped, hosted_piped)):
+        assert with_host.prediction.seconds == pytest.approx(without.prediction.seconds + host, rel=1e-12)
+        assert with_host.prediction.compute_seconds == pytest.approx(without.prediction.compute_seconds + host,
+                                                                     rel=1e-12)
+        assert with_host.parts["host"] == host
+        # priced from its totals, the products are one large well-shaped product: no depth penalty
+        assert with_host.parts["matmul"] == pytest.approx(without.parts["matmul"], rel=1e-12)
+        assert sum(with_host.parts.values()) == pytest.approx(with_host.prediction.seconds, rel=1e-12)
 
 
 def test_a_pipeline_takes_m_plus_p_minus_1_slots(report):
     stage_bytes = 4 * 2**20  # activations one micro-batch sends to the next stage
     p, m = 4, 8
-    with use_profiles({"h100": CALIBRATION}):
+    with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100"), Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
         more = predict(report, Hardware("h100"), Layout(pipeline=p, micro_batches=4 * m, stage_bytes=stage_bytes))
     # one device per stage, stages within a node: the activation out and its gradient back over NVLink 4
@@ -92,7 +116,7 @@ def test_a_pipeline_takes_m_plus_p_minus_1_slots(report):
 def test_a_stage_that_fills_its_node_sends_to_the_next_over_the_network(report, node_size, bandwidth, alpha):
     stage_bytes = 4 * 2**20
     p, m = 2, 4
-    with use_profiles({"h100": CALIBRATION}):
+    with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100", node_size=node_size),
                        Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
     # the stage's 1 device sends the activation out and receives its gradient back on the link
@@ -113,7 +137,7 @@ def _ring(kind: str, nbytes: float, n: int, bandwidth: float, alpha: float) -> f
 def test_replicas_all_reduce_the_gradients_in_two_levels(report):
     replicas = 16  # two nodes of 8
     gradient = 4 * conv_net_params() // PIECES  # float32 gradients in PIECES pieces
-    with use_profiles({"h100": CALIBRATION}):
+    with use_constants(CONSTANTS):
         exposed = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0), Layout(data=replicas))
         flat = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0, hierarchical=False),
                        Layout(data=replicas))
@@ -138,14 +162,32 @@ def test_replicas_all_reduce_the_gradients_in_two_levels(report):
     assert scheduled.devices == replicas and scheduled.global_batch == replicas * 4
 
 
-def test_a_device_without_a_profile_gives_bounds_only(report):
-    with use_profiles({}):
-        with pytest.raises(InputError, match="calibration profile"):
-            predict(report, Hardware("v100"))
-        bound = predict(report, Hardware("v100").bound())
-    # the roofline at the V100's float32 peak (15.7 TFLOPS, 900 GB/s: V100 datasheet, SXM2)
-    step = report.phases["train_step"]
+@pytest.mark.parametrize("device, peak, bandwidth", [
+    ("v100", 15.7e12, 900e9),  # V100 datasheet, SXM2: FP32 15.7 TFLOPS (no TF32), HBM2 900 GB/s
+    ("p40", 11.76e12, 346e9),  # Tesla P40 datasheet: FP32 11.76 TFLOPS at boost, GDDR5 346 GB/s
+    ("tpu-v5e", 197e12, 819e9),  # Cloud TPU v5e: 197 TFLOPS (float32 products at the bf16 rate), 819 GB/s
+])
+def test_every_device_predicts_with_the_same_constants_and_bounds_as_before(report, device, peak, bandwidth):
+    # issue 32: no per-device profile, no refusal: the same constants, the device's own peak and bandwidth
+    with use_constants(CONSTANTS):
+        predicted = predict(report, Hardware(device))
+        on_h100 = predict(report, Hardware("h100"))
+        bound = predict(report, Hardware(device).bound())
     grad, update = report.phases["grad"], report.phases["update"]
-    roof = lambda c: max(c.flops / 15.7e12, c.bytes_accessed / 900e9)  # noqa: E731
+    assert predicted.prediction.seconds == pytest.approx(
+        _compute(grad, peak, bandwidth) + _compute(update, peak, bandwidth), rel=1e-12)
+    assert predicted.calibration == on_h100.calibration == describe(CONSTANTS)
+    # a slower device, the same work: more time (every figure of the three is below the H100's)
+    assert predicted.prediction.seconds > on_h100.prediction.seconds
+    # the roofline at the device's float32 peak, as before
+    step = report.phases["train_step"]
+    roof = lambda c: max(c.flops / peak, c.bytes_accessed / bandwidth)  # noqa: E731
     assert bound.prediction.seconds == pytest.approx(roof(grad) + roof(update), rel=1e-12)
     assert bound.flops == step.flops and bound.calibration == ""
+
+
+def test_a_dtype_the_device_has_no_peak_for_is_refused(report):
+    # the P100 publishes no bfloat16 peak (its row: 0): refused, prediction or bound
+    for hardware in (Hardware("p100", arithmetic="bfloat16"), Hardware("p100", arithmetic="bfloat16").bound()):
+        with pytest.raises(InputError, match="a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"):
+            predict(report, hardware)

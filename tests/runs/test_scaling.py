@@ -156,7 +156,7 @@ def test_bandwidth_for_speedup_solves_the_doubling(curve):
     # weak scaling: 2 C1 / (C2 + M) = 1.3 gives M = 2 C1 / 1.3 - C2 (C1, C2: compute on 1 and on 2 devices)
     c1, c2 = (p.prediction.compute_seconds for p in priced)
     assert priced[1].prediction.communication_seconds == pytest.approx(2 * c1 / 1.3 - c2, rel=1e-4)
-    # out of reach: more than 2x from twice the devices, as a bound or predicted (P40's profile)
+    # out of reach: more than 2x from twice the devices, as a bound or predicted (the global constants)
     assert scaling.bandwidth_for_speedup(one, two, 2.5, p40) is None
     assert scaling.bandwidth_for_speedup(one, two, 2.5, device="p40") is None
 

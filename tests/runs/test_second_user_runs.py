@@ -120,7 +120,8 @@ def test_estimate_with_a_pipeline_hides_no_more_than_its_communication(place, ca
     # the step: compute + the communication not hidden + the bubble, (p - 1) / m = 1 of one slot
     assert run["step_seconds"] == pytest.approx(
         run["compute_seconds"] + run["exposed_communication_seconds"] + run["pipeline_bubble_seconds"], rel=1e-12)
-    slot = (run["matmul_seconds"] + run["memory_seconds"] + run["tensor_seconds"] + run["stage_transfers_seconds"])
+    slot = (run["matmul_seconds"] + run["memory_seconds"] + run["launch_seconds"] + run["tensor_seconds"]
+            + run["stage_transfers_seconds"])
     assert run["pipeline_bubble_seconds"] == pytest.approx((2 - 1) / 1 * slot, rel=1e-9)
     assert main(["estimate", "gpt2-small", "--tokens", "64000", *TINY, "--batch-size", "2",
                  "--mesh", "data=2,model=2,pipeline=2", "--micro-batches", "1"]) == 0

@@ -26,6 +26,8 @@ from xla_cost.cli import main
 from xla_cost.compiled.store import Store
 from xla_cost.errors import InputError
 from xla_cost.parallel import devices as registry
+from xla_cost.parallel import kernel_time
+from xla_cost.parallel.calibration import constants, describe
 from xla_cost.plugins import cuda_plugin, has_libtpu
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
@@ -138,11 +140,27 @@ def test_estimate_on_a_tpu_slice_prices_the_targets_program(capsys, tmp_path):
     assert f"compiled for {TPU}" in api.describe()
 
 
-def test_scaling_for_a_gpu_is_predicted_on_it(tmp_path):
-    curve = scaling.scaling("one_net", [1, 2], batch_size=2, optimizer="sgd", target=GPU, store=str(tmp_path / "s"))
-    assert curve.target == GPU and curve.device == "h100" and curve.calibration.startswith("h100: ")
+def test_scaling_for_a_gpu_is_predicted_on_it_kernel_by_kernel(tmp_path):
+    store = str(tmp_path / "s")
+    curve = scaling.scaling("one_net", [1, 2], batch_size=2, optimizer="sgd", target=GPU, store=store)
+    assert curve.target == GPU and curve.device == "h100" and curve.calibration == describe(constants())
     assert f"compiled for {GPU}" in curve.describe() and curve.to_dict()["target"] == GPU
-    assert any(note.startswith(f"the step's programs compiled for {GPU}") for note in curve.steps[-1].notes)
+    assert any(note.startswith(f"the step's programs compiled for {GPU}") and "every kernel of it priced" in note
+               for note in curve.steps[-1].notes)
+    assert not any(note.startswith("priced from the totals") for s in curve.steps for note in s.notes)
+    # the one-device point: the target's grad and update programs priced kernel by kernel on the H100
+    program = RunConfig("one_net", 2, optimizer="sgd", target=GPU).run(cache=store)
+    grad, update = program.phases["grad"], program.phases["update"]
+    assert grad.kernel_list and update.kernel_list  # the target's kernel lists, kept in the report
+    priced = kernel_time.price_kernels(grad.kernel_list, "h100", constants())
+    assert priced.source == "kernels" and priced.kernels == sum(
+        1 if k.executions is None else k.executions for k in grad.kernel_list if k.category != "collective")
+    assert priced.flops > 0  # its products (the two layers' matmuls, forward and backward) priced by their shapes
+    parts = curve.steps[0].parts
+    assert (parts["matmul"], parts["memory"], parts["launch"]) == pytest.approx(
+        (priced.matmul, priced.memory, priced.launch), rel=1e-12)
+    assert parts["update"] == pytest.approx(
+        kernel_time.price_kernels(update.kernel_list, "h100", constants()).seconds, rel=1e-12)
 
 
 def test_a_device_other_than_the_target_is_refused():

@@ -34,7 +34,7 @@ TINY = ReportPlan(
     zoo=("one_net",), scaling_curves=(("one_net", "data", 2),), scaling_devices=(1, 2, 4),
     seed004_model="one_net", seed004_batch=2, seed004_devices=(2, 4), seed004_global_batch=8, gpt3_model=None,
     memory_models=(("one_net", (1, 2)),), remat_model=("one_net", 2), fit_devices=(),
-    memory_checks=(("one_net", 2, ()),), validation_cases=("goyal-256-time", "goyal-efficiency"),
+    memory_checks=(("one_net", 2, ()),), validation_cases=("goyal-256-time", "goyal-efficiency"), seed000_models=(),
 )
 
 

@@ -214,7 +214,8 @@ def scaling(args: argparse.Namespace) -> str:
     check_output(args.plot, "--plot", "scaling.png", text=False)
     result = scaling(
         args.model, devices, mesh_axis=args.mesh_axis, global_batch=args.global_batch, bound=args.bound,
-        store=args.store, mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
+        store=args.store, mesh=args.mesh, micro_batches=args.micro_batches, chunks=args.chunks, **_run_options(args),
+        **_hardware(args),
     )
     if args.plot:
         result.plot(args.plot)
@@ -229,7 +230,7 @@ def estimate(args: argparse.Namespace) -> str:
     result = estimate(
         args.model, samples=args.samples, epochs=args.epochs,
         tokens=args.tokens, bound=args.bound, store=args.store, devices=args.devices, mesh_axis=args.mesh_axis,
-        mesh=args.mesh, micro_batches=args.micro_batches, **_run_options(args), **_hardware(args),
+        mesh=args.mesh, micro_batches=args.micro_batches, chunks=args.chunks, **_run_options(args), **_hardware(args),
     )
     return render_as(result, args.format, width(args))
 
@@ -259,7 +260,8 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
         from xla_cost.runs.scaling import target_device
 
         device = target_device(args.target, args.device)
-    return dict(interconnect=args.interconnect, overlap=args.overlap, algorithm=args.algorithm, mfu=args.mfu,
+    return dict(interconnect=args.interconnect, node=args.node, node_size=args.node_size, nics=args.nics,
+                bandwidth=args.bandwidth, overlap=args.overlap, algorithm=args.algorithm, mfu=args.mfu,
                 **({"device": device} if device is not None else {}))
 
 

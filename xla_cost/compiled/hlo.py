@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -366,12 +366,67 @@ def describe_instruction(instruction: Instruction) -> str:
 
 def _calls(module: Module) -> list[_Call]:
     return [
-        _edge(computation.name, callee, key, instruction)
+        _edge(computation.name, callee, key, instruction, module, computation)
         for computation in module.computations.values()
         for instruction in computation.instructions
         for key, callee in instruction.callees
         if callee in module.computations
     ]
+
+
+_CONSTANT = re.compile(r"^\s*(-?\d+)\s*$")
+_INDEX = re.compile(r"index=(\d+)")
+
+
+def _constant_value(instruction: Instruction | None, by_name: Mapping[str, Instruction]) -> int | None:
+    """The integer a scalar ``constant`` holds (through copies and bitcasts); None otherwise."""
+    seen = 0
+    while instruction is not None and instruction.opcode in ("copy", "bitcast", "convert") and seen < 8:
+        operands = instruction.operand_names()
+        instruction, seen = (by_name.get(operands[0]) if operands else None), seen + 1
+    if instruction is None or instruction.opcode != "constant":
+        return None
+    match = _CONSTANT.match(instruction.operands)
+    return int(match.group(1)) if match else None
+
+
+def _inferred_trip_count(module: Module, caller: Computation, instruction: Instruction) -> int | None:
+    """A while loop's trips read from its program where the compiler records
+    no ``known_trip_count`` (a TPU's): the condition ``i < N`` (``compare``
+    of a tuple element with a constant, ``LT``), that element's start a
+    constant ``C`` in the loop's initial tuple, and the body adding 1 to it:
+    ``N - C`` trips. None where the loop is not of that form."""
+    names = dict(instruction.callees)
+    condition, body = module.computations.get(names.get("condition", "")), module.computations.get(names.get("body", ""))
+    if condition is None or body is None:
+        return None
+    inner = {i.name: i for i in condition.instructions}
+    root = condition.root()
+    if root is None or root.opcode != "compare" or "direction=LT" not in root.attributes:
+        return None
+    operands = [inner.get(n) for n in root.operand_names()]
+    if len(operands) != 2 or operands[0] is None or operands[0].opcode != "get-tuple-element":
+        return None
+    bound = _constant_value(operands[1], inner)
+    index = _INDEX.search(operands[0].attributes)
+    if bound is None or index is None:
+        return None
+    element = int(index.group(1))
+    outer = {i.name: i for i in caller.instructions}
+    start = instruction.operand_names()
+    initial = outer.get(start[0]) if start else None
+    if initial is None or initial.opcode != "tuple" or len(initial.operand_names()) <= element:
+        return None
+    begin = _constant_value(outer.get(initial.operand_names()[element]), outer)
+    body_names = {i.name: i for i in body.instructions}
+    body_root = body.root()
+    if begin is None or body_root is None or body_root.opcode != "tuple" or len(body_root.operand_names()) <= element:
+        return None
+    step = body_names.get(body_root.operand_names()[element])
+    if step is None or step.opcode != "add" or not any(
+            _constant_value(body_names.get(n), body_names) == 1 for n in step.operand_names()):
+        return None
+    return max(0, bound - begin)
 
 
 def program_order(module: Module) -> dict[tuple[str, int], int]:
@@ -408,12 +463,15 @@ def program_order(module: Module) -> dict[tuple[str, int], int]:
     return rank
 
 
-def _edge(caller: str, callee: str, key: str, instruction: Instruction) -> _Call:
+def _edge(caller: str, callee: str, key: str, instruction: Instruction, module: Module | None = None,
+          computation: Computation | None = None) -> _Call:
     if instruction.opcode == "while" and key in ("body", "condition"):
         trip = _KNOWN_TRIP_COUNT.search(instruction.attributes)
-        if trip is None:
+        count = int(trip.group(1)) if trip is not None else (
+            _inferred_trip_count(module, computation, instruction) if module is not None and computation is not None
+            else None)
+        if count is None:
             return _Call(caller, callee, None, unknown_loop=describe_instruction(instruction))
-        count = int(trip.group(1))
         return _Call(caller, callee, count if key == "body" else count + 1)
     if instruction.opcode == "conditional":
         return _Call(caller, callee, 1, conditional=describe_instruction(instruction))
@@ -557,6 +615,22 @@ def library_call_bytes(hlo_text: str) -> LibraryBytes:
     return LibraryBytes(total, calls, tuple(unknown))
 
 
+def _result_shape(instruction: Instruction, text: str | None = None) -> Shape | None:
+    """What an instruction writes. The start of an asynchronous pair prints
+    more than that: ``copy-start`` its destination, its source and a context
+    (``(dst, src, u32[])``), the others (``slice-start``, ``async-start``) the
+    operands, the result and a context (``((operands), result, s32[])``): the
+    destination, the result. (Collectives' starts are left to
+    `xla_cost.compiled.collectives`.) ``text`` stands in for the instruction's
+    shape text where given."""
+    shape = parse_shape(instruction.shape_text if text is None else text)
+    if not instruction.opcode.endswith("-start") or not isinstance(shape, tuple) or len(shape) < 2:
+        return shape
+    if instruction.opcode == "copy-start":
+        return shape[0]
+    return shape[1] if isinstance(shape[0], tuple) else shape
+
+
 def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
     sizes: list[int | None] = []
     for operand in split_top_level(_COMMENT.sub("", instruction.operands)):
@@ -565,7 +639,7 @@ def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
         text = " ".join(words[:-1]) if len(words) > 1 else (shapes.get(name.group(1), "") if name else "")
         shape = parse_shape(text)
         sizes.append(None if shape is None else shape_bytes(shape))
-    result = parse_shape(instruction.shape_text)
+    result = _result_shape(instruction)
     if result is None:
         return None
     elements = list(result) if isinstance(result, tuple) else [result]
@@ -617,9 +691,11 @@ def work_bytes(hlo_text: str) -> WorkBytes:
     a ``dot`` or ``convolution``; a library call (cuBLAS, cuDNN) is a matrix
     product; collectives are communication and left out, as are instructions
     that run no code (parameters, tuples, bitcasts, loops and calls, whose
-    computations count where they run). An instruction inside a loop counts
-    once per iteration (`computation_runs`); one whose loop has no known trip
-    count is listed in ``unknown`` and counted once.
+    computations count where they run). What an instruction does not touch
+    is left out (`instruction_bytes`): the unread part of an operand it slices,
+    a buffer it updates in place. An instruction inside a loop counts once per
+    iteration (`computation_runs`); one whose loop has no known trip count is
+    listed in ``unknown`` and counted once.
     """
     module = parse_module(hlo_text)
     runs = computation_runs(module)
@@ -660,62 +736,188 @@ def work_bytes(hlo_text: str) -> WorkBytes:
     return WorkBytes(matmul, other, kernels, tuple(unknown))
 
 
-_SLICES = frozenset({"dynamic-slice", "slice", "gather"})
-_PASS_THROUGH = frozenset({"bitcast", "reshape", "copy"})
+_SLICES = frozenset({"dynamic-slice", "slice", "gather", "slice-start"})
+"""Ops that read part of their first operand: the elements of their result
+(``slice-start``: a TPU's asynchronous slice, a copy of part of a buffer)."""
+
+_ALONE = _SLICES | {"dynamic-update-slice"}
+"""Ops outside a fusion that touch part of a buffer (`_untouched_bytes`)."""
+
+_VIEWS = frozenset({"bitcast", "reshape"})
+"""Ops that give a buffer another shape without moving it (the same bytes, in place)."""
+
+_REMAPS = _VIEWS | {"copy", "transpose"}
+"""Ops that, inside a fusion, only change where an element is read from: a
+slice of their result reads only its own elements of their operand."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Body:
+    """What an instruction runs, as one fused computation: its parameters by
+    operand position, its instructions' users and shapes, its root."""
+
+    parameters: dict[int, str]
+    users: dict[str, list[Instruction]]
+    shapes: dict[str, str]
+    producers: dict[str, Instruction]
+    root: Instruction
+
+
+def _body(instruction: Instruction, shapes: dict[str, str], module: Module) -> _Body | None:
+    """A fusion's computation, or a lone slice or update (`_ALONE`) as a
+    computation of its own (its operands its parameters); None otherwise."""
+    if instruction.opcode in _ALONE:
+        names = instruction.operand_names()
+        users: dict[str, list[Instruction]] = {}
+        for name in dict.fromkeys(names):
+            users[name] = [instruction]
+        return _Body(dict(enumerate(names)), users, {**shapes, instruction.name: instruction.shape_text},
+                     {instruction.name: instruction}, instruction)
+    callee = next((c for k, c in instruction.callees if k == "calls"), None)
+    computation = module.computations.get(callee or "")
+    if instruction.opcode != "fusion" or computation is None or computation.root() is None:
+        return None
+    parameters: dict[int, str] = {}
+    users = {}
+    for i in computation.instructions:
+        if i.opcode == "parameter" and i.operands.strip().isdigit():
+            parameters[int(i.operands.strip())] = i.name
+        for name in dict.fromkeys(i.operand_names()):
+            users.setdefault(name, []).append(i)
+    return _Body(parameters, users, {i.name: i.shape_text for i in computation.instructions},
+                 {i.name: i for i in computation.instructions}, computation.root())  # type: ignore[arg-type]
+
+
+def _outputs(body: _Body) -> list[Instruction]:
+    """The values the body writes: its root, or the elements of a root tuple."""
+    if body.root.opcode != "tuple":
+        return [body.root]
+    return [body.producers[n] for n in body.root.operand_names() if n in body.producers]
+
+
+def _viewed(body: _Body, value: Instruction) -> Instruction:
+    """``value`` with the views (`_VIEWS`) that produce it stripped off."""
+    while value.opcode in _VIEWS and value.operand_names() and value.operand_names()[0] in body.producers:
+        value = body.producers[value.operand_names()[0]]
+    return value
+
+
+def _in_place_updates(body: _Body) -> dict[str, Instruction]:
+    """The ``dynamic-update-slice`` outputs of the body (through views) whose
+    buffer is, through views, one of its parameters: XLA writes them into that
+    parameter's buffer, the update alone (as its GPU and TPU backends emit them,
+    and as its cost analysis counts them). By output name."""
+    parameters = set(body.parameters.values())
+    found: dict[str, Instruction] = {}
+    for output in _outputs(body):
+        update = _viewed(body, output)
+        if update.opcode != "dynamic-update-slice" or not update.operand_names():
+            continue
+        buffer = body.producers.get(update.operand_names()[0])
+        source = update.operand_names()[0] if buffer is None else _viewed(body, buffer).name
+        if source in parameters:
+            found[output.name] = update
+    return found
+
+
+_ELEMENTWISE = frozenset({
+    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
+    "xor", "not", "negate", "abs", "sign", "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt",
+    "rsqrt", "cbrt", "tanh", "logistic", "sine", "cosine", "tan", "floor", "ceil", "round-nearest-afz",
+    "round-nearest-even", "is-finite", "compare", "select", "clamp", "convert", "shift-left",
+    "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros", "real", "imag", "complex",
+    "erf", "reduce-precision",
+})
+"""Ops whose every result element reads one element of each operand (the same one)."""
+
+_AT_MOST_ONE = _ELEMENTWISE | _REMAPS | {"broadcast", "pad", "concatenate", "reverse", "dynamic-slice"}
+"""Ops whose every result element reads at most one element of each operand
+(``dynamic-slice``'s others are its scalar indices)."""
+
+
+def _elements(body: _Body, name: str) -> int | None:
+    producer = body.producers.get(name)
+    text = body.shapes.get(name, "")
+    shape = parse_shape(text) if producer is None else _result_shape(producer, text)
+    return math.prod(shape.dims) if isinstance(shape, Array) else None
+
+
+def _demanded(body: _Body, in_place: Sequence[Instruction]) -> dict[str, int | None]:
+    """How many elements of each value of the body it reads (None: all of
+    them, or unknown), from its outputs back: an output is written whole; an op
+    that reads at most one element of an operand per result element
+    (`_AT_MOST_ONE`, a slice's or gather's sliced operand, an update's update)
+    reads no more of it than is read of its result; a reduction reads its
+    result's share of its input; a buffer updated in place is not read; any
+    other op reads an operand whole. Summed over a value's readers (a bound:
+    two readers may read the same elements), never more than it holds."""
+    outputs = {o.name for o in _outputs(body)}
+    order = [*reversed(body.producers), *(p for p in body.parameters.values() if p not in body.producers)]
+    demand: dict[str, int | None] = {}
+    for name in order:
+        full = _elements(body, name)
+        total: int | None = full if name in outputs or full is None else 0
+        for user in body.users.get(name, []):
+            if total is None or total == full:
+                break
+            read = demand.get(user.name)
+            result = _elements(body, user.name)
+            for k, operand in enumerate(user.operand_names()):
+                if operand != name or total is None:
+                    continue
+                if user.opcode == "dynamic-update-slice" and k == 0:
+                    part = 0 if any(user is update for update in in_place) else None
+                elif read is not None and (user.opcode in _AT_MOST_ONE or (k == 0 and user.opcode in _SLICES)
+                                           or (k > 0 and user.opcode == "dynamic-update-slice")):
+                    part = read
+                elif read is not None and user.opcode == "reduce" and k < len(user.operand_names()) // 2:
+                    part = None if not result else -(-read * full // result)  # type: ignore[operator]
+                else:
+                    part = None
+                total = None if part is None else total + part
+        demand[name] = None if total is None else min(total, full)  # type: ignore[type-var]
+    return demand
 
 
 def _untouched_bytes(instruction: Instruction, shapes: dict[str, str], module: Module) -> int:
     """The bytes among an instruction's operands and result that it does not
-    move, as XLA's cost analysis leaves them out: of an operand only sliced,
-    all but the slices; of a buffer updated in place (``dynamic-update-slice``),
-    all of it but the update, read and written."""
-    if instruction.opcode in ("dynamic-slice", "dynamic-update-slice"):
-        body, parameters = [instruction], {0: instruction}
-        root = instruction
-        users = {instruction.name: [instruction]}
-        names = instruction.operand_names()
-        operand_bytes = {0: _shape_size(shapes.get(names[0], "")) if names else None}
-    else:
-        callee = next((c for k, c in instruction.callees if k == "calls"), None)
-        computation = module.computations.get(callee or "")
-        if instruction.opcode != "fusion" or computation is None:
-            return 0
-        body = computation.instructions
-        root = computation.root()
-        parameters = {}
-        for i in body:
-            if i.opcode == "parameter" and i.operands.strip().isdigit():
-                parameters[int(i.operands.strip())] = i
-        users: dict[str, list[Instruction]] = {}
-        for i in body:
-            for name in i.operand_names():
-                users.setdefault(name, []).append(i)
-        names = instruction.operand_names()
-        operand_bytes = {index: _shape_size(shapes.get(names[index], "")) if index < len(names) else None
-                         for index in parameters}
+    move, as XLA's GPU and TPU backends run it (a fusion computes each result
+    element from the operand elements it needs, `_demanded`): of an operand,
+    what no result element needs (all but the slices of a stack it slices,
+    however many bitcasts, transposes or elementwise ops lie between); of a
+    buffer it updates in place (a ``dynamic-update-slice`` whose buffer is,
+    through bitcasts and reshapes, an operand, and whose result is, through
+    them, the result or an element of a result tuple), all of it; and of that
+    result, all but the update, written once (its read is the operand, or the
+    fused work, that makes it). A loop-carried stack ``[L, ...]`` that a
+    scanned layer slices or updates so costs a layer's bytes per iteration,
+    not the stack's (read whole, a scan's bytes grow with the square of its
+    length). XLA's cost analysis counts a lone update the same: twice the
+    update, plus the indices."""
+    body = _body(instruction, shapes, module)
+    if body is None:
+        return 0
+    names = instruction.operand_names()
+    in_place = _in_place_updates(body)
+    demand = _demanded(body, list(in_place.values()))
     untouched = 0
-    while root is not None and root.opcode in _PASS_THROUGH and root.operand_names():
-        root = next((i for i in body if i.name == root.operand_names()[0]), None)
-    for index, parameter in parameters.items():
-        full = operand_bytes.get(index)
+    for index, parameter in body.parameters.items():
+        full = _shape_size(shapes.get(names[index], "")) if index < len(names) else None
         if not full:
             continue
-        readers = users.get(parameter.name, []) if parameter is not instruction else [instruction]
-        if parameter is instruction and instruction.opcode == "dynamic-slice":
-            readers = [instruction]
-        sliced = parameter.name if parameter is not instruction else (names[0] if names else "")
-        if readers and all(r.opcode in _SLICES and r.operand_names()[:1] == [sliced] for r in readers):
-            untouched += full - sum(_shape_size(r.shape_text) or 0 for r in readers)
-        elif (root is not None and root.opcode == "dynamic-update-slice"
-              and root.operand_names()[:1] == [parameter.name if parameter is not instruction else names[0]]):
-            untouched += full  # the buffer updated in place is neither read nor copied
-    if root is not None and root.opcode == "dynamic-update-slice":
-        result = _shape_size(instruction.shape_text) or 0
-        update = root.operand_names()[1:2]
-        update_bytes = next((_shape_size(i.shape_text) for i in body if update and i.name == update[0]), None)
-        if update_bytes is None and update and instruction.opcode == "dynamic-update-slice":
-            update_bytes = _shape_size(shapes.get(update[0], ""))
-        untouched += result - 2 * (update_bytes or 0)  # the update is read, and written in place
+        read, leaf = demand.get(parameter), parse_shape(body.shapes.get(parameter, ""))
+        bits = element_bits(leaf.dtype) if isinstance(leaf, Array) else None
+        if read is not None and bits is not None:
+            untouched += max(full - math.ceil(read * bits / 8), 0)
+    result = _result_shape(instruction)
+    written: int | None = 0
+    for output in _outputs(body):
+        update = in_place.get(output.name)
+        shape = parse_shape(body.shapes.get(update.operand_names()[1], "")) if update else _result_shape(output)
+        size = None if shape is None else shape_bytes(shape)
+        written = None if written is None or size is None else written + size
+    if result is not None and written is not None and (size := shape_bytes(result)) is not None:
+        untouched += size - written  # of the result, what an update in place leaves as it was
     return max(untouched, 0)
 
 

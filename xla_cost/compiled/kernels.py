@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
+from xla_cost.compiled.products import Product, kernel_product, valid_taps as _valid_taps, window as _window_of
 from xla_cost.compiled.hlo import (
     Array, Computation, Instruction, Module, Shape, attribute_value, computation_runs, describe_instruction,
     instruction_bytes, library_call_bytes, library_call_target, parse_module, parse_shape, Runs, split_top_level,
@@ -259,7 +260,7 @@ def _conv_flops(instruction: Instruction, target: str, shapes: Mapping[str, str]
     spatial = sum(ch.isdigit() for ch in lhs_labels)
     if not (len(lhs_labels) == len(lhs.dims) and len(rhs_labels) == len(rhs.dims) == len(out.dims)):
         raise _Unread(f"dim_labels {labels!r} do not match the shapes")
-    window = _window(attribute_value(instruction.attributes, "window") or "{}", spatial)
+    window = _window_of(attribute_value(instruction.attributes, "window") or "{}", spatial)
     groups = int(attribute_value(instruction.attributes, "feature_group_count") or 1)
     batch_groups = int(attribute_value(instruction.attributes, "batch_group_count") or 1)
     positions = 1
@@ -288,44 +289,6 @@ def _conv_epilogue(instruction: Instruction, operands: int) -> int:
     if operands >= 4 and side_scale != 0:
         per_element += 1 if side_scale == 1 else 2  # add, and scale
     return per_element
-
-
-def _window(text: str, spatial: int) -> dict[str, list[Any]]:
-    """``{size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=.. rhs_dilate=..}`` per spatial dimension."""
-    found: dict[str, list[Any]] = {"stride": [1] * spatial, "pad": [0] * spatial, "lhs": [1] * spatial,
-                                   "rhs": [1] * spatial}
-    keys = {"stride": "stride", "lhs_dilate": "lhs", "rhs_dilate": "rhs"}
-    for token in text.strip("{} ").split():
-        key, _, value = token.partition("=")
-        parts = value.split("x")
-        if key == "pad":
-            found["pad"] = [int(p.split("_")[0]) for p in parts]
-        elif key in keys:
-            found[keys[key]] = [int(p) for p in parts]
-    if any(len(values) != spatial for values in found.values()):
-        raise _Unread(f"window {text} does not match the shapes")
-    return found
-
-
-def _valid_taps(in_size: int, kernel: int, out_size: int, stride: int, pad_low: int, lhs_dilation: int,
-                rhs_dilation: int) -> int:
-    """(output position, kernel tap) pairs along one dimension that read a real
-    input element: tap ``k`` of output ``o`` reads position ``o*stride - pad_low
-    + k*rhs_dilation`` of the padded, ``lhs_dilation``-dilated input, real where
-    it is a multiple of the dilation inside the input."""
-    count = 0
-    for k in range(kernel):
-        offset = k * rhs_dilation - pad_low
-        if lhs_dilation == 1:  # 0 <= o*stride + offset < in_size: a range of o
-            low = max(0, -(offset // stride))
-            high = min(out_size - 1, (in_size - 1 - offset) // stride)
-            count += max(0, high - low + 1)
-            continue
-        for o in range(out_size):
-            u = o * stride + offset
-            if u >= 0 and u % lhs_dilation == 0 and u // lhs_dilation < in_size:
-                count += 1
-    return count
 
 
 def _gemm_flops(instruction: Instruction, shapes: Mapping[str, str]) -> int:
@@ -578,6 +541,8 @@ class Kernel:
         done, and the kernels the schedule runs between the two.
       groups, group_size, comm_bytes: a collective's device groups (global ids; a
         collective-permute's pairs), devices per group, and its buffer (`HloCollective.bytes`).
+      product: the matrix products it runs (`xla_cost.compiled.products.Product`:
+        the largest one's shape, all of their FLOP); None where it runs none.
     """
 
     name: str
@@ -596,10 +561,12 @@ class Kernel:
     groups: tuple[tuple[int, ...], ...] | None = None
     group_size: int | None = None
     comm_bytes: int | None = None
+    product: Product | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-able values."""
         data = dataclasses.asdict(self)
+        data["product"] = None if self.product is None else self.product.to_dict()
         data["overlaps"] = list(self.overlaps)
         data["groups"] = None if self.groups is None else [list(g) for g in self.groups]
         return data
@@ -612,6 +579,8 @@ class Kernel:
         values["overlaps"] = tuple(values.get("overlaps") or ())
         if values.get("groups") is not None:
             values["groups"] = tuple(tuple(int(i) for i in g) for g in values["groups"])
+        if values.get("product") is not None:
+            values["product"] = Product.from_dict(values["product"])
         return cls(**values)
 
 
@@ -705,6 +674,7 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
                       group_size=collective.group_size, comm_bytes=collective.bytes, **common)
     if body.opcode.startswith(("send", "recv")):
         return Kernel(category="collective", kind=body.opcode.removesuffix("-start"), **common)
+    common["product"] = kernel_product(module, body, body_shapes)
     if body.opcode == "fusion":
         backend = _backend_config(body).get("fusion_backend_config", {})
         return Kernel(category="fusion", kind=attribute_value(body.attributes, "kind") or "",

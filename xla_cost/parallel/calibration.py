@@ -1,17 +1,24 @@
-"""How fast a device runs the two kinds of work of a compiled step: a calibration profile.
+"""The time model's constants: one set for every device, fitted jointly, named.
 
-A step's per-device work is split by kind (`xla_cost.PhaseCosts`): matrix
-products and convolutions (``matmul_flops``, tensor cores) and the rest, which
-is memory-bound (its bytes: XLA's ``bytes_accessed`` less the products'
-operands and results). A `Calibration` says what share of the peak each kind
-reaches on one device, so that the step takes
+`xla_cost.parallel.kernel_time` prices every kernel of a compiled program
+from the device's datasheet figures (the dtype's peak, the memory bandwidth,
+its matrix units) and five global constants, a `Calibration`:
 
-    matmul_flops / (peak_flops * matmul) + other_bytes / (bandwidth * memory) + kernels * launch
+* ``matmul``: the share of the peak a large, well-shaped matrix product reaches;
+* ``memory``: the share of the memory bandwidth a bandwidth-bound kernel reaches;
+* ``launch``: seconds each kernel costs beyond its work (launch, ramp, tail);
+* ``depth``: the contraction depth at which a product runs at half its rate
+  (filling and draining the pipeline of a small-k product);
+* ``host``: seconds each step costs outside its kernels (dispatch, the
+  framework).
 
-instead of a single global MFU. Profiles are committed JSON files, one per
-device (``calibrations/<device>.json`` beside this module), each saying which
-published cases (or measurements) it was fitted on; `profile` loads one.
-A device without a profile has no prediction, only bounds.
+They are the same for a V100, an H100 and a TPU: what differs is in the
+registry. They are fitted on published runs by
+`xla_cost.study.validation.fit_constants` (least squares in the logarithm of
+each case's predicted over published figure) and committed in
+``calibrations/constants.json`` beside this module with the cases they were
+fitted on; the validation page refits them without each paper in turn to
+predict that paper's cases held out.
 """
 
 from __future__ import annotations
@@ -25,117 +32,111 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices as registry
 
-__all__ = ["Calibration", "DIRECTORY", "MEMORY_LIMIT", "profile", "profiles", "use_profiles", "write_profiles", "compute_seconds"]
+__all__ = ["Calibration", "PATH", "BOUNDS", "constants", "use_constants", "write_constants", "describe"]
 
-MEMORY_LIMIT = 4.0
-"""The largest memory-bound share a profile may have (`Calibration.memory`)."""
+PATH = pathlib.Path(__file__).resolve().parent / "calibrations" / "constants.json"
+"""Where the committed constants are."""
 
-DIRECTORY = pathlib.Path(__file__).resolve().parent / "calibrations"
-"""Where the committed profiles are, one ``<device>.json`` each."""
+BOUNDS: Mapping[str, tuple[float, float]] = {
+    "matmul": (0.05, 1.0),
+    "memory": (0.05, 1.0),
+    "launch": (0.0, 50e-6),
+    "depth": (0.0, 4096.0),
+    "host": (0.0, 0.05),
+}
+"""Each constant's range: a share of a peak is at most 1; a launch under 50 µs;
+a half-rate depth under 4,096; a host cost under 50 ms per step."""
+
+FIELDS = tuple(BOUNDS)
+"""The constants, in the order they are fitted."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """The shares of a device's peaks a compiled step reaches.
+    """The time model's global constants (see the module's docstring).
 
     Attributes:
-      device: the registry key (``a100-80gb``).
-      matmul: the share of the dtype's peak FLOP/s its matrix products and
-        convolutions reach, in (0, 1].
-      memory: the share of the memory bandwidth at which the device moves the
-        memory-bound bytes of the analysed program, in (0, 4]: above 1 where
-        the device's compiler fuses more than the one that made the analysed
-        program (the bytes are counted in the program compiled here).
-      launch: seconds each kernel costs beyond its work (its launch, the tail of
-        a small kernel), times the compiled program's kernels
-        (`xla_cost.PhaseCosts.kernels`); 0 where the profile was fitted without it.
-      fitted_on: the cases the two shares were fitted on (the others test them).
-      source: how they were fitted (the command, the published figures).
+      matmul: share of the dtype's peak a large, well-shaped product reaches.
+      memory: share of the memory bandwidth a bandwidth-bound kernel reaches.
+      launch: seconds per kernel beyond its work.
+      depth: contraction depth at which a product runs at half its rate.
+      host: seconds per step outside the kernels.
+      fitted_on: the cases they were fitted on.
+      source: how they were fitted (the command).
     """
 
-    device: str
     matmul: float
     memory: float
+    launch: float = 0.0
+    depth: float = 0.0
+    host: float = 0.0
     fitted_on: tuple[str, ...] = ()
     source: str = ""
-    launch: float = 0.0
 
     def __post_init__(self) -> None:
-        for name, highest in (("matmul", 1.0), ("memory", MEMORY_LIMIT)):
+        for name, (low, high) in BOUNDS.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= highest:
-                raise InputError(f"a calibration share ({name}) in (0, {highest:g}]", repr(value),
-                                 "Fit it again (benchmarks/calibrate.py) or edit the profile.")
-        if isinstance(self.launch, bool) or not isinstance(self.launch, (int, float)) or not 0 <= self.launch < 1e-3:
-            raise InputError("seconds per kernel (launch) in [0, 0.001)", repr(self.launch),
-                             "Fit it again (benchmarks/calibrate.py) or edit the profile.")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
+                    or (low == 0.05 and value <= 0):
+                raise InputError(f"a time-model constant {name} in [{low:g}, {high:g}]", repr(value),
+                                 "Fit the constants again (python benchmarks/calibrate.py) or edit "
+                                 "xla_cost/parallel/calibrations/constants.json.")
+
+    def values(self) -> tuple[float, ...]:
+        """The constants in `FIELDS` order."""
+        return tuple(float(getattr(self, name)) for name in FIELDS)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as plain values."""
         return {**dataclasses.asdict(self), "fitted_on": list(self.fitted_on)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        return cls(str(data["device"]), float(data["matmul"]), float(data["memory"]),
-                   tuple(data.get("fitted_on", ())), str(data.get("source", "")), float(data.get("launch", 0.0)))
+        """The inverse of `to_dict`."""
+        return cls(**{name: float(data.get(name, 0.0)) for name in FIELDS},
+                   fitted_on=tuple(data.get("fitted_on", ())), source=str(data.get("source", "")))
 
 
 @functools.cache
-def profiles() -> dict[str, Calibration]:
-    """Every committed profile, by device."""
-    found = {}
-    for path in sorted(DIRECTORY.glob("*.json")):
-        calibration = Calibration.from_dict(json.loads(path.read_text()))
-        found[calibration.device] = calibration
-    return found
+def _committed() -> Calibration:
+    return Calibration.from_dict(json.loads(PATH.read_text()))
 
 
-_IN_USE: list[Mapping[str, Calibration]] = []
-"""Profiles `use_profiles` put in place of the committed ones, innermost last."""
+_IN_USE: list[Calibration] = []
+"""Constants `use_constants` put in place of the committed ones, innermost last."""
 
 
 @contextlib.contextmanager
-def use_profiles(given: Mapping[str, Calibration] | None) -> Iterator[None]:
-    """Within the block, `profile` answers from ``given`` (by device) instead of
-    the committed profiles (None: the committed ones): how a calibration is
-    fitted and tried before it is written."""
+def use_constants(given: Calibration | None) -> Iterator[None]:
+    """Within the block, `constants` answers ``given`` (None: the committed
+    ones): how constants are fitted and tried before they are written."""
     if given is None:
         yield
         return
-    _IN_USE.append(dict(given))
+    _IN_USE.append(given)
     try:
         yield
     finally:
         _IN_USE.pop()
 
 
-def profile(device: str) -> Calibration | None:
-    """The profile of ``device`` (a registry name): the committed one, or the
-    one `use_profiles` put in place; None when it has none."""
-    name = registry.device(device).name
-    return (_IN_USE[-1] if _IN_USE else profiles()).get(name)
+def constants() -> Calibration:
+    """The constants in use: the committed ones, or those `use_constants` put in place."""
+    return _IN_USE[-1] if _IN_USE else _committed()
 
 
-def write_profiles(calibrations: Mapping[str, Calibration], directory: pathlib.Path = DIRECTORY) -> list[pathlib.Path]:
-    """Writes each profile to ``directory/<device>.json`` (sorted keys, one
-    field a line) and returns the paths; `profiles` reads them on next start."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for device, calibration in sorted(calibrations.items()):
-        path = directory / f"{device}.json"
-        path.write_text(json.dumps(calibration.to_dict(), indent=2, sort_keys=True) + "\n")
-        paths.append(path)
-    profiles.cache_clear()
-    return paths
+def write_constants(calibration: Calibration, path: pathlib.Path = PATH) -> pathlib.Path:
+    """Writes ``calibration`` to ``path`` (sorted keys, one field a line); `constants` reads it next."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(calibration.to_dict(), indent=2, sort_keys=True) + "\n")
+    _committed.cache_clear()
+    return path
 
 
-def compute_seconds(
-    matmul_flops: float, other_bytes: float, peak_flops: float, bandwidth: float, calibration: Calibration,
-    kernels: float = 0,
-) -> float:
-    """Seconds of a device's compute: its matrix products at the calibrated share
-    of ``peak_flops``, the memory-bound rest at the calibrated share of
-    ``bandwidth``, and ``kernels`` launches at the calibrated seconds each."""
-    return (matmul_flops / (peak_flops * calibration.matmul) + other_bytes / (bandwidth * calibration.memory)
-            + kernels * calibration.launch)
+def describe(calibration: Calibration) -> str:
+    """The constants in one line, with what they were fitted on."""
+    return (f"products at {calibration.matmul:.1%} of peak (half rate at k = {calibration.depth:.0f}), "
+            f"other kernels at {calibration.memory:.1%} of the bandwidth, {calibration.launch * 1e6:.2f} µs per "
+            f"kernel, {calibration.host * 1e3:.2f} ms per step; one set for every device, fitted on "
+            f"{len(calibration.fitted_on)} published runs")

@@ -32,7 +32,14 @@ between collectives that run at the same time, the torus topology of TPU slices
 per-chip aggregate of `INTERCONNECTS` ``"tpu-v5e-ici"`` is an optimistic rate),
 and protocol overheads (achieved bandwidth is typically 70-90% of a link's
 rate). A group that spans nodes is charged at the slowest link it uses for the
-whole ring (`Cluster.link`).
+whole ring (`Cluster.link`), or, for an all-reduce, in two levels (`Cluster.time`).
+
+Where a group lies follows from the run's mesh (`xla_cost.parallel.placement.span`): devices are laid out
+with the innermost axis fastest (tensor-parallel shards, then the FSDP shards,
+then the pipeline's stages, then the data-parallel replicas), ``node_size``
+consecutive devices a node. Between nodes a device has its share of its host's
+network adapters (`cluster`: ``nics * line rate / devices per host``, from the
+node presets of `xla_cost.parallel.devices.NODES`).
 
 Bandwidth convention: `Interconnect.bandwidth` is bytes/s per device in one
 direction. Accelerator datasheets quote the bidirectional aggregate (NVLink
@@ -50,18 +57,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from xla_cost.errors import InputError
 from xla_cost.parallel import devices as registry
+from xla_cost.parallel.placement import Span, span
 
 __all__ = [
     "is_finite_number",
     "check_bandwidth",
     "Interconnect",
     "INTERCONNECTS",
+    "placed",
     "Cluster",
     "CLUSTERS",
     "interconnect",
@@ -227,6 +236,24 @@ INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
             "direction, /8 bits",
             "TCP over Ethernet"),
         _preset(
+            "ethernet-100g", "Ethernet 100GbE: 100 Gb/s (a TPU v5e host has two)",
+            12.5e9, 1e-5,
+            "IEEE Std 802.3ba-2010, 100 Gb/s Ethernet (https://www.ieee802.org/3/ba/); line rate per direction, "
+            "/8 bits",
+            "TCP over Ethernet (data-center network)"),
+        _preset(
+            "ethernet-200g", "Ethernet 200GbE: 200 Gb/s (a TPU v6e host has four)",
+            25e9, 1e-5,
+            "IEEE Std 802.3bs-2017, 200 Gb/s and 400 Gb/s Ethernet (https://www.ieee802.org/3/bs/); line rate per "
+            "direction, /8 bits",
+            "TCP over Ethernet (data-center network)"),
+        _preset(
+            "tpu-v5p-dcn", "TPU v5p data-center network: 50 Gb/s per chip",
+            6.25e9, 1e-5,
+            "Cloud TPU v5p documentation: data center network (DCN) bandwidth per chip 50 Gbps "
+            "(https://cloud.google.com/tpu/docs/v5p); /8 bits, per direction",
+            "the data-center network between TPU slices"),
+        _preset(
             "tpu-v5e-ici", "TPU v5e inter-chip interconnect: 400 GB/s per chip, both directions "
             "(4 ICI ports, 2D torus)",
             200e9, 1e-6,
@@ -310,6 +337,25 @@ def _check_algorithm(algorithm: Any) -> str:
 
 
 
+def placed(collectives: Iterable[Mapping[str, Any] | Any], mesh: Sequence[tuple[str, int]],
+           node_size: int) -> list[dict[str, Any]]:
+    """``collectives`` (objects or dicts with ``kind``, ``bytes``, ``group_size``,
+    ``executions`` and ``axes``) as dicts with their
+    `xla_cost.parallel.placement.Span` on ``mesh``, for
+    `communication_time`: a group whose axes' sizes do not make its size keeps
+    no span (the consecutive-devices assumption of `Cluster.link`)."""
+    sizes = dict(mesh)
+    out = []
+    for item in collectives:
+        axes = tuple(_field(item, "axes") or ())
+        row = {"kind": _field(item, "kind"), "bytes": _field(item, "bytes", "nbytes"),
+               "group_size": _field(item, "group_size"), "executions": _field(item, "executions")}
+        if axes and all(a in sizes for a in axes) and math.prod(sizes[a] for a in axes) == row["group_size"]:
+            row["span"] = span(mesh, axes, node_size)
+        out.append(row)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """How devices are wired: node_size devices per node share intra (e.g. NVLink);
@@ -361,14 +407,27 @@ class Cluster:
             span_nodes = group_size > self.node_size
         return self.inter if span_nodes else self.intra
 
-    def time(self, kind: str, nbytes: float, group_size: int, span_nodes: bool | None = None) -> tuple[float, str]:
+    def time(self, kind: str, nbytes: float, group_size: int, span_nodes: bool | None = None,
+             where: Span | None = None) -> tuple[float, str]:
         """Seconds of one collective on this cluster, and the link(s) it runs on.
 
         A group within a node runs at ``intra``; one that spans nodes at
         ``inter``, or, for an all-reduce of a `hierarchical` cluster whose group
         fills whole nodes, as intra-node reduce-scatter, inter-node all-reduce
         of the ``1/node_size`` shard, intra-node all-gather.
+
+        Args:
+          kind, nbytes, group_size: as `collective_time`.
+          span_nodes: as `link`, where ``where`` is None.
+          where: how the group lies on the nodes (`xla_cost.parallel.placement.span`): within one node at
+            ``intra``; one device a node at ``inter``; ``per_node`` devices on
+            each of several nodes, for an all-reduce of a `hierarchical`
+            cluster, in two levels (a reduce-scatter among the ``per_node``,
+            an all-reduce of each one's ``1/per_node`` between the nodes, an
+            all-gather), else a ring at ``inter``.
         """
+        if where is not None:
+            return self._placed_time(kind, nbytes, group_size, where)
         link = self.link(group_size, span_nodes)
         nodes, rest = divmod(group_size, self.node_size)
         if (self.hierarchical and link is self.inter and _kind(kind) == "all-reduce" and self.node_size > 1
@@ -380,66 +439,115 @@ class Cluster:
             return seconds, f"{self.intra.name}+{self.inter.name}"
         return collective_time(kind, nbytes, group_size, link, self.algorithm), link.name
 
+    def _placed_time(self, kind: str, nbytes: float, group_size: int, where: Span) -> tuple[float, str]:
+        if not where.crosses:
+            return collective_time(kind, nbytes, group_size, self.intra, self.algorithm), self.intra.name
+        within = where.per_node
+        if (self.hierarchical and _kind(kind) == "all-reduce" and within is not None and within > 1
+                and group_size == within * where.nodes):
+            seconds = (collective_time("reduce-scatter", nbytes, within, self.intra, self.algorithm)
+                       + collective_time("all-reduce", nbytes / within, where.nodes, self.inter, self.algorithm)
+                       + collective_time("all-gather", nbytes, within, self.intra, self.algorithm))
+            return seconds, f"{self.intra.name}+{self.inter.name}"
+        return collective_time(kind, nbytes, group_size, self.inter, self.algorithm), self.inter.name
+
+
+def _share(nic: Interconnect, nics: int, devices: int) -> Interconnect:
+    """One device's share of ``nics`` adapters of link ``nic`` that ``devices`` devices use at once."""
+    if nics == devices:
+        return nic
+    return dataclasses.replace(
+        nic, name=f"{nic.name}:{nics}/{devices}", bandwidth=nic.bandwidth * nics / devices,
+        description=f"{nic.description}; {nics} per {devices} devices: {nic.bandwidth * nics / devices:g} B/s each")
+
+
+def _node_cluster(node: registry.Node) -> Cluster:
+    return Cluster(INTERCONNECTS[node.intra], _share(INTERCONNECTS[node.nic], node.nics, node.per_host), node.devices)
+
 
 CLUSTERS: Mapping[str, Cluster] = MappingProxyType({
-    d.name: Cluster(INTERCONNECTS[d.intra], INTERCONNECTS[d.inter], d.node_size)  # type: ignore[index]
+    d.name: _node_cluster(registry.NODES[d.node])  # type: ignore[index]
     for d in registry.DEVICES.values() if d.has_cluster
 })
-"""Cluster presets by device, from the device registry
-(`xla_cost.parallel.devices.DEVICES`): ``h100`` (NVLink 4 within 8 GPUs,
-InfiniBand NDR between), ``a100`` (NVLink 3, HDR), ``v100`` and ``p40`` (PCIe
-3.0 servers of 8, EDR), ``tpu-v5e`` (ICI within a 256-chip pod), ``cpu``
-(25GbE), and the other devices of the registry. For V100 SXM2 servers build
-``Cluster(interconnect("nvlink2"), interconnect("ib-edr"), 8)``."""
+"""Cluster presets by device, from the node each device of the registry is
+built of (`xla_cost.parallel.devices.NODES`): ``h100`` (a DGX H100: NVLink 4
+within 8 GPUs, one InfiniBand NDR adapter per GPU between), ``a100`` (DGX
+A100: NVLink 3, HDR), ``v100`` and ``p40`` (PCIe 3.0 servers of 8, EDR),
+``tpu-v5e`` (ICI within a 256-chip pod, the hosts' data-center network
+between pods: 2 x 100 Gb/s per 8 chips), ``cpu`` (25GbE), and the other
+devices of the registry. Other nodes: `cluster`'s ``node`` (``dgx-2``:
+16 V100 sharing 8 EDR adapters)."""
 
 
 def cluster(
     device: str,
     interconnect: str | None = None,
     *,
+    node: str | None = None,
     node_size: int | None = None,
+    nics: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
     algorithm: str | None = None,
     hierarchical: bool | None = None,
 ) -> Cluster:
-    """The cluster preset of ``device``, with overrides.
+    """The cluster preset of ``device`` (or of ``node``), with overrides.
+
+    Between nodes each device has its share of its host's network adapters:
+    ``nics * bandwidth / devices per host`` (a GPU server is one host of
+    ``node_size`` devices; a TPU host drives a fixed number of a slice's chips).
 
     Args:
       device: a device of the registry with a cluster preset (`CLUSTERS`;
         a key in any case, or a ``device_kind``).
       interconnect: an `INTERCONNECTS` preset that replaces both links (one
-        flat network).
-      node_size: devices per node.
-      bandwidth: bytes/s per device per direction; replaces the inter-node
-        link's (in a flat network, the single link's).
+        flat network, one adapter per device).
+      node: a node preset (`xla_cost.parallel.devices.NODES`, e.g. ``dgx-2``)
+        instead of the device's own.
+      node_size: devices per node (a TPU slice's chips); the adapters per
+        device stay the preset's unless ``nics`` is given.
+      nics: network adapters per host, shared by its devices.
+      bandwidth: bytes/s per direction of one network adapter (its line
+        rate); replaces the preset's, so the share of every device between
+        nodes follows (in a flat network, the single link's).
       latency: seconds per hop; replaces the inter-node link's (in a flat
         network, the single link's).
       algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
       hierarchical: all-reduces over several nodes in two levels (`Cluster`).
 
     Raises:
-      InputError: an unknown device, interconnect or algorithm, or an override
-        out of range.
+      InputError: an unknown device, node, interconnect or algorithm, or an
+        override out of range.
     """
-    base = CLUSTERS[registry.device(device, has="cluster").name]
-    intra, inter = base.intra, base.inter
+    spec = registry.node(node) if node is not None else registry.NODES[registry.device(device, has="cluster").node]
+    intra, nic = INTERCONNECTS[spec.intra], INTERCONNECTS[spec.nic]
     if interconnect is not None:
-        intra = inter = _interconnect(interconnect)
+        intra = nic = _interconnect(interconnect)
     if node_size is not None:
         _check_node_size(node_size)
+    if nics is not None:
+        _check_count(nics, "network adapters per host", "Pass e.g. nics=8 (--nics 8) for one per GPU of an 8-GPU "
+                     "server.")
     if bandwidth is not None:
         check_bandwidth(bandwidth)
     if latency is not None:
         _check_latency(latency)
-    flat = intra == inter
-    given = _given(inter, bandwidth, latency)
+    size = spec.devices if node_size is None else node_size
+    host = spec.host_devices or size  # a server is one host: its devices share its adapters
+    flat = intra == nic and nics is None
+    given = _given(nic, bandwidth, latency)
+    if flat or (interconnect is not None and nics is None):
+        inter = given  # one adapter (one link) per device
+    elif nics is None:  # the preset's adapters per device, on a node of any size
+        inter = _share(given, spec.nics, spec.per_host)
+    else:
+        inter = _share(given, nics, host)
     return Cluster(
         intra=given if flat else intra,
-        inter=given,
-        node_size=base.node_size if node_size is None else node_size,
-        algorithm=base.algorithm if algorithm is None else _check_algorithm(algorithm),
-        hierarchical=base.hierarchical if hierarchical is None else bool(hierarchical),
+        inter=inter,
+        node_size=size,
+        algorithm="ring" if algorithm is None else _check_algorithm(algorithm),
+        hierarchical=False if hierarchical is None else bool(hierarchical),
     )
 
 
@@ -584,7 +692,8 @@ def communication_time(
     Unknowns are never silently zero: ``executions`` None is counted once and
     named in the notes; ``group_size`` or ``bytes`` None, or a kind the model
     does not cover, is skipped and named in the notes. An optional
-    ``span_nodes`` field is passed to `Cluster.link`.
+    ``span`` field (a `xla_cost.parallel.placement.Span`, see `placed`) or ``span_nodes`` field is passed
+    to `Cluster.time`.
 
     Args:
       collectives: e.g. the collectives of a compiled phase (``kind``,
@@ -624,6 +733,6 @@ def communication_time(
         elif not isinstance(executions, int) or isinstance(executions, bool) or executions < 0:
             raise InputError("an execution count, an integer >= 0", repr(executions),
                              "Pass None when the count is unknown.")
-        once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"))
+        once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"), _field(item, "span"))
         times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link, executions * once))
     return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))

@@ -1,9 +1,10 @@
 """The device registry: every device xla_cost knows, declared once.
 
 A `Device` holds what its datasheet publishes: dense peak FLOP/s by dtype,
-memory bandwidth and capacity, and how a cluster of them is wired (the links
-within a node and between nodes, `xla_cost.parallel.comm.INTERCONNECTS`, and
-devices per node), each with its source. Timing (MFU, the roofline), `fit`
+memory bandwidth and capacity, and the `Node` a cluster of them is built of
+(`NODES`: devices per node, the link between them, the network adapters
+between nodes and their line rate, `xla_cost.parallel.comm.INTERCONNECTS`),
+each with its source. Timing (MFU, the roofline), `fit`
 (capacity), the communication model, `scaling`, `estimate` and the command
 line's help all read it; adding a device is one entry in `DEVICES`.
 
@@ -16,13 +17,16 @@ imported: the command line builds its help from this module.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from xla_cost.compiled.targets import CompileTarget, GpuSpec, TpuSpec
 from xla_cost.errors import InputError
 
-__all__ = ["DevicePeak", "Device", "DEVICES", "device", "match_kind", "names", "target", "target_names"]
+__all__ = ["DevicePeak", "Node", "NODES", "node", "Device", "DEVICES", "device", "match_kind", "names", "target",
+           "target_names", "target_slice",
+           "TPU_MATRIX_UNITS", "matrix_units"]
 
 _T = 1e12
 
@@ -64,6 +68,123 @@ class DevicePeak:
 
 
 @dataclasses.dataclass(frozen=True)
+class Node:
+    """What one node of a cluster is: the devices on one fast link, and the
+    network adapters that carry their traffic to other nodes.
+
+    A GPU node is one server (one host); a TPU node is a slice, its chips on
+    the inter-chip interconnect (ICI), driven by several hosts, and the
+    data-center network (DCN) between slices. Between nodes a device has
+    its share of its host's adapters: ``nics * line rate / host devices``
+    (`xla_cost.parallel.comm.cluster`).
+
+    Attributes:
+      name: the preset key (``dgx-h100``), what ``--node`` takes.
+      title: what it is, in words.
+      devices: devices per node (a TPU slice's chips).
+      intra: the `xla_cost.parallel.comm.INTERCONNECTS` name of the link
+        between devices of the node (per device, one direction).
+      nic: the INTERCONNECTS name of one network adapter between nodes (its
+        line rate, one direction).
+      nics: network adapters per host.
+      host_devices: devices per host where a host is not the whole node (a
+        TPU host's chips); None: the node is one host.
+      links: links per device of the fabric within the node where published
+        (a TPU chip's ICI ports: ``intra`` is their aggregate); None: not given.
+      source: where the shape comes from (datasheets, or said to be assumed).
+    """
+
+    name: str
+    title: str
+    devices: int
+    intra: str
+    nic: str
+    nics: int
+    host_devices: int | None = None
+    links: int | None = None
+    source: str = ""
+
+    @property
+    def per_host(self) -> int:
+        """Devices per host: those that share ``nics`` adapters."""
+        return self.host_devices or self.devices
+
+
+_ASSUMED_SERVER = "assumed: one adapter per GPU, as in the DGX H100 (no datasheet for a generic server)"
+
+NODES: Mapping[str, Node] = MappingProxyType({n.name: n for n in (
+    Node("dgx-h100", "NVIDIA DGX H100: 8 H100 SXM5 on NVLink 4 (NVSwitch), 8 x 400 Gb/s NDR", 8,
+         "nvlink4", "ib-ndr", 8,
+         source="NVIDIA DGX H100 user guide: 8 H100 SXM5 GPUs on fourth-generation NVLink through NVSwitch; 8 "
+                "single-port ConnectX-7 adapters, 400 Gb/s InfiniBand/Ethernet, for the compute fabric "
+                "(https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html)"),
+    Node("dgx-h200", "NVIDIA DGX H200: 8 H200 on NVLink 4 (NVSwitch), 8 x 400 Gb/s NDR", 8,
+         "nvlink4", "ib-ndr", 8,
+         source="NVIDIA DGX H200 datasheet: 8 H200 GPUs, NVLink 900 GB/s per GPU through NVSwitch; 8 single-port "
+                "ConnectX-7 VPI adapters, up to 400 Gb/s (https://www.nvidia.com/en-us/data-center/dgx-h200/)"),
+    Node("dgx-a100", "NVIDIA DGX A100: 8 A100 SXM4 on NVLink 3 (NVSwitch), 8 x 200 Gb/s HDR", 8,
+         "nvlink3", "ib-hdr", 8,
+         source="NVIDIA DGX A100 user guide: 8 A100 SXM4 GPUs on third-generation NVLink through NVSwitch; 8 "
+                "single-port ConnectX-6 adapters, 200 Gb/s HDR InfiniBand, for the cluster network "
+                "(https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html)"),
+    Node("dgx-2", "NVIDIA DGX-2: 16 V100 SXM3 on NVLink 2 (NVSwitch), 8 x 100 Gb/s EDR", 16,
+         "nvlink2", "ib-edr", 8,
+         source="NVIDIA DGX-2 datasheet: 16 Tesla V100 GPUs on NVSwitch (NVLink 300 GB/s per GPU); network "
+                "8 x 100 Gb/s InfiniBand EDR / 100 GigE (https://www.nvidia.com/en-us/data-center/dgx-2/)"),
+    Node("dgx-1", "NVIDIA DGX-1 with V100: 8 V100 SXM2 on NVLink 2 (hybrid cube-mesh), 4 x 100 Gb/s EDR", 8,
+         "nvlink2", "ib-edr", 4,
+         source="NVIDIA DGX-1 with Tesla V100 datasheet: 8 Tesla V100 SXM2 GPUs on NVLink (hybrid cube-mesh); "
+                "network 4 x InfiniBand EDR 100 Gb/s, dual 10 GbE (https://www.nvidia.com/en-us/data-center/dgx-1/)"),
+    Node("pcie5-server", "8 H100 PCIe on PCIe 5.0, 8 x 400 Gb/s NDR", 8, "pcie5", "ib-ndr", 8,
+         source=_ASSUMED_SERVER),
+    Node("pcie3-server", "8 GPUs on PCIe 3.0 (2017-2018 servers), 8 x 100 Gb/s EDR", 8, "pcie3", "ib-edr", 8,
+         source="assumed: the PCIe 3.0 servers of 8 GPUs of 2017-2018 papers, one EDR port per GPU (Jia et al. "
+                "2018 had one 100 Gb/s port per server: nics=1)"),
+    Node("big-basin", "Facebook Big Basin: 8 P100 SXM2 on NVLink 1, 50 Gb/s Ethernet", 8,
+         "nvlink1", "ethernet-50g", 8,
+         source="Goyal et al. 2017 (arXiv:1706.02677) section 5: Big Basin servers of 8 P100 on NVLink, 50 Gb/s "
+                "Ethernet; assumed one port per GPU (the paper's servers have one per server: nics=1)"),
+    Node("tpu-v4-pod", "a TPU v4 pod: 4096 chips on the 3D ICI", 4096, "tpu-v4-ici", "tpu-v4-ici", 4, 4,
+         source="Cloud TPU v4 documentation: 4096 chips per Pod on a 3D mesh or torus, 4 chips per host "
+                "(https://cloud.google.com/tpu/docs/v4); it publishes no data-center network figure: the ICI is "
+                "assumed between slices too (optimistic; give bandwidth= for a multislice job)"),
+    Node("tpu-v5e-pod", "a TPU v5e pod: 256 chips on the 2D ICI torus, 2 x 100 Gb/s DCN per host of 8", 256,
+         "tpu-v5e-ici", "ethernet-100g", 2, 8, 4,
+         source="Cloud TPU v5e documentation: TPU Pod size 256 chips, 2D torus, 4 ICI ports per chip, 8 chips per "
+                "host, per-host NIC configuration 2 x 100 Gbps NIC, data center network bandwidth per Pod "
+                "6.4 Tbps (= 32 hosts x 200 Gb/s) (https://cloud.google.com/tpu/docs/v5e)"),
+    Node("tpu-v5p-slice", "the largest TPU v5p slice: 6144 chips on the 3D ICI torus, 50 Gb/s DCN per chip", 6144,
+         "tpu-v5p-ici", "tpu-v5p-dcn", 4, 4,
+         source="Cloud TPU v5p documentation: the largest slice 16x16x24 = 6144 chips, 3D torus, 4 chips per host "
+                "(VM), data center network (DCN) bandwidth per chip 50 Gbps (https://cloud.google.com/tpu/docs/v5p)"),
+    Node("tpu-v6e-pod", "a TPU v6e pod: 256 chips on the 2D ICI torus, 4 x 200 Gb/s DCN per host of 8", 256,
+         "tpu-v6e-ici", "ethernet-200g", 4, 8, 4,
+         source="Cloud TPU v6e documentation: TPU Pod size 256 chips, 2D torus, 4 ICI ports per chip, 8 chips per "
+                "host, per-host NIC configuration 4 x 200 Gbps NIC, data center network bandwidth per Pod "
+                "25.6 Tbps (https://cloud.google.com/tpu/docs/v6e)"),
+    Node("cpu-host", "one CPU host per node on 25 Gb/s Ethernet", 1, "ethernet-25g", "ethernet-25g", 1,
+         source="assumed: one host per node, one 25GbE port"),
+)})
+"""Node presets by name: the servers and TPU slices a cluster is built of,
+each device's default (`Device.node`) among them. ``dgx-2`` (16 V100 with 8
+EDR adapters: 6.25 GB/s per GPU between nodes) and ``dgx-1`` (8 V100 with 4)
+share their adapters; the TPU pods' devices share their hosts' DCN adapters."""
+
+
+def node(name: str) -> Node:
+    """The `NODES` preset called ``name`` (any case).
+
+    Raises:
+      InputError: an unknown name; the message lists the presets.
+    """
+    found = NODES.get(name.strip().lower()) if isinstance(name, str) else None
+    if found is None:
+        raise InputError(f"a node preset ({', '.join(NODES)})", repr(name),
+                         "Use one of these names, e.g. --node dgx-h100 (node=).")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
 class Device:
     """One device of the registry.
 
@@ -77,9 +198,8 @@ class Device:
       memory: capacity in bytes (decimal gigabytes, as datasheets give them);
         None where unknown.
       memory_source: where ``memory`` comes from.
-      intra, inter: `xla_cost.parallel.comm.INTERCONNECTS` names of the link
-        between devices of a node and between nodes; None: no cluster preset.
-      node_size: devices per node.
+      node: the `NODES` preset a cluster of it is built of (its links, devices
+        per node and network adapters); None: no cluster preset.
       gpu: what XLA's GPU compiler is told of it (`xla_cost.compiled.targets.GpuSpec`):
         a GPU with one can be a compile target (``--target h100``).
       tpu: a TPU generation's slices (`xla_cost.compiled.targets.TpuSpec`): a
@@ -92,16 +212,29 @@ class Device:
     peak: DevicePeak | None = None
     memory: float | None = None
     memory_source: str = ""
-    intra: str | None = None
-    inter: str | None = None
-    node_size: int = 1
+    node: str | None = None
     gpu: GpuSpec | None = None
     tpu: TpuSpec | None = None
 
     @property
     def has_cluster(self) -> bool:
-        """Whether the device has a cluster preset (its links are known)."""
-        return self.intra is not None and self.inter is not None
+        """Whether the device has a cluster preset (its node is known)."""
+        return self.node is not None
+
+    @property
+    def intra(self) -> str | None:
+        """The `INTERCONNECTS` name of the link between devices of its node (None: no preset)."""
+        return NODES[self.node].intra if self.node is not None else None
+
+    @property
+    def inter(self) -> str | None:
+        """The `INTERCONNECTS` name of one network adapter between its nodes (None: no preset)."""
+        return NODES[self.node].nic if self.node is not None else None
+
+    @property
+    def node_size(self) -> int:
+        """Devices per node (1 without a preset)."""
+        return NODES[self.node].devices if self.node is not None else 1
 
 
 def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str) -> DevicePeak:
@@ -123,8 +256,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         _peak("NVIDIA H100 SXM", 989.4, 989.4, 494.7, 3.35e12,
               "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7; HBM3 3.35 TB/s)"),
         80e9, "NVIDIA H100 SXM datasheet: 80 GB HBM3",
-        # 8-GPU NVSwitch servers, one NIC per GPU (DGX H100)
-        "nvlink4", "ib-ndr", 8,
+        node="dgx-h100",
         gpu=GpuSpec((9, 0), 132, 128, 1.98, 50 * 2**20, 228 * 1024, 227 * 1024,
                     description="NVIDIA H100 80GB HBM3",
                     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), SXM5: 132 SMs of 128 "
@@ -135,8 +267,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         _peak("NVIDIA H100 PCIe", 756, 756, 378, 2.0e12,
               "NVIDIA H100 datasheet, PCIe (dense: BF16 756 TFLOPS, TF32 378; 2.0 TB/s)"),
         80e9, "NVIDIA H100 datasheet, PCIe: 80 GB HBM2e",
-        # PCIe Gen5 servers of 8, InfiniBand NDR between them
-        "pcie5", "ib-ndr", 8,
+        node="pcie5-server",
         gpu=GpuSpec((9, 0), 114, 128, 1.755, 50 * 2**20, 228 * 1024, 227 * 1024,
                     description="NVIDIA H100 PCIe",
                     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), PCIe: 114 SMs of 128 "
@@ -149,8 +280,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         _peak("NVIDIA H200 SXM", 989, 989, 494.7, 4.8e12,
               "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
         141e9, "NVIDIA H200 datasheet: 141 GB HBM3e",
-        # the H200 datasheet: NVLink 900 GB/s, as the H100's; DGX H200 has one 400 Gb/s NIC per GPU
-        "nvlink4", "ib-ndr", 8,
+        node="dgx-h200",
         gpu=GpuSpec((9, 0), 132, 128, 1.98, 60 * 2**20, 228 * 1024, 227 * 1024,
                     description="NVIDIA H200",
                     source="the H100 SXM5's GH100 (H100 Tensor Core GPU Architecture whitepaper, 2022: 132 SMs "
@@ -164,7 +294,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         _peak("NVIDIA A100 40GB", 312, 312, 156, 1.555e12,
               "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 40GB 1,555 GB/s)"),
         40e9, "NVIDIA A100 datasheet: 40 GB HBM2 (the 80 GB model: a100-80gb)",
-        "nvlink3", "ib-hdr", 8,
+        node="dgx-a100",
         gpu=GpuSpec((8, 0), 108, 64, 1.41, 40 * 2**20, 164 * 1024, 163 * 1024,
                     description="NVIDIA A100-SXM4-40GB",
                     source="NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs of 64 FP32 cores, "
@@ -175,7 +305,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         _peak("NVIDIA A100 80GB", 312, 312, 156, 2.039e12,
               "NVIDIA A100 datasheet (dense: BF16 312 TFLOPS, TF32 156; 80GB SXM 2,039 GB/s)"),
         80e9, "NVIDIA A100 datasheet: 80 GB HBM2e",
-        "nvlink3", "ib-hdr", 8,
+        node="dgx-a100",
         gpu=GpuSpec((8, 0), 108, 64, 1.41, 40 * 2**20, 164 * 1024, 163 * 1024,
                     description="NVIDIA A100-SXM4-80GB",
                     source="NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs of 64 FP32 cores, "
@@ -185,15 +315,14 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         "v100", "NVIDIA V100 SXM2", ("V100",),
         _peak("NVIDIA V100 SXM2", 15.7, 125, 15.7, 900e9, _V100_SOURCE),
         16e9, "NVIDIA V100 datasheet: 16 GB HBM2 (32 GB model: v100-32gb)",
-        # 2017-2018 PCIe servers: 8 GPUs on PCIe 3.0, EDR InfiniBand between nodes
-        "pcie3", "ib-edr", 8,
+        node="pcie3-server",
         gpu=GpuSpec((7, 0), 80, 64, 1.53, 6 * 2**20, 96 * 1024, 96 * 1024,
                     description="Tesla V100-SXM2-16GB", source=_V100_GPU_SOURCE)),
     Device(
         "v100-32gb", "NVIDIA V100 SXM2 32GB", ("V100", "32GB"),
         _peak("NVIDIA V100 SXM2 32GB", 15.7, 125, 15.7, 900e9, _V100_SOURCE),
         32e9, "NVIDIA V100 datasheet: 32 GB HBM2",
-        "pcie3", "ib-edr", 8,
+        node="pcie3-server",
         gpu=GpuSpec((7, 0), 80, 64, 1.53, 6 * 2**20, 96 * 1024, 96 * 1024,
                     description="Tesla V100-SXM2-32GB", source=_V100_GPU_SOURCE)),
     Device(
@@ -202,8 +331,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
               "NVIDIA Tesla P100 datasheet, SXM2 (FP16 21.2 TFLOPS, FP32 10.6; no BF16; CoWoS HBM2 "
               "732 GB/s)"),
         16e9, "NVIDIA Tesla P100 datasheet: 16 GB CoWoS HBM2",
-        # Facebook's Big Basin servers of Goyal et al. 2017: 8 GPUs on NVLink, 50 Gb/s Ethernet between
-        "nvlink1", "ethernet-50g", 8,
+        node="big-basin",
         gpu=GpuSpec((6, 0), 56, 64, 1.48, 4 * 2**20, 64 * 1024, 48 * 1024,
                     description="Tesla P100-SXM2-16GB",
                     source="NVIDIA Tesla P100 whitepaper (2016), SXM2: 56 SMs of 64 FP32 cores, 1,480 MHz boost "
@@ -216,7 +344,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
               "NVIDIA Tesla P40 datasheet (FP32 12 TFLOPS at boost: 3840 cores x 2 x 1.531 GHz "
               "= 11.76; FP16 at 1/64 rate; GDDR5 346 GB/s)"),
         24e9, "NVIDIA Tesla P40 datasheet: 24 GB GDDR5",
-        "pcie3", "ib-edr", 8,
+        node="pcie3-server",
         gpu=GpuSpec((6, 1), 30, 128, 1.531, 3 * 2**20, 96 * 1024, 48 * 1024,
                     description="Tesla P40",
                     source="NVIDIA Tesla P40 datasheet: 3,840 CUDA cores at 1,531 MHz boost, 384-bit GDDR5; its "
@@ -230,8 +358,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                    "Cloud TPU v4 documentation (peak compute per chip: 275 teraflops, bf16; HBM2 1200 GBps; "
                    "float32 matrix products at the bf16 rate, as on the v5e)"),
         32 * 2**30, "Cloud TPU v4 documentation: HBM2 capacity 32 GiB per chip",
-        # one v4 pod (4096 chips) on ICI
-        "tpu-v4-ici", "tpu-v4-ici", 4096,
+        node="tpu-v4-pod",
         tpu=TpuSpec("v4", 3, 1, 4, "Cloud TPU v4 documentation: 3D mesh or torus slices AxBxC of up to "
                     "4096 chips, two TensorCores per chip, one megacore device in jax (libtpu's deviceless "
                     "topologies show each TensorCore as a device unless asked for megacore)",
@@ -244,8 +371,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                    "float32 matrix products at the bf16 rate: JAX's default precision on a TPU is one "
                    "bfloat16 pass)"),
         16e9, "Cloud TPU v5e documentation: HBM2 capacity 16 GB per chip",
-        # one v5e pod (256 chips) on ICI; a multi-pod job would cross the data-center network
-        "tpu-v5e-ici", "tpu-v5e-ici", 256,
+        node="tpu-v5e-pod",
         tpu=TpuSpec("v5e", 2, 1, 4, "Cloud TPU v5e documentation: 2D torus slices up to 16x16, "
                     "one TensorCore per chip")),
     Device(
@@ -255,8 +381,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                    "Cloud TPU v5p documentation (peak compute per chip, bf16: 459 TFLOPs; HBM2e 2765 GBps; "
                    "float32 matrix products at the bf16 rate, as on the v5e)"),
         95e9, "Cloud TPU v5p documentation: HBM2e capacity 95 GB per chip",
-        # the largest v5p slice on ICI (16x16x24, 6144 chips); multislice jobs cross the data-center network
-        "tpu-v5p-ici", "tpu-v5p-ici", 6144,
+        node="tpu-v5p-slice",
         tpu=TpuSpec("v5p", 3, 1, 4, "Cloud TPU v5p documentation: 3D torus slices 2x2x1 to 16x16x24 (2x2x1: "
                     "8 TensorCores on 4 chips, one host); jax shows a chip's two TensorCores as one "
                     "megacore device")),
@@ -266,19 +391,18 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                    "Cloud TPU v6e (Trillium) documentation (peak compute per chip, bf16: 918 TFLOPs; HBM "
                    "bandwidth 1638 GBps per chip; float32 matrix products at the bf16 rate, as on the v5e)"),
         32e9, "Cloud TPU v6e documentation: HBM capacity 32 GB per chip",
-        # one v6e pod (256 chips) on ICI, as the v5e's
-        "tpu-v6e-ici", "tpu-v6e-ici", 256,
+        node="tpu-v6e-pod",
         tpu=TpuSpec("v6e", 2, 1, 4, "Cloud TPU v6e documentation: 2D torus slices up to 16x16 (a 256-chip "
                     "pod), one TensorCore per chip")),
     Device(
         # the peak is measured (`xla_cost.analysis.timing.measure_cpu_peak`); one device per host on 25GbE
         "cpu", "CPU", ("cpu",),
-        intra="ethernet-25g", inter="ethernet-25g", node_size=1),
+        node="cpu-host"),
 )})
 """Every device by registry key. Peaks are dense (no sparsity) and from the
 datasheet named in each; ``v100`` and ``p40`` clusters are the 2017-2018 PCIe
-servers of their papers (build an SXM2 cluster with
-``Cluster(interconnect("nvlink2"), interconnect("ib-edr"), 8)``)."""
+servers of their papers (price V100s in a DGX-2 or DGX-1 with
+``Hardware(device="v100", node="dgx-2")``, `NODES`)."""
 
 _BY_SPECIFICITY = sorted(DEVICES.values(), key=lambda d: -len(d.kind))
 
@@ -359,3 +483,46 @@ def target(name: str | CompileTarget) -> CompileTarget:
         topology=f"{found.tpu.generation}:{topology}" if found.tpu is not None and topology else None,
         node_size=found.tpu.chips_per_host if found.tpu is not None else found.node_size,
     )
+
+
+TPU_MATRIX_UNITS: Mapping[str, tuple[int, int, str]] = MappingProxyType({
+    "tpu-v4": (8, 128, "Cloud TPU system architecture: two TensorCores per v4 chip, four 128x128 MXUs each "
+                       "(8 x 128^2 x 2 FLOP x 1.05 GHz = 275 TFLOP/s)"),
+    "tpu-v5e": (4, 128, "Cloud TPU v5e documentation: one TensorCore per chip with four 128x128 MXUs "
+                        "(4 x 128^2 x 2 FLOP x 1.5 GHz = 197 TFLOP/s)"),
+    "tpu-v5p": (8, 128, "Cloud TPU v5p documentation: two TensorCores per chip, four 128x128 MXUs each "
+                        "(8 x 128^2 x 2 FLOP x 1.75 GHz = 459 TFLOP/s)"),
+    "tpu-v6e": (4, 256, "Cloud TPU v6e (Trillium) documentation: 256x256 MXUs, one TensorCore per chip "
+                        "(4 x 256^2 x 2 FLOP x 1.75 GHz = 918 TFLOP/s)"),
+})
+"""Each TPU generation's matrix units per chip, their side and the source."""
+
+
+def matrix_units(name: str) -> tuple[int, int]:
+    """(units, side) of a device's matrix engines: a GPU's streaming
+    multiprocessors (side 0: the library picks its tiles), a TPU chip's MXUs
+    and their side; (1, 0) for a device with neither (a CPU)."""
+    found = device(name)
+    if found.gpu is not None:
+        return found.gpu.sm_count, 0
+    if found.name in TPU_MATRIX_UNITS:
+        units, side, _ = TPU_MATRIX_UNITS[found.name]
+        return units, side
+    return 1, 0
+
+
+def target_slice(name: str | None) -> int | None:
+    """Devices of the TPU slice a compile target names (``tpu-v5e:2x2``: 4):
+    the node its data-parallel replicas lie beyond; None for a GPU target,
+    a TPU without a slice named, or no target.
+
+    Raises:
+      InputError: an unknown target (`target`).
+    """
+    if name is None:
+        return None
+    found = target(name)
+    if found.tpu is None or found.topology is None:
+        return None
+    sides = found.topology.partition(":")[2].split("x")
+    return math.prod(int(side) for side in sides) * found.tpu.cores_per_chip

@@ -2,11 +2,12 @@
 
 A device of the registry (`xla_cost.parallel.devices`) for its peak FLOP/s and
 memory bandwidth and its cluster preset, the overrides of that cluster
-(one interconnect for every link, devices per node, bandwidth, latency), the
+(another node preset, one interconnect for every link, devices per node,
+network adapters per host, their bandwidth, latency), the
 collective algorithm, and the two factors of the time model: the share of
 communication hidden behind compute and the share of peak FLOP/s reached.
 `xla_cost.scaling`, `xla_cost.estimate` and the command line's
-``--device``/``--interconnect``/... take it.
+``--device``/``--node``/``--nics``/... take it.
 """
 
 from __future__ import annotations
@@ -30,9 +31,16 @@ class Hardware:
         its memory bandwidth and its cluster preset.
       interconnect: one `xla_cost.parallel.comm.INTERCONNECTS` preset for
         every link instead of the device's cluster (None: the cluster's).
-      node_size, bandwidth, latency: overrides of the cluster preset (devices
-        per node; bytes/s per device per direction and seconds per hop of the
-        link between nodes, or of the single link of a flat network).
+      node: a node preset of `xla_cost.parallel.devices.NODES` (``dgx-2``:
+        16 V100 on NVSwitch sharing 8 EDR adapters) instead of the device's
+        own (None: the device's).
+      node_size: devices per node (a TPU slice's chips; None: the node's, or
+        for a step compiled for a TPU slice, ``tpu-v5e:2x2``, that slice's).
+      nics: network adapters per host (None: the node's): a device's share
+        of the network between nodes is ``nics * bandwidth / devices per host``.
+      bandwidth, latency: overrides of one network adapter's line rate
+        (bytes/s per direction) and of the seconds per hop between nodes, or
+        of the single link of a flat network.
       algorithm: the collective algorithm (`xla_cost.parallel.comm.ALGORITHMS`).
       overlap: None (default) to schedule the gradient collectives against
         the backward pass (`xla_cost.parallel.schedule`: buckets of
@@ -56,7 +64,9 @@ class Hardware:
 
     device: str = "h100"
     interconnect: str | None = None
+    node: str | None = None
     node_size: int | None = None
+    nics: int | None = None
     bandwidth: float | None = None
     latency: float | None = None
     algorithm: str = "ring"
@@ -65,6 +75,17 @@ class Hardware:
     bucket_bytes: float = schedule.DDP_BUCKET_BYTES
     hierarchical: bool = True
     arithmetic: str | None = None
+
+    def __post_init__(self) -> None:
+        # the cluster's overrides, checked where the hardware is named (before anything is analysed)
+        if self.node is not None:
+            registry.node(self.node)
+        for value, what, fix in ((self.node_size, "devices per node", "Pass e.g. --node-size 8 (node_size=8)."),
+                                 (self.nics, "network adapters per host", "Pass e.g. --nics 8 (nics=8).")):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{what}, an integer >= 1", repr(value), fix)
+        if self.bandwidth is not None:
+            comm.check_bandwidth(self.bandwidth)
 
     def bound(self) -> Hardware:
         """The same hardware priced as a bound: compute at peak (``mfu=1``), no
@@ -77,10 +98,18 @@ class Hardware:
         """Whether the hardware prices bounds rather than predictions (a fixed ``mfu``)."""
         return self.mfu is not None
 
-    def cluster(self) -> comm.Cluster:
-        """The device's cluster preset with this object's overrides (`xla_cost.parallel.comm.cluster`)."""
-        return comm.cluster(self.device, self.interconnect, node_size=self.node_size, bandwidth=self.bandwidth,
-                            latency=self.latency, algorithm=self.algorithm, hierarchical=self.hierarchical)
+    def cluster(self, target: str | None = None) -> comm.Cluster:
+        """The device's cluster preset with this object's overrides (`xla_cost.parallel.comm.cluster`).
+
+        Args:
+          target: the compile target of the step priced (`xla_cost.Report.target`):
+            a TPU slice (``tpu-v5e:2x2``) is the node where ``node_size`` is not
+            given, so replicas beyond it meet on the data-center network.
+        """
+        size = self.node_size if self.node_size is not None else registry.target_slice(target)
+        return comm.cluster(self.device, self.interconnect, node=self.node, node_size=size, nics=self.nics,
+                            bandwidth=self.bandwidth, latency=self.latency, algorithm=self.algorithm,
+                            hierarchical=self.hierarchical)
 
     def peak(self) -> registry.DevicePeak:
         """The device's published peak (`xla_cost.parallel.devices.DevicePeak`).
@@ -94,6 +123,10 @@ class Hardware:
         return peak
 
     def flat(self) -> Hardware:
-        """The same hardware on one flat network: the device cluster's link
-        between nodes for every link, unless an interconnect is given."""
-        return dataclasses.replace(self, interconnect=self.interconnect or self.cluster().inter.name)
+        """The same hardware on one flat network: the node's network adapter
+        for every link, one a device, unless an interconnect is given."""
+        if self.interconnect is not None:
+            return dataclasses.replace(self, nics=None)
+        node = registry.node(self.node) if self.node is not None else registry.NODES[
+            registry.device(self.device, has="cluster").node or ""]
+        return dataclasses.replace(self, interconnect=node.nic, nics=None)

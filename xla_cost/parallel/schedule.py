@@ -14,19 +14,29 @@ Three mechanisms real systems use, each a pure function of times and sizes:
   an idle bubble of ``(p - 1) / m`` of the work; with ``v`` interleaved model
   chunks per stage the bubble shrinks to ``(p - 1) / (v m)`` (Narayanan et al.
   2021, section 2.2) (`pipeline_seconds`).
+* **prefetch** (ZeRO-3, FSDP): each layer's parameters are all-gathered
+  before its forward and again before its backward pass, and its gradients
+  reduce-scattered after it, each while the neighbouring layer computes;
+  what does not fit behind compute is exposed (`prefetched`).
+
+Where the devices of a run lie, for the links each collective crosses:
+`run_mesh` (tensor-parallel shards innermost, then FSDP shards, pipeline
+stages, replicas outermost; `xla_cost.parallel.placement.span`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xla_cost.errors import InputError
+from xla_cost.parallel import comm, placement
 from xla_cost.parallel.comm import check_bandwidth, is_finite_number
 
 __all__ = [
-    "DDP_BUCKET_BYTES", "Layout", "Piece", "bucket", "exposed_after", "pipeline_seconds", "bubble_fraction",
+    "DDP_BUCKET_BYTES", "Layout", "REPLICAS", "run_mesh", "Piece", "bucket", "exposed_after", "prefetched", "zero3",
+    "pipeline_seconds", "bubble_fraction",
     "DEFAULT_OVERLAP", "StepPrediction", "predict_step", "ScalingPoint", "scaling_curve",
 ]
 
@@ -62,10 +72,14 @@ class Layout:
       pipeline: pipeline stages ``p`` (the analysed program is the slowest).
       micro_batches: micro-batches per step ``m`` per replica (gradient
         accumulation without a pipeline).
-      chunks: model chunks per stage ``v`` of the interleaved schedule.
+      chunks: model chunks per stage ``v`` of the interleaved schedule
+        (Narayanan et al. 2021, section 2.2): the bubble is ``(p - 1) / (v m)``
+        of the work, and each micro-batch crosses ``v`` times as many stage
+        boundaries; only with a pipeline.
       data: data-parallel replicas besides the analysed mesh's own ``data``
         axis: their gradient all-reduce is priced on the analysed program's
-        parameter bytes per device, one device per node in each group.
+        parameter bytes per device, over the nodes their devices lie on
+        (`run_mesh`).
       stage_bytes: activation bytes a stage sends the next per micro-batch
         (and the gradient it receives back).
     """
@@ -78,11 +92,38 @@ class Layout:
 
     def __post_init__(self) -> None:
         bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
+        if self.chunks > 1 and self.pipeline == 1:
+            raise InputError("model chunks per stage only with a pipeline of 2 or more stages",
+                             f"chunks={self.chunks} with pipeline=1",
+                             "Add pipeline=P to the mesh (--mesh ...,pipeline=P), or drop chunks (--chunks).")
         if isinstance(self.data, bool) or not isinstance(self.data, int) or self.data < 1:
             raise InputError("data-parallel replicas, an integer >= 1", repr(self.data), "Pass e.g. data=8.")
         if isinstance(self.stage_bytes, bool) or not isinstance(self.stage_bytes, int) or self.stage_bytes < 0:
             raise InputError("stage bytes, an integer >= 0", repr(self.stage_bytes),
                              "Pass the activation bytes a stage sends per micro-batch.")
+
+
+REPLICAS = "replicas"
+"""`run_mesh`'s name for the layout's data-parallel replicas (`Layout.data`)."""
+
+
+def run_mesh(program: Mapping[str, int], layout: Layout) -> tuple[tuple[str, int], ...]:
+    """Every axis of a run, innermost first, as runs lay their devices out.
+
+    The analysed program's axes come first, its innermost axis first
+    (``model``, then ``fsdp``, then ``data``: `xla_cost.parallel.sharding.MESH_AXES`
+    from the inside), then the ``pipeline``'s stages, then the layout's
+    replicas (`REPLICAS`). With nodes of ``N`` consecutive devices
+    (`xla_cost.parallel.placement.span`), a tensor-parallel group of at most ``N``
+    lies in one node, and the replicas' group crosses nodes once the devices
+    of one replica (tensor x pipeline) fill a node.
+
+    Args:
+      program: the analysed program's mesh, outermost axis first (`xla_cost.Report.mesh`).
+      layout: the stages and replicas around it.
+    """
+    axes = [(axis, int(size)) for axis, size in reversed(list(program.items())) if int(size) > 1]
+    return (*axes, ("pipeline", layout.pipeline), (REPLICAS, layout.data))
 
 
 def bucket(pieces: Sequence[Piece], bucket_bytes: float) -> tuple[Piece, ...]:
@@ -117,6 +158,110 @@ def exposed_after(ready_seconds: Sequence[float], durations: Sequence[float], en
     for ready, seconds in zip(ready_seconds, durations):
         finish = max(finish, ready) + seconds
     return max(0.0, finish - end)
+
+
+def prefetched(
+    gathers: Sequence[float], forwards: Sequence[float], backwards: Sequence[float], scatters: Sequence[float],
+) -> float:
+    """Seconds a ZeRO-3 (FSDP) step's parameter collectives add to its compute.
+
+    Units (layers) ``1..L`` in forward order, each with the seconds of the
+    all-gather of its parameters (``gathers``; run again before its backward
+    pass), its forward and backward compute, and the reduce-scatter of its
+    gradients (``scatters``). The collectives run one at a time on the link,
+    in the order they are issued; compute one unit at a time:
+
+    * forward: unit ``i``'s gather is issued as unit ``i - 1`` starts
+      computing (prefetch; the first at the start), and unit ``i`` computes
+      once both its gather and unit ``i - 1`` are done;
+    * backward, from unit ``L`` down: unit ``j``'s gather is issued as unit
+      ``j + 1`` starts its backward pass (unit ``L``'s as its forward starts),
+      unit ``j``'s reduce-scatter as its backward pass ends.
+
+    Returns:
+      The step's end (the last compute or collective) minus all the compute:
+      what the collectives do not hide, 0 when every one of them fits behind
+      the neighbouring unit's compute but the first gather and the last
+      reduce-scatter, which nothing hides.
+
+    Raises:
+      InputError: lists of different lengths, or a negative time.
+    """
+    units = len(gathers)
+    if not (len(forwards) == len(backwards) == len(scatters) == units):
+        raise InputError("one gather, forward, backward and reduce-scatter time per unit",
+                         f"{units}, {len(forwards)}, {len(backwards)} and {len(scatters)}",
+                         "Pass lists of equal length, in forward order.")
+    for value in (*gathers, *forwards, *backwards, *scatters):
+        _check_nonnegative(value, "time in seconds")
+    link = 0.0  # when the link is free
+    done = 0.0  # when the compute stream is free
+    issue = 0.0  # when the next gather is issued
+    start_last = 0.0
+    for i in range(units):  # forward
+        link = max(link, issue) + gathers[i]
+        start = max(done, link)
+        issue = start  # the next unit's gather is issued as this one starts
+        start_last = start
+        done = start + forwards[i]
+    ready = [0.0] * units  # when each unit's backward gather is done
+    link = max(link, start_last) + gathers[-1] if units else link
+    if units:
+        ready[-1] = link
+    for j in range(units - 1, -1, -1):  # backward
+        start = max(done, ready[j])
+        if j > 0:  # the previous unit's gather, issued as this one starts
+            link = max(link, start) + gathers[j - 1]
+            ready[j - 1] = link
+        done = start + backwards[j]
+        link = max(link, done) + scatters[j]
+    return max(done, link) - (sum(forwards) + sum(backwards))
+
+
+def zero3(
+    units: Sequence[tuple[str, int]], group_size: int, where: placement.Span | None, cluster: comm.Cluster,
+    forward: float, backward: float, micro_batches: int = 1,
+) -> tuple[tuple[comm.CollectiveTime, ...], float]:
+    """The parameter collectives of a ZeRO-3 (FSDP) step and the seconds they expose.
+
+    Each unit's parameters are all-gathered over the ``fsdp`` group before
+    its forward pass and again before its backward pass, and its gradients
+    reduce-scattered after it (Rajbhandari et al. 2020, "ZeRO", section 5;
+    PyTorch FSDP), every micro-batch; they overlap the neighbouring unit's
+    compute as `prefetched` schedules them. A unit's share of the compute is
+    its share of the parameter bytes (a dense layer's FLOP are
+    ``2 x tokens x parameters``).
+
+    Args:
+      units: ``(name, bytes)`` in forward order: each unit's parameters as one
+        device holds them gathered (the all-gather's result).
+      group_size: devices in the ``fsdp`` group.
+      where: how the group lies on the nodes (`xla_cost.parallel.placement.span`).
+      cluster: the links.
+      forward, backward: one micro-batch's forward and backward compute, seconds.
+      micro_batches: micro-batches per step, each gathering and scattering again.
+
+    Returns:
+      ``(per-unit collective times, exposed seconds)``: an all-gather
+      (``2 x micro_batches`` executions) and a reduce-scatter
+      (``micro_batches``) per unit.
+    """
+    total = sum(nbytes for _, nbytes in units)
+    if not units or total <= 0:
+        return (), 0.0
+    gathers, scatters, times = [], [], []
+    for _, nbytes in units:
+        gather, link = cluster.time("all-gather", nbytes, group_size, where=where)
+        scatter, _ = cluster.time("reduce-scatter", nbytes, group_size, where=where)
+        gathers.append(gather)
+        scatters.append(scatter)
+        times += [comm.CollectiveTime("all-gather", nbytes, group_size, 2 * micro_batches, link,
+                                      2 * micro_batches * gather),
+                  comm.CollectiveTime("reduce-scatter", nbytes, group_size, micro_batches, link,
+                                      micro_batches * scatter)]
+    shares = [nbytes / total for _, nbytes in units]
+    exposed = prefetched(gathers, [forward * s for s in shares], [backward * s for s in shares], scatters)
+    return tuple(times), micro_batches * exposed
 
 
 def bubble_fraction(stages: int, micro_batches: int, chunks: int = 1) -> float:

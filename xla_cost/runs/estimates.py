@@ -153,6 +153,7 @@ def estimate(
     mesh_axis: str = "data",
     mesh: Mapping[str, int] | str | None = None,
     micro_batches: int = 1,
+    chunks: int = 1,
     # the run: `xla_cost.RunConfig`'s fields
     batch_size: int | None = None,
     config: Mapping[str, Any] | None = None,
@@ -164,7 +165,9 @@ def estimate(
     # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
     device: str = "h100",
     interconnect: str | None = None,
+    node: str | None = None,
     node_size: int | None = None,
+    nics: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
     algorithm: str = "ring",
@@ -198,7 +201,7 @@ def estimate(
       parallelism: how the step is spread (`Parallelism`), as one object.
       bound: price a bound instead of a prediction.
       store: the results store (None: the default).
-      devices, mesh_axis, mesh, micro_batches: the fields of `Parallelism`
+      devices, mesh_axis, mesh, micro_batches, chunks: the fields of `Parallelism`
         (documented there); each one not at its default replaces ``parallelism``'s.
       batch_size: samples per micro-batch per data-parallel rank (None: 1).
       config, optimizer, dtype, input_shape, input_dtype, target: the run's
@@ -207,7 +210,7 @@ def estimate(
         input shape and dtype, the device the step is compiled for: its own
         compiler's programs, meshes on its devices, and priced on it unless
         ``device`` names it too; another device is refused).
-      device, interconnect, node_size, bandwidth, latency, algorithm,
+      device, interconnect, node, node_size, nics, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default
         replaces ``hardware``'s.
@@ -229,7 +232,7 @@ def estimate(
     n, token_count = data_size(one, samples, epochs, tokens)
     parallel = dataclasses.replace(parallelism or Parallelism(), **spread)
     devices, mesh, micro = check_parallel(parallel)
-    where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro)
+    where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro, parallel.chunks)
     ready_devices(one, mesh_devices(where.run.mesh))
     analyse = analyser(store)
     single = analyse(one)

@@ -24,7 +24,7 @@ from xla_cost.runs.configs import RunConfig
 
 __all__ = [
     "MESH_AXES_FOR_SCALING", "LAYOUT_AXES", "Parallelism", "layout_mesh", "mesh_text", "check_parallel",
-    "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "analyser", "data_size",
+    "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "fsdp_units", "analyser", "data_size",
 ]
 
 MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
@@ -56,12 +56,17 @@ class Parallelism:
         ``batch_size`` samples per data-parallel rank: the pipeline's ``m``
         (its bubble is ``(p - 1) / m`` of the work), gradient accumulation
         without one.
+      chunks: model chunks per pipeline stage ``v``, the interleaved schedule
+        (Narayanan et al. 2021, section 2.2): the bubble shrinks to
+        ``(p - 1) / (v m)``, the stage transfers grow ``v``-fold; ``v`` must
+        divide each stage's layers, and needs ``pipeline`` in ``mesh``.
     """
 
     devices: int = 1
     mesh_axis: str = "data"
     mesh: Mapping[str, int] | str | None = None
     micro_batches: int = 1
+    chunks: int = 1
 
 
 def positive(value: Any, what: str, fix: str) -> int:
@@ -171,8 +176,17 @@ def check_parallel(parallel: Parallelism) -> tuple[int, dict[str, int], int]:
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def pipeline_stage(run: RunConfig, stages: int) -> RunConfig:
-    """The pipeline stage ``run`` analyses: ``ceil(n_layer / stages)`` layers."""
+def pipeline_stage(run: RunConfig, stages: int, chunks: int = 1) -> RunConfig:
+    """The pipeline stage ``run`` analyses: ``ceil(n_layer / stages)`` layers.
+
+    Raises:
+      InputError: a model without ``n_layer``, more stages than layers, or
+        ``chunks`` that do not divide a stage's layers (or without a pipeline).
+    """
+    chunks = positive(chunks, "model chunks per pipeline stage", "Pass e.g. --chunks 2 (chunks=2).")
+    if chunks > 1 and stages == 1:
+        raise InputError("--chunks V only with a pipeline (--mesh ...,pipeline=P, P >= 2)",
+                         f"--chunks {chunks} without pipeline stages", "Add pipeline=P to --mesh, or drop --chunks.")
     if stages == 1:
         return run
     config = {} if run.custom else {**zoo.get_spec(run.model).defaults, **run.config}
@@ -182,7 +196,12 @@ def pipeline_stage(run: RunConfig, stages: int) -> RunConfig:
     if stages > config["n_layer"]:
         raise InputError(f"at most n_layer = {config['n_layer']} pipeline stages for {run.model}",
                          f"pipeline={stages}", "Use fewer stages, or more layers (--set n_layer=N).")
-    return dataclasses.replace(run, config={**run.config, "n_layer": -(-config["n_layer"] // stages)})
+    layers = -(-config["n_layer"] // stages)
+    if layers % chunks:
+        raise InputError(f"model chunks that divide the {layers} layers of each of the {stages} stages",
+                         f"--chunks {chunks} (n_layer = {config['n_layer']}, pipeline={stages})",
+                         f"Pick a divisor of {layers} for --chunks (chunks=), or another pipeline size.")
+    return dataclasses.replace(run, config={**run.config, "n_layer": layers})
 
 
 def activation_bytes(run: RunConfig) -> int:
@@ -212,9 +231,10 @@ class Point:
     phases: tuple[str, ...] = ()
 
 
-def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, int], micro: int) -> Point:
+def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, int], micro: int,
+          chunks: int = 1) -> Point:
     """``k`` devices grown on ``axis`` around ``mesh``, ``per_rank`` samples per
-    micro-batch on each data-parallel rank.
+    micro-batch on each data-parallel rank, ``chunks`` model chunks a pipeline stage.
 
     Where the grown axis is in the analysed program, its forward and backward
     compute (and a replicated update's) are priced from the program without it
@@ -223,12 +243,13 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
     the sharded program gives the collectives and, under FSDP, the sharded update.
     """
     same = ("forward", "backward", "grad", *(("update",) if axis == "data" else ()))
+    stage = pipeline_stage(one, mesh.get("pipeline", 1), chunks)  # checks chunks before anything runs
     if not mesh:
         run = dataclasses.replace(one, batch_size=per_rank * k, mesh={axis: k} if k > 1 else {})
         reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if k > 1 else None
         return Point(run, schedule.Layout(micro_batches=micro), reference, same)
     program = {a: mesh[a] for a in ("fsdp", "model") if a in mesh and mesh[a] > 1}
-    stage, data = pipeline_stage(one, mesh.get("pipeline", 1)), mesh.get("data", 1)
+    data = mesh.get("data", 1)
     reference = None
     if axis == "fsdp" and k > 1:
         run = dataclasses.replace(stage, batch_size=per_rank * k, mesh=parse_mesh({**program, "fsdp": k}))
@@ -237,7 +258,7 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
         run = dataclasses.replace(stage, batch_size=per_rank * mesh.get("fsdp", 1), mesh=program)
         data *= k if axis == "data" else 1
     pipeline = mesh.get("pipeline", 1)
-    layout = schedule.Layout(pipeline=pipeline, micro_batches=micro, data=data,
+    layout = schedule.Layout(pipeline=pipeline, micro_batches=micro, data=data, chunks=chunks,
                              stage_bytes=activation_bytes(run) if pipeline > 1 else 0)
     return Point(run, layout, reference, same)
 
@@ -254,6 +275,28 @@ def same_work(report: Any, reference: Any, phases: Sequence[str]) -> Any:
             memory_bound_bytes=theirs.memory_bound_bytes, kernels=theirs.kernels,
             matmul_flops=None if theirs.matmul_flops is None else theirs.matmul_flops * scale)
     return dataclasses.replace(report, phases=replaced)
+
+
+def fsdp_units(report: Any) -> tuple[tuple[str, int], ...]:
+    """The units a ZeRO-3 (FSDP) step gathers, with their parameters' bytes
+    per device when gathered: the analysed forward program's all-gathers over
+    ``fsdp``, summed per top-level module (a transformer block, the
+    embedding), in the order the program runs them; one unit of all the
+    parameters where the program has none. Empty without an ``fsdp`` axis.
+    """
+    fsdp = report.mesh.get("fsdp", 1)
+    if fsdp < 2:
+        return ()
+    units: dict[str, int] = {}
+    forward = report.phases.get("forward")
+    for c in getattr(forward, "communication", ()) or ():
+        if "fsdp" in c.axes and c.kind.replace("_", "-").removesuffix("-start") == "all-gather":
+            name = c.layer.split("/")[0] or "(remainder)"
+            units[name] = units.get(name, 0) + c.bytes * (1 if c.executions is None else c.executions)
+    if units:
+        return tuple(units.items())
+    per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters // fsdp
+    return (("(all parameters)", per_device * fsdp),)
 
 
 def analyser(store: Any) -> Callable[[RunConfig], Any]:

@@ -8,10 +8,10 @@ its collectives) priced by `predict` on one `xla_cost.Hardware`:
 
 Two kinds of figure come out, and every result says which:
 
-* a **prediction** (the default, ``mfu=None``): compute timed with the
-  device's calibration profile (`xla_cost.parallel.calibration`: matrix
-  products and the memory-bound rest at their own measured shares of the
-  peaks), gradient collectives reduced in buckets as the backward pass makes
+* a **prediction** (the default, ``mfu=None``): every kernel of the
+  program priced on the device (`xla_cost.parallel.kernel_time`, with the
+  global constants of `xla_cost.parallel.calibration`; the CPU proxy's
+  program from its totals where no target was compiled), gradient collectives reduced in buckets as the backward pass makes
   them and in two levels over several nodes (`xla_cost.parallel.schedule`);
 * a **bound** (``bound=True``: `Hardware.bound`, or a fixed ``mfu``): the
   roofline ``max(FLOP / (peak * mfu), bytes / bandwidth)`` and every
@@ -38,14 +38,14 @@ from xla_cost.analysis.options import check_target
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
-from xla_cost.parallel import calibration, comm, schedule
+from xla_cost.parallel import calibration, comm, kernel_time, placement, schedule
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel import devices
 from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulate_devices
 from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
-    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
+    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, fsdp_units, layout_mesh,
     mesh_text, point, same_work,
 )
 from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
@@ -89,7 +89,9 @@ def predict(
     # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
     device: str = "h100",
     interconnect: str | None = None,
+    node: str | None = None,
     node_size: int | None = None,
+    nics: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
     algorithm: str = "ring",
@@ -104,16 +106,20 @@ def predict(
     The report is one micro-batch's step on one pipeline stage of one replica
     (`xla_cost.parallel.schedule.Layout` says how many there are). Per device:
 
-    * compute: with the device's calibration profile
-      (`xla_cost.parallel.calibration`), the matrix products' FLOP at its share
-      of the peak plus the memory-bound rest's bytes at its share of the
-      bandwidth; with a fixed ``mfu`` (a bound) the roofline
+    * compute: every kernel of the target's program priced on the device
+      (`xla_cost.parallel.kernel_time`: products by their shape, the rest by
+      their bytes, a launch each, a host cost per step), or the CPU program's
+      totals where the report has no kernel list; with a fixed ``mfu`` (a bound) the roofline
       ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
     * the analysed mesh's collectives over ``model`` block the step (tensor
-      parallelism); its gradient collectives over ``data``/``fsdp`` (and the
+      parallelism); its gradient collectives over ``data`` (and the
       layout's replicas) are reduced in buckets that start as the backward pass
       makes them, and only what runs past the backward pass is exposed (or a
-      fixed share is hidden: ``overlap``);
+      fixed share is hidden: ``overlap``); over ``fsdp`` (ZeRO-3) each layer's
+      parameters are all-gathered before its forward and backward pass and its
+      gradients reduce-scattered after it, behind the neighbouring layer's
+      compute (`xla_cost.parallel.schedule.zero3`); every group on the links
+      its devices share (`xla_cost.parallel.schedule.run_mesh`);
     * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
       (`xla_cost.parallel.schedule.pipeline_seconds`), each with its transfers;
     * the optimizer's update at the end.
@@ -127,18 +133,19 @@ def predict(
       hardware: what it is priced on (default `xla_cost.Hardware()`: H100s
         on their cluster, calibrated, scheduled).
       layout: stages, micro-batches and replicas around the analysed step.
-      device, interconnect, node_size, bandwidth, latency, algorithm,
+      device, interconnect, node, node_size, nics, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default
         replaces ``hardware``'s.
 
     Raises:
-      InputError: unknown train-step FLOP, or a prediction asked of a device
-        without a calibration profile (pass ``mfu=`` for a bound).
+      InputError: unknown train-step FLOP, or a device without a published
+        peak for the step's dtype.
     """
     hardware = _hardware("predict", hardware, changed_fields(Hardware, locals()))
     layout = layout or schedule.Layout()
-    peak, cluster = hardware.peak(), hardware.cluster()
+    peak, cluster = hardware.peak(), hardware.cluster(getattr(report, "target", None))
+    mesh = schedule.run_mesh(report.mesh, layout)  # where the run's devices lie: the links each group crosses
     step, grad, update = (report.phases[p] for p in ("train_step", "grad", "update"))
     if step.flops is None:
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
@@ -148,7 +155,7 @@ def predict(
     for c in (*grad.communication, *update.communication):
         (gradients if set(c.axes) <= _GRADIENT_AXES and c.axes else tensor).append(c)
     tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
-    tensor_s, tensor_times, notes = comm.communication_time(tensor, cluster)
+    tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
     notes = list(notes)
     if narrow != 1.0:
         notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
@@ -156,44 +163,50 @@ def predict(
     if getattr(report, "target", None) is not None:
         notes.append(f"the step's programs compiled for {report.target} by its own compiler: FLOP, bytes, kernels "
                      "and collectives are that program's" + ("" if hardware.is_bound else
-                     "; the calibration profile was fitted on programs the CPU compiled (their bytes and kernels)"))
+                     "; every kernel of it priced on the device (xla_cost.parallel.kernel_time)"))
     flops_peak = peak.require(hardware.arithmetic or report.dtype)
+    host = 0.0
     if hardware.is_bound:
         compute = _roofline(grad, flops_peak, peak.bandwidth, hardware.mfu)
         updating = _roofline(update, flops_peak, peak.bandwidth, hardware.mfu)
         parts, described = {"roofline": compute}, ""
     else:
-        profile = calibration.profile(hardware.device)
-        if profile is None:
-            raise InputError(
-                f"a device with a calibration profile ({', '.join(sorted(calibration.profiles()))}) for a prediction",
-                repr(hardware.device), "Pass mfu= (e.g. --mfu 1.0) for a bound instead.")
-        matmul, memory = _calibrated(grad, report.devices, narrow, flops_peak, peak.bandwidth, profile)
-        compute = matmul + memory
-        updating = sum(_calibrated(update, report.devices, narrow, flops_peak, peak.bandwidth, profile))
-        parts, described = {"matmul": matmul, "memory": memory}, _describe(profile)
+        constants = calibration.constants()
+        priced_grad = _priced(grad, report, narrow, hardware, constants)
+        priced_update = _priced(update, report, narrow, hardware, constants)
+        if priced_grad.source == "totals":
+            notes.append("priced from the totals of the program the CPU compiled (its products' FLOP, its other "
+                         "bytes and kernels): pass target= (--target) to price the device's own program kernel "
+                         "by kernel")
+        _optimal_note(report, notes)
+        compute = priced_grad.seconds
+        updating = priced_update.seconds
+        host = constants.host
+        parts = {"matmul": priced_grad.matmul, "memory": priced_grad.memory, "launch": priced_grad.launch}
+        described = calibration.describe(constants)
     transfer = 0.0  # a micro-batch's activations to the next stage and their gradient back
     if layout.pipeline > 1:
-        link = cluster.inter if cluster.node_size <= report.devices else cluster.intra
+        link = cluster.inter if placement.crosses_nodes(mesh, "pipeline", cluster.node_size) else cluster.intra
         # each of the stage's devices sends its share (Megatron's scatter/gather)
-        transfer = 2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency
+        # with v chunks a stage, a micro-batch crosses v times the stage boundaries (Narayanan et al. 2021, 2.2)
+        transfer = layout.chunks * (2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency)
     m = layout.micro_batches
     slot = compute + tensor_s + transfer  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
         gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
     notes += grad_notes
-    seconds = pipelined + exposed + updating
+    seconds = pipelined + exposed + updating + host
     parts = {part: value * m for part, value in parts.items()}  # every micro-batch's compute
     # the bubble is idle, not communication: (p - 1) / (v m) of the m slots
     parts.update(tensor=tensor_s * m, update=updating, gradients=exposed, stage_transfers=transfer * m,
-                 pipeline_bubble=pipelined - m * slot)
+                 pipeline_bubble=pipelined - m * slot, host=host)
     # every collective and transfer; the tensor-parallel ones and the transfers block the step,
     # of the gradients' only what runs past the backward pass shows: never more than all of it
     communication = grad_s + (tensor_s + transfer) * m
     not_hidden = exposed + (tensor_s + transfer) * m
     prediction = schedule.StepPrediction(
-        compute_seconds=m * compute + updating,
+        compute_seconds=m * compute + updating + host,
         communication_seconds=communication,
         exposed_communication_seconds=not_hidden,
         seconds=seconds,
@@ -214,20 +227,21 @@ def _roofline(costs: Any, peak_flops: float, bandwidth: float, mfu: float) -> fl
     return max(time, costs.bytes_accessed / bandwidth) if costs.bytes_accessed is not None else time
 
 
-def _calibrated(costs: Any, devices: int, narrow: float, peak_flops: float, bandwidth: float,
-                profile: calibration.Calibration) -> tuple[float, float]:
-    """(matrix products' seconds, memory-bound seconds) of one phase on one device."""
-    matmul = (costs.matmul_flops or 0) / devices
-    other = (costs.memory_bound_bytes or 0) * narrow
-    return (calibration.compute_seconds(matmul, 0, peak_flops, bandwidth, profile),
-            calibration.compute_seconds(0, other, peak_flops, bandwidth, profile, kernels=costs.kernels or 0))
+def _priced(costs: Any, report: Any, narrow: float, hardware: Hardware,
+            constants: calibration.Calibration) -> kernel_time.KernelSeconds:
+    """One phase's compute on one device: its kernels priced one by one where
+    the report holds the target's kernel list, else its totals."""
+    if costs.kernel_list is not None:
+        return kernel_time.price_kernels(costs.kernel_list, hardware.device, constants, hardware.arithmetic)
+    return kernel_time.price_totals((costs.matmul_flops or 0) / report.devices, (costs.memory_bound_bytes or 0) * narrow,
+                                    costs.kernels or 0, hardware.device, report.dtype, constants, hardware.arithmetic)
 
 
-def _describe(profile: calibration.Calibration) -> str:
-    launch = f", {profile.launch * 1e6:.2f} µs per kernel" if profile.launch else ""
-    return (f"{profile.device}: matrix products at {profile.matmul:.1%} of peak, the memory-bound bytes counted "
-            f"here moved at {profile.memory:.3g}x the bandwidth{launch} "
-            f"(fitted on {', '.join(profile.fitted_on) or 'nothing'})")
+def _optimal_note(report: Any, notes: list[str]) -> None:
+    """A TPU target's own estimate of the step (``optimal_seconds``), beside this model's."""
+    optimal = getattr(report.phases.get("train_step"), "optimal_seconds", None) if hasattr(report, "phases") else None
+    if optimal:
+        notes.append(f"the target compiler's own estimate of the train step (optimal_seconds): {optimal:.4g} s")
 
 
 def _backward_share(report: Any) -> float:
@@ -248,44 +262,86 @@ def _gradients(
 ) -> tuple[float, tuple[comm.CollectiveTime, ...], list[str], float]:
     """(seconds, times, notes, exposed seconds) of the gradient reduction.
 
-    The analysed mesh's gradient collectives, in the order XLA runs them (the
-    backward pass's), and, over the layout's replicas, an all-reduce of the
-    parameter bytes per device (strided over the nodes when the analysed mesh
-    fills them), in `PIECES` pieces. Each group of like collectives is reduced
-    in buckets of ``bucket_bytes``, each starting once its gradients exist and
-    the link is free; what runs past the backward pass is exposed. A pipeline
-    reduces after its last micro-batch (Megatron's schedule): nothing hidden.
+    Every group lies where the run's devices do (`schedule.run_mesh`: tensor
+    shards innermost, then FSDP shards, stages, replicas): within a node on
+    its link, across nodes on the network (in two levels where several of
+    its devices share each node).
+
+    * Data parallelism: the analysed mesh's gradient collectives, in the order
+      XLA runs them (the backward pass's), and, over the layout's replicas, an
+      all-reduce of the parameter bytes per device, in `PIECES` pieces. Each
+      group of like collectives is reduced in buckets of ``bucket_bytes``, each
+      starting once its gradients exist and the link is free; what runs past
+      the backward pass is exposed. A pipeline reduces after its last
+      micro-batch (Megatron's schedule): nothing hidden.
+    * ZeRO-3 (an ``fsdp`` axis): the program's parameter and gradient
+      collectives over it are priced as ZeRO-3 runs them instead: each unit's
+      parameters all-gathered before its forward and its backward pass, its
+      gradients reduce-scattered after it, each behind the neighbouring unit's
+      compute (`schedule.zero3`), every micro-batch.
     """
-    strided = True if report.devices > 1 and report.devices >= cluster.node_size else None
-    rows = list(rows)
+    mesh = schedule.run_mesh(report.mesh, layout)
+    units = fsdp_units(report)
+    sharded = [r for r in rows if units and "fsdp" in r.axes
+               and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]
+    rows = comm.placed([r for r in rows if not any(r is s for s in sharded)], mesh, cluster.node_size)
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
+        where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
         rows += [{"kind": "all-reduce", "bytes": per_device // PIECES, "group_size": layout.data,
-                  "executions": 1, "span_nodes": strided} for _ in range(PIECES)]
-    total, times, notes = comm.communication_time(rows, cluster)
-    notes = list(notes)
+                  "executions": 1, "span": where} for _ in range(PIECES)]
+    notes: list[str] = []
+    timed = []  # (row, its time), the rows the model prices
+    for row in rows:
+        _, times, row_notes = comm.communication_time([row], cluster)
+        notes += row_notes
+        timed += [(row, t) for t in times]
+    total = sum(t.seconds for _, t in timed)
+    m = layout.micro_batches
+    zero3_times, zero3_exposed, hideable = (), 0.0, 0.0
+    if units:
+        share = _backward_share(report)
+        forward = backward * (1 - share) / share if share else 0.0
+        hideable = m * (forward + backward)
+        size = report.mesh["fsdp"]
+        zero3_times, zero3_exposed = schedule.zero3(
+            units, size, placement.span(mesh, ("fsdp",), cluster.node_size), cluster, forward, backward, m)
+        notes.append(f"ZeRO-3 over fsdp={size}: each of {len(units)} units' parameters all-gathered before its "
+                     "forward and its backward pass and its gradients reduce-scattered after it, every micro-batch, "
+                     "behind the neighbouring unit's compute (its share: its share of the parameters); the units "
+                     "and their bytes from the forward program's all-gathers" + (
+                         f"; the program's {len(sharded)} parameter and gradient collectives over fsdp priced so "
+                         "instead" if sharded else ""))
+    zero3_total = sum(t.seconds for t in zero3_times)
+    times = (*(t for _, t in timed), *zero3_times)
     if not times:
         return 0.0, (), notes, 0.0
     if hardware.overlap is not None:
-        return total, times, notes, max((1 - hardware.overlap) * total, total - backward, 0.0)
-    if layout.pipeline > 1:
+        hidden = hardware.overlap
+        exposed = (max((1 - hidden) * total, total - backward, 0.0)
+                   + max((1 - hidden) * zero3_total, zero3_total - hideable, 0.0))
+        return total + zero3_total, times, notes, exposed
+    if layout.pipeline > 1 and timed:
         notes.append("gradients reduced after the pipeline's last micro-batch (Megatron's schedule): nothing hidden")
         hidden_behind = 0.0
     else:
         hidden_behind = backward
     groups: dict[tuple[Any, ...], list[schedule.Piece]] = {}
-    spans = [(r.get("span_nodes") if isinstance(r, Mapping) else None) for r in rows]
-    for index, (time, span) in enumerate(zip(times, spans)):
-        key = (time.kind, time.group_size, span)
-        groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(times)))
+    for index, (row, time) in enumerate(timed):
+        key = (time.kind, time.group_size, row.get("span"))
+        groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(timed)))
     slots = []
-    for (kind, size, span), pieces in groups.items():
+    for (kind, size, where), pieces in groups.items():
         for piece in schedule.bucket(pieces, hardware.bucket_bytes):
-            slots.append((piece.ready * hidden_behind, cluster.time(kind, piece.nbytes, size, span)[0]))
+            slots.append((piece.ready * hidden_behind, cluster.time(kind, piece.nbytes, size, where=where)[0]))
     slots.sort()
     durations = [d for _, d in slots]
     exposed = schedule.exposed_after([r for r, _ in slots], durations, hidden_behind)
-    return sum(durations), times, notes, exposed
+    return sum(durations) + zero3_total, times, notes, exposed + zero3_exposed
+
+
+_ZERO3_KINDS = frozenset({"all-gather", "reduce-scatter", "all-reduce"})
+"""The collectives over ``fsdp`` that ZeRO-3's gathers and reduce-scatters stand for."""
 
 
 def speedup(small: StepEstimate, large: StepEstimate) -> float:
@@ -302,6 +358,7 @@ def bandwidth_for_speedup(
     *,
     lowest: float = 1e6,
     highest: float = 1e13,
+    layouts: tuple[schedule.Layout, schedule.Layout] | None = None,
     **fields: Any,
 ) -> float | None:
     """The link bandwidth at which going from the analysis ``small`` to ``large``
@@ -318,6 +375,7 @@ def bandwidth_for_speedup(
       target: the speed-up asked for.
       hardware, **fields: what they are priced on, as for `predict`.
       lowest, highest: the bandwidths searched between.
+      layouts: the two steps' layouts (replicas, stages; None: one device each).
 
     Returns:
       The bandwidth, or None when ``target`` is out of reach in that range
@@ -327,7 +385,8 @@ def bandwidth_for_speedup(
 
     def at(bandwidth: float) -> float:
         priced = dataclasses.replace(flat, bandwidth=bandwidth)
-        return speedup(predict(small, priced), predict(large, priced))
+        first, second = layouts or (None, None)
+        return speedup(predict(small, priced, first), predict(large, priced, second))
 
     low, high = lowest, highest
     if not at(low) <= target <= at(high):
@@ -372,10 +431,6 @@ def pricing(function: str, hardware: Hardware | None, fields: Mapping[str, Any],
         raise InputError("overlap in [0, 1], or none to schedule the gradients", repr(overlap),
                          "Pass e.g. --overlap 0 (nothing hidden), or leave it out.")
     priced.peak().require(priced.arithmetic or dtype)  # an unknown device, or one without a peak, is refused here
-    if not priced.is_bound and calibration.profile(priced.device) is None:
-        raise InputError(
-            f"a device with a calibration profile ({', '.join(sorted(calibration.profiles()))}) for a prediction",
-            repr(priced.device), "Pass --bound (bound=True) or --mfu X for a bound instead.")
     return priced
 
 
@@ -456,6 +511,7 @@ def scaling(
     # the layout around each point: `Parallelism`'s fields
     mesh: Mapping[str, int] | str | None = None,
     micro_batches: int = 1,
+    chunks: int = 1,
     # the run: `xla_cost.RunConfig`'s fields
     batch_size: int | None = None,
     config: Mapping[str, Any] | None = None,
@@ -467,7 +523,9 @@ def scaling(
     # what it is priced on: `xla_cost.Hardware`'s fields, replacing ``hardware``'s
     device: str = "h100",
     interconnect: str | None = None,
+    node: str | None = None,
     node_size: int | None = None,
+    nics: int | None = None,
     bandwidth: float | None = None,
     latency: float | None = None,
     algorithm: str = "ring",
@@ -505,7 +563,8 @@ def scaling(
       hardware: what the curve is priced on (default `xla_cost.Hardware()`).
       bound: price bounds instead of predictions.
       store: the results store (a `xla_cost.Store` or a path; None: the default).
-      mesh, micro_batches: the layout around each point (`Parallelism`'s fields).
+      mesh, micro_batches, chunks: the layout around each point (`Parallelism`'s
+        fields; ``chunks`` model chunks a pipeline stage, the interleaved schedule).
       batch_size: samples per micro-batch per data-parallel rank (weak
         scaling; None: 1); not with ``global_batch``.
       config, optimizer, dtype, input_shape, input_dtype, target: the run's
@@ -514,7 +573,7 @@ def scaling(
         input shape and dtype, the device every point is compiled for: its
         own compiler's program, meshes on its devices, and priced on it
         unless ``device`` names it too; another device is refused).
-      device, interconnect, node_size, bandwidth, latency, algorithm,
+      device, interconnect, node, node_size, nics, bandwidth, latency, algorithm,
         overlap, mfu, bucket_bytes, hierarchical, arithmetic: the fields of
         `xla_cost.Hardware` (documented there); each one not at its default
         replaces ``hardware``'s.
@@ -523,12 +582,12 @@ def scaling(
       InputError: ``batch_size`` and ``global_batch`` both given; device
         counts not increasing, an axis that does not grow the
         batch or is in ``mesh``, a global batch that some point does not
-        divide, a pipeline of a model without ``n_layer``, a prediction on
-        a device without a calibration profile, or a ``target`` unknown,
+        divide, a pipeline of a model without ``n_layer``, a device
+        without a published peak for the dtype, or a ``target`` unknown,
         without its compiler, or beside another ``device``.
     """
     given = locals()
-    options = {**changed_fields(Hardware, given), "mesh": mesh, "micro_batches": micro_batches,
+    options = {**changed_fields(Hardware, given), "mesh": mesh, "micro_batches": micro_batches, "chunks": chunks,
                **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None
                                                                             else ())))}
     if global_batch is not None and options.get("batch_size") is not None:  # it would be dropped: B/K per device
@@ -555,7 +614,7 @@ def scaling(
                 "do not divide it.",
             )
     points = [point(one, mesh_axis, k, global_batch // (k * ranks) if global_batch is not None else one.batch_size,
-                     mesh, micro) for k in counts]
+                     mesh, micro, spread["chunks"]) for k in counts]
     ready_devices(one, max(mesh_devices(p.run.mesh) for p in points))
     analyse = analyser(store)
     steps = []

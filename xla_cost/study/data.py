@@ -143,25 +143,38 @@ class StudyData:
     @functools.cached_property
     def seed004(self) -> dict[str, Any] | None:
         """Seed 004's settings analysed: the 1 -> 2 device doubling at
-        ``seed004_batch`` per device and the fixed-batch doubling of Jia et al.,
-        as sharded reports (priced by the page)."""
+        ``seed004_batch`` per device, as sharded reports (priced by the page),
+        and the fixed-batch doubling of Jia et al. as the validation's cases
+        price it (`xla_cost.study.cases.jia_setup`, its committed programs:
+        one figure for one step on every page; None where the plan's devices
+        and batch are not Jia et al.'s, or no programs are committed)."""
         from xla_cost.parallel.sharding import simulate_devices
 
         model = self.plan.seed004_model
         if not model:
             return None
         small, large = self.plan.seed004_devices
-        simulate_devices(max(2, large))
+        simulate_devices(2)
 
         def run(batch: int, devices: int) -> Any:
             return self.analyse(RunConfig(model, batch, {}, optimizer="sgd",
                                           mesh={"data": devices} if devices > 1 else {}))
 
         batch, total = self.plan.seed004_batch, self.plan.seed004_global_batch
+        from xla_cost.study.cases import jia_setup
+        from xla_cost.study.validation import programs_path, read_programs
+
+        found: dict[str, Any] = {"small": None, "large": None, "setups": None}
+        path = programs_path(self.data_dir) if self.data_dir is not None else None
+        if (small, large, total) == (1024, 2048, 65536) and path is not None and path.is_file():
+            setups = {devices: jia_setup(devices) for devices in (small, large)}
+            programs = read_programs(path)
+            if all(setup.key() in programs for setup in setups.values()):
+                found = {"small": programs[setups[small].key()], "large": programs[setups[large].key()],
+                         "setups": setups}
         return {
             "model": model, "batch": batch, "global_batch": total, "devices": (small, large),
-            "one": run(batch, 1), "two": run(2 * batch, 2),
-            "small": run(total, small), "large": run(total, large),
+            "one": run(batch, 1), "two": run(2 * batch, 2), **found,
         }
 
     # committed data ---------------------------------------------------------

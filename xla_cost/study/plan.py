@@ -86,6 +86,8 @@ class ReportPlan:
         against XLA's peak, as ``(model, batch, config items)`` (Adam).
       validation_cases: the published cases the validation page prices, by
         name (`xla_cost.study.validation.CASES`); None: every one.
+      seed000_models: the models whose forward / backward / update split the
+        claims page predicts on a V100 (seed 000), compiled for it; (): none.
     """
 
     seed_nets: tuple[str, ...] = ("linear_net", "one_net", "conv_net")
@@ -124,6 +126,7 @@ class ReportPlan:
         ("gpt2-small", 2, (("seq_len", 128), ("scan_layers", True))),
     )
     validation_cases: tuple[str, ...] | None = None
+    seed000_models: tuple[str, ...] = ("resnet50", "bert-base")
 
     @property
     def simulated_devices(self) -> int:

@@ -157,18 +157,36 @@ GOYAL_EFFICIENCY = 0.90
 """Goyal et al. 2017, §5.4: ~90% scaling efficiency from 8 to 256 GPUs (32
 images per GPU)."""
 
-H100_MEASURED: tuple[tuple[str, int, str, str, float, bool], ...] = (
-    ("resnet50", 32, "float32", "sgd", 0.017483, True),
-    ("resnet50", 256, "bfloat16", "sgd", 0.050958, True),
-    ("gpt2-small", 8, "bfloat16", "sgd", 0.047314, True),
-    ("resnet50", 64, "bfloat16", "adam", 0.025124, False),
-    ("resnet50", 128, "float32", "sgd", 0.047919, False),
-    ("bert-base", 32, "float32", "sgd", 0.026237, False),
-    ("gpt2-small", 8, "float32", "adam", 0.067694, False),
+H100_MEASURED: tuple[tuple[str, str, int, str, str, float, str], ...] = (
+    # the current harness (one program per step), 2026-11-26: every train step it measured
+    ("bert-base", "seq_len=128", 32, "float32", "sgd", 0.023827, "2026-11-26"),
+    ("bert-base", "seq_len=128", 32, "float32", "adam", 0.025447, "2026-11-26"),
+    ("bert-base", "seq_len=128", 32, "bfloat16", "sgd", 0.022057, "2026-11-26"),
+    ("bert-base", "seq_len=128", 32, "bfloat16", "adam", 0.013990, "2026-11-26"),
+    ("gpt2-small", "seq_len=1024", 8, "float32", "sgd", 0.064312, "2026-11-26"),
+    ("gpt2-small", "seq_len=1024", 8, "float32", "adam", 0.065009, "2026-11-26"),
+    ("gpt2-small", "seq_len=1024", 8, "bfloat16", "sgd", 0.046878, "2026-11-26"),
+    ("gpt2-small", "seq_len=1024", 8, "bfloat16", "adam", 0.034734, "2026-11-26"),
+    ("resnet50", "", 32, "float32", "sgd", 0.013311, "2026-11-26"),
+    ("resnet50", "", 32, "float32", "adam", 0.014264, "2026-11-26"),
+    # the previous harness, 2026-11-23: batches and models the current one has not measured yet
+    ("resnet50", "", 64, "float32", "sgd", 0.029201, "2026-11-23"),
+    ("resnet50", "", 64, "bfloat16", "sgd", 0.018476, "2026-11-23"),
+    ("resnet50", "", 64, "bfloat16", "adam", 0.025124, "2026-11-23"),
+    ("resnet50", "", 128, "float32", "sgd", 0.047919, "2026-11-23"),
+    ("resnet50", "", 128, "bfloat16", "sgd", 0.028271, "2026-11-23"),
+    ("resnet50", "", 256, "float32", "sgd", 0.085563, "2026-11-23"),
+    ("resnet50", "", 256, "bfloat16", "sgd", 0.050958, "2026-11-23"),
+    ("resnet50", "", 256, "bfloat16", "adam", 0.058089, "2026-11-23"),
+    ("conv_net", "", 64, "float32", "sgd", 0.001696, "2026-11-23"),
+    ("deeper_conv_net", "depth=100", 8, "float32", "sgd", 0.007874, "2026-11-23"),
+    ("linear_net", "", 64, "float32", "sgd", 0.002996, "2026-11-23"),
 )
-"""This project's train steps measured on an NVIDIA H100 80GB HBM3 (median
-seconds of the ``train_step`` rows of
-``reports/data/timing_nvidia-h100-80gb-hbm3_2026-11-23.csv``, written by
-``python benchmarks/time_zoo.py``, jax 0.11.2): (model, batch, dtype,
-optimizer, seconds, whether the H100's calibration is fitted on it). The
-bfloat16 BERT rows are left out (`xla_cost.study.views.TIMING_ANOMALIES`)."""
+"""This project's train steps measured on an NVIDIA H100 80GB HBM3: (model,
+config as ``key=value``, batch, dtype, optimizer, median seconds of the
+``train_step`` row, date of
+``reports/data/timing_nvidia-h100-80gb-hbm3_<date>.csv``, written by
+``python benchmarks/time_zoo.py`` with jax 0.11.2). Every row of the current
+harness (2026-11-26), and of the previous one (2026-11-23) the ResNet-50
+batches and seed networks not measured again; each date is held out as one
+"paper" by the validation."""

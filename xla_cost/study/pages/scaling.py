@@ -1,6 +1,6 @@
 """The page ``scaling``: sharded train steps priced on many devices.
 
-Weak-scaling curves of the plan, predicted (the device's calibration profile;
+Weak-scaling curves of the plan, predicted (the time model's global constants;
 bounds for a device without one) with each collective algorithm of
 `xla_cost.parallel.comm.ALGORITHMS` (a new algorithm there is a new set of
 columns here), and the condition for seed 004's 1.3x from twice the GPUs,
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from xla_cost.parallel import calibration, comm
 from xla_cost.parallel.hardware import Hardware
+from xla_cost.parallel.schedule import Layout
 from xla_cost.present.figures import LINE_COLORS, figure, png
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, ratio, si, sig
@@ -36,14 +37,14 @@ SHARDED = True
 def scaling_curves(data: StudyData) -> list[dict[str, Any]]:
     """Each weak-scaling curve of the plan, priced on ``scaling_device`` with
     each collective algorithm (``priced``: algorithm -> `xla_cost.ScalingResult`):
-    predictions, or bounds where the device has no calibration profile."""
+    predictions."""
     from xla_cost.runs.scaling import scaling
 
     plan = data.plan
     out = []
     for model, axis, batch in plan.scaling_curves:
         common = dict(devices=plan.scaling_devices, batch_size=batch, device=plan.scaling_device, optimizer="sgd",
-                      bound=calibration.profile(plan.scaling_device) is None)
+                      bound=False)
         out.append({
             "model": model, "axis": axis, "batch": batch,
             "priced": {a: scaling(model, mesh_axis=axis, store=data.store, algorithm=a, **common)
@@ -90,7 +91,7 @@ def _fig_scaling(curves: Sequence[dict[str, Any]], device: str) -> bytes:
         right.set_ylim(0, 1.05)
         left.legend(fontsize=7, loc="upper left")
         styles = join_words([f"{a} ({_line_style(i)[1]})" for i, a in enumerate(comm.ALGORITHMS)])
-        kind = "bounds" if calibration.profile(device) is None else "predicted"
+        kind = "predicted"
         fig.suptitle(f"Weak scaling on {device} clusters ({kind}): {styles} collectives", fontsize=10)
         return fig
 
@@ -131,8 +132,8 @@ def _speedup_condition(target: float, weak: bool) -> str:
 
 def _pricing_lines(device: str) -> list[str]:
     """The page's list of how its curves are priced on ``device``: predicted
-    with its calibration profile, or bounds where it has none."""
-    profile = calibration.profile(device)
+    with the time model's global constants."""
+    constants = calibration.constants()
     steps = [
         "- weak scaling: the samples per device stay, the global batch grows with the devices; every point's forward "
         "and backward compute (and its update, replicated under DDP) is the one-device program's at the same samples "
@@ -142,18 +143,13 @@ def _pricing_lines(device: str) -> list[str]:
         "halving-doubling (Thakur et al. 2005) has the same bandwidth term and ⌈log2 n⌉ hops instead of n−1, as tree "
         "and hierarchical algorithms at scale;",
     ]
-    if profile is None:
-        return ["- step time = compute + communication, as **bounds** (`Hardware.bound()`: the device has no "
-                "calibration profile): compute roofline = max(FLOP / peak FLOP/s, bytes / memory bandwidth) per device "
-                "at the published peak, every collective on one flat ring, nothing hidden;", *steps]
     bucket = Hardware(device).bucket_bytes
     return [
         "- step time = compute + the communication not hidden behind it, **predicted** (`xla_cost.predict`; "
         "`xla-cost scaling --bound` gives the bounds: compute at peak, nothing hidden, flat rings);",
-        f"- compute with the `{device}` calibration profile (`xla_cost.parallel.calibration`, "
-        f"[validation](validation.md)): matrix products at {sig(profile.matmul, 3)} of the peak FLOP/s, the "
-        f"memory-bound rest at {sig(profile.memory, 3)} of the memory bandwidth, "
-        f"{sig(profile.launch * 1e6, 3)} µs per kernel;",
+        "- compute priced kernel by kernel where a target was compiled, else from the CPU program's totals, with "
+        "the time model's global constants (`xla_cost.parallel.calibration`, [validation](validation.md)): "
+        f"{calibration.describe(constants)};",
         f"- gradients reduced in {sig(bucket / 2**20, 3)} MiB buckets (PyTorch DDP's) as the backward pass makes "
         "them, in two levels over several nodes (within each node, then between them, as NCCL does); what runs past "
         "the backward pass is exposed;",
@@ -194,7 +190,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     curves = scaling_curves(data) if plan.scaling_curves and len(plan.scaling_devices) > 1 else []
     if curves:
         files["figures/scaling-curves.png"] = _fig_scaling(curves, plan.scaling_device)
-        kind = "bounds" if calibration.profile(plan.scaling_device) is None else "predicted"
+        kind = "predicted"
         lines += [
             f"## Weak scaling on {plan.scaling_device} clusters ({kind})",
             "",
@@ -245,32 +241,20 @@ def _curve_lines(curve: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _seed004_lines(seed: Mapping[str, Any]) -> list[str]:
-    """Seed 004's doublings on Tesla P40s, predicted (the P40's calibration
-    profile) and as bounds (compute at peak, nothing hidden, flat rings)."""
-    from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
+def _bandwidth_for(seed: Mapping[str, Any], layouts: Mapping[int, Any], hardware: Hardware, algorithm: str
+                   ) -> float | None:
+    """The link bandwidth at which Jia et al.'s doubling gives seed 004's 1.3x."""
+    from xla_cost.runs.scaling import bandwidth_for_speedup
 
     small, large = seed["devices"]
-    p40 = Hardware(device="p40")
-    priced = {"predicted": p40, "bound": p40.bound()}
-    one, two = (predict(seed[k], p40) for k in ("one", "two"))
-    doubling = {kind: speedup(predict(seed["one"], hw), predict(seed["two"], hw)) for kind, hw in priced.items()}
-    need = {kind: bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, hw, interconnect="pcie3")
-            for kind, hw in priced.items()}
-    gradient = seed["two"].phases["train_step"].communication_bytes
-    nvlink = speedup(predict(seed["one"], device="h100"), predict(seed["two"], device="h100"))
-    strong = {(a, kind): (predict(seed["small"], hw, algorithm=a), predict(seed["large"], hw, algorithm=a))
-              for kind, hw in priced.items() for a in comm.ALGORITHMS}
-    strong_need = {(a, kind): bandwidth_for_speedup(seed["small"], seed["large"], SEED004_SPEEDUP, hw, algorithm=a)
-                   for kind, hw in priced.items() for a in comm.ALGORITHMS}
-    steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
-    measured = tuple(60 * minutes / steps for minutes in JIA_MINUTES)
-    jia = measured[0] / measured[1]
-    bounds = [speedup(*strong[a, "bound"]) for a in comm.ALGORITHMS]
-    predictions = [speedup(*strong[a, "predicted"]) for a in comm.ALGORITHMS]
-    profile = calibration.profile("p40")
-    described = (f"the P40's calibration profile: matrix products at {sig(profile.matmul, 3)} of the float32 peak, "
-                 f"memory-bound work at {sig(profile.memory, 3)} of the bandwidth" if profile else "no profile")
+    return bandwidth_for_speedup(seed["small"], seed["large"], SEED004_SPEEDUP, hardware, algorithm=algorithm,
+                                 layouts=(layouts[small], layouts[large]))
+
+
+def _seed004_one_two(seed: Mapping[str, Any], one: Any, two: Any, doubling: Mapping[str, float],
+                     need: Mapping[str, float | None], gradient: int, nvlink: float) -> list[str]:
+    """Seed 004's section up to the 1 -> 2 GPU doubling."""
+    described = "the time model's global constants: " + calibration.describe(calibration.constants())
     return [
         "## Seed 004's 1.3× from doubling the GPUs",
         "",
@@ -297,26 +281,64 @@ def _seed004_lines(seed: Mapping[str, Any]) -> list[str]:
         f"NVLink 4, {ratio(nvlink, 3)}× predicted. The doubling gives exactly 1.3× predicted "
         f"{_needed(need['predicted'])}; as a bound {_needed(need['bound'])}.",
         "",
+    ]
+
+
+def _seed004_lines(seed: Mapping[str, Any]) -> list[str]:
+    """Seed 004's doublings on Tesla P40s, predicted (the time model's global
+    constants) and as bounds (compute at peak, nothing hidden, flat rings);
+    Jia et al.'s fixed-batch doubling is the validation's two steps."""
+    from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
+
+    small, large = seed["devices"]
+    p40 = Hardware(device="p40")
+    priced = {"predicted": p40, "bound": p40.bound()}
+    one, two = (predict(seed[k], p40) for k in ("one", "two"))
+    doubling = {kind: speedup(predict(seed["one"], hw), predict(seed["two"], hw)) for kind, hw in priced.items()}
+    need = {kind: bandwidth_for_speedup(seed["one"], seed["two"], SEED004_SPEEDUP, hw, interconnect="pcie3")
+            for kind, hw in priced.items()}
+    gradient = seed["two"].phases["train_step"].communication_bytes
+    nvlink = speedup(predict(seed["one"], device="h100"), predict(seed["two"], device="h100"))
+    if seed["small"] is None:  # the plan's doubling is not Jia et al.'s (no committed programs): the 1 -> 2 only
+        return _seed004_one_two(seed, one, two, doubling, need, gradient, nvlink)
+    # Jia et al.'s steps as the validation prices them: the same programs, hardware and layout (one figure per step)
+    jia = Hardware(**seed["setups"][small].hardware)
+    layouts = {d: Layout(**seed["setups"][d].layout) for d in (small, large)}
+    jia_priced = {"predicted": jia, "bound": jia.bound()}
+    strong = {(a, kind): (predict(seed["small"], hw, layouts[small], algorithm=a),
+                          predict(seed["large"], hw, layouts[large], algorithm=a))
+              for kind, hw in jia_priced.items() for a in comm.ALGORITHMS}
+    strong_need = {(a, kind): _bandwidth_for(seed, layouts, hw, a) for kind, hw in jia_priced.items()
+                   for a in comm.ALGORITHMS}
+    steps = math.ceil(IMAGENET_TRAIN_IMAGES * JIA_EPOCHS / seed["global_batch"])
+    measured = tuple(60 * minutes / steps for minutes in JIA_MINUTES)
+    jia_speedup = measured[0] / measured[1]
+    bounds = [speedup(*strong[a, "bound"]) for a in comm.ALGORITHMS]
+    predictions = [speedup(*strong[a, "predicted"]) for a in comm.ALGORITHMS]
+    lines = _seed004_one_two(seed, one, two, doubling, need, gradient, nvlink)
+    return lines + [
         f"**From {count(small)} to {count(large)} GPUs at a fixed {count(seed['global_batch'])}-image batch** "
         f"({count(seed['global_batch'] // small)} then {count(seed['global_batch'] // large)} images per GPU, "
-        "P40 servers of 8 on PCIe 3.0, InfiniBand EDR between them):",
+        "float16 storage and float32 arithmetic, P40 servers of 8, one 100 Gb/s InfiniBand link per server: "
+        "the steps, programs and hardware of the [validation](validation.md) page's `jia-1024-time` and "
+        "`jia-2048-time`, compiled for the P40):",
         "",
         pipe_table(["collectives", f"step ms at {small}", f"comm ms at {small}", f"step ms at {large}",
                     f"comm ms at {large}", "speed-up", "1.3× needs a link of"], [
             *([f"{a}, {kind}", ms(strong[a, kind][0].prediction.seconds),
                ms(strong[a, kind][0].prediction.communication_seconds), ms(strong[a, kind][1].prediction.seconds),
                ms(strong[a, kind][1].prediction.communication_seconds), ratio(speedup(*strong[a, kind]), 3),
-               gbs(strong_need[a, kind])] for kind in priced for a in comm.ALGORITHMS),
-            ["measured (Jia et al.)", ms(measured[0]), "", ms(measured[1]), "", ratio(jia, 3), ""],
+               gbs(strong_need[a, kind])] for kind in jia_priced for a in comm.ALGORITHMS),
+            ["measured (Jia et al.)", ms(measured[0]), "", ms(measured[1]), "", ratio(jia_speedup, 3), ""],
         ], "lrrrrrl"),
         "",
         f"The measured rows are {JIA_MINUTES[0]:g} and {JIA_MINUTES[1]:g} minutes over {count(steps)} steps "
         f"({JIA_EPOCHS} epochs of {count(IMAGENET_TRAIN_IMAGES)} images at {count(seed['global_batch'])} per "
-        f"step). The compiled step holds {count(len(seed['small'].phases['train_step'].communication))} "
-        f"all-reduces; as a bound each pays {count(2 * (small - 1))} hops of latency on one flat ring, and the "
+        f"step). As a bound each all-reduce pays {count(2 * (small - 1))} hops of latency on one flat ring, and the "
         "doubling " + ("slows the step down" if bounds[0] < 1 else f"gives {ratio(bounds[0], 3)}×")
-        + f"; with halving-doubling it gives {ratio(bounds[1], 3)}×. The measured {ratio(jia, 3)}× "
-        + ("lies between the two bounds" if min(bounds) <= jia <= max(bounds) else "lies outside the two bounds")
+        + f"; with halving-doubling it gives {ratio(bounds[1], 3)}×. The measured {ratio(jia_speedup, 3)}× "
+        + ("lies between the two bounds" if min(bounds) <= jia_speedup <= max(bounds)
+           else "lies outside the two bounds")
         + ". Predicted (buckets, two levels, overlap) the doubling gives "
         + join_words([f"{ratio(v, 3)}× with {a}" for a, v in zip(comm.ALGORITHMS, predictions)])
         + ": the [validation](validation.md) page states what the prediction leaves out of Jia et al.'s step.",

@@ -1,0 +1,238 @@
+"""Every kernel of a compiled program priced on a device (issue 32): `xla_cost.parallel.kernel_time`.
+
+Expected figures are the module's formulas written out here by hand:
+
+    seconds = sum over kernels of runs * max(F / (peak * matmul * shape), B / (bandwidth * memory))
+              + kernels * launch
+    shape   = padding * waves * tile rate * k / (k + depth)
+
+with the registry's published figures: the H100 SXM5's dense BF16 989.4 and TF32
+494.7 TFLOPS, HBM3 3.35 TB/s (NVIDIA H100 datasheet) and its 132 SMs (H100
+whitepaper, 2022); the TPU v5e's 197 TFLOPS, 819 GB/s and four 128x128 MXUs
+(Cloud TPU v5e documentation). A GPU's tile side is the best of 16, 32, 64,
+128 and 256 (`kernel_time.GPU_TILES`), a side-T tile at (T / (T + 64)) /
+(256 / (256 + 64)) of the largest tile's rate (`kernel_time.TILE_OVERHEAD`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from xla_cost.compiled.kernels import Kernel
+from xla_cost.compiled.products import Product
+from xla_cost.errors import InputError
+from xla_cost.parallel import kernel_time
+from xla_cost.parallel.calibration import Calibration
+from xla_cost.parallel.devices import matrix_units
+from xla_cost.parallel.kernel_time import (
+    KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
+)
+
+H100_BF16, H100_TF32, H100_HBM, H100_SMS = 989.4e12, 494.7e12, 3.35e12, 132
+V5E_PEAK, V5E_HBM, V5E_MXUS, V5E_SIDE = 197e12, 819e9, 4, 128
+CONSTANTS = Calibration(matmul=0.6, memory=0.75, launch=5e-6, depth=128.0, host=1e-3)
+
+
+def _tile_rate(tile: int) -> float:
+    # a side-T tile reads 2k/T operand elements per output: T / (T + 64), relative to the 256 tile's
+    return (tile / (tile + 64)) / (256 / (256 + 64))
+
+
+def _by_tile(batch: int, m: int, n: int, tile: int, units: int = H100_SMS) -> float:
+    """One tile side's share, written out: the output padded to whole T x T tiles, the tiles in
+    waves over the units (the last one partly idle), at the tile's rate."""
+    rows, columns = math.ceil(m / tile), math.ceil(n / tile)
+    tiles = batch * rows * columns
+    padding = m * n / (rows * tile * columns * tile)
+    waves = tiles / (math.ceil(tiles / units) * units)
+    return padding * waves * _tile_rate(tile)
+
+
+def _best_tile(batch: int, m: int, n: int) -> int:
+    return max(kernel_time.GPU_TILES, key=lambda tile: _by_tile(batch, m, n, tile))
+
+
+def test_the_registry_gives_the_matrix_units():
+    assert matrix_units("h100") == (H100_SMS, 0)  # 132 SMs; side 0: the library picks its tiles
+    assert matrix_units("tpu-v5e") == (V5E_MXUS, V5E_SIDE)
+    # the tiles the hand derivations below choose among, 256 the largest
+    assert kernel_time.GPU_TILES == (16, 32, 64, 128, 256) and kernel_time.TILE_OVERHEAD == 64
+
+
+def test_a_4096_cube_on_132_sms_takes_256_tiles_in_two_waves():
+    m = n = k = 4096
+    depth = 128.0
+    # tile 256: 16 x 16 = 256 tiles, no padding, ceil(256 / 132) = 2 waves of 132 slots: 256 / 264
+    by_256 = (16 * 16) / (math.ceil(16 * 16 / 132) * 132) * 1.0 * _tile_rate(256)
+    assert by_256 == pytest.approx(256 / 264) == _by_tile(1, m, n, 256)
+    # tile 128: 32 x 32 = 1024 tiles in 8 waves (1056 slots) at 0.833 of the rate; tile 64: 4096 tiles in
+    # 32 waves (4224 slots) at 0.625; tile 32: 16384 in 125 (16500) at 0.417; tile 16: 65536 in 497 at 0.25
+    by_128, by_64 = 1024 / (8 * 132) * _tile_rate(128), 4096 / (32 * 132) * _tile_rate(64)
+    by_32, by_16 = 16384 / (125 * 132) * _tile_rate(32), 65536 / (497 * 132) * _tile_rate(16)
+    assert by_256 > by_128 > by_64 > by_32 > by_16 and _best_tile(1, m, n) == 256
+    expected = by_256 * k / (k + depth)  # the contraction: half rate at k = depth
+    assert float(shape_efficiency(1, m, n, k, H100_SMS, 0, depth)) == pytest.approx(expected, rel=1e-12)
+    assert float(shape_efficiency(1, m, n, k, H100_SMS, 0, 0.0)) == pytest.approx(256 / 264, rel=1e-12)
+    # half the rate at k = depth, whatever the tiles
+    assert float(shape_efficiency(1, m, n, 128, H100_SMS, 0, 128.0)) == pytest.approx(256 / 264 / 2, rel=1e-12)
+
+
+def test_a_64_square_output_fills_a_few_sms_of_132():
+    k, depth = 4096, 128.0
+    # best as 4 x 4 = 16 tiles of 16 (no padding) on 16 SMs of 132, at 0.25 of the rate; 4 tiles of 32
+    # reach 4 / 132 at 0.417, one of 64 1 / 132 at 0.625
+    assert _best_tile(1, 64, 64) == 16 and _by_tile(1, 64, 64, 16) == pytest.approx(16 / 132 * 0.25)
+    small = 16 / 132 * _tile_rate(16) * k / (k + depth)
+    assert float(shape_efficiency(1, 64, 64, k, H100_SMS, 0, depth)) == pytest.approx(small, rel=1e-12)
+    # 8192^2: tile 256, 32 x 32 = 1024 tiles in 8 waves (1056 slots)
+    assert _best_tile(1, 8192, 8192) == 256
+    large = 1024 / 1056 * k / (k + depth)
+    assert float(shape_efficiency(1, 8192, 8192, k, H100_SMS, 0, depth)) == pytest.approx(large, rel=1e-12)
+    assert large / small > 30  # (1024 / 1056) / (16 / 132 * 0.25) = 32 times the rate
+
+
+def test_a_batch_of_products_fills_the_machine_and_a_ragged_output_pads():
+    # 132 independent 256^2 outputs: one 256 tile each, one full wave
+    assert float(shape_efficiency(132, 256, 256, 1024, H100_SMS, 0, 0.0)) == pytest.approx(1.0, rel=1e-12)
+    # one alone: best as 16 x 16 = 256 tiles of 16 in 2 waves (264 slots) at 0.25 of the rate
+    assert _best_tile(1, 256, 256) == 16
+    assert float(shape_efficiency(1, 256, 256, 1024, H100_SMS, 0, 0.0)) == pytest.approx(256 / 264 * 0.25, rel=1e-12)
+    # 300 x 300: best as 10 x 10 = 100 tiles of 32 over 320 x 320 (padded), one wave of 132, at 0.417
+    padded = 300 * 300 / (320 * 320) * 100 / 132 * _tile_rate(32)
+    assert _best_tile(1, 300, 300) == 32 and _by_tile(1, 300, 300, 32) == pytest.approx(padded, rel=1e-12)
+    assert float(shape_efficiency(1, 300, 300, 1024, H100_SMS, 0, 0.0)) == pytest.approx(padded, rel=1e-12)
+
+
+def test_a_tpu_pads_to_its_mxu_and_spreads_over_its_mxus():
+    # 4096^2 on 128-side MXUs: 32 x 32 = 1024 tiles, 256 waves of 4, none idle, no padding
+    assert float(shape_efficiency(1, 4096, 4096, 4096, V5E_MXUS, V5E_SIDE, 128.0)) == pytest.approx(
+        4096 / (4096 + 128), rel=1e-12)
+    # 100 x 100: one 128^2 tile (100^2 / 128^2 of it used) on one MXU of 4
+    assert float(shape_efficiency(1, 100, 100, 4096, V5E_MXUS, V5E_SIDE, 0.0)) == pytest.approx(
+        100 * 100 / (128 * 128) / 4, rel=1e-12)
+
+
+def test_shape_efficiency_works_element_by_element():
+    m = np.array([64, 4096, 300])
+    n = np.array([64, 4096, 300])
+    k = np.array([4096, 4096, 128])
+    together = shape_efficiency(np.ones(3), m, n, k, H100_SMS, 0, 128.0)
+    one_by_one = [float(shape_efficiency(1, mi, ni, ki, H100_SMS, 0, 128.0)) for mi, ni, ki in zip(m, n, k)]
+    assert together.shape == (3,) and together.tolist() == pytest.approx(one_by_one, rel=1e-12)
+
+
+def _table() -> KernelTable:
+    """Three kernels: a large bfloat16 product run twice, a small float32 product whose bytes
+    outlast its FLOP, an elementwise kernel run three times."""
+    return KernelTable(
+        runs=np.array([2.0, 1.0, 3.0]),
+        flops=np.array([2.0 * 4096**3, 2.0 * 64**3, 0.0]),
+        bytes=np.array([3 * 4096 * 4096 * 2.0, 64e6, 1e8]),
+        batch=np.array([1.0, 1.0, 1.0]),
+        m=np.array([4096.0, 64.0, 1.0]),
+        n=np.array([4096.0, 64.0, 1.0]),
+        k=np.array([4096.0, 64.0, 1.0]),
+        dtype=("bfloat16", "float32", ""),
+    )
+
+
+def _by_hand(peaks: tuple[float, float]) -> tuple[float, float, float]:
+    """(products, the rest, launches) of `_table` on the H100 with `CONSTANTS`, written out."""
+    c = CONSTANTS
+    bandwidth = H100_HBM * c.memory
+    shape_large = 256 / 264 * 4096 / (4096 + c.depth)  # 256 tiles of 256 in two waves of 132
+    shape_small = 16 / 132 * _tile_rate(16) * 64 / (64 + c.depth)  # 16 tiles of 16 on 16 SMs
+    large = max(2.0 * 4096**3 / (peaks[0] * c.matmul * shape_large), 3 * 4096 * 4096 * 2.0 / bandwidth)
+    small = max(2.0 * 64**3 / (peaks[1] * c.matmul * shape_small), 64e6 / bandwidth)
+    assert large == 2.0 * 4096**3 / (peaks[0] * c.matmul * shape_large)  # FLOP-bound
+    assert small == 64e6 / bandwidth  # bytes-bound: its 64 MB outlast its FLOP
+    return 2 * large + 1 * small, 3 * 1e8 / bandwidth, (2 + 1 + 3) * c.launch
+
+
+def test_price_table_is_the_formula_on_the_h100():
+    priced = price_table(_table(), "h100", CONSTANTS)
+    products, rest, launches = _by_hand((H100_BF16, H100_TF32))  # each product at its own dtype's peak
+    assert isinstance(priced, KernelSeconds) and priced.source == "kernels"
+    assert (priced.matmul, priced.memory, priced.launch) == pytest.approx((products, rest, launches), rel=1e-12)
+    assert priced.seconds == pytest.approx(products + rest + launches, rel=1e-12)  # no host: that is per step
+    assert priced.kernels == 6
+    assert priced.flops == 2 * 2.0 * 4096**3 + 2.0 * 64**3  # every product's FLOP, times its runs
+    assert priced.memory_bytes == 3 * 1e8  # the other kernels' bytes, times their runs
+
+
+def test_arithmetic_prices_every_product_at_another_dtypes_peak():
+    priced = price_table(_table(), "h100", CONSTANTS, arithmetic="float32")
+    products, rest, launches = _by_hand((H100_TF32, H100_TF32))  # the bfloat16 product at TF32's peak too
+    assert (priced.matmul, priced.memory, priced.launch) == pytest.approx((products, rest, launches), rel=1e-12)
+
+
+def test_a_memory_only_kernel_is_its_bytes_at_the_achieved_bandwidth():
+    table = KernelTable(runs=np.array([1.0]), flops=np.array([0.0]), bytes=np.array([1e9]), batch=np.ones(1),
+                        m=np.ones(1), n=np.ones(1), k=np.ones(1), dtype=("",))
+    no_launch = Calibration(matmul=0.6, memory=0.75)
+    priced = price_table(table, "h100", no_launch)
+    assert priced.seconds == priced.memory == pytest.approx(1e9 / (H100_HBM * 0.75), rel=1e-12)
+    assert priced.matmul == 0 and priced.flops == 0 and priced.memory_bytes == 1e9
+    on_v5e = price_table(table, "tpu-v5e", no_launch)
+    assert on_v5e.seconds == pytest.approx(1e9 / (V5E_HBM * 0.75), rel=1e-12)
+
+
+def test_price_totals_is_one_large_product_and_the_rest():
+    flops, moved, launched = 4e12, 2e9, 300
+    priced = price_totals(flops, moved, launched, "h100", "bfloat16", CONSTANTS)
+    # the products' FLOP at 0.6 of BF16's peak (one large, well-shaped product: no shape, no depth),
+    # the rest's bytes at 0.75 of HBM3, 300 launches at 5 us
+    expected = (flops / (H100_BF16 * 0.6), moved / (H100_HBM * 0.75), launched * 5e-6)
+    assert (priced.matmul, priced.memory, priced.launch) == pytest.approx(expected, rel=1e-12)
+    assert (priced.kernels, priced.flops, priced.memory_bytes, priced.source) == (launched, flops, moved, "totals")
+    assert priced.seconds == pytest.approx(sum(expected), rel=1e-12)
+    # float32 at TF32's peak; arithmetic= overrides the dtype
+    assert price_totals(flops, 0, 0, "h100", "float32", CONSTANTS).matmul == pytest.approx(
+        flops / (H100_TF32 * 0.6), rel=1e-12)
+    assert price_totals(flops, 0, 0, "h100", "float32", CONSTANTS, arithmetic="bfloat16").matmul == pytest.approx(
+        flops / (H100_BF16 * 0.6), rel=1e-12)
+    # nothing to price: no time, and no division by zero
+    assert price_totals(0, 0, 0, "h100", "float32", CONSTANTS).seconds == 0
+
+
+def test_a_device_or_dtype_without_a_peak_is_refused():
+    with pytest.raises(InputError, match="a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"):
+        price_totals(1e12, 0, 0, "p100", "bfloat16", CONSTANTS)
+    with pytest.raises(InputError, match="a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"):
+        price_table(_table(), "p100", CONSTANTS)  # its bfloat16 product
+    with pytest.raises(InputError, match="a device with a published peak"):
+        price_totals(1e12, 0, 0, "cpu", "float32", CONSTANTS)
+
+
+def _kernel(name: str, category: str, nbytes: int | None, executions: int | None,
+            product: Product | None = None) -> Kernel:
+    return Kernel(name, category, "kLoop", "fusion", "main", "", nbytes, executions, product=product)
+
+
+def test_kernel_table_of_a_kernel_list():
+    gemm = Product(batch=4, m=512, n=256, k=1024, dtype="bfloat16", flops=2 * 4 * 512 * 256 * 1024)
+    listed = [
+        _kernel("gemm", "fusion", 10_000, 5, gemm),  # in a loop of 5
+        _kernel("add", "fusion", 4_000, 1),
+        _kernel("ar", "collective", 8_000, 1),  # priced by the communication model: left out
+        _kernel("unknown", "other", None, None),  # runs unknown: once; bytes unknown: none
+    ]
+    table = kernel_table(listed)
+    assert table.runs.tolist() == [5, 1, 1] and table.kernels == 7
+    assert table.flops.tolist() == [gemm.flops, 0, 0] and table.bytes.tolist() == [10_000, 4_000, 0]
+    assert (table.batch.tolist(), table.m.tolist(), table.n.tolist(), table.k.tolist()) == (
+        [4, 1, 1], [512, 1, 1], [256, 1, 1], [1024, 1, 1])
+    assert table.dtype == ("bfloat16", "", "")
+    # price_kernels is price_table of that table, the same list asked twice or not
+    once = price_kernels(listed, "h100", CONSTANTS)
+    assert once == price_table(table, "h100", CONSTANTS) == price_kernels(listed, "h100", CONSTANTS)
+    # the gemm: best as 4 x 8 x 4 = 128 tiles of 64 in one wave of 132, at 0.625 of the rate
+    assert _best_tile(4, 512, 256) == 64
+    shape = 128 / 132 * _tile_rate(64) * 1024 / (1024 + 128)
+    gemm_s = max(gemm.flops / (H100_BF16 * 0.6 * shape), 10_000 / (H100_HBM * 0.75))
+    assert once.matmul == pytest.approx(5 * gemm_s, rel=1e-12)
+    assert once.memory == pytest.approx(4_000 / (H100_HBM * 0.75), rel=1e-12)
+    assert once.launch == pytest.approx(7 * 5e-6, rel=1e-12)

@@ -1,0 +1,215 @@
+"""Every kernel of a compiled program priced on a device: the compute of the time model.
+
+A kernel that runs matrix products (`xla_cost.compiled.products.Product`)
+takes the longer of its FLOP at the share of the dtype's peak its shape
+allows and its bytes at the achievable bandwidth; any other kernel takes its
+bytes at the achievable bandwidth; each kernel costs a launch besides, and
+each step a fixed host cost:
+
+    seconds = sum over kernels of  max(F / (peak * matmul * shape), B / (bandwidth * memory)) + launch
+              + host
+
+``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``) and ``host`` are
+the few global constants of `xla_cost.parallel.calibration.Calibration`, one
+set for every device. What differs between devices comes from the registry
+(`xla_cost.parallel.devices`): the peak of the dtype, the bandwidth, and the
+matrix units the output tiles are spread over. The shape's efficiency is
+
+    shape = tiles(m, n) * waves(tiles, units) * k / (k + depth)
+
+where, on a GPU, the library's tile side T is the best of `GPU_TILES` (the
+rows and columns of the output padded to whole tiles; a T-side tile reaching
+``T / (T + TILE_OVERHEAD)`` of the largest tile's rate, its operands read
+once per tile) and the tiles run in waves over the streaming
+multiprocessors (the last wave partly idle); on a TPU the output is padded to
+the MXU's side and spread over its MXUs. Small contractions (k) pay for
+filling and draining the pipeline: half the rate at ``k = depth``.
+
+A program without a kernel list (the CPU proxy's, compiled here) is priced
+from its totals: the products' FLOP at ``matmul`` of the peak, the rest's
+bytes at ``memory`` of the bandwidth, its kernels' launches (`price_totals`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from xla_cost.parallel import devices as registry
+
+__all__ = ["GPU_TILES", "TILE_OVERHEAD", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
+           "price_kernels", "price_table", "price_totals"]
+
+GPU_TILES = (16, 32, 64, 128, 256)
+"""Output tile sides a GPU's GEMM library chooses among (CUTLASS and cuBLAS
+thread-block tiles; the best for the shape is assumed chosen)."""
+
+TILE_OVERHEAD = 64
+"""A tile of side T reaches ``T / (T + TILE_OVERHEAD)`` of the rate, relative
+to the largest tile: per output element it reads ``2 k / T`` operand elements,
+so a smaller tile moves more bytes per FLOP (a structural constant, not fitted)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSeconds:
+    """A program's kernels priced.
+
+    Attributes:
+      matmul: seconds of the kernels that run matrix products.
+      memory: seconds of the other kernels (their bytes at the bandwidth).
+      launch: seconds of the launches (kernels times the per-kernel constant).
+      kernels: kernels launched per run of the program.
+      flops: the matrix products' FLOP priced.
+      memory_bytes: the other kernels' bytes priced.
+      source: ``kernels`` (kernel by kernel) or ``totals`` (the program's totals).
+    """
+
+    matmul: float
+    memory: float
+    launch: float
+    kernels: int
+    flops: float
+    memory_bytes: float
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        """The program's compute: products, the rest and the launches."""
+        return self.matmul + self.memory + self.launch
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class KernelTable:
+    """A kernel list as arrays, one row per kernel that computes (collectives
+    left out: the communication model prices them).
+
+    Attributes:
+      runs: runs per execution of the program.
+      flops: the products' FLOP per run (0: no product).
+      bytes: bytes read and written per run.
+      batch, m, n, k: the largest product's shape (1 where none).
+      dtype: each kernel's products' dtype ("" where none).
+    """
+
+    runs: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    batch: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    dtype: tuple[str, ...]
+
+    @property
+    def kernels(self) -> int:
+        """Launches per run of the program."""
+        return int(self.runs.sum())
+
+
+def kernel_table(kernels: Sequence[Any]) -> KernelTable:
+    """The `KernelTable` of a kernel list (`xla_cost.compiled.kernels.Kernel`s).
+    A kernel of unknown runs counts once, of unknown bytes none (both are named
+    in the kernel summary's ``unknown``)."""
+    rows = [k for k in kernels if k.category != "collective"]
+    product = [k.product for k in rows]
+
+    def column(values: list[Any]) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64)
+
+    return KernelTable(
+        runs=column([1 if k.executions is None else k.executions for k in rows]),
+        flops=column([p.flops if p is not None else 0 for p in product]),
+        bytes=column([k.bytes or 0 for k in rows]),
+        batch=column([p.batch if p is not None else 1 for p in product]),
+        m=column([p.m if p is not None else 1 for p in product]),
+        n=column([p.n if p is not None else 1 for p in product]),
+        k=column([p.k if p is not None else 1 for p in product]),
+        dtype=tuple(p.dtype if p is not None else "" for p in product),
+    )
+
+
+def _padded(size: np.ndarray, side: float) -> np.ndarray:
+    return np.ceil(size / side) * side
+
+
+def shape_efficiency(batch: Any, m: Any, n: Any, k: Any, units: int, side: int, depth: float) -> np.ndarray:
+    """The share of the matrix engines' rate products of these shapes reach
+    (arrays or numbers, element by element): output tiles padded and spread in
+    waves over ``units``, times ``k / (k + depth)``. ``side`` 0: a GPU (the best
+    of `GPU_TILES`); else the TPU MXU's side."""
+    batch, m, n, k = (np.asarray(x, dtype=np.float64) for x in (batch, m, n, k))
+    best = np.zeros(np.broadcast(batch, m, n, k).shape)
+    largest = max(GPU_TILES)
+    for tile in (GPU_TILES if side == 0 else (side,)):
+        tiles = batch * np.ceil(m / tile) * np.ceil(n / tile)
+        padding = (m * n) / (_padded(m, tile) * _padded(n, tile))
+        waves = tiles / (np.ceil(tiles / units) * units)
+        rate = (tile / (tile + TILE_OVERHEAD)) / (largest / (largest + TILE_OVERHEAD)) if side == 0 else 1.0
+        best = np.maximum(best, padding * waves * rate)
+    return best * k / (k + depth)
+
+
+def _peak(device: registry.Device, dtype: str, arithmetic: str | None) -> float:
+    assert device.peak is not None
+    return device.peak.require(arithmetic or dtype or "float32")
+
+
+def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: str | None = None) -> KernelSeconds:
+    """The `KernelSeconds` of a `KernelTable` on ``device`` (a registry name)
+    with the constants of ``calibration`` (`xla_cost.parallel.calibration.Calibration`).
+    ``arithmetic``: the dtype whose peak products run at, where it is not their own.
+
+    Raises:
+      InputError: the device has no published peak for a product's dtype.
+    """
+    found = registry.device(device, has="peak")
+    assert found.peak is not None
+    units, side = registry.matrix_units(found.name)
+    bandwidth = found.peak.bandwidth * calibration.memory
+    memory_s = table.bytes / bandwidth
+    has_product = table.flops > 0
+    peaks = np.asarray([_peak(found, d, arithmetic) if d else 1.0 for d in table.dtype], dtype=np.float64)
+    shape = shape_efficiency(table.batch, table.m, table.n, table.k, units, side, calibration.depth)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
+    matmul = float((np.maximum(product_s, memory_s) * table.runs)[has_product].sum())
+    memory = float((memory_s * table.runs)[~has_product].sum())
+    kernels = table.kernels
+    return KernelSeconds(matmul, memory, kernels * calibration.launch, kernels,
+                         float((table.flops * table.runs).sum()), float((table.bytes * table.runs)[~has_product].sum()),
+                         "kernels")
+
+
+_TABLES: dict[int, tuple[Any, KernelTable]] = {}
+"""Kernel lists made tables, by identity (the list kept alive beside its table)."""
+
+
+def price_kernels(kernels: Sequence[Any], device: str, calibration: Any, arithmetic: str | None = None
+                  ) -> KernelSeconds:
+    """`price_table` of a kernel list (`xla_cost.compiled.kernels.kernel_list`);
+    the list's table is made once and kept while the list lives."""
+    held = _TABLES.get(id(kernels))
+    if held is None or held[0] is not kernels:
+        if len(_TABLES) > 4096:
+            _TABLES.clear()
+        held = _TABLES[id(kernels)] = (kernels, kernel_table(kernels))
+    return price_table(held[1], device, calibration, arithmetic)
+
+
+def price_totals(matmul_flops: float, memory_bytes: float, kernels: int, device: str, dtype: str,
+                 calibration: Any, arithmetic: str | None = None) -> KernelSeconds:
+    """A program priced from its totals (no kernel list: the CPU proxy's
+    program): its products' FLOP at ``matmul`` of the dtype's peak, as one
+    large well-shaped product, the rest's bytes at ``memory`` of the bandwidth,
+    and ``kernels`` launches."""
+    found = registry.device(device, has="peak")
+    peak = _peak(found, dtype, arithmetic)
+    assert found.peak is not None
+    matmul = matmul_flops / (peak * calibration.matmul) if matmul_flops else 0.0
+    memory = memory_bytes / (found.peak.bandwidth * calibration.memory) if memory_bytes else 0.0
+    return KernelSeconds(matmul, memory, kernels * calibration.launch, kernels, float(matmul_flops),
+                         float(memory_bytes), "totals")
+

@@ -1,0 +1,581 @@
+"""Published training runs, each with its exact figure and the configuration it ran.
+
+Data for holding the time model out of sample (issue 32): every `PublishedRun`
+is one figure a paper, a report or a maintained repository published (TFLOP/s
+per device, MFU, tokens/s, seconds per step, a scaling efficiency, a speed-up,
+days), the model, the layout over devices and the machine it ran on, where the
+figure was read, and what the source leaves unsaid and is assumed here. The
+`paper` key groups the runs of one publication, for leave-one-paper-out
+validation. These runs are new beside `xla_cost.study.published` (Goyal et
+al. 2017, Jia et al. 2018, Narayanan et al. 2021 Table 1 and GPT-3's 34 days).
+
+Conventions. ``data`` counts every replica of the batch, sharded or not
+(``tensor * pipeline * data * context == devices``); ``fsdp`` is the group,
+within ``data``, that shards the model states (a ZeRO stage or FSDP), 1 if
+none. A field the source does not give and no assumption fills is None.
+Figures were read through stored copies of the sources (the address is the
+canonical one; ``verified_how`` says what was read). Left out, and why:
+Gopher's 32.5% MFU (4,096 TPU v3 chips; the v3 is not in the device registry),
+GPT-3's 21.3% MFU on V100s (no GPU count or layout published), ZeRO's 15
+PFLOP/s (the per-configuration figures are bars of a plot), MaxText's TPU v4
+table (two versions of its README publish different figures for one
+configuration: 165 and 156 TFLOP/s per chip), NeMo's H100 tables (FP8, which
+the registry has no peak for), torchtitan's H100 tables (a 96 GB HBM2e H100
+at 500 W, not the registry's H100 SXM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["CONFIDENCE", "DTYPES", "QUANTITIES", "RECOMPUTE", "PublishedRun", "PUBLISHED_RUNS"]
+
+QUANTITIES: tuple[str, ...] = (
+    "TFLOP/s per device", "MFU", "HFU", "tokens/s", "tokens/s per device", "seconds per step",
+    "scaling efficiency", "speed-up", "days",
+)
+"""What a published figure measures. ``tokens/s`` is the whole run's,
+``tokens/s per device`` one device's; ``MFU`` and ``HFU`` are fractions of the
+device's peak (model FLOP without and with recomputation, Chowdhery et al.
+2022, §4.1); ``scaling efficiency`` and ``speed-up`` are relative to the run
+named in `PublishedRun.relative_to`; ``days`` covers `PublishedRun.steps`."""
+
+DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
+"""The 16- or 32-bit format of the run's matrix products."""
+
+RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+"""Activation recomputation: none, part of each layer (Korthikanti et al.'s
+selective recomputation, MaxText's ``minimal`` policy), or every layer."""
+
+CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
+"""How sure the record is: ``high``, figure and configuration read in the
+source; ``medium``, the figure read but part of the configuration assumed or
+read second-hand; ``low``, the figure itself read second-hand."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PublishedRun:
+    """One published figure and the run that produced it.
+
+    Attributes:
+      name: short unique key (``megatron2019-8.3b-512``).
+      paper: key shared by every run of one publication (leave-one-paper-out).
+      source: citation: authors, year, arXiv id or repository, table or section.
+      address: the canonical address of the source.
+      verified_how: what was read to check the figure (stored copies, through
+        the search tool), and what it agreed with.
+      device: a registry key of `xla_cost.parallel.devices`.
+      devices: devices of the whole run.
+      quantity: one of `QUANTITIES`.
+      published: the figure, as published (fractions for percentages).
+      also: other figures the source publishes for the same run, as
+        ``(quantity, figure)`` pairs.
+      relative_to: for a scaling efficiency or a speed-up, the run it is
+        relative to: a name in `PUBLISHED_RUNS`, or the run in words where the
+        source publishes no figure for it.
+      steps: for ``days``, the optimizer steps the figure covers.
+      model: the model family: ``gpt`` for every decoder-only language model
+        here; its variants are the fields below and ``notes``.
+      layers, hidden, heads, ffn, vocabulary, sequence: the model; ``ffn`` is
+        the feed-forward width (of each of the two input matrices where
+        ``gated``).
+      kv_heads: key/value heads where fewer than ``heads`` (grouped or
+        multi-query attention), else None.
+      head_dim: the head width where ``heads * head_dim != hidden``, else None.
+      gated: a gated feed-forward (SwiGLU: three matrices, not two).
+      tied: input and output embeddings shared.
+      global_batch: sequences per optimizer step; micro_batch: sequences per
+        forward-backward pass of one replica (None: not published).
+      tensor, pipeline, data, context: the layout's degrees (their product is
+        ``devices``); fsdp: the sharding group within ``data`` (1 if none);
+        zero_stage: what it shards (0 nothing, 1 optimizer states, 2 and
+        gradients, 3 and parameters); chunks: interleaved pipeline stages per
+        device (1 if none, None: interleaved, number not published);
+        sequence_parallel: Megatron's sequence parallelism within ``tensor``.
+      dtype: one of `DTYPES`; recompute: one of `RECOMPUTE`.
+      node_gpus: devices per node (a GPU server's GPUs, a TPU host's chips).
+      node_links: the links within a node and between nodes, in words.
+      flops_formula: how the source counts the FLOP behind its figure.
+      notes: what the source does not say and is assumed, and the model's
+        departures from GPT-2's (SwiGLU, GQA, ALiBi, parallel blocks).
+      verified: the published figure was read in its source or a faithful copy.
+      confidence: one of `CONFIDENCE`.
+    """
+
+    name: str
+    paper: str
+    source: str
+    address: str
+    verified_how: str
+    device: str
+    devices: int
+    quantity: str
+    published: float
+    also: tuple[tuple[str, float], ...] = ()
+    relative_to: str | None = None
+    steps: int | None = None
+    model: str = "gpt"
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int
+    vocabulary: int
+    sequence: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    gated: bool = False
+    tied: bool = True
+    global_batch: int
+    micro_batch: int | None
+    tensor: int = 1
+    pipeline: int = 1
+    data: int = 1
+    fsdp: int = 1
+    zero_stage: int = 0
+    chunks: int | None = 1
+    context: int = 1
+    sequence_parallel: bool = False
+    dtype: str
+    recompute: str
+    node_gpus: int
+    node_links: str
+    flops_formula: str
+    notes: str
+    verified: bool = True
+    confidence: str = "high"
+
+
+def _runs(base: dict, *rows: dict) -> tuple[PublishedRun, ...]:
+    """Runs of one source: its shared fields, each row's own over them."""
+    return tuple(PublishedRun(**{**base, **row}) for row in rows)
+
+
+# --- V100: Shoeybi et al. 2019, Megatron-LM -------------------------------------------------------
+
+_MEGATRON_2019 = dict(
+    paper="shoeybi2019",
+    source="Shoeybi et al. 2019, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
+           "Parallelism, arXiv:1909.08053",
+    address="https://arxiv.org/abs/1909.08053",
+    verified_how="stored full text of the paper (a translation of every section, tables verbatim; the "
+                 "English abstract and §5.1 in two further stored copies): §4.2, §5, §5.1, Tables 1, 2, 7 and 8",
+    device="v100-32gb", vocabulary=51200, sequence=1024, dtype="float16", recompute="full",
+    node_gpus=16,
+    node_links="DGX-2H: 16 V100 SXM3 32GB on NVSwitch, 300 GB/s between GPUs; 8 InfiniBand adapters per "
+               "server, 100 GB/s between servers (§5)",
+    flops_formula="not stated; 39 TFLOP/s is '30% of the theoretical peak FLOPS for a single GPU in a DGX-2H "
+                  "server'; a weak-scaling efficiency is FLOP/s per GPU over the 1-GPU baseline's (§5.1.1)",
+    notes="GPT-2 layers (learned positions, GeLU, pre-LayerNorm); mixed precision with dynamic loss scaling, "
+          "Adam, activation checkpointing after every layer (§4.2). Vocabulary padded from 50,257 to 51,200 "
+          "(§5.1). Assumed: sequence 1,024 in the scaling runs (§4.2's, §5.1 names none), no gradient "
+          "accumulation (each replica's batch one micro-batch). The DGX-2H's V100 SXM3 runs at a higher "
+          "clock than the registry's SXM2 (125 TFLOP/s float16).",
+)
+
+_TABLE1 = {  # Table 1: hidden, heads, layers by model-parallel GPUs (hidden per head 96)
+    1: dict(hidden=1536, heads=16, layers=40, ffn=6144),
+    2: dict(hidden=1920, heads=20, layers=54, ffn=7680),
+    4: dict(hidden=2304, heads=24, layers=64, ffn=9216),
+    8: dict(hidden=3072, heads=32, layers=72, ffn=12288),
+}
+
+_FIGURE5 = ("; Figure 5's bar labels (100, 95, 82, 77% with model parallelism, 96, 83, 79, 74% with 64-way data "
+            "parallelism) as two stored paper notes transcribe them; the text states the 77% and the 74%")
+
+
+def _megatron2019_weak(tensor: int, size: str, data: int, efficiency: float, text: bool) -> dict:
+    return dict(name=f"megatron2019-{size}-{tensor * data}", devices=tensor * data, quantity="scaling efficiency",
+                published=efficiency, relative_to="megatron2019-1.2b-1", tensor=tensor, data=data,
+                global_batch=8 * data, micro_batch=8, **_TABLE1[tensor],
+                verified_how=_MEGATRON_2019["verified_how"] + _FIGURE5,
+                confidence="high" if text else "medium",
+                source=_MEGATRON_2019["source"] + ", §5.1.1, Figure 5 (Table 1's configuration)")
+
+
+_RUNS_V100 = _runs(
+    _MEGATRON_2019,
+    dict(name="megatron2019-1.2b-1", devices=1, quantity="TFLOP/s per device", published=39.0,
+         also=(("MFU", 0.30),), global_batch=8, micro_batch=8, **_TABLE1[1],
+         source=_MEGATRON_2019["source"] + ", abstract and §5.1.1 (Table 1's 1.2B on one GPU, batch 8)"),
+    _megatron2019_weak(2, "2.5b", 1, 0.95, False),
+    _megatron2019_weak(4, "4.2b", 1, 0.82, False),
+    _megatron2019_weak(8, "8.3b", 1, 0.77, True),
+    _megatron2019_weak(1, "1.2b", 64, 0.96, False),
+    _megatron2019_weak(2, "2.5b", 64, 0.83, False),
+    _megatron2019_weak(4, "4.2b", 64, 0.79, False),
+    {**_megatron2019_weak(8, "8.3b", 64, 0.74, True),
+     "notes": _MEGATRON_2019["notes"] + " The abstract gives this run as 15.1 PFLOP/s, '76% scaling "
+              "efficiency' (15.1 P / (512 x 39 T) = 0.756); Figure 5 and §5.1.1 give 74%."},
+    *(dict(name=f"megatron2019-8.3b-8-{heads}heads", devices=8, quantity="scaling efficiency", published=eff,
+           relative_to="megatron2019-1.2b-1", tensor=8, global_batch=8, micro_batch=8, hidden=3072, heads=heads,
+           layers=72, ffn=12288, source=_MEGATRON_2019["source"] + ", Appendix D.1, Table 7")
+      for heads, eff in ((16, 0.82), (24, 0.80))),
+    *(dict(name=f"megatron2019-1.2b-{gpus}-strong", devices=gpus, quantity="speed-up", published=speedup,
+           relative_to="megatron2019-1.2b-1", tensor=gpus, global_batch=8, micro_batch=8, **_TABLE1[1],
+           source=_MEGATRON_2019["source"] + ", Appendix D.2, Table 8 (1.2B, batch 8, model parallel)")
+      for gpus, speedup in ((2, 1.64), (4, 2.34), (8, 2.98))),
+    *(dict(name=f"megatron2019-gpt2-{size}-{gpus}", devices=gpus, quantity="days", published=days, steps=68507,
+           tensor=gpus // 64, data=64, global_batch=512, micro_batch=8, hidden=hidden, heads=heads, layers=layers,
+           ffn=4 * hidden,
+           source=_MEGATRON_2019["source"] + ", §5.2, Table 2 (time per epoch: 68,507 iterations of 512 x 1,024 "
+                                             "tokens, §4.2)")
+      for size, layers, hidden, heads, gpus, days in (("355m", 24, 1024, 16, 64, 0.86),
+                                                      ("2.5b", 54, 1920, 20, 128, 2.27),
+                                                      ("8.3b", 72, 3072, 24, 512, 2.10))),
+)
+"""Megatron-LM 2019 on DGX-2H V100s: the 1-GPU baseline, weak scaling with
+model and with model+data parallelism (Figure 5), the attention heads' effect
+(Table 7), strong scaling of the 1.2B model (Table 8), and the GPT-2 models'
+days per epoch (Table 2)."""
+
+_RUNS_V100_BLOG = _runs(
+    {**_MEGATRON_2019, **dict(
+        paper="nvadlr2019",
+        source="NVIDIA ADLR 2019, MegatronLM's Supercharged V1.0 (blog), Table 1, baseline row",
+        address="https://nv-adlr.github.io/MegatronLMV1",
+        verified_how="the stored blog page (search tool, pages corpus): '1.2 | 1 | 1288 | Baseline (100%)' "
+                     "and '62.4 teraFLOPs which is 48% of the theoretical peak'",
+        confidence="medium")},
+    dict(name="megatron2019v1-1.2b-1", devices=1, quantity="seconds per step", published=1.288,
+         also=(("TFLOP/s per device", 62.4), ("MFU", 0.48)), global_batch=8, micro_batch=8, **_TABLE1[1],
+         notes=_MEGATRON_2019["notes"] + " The blog gives parameters (1.2B), GPUs, batch 8 and the iteration "
+                                         "time; the configuration is assumed to be the paper's Table 1 1.2B."),
+)
+"""Megatron-LM v1.0 (2019): the 1.2B baseline after the release's optimizations."""
+
+
+# --- A100 -----------------------------------------------------------------------------------------
+
+_SELENE = ("DGX A100: 8 A100 80GB on NVLink 3 and NVSwitch; 8 Mellanox HDR InfiniBand HCAs of 200 Gb/s per node "
+           "(Korthikanti et al. 2022, §6)")
+
+_KORTHIKANTI = dict(
+    paper="korthikanti2022",
+    source="Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models, "
+           "arXiv:2205.05198, Tables 3 and 5",
+    address="https://arxiv.org/abs/2205.05198",
+    verified_how="stored full text of the paper: Table 3 (configurations), Table 5 (iteration times, MFU, HFU), "
+                 "§6 and §6.3 (2,240 GPUs), Appendix A (FLOP formulas); the MFU and HFU recomputed from them",
+    device="a100-80gb", vocabulary=51200, sequence=2048, dtype="bfloat16", node_gpus=8, node_links=_SELENE,
+    flops_formula="model FLOP per iteration 72 B L s h^2 (1 + s/6h + v/12hL) (eq. 7); hardware FLOP with "
+                  "selective recomputation 72 B L s h^2 (1 + s/3h + v/12hL) (eq. 8); MFU and HFU over the "
+                  "A100's peak",
+    notes="GPT-3-style layers; no data parallelism except the 2,240-GPU run (§6). 'Mixed precision': the 16-bit "
+          "format is not named (bfloat16 assumed; the A100's peak is 312 TFLOP/s for either). Micro-batches per "
+          "step are global batch / micro batch; 'Full Recompute' runs without sequence parallelism, 'Present "
+          "Work' with sequence parallelism and selective recomputation (§6.3).",
+)
+
+
+def _korthikanti(size: str, layers: int, hidden: int, heads: int, pipeline: int, batch: int, micro: int,
+                 full: float, present: float, mfu: float, hfu: float) -> tuple[dict, dict]:
+    shape = dict(layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden, devices=8 * pipeline, tensor=8,
+                 pipeline=pipeline, global_batch=batch, micro_batch=micro,
+                 chunks=3 if size in ("175b", "530b") else 1)
+    return (dict(name=f"korthikanti2022-{size}-selective", quantity="seconds per step", published=present,
+                 also=(("MFU", mfu), ("HFU", hfu)), recompute="selective", sequence_parallel=True, **shape),
+            dict(name=f"korthikanti2022-{size}-full", quantity="seconds per step", published=full,
+                 recompute="full", **shape))
+
+
+_RUNS_KORTHIKANTI = _runs(
+    _KORTHIKANTI,
+    *_korthikanti("22b", 48, 6144, 64, 1, 4, 4, 1.42, 1.10, 0.415, 0.437),
+    *_korthikanti("175b", 96, 12288, 96, 8, 64, 1, 18.13, 13.75, 0.514, 0.528),
+    *_korthikanti("530b", 105, 20480, 128, 35, 280, 1, 49.05, 37.83, 0.560, 0.570),
+    *_korthikanti("1t", 128, 25600, 160, 64, 512, 1, 94.42, 71.49, 0.563, 0.570),
+    dict(name="korthikanti2022-530b-2240", quantity="seconds per step", published=39.15, also=(("MFU", 0.542),),
+         layers=105, hidden=20480, heads=128, ffn=81920, devices=2240, tensor=8, pipeline=35, data=8,
+         global_batch=2240, micro_batch=1, chunks=3, recompute="selective", sequence_parallel=True,
+         source=_KORTHIKANTI["source"] + ", §6.3 (8-way data parallelism, batch 280 per replica) and abstract"),
+)
+"""Korthikanti et al. 2022 on Selene: four models with full recomputation and
+with sequence parallelism plus selective recomputation (Table 5), and the
+530B model over 2,240 GPUs (§6.3)."""
+
+_MT_NLG = dict(
+    paper="smith2022",
+    source="Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, arXiv:2201.11990, "
+           "§2.4 and §3.2",
+    address="https://arxiv.org/abs/2201.11990",
+    verified_how="§2.4's figures as github.com/cli99/llm-analysis examples/megatron-turing-nlg/README.md quotes "
+                 "them ('60.1, 50.2, and 44.4 seconds ... 126, 121, and 113 TFLOP/s per GPU'), and PaLM's "
+                 "§4.1 (stored text: 65.43K tokens/s = 1,920 x 2,048 / 60.1 s, 30.2% MFU); the paper itself "
+                 "was not read here",
+    device="a100-80gb", layers=105, hidden=20480, heads=128, ffn=81920, vocabulary=50272, sequence=2048,
+    global_batch=1920, micro_batch=None, tensor=8, pipeline=35, dtype="bfloat16", recompute="full",
+    node_gpus=8,
+    node_links="Selene's DGX A100: NVLink and NVSwitch within a node; HDR InfiniBand, full fat tree, between",
+    flops_formula="not restated here; the figures agree with Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + "
+                  "V/16lh), which counts the recomputed forward",
+    notes="GPT-3-style layers; 8-way tensor slicing in a node, 35-way pipeline across nodes, data parallelism "
+          "to thousands of GPUs (whether ZeRO shards the optimizer states over it is not read here). "
+          "Assumed: bfloat16, full recomputation, the GPT-2 vocabulary of 50,272; micro-batch not published. "
+          "The A100s: 80GB per the Selene descriptions; llm-analysis's README says 40GB.",
+    confidence="medium",
+)
+
+_RUNS_MT_NLG = _runs(
+    _MT_NLG,
+    *(dict(name=f"mtnlg2022-530b-{8 * nodes}", devices=8 * nodes, data=nodes // 35, quantity="seconds per step",
+           published=seconds, also=(("TFLOP/s per device", tflops),))
+      for nodes, seconds, tflops in ((280, 60.1, 126.0), (350, 50.2, 121.0), (420, 44.4, 113.0))),
+)
+"""MT-NLG 530B's iteration times on 280, 350 and 420 DGX A100 servers."""
+
+_RUNS_BLOOM = _runs(
+    dict(
+        paper="bigscience2022",
+        source="BigScience 2022, tr11-176B-ml training README (the run of Le Scao et al. 2022, BLOOM, "
+               "arXiv:2211.05100), 'Important checkpoints': the log line of iteration 85,376",
+        address="https://github.com/bigscience-workshop/bigscience/blob/master/train/tr11-176B-ml/README.md",
+        verified_how="the stored README: 'elapsed time per iteration (s): 104.70 | global batch size: 2048 | ... "
+                     "samples per second: 19.561 | TFLOPs: 149.77', TP=4 PP=12 DP=8 MBS=2, NHIDDEN=14336, "
+                     "NLAYERS=70, NHEADS=112, SEQ_LEN=2048, bf16, ZeRO stage 1 in the BF16 optimizer, activation "
+                     "checkpointing; the TFLOPs recomputed from its formula",
+        device="a100-80gb", devices=384,
+        node_gpus=8, node_links="Jean Zay: 8 A100 80GB per node on NVLink (4 inter-GPU links); 4 Omni-Path "
+                                   "100 Gb/s links per node",
+        flops_formula="hardware FLOP, recomputation included ('4*2 co-efficient'): 96 B s l h^2 (1 + s/6h + "
+                      "V/16lh) per iteration, V = 250,880 (the padded embedding)",
+        notes="ALiBi positions, LayerNorm after the embedding, GeLU; embeddings tied; the pipeline partitions "
+              "the tied embedding as a layer: stages of 5, 6 x 10 and 5 layers. The paper (Le Scao et al. "
+              "2022) and the model card round the throughput to about 150 TFLOP/s per GPU.",
+    ),
+    dict(name="bloom2022-176b-384", quantity="seconds per step", published=104.70,
+         also=(("TFLOP/s per device", 149.77),), layers=70, hidden=14336, heads=112, ffn=57344, vocabulary=250880,
+         sequence=2048, global_batch=2048, micro_batch=2, tensor=4, pipeline=12, data=8, fsdp=8, zero_stage=1,
+         dtype="bfloat16", recompute="full"),
+)
+"""BLOOM 176B's steady state on 384 A100 80GB GPUs."""
+
+_RUNS_OPT = _runs(
+    dict(
+        paper="zhang2022",
+        source="Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, arXiv:2205.01068, §2.4 "
+               "and Table 1",
+        address="https://arxiv.org/abs/2205.01068",
+        verified_how="stored paper text, §2.4: 'We trained OPT-175B on 992 80GB A100 GPUs, by utilizing Fully "
+                     "Sharded Data Parallel with Megatron-LM Tensor Parallelism. We achieve utilization of up to "
+                     "147 TFLOP/s per GPU'; 124 hosts and 8x tensor parallelism in "
+                     "github.com/facebookresearch/metaseq projects/OPT/download_opt175b.md",
+        device="a100-80gb", devices=992,
+        node_gpus=8, node_links="not published",
+        flops_formula="not published ('utilization of up to 147 TFLOP/s per GPU')",
+        notes="GPT-3's 175B shape with ReLU; weights in float16, Adam state in float32 sharded across all hosts. "
+              "'Up to': a best figure, not an average. Assumed: 992 sequences per step (Table 1 gives 2M "
+              "tokens; 8 sequences for each of the 124 data-parallel groups), FSDP sharding the model states "
+              "over the 124 groups (stage 3), full recomputation; micro-batch not published.",
+        confidence="medium",
+    ),
+    dict(name="opt2022-175b-992", quantity="TFLOP/s per device", published=147.0, layers=96, hidden=12288,
+         heads=96, ffn=49152, vocabulary=50272, sequence=2048, global_batch=992, micro_batch=None, tensor=8,
+         data=124, fsdp=124, zero_stage=3, dtype="float16", recompute="full"),
+)
+"""OPT-175B's best throughput on 992 A100 80GB GPUs."""
+
+_MEGASCALE = dict(
+    paper="jiang2024",
+    source="Jiang et al. 2024, MegaScale: Scaling Large Language Model Training to More Than 10,000 GPUs, "
+           "arXiv:2402.15627, Table 2 (Megatron-LM rows), Table 1, §6.1",
+    address="https://arxiv.org/abs/2402.15627",
+    verified_how="stored full text of the paper: Table 2's iteration times, tokens/s and MFU, Table 1 (175B: "
+                 "128 heads, hidden 12,288, 96 layers, TP 8, PP 8), §6.1 (six interleaved stages, sequence 2,048, "
+                 "vocabulary 64,000); the MFU recomputed from them",
+    device="a100-80gb", layers=96, hidden=12288, heads=128, ffn=49152, vocabulary=64000, sequence=2048,
+    micro_batch=None, tensor=8, pipeline=8, chunks=6, dtype="bfloat16", recompute="selective", node_gpus=8,
+    node_links="not published for these runs (ByteDance's clusters: Broadcom Tomahawk 4 switches, 64 x 400 Gb/s "
+               "ports, three-layer CLOS)",
+    flops_formula="MFU: model FLOP per iteration 72 B L s h^2 (1 + s/6h + V/12hL) over 312 TFLOP/s per GPU "
+                  "(it reproduces Table 2's MFU to 0.2%)",
+    notes="The baseline rows: Megatron-LM (commit 285068c8) on ByteDance's cluster. The paper names only "
+          "'NVIDIA Ampere GPUs'; MFU at 312 TFLOP/s implies an A100-class peak (an A800, with 400 GB/s NVLink, "
+          "is possible). Assumed: bfloat16, selective recomputation, 8 GPUs per node; micro-batch not published.",
+    confidence="medium",
+)
+
+_RUNS_MEGASCALE = _runs(
+    _MEGASCALE,
+    *(dict(name=f"megascale2024-megatron-175b-{gpus}", devices=gpus, data=gpus // 64, global_batch=batch,
+           quantity="seconds per step", published=seconds, also=(("tokens/s", tokens), ("MFU", mfu)))
+      for batch, gpus, seconds, tokens, mfu in (
+          (768, 256, 40.0, 39.3e3, 0.530), (768, 512, 21.2, 74.1e3, 0.499), (768, 768, 15.2, 103.8e3, 0.467),
+          (768, 1024, 11.9, 132.7e3, 0.447), (6144, 3072, 29.02, 433.6e3, 0.487),
+          (6144, 6144, 14.78, 851.6e3, 0.478), (6144, 8192, 12.24, 1027.9e3, 0.433),
+          (6144, 12288, 8.57, 1466.8e3, 0.412))),
+)
+"""Megatron-LM's strong scaling of a 175B model from 256 to 12,288 GPUs, the
+baseline of MegaScale's Table 2."""
+
+_TORCHTITAN = dict(
+    paper="torchtitan2024",
+    source="PyTorch torchtitan, docs/performance.md, 'Llama 3 performance numbers' (FSDP2 on 64 A100 80GB)",
+    address="https://github.com/pytorch/torchtitan/blob/041336434916bdc0f88c1f89fda176fd3c2092e4/docs/"
+            "performance.md",
+    verified_how="the stored file at that commit: '8B | 1 | selective op | 2973 | 58.2%' and '70B | 1 | full | "
+                 "331 | 51.7%', local batch 1, global batch 64; the MFU recomputed from them",
+    device="a100-80gb", devices=64, vocabulary=128256, sequence=8192, kv_heads=8, gated=True, tied=False,
+    global_batch=64, micro_batch=1, data=64, fsdp=64, zero_stage=3, dtype="bfloat16", node_gpus=8,
+    node_links="not published",
+    flops_formula="per token 6N + 12 l h q t (PaLM's, Appendix B), N all parameters embeddings included, "
+                  "non-causal attention; MFU over 312 TFLOP/s",
+    notes="Llama 3 layers: RMSNorm, RoPE, SwiGLU (ffn is each gate's width), grouped-query attention with 8 "
+          "key/value heads, untied embeddings. Sequence 8,192 (the Llama 3 default; the page says Llama 2's "
+          "4,096 is half of it). Assumed: bfloat16 FSDP2 mixed precision, 8 GPUs per node.",
+    confidence="medium",
+)
+
+_RUNS_TORCHTITAN = _runs(
+    _TORCHTITAN,
+    dict(name="torchtitan2024-llama3-8b-64", quantity="tokens/s per device", published=2973.0,
+         also=(("MFU", 0.582),), layers=32, hidden=4096, heads=32, ffn=14336, recompute="selective"),
+    dict(name="torchtitan2024-llama3-70b-64", quantity="tokens/s per device", published=331.0,
+         also=(("MFU", 0.517),), layers=80, hidden=8192, heads=64, ffn=28672, recompute="full"),
+)
+"""Llama 3 8B and 70B with FSDP2 on 64 A100 80GB GPUs (torchtitan)."""
+
+
+# --- H100: Dubey et al. 2024, Llama 3 --------------------------------------------------------------
+
+_LLAMA3 = dict(
+    paper="dubey2024",
+    source="Dubey et al. 2024, The Llama 3 Herd of Models, arXiv:2407.21783 (v3), Table 4 and §3.3.2",
+    address="https://arxiv.org/abs/2407.21783",
+    verified_how="stored paper text (four copies): Table 3 (model), Table 4 (layout, TFLOPs/GPU, BF16 MFU), "
+                 "§3.3.1 (servers, network), §3.3.2 (FSDP, pipeline schedule, no activation checkpointing at 8K); "
+                 "Table 4's last DP is 8 in v3 and in two copies, 4 in one (only 8 multiplies out to 16,384)",
+    device="h100", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, gated=True, tied=False,
+    vocabulary=128000, micro_batch=None, tensor=8, pipeline=16, chunks=None, zero_stage=3, dtype="bfloat16",
+    node_gpus=8,
+    node_links="Grand Teton: 8 H100 80GB HBM3 (700 W) on NVLink; RoCE at 400 Gb/s per GPU, 24K-GPU Clos with "
+               "1:7 oversubscription above each 3,072-GPU pod",
+    flops_formula="model FLOP (MFU as Chowdhery et al. 2022 define it) over the H100's dense BF16 peak; TFLOPs/GPU "
+                  "rounded to tens",
+    notes="Llama 3 layers: RMSNorm, RoPE, SwiGLU (ffn is each gate's width), grouped-query attention with 8 "
+          "key/value heads, untied embeddings; vocabulary 128,000 as Table 3 gives it (the released tokenizer has "
+          "128,256). DP is FSDP: optimizer states and gradients sharded, parameters not resharded after the "
+          "forward pass. Interleaved 1F1B with a tunable number of micro-batches; the interleaving and the "
+          "micro-batch are not published; the first and last stages hold one layer fewer. Context parallelism "
+          "all-gathers K and V.",
+)
+
+_RUNS_LLAMA3 = _runs(
+    _LLAMA3,
+    dict(name="llama3-405b-8192", devices=8192, data=64, fsdp=64, sequence=8192, global_batch=2048,
+         quantity="TFLOP/s per device", published=430.0, also=(("MFU", 0.43),), recompute="none"),
+    dict(name="llama3-405b-16384", devices=16384, data=128, fsdp=128, sequence=8192, global_batch=2048,
+         quantity="TFLOP/s per device", published=400.0, also=(("MFU", 0.41),), recompute="none"),
+    dict(name="llama3-405b-16384-128k", devices=16384, data=8, fsdp=8, context=16, sequence=131072,
+         global_batch=128, quantity="TFLOP/s per device", published=380.0, also=(("MFU", 0.38),),
+         recompute="none", confidence="medium",
+         notes=_LLAMA3["notes"] + " Recomputation at 131,072 tokens is not stated (none assumed, as at 8K)."),
+)
+"""Llama 3 405B's three pre-training layouts on 8,192 and 16,384 H100s."""
+
+
+# --- TPU v4: Chowdhery et al. 2022, PaLM --------------------------------------------------------------
+
+_PALM = dict(
+    paper="chowdhery2022",
+    source="Chowdhery et al. 2022, PaLM: Scaling Language Modeling with Pathways, arXiv:2204.02311, §4 and §4.1",
+    address="https://arxiv.org/abs/2204.02311",
+    verified_how="stored paper text: §2 (architecture), Table 1 (118 layers, 48 heads, d_model 18,432, 540.35B, "
+                 "batch 512 to 2,048), §4 (layout, 1.95x over one pod), §4.1 and Table 3 (238.3K tokens/s, MFU); "
+                 "d_ff = 4 d_model and head width 256 from a stored summary of Table 1, confirmed by the "
+                 "parameter count they give (540.35B)",
+    device="tpu-v4", layers=118, hidden=18432, heads=48, kv_heads=1, head_dim=256, ffn=73728, gated=True,
+    vocabulary=256000, sequence=2048, micro_batch=None, tensor=12, fsdp=256, zero_stage=3, dtype="bfloat16",
+    recompute="full", node_gpus=4,
+    node_links="TPU v4 pods of 3,072 chips on ICI (768 hosts of 4 chips); the two pods over the datacenter "
+               "network, 1.3 GB of gradients between each host pair per step (81 Tbps burst)",
+    flops_formula="per token 6N + 12 L H Q T (Appendix B): non-attention matmuls plus attention, without "
+                  "rematerialization; MFU over 275 TFLOP/s per chip",
+    notes="Parallel attention and MLP blocks, SwiGLU, multi-query attention (one key/value head of width 256), "
+          "RoPE, no biases, shared input/output embeddings. Weights all-gathered over the data axis in the "
+          "forward pass; one activation per layer saved, the rest rematerialized (HFU 57.8%). Assumed: "
+          "bfloat16; micro-batch not published (the batch of 2,048 at the final stage).",
+)
+
+_RUNS_PALM = _runs(
+    _PALM,
+    dict(name="palm2022-540b-6144", devices=6144, data=512, global_batch=2048, quantity="tokens/s",
+         published=238.3e3, also=(("MFU", 0.462), ("HFU", 0.578))),
+    dict(name="palm2022-540b-two-pods", devices=6144, data=512, global_batch=2048, quantity="scaling efficiency",
+         published=0.97, also=(("speed-up", 1.95),),
+         relative_to="one pod: 3,072 chips, 12-way model and 256-way sharded data parallelism, half the batch",
+         confidence="medium",
+         notes=_PALM["notes"] + " 'About 1.95x relative to the throughput on a single pod ... 97% of the perfect "
+                                "weak scaling'; which stage of the batch schedule is not said (2,048 assumed)."),
+)
+"""PaLM 540B on two TPU v4 pods."""
+
+
+# --- TPU v5e and v5p: MaxText ------------------------------------------------------------------------
+
+_MAXTEXT = dict(
+    paper="maxtext",
+    address="https://github.com/AI-Hypercomputer/maxtext/tree/0ed7bd529b9d690570473c3525d1efeda6b6c944/"
+            "MaxText/configs",
+    vocabulary=32000, sequence=2048, gated=True, tied=False, head_dim=128, dtype="bfloat16", fsdp=1,
+    zero_stage=3,
+    flops_formula="MaxText's calculate_tflops_training_per_device: 3 x (feed-forward, QKV, projection and "
+                  "embedding matmuls) plus attention, per device per step (version-dependent); MFU over the "
+                  "chip's bfloat16 peak",
+    notes="MaxText's default decoder (base.yml): RMSNorm, RoPE, gated SiLU feed-forward, head width 128, "
+          "vocabulary 32,000, untied embeddings; sizes by global_parameter_scale (get_individual_scales: "
+          "heads and mlp_dim double at scale 2, 8, ..., emb_dim at 4, 32, ..., layers at 8, 64, ...). Synthetic "
+          "data. The batch is sharded over every mesh axis (data, fsdp, tensor): global batch = "
+          "per_device_batch_size x chips. Assumed: bfloat16 activations (base.yml's float32 weights). The "
+          "README tables change between versions (v5e 16B on 2 slices: 114 TFLOP/s in an older README).",
+    confidence="medium",
+)
+
+_V5E = dict(
+    device="tpu-v5e", node_gpus=4, recompute="full",
+    source="MaxText, MaxText/configs/v5e/README.md (1x and 2x v5e-256) and 16b.sh / 32b.sh",
+    verified_how="the stored README at commit 0ed7bd52 ('1x v5e-256 | 120 | 61.10% | 132 | 66.86%'; '2x v5e-256 "
+                 "| 117 | 59.37%') and the stored 16b.sh and 32b.sh (per_device_batch_size 6 and 4, remat_policy "
+                 "full, global_parameter_scale 16 and 32, max_target_length 2048); sizes from pyconfig's "
+                 "get_individual_scales and base.yml's base dimensions (2048, 16 heads, 7168, 16 layers)",
+    node_links="v5e-256: a 16 x 16 2D torus on ICI, 4 chips per host; slices joined over the datacenter network",
+)
+
+_V5P = dict(
+    device="tpu-v5p", node_gpus=4, recompute="selective", tensor=4,
+    source="MaxText, MaxText/configs/v5p/README.md (1x v5p-128) and 32b.sh / 64b.sh",
+    verified_how="the stored README at commit 0ed7bd52 ('1x v5p-128 | 328 | 71.47%', '1x v5p-128 | 323 | "
+                 "70.31%') and the stored 32b.sh and 64b.sh (per_device_batch_size 7 and 3, remat_policy "
+                 "minimal, ici_fsdp_parallelism -1, ici_tensor_parallelism 4); v5p-128 is 64 chips (128 "
+                 "TensorCores)",
+    node_links="v5p-128: 64 chips, a 4 x 4 x 4 3D torus on ICI, 4 chips per host",
+)
+
+_SCALE = {  # global_parameter_scale -> (emb_dim, heads, mlp_dim, layers), base.yml's 2048, 16, 7168, 16
+    16: dict(hidden=4096, heads=64, ffn=28672, layers=32),
+    32: dict(hidden=8192, heads=64, ffn=28672, layers=32),
+    64: dict(hidden=8192, heads=64, ffn=28672, layers=64),
+}
+
+_RUNS_MAXTEXT = _runs(
+    _MAXTEXT,
+    dict(**_V5E, name="maxtext-16b-v5e-256", devices=256, data=256, fsdp=256, global_batch=1536, micro_batch=6,
+         quantity="TFLOP/s per device", published=120.0, also=(("MFU", 0.6110),), **_SCALE[16]),
+    dict(**_V5E, name="maxtext-32b-v5e-256", devices=256, data=256, fsdp=256, global_batch=1024, micro_batch=4,
+         quantity="TFLOP/s per device", published=132.0, also=(("MFU", 0.6686),), **_SCALE[32]),
+    dict(**_V5E, name="maxtext-16b-2x-v5e-256", devices=512, data=512, fsdp=256, global_batch=3072,
+         micro_batch=6, quantity="TFLOP/s per device", published=117.0, also=(("MFU", 0.5937),), **_SCALE[16]),
+    dict(**_V5P, name="maxtext-32b-v5p-128", devices=64, data=16, fsdp=16, global_batch=448, micro_batch=28,
+         quantity="TFLOP/s per device", published=328.0, also=(("MFU", 0.7147),), **_SCALE[32]),
+    dict(**_V5P, name="maxtext-64b-v5p-128", devices=64, data=16, fsdp=16, global_batch=192, micro_batch=12,
+         quantity="TFLOP/s per device", published=323.0, also=(("MFU", 0.7031),), **_SCALE[64]),
+)
+"""MaxText's published throughput on TPU v5e and v5p slices."""
+
+
+PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
+    _RUNS_V100 + _RUNS_V100_BLOG + _RUNS_KORTHIKANTI + _RUNS_MT_NLG + _RUNS_BLOOM + _RUNS_OPT + _RUNS_MEGASCALE
+    + _RUNS_TORCHTITAN + _RUNS_LLAMA3 + _RUNS_PALM + _RUNS_MAXTEXT
+)
+"""Every published run, V100 to TPU v5p: Megatron-LM 2019 (V100), Korthikanti
+et al. 2022, MT-NLG, BLOOM, OPT, MegaScale's Megatron-LM baseline and
+torchtitan (A100), Llama 3 (H100), PaLM (TPU v4), MaxText (TPU v5e, v5p)."""
