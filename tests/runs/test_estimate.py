@@ -74,7 +74,7 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     assert predicted.step.calibration == describe(CONSTANTS)
     assert predicted.step.calibration.startswith("products at 50.0% of peak")
     assert predicted.to_dict()["calibration"] == predicted.step.calibration
-    assert f"predicted: compute calibrated ({describe(CONSTANTS)})" in predicted.describe()
+    assert f"predicted: every kernel priced ({describe(CONSTANTS)})" in predicted.describe()
     # the parts add up to the step
     assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)
 

@@ -1,12 +1,22 @@
-"""Scanned layers are priced as the unrolled ones (issue 32's scan defect).
+"""Scanned layers priced linearly in depth (issue 32's scan defect).
 
-A scanned stack's predicted time per layer must not grow with the depth (the
-defect: 0.0395 / 0.0512 / 0.075 s a layer at 10 / 20 / 40 scanned layers,
-flat unrolled), must equal the unrolled stack's, and full recomputation must
-never be predicted faster than none. Per-layer time is the slope of the step
-time in the depth, ``(t(2L) - t(L)) / L``: what one more layer costs, the
-embedding and the output layer cancelled. Checked on the CPU proxy's
-program (priced from its totals) and on an H100's (kernel by kernel).
+The defect: a scanned stack's predicted time per layer grew with the depth
+(0.0395 / 0.0512 / 0.075 s a layer at 10 / 20 / 40 scanned layers, flat
+unrolled), because every iteration counted the whole stacked buffers it only
+slices (`xla_cost.compiled.reads`). Per-layer time here is the slope of the
+step time in the depth, ``(t(2L) - t(L)) / L``: what one more layer costs,
+the embedding and the output layer cancelled. It must be the same from 4 to
+8 layers as from 8 to 16, on the CPU proxy's program (priced from its totals)
+and on an H100's (kernel by kernel); and recomputing
+every block of an unrolled stack is never predicted faster than keeping its
+activations.
+
+What is not asserted, and why (tests/compiled/test_scan_bytes.py holds the
+byte relations): XLA's scanned program moves more bytes per layer than the
+unrolled one (each layer's weights copied out of their stack, the residuals
+written into stacks beside their use and read back), so the scanned stack's
+per-layer time is its own, not the unrolled one's; and for the same reason
+recomputation can shorten a scanned stack's step (the residual stacks go).
 """
 
 from __future__ import annotations
@@ -16,28 +26,26 @@ import pytest
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import predict
 
-TINY = {"d_model": 128, "n_head": 4, "seq_len": 64, "vocab_size": 512}
+MODEL = {"d_model": 512, "n_head": 8, "seq_len": 256, "vocab_size": 512}
 DEPTHS = (4, 8, 16)
 
 
 def _seconds(layers: int, scan: bool, remat: str = "none", target: str | None = None) -> float:
-    run = RunConfig("gpt2-small", batch_size=2, config={**TINY, "n_layer": layers, "scan_layers": scan,
+    run = RunConfig("gpt2-small", batch_size=4, config={**MODEL, "n_layer": layers, "scan_layers": scan,
                                                          "remat": remat}, optimizer="sgd", target=target)
     return predict(run.canonical().run(cache=False), device="h100").prediction.seconds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [None, "h100"])
-def test_per_layer_time_of_a_scanned_stack_is_constant_and_equals_the_unrolled(target):
-    scanned = {n: _seconds(n, True, target=target) for n in DEPTHS}
-    unrolled = {n: _seconds(n, False, target=target) for n in DEPTHS}
-    slopes = [(scanned[b] - scanned[a]) / (b - a) for a, b in zip(DEPTHS, DEPTHS[1:])]
-    flat = [(unrolled[b] - unrolled[a]) / (b - a) for a, b in zip(DEPTHS, DEPTHS[1:])]
-    assert slopes[1] == pytest.approx(slopes[0], rel=0.05)  # constant in depth: 4 -> 8 and 8 -> 16 alike
-    for scan_slope, unrolled_slope in zip(slopes, flat):
-        assert scan_slope == pytest.approx(unrolled_slope, rel=0.05)
+def test_per_layer_time_of_a_scanned_stack_is_constant_in_depth(target):
+    seconds = {n: _seconds(n, True, target=target) for n in DEPTHS}
+    slopes = [(seconds[b] - seconds[a]) / (b - a) for a, b in zip(DEPTHS, DEPTHS[1:])]
+    assert slopes[0] > 0
+    assert slopes[1] == pytest.approx(slopes[0], rel=0.05)  # 4 -> 8 and 8 -> 16 alike: linear in depth
 
 
 @pytest.mark.parametrize("target", [None, "h100"])
-def test_full_recomputation_is_never_predicted_faster(target):
+def test_full_recomputation_of_an_unrolled_stack_is_never_predicted_faster(target):
     for layers in (4, 16):
-        assert _seconds(layers, True, "full", target) >= _seconds(layers, True, "none", target)
+        assert _seconds(layers, False, "full", target) >= _seconds(layers, False, "none", target)

@@ -134,7 +134,8 @@ def seed_world() -> FakeData:
     return FakeData(
         seed_batch=_sweep(seed_runs, seed_layers), depth=_sweep(depth_runs, depth_layers), resnets=_sweep(resnets),
         transformers=_sweep([zoo_runs[2]]), optimizers=_sweep(optimizer_runs), zoo=_sweep(zoo_runs),
-        made={claims.gpt3_estimate.__wrapped__: gpt3, claims.seed004_prices.__wrapped__: prices()},
+        made={claims.gpt3_estimate.__wrapped__: gpt3, claims.seed004_prices.__wrapped__: prices(),
+              claims.seed000_predicted.__wrapped__: {}},
     )
 
 
@@ -159,10 +160,10 @@ class FakeData:
 
 def prices(pcie: float = 1.3, ring: float = 1.3, halving: float = 1.3, roofline: float = 0.2,
            comm: tuple[float, float] = (0.05, 0.02)) -> dict[str, Any]:
-    """Seed 004's settings priced (`xla_cost.study.claims.seed004_prices`): the
+    """Seed 004's settings priced (`xla_cost.study.priced_claims.seed004_prices`): the
     doublings' speed-ups, the ImageNet step's roofline and all-reduce seconds."""
     return {"model": "resnet50", "batch": 32, "global_batch": 65536, "devices": (1024, 2048), "pcie": pcie,
-            "need": None, "strong": {"ring": ring, "halving-doubling": halving},
+            "need": None, "strong": {"ring": ring, "halving-doubling": halving}, "predicted": None,
             "per_image": 3 * 4.1e9 * 2, "compute": roofline / 2, "memory": roofline,
             "comm": {"ring": comm[0], "halving-doubling": comm[1]}}
 

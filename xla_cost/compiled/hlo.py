@@ -4,7 +4,8 @@
 shape, opcode, operands, attributes and the ``op_name`` jax left in its
 metadata; `computation_runs` how often each computation runs per execution of
 the program (the trip counts of the ``while`` loops around it multiplied out,
-unknown where a loop has none); `parse_shape` and `shape_bytes` read shapes.
+unknown where a loop has none); `parse_shape` and `shape_bytes` read shapes
+(`xla_cost.compiled.shapes`); `work_bytes` the bytes its work moves.
 `xla_cost.compiled.collectives` and `xla_cost.compiled.liveness` are built on it.
 
 Only the standard library is used (no jax), so HLO text from any source can
@@ -15,10 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from xla_cost.compiled.reads import result_shape, untouched_bytes
+from xla_cost.compiled.shapes import COMMENT as _COMMENT
+from xla_cost.compiled.shapes import (
+    Array, Shape, element_bits, parse_shape, shape_bytes, shape_dtypes, shape_leaves, split_top_level,
+)
 
 __all__ = [
     "Array", "Shape", "parse_shape", "shape_leaves", "shape_bytes", "shape_dtypes", "element_bits",
@@ -27,105 +32,6 @@ __all__ = [
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "LibraryBytes",
     "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
 ]
-
-# ---------------------------------------------------------------------------
-# Shapes and sizes
-
-_ELEMENT_BITS: dict[str, int] = {
-    "pred": 8, "s8": 8, "u8": 8,
-    "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
-    "s32": 32, "u32": 32, "f32": 32,
-    "s64": 64, "u64": 64, "f64": 64, "c64": 64,
-    "c128": 128,
-    "s4": 4, "u4": 4, "s2": 2, "u2": 2, "s1": 1, "u1": 1,
-    "token": 0, "opaque": 0,
-}
-"""Bits per element; ``f8*`` (8), ``f6*`` (6) and ``f4*`` (4) are matched by prefix."""
-
-_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
-
-_COMMENT = re.compile(r"/\*.*?\*/")
-
-
-def element_bits(dtype: str) -> int | None:
-    if dtype in _ELEMENT_BITS:
-        return _ELEMENT_BITS[dtype]
-    for prefix, bits in (("f8", 8), ("f6", 6), ("f4", 4)):
-        if dtype.startswith(prefix):
-            return bits
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Array:
-    dtype: str
-    dims: tuple[int, ...]
-
-    def nbytes(self) -> int | None:
-        bits = element_bits(self.dtype)
-        if bits is None:
-            return None
-        return math.ceil(math.prod(self.dims) * bits / 8)
-
-Shape = Any
-"""An `Array`, or a tuple of shapes."""
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """``text`` split at ``sep`` outside any (), [] or {}."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [part.strip() for part in parts if part.strip()]
-
-
-def parse_shape(text: str) -> Shape | None:
-    """``f32[8,16]{1,0}``, ``f32[]``, ``(f32[], (s32[2], u32[]))``; None if not a shape."""
-    text = _COMMENT.sub("", text).strip()
-    if text.startswith("("):
-        if not text.endswith(")"):
-            return None
-        elements = [parse_shape(part) for part in split_top_level(text[1:-1])]
-        return None if any(element is None for element in elements) else tuple(elements)
-    match = _ARRAY.match(text)
-    if match is None:
-        return None
-    dims: list[int] = []
-    for dim in match.group(2).split(","):
-        dim = dim.strip().removeprefix("<=")  # a dynamic dimension: its bound
-        if not dim:
-            continue
-        if not dim.isdigit():
-            return None
-        dims.append(int(dim))
-    return Array(match.group(1), tuple(dims))
-
-
-def shape_leaves(shape: Shape) -> list[Array]:
-    if isinstance(shape, Array):
-        return [shape]
-    return [leaf for element in shape for leaf in shape_leaves(element)]
-
-
-def shape_bytes(shape: Shape) -> int | None:
-    sizes = [leaf.nbytes() for leaf in shape_leaves(shape)]
-    return None if None in sizes else sum(sizes)
-
-
-def shape_dtypes(shape: Shape) -> str:
-    names: list[str] = []
-    for leaf in shape_leaves(shape):
-        if leaf.dtype not in names:
-            names.append(leaf.dtype)
-    return ",".join(names)
-
 
 # ---------------------------------------------------------------------------
 # Instructions and computations
@@ -615,22 +521,6 @@ def library_call_bytes(hlo_text: str) -> LibraryBytes:
     return LibraryBytes(total, calls, tuple(unknown))
 
 
-def _result_shape(instruction: Instruction, text: str | None = None) -> Shape | None:
-    """What an instruction writes. The start of an asynchronous pair prints
-    more than that: ``copy-start`` its destination, its source and a context
-    (``(dst, src, u32[])``), the others (``slice-start``, ``async-start``) the
-    operands, the result and a context (``((operands), result, s32[])``): the
-    destination, the result. (Collectives' starts are left to
-    `xla_cost.compiled.collectives`.) ``text`` stands in for the instruction's
-    shape text where given."""
-    shape = parse_shape(instruction.shape_text if text is None else text)
-    if not instruction.opcode.endswith("-start") or not isinstance(shape, tuple) or len(shape) < 2:
-        return shape
-    if instruction.opcode == "copy-start":
-        return shape[0]
-    return shape[1] if isinstance(shape[0], tuple) else shape
-
-
 def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
     sizes: list[int | None] = []
     for operand in split_top_level(_COMMENT.sub("", instruction.operands)):
@@ -639,7 +529,7 @@ def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
         text = " ".join(words[:-1]) if len(words) > 1 else (shapes.get(name.group(1), "") if name else "")
         shape = parse_shape(text)
         sizes.append(None if shape is None else shape_bytes(shape))
-    result = _result_shape(instruction)
+    result = result_shape(instruction)
     if result is None:
         return None
     elements = list(result) if isinstance(result, tuple) else [result]
@@ -722,7 +612,7 @@ def work_bytes(hlo_text: str) -> WorkBytes:
             kernels += executions or 1
             size = _call_bytes(instruction, shapes)
             if size is not None:
-                size -= _untouched_bytes(instruction, shapes, module)
+                size -= untouched_bytes(instruction, shapes, module.computations)
             if size is None or executions is None:
                 unknown.append(describe_instruction(instruction))
                 if size is None:
@@ -734,196 +624,6 @@ def work_bytes(hlo_text: str) -> WorkBytes:
             else:
                 other += size
     return WorkBytes(matmul, other, kernels, tuple(unknown))
-
-
-_SLICES = frozenset({"dynamic-slice", "slice", "gather", "slice-start"})
-"""Ops that read part of their first operand: the elements of their result
-(``slice-start``: a TPU's asynchronous slice, a copy of part of a buffer)."""
-
-_ALONE = _SLICES | {"dynamic-update-slice"}
-"""Ops outside a fusion that touch part of a buffer (`_untouched_bytes`)."""
-
-_VIEWS = frozenset({"bitcast", "reshape"})
-"""Ops that give a buffer another shape without moving it (the same bytes, in place)."""
-
-_REMAPS = _VIEWS | {"copy", "transpose"}
-"""Ops that, inside a fusion, only change where an element is read from: a
-slice of their result reads only its own elements of their operand."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Body:
-    """What an instruction runs, as one fused computation: its parameters by
-    operand position, its instructions' users and shapes, its root."""
-
-    parameters: dict[int, str]
-    users: dict[str, list[Instruction]]
-    shapes: dict[str, str]
-    producers: dict[str, Instruction]
-    root: Instruction
-
-
-def _body(instruction: Instruction, shapes: dict[str, str], module: Module) -> _Body | None:
-    """A fusion's computation, or a lone slice or update (`_ALONE`) as a
-    computation of its own (its operands its parameters); None otherwise."""
-    if instruction.opcode in _ALONE:
-        names = instruction.operand_names()
-        users: dict[str, list[Instruction]] = {}
-        for name in dict.fromkeys(names):
-            users[name] = [instruction]
-        return _Body(dict(enumerate(names)), users, {**shapes, instruction.name: instruction.shape_text},
-                     {instruction.name: instruction}, instruction)
-    callee = next((c for k, c in instruction.callees if k == "calls"), None)
-    computation = module.computations.get(callee or "")
-    if instruction.opcode != "fusion" or computation is None or computation.root() is None:
-        return None
-    parameters: dict[int, str] = {}
-    users = {}
-    for i in computation.instructions:
-        if i.opcode == "parameter" and i.operands.strip().isdigit():
-            parameters[int(i.operands.strip())] = i.name
-        for name in dict.fromkeys(i.operand_names()):
-            users.setdefault(name, []).append(i)
-    return _Body(parameters, users, {i.name: i.shape_text for i in computation.instructions},
-                 {i.name: i for i in computation.instructions}, computation.root())  # type: ignore[arg-type]
-
-
-def _outputs(body: _Body) -> list[Instruction]:
-    """The values the body writes: its root, or the elements of a root tuple."""
-    if body.root.opcode != "tuple":
-        return [body.root]
-    return [body.producers[n] for n in body.root.operand_names() if n in body.producers]
-
-
-def _viewed(body: _Body, value: Instruction) -> Instruction:
-    """``value`` with the views (`_VIEWS`) that produce it stripped off."""
-    while value.opcode in _VIEWS and value.operand_names() and value.operand_names()[0] in body.producers:
-        value = body.producers[value.operand_names()[0]]
-    return value
-
-
-def _in_place_updates(body: _Body) -> dict[str, Instruction]:
-    """The ``dynamic-update-slice`` outputs of the body (through views) whose
-    buffer is, through views, one of its parameters: XLA writes them into that
-    parameter's buffer, the update alone (as its GPU and TPU backends emit them,
-    and as its cost analysis counts them). By output name."""
-    parameters = set(body.parameters.values())
-    found: dict[str, Instruction] = {}
-    for output in _outputs(body):
-        update = _viewed(body, output)
-        if update.opcode != "dynamic-update-slice" or not update.operand_names():
-            continue
-        buffer = body.producers.get(update.operand_names()[0])
-        source = update.operand_names()[0] if buffer is None else _viewed(body, buffer).name
-        if source in parameters:
-            found[output.name] = update
-    return found
-
-
-_ELEMENTWISE = frozenset({
-    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
-    "xor", "not", "negate", "abs", "sign", "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt",
-    "rsqrt", "cbrt", "tanh", "logistic", "sine", "cosine", "tan", "floor", "ceil", "round-nearest-afz",
-    "round-nearest-even", "is-finite", "compare", "select", "clamp", "convert", "shift-left",
-    "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros", "real", "imag", "complex",
-    "erf", "reduce-precision",
-})
-"""Ops whose every result element reads one element of each operand (the same one)."""
-
-_AT_MOST_ONE = _ELEMENTWISE | _REMAPS | {"broadcast", "pad", "concatenate", "reverse", "dynamic-slice"}
-"""Ops whose every result element reads at most one element of each operand
-(``dynamic-slice``'s others are its scalar indices)."""
-
-
-def _elements(body: _Body, name: str) -> int | None:
-    producer = body.producers.get(name)
-    text = body.shapes.get(name, "")
-    shape = parse_shape(text) if producer is None else _result_shape(producer, text)
-    return math.prod(shape.dims) if isinstance(shape, Array) else None
-
-
-def _demanded(body: _Body, in_place: Sequence[Instruction]) -> dict[str, int | None]:
-    """How many elements of each value of the body it reads (None: all of
-    them, or unknown), from its outputs back: an output is written whole; an op
-    that reads at most one element of an operand per result element
-    (`_AT_MOST_ONE`, a slice's or gather's sliced operand, an update's update)
-    reads no more of it than is read of its result; a reduction reads its
-    result's share of its input; a buffer updated in place is not read; any
-    other op reads an operand whole. Summed over a value's readers (a bound:
-    two readers may read the same elements), never more than it holds."""
-    outputs = {o.name for o in _outputs(body)}
-    order = [*reversed(body.producers), *(p for p in body.parameters.values() if p not in body.producers)]
-    demand: dict[str, int | None] = {}
-    for name in order:
-        full = _elements(body, name)
-        total: int | None = full if name in outputs or full is None else 0
-        for user in body.users.get(name, []):
-            if total is None or total == full:
-                break
-            read = demand.get(user.name)
-            result = _elements(body, user.name)
-            for k, operand in enumerate(user.operand_names()):
-                if operand != name or total is None:
-                    continue
-                if user.opcode == "dynamic-update-slice" and k == 0:
-                    part = 0 if any(user is update for update in in_place) else None
-                elif read is not None and (user.opcode in _AT_MOST_ONE or (k == 0 and user.opcode in _SLICES)
-                                           or (k > 0 and user.opcode == "dynamic-update-slice")):
-                    part = read
-                elif read is not None and user.opcode == "reduce" and k < len(user.operand_names()) // 2:
-                    part = None if not result else -(-read * full // result)  # type: ignore[operator]
-                else:
-                    part = None
-                total = None if part is None else total + part
-        demand[name] = None if total is None else min(total, full)  # type: ignore[type-var]
-    return demand
-
-
-def _untouched_bytes(instruction: Instruction, shapes: dict[str, str], module: Module) -> int:
-    """The bytes among an instruction's operands and result that it does not
-    move, as XLA's GPU and TPU backends run it (a fusion computes each result
-    element from the operand elements it needs, `_demanded`): of an operand,
-    what no result element needs (all but the slices of a stack it slices,
-    however many bitcasts, transposes or elementwise ops lie between); of a
-    buffer it updates in place (a ``dynamic-update-slice`` whose buffer is,
-    through bitcasts and reshapes, an operand, and whose result is, through
-    them, the result or an element of a result tuple), all of it; and of that
-    result, all but the update, written once (its read is the operand, or the
-    fused work, that makes it). A loop-carried stack ``[L, ...]`` that a
-    scanned layer slices or updates so costs a layer's bytes per iteration,
-    not the stack's (read whole, a scan's bytes grow with the square of its
-    length). XLA's cost analysis counts a lone update the same: twice the
-    update, plus the indices."""
-    body = _body(instruction, shapes, module)
-    if body is None:
-        return 0
-    names = instruction.operand_names()
-    in_place = _in_place_updates(body)
-    demand = _demanded(body, list(in_place.values()))
-    untouched = 0
-    for index, parameter in body.parameters.items():
-        full = _shape_size(shapes.get(names[index], "")) if index < len(names) else None
-        if not full:
-            continue
-        read, leaf = demand.get(parameter), parse_shape(body.shapes.get(parameter, ""))
-        bits = element_bits(leaf.dtype) if isinstance(leaf, Array) else None
-        if read is not None and bits is not None:
-            untouched += max(full - math.ceil(read * bits / 8), 0)
-    result = _result_shape(instruction)
-    written: int | None = 0
-    for output in _outputs(body):
-        update = in_place.get(output.name)
-        shape = parse_shape(body.shapes.get(update.operand_names()[1], "")) if update else _result_shape(output)
-        size = None if shape is None else shape_bytes(shape)
-        written = None if written is None or size is None else written + size
-    if result is not None and written is not None and (size := shape_bytes(result)) is not None:
-        untouched += size - written  # of the result, what an update in place leaves as it was
-    return max(untouched, 0)
-
-
-def _shape_size(text: str) -> int | None:
-    shape = parse_shape(text)
-    return None if shape is None else shape_bytes(shape)
 
 
 def has_while_loop(hlo_text: str) -> bool:
@@ -957,4 +657,4 @@ def instruction_bytes(instruction: Instruction, shapes: dict[str, str], module: 
     size = _call_bytes(instruction, shapes)
     if size is None or module is None:
         return size
-    return size - _untouched_bytes(instruction, shapes, module)
+    return size - untouched_bytes(instruction, shapes, module.computations)

@@ -423,7 +423,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 13
+ANALYSES_FORMAT = 14
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 

@@ -46,9 +46,9 @@ class Hardware:
         the backward pass (`xla_cost.parallel.schedule`: buckets of
         ``bucket_bytes``, each reduced once its gradients exist), or a fixed
         share of all communication hidden behind compute, in [0, 1].
-      mfu: None (default) to time compute with the device's calibration
-        profile (`xla_cost.parallel.calibration`: matrix products and the
-        memory-bound rest at their own measured shares of the peaks), or a
+      mfu: None (default) to time compute kernel by kernel
+        (`xla_cost.parallel.kernel_time`, with the time model's global
+        constants, `xla_cost.parallel.calibration`), or a
         fixed share of peak FLOP/s (model FLOP utilisation) in (0, 1] for a
         roofline: 1.0 is compute at peak, a lower bound on time.
       bucket_bytes: the gradient buckets' size (default PyTorch DDP's 25 MB;

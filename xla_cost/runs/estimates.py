@@ -3,8 +3,9 @@
 `estimate` prices the step `xla_cost.runs.scaling.predict` gives for the
 run's layout (one device, a data-parallel axis, or a mesh with pipeline
 stages and tensor-parallel shards) and multiplies it by the optimizer steps
-of the data set: a prediction with the device's calibration profile by
-default, a bound when asked for.
+of the data set: a prediction (every kernel priced with the time model's
+global constants, `xla_cost.parallel.kernel_time`) by default, a bound when
+asked for.
 """
 
 from __future__ import annotations
@@ -184,8 +185,8 @@ def estimate(
     step `predict` gives for the step spread as ``parallelism`` says (default
     one device; ``devices`` on ``mesh_axis``, or a ``mesh`` with pipeline
     stages, tensor-parallel shards and replicas, and ``micro_batches``). By
-    default the step is a prediction with the device's calibration profile
-    (`xla_cost.parallel.calibration`; the result names it); ``bound=True``
+    default the step is a prediction with the time model's global constants
+    (`xla_cost.parallel.calibration`; the result names them); ``bound=True``
     prices `Hardware.bound` instead (compute at peak, nothing hidden, flat
     rings: a lower bound on time), and an explicit ``mfu`` a roofline at that
     share of peak.
@@ -220,7 +221,7 @@ def estimate(
         (or epochs) that is not positive and finite, tokens for a model
         whose inputs are not token ids, devices and a mesh,
         a bad mesh or mfu, a pipeline of a model without ``n_layer``, a
-        prediction on a device without a calibration profile, or a ``target``
+        device without a published peak for the dtype, or a ``target``
         unknown, without its compiler, or beside another ``device``.
     """
     given = locals()

@@ -52,7 +52,7 @@ class StepEstimate:
         gradient back), ``pipeline_bubble`` (the 1F1B schedule's idle slots:
         ``(p - 1) / (v m)`` of the ``m`` micro-batches' time), ``gradients``
         (the exposed gradient reduction), ``update``; they add up to the step.
-      calibration: the calibration profile's description, or "" for a bound.
+      calibration: the time model's constants, described, or "" for a bound.
     """
 
     devices: int
@@ -115,7 +115,7 @@ class StepEstimate:
 
 
 def pricing_text(hardware: Hardware, described: str) -> str:
-    """How a result was priced, in words: a prediction with its calibration, or a bound."""
+    """How a result was priced, in words: a prediction with the time model's constants, or a bound."""
     if hardware.overlap is None:
         hidden = "gradients scheduled against the backward pass" + (
             f" in {hardware.bucket_bytes / 2**20:g} MiB buckets" if hardware.bucket_bytes else ", one by one")
@@ -123,7 +123,7 @@ def pricing_text(hardware: Hardware, described: str) -> str:
         hidden = "nothing hidden" if hardware.overlap == 0 else f"{hardware.overlap:g} of the communication hidden"
     levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
     if not hardware.is_bound:
-        return f"predicted: compute calibrated ({described}), {hidden}, {levels}"
+        return f"predicted: every kernel priced ({described}), {hidden}, {levels}"
     return f"a bound: compute at {hardware.mfu:.0%} of peak (roofline), {hidden}, {levels}"
 
 
@@ -187,7 +187,7 @@ class ScalingResult(Rendered):
 
     @property
     def calibration(self) -> str:
-        """The calibration profile the curve is predicted with, or "" for bounds."""
+        """The time model's constants the curve is predicted with, described, or "" for bounds."""
         return self.steps[0].calibration if self.steps else ""
 
     def describe(self) -> str:

@@ -158,11 +158,11 @@ GOYAL_EFFICIENCY = 0.90
 images per GPU)."""
 
 H100_MEASURED: tuple[tuple[str, str, int, str, str, float, str], ...] = (
-    # the current harness (one program per step), 2026-11-26: every train step it measured
+    # the current harness (one program per step), 2026-11-26: every train step it measured but the bfloat16
+    # BERT ones (`xla_cost.study.views.TIMING_ANOMALIES`: the H100's bfloat16 BERT timings are unexplained;
+    # on 2026-11-26 its Adam step, 14.0 ms, took less than its SGD step, 22.1 ms)
     ("bert-base", "seq_len=128", 32, "float32", "sgd", 0.023827, "2026-11-26"),
     ("bert-base", "seq_len=128", 32, "float32", "adam", 0.025447, "2026-11-26"),
-    ("bert-base", "seq_len=128", 32, "bfloat16", "sgd", 0.022057, "2026-11-26"),
-    ("bert-base", "seq_len=128", 32, "bfloat16", "adam", 0.013990, "2026-11-26"),
     ("gpt2-small", "seq_len=1024", 8, "float32", "sgd", 0.064312, "2026-11-26"),
     ("gpt2-small", "seq_len=1024", 8, "float32", "adam", 0.065009, "2026-11-26"),
     ("gpt2-small", "seq_len=1024", 8, "bfloat16", "sgd", 0.046878, "2026-11-26"),
@@ -187,6 +187,7 @@ config as ``key=value``, batch, dtype, optimizer, median seconds of the
 ``train_step`` row, date of
 ``reports/data/timing_nvidia-h100-80gb-hbm3_<date>.csv``, written by
 ``python benchmarks/time_zoo.py`` with jax 0.11.2). Every row of the current
-harness (2026-11-26), and of the previous one (2026-11-23) the ResNet-50
+harness (2026-11-26) but the unexplained bfloat16 BERT ones, and of the
+previous one (2026-11-23) the ResNet-50
 batches and seed networks not measured again; each date is held out as one
 "paper" by the validation."""

@@ -9,15 +9,14 @@ replicas, its node). What the zoo's GPT cannot be is matched in FLOP:
 
 * a gated feed-forward (SwiGLU: three matrices of ``h x ffn``) as GPT's two
   of ``h x 1.5 ffn``;
-* grouped-query attention (``kv_heads`` key/value heads of ``head_dim``) by
-  taking the key and value projections' missing FLOP off the feed-forward
-  width: ``d_ff -= h - kv_heads * head_dim``;
-* FSDP without a pipeline (PaLM, torchtitan, MaxText) compiled in the
-  program: its mesh has the ``fsdp`` axis, its batch one sequence per shard
-  (the run's sequences per device as that many programs: the dense
-  attention of the zoo's GPT would not fit the device's memory at the run's
-  batch, which flash attention fits), and the layout's replicas are the
-  sharded groups; with a pipeline, the replicas
+* grouped-query attention (``kv_heads`` key/value heads) and heads wider
+  than ``h / heads`` (``head_dim``) by moving the projections' FLOP the zoo's
+  ``4 h^2`` misses or adds onto the feed-forward width;
+* FSDP without a pipeline (torchtitan, MaxText) compiled in the program:
+  its mesh has the ``fsdp`` axis, its batch the run's sequences per device
+  on every shard, and the layout's replicas are the sharded groups;
+* fused attention (`FUSED_ATTENTION`) as one head of the zoo's dense
+  attention: the same FLOP, the fewest score bytes; with a pipeline, the replicas
   reduce their gradients as data-parallel ones (the runs' ZeRO stages 1
   and 2 move the same bytes);
 * selective recomputation (Korthikanti et al.) as the remat policy that
@@ -39,7 +38,7 @@ from typing import Any
 from xla_cost.study.cases import Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun
 
-__all__ = ["CHOSEN", "LEFT_OUT", "NODES", "run_cases", "run_setup", "flops_per_step"]
+__all__ = ["CHOSEN", "LEFT_OUT", "NODES", "FUSED_ATTENTION", "run_cases", "run_setup", "flops_per_step"]
 
 CHOSEN: tuple[str, ...] = (
     # V100 (Shoeybi et al. 2019, DGX-2H)
@@ -92,16 +91,28 @@ NODES: dict[str, tuple[str, dict[str, Any]]] = {
 overrides, from the run's ``node_links`` (Jean Zay: 4 Omni-Path NICs of
 100 Gb/s per node of 8)."""
 
+FUSED_ATTENTION: dict[str, str] = {
+    "torchtitan2024": "PyTorch's scaled_dot_product_attention, FlashAttention on an A100",
+    "maxtext": "MaxText's flash (splash) attention kernel on a TPU",
+}
+"""Papers whose runs computed attention in a fused kernel that keeps the
+scores out of memory. The zoo's GPT writes its scores to memory; for these
+runs it is given one head (the same FLOP: the scores' products scale with
+``heads * head_dim = h``), so that the scores it writes are the fewest it can."""
+
 _REMAT = {"none": "none", "full": "full", "selective": "dots_with_no_batch_dims_saveable"}
 
 
 def _d_ff(run: PublishedRun) -> int:
-    """The GPT feed-forward width whose FLOP match the run's feed-forward and attention."""
-    width = 3 * run.ffn // 2 if run.gated else run.ffn
-    if run.kv_heads is not None and run.kv_heads < run.heads:
-        head = run.head_dim or run.hidden // run.heads
-        width -= run.hidden - run.kv_heads * head
-    return width
+    """The GPT feed-forward width whose FLOP match the run's feed-forward and
+    attention projections: GPT's block has ``4 h^2 + 2 h d_ff`` weights; the
+    run's ``h hd (heads + 2 kv) + heads hd h`` in attention and ``3 h ffn``
+    (gated) or ``2 h ffn`` in its feed-forward."""
+    head = run.head_dim or run.hidden // run.heads
+    kv = run.kv_heads or run.heads
+    attention = run.hidden * head * (run.heads + 2 * kv) + run.heads * head * run.hidden
+    feed = (3 if run.gated else 2) * run.hidden * run.ffn
+    return (attention + feed - 4 * run.hidden * run.hidden) // (2 * run.hidden)
 
 
 def run_setup(run: PublishedRun) -> Setup:
@@ -110,8 +121,6 @@ def run_setup(run: PublishedRun) -> Setup:
     replicas = run.data * run.context
     micro_batches = max(1, run.global_batch // (replicas * micro))
     sharded = run.fsdp if run.fsdp > 1 and run.pipeline == 1 else 1  # FSDP in the program, its gathers compiled
-    if sharded > 1:  # one sequence per shard and program, the run's micro-batch as that many programs
-        micro_batches, micro = micro_batches * micro, 1
     layers = math.ceil(run.layers / run.pipeline)
     node, extra = NODES.get(run.paper, (None, {}))
     if run.device == "tpu-v5p":
@@ -123,7 +132,8 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["chunks"] = run.chunks
     return Setup(
         label=run.name, model="gpt3-175b", batch_size=micro * sharded,
-        config={"n_layer": layers, "d_model": run.hidden, "n_head": run.heads, "d_ff": _d_ff(run),
+        config={"n_layer": layers, "d_model": run.hidden, "n_head": 1 if run.paper in FUSED_ATTENTION else run.heads,
+                "d_ff": _d_ff(run),
                 "vocab_size": run.vocabulary, "seq_len": run.sequence, "remat": _REMAT[run.recompute]},
         dtype=run.dtype, optimizer="adam",
         mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},

@@ -218,9 +218,13 @@ def held_out(cases: Sequence[Case], reports: Mapping[str, Report], start: Calibr
     papers = list(dict.fromkeys(c.paper for c in cases))
     figures: dict[str, float] = {}
     used: dict[str, Calibration] = {}
+    from xla_cost.parallel.calibration import constants as committed
+
     for paper in papers:
         rest = [c for c in cases if c.paper != paper]
-        constants = fit_constants(rest, reports, start)
+        # with no other paper there is nothing to fit on: the starting constants, and the page says so
+        constants = fit_constants(rest, reports, start) if rest else dataclasses.replace(
+            start or committed(), fitted_on=(), source="no other paper among the cases: the starting constants")
         used[paper] = constants
         for case in cases:
             if case.paper == paper:

@@ -1,0 +1,116 @@
+"""Shapes in HLO text and their sizes: ``f32[8,16]{1,0}``, ``(f32[], s32[2])``.
+
+`parse_shape` reads a shape (an `Array`, or a tuple of shapes), `shape_bytes`
+its size, `element_bits` an element type's width; `split_top_level` splits
+HLO text at commas outside brackets. `xla_cost.compiled.hlo` reads programs
+with them (and names them again). Only the standard library is used; it
+imports nothing of xla_cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any
+
+__all__ = [
+    "COMMENT", "Array", "Shape", "element_bits", "split_top_level", "parse_shape", "shape_leaves", "shape_bytes",
+    "shape_dtypes",
+]
+
+_ELEMENT_BITS: dict[str, int] = {
+    "pred": 8, "s8": 8, "u8": 8,
+    "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+    "s32": 32, "u32": 32, "f32": 32,
+    "s64": 64, "u64": 64, "f64": 64, "c64": 64,
+    "c128": 128,
+    "s4": 4, "u4": 4, "s2": 2, "u2": 2, "s1": 1, "u1": 1,
+    "token": 0, "opaque": 0,
+}
+"""Bits per element; ``f8*`` (8), ``f6*`` (6) and ``f4*`` (4) are matched by prefix."""
+
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+
+COMMENT = re.compile(r"/\*.*?\*/")
+"""A comment in HLO text (``/*index=5*/``)."""
+
+
+def element_bits(dtype: str) -> int | None:
+    if dtype in _ELEMENT_BITS:
+        return _ELEMENT_BITS[dtype]
+    for prefix, bits in (("f8", 8), ("f6", 6), ("f4", 4)):
+        if dtype.startswith(prefix):
+            return bits
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Array:
+    dtype: str
+    dims: tuple[int, ...]
+
+    def nbytes(self) -> int | None:
+        bits = element_bits(self.dtype)
+        if bits is None:
+            return None
+        return math.ceil(math.prod(self.dims) * bits / 8)
+
+Shape = Any
+"""An `Array`, or a tuple of shapes."""
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at ``sep`` outside any (), [] or {}."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def parse_shape(text: str) -> Shape | None:
+    """``f32[8,16]{1,0}``, ``f32[]``, ``(f32[], (s32[2], u32[]))``; None if not a shape."""
+    text = COMMENT.sub("", text).strip()
+    if text.startswith("("):
+        if not text.endswith(")"):
+            return None
+        elements = [parse_shape(part) for part in split_top_level(text[1:-1])]
+        return None if any(element is None for element in elements) else tuple(elements)
+    match = _ARRAY.match(text)
+    if match is None:
+        return None
+    dims: list[int] = []
+    for dim in match.group(2).split(","):
+        dim = dim.strip().removeprefix("<=")  # a dynamic dimension: its bound
+        if not dim:
+            continue
+        if not dim.isdigit():
+            return None
+        dims.append(int(dim))
+    return Array(match.group(1), tuple(dims))
+
+
+def shape_leaves(shape: Shape) -> list[Array]:
+    if isinstance(shape, Array):
+        return [shape]
+    return [leaf for element in shape for leaf in shape_leaves(element)]
+
+
+def shape_bytes(shape: Shape) -> int | None:
+    sizes = [leaf.nbytes() for leaf in shape_leaves(shape)]
+    return None if None in sizes else sum(sizes)
+
+
+def shape_dtypes(shape: Shape) -> str:
+    names: list[str] = []
+    for leaf in shape_leaves(shape):
+        if leaf.dtype not in names:
+            names.append(leaf.dtype)
+    return ",".join(names)
