@@ -26,20 +26,25 @@ import pytest
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import predict
 
+SMALL = {"d_model": 256, "n_head": 4, "seq_len": 128, "vocab_size": 512}
+"""The per-layer check's model: any size shows a growth with depth."""
 MODEL = {"d_model": 512, "n_head": 8, "seq_len": 256, "vocab_size": 512}
+"""The recomputation check's: large enough that a layer's products outweigh its fixed costs."""
 DEPTHS = (4, 8, 16)
 
 
-def _seconds(layers: int, scan: bool, remat: str = "none", target: str | None = None) -> float:
-    run = RunConfig("gpt2-small", batch_size=4, config={**MODEL, "n_layer": layers, "scan_layers": scan,
-                                                         "remat": remat}, optimizer="sgd", target=target)
+def _seconds(layers: int, scan: bool, remat: str = "none", target: str | None = None,
+             model: dict | None = None, batch: int = 4) -> float:
+    run = RunConfig("gpt2-small", batch_size=batch, config={**(model or MODEL), "n_layer": layers,
+                                                             "scan_layers": scan, "remat": remat},
+                    optimizer="sgd", target=target)
     return predict(run.canonical().run(cache=False), device="h100").prediction.seconds
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("target", [None, "h100"])
 def test_per_layer_time_of_a_scanned_stack_is_constant_in_depth(target):
-    seconds = {n: _seconds(n, True, target=target) for n in DEPTHS}
+    seconds = {n: _seconds(n, True, target=target, model=SMALL, batch=2) for n in DEPTHS}
     slopes = [(seconds[b] - seconds[a]) / (b - a) for a, b in zip(DEPTHS, DEPTHS[1:])]
     assert slopes[0] > 0
     assert slopes[1] == pytest.approx(slopes[0], rel=0.05)  # 4 -> 8 and 8 -> 16 alike: linear in depth
@@ -47,5 +52,4 @@ def test_per_layer_time_of_a_scanned_stack_is_constant_in_depth(target):
 
 @pytest.mark.parametrize("target", [None, "h100"])
 def test_full_recomputation_of_an_unrolled_stack_is_never_predicted_faster(target):
-    for layers in (4, 16):
-        assert _seconds(layers, False, "full", target) >= _seconds(layers, False, "none", target)
+    assert _seconds(4, False, "full", target) >= _seconds(4, False, "none", target)

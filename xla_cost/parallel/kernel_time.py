@@ -27,7 +27,8 @@ filling and draining the pipeline: half the rate at ``k = depth``.
 
 A program without a kernel list (the CPU proxy's, compiled here) is priced
 from its totals: the products' FLOP at ``matmul`` of the peak, the rest's
-bytes at ``memory`` of the bandwidth, its kernels' launches (`price_totals`).
+bytes at ``memory`` of the bandwidth, no launches (its kernels are the CPU
+compiler's, not the device's: `price_totals`).
 """
 
 from __future__ import annotations
@@ -203,13 +204,13 @@ def price_totals(matmul_flops: float, memory_bytes: float, kernels: int, device:
                  calibration: Any, arithmetic: str | None = None) -> KernelSeconds:
     """A program priced from its totals (no kernel list: the CPU proxy's
     program): its products' FLOP at ``matmul`` of the dtype's peak, as one
-    large well-shaped product, the rest's bytes at ``memory`` of the bandwidth,
-    and ``kernels`` launches."""
+    large well-shaped product, and the rest's bytes at ``memory`` of the
+    bandwidth. Its ``kernels`` are the CPU compiler's, not the device's
+    (several times as many, unfused): they are counted, not charged a launch."""
     found = registry.device(device, has="peak")
     peak = _peak(found, dtype, arithmetic)
     assert found.peak is not None
     matmul = matmul_flops / (peak * calibration.matmul) if matmul_flops else 0.0
     memory = memory_bytes / (found.peak.bandwidth * calibration.memory) if memory_bytes else 0.0
-    return KernelSeconds(matmul, memory, kernels * calibration.launch, kernels, float(matmul_flops),
-                         float(memory_bytes), "totals")
+    return KernelSeconds(matmul, memory, 0.0, kernels, float(matmul_flops), float(memory_bytes), "totals")
 

@@ -175,9 +175,9 @@ def predict(
         priced_grad = _priced(grad, report, narrow, hardware, constants)
         priced_update = _priced(update, report, narrow, hardware, constants)
         if priced_grad.source == "totals":
-            notes.append("priced from the totals of the program the CPU compiled (its products' FLOP, its other "
-                         "bytes and kernels): pass target= (--target) to price the device's own program kernel "
-                         "by kernel")
+            notes.append("priced from the totals of the program the CPU compiled (its products' FLOP and its other "
+                         "bytes; its kernels are the CPU's, not charged a launch): pass target= (--target) to price "
+                         "the device's own program kernel by kernel")
         _optimal_note(report, notes)
         compute = priced_grad.seconds
         updating = priced_update.seconds
@@ -238,10 +238,13 @@ def _priced(costs: Any, report: Any, narrow: float, hardware: Hardware,
 
 
 def _optimal_note(report: Any, notes: list[str]) -> None:
-    """A TPU target's own estimate of the step (``optimal_seconds``), beside this model's."""
-    optimal = getattr(report.phases.get("train_step"), "optimal_seconds", None) if hasattr(report, "phases") else None
-    if optimal:
-        notes.append(f"the target compiler's own estimate of the train step (optimal_seconds): {optimal:.4g} s")
+    """A TPU target's own estimate of one micro-batch's step (``optimal_seconds``
+    of its grad and update programs), beside this model's."""
+    phases = getattr(report, "phases", {})
+    found = [getattr(phases.get(p), "optimal_seconds", None) for p in ("grad", "update")]
+    if all(found):
+        notes.append(f"the target compiler's own estimate of one micro-batch's grad and update programs "
+                     f"(optimal_seconds): {sum(found):.4g} s")
 
 
 def _backward_share(report: Any) -> float:
