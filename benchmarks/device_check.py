@@ -153,7 +153,23 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str) -> dict[str, o
         rows[label]["wall_s"] = round(time.perf_counter() - start, 1)
         jax.clear_caches()
     stats = jax.devices()[0].memory_stats() or {}
-    return {"model": model, "dtype": dtype, "optimizer": optimizer, "bytes_limit": stats.get("bytes_limit"), **rows}
+    return {"model": model, "dtype": dtype, "optimizer": optimizer, "bytes_limit": stats.get("bytes_limit"),
+            "bytes_reservable_limit": stats.get("bytes_reservable_limit"), **rows}
+
+
+def search_fit(model: str, dtype: str, optimizer: str) -> dict[str, object]:
+    """`xla_cost.max_batch_size` for the registry's compile target of the GPU here,
+    deviceless, by the jax installed here (the batch `check_fit` then runs)."""
+    from xla_cost.runs.fit import max_batch_size
+
+    entry = devices.match_kind(xla.device_kind())
+    assert entry is not None
+    start = time.perf_counter()
+    found = max_batch_size(model, target=entry.name, optimizer=optimizer, dtype=dtype, progress=False)
+    jax.clear_caches()
+    return {"model": model, "target": entry.name, "jax": jax.__version__, "batch_size": found.batch_size, "limit": found.limit,
+            "tried": [list(t) if isinstance(t, tuple) else str(t) for t in found.tried],
+            "seconds": round(time.perf_counter() - start, 1)}
 
 
 def environment() -> dict[str, object]:
@@ -181,7 +197,8 @@ def environment() -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit-model", default=None)
-    parser.add_argument("--fit-batch", type=int, default=None)
+    parser.add_argument("--fit-batch", type=int, default=None,
+                        help="the batch `xla-cost fit` answered; without it, searched here (deviceless, this jax)")
     parser.add_argument("--fit-dtype", default="float32")
     parser.add_argument("--fit-optimizer", default="adam")
     parser.add_argument("--skip-compare", action="store_true")
@@ -190,17 +207,24 @@ def main(argv: list[str] | None = None) -> int:
     if jax.default_backend() != "gpu":
         print("device_check: needs a GPU (jax's default backend is " + jax.default_backend() + ")", file=sys.stderr)
         return 2
-    result: dict[str, object] = {"environment": environment()}
-    if not args.skip_compare:
-        result["deviceless_vs_real"] = compare_compiles()
-        print(json.dumps(result["deviceless_vs_real"], indent=1), flush=True)
-    if args.fit_model and args.fit_batch:
-        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer)
-        print(json.dumps(result["fit"], indent=1), flush=True)
     name = "".join(c if c.isalnum() else "-" for c in xla.device_kind().lower()).strip("-")
     path = Path(args.out) / f"device_check_{name}_{datetime.date.today().isoformat()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    result: dict[str, object] = {"environment": environment()}
+    path.write_text(json.dumps(result, indent=1) + "\n")  # each part written as it ends: a timeout keeps the rest
+    if not args.skip_compare:
+        result["deviceless_vs_real"] = compare_compiles()
+        print(json.dumps(result["deviceless_vs_real"], indent=1), flush=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+    if args.fit_model and not args.fit_batch:
+        result["fit_search"] = search_fit(args.fit_model, args.fit_dtype, args.fit_optimizer)
+        print(json.dumps(result["fit_search"], indent=1), flush=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        args.fit_batch = result["fit_search"]["batch_size"]
+    if args.fit_model and args.fit_batch:
+        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer)
+        print(json.dumps(result["fit"], indent=1), flush=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
     return 0
 

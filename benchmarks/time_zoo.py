@@ -146,11 +146,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reduced", action="store_true", help="CPU-sized shapes")
     parser.add_argument("--only", action="append", default=[], help="run only this model (repeatable; the models run in the order given)")
+    parser.add_argument("--batch", action="append", type=int, default=[], help="run only cases of this batch (repeatable)")
+    parser.add_argument("--dtype", action="append", choices=DTYPES, default=[], help="run only this dtype (repeatable)")
+    parser.add_argument("--optimizer", action="append", choices=OPTIMIZERS, default=[],
+                        help="run only this optimizer (repeatable)")
     parser.add_argument("--output", default=None, help="CSV path (default reports/data/timing_<device>_<date>.csv)")
     args = parser.parse_args(argv)
 
     base = REDUCED_CASES if args.reduced else GPU_CASES
     cases = [c for name in args.only for c in base if c[0] == name] if args.only else base  # --only's order
+    cases = [c for c in cases if not args.batch or c[1] in args.batch]
     today = datetime.date.today().isoformat()
     device = re.sub(r"[^a-z0-9]+", "-", xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
@@ -160,8 +165,8 @@ def main(argv: list[str]) -> int:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         for name, batch, config in cases:
-            for dtype in DTYPES:
-                for optimizer in OPTIMIZERS:
+            for dtype in args.dtype or DTYPES:
+                for optimizer in args.optimizer or OPTIMIZERS:
                     label = f"{name} b{batch} {config or ''} {dtype} {optimizer}"
                     try:
                         rows = rows_for(name, batch, config, dtype, optimizer, today)
