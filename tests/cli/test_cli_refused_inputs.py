@@ -320,7 +320,7 @@ def test_every_device_is_usable_by_every_command_or_refused_in_one_line(capsys, 
             assert main(argv) == 0, capsys.readouterr().err
             assert '"capacity": 16000000000.0' in capsys.readouterr().out
         else:
-            assert fit_module.device_memory(name) == (found.memory, found.memory_source)
+            assert fit_module.device_memory(name) == devices.allocatable(found)
         # estimate: a bound and a prediction both need a peak, and nothing else (issue 32: the time
         # model's constants are one set for every device, no per-device profile to lack)
         bound = ["estimate", "one_net", "--samples", "10", "--device", name, "--bound", "--format", "json"]

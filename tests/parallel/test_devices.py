@@ -20,9 +20,13 @@ T = 1e12
 
 
 DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), memory (B)
-    ("h100", 989.4, 494.7, 3.35e12, 80e9),   # H100 SXM5 datasheet: dense BF16, TF32, HBM3 3.35 TB/s, 80 GB
+    # H100 SXM5 datasheet: dense BF16, TF32, HBM3 3.35 TB/s; memory as the driver reports it, 81,559 MiB
+    # (nvidia-smi on the device machine; the datasheet's "80 GB")
+    ("h100", 989.4, 494.7, 3.35e12, 81559 * 2**20),
     ("h100-pcie", 756, 378, 2.0e12, 80e9),   # H100 PCIe datasheet: dense BF16 756, TF32 378, 2.0 TB/s, 80 GB HBM2e
-    ("h200", 989, 494.7, 4.8e12, 141e9),     # H200 datasheet: HBM3e 4.8 TB/s, 141 GB
+    # H200 datasheet: HBM3e 4.8 TB/s; memory 143,771 MiB as nvidia-smi reports it (the datasheet's "141 GB";
+    # reports/data/device_check_nvidia-h200_2026-11-26.json)
+    ("h200", 989, 494.7, 4.8e12, 143771 * 2**20),
     ("a100", 312, 156, 1.555e12, 40e9),      # A100 40GB: 1,555 GB/s
     ("a100-80gb", 312, 156, 2.039e12, 80e9),  # A100 80GB SXM: 2,039 GB/s
     ("v100", 15.7, 15.7, 900e9, 16e9),       # V100 SXM2: no BF16 tensor cores (FP32 rate), HBM2 900 GB/s
@@ -34,6 +38,18 @@ DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), m
     ("tpu-v5p", 459, 459, 2765e9, 95e9),     # Cloud TPU v5p: 459 TFLOPs bf16, HBM2e 95 GB at 2765 GBps
     ("tpu-v6e", 918, 918, 1638e9, 32e9),     # Cloud TPU v6e: 918 TFLOPs bf16, HBM 32 GB at 1638 GBps
 ]
+
+
+def test_a_gpu_allocator_takes_its_share_of_what_the_cuda_context_leaves():
+    from xla_cost.parallel.devices import CUDA_CONTEXT_BYTES, allocatable, target
+
+    # measured on an H200: JAX's limit 112,583,507,968 bytes = 0.75 x (143,771 MiB - the context)
+    assert 0.75 * allocatable(DEVICES["h200"])[0] == pytest.approx(112_583_507_968, abs=1)
+    assert 600 * 2**20 < CUDA_CONTEXT_BYTES < 620 * 2**20  # 614 MiB
+    assert target("h200").memory_bytes * target("h200").memory_fraction == pytest.approx(112_583_507_968, abs=1)
+    # a TPU's runtime keeps no context out of it, and takes it all
+    assert allocatable(DEVICES["tpu-v5e"])[0] == DEVICES["tpu-v5e"].memory
+    assert target("tpu-v5e").memory_fraction == 1.0
 
 
 @pytest.mark.parametrize("name, bf16, f32, bandwidth, memory", DATASHEETS)
@@ -81,7 +97,7 @@ def test_every_consumer_answers_for_every_device_that_has_what_it_needs():
     for name in devices.names("cluster"):
         assert comm.cluster(name) == comm.CLUSTERS[name]
     for name in devices.names("memory"):
-        assert fit.device_memory(name) == (DEVICES[name].memory, DEVICES[name].memory_source)
+        assert fit.device_memory(name) == devices.allocatable(DEVICES[name])
     for name in devices.names("peak"):
         assert timing.device_peak(DEVICES[name].kind[0] + " " + " ".join(DEVICES[name].kind[1:])).name \
             == DEVICES[name].title

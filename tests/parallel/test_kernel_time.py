@@ -55,11 +55,22 @@ def _best_tile(batch: int, m: int, n: int) -> int:
     return max(kernel_time.GPU_TILES, key=lambda tile: _by_tile(batch, m, n, tile))
 
 
+def _split(batch: int, m: int, n: int, k: int, tile: int, split: int, depth: float, units: int = H100_SMS) -> float:
+    """A tile side with the contraction in ``split`` parts, written out: split x the tiles in waves,
+    each part's k / split paying the pipeline's fill."""
+    rows, columns = math.ceil(m / tile), math.ceil(n / tile)
+    parts = batch * rows * columns * split
+    padding = m * n / (rows * tile * columns * tile)
+    part_k = math.ceil(k / split)
+    return padding * parts / (math.ceil(parts / units) * units) * _tile_rate(tile) * part_k / (part_k + depth)
+
+
 def test_the_registry_gives_the_matrix_units():
     assert matrix_units("h100") == (H100_SMS, 0)  # 132 SMs; side 0: the library picks its tiles
     assert matrix_units("tpu-v5e") == (V5E_MXUS, V5E_SIDE)
     # the tiles the hand derivations below choose among, 256 the largest
     assert kernel_time.GPU_TILES == (16, 32, 64, 128, 256) and kernel_time.TILE_OVERHEAD == 64
+    assert kernel_time.SPLIT_K == (1, 2, 4, 8, 16)
 
 
 def test_a_4096_cube_on_132_sms_takes_256_tiles_in_two_waves():
@@ -80,29 +91,40 @@ def test_a_4096_cube_on_132_sms_takes_256_tiles_in_two_waves():
     assert float(shape_efficiency(1, m, n, 128, H100_SMS, 0, 128.0)) == pytest.approx(256 / 264 / 2, rel=1e-12)
 
 
-def test_a_64_square_output_fills_a_few_sms_of_132():
+def test_a_64_square_output_splits_its_contraction_over_the_sms():
     k, depth = 4096, 128.0
-    # best as 4 x 4 = 16 tiles of 16 (no padding) on 16 SMs of 132, at 0.25 of the rate; 4 tiles of 32
-    # reach 4 / 132 at 0.417, one of 64 1 / 132 at 0.625
+    # unsplit, best as 4 x 4 = 16 tiles of 16 (no padding) on 16 SMs of 132, at 0.25 of the rate; 4 tiles
+    # of 32 reach 4 / 132 at 0.417, one of 64 1 / 132 at 0.625
     assert _best_tile(1, 64, 64) == 16 and _by_tile(1, 64, 64, 16) == pytest.approx(16 / 132 * 0.25)
-    small = 16 / 132 * _tile_rate(16) * k / (k + depth)
-    assert float(shape_efficiency(1, 64, 64, k, H100_SMS, 0, depth)) == pytest.approx(small, rel=1e-12)
-    # 8192^2: tile 256, 32 x 32 = 1024 tiles in 8 waves (1056 slots)
+    unsplit = 16 / 132 * _tile_rate(16) * k / (k + depth)
+    # split in 8: 128 parts in one wave of 132, each k = 512 at 512 / 640; in 16: 256 parts in two
+    # waves (264 slots), k = 256 at 256 / 384; 32-tiles in 16: 64 parts at 0.417 and 256 / 384
+    by_8 = 128 / 132 * _tile_rate(16) * 512 / (512 + depth)
+    assert by_8 == pytest.approx(_split(1, 64, 64, k, 16, 8, depth))
+    assert by_8 > _split(1, 64, 64, k, 16, 16, depth) > _split(1, 64, 64, k, 32, 16, depth) > unsplit
+    assert by_8 == max(_split(1, 64, 64, k, t, s, depth) for t in kernel_time.GPU_TILES for s in kernel_time.SPLIT_K)
+    assert float(shape_efficiency(1, 64, 64, k, H100_SMS, 0, depth)) == pytest.approx(by_8, rel=1e-12)
+    # 8192^2: tile 256, 32 x 32 = 1024 tiles in 8 waves (1056 slots), filled without a split
     assert _best_tile(1, 8192, 8192) == 256
     large = 1024 / 1056 * k / (k + depth)
     assert float(shape_efficiency(1, 8192, 8192, k, H100_SMS, 0, depth)) == pytest.approx(large, rel=1e-12)
-    assert large / small > 30  # (1024 / 1056) / (16 / 132 * 0.25) = 32 times the rate
+    # a weight gradient's shape, 768 x 3,072 out of 8,192 tokens: 3 x 12 = 36 tiles of 256 would fill 36 of
+    # 132 SMs; 12 x 48 = 576 tiles of 64 in 5 waves (660 slots) at 0.625 lose less
+    grad = max(_split(1, 768, 3072, 8192, t, s, depth) for t in kernel_time.GPU_TILES for s in kernel_time.SPLIT_K)
+    assert float(shape_efficiency(1, 768, 3072, 8192, H100_SMS, 0, depth)) == pytest.approx(grad, rel=1e-12)
+    assert grad > _split(1, 768, 3072, 8192, 256, 1, depth)
 
 
 def test_a_batch_of_products_fills_the_machine_and_a_ragged_output_pads():
     # 132 independent 256^2 outputs: one 256 tile each, one full wave
     assert float(shape_efficiency(132, 256, 256, 1024, H100_SMS, 0, 0.0)) == pytest.approx(1.0, rel=1e-12)
-    # one alone: best as 16 x 16 = 256 tiles of 16 in 2 waves (264 slots) at 0.25 of the rate
-    assert _best_tile(1, 256, 256) == 16
-    assert float(shape_efficiency(1, 256, 256, 1024, H100_SMS, 0, 0.0)) == pytest.approx(256 / 264 * 0.25, rel=1e-12)
-    # 300 x 300: best as 10 x 10 = 100 tiles of 32 over 320 x 320 (padded), one wave of 132, at 0.417
-    padded = 300 * 300 / (320 * 320) * 100 / 132 * _tile_rate(32)
-    assert _best_tile(1, 300, 300) == 32 and _by_tile(1, 300, 300, 32) == pytest.approx(padded, rel=1e-12)
+    # one alone: unsplit, best as 16 x 16 = 256 tiles of 16 in 2 waves (264 slots) at 0.25 of the rate; with
+    # the contraction split (free at depth 0), 16 tiles of 64 in 8 parts fill 128 of 132 SMs at 0.625
+    assert _best_tile(1, 256, 256) == 16 and _by_tile(1, 256, 256, 16) == pytest.approx(256 / 264 * 0.25)
+    assert float(shape_efficiency(1, 256, 256, 1024, H100_SMS, 0, 0.0)) == pytest.approx(128 / 132 * 0.625, rel=1e-12)
+    # 300 x 300: best as 5 x 5 = 25 tiles of 64 over 320 x 320 (padded) in 4 parts: 100 of 132 SMs at 0.625
+    padded = 300 * 300 / (320 * 320) * 100 / 132 * _tile_rate(64)
+    assert _split(1, 300, 300, 1024, 64, 4, 0.0) == pytest.approx(padded, rel=1e-12)
     assert float(shape_efficiency(1, 300, 300, 1024, H100_SMS, 0, 0.0)) == pytest.approx(padded, rel=1e-12)
 
 

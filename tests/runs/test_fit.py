@@ -14,6 +14,7 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
+from xla_cost.parallel import devices
 from xla_cost.runs import fit
 
 # an affine step: parameters and optimizer state 1,000 bytes, 24 bytes more per sample
@@ -151,8 +152,10 @@ def test_an_affine_one_net_on_an_h100_takes_4_compiles(compiles):
     parameters = 533_898
     fixed, per_sample = 4 * parameters * 4, (1 + 4096 * 2 + 128 * 2 + 10 * 2) * 4
     compiles.curve[0] = lambda batch: fixed + per_sample * batch
-    result = fit.max_batch_size("one_net", device="h100", progress=False)  # 80 GB x 0.75 usable
-    answer = int((80e9 * 0.75 - fixed) // per_sample)
+    # 0.75 of what JAX's allocator sees: the H100's 81,559 MiB (as the driver reports it) less the CUDA context
+    result = fit.max_batch_size("one_net", device="h100", progress=False)
+    usable = (81559 * 2**20 - devices.CUDA_CONTEXT_BYTES) * 0.75
+    answer = int((usable - fixed) // per_sample)
     assert (result.batch_size, result.next_size) == (answer, answer + 1)
     assert len(compiles.asked) <= 4  # affine from batch 1: 1, 2, the answer and the next
 
@@ -246,3 +249,20 @@ def test_the_table_says_which_batch_fits_and_shows_the_limit():
     assert [line for line in table.splitlines() if "usable (the limit)" in line][0].count("1.500") == 2
     # the notes give the digits that tell each from the limit: 1.499999 and 1.500001 GB
     assert result.notes() == ["tried: 16 (1.499999 GB) fits, 17 (1.500001 GB) does not fit (limit 1.50 GB)"]
+
+
+def test_a_batch_whose_rematerialization_fell_short_does_not_fit_whatever_its_peak(compiles, monkeypatch):
+    # the affine step (1000 + 24 bytes a sample) on 3,400 bytes fits up to batch 100; from batch 60 on, the
+    # compiler says its rematerialization could not reach its own limit (3,000 bytes), though
+    # memory_analysis() puts the peak under the device's: those batches do not fit
+    def breakdown_at(run, batch):
+        compiles.asked.append(batch)
+        short = (3000, 3100 + batch) if batch >= 60 else None
+        return SimpleNamespace(peak=_affine(batch), remat_short_of=short)
+
+    monkeypatch.setattr(fit, "breakdown_at", breakdown_at)
+    result = fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1)
+    assert (result.batch_size, result.next_size) == (59, 60)
+    assert all(b < 60 or p > 3400 for b, p in result.tried)  # judged over the limit, whatever the peak
+    assert result.remat_short_of and all(b >= 60 and limit == 3000 for b, limit, _ in result.remat_short_of)
+    assert any("rematerialization short of its limit" in note for note in result.notes())

@@ -119,11 +119,14 @@ def test_a_case_without_its_program_is_refused(reports):
         price_case(case, {})
 
 
-def test_published_h100_rows_match_the_committed_csv():
+@pytest.mark.parametrize("device, rows", [("h100", published.H100_MEASURED), ("h200", published.H200_MEASURED)])
+def test_measured_rows_match_the_committed_csv(device, rows):
     import csv
 
-    for model, config, batch, dtype, optimizer, seconds, date in published.H100_MEASURED:
-        path = ROOT / "reports" / "data" / f"timing_nvidia-h100-80gb-hbm3_{date}.csv"
+    from xla_cost.study.cases import MEASURED_FILES
+
+    for model, config, batch, dtype, optimizer, seconds, date in rows:
+        path = ROOT / "reports" / "data" / f"timing_{MEASURED_FILES[device]}_{date}.csv"
         with path.open() as f:
             rows = [r for r in csv.DictReader(f) if r["phase"] == "train_step" and r["model"] == model
                     and int(r["batch"]) == batch and r["dtype"] == dtype and r["optimizer"] == optimizer]

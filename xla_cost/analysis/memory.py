@@ -98,6 +98,12 @@ class MemoryBreakdown:
       largest_workspace: the largest workspace buffers live at that point
         (`xla_cost.compiled.liveness.LiveBuffer`), largest first.
       peak_instruction: the HLO instruction running at that point.
+      rematerialized: instructions XLA's rematerialization pass recomputed to
+        bring the peak under the device's memory (0: none; None: not read).
+      remat_short_of: ``(limit, reached)`` bytes when that pass said it could
+        not reach its limit: the compiler's own word that the step does not
+        fit, whatever ``peak`` says (`xla_cost.runs.fit` judges it so); None:
+        it did not say so.
     """
 
     parameters: int
@@ -117,6 +123,8 @@ class MemoryBreakdown:
     held_by_layer: Mapping[str, int] = dataclasses.field(default_factory=dict)
     largest_workspace: tuple[Any, ...] = ()
     peak_instruction: str = ""
+    rematerialized: int | None = None
+    remat_short_of: tuple[int, int] | None = None
 
     @property
     def parts(self) -> dict[str, int]:
@@ -160,6 +168,8 @@ class MemoryBreakdown:
             "held_by_layer": dict(self.held_by_layer),
             "largest_workspace": [b.to_dict() for b in self.largest_workspace],
             "peak_instruction": self.peak_instruction,
+            "rematerialized": self.rematerialized,
+            "remat_short_of": None if self.remat_short_of is None else list(self.remat_short_of),
             "devices": self.devices, "notes": list(self.notes),
         }
 
@@ -204,6 +214,9 @@ class MemoryBreakdown:
             held_by_layer={str(k): int(v) for k, v in (data.get("held_by_layer") or {}).items()},
             largest_workspace=tuple(LiveBuffer.from_dict(b) for b in data.get("largest_workspace", ())),
             peak_instruction=str(data.get("peak_instruction", "")),
+            rematerialized=data.get("rematerialized"),
+            remat_short_of=None if data.get("remat_short_of") is None else
+            (int(data["remat_short_of"][0]), int(data["remat_short_of"][1])),
         )
 
 
@@ -435,6 +448,8 @@ def memory_breakdown(
         output_bytes=None if memory is None else memory.output_bytes,
         temp_bytes=None if memory is None else memory.temp_bytes,
         alias_bytes=None if memory is None else memory.alias_bytes,
+        rematerialized=None if memory is None else memory.rematerialized,
+        remat_short_of=None if memory is None else memory.remat_short_of,
         devices=devices, notes=tuple(notes), **replay,
     )
 

@@ -29,7 +29,7 @@ __all__ = [
     "Array", "Shape", "parse_shape", "shape_leaves", "shape_bytes", "shape_dtypes", "element_bits",
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
-    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "LibraryBytes",
+    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
 ]
 
@@ -634,6 +634,16 @@ def has_while_loop(hlo_text: str) -> bool:
         for computation in module.computations.values()
         for instruction in computation.instructions
     )
+
+
+_REMAT_CLONE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\.remat\d*\s*=", re.MULTILINE)
+
+
+def remat_clones(hlo_text: str) -> int:
+    """Instructions of an optimized module that XLA's rematerialization pass
+    made (it names each recomputed clone ``<name>.remat``, ``.remat2``, ...):
+    the compiler recomputing values to fit the device's memory."""
+    return len(_REMAT_CLONE.findall(hlo_text))
 
 
 def library_call_target(instruction: Instruction) -> str | None:

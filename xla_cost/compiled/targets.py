@@ -36,6 +36,21 @@ from xla_cost.errors import InputError
 __all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plugin", "PLATFORM_BACKENDS"]
 
 PLATFORM_BACKENDS = {"cuda": "gpu", "tpu": "tpu"}
+
+ALLOCATOR_FRACTION = 0.75
+"""The share of a GPU's free memory JAX's allocator takes by default
+(``XLA_PYTHON_CLIENT_MEM_FRACTION``): the memory a step on it may use."""
+
+CONFIGURED_SHARE = 0.8
+"""The share of a ``GpuTargetConfig``'s ``device_memory_size`` XLA's GPU
+compiler plans a program for (its scheduler's and rematerialization's limit);
+on a real device it plans for the allocator's limit itself. Read from the
+rematerialization limits the compiler logged for one program on an H200,
+2026-11-26: 0.95 x 0.8 x 141e9 + 73.5 MB deviceless, 0.95 x 112,583,507,968
+(the allocator's limit) + 73.5 MB on the device
+(reports/data/device_check_nvidia-h200_2026-11-26.json). A target's
+configured size is therefore its allocator's limit / 0.8
+(`CompileTarget.configured_memory`)."""
 """jax's backend name (``jax.default_backend()``) of each target platform."""
 
 
@@ -136,12 +151,16 @@ class CompileTarget:
       device: the registry key of the device (``h100``, ``tpu-v5e``).
       title: the device as reports name it.
       platform: ``cuda`` or ``tpu``.
-      memory_bytes: one device's memory.
+      memory_bytes: one device's memory (a GPU's: what is free once the CUDA
+        context is made, which JAX's allocator takes its share of).
       bandwidth: one device's memory bandwidth, bytes/s.
       gpu: a GPU's compiler description.
       tpu: a TPU generation's topologies.
       topology: a TPU slice named in ``name`` (``v5e:2x2``); None: chosen per mesh.
       node_size: devices per host (GPUs per server; a TPU host's chips).
+      memory_fraction: the share of ``memory_bytes`` a program may use (JAX's
+        allocator's, `ALLOCATOR_FRACTION`); a GPU's compiler is told it
+        (`configured_memory`), as a real device's allocator tells it.
     """
 
     name: str
@@ -154,6 +173,14 @@ class CompileTarget:
     tpu: TpuSpec | None = None
     topology: str | None = None
     node_size: int = 8
+    memory_fraction: float = ALLOCATOR_FRACTION
+
+    @property
+    def configured_memory(self) -> float:
+        """The ``device_memory_size`` a GPU target's compiler is given: the
+        allocator's limit over `CONFIGURED_SHARE`, so that it plans (schedules,
+        rematerializes) for the limit a real device's compile plans for."""
+        return self.memory_bytes * self.memory_fraction / CONFIGURED_SHARE
 
     @property
     def backend(self) -> str:
@@ -164,7 +191,7 @@ class CompileTarget:
     def key(self) -> str:
         """What the caches key the target's programs by: everything its compiler is told."""
         if self.gpu is not None:
-            return f"{self.platform}:{self.device}:{self.gpu.config_text(self.memory_bytes, self.bandwidth)}"
+            return f"{self.platform}:{self.device}:{self.gpu.config_text(self.configured_memory, self.bandwidth)}"
         chip = self.tpu.chip_config if self.tpu is not None else None
         return f"{self.platform}:{self.device}:{self.topology or ''}:{chip or ''}"
 
@@ -237,7 +264,7 @@ def _load_libtpu_without_its_profiler() -> None:
 
 
 def _topology(target: CompileTarget, topology: str) -> tuple[Any, ...]:
-    config = (target.gpu.config_text(target.memory_bytes, target.bandwidth) if target.gpu is not None
+    config = (target.gpu.config_text(target.configured_memory, target.bandwidth) if target.gpu is not None
               else target.tpu.chip_config if target.tpu is not None else None)
     try:
         return _topology_devices(target.platform, topology, config)

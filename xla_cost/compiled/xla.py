@@ -95,6 +95,15 @@ class XlaMemory:
     temp_bytes: int | None
     alias_bytes: int | None = None
     """Output bytes that share an argument's buffer (donated arguments)."""
+    rematerialized: int | None = None
+    """Instructions XLA's rematerialization pass recomputed to bring the peak
+    under the device's memory (clones named ``*.remat*`` in the optimized
+    module: `xla_cost.compiled.hlo.remat_clones`); 0: none; None: not read."""
+    remat_short_of: tuple[int, int] | None = None
+    """``(limit, reached)`` bytes when the rematerialization pass said it could
+    not bring the program under its limit (`remat_shortfall` of the compiler's
+    log): the compiler's own word that the program does not fit; None: it did
+    not say so (or the log was not seen: the analyses read from the cache keep it)."""
 
     @property
     def peak_bytes(self) -> int | None:
@@ -213,6 +222,19 @@ def normalize_memory_analysis(raw: Any) -> XlaMemory:
     )
 
 
+_REMAT_SHORT = re.compile(
+    r"Can't reduce memory use below \S+ \((\d+) bytes\) by rematerialization; "
+    r"only reduced to \S+ \((\d+) bytes\)")
+
+
+def remat_shortfall(log: str) -> tuple[int, int] | None:
+    """``(limit, reached)`` bytes of the compiler log's "Can't reduce memory use
+    below ... by rematerialization; only reduced to ..." (XLA's
+    ``hlo_rematerialization``), the largest if several; None: no such line."""
+    found = [(int(a), int(b)) for a, b in _REMAT_SHORT.findall(log)]
+    return max(found, key=lambda pair: pair[1]) if found else None
+
+
 def _safe_call(method: Callable[[], Any]) -> Any:
     # Some backends raise instead of returning None (NotImplementedError,
     # XlaRuntimeError "Unimplemented"); both mean "no analysis".
@@ -259,14 +281,17 @@ _QUIET_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _quiet_compiler() -> Iterator[None]:
+def _quiet_compiler() -> Iterator[list[str]]:
     """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
-    then lets all of it but the slow-operation alarms through.
+    then lets all of it but the slow-operation alarms through. Yields a list
+    that holds, once the block ends, the text written while it ran (with that
+    of any compile that overlapped it; empty when descriptor 2 was not held).
 
     Compiles may run in several threads at once: the first to enter redirects
     the descriptor, the last to leave restores it and writes what was held.
     """
     stderr_fd = 2
+    held: list[str] = []
     with _QUIET_LOCK:
         if _QUIET["depth"] == 0:
             try:
@@ -279,10 +304,15 @@ def _quiet_compiler() -> Iterator[None]:
                 os.dup2(capture.fileno(), stderr_fd)
                 _QUIET.update(saved=saved, capture=capture)
         _QUIET["depth"] += 1
+        mine = _QUIET["capture"]
+        start = None if mine is None else os.fstat(mine.fileno()).st_size
     try:
-        yield
+        yield held
     finally:
         with _QUIET_LOCK:
+            if mine is not None and start is not None:
+                end = os.fstat(mine.fileno()).st_size
+                held.append(os.pread(mine.fileno(), end - start, start).decode("utf-8", "replace"))
             _QUIET["depth"] -= 1
             if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
                 saved, capture = _QUIET["saved"], _QUIET["capture"]
@@ -359,19 +389,21 @@ def compile_phase(
                 and (not liveness or cached.liveness is not None or cached.liveness_error)):
             return cached
         program = lowered
-    compiled, compile_note = _compile(program, args, compiler_options)
+    compiled, compile_note, log = _compile(program, args, compiler_options)
     target = targets.active()
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     if target is not None:
         costs = _target_costs(compiled, costs, target)
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
+    text = compiled.as_text() or ""
+    memory = dataclasses.replace(memory, rematerialized=hlo.remat_clones(text) if text else None,
+                                 remat_short_of=remat_shortfall(log))
     found: tuple[Any, ...] | None = None
     notes: tuple[str, ...] = ()
     loops: bool | None = None
     library: tuple[tuple[str, int], ...] | None = None
     library_bytes: int | None = None
     profile, profile_error = None, ""
-    text = compiled.as_text() or ""
     work = hlo.work_bytes(text) if text else None
     memory_bound = None if work is None else work.other
     launches = None if work is None else work.kernels
@@ -423,7 +455,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 14
+ANALYSES_FORMAT = 15
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -451,6 +483,11 @@ def _analyses_path(key: str) -> str:
     return os.path.join(_CACHE_STATE["dir"], "analyses", key + ".json")
 
 
+def _memory_from(data: Mapping[str, Any]) -> XlaMemory:
+    short = data.get("remat_short_of")
+    return XlaMemory(**{**data, "remat_short_of": None if short is None else (int(short[0]), int(short[1]))})
+
+
 def _read_analyses(key: str) -> CompiledPhase | None:
     try:
         with open(_analyses_path(key), encoding="utf-8") as handle:
@@ -460,7 +497,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
         if data.get("collectives") is not None:
             found = tuple(HloCollective.from_dict(c) for c in data["collectives"])
         return CompiledPhase(
-            costs=costs, memory=XlaMemory(**data["memory"]), executable=None, collectives=found,
+            costs=costs, memory=_memory_from(data["memory"]), executable=None, collectives=found,
             collective_notes=tuple(data.get("collective_notes", ())), has_loops=data.get("has_loops"),
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
@@ -528,32 +565,33 @@ GPT-2's attention projection on an A100, sm_80): its products go to cuBLAS."""
 
 def _compile(
     program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None
-) -> tuple[Any, str]:
-    """The executable, and a note when it took a retry (`TRITON_GEMM_RETRY`)."""
+) -> tuple[Any, str, str]:
+    """The executable, a note when it took a retry (`TRITON_GEMM_RETRY`), and
+    what the compiler logged meanwhile (`_quiet_compiler`)."""
     if isinstance(program, jax.stages.Traced):
         program = program.lower()
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
     options = dict(compiler_options) if compiler_options else None
     target = targets.active()
-    with _quiet_compiler(), warnings.catch_warnings():
+    with _quiet_compiler() as log, warnings.catch_warnings():
         if target is not None:
             # A deviceless compile has no client to load an executable into: jax's persistent cache,
             # which the compile goes through, cannot read back the entries it writes for one and says
             # so before compiling again. A target's analyses are cached by `compile_phase` instead.
             warnings.filterwarnings("ignore", message="Error reading persistent compilation cache entry")
         try:
-            return program.compile(compiler_options=options), ""
+            executable, note = program.compile(compiler_options=options), ""
         except Exception as exc:  # noqa: BLE001 - one known failure is retried, any other raised
             if target is None or target.platform != "cuda" or "output tile sizes" not in str(exc):
                 raise
             first = str(exc).strip().splitlines()[0][:160]
             executable = program.compile(compiler_options={**(options or {}), **TRITON_GEMM_RETRY})
-    return executable, (
-        f"the {target.name} compile failed in XLA's Triton gemm emitter without a device to autotune on "
-        f"({first}); compiled again with xla_gpu_enable_triton_gemm=False: its matrix products are cuBLAS "
-        "calls, where a real device's autotuner might have chosen Triton kernels"
-    )
+            note = (
+                f"the {target.name} compile failed in XLA's Triton gemm emitter without a device to autotune on "
+                f"({first}); compiled again with xla_gpu_enable_triton_gemm=False: its matrix products are cuBLAS "
+                "calls, where a real device's autotuner might have chosen Triton kernels")
+    return executable, note, "".join(log)
 
 
 CACHE_DIR_ENV = "XLA_COST_CACHE_DIR"
@@ -681,12 +719,12 @@ def device_kind() -> str:
 
 
 def device_memory_bytes() -> int | None:
-    """Memory of the device compiled for: the active target's datasheet
-    capacity, else what the default device can allocate (GPU/TPU ``bytes_limit``),
-    else None."""
+    """Memory a program may use on the device compiled for: the active
+    target's share of its memory (`xla_cost.compiled.targets.CompileTarget.memory_fraction`),
+    else what the default device can allocate (GPU/TPU ``bytes_limit``), else None."""
     target = targets.active()
     if target is not None:
-        return int(target.memory_bytes)
+        return int(target.memory_bytes * target.memory_fraction)
     stats = _safe_call(jax.devices()[0].memory_stats)
     if isinstance(stats, Mapping):
         return _as_count(stats.get("bytes_limit"))

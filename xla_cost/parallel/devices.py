@@ -21,10 +21,10 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from xla_cost.compiled.targets import CompileTarget, GpuSpec, TpuSpec
+from xla_cost.compiled.targets import ALLOCATOR_FRACTION, CompileTarget, GpuSpec, TpuSpec
 from xla_cost.errors import InputError
 
-__all__ = ["DevicePeak", "Node", "NODES", "node", "Device", "DEVICES", "device", "match_kind", "names", "target",
+__all__ = ["CUDA_CONTEXT_BYTES", "allocatable", "DevicePeak", "Node", "NODES", "node", "Device", "DEVICES", "device", "match_kind", "names", "target",
            "target_names", "target_slice",
            "TPU_MATRIX_UNITS", "matrix_units"]
 
@@ -237,6 +237,26 @@ class Device:
         return NODES[self.node].devices if self.node is not None else 1
 
 
+CUDA_CONTEXT_BYTES = 143771 * 2**20 - 150_111_343_957
+"""Memory of a GPU that the CUDA driver and context hold before JAX's allocator
+takes its share (``XLA_PYTHON_CLIENT_MEM_FRACTION``) of what is free: 614 MiB
+on an H200 of 143,771 MiB, whose allocator limit was 112,583,507,968 bytes at
+the default 0.75, i.e. 0.75 of 150,111,343,957 bytes free
+(reports/data/device_check_nvidia-h200_2026-11-26.json). Taken for every GPU
+(`allocatable`): measured on one."""
+
+
+def allocatable(found: Device) -> tuple[float, str]:
+    """``(bytes, source)``: the memory JAX's allocator takes its share of on
+    ``found``: a GPU's memory less `CUDA_CONTEXT_BYTES`; a TPU's whole memory."""
+    assert found.memory is not None
+    if found.gpu is None:
+        return float(found.memory), found.memory_source
+    return (float(found.memory - CUDA_CONTEXT_BYTES),
+            f"{found.memory_source}; less the {CUDA_CONTEXT_BYTES / 2**20:,.0f} MiB the CUDA context holds "
+            "(measured on an H200)")
+
+
 def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str) -> DevicePeak:
     """Dense peaks in TFLOP/s by dtype (bfloat16, float16, float32), memory bandwidth in bytes/s."""
     return DevicePeak(title, {"bfloat16": bf16 * _T, "float16": f16 * _T, "float32": f32 * _T}, bandwidth, source)
@@ -255,7 +275,8 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         "h100", "NVIDIA H100 SXM", ("H100",),
         _peak("NVIDIA H100 SXM", 989.4, 989.4, 494.7, 3.35e12,
               "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7; HBM3 3.35 TB/s)"),
-        80e9, "NVIDIA H100 SXM datasheet: 80 GB HBM3",
+        81559 * 2**20, "81,559 MiB, as the driver reports an H100 SXM's memory (nvidia-smi on this project's "
+        "device machine, 2026-11-13; the datasheet's '80 GB' is about 80 GiB)",
         node="dgx-h100",
         gpu=GpuSpec((9, 0), 132, 128, 1.98, 50 * 2**20, 228 * 1024, 227 * 1024,
                     description="NVIDIA H100 80GB HBM3",
@@ -279,7 +300,9 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         "h200", "NVIDIA H200 SXM", ("H200",),
         _peak("NVIDIA H200 SXM", 989, 989, 494.7, 4.8e12,
               "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
-        141e9, "NVIDIA H200 datasheet: 141 GB HBM3e",
+        143771 * 2**20, "143,771 MiB, as the driver reports an H200's memory (nvidia-smi on this project's device "
+        "machine, 2026-11-26: reports/data/device_check_nvidia-h200_2026-11-26.json; the datasheet's '141 GB' is "
+        "about 140 GiB)",
         node="dgx-h200",
         gpu=GpuSpec((9, 0), 132, 128, 1.98, 60 * 2**20, 228 * 1024, 227 * 1024,
                     description="NVIDIA H200",
@@ -479,9 +502,10 @@ def target(name: str | CompileTarget) -> CompileTarget:
     assert found.memory is not None and found.peak is not None  # every target entry has both
     return CompileTarget(
         name=text, device=found.name, title=found.title, platform="cuda" if found.gpu is not None else "tpu",
-        memory_bytes=found.memory, bandwidth=found.peak.bandwidth, gpu=found.gpu, tpu=found.tpu,
+        memory_bytes=allocatable(found)[0], bandwidth=found.peak.bandwidth, gpu=found.gpu, tpu=found.tpu,
         topology=f"{found.tpu.generation}:{topology}" if found.tpu is not None and topology else None,
         node_size=found.tpu.chips_per_host if found.tpu is not None else found.node_size,
+        memory_fraction=ALLOCATOR_FRACTION if found.gpu is not None else 1.0,  # a TPU's runtime takes it all
     )
 
 

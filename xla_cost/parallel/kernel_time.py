@@ -15,13 +15,14 @@ set for every device. What differs between devices comes from the registry
 (`xla_cost.parallel.devices`): the peak of the dtype, the bandwidth, and the
 matrix units the output tiles are spread over. The shape's efficiency is
 
-    shape = tiles(m, n) * waves(tiles, units) * k / (k + depth)
+    shape = tiles(m, n) * waves(tiles x split, units) * (k / split) / (k / split + depth)
 
 where, on a GPU, the library's tile side T is the best of `GPU_TILES` (the
 rows and columns of the output padded to whole tiles; a T-side tile reaching
 ``T / (T + TILE_OVERHEAD)`` of the largest tile's rate, its operands read
 once per tile) and the tiles run in waves over the streaming
-multiprocessors (the last wave partly idle); on a TPU the output is padded to
+multiprocessors (the last wave partly idle), the contraction split in
+``split`` parts (`SPLIT_K`) where tiles are too few to fill them; on a TPU the output is padded to
 the MXU's side and spread over its MXUs. Small contractions (k) pay for
 filling and draining the pipeline: half the rate at ``k = depth``.
 
@@ -41,12 +42,18 @@ import numpy as np
 
 from xla_cost.parallel import devices as registry
 
-__all__ = ["GPU_TILES", "TILE_OVERHEAD", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
+__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
            "price_kernels", "price_table", "price_totals"]
 
 GPU_TILES = (16, 32, 64, 128, 256)
 """Output tile sides a GPU's GEMM library chooses among (CUTLASS and cuBLAS
 thread-block tiles; the best for the shape is assumed chosen)."""
+
+SPLIT_K = (1, 2, 4, 8, 16)
+"""Parts a GPU's GEMM library may split a product's contraction into when its
+output tiles are too few to fill the SMs (cuBLAS's and CUTLASS's split-K and
+stream-K kernels), the best assumed chosen; each part pays the pipeline's
+fill (``depth``) again."""
 
 TILE_OVERHEAD = 64
 """A tile of side T reaches ``T / (T + TILE_OVERHEAD)`` of the rate, relative
@@ -140,17 +147,22 @@ def shape_efficiency(batch: Any, m: Any, n: Any, k: Any, units: int, side: int, 
     """The share of the matrix engines' rate products of these shapes reach
     (arrays or numbers, element by element): output tiles padded and spread in
     waves over ``units``, times ``k / (k + depth)``. ``side`` 0: a GPU (the best
-    of `GPU_TILES`); else the TPU MXU's side."""
+    of `GPU_TILES`, and of `SPLIT_K` splits of the contraction: a product of few
+    tiles and a long ``k`` runs each tile's ``k`` in parts on several units);
+    else the TPU MXU's side."""
     batch, m, n, k = (np.asarray(x, dtype=np.float64) for x in (batch, m, n, k))
     best = np.zeros(np.broadcast(batch, m, n, k).shape)
     largest = max(GPU_TILES)
     for tile in (GPU_TILES if side == 0 else (side,)):
         tiles = batch * np.ceil(m / tile) * np.ceil(n / tile)
         padding = (m * n) / (_padded(m, tile) * _padded(n, tile))
-        waves = tiles / (np.ceil(tiles / units) * units)
         rate = (tile / (tile + TILE_OVERHEAD)) / (largest / (largest + TILE_OVERHEAD)) if side == 0 else 1.0
-        best = np.maximum(best, padding * waves * rate)
-    return best * k / (k + depth)
+        for split in (SPLIT_K if side == 0 else (1,)):
+            parts = tiles * split
+            waves = parts / (np.ceil(parts / units) * units)
+            part_k = np.ceil(k / split)
+            best = np.maximum(best, padding * waves * rate * part_k / (part_k + depth))
+    return best
 
 
 def _peak(device: registry.Device, dtype: str, arithmetic: str | None) -> float:

@@ -29,7 +29,14 @@ compiled by the target's own compiler (`xla_cost.compiled.targets`, on a
 machine without the device): the peak is that program's ``memory_analysis()``,
 its buffer assignment, layouts and kernels the target's (a GPU keeps its own
 workspace, and runs bfloat16 natively where the CPU widens it), and the
-capacity is the target's datasheet memory unless one is given. A TPU's
+capacity is the target's memory in the registry unless one is given (a GPU's
+less the CUDA context: `xla_cost.parallel.devices.allocatable`). Where XLA's
+rematerialization pass says it could not bring a program under its own limit,
+the batch does not fit, whatever ``memory_analysis()`` says: the deviceless
+compile of gpt2-small's bfloat16 Adam step at batch 146 for an H200 reached
+111 GiB that way and reported a 105 GB peak, the H200's own compile reached
+164 GiB and ran out of memory
+(reports/data/device_check_nvidia-h200_2026-11-26.json). A TPU's
 compiler refuses a program whose temporaries exceed the chip's memory (a
 compile-time out-of-memory): that batch does not fit, its peak at least the
 temporaries the compiler reports (`CompilerRefused`).
@@ -76,7 +83,7 @@ the line between them before the search reads the curve as bent (`_predict`)."""
 DEFAULT_DEVICE = "h100"
 """The device whose memory is searched when neither a device nor a target is named."""
 
-DEFAULT_MEMORY_FRACTION = 0.75
+DEFAULT_MEMORY_FRACTION = targets.ALLOCATOR_FRACTION
 """The share of the memory a JAX program may use: JAX's GPU default."""
 
 MAX_BATCH = INT32_MAX
@@ -92,7 +99,7 @@ def device_memory(device: str) -> tuple[float, str]:
     """
     found = registry.device(device, has="memory",
                             fix="Pass one of these, or the bytes with --device-memory / device_memory=.")
-    return float(found.memory), found.memory_source  # type: ignore[arg-type]
+    return registry.allocatable(found)
 
 
 _REQUIRED = re.compile(r"required for HLO temporaries \(([0-9.]+)([KMGT]?)i?B?\)")
@@ -142,7 +149,9 @@ class FitResult(Rendered):
       fits: the memory breakdown at ``batch_size`` (None when 0).
       next_size: ``batch_size + 1``, the smallest that does not fit.
       does_not_fit: the breakdown at ``next_size``.
-      tried: every batch compiled and its peak, in the order tried.
+      tried: every batch compiled and the peak it was judged by, in the order
+        tried (`_effective`: XLA's peak, or over the limit where the compiler's
+        rematerialization fell short of its own).
       mesh: the mesh the step was sharded over (empty: one device).
       optimizer, dtype: the step's (named in the sentence; the default is
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam, as every command's).
@@ -150,6 +159,10 @@ class FitResult(Rendered):
         (`xla_cost.compiled.targets`, ``h100``); None: jax's default backend (the
         CPU's compiler on a machine without an accelerator).
       target_title: the target's device as reports name it (``NVIDIA H100 SXM``).
+      remat_short_of: ``(batch, limit, reached)`` of each batch tried whose
+        compile XLA's rematerialization pass could bring only to ``reached``
+        bytes, short of its ``limit``: it does not fit, whatever its
+        ``memory_analysis()`` peak says.
     """
 
     model: str
@@ -166,6 +179,7 @@ class FitResult(Rendered):
     dtype: str = ""
     target: str | None = None
     target_title: str = ""
+    remat_short_of: tuple[tuple[int, int, int], ...] = ()
 
     def describe(self) -> str:
         scale, unit = self._unit()
@@ -220,9 +234,24 @@ class FitResult(Rendered):
         tried = ("tried: " + ", ".join(f"{b} ({_against(p, self.limit, scale)} {unit}) {_verdict(p, self.limit)}"
                                        for b, p in self.tried)
                  + f" (limit {scaled(self.limit, scale, 2)} {unit})")
+        remat = []
+        count = getattr(self.fits, "rematerialized", None)
+        if count:
+            remat.append(
+                f"at batch {self.batch_size} the compiler recomputes {count:,} instructions to fit (XLA's "
+                "rematerialization: the step runs slower than it would with the memory); a real H200 compiled "
+                "gpt2-small's step as the deviceless compiler did while the pass reached its limit, and needed far "
+                "more where it fell short (reports/data/device_check_nvidia-h200_2026-11-26.json)")
+        short = self.remat_short_of
+        if short:
+            remat.append(
+                "rematerialization short of its limit (the compiler's log), so not fitting whatever "
+                "memory_analysis() says: " + ", ".join(
+                    f"batch {b} ({scaled(reached, scale, 2)} {unit} reached, {scaled(sought, scale, 2)} {unit} sought)"
+                    for b, sought, reached in short))
         if self.target is None:
-            return [tried]
-        return [tried, f"compiled for {self.target_title or self.target} ({self.target}) by its own compiler, with "
+            return [tried, *remat]
+        return [tried, *remat, f"compiled for {self.target_title or self.target} ({self.target}) by its own compiler, with "
                 "no such device here: each peak is that program's memory_analysis() (arguments + outputs + "
                 "temporaries - aliased), its buffers, layouts and kernels the target's"]
 
@@ -235,7 +264,22 @@ class FitResult(Rendered):
             "next_size": self.next_size,
             "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
             "tried": [list(t) for t in self.tried], "target": self.target,
+            "remat_short_of": [list(t) for t in self.remat_short_of],
         }
+
+
+def _effective(found: Any, limit: float) -> int:
+    """The peak a batch is judged by: a `CompilerRefused`'s lower bound; a
+    breakdown whose rematerialization fell short of the compiler's own limit
+    (`MemoryBreakdown.remat_short_of`): what that pass reached, and at least one
+    byte over ``limit`` (it does not fit: a real H200's compile of such a program
+    fell far shorter than the deviceless one's); else XLA's peak."""
+    if isinstance(found, CompilerRefused):
+        return found.peak
+    short = getattr(found, "remat_short_of", None)
+    if short is not None:
+        return max(found.peak, short[1], math.floor(limit) + 1)
+    return found.peak
 
 
 def _verdict(peak: float, limit: float) -> str:
@@ -319,9 +363,7 @@ def max_batch_size(
             f"(--target {device}).")
     device = device if device is not None else found.device if found is not None else DEFAULT_DEVICE
     if device_memory_bytes is None:
-        capacity, source = device_memory(device)
-        if found is not None:  # the target's datasheet capacity (the registry's, with its source)
-            capacity = float(found.memory_bytes)
+        capacity, source = device_memory(device)  # a target's too: the registry's, with its source
     else:
         if isinstance(device_memory_bytes, bool) or not isinstance(device_memory_bytes, (int, float)) \
                 or not 0 < device_memory_bytes < math.inf:
@@ -331,6 +373,8 @@ def max_batch_size(
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise InputError("a memory fraction in (0, 1]", repr(memory_fraction), "Pass e.g. --memory-fraction 0.9.")
+    if found is not None and found.gpu is not None:  # its compiler plans for the share, as a device's is told it
+        found = dataclasses.replace(found, memory_fraction=memory_fraction)
     mesh = dict(mesh or {})
     run = RunConfig(model, config=dict(config or {}), optimizer=optimizer, dtype=dtype, input_shape=input_shape,
                     input_dtype=input_dtype, mesh=mesh)
@@ -361,13 +405,17 @@ def max_batch_size(
             if cache[batch].peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",
                                  "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
-            tried.append((batch, cache[batch].peak))
+            tried.append((batch, _effective(cache[batch], limit)))
             if shown:  # a line each, which a pipe or a log keeps (the progress bar is the terminal's)
                 over = "over " if isinstance(cache[batch], CompilerRefused) else ""
-                print(f"fit: batch {batch:,} → {over}{_against(cache[batch].peak, limit, scale)} {unit}, "
-                      f"{_verdict(cache[batch].peak, limit)} "
+                short = getattr(cache[batch], "remat_short_of", None)
+                shown_peak = cache[batch].peak if short is None else short[1]
+                over = f"rematerialized only to (its limit {scaled(short[0], scale, 2)} {unit}) " \
+                    if short is not None else over
+                print(f"fit: batch {batch:,} → {over}{_against(shown_peak, limit, scale)} {unit}, "
+                      f"{_verdict(tried[-1][1], limit)} "
                       f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
-        return cache[batch].peak
+        return _effective(cache[batch], limit)
 
     bound = MAX_BATCH // step * step
     with targets.use(found):
@@ -383,6 +431,8 @@ def max_batch_size(
         fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
         optimizer=run.optimizer, dtype=run.dtype,
         target=None if found is None else found.name, target_title="" if found is None else found.title,
+        remat_short_of=tuple((b, *cache[b].remat_short_of) for b, _ in tried
+                             if getattr(cache[b], "remat_short_of", None) is not None),
     )
 
 

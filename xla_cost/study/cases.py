@@ -21,12 +21,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from xla_cost.parallel import devices as registry
 from xla_cost.study.published import (
     GOYAL_EFFICIENCY,
     GOYAL_HOURS,
     GPT3_MEGATRON_DAYS,
     GPT3_TRAINING_TOKENS,
     H100_MEASURED,
+    H200_MEASURED,
     IMAGENET_TRAIN_IMAGES,
     JIA_EPOCHS,
     JIA_MINUTES,
@@ -277,8 +279,10 @@ def _jia_cases() -> list[Case]:
     ]
 
 
-H100_SOURCE = ("measured: reports/data/timing_nvidia-h100-80gb-hbm3_{date}.csv (python benchmarks/time_zoo.py, "
-               "jax 0.11.2, median of the train step as one program)")
+MEASURED_SOURCE = ("measured: reports/data/timing_{file}_{date}.csv (python benchmarks/time_zoo.py, jax 0.11.2, "
+                   "median of the train step as one program)")
+MEASURED_FILES = {"h100": "nvidia-h100-80gb-hbm3", "h200": "nvidia-h200"}
+"""The timing files' device part, by registry device."""
 
 
 def _config(text: str) -> dict[str, Any]:
@@ -286,23 +290,26 @@ def _config(text: str) -> dict[str, Any]:
     return {key: int(value) for key, _, value in (part.partition("=") for part in text.split(",") if part)}
 
 
-def _h100_cases() -> list[Case]:
+def _measured_cases(device: str, rows: Sequence[tuple[str, str, int, str, str, float, str]]) -> list[Case]:
     cases = []
-    for model, config, batch, dtype, optimizer, seconds, date in H100_MEASURED:
+    title = registry.device(device).title
+    for model, config, batch, dtype, optimizer, seconds, date in rows:
         setup = Setup(label=f"{model} batch {batch}", model=model, batch_size=batch, config=_config(config),
-                      dtype=dtype, optimizer=optimizer, hardware={"device": "h100"})
+                      dtype=dtype, optimizer=optimizer, hardware={"device": device})
         cases.append(Case(
-            name=f"h100-{date}-{model}-{batch}-{dtype}-{optimizer}",
+            name=f"{device}-{date}-{model}-{batch}-{dtype}-{optimizer}",
             title=f"{model}, batch {batch}, {dtype} ({'TF32' if dtype == 'float32' else dtype}), {optimizer}: "
-                  "one train step on an H100",
-            paper=f"h100-{date}", device="h100", quantity="seconds per step", published=seconds,
-            source=H100_SOURCE.format(date=date), setups=(setup,), figure=lambda s: s[0].prediction.seconds,
-            assumptions=("one device: no communication",), measured_here=True,
+                  f"one train step on an {title}",
+            paper=f"{device}-{date}", device=device, quantity="seconds per step", published=seconds,
+            source=MEASURED_SOURCE.format(file=MEASURED_FILES[device], date=date), setups=(setup,),
+            figure=lambda s: s[0].prediction.seconds, assumptions=("one device: no communication",),
+            measured_here=True,
         ))
     return cases
 
 
-BASE_CASES: tuple[Case, ...] = (*_megatron_cases(), _gpt3_case(), *_goyal_cases(), *_jia_cases(), *_h100_cases())
+BASE_CASES: tuple[Case, ...] = (*_megatron_cases(), _gpt3_case(), *_goyal_cases(), *_jia_cases(),
+                                   *_measured_cases("h100", H100_MEASURED), *_measured_cases("h200", H200_MEASURED))
 """The cases of `xla_cost.study.published` and this project's measurements: A100
-(Megatron, GPT-3), P100 (Goyal), P40 (Jia, seed 004), H100 (measured here).
+(Megatron, GPT-3), P100 (Goyal), P40 (Jia, seed 004), H100 and H200 (measured here).
 `xla_cost.study.validation.CASES` adds the runs of `xla_cost.study.run_cases`."""

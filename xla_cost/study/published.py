@@ -16,6 +16,7 @@ __all__ = [
     "GOYAL_HOURS",
     "GPT3_MEGATRON_DAYS",
     "H100_MEASURED",
+    "H200_MEASURED",
     "MEGATRON_WEAK_SCALING",
     "DDP_MODELS",
     "DDP_SHARES",
@@ -191,3 +192,16 @@ harness (2026-11-26) but the unexplained bfloat16 BERT ones, and of the
 previous one (2026-11-23) the ResNet-50
 batches and seed networks not measured again; each date is held out as one
 "paper" by the validation."""
+
+H200_MEASURED: tuple[tuple[str, str, int, str, str, float, str], ...] = (
+    ("gpt2-small", "seq_len=1024", 8, "float32", "adam", 0.058264, "2026-11-26"),
+    ("gpt2-small", "seq_len=1024", 8, "bfloat16", "adam", 0.030266, "2026-11-26"),
+    ("resnet50", "", 32, "float32", "adam", 0.012550, "2026-11-26"),
+    ("resnet50", "", 32, "bfloat16", "adam", 0.009722, "2026-11-26"),
+    ("resnet50", "", 256, "float32", "adam", 0.066426, "2026-11-26"),
+    ("resnet50", "", 256, "bfloat16", "adam", 0.038581, "2026-11-26"),
+)
+"""This project's train steps measured on an NVIDIA H200, as `H100_MEASURED`
+(``reports/data/timing_nvidia-h200_<date>.csv``, ``python benchmarks/time_zoo.py``,
+jax 0.11.2): every case of that run, the first on a device none of the other
+cases ran on."""

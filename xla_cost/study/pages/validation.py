@@ -139,6 +139,40 @@ def _left_out_lines() -> list[str]:
             f"{by_name[name].source}): {reason}." for name, reason in LEFT_OUT.items()]
 
 
+def _gemm_lines(data: StudyData) -> list[str]:
+    """The kernel model's matrix products against those timed on a GPU
+    (`xla_cost.study.gemm_check`), a table per committed ``gemm_*.csv``."""
+    from xla_cost.study.gemm_check import check_gemms, gemm_files
+
+    lines: list[str] = []
+    for path in gemm_files(data.data_dir) if data.data_dir is not None else []:
+        check = check_gemms(path)
+        held = check.held
+        rows = [[f"{r.dtype} {'' if r.batch == 1 else f'{r.batch} x '}{r.m} x {r.n} x {r.k}",
+                 f"{sig(r.shape, 2)}", f"{sig(r.measured_s * 1e6, 3)}", f"{sig(r.predicted_s * 1e6, 3)}",
+                 f"{100 * r.error:+.1f}%",
+                 "dispatch-bound" if r.dispatch_bound else "misaligned" if r.misaligned else "held to the band"]
+                for r in check.rows.itertuples()]
+        errors = held.error.abs()
+        lines += [
+            f"## Matrix products on an {check.device.upper()}, one by one",
+            "",
+            f"Single products timed on a real {check.device.upper()} (`{path.name}`, `python "
+            "benchmarks/gemm_shapes.py`), each priced as the model prices a product kernel with the committed "
+            "constants, which were fitted on whole steps and never on these rows (`xla_cost.study.gemm_check`). "
+            f"Of the {len(held)} rows neither dispatch-bound nor misaligned: median |error| {pct(errors.median())}, "
+            f"largest {pct(errors.max())}, {int((errors <= 0.2).sum())} within ±20%. *dispatch-bound*: the "
+            "model's kernel is shorter than the shortest call timed (the time is jax's dispatch); *misaligned*: a "
+            "dimension not a multiple of 16 bytes, which the tensor cores' fast kernels need and the model does "
+            "not price.",
+            "",
+            pipe_table(["product (m x n x k)", "shape efficiency", "measured µs", "predicted µs", "error",
+                        "row"], rows, "lrrrrl"),
+            "",
+        ]
+    return lines
+
+
 def build(data: StudyData) -> dict[str, bytes]:
     from xla_cost.parallel.calibration import describe
     from xla_cost.present.figures import png
@@ -185,13 +219,14 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
         pipe_table(headers, _case_rows(result, False), "lllrrrlrrrl"),
         "",
-        "## This project's H100 measurements",
+        "## This project's H100 and H200 measurements",
         "",
-        "Train steps measured on an H100 by `python benchmarks/time_zoo.py` (`reports/data/`); each date's "
-        "measurements are held out together, as a paper's.",
+        "Train steps measured on an H100 and an H200 by `python benchmarks/time_zoo.py` (`reports/data/`); each "
+        "device's date's measurements are held out together, as a paper's.",
         "",
         pipe_table(headers, _case_rows(result, True), "lllrrrlrrrl"),
         "",
+        *_gemm_lines(data),
         "## Published runs not validated",
         "",
         "Runs of `xla_cost.study.published_runs` the validation leaves out, and why (every other run there is "
