@@ -2,7 +2,8 @@
 # The GPU checks of one device lease, most valuable first, each under its own limit so that one
 # overrunning loses only itself; every file lands in the folder given (default reports/data):
 #   1. deviceless vs real compile of ResNet-50's step, and `fit --target`'s batch run for real
-#      (benchmarks/device_check.py; FIT_* below is what `xla-cost fit` answered without the GPU),
+#      (benchmarks/device_check.py; FIT_* below is what `xla-cost fit` answered without the GPU:
+#      reports/data/fit_gpt2-small_h200_2026-11-26.json),
 #   2. matrix products by shape (benchmarks/gemm_shapes.py),
 #   3. the zoo's timing with the current harness (benchmarks/time_zoo.py, a subset).
 # Run from the repository root on the GPU machine:  bash benchmarks/gpu_pass.sh OUT
@@ -16,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 cd /tmp  # the installed package, not the checkout, is imported
 repo=$OLDPWD
 timeout "${CHECK_S:-170}" python3 "$repo/benchmarks/device_check.py" --fit-model "${FIT_MODEL:-gpt2-small}" \
-  --fit-batch "${FIT_BATCH:-146}" --fit-dtype "${FIT_DTYPE:-bfloat16}" --fit-optimizer "${FIT_OPTIMIZER:-adam}" \
+  --fit-batch "${FIT_BATCH:-130}" --fit-dtype "${FIT_DTYPE:-bfloat16}" --fit-optimizer "${FIT_OPTIMIZER:-adam}" \
   --out "$out" || echo "gpu_pass: device_check ended with $?"
 timeout "${GEMM_S:-80}" python3 "$repo/benchmarks/gemm_shapes.py" --out "$out" || echo "gpu_pass: gemm_shapes ended with $?"
 timeout "${TIMING_S:-200}" python3 "$repo/benchmarks/time_zoo.py" --only gpt2-small --only resnet50 --only bert-base \
