@@ -83,7 +83,42 @@ FIELDS = [
     *[f"{part}_{end}" for part in SPLIT_PARTS for end in ("median_s", "low_s", "high_s")],
     "traced_steps", "traced_period_s", "trace_overhead",
     "separate_median_s", "separate_low_s", "separate_high_s", "dispatch_gap_s",
+    # the GPU's environment (empty on a CPU): what the step-time page's environment table reads
+    "driver_version", "cuda_version", "cudnn_version", "clocks",
 ]
+
+
+def gpu_environment() -> dict[str, str]:
+    """The driver (nvidia-smi), the CUDA runtime and cuDNN jax loaded, and the SM and memory clocks
+    (current / maximum, MHz) of the GPU here; empty strings where there is none or it is not known."""
+    import subprocess
+
+    found = {"driver_version": "", "cuda_version": "", "cudnn_version": "", "clocks": ""}
+    if jax.default_backend() != "gpu":
+        return found
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem,"
+                              "clocks.max.mem", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        driver, sm, sm_max, mem, mem_max = (x.strip() for x in smi.split(","))
+        found.update(driver_version=driver, clocks=f"SM {sm}/{sm_max} MHz, memory {mem}/{mem_max} MHz")
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        pass
+    try:
+        from jax._src.lib import cuda_versions  # jax's CUDA plugin: the libraries it loaded
+
+        def dotted(v: int) -> str:  # 12080 -> 12.8, 91000 -> 9.10.0
+            return f"{v // 1000}.{v % 1000 // 10}" if v < 20000 else f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+
+        found.update(cuda_version=dotted(cuda_versions.cuda_runtime_get_version()),
+                     cudnn_version=dotted(cuda_versions.cudnn_get_version()))
+    except Exception:  # noqa: BLE001 - a plugin without these calls: not recorded
+        pass
+    return found
+
+
+ENVIRONMENT: dict[str, str] = {}
+"""`gpu_environment`, read once per run, in every row."""
 
 
 def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, today: str) -> list[dict]:
@@ -95,6 +130,7 @@ def rows_for(name: str, batch: int, config: dict, dtype: str, optimizer: str, to
     step = timing.phases.get("train_step")
     split = timing.split
     common = {
+        **ENVIRONMENT,
         "device": timing.device, "jax_version": jax.__version__, "date": today,
         "model": name, "config": ",".join(f"{k}={v}" for k, v in config.items()),
         "batch": batch, "dtype": dtype, "optimizer": optimizer,
@@ -153,6 +189,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", default=None, help="CSV path (default reports/data/timing_<device>_<date>.csv)")
     args = parser.parse_args(argv)
 
+    ENVIRONMENT.update(gpu_environment())
     base = REDUCED_CASES if args.reduced else GPU_CASES
     cases = [c for name in args.only for c in base if c[0] == name] if args.only else base  # --only's order
     cases = [c for c in cases if not args.batch or c[1] in args.batch]

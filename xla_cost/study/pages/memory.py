@@ -198,6 +198,8 @@ def target_section(data: StudyData) -> list[str]:
                 "—" if proxy is None or proxy.fits is None else gb(proxy.fits.peak),
                 count(result.batch_size), gb(result.fits.peak if result.fits else None),
                 "—" if proxy is None or not proxy.batch_size else ratio(result.batch_size / proxy.batch_size, 2),
+                "—" if result.fits is None or result.fits.rematerialized is None
+                else count(result.fits.rematerialized),
                 count(len(result.tried)),
             ])
         lines += [
@@ -209,8 +211,9 @@ def target_section(data: StudyData) -> list[str]:
             "them: a rebuilt page compiles nothing again).",
             "",
             pipe_table(["model", "CPU proxy: largest batch", "its CPU peak", f"{TARGET.upper()}'s compiler: "
-                        "largest batch", f"its {TARGET.upper()} peak", f"{TARGET.upper()} / CPU", "compiles"],
-                       rows, "lrrrrrr"),
+                        "largest batch", f"its {TARGET.upper()} peak", f"{TARGET.upper()} / CPU",
+                        "instructions recomputed", "compiles"],
+                       rows, "lrrrrrrr"),
             "",
         ]
     lines += [
@@ -235,9 +238,14 @@ def target_section(data: StudyData) -> list[str]:
         "heuristics, without autotuning, and gives each cuDNN convolution an empty scratch (`u8[0]`): a real "
         "run's autotuned algorithms may add workspace, so for convolutions the target's peak is a floor. "
         "The CPU's are Eigen and oneDNN calls, with neither.",
-        f"- **The compiler's own limit.** Told the {title}'s memory, the GPU's compiler rematerialises a step "
-        "that outgrows what it takes to be free, so just past fit's limit its peaks grow more slowly than the "
-        "batch, and jump where it gives up: fit's search may need more compiles there. The CPU's never does.",
+        f"- **The compiler's own limit.** Told the limit JAX's allocator gives a program on the {title} (as a "
+        "real device's compile is told it), the GPU's compiler rematerialises a step that outgrows it: past "
+        "that point its peaks stay near the limit while the batch grows (the *instructions recomputed* above: "
+        "such a batch runs, slower than with the memory), until the pass says it cannot get under its limit; "
+        "fit counts that batch and the larger ones as not fitting, whatever their `memory_analysis()` says (on a "
+        "real H200 such a program needed far more than the deviceless compile's peak: "
+        "`reports/data/device_check_nvidia-h200_2026-11-26.json`). Fit's search needs more compiles there. The "
+        "CPU's compiler never rematerialises.",
         "",
     ]
     return lines

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 NAME = "validation"
-TITLE = ("The time model against published training runs, held out paper by paper: V100, P100, P40, A100, H100 "
-         "and TPU v5e runs, every kernel of the device's own program priced with one set of constants")
+TITLE = ("The time model against published training runs, held out paper by paper: V100, P100, P40, A100, H100, "
+         "H200 and TPU v5e runs, every kernel of the device's own program priced with one set of constants")
 ORDER = 55
 SHARDED = False  # the analysed programs are committed (reports/data/validation_programs.json.gz)
 
