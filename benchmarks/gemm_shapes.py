@@ -10,7 +10,8 @@ attention's batched score and value products, in bfloat16 and float32 (jax's
 default precision). Each is timed as the median of five blocks of calls
 dispatched back to back (each block at least 20 ms; a call shorter than the
 dispatch shows the dispatch). One CSV row per product, with the device, the
-driver, jax's version and the date in every row::
+driver, CUDA, cuDNN and clocks (`time_zoo.gpu_environment`), jax's version
+and the date in every row::
 
     python benchmarks/gemm_shapes.py --out reports/data
 
@@ -25,7 +26,6 @@ import csv
 import datetime
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +34,9 @@ import jax
 import jax.numpy as jnp
 
 from xla_cost.compiled import xla
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_zoo import gpu_environment  # noqa: E402 - the timing's GPU environment columns, one reader of them
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,17 +60,9 @@ SHAPES = [
 ]
 FLOAT32 = [(1, s, s, s) for s in (1024, 4096, 8192)] + [(1, TOKENS, 3072, 768), (1, 768, 3072, TOKENS),
                                                          (96, 1024, 1024, 64)]
-FIELDS = ["device", "driver", "jax_version", "date", "dtype", "batch", "m", "n", "k", "flops",
+FIELDS = ["device", "driver_version", "cuda_version", "cudnn_version", "clocks", "jax_version", "date", "dtype", "batch", "m", "n", "k", "flops",
           "median_s", "low_s", "high_s", "calls_per_block", "tflops_per_s"]
 BLOCK_S = 0.02
-
-
-def _driver() -> str:
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def time_product(batch: int, m: int, n: int, k: int, dtype: str) -> dict[str, float]:
@@ -105,7 +100,7 @@ def main(argv: list[str]) -> int:
     name = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     path = Path(args.out) / f"gemm_{name}_{today}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    common = {"device": device, "driver": _driver(), "jax_version": jax.__version__, "date": today}
+    common = {"device": device, **gpu_environment(), "jax_version": jax.__version__, "date": today}
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()

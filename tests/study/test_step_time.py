@@ -173,6 +173,6 @@ def test_pages_name_the_command_device_and_jax_of_their_data(every_page):
             cells = [c.strip() for c in row.strip("|").split("|")]
             assert cells[4].startswith("`python benchmarks/"), row  # the command that wrote the file
             assert cells[2] != "not recorded" and cells[3] != "not recorded", row  # jax, date
-            assert all(c in ("not recorded", "n/a (CPU)") for c in cells[5:]), row  # CUDA, cuDNN, driver, clocks
+            assert all(cells[5:]), row  # CUDA, cuDNN, driver, clocks: each recorded, "not recorded" or "n/a (CPU)"
             if "timing_cpu" in row:
                 assert cells[4] == "`python benchmarks/time_zoo.py --reduced`"

@@ -30,6 +30,7 @@ import pandas as pd
 from xla_cost.parallel import calibration as calibrations
 from xla_cost.parallel import devices as registry
 from xla_cost.parallel import kernel_time
+from xla_cost.study.plan import DATA_PATTERNS
 
 __all__ = ["ALIGNMENT_BYTES", "GemmCheck", "check_gemms", "gemm_files"]
 
@@ -91,4 +92,4 @@ def check_gemms(path: str | pathlib.Path, constants: Any = None) -> GemmCheck:
 
 def gemm_files(data_dir: str | pathlib.Path) -> list[pathlib.Path]:
     """The committed ``gemm_*.csv`` files of ``data_dir``, by name."""
-    return sorted(pathlib.Path(data_dir).glob("gemm_*.csv"))
+    return sorted(pathlib.Path(data_dir).glob(DATA_PATTERNS["gemm"]))

@@ -412,6 +412,7 @@ DATA_COMMANDS: Mapping[str, tuple[str, str]] = {
     "analysis_time": ("python benchmarks/time_analysis.py",) * 2,
     "report_time": ("python benchmarks/time_report.py",) * 2,
     "targets": ("python benchmarks/target_compare.py",) * 2,
+    "gemm": ("python benchmarks/gemm_shapes.py",) * 2,
 }
 """The command that writes each kind of committed data file (`DATA_PATTERNS`),
 run from the repository root: (on a GPU, on a CPU)."""

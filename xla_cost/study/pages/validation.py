@@ -142,10 +142,10 @@ def _left_out_lines() -> list[str]:
 def _gemm_lines(data: StudyData) -> list[str]:
     """The kernel model's matrix products against those timed on a GPU
     (`xla_cost.study.gemm_check`), a table per committed ``gemm_*.csv``."""
-    from xla_cost.study.gemm_check import check_gemms, gemm_files
+    from xla_cost.study.gemm_check import check_gemms
 
     lines: list[str] = []
-    for path in gemm_files(data.data_dir) if data.data_dir is not None else []:
+    for path in data.files("gemm"):
         check = check_gemms(path)
         held = check.held
         rows = [[f"{r.dtype} {'' if r.batch == 1 else f'{r.batch} x '}{r.m} x {r.n} x {r.k}",
@@ -270,7 +270,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "step beyond the one host constant (input pipeline, evaluation).",
         "",
     ]
-    lines += environment_section(data)
+    lines += environment_section(data, data.files("gemm"))
     lines.append(regenerate_line())
     return {
         f"{NAME}.md": markdown_file("\n".join(lines)),
