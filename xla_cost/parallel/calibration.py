@@ -139,4 +139,4 @@ def describe(calibration: Calibration) -> str:
     return (f"products at {calibration.matmul:.1%} of peak (half rate at k = {calibration.depth:.0f}), "
             f"other kernels at {calibration.memory:.1%} of the bandwidth, {calibration.launch * 1e6:.2f} µs per "
             f"kernel, {calibration.host * 1e3:.2f} ms per step; one set for every device, fitted on "
-            f"{len(calibration.fitted_on)} published runs")
+            f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")
