@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -99,31 +100,49 @@ def _relative(real: object, deviceless: object) -> float | None:
     return (deviceless - real) / real
 
 
-def compare_compiles() -> dict[str, object]:
+def autotune_summary(recorded: Path) -> dict[str, object]:
+    """What a real compile's autotuning chose (its results in text form, as
+    ``xla_gpu_dump_autotune_results_to`` writes them): entries by backend, and the
+    cuDNN workspaces (the temporaries a deviceless compile, which cannot autotune,
+    does not plan for)."""
+    text = recorded.read_text()
+    backends: dict[str, int] = {}
+    for name in re.findall(r"backend: (\w+)", text):
+        backends[name] = backends.get(name, 0) + 1
+    workspaces = [int(v) for v in re.findall(r"workspace_size \{\s*value: (\d+)", text)]
+    return {"recorded": recorded.name, "backends": dict(sorted(backends.items())),
+            "workspaces": len(workspaces), "largest_workspace_bytes": max(workspaces, default=0)}
+
+
+def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
     entry = devices.match_kind(xla.device_kind())
     if entry is None or entry.gpu is None:
         raise SystemExit(f"device_check: {xla.device_kind()!r} is not a GPU compile target of the registry")
+    recorded = out / f"autotune_{stamp}_resnet50-b32-bfloat16-sgd.txt"
     step, args = resnet_step(None)
     start = time.perf_counter()
-    real = jax.jit(step).lower(*args).compile()
+    real = jax.jit(step).lower(*args).compile(compiler_options={"xla_gpu_dump_autotune_results_to": str(recorded)})
     real_row = _describe(real, time.perf_counter() - start)
     target = devices.target(entry.name)
     with targets.use(target):
         step, args = resnet_step(target.placement())
+        lowered = jax.jit(step).lower(*args)
         start = time.perf_counter()
-        deviceless = jax.jit(step).lower(*args).compile()
+        deviceless = lowered.compile()
         deviceless_row = _describe(deviceless, time.perf_counter() - start)
     keys = ("kernels", "flops", "argument_bytes", "output_bytes", "temp_bytes")
-    return {
+    row = {
         "case": f"resnet50 train step, batch {BATCH}, bfloat16, SGD momentum 0.9",
         "target": entry.name, "real": real_row, "deviceless": deviceless_row,
         "relative_difference": {k: _relative(real_row[k], deviceless_row[k]) for k in keys},
+        "autotuned": autotune_summary(recorded) if recorded.exists() else None,
     }
+    return row
 
 
-def _run_step(model: str, batch: int, dtype: str, optimizer: str) -> dict[str, object]:
-    """The train step as `fit` sizes it (`xla_cost.analysis.programs.step_memory`: parameters and
-    optimizer state donated) run once on the GPU with zeros of every argument's shape."""
+def _step(model: str, batch: int, dtype: str, optimizer: str, placement: object | None) -> tuple[object, tuple]:
+    """The train step as `fit` sizes it (`xla_cost.analysis.programs.step_memory`: parameters
+    and optimizer state donated), jitted, and its arguments' shapes (on ``placement``)."""
     from xla_cost.step import phases
 
     built, inputs, _, _, _ = xla_cost.RunConfig(model, batch, {}, optimizer=optimizer, dtype=dtype).build()
@@ -131,30 +150,80 @@ def _run_step(model: str, batch: int, dtype: str, optimizer: str) -> dict[str, o
     declared = phases.phase("train_step")
     donate = tuple(i for i, n in enumerate(declared.arguments) if n in ("params", "opt_state"))
     with workload.tracing():
-        step = jax.jit(workload.phase_fn("train_step"), donate_argnums=donate)
-        args = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), workload.phase_args("train_step"))
-        compiled = step.lower(*args).compile()
-        memory = compiled.memory_analysis()
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-    return {"seconds": round(time.perf_counter() - start, 3),
-            "xla_peak_bytes": memory.argument_size_in_bytes + memory.output_size_in_bytes
-            + memory.temp_size_in_bytes - memory.alias_size_in_bytes}
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=placement),
+                              workload.phase_args("train_step"))
+        lowered = jax.jit(workload.phase_fn("train_step"), donate_argnums=donate).lower(*shapes)
+    return lowered, shapes
 
 
-def check_fit(model: str, batch: int, dtype: str, optimizer: str) -> dict[str, object]:
+def _peak(compiled: object) -> int:
+    memory = compiled.memory_analysis()
+    return (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+            - memory.alias_size_in_bytes)
+
+
+def _run_step(model: str, batch: int, dtype: str, optimizer: str, record: Path | None) -> dict[str, object]:
+    """The train step run once on the GPU with zeros of every argument's shape; its
+    autotuning results written to ``record`` when given."""
+    lowered, shapes = _step(model, batch, dtype, optimizer, None)
+    options = {"xla_gpu_dump_autotune_results_to": str(record)} if record is not None else None
+    start = time.perf_counter()
+    compiled = lowered.compile(compiler_options=options)
+    compile_s = time.perf_counter() - start
+    args = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    return {"seconds": round(time.perf_counter() - start, 3), "compile_s": round(compile_s, 1),
+            "xla_peak_bytes": _peak(compiled), "temp_bytes": compiled.memory_analysis().temp_size_in_bytes}
+
+
+def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, stamp: str) -> dict[str, object]:
     rows: dict[str, object] = {}
+    recorded = out / f"autotune_{stamp}_{model}-b{batch}-{dtype}-{optimizer}.txt"
     for label, b in (("fit_batch", batch), ("fit_batch_x1.25", int(batch * 1.25))):
+        print(f"device_check: fit run batch {b}", file=sys.stderr, flush=True)
         start = time.perf_counter()
         try:
-            rows[label] = {"batch": b, "ran": True, **_run_step(model, b, dtype, optimizer)}
+            rows[label] = {"batch": b, "ran": True,
+                           **_run_step(model, b, dtype, optimizer, recorded if b == batch else None)}
         except Exception as exc:  # noqa: BLE001 - an out-of-memory is the answer, not a failure
             rows[label] = {"batch": b, "ran": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
         rows[label]["wall_s"] = round(time.perf_counter() - start, 1)
         jax.clear_caches()
     stats = jax.devices()[0].memory_stats() or {}
-    return {"model": model, "dtype": dtype, "optimizer": optimizer, "bytes_limit": stats.get("bytes_limit"),
-            "bytes_reservable_limit": stats.get("bytes_reservable_limit"), **rows}
+    result = {"model": model, "dtype": dtype, "optimizer": optimizer, "bytes_limit": stats.get("bytes_limit"),
+              "bytes_reservable_limit": stats.get("bytes_reservable_limit"), **rows}
+    if recorded.exists():
+        result["autotuned"] = autotune_summary(recorded)
+    entry = devices.match_kind(xla.device_kind())
+    if entry is not None:  # the step for the registry's target of this GPU, deviceless, as `fit` compiles it
+        target = devices.target(entry.name)
+        with targets.use(target):
+            lowered, _ = _step(model, batch, dtype, optimizer, target.placement())
+            start = time.perf_counter()
+            compiled = lowered.compile(compiler_options=target.memory_options)
+            result["deviceless"] = {"batch": batch, "options": target.memory_options, "xla_peak_bytes": _peak(compiled),
+                                    "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
+                                    "compile_s": round(time.perf_counter() - start, 1)}
+    return result
+
+
+def probe(model: str, batches: list[int], dtype: str, optimizer: str) -> list[dict[str, object]]:
+    """The train step compiled (not run) on the GPU at each batch: XLA's peak. Each compile is
+    announced on stderr first, so that the compiler's rematerialization lines that follow are its."""
+    rows = []
+    for batch in batches:
+        print(f"device_check: probe batch {batch}", file=sys.stderr, flush=True)
+        lowered, _ = _step(model, batch, dtype, optimizer, None)
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        rows.append({"batch": batch, "xla_peak_bytes": _peak(compiled),
+                     "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
+                     "compile_s": round(time.perf_counter() - start, 1)})
+        print(json.dumps(rows[-1]), flush=True)
+        del compiled
+        jax.clear_caches()
+    return rows
 
 
 def search_fit(model: str, dtype: str, optimizer: str) -> dict[str, object]:
@@ -202,18 +271,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-dtype", default="float32")
     parser.add_argument("--fit-optimizer", default="adam")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--probe", default="", help="comma-separated batches to compile (not run) on the GPU after the fit check")
     parser.add_argument("--out", default=str(ROOT / "reports" / "data"))
     args = parser.parse_args(argv)
     if jax.default_backend() != "gpu":
         print("device_check: needs a GPU (jax's default backend is " + jax.default_backend() + ")", file=sys.stderr)
         return 2
     name = "".join(c if c.isalnum() else "-" for c in xla.device_kind().lower()).strip("-")
-    path = Path(args.out) / f"device_check_{name}_{datetime.date.today().isoformat()}.json"
+    stamp = f"{name}_{datetime.date.today().isoformat()}"
+    path = Path(args.out) / f"device_check_{stamp}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, object] = {"environment": environment()}
     path.write_text(json.dumps(result, indent=1) + "\n")  # each part written as it ends: a timeout keeps the rest
     if not args.skip_compare:
-        result["deviceless_vs_real"] = compare_compiles()
+        result["deviceless_vs_real"] = compare_compiles(path.parent, stamp)
         print(json.dumps(result["deviceless_vs_real"], indent=1), flush=True)
         path.write_text(json.dumps(result, indent=1) + "\n")
     if args.fit_model and not args.fit_batch:
@@ -222,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(result, indent=1) + "\n")
         args.fit_batch = result["fit_search"]["batch_size"]
     if args.fit_model and args.fit_batch:
-        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer)
+        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer, path.parent, stamp)
         print(json.dumps(result["fit"], indent=1), flush=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+    if args.fit_model and args.probe:
+        result["probe"] = probe(args.fit_model, [int(b) for b in args.probe.split(",")], args.fit_dtype,
+                                args.fit_optimizer)
         path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
     return 0

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+from types import SimpleNamespace
 
+import jax.numpy as jnp
+import pytest
+
+from xla_cost import plugins
 from xla_cost.compiled import hlo, xla
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
@@ -42,3 +48,57 @@ def test_a_compile_without_memory_pressure_rematerializes_nothing():
     phase = xla.compile_phase(lambda x: jnp.tanh(x) * 2, (jax.ShapeDtypeStruct((64,), jnp.float32),),
                               executable=False)
     assert phase.memory.rematerialized == 0 and phase.memory.remat_short_of is None
+
+
+def test_fits_answer_ran_on_a_real_h200_and_one_and_a_quarter_times_it_did_not():
+    # `xla-cost fit gpt2-small --target h200 --dtype bfloat16 --optimizer adam` without a GPU
+    # (reports/data/fit_gpt2-small_h200_2026-11-26-2.json), then that batch and 1.25x it run on an
+    # H200 (benchmarks/device_check.py, reports/data/device_check_nvidia-h200_2026-11-26-3.json)
+    answer = json.loads((DATA / "fit_gpt2-small_h200_2026-11-26-2.json").read_text())
+    check = json.loads((DATA / "device_check_nvidia-h200_2026-11-26-3.json").read_text())["fit"]
+    assert check["fit_batch"]["batch"] == answer["batch_size"]
+    assert check["fit_batch"]["ran"] and not check["fit_batch_x1.25"]["ran"]
+    assert check["fit_batch_x1.25"]["batch"] == int(answer["batch_size"] * 1.25)
+    assert "RESOURCE_EXHAUSTED" in check["fit_batch_x1.25"]["error"]
+    # the H200's rematerialization fell short at the next sizes compiled there, as fit's did deviceless
+    log = (DATA / "device_check_nvidia-h200_2026-11-26-3_remat.log").read_text()
+    probes = log.split("device_check: probe batch ")[1:]
+    assert [int(p.split()[0]) for p in probes] == [answer["next_size"], 113]
+    assert all(xla.remat_shortfall(p) is not None for p in probes)
+    assert answer["next_size"] in [b for b, _, _ in answer["remat_short_of"]]
+
+
+@pytest.mark.skipif(plugins.cuda_plugin() is None, reason="jax's CUDA plugin (pip install 'xla-cost[gpu]')")
+@pytest.mark.parametrize("recomputed, short, compiles", [(0, None, 1), (5, None, 2), (0, (10, 20), 2)])
+def test_a_gpu_targets_memory_is_compiled_again_with_library_products_where_it_recomputes(
+        monkeypatch, recomputed, short, compiles):
+    # the H200's own compile of gpt2-small at batch 130 (bfloat16, Adam) reached 154,824,624,052
+    # bytes where the deviceless one with Triton products rematerialized under its limit; with
+    # cuBLAS products the deviceless one reaches the same (CompileTarget.memory_options)
+    log = (DATA / "device_check_nvidia-h200_2026-11-26-2_remat.log").read_text().splitlines()
+    assert xla.remat_shortfall(log[0])[1] == 154_824_624_052
+    from xla_cost.analysis import programs
+    from xla_cost.compiled import targets
+    from xla_cost.parallel import devices
+
+    asked = []
+
+    def compile_phase(lowered, compiler_options=None, **_):
+        asked.append(dict(compiler_options or {}))
+        memory = SimpleNamespace(rematerialized=recomputed if len(asked) == 1 else 0,
+                                 remat_short_of=short if len(asked) == 1 else None)
+        return SimpleNamespace(memory=memory)
+
+    monkeypatch.setattr(programs.xla, "compile_phase", compile_phase)
+    monkeypatch.setattr(programs, "memory_breakdown", lambda *a, **k: k["compiled"])
+    workload = SimpleNamespace(phase_fn=lambda name: (lambda x: x * 2), phase_args=lambda name: (jnp.ones(4),),
+                               tracing=contextlib.nullcontext, root_name="m", param_paths=())
+    monkeypatch.setattr(programs, "constraints", lambda plan, w: contextlib.nullcontext())
+    monkeypatch.setattr(programs, "placement", lambda: {})
+    with targets.use(devices.target("h100")):
+        programs.step_memory(workload, None, True)
+    assert len(asked) == compiles
+    assert asked[0] == dict(xla.COMPILER_OPTIONS)
+    if compiles == 2:
+        assert asked[1] == {**xla.COMPILER_OPTIONS, "xla_gpu_enable_triton_gemm": False}
+    assert devices.target("tpu-v5e:2x2").memory_options == {}

@@ -162,6 +162,12 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
         with workload.tracing(), constraints(plan, workload):
             lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
         step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)
+        target = targets.active()
+        if target is not None and target.memory_options and (step.memory.rematerialized
+                                                              or step.memory.remat_short_of is not None):
+            # where the compiler recomputes to fit, a GPU's program as its autotuner makes it decides
+            step = xla.compile_phase(lowered, compiler_options={**xla.COMPILER_OPTIONS, **target.memory_options},
+                                     executable=False, liveness=True)
     return memory_breakdown(
         workload, plan, root=workload.root_name, modules=tuple(workload.param_paths), compiled=step,
         constraints=constraints(plan, workload),

@@ -33,9 +33,11 @@ from typing import Any
 from xla_cost import plugins
 from xla_cost.errors import InputError
 
-__all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plugin", "PLATFORM_BACKENDS"]
+__all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plugin", "PLATFORM_BACKENDS",
+           "LIBRARY_PRODUCTS"]
 
 PLATFORM_BACKENDS = {"cuda": "gpu", "tpu": "tpu"}
+"""jax's backend name (``jax.default_backend()``) of each target platform."""
 
 ALLOCATOR_FRACTION = 0.75
 """The share of a GPU's free memory JAX's allocator takes by default
@@ -51,7 +53,10 @@ rematerialization limits the compiler logged for one program on an H200,
 (reports/data/device_check_nvidia-h200_2026-11-26.json). A target's
 configured size is therefore its allocator's limit / 0.8
 (`CompileTarget.configured_memory`)."""
-"""jax's backend name (``jax.default_backend()``) of each target platform."""
+
+LIBRARY_PRODUCTS: dict[str, Any] = {"xla_gpu_enable_triton_gemm": False}
+"""The XLA option that makes a GPU compile's matrix products cuBLAS calls, not
+Triton kernels (`CompileTarget.memory_options`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +186,28 @@ class CompileTarget:
         allocator's limit over `CONFIGURED_SHARE`, so that it plans (schedules,
         rematerializes) for the limit a real device's compile plans for."""
         return self.memory_bytes * self.memory_fraction / CONFIGURED_SHARE
+
+    @property
+    def memory_options(self) -> dict[str, Any]:
+        """Compiler options of the program a GPU target's memory is judged by where
+        XLA's rematerialization recomputes instructions to fit: its matrix
+        products as cuBLAS calls (``xla_gpu_enable_triton_gemm`` off), as a real
+        GPU's autotuner made gpt2-small's large products on an H200
+        (`xla_cost.analysis.programs.step_memory` compiles again with them).
+
+        Without a device the compiler cannot autotune and keeps the Triton
+        products it starts from, which rematerialization can recompute far more
+        of. At batch 130 (bfloat16, Adam) the deviceless compile with Triton
+        products rematerialized under its limit (a 95.7 GB peak) while the H200's
+        own compile went from 170.80 GiB only to 144.19 GiB and ran out of
+        memory; with cuBLAS products the deviceless compile reached those 144.19
+        GiB to the byte (reports/data/device_check_nvidia-h200_2026-11-26-2.json).
+        `fit` then answered batch 110: it ran on the H200, 137 did not, and at
+        111 and 113 the H200's rematerialization fell short as the deviceless one
+        did (reports/data/device_check_nvidia-h200_2026-11-26-3.json). Where
+        nothing is recomputed the default program is the device's: at batch 80
+        the two peaks were equal to the byte."""
+        return dict(LIBRARY_PRODUCTS) if self.platform == "cuda" else {}
 
     @property
     def backend(self) -> str:

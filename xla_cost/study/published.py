@@ -200,6 +200,17 @@ H200_MEASURED: tuple[tuple[str, str, int, str, str, float, str], ...] = (
     ("resnet50", "", 32, "bfloat16", "adam", 0.009722, "2026-11-26"),
     ("resnet50", "", 256, "float32", "adam", 0.066426, "2026-11-26"),
     ("resnet50", "", 256, "bfloat16", "adam", 0.038581, "2026-11-26"),
+    # the second run of the day (the same harness, the same machine's kind): the seed networks and BERT
+    ("linear_net", "", 64, "float32", "adam", 0.005508, "2026-11-26"),
+    ("linear_net", "", 64, "bfloat16", "adam", 0.005351, "2026-11-26"),
+    ("conv_net", "", 64, "float32", "adam", 0.001317, "2026-11-26"),
+    ("conv_net", "", 64, "bfloat16", "adam", 0.001153, "2026-11-26"),
+    ("one_net", "", 64, "float32", "adam", 0.000120, "2026-11-26"),
+    ("one_net", "", 64, "bfloat16", "adam", 0.000172, "2026-11-26"),
+    ("deeper_conv_net", "depth=100", 8, "float32", "adam", 0.008104, "2026-11-26"),
+    ("deeper_conv_net", "depth=100", 8, "bfloat16", "adam", 0.005053, "2026-11-26"),
+    ("bert-base", "seq_len=128", 32, "float32", "adam", 0.022914, "2026-11-26"),
+    ("bert-base", "seq_len=128", 32, "bfloat16", "adam", 0.013167, "2026-11-26"),
 )
 """This project's train steps measured on an NVIDIA H200, as `H100_MEASURED`
 (``reports/data/timing_nvidia-h200_<date>.csv``, ``python benchmarks/time_zoo.py``,
