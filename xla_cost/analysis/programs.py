@@ -165,7 +165,7 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
         target = targets.active()
         if target is not None and target.memory_options and (step.memory.rematerialized
                                                               or step.memory.remat_short_of is not None):
-            # where the compiler recomputes to fit, a GPU's program as its autotuner makes it decides
+            # where the compiler recomputes to fit, the program as a GPU's autotuner makes it decides
             step = xla.compile_phase(lowered, compiler_options={**xla.COMPILER_OPTIONS, **target.memory_options},
                                      executable=False, liveness=True)
     return memory_breakdown(

@@ -201,7 +201,7 @@ class CompileTarget:
         products rematerialized under its limit (a 95.7 GB peak) while the H200's
         own compile went from 170.80 GiB only to 144.19 GiB and ran out of
         memory; with cuBLAS products the deviceless compile reached those 144.19
-        GiB to the byte (reports/data/device_check_nvidia-h200_2026-11-26-2.json).
+        GiB to the byte (reports/data/device_check_nvidia-h200_2026-11-26-2_remat.log).
         `fit` then answered batch 110: it ran on the H200, 137 did not, and at
         111 and 113 the H200's rematerialization fell short as the deviceless one
         did (reports/data/device_check_nvidia-h200_2026-11-26-3.json). Where

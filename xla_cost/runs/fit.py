@@ -36,7 +36,12 @@ the batch does not fit, whatever ``memory_analysis()`` says: the deviceless
 compile of gpt2-small's bfloat16 Adam step at batch 146 for an H200 reached
 111 GiB that way and reported a 105 GB peak, the H200's own compile reached
 164 GiB and ran out of memory
-(reports/data/device_check_nvidia-h200_2026-11-26.json). A TPU's
+(reports/data/device_check_nvidia-h200_2026-11-26.json). Where a GPU target's
+compile recomputes anything to fit, its memory is that of the program compiled
+again with cuBLAS products, as the device's autotuner makes them
+(`xla_cost.compiled.targets.CompileTarget.memory_options`): so compiled, the
+answer for gpt2-small's bfloat16 Adam step on an H200, batch 110, ran there and
+1.25 x 110 did not (reports/data/device_check_nvidia-h200_2026-11-26-3.json). A TPU's
 compiler refuses a program whose temporaries exceed the chip's memory (a
 compile-time out-of-memory): that batch does not fit, its peak at least the
 temporaries the compiler reports (`CompilerRefused`).
@@ -239,9 +244,10 @@ class FitResult(Rendered):
         if count:
             remat.append(
                 f"at batch {self.batch_size} the compiler recomputes {count:,} instructions to fit (XLA's "
-                "rematerialization: the step runs slower than it would with the memory); a real H200 compiled "
-                "gpt2-small's step as the deviceless compiler did while the pass reached its limit, and needed far "
-                "more where it fell short (reports/data/device_check_nvidia-h200_2026-11-26.json)")
+                "rematerialization: the step runs slower than it would with the memory)"
+                + ("; on a GPU target that program's products are cuBLAS calls, as a real H200's autotuner made "
+                   "gpt2-small's (reports/data/device_check_nvidia-h200_2026-11-26-3.json)"
+                   if self.target is not None and registry.target(self.target).platform == "cuda" else ""))
         short = self.remat_short_of
         if short:
             remat.append(
