@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.out) / f"dispatch_{name}_{today}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     environment = gpu_environment()
-    fields = ["program", "n", "kernels", "seconds_per_call", "device", "backend", *environment, "jax", "date"]
+    fields = ["program", "n", "kernels", "seconds_per_call", "device", "backend", *environment, "jax_version", "date"]
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 fn, inputs = program(n)
                 row = {"program": program.__name__, "n": n, "kernels": kernel_count(fn, inputs),
                        "seconds_per_call": f"{seconds_per_call(fn, inputs):.3e}", "device": device,
-                       "backend": jax.default_backend(), **environment, "jax": jax.__version__, "date": today}
+                       "backend": jax.default_backend(), **environment, "jax_version": jax.__version__, "date": today}
                 writer.writerow(row)
                 handle.flush()
                 print(row, flush=True)

@@ -33,13 +33,15 @@ DATA_PATTERNS: Mapping[str, str] = {
     "report_time": "report_time_*.csv",
     "targets": "targets_*.csv",
     "gemm": "gemm_*.csv",
+    "dispatch": "dispatch_*.csv",
 }
 """The committed data files the pages read (under ``reports/data/``): measured
 step times (``benchmarks/time_zoo.py``), analysis times
 (``benchmarks/time_analysis.py``), the run time of ``xla-cost report all``
 (``benchmarks/time_report.py``), the steps compiled for the CPU and each
 target (``benchmarks/target_compare.py``), single matrix products timed on a
-GPU (``benchmarks/gemm_shapes.py``). Of several files of one kind, the last by name
+GPU (``benchmarks/gemm_shapes.py``), a kernel's and a step's cost apart from any
+work (``benchmarks/dispatch_costs.py``). Of several files of one kind, the last by name
 (the newest date) is used; timing files are all used, one section each."""
 
 TOLERANCE = 0.05

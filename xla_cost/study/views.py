@@ -413,6 +413,7 @@ DATA_COMMANDS: Mapping[str, tuple[str, str]] = {
     "report_time": ("python benchmarks/time_report.py",) * 2,
     "targets": ("python benchmarks/target_compare.py",) * 2,
     "gemm": ("python benchmarks/gemm_shapes.py",) * 2,
+    "dispatch": ("python benchmarks/dispatch_costs.py",) * 2,
 }
 """The command that writes each kind of committed data file (`DATA_PATTERNS`),
 run from the repository root: (on a GPU, on a CPU)."""
@@ -471,7 +472,7 @@ def environment_section(data: StudyData, paths: Sequence[pathlib.Path] = ()) -> 
         command = DATA_COMMANDS[kind][1 if on_cpu else 0] if kind in DATA_COMMANDS else "not recorded"
         cores = _column(frame, ["cores"])
         row = [data_link(path), device + (f" ({cores} cores)" if cores else ""),
-               _column(frame, ["jax_version"]) or "not recorded", _column(frame, ["date"]) or "not recorded",
+               _column(frame, ["jax_version", "jax"]) or "not recorded", _column(frame, ["date"]) or "not recorded",
                f"`{command}`"]
         for _, columns, gpu_only in _UNRECORDED:
             row.append(_column(frame, columns) or ("n/a (CPU)" if on_cpu and gpu_only else "not recorded"))
