@@ -644,3 +644,17 @@ def test_work_bytes_split_matrix_products_from_the_memory_bound_rest():
 
 def test_work_bytes_of_a_program_without_work():
     assert hlo.work_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.WorkBytes(0, 0, 0)
+
+
+def test_entry_arguments_are_the_arrays_a_call_is_passed():
+    """A train-step-like call: a dict of two parameters, a tuple of two optimizer arrays and a
+    batch are five arrays however they are nested; the program's entry takes five parameters."""
+    params = {"w": jnp.ones((4, 3)), "b": jnp.ones((3,))}
+    state = (jnp.zeros((4, 3)), jnp.zeros((3,)))
+
+    def step(params, state, x):
+        return jax.tree.map(lambda p, s: p - 0.1 * s, params, {"w": state[0], "b": state[1]}), (x @ params["w"]).sum()
+
+    text = jax.jit(step).lower(params, state, jnp.ones((2, 4))).compile().as_text()
+    assert hlo.entry_arguments(text) == 2 + 2 + 1
+    assert hlo.entry_arguments("HloModule m\n") is None  # no entry computation: unknown, not zero

@@ -68,6 +68,25 @@ def test_fits_answer_ran_on_a_real_h200_and_one_and_a_quarter_times_it_did_not()
     assert answer["next_size"] in [b for b, _, _ in answer["remat_short_of"]]
 
 
+def test_fits_answer_ran_on_a_real_h100_and_one_and_a_quarter_times_it_did_not():
+    # `xla-cost fit gpt2-small --target h100` (float32, Adam) without a GPU
+    # (reports/data/fit_gpt2-small_h100_2026-11-26.json), then that batch and 1.25x it run on an
+    # H100 (benchmarks/device_check.py, reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-2.json)
+    answer = json.loads((DATA / "fit_gpt2-small_h100_2026-11-26.json").read_text())
+    check = json.loads((DATA / "device_check_nvidia-h100-80gb-hbm3_2026-11-26-2.json").read_text())["fit"]
+    assert (check["model"], check["dtype"], check["optimizer"]) == ("gpt2-small", answer["dtype"], answer["optimizer"])
+    assert check["fit_batch"]["batch"] == answer["batch_size"]
+    assert check["fit_batch"]["ran"] and not check["fit_batch_x1.25"]["ran"]
+    assert check["fit_batch_x1.25"]["batch"] == int(answer["batch_size"] * 1.25)
+    assert "RESOURCE_EXHAUSTED" in check["fit_batch_x1.25"]["error"]
+    # the deviceless peak at the answer is at or above the H100's own (a conservative answer): the next
+    # size, which fit counts out, compiled under the H100's limit (a probe, -3.json)
+    assert check["deviceless"]["xla_peak_bytes"] >= check["fit_batch"]["xla_peak_bytes"]
+    probed = json.loads((DATA / "device_check_nvidia-h100-80gb-hbm3_2026-11-26-3.json").read_text())
+    assert [p["batch"] for p in probed["probe"]] == [answer["batch_size"] + 1]
+    assert probed["probe"][0]["xla_peak_bytes"] < probed["fit"]["bytes_limit"]
+
+
 @pytest.mark.skipif(plugins.cuda_plugin() is None, reason="jax's CUDA plugin (pip install 'xla-cost[gpu]')")
 @pytest.mark.parametrize("recomputed, short, compiles", [(0, None, 1), (5, None, 2), (0, (10, 20), 2)])
 def test_a_gpu_targets_memory_is_compiled_again_with_library_products_where_it_recomputes(

@@ -116,4 +116,5 @@ def test_describe_names_every_constant_and_the_fit():
     text = describe(given)
     # 0.5 of the peak, half rate at k = 128, 0.8 of the bandwidth, 3 us a kernel, 2 ms a step, 3 cases
     assert text == ("products at 50.0% of peak (half rate at k = 128), other kernels at 80.0% of the bandwidth, "
-                    "3.00 µs per kernel, 2.00 ms per step; one set for every device, fitted on 3 cases (published runs and this project's measurements)")
+                    "3.00 µs per cuDNN call (other kernels up to their work), 2.00 ms per step; one set for every "
+                    "device, fitted on 3 cases (published runs and this project's measurements)")

@@ -1,4 +1,5 @@
-"""The dispatch and launch costs docs/time-model.md quotes come from the committed measurement.
+"""The dispatch and launch costs docs/time-model.md quotes, and those the time model reads
+(`kernel_time.KERNEL_GAP`, each registry device's `Dispatch`), come from the committed measurements.
 
 ``reports/data/dispatch_<device>_<date>.csv`` is written by ``python benchmarks/dispatch_costs.py``
 on a GPU: seconds per call of a chain of n tiny kernels and of a program of n small arrays, calls
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pathlib
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -46,3 +48,37 @@ def test_the_page_quotes_the_measurement(rows):
     assert f"a call of one kernel took {one * 1e6:.0f} µs" in text
     assert f"each further kernel {per_kernel * 1e6:.2f} µs (1,024 in {chain_1024 * 1e3:.2f} ms)" in text
     assert f"each further array about {per_array * 1e6:.1f} µs (1,024 arrays in {largest * 1e3:.1f} ms," in text
+
+
+ALL = sorted((ROOT / "reports" / "data").glob("dispatch_*.csv"))
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
+def test_the_time_model_reads_what_each_machine_measured(path):
+    from xla_cost.parallel import devices, kernel_time
+
+    rows = pd.read_csv(path)
+    found = devices.match_kind(str(rows.device.iloc[0]))
+    assert found is not None and found.dispatch is not None, f"{path.name}: its device has no Dispatch"
+    assert path.name in found.dispatch.source
+    one = rows[(rows.program == "chain") & (rows.n == 1)].seconds_per_call.item()
+    assert found.dispatch.call == pytest.approx(one, rel=0.01)  # a call of one argument and one kernel
+    arguments = rows[rows.program == "arguments"]
+    slope = float(np.polyfit(arguments.n, arguments.seconds_per_call, 1)[0])  # least squares over 1..1,024
+    assert found.dispatch.per_argument == pytest.approx(slope, rel=0.02)
+    # the gap every kernel pays: the chain's slope on each machine, within 5% of the one constant
+    assert _slope(rows, "chain") == pytest.approx(kernel_time.KERNEL_GAP, rel=0.05)
+
+
+def test_a_step_waits_for_its_host():
+    """Dispatch of n arrays in one call: the call plus each further array (the benchmark's own
+    program reproduced: one array costs the call alone)."""
+    from xla_cost.parallel import devices
+
+    measured = devices.device("h100").dispatch
+    assert measured.seconds(1) == measured.call
+    assert measured.seconds(21) == pytest.approx(measured.call + 20 * measured.per_argument, rel=1e-12)
+    assert measured.seconds(None, calls=2) == 2 * measured.call  # arguments unknown: the calls alone
+    # a device no machine here has: the fastest host measured, and said so
+    floor, was_measured = devices.host_dispatch(devices.device("a100-80gb"))
+    assert not was_measured and floor.call == min(d.dispatch.call for d in devices.DEVICES.values() if d.dispatch)

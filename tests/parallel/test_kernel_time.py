@@ -16,6 +16,7 @@ whitepaper, 2022); the TPU v5e's 197 TFLOPS, 819 GB/s and four 128x128 MXUs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -28,7 +29,7 @@ from xla_cost.parallel import kernel_time
 from xla_cost.parallel.calibration import Calibration
 from xla_cost.parallel.devices import matrix_units
 from xla_cost.parallel.kernel_time import (
-    KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
+    KERNEL_GAP, KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
 )
 
 H100_BF16, H100_TF32, H100_HBM, H100_SMS = 989.4e12, 494.7e12, 3.35e12, 132
@@ -147,8 +148,8 @@ def test_shape_efficiency_works_element_by_element():
 
 
 def _table() -> KernelTable:
-    """Three kernels: a large bfloat16 product run twice, a small float32 product whose bytes
-    outlast its FLOP, an elementwise kernel run three times."""
+    """Three kernels: a large bfloat16 product run twice (a library call), a small float32 product
+    whose bytes outlast its FLOP (a fusion), an elementwise kernel run three times."""
     return KernelTable(
         runs=np.array([2.0, 1.0, 3.0]),
         flops=np.array([2.0 * 4096**3, 2.0 * 64**3, 0.0]),
@@ -158,11 +159,14 @@ def _table() -> KernelTable:
         n=np.array([4096.0, 64.0, 1.0]),
         k=np.array([4096.0, 64.0, 1.0]),
         dtype=("bfloat16", "float32", ""),
+        library=np.array([True, False, False]),
     )
 
 
 def _by_hand(peaks: tuple[float, float]) -> tuple[float, float, float]:
-    """(products, the rest, launches) of `_table` on the H100 with `CONSTANTS`, written out."""
+    """(products, the rest, overheads) of `_table` on the H100 with `CONSTANTS`, written out: the
+    library call pays the launch, each fusion the launch or its own work, whichever is less, and
+    every kernel the measured gap."""
     c = CONSTANTS
     bandwidth = H100_HBM * c.memory
     shape_large = 256 / 264 * 4096 / (4096 + c.depth)  # 256 tiles of 256 in two waves of 132
@@ -171,7 +175,9 @@ def _by_hand(peaks: tuple[float, float]) -> tuple[float, float, float]:
     small = max(2.0 * 64**3 / (peaks[1] * c.matmul * shape_small), 64e6 / bandwidth)
     assert large == 2.0 * 4096**3 / (peaks[0] * c.matmul * shape_large)  # FLOP-bound
     assert small == 64e6 / bandwidth  # bytes-bound: its 64 MB outlast its FLOP
-    return 2 * large + 1 * small, 3 * 1e8 / bandwidth, (2 + 1 + 3) * c.launch
+    overheads = (2 * c.launch + 1 * min(small, c.launch) + 3 * min(1e8 / bandwidth, c.launch)
+                 + (2 + 1 + 3) * KERNEL_GAP)
+    return 2 * large + 1 * small, 3 * 1e8 / bandwidth, overheads
 
 
 def test_price_table_is_the_formula_on_the_h100():
@@ -193,13 +199,14 @@ def test_arithmetic_prices_every_product_at_another_dtypes_peak():
 
 def test_a_memory_only_kernel_is_its_bytes_at_the_achieved_bandwidth():
     table = KernelTable(runs=np.array([1.0]), flops=np.array([0.0]), bytes=np.array([1e9]), batch=np.ones(1),
-                        m=np.ones(1), n=np.ones(1), k=np.ones(1), dtype=("",))
+                        m=np.ones(1), n=np.ones(1), k=np.ones(1), dtype=("",), library=np.zeros(1, dtype=bool))
     no_launch = Calibration(matmul=0.6, memory=0.75)
     priced = price_table(table, "h100", no_launch)
-    assert priced.seconds == priced.memory == pytest.approx(1e9 / (H100_HBM * 0.75), rel=1e-12)
+    assert priced.memory == pytest.approx(1e9 / (H100_HBM * 0.75), rel=1e-12)
+    assert priced.seconds == pytest.approx(priced.memory + KERNEL_GAP, rel=1e-12)  # no launch: the gap alone
     assert priced.matmul == 0 and priced.flops == 0 and priced.memory_bytes == 1e9
     on_v5e = price_table(table, "tpu-v5e", no_launch)
-    assert on_v5e.seconds == pytest.approx(1e9 / (V5E_HBM * 0.75), rel=1e-12)
+    assert on_v5e.seconds == pytest.approx(1e9 / (V5E_HBM * 0.75) + KERNEL_GAP, rel=1e-12)
 
 
 def test_price_totals_is_one_large_product_and_the_rest():
@@ -257,4 +264,16 @@ def test_kernel_table_of_a_kernel_list():
     gemm_s = max(gemm.flops / (H100_BF16 * 0.6 * shape), 10_000 / (H100_HBM * 0.75))
     assert once.matmul == pytest.approx(5 * gemm_s, rel=1e-12)
     assert once.memory == pytest.approx(4_000 / (H100_HBM * 0.75), rel=1e-12)
-    assert once.launch == pytest.approx(7 * 5e-6, rel=1e-12)
+    # every kernel a fusion or an op of XLA's: each pays its own work or the launch, whichever is less
+    # (the gemm's 5 runs the launch, the add its work, the unknown nothing), and the gap
+    assert table.library.tolist() == [False, False, False]
+    add_s = 4_000 / (H100_HBM * 0.75)
+    assert once.launch == pytest.approx(5 * min(gemm_s, 5e-6) + min(add_s, 5e-6) + 0 + 7 * KERNEL_GAP, rel=1e-12)
+    # a cuDNN call (a convolution, fused attention: kernels of its own) pays the whole launch; a cuBLAS
+    # gemm is one kernel, priced as a fusion is
+    cudnn = dataclasses.replace(_kernel("conv", "library", 10_000, 1, gemm), kind="__cudnn$convForward")
+    cublas = dataclasses.replace(_kernel("gemm", "library", 10_000, 1, gemm), kind="__cublas$gemm")
+    called = kernel_table([cudnn, cublas])
+    assert called.library.tolist() == [True, False]
+    assert price_table(called, "h100", CONSTANTS).launch == pytest.approx(
+        5e-6 + min(gemm_s, 5e-6) + 2 * KERNEL_GAP, rel=1e-12)

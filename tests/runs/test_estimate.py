@@ -23,6 +23,7 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
+from xla_cost.parallel import devices
 from xla_cost.parallel.calibration import Calibration, describe, use_constants
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.schedule import Layout
@@ -60,16 +61,28 @@ def _roofline(costs) -> float:
     return max(costs.flops / H100_TF32, costs.bytes_accessed / H100_HBM)
 
 
+def _dispatch(report) -> float:
+    """The H100 host's measured dispatch of a one-device step's grad and update calls
+    (`xla_cost.parallel.devices.Dispatch`: a call, then each further array passed)."""
+    measured = devices.device("h100").dispatch
+    passed = report.phases["grad"].arguments + report.phases["update"].arguments
+    return 2 * measured.call + (passed - 2) * measured.per_argument
+
+
 def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     one = RunConfig("conv_net", 2, {}, optimizer="adam").canonical().run(cache=store)
     with use_constants(CONSTANTS):
         predicted = estimates.estimate("conv_net", samples=1000, batch_size=2, store=store)
-    # a prediction: the one-device step's backward pass and update, each calibrated
+    # a prediction: the one-device step's backward pass and update, each calibrated, and never less than
+    # the host's dispatch of their two calls (the H100 machine's, measured: a batch of 2 waits for it)
     compute = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
+    dispatch = _dispatch(one)
+    assert dispatch > compute and predicted.step.parts["dispatch_wait"] == pytest.approx(dispatch - compute, rel=1e-12)
+    assert any(n.startswith("host-bound: dispatching the step takes") for n in predicted.step.notes)
     assert predicted.step.prediction.compute_seconds == pytest.approx(compute, rel=1e-12)
-    assert predicted.step.prediction.seconds == pytest.approx(compute, rel=1e-12)  # one device talks to no one
+    assert predicted.step.prediction.seconds == pytest.approx(dispatch, rel=1e-12)  # one device talks to no one
     assert predicted.steps == math.ceil(1000 / 2)
-    assert predicted.seconds == pytest.approx(predicted.steps * compute, rel=1e-12)
+    assert predicted.seconds == pytest.approx(predicted.steps * dispatch, rel=1e-12)
     assert predicted.priced_as == "prediction" and predicted.to_dict()["mfu"] is None
     assert predicted.step.calibration == describe(CONSTANTS)
     assert predicted.step.calibration.startswith("products at 50.0% of peak")
@@ -99,8 +112,8 @@ def test_every_sample_is_in_a_step(store, samples, steps):
     with use_constants(CONSTANTS):
         result = estimates.estimate("conv_net", samples=samples, batch_size=2, store=store)
     assert result.samples == samples and result.steps == steps
-    # each step the one-device step's calibrated backward pass and update
-    step_s = _calibrated(one.phases["grad"]) + _calibrated(one.phases["update"])
+    # each step the one-device step's calibrated backward pass and update, or the host's dispatch of them
+    step_s = max(_calibrated(one.phases["grad"]) + _calibrated(one.phases["update"]), _dispatch(one))
     assert result.seconds == pytest.approx(steps * step_s, rel=1e-12)
     # FLOP count samples, not steps: train-step FLOP / batch 2 per sample
     assert result.total_flops == pytest.approx(one.phases["train_step"].flops / 2 * samples, rel=1e-12)
@@ -202,9 +215,10 @@ def test_communication_not_hidden_is_never_more_than_communication(pipelined, m)
     # the bubble is its own part: (p - 1) / (v m) of the m slots (v = 1 chunk), idle, not communication
     slot = (parts["matmul"] + parts["memory"] + parts["launch"] + parts["tensor"]) / m + transfer
     assert parts["pipeline_bubble"] == pytest.approx((p - 1) / (1 * m) * (m * slot), rel=1e-9)
-    # the step is compute + communication not hidden + bubble
+    # the step is compute + communication not hidden + bubble, and what it waits for its host's dispatch
     assert predicted.seconds == pytest.approx(
-        predicted.compute_seconds + predicted.exposed_communication_seconds + parts["pipeline_bubble"], rel=1e-12)
+        predicted.compute_seconds + predicted.exposed_communication_seconds + parts["pipeline_bubble"]
+        + parts["dispatch_wait"], rel=1e-12)
     text = result.to_table(width=100)
     assert "pipeline bubble" in text and "stage transfers" in text
 

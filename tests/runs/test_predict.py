@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.errors import InputError
+from xla_cost.parallel import devices
 from xla_cost.parallel.calibration import Calibration, describe, use_constants
 from xla_cost.parallel.hardware import Hardware
 from xla_cost.parallel.schedule import Layout
@@ -60,7 +61,12 @@ def test_one_device_is_its_calibrated_compute(report):
     assert grad.memory_bound_bytes > 0 and grad.kernels > 0
     with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100"))
-    assert step.prediction.seconds == pytest.approx(_compute(grad) + _compute(update), rel=1e-12)
+    # a batch of 4 on an H100 waits for its host: the measured dispatch of the two calls and their arrays
+    host = devices.device("h100").dispatch
+    dispatch = 2 * host.call + (grad.arguments + update.arguments - 2) * host.per_argument
+    assert step.prediction.compute_seconds == pytest.approx(_compute(grad) + _compute(update), rel=1e-12)
+    assert step.prediction.seconds == pytest.approx(max(_compute(grad) + _compute(update), dispatch), rel=1e-12)
+    assert step.parts["dispatch_wait"] == pytest.approx(max(dispatch - _compute(grad) - _compute(update), 0), rel=1e-12)
     # each part on its own: the products at half the TF32 peak; the rest at 0.8 of HBM3; no launches
     assert step.parts["matmul"] == pytest.approx(grad.matmul_flops / (0.5 * H100_TF32), rel=1e-12)
     assert step.parts["memory"] == pytest.approx(grad.memory_bound_bytes / (0.8 * H100_HBM), rel=1e-12)

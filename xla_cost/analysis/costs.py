@@ -265,6 +265,7 @@ def phase_costs(
         matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS),
         memory_bound_bytes=compiled.memory_bound_bytes if compiled is not None else None,
         kernels=compiled.kernels if compiled is not None else None,
+        arguments=compiled.arguments if compiled is not None else None,
         library_calls=None if compiled is None or compiled.library_calls is None
         else sum(n for _, n in compiled.library_calls),
         optimal_seconds=None if compiled is None else compiled.costs.optimal_seconds,

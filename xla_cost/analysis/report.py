@@ -185,6 +185,10 @@ class PhaseCosts:
         compile target's), None where not read (the CPU's).
       optimal_seconds: the target compiler's own estimate of the program's
         time (a TPU's ``cost_analysis()``), None where it gives none.
+      arguments: the arrays a call of the program is passed (its entry
+        computation's parameters): what the host hands over each call, for
+        the time model's dispatch (None: not compiled; for a derived phase,
+        its programs' together).
       kernel_list: a compile target's program's kernels in schedule order
         (`xla_cost.compiled.kernels.Kernel`: fusions, library calls,
         collectives with their groups, asynchronous start/done pairs and what
@@ -214,6 +218,7 @@ class PhaseCosts:
     library_calls: int | None = None
     optimal_seconds: float | None = None
     kernel_list: tuple[Any, ...] | None = None
+    arguments: int | None = None
     jaxpr_bytes_accessed: int | None = None
     derivation: str = "compiled"
     communication: tuple[Collective, ...] = ()
@@ -256,7 +261,7 @@ ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
     "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
-    "memory_bound_bytes", "kernels", "library_calls",
+    "memory_bound_bytes", "kernels", "library_calls", "arguments",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -430,6 +435,7 @@ class Report:
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
             "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels", "library_calls",
+            "arguments",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in self.phase_names}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in self.phase_names}
@@ -499,7 +505,7 @@ class Report:
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
                     **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
-                                                    "library_calls")
+                                                    "library_calls", "arguments")
                        if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     optimal_seconds=(data.get("optimal_seconds") or {}).get(p),

@@ -31,6 +31,7 @@ __all__ = [
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
+    "entry_arguments",
 ]
 
 # ---------------------------------------------------------------------------
@@ -624,6 +625,18 @@ def work_bytes(hlo_text: str) -> WorkBytes:
             else:
                 other += size
     return WorkBytes(matmul, other, kernels, tuple(unknown))
+
+
+def entry_arguments(hlo_text: str) -> int | None:
+    """The arrays a call of the program is passed: its entry computation's
+    parameters (what the runtime hands over, one buffer each; a tuple
+    parameter counts its leaves). None: no entry computation in the text."""
+    module = parse_module(hlo_text)
+    if module.entry is None:
+        return None
+    shapes = [parse_shape(i.shape_text) for i in module.computations[module.entry].instructions
+              if i.opcode == "parameter"]
+    return sum(1 if shape is None else len(shape_leaves(shape)) for shape in shapes)
 
 
 def has_while_loop(hlo_text: str) -> bool:

@@ -143,6 +143,9 @@ class CompiledPhase:
     kernels: int | None = None
     """Executions of instructions that run code, loops multiplied out
     (`xla_cost.compiled.hlo.work_bytes`): about the kernels an accelerator launches."""
+    arguments: int | None = None
+    """The arrays a call of the program is passed (`xla_cost.compiled.hlo.entry_arguments`):
+    what the host hands over each call (None: not read)."""
     liveness: Any = None
     """`xla_cost.compiled.liveness.LivenessProfile` of the compiled schedule: the
     buffers live at the temporaries' peak (None: not asked for, or the
@@ -423,6 +426,7 @@ def compile_phase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
         memory_bound_bytes=memory_bound, kernels=launches, liveness=profile, liveness_error=profile_error,
+        arguments=hlo.entry_arguments(text) if text else None,
         target=None if target is None else target.name,
         kernel_list=None if target is None or not text else kernel_lists.kernel_list(text),
         notes=(compile_note,) if compile_note else (),
@@ -455,7 +459,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 15
+ANALYSES_FORMAT = 16
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
@@ -502,7 +506,7 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             library_calls=None if data.get("library_calls") is None
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
             library_bytes=data.get("library_bytes"), memory_bound_bytes=data.get("memory_bound_bytes"),
-            kernels=data.get("kernels"),
+            kernels=data.get("kernels"), arguments=data.get("arguments"),
             liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
             target=data.get("target"),
             kernel_list=None if data.get("kernel_list") is None
@@ -532,7 +536,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "collective_notes": list(phase.collective_notes), "has_loops": phase.has_loops,
                 "library_calls": None if phase.library_calls is None else [list(c) for c in phase.library_calls],
                 "library_bytes": phase.library_bytes, "memory_bound_bytes": phase.memory_bound_bytes,
-                "kernels": phase.kernels,
+                "kernels": phase.kernels, "arguments": phase.arguments,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
                 "liveness_error": phase.liveness_error, "target": phase.target,
                 "kernel_list": None if phase.kernel_list is None else [k.to_dict() for k in phase.kernel_list],

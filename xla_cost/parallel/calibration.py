@@ -6,11 +6,16 @@ its matrix units) and five global constants, a `Calibration`:
 
 * ``matmul``: the share of the peak a large, well-shaped matrix product reaches;
 * ``memory``: the share of the memory bandwidth a bandwidth-bound kernel reaches;
-* ``launch``: seconds each kernel costs beyond its work (launch, ramp, tail);
+* ``launch``: seconds a cuDNN call costs beyond its work (its set-up, its
+  own kernels' ramps and tails), and any other kernel (a fusion, a cuBLAS
+  gemm) up to its own work
+  (`xla_cost.parallel.kernel_time`; every kernel pays the measured
+  ``KERNEL_GAP`` besides);
 * ``depth``: the contraction depth at which a product runs at half its rate
   (filling and draining the pipeline of a small-k product);
-* ``host``: seconds each step costs outside its kernels (dispatch, the
-  framework).
+* ``host``: seconds each step costs outside its kernels and its dispatch (a
+  step is never shorter than its host's measured dispatch of it:
+  `xla_cost.parallel.devices.Dispatch`).
 
 They are the same for a V100, an H100 and a TPU: what differs is in the
 registry. They are fitted on published runs by
@@ -59,7 +64,7 @@ class Calibration:
     Attributes:
       matmul: share of the dtype's peak a large, well-shaped product reaches.
       memory: share of the memory bandwidth a bandwidth-bound kernel reaches.
-      launch: seconds per kernel beyond its work.
+      launch: seconds per cuDNN call beyond its work (any other kernel's: up to its work).
       depth: contraction depth at which a product runs at half its rate.
       host: seconds per step outside the kernels.
       fitted_on: the cases they were fitted on.
@@ -138,5 +143,6 @@ def describe(calibration: Calibration) -> str:
     """The constants in one line, with what they were fitted on."""
     return (f"products at {calibration.matmul:.1%} of peak (half rate at k = {calibration.depth:.0f}), "
             f"other kernels at {calibration.memory:.1%} of the bandwidth, {calibration.launch * 1e6:.2f} µs per "
-            f"kernel, {calibration.host * 1e3:.2f} ms per step; one set for every device, fitted on "
+            f"cuDNN call (other kernels up to their work), {calibration.host * 1e3:.2f} ms per step; one set for every "
+            f"device, fitted on "
             f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")

@@ -24,7 +24,8 @@ from types import MappingProxyType
 from xla_cost.compiled.targets import ALLOCATOR_FRACTION, CompileTarget, GpuSpec, TpuSpec
 from xla_cost.errors import InputError
 
-__all__ = ["CUDA_CONTEXT_BYTES", "allocatable", "DevicePeak", "Node", "NODES", "node", "Device", "DEVICES", "device", "match_kind", "names", "target",
+__all__ = ["CUDA_CONTEXT_BYTES", "allocatable", "DevicePeak", "Node", "NODES", "node", "Dispatch", "Device", "DEVICES",
+           "device", "host_dispatch", "match_kind", "names", "target",
            "target_names", "target_slice",
            "TPU_MATRIX_UNITS", "matrix_units"]
 
@@ -185,6 +186,30 @@ def node(name: str) -> Node:
 
 
 @dataclasses.dataclass(frozen=True)
+class Dispatch:
+    """What a jitted call costs the host that dispatches it to the device,
+    measured there (``python benchmarks/dispatch_costs.py``): a step whose
+    kernels take less waits for its host.
+
+    Attributes:
+      call: seconds of a call of one argument that does next to nothing (the
+        ``chain`` program of one kernel).
+      per_argument: seconds each further array passed adds (the slope of the
+        ``arguments`` program over 1 to 1,024 arrays, each in and out).
+      source: the measurement (file, machine, date).
+    """
+
+    call: float
+    per_argument: float
+    source: str
+
+    def seconds(self, arguments: int | None, calls: int = 1) -> float:
+        """Seconds to dispatch ``calls`` calls passing ``arguments`` arrays in
+        all (None: unknown, the calls alone)."""
+        return calls * self.call + self.per_argument * max((arguments or 0) - calls, 0)
+
+
+@dataclasses.dataclass(frozen=True)
 class Device:
     """One device of the registry.
 
@@ -204,6 +229,8 @@ class Device:
         a GPU with one can be a compile target (``--target h100``).
       tpu: a TPU generation's slices (`xla_cost.compiled.targets.TpuSpec`): a
         compile target as ``tpu-v5e:2x2``.
+      dispatch: the host's cost of a call, measured on a machine with this
+        device (`Dispatch`); None where none was measured (`host_dispatch`).
     """
 
     name: str
@@ -215,6 +242,7 @@ class Device:
     node: str | None = None
     gpu: GpuSpec | None = None
     tpu: TpuSpec | None = None
+    dispatch: Dispatch | None = None
 
     @property
     def has_cluster(self) -> bool:
@@ -244,6 +272,16 @@ on an H200 of 143,771 MiB, whose allocator limit was 112,583,507,968 bytes at
 the default 0.75, i.e. 0.75 of 150,111,343,957 bytes free
 (reports/data/device_check_nvidia-h200_2026-11-26.json). Taken for every GPU
 (`allocatable`): measured on one."""
+
+
+def host_dispatch(found: Device) -> tuple[Dispatch, bool]:
+    """(the host's `Dispatch` for ``found``, whether it was measured with it):
+    where no machine with the device was measured, the fastest host measured
+    (a floor: a step takes at least that)."""
+    if found.dispatch is not None:
+        return found.dispatch, True
+    measured = [d.dispatch for d in DEVICES.values() if d.dispatch is not None]
+    return min(measured, key=lambda d: (d.call, d.per_argument)), False
 
 
 def allocatable(found: Device) -> tuple[float, str]:
@@ -282,7 +320,9 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                     description="NVIDIA H100 80GB HBM3",
                     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), SXM5: 132 SMs of 128 "
                            "FP32 cores, 2,048 threads, 64K registers and 228 KB shared memory per SM (227 KB per "
-                           "block), 50 MB L2, 1.98 GHz boost; compute capability 9.0")),
+                           "block), 50 MB L2, 1.98 GHz boost; compute capability 9.0"),
+        dispatch=Dispatch(33.6e-6, 2.74e-6, "reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv: this "
+                          "project's H100 machine, jax 0.11.2 (python benchmarks/dispatch_costs.py)")),
     Device(
         "h100-pcie", "NVIDIA H100 PCIe", ("H100", "PCIe"),
         _peak("NVIDIA H100 PCIe", 756, 756, 378, 2.0e12,
@@ -311,7 +351,9 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                            "227 KB per block); NVIDIA H200 datasheet: FP32 67 TFLOPS = 132 x 128 x 2 x 1.98 GHz; "
                            "60 MB L2 (NVIDIA publishes none for the H200), 1.98 GHz and the name as the CUDA "
                            "driver reports them on an H200 (cuDeviceGetAttribute, cuDeviceGetName); compute "
-                           "capability 9.0")),
+                           "capability 9.0"),
+        dispatch=Dispatch(36.6e-6, 4.50e-6, "reports/data/dispatch_nvidia-h200_2026-11-26.csv: this project's "
+                          "H200 machine, jax 0.11.2 (python benchmarks/dispatch_costs.py)")),
     Device(
         "a100", "NVIDIA A100 40GB", ("A100",),
         _peak("NVIDIA A100 40GB", 312, 312, 156, 1.555e12,

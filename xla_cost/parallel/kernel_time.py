@@ -3,11 +3,16 @@
 A kernel that runs matrix products (`xla_cost.compiled.products.Product`)
 takes the longer of its FLOP at the share of the dtype's peak its shape
 allows and its bytes at the achievable bandwidth; any other kernel takes its
-bytes at the achievable bandwidth; each kernel costs a launch besides, and
-each step a fixed host cost:
+bytes at the achievable bandwidth. Each kernel costs its overhead besides,
+and each step a fixed host cost:
 
-    seconds = sum over kernels of  max(F / (peak * matmul * shape), B / (bandwidth * memory)) + launch
-              + host
+    work     = max(F / (peak * matmul * shape), B / (bandwidth * memory))
+    overhead = launch                 a cuDNN call (a convolution, fused attention: its set-up and
+                                      kernels of its own)
+               min(work, launch)      any other kernel (a fusion, a cuBLAS gemm): one kernel, which
+                                      pays at most its own work again when shorter than the ramp
+               + KERNEL_GAP           each kernel's slot in the stream (measured)
+    seconds  = sum over kernels of (work + overhead) + host
 
 ``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``) and ``host`` are
 the few global constants of `xla_cost.parallel.calibration.Calibration`, one
@@ -42,7 +47,7 @@ import numpy as np
 
 from xla_cost.parallel import devices as registry
 
-__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
+__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
            "price_kernels", "price_table", "price_totals"]
 
 GPU_TILES = (16, 32, 64, 128, 256)
@@ -60,6 +65,14 @@ TILE_OVERHEAD = 64
 to the largest tile: per output element it reads ``2 k / T`` operand elements,
 so a smaller tile moves more bytes per FLOP (a structural constant, not fitted)."""
 
+KERNEL_GAP = 0.67e-6
+"""Seconds each kernel of a program takes however little it does: the slope
+of a chain of dependent one-element kernels in one jitted call, measured by
+``python benchmarks/dispatch_costs.py`` on an H100 (0.67 µs,
+``reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv``) and an H200
+(0.66 µs, ``reports/data/dispatch_nvidia-h200_2026-11-26.csv``); measured, not
+fitted (``tests/parallel/test_dispatch_data.py`` holds it to the files)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelSeconds:
@@ -68,7 +81,8 @@ class KernelSeconds:
     Attributes:
       matmul: seconds of the kernels that run matrix products.
       memory: seconds of the other kernels (their bytes at the bandwidth).
-      launch: seconds of the launches (kernels times the per-kernel constant).
+      launch: seconds of the kernels' overheads (each cuDNN call's launch,
+        each fusion's up to its own work, every kernel's `KERNEL_GAP`).
       kernels: kernels launched per run of the program.
       flops: the matrix products' FLOP priced.
       memory_bytes: the other kernels' bytes priced.
@@ -100,6 +114,8 @@ class KernelTable:
       bytes: bytes read and written per run.
       batch, m, n, k: the largest product's shape (1 where none).
       dtype: each kernel's products' dtype ("" where none).
+      library: whether each kernel is a cuDNN call (a convolution, fused
+        attention), which runs kernels of its own and pays the whole launch.
     """
 
     runs: np.ndarray
@@ -110,6 +126,7 @@ class KernelTable:
     n: np.ndarray
     k: np.ndarray
     dtype: tuple[str, ...]
+    library: np.ndarray
 
     @property
     def kernels(self) -> int:
@@ -136,6 +153,7 @@ def kernel_table(kernels: Sequence[Any]) -> KernelTable:
         n=column([p.n if p is not None else 1 for p in product]),
         k=column([p.k if p is not None else 1 for p in product]),
         dtype=tuple(p.dtype if p is not None else "" for p in product),
+        library=np.asarray([k.category == "library" and k.kind.startswith("__cudnn") for k in rows], dtype=bool),
     )
 
 
@@ -188,10 +206,12 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     shape = shape_efficiency(table.batch, table.m, table.n, table.k, units, side, calibration.depth)
     with np.errstate(divide="ignore", invalid="ignore"):
         product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
-    matmul = float((np.maximum(product_s, memory_s) * table.runs)[has_product].sum())
-    memory = float((memory_s * table.runs)[~has_product].sum())
+    work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)
+    overhead = np.where(table.library, calibration.launch, np.minimum(work, calibration.launch)) + KERNEL_GAP
+    matmul = float((work * table.runs)[has_product].sum())
+    memory = float((work * table.runs)[~has_product].sum())
     kernels = table.kernels
-    return KernelSeconds(matmul, memory, kernels * calibration.launch, kernels,
+    return KernelSeconds(matmul, memory, float((overhead * table.runs).sum()), kernels,
                          float((table.flops * table.runs).sum()), float((table.bytes * table.runs)[~has_product].sum()),
                          "kernels")
 

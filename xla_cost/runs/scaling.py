@@ -108,7 +108,9 @@ def predict(
 
     * compute: every kernel of the target's program priced on the device
       (`xla_cost.parallel.kernel_time`: products by their shape, the rest by
-      their bytes, a launch each, a host cost per step), or the CPU program's
+      their bytes, each its launch, a host cost per step; a step on one
+      device analysed with ``exact_train_step`` as that one program, whose
+      update the compiler may have fused into the backward pass), or the CPU program's
       totals where the report has no kernel list; with a fixed ``mfu`` (a bound) the roofline
       ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
     * the analysed mesh's collectives over ``model`` block the step (tensor
@@ -166,6 +168,7 @@ def predict(
                      "; every kernel of it priced on the device (xla_cost.parallel.kernel_time)"))
     flops_peak = peak.require(hardware.arithmetic or report.dtype)
     host = 0.0
+    dispatch = 0.0  # the host's dispatch of the step's calls, which the device's work hides when it is longer
     if hardware.is_bound:
         compute = _roofline(grad, flops_peak, peak.bandwidth, hardware.mfu)
         updating = _roofline(update, flops_peak, peak.bandwidth, hardware.mfu)
@@ -174,11 +177,27 @@ def predict(
         constants = calibration.constants()
         priced_grad = _priced(grad, report, narrow, hardware, constants)
         priced_update = _priced(update, report, narrow, hardware, constants)
+        one_program = _one_program(report, layout, step)
+        if one_program:
+            # the step XLA compiled as one program (exact_train_step): its kernels, not the grad and update
+            # programs' apart, whose gradients it may never write (an update fused into the product making them)
+            priced_grad = _priced(step, report, narrow, hardware, constants)
+            priced_update = dataclasses.replace(priced_grad, matmul=0.0, memory=0.0, launch=0.0, kernels=0)
+            notes.append("one device, one program: the train step priced as the single program XLA compiled for it "
+                         "(exact_train_step), its update fused where the compiler fused it")
         if priced_grad.source == "totals":
             notes.append("priced from the totals of the program the CPU compiled (its products' FLOP and its other "
                          "bytes; its kernels are the CPU's, not charged a launch): pass target= (--target) to price "
                          "the device's own program kernel by kernel")
         _optimal_note(report, notes)
+        dispatching, measured = devices.host_dispatch(devices.device(hardware.device))
+        # each device's host dispatches its program's calls (measured on one device: a floor on several)
+        if one_program:
+            dispatch = dispatching.seconds(step.arguments)
+        else:
+            passed = None if None in (grad.arguments, update.arguments) else \
+                layout.micro_batches * grad.arguments + update.arguments
+            dispatch = dispatching.seconds(passed, calls=layout.micro_batches + 1)
         compute = priced_grad.seconds
         updating = priced_update.seconds
         host = constants.host
@@ -196,11 +215,17 @@ def predict(
     grad_s, grad_times, grad_notes, exposed = _gradients(
         gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
     notes += grad_notes
-    seconds = pipelined + exposed + updating + host
+    busy = pipelined + exposed + updating
+    waiting = max(dispatch - busy, 0.0)  # a step is never shorter than its host's dispatch of it
+    if waiting:
+        notes.append(f"host-bound: dispatching the step takes {dispatch * 1e6:,.0f} µs on the host "
+                     f"({dispatching.source}{'' if measured else '; no host measured with this device: the fastest measured'}), "
+                     f"its device work {busy * 1e6:,.0f} µs")
+    seconds = busy + waiting + host
     parts = {part: value * m for part, value in parts.items()}  # every micro-batch's compute
     # the bubble is idle, not communication: (p - 1) / (v m) of the m slots
     parts.update(tensor=tensor_s * m, update=updating, gradients=exposed, stage_transfers=transfer * m,
-                 pipeline_bubble=pipelined - m * slot, host=host)
+                 pipeline_bubble=pipelined - m * slot, host=host, dispatch_wait=waiting)
     # every collective and transfer; the tensor-parallel ones and the transfers block the step,
     # of the gradients' only what runs past the backward pass shows: never more than all of it
     communication = grad_s + (tensor_s + transfer) * m
@@ -219,6 +244,14 @@ def predict(
         prediction=prediction, collectives=(*tensor_times, *grad_times), notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
     )
+
+
+def _one_program(report: Any, layout: schedule.Layout, step: Any) -> bool:
+    """Whether the step is priced as its one compiled program: one device, no
+    stages, replicas or micro-batches around it, and the train step compiled
+    for the target as a program of its own (``exact_train_step``)."""
+    return (report.devices == 1 and layout.pipeline == 1 and layout.data == 1 and layout.micro_batches == 1
+            and step.kernel_list is not None)
 
 
 def _roofline(costs: Any, peak_flops: float, bandwidth: float, mfu: float) -> float:

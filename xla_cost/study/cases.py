@@ -61,6 +61,8 @@ class Setup:
       layout: `xla_cost.parallel.schedule.Layout` fields.
       target: the compile target the program is built for (the device's own
         compiler; default: the hardware's device).
+      jit_step: the run was the whole step under one ``jax.jit`` (this
+        project's measurements): see `one_program`.
     """
 
     label: str
@@ -73,6 +75,7 @@ class Setup:
     hardware: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     layout: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str | None = None
+    jit_step: bool = False
 
     @property
     def compile_target(self) -> str:
@@ -85,10 +88,21 @@ class Setup:
         mesh = math.prod(self.mesh.values()) if self.mesh else 1
         return mesh * self.layout.get("pipeline", 1) * self.layout.get("data", 1)
 
+    @property
+    def one_program(self) -> bool:
+        """Whether the step is analysed with ``exact_train_step`` and priced as
+        that one program (`xla_cost.predict` does so on one device, with no
+        stages, replicas or micro-batches): a ``jax.jit`` of the whole step, as
+        this project's harness times it, whose compiler may fuse the update
+        into the product that makes each gradient. A published run's framework
+        (Megatron-LM, PyTorch) runs its optimizer after the backward pass, as
+        the grad and update programs apart are priced."""
+        return self.jit_step and self.devices == 1 and self.layout.get("micro_batches", 1) == 1
+
     def key(self) -> str:
         """What identifies the analysed program (the fields the analysis reads, in order)."""
         return repr((self.model, self.batch_size, sorted(self.config.items()), self.dtype, self.optimizer,
-                     sorted(self.mesh.items()), self.compile_target))
+                     sorted(self.mesh.items()), self.compile_target, *(("one program",) if self.one_program else ())))
 
     def describe(self) -> str:
         """The setup in one line: devices, parallelism, batch, precision."""
@@ -295,7 +309,7 @@ def _measured_cases(device: str, rows: Sequence[tuple[str, str, int, str, str, f
     title = registry.device(device).title
     for model, config, batch, dtype, optimizer, seconds, date in rows:
         setup = Setup(label=f"{model} batch {batch}", model=model, batch_size=batch, config=_config(config),
-                      dtype=dtype, optimizer=optimizer, hardware={"device": device})
+                      dtype=dtype, optimizer=optimizer, hardware={"device": device}, jit_step=True)
         cases.append(Case(
             name=f"{device}-{date}-{model}-{batch}-{dtype}-{optimizer}",
             title=f"{model}, batch {batch}, {dtype} ({'TF32' if dtype == 'float32' else dtype}), {optimizer}: "

@@ -3,8 +3,9 @@
 `benchmarks/gemm_shapes.py` times single products (``a @ b``) by shape and
 dtype on a real GPU (``reports/data/gemm_<device>_<date>.csv``). Each is
 priced here as the time model prices a product kernel
-(`xla_cost.parallel.kernel_time`): ``max(F / (peak * matmul * shape),
-B / (bandwidth * memory)) + launch`` with the committed constants, which were
+(`xla_cost.parallel.kernel_time`, one kernel): ``work = max(F / (peak * matmul *
+shape), B / (bandwidth * memory))``, plus ``min(work, launch)`` and the
+measured ``KERNEL_GAP``, with the committed constants, which were
 fitted on whole training steps and never on these rows: a held-out check of
 the shape model (tiles, waves, split contractions, depth).
 
@@ -78,7 +79,7 @@ def check_gemms(path: str | pathlib.Path, constants: Any = None) -> GemmCheck:
     moved = frame.batch * (frame.m * frame.k + frame.k * frame.n + frame.m * frame.n) * size
     kernel = np.maximum(frame.flops / (peak * constants.matmul * shape),
                         moved / (found.peak.bandwidth * constants.memory))
-    predicted = kernel + constants.launch
+    predicted = kernel + np.minimum(kernel, constants.launch) + kernel_time.KERNEL_GAP  # one kernel (kernel_time)
     aligned = np.ones(len(frame), dtype=bool)
     for dim in ("m", "n", "k"):
         aligned &= (frame[dim] * size) % ALIGNMENT_BYTES == 0

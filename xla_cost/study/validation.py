@@ -74,7 +74,8 @@ def _analyse(setup: Setup, store: Any) -> Report:
     from xla_cost.runs.configs import RunConfig
 
     config = RunConfig(setup.model, batch_size=setup.batch_size, config=dict(setup.config), optimizer=setup.optimizer,
-                       dtype=setup.dtype, mesh=dict(setup.mesh), target=setup.compile_target)
+                       dtype=setup.dtype, mesh=dict(setup.mesh), target=setup.compile_target,
+                       exact_train_step=setup.one_program)
     return config.canonical().run(cache=store if store is not None else True)
 
 

@@ -117,6 +117,19 @@ def _distribution(errors: list[float]) -> str:
             f"signed: median {100 * statistics.median(errors):+.1f}%")
 
 
+def _measured_summary(result: Any) -> str:
+    """This project's own measurements held out: within the band, beyond the limit (named), the distribution."""
+    from xla_cost.study.validation import BAND, LIMIT
+
+    measured = [(c, e) for c, e in zip(result.cases, result.errors(True)) if c.measured_here]
+    if not measured:
+        return "none"
+    beyond = [c.name for c, e in measured if abs(e) > LIMIT]
+    return (f"{sum(abs(e) <= BAND for _, e in measured)} of {len(measured)} within ±{100 * BAND:g}%, "
+            f"{len(beyond)} beyond ±{100 * LIMIT:g}%" + (f" ({', '.join(f'`{n}`' for n in beyond)})" if beyond else "")
+            + f"; {_distribution([e for _, e in measured])}")
+
+
 def _constants_rows(result: Any) -> list[list[str]]:
     from xla_cost.parallel.calibration import FIELDS
 
@@ -175,6 +188,7 @@ def _gemm_lines(data: StudyData) -> list[str]:
 
 def build(data: StudyData) -> dict[str, bytes]:
     from xla_cost.parallel.calibration import describe
+    from xla_cost.parallel.kernel_time import KERNEL_GAP
     from xla_cost.present.figures import png
     from xla_cost.study.validation import BAND, LIMIT
 
@@ -194,9 +208,13 @@ def build(data: StudyData) -> dict[str, bytes]:
         "parallelism, batch, precision, recomputation, its nodes), its step compiled for its device by that "
         "device's own compiler (deviceless, on this machine) and priced by `xla_cost.runs.scaling.predict`: every "
         "kernel of the program priced (`xla_cost.parallel.kernel_time`: matrix products by their shape against "
-        "the dtype's peak, tiles and waves over the device's units, the rest by their bytes at the bandwidth, a "
-        "launch each, a host cost per step), tensor-parallel collectives in the step, the pipeline's bubble and "
-        "transfers, the gradient all-reduce in buckets behind the backward pass. The device figures come from "
+        "the dtype's peak, tiles and waves over the device's units, the rest by their bytes at the bandwidth, "
+        "each kernel its overhead: a cuDNN call's launch, any other kernel's up to its own work, the measured gap every "
+        "kernel takes), a host cost per step and never less than the host's measured dispatch of the step, "
+        "tensor-parallel collectives in the step, the pipeline's bubble and transfers, the gradient all-reduce in "
+        "buckets behind the backward pass. A step measured here (one device, the whole step under one `jax.jit`) "
+        "is priced as that one program (`exact_train_step`), the others as their frameworks run them: the grad "
+        "and update programs apart. The device figures come from "
         "the registry's datasheets; five constants are shared by every device and fitted jointly "
         "(`python benchmarks/calibrate.py`).",
         "",
@@ -207,6 +225,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         + (f" ({', '.join(f'`{c.name}`' for c in beyond)})" if beyond else "")
         + f"; {_distribution([e for _, e in published])}. In sample: "
         f"{sum(abs(e) <= BAND for e in in_sample)} of {len(in_sample)}; {_distribution(in_sample)}. "
+        f"This project's measurements, held out: {_measured_summary(result)}. "
         f"Device generations: {', '.join(result.devices())}.",
         "",
         "![errors](figures/validation-errors.png)",
@@ -238,9 +257,13 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
         f"Committed: {describe(result.constants)}. One set for every device: what differs between devices is "
         "their datasheet figures. Five, because each prices what the others cannot: the products' rate "
-        "(`matmul`), the bandwidth the rest reaches (`memory`), the fixed cost of each kernel (`launch`, which "
-        "dominates small steps), the slow-down of shallow contractions (`depth`), and the per-step cost outside "
-        "the kernels (`host`). Each row below is the set a paper's cases were predicted with.",
+        "(`matmul`), the bandwidth the rest reaches (`memory`), the fixed cost of a cuDNN call beyond its work "
+        "(`launch`; any other kernel pays it only up to its own work), the slow-down of shallow contractions (`depth`), "
+        "and the per-step cost outside the kernels and their dispatch (`host`). Two figures besides are measured, "
+        "not fitted (`python benchmarks/dispatch_costs.py`): the gap every kernel takes "
+        f"({KERNEL_GAP * 1e6:.2f} µs, `xla_cost.parallel.kernel_time.KERNEL_GAP`) and each machine's dispatch "
+        "of a call and of each array it is passed (`xla_cost.parallel.devices.Dispatch`). Each row below is the "
+        "set a paper's cases were predicted with.",
         "",
         pipe_table(["fitted on", "matmul (share of peak)", "memory (share of bandwidth)", "launch (µs)",
                     "depth (k at half rate)", "host (ms per step)"], _constants_rows(result), "lrrrrr"),
@@ -249,7 +272,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
         "Per step, in ms: the predicted step (in sample) and its parts (`matmul`, `memory`, `launch`: one "
         "micro-batch's kernels; `tensor`: tensor-parallel collectives; `stage_transfers`; `pipeline_bubble`; "
-        "`gradients`: the all-reduce not hidden; `update`: the optimizer; `host`).",
+        "`gradients`: the all-reduce not hidden; `update`: the optimizer; `host`; `dispatch_wait`: the host's "
+        "dispatch beyond the device's work).",
         "",
         pipe_table(["case", "setup", "step ms", "parts (ms)"], _setup_rows(result), "llrl"),
         "",
