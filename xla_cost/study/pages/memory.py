@@ -244,8 +244,9 @@ def target_section(data: StudyData) -> list[str]:
         "such a batch runs, slower than with the memory), until the pass says it cannot get under its limit; "
         "fit counts that batch and the larger ones as not fitting, whatever their `memory_analysis()` says (on a "
         "real H200 such a program needed far more than the deviceless compile's peak: "
-        "`reports/data/device_check_nvidia-h200_2026-11-26.json`). Fit's search needs more compiles there. The "
-        "CPU's compiler never rematerialises.",
+        "`reports/data/device_check_nvidia-h200_2026-11-26.json`; compiled again with cuBLAS products, as the "
+        "real devices' autotuners chose, the deviceless program falls short where they did, and fit judges by "
+        "that program). Fit's search needs more compiles there. The CPU's compiler never rematerialises.",
         "",
     ]
     return lines
@@ -387,9 +388,12 @@ def build(data: StudyData) -> dict[str, bytes]:
                        rows, "llrrrrrr"),
             "",
             "What was checked: on the CPU, that the answer fits and the next size does not, by compiling both "
-            "(`tests/analysis/test_memory.py`). Not yet checked: a real run on a GPU at the predicted batch (that it runs) "
-            "and at 1.25× of it (that it runs out of memory); the GPU's own buffer assignment differs from the "
-            "CPU's figures here.",
+            "(`tests/analysis/test_memory.py`). These are the CPU's buffers: the GPU's own buffer assignment "
+            "differs (below). The target compiler's answers were run on real GPUs: gpt2-small's float32 Adam "
+            "step at `fit --target h100`'s batch (42) ran on an H100 and 1.25× of it (52) ran out of memory "
+            "(`reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-2.json`); its bfloat16 step at "
+            "`fit --target h200`'s batch (110) ran on an H200 and 137 did not "
+            "(`reports/data/device_check_nvidia-h200_2026-11-26-3.json`).",
             "",
         ]
     if data.plan.memory_checks or data.plan.fit_devices:
