@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.compiled.xla import use_compilation_cache as use_compilation_cache
     from xla_cost.parallel.devices import Device as Device
     from xla_cost.parallel.devices import DEVICES as DEVICES
+    from xla_cost.parallel.devices import Dispatch as Dispatch
     from xla_cost.parallel.calibration import Calibration as Calibration
     from xla_cost.parallel.hardware import Hardware as Hardware
     from xla_cost.parallel.schedule import Layout as Layout
@@ -135,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     # devices and meshes
     "Device": "xla_cost.parallel.devices",
     "DEVICES": "xla_cost.parallel.devices",
+    "Dispatch": "xla_cost.parallel.devices",
     "Calibration": "xla_cost.parallel.calibration",
     "Hardware": "xla_cost.parallel.hardware",
     "Layout": "xla_cost.parallel.schedule",
