@@ -80,7 +80,8 @@ def test_a_convolution_is_its_implicit_gemm_valid_taps_counted():
     # tap 0 and the last tap 2: 3 * 16 - 2 = 46 (output, tap) pairs, 46^2 over the two sides
     pairs = (3 * side - 2) ** 2
     flops = FMA * batch * pairs * c_out * c_in
-    assert _product(text, "c") == Product(1, positions, c_out, flops // (FMA * positions * c_out), "float32", flops)
+    assert _product(text, "c") == Product(1, positions, c_out, flops // (FMA * positions * c_out), "float32", flops,
+                                          features=c_in)
 
 
 def test_a_tpu_batched_product_written_as_a_dilated_convolution():
@@ -108,7 +109,7 @@ def test_a_depthwise_convolution_sums_one_feature_per_output():
     pairs = (3 * side - 2) ** 2  # valid (output, tap) pairs of a SAME 3x3 over 16x16 (see above)
     flops = FMA * batch * pairs * features
     assert _product(text, "c") == Product(1, positions, features, flops // (FMA * positions * features), "float32",
-                                          flops)
+                                          flops, features=1)  # one input feature per group
 
 
 FUSED = (
@@ -230,10 +231,12 @@ def test_an_h100_convolution_and_its_gradients_are_three_implicit_gemms(h100):
     assert taps == 3 * 3
     assert found == {
         # y = im2col(x) [positions, taps Cin] x W [taps Cin, Cout]
-        "__cudnn$convForward": Product(1, positions, c_out, flops // (FMA * positions * c_out), "float32", flops),
+        "__cudnn$convForward": Product(1, positions, c_out, flops // (FMA * positions * c_out), "float32", flops,
+                                       features=c_in),
         # dW = im2col(x)^T [taps Cin, positions] x dy [positions, Cout]
         "__cudnn$convBackwardFilter": Product(1, c_in * taps, c_out, flops // (FMA * c_in * taps * c_out), "float32",
-                                              flops),
+                                              flops, features=c_in),
         # dx = dy's windows [positions, taps Cout] x W^T [taps Cout, Cin]
-        "__cudnn$convBackwardInput": Product(1, positions, c_in, flops // (FMA * positions * c_in), "float32", flops),
+        "__cudnn$convBackwardInput": Product(1, positions, c_in, flops // (FMA * positions * c_in), "float32", flops,
+                                             features=c_in),
     }

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from xla_cost.compiled.kernels import Kernel
-from xla_cost.compiled.products import Product
+from xla_cost.compiled.products import FMA, Product
 from xla_cost.errors import InputError
 from xla_cost.parallel import kernel_time
 from xla_cost.parallel.calibration import Calibration
 from xla_cost.parallel.devices import matrix_units
 from xla_cost.parallel.kernel_time import (
-    KERNEL_GAP, KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
+    KERNEL_GAP, TENSOR_CORE_ALIGNMENT, KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
 )
 
 H100_BF16, H100_TF32, H100_HBM, H100_SMS = 989.4e12, 494.7e12, 3.35e12, 132
@@ -160,6 +160,7 @@ def _table() -> KernelTable:
         k=np.array([4096.0, 64.0, 1.0]),
         dtype=("bfloat16", "float32", ""),
         library=np.array([True, False, False]),
+        vector=np.zeros(3, dtype=bool),
     )
 
 
@@ -197,9 +198,42 @@ def test_arithmetic_prices_every_product_at_another_dtypes_peak():
     assert (priced.matmul, priced.memory, priced.launch) == pytest.approx((products, rest, launches), rel=1e-12)
 
 
+def test_a_convolution_off_the_tensor_cores_is_priced_on_the_cuda_cores():
+    # an RGB stem: 64 x 112 x 112 outputs of 32 features, each 7 x 7 taps of 3 input features (3 is no
+    # multiple of the 8 a bfloat16 tensor-core kernel wants); a cuDNN call run once
+    flops = FMA * 64 * 112 * 112 * 32 * 7 * 7 * 3
+    table = KernelTable(runs=np.ones(1), flops=np.array([float(flops)]), bytes=np.array([70e6]), batch=np.ones(1),
+                        m=np.array([64 * 112 * 112.0]), n=np.array([32.0]), k=np.array([7 * 7 * 3.0]),
+                        dtype=("bfloat16",), library=np.ones(1, dtype=bool), vector=np.ones(1, dtype=bool))
+    constants = Calibration(matmul=0.9, memory=0.8, launch=5e-6, depth=128.0, vector=0.4)
+    cuda_cores = 132 * 128 * 2 * 1.98e9  # the H100 SXM's SMs x FP32 lanes x an FMA x its boost clock
+    priced = price_table(table, "h100", constants)
+    assert priced.matmul == pytest.approx(flops / (cuda_cores * 0.4), rel=1e-12)  # its FLOP at 0.4 of the cores
+    assert priced.launch == pytest.approx(5e-6 + KERNEL_GAP, rel=1e-12)  # a cuDNN call: the launch
+    on_tensor_cores = price_table(dataclasses.replace(table, vector=np.zeros(1, dtype=bool)), "h100", constants)
+    assert on_tensor_cores.matmul < priced.matmul / 2  # what the rule is for: the tensor cores' price is far lower
+
+
+def test_the_vector_flag_is_a_cudnn_convolution_off_its_dtypes_alignment():
+    def kernel(kind: str, features: int, dtype: str) -> Kernel:
+        return Kernel("k", "library", kind, "custom-call", "main", "", 1000, 1,
+                      product=Product(1, 100, 32, 27, dtype, 1000, features=features))
+
+    flags = kernel_table([
+        kernel("__cudnn$convForward", 3, "bfloat16"),  # 3 RGB channels: off 8
+        kernel("__cudnn$convBackwardFilter", 3, "float32"),  # off 4 (TF32)
+        kernel("__cudnn$convForward", 8, "bfloat16"),  # aligned
+        kernel("__cudnn$convForward", 4, "float32"),  # aligned for TF32
+        kernel("__cublas$gemm", 3, "bfloat16"),  # not a convolution
+    ]).vector
+    assert flags.tolist() == [True, True, False, False, False]
+    assert TENSOR_CORE_ALIGNMENT["bfloat16"] * 2 == TENSOR_CORE_ALIGNMENT["float32"] * 4 == 16  # 16 bytes of channels
+
+
 def test_a_memory_only_kernel_is_its_bytes_at_the_achieved_bandwidth():
     table = KernelTable(runs=np.array([1.0]), flops=np.array([0.0]), bytes=np.array([1e9]), batch=np.ones(1),
-                        m=np.ones(1), n=np.ones(1), k=np.ones(1), dtype=("",), library=np.zeros(1, dtype=bool))
+                        m=np.ones(1), n=np.ones(1), k=np.ones(1), dtype=("",), library=np.zeros(1, dtype=bool),
+                        vector=np.zeros(1, dtype=bool))
     no_launch = Calibration(matmul=0.6, memory=0.75)
     priced = price_table(table, "h100", no_launch)
     assert priced.memory == pytest.approx(1e9 / (H100_HBM * 0.75), rel=1e-12)

@@ -53,6 +53,8 @@ class Product:
         (``bfloat16``; `DTYPE_NAMES`), or the HLO's where unnamed there.
       flops: FLOP of every product the kernel runs, per run.
       count: products in the kernel.
+      features: a convolution's input features per group (what each of its
+        taps contracts over: 3 for an RGB image); 0 for any other product.
     """
 
     batch: int
@@ -62,6 +64,7 @@ class Product:
     dtype: str
     flops: int
     count: int = 1
+    features: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values."""
@@ -71,7 +74,7 @@ class Product:
     def from_dict(cls, data: Mapping[str, Any]) -> Product:
         """The inverse of `to_dict`."""
         return cls(int(data["batch"]), int(data["m"]), int(data["n"]), int(data["k"]), str(data["dtype"]),
-                   int(data["flops"]), int(data.get("count", 1)))
+                   int(data["flops"]), int(data.get("count", 1)), int(data.get("features", 0)))
 
 
 def kernel_product(module: Module, instruction: Instruction, shapes: Mapping[str, str]) -> Product | None:
@@ -228,7 +231,7 @@ def _convolution(instruction: Instruction, shapes: Mapping[str, str], target: st
     made = math.prod(result.dims)
     m = made // max(1, n)
     k = max(1, flops // (FMA * max(1, made)))
-    return Product(1, m, n, k, DTYPE_NAMES.get(lhs.dtype, lhs.dtype), flops)
+    return Product(1, m, n, k, DTYPE_NAMES.get(lhs.dtype, lhs.dtype), flops, features=cin)
 
 
 def _attention(instruction: Instruction, target: str, shapes: Mapping[str, str]) -> Product | None:

@@ -91,6 +91,13 @@ class GpuSpec:
     description: str = ""
     source: str = ""
 
+    @property
+    def vector_flops(self) -> float:
+        """FLOP/s of the CUDA cores (no tensor cores): SMs x FP32 lanes x 2 (a
+        fused multiply-add) x the boost clock, the datasheets' FP32 figure
+        (an H100 SXM's 132 x 128 x 2 x 1.98 GHz = 66.9 TFLOPS)."""
+        return self.sm_count * self.fp32_lanes_per_sm * 2 * self.clock_ghz * 1e9
+
     def config_text(self, memory_bytes: float, bandwidth: float) -> str:
         """The ``GpuTargetConfig`` in protobuf text form, for ``get_topology_desc``."""
         major, minor = self.compute_capability

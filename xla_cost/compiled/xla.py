@@ -459,7 +459,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 16
+ANALYSES_FORMAT = 17
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 

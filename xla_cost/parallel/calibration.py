@@ -13,6 +13,9 @@ its matrix units) and five global constants, a `Calibration`:
   ``KERNEL_GAP`` besides);
 * ``depth``: the contraction depth at which a product runs at half its rate
   (filling and draining the pipeline of a small-k product);
+* ``vector``: the share of the CUDA cores' FP32 rate a convolution reaches
+  that cuDNN cannot run on the tensor cores (input features off their
+  alignment: an image's 3 channels; `xla_cost.parallel.kernel_time`);
 * ``host``: seconds each step costs outside its kernels and its dispatch (a
   step is never shorter than its host's measured dispatch of it:
   `xla_cost.parallel.devices.Dispatch`).
@@ -49,9 +52,14 @@ BOUNDS: Mapping[str, tuple[float, float]] = {
     "launch": (0.0, 50e-6),
     "depth": (0.0, 4096.0),
     "host": (0.0, 0.05),
+    "vector": (0.05, 1.0),
 }
 """Each constant's range: a share of a peak is at most 1; a launch under 50 µs;
 a half-rate depth under 4,096; a host cost under 50 ms per step."""
+
+DEFAULTS: Mapping[str, float] = {"vector": 1.0}
+"""What a constants file without a field reads it as (the others: 0): the
+CUDA cores at their datasheet rate."""
 
 FIELDS = tuple(BOUNDS)
 """The constants, in the order they are fitted."""
@@ -67,6 +75,7 @@ class Calibration:
       launch: seconds per cuDNN call beyond its work (any other kernel's: up to its work).
       depth: contraction depth at which a product runs at half its rate.
       host: seconds per step outside the kernels.
+      vector: share of the CUDA cores' FP32 rate a convolution off the tensor cores reaches.
       fitted_on: the cases they were fitted on.
       source: how they were fitted (the command).
     """
@@ -76,6 +85,7 @@ class Calibration:
     launch: float = 0.0
     depth: float = 0.0
     host: float = 0.0
+    vector: float = 1.0
     fitted_on: tuple[str, ...] = ()
     source: str = ""
 
@@ -99,7 +109,7 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
         """The inverse of `to_dict`."""
-        return cls(**{name: float(data.get(name, 0.0)) for name in FIELDS},
+        return cls(**{name: float(data.get(name, DEFAULTS.get(name, 0.0))) for name in FIELDS},
                    fitted_on=tuple(data.get("fitted_on", ())), source=str(data.get("source", "")))
 
 
@@ -143,6 +153,7 @@ def describe(calibration: Calibration) -> str:
     """The constants in one line, with what they were fitted on."""
     return (f"products at {calibration.matmul:.1%} of peak (half rate at k = {calibration.depth:.0f}), "
             f"other kernels at {calibration.memory:.1%} of the bandwidth, {calibration.launch * 1e6:.2f} µs per "
-            f"cuDNN call (other kernels up to their work), {calibration.host * 1e3:.2f} ms per step; one set for every "
+            f"cuDNN call (other kernels up to their work), convolutions off the tensor cores at "
+            f"{calibration.vector:.1%} of the CUDA cores, {calibration.host * 1e3:.2f} ms per step; one set for every "
             f"device, fitted on "
             f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")

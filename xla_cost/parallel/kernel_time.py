@@ -7,6 +7,8 @@ bytes at the achievable bandwidth. Each kernel costs its overhead besides,
 and each step a fixed host cost:
 
     work     = max(F / (peak * matmul * shape), B / (bandwidth * memory))
+               F / (cuda_cores * vector)     a cuDNN convolution whose input features are not a
+                                             multiple of the tensor cores' alignment (an RGB stem)
     overhead = launch                 a cuDNN call (a convolution, fused attention: its set-up and
                                       kernels of its own)
                min(work, launch)      any other kernel (a fusion, a cuBLAS gemm): one kernel, which
@@ -14,11 +16,12 @@ and each step a fixed host cost:
                + KERNEL_GAP           each kernel's slot in the stream (measured)
     seconds  = sum over kernels of (work + overhead) + host
 
-``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``) and ``host`` are
+``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``), ``vector`` and ``host`` are
 the few global constants of `xla_cost.parallel.calibration.Calibration`, one
 set for every device. What differs between devices comes from the registry
 (`xla_cost.parallel.devices`): the peak of the dtype, the bandwidth, and the
-matrix units the output tiles are spread over. The shape's efficiency is
+matrix units the output tiles are spread over, the CUDA cores' FP32 rate
+(``cuda_cores``: `xla_cost.compiled.targets.GpuSpec.vector_flops`). The shape's efficiency is
 
     shape = tiles(m, n) * waves(tiles x split, units) * (k / split) / (k / split + depth)
 
@@ -30,6 +33,16 @@ multiprocessors (the last wave partly idle), the contraction split in
 ``split`` parts (`SPLIT_K`) where tiles are too few to fill them; on a TPU the output is padded to
 the MXU's side and spread over its MXUs. Small contractions (k) pay for
 filling and draining the pipeline: half the rate at ``k = depth``.
+
+A convolution whose input features per group are not a multiple of
+`TENSOR_CORE_ALIGNMENT` (the 3 channels of an image) gets no implicit-GEMM
+tensor-core kernel of its shape from cuDNN: on an H100 its forward pass ran a
+direct kernel on the CUDA cores (``convolve_common_engine_float_NHWC``) and its
+weight gradient padded the channels first, 18-66 TFLOP/s for six such kernels
+(conv_net's and ResNet-50's 7x7 stems,
+``reports/data/kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv``, ``python
+benchmarks/kernel_profile.py``) where the tensor cores would give hundreds. It
+is priced at ``vector`` of the CUDA cores' rate.
 
 A program without a kernel list (the CPU proxy's, compiled here) is priced
 from its totals: the products' FLOP at ``matmul`` of the peak, the rest's
@@ -47,7 +60,7 @@ import numpy as np
 
 from xla_cost.parallel import devices as registry
 
-__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
+__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "TENSOR_CORE_ALIGNMENT", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
            "price_kernels", "price_table", "price_totals"]
 
 GPU_TILES = (16, 32, 64, 128, 256)
@@ -72,6 +85,14 @@ of a chain of dependent one-element kernels in one jitted call, measured by
 ``reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv``) and an H200
 (0.66 µs, ``reports/data/dispatch_nvidia-h200_2026-11-26.csv``); measured, not
 fitted (``tests/parallel/test_dispatch_data.py`` holds it to the files)."""
+
+
+TENSOR_CORE_ALIGNMENT = {"float16": 8, "bfloat16": 8, "float32": 4, "int8": 16}
+"""Input features per group a cuDNN convolution's tensor-core kernels want a
+multiple of, by element type (16 bytes of channels: NVIDIA's Deep Learning
+Performance Guide, *Convolutional Layers*, "Channels In and Out": multiples of
+8 for FP16, 4 for TF32, 16 for INT8). A convolution off it is priced on the
+CUDA cores (`price_table`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +137,8 @@ class KernelTable:
       dtype: each kernel's products' dtype ("" where none).
       library: whether each kernel is a cuDNN call (a convolution, fused
         attention), which runs kernels of its own and pays the whole launch.
+      vector: whether each kernel is a cuDNN convolution whose input features
+        are off `TENSOR_CORE_ALIGNMENT` (priced on the CUDA cores).
     """
 
     runs: np.ndarray
@@ -127,6 +150,7 @@ class KernelTable:
     k: np.ndarray
     dtype: tuple[str, ...]
     library: np.ndarray
+    vector: np.ndarray
 
     @property
     def kernels(self) -> int:
@@ -154,7 +178,18 @@ def kernel_table(kernels: Sequence[Any]) -> KernelTable:
         k=column([p.k if p is not None else 1 for p in product]),
         dtype=tuple(p.dtype if p is not None else "" for p in product),
         library=np.asarray([k.category == "library" and k.kind.startswith("__cudnn") for k in rows], dtype=bool),
+        vector=np.asarray([_off_tensor_cores(k) for k in rows], dtype=bool),
     )
+
+
+def _off_tensor_cores(kernel: Any) -> bool:
+    """A cuDNN convolution whose input features per group are not a multiple of its dtype's
+    `TENSOR_CORE_ALIGNMENT`."""
+    product = kernel.product
+    if product is None or product.features <= 0 or kernel.category != "library" \
+            or not kernel.kind.startswith("__cudnn$conv"):
+        return False
+    return product.features % TENSOR_CORE_ALIGNMENT.get(product.dtype, 8) != 0
 
 
 def _padded(size: np.ndarray, side: float) -> np.ndarray:
@@ -206,6 +241,8 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     shape = shape_efficiency(table.batch, table.m, table.n, table.k, units, side, calibration.depth)
     with np.errstate(divide="ignore", invalid="ignore"):
         product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
+    if found.gpu is not None and table.vector.any():
+        product_s = np.where(table.vector, table.flops / (found.gpu.vector_flops * calibration.vector), product_s)
     work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)
     overhead = np.where(table.library, calibration.launch, np.minimum(work, calibration.launch)) + KERNEL_GAP
     matmul = float((work * table.runs)[has_product].sum())

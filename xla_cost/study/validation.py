@@ -189,7 +189,7 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
     for case in cases:
         per_paper[case.paper] = per_paper.get(case.paper, 0) + 1
     weights = np.asarray([1 / math.sqrt(per_paper[c.paper]) for c in cases])
-    scale = {"matmul": 1.0, "memory": 1.0, "launch": 1e-6, "depth": 100.0, "host": 1e-3}
+    scale = {"matmul": 1.0, "memory": 1.0, "launch": 1e-6, "depth": 100.0, "host": 1e-3, "vector": 1.0}
     lows = np.asarray([BOUNDS[f][0] / scale[f] for f in FIELDS])
     highs = np.asarray([BOUNDS[f][1] / scale[f] for f in FIELDS])
     begin = (start or constants()).values()

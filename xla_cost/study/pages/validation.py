@@ -135,11 +135,11 @@ def _constants_rows(result: Any) -> list[list[str]]:
 
     def row(label: str, c: Any) -> list[str]:
         return [label, sig(c.matmul, 3), sig(c.memory, 3), sig(c.launch * 1e6, 3), sig(c.depth, 3),
-                sig(c.host * 1e3, 3)]
+                sig(c.host * 1e3, 3), sig(c.vector, 3)]
 
     rows = [row("**every case (committed)**", result.constants)]
     rows += [row(f"without `{paper}`", c) for paper, c in result.held_out_constants.items()]
-    assert len(FIELDS) == 5
+    assert len(FIELDS) == 6
     return rows
 
 
@@ -256,9 +256,11 @@ def build(data: StudyData) -> dict[str, bytes]:
         "## The constants",
         "",
         f"Committed: {describe(result.constants)}. One set for every device: what differs between devices is "
-        "their datasheet figures. Five, because each prices what the others cannot: the products' rate "
+        "their datasheet figures. Six, because each prices what the others cannot: the products' rate "
         "(`matmul`), the bandwidth the rest reaches (`memory`), the fixed cost of a cuDNN call beyond its work "
         "(`launch`; any other kernel pays it only up to its own work), the slow-down of shallow contractions (`depth`), "
+        "the rate of a convolution cuDNN cannot put on the tensor cores (`vector`: input features off their "
+        "alignment, an image's 3 channels; a kernel profile on an H100 found conv_net's stem there), "
         "and the per-step cost outside the kernels and their dispatch (`host`). Two figures besides are measured, "
         "not fitted (`python benchmarks/dispatch_costs.py`): the gap every kernel takes "
         f"({KERNEL_GAP * 1e6:.2f} µs, `xla_cost.parallel.kernel_time.KERNEL_GAP`) and each machine's dispatch "
@@ -266,7 +268,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "set a paper's cases were predicted with.",
         "",
         pipe_table(["fitted on", "matmul (share of peak)", "memory (share of bandwidth)", "launch (µs)",
-                    "depth (k at half rate)", "host (ms per step)"], _constants_rows(result), "lrrrrr"),
+                    "depth (k at half rate)", "host (ms per step)", "vector (share of the CUDA cores)"],
+                   _constants_rows(result), "lrrrrrr"),
         "",
         "## The steps priced",
         "",
