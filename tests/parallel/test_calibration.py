@@ -5,7 +5,8 @@ The per-device profiles of issue 22 are gone: a V100 and an H100 are priced
 with the same constants (`xla_cost.parallel.calibration`), and what differs
 between them comes from the device registry. Every bound below is the one
 `calibration.BOUNDS` documents (a share of a peak in [0.05, 1], a launch under
-50 us, a half-rate depth under 4,096, a host cost under 50 ms a step).
+50 us, a half-rate depth under 4,096, a host cost under 50 ms a step, a share of the CUDA cores'
+rate in [0.05, 1]).
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ from xla_cost.errors import InputError
 from xla_cost.parallel import calibration
 from xla_cost.parallel.calibration import BOUNDS, FIELDS, Calibration, constants, describe, use_constants, write_constants
 
-LOWEST = {"matmul": 0.05, "memory": 0.05, "launch": 0.0, "depth": 0.0, "host": 0.0}
-HIGHEST = {"matmul": 1.0, "memory": 1.0, "launch": 50e-6, "depth": 4096.0, "host": 0.05}
+LOWEST = {"matmul": 0.05, "memory": 0.05, "launch": 0.0, "depth": 0.0, "host": 0.0, "vector": 0.05}
+HIGHEST = {"matmul": 1.0, "memory": 1.0, "launch": 50e-6, "depth": 4096.0, "host": 0.05, "vector": 1.0}
 """The bounds as the module's docstring states them, written out here."""
 
 
-def test_the_constants_are_five_named_fields_with_their_documented_bounds():
-    assert FIELDS == ("matmul", "memory", "launch", "depth", "host") == tuple(BOUNDS)
+def test_the_constants_are_six_named_fields_with_their_documented_bounds():
+    assert FIELDS == ("matmul", "memory", "launch", "depth", "host", "vector") == tuple(BOUNDS)
     assert {name: BOUNDS[name] for name in FIELDS} == {name: (LOWEST[name], HIGHEST[name]) for name in FIELDS}
-    given = Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=128.0, host=2e-3)
-    assert given.values() == (0.5, 0.8, 3e-6, 128.0, 2e-3)  # FIELDS' order
-    # launch, depth and host default to none: a product at its share of the peak, nothing added
-    assert Calibration(0.5, 0.8).values() == (0.5, 0.8, 0.0, 0.0, 0.0)
+    given = Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=128.0, host=2e-3, vector=0.3)
+    assert given.values() == (0.5, 0.8, 3e-6, 128.0, 2e-3, 0.3)  # FIELDS' order
+    # launch, depth and host default to none: a product at its share of the peak, nothing added; the
+    # CUDA cores at their datasheet rate
+    assert Calibration(0.5, 0.8).values() == (0.5, 0.8, 0.0, 0.0, 0.0, 1.0)
 
 
 def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
@@ -55,6 +57,7 @@ def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
     ("launch", -1e-9), ("launch", 50e-6 * (1 + 1e-9)), ("launch", 1e-3),
     ("depth", -1.0), ("depth", 4096.0 + 1e-6),
     ("host", -1e-9), ("host", 0.05 + 1e-9), ("host", None),
+    ("vector", 0.0), ("vector", 1.0 + 1e-9),
 ])
 def test_a_constant_out_of_its_bounds_is_refused_and_named(name, value):
     fields = {"matmul": 0.5, "memory": 0.5, name: value}
@@ -112,9 +115,11 @@ def test_written_constants_read_back(tmp_path, monkeypatch):
 
 
 def test_describe_names_every_constant_and_the_fit():
-    given = Calibration(0.5, 0.8, launch=3e-6, depth=128.0, host=2e-3, fitted_on=("a", "b", "c"))
+    given = Calibration(0.5, 0.8, launch=3e-6, depth=128.0, host=2e-3, vector=0.25, fitted_on=("a", "b", "c"))
     text = describe(given)
-    # 0.5 of the peak, half rate at k = 128, 0.8 of the bandwidth, 3 us a kernel, 2 ms a step, 3 cases
+    # 0.5 of the peak, half rate at k = 128, 0.8 of the bandwidth, 3 us a kernel, 0.25 of the CUDA cores,
+    # 2 ms a step, 3 cases
     assert text == ("products at 50.0% of peak (half rate at k = 128), other kernels at 80.0% of the bandwidth, "
-                    "3.00 µs per cuDNN call (other kernels up to their work), 2.00 ms per step; one set for every "
+                    "3.00 µs per cuDNN call (other kernels up to their work), convolutions off the tensor cores "
+                    "at 25.0% of the CUDA cores, 2.00 ms per step; one set for every "
                     "device, fitted on 3 cases (published runs and this project's measurements)")

@@ -67,13 +67,11 @@ def test_committed_program_is_what_the_analysis_gives(reports, tmp_path):
         assert [k.bytes for k in now.kernel_list] == [k.bytes for k in then.kernel_list]
 
 
-PUBLISHED_WITHIN = 0.78
-"""The share of the published cases the held-out errors must keep within ±20%. Issue 32 asks 0.80,
-which held (30 of 37) until the H100's second run of 2026-11-26 joined the fit: 29 of 37 since
-(`megatron2019v1-1.2b-1` +22% held out). conv_net's steps, underpredicted by 26-50% on both GPUs
-(its 3-channel 7x7 convolution, which the kernel model does not price), pull the constants: fitted
-without them the published cases are 30 of 37 again. A floor against falling further, not the
-issue's band: raise it to 0.80 when the model meets it."""
+PUBLISHED_WITHIN = 0.80
+"""The share of the published cases the held-out errors must keep within ±20% (issue 32). It fell
+to 29 of 37 when the H100's second run of 2026-11-26 joined the fit, conv_net's steps (held out
+-41% to -50%) pulling the constants; a kernel profile on an H100 found their 3-channel stem on the
+CUDA cores, which the kernel model now prices (`vector`), and the published cases are 30 of 37 again."""
 
 
 def test_held_out_errors_of_the_published_runs_meet_the_band(result):
@@ -84,6 +82,12 @@ def test_held_out_errors_of_the_published_runs_meet_the_band(result):
     inside = sum(abs(e) <= BAND for e in errors.values()) / len(errors)
     assert inside >= PUBLISHED_WITHIN, f"{inside:.0%} within ±{BAND:.0%}"
     beyond = {name: e for name, e in errors.items() if abs(e) > LIMIT}
+    assert not beyond, {name: f"{e:+.0%}" for name, e in beyond.items()}
+
+
+def test_no_case_of_this_projects_measurements_is_beyond_the_limit_held_out(result):
+    # issue 32's "none beyond ±40%" over every case, this project's own steps on the H100 and H200 too
+    beyond = {c.name: e for c, e in zip(result.cases, result.errors(held_out=True)) if abs(e) > LIMIT}
     assert not beyond, {name: f"{e:+.0%}" for name, e in beyond.items()}
 
 

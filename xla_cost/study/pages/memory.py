@@ -393,7 +393,11 @@ def build(data: StudyData) -> dict[str, bytes]:
             "step at `fit --target h100`'s batch (42) ran on an H100 and 1.25× of it (52) ran out of memory "
             "(`reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-2.json`); its bfloat16 step at "
             "`fit --target h200`'s batch (110) ran on an H200 and 137 did not "
-            "(`reports/data/device_check_nvidia-h200_2026-11-26-3.json`).",
+            "(`reports/data/device_check_nvidia-h200_2026-11-26-3.json`). bert-base's bfloat16 Adam step at "
+            "`fit --target h100`'s batch (955) ran on an H100, and so did 1.25× of it (1,193): there the answer is "
+            "conservative, by at least a quarter (the deviceless program it is judged by pads the vocabulary's "
+            "product for cuBLAS, 7.5 GB the H100's own compile does not spend: "
+            "`reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-4.json`).",
             "",
         ]
     if data.plan.memory_checks or data.plan.fit_devices:
