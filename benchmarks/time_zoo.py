@@ -186,6 +186,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dtype", action="append", choices=DTYPES, default=[], help="run only this dtype (repeatable)")
     parser.add_argument("--optimizer", action="append", choices=OPTIMIZERS, default=[],
                         help="run only this optimizer (repeatable)")
+    parser.add_argument("--case", action="append", default=[],
+                        help="MODEL:BATCH, a model of the matrix at another batch (its configuration kept; "
+                             "repeatable; replaces the matrix)")
     parser.add_argument("--output", default=None, help="CSV path (default reports/data/timing_<device>_<date>.csv)")
     args = parser.parse_args(argv)
 
@@ -193,6 +196,12 @@ def main(argv: list[str]) -> int:
     base = REDUCED_CASES if args.reduced else GPU_CASES
     cases = [c for name in args.only for c in base if c[0] == name] if args.only else base  # --only's order
     cases = [c for c in cases if not args.batch or c[1] in args.batch]
+    if args.case:
+        configs = {name: config for name, _, config in base}
+        try:
+            cases = [(name, int(batch), configs[name]) for name, batch in (c.split(":") for c in args.case)]
+        except (KeyError, ValueError):
+            parser.error(f"--case expects MODEL:BATCH with MODEL one of {', '.join(configs)}, got {args.case}")
     today = datetime.date.today().isoformat()
     device = re.sub(r"[^a-z0-9]+", "-", xla.device_kind().lower()).strip("-")
     path = Path(args.output) if args.output else ROOT / "reports" / "data" / f"timing_{device}_{today}.csv"
