@@ -194,6 +194,14 @@ H100_MEASURED: tuple[tuple[str, str, int, str, str, float, str], ...] = (
     ("resnet50", "", 64, "bfloat16", "sgd", 0.014291, "2026-11-26"),
     ("resnet50", "", 128, "float32", "sgd", 0.042936, "2026-11-26"),
     ("resnet50", "", 128, "bfloat16", "sgd", 0.024626, "2026-11-26"),
+    # the current harness's third H100 run of the day (python benchmarks/time_zoo.py --case conv_net:256
+    # --case deeper_conv_net:32 --optimizer adam): the convolutional seed networks at four times their batch,
+    # each predicted before it was measured (reports/data/predictions_h100_2026-11-26.json: +9.7%, +10.4%,
+    # -10.4%, +9.3%)
+    ("conv_net", "", 256, "float32", "adam", 0.005209, "2026-11-26"),
+    ("conv_net", "", 256, "bfloat16", "adam", 0.004278, "2026-11-26"),
+    ("deeper_conv_net", "depth=100", 32, "float32", "adam", 0.016329, "2026-11-26"),
+    ("deeper_conv_net", "depth=100", 32, "bfloat16", "adam", 0.008745, "2026-11-26"),
     # the previous harness, 2026-11-23: only the cases the current one has not measured. Where both
     # measured a case the previous harness was 2-60% slower (ResNet-50 batch 64 bfloat16 Adam: 25.1 ms
     # then, 15.6 ms now; batch 64 float32 SGD 29.2 vs 23.5 ms; linear_net 3.0 vs 2.6 ms; conv_net 1.70 vs
