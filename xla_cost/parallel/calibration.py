@@ -2,7 +2,7 @@
 
 `xla_cost.parallel.kernel_time` prices every kernel of a compiled program
 from the device's datasheet figures (the dtype's peak, the memory bandwidth,
-its matrix units) and five global constants, a `Calibration`:
+its matrix units, its CUDA cores) and six global constants, a `Calibration`:
 
 * ``matmul``: the share of the peak a large, well-shaped matrix product reaches;
 * ``memory``: the share of the memory bandwidth a bandwidth-bound kernel reaches;

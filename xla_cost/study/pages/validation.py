@@ -215,7 +215,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "buckets behind the backward pass. A step measured here (one device, the whole step under one `jax.jit`) "
         "is priced as that one program (`exact_train_step`), the others as their frameworks run them: the grad "
         "and update programs apart. The device figures come from "
-        "the registry's datasheets; five constants are shared by every device and fitted jointly "
+        "the registry's datasheets; six constants are shared by every device and fitted jointly "
         "(`python benchmarks/calibrate.py`).",
         "",
         f"**Held out** (leave-one-paper-out: the constants refitted without the case's paper, {len(papers)} "
