@@ -85,7 +85,7 @@ def test_held_out_errors_of_the_published_runs_meet_the_band(result):
     assert not beyond, {name: f"{e:+.0%}" for name, e in beyond.items()}
 
 
-def test_no_case_of_this_projects_measurements_is_beyond_the_limit_held_out(result):
+def test_no_case_is_beyond_the_limit_held_out(result):
     # issue 32's "none beyond ±40%" over every case, this project's own steps on the H100 and H200 too
     beyond = {c.name: e for c, e in zip(result.cases, result.errors(held_out=True)) if abs(e) > LIMIT}
     assert not beyond, {name: f"{e:+.0%}" for name, e in beyond.items()}
