@@ -34,6 +34,7 @@ DATA_PATTERNS: Mapping[str, str] = {
     "targets": "targets_*.csv",
     "gemm": "gemm_*.csv",
     "dispatch": "dispatch_*.csv",
+    "kernels": "kernels_*.csv",
 }
 """The committed data files the pages read (under ``reports/data/``): measured
 step times (``benchmarks/time_zoo.py``), analysis times
@@ -41,7 +42,8 @@ step times (``benchmarks/time_zoo.py``), analysis times
 (``benchmarks/time_report.py``), the steps compiled for the CPU and each
 target (``benchmarks/target_compare.py``), single matrix products timed on a
 GPU (``benchmarks/gemm_shapes.py``), a kernel's and a step's cost apart from any
-work (``benchmarks/dispatch_costs.py``). Of several files of one kind, the last by name
+work (``benchmarks/dispatch_costs.py``), each kernel of a few train steps
+timed by the profiler (``benchmarks/kernel_profile.py``). Of several files of one kind, the last by name
 (the newest date) is used; timing files are all used, one section each."""
 
 TOLERANCE = 0.05

@@ -414,6 +414,7 @@ DATA_COMMANDS: Mapping[str, tuple[str, str]] = {
     "targets": ("python benchmarks/target_compare.py",) * 2,
     "gemm": ("python benchmarks/gemm_shapes.py",) * 2,
     "dispatch": ("python benchmarks/dispatch_costs.py",) * 2,
+    "kernels": ("python benchmarks/kernel_profile.py",) * 2,
 }
 """The command that writes each kind of committed data file (`DATA_PATTERNS`),
 run from the repository root: (on a GPU, on a CPU)."""
