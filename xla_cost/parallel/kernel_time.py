@@ -203,9 +203,16 @@ def shape_efficiency(batch: Any, m: Any, n: Any, k: Any, units: int, side: int, 
     of `GPU_TILES`, and of `SPLIT_K` splits of the contraction: a product of few
     tiles and a long ``k`` runs each tile's ``k`` in parts on several units);
     else the TPU MXU's side."""
+    return _efficiency(*_shape_terms(batch, m, n, k, units, side), depth)
+
+
+def _shape_terms(batch: Any, m: Any, n: Any, k: Any, units: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """`shape_efficiency`'s terms that do not depend on ``depth``, one row per
+    (tile, split) choice: the padding, waves and tile rate, and each part's ``k``."""
     batch, m, n, k = (np.asarray(x, dtype=np.float64) for x in (batch, m, n, k))
-    best = np.zeros(np.broadcast(batch, m, n, k).shape)
+    shape = np.broadcast(batch, m, n, k).shape
     largest = max(GPU_TILES)
+    rates, parts_k = [], []
     for tile in (GPU_TILES if side == 0 else (side,)):
         tiles = batch * np.ceil(m / tile) * np.ceil(n / tile)
         padding = (m * n) / (_padded(m, tile) * _padded(n, tile))
@@ -213,9 +220,14 @@ def shape_efficiency(batch: Any, m: Any, n: Any, k: Any, units: int, side: int, 
         for split in (SPLIT_K if side == 0 else (1,)):
             parts = tiles * split
             waves = parts / (np.ceil(parts / units) * units)
-            part_k = np.ceil(k / split)
-            best = np.maximum(best, padding * waves * rate * part_k / (part_k + depth))
-    return best
+            rates.append(np.broadcast_to(padding * waves * rate, shape))
+            parts_k.append(np.broadcast_to(np.ceil(k / split), shape))
+    return np.stack(rates), np.stack(parts_k)
+
+
+def _efficiency(rates: np.ndarray, parts_k: np.ndarray, depth: float) -> np.ndarray:
+    """The best (tile, split) choice's share at ``depth`` (`_shape_terms`' rows)."""
+    return np.maximum(np.max(rates * parts_k / (parts_k + depth), axis=0), 0.0)
 
 
 def _peak(device: registry.Device, dtype: str, arithmetic: str | None) -> float:
@@ -238,7 +250,7 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     memory_s = table.bytes / bandwidth
     has_product = table.flops > 0
     peaks = np.asarray([_peak(found, d, arithmetic) if d else 1.0 for d in table.dtype], dtype=np.float64)
-    shape = shape_efficiency(table.batch, table.m, table.n, table.k, units, side, calibration.depth)
+    shape = _efficiency(*_table_terms(table, units, side), calibration.depth)
     with np.errstate(divide="ignore", invalid="ignore"):
         product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
     if found.gpu is not None and table.vector.any():
@@ -251,6 +263,21 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     return KernelSeconds(matmul, memory, float((overhead * table.runs).sum()), kernels,
                          float((table.flops * table.runs).sum()), float((table.bytes * table.runs)[~has_product].sum()),
                          "kernels")
+
+
+_TERMS: dict[tuple[int, int, int], tuple[KernelTable, np.ndarray, np.ndarray]] = {}
+"""`_shape_terms` of kernel tables, by the table's identity and the device's units (the table kept
+alive beside them): a fit prices one program thousands of times with other constants."""
+
+
+def _table_terms(table: KernelTable, units: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    held = _TERMS.get((id(table), units, side))
+    if held is None or held[0] is not table:
+        if len(_TERMS) > 4096:
+            _TERMS.clear()
+        held = _TERMS[(id(table), units, side)] = (table, *_shape_terms(table.batch, table.m, table.n, table.k,
+                                                                          units, side))
+    return held[1], held[2]
 
 
 _TABLES: dict[int, tuple[Any, KernelTable]] = {}
