@@ -11,7 +11,10 @@ Run on a machine with an NVIDIA GPU of the registry (an H100 or H200)::
    deviceless, from its datasheet's GpuTargetConfig). Both compiles' kernels
    (fusions, library calls by target, collectives), FLOP (the project's
    counting: `xla_cost.compiled.kernels.module_costs`) and `memory_analysis()`
-   are written side by side, with the relative differences.
+   are written side by side, with the relative differences. The deviceless
+   compile is made again loading what the real compile's autotuner recorded
+   (`with_recorded_autotuning`): with the registry's cuDNN version, and with the
+   one loaded here.
 2. **fit for real.** ``--fit-batch B`` is what ``xla-cost fit MODEL --target
    DEVICE`` answered on a machine without the GPU: the train step
    (`xla_cost.analyze(..., timed=True)`, which runs it with the parameters and
@@ -26,6 +29,7 @@ reports/data/) with the environment (device, driver, jax and plugin versions).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -114,6 +118,52 @@ def autotune_summary(recorded: Path) -> dict[str, object]:
             "workspaces": len(workspaces), "largest_workspace_bytes": max(workspaces, default=0)}
 
 
+def device_dnn_version() -> tuple[int, int, int] | None:
+    """The cuDNN version loaded here (major, minor, patch), as the real device's compile sees it."""
+    try:
+        from jax._src.lib import cuda_versions
+
+        code = cuda_versions.cudnn_get_version()
+    except Exception:  # noqa: BLE001 - no CUDA plugin's version module: unknown
+        return None
+    return code // 10000, code // 100 % 100, code % 100
+
+
+def with_recorded_autotuning(lowered: object, recorded: Path, real_row: dict[str, object],
+                             options: dict[str, object] | None = None) -> dict[str, object]:
+    """A deviceless compile that loads what the real compile's autotuner recorded
+    (``xla_gpu_load_autotune_results_from``), against the real compile. The
+    autotuner finds a result only where the target's device key (compute
+    capability, SMs, clock, memory bandwidth, L2: `xla_cost.compiled.targets.GpuSpec`)
+    and its backends' versions (the cuDNN version among them) are the device's;
+    the compile is asked first to find every one
+    (``xla_gpu_require_complete_aot_autotune_results``), and where it cannot, what
+    it could not find is kept and it is compiled without that demand."""
+    load = {**(options or {}), "xla_gpu_load_autotune_results_from": str(recorded)}
+    row: dict[str, object] = {"recorded": recorded.name}
+    start = time.perf_counter()
+    try:
+        compiled = lowered.compile(compiler_options={**load, "xla_gpu_require_complete_aot_autotune_results": True})
+        row["complete"] = True
+    except Exception as exc:  # noqa: BLE001 - what it could not find is the finding
+        row["complete"] = False
+        row["incomplete"] = str(exc).strip().splitlines()[0][:400]
+        start = time.perf_counter()
+        compiled = lowered.compile(compiler_options=load)
+    row["deviceless"] = _describe(compiled, time.perf_counter() - start)
+    row["relative_difference"] = {k: _relative(real_row.get(k), row["deviceless"].get(k))
+                                  for k in ("kernels", "flops", "temp_bytes") if k in real_row}
+    return row
+
+
+def _as_device(target: targets.CompileTarget) -> targets.CompileTarget:
+    """The target with the cuDNN version loaded here (the real compile's), where it differs."""
+    dnn = device_dnn_version()
+    if dnn is None or target.gpu is None or dnn == target.gpu.dnn_version:
+        return target
+    return dataclasses.replace(target, gpu=dataclasses.replace(target.gpu, dnn_version=dnn))
+
+
 def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
     entry = devices.match_kind(xla.device_kind())
     if entry is None or entry.gpu is None:
@@ -136,7 +186,16 @@ def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
         "target": entry.name, "real": real_row, "deviceless": deviceless_row,
         "relative_difference": {k: _relative(real_row[k], deviceless_row[k]) for k in keys},
         "autotuned": autotune_summary(recorded) if recorded.exists() else None,
+        "device_dnn_version": device_dnn_version(), "target_dnn_version": target.gpu.dnn_version,
     }
+    if recorded.exists():  # the registry's target, then with the cuDNN version here
+        for label, chosen in (("with_autotune_results", target), ("with_autotune_results_device_dnn", _as_device(target))):
+            if label.endswith("_dnn") and chosen is target:
+                continue
+            with targets.use(chosen):
+                step, args = resnet_step(chosen.placement())
+                row[label] = with_recorded_autotuning(jax.jit(step).lower(*args), recorded, real_row)
+            print(f"device_check: {label}: {json.dumps(row[label]['relative_difference'])}", file=sys.stderr, flush=True)
     return row
 
 
@@ -205,6 +264,12 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, sta
             result["deviceless"] = {"batch": batch, "options": target.memory_options, "xla_peak_bytes": _peak(compiled),
                                     "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
                                     "compile_s": round(time.perf_counter() - start, 1)}
+        real = rows.get("fit_batch")
+        if recorded.exists() and isinstance(real, dict) and "temp_bytes" in real:
+            chosen = _as_device(target)
+            with targets.use(chosen):
+                lowered, _ = _step(model, batch, dtype, optimizer, chosen.placement())
+                result["with_autotune_results"] = with_recorded_autotuning(lowered, recorded, real)
     return result
 
 

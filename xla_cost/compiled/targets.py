@@ -76,6 +76,12 @@ class GpuSpec:
       dnn_version: the cuDNN version the compiler assumes (its fused kernels depend on it).
       description: the device name XLA records (``NVIDIA H100 80GB HBM3``).
       source: where the figures come from.
+      memory_bandwidth: the memory bandwidth, bytes/s, as the CUDA driver reports
+        it to XLA (twice the memory clock times the bus width), where it is known;
+        0: the datasheet's figure. XLA's autotuner keys its results by the device's
+        compute capability, SM count, clock, this bandwidth (in whole GB/s) and
+        L2 size, so a target compiled with the device's own figures can load what
+        a real device's autotuning recorded (``xla_gpu_load_autotune_results_from``).
     """
 
     compute_capability: tuple[int, int]
@@ -90,6 +96,7 @@ class GpuSpec:
     dnn_version: tuple[int, int, int] = (9, 1, 0)
     description: str = ""
     source: str = ""
+    memory_bandwidth: float = 0.0
 
     @property
     def vector_flops(self) -> float:
@@ -99,8 +106,10 @@ class GpuSpec:
         return self.sm_count * self.fp32_lanes_per_sm * 2 * self.clock_ghz * 1e9
 
     def config_text(self, memory_bytes: float, bandwidth: float) -> str:
-        """The ``GpuTargetConfig`` in protobuf text form, for ``get_topology_desc``."""
+        """The ``GpuTargetConfig`` in protobuf text form, for ``get_topology_desc``
+        (``bandwidth``: the datasheet's, where the driver's `memory_bandwidth` is not known)."""
         major, minor = self.compute_capability
+        bandwidth = self.memory_bandwidth or bandwidth
         dnn = self.dnn_version
         return (
             "gpu_device_info {\n"

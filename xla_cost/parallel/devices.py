@@ -320,7 +320,12 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                     description="NVIDIA H100 80GB HBM3",
                     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), SXM5: 132 SMs of 128 "
                            "FP32 cores, 2,048 threads, 64K registers and 228 KB shared memory per SM (227 KB per "
-                           "block), 50 MB L2, 1.98 GHz boost; compute capability 9.0"),
+                           "block), 50 MB L2, 1.98 GHz boost; compute capability 9.0. Memory bandwidth as the "
+                           "driver reports it to XLA, 3,352 GB/s: the device key of a real H100's autotuning "
+                           "record (reports/data/autotune_nvidia-h100-80gb-hbm3_2026-11-26_resnet50-b32-"
+                           "bfloat16-sgd.txt, 699b92c0fb30cb16) is the 64-bit fingerprint of 'CUDA: 9.0, "
+                           "Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: 3352 GB/s, L2 cache: 50 MB'",
+                    memory_bandwidth=3352e9),
         dispatch=Dispatch(33.6e-6, 2.74e-6, "reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv: this "
                           "project's H100 machine, jax 0.11.2 (python benchmarks/dispatch_costs.py)")),
     Device(
@@ -351,7 +356,12 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                            "227 KB per block); NVIDIA H200 datasheet: FP32 67 TFLOPS = 132 x 128 x 2 x 1.98 GHz; "
                            "60 MB L2 (NVIDIA publishes none for the H200), 1.98 GHz and the name as the CUDA "
                            "driver reports them on an H200 (cuDeviceGetAttribute, cuDeviceGetName); compute "
-                           "capability 9.0"),
+                           "capability 9.0. Memory bandwidth as the driver reports it to XLA, 4,814 GB/s: the "
+                           "device key of a real H200's autotuning record (reports/data/autotune_nvidia-h200_"
+                           "2026-11-26_resnet50-b32-bfloat16-sgd.txt, ed0e56ab8b2a0ecb) is the 64-bit "
+                           "fingerprint of 'CUDA: 9.0, Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: "
+                           "4814 GB/s, L2 cache: 60 MB'",
+                    memory_bandwidth=4814e9),
         dispatch=Dispatch(36.6e-6, 4.50e-6, "reports/data/dispatch_nvidia-h200_2026-11-26.csv: this project's "
                           "H200 machine, jax 0.11.2 (python benchmarks/dispatch_costs.py)")),
     Device(
