@@ -39,6 +39,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import xla_cost  # first: jax's plugins start quietly (xla_cost.plugins)
@@ -236,7 +237,10 @@ def _run_step(model: str, batch: int, dtype: str, optimizer: str, record: Path |
             "xla_peak_bytes": _peak(compiled), "temp_bytes": compiled.memory_analysis().temp_size_in_bytes}
 
 
-def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, stamp: str) -> dict[str, object]:
+def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, stamp: str,
+              save: Callable[[dict[str, object]], None] = lambda rows: None) -> dict[str, object]:
+    """The fit batch run, then 1.25x of it; ``save`` is given what is known after each
+    run (a limit that ends the check keeps the runs it finished)."""
     rows: dict[str, object] = {}
     recorded = out / f"autotune_{stamp}_{model}-b{batch}-{dtype}-{optimizer}.txt"
     for label, b in (("fit_batch", batch), ("fit_batch_x1.25", int(batch * 1.25))):
@@ -248,6 +252,8 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, sta
         except Exception as exc:  # noqa: BLE001 - an out-of-memory is the answer, not a failure
             rows[label] = {"batch": b, "ran": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
         rows[label]["wall_s"] = round(time.perf_counter() - start, 1)
+        print(f"device_check: {label} {json.dumps(rows[label])}", file=sys.stderr, flush=True)
+        save(dict(rows))
         jax.clear_caches()
     stats = jax.devices()[0].memory_stats() or {}
     result = {"model": model, "dtype": dtype, "optimizer": optimizer, "bytes_limit": stats.get("bytes_limit"),
@@ -358,7 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(result, indent=1) + "\n")
         args.fit_batch = result["fit_search"]["batch_size"]
     if args.fit_model and args.fit_batch:
-        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer, path.parent, stamp)
+        def save(rows: dict[str, object]) -> None:
+            result["fit"] = rows
+            path.write_text(json.dumps(result, indent=1) + "\n")
+
+        result["fit"] = check_fit(args.fit_model, args.fit_batch, args.fit_dtype, args.fit_optimizer, path.parent, stamp,
+                                  save)
         print(json.dumps(result["fit"], indent=1), flush=True)
         path.write_text(json.dumps(result, indent=1) + "\n")
     if args.fit_model and args.probe:

@@ -10,6 +10,7 @@ spec gives, and a TPU slice has as many chips as its name says.
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -90,6 +91,34 @@ def test_gpu_descriptions_are_the_names_real_devices_report():
             fp32 = {"h100": 67e12, "h100-pcie": 51e12, "h200": 67e12, "a100": 19.5e12, "a100-80gb": 19.5e12,
                     "v100": 15.7e12, "v100-32gb": 15.7e12, "p100": 10.6e12, "p40": 12e12}[device.name]
             assert spec.sm_count * spec.fp32_lanes_per_sm * 2 * spec.clock_ghz * 1e9 == pytest.approx(fp32, rel=0.025)
+
+
+def _autotune_device_key(config: str) -> str:
+    """The text XLA's autotuner fingerprints as a device's key (ComputeDeviceName in
+    xla/backends/autotuner/autotuner_cache_interface.cc), from a GpuTargetConfig's text."""
+    field = {k: v for k, v in re.findall(r"(\w+): ([\d.]+)", config.split("dnn_version_info")[0])}
+    return (f"CUDA: {field['major']}.{field['minor']}, Cores: {field['core_count']}, "
+            f"GPU clock: {float(field['clock_rate_ghz']):g} GHz, "
+            f"Memory bandwidth: {round(int(field['memory_bandwidth']) / 1e9)} GB/s, "
+            f"L2 cache: {int(field['l2_cache_size']) / 2**20:g} MB")
+
+
+def test_an_h100_and_h200_target_carry_the_device_key_of_their_autotuning_records():
+    # The device key of a real H100's autotuning record is the fingerprint of what its driver reports:
+    # an H100 SXM5's HBM3 moves 5,120 bits x 2 per memory clock (2,619 MHz) = 3,352.3 GB/s, and the
+    # datasheets' "50 MB" L2 is 50 MiB; an H200's record carries 4,814 GB/s and 60 MiB
+    # (reports/data/autotune_*_resnet50-b32-bfloat16-sgd.txt; docs/targets.md, Limits).
+    # The datasheets' 3.35 and 4.8 TB/s gave other keys, and no recorded result loaded.
+    h100 = round(5120 / 8 * 2 * 2.619e9 / 1e9)
+    expected = {"h100": f"CUDA: 9.0, Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: {h100} GB/s, L2 cache: 50 MB",
+                "h200": "CUDA: 9.0, Cores: 132, GPU clock: 1.98 GHz, Memory bandwidth: 4814 GB/s, L2 cache: 60 MB"}
+    for name, key in expected.items():
+        chosen = target(name)
+        assert _autotune_device_key(chosen.gpu.config_text(chosen.configured_memory, chosen.bandwidth)) == key
+    # where the driver's figure is not known, the datasheet's is the compiler's
+    a100 = target("a100-80gb")
+    assert a100.gpu.memory_bandwidth == 0
+    assert f"memory_bandwidth: {int(a100.bandwidth)} " in a100.gpu.config_text(a100.configured_memory, a100.bandwidth)
 
 
 @needs_plugins
