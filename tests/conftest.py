@@ -49,3 +49,15 @@ def zoo_report():
         return _zoo_report(name, batch, optimizer, per_layer, tuple(sorted(config.items())))
 
     return get
+
+
+# Timing in tests: a step is run and timed to check what the figures are (a split that adds
+# up, MFU and HFU in the ratio of their FLOP, a skipped step reported), never how precise they
+# are: a few short blocks and at most a second per separate program, instead of a user's
+# defaults (blocks of 0.1 s, up to 200 repeats or 10 s per program until the median settles
+# within 2%), which on a loaded 2-core machine took most of a timed test's seconds. Tests of
+# the measurement loop itself pass their own `TimingOptions`.
+from xla_cost.analysis import timing as _timing  # noqa: E402
+
+_timing.time_workload.__kwdefaults__["options"] = _timing.TimingOptions(
+    warmup=1, min_repeats=3, max_repeats=20, budget_s=1.0, block_s=0.01, min_blocks=3, max_blocks=5, trace_s=0.05)

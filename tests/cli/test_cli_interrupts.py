@@ -176,7 +176,9 @@ def test_an_interrupt_after_the_command_finished_is_ignored_while_the_process_ex
 
 MODEL = ("deeper_conv_net", "--batch-size", "2", "--no-cache")
 """A small zoo model (100 shared 3x3 convs) that takes a few CPU seconds to import, trace and compile."""
-RUNS = 10
+RUNS = 7
+"""The interrupted runs: six at 0, 17, 34, 51, 68 and 85% of the reference run's CPU (importing,
+building, tracing, compiling), one while writing."""
 WAIT_S = 300
 """A generous deadline for each wait on the analysis (a hang guard; a run takes seconds of CPU)."""
 
@@ -263,7 +265,7 @@ def _interrupt_at(tmp_path, output, ticks: int, command: tuple[str, ...] = ("ana
     return None if past else (process.returncode, written, err.strip())
 
 
-@pytest.mark.slow  # 10 analyses of a few CPU seconds each, interrupted: about 20 s on 2 cores
+@pytest.mark.slow  # 7 analyses of a few CPU seconds each, 6 of them interrupted: about 25 s on 2 cores
 @pytest.mark.skipif(not os.path.exists("/proc/self/wchan"), reason="reads /proc to see where the analysis is")
 def test_sigint_at_any_point_of_a_real_analysis_exits_130_and_writes_nothing(tmp_path):
     import resource  # POSIX only, as /proc is

@@ -16,6 +16,7 @@ import pytest
 import xla_cost
 from xla_cost.step import phases
 from xla_cost.compiled import xla
+from xla_cost.zoo.resnet import ResNet
 from xla_cost.zoo import build_model, example_inputs
 
 from tests import custom_models as M
@@ -109,13 +110,13 @@ def _compiled_at_both_levels(workload):
 @pytest.mark.parametrize(
     "model, inputs",
     [
-        # loop-free, with BatchNorm state and max pooling
-        (lambda: build_model("resnet18", image_size=32, num_classes=10),
-         lambda: example_inputs("resnet18", 2, image_size=32)),
+        # loop-free, with BatchNorm state, max pooling and a strided shortcut: two stages of one basic block
+        (lambda: ResNet(stage_sizes=(1, 1), bottleneck=False, num_classes=10, image_size=32),
+         lambda: jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32)),
         # scanned layer group (a while loop in the HLO)
         (lambda: M.ScannedMLP(), lambda: jax.ShapeDtypeStruct((4, 8), jnp.float32)),
     ],
-    ids=["resnet18", "scanned_mlp"],
+    ids=["resnet_two_blocks", "scanned_mlp"],
 )
 def test_lowest_optimization_level_gives_identical_figures(model, inputs):
     workload, _ = xla_cost.build_workload(model(), inputs(), optimizer="adam")

@@ -82,6 +82,34 @@ def test_every_page_written_and_identical_from_the_same_store(tiny_pages):
     assert linked == {f"figures/{p.name}" for p in figures}
 
 
+def test_every_page_states_its_environment(tiny_pages):
+    import jax
+
+    every_page = tiny_pages[2]
+    for name in PAGES:
+        text = (every_page / f"{name}.md").read_text()
+        section = text.split("## Environment", 1)[1]
+        assert f"| jax | {jax.__version__} |" in section and "| jaxlib |" in section, name
+        assert "| backend |" in section and "| device |" in section, name
+
+
+def test_pages_name_the_command_device_and_jax_of_their_data(tiny_pages):
+    every_page = tiny_pages[2]
+    data = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
+    for name, files in (("step-time", "timing_*.csv"), ("claims", "timing_*.csv"), ("zoo", "analysis_time_*.csv"),
+                        ("index", "*.csv")):
+        section = (every_page / f"{name}.md").read_text().split("## Environment", 1)[1]
+        rows = [line for line in section.splitlines() if line.startswith("| [`reports/data/")]
+        assert len(rows) == len(list(data.glob(files))) or name == "zoo", name
+        for row in rows:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            assert cells[4].startswith("`python benchmarks/"), row  # the command that wrote the file
+            assert cells[2] != "not recorded" and cells[3] != "not recorded", row  # jax, date
+            assert all(cells[5:]), row  # CUDA, cuDNN, driver, clocks: each recorded, "not recorded" or "n/a (CPU)"
+            if "timing_cpu" in row:
+                assert cells[4] == "`python benchmarks/time_zoo.py --reduced`"
+
+
 def test_ratio_page_numbers_from_the_closed_forms(tiny_pages):
     first, _, out = tiny_pages
     page = (out / "backward-forward-ratio.md").read_text()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from xla_cost.present.figures import style
-from xla_cost.study.pages import PAGES, step_time
+from xla_cost.study.pages import step_time
 from xla_cost.study.views import time_interval, timing_cases
 from xla_cost.study.write import write_report
 
@@ -143,36 +143,3 @@ def test_spread_keeps_order_and_gap():
     out = step_time._spread([0.5, 0.5, 0.5, 0.98, 0.99], 0.05)
     assert out == sorted(out) and all(b - a >= 0.05 - 1e-12 for a, b in zip(out, out[1:]))
     assert out[-1] <= 1.0
-
-
-@pytest.fixture(scope="module")
-def every_page(tmp_path_factory) -> pathlib.Path:
-    root = tmp_path_factory.mktemp("env")
-    write_report("all", root / "out", store=root / "s.sqlite", jobs=0, progress=False, plan=TINY)
-    return root / "out"
-
-
-def test_every_page_states_its_environment(every_page):
-    import jax
-
-    for name in PAGES:
-        text = (every_page / f"{name}.md").read_text()
-        section = text.split("## Environment", 1)[1]
-        assert f"| jax | {jax.__version__} |" in section and "| jaxlib |" in section, name
-        assert "| backend |" in section and "| device |" in section, name
-
-
-def test_pages_name_the_command_device_and_jax_of_their_data(every_page):
-    data = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
-    for name, files in (("step-time", "timing_*.csv"), ("claims", "timing_*.csv"), ("zoo", "analysis_time_*.csv"),
-                        ("index", "*.csv")):
-        section = (every_page / f"{name}.md").read_text().split("## Environment", 1)[1]
-        rows = [line for line in section.splitlines() if line.startswith("| [`reports/data/")]
-        assert len(rows) == len(list(data.glob(files))) or name == "zoo", name
-        for row in rows:
-            cells = [c.strip() for c in row.strip("|").split("|")]
-            assert cells[4].startswith("`python benchmarks/"), row  # the command that wrote the file
-            assert cells[2] != "not recorded" and cells[3] != "not recorded", row  # jax, date
-            assert all(cells[5:]), row  # CUDA, cuDNN, driver, clocks: each recorded, "not recorded" or "n/a (CPU)"
-            if "timing_cpu" in row:
-                assert cells[4] == "`python benchmarks/time_zoo.py --reduced`"
