@@ -200,7 +200,7 @@ def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
     return row
 
 
-def _step(model: str, batch: int, dtype: str, optimizer: str, placement: object | None) -> tuple[object, tuple]:
+def train_step_lowered(model: str, batch: int, dtype: str, optimizer: str, placement: object | None) -> tuple[object, tuple]:
     """The train step as `fit` sizes it (`xla_cost.analysis.programs.step_memory`: parameters
     and optimizer state donated), jitted, and its arguments' shapes (on ``placement``)."""
     from xla_cost.step import phases
@@ -216,7 +216,7 @@ def _step(model: str, batch: int, dtype: str, optimizer: str, placement: object 
     return lowered, shapes
 
 
-def _peak(compiled: object) -> int:
+def final_peak(compiled: object) -> int:
     memory = compiled.memory_analysis()
     return (memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
             - memory.alias_size_in_bytes)
@@ -225,7 +225,7 @@ def _peak(compiled: object) -> int:
 def _run_step(model: str, batch: int, dtype: str, optimizer: str, record: Path | None) -> dict[str, object]:
     """The train step run once on the GPU with zeros of every argument's shape; its
     autotuning results written to ``record`` when given."""
-    lowered, shapes = _step(model, batch, dtype, optimizer, None)
+    lowered, shapes = train_step_lowered(model, batch, dtype, optimizer, None)
     options = {"xla_gpu_dump_autotune_results_to": str(record)} if record is not None else None
     start = time.perf_counter()
     compiled = lowered.compile(compiler_options=options)
@@ -234,7 +234,7 @@ def _run_step(model: str, batch: int, dtype: str, optimizer: str, record: Path |
     start = time.perf_counter()
     jax.block_until_ready(compiled(*args))
     return {"seconds": round(time.perf_counter() - start, 3), "compile_s": round(compile_s, 1),
-            "xla_peak_bytes": _peak(compiled), "temp_bytes": compiled.memory_analysis().temp_size_in_bytes}
+            "xla_peak_bytes": final_peak(compiled), "temp_bytes": compiled.memory_analysis().temp_size_in_bytes}
 
 
 def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, stamp: str,
@@ -264,17 +264,17 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, sta
     if entry is not None:  # the step for the registry's target of this GPU, deviceless, as `fit` compiles it
         target = devices.target(entry.name)
         with targets.use(target):
-            lowered, _ = _step(model, batch, dtype, optimizer, target.placement())
+            lowered, _ = train_step_lowered(model, batch, dtype, optimizer, target.placement())
             start = time.perf_counter()
             compiled = lowered.compile(compiler_options=target.memory_options)
-            result["deviceless"] = {"batch": batch, "options": target.memory_options, "xla_peak_bytes": _peak(compiled),
+            result["deviceless"] = {"batch": batch, "options": target.memory_options, "xla_peak_bytes": final_peak(compiled),
                                     "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
                                     "compile_s": round(time.perf_counter() - start, 1)}
         real = rows.get("fit_batch")
         if recorded.exists() and isinstance(real, dict) and "temp_bytes" in real:
             chosen = _as_device(target)
             with targets.use(chosen):
-                lowered, _ = _step(model, batch, dtype, optimizer, chosen.placement())
+                lowered, _ = train_step_lowered(model, batch, dtype, optimizer, chosen.placement())
                 result["with_autotune_results"] = with_recorded_autotuning(lowered, recorded, real)
     return result
 
@@ -285,10 +285,10 @@ def probe(model: str, batches: list[int], dtype: str, optimizer: str) -> list[di
     rows = []
     for batch in batches:
         print(f"device_check: probe batch {batch}", file=sys.stderr, flush=True)
-        lowered, _ = _step(model, batch, dtype, optimizer, None)
+        lowered, _ = train_step_lowered(model, batch, dtype, optimizer, None)
         start = time.perf_counter()
         compiled = lowered.compile()
-        rows.append({"batch": batch, "xla_peak_bytes": _peak(compiled),
+        rows.append({"batch": batch, "xla_peak_bytes": final_peak(compiled),
                      "temp_bytes": compiled.memory_analysis().temp_size_in_bytes,
                      "compile_s": round(time.perf_counter() - start, 1)})
         print(json.dumps(rows[-1]), flush=True)
