@@ -10,6 +10,9 @@
 #   3. matrix products by shape (benchmarks/gemm_shapes.py; GEMM_S=0 skips them),
 #   4. the zoo's timing with the current harness (benchmarks/time_zoo.py, the models in TIMING_MODELS).
 # A limit of 0 (CHECK_S, DISPATCH_S, GEMM_S, TIMING_S, KERNELS_S) skips its check.
+# A convolutional network's fit check autotunes every convolution at a large batch: ResNet-50's
+# step at 2,193 (bfloat16) took about 5 minutes to compile and run on an H100 (2026-11-26), and
+# 1.25x of it longer, so CHECK_S needs 600 or more there (one run of this script per check).
 # Run from the repository root on the GPU machine:  bash benchmarks/gpu_pass.sh OUT
 set -u
 out=${1:-reports/data}
