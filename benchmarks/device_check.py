@@ -157,7 +157,7 @@ def with_recorded_autotuning(lowered: object, recorded: Path, real_row: dict[str
     return row
 
 
-def _as_device(target: targets.CompileTarget) -> targets.CompileTarget:
+def with_device_dnn(target: targets.CompileTarget) -> targets.CompileTarget:
     """The target with the cuDNN version loaded here (the real compile's), where it differs."""
     dnn = device_dnn_version()
     if dnn is None or target.gpu is None or dnn == target.gpu.dnn_version:
@@ -190,7 +190,7 @@ def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
         "device_dnn_version": device_dnn_version(), "target_dnn_version": target.gpu.dnn_version,
     }
     if recorded.exists():  # the registry's target, then with the cuDNN version here
-        for label, chosen in (("with_autotune_results", target), ("with_autotune_results_device_dnn", _as_device(target))):
+        for label, chosen in (("with_autotune_results", target), ("with_autotune_results_device_dnn", with_device_dnn(target))):
             if label.endswith("_dnn") and chosen is target:
                 continue
             with targets.use(chosen):
@@ -272,7 +272,7 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, sta
                                     "compile_s": round(time.perf_counter() - start, 1)}
         real = rows.get("fit_batch")
         if recorded.exists() and isinstance(real, dict) and "temp_bytes" in real:
-            chosen = _as_device(target)
+            chosen = with_device_dnn(target)
             with targets.use(chosen):
                 lowered, _ = train_step_lowered(model, batch, dtype, optimizer, chosen.placement())
                 result["with_autotune_results"] = with_recorded_autotuning(lowered, recorded, real)

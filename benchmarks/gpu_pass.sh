@@ -5,11 +5,13 @@
 #   1. deviceless vs real compile of ResNet-50's step (with what the real compile's autotuner
 #      chose), and `fit --target`'s batch run for real (benchmarks/device_check.py;
 #      FIT_* below is what `xla-cost fit` answered without the GPU:
-#      reports/data/fit_<model>_<device>_<date>.json),
+#      reports/data/fit_<model>_<device>_<date>.json; FIT_PROBE, batches to compile there after it),
+#   1b. the cuDNN convolutions' text at each pass in both compiles (benchmarks/autotune_keys.py):
+#      why the deviceless compile does not find the real one's convolution autotuning results,
 #   2. a kernel's and a step's cost apart from any work (benchmarks/dispatch_costs.py),
 #   3. matrix products by shape (benchmarks/gemm_shapes.py; GEMM_S=0 skips them),
 #   4. the zoo's timing with the current harness (benchmarks/time_zoo.py, the models in TIMING_MODELS).
-# A limit of 0 (CHECK_S, DISPATCH_S, GEMM_S, TIMING_S, KERNELS_S) skips its check.
+# A limit of 0 (CHECK_S, KEYS_S, DISPATCH_S, GEMM_S, TIMING_S, KERNELS_S) skips its check.
 # A convolutional network's fit check autotunes every convolution at a large batch: ResNet-50's
 # step at 2,193 (bfloat16) took about 5 minutes to compile and run on an H100 (2026-11-26), and
 # 1.25x of it longer, so CHECK_S needs 600 or more there (one run of this script per check).
@@ -33,12 +35,13 @@ run() {
 run "${KERNELS_S:-150}" kernel_profile python3 "$repo/benchmarks/kernel_profile.py" --out "$out" ${KERNELS_ARGS:-}
 run "${CHECK_S:-170}" device_check python3 "$repo/benchmarks/device_check.py" --fit-model "${FIT_MODEL:-gpt2-small}" \
   --fit-batch "${FIT_BATCH:-130}" --fit-dtype "${FIT_DTYPE:-bfloat16}" --fit-optimizer "${FIT_OPTIMIZER:-adam}" \
-  --out "$out" 2>"$out/device_check.log"
+  ${FIT_PROBE:+--probe "$FIT_PROBE"} --out "$out" 2>"$out/device_check.log"
 if [ -s "$out/device_check.log" ]; then
   tail -c 1500 "$out/device_check.log" | grep -v "autotun" | tail -5
   grep -h "hlo_rematerialization\|device_check: " "$out/device_check.log" >"$out/device_check_remat.log"  # the compiler's own account
 fi
 rm -f "$out/device_check.log"  # megabytes of autotuning chatter; the rematerialization lines are kept
+run "${KEYS_S:-90}" autotune_keys python3 "$repo/benchmarks/autotune_keys.py" --out "$out"
 run "${DISPATCH_S:-60}" dispatch_costs python3 "$repo/benchmarks/dispatch_costs.py" --out "$out"
 run "${GEMM_S:-80}" gemm_shapes python3 "$repo/benchmarks/gemm_shapes.py" --out "$out"
 only=()
