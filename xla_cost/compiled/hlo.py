@@ -99,28 +99,35 @@ _TOKEN = re.compile(r"\S+")
 _OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
 
 
+_BRACKET_OR_QUOTE = re.compile(r'[()\[\]{}"\\]')
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
 def matching_bracket(text: str, start: int) -> int:
-    """Index just past the bracket that closes the one at ``text[start]``."""
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    stack = []
-    i = start
+    """Index just past the bracket that closes the one at ``text[start]`` (brackets
+    inside a quoted string, where a backslash escapes the next character, do not
+    count); ``len(text)`` when none closes it."""
+    stack: list[str] = []
     quoted = False
-    while i < len(text):
-        char = text[i]
+    pos = start
+    search = _BRACKET_OR_QUOTE.search  # jump from one character that matters to the next
+    while (match := search(text, pos)) is not None:
+        char, i = match.group(), match.start()
+        pos = i + 1
         if quoted:
             if char == "\\":
-                i += 1
+                pos = i + 2
             elif char == '"':
                 quoted = False
         elif char == '"':
             quoted = True
-        elif char in pairs:
-            stack.append(pairs[char])
+        elif char in _CLOSING:
+            stack.append(_CLOSING[char])
         elif stack and char == stack[-1]:
             stack.pop()
             if not stack:
                 return i + 1
-        i += 1
     return len(text)
 
 
@@ -186,8 +193,13 @@ class Module:
         return self.replica_count * self.num_partitions
 
 
+@functools.lru_cache(maxsize=4)
 def parse_module(hlo_text: str) -> Module:
-    """Computations (in text order) and the header's replica/partition counts."""
+    """Computations (in text order) and the header's replica/partition counts.
+
+    The same text is parsed once while it is among the last few parsed: one
+    compiled program's text is read by several analyses (kernels, bytes,
+    liveness, collectives), none of which changes what it is given."""
     computations: dict[str, Computation] = {}
     entry: str | None = None
     replica_count = num_partitions = 1

@@ -155,8 +155,7 @@ class FitResult(Rendered):
       next_size: ``batch_size + 1``, the smallest that does not fit.
       does_not_fit: the breakdown at ``next_size``.
       tried: every batch compiled and the peak it was judged by, in the order
-        tried (`_effective`: XLA's peak, or over the limit where the compiler's
-        rematerialization fell short of its own).
+        tried (XLA's final peak; a compiler's refusal's lower bound).
       mesh: the mesh the step was sharded over (empty: one device).
       optimizer, dtype: the step's (named in the sentence; the default is
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam, as every command's).
@@ -166,8 +165,8 @@ class FitResult(Rendered):
       target_title: the target's device as reports name it (``NVIDIA H100 SXM``).
       remat_short_of: ``(batch, limit, reached)`` of each batch tried whose
         compile XLA's rematerialization pass could bring only to ``reached``
-        bytes, short of its ``limit``: it does not fit, whatever its
-        ``memory_analysis()`` peak says.
+        bytes, short of its own ``limit`` (a headroom under the allocator's):
+        such a batch is still judged by its final peak, as a device runs it.
     """
 
     model: str
@@ -251,8 +250,8 @@ class FitResult(Rendered):
         short = self.remat_short_of
         if short:
             remat.append(
-                "rematerialization short of its limit (the compiler's log), so not fitting whatever "
-                "memory_analysis() says: " + ", ".join(
+                "rematerialization short of its own limit (the compiler's log; judged by the final peak, "
+                "as a GPU's allocator runs it): " + ", ".join(
                     f"batch {b} ({scaled(reached, scale, 2)} {unit} reached, {scaled(sought, scale, 2)} {unit} sought)"
                     for b, sought, reached in short))
         if self.target is None:
@@ -272,20 +271,6 @@ class FitResult(Rendered):
             "tried": [list(t) for t in self.tried], "target": self.target,
             "remat_short_of": [list(t) for t in self.remat_short_of],
         }
-
-
-def _effective(found: Any, limit: float) -> int:
-    """The peak a batch is judged by: a `CompilerRefused`'s lower bound; a
-    breakdown whose rematerialization fell short of the compiler's own limit
-    (`MemoryBreakdown.remat_short_of`): what that pass reached, and at least one
-    byte over ``limit`` (it does not fit: a real H200's compile of such a program
-    fell far shorter than the deviceless one's); else XLA's peak."""
-    if isinstance(found, CompilerRefused):
-        return found.peak
-    short = getattr(found, "remat_short_of", None)
-    if short is not None:
-        return max(found.peak, short[1], math.floor(limit) + 1)
-    return found.peak
 
 
 def _verdict(peak: float, limit: float) -> str:
@@ -411,17 +396,23 @@ def max_batch_size(
             if cache[batch].peak is None:
                 raise InputError("a backend whose compiled step has a memory analysis",
                                  "no memory_analysis() figures", "Run on a CPU or GPU backend of jax >= 0.4.30.")
-            tried.append((batch, _effective(cache[batch], limit)))
+            # judged by the final peak (arguments + outputs + temporaries - aliased; a refusal's lower
+            # bound), also where the compiler's rematerialization fell short of its own limit: a
+            # device runs by the final peak against its allocator's limit. On an H100, BERT-base's
+            # own compile fell short at batch 1,193 and ran (58.95 GB final,
+            # reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-4.json); gpt2-small's
+            # deviceless one fell short at 63 (62.38 GB final) and 63 ran there (-7.json)
+            tried.append((batch, cache[batch].peak))
             if shown:  # a line each, which a pipe or a log keeps (the progress bar is the terminal's)
                 over = "over " if isinstance(cache[batch], CompilerRefused) else ""
                 short = getattr(cache[batch], "remat_short_of", None)
-                shown_peak = cache[batch].peak if short is None else short[1]
-                over = f"rematerialized only to (its limit {scaled(short[0], scale, 2)} {unit}) " \
-                    if short is not None else over
-                print(f"fit: batch {batch:,} → {over}{_against(shown_peak, limit, scale)} {unit}, "
+                remat = "" if short is None else (
+                    f" (rematerialization only to {scaled(short[1], scale, 2)} {unit}, short of its "
+                    f"{scaled(short[0], scale, 2)} {unit})")
+                print(f"fit: batch {batch:,} → {over}{_against(tried[-1][1], limit, scale)} {unit}{remat}, "
                       f"{_verdict(tried[-1][1], limit)} "
                       f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
-        return _effective(cache[batch], limit)
+        return cache[batch].peak
 
     bound = MAX_BATCH // step * step
     with targets.use(found):
