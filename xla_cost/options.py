@@ -14,6 +14,7 @@ group declares, as Python refuses an unknown keyword.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,11 +49,16 @@ def given_fields(cls: type, values: Mapping[str, Any], exclude: tuple[str, ...] 
     return {name: values[name] for name in field_names(cls) if name in values and name not in exclude}
 
 
+@functools.lru_cache(maxsize=512)
+def _field(cls: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
 def is_default(cls: type, name: str, value: Any) -> bool:
     """Whether ``value`` is field ``name``'s default in dataclass ``cls``: the
     same object, or an equal one of the default's own scalar type (an array
     is never compared by value)."""
-    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    field = _field(cls, name)
     if field.default is not dataclasses.MISSING:
         default = field.default
     elif field.default_factory is not dataclasses.MISSING:

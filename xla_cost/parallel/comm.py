@@ -56,6 +56,7 @@ throughput, speed-up and scaling efficiency.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -583,6 +584,11 @@ _ALIASES = {
 def _kind_name(kind: Any) -> str:
     if not isinstance(kind, str):
         return ""
+    return _normalized_kind(kind)
+
+
+@functools.lru_cache(maxsize=256)
+def _normalized_kind(kind: str) -> str:
     return kind.strip().lower().replace("_", "-").removesuffix("-start")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from xla_cost.compiled.targets import ALLOCATOR_FRACTION, CompileTarget, GpuSpec, TpuSpec
@@ -482,11 +482,17 @@ servers of their papers (price V100s in a DGX-2 or DGX-1 with
 _BY_SPECIFICITY = sorted(DEVICES.values(), key=lambda d: -len(d.kind))
 
 
+_HAS: dict[str | None, Callable[[Device], bool]] = {
+    None: lambda d: True, "peak": lambda d: d.peak is not None,
+    "memory": lambda d: d.memory is not None, "cluster": lambda d: d.has_cluster,
+}
+"""What `names` and `device` mean by ``has``."""
+
+
 def names(has: str | None = None) -> tuple[str, ...]:
     """Registry keys, in order; with ``has`` (``peak``, ``memory`` or
     ``cluster``) only the devices that have it."""
-    test = {None: lambda d: True, "peak": lambda d: d.peak is not None,
-            "memory": lambda d: d.memory is not None, "cluster": lambda d: d.has_cluster}[has]
+    test = _HAS[has]
     return tuple(d.name for d in DEVICES.values() if test(d))
 
 
@@ -516,7 +522,7 @@ def device(name: str, has: str | None = None, fix: str | None = None) -> Device:
         found = DEVICES.get(name.strip().lower()) or match_kind(name)
     wanted = {None: "a device", "peak": "a device with a published peak",
               "memory": "a device with a known memory", "cluster": "a device with a cluster preset"}[has]
-    if found is None or (has is not None and found.name not in names(has)):
+    if found is None or (has is not None and not _HAS[has](found)):
         raise InputError(f"{wanted} ({', '.join(names(has))})", repr(name),
                          fix or "Use one of these names, e.g. --device h100.")
     return found

@@ -249,7 +249,7 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     bandwidth = found.peak.bandwidth * calibration.memory
     memory_s = table.bytes / bandwidth
     has_product = table.flops > 0
-    peaks = np.asarray([_peak(found, d, arithmetic) if d else 1.0 for d in table.dtype], dtype=np.float64)
+    peaks = _table_peaks(table, found, arithmetic)
     shape = _efficiency(*_table_terms(table, units, side), calibration.depth)
     with np.errstate(divide="ignore", invalid="ignore"):
         product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
@@ -278,6 +278,22 @@ def _table_terms(table: KernelTable, units: int, side: int) -> tuple[np.ndarray,
         held = _TERMS[(id(table), units, side)] = (table, *_shape_terms(table.batch, table.m, table.n, table.k,
                                                                           units, side))
     return held[1], held[2]
+
+
+_PEAKS: dict[tuple[int, str, str | None], tuple[KernelTable, np.ndarray]] = {}
+"""Each kernel's peak FLOP/s by the table's identity, the device and the arithmetic (the table kept
+alive beside them): the same table priced with other constants needs no new lookups."""
+
+
+def _table_peaks(table: KernelTable, device: registry.Device, arithmetic: str | None) -> np.ndarray:
+    key = (id(table), device.name, arithmetic)
+    held = _PEAKS.get(key)
+    if held is None or held[0] is not table:
+        if len(_PEAKS) > 4096:
+            _PEAKS.clear()
+        by_dtype = {d: _peak(device, d, arithmetic) if d else 1.0 for d in set(table.dtype)}
+        held = _PEAKS[key] = (table, np.asarray([by_dtype[d] for d in table.dtype], dtype=np.float64))
+    return held[1]
 
 
 _TABLES: dict[int, tuple[Any, KernelTable]] = {}
