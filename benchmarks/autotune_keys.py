@@ -7,7 +7,7 @@ step finds every fusion's result and none of the 64 cuDNN convolutions'
 (reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-5.json), so the
 convolutions' text differs between the two compiles when they are autotuned.
 
-This compiles ResNet-50's train step (batch 32, bfloat16, SGD with momentum:
+This compiles ResNet-50's train step (batch 32, bfloat16 images into float32 parameters, SGD with momentum:
 `device_check.resnet_step`) for the GPU here and for the registry's deviceless
 target of it, each with XLA's per-pass HLO dump, and keeps, for each compile,
 the convolution custom calls' text at every pass that changed it (names and

@@ -1,6 +1,6 @@
 """How long a target's compiler takes next to the CPU's (issue 31): ResNet-50's train step.
 
-The step of `device_check.resnet_step` (ResNet-50, batch 32, bfloat16, SGD with
+The step of `device_check.resnet_step` (ResNet-50, batch 32, bfloat16 images, float32 parameters, SGD with
 momentum, one program) compiled for the CPU and for each target named, each
 compile in a fresh Python process (nothing cached in memory), with JAX's
 persistent compilation cache and the analyses cache off, ``--repeats`` times
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             times[name].append(measure(name))
             print(f"repeat {repeat + 1}: {name} {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
     cpu = statistics.median(times["cpu"])
-    print(f"ResNet-50 train step (batch 32, bfloat16, SGD momentum), compile only, median of {args.repeats}:")
+    print(f"ResNet-50 train step (batch 32, bfloat16 images, float32 parameters, SGD momentum), compile only, median of {args.repeats}:")
     print("| target | seconds | / cpu | target <= 2x |")
     print("|---|---|---|---|")
     for name in names:

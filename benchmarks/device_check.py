@@ -4,7 +4,7 @@ Run on a machine with an NVIDIA GPU of the registry (an H100 or H200)::
 
     python benchmarks/device_check.py --fit-model resnet50 --fit-batch B --fit-dtype bfloat16 --out DIR
 
-1. **Deviceless vs real.** ResNet-50's train step (batch 32, bfloat16, SGD
+1. **Deviceless vs real.** ResNet-50's train step (batch 32, bfloat16 images into float32 parameters, SGD
    with momentum, `resnet_step`, which benchmarks/bench_target_compile.py times too) compiled
    twice in one process: for the real GPU (jax's default backend) and for the
    registry's compile target of the same device (`xla_cost.parallel.devices.target`,
@@ -183,7 +183,7 @@ def compare_compiles(out: Path, stamp: str) -> dict[str, object]:
         deviceless_row = _describe(deviceless, time.perf_counter() - start)
     keys = ("kernels", "flops", "argument_bytes", "output_bytes", "temp_bytes")
     row = {
-        "case": f"resnet50 train step, batch {BATCH}, bfloat16, SGD momentum 0.9",
+        "case": f"resnet50 train step, batch {BATCH}, bfloat16 images, float32 parameters and convolutions, SGD momentum 0.9",
         "target": entry.name, "real": real_row, "deviceless": deviceless_row,
         "relative_difference": {k: _relative(real_row[k], deviceless_row[k]) for k in keys},
         "autotuned": autotune_summary(recorded) if recorded.exists() else None,
