@@ -10,6 +10,7 @@ imports nothing of xla_cost.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any
@@ -75,8 +76,10 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
     return [part.strip() for part in parts if part.strip()]
 
 
+@functools.lru_cache(maxsize=16384)
 def parse_shape(text: str) -> Shape | None:
-    """``f32[8,16]{1,0}``, ``f32[]``, ``(f32[], (s32[2], u32[]))``; None if not a shape."""
+    """``f32[8,16]{1,0}``, ``f32[]``, ``(f32[], (s32[2], u32[]))``; None if not a shape.
+    (Frozen, so a text met again, as most are in one module, is parsed once.)"""
     text = COMMENT.sub("", text).strip()
     if text.startswith("("):
         if not text.endswith(")"):
