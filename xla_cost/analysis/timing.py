@@ -383,23 +383,27 @@ def _random_like(trees: Mapping[str, Any], key: jax.Array) -> dict[str, Any]:
 
 
 def _random_tree(tree: Any, key: jax.Array) -> Any:
+    """Drawn on the host (numpy) and copied over: jax's own random functions compile a
+    program for every new shape, seconds for a model's worth of them."""
     leaves, treedef = jax.tree.flatten(tree)
-    keys = jax.random.split(key, max(len(leaves), 1))
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    keys = jax.random.split(key, max(len(leaves), 1)) if any(
+        jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) for leaf in leaves) else None
     out = []
-    for leaf, k in zip(leaves, keys):
-        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # a typed random key
-            out.append(jax.random.split(k, int(np.prod(leaf.shape))).reshape(leaf.shape))
+    for index, leaf in enumerate(leaves):
+        shape = tuple(leaf.shape)
+        if keys is not None and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # a typed random key
+            out.append(jax.random.split(keys[index], int(np.prod(shape))).reshape(shape))
             continue
         dtype = jnp.dtype(leaf.dtype)
         if jnp.issubdtype(dtype, jnp.floating):
-            out.append((0.02 * jax.random.normal(k, leaf.shape, jnp.float32)).astype(dtype))
+            host = (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(dtype)
         elif jnp.issubdtype(dtype, jnp.integer):
             # valid as a token id, a class label and a step count for any model
-            out.append(jax.random.randint(k, leaf.shape, 0, 2, dtype))
-        elif dtype == jnp.bool_:
-            out.append(jnp.zeros(leaf.shape, jnp.bool_))
-        else:
-            out.append(jnp.zeros(leaf.shape, dtype))
+            host = rng.integers(0, 2, shape).astype(dtype)
+        else:  # booleans (False) and anything else: zeros
+            host = np.zeros(shape, dtype)
+        out.append(jnp.asarray(host))
     return jax.tree.unflatten(treedef, out)
 
 

@@ -8,8 +8,9 @@ initialises, it becomes an `ImportError`, or crashes the process (jaxlib's
 ``_jax``, whose initialisation imports Python modules: a segmentation fault).
 So `Interrupts` remembers every SIGINT it receives, raises `KeyboardInterrupt`
 again when one was dropped (at the next point where Python can raise), holds
-one that comes while an extension module initialises until the
-initialisation has returned, and lets the command line ask, before it writes
+one that comes while an extension module initialises (or while jax
+discovers its plugins, which would print it as a configuration error and go
+on) until that has returned, and lets the command line ask, before it writes
 and whatever the command ended with, whether one came.
 
 The output file is put in place inside `Interrupts.committing`: an interrupt
@@ -41,6 +42,13 @@ _EXTENSION_INIT = frozenset({
     importlib.machinery.ExtensionFileLoader.exec_module.__code__,
 })
 """The import system's frames that run a C extension module's initialisation."""
+
+_SWALLOWING = frozenset({
+    ("discover_pjrt_plugins", "xla_bridge.py"),
+})
+"""(function, file) of the frames that catch any exception and print it: jax's plugin discovery
+logs a `KeyboardInterrupt` raised in a plugin's initialisation as a configuration error, with its
+traceback, and goes on. Named, not imported: jax is not loaded when this module is."""
 
 
 class Interrupts:
@@ -100,8 +108,8 @@ class Interrupts:
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self.received = True
         if self._raising:
-            if _initialising_an_extension(frame):
-                self._raise_soon()  # once the initialisation has returned
+            if _initialising_an_extension(frame) or _inside_a_swallower(frame):
+                self._raise_soon()  # once the initialisation (or the discovery) has returned
                 return
             raise KeyboardInterrupt
 
@@ -133,3 +141,14 @@ def _initialising_an_extension(frame: FrameType | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _inside_a_swallower(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside one of `_SWALLOWING`'s functions."""
+    while frame is not None:
+        code = frame.f_code
+        if any(code.co_name == name and code.co_filename.endswith(file) for name, file in _SWALLOWING):
+            return True
+        frame = frame.f_back
+    return False
+
