@@ -32,6 +32,7 @@ import pytest
 from xla_cost import cli
 from xla_cost.cli.interrupts import RAISE_AGAIN_S, Interrupts
 from xla_cost.cli.main import EXIT_INTERRUPTED
+from xla_cost.compiled.xla import filter_compiler_log
 
 
 @pytest.fixture(autouse=True)
@@ -284,7 +285,10 @@ def _interrupt_at(tmp_path, output, ticks: int, command: tuple[str, ...] = ("ana
         _, err = process.communicate(timeout=WAIT_S)
     written = output.exists()
     output.unlink(missing_ok=True)
-    return None if past else (process.returncode, written, err.strip())
+    # XLA's slow-operation alarm ("Constant folding an instruction is taking > 1s"), written by
+    # its own thread for a compile the interrupt abandoned, can land after the message (seen in one
+    # of three fresh-clone runs of the fit test): dropped, as from every compile's log (filter_compiler_log)
+    return None if past else (process.returncode, written, filter_compiler_log(err)[0].strip())
 
 
 @pytest.mark.slow  # 7 analyses of a few CPU seconds each, 6 of them interrupted: about 25 s on 2 cores

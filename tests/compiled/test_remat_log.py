@@ -142,7 +142,7 @@ def test_a_gpu_targets_memory_is_compiled_again_with_library_products_where_it_r
 
     monkeypatch.setattr(programs.xla, "compile_phase", compile_phase)
     monkeypatch.setattr(programs, "memory_breakdown", lambda *a, **k: k["compiled"])
-    workload = SimpleNamespace(phase_fn=lambda name: (lambda x: x * 2), phase_args=lambda name: (jnp.ones(4),),
+    workload = SimpleNamespace(phase_fn=lambda name, retrace=False: (lambda x: x * 2), phase_args=lambda name: (jnp.ones(4),),
                                tracing=contextlib.nullcontext, root_name="m", param_paths=())
     monkeypatch.setattr(programs, "constraints", lambda plan, w: contextlib.nullcontext())
     monkeypatch.setattr(programs, "placement", lambda: {})

@@ -50,7 +50,7 @@ nothing measurable (ResNet-50's three programs: 4.4-5.9 s one after another,
 def jit_phase(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingPlan | None) -> Any:
     """``jax.jit`` of the phase's program; on a mesh with every argument's and
     result's sharding, so that XLA's SPMD partitioner makes the per-device program."""
-    fn = workload.phase_fn(phase.name)
+    fn = workload.phase_fn(phase.name, retrace=plan is not None)  # the plan's constraints need the model's code
     if plan is None:
         return jax.jit(fn, **placement())
 
@@ -146,7 +146,7 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
     step = None
     if compiled:
         declared = phases.phase("train_step")
-        fn = workload.phase_fn("train_step")
+        fn = workload.phase_fn("train_step", retrace=plan is not None)
 
         def train_step(*args: Any) -> Any:  # its own function: the trace cache is keyed by it
             return fn(*args)

@@ -61,8 +61,13 @@ Shape = Any
 """An `Array`, or a tuple of shapes."""
 
 
+_BRACKET = re.compile(r"[()\[\]{}]")
+
+
 def split_top_level(text: str, sep: str = ",") -> list[str]:
     """``text`` split at ``sep`` outside any (), [] or {}."""
+    if len(sep) == 1 and _BRACKET.search(text) is None:  # nothing nested: most operand lists
+        return [part.strip() for part in text.split(sep) if part.strip()]
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         if char in "([{":

