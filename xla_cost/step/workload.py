@@ -389,8 +389,10 @@ def replay(traced: jax.stages.Traced, fallback: Callable[..., Any]) -> Callable[
     Differentiating it gives the same program as differentiating the function
     that was traced (the same primitives with the same parameters and name
     stacks, so the same per-layer attribution), without running the model's
-    Python a second time: for ResNet-50 at batch 32 the gradient's trace drops
-    from about 1.1 to 0.8 s, on the path that ends when its compile does.
+    Python a second time. Tracing and lowering the gradient took 0.95 s instead
+    of 1.07 s for ResNet-50 at batch 32, 0.62 instead of 0.76 s for BERT-base
+    (batch 32) and GPT-2 small (batch 8), alone on a 2-core CPU; in an analysis
+    that time is on the path that ends when the gradient's compile does.
     Arguments whose leaves do not match the traced ones (in number, shape or
     dtype) are given to ``fallback``, the function that was traced.
     """
