@@ -79,6 +79,7 @@ def test_a_replay_given_other_shapes_runs_the_function_it_replays():
     assert ran == []  # the traced shapes: its jaxpr, not fn
     jax.jit(replayed).trace(jax.ShapeDtypeStruct((4, 5), jnp.float32))
     assert ran == [(4, 5)]
+    assert replay(object(), fn) is fn  # a jax whose Traced has no jaxpr: the function itself
 
 
 def test_a_sharded_step_traces_the_models_code_again_for_its_constraints():

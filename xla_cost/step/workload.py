@@ -394,9 +394,13 @@ def replay(traced: jax.stages.Traced, fallback: Callable[..., Any]) -> Callable[
     (batch 32) and GPT-2 small (batch 8), alone on a 2-core CPU; in an analysis
     that time is on the path that ends when the gradient's compile does.
     Arguments whose leaves do not match the traced ones (in number, shape or
-    dtype) are given to ``fallback``, the function that was traced.
+    dtype) are given to ``fallback``, the function that was traced; so is
+    every call where this jax's ``Traced`` has no ``jaxpr`` or ``out_tree``.
     """
-    closed = traced.jaxpr
+    try:
+        closed, out_tree = traced.jaxpr, traced.out_tree
+    except AttributeError:
+        return fallback
     evaluate = jax.extend.core.jaxpr_as_fun(closed)
     expected = tuple((tuple(a.shape), a.dtype) for a in closed.in_avals)
 
@@ -404,7 +408,7 @@ def replay(traced: jax.stages.Traced, fallback: Callable[..., Any]) -> Callable[
         leaves = jax.tree_util.tree_leaves(args)
         if tuple((tuple(jax.typeof(x).shape), jax.typeof(x).dtype) for x in leaves) != expected:
             return fallback(*args)
-        return jax.tree_util.tree_unflatten(traced.out_tree, evaluate(*leaves))
+        return jax.tree_util.tree_unflatten(out_tree, evaluate(*leaves))
 
     return replayed
 
