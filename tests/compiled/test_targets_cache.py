@@ -17,9 +17,9 @@ class MLP(nn.Module):
 
 compiled = []
 real = xla._compile
-def counting(program, args, options):
+def counting(program, args, options, **reuse):
     compiled.append(1)
-    return real(program, args, options)
+    return real(program, args, options, **reuse)
 xla._compile = counting
 report = xla_cost.analyze(MLP(), jax.ShapeDtypeStruct((4, 16), jnp.float32), optimizer="sgd", target={target})
 print(len(compiled), report.phases["forward"].flops, report.target)
@@ -47,3 +47,43 @@ def test_a_second_target_analysis_compiles_what_a_second_cpu_analysis_compiles(t
         first, second = _run(tmp_path, target), _run(tmp_path, target)
         assert first[0] == "3"  # forward, grad and update: the CPU's cache entries are not the target's
         assert second[0] == cpu[1][0] and second[1:] == first[1:], (first, second)
+
+
+def test_a_gpu_targets_compiles_reuse_kernels_from_a_file_of_their_own_and_give_the_same_figures(tmp_path):
+    first = _run(tmp_path, "h100")
+    (kernels,) = (tmp_path / "cache" / "kernels").iterdir()  # XLA's kernel cache, the H100's own file
+    assert kernels.name.startswith("h100-") and kernels.stat().st_size > 0
+    for entry in (tmp_path / "cache" / "analyses").iterdir():
+        entry.unlink()  # compiled again, now from the cached kernels
+    again = _run(tmp_path, "h100")
+    assert again == first  # three compiles, the same figures
+    assert list((tmp_path / "cache" / "kernels").iterdir()) == [kernels]
+    _run(tmp_path, "tpu-v5e")
+    assert list((tmp_path / "cache" / "kernels").iterdir()) == [kernels]  # a TPU has no such cache
+
+
+def test_a_compile_that_fails_under_the_kernel_cache_is_compiled_again_without(tmp_path, monkeypatch, caplog):
+    import jax
+    import jax.numpy as jnp
+
+    from xla_cost.compiled import targets, xla
+    from xla_cost.parallel import devices
+
+    args = (jax.ShapeDtypeStruct((64, 64), jnp.float32),)
+
+    def program(x):
+        return jnp.tanh(x @ x).sum()
+
+    target = devices.target("h100")
+    with targets.use(target):
+        plain = xla.compile_phase(program, args, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+    real = targets.CompileTarget.kernel_cache_options
+    monkeypatch.setitem(xla._CACHE_STATE, "dir", str(tmp_path))
+    monkeypatch.setattr(targets.CompileTarget, "kernel_cache_options",  # and an option XLA refuses
+                        lambda self, directory: {**real(self, directory), "xla_gpu_no_such_option": True})
+    with targets.use(target), caplog.at_level("INFO", logger="xla_cost"):
+        result = xla.compile_phase(program, args, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+    assert "compiled again without XLA's kernel cache" in caplog.text and "xla_gpu_no_such_option" in caplog.text
+    assert (result.costs, result.memory) == (plain.costs, plain.memory)
+    # 64x64 @ 64x64 and its tanh: 2*64^3 FLOP of the product at least, 64*64 transcendentals
+    assert plain.costs.flops >= 2 * 64**3 and plain.costs.transcendentals == 64 * 64

@@ -26,7 +26,9 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import hashlib
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -224,6 +226,26 @@ class CompileTarget:
         nothing is recomputed the default program is the device's: at batch 80
         the two peaks were equal to the byte."""
         return dict(LIBRARY_PRODUCTS) if self.platform == "cuda" else {}
+
+    def kernel_cache_options(self, directory: str) -> dict[str, Any]:
+        """Compiler options under which a GPU target's compiles reuse the kernels
+        of earlier ones: XLA's kernel cache, one file per target in ``directory``.
+
+        XLA keys a kernel by its fused computation and arguments, not by the
+        target, so each target keeps its own file. Only for programs compiled to
+        be analysed: the analyses read the optimized HLO and buffer assignment,
+        not the binaries, and a deviceless compile spends most of its backend
+        time in ptxas (ResNet-50's grad for the H100, batch 32: 3.7 of 3.8 s).
+        The same program comes out (checked: optimized HLO and temporaries of
+        ResNet-50 and BERT-base, forward, grad and update). Nothing for a TPU.
+        """
+        if self.platform != "cuda":
+            return {}
+        name = hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:16]
+        return {
+            "xla_gpu_kernel_cache_file": os.path.join(directory, f"{self.device}-{name}.bin"),
+            "xla_gpu_enable_llvm_module_compilation_parallelism": True,  # the cache needs it
+        }
 
     @property
     def backend(self) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "compile_phase",
     "compile_executable",
     "COMPILER_OPTIONS",
+    "KERNEL_CACHE_MAX_BYTES",
     "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
@@ -392,8 +393,9 @@ def compile_phase(
                 and (not liveness or cached.liveness is not None or cached.liveness_error)):
             return cached
         program = lowered
+    reuse = _kernel_reuse(targets.active()) if key is not None else None
     with _not_in_jax_cache() if key is not None else contextlib.nullcontext():
-        compiled, compile_note, log = _compile(program, args, compiler_options)
+        compiled, compile_note, log = _compile(program, args, compiler_options, reuse=reuse)
     target = targets.active()
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     if target is not None:
@@ -582,15 +584,53 @@ finds no tiling for a matrix product without a device to autotune on (seen for
 GPT-2's attention projection on an A100, sm_80): its products go to cuBLAS."""
 
 
+KERNEL_CACHE_MAX_BYTES = 256 << 20
+"""A target's kernel cache file (`_kernel_reuse`) larger than this is started
+again: XLA reads it whole at every compile and adds to it."""
+
+
+def _kernel_reuse(target: targets.CompileTarget | None) -> dict[str, Any] | None:
+    """The target's kernel cache options (`targets.CompileTarget.kernel_cache_options`),
+    its file beside the analyses; None for a TPU, the CPU or a cache directory
+    that cannot be written."""
+    if target is None or _CACHE_STATE["dir"] is None:
+        return None
+    directory = os.path.join(_CACHE_STATE["dir"], "kernels")
+    options = target.kernel_cache_options(directory)
+    if not options:
+        return None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = options["xla_gpu_kernel_cache_file"]
+        if os.path.exists(path) and os.path.getsize(path) > KERNEL_CACHE_MAX_BYTES:
+            os.remove(path)
+    except OSError as exc:
+        _LOG.info("no kernel cache: %s", exc)
+        return None
+    return options
+
+
 def _compile(
-    program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None
+    program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None,
+    reuse: Mapping[str, Any] | None = None,
 ) -> tuple[Any, str, str]:
     """The executable, a note when it took a retry (`TRITON_GEMM_RETRY`), and
-    what the compiler logged meanwhile (`_quiet_compiler`)."""
+    what the compiler logged meanwhile (`_quiet_compiler`). With ``reuse`` (a
+    target's kernel cache options) the compile reuses cached kernels; one that
+    fails under them is compiled again without (the program is the same)."""
     if isinstance(program, jax.stages.Traced):
         program = program.lower()
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
+    if reuse:
+        try:
+            return _compile_lowered(program, {**(compiler_options or {}), **reuse})
+        except Exception as exc:  # noqa: BLE001 - the same compile without the cache decides
+            _LOG.info("compiled again without XLA's kernel cache: %s", str(exc).strip().splitlines()[:1])
+    return _compile_lowered(program, compiler_options)
+
+
+def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -> tuple[Any, str, str]:
     options = dict(compiler_options) if compiler_options else None
     target = targets.active()
     with _quiet_compiler() as log, warnings.catch_warnings():
