@@ -56,6 +56,10 @@ rematerialization limits the compiler logged for one program on an H200,
 configured size is therefore its allocator's limit / 0.8
 (`CompileTarget.configured_memory`)."""
 
+KERNEL_CACHE_OPTION = "xla_gpu_kernel_cache_file"
+"""The XLA option that names the file a GPU target's compiles keep their kernels in
+(`CompileTarget.kernel_cache_options`)."""
+
 LIBRARY_PRODUCTS: dict[str, Any] = {"xla_gpu_enable_triton_gemm": False}
 """The XLA option that makes a GPU compile's matrix products cuBLAS calls, not
 Triton kernels (`CompileTarget.memory_options`)."""
@@ -243,8 +247,10 @@ class CompileTarget:
             return {}
         name = hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:16]
         return {
-            "xla_gpu_kernel_cache_file": os.path.join(directory, f"{self.device}-{name}.bin"),
-            "xla_gpu_enable_llvm_module_compilation_parallelism": True,  # the cache needs it
+            KERNEL_CACHE_OPTION: os.path.join(directory, f"{self.device}-{name}.bin"),
+            # jax 0.10.2's XLA keeps the cache only with it; 0.11.2's has no such option
+            # (the compile drops an option XLA does not know: xla_cost.compiled.xla._compile)
+            "xla_gpu_enable_llvm_module_compilation_parallelism": True,
         }
 
     @property

@@ -589,6 +589,10 @@ KERNEL_CACHE_MAX_BYTES = 256 << 20
 again: XLA reads it whole at every compile and adds to it."""
 
 
+_UNKNOWN_OPTION = re.compile(r"No such compile option: '(\w+)'")
+_UNKNOWN_OPTIONS: set[str] = set()  # the kernel cache's options this process's XLA refused as unknown
+
+
 def _kernel_reuse(target: targets.CompileTarget | None) -> dict[str, Any] | None:
     """The target's kernel cache options (`targets.CompileTarget.kernel_cache_options`),
     its file beside the analyses; None for a TPU, the CPU or a cache directory
@@ -601,7 +605,7 @@ def _kernel_reuse(target: targets.CompileTarget | None) -> dict[str, Any] | None
         return None
     try:
         os.makedirs(directory, exist_ok=True)
-        path = options["xla_gpu_kernel_cache_file"]
+        path = options[targets.KERNEL_CACHE_OPTION]
         if os.path.exists(path) and os.path.getsize(path) > KERNEL_CACHE_MAX_BYTES:
             os.remove(path)
     except OSError as exc:
@@ -622,11 +626,22 @@ def _compile(
         program = program.lower()
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
-    if reuse:
+    options = {k: v for k, v in (reuse or {}).items() if k not in _UNKNOWN_OPTIONS}
+    while options:
         try:
-            return _compile_lowered(program, {**(compiler_options or {}), **reuse})
+            return _compile_lowered(program, {**(compiler_options or {}), **options})
         except Exception as exc:  # noqa: BLE001 - the same compile without the cache decides
-            _LOG.info("compiled again without XLA's kernel cache: %s", str(exc).strip().splitlines()[:1])
+            first = str(exc).strip().splitlines()[:1]
+            unknown = _UNKNOWN_OPTION.search(str(exc))
+            name = unknown.group(1) if unknown else None
+            if name not in options or name == targets.KERNEL_CACHE_OPTION:
+                _LOG.info("compiled again without XLA's kernel cache: %s", first)
+                break
+            # an option of the cache this XLA does not have (jax 0.11.2's has no
+            # xla_gpu_enable_llvm_module_compilation_parallelism): the cache without it
+            _UNKNOWN_OPTIONS.add(name)
+            options.pop(name)
+            _LOG.info("XLA has no option %s: the kernel cache is used without it", name)
     return _compile_lowered(program, compiler_options)
 
 
