@@ -203,6 +203,51 @@ def test_a_curve_far_from_affine_still_gets_the_exact_answer(compiles):
         assert len(compiles.asked) <= fit.PREDICTED + 31 + 2
 
 
+def _plateau(batch: int) -> int:
+    # 24 bytes a sample up to batch 300; flat up to 600 (the compiler recomputing to stay under its
+    # limit); then 2,400 bytes a sample: the leap over the flat stretch (8 x 301) overshoots by far
+    return BASE + PER_SAMPLE * min(batch, 300) + 2400 * max(0, batch - 600)
+
+
+def test_a_flat_stretch_then_a_climb_is_answered_exactly_in_at_most_8_compiles(compiles):
+    compiles.curve[0] = _plateau
+    for limit in [_plateau(600) + d for d in range(-1, 2400 * 40, 977)]:
+        compiles.asked.clear()
+        result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, progress=False)
+        assert (result.batch_size, result.next_size) == _exhaustive(_plateau, limit), limit
+        # 1, 2, 300, 301 (the flat stretch), the leap to 2,408 and the batch below it (the slope
+        # above the knee), then the knee's crossing and its neighbour
+        assert len(compiles.asked) <= 8 and len(set(compiles.asked)) == len(compiles.asked), compiles.asked
+
+
+def test_the_peaks_a_gpu_targets_rematerialization_made_are_searched_without_large_detours(compiles):
+    # ViT-B/16's train step (bfloat16, Adam) on the H200 target: the peaks `fit` compiled without the
+    # GPU, joined by straight lines. Flat within 105-113 GB from batch 1,029 to 1,646 while the
+    # compiler recomputes, 793 GB at 8,864, and not monotonic where it recomputes
+    import json
+    import pathlib
+
+    data = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data" / "fit_vit-b16_h200_2026-11-26.json"
+    answered = json.loads(data.read_text())
+    points = sorted(dict(answered["tried"]).items())
+
+    def curve(batch: int) -> int:
+        below = max((p for p in points if p[0] <= batch), default=points[0])
+        above = min((p for p in points if p[0] >= batch), default=points[-1])
+        if below[0] == above[0]:
+            return below[1]
+        return int(below[1] + (above[1] - below[1]) * (batch - below[0]) / (above[0] - below[0]))
+
+    compiles.curve[0] = curve
+    result = fit.max_batch_size("one_net", device_memory_bytes=answered["limit"], memory_fraction=1, progress=False)
+    assert (result.batch_size, result.next_size) == _exhaustive(curve, answered["limit"])
+    assert result.batch_size == answered["batch_size"] == 1641  # what the compiles answered then
+    # the search that answered it compiled 23 batches, 5 of them above 3,500 (8,864 and the three
+    # below it, then 5,027 bisecting); after 3 predictions in a row that fit it bisects by ratio
+    assert len(compiles.asked) <= 22 and len(set(compiles.asked)) == len(compiles.asked), compiles.asked
+    assert sum(b > 3500 for b in compiles.asked) <= 4, compiles.asked
+
+
 def test_each_compile_is_a_line_on_stderr_even_when_piped(compiles, capsys):
     # 3,400 bytes: batch 100 exactly (1000 + 24 x 100); capsys is not a terminal, as a pipe is not
     result = fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1, progress=True)

@@ -20,8 +20,9 @@ in the curve), the nearer of the lines through the two batches on each side.
 A prediction that is a batch already compiled is checked by its neighbour:
 the answer ``B`` fits and ``B + 1`` does not, each established by a compile;
 for a peak affine near the limit that takes 4 to 6 compiles. Checks that
-keep missing step twice as far each time, and after `PREDICTED` compiles the
-search bisects. No batch above `MAX_BATCH` (jax indexes arrays with int32) is
+keep missing step twice as far each time, and after `PREDICTED` compiles, or
+`SHORT` predictions in a row that fit, the search bisects, by ratio while the
+bounds are more than a factor 2 apart. No batch above `MAX_BATCH` (jax indexes arrays with int32) is
 tried: a memory that even that batch fits is refused.
 
 With a compile target (``target="h100"``, ``--target``) every batch is
@@ -30,18 +31,20 @@ machine without the device): the peak is that program's ``memory_analysis()``,
 its buffer assignment, layouts and kernels the target's (a GPU keeps its own
 workspace, and runs bfloat16 natively where the CPU widens it), and the
 capacity is the target's memory in the registry unless one is given (a GPU's
-less the CUDA context: `xla_cost.parallel.devices.allocatable`). Where XLA's
-rematerialization pass says it could not bring a program under its own limit,
-the batch does not fit, whatever ``memory_analysis()`` says: the deviceless
-compile of gpt2-small's bfloat16 Adam step at batch 146 for an H200 reached
-111 GiB that way and reported a 105 GB peak, the H200's own compile reached
-164 GiB and ran out of memory
-(reports/data/device_check_nvidia-h200_2026-11-26.json). Where a GPU target's
-compile recomputes anything to fit, its memory is that of the program compiled
-again with cuBLAS products, as the device's autotuner makes them
+less the CUDA context: `xla_cost.parallel.devices.allocatable`). Every batch
+is judged by its final peak, also where XLA's rematerialization says it fell
+short of its own limit (a device's allocator runs it by the final peak: BERT-base
+at 1,193 on an H100). Where a GPU target's compile recomputes anything to fit,
+its memory is that of the program compiled again with cuBLAS products, as the
+device's autotuner made gpt2-small's
 (`xla_cost.compiled.targets.CompileTarget.memory_options`): so compiled, the
-answer for gpt2-small's bfloat16 Adam step on an H200, batch 110, ran there and
-1.25 x 110 did not (reports/data/device_check_nvidia-h200_2026-11-26-3.json). A TPU's
+answer for gpt2-small's bfloat16 Adam step on an H200, 112, ran there and
+1.25 x 112 did not (reports/data/device_check_nvidia-h200_2026-11-26-4.json).
+A device whose autotuner fuses more into its products recomputes better than
+that program: ViT-B/16's answer on the H200, 1,641, ran and so did 2,051
+(reports/data/device_check_nvidia-h200_2026-11-26-5.json), so a GPU target's
+answer that the compiler reaches by recomputing is a batch that fits, not
+always the largest (its note says so). A TPU's
 compiler refuses a program whose temporaries exceed the chip's memory (a
 compile-time out-of-memory): that batch does not fit, its peak at least the
 temporaries the compiler reports (`CompilerRefused`).
@@ -80,6 +83,12 @@ __all__ = ["FitResult", "CompilerRefused", "max_batch_size", "breakdown_at", "de
 PREDICTED = 10
 """Compiles after which the search stops predicting and bisects (`_search`);
 a peak close to affine in the batch needs 4 to 6."""
+
+SHORT = 3
+"""Line predictions in a row that fit after which the search bisects: each was a chord
+from the largest fit to a failure far above, under a curve that stays flat while the
+compiler recomputes to fit and then climbs (ViT-B/16 on the H200 target: 1,108 to
+1,641 within 105-113 GB, 8,864 at 793 GB)."""
 
 BEND = 1.25
 """How far (a factor) the slopes on either side of the limit may differ from
@@ -245,7 +254,11 @@ class FitResult(Rendered):
                 f"at batch {self.batch_size} the compiler recomputes {count:,} instructions to fit (XLA's "
                 "rematerialization: the step runs slower than it would with the memory)"
                 + ("; on a GPU target that program's products are cuBLAS calls, as a real H200's autotuner made "
-                   "gpt2-small's (reports/data/device_check_nvidia-h200_2026-11-26-3.json)"
+                   "gpt2-small's (reports/data/device_check_nvidia-h200_2026-11-26-3.json), so the answer is a "
+                   "batch that fits, not always the largest: where a device's autotuner fuses more into its "
+                   "products it recomputes less, and 1.25x of the answer ran for BERT-base on an H100 and "
+                   "ViT-B/16 on an H200 (reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-4.json, "
+                   "device_check_nvidia-h200_2026-11-26-5.json)"
                    if self.target is not None and registry.target(self.target).platform == "cuda" else ""))
         short = self.remat_short_of
         if short:
@@ -452,6 +465,7 @@ def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> 
     fit, fail = [step], []  # the batches compiled that fit and that do not, ascending
     up = down = step  # the next check above the largest fit / below the smallest failure
     predicted = False  # whether the batch compiled last was a prediction (not a check)
+    short = 0  # predictions in a row that fit: the curve bends up between the bounds
 
     def slope(a: int, b: int) -> float:
         return (peak(b) - peak(a)) / (b - a)
@@ -470,14 +484,17 @@ def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> 
             return low, bound + step
         if high is not None and high - low <= step:
             return low, high
+        line = True  # whether the guess is where a line through compiled batches reaches the limit
+        short = short + 1 if predicted and fits else 0
         if predicted and not fits:  # an overshoot: the batch below it is the answer if it fits,
             guess = high - step  # and if not, gives the slope above the limit (past a knee)
         else:
-            guess = _predict(fit, fail, slope, crossing, bound)
+            guess, line = _predict(fit, fail, slope, crossing, bound)
         predicted = False
         top = bound + step if high is None else high
-        if high is not None and len(fit) + len(fail) >= PREDICTED:
-            guess = (low + high) // 2  # the predictions did not converge: bisect
+        if high is not None and (len(fit) + len(fail) >= PREDICTED or short >= SHORT):
+            # the predictions did not converge: bisect, by ratio while the bounds are far apart
+            guess = math.isqrt(low * high) if high > 2 * low else (low + high) // 2
         elif guess <= low:  # the largest fit is predicted the answer: check the next batch up (and
             up = step if guess == low else up  # further, twice each time, while the line is below it)
             guess, up = low + up, 2 * up
@@ -486,20 +503,24 @@ def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> 
             guess, down = top - down, 2 * down
         else:
             up = down = step
+            # a line's crossing is checked from below when it overshoots; a leap over a flat
+            # stretch (rematerialization holding the peak) is not a crossing: one beyond the
+            # limit bounds the search, and the next guess is the chord's
             predicted = True
         guess = guess // step * step
         current = min(guess, bound) if high is None else min(max(guess, low + step), high - step)
 
 
 def _predict(fit: list[int], fail: list[int], slope: Callable[[int, int], float],
-             crossing: Callable[[int, float], int | None], bound: int) -> int:
+             crossing: Callable[[int, float], int | None], bound: int) -> tuple[int, bool]:
     """The batch predicted the largest that fits, from the batches compiled
-    (``fit`` and ``fail``, ascending, ``fit`` at least two)."""
+    (``fit`` and ``fail``, ascending, ``fit`` at least two), and whether it is
+    where a line through them reaches the limit (not a leap over a flat stretch)."""
     low = fit[-1]
     below = slope(fit[-2], low)  # the slope where the step still fits
     if not fail:  # every batch fits so far: extrapolate (a flat stretch: 8 times further)
         guess = crossing(low, below)
-        return min(8 * low if guess is None else guess, bound)
+        return (min(8 * low, bound), False) if guess is None else (min(guess, bound), True)
     high = fail[0]
     chord = slope(low, high)
     if len(fail) > 1:
@@ -511,6 +532,6 @@ def _predict(fit: list[int], fail: list[int], slope: Callable[[int, int], float]
             if ends:
                 guess = min(ends) if above > below else max(ends)
                 if low < guess < high:
-                    return guess
+                    return guess, True
     guess = crossing(low, chord)
-    return (low + high) // 2 if guess is None else guess  # (rounded down to a step by the caller)
+    return ((low + high) // 2, False) if guess is None else (guess, True)  # (rounded down to a step by the caller)
