@@ -310,6 +310,24 @@ def ddp(device: str, forward: float = 0.23, backward: float = 0.74, update: floa
 SHARES, THREE_TIMES, UPDATE_FAST, BACKPROP_SLOWEST, GPU_FASTER, HALF, BATCH = 18, 19, 20, 21, 24, 26, 27
 
 
+def test_a_case_measured_again_counts_once_as_its_latest_measurement():
+    from xla_cost.study.views import run_order, timing_all
+
+    names = ["timing_H100_2026-11-26.csv", "timing_H100_2026-11-23.csv", "timing_H100_2026-11-26-2.csv",
+             "timing_H100_2026-11-27.csv"]
+    # the date, then the run of the day: a file without a suffix is the day's first run
+    assert sorted(names, key=run_order) == [names[1], names[0], names[2], names[3]]
+    data = seed_world()
+    first = pd.DataFrame(timing("H100", "resnet50", 32, "float32", "sgd", 0.2, 0.7, 0.1)
+                         + timing("H100", "bert-base", 32, "float32", "sgd", 0.3, 0.6, 0.1))
+    again = pd.DataFrame(timing("H100", "resnet50", 32, "float32", "sgd", 0.3, 0.6, 0.1))
+    data.timing = [("timing_H100_2026-11-26-2.csv", again), ("timing_H100_2026-11-26.csv", first)]
+    cases = timing_all(data)
+    # two cases, not three: resnet50's is the second run's (forward 0.3 s of a 1.0 s step), in its first place
+    assert [c["model"] for c in cases] == ["resnet50", "bert-base"]
+    assert cases[0]["phases"]["forward"]["share"] == pytest.approx(0.3 / (0.3 + 0.6 + 0.1))
+
+
 def test_time_claim_numbers():
     texts = {n: claims.CLAIMS[n - 1].text for n in (SHARES, THREE_TIMES, UPDATE_FAST, BACKPROP_SLOWEST, GPU_FASTER,
                                                       HALF, BATCH)}

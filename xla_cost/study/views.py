@@ -15,6 +15,7 @@ import dataclasses
 import fnmatch
 import math
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -261,9 +262,26 @@ def phase_shares(case: Mapping[str, Any]) -> dict[str, float] | None:
     return None if any(v is None for v in values.values()) else values  # type: ignore[return-value]
 
 
+_RUN_OF_DAY = re.compile(r"_(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.csv$")
+
+
+def run_order(path: str | pathlib.Path) -> tuple[str, int]:
+    """When a measurement file was written, from its name: its date and its run of the
+    day (``timing_<device>_<date>.csv`` the first, ``..._<date>-2.csv`` the second)."""
+    match = _RUN_OF_DAY.search(pathlib.Path(path).name)
+    return ("", 0) if match is None else (match.group(1), int(match.group(2) or 1))
+
+
 def timing_all(data: StudyData) -> list[dict[str, Any]]:
-    """Every timing case of every committed timing CSV (`timing_cases`), file by file."""
-    return [c for _, frame in data.timing for c in timing_cases(frame)]
+    """Every case timed on each device (`timing_cases` of every committed timing CSV),
+    once: a case a later run measured again is its latest measurement, in the place
+    of its first (a repeat is the same case, not more evidence for a claim)."""
+    cases: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for path, frame in sorted(data.timing, key=lambda item: run_order(item[0])):
+        for case in timing_cases(frame):
+            key = (case["device"], case["model"], case["config"], case["batch"], case["dtype"], case["optimizer"])
+            cases[key] = case
+    return list(cases.values())
 
 
 def by_device(cases: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
