@@ -76,7 +76,7 @@ def _tiny_target_compile(tmp_path, monkeypatch, caplog, cache_options, compile_l
     import jax
     import jax.numpy as jnp
 
-    from xla_cost.compiled import targets, xla
+    from xla_cost.compiled import kernel_cache, targets, xla
     from xla_cost.parallel import devices
 
     args = (jax.ShapeDtypeStruct((64, 64), jnp.float32),)
@@ -89,7 +89,7 @@ def _tiny_target_compile(tmp_path, monkeypatch, caplog, cache_options, compile_l
         plain = xla.compile_phase(program, args, compiler_options=xla.COMPILER_OPTIONS, executable=False)
     real = targets.CompileTarget.kernel_cache_options
     monkeypatch.setitem(xla._CACHE_STATE, "dir", str(tmp_path))
-    monkeypatch.setattr(xla, "_UNKNOWN_OPTIONS", set())
+    monkeypatch.setattr(kernel_cache, "_UNKNOWN_OPTIONS", set())
     monkeypatch.setattr(targets.CompileTarget, "kernel_cache_options",
                         lambda self, directory: cache_options(real(self, directory)))
     if compile_lowered is not None:
@@ -99,7 +99,7 @@ def _tiny_target_compile(tmp_path, monkeypatch, caplog, cache_options, compile_l
     # 64x64 @ 64x64 and its tanh: 2*64^3 FLOP of the product at least, 64*64 transcendentals
     assert plain.costs.flops >= 2 * 64**3 and plain.costs.transcendentals == 64 * 64
     assert (result.costs, result.memory) == (plain.costs, plain.memory)
-    return xla, caplog.text
+    return kernel_cache, caplog.text
 
 
 def test_an_option_of_the_kernel_cache_that_xla_does_not_know_is_dropped_and_the_cache_kept(
@@ -116,12 +116,12 @@ def test_an_option_of_the_kernel_cache_that_xla_does_not_know_is_dropped_and_the
             return real(program, options)
         return compile_lowered
 
-    xla, log = _tiny_target_compile(tmp_path, monkeypatch, caplog,
+    kernel_cache, log = _tiny_target_compile(tmp_path, monkeypatch, caplog,
                                     lambda options: {**options, "xla_gpu_no_such_option": True}, spy)
     assert "XLA has no option xla_gpu_no_such_option" in log and "without XLA's kernel cache" not in log
     assert "xla_gpu_no_such_option" in seen[0] and "xla_gpu_no_such_option" not in seen[-1]
     assert targets.KERNEL_CACHE_OPTION in seen[-1]  # the last compile kept the cache
-    assert "xla_gpu_no_such_option" in xla._UNKNOWN_OPTIONS
+    assert "xla_gpu_no_such_option" in kernel_cache._UNKNOWN_OPTIONS
 
 
 def test_a_compile_that_fails_under_the_kernel_cache_is_compiled_again_without(tmp_path, monkeypatch, caplog):

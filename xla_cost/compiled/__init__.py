@@ -8,6 +8,7 @@ shapes and sizes, `reads` what an instruction reads and writes of them;
 `collectives` lists its collectives; `liveness` replays its schedule;
 `kernels` lists its kernels and counts the FLOP its library calls do (and a
 target's cost analysis leaves out); `targets` names a device to compile for
-when it is not the one at hand (jax's deviceless topologies); `store` is the
+when it is not the one at hand (jax's deviceless topologies), and `kernel_cache`
+keeps a GPU target's compiled kernels for its later compiles; `store` is the
 SQLite store of finished analyses. It imports the foundation only.
 """

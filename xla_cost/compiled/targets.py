@@ -249,7 +249,7 @@ class CompileTarget:
         return {
             KERNEL_CACHE_OPTION: os.path.join(directory, f"{self.device}-{name}.bin"),
             # jax 0.10.2's XLA keeps the cache only with it; 0.11.2's has no such option
-            # (the compile drops an option XLA does not know: xla_cost.compiled.xla._compile)
+            # (the compile drops an option XLA does not know: kernel_cache.compile_reusing)
             "xla_gpu_enable_llvm_module_compilation_parallelism": True,
         }
 

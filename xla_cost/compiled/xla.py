@@ -26,7 +26,7 @@ from typing import Any
 
 import jax
 
-from xla_cost.compiled import hlo, targets
+from xla_cost.compiled import hlo, kernel_cache, targets
 from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.liveness import LivenessProfile
@@ -44,7 +44,6 @@ __all__ = [
     "compile_phase",
     "compile_executable",
     "COMPILER_OPTIONS",
-    "KERNEL_CACHE_MAX_BYTES",
     "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
@@ -393,7 +392,7 @@ def compile_phase(
                 and (not liveness or cached.liveness is not None or cached.liveness_error)):
             return cached
         program = lowered
-    reuse = _kernel_reuse(targets.active()) if key is not None else None
+    reuse = kernel_cache.options(targets.active(), _CACHE_STATE["dir"]) if key is not None else None
     with _not_in_jax_cache() if key is not None else contextlib.nullcontext():
         compiled, compile_note, log = _compile(program, args, compiler_options, reuse=reuse)
     target = targets.active()
@@ -584,36 +583,6 @@ finds no tiling for a matrix product without a device to autotune on (seen for
 GPT-2's attention projection on an A100, sm_80): its products go to cuBLAS."""
 
 
-KERNEL_CACHE_MAX_BYTES = 256 << 20
-"""A target's kernel cache file (`_kernel_reuse`) larger than this is started
-again: XLA reads it whole at every compile and adds to it."""
-
-
-_UNKNOWN_OPTION = re.compile(r"No such compile option: '(\w+)'")
-_UNKNOWN_OPTIONS: set[str] = set()  # the kernel cache's options this process's XLA refused as unknown
-
-
-def _kernel_reuse(target: targets.CompileTarget | None) -> dict[str, Any] | None:
-    """The target's kernel cache options (`targets.CompileTarget.kernel_cache_options`),
-    its file beside the analyses; None for a TPU, the CPU or a cache directory
-    that cannot be written."""
-    if target is None or _CACHE_STATE["dir"] is None:
-        return None
-    directory = os.path.join(_CACHE_STATE["dir"], "kernels")
-    options = target.kernel_cache_options(directory)
-    if not options:
-        return None
-    try:
-        os.makedirs(directory, exist_ok=True)
-        path = options[targets.KERNEL_CACHE_OPTION]
-        if os.path.exists(path) and os.path.getsize(path) > KERNEL_CACHE_MAX_BYTES:
-            os.remove(path)
-    except OSError as exc:
-        _LOG.info("no kernel cache: %s", exc)
-        return None
-    return options
-
-
 def _compile(
     program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None,
     reuse: Mapping[str, Any] | None = None,
@@ -626,23 +595,7 @@ def _compile(
         program = program.lower()
     elif not isinstance(program, jax.stages.Lowered):
         program = jax.jit(program).lower(*args)
-    options = {k: v for k, v in (reuse or {}).items() if k not in _UNKNOWN_OPTIONS}
-    while options:
-        try:
-            return _compile_lowered(program, {**(compiler_options or {}), **options})
-        except Exception as exc:  # noqa: BLE001 - the same compile without the cache decides
-            first = str(exc).strip().splitlines()[:1]
-            unknown = _UNKNOWN_OPTION.search(str(exc))
-            name = unknown.group(1) if unknown else None
-            if name not in options or name == targets.KERNEL_CACHE_OPTION:
-                _LOG.info("compiled again without XLA's kernel cache: %s", first)
-                break
-            # an option of the cache this XLA does not have (jax 0.11.2's has no
-            # xla_gpu_enable_llvm_module_compilation_parallelism): the cache without it
-            _UNKNOWN_OPTIONS.add(name)
-            options.pop(name)
-            _LOG.info("XLA has no option %s: the kernel cache is used without it", name)
-    return _compile_lowered(program, compiler_options)
+    return kernel_cache.compile_reusing(lambda options: _compile_lowered(program, options), compiler_options, reuse)
 
 
 def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -> tuple[Any, str, str]:
