@@ -263,6 +263,9 @@ def check_fit(model: str, batch: int, dtype: str, optimizer: str, out: Path, sta
     entry = devices.match_kind(xla.device_kind())
     if entry is not None:  # the step for the registry's target of this GPU, deviceless, as `fit` compiles it
         target = devices.target(entry.name)
+        fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        if fraction:  # the allocator's share, as `fit --memory-fraction` gave it to the target
+            target = dataclasses.replace(target, memory_fraction=float(fraction))
         with targets.use(target):
             lowered, _ = train_step_lowered(model, batch, dtype, optimizer, target.placement())
             start = time.perf_counter()

@@ -33,7 +33,9 @@ run() {
 }
 # shellcheck disable=SC2086  # KERNELS_ARGS and TIMING_ARGS are word lists
 run "${KERNELS_S:-150}" kernel_profile python3 "$repo/benchmarks/kernel_profile.py" --out "$out" ${KERNELS_ARGS:-}
-run "${CHECK_S:-170}" device_check python3 "$repo/benchmarks/device_check.py" --fit-model "${FIT_MODEL:-gpt2-small}" \
+# FIT_MEM_FRACTION: the allocator's share for the fit check alone (XLA_PYTHON_CLIENT_MEM_FRACTION),
+# as `xla-cost fit --memory-fraction` was given it: a smaller batch, autotuned in far less time
+run "${CHECK_S:-170}" device_check env ${FIT_MEM_FRACTION:+XLA_PYTHON_CLIENT_MEM_FRACTION=$FIT_MEM_FRACTION} python3 "$repo/benchmarks/device_check.py" --fit-model "${FIT_MODEL:-gpt2-small}" \
   --fit-batch "${FIT_BATCH:-130}" --fit-dtype "${FIT_DTYPE:-bfloat16}" --fit-optimizer "${FIT_OPTIMIZER:-adam}" \
   ${FIT_PROBE:+--probe "$FIT_PROBE"} --out "$out" 2>"$out/device_check.log"
 if [ -s "$out/device_check.log" ]; then
