@@ -1,0 +1,138 @@
+"""The cuDNN convolutions' workspaces a real GPU compile gives a train step, next to the
+deviceless compile of the same step (issue 31: why `fit --target` over-answers a
+convolutional network).
+
+A deviceless GPU compile cannot autotune, so XLA's convolution algorithm picker leaves
+every ``__cudnn$conv*`` call without a workspace (its result tuple ends in ``u8[0]``);
+the real compile gives each the scratch space of the algorithm its autotuner chose. Per
+case (model, batch, dtype, optimizer; the step as `fit` sizes it,
+``device_check.train_step_lowered``) this compiles the step on the GPU and for the
+registry's target of it, and writes:
+
+* one row per convolution of the real program: its target, operand and result shapes,
+  the FLOP-free size of its operands and result, and its workspace in bytes,
+* per case: both programs' final peaks (arguments + outputs + temporaries - aliases),
+  the largest and the summed workspace, the number of convolutions.
+
+Run on the GPU machine from /tmp (the installed package is imported)::
+
+    python3 REPO/benchmarks/conv_workspaces.py --out DIR resnet50:299:bfloat16:sgd resnet18:256:bfloat16:sgd
+
+Writes ``conv_workspaces_<device>_<date>.csv`` (one row per convolution) and ``.json``
+(per case, with the environment) into ``--out``, each case as it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import device_check  # noqa: E402  (imports xla_cost first: jax's plugins start quietly)
+import jax  # noqa: E402
+from xla_cost.compiled import hlo, shapes, targets, xla  # noqa: E402
+from xla_cost.parallel import devices  # noqa: E402
+
+
+def convolutions(hlo_text: str) -> list[dict[str, object]]:
+    """Every cuDNN convolution call of an optimized module: target, shapes, workspace."""
+    module = hlo.parse_module(hlo_text)
+    rows = []
+    for computation in module.computations.values():
+        named = {i.name: i.shape_text for i in computation.instructions}
+        for instruction in computation.instructions:
+            target = hlo.library_call_target(instruction)
+            if target is None or not target.startswith("__cudnn$conv"):
+                continue
+            result = shapes.parse_shape(instruction.shape_text)
+            leaves = shapes.shape_leaves(result) if result is not None else []
+            scratch = leaves[-1] if leaves and leaves[-1].dtype == "u8" else None
+            operands = [named.get(name, "?") for name in instruction.operand_names()]
+            rows.append({
+                "target": target,
+                "operands": " ; ".join(operands),
+                "result": instruction.shape_text,
+                "operand_bytes": sum(_bytes(text) for text in operands),
+                "output_bytes": sum(leaf.nbytes() or 0 for leaf in leaves[:-1]) if scratch is not None else None,
+                "workspace_bytes": scratch.nbytes() if scratch is not None else None,
+            })
+    return rows
+
+
+def _bytes(text: str) -> int:
+    shape = shapes.parse_shape(text)
+    return (shapes.shape_bytes(shape) or 0) if shape is not None else 0
+
+
+def case(spec: str) -> tuple[str, int, str, str]:
+    """MODEL:BATCH[:DTYPE[:OPTIMIZER]], bfloat16 and SGD unless given."""
+    parts = spec.split(":")
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise SystemExit(f"conv_workspaces: expected MODEL:BATCH[:DTYPE[:OPTIMIZER]], got {spec!r}")
+    model, batch, dtype, optimizer = (parts + ["bfloat16", "sgd"][len(parts) - 2:])[:4]
+    return model, int(batch), dtype, optimizer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="+", help="MODEL:BATCH[:DTYPE[:OPTIMIZER]] (default bfloat16, sgd)")
+    parser.add_argument("--out", default=".")
+    args = parser.parse_args(argv)
+    entry = devices.match_kind(xla.device_kind())
+    if entry is None or entry.gpu is None:
+        raise SystemExit(f"conv_workspaces: {xla.device_kind()!r} is not a GPU compile target of the registry")
+    stamp = f"{xla.device_kind().lower().replace(' ', '-')}_{time.strftime('%Y-%m-%d')}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows_path, cases_path = out / f"conv_workspaces_{stamp}.csv", out / f"conv_workspaces_{stamp}.json"
+    stats = jax.devices()[0].memory_stats() or {}
+    result: dict[str, object] = {"environment": device_check.environment(), "bytes_limit": stats.get("bytes_limit"),
+                                 "cases": []}
+    target = devices.target(entry.name)
+    fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if fraction:
+        target = dataclasses.replace(target, memory_fraction=float(fraction))
+    all_rows: list[dict[str, object]] = []
+    for spec in args.cases:
+        model, batch, dtype, optimizer = case(spec)
+        start = time.perf_counter()
+        lowered, _ = device_check.train_step_lowered(model, batch, dtype, optimizer, None)
+        real = lowered.compile()
+        real_s = time.perf_counter() - start
+        convs = convolutions(real.as_text())
+        with targets.use(target):
+            lowered, _ = device_check.train_step_lowered(model, batch, dtype, optimizer, target.placement())
+            deviceless = lowered.compile(compiler_options=target.memory_options)
+        deviceless_convs = convolutions(deviceless.as_text())
+        workspaces = [r["workspace_bytes"] or 0 for r in convs]
+        row = {"model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer,
+               "real_peak_bytes": device_check.final_peak(real),
+               "real_temp_bytes": real.memory_analysis().temp_size_in_bytes,
+               "deviceless_peak_bytes": device_check.final_peak(deviceless),
+               "deviceless_temp_bytes": deviceless.memory_analysis().temp_size_in_bytes,
+               "convolutions": len(convs), "deviceless_convolutions": len(deviceless_convs),
+               "deviceless_workspace_bytes": sum(r["workspace_bytes"] or 0 for r in deviceless_convs),
+               "largest_workspace_bytes": max(workspaces, default=0), "summed_workspace_bytes": sum(workspaces),
+               "compile_s": round(real_s, 1)}
+        result["cases"].append(row)
+        print(json.dumps(row), flush=True)
+        all_rows.extend({"model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer, **r} for r in convs)
+        with rows_path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(all_rows[0]) if all_rows else ["model"])
+            writer.writeheader()
+            writer.writerows(all_rows)
+        cases_path.write_text(json.dumps(result, indent=1) + "\n")
+        del real, deviceless
+        jax.clear_caches()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
