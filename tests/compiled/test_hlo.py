@@ -570,6 +570,28 @@ def test_library_call_bytes_count_operands_and_results_of_library_calls():
     assert hlo.library_call_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.LibraryBytes(0, 0)
 
 
+def test_unsized_conv_scratch_is_the_largest_convolution_left_without_a_workspace():
+    text = "\n".join([
+        'ENTRY %main {',
+        '  %x = f32[2,8,8,2]{3,2,1,0} parameter(0)',
+        '  %k = f32[3,3,2,4]{3,2,1,0} parameter(1)',
+        '  %y = f32[2,8,8,4]{3,2,1,0} parameter(2)',
+        '  %a = (f32[2,8,8,4]{3,2,1,0}, u8[0]{0}) custom-call(%x, %k), custom_call_target="__cudnn$convForward"',
+        '  %b = (f32[3,3,2,4]{3,2,1,0}, u8[0]{0}) custom-call(%x, %y), custom_call_target="__cudnn$convBackwardFilter"',
+        '  %c = (f32[2,8,8,4]{3,2,1,0}, u8[0]{0}) custom-call(f32[1,8,8,2]{3,2,1,0} %x1, %k), '
+        'custom_call_target="__cudnn$convForward"',
+        '  %d = (f32[2,8,8,4]{3,2,1,0}, u8[4096]{0}) custom-call(%x, %k), custom_call_target="__cudnn$convForward"',
+        '  ROOT %g = (f32[2,8,8,4]{3,2,1,0}, u8[0]{0}) custom-call(%x, %k), custom_call_target="__cublas$gemm"',
+        '}',
+    ])
+    # %a and %b read x (2*8*8*2 = 256 floats) and the kernel or y, and write the other:
+    # 256 + 72 + 512 = 840 floats each; %c reads a smaller image (128); %d was given its
+    # workspace (a device's compile); a gemm is no convolution
+    assert hlo.unsized_conv_scratch(text) == 4 * (256 + 72 + 512)
+    assert hlo.unsized_conv_scratch(text.replace("u8[0]", "u8[64]")) == 0
+    assert hlo.unsized_conv_scratch("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == 0
+
+
 WORK_HLO = "\n".join([
     'HloModule m',
     '%fused_dot (a: f32[4,6], b: f32[6,5]) -> f32[4,5] {',

@@ -15,6 +15,8 @@ import flax.linen as nn
 import pytest
 
 from xla_cost import plugins
+from xla_cost import RunConfig
+from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.cli import main
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
@@ -178,6 +180,57 @@ def test_the_command_without_the_plugin_refuses_in_one_line(capsys, compiles, mo
     lines = err.strip().splitlines()
     assert code == 2 and out == "" and len(lines) == 1 and "xla-cost[gpu]" in lines[0], err
     assert compiles == []
+
+
+# ------------------------------------------------------------------ convolutions' workspaces
+
+B, S, C, F = 8, 32, 16, 32
+"""A 3x3 convolution (no bias, SAME padding) of a B x S x S x C float32 image to F channels."""
+
+
+class Conv(nn.Module):
+    """``Conv(F, 3x3) -> mean over the image -> Dense(O)`` of float32."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(O)(nn.Conv(F, (3, 3), padding="SAME", use_bias=False)(x).mean(axis=(1, 2)))
+
+
+@needs_cuda
+def test_a_deviceless_gpu_step_allows_for_its_convolutions_workspaces():
+    # the H100's compile of the step calls cuDNN twice on the largest operands (the forward, x * w -> y,
+    # and the kernel's gradient, x * dy -> dw), each reading and writing x, a B.S.S.C image, y (or
+    # dy), B.S.S.F, and w (or dw), 3.3.C.F, all float32; without a device XLA gives neither a workspace
+    largest = 4 * (B * S * S * C + B * S * S * F + 9 * C * F)
+    run = RunConfig(Conv(), B, optimizer="sgd", input_shape=(1, S, S, C))
+    with targets.use(devices.target("h100")):
+        step = fit.breakdown_at(run, B)
+    assert step.unsized_scratch == largest
+    assert step.needed == step.peak + largest
+    assert any("cuDNN convolutions compiled without their workspaces" in note for note in step.notes)
+    assert step.to_dict()["needed"] == step.needed
+    # a TPU's compiler and the CPU's call no cuDNN: nothing is allowed for
+    with targets.use(devices.target("tpu-v5e")):
+        assert fit.breakdown_at(run, B).unsized_scratch == 0
+    assert fit.breakdown_at(run, B).unsized_scratch == 0
+
+
+def test_a_batch_is_judged_by_its_peak_and_its_workspace_allowance(monkeypatch):
+    # a peak of 1,000 bytes + 24,000 a sample and an allowance of 3,000 a sample (a convolution's
+    # operands and result grow with the batch): the last batch under 24 MB is (24e6 - 1,000) // 27,000
+    def breakdown_at(run, batch):
+        return MemoryBreakdown(parameters=0, gradients=0, optimizer_state=0, model_state=0, inputs=0,
+                               saved_activations=0, argument_bytes=1000, output_bytes=0, temp_bytes=24_000 * batch,
+                               unsized_scratch=3_000 * batch)
+
+    monkeypatch.setattr(fit, "breakdown_at", breakdown_at)
+    found = fit.max_batch_size("one_net", device_memory_bytes=24e6, memory_fraction=1.0, progress=False)
+    assert (found.batch_size, found.next_size) == (888, 889)  # (24e6 - 1,000) // 27,000 = 888
+    assert all(judged == 1000 + 27_000 * batch for batch, judged in found.tried)
+    rows = found.to_frame().set_index("part")
+    assert tuple(rows.loc["unsized_scratch"]) == (3_000 * 888, 3_000 * 889)
+    assert tuple(rows.loc["needed"]) == (1000 + 27_000 * 888, 1000 + 27_000 * 889)
+    assert any("no workspace in a deviceless compile" in note for note in found.notes())
 
 
 # ------------------------------------------------------------------ a compiler that refuses a batch

@@ -104,6 +104,9 @@ class MemoryBreakdown:
         not reach its limit: the compiler's own word that the step does not
         fit, whatever ``peak`` says (`xla_cost.runs.fit` judges it so); None:
         it did not say so.
+      unsized_scratch: an allowance for the cuDNN convolution workspaces a
+        deviceless GPU compile leaves out of ``peak``
+        (`xla_cost.compiled.hlo.unsized_conv_scratch`); 0: none left out.
     """
 
     parameters: int
@@ -125,6 +128,7 @@ class MemoryBreakdown:
     peak_instruction: str = ""
     rematerialized: int | None = None
     remat_short_of: tuple[int, int] | None = None
+    unsized_scratch: int = 0
 
     @property
     def parts(self) -> dict[str, int]:
@@ -141,6 +145,12 @@ class MemoryBreakdown:
         if None in (self.argument_bytes, self.output_bytes, self.temp_bytes):
             return None
         return self.argument_bytes + self.output_bytes + self.temp_bytes - (self.alias_bytes or 0)
+
+    @property
+    def needed(self) -> int | None:
+        """What a device needs to run the step: XLA's `peak` plus `unsized_scratch`
+        (the workspaces of convolutions a deviceless compile could not size)."""
+        return None if self.peak is None else self.peak + self.unsized_scratch
 
     @property
     def gap(self) -> int | None:
@@ -170,6 +180,7 @@ class MemoryBreakdown:
             "peak_instruction": self.peak_instruction,
             "rematerialized": self.rematerialized,
             "remat_short_of": None if self.remat_short_of is None else list(self.remat_short_of),
+            "unsized_scratch": self.unsized_scratch, "needed": self.needed,
             "devices": self.devices, "notes": list(self.notes),
         }
 
@@ -217,6 +228,7 @@ class MemoryBreakdown:
             rematerialized=data.get("rematerialized"),
             remat_short_of=None if data.get("remat_short_of") is None else
             (int(data["remat_short_of"][0]), int(data["remat_short_of"][1])),
+            unsized_scratch=int(data.get("unsized_scratch") or 0),
         )
 
 
@@ -429,6 +441,11 @@ def memory_breakdown(
             "split over (tensor-parallel axes split some activations further; not counted)"
         )
     memory = compiled.memory if compiled is not None else None
+    if memory is not None and memory.unsized_scratch:
+        notes.append(
+            f"cuDNN convolutions compiled without their workspaces (a deviceless compile cannot autotune): "
+            f"{bytes_text(memory.unsized_scratch)} allowed for them besides XLA's peak, the largest "
+            "convolution's operands and result (`needed`)")
     replay: dict[str, Any] = {}
     profile = getattr(compiled, "liveness", None)
     if profile is not None:
@@ -450,6 +467,7 @@ def memory_breakdown(
         alias_bytes=None if memory is None else memory.alias_bytes,
         rematerialized=None if memory is None else memory.rematerialized,
         remat_short_of=None if memory is None else memory.remat_short_of,
+        unsized_scratch=0 if memory is None else memory.unsized_scratch,
         devices=devices, notes=tuple(notes), **replay,
     )
 

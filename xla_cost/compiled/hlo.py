@@ -31,7 +31,7 @@ __all__ = [
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
-    "entry_arguments",
+    "entry_arguments", "unsized_conv_scratch",
 ]
 
 # ---------------------------------------------------------------------------
@@ -539,6 +539,40 @@ def library_call_bytes(hlo_text: str) -> LibraryBytes:
                 calls += executions
             total = None if total is None or size is None else total + executions * size
     return LibraryBytes(total, calls, tuple(unknown))
+
+
+def unsized_conv_scratch(hlo_text: str) -> int:
+    """An allowance for the cuDNN workspaces a deviceless GPU program leaves out:
+    the largest operand + result bytes of a ``__cudnn$conv*`` call whose scratch
+    element is ``u8[0]`` (0 when no convolution is left so).
+
+    A deviceless compile cannot autotune, so XLA picks no convolution algorithm and
+    gives no call a workspace; the device's autotuner gives each the scratch of the
+    algorithm it chose (up to 4 GiB, XLA's ``TF_CUDNN_WORKSPACE_LIMIT_IN_MB``), and the
+    buffer assignment, schedule and rematerialization change with them. Measured on
+    an H200 (reports/data/conv_workspaces_nvidia-h200_2026-11-26.json: the real
+    compile's final peak less the deviceless one's, 7 train steps of ResNet-18/34/50
+    and ConvNet, batch 32 to 299, bfloat16 and float32): from 0 to 0.87 of this
+    allowance (ResNet-18 at batch 256: 425 MB against its stem convolution's 488 MB;
+    ResNet-50: 0.002 to 0.41), while the allowance is 8.5% to 27% of the peak; one
+    workspace took up to 1.37 times its call's operands and result (ViT-B/16's patch
+    embedding at batch 64). On an H100 ResNet-50's answer without it (batch 299 in
+    a tenth of the memory) ran out of memory
+    (reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-8.json)."""
+    module = parse_module(hlo_text)
+    largest = 0
+    for computation in module.computations.values():
+        shapes = {i.name: i.shape_text for i in computation.instructions}
+        for instruction in computation.instructions:
+            if instruction.opcode != "custom-call" or "__cudnn$conv" not in instruction.attributes:
+                continue
+            result = result_shape(instruction)
+            scratch = result[-1] if isinstance(result, tuple) and result else None
+            if not (isinstance(scratch, Array) and scratch.dtype in _SCRATCH and scratch.dims == (0,)):
+                continue  # a workspace the compiler sized (a compile on the device, or loaded autotuning)
+            size = _call_bytes(instruction, shapes)
+            largest = max(largest, size or 0)
+    return largest
 
 
 def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:

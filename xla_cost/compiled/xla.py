@@ -104,6 +104,10 @@ class XlaMemory:
     not bring the program under its limit (`remat_shortfall` of the compiler's
     log): the compiler's own word that the program does not fit; None: it did
     not say so (or the log was not seen: the analyses read from the cache keep it)."""
+    unsized_scratch: int = 0
+    """An allowance for the cuDNN convolution workspaces a deviceless GPU compile
+    leaves out (`xla_cost.compiled.hlo.unsized_conv_scratch`), which a device
+    needs besides `peak_bytes`; 0: none left out."""
 
     @property
     def peak_bytes(self) -> int | None:
@@ -402,7 +406,8 @@ def compile_phase(
     memory = normalize_memory_analysis(_safe_call(compiled.memory_analysis))
     text = compiled.as_text() or ""
     memory = dataclasses.replace(memory, rematerialized=hlo.remat_clones(text) if text else None,
-                                 remat_short_of=remat_shortfall(log))
+                                 remat_short_of=remat_shortfall(log),
+                                 unsized_scratch=hlo.unsized_conv_scratch(text) if text and target is not None else 0)
     found: tuple[Any, ...] | None = None
     notes: tuple[str, ...] = ()
     loops: bool | None = None
@@ -475,7 +480,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 17
+ANALYSES_FORMAT = 18
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 

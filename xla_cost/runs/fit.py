@@ -44,7 +44,14 @@ A device whose autotuner fuses more into its products recomputes better than
 that program: ViT-B/16's answer on the H200, 1,641, ran and so did 2,051
 (reports/data/device_check_nvidia-h200_2026-11-26-5.json), so a GPU target's
 answer that the compiler reaches by recomputing is a batch that fits, not
-always the largest (its note says so). A TPU's
+always the largest (its note says so). A GPU target's cuDNN convolutions have
+no workspace in a deviceless compile (no device to autotune them on), while
+the device's autotuner gives each one: ResNet-50's answer judged by XLA's peak
+alone, batch 299 in a tenth of an H100, ran out of memory there
+(reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-8.json). Such a
+step is judged by its peak plus the largest convolution's operands and result
+(`xla_cost.analysis.memory.MemoryBreakdown.needed`,
+`xla_cost.compiled.hlo.unsized_conv_scratch`), a row of the result. A TPU's
 compiler refuses a program whose temporaries exceed the chip's memory (a
 compile-time out-of-memory): that batch does not fit, its peak at least the
 temporaries the compiler reports (`CompilerRefused`).
@@ -164,7 +171,10 @@ class FitResult(Rendered):
       next_size: ``batch_size + 1``, the smallest that does not fit.
       does_not_fit: the breakdown at ``next_size``.
       tried: every batch compiled and the peak it was judged by, in the order
-        tried (XLA's final peak; a compiler's refusal's lower bound).
+        tried (XLA's final peak, with an allowance for the convolution
+        workspaces a deviceless GPU compile leaves out,
+        `xla_cost.analysis.memory.MemoryBreakdown.needed`; a compiler's
+        refusal's lower bound).
       mesh: the mesh the step was sharded over (empty: one device).
       optimizer, dtype: the step's (named in the sentence; the default is
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam, as every command's).
@@ -214,11 +224,15 @@ class FitResult(Rendered):
         """``(name, label, bytes at batch_size, bytes at next_size)`` per part
         (`xla_cost.analysis.memory.PARTS`), their sums and XLA's peak."""
         labels = {"parts_total": "sum of parts", "workspace": "workspace (at peak)",
-                  "at_peak_total": "sum at XLA's peak", "peak": "XLA's peak"}
+                  "at_peak_total": "sum at XLA's peak", "peak": "XLA's peak",
+                  "unsized_scratch": "cuDNN workspaces (allowed)", "needed": "needed (judged)"}
+        scratch = any(getattr(b, "unsized_scratch", 0) for b in (self.fits, self.does_not_fit))
+        names = (*PARTS, "parts_total", "workspace", "at_peak_total", "peak",
+                 *(("unsized_scratch", "needed") if scratch else ()))
         return [
             (name, labels.get(name, name),
              *(None if b is None else getattr(b, name, None) for b in (self.fits, self.does_not_fit)))
-            for name in (*PARTS, "parts_total", "workspace", "at_peak_total", "peak")
+            for name in names
         ]
 
     def to_frame(self) -> pd.DataFrame:
@@ -267,6 +281,16 @@ class FitResult(Rendered):
                 "as a GPU's allocator runs it): " + ", ".join(
                     f"batch {b} ({scaled(reached, scale, 2)} {unit} reached, {scaled(sought, scale, 2)} {unit} sought)"
                     for b, sought, reached in short))
+        scratch = getattr(self.fits, "unsized_scratch", 0) or getattr(self.does_not_fit, "unsized_scratch", 0)
+        if scratch:
+            remat.append(
+                "the target's cuDNN convolutions have no workspace in a deviceless compile (no device to autotune "
+                "on); each batch is judged by XLA's peak plus its largest convolution's operands and result, "
+                f"{scaled(scratch, scale, 2)} {unit} at batch {self.batch_size if self.fits is not None else self.next_size}: "
+                "ResNet-50's answer without it ran out of memory on an H100 "
+                "(reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-8.json), and the workspaces measured "
+                "took 0 to 0.87 of it on an H200 (reports/data/conv_workspaces_nvidia-h200_2026-11-26.json): an "
+                "answer that fits, up to a quarter below the largest")
         if self.target is None:
             return [tried, *remat]
         return [tried, *remat, f"compiled for {self.target_title or self.target} ({self.target}) by its own compiler, with "
@@ -284,6 +308,15 @@ class FitResult(Rendered):
             "tried": [list(t) for t in self.tried], "target": self.target,
             "remat_short_of": [list(t) for t in self.remat_short_of],
         }
+
+
+def _judged(result: MemoryBreakdown | CompilerRefused) -> int:
+    """The bytes a batch is judged by: a breakdown's `needed` (XLA's peak and the
+    workspaces of convolutions a deviceless compile could not size), a refusal's
+    lower bound."""
+    if isinstance(result, MemoryBreakdown):
+        return result.needed  # type: ignore[return-value]  (a peak of None is refused before)
+    return result.peak
 
 
 def _verdict(peak: float, limit: float) -> str:
@@ -415,7 +448,7 @@ def max_batch_size(
             # own compile fell short at batch 1,193 and ran (58.95 GB final,
             # reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-4.json); gpt2-small's
             # deviceless one fell short at 63 (62.38 GB final) and 63 ran there (-7.json)
-            tried.append((batch, cache[batch].peak))
+            tried.append((batch, _judged(cache[batch])))
             if shown:  # a line each, which a pipe or a log keeps (the progress bar is the terminal's)
                 over = "over " if isinstance(cache[batch], CompilerRefused) else ""
                 short = getattr(cache[batch], "remat_short_of", None)
@@ -425,7 +458,7 @@ def max_batch_size(
                 print(f"fit: batch {batch:,} → {over}{_against(tried[-1][1], limit, scale)} {unit}{remat}, "
                       f"{_verdict(tried[-1][1], limit)} "
                       f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
-        return cache[batch].peak
+        return _judged(cache[batch])
 
     bound = MAX_BATCH // step * step
     with targets.use(found):
