@@ -66,12 +66,16 @@ class Instruction:
 
     def operand_names(self) -> list[str]:
         """Operand names without ``%`` (an operand may be spelled ``f32[8] %x``)."""
-        names = []
-        for operand in split_top_level(_COMMENT.sub("", self.operands)):  # drop /*index=5*/
-            match = _OPERAND_NAME.search(operand.split()[-1])
-            if match is not None:
-                names.append(match.group(1))
-        return names
+        names = self.__dict__.get("_operand_names")  # read once: the analyses ask many times
+        if names is None:
+            found = []
+            for operand in split_top_level(_COMMENT.sub("", self.operands)):  # drop /*index=5*/
+                match = _OPERAND_NAME.search(operand.split()[-1])
+                if match is not None:
+                    found.append(match.group(1))
+            names = tuple(found)
+            object.__setattr__(self, "_operand_names", names)  # a frozen dataclass's own cache
+        return list(names)
 
 
 @dataclasses.dataclass
@@ -110,6 +114,12 @@ def matching_bracket(text: str, start: int) -> int:
     """Index just past the bracket that closes the one at ``text[start]`` (brackets
     inside a quoted string, where a backslash escapes the next character, do not
     count); ``len(text)`` when none closes it."""
+    opener = text[start]
+    closer = _CLOSING.get(opener)
+    if closer is not None:  # most brackets hold no bracket of their kind and no string: the first closer
+        close = text.find(closer, start + 1)
+        if close >= 0 and text.find(opener, start + 1, close) < 0 and text.find('"', start + 1, close) < 0:
+            return close + 1
     stack: list[str] = []
     quoted = False
     pos = start

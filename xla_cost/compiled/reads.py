@@ -196,6 +196,8 @@ def untouched_bytes(instruction: Any, shapes: Mapping[str, str], computations: M
     not the stack's (read whole, a scan's bytes grow with the square of its
     length). XLA's cost analysis counts a lone update the same: twice the
     update, plus the indices."""
+    if instruction.opcode == "fusion" and _reads_whole(instruction, computations):
+        return 0
     body = _body(instruction, shapes, computations)
     if body is None:
         return 0
@@ -221,6 +223,31 @@ def untouched_bytes(instruction: Any, shapes: Mapping[str, str], computations: M
     if result is not None and written is not None and (size := shape_bytes(result)) is not None:
         untouched += size - written  # of the result, what an update in place leaves as it was
     return max(untouched, 0)
+
+
+_PARTIAL = _ALONE | {"pad"}
+"""Ops through which a fusion may read part of an operand (``pad`` crops with a
+negative edge) or update a buffer in place."""
+
+
+def _reads_whole(fusion: Any, computations: Mapping[str, Any]) -> bool:
+    """Whether a fusion reads every operand whole and writes its result whole, so
+    that `untouched_bytes` is 0 without tracing what it demands: its computation
+    holds no op that reads part of a value or updates one (`_PARTIAL`) and uses
+    every parameter (most fusions: elementwise work, reductions, products)."""
+    callee = next((c for k, c in fusion.callees if k == "calls"), None)
+    computation = computations.get(callee or "")
+    if computation is None:
+        return False
+    parameters, used = set(), set()
+    for instruction in computation.instructions:
+        if instruction.opcode in _PARTIAL:
+            return False
+        if instruction.opcode == "parameter":
+            parameters.add(instruction.name)
+        else:
+            used.update(instruction.operand_names())
+    return parameters <= used
 
 
 def _shape_size(text: str) -> int | None:
