@@ -9,10 +9,13 @@ case (model, batch, dtype, optimizer; the step as `fit` sizes it,
 ``device_check.train_step_lowered``) this compiles the step on the GPU and for the
 registry's target of it, and writes:
 
-* one row per convolution of the real program: its target, operand and result shapes,
-  the FLOP-free size of its operands and result, and its workspace in bytes,
-* per case: both programs' final peaks (arguments + outputs + temporaries - aliases),
-  the largest and the summed workspace, the number of convolutions.
+* per case (the CSV, one row each, with the environment: device, jax, date, driver,
+  CUDA, cuDNN): both programs' final peaks (arguments + outputs + temporaries -
+  aliases), the largest convolution's operands and result (`fit`'s allowance,
+  `xla_cost.compiled.hlo.unsized_conv_scratch`), the largest and the summed
+  workspace, the number of convolutions;
+* per convolution of the real program (the JSON's ``convolutions``): its target,
+  operand and result shapes, the size of its operands and result, and its workspace.
 
 The deviceless compile is made with the target's ``memory_options`` (matrix products as
 cuBLAS calls), the program `fit` judges a batch by where the compiler rematerializes;
@@ -25,8 +28,9 @@ Run on the GPU machine from /tmp (the installed package is imported)::
 
     python3 REPO/benchmarks/conv_workspaces.py --out DIR resnet50:299:bfloat16:sgd resnet18:256:bfloat16:sgd
 
-Writes ``conv_workspaces_<device>_<date>.csv`` (one row per convolution) and ``.json``
-(per case, with the environment) into ``--out``, each case as it ends.
+Writes ``conv_workspaces_<device>_<date>.csv`` (one row per case; the memory page reads
+it) and ``.json`` (the environment, the cases and every convolution) into ``--out``,
+each case as it ends.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import device_check  # noqa: E402  (imports xla_cost first: jax's plugins start quietly)
+from time_zoo import gpu_environment  # noqa: E402
 import jax  # noqa: E402
 from xla_cost.compiled import hlo, shapes, targets, xla  # noqa: E402
 from xla_cost.parallel import devices  # noqa: E402
@@ -100,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows_path, cases_path = out / f"conv_workspaces_{stamp}.csv", out / f"conv_workspaces_{stamp}.json"
     stats = jax.devices()[0].memory_stats() or {}
-    result: dict[str, object] = {"environment": device_check.environment(), "bytes_limit": stats.get("bytes_limit"),
-                                 "cases": []}
+    env = device_check.environment()
+    columns = {"device": env["device"], "jax_version": env["jax"], "date": env["date"], **gpu_environment()}
+    result: dict[str, object] = {"environment": env, "bytes_limit": stats.get("bytes_limit"), "cases": [],
+                                 "convolutions": []}
     target = devices.target(entry.name)
     fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
     if fraction:
         target = dataclasses.replace(target, memory_fraction=float(fraction))
-    all_rows: list[dict[str, object]] = []
     for spec in args.cases:
         model, batch, dtype, optimizer = case(spec)
         start = time.perf_counter()
@@ -119,22 +125,24 @@ def main(argv: list[str] | None = None) -> int:
             deviceless = lowered.compile(compiler_options=target.memory_options)
         deviceless_convs = convolutions(deviceless.as_text())
         workspaces = [r["workspace_bytes"] or 0 for r in convs]
-        row = {"model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer,
+        row = {**columns, "model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer,
                "real_peak_bytes": device_check.final_peak(real),
                "real_temp_bytes": real.memory_analysis().temp_size_in_bytes,
                "deviceless_peak_bytes": device_check.final_peak(deviceless),
                "deviceless_temp_bytes": deviceless.memory_analysis().temp_size_in_bytes,
                "convolutions": len(convs), "deviceless_convolutions": len(deviceless_convs),
                "deviceless_workspace_bytes": sum(r["workspace_bytes"] or 0 for r in deviceless_convs),
+               "allowance_bytes": hlo.unsized_conv_scratch(deviceless.as_text()),
                "largest_workspace_bytes": max(workspaces, default=0), "summed_workspace_bytes": sum(workspaces),
                "compile_s": round(real_s, 1)}
         result["cases"].append(row)
         print(json.dumps(row), flush=True)
-        all_rows.extend({"model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer, **r} for r in convs)
+        result["convolutions"].extend({"model": model, "batch": batch, "dtype": dtype, "optimizer": optimizer, **r}
+                                      for r in convs)
         with rows_path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(all_rows[0]) if all_rows else ["model"])
+            writer = csv.DictWriter(handle, fieldnames=list(row))
             writer.writeheader()
-            writer.writerows(all_rows)
+            writer.writerows(result["cases"])
         cases_path.write_text(json.dumps(result, indent=1) + "\n")
         del real, deviceless
         jax.clear_caches()

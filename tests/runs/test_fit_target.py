@@ -272,3 +272,29 @@ def test_the_memory_page_names_the_install_command_without_the_plugin(monkeypatc
     data = SimpleNamespace(plan=SimpleNamespace(memory_checks=(("one_net", 2, ()),), fit_devices=("h100",)))
     text = "\n".join(memory.target_section(data))  # nothing is compiled: the section says what to install
     assert "pip install 'xla-cost[gpu]'" in text and "| model |" not in text
+
+
+def test_the_memory_page_sets_the_workspaces_measured_against_the_allowance(tmp_path):
+    import pandas as pd
+
+    from xla_cost.study.pages import memory
+
+    # two steps as benchmarks/conv_workspaces.py writes them: a network whose workspaces added
+    # 40 of its 100 MB allowance, and one convolution (a patch embedding) beside products
+    frame = pd.DataFrame([
+        {"device": "NVIDIA H200", "model": "resnet50", "batch": 64, "dtype": "float32", "convolutions": 158,
+         "deviceless_peak_bytes": 1_000_000_000, "real_peak_bytes": 1_040_000_000, "allowance_bytes": 100_000_000,
+         "largest_workspace_bytes": 60_000_000},
+        {"device": "NVIDIA H200", "model": "vit-b16", "batch": 64, "dtype": "bfloat16", "convolutions": 2,
+         "deviceless_peak_bytes": 1_000_000_000, "real_peak_bytes": 1_500_000_000, "allowance_bytes": 10_000_000,
+         "largest_workspace_bytes": 5_000_000},
+    ])
+    path = tmp_path / "conv_workspaces_nvidia-h200_2026-11-26.csv"
+    data = SimpleNamespace(latest=lambda kind: (path, frame) if kind == "conv_workspaces" else None)
+    text = "\n".join(memory.workspace_section(data))
+    # resnet50: 1,000 and 1,040 MB, 40 MB added of a 100 MB allowance (0.40), the allowance 0.100 of the
+    # peak (MB to four significant digits)
+    assert "| resnet50 batch 64 float32 | 158 | 1,000 | 1,040 | 40.00 | 100.0 | 0.40 | 0.100 | 60.00 |" in text
+    # the most a network's workspaces took is resnet50's; the patch embedding's 50x is not a workspace's
+    assert "at most 0.40 of the allowance (resnet50 batch 64 float32)" in text
+    assert memory.workspace_section(SimpleNamespace(latest=lambda kind: None)) == []

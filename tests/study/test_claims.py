@@ -328,6 +328,30 @@ def test_a_case_measured_again_counts_once_as_its_latest_measurement():
     assert cases[0]["phases"]["forward"]["share"] == pytest.approx(0.3 / (0.3 + 0.6 + 0.1))
 
 
+def test_an_unsettled_measurement_does_not_replace_a_settled_one():
+    from xla_cost.study.views import UNSETTLED, timing_all
+
+    def run(forward: float, spread: float) -> pd.DataFrame:
+        # a 1 s step (forward, backward 0.6, the rest the update) whose train-step median has a
+        # 95% interval of ``spread`` of it
+        frame = pd.DataFrame(timing("H100", "resnet50", 32, "bfloat16", "adam", forward, 0.6, 0.4 - forward))
+        step = frame["phase"] == "train_step"
+        frame.loc[step, "low_s"], frame.loc[step, "high_s"] = 1.0 - spread / 2, 1.0 + spread / 2
+        return frame
+
+    def forward_share(*runs: pd.DataFrame) -> float:
+        data = seed_world()
+        data.timing = [(f"timing_H100_2026-11-26-{i + 1}.csv", frame) for i, frame in enumerate(runs)]
+        (case,) = timing_all(data)
+        return case["phases"]["forward"]["share"]
+
+    settled, wide = 0.005, 2.6 * UNSETTLED  # the H100's 0.5% and 26% (reports/data/timing_nvidia-h100-*-3, -4)
+    assert forward_share(run(0.2, settled), run(0.3, wide)) == pytest.approx(0.2)  # the earlier, settled one
+    assert forward_share(run(0.2, wide), run(0.3, settled)) == pytest.approx(0.3)  # the later, settled one
+    assert forward_share(run(0.2, wide), run(0.3, wide)) == pytest.approx(0.3)  # none settled: the latest
+    assert forward_share(run(0.2, settled), run(0.3, UNSETTLED * 0.99)) == pytest.approx(0.3)  # within the bound
+
+
 def test_time_claim_numbers():
     texts = {n: claims.CLAIMS[n - 1].text for n in (SHARES, THREE_TIMES, UPDATE_FAST, BACKPROP_SLOWEST, GPU_FASTER,
                                                       HALF, BATCH)}

@@ -35,6 +35,7 @@ DATA_PATTERNS: Mapping[str, str] = {
     "gemm": "gemm_*.csv",
     "dispatch": "dispatch_*.csv",
     "kernels": "kernels_*.csv",
+    "conv_workspaces": "conv_workspaces_*.csv",
 }
 """The committed data files the pages read (under ``reports/data/``): measured
 step times (``benchmarks/time_zoo.py``), analysis times
@@ -43,7 +44,9 @@ step times (``benchmarks/time_zoo.py``), analysis times
 target (``benchmarks/target_compare.py``), single matrix products timed on a
 GPU (``benchmarks/gemm_shapes.py``), a kernel's and a step's cost apart from any
 work (``benchmarks/dispatch_costs.py``), each kernel of a few train steps
-timed by the profiler (``benchmarks/kernel_profile.py``). Of several files of one kind, the last by name
+timed by the profiler (``benchmarks/kernel_profile.py``), convolutional train steps
+compiled on a GPU and for its target, with each convolution's workspace
+(``benchmarks/conv_workspaces.py``). Of several files of one kind, the last by name
 (the newest date) is used; timing files are all used, one section each."""
 
 TOLERANCE = 0.05

@@ -272,15 +272,35 @@ def run_order(path: str | pathlib.Path) -> tuple[str, int]:
     return ("", 0) if match is None else (match.group(1), int(match.group(2) or 1))
 
 
+UNSETTLED = 0.10
+"""A train-step median whose 95% interval is wider than this share of it is
+unsettled: the harness times until a median moves less than 2% between rounds
+(`xla_cost.analysis.timing.TimingOptions.tolerance`), and an interval five times
+that says the step's time changed during the measurement (ResNet-50's bfloat16
+step on an H100, 2026-11-26: 13.81 ms, interval 10.67 to 14.26 ms, where two
+earlier runs had 9.84 and 10.74 ms within 0.5%)."""
+
+
+def unsettled(case: Mapping[str, Any]) -> bool:
+    """Whether a timing case's train-step median is `UNSETTLED` (its interval not recorded: settled)."""
+    step = case["phases"].get("train_step") or {}
+    median, low, high = step.get("median_s"), step.get("low_s"), step.get("high_s")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (median, low, high)) or not median:
+        return False
+    return (high - low) / median > UNSETTLED
+
+
 def timing_all(data: StudyData) -> list[dict[str, Any]]:
     """Every case timed on each device (`timing_cases` of every committed timing CSV),
     once: a case a later run measured again is its latest measurement, in the place
-    of its first (a repeat is the same case, not more evidence for a claim)."""
+    of its first (a repeat is the same case, not more evidence for a claim), unless
+    that measurement is `unsettled` and an earlier one is not."""
     cases: dict[tuple[Any, ...], dict[str, Any]] = {}
     for path, frame in sorted(data.timing, key=lambda item: run_order(item[0])):
         for case in timing_cases(frame):
             key = (case["device"], case["model"], case["config"], case["batch"], case["dtype"], case["optimizer"])
-            cases[key] = case
+            if key not in cases or not unsettled(case) or unsettled(cases[key]):
+                cases[key] = case
     return list(cases.values())
 
 
@@ -433,6 +453,7 @@ DATA_COMMANDS: Mapping[str, tuple[str, str]] = {
     "gemm": ("python benchmarks/gemm_shapes.py",) * 2,
     "dispatch": ("python benchmarks/dispatch_costs.py",) * 2,
     "kernels": ("python benchmarks/kernel_profile.py",) * 2,
+    "conv_workspaces": ("python benchmarks/conv_workspaces.py",) * 2,
 }
 """The command that writes each kind of committed data file (`DATA_PATTERNS`),
 run from the repository root: (on a GPU, on a CPU)."""

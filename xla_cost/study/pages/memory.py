@@ -18,7 +18,7 @@ from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, pct, ratio, si, sig
 from xla_cost.runs.configs import RunConfig, remat_placement
 from xla_cost.study.data import StudyData, collected
-from xla_cost.study.views import environment_section, regenerate_line
+from xla_cost.study.views import data_link, environment_section, regenerate_line
 
 TARGET = "h100"
 """The compile target the page sets beside the CPU proxy (`xla_cost.parallel.devices.target`)."""
@@ -197,6 +197,7 @@ def target_section(data: StudyData) -> list[str]:
                 model, "—" if proxy is None else count(proxy.batch_size),
                 "—" if proxy is None or proxy.fits is None else gb(proxy.fits.peak),
                 count(result.batch_size), gb(result.fits.peak if result.fits else None),
+                gb(result.fits.unsized_scratch if result.fits else None),
                 "—" if proxy is None or not proxy.batch_size else ratio(result.batch_size / proxy.batch_size, 2),
                 "—" if result.fits is None or result.fits.rematerialized is None
                 else count(result.fits.rematerialized),
@@ -211,9 +212,9 @@ def target_section(data: StudyData) -> list[str]:
             "them: a rebuilt page compiles nothing again).",
             "",
             pipe_table(["model", "CPU proxy: largest batch", "its CPU peak", f"{TARGET.upper()}'s compiler: "
-                        "largest batch", f"its {TARGET.upper()} peak", f"{TARGET.upper()} / CPU",
-                        "instructions recomputed", "compiles"],
-                       rows, "lrrrrrrr"),
+                        "largest batch", f"its {TARGET.upper()} peak", "cuDNN workspaces allowed",
+                        f"{TARGET.upper()} / CPU", "instructions recomputed", "compiles"],
+                       rows, "lrrrrrrrr"),
             "",
         ]
     lines += [
@@ -236,7 +237,11 @@ def target_section(data: StudyData) -> list[str]:
         "Triton kernels: a split-K product keeps a partial-sum buffer per split, and a cuDNN convolution "
         "returns a scratch buffer beside its result. Compiled with no GPU here, XLA picks the kernels by its "
         "heuristics, without autotuning, and gives each cuDNN convolution an empty scratch (`u8[0]`): a real "
-        "run's autotuned algorithms may add workspace, so for convolutions the target's peak is a floor. "
+        "run's autotuned algorithms add workspace, so for convolutions the target's peak is a floor, and `fit` "
+        "judges a batch by it plus the largest convolution's operands and result (the *cuDNN workspaces "
+        "allowed* above; without them ResNet-50's answer in a tenth of an H100 ran out of memory there, "
+        "`reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-8.json`, and the workspaces measured on "
+        "an H200 took 0 to 0.87 of the allowance, `reports/data/conv_workspaces_nvidia-h200_2026-11-26.json`). "
         "The CPU's are Eigen and oneDNN calls, with neither.",
         f"- **The compiler's own limit.** Told the limit JAX's allocator gives a program on the {title} (as a "
         "real device's compile is told it), the GPU's compiler rematerialises a step that outgrows it: past "
@@ -250,6 +255,48 @@ def target_section(data: StudyData) -> list[str]:
         "search needs more compiles there. The CPU's compiler never rematerialises.",
         "",
     ]
+    return lines
+
+
+def workspace_section(data: StudyData) -> list[str]:
+    """The cuDNN workspaces a real GPU compile gave convolutional train steps, against
+    the allowance `fit` makes for them (the latest ``conv_workspaces`` file)."""
+    latest = data.latest("conv_workspaces")
+    if latest is None:
+        return []
+    path, frame = latest
+    rows, used = [], []
+    for case in frame.to_dict(orient="records"):
+        added = case["real_peak_bytes"] - case["deviceless_peak_bytes"]
+        allowance = case["allowance_bytes"]
+        share = added / allowance if allowance else None
+        if share is not None and case["convolutions"] > 2:  # a convolutional network, not one patch embedding
+            used.append((share, f"{case['model']} batch {case['batch']} {case['dtype']}"))
+        rows.append([
+            f"{case['model']} batch {case['batch']} {case['dtype']}", count(case["convolutions"]),
+            mb(case["deviceless_peak_bytes"]), mb(case["real_peak_bytes"]), mb(added), mb(allowance),
+            "—" if share is None else ratio(share, 2),
+            ratio(allowance / case["deviceless_peak_bytes"], 3) if case["deviceless_peak_bytes"] else "—",
+            mb(case["largest_workspace_bytes"]),
+        ])
+    device = frame["device"].iloc[0] if "device" in frame.columns and len(frame) else "a GPU"
+    lines = [
+        f"### Convolutions' workspaces on an {device}",
+        "",
+        f"Each train step compiled on the {device} and, without it, for its target ({data_link(path)}, "
+        "`python benchmarks/conv_workspaces.py`; MB, 10⁶ bytes): the real peak less the deviceless one is what "
+        "the autotuned convolutions' workspaces add, against `fit`'s allowance for them (the largest "
+        "convolution's operands and result, `xla_cost.compiled.hlo.unsized_conv_scratch`):",
+        "",
+        pipe_table(["step", "convolutions", "deviceless peak", "real peak", "real − deviceless", "allowance",
+                    "added / allowance", "allowance / peak", "largest workspace"], rows, "lrrrrrrrr"),
+        "",
+    ]
+    if used:
+        most, where = max(used)
+        lines += [f"On the convolutional networks the workspaces added at most {ratio(most, 2)} of the allowance "
+                  f"({where}); a step with one convolution and many matrix products differs for other reasons "
+                  "(its products' kernels, which the deviceless compile cannot autotune either).", ""]
     return lines
 
 
@@ -376,6 +423,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         for model, device, result in fits(data):
             rows.append([model, device.upper(), gb(registry_device(device, has="memory").memory), gb(result.limit),
                          count(result.batch_size), gb(result.fits.peak if result.fits else None),
+                gb(result.fits.unsized_scratch if result.fits else None),
                          count(result.next_size), gb(result.does_not_fit.peak)])
         lines += [
             "## The largest batch that fits",
@@ -404,5 +452,6 @@ def build(data: StudyData) -> dict[str, bytes]:
         ]
     if data.plan.memory_checks or data.plan.fit_devices:
         lines += target_section(data)
-    lines += [*environment_section(data), regenerate_line(), ""]
+    lines += workspace_section(data)
+    lines += [*environment_section(data, data.files("conv_workspaces")[-1:]), regenerate_line(), ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}
