@@ -423,7 +423,6 @@ def build(data: StudyData) -> dict[str, bytes]:
         for model, device, result in fits(data):
             rows.append([model, device.upper(), gb(registry_device(device, has="memory").memory), gb(result.limit),
                          count(result.batch_size), gb(result.fits.peak if result.fits else None),
-                gb(result.fits.unsized_scratch if result.fits else None),
                          count(result.next_size), gb(result.does_not_fit.peak)])
         lines += [
             "## The largest batch that fits",
