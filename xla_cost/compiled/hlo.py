@@ -57,8 +57,8 @@ class Instruction:
         """(attribute, computation) of every computation the instruction runs."""
         if self.opcode.endswith(("-done", "-update")):
             return ()  # the start of an async pair is what runs its computation
-        if not any(key in self.attributes for key in _CALLEE_KEYS):
-            return ()  # most instructions: a substring test, not a scan of their metadata
+        if _CALLEE_KEY.search(self.attributes) is None:
+            return ()  # most instructions: one search for the keys, not a scan of their metadata
         found = list(_SINGLE_CALLEE.findall(self.attributes))
         for key, body in _CALLEE_LIST.findall(self.attributes):
             found.extend((key, callee.lstrip("%")) for callee in split_top_level(body))
@@ -275,6 +275,7 @@ _CALLEE_KEYS = (
     "condition=", "body=", "calls=", "to_apply=", "select=", "scatter=", "true_computation=",
     "false_computation=", "comparator=", "branch_computations=", "called_computations=",
 )
+_CALLEE_KEY = re.compile("|".join(re.escape(key) for key in _CALLEE_KEYS))
 
 _SINGLE_CALLEE = re.compile(
     r"(?:^|[\s,])(condition|body|calls|to_apply|select|scatter|true_computation|"
