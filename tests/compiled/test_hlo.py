@@ -592,6 +592,45 @@ def test_unsized_conv_scratch_is_the_largest_convolution_left_without_a_workspac
     assert hlo.unsized_conv_scratch("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == 0
 
 
+def test_a_fusion_that_leaves_an_operand_unread_or_crops_it_is_not_counted_whole():
+    from xla_cost.compiled.reads import untouched_bytes
+
+    text = "\n".join([
+        'HloModule m',
+        '%fused_add (x: f32[4,5], y: f32[4,5]) -> f32[4,5] {',
+        '  %x = f32[4,5]{1,0} parameter(0)',
+        '  %y = f32[4,5]{1,0} parameter(1)',
+        '  ROOT %s = f32[4,5]{1,0} add(%x, %y)',
+        '}',
+        '%fused_unused (x: f32[4,5], y: f32[4,5]) -> f32[4,5] {',
+        '  %x = f32[4,5]{1,0} parameter(0)',
+        '  %y = f32[4,5]{1,0} parameter(1)',
+        '  ROOT %e = f32[4,5]{1,0} exponential(%x)',
+        '}',
+        '%fused_crop (x: f32[4,6]) -> f32[4,5] {',
+        '  %x = f32[4,6]{1,0} parameter(0)',
+        '  %z = f32[] constant(0)',
+        '  ROOT %c = f32[4,5]{1,0} pad(%x, %z), padding=0_0x0_-1',
+        '}',
+        'ENTRY %main {',
+        '  %a = f32[4,5]{1,0} parameter(0)',
+        '  %b = f32[4,5]{1,0} parameter(1)',
+        '  %w = f32[4,6]{1,0} parameter(2)',
+        '  %s = f32[4,5]{1,0} fusion(%a, %b), kind=kLoop, calls=%fused_add',
+        '  %u = f32[4,5]{1,0} fusion(%a, %b), kind=kLoop, calls=%fused_unused',
+        '  ROOT %c = f32[4,5]{1,0} fusion(%w), kind=kLoop, calls=%fused_crop',
+        '}',
+    ])
+    module = hlo.parse_module(text)
+    entry = module.computations[module.entry]
+    shapes = {i.name: i.shape_text for i in entry.instructions}
+    moved = {i.name: untouched_bytes(i, shapes, module.computations) for i in entry.instructions
+             if i.opcode == "fusion"}
+    # an add reads both operands whole; the second fusion never reads %b (4 x 5 floats, 80 bytes);
+    # the pad drops the last of %w's 6 columns: 4 floats (16 bytes) unread
+    assert moved == {"s": 0, "u": 80, "c": 16}
+
+
 WORK_HLO = "\n".join([
     'HloModule m',
     '%fused_dot (a: f32[4,6], b: f32[6,5]) -> f32[4,5] {',
