@@ -329,9 +329,14 @@ def _run(request: Request) -> Report:
             *workload.notes, "timing skipped: a sharded step is analysed, not run"))
     if options.compiled:
         xla.use_compilation_cache(options.compilation_cache)
+    rows: list[tuple[tuple[LayerCosts, ...], tuple[str, ...]]] = []
+
+    def layer_rows(counted: Mapping[str, JaxprCount]) -> None:  # the counts alone: made while the compiles run
+        rows.append(per_layer(workload, counted, options.depth))
+
     programs = run_programs(
         workload, phases.programs(options.exact_train_step), compiled=options.compiled, for_timing=timed,
-        plan=plan,
+        plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None,
     )
     costs, phase_notes = all_phases(
         programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops
@@ -340,9 +345,9 @@ def _run(request: Request) -> Report:
     timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None
     breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
     counted = {name: program.counted for name, program in programs.items()}
-    layers, layer_notes = (
-        per_layer(workload, counted, options.depth, breakdown) if options.per_layer or options.depth else (None, ())
-    )
+    layers, layer_notes = rows[0] if rows else (None, ())
+    if layers is not None and breakdown is not None:
+        layers = _with_saved(layers, breakdown.saved_by_layer)
     return assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
                                     compute_dtype, timing, breakdown, layers, layer_notes))
 
@@ -404,19 +409,19 @@ def time_step(
 
 def per_layer(
     workload: Workload, counted: Mapping[str, JaxprCount], depth: int | None,
-    breakdown: MemoryBreakdown | None,
 ) -> tuple[tuple[LayerCosts, ...], tuple[str, ...]]:
-    """Stage 5c: the per-layer rows (`xla_cost.attribute_step`), with the
-    activations each row's operations save when the memory was broken down,
-    and a note naming the name stacks that match no module (their work is in
-    the remainder row; `xla_cost.count.attribution.unmatched_note`)."""
+    """Stage 5c: the per-layer rows (`xla_cost.attribute_step`), and a note
+    naming the name stacks that match no module (their work is in the
+    remainder row; `xla_cost.count.attribution.unmatched_note`). They need the
+    jaxpr counts alone, so `run_programs` has them made while the compiles run;
+    the activations each row's operations save are added once the memory is
+    broken down (`_with_saved`)."""
     programs = {name: count.equations for name, count in counted.items()}
     roots = _roots(workload, counted)
     layers = attribute_step(
         programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
     note = unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths)
-    layers = layers if breakdown is None else _with_saved(layers, breakdown.saved_by_layer)
     return layers, (note,) if note else ()
 
 
