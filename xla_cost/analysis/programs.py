@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import gc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -142,6 +143,8 @@ def run_programs(
                 meanwhile(counted)
             traced = None
             traces.clear()  # their jaxprs freed now, not when the caller returns
+            if running:
+                gc.collect(0)
             results = {}
             for index, (name, future) in enumerate(pending.items()):
                 progress.stage(f"compiling {name}", len(order) + index, steps)
