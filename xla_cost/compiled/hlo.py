@@ -162,7 +162,20 @@ def attribute_value(attributes: str, key: str) -> str | None:
     return attributes[start:i].strip()
 
 
+_SIMPLE_INSTRUCTION = re.compile(
+    r"\s*(ROOT\s+)?" + NAME_PATTERN + r"\s*=\s+([^\s(]\S*)\s+([a-z][\w\-]*)\(([^()\"]*)\)"
+)
+"""An instruction whose shape is one token and whose operands hold no bracket or
+string (most of them): read by one match, as `parse_instruction`'s general path
+reads it (ResNet-50's gradient: 16,808 instructions, 0.048 -> 0.02 s)."""
+
+
 def parse_instruction(text: str) -> Instruction | None:
+    simple = _SIMPLE_INSTRUCTION.match(text)
+    if simple is not None:
+        root, name, shape_text, opcode, operands = simple.groups()
+        return Instruction(name=name, shape_text=shape_text, opcode=opcode, operands=operands,
+                           attributes=text[simple.end():], is_root=root is not None)
     head = _INSTRUCTION_START.match(text)
     if head is None:
         return None
@@ -221,7 +234,7 @@ def parse_module(hlo_text: str) -> Module:
 
     def flush() -> None:
         if current is not None and pending:
-            instruction = parse_instruction(" ".join(pending))
+            instruction = parse_instruction(pending[0] if len(pending) == 1 else " ".join(pending))
             if instruction is not None:
                 current.instructions.append(instruction)
         pending.clear()
@@ -720,6 +733,8 @@ def remat_clones(hlo_text: str) -> int:
     """Instructions of an optimized module that XLA's rematerialization pass
     made (it names each recomputed clone ``<name>.remat``, ``.remat2``, ...):
     the compiler recomputing values to fit the device's memory."""
+    if ".remat" not in hlo_text:  # most programs: one scan for the suffix, not a match at every line
+        return 0
     return len(_REMAT_CLONE.findall(hlo_text))
 
 
