@@ -55,8 +55,8 @@ class Instruction:
     @functools.cached_property
     def callees(self) -> tuple[tuple[str, str], ...]:
         """(attribute, computation) of every computation the instruction runs."""
-        if self.opcode.endswith(("-done", "-update")):
-            return ()  # the start of an async pair is what runs its computation
+        if self.opcode in _CALLS_NOTHING or self.opcode.endswith(("-done", "-update")):
+            return ()  # (the start of an async pair is what runs its computation)
         if _CALLEE_KEY.search(self.attributes) is None:
             return ()  # most instructions: one search for the keys, not a scan of their metadata
         found = list(_SINGLE_CALLEE.findall(self.attributes))
@@ -69,8 +69,12 @@ class Instruction:
         names = self.__dict__.get("_operand_names")  # read once: the analyses ask many times
         if names is None:
             found = []
-            for operand in split_top_level(_COMMENT.sub("", self.operands)):  # drop /*index=5*/
-                match = _OPERAND_NAME.search(operand.split()[-1])
+            operands = self.operands
+            if "/*" in operands:
+                operands = _COMMENT.sub("", operands)  # drop /*index=5*/
+            for operand in split_top_level(operands):
+                token = operand.split()[-1]
+                match = _OPERAND_NAME.search(token)
                 if match is not None:
                     found.append(match.group(1))
             names = tuple(found)
@@ -89,6 +93,19 @@ class Computation:
             if instruction.is_root:
                 return instruction
         return self.instructions[-1] if self.instructions else None
+
+_CALLS_NOTHING = frozenset({
+    "parameter", "constant", "iota", "tuple", "get-tuple-element", "bitcast", "bitcast-convert", "convert",
+    "copy", "broadcast", "reshape", "transpose", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate",
+    "pad", "reverse", "gather", "dot", "convolution", "select", "clamp", "compare", "add", "subtract",
+    "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor", "not",
+    "negate", "abs", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "exponential",
+    "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt", "rsqrt", "cbrt", "tanh", "tan", "sine",
+    "cosine", "erf", "is-finite", "shift-left", "shift-right-logical", "shift-right-arithmetic", "popcnt", "clz",
+    "real", "imag", "complex", "partition-id", "replica-id", "after-all", "opt-barrier",
+})
+"""Opcodes whose instructions never run a computation: their ``callees`` are
+known without a search of their attributes (most of a module's instructions)."""
 
 NAME_PATTERN = r"%?([A-Za-z_][\w.\-]*)"
 
