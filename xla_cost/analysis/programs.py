@@ -125,8 +125,8 @@ def run_programs(
                         traced = jit_phase(workload, phase, plan).trace(*workload.phase_args(phase.name))
                 traces[phase.name] = traced
                 if compiled:
-                    pending[phase.name] = pool.submit(
-                        contextvars.copy_context().run, xla.compile_phase, traced.lower(), compiler_options=options,
+                    pending[phase.name] = pool.submit(  # the lowered program handed over, let go aside once compiled
+                        contextvars.copy_context().run, xla.compile_phase, [traced.lower()], compiler_options=options,
                         executable=for_timing, **({"collectives": True} if plan is not None else {}),
                     )
             counted: dict[str, JaxprCount] = {}
