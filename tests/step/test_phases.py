@@ -142,6 +142,36 @@ def test_analysed_programs_compile_at_the_lowest_level(monkeypatch):
     assert seen == [None] * 3  # programs that run are compiled as they would run
 
 
+def test_a_handed_program_is_taken_and_a_program_that_will_not_run_is_not_kept():
+    args = (jax.ShapeDtypeStruct((8, 8), jnp.float32),)
+
+    def program(x):
+        return jnp.tanh(x @ x).sum()
+
+    kept = xla.compile_phase(program, args)  # to run: its executable comes back
+    assert kept.executable is not None
+    handed = [jax.jit(program).lower(*args)]
+    taken = xla.compile_phase(handed, compiler_options=xla.COMPILER_OPTIONS, executable=False)
+    assert handed == [] and taken.executable is None  # emptied; nothing kept that will not run
+    assert (taken.costs, taken.memory) == (kept.costs, kept.memory)
+    # 8x8 @ 8x8: 2*8^3 FLOP, 64 tanh, 63 adds of the sum
+    assert taken.costs.flops == 2 * 8**3 + 63 and taken.costs.transcendentals == 64
+
+
+def test_run_programs_hands_the_counts_over_while_the_last_compile_runs():
+    from xla_cost.analysis import programs
+
+    workload, _ = xla_cost.build_workload(build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32),
+                                          optimizer="sgd")
+    declared = phases.programs()
+    given = []
+    found = programs.run_programs(workload, declared, compiled=True, for_timing=False,
+                                  meanwhile=lambda counted: given.append(dict(counted)))
+    assert len(given) == 1 and list(given[0]) == [p.name for p in declared]
+    assert all(given[0][name] is found[name].counted for name in given[0])  # the counts the programs keep
+    assert all(program.compiled is not None and program.compiled.executable is None for program in found.values())
+
+
 # ------------------------------------------------------------------ the jaxpr's bytes
 
 
