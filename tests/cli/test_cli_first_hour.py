@@ -20,7 +20,7 @@ from tests import research_models as R
 from tests.formulas import dense_flops
 from xla_cost import cli
 from xla_cost.analysis import timing
-from xla_cost.compiled import xla
+from xla_cost.compiled import compiler_log, xla
 from xla_cost.cli import main
 
 M = "tests.research_models"
@@ -191,12 +191,12 @@ ALARM = (
 
 def test_slow_operation_alarms_are_dropped_other_lines_kept():
     other = "W1122 14:00:28.000000    4316 other.cc:1] a real warning\n"
-    text, dropped = xla.filter_compiler_log(ALARM + other + ALARM)
+    text, dropped = compiler_log.filter_compiler_log(ALARM + other + ALARM)
     assert (text, dropped) == (other, 2)
 
 
 def test_alarm_written_while_compiling_does_not_reach_stderr(capfd):
-    with xla._quiet_compiler():
+    with compiler_log.quiet_compiler():
         os.write(2, ALARM.encode())
         os.write(2, b"W1122 14:00:28.000000 1 other.cc:1] kept\n")
     err = capfd.readouterr().err

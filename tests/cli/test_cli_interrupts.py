@@ -32,7 +32,7 @@ import pytest
 from xla_cost import cli
 from xla_cost.cli.interrupts import RAISE_AGAIN_S, Interrupts
 from xla_cost.cli.main import EXIT_INTERRUPTED
-from xla_cost.compiled.xla import filter_compiler_log
+from xla_cost.compiled.compiler_log import filter_compiler_log
 
 
 @pytest.fixture(autouse=True)

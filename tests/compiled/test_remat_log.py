@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from xla_cost import plugins
-from xla_cost.compiled import hlo, xla
+from xla_cost.compiled import compiler_log, hlo, xla
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
 
@@ -20,11 +20,11 @@ def test_the_shortfall_line_of_a_real_h200_compile_is_read():
     # the H200's own compile of gpt2-small's bfloat16 Adam step at batch 146, as its log said it
     check = json.loads((DATA / "device_check_nvidia-h200_2026-11-26.json").read_text())
     line = check["fit"]["call_1_compiler_log"][0]
-    assert xla.remat_shortfall(line) == (107_027_860_402, 176_620_989_936)
+    assert compiler_log.remat_shortfall(line) == (107_027_860_402, 176_620_989_936)
     # several lines (overlapping compiles): the one that reached least far
     both = "\n".join(check["fit"]["call_1_compiler_log"])
-    assert xla.remat_shortfall(both) == (107_027_580_236, 228_135_038_224)
-    assert xla.remat_shortfall("I0000 hlo_rematerialization.cc:100] Rematerialized 12 instructions") is None
+    assert compiler_log.remat_shortfall(both) == (107_027_580_236, 228_135_038_224)
+    assert compiler_log.remat_shortfall("I0000 hlo_rematerialization.cc:100] Rematerialized 12 instructions") is None
 
 
 def test_remat_clones_are_counted_by_their_names():
@@ -127,7 +127,7 @@ def test_a_gpu_targets_memory_is_compiled_again_with_library_products_where_it_r
     # bytes where the deviceless one with Triton products rematerialized under its limit; with
     # cuBLAS products the deviceless one reaches the same (CompileTarget.memory_options)
     log = (DATA / "device_check_nvidia-h200_2026-11-26-2_remat.log").read_text().splitlines()
-    assert xla.remat_shortfall(log[0])[1] == 154_824_624_052
+    assert compiler_log.remat_shortfall(log[0])[1] == 154_824_624_052
     from xla_cost.analysis import programs
     from xla_cost.compiled import targets
     from xla_cost.parallel import devices

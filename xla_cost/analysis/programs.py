@@ -134,8 +134,9 @@ def run_programs(
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
                 owners = workload.input_owners(phase.name) if phase.follow_data else None
                 counted[phase.name] = count_jaxpr(traces[phase.name].jaxpr, owners=owners)
-            if pending:
-                progress.stage(f"compiling {next(iter(pending))}", len(order), steps)
+            names = list(pending)
+            if names:
+                progress.stage(f"compiling {names[0]}", len(order), steps)
             running = set(pending.values())
             while len(running) > 1:  # until the cores are no longer all busy compiling
                 running = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED).not_done
@@ -147,7 +148,8 @@ def run_programs(
                 gc.collect(0)
             results = {}
             for index, (name, future) in enumerate(pending.items()):
-                progress.stage(f"compiling {name}", len(order) + index, steps)
+                if index:  # the first was shown before the wait above
+                    progress.stage(f"compiling {name}", len(order) + index, steps)
                 results[name] = future.result()
         except BaseException:
             for future in pending.values():

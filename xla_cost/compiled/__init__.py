@@ -2,7 +2,8 @@
 
 `xla` compiles a phase and normalises ``cost_analysis()`` and
 ``memory_analysis()`` across backends and jax versions (unknown is None, never
-0), and turns JAX's persistent compilation cache on; `hlo` reads a compiled
+0), and turns JAX's persistent compilation cache on; `compiler_log` holds back
+what the compiler writes while it compiles and reads it; `hlo` reads a compiled
 module's text (computations, instructions, how often each runs), `shapes` its
 shapes and sizes, `reads` what an instruction reads and writes of them;
 `collectives` lists its collectives; `liveness` replays its schedule;

@@ -18,12 +18,9 @@ import json
 import logging
 import math
 import os
-import re
-import sys
 import tempfile
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -31,6 +28,7 @@ import jax
 from xla_cost.compiled import hlo, kernel_cache, targets
 from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
+from xla_cost.compiled.compiler_log import quiet_compiler, remat_shortfall
 from xla_cost.compiled.liveness import LivenessProfile
 from xla_cost.compiled.liveness import simulate as simulate_schedule
 from xla_cost.errors import InputError
@@ -50,7 +48,6 @@ __all__ = [
     "use_compilation_cache",
     "default_cache_dir",
     "check_cache_dir",
-    "filter_compiler_log",
     "device_kind",
     "device_memory_bytes",
     "backend_name",
@@ -103,7 +100,7 @@ class XlaMemory:
     module: `xla_cost.compiled.hlo.remat_clones`); 0: none; None: not read."""
     remat_short_of: tuple[int, int] | None = None
     """``(limit, reached)`` bytes when the rematerialization pass said it could
-    not bring the program under its limit (`remat_shortfall` of the compiler's
+    not bring the program under its limit (`xla_cost.compiled.compiler_log.remat_shortfall` of the compiler's
     log): the compiler's own word that the program does not fit; None: it did
     not say so (or the log was not seen: the analyses read from the cache keep it)."""
     unsized_scratch: int = 0
@@ -231,19 +228,6 @@ def normalize_memory_analysis(raw: Any) -> XlaMemory:
     )
 
 
-_REMAT_SHORT = re.compile(
-    r"Can't reduce memory use below \S+ \((\d+) bytes\) by rematerialization; "
-    r"only reduced to \S+ \((\d+) bytes\)")
-
-
-def remat_shortfall(log: str) -> tuple[int, int] | None:
-    """``(limit, reached)`` bytes of the compiler log's "Can't reduce memory use
-    below ... by rematerialization; only reduced to ..." (XLA's
-    ``hlo_rematerialization``), the largest if several; None: no such line."""
-    found = [(int(a), int(b)) for a, b in _REMAT_SHORT.findall(log)]
-    return max(found, key=lambda pair: pair[1]) if found else None
-
-
 def _safe_call(method: Callable[[], Any]) -> Any:
     # Some backends raise instead of returning None (NotImplementedError,
     # XlaRuntimeError "Unimplemented"); both mean "no analysis".
@@ -251,91 +235,6 @@ def _safe_call(method: Callable[[], Any]) -> Any:
         return method()
     except Exception:  # noqa: BLE001 - any failure here means "unknown"
         return None
-
-
-# A glog line: severity, date, time, thread, file:line]. XLA's slow-operation alarm
-# ("Constant folding an instruction is taking > 1s", "The operation took 2.1s")
-# spans several lines, up to the next glog line.
-_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
-_ALARM = "slow_operation_alarm"
-
-
-def filter_compiler_log(text: str) -> tuple[str, int]:
-    """``text`` without XLA's slow-operation alarms, and how many were dropped.
-
-    The alarms say that XLA spent a while folding constants; they are not
-    errors and say nothing about the costs, so they do not reach the user.
-    Every other line is kept.
-    """
-    kept: list[str] = []
-    dropped, in_alarm = 0, False
-    for line in text.splitlines(keepends=True):
-        if _GLOG_LINE.match(line):
-            in_alarm = _ALARM in line
-            dropped += in_alarm
-        if not in_alarm:
-            kept.append(line)
-    return "".join(kept), dropped
-
-
-def _flush_stderr() -> None:
-    try:
-        sys.stderr.flush()
-    except (AttributeError, OSError, ValueError):
-        pass
-
-
-_QUIET = {"depth": 0, "saved": None, "capture": None}
-_QUIET_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _quiet_compiler() -> Iterator[list[str]]:
-    """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
-    then lets all of it but the slow-operation alarms through. Yields a list
-    that holds, once the block ends, the text written while it ran (with that
-    of any compile that overlapped it; empty when descriptor 2 was not held).
-
-    Compiles may run in several threads at once: the first to enter redirects
-    the descriptor, the last to leave restores it and writes what was held.
-    """
-    stderr_fd = 2
-    held: list[str] = []
-    with _QUIET_LOCK:
-        if _QUIET["depth"] == 0:
-            try:
-                saved = os.dup(stderr_fd)
-            except OSError:  # no descriptor 2: nothing to filter
-                saved = None
-            if saved is not None:
-                capture = tempfile.TemporaryFile(mode="w+b")
-                _flush_stderr()
-                os.dup2(capture.fileno(), stderr_fd)
-                _QUIET.update(saved=saved, capture=capture)
-        _QUIET["depth"] += 1
-        mine = _QUIET["capture"]
-        start = None if mine is None else os.fstat(mine.fileno()).st_size
-    try:
-        yield held
-    finally:
-        with _QUIET_LOCK:
-            if mine is not None and start is not None:
-                end = os.fstat(mine.fileno()).st_size
-                held.append(os.pread(mine.fileno(), end - start, start).decode("utf-8", "replace"))
-            _QUIET["depth"] -= 1
-            if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
-                saved, capture = _QUIET["saved"], _QUIET["capture"]
-                _QUIET.update(saved=None, capture=None)
-                _flush_stderr()
-                os.dup2(saved, stderr_fd)
-                os.close(saved)
-                capture.seek(0)
-                text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
-                capture.close()
-                if text:
-                    os.write(stderr_fd, text.encode("utf-8"))
-                if dropped:
-                    _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
 
 
 COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
@@ -623,7 +522,7 @@ def compile_executable(
     `compile_phase`). For timing: call the result with concrete arrays of
     those shapes. Compiling here keeps compilation out of any measured time.
     What XLA writes to the standard error while compiling reaches it, without
-    its slow-operation alarms (`filter_compiler_log`).
+    its slow-operation alarms (`xla_cost.compiled.compiler_log.filter_compiler_log`).
     """
     return _compile(program, args, compiler_options)[0]
 
@@ -639,7 +538,8 @@ def _compile(
     reuse: Mapping[str, Any] | None = None,
 ) -> tuple[Any, str, str]:
     """The executable, a note when it took a retry (`TRITON_GEMM_RETRY`), and
-    what the compiler logged meanwhile (`_quiet_compiler`). With ``reuse`` (a
+    what the compiler logged meanwhile
+    (`xla_cost.compiled.compiler_log.quiet_compiler`). With ``reuse`` (a
     target's kernel cache options) the compile reuses cached kernels; one that
     fails under them is compiled again without (the program is the same)."""
     if isinstance(program, jax.stages.Traced):
@@ -652,7 +552,7 @@ def _compile(
 def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -> tuple[Any, str, str]:
     options = dict(compiler_options) if compiler_options else None
     target = targets.active()
-    with _quiet_compiler() as log, warnings.catch_warnings():
+    with quiet_compiler() as log, warnings.catch_warnings():
         if target is not None:
             # A deviceless compile has no client to load an executable into: jax's persistent cache,
             # which the compile goes through, cannot read back the entries it writes for one and says

@@ -1,0 +1,119 @@
+"""What XLA's compiler writes to standard error while it compiles: held back,
+its slow-operation alarms dropped (`quiet_compiler`, `filter_compiler_log`),
+and read for what the compiler could not do (`remat_shortfall`).
+
+Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+
+__all__ = ["remat_shortfall", "filter_compiler_log", "quiet_compiler"]
+
+_LOG = logging.getLogger("xla_cost")
+
+
+_REMAT_SHORT = re.compile(
+    r"Can't reduce memory use below \S+ \((\d+) bytes\) by rematerialization; "
+    r"only reduced to \S+ \((\d+) bytes\)")
+
+
+def remat_shortfall(log: str) -> tuple[int, int] | None:
+    """``(limit, reached)`` bytes of the compiler log's "Can't reduce memory use
+    below ... by rematerialization; only reduced to ..." (XLA's
+    ``hlo_rematerialization``), the largest if several; None: no such line."""
+    found = [(int(a), int(b)) for a, b in _REMAT_SHORT.findall(log)]
+    return max(found, key=lambda pair: pair[1]) if found else None
+
+
+# A glog line: severity, date, time, thread, file:line]. XLA's slow-operation alarm
+# ("Constant folding an instruction is taking > 1s", "The operation took 2.1s")
+# spans several lines, up to the next glog line.
+_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
+_ALARM = "slow_operation_alarm"
+
+
+def filter_compiler_log(text: str) -> tuple[str, int]:
+    """``text`` without XLA's slow-operation alarms, and how many were dropped.
+
+    The alarms say that XLA spent a while folding constants; they are not
+    errors and say nothing about the costs, so they do not reach the user.
+    Every other line is kept.
+    """
+    kept: list[str] = []
+    dropped, in_alarm = 0, False
+    for line in text.splitlines(keepends=True):
+        if _GLOG_LINE.match(line):
+            in_alarm = _ALARM in line
+            dropped += in_alarm
+        if not in_alarm:
+            kept.append(line)
+    return "".join(kept), dropped
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+_QUIET = {"depth": 0, "saved": None, "capture": None}
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_compiler() -> Iterator[list[str]]:
+    """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
+    then lets all of it but the slow-operation alarms through. Yields a list
+    that holds, once the block ends, the text written while it ran (with that
+    of any compile that overlapped it; empty when descriptor 2 was not held).
+
+    Compiles may run in several threads at once: the first to enter redirects
+    the descriptor, the last to leave restores it and writes what was held.
+    """
+    stderr_fd = 2
+    held: list[str] = []
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            try:
+                saved = os.dup(stderr_fd)
+            except OSError:  # no descriptor 2: nothing to filter
+                saved = None
+            if saved is not None:
+                capture = tempfile.TemporaryFile(mode="w+b")
+                _flush_stderr()
+                os.dup2(capture.fileno(), stderr_fd)
+                _QUIET.update(saved=saved, capture=capture)
+        _QUIET["depth"] += 1
+        mine = _QUIET["capture"]
+        start = None if mine is None else os.fstat(mine.fileno()).st_size
+    try:
+        yield held
+    finally:
+        with _QUIET_LOCK:
+            if mine is not None and start is not None:
+                end = os.fstat(mine.fileno()).st_size
+                held.append(os.pread(mine.fileno(), end - start, start).decode("utf-8", "replace"))
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
+                saved, capture = _QUIET["saved"], _QUIET["capture"]
+                _QUIET.update(saved=None, capture=None)
+                _flush_stderr()
+                os.dup2(saved, stderr_fd)
+                os.close(saved)
+                capture.seek(0)
+                text, dropped = filter_compiler_log(capture.read().decode("utf-8", "replace"))
+                capture.close()
+                if text:
+                    os.write(stderr_fd, text.encode("utf-8"))
+                if dropped:
+                    _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
