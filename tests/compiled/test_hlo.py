@@ -703,6 +703,70 @@ def test_work_bytes_split_matrix_products_from_the_memory_bound_rest():
     assert found.unknown == ()
 
 
+REDUCING_HLO = "\n".join([
+    'HloModule m',
+    '%sum (a: f32[], b: f32[]) -> f32[] {',
+    '  %a = f32[] parameter(0)',
+    '  %b = f32[] parameter(1)',
+    '  ROOT %s = f32[] add(%a, %b)',
+    '}',
+    '%less (a: f32[], b: f32[]) -> pred[] {',
+    '  %a = f32[] parameter(0)',
+    '  %b = f32[] parameter(1)',
+    '  ROOT %c = pred[] compare(%a, %b), direction=LT',
+    '}',
+    '%fused_reduce (x: f32[8,16]) -> f32[8] {',
+    '  %x = f32[8,16]{1,0} parameter(0)',
+    '  %zero = f32[] constant(0)',
+    '  ROOT %r = f32[8]{0} reduce(%x, %zero), dimensions={1}, to_apply=%sum',
+    '}',
+    'ENTRY %main {',
+    '  %p = f32[8,16]{1,0} parameter(0)',
+    '  %zero = f32[] constant(0)',
+    '  %f = f32[8]{0} fusion(%p), kind=kInput, calls=%fused_reduce',
+    '  %m = f32[] reduce(%f, %zero), dimensions={0}, to_apply=%sum',
+    '  %o = f32[8]{0} sort(%f), dimensions={0}, to_apply=%less',
+    '  %ar = f32[8]{0} all-reduce(%o), replica_groups={}, to_apply=%sum',
+    '  ROOT %t = (f32[], f32[8]{0}) tuple(%m, %ar)',
+    '}',
+])
+
+
+def test_work_bytes_counts_no_kernel_for_a_reduction_or_sort_computation():
+    """The computations a reduce, a sort or an all-reduce names run inside that
+    instruction: their adds and compares are not kernels of their own."""
+    found = hlo.work_bytes(REDUCING_HLO)
+    assert hlo.code_computations(hlo.parse_module(REDUCING_HLO)) == ["main"]
+    # kernels: the reducing fusion, the entry's reduce and the sort (the all-reduce is communication)
+    assert found.kernels == 3
+    # the fusion reads 8x16 and writes 8: (128 + 8) * 4; the reduce reads 8 and its scalar
+    # initial value and writes 1: (8 + 1 + 1) * 4; the sort reads and writes 8: 16 * 4
+    assert found.other == (128 + 8) * 4 + (8 + 1 + 1) * 4 + 16 * 4 and found.matmul == 0
+
+
+def test_work_bytes_kernels_are_no_more_than_a_real_h100_launched():
+    """Every instruction that runs code launches at least one GPU kernel: the count
+    read from the program an H100 ran is at most the launches its profiler saw
+    (ConvNet batch 64, bfloat16, Adam: reports/data/kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv,
+    ``python benchmarks/kernel_profile.py``: 50 launches), and what it misses are
+    the kernels a library call launches beyond its own (the profile shows a cuDNN
+    convolution's padding kernels and memsets: a few per call, 3 allowed here).
+    Counting a reduction's add as a kernel made it 87."""
+    import gzip
+    import pathlib
+
+    import pandas as pd
+
+    data = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
+    with gzip.open(data / "kernels_nvidia-h100-80gb-hbm3_2026-11-26_conv_net-64-bfloat16-adam.hlo.gz", "rt") as f:
+        text = f.read()
+    profile = pd.read_csv(data / "kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv")
+    launched = profile[profile["case"] == "conv_net:64:bfloat16:adam"]["calls_per_step"].sum()
+    found = hlo.work_bytes(text)
+    library = sum(hlo.custom_call_targets(text).values())
+    assert found.kernels <= launched <= found.kernels + 3 * library
+
+
 def test_work_bytes_of_a_program_without_work():
     assert hlo.work_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.WorkBytes(0, 0, 0)
 

@@ -31,7 +31,7 @@ __all__ = [
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
-    "entry_arguments", "unsized_conv_scratch",
+    "entry_arguments", "unsized_conv_scratch", "CONTROL_FLOW", "code_computations",
 ]
 
 # ---------------------------------------------------------------------------
@@ -336,6 +336,7 @@ def _calls(module: Module) -> list[_Call]:
         _edge(computation.name, callee, key, instruction, module, computation)
         for computation in module.computations.values()
         for instruction in computation.instructions
+        if instruction.opcode not in _CALLS_NOTHING  # (most: no look at `callees` at all)
         for key, callee in instruction.callees
         if callee in module.computations
     ]
@@ -676,7 +677,9 @@ def work_bytes(hlo_text: str) -> WorkBytes:
     a ``dot`` or ``convolution``; a library call (cuBLAS, cuDNN) is a matrix
     product; collectives are communication and left out, as are instructions
     that run no code (parameters, tuples, bitcasts, loops and calls, whose
-    computations count where they run). What an instruction does not touch
+    computations count where they run). Only the computations that run as code
+    of their own are read (`code_computations`): a reduction's or sort's
+    computation runs inside the instruction that names it, not as a kernel. What an instruction does not touch
     is left out (`instruction_bytes`): the unread part of an operand it slices,
     a buffer it updates in place. An instruction inside a loop counts once per
     iteration (`computation_runs`); one whose loop has no known trip count is
@@ -684,16 +687,12 @@ def work_bytes(hlo_text: str) -> WorkBytes:
     """
     module = parse_module(hlo_text)
     runs = computation_runs(module)
-    fused = {callee for computation in module.computations.values() for instruction in computation.instructions
-             if instruction.opcode == "fusion" for _, callee in instruction.callees}
-    holds_matmul = {name for name in fused if name in module.computations
-                    and any(i.opcode in _MATMULS for i in module.computations[name].instructions)}
+    holds_matmul: dict[str, bool] = {}
     matmul = other = kernels = 0
     unknown: list[str] = []
-    for computation in module.computations.values():
-        if computation.name in fused or computation.name not in runs:
-            continue
-        executions = runs[computation.name].executions
+    for name in code_computations(module):
+        computation = module.computations[name]
+        executions = runs[name].executions
         if executions == 0:
             continue
         shapes = {i.name: i.shape_text for i in computation.instructions}
@@ -713,12 +712,50 @@ def work_bytes(hlo_text: str) -> WorkBytes:
                 if size is None:
                     continue
             size *= executions or 1
-            if opcode in _MATMULS or opcode == "custom-call" or any(
-                    callee in holds_matmul for _, callee in instruction.callees):
+            if opcode in _MATMULS or opcode == "custom-call" or (
+                    opcode == "fusion" and any(_holds_matmul(callee, module, holds_matmul)
+                                               for _, callee in instruction.callees)):
                 matmul += size
             else:
                 other += size
     return WorkBytes(matmul, other, kernels, tuple(unknown))
+
+
+CONTROL_FLOW = frozenset({"while", "call", "conditional"})
+"""Opcodes that run their computations as code of their own (`code_computations`);
+every other computation an instruction names (a fusion's, a reduction's, a
+sort's comparator, the op an asynchronous start wraps) is part of that instruction."""
+
+
+def code_computations(module: Module) -> list[str]:
+    """The computations whose instructions run as code of their own: ENTRY and,
+    depth first in program order, what its loops, conditionals and calls run
+    (`CONTROL_FLOW`). A fused computation, a reduction's or scatter's
+    computation, a sort's comparator and the op an asynchronous start wraps run
+    inside the instruction that names them: their instructions are not kernels."""
+    if module.entry is None or module.entry not in module.computations:
+        return []
+    found: list[str] = []
+    seen = {module.entry}
+    stack = [module.entry]
+    while stack:
+        name = stack.pop()
+        found.append(name)
+        callees = [callee for instruction in module.computations[name].instructions
+                   if instruction.opcode in CONTROL_FLOW for _, callee in instruction.callees
+                   if callee in module.computations and callee not in seen]
+        seen.update(callees)
+        stack.extend(reversed(callees))
+    return found
+
+
+def _holds_matmul(name: str, module: Module, memo: dict[str, bool]) -> bool:
+    """Whether the fused computation ``name`` holds a ``dot`` or ``convolution``."""
+    found = memo.get(name)
+    if found is None:
+        computation = module.computations.get(name)
+        found = memo[name] = computation is not None and any(i.opcode in _MATMULS for i in computation.instructions)
+    return found
 
 
 def entry_arguments(hlo_text: str) -> int | None:

@@ -24,7 +24,7 @@ from typing import Any
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.products import Product, kernel_product, valid_taps as _valid_taps, window as _window_of
 from xla_cost.compiled.hlo import (
-    Array, Computation, Instruction, Module, Shape, attribute_value, computation_runs, describe_instruction,
+    CONTROL_FLOW, Array, Computation, Instruction, Module, Shape, attribute_value, computation_runs, describe_instruction,
     instruction_bytes, library_call_bytes, library_call_target, parse_module, parse_shape, Runs, split_top_level,
 )
 from xla_cost.errors import InputError
@@ -615,7 +615,7 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
                 start = waiting.pop(instruction.name)
                 names = tuple(k.name for k in kernels[start + 1:])
                 kernels[start] = dataclasses.replace(kernels[start], overlaps=names)
-            if opcode in ("while", "call", "conditional"):
+            if opcode in CONTROL_FLOW:
                 for _, callee in instruction.callees:
                     if callee in module.computations and callee not in active:
                         visit(callee, active | {callee})

@@ -306,11 +306,11 @@ def compile_phase(
     reuse = kernel_cache.options(targets.active(), _CACHE_STATE["dir"]) if key is not None else None
     with _not_in_jax_cache() if key is not None else contextlib.nullcontext():
         compiled, compile_note, log = _compile(program, args, compiler_options, reuse=reuse)
+    buffers = _ASIDE.submit(_safe_call, compiled.memory_analysis)  # read while the text is (`_ASIDE`)
     if handed:
         done, program, lowered = [program], None, None
         _ASIDE.submit(done.clear)  # the last reference to the program
     target = targets.active()
-    buffers = _ASIDE.submit(_safe_call, compiled.memory_analysis)  # read while the text is (`_ASIDE`)
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     if target is not None:
         costs = _target_costs(compiled, costs, target)
@@ -318,10 +318,6 @@ def compile_phase(
     if not executable:  # nothing more is read from it: destroyed aside, while its text is read
         held, compiled = [compiled], None
         _ASIDE.submit(held.clear)  # the last reference: the caller keeps none
-    memory = dataclasses.replace(normalize_memory_analysis(buffers.result()),
-                                 rematerialized=hlo.remat_clones(text) if text else None,
-                                 remat_short_of=remat_shortfall(log),
-                                 unsized_scratch=hlo.unsized_conv_scratch(text) if text and target is not None else 0)
     found: tuple[Any, ...] | None = None
     notes: tuple[str, ...] = ()
     loops: bool | None = None
@@ -343,6 +339,10 @@ def compile_phase(
         if backend_name() != "cpu":
             library = tuple(sorted(hlo.custom_call_targets(text).items()))
             library_bytes = hlo.library_call_bytes(text).bytes if library else 0
+    memory = dataclasses.replace(normalize_memory_analysis(buffers.result()),  # read aside meanwhile
+                                 rematerialized=hlo.remat_clones(text) if text else None,
+                                 remat_short_of=remat_shortfall(log),
+                                 unsized_scratch=hlo.unsized_conv_scratch(text) if text and target is not None else 0)
     result = CompiledPhase(
         costs=costs, memory=memory, executable=compiled, collectives=found,
         collective_notes=tuple(notes), has_loops=loops, library_calls=library, library_bytes=library_bytes,
