@@ -406,7 +406,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 18
+ANALYSES_FORMAT = 19
 """Version of the analyses cache's entries; a change makes old entries unused."""
 
 
