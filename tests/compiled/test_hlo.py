@@ -744,6 +744,27 @@ def test_work_bytes_counts_no_kernel_for_a_reduction_or_sort_computation():
     assert found.other == (128 + 8) * 4 + (8 + 1 + 1) * 4 + 16 * 4 and found.matmul == 0
 
 
+def test_work_bytes_counts_an_asynchronous_op_once_by_the_op_it_wraps():
+    """An ``async-start`` / ``async-done`` pair launches the op its computation
+    wraps: one kernel, with that op's bytes (not the start's tuple, which
+    repeats the operands beside the result and a context)."""
+    text = "\n".join([
+        'HloModule m',
+        '%wrapped (p: f32[8]) -> f32[8] {',
+        '  %p = f32[8]{0} parameter(0)',
+        '  ROOT %n = f32[8]{0} negate(%p)',
+        '}',
+        'ENTRY %main {',
+        '  %x = f32[8]{0} parameter(0)',
+        '  %s = ((f32[8]{0}), f32[8]{0}, s32[]) async-start(%x), calls=%wrapped',
+        '  ROOT %d = f32[8]{0} async-done(%s)',
+        '}',
+    ])
+    found = hlo.work_bytes(text)
+    assert hlo.code_computations(hlo.parse_module(text)) == ["main", "wrapped"]
+    assert (found.kernels, found.other, found.matmul) == (1, (8 + 8) * 4, 0)  # negate reads 8, writes 8
+
+
 def test_work_bytes_kernels_are_no_more_than_a_real_h100_launched():
     """Every instruction that runs code launches at least one GPU kernel: the count
     read from the program an H100 ran is at most the launches its profiler saw

@@ -698,8 +698,9 @@ def work_bytes(hlo_text: str) -> WorkBytes:
         shapes = {i.name: i.shape_text for i in computation.instructions}
         for instruction in computation.instructions:
             opcode = instruction.opcode
-            if opcode in _NO_CODE or opcode.startswith(_COLLECTIVE_PREFIXES) or opcode.endswith("-done"):
-                continue
+            if (opcode in _NO_CODE or opcode in _WRAPS or opcode.startswith(_COLLECTIVE_PREFIXES)
+                    or opcode.endswith(("-done", "-update"))):
+                continue  # (an asynchronous start's op counts in its own computation)
             target = _CUSTOM_CALL_TARGET.search(instruction.attributes) if opcode == "custom-call" else None
             if target is not None and target.group(1) in _BOOKKEEPING_TARGETS:
                 continue
@@ -722,17 +723,21 @@ def work_bytes(hlo_text: str) -> WorkBytes:
 
 
 CONTROL_FLOW = frozenset({"while", "call", "conditional"})
-"""Opcodes that run their computations as code of their own (`code_computations`);
-every other computation an instruction names (a fusion's, a reduction's, a
-sort's comparator, the op an asynchronous start wraps) is part of that instruction."""
+"""Opcodes that run their computations as code of their own and no code
+themselves (`code_computations`); every other computation an instruction names
+(a fusion's, a reduction's, a sort's comparator) is part of that instruction."""
+
+_WRAPS = frozenset({"async-start"})
+"""Opcodes whose computation is the op that runs (an asynchronous start and its
+done are that op's launch and wait; `work_bytes` counts the op)."""
 
 
 def code_computations(module: Module) -> list[str]:
     """The computations whose instructions run as code of their own: ENTRY and,
     depth first in program order, what its loops, conditionals and calls run
-    (`CONTROL_FLOW`). A fused computation, a reduction's or scatter's
-    computation, a sort's comparator and the op an asynchronous start wraps run
-    inside the instruction that names them: their instructions are not kernels."""
+    (`CONTROL_FLOW`) and the ops asynchronous starts wrap. A fused computation,
+    a reduction's or scatter's computation and a sort's comparator run inside
+    the instruction that names them: their instructions are not kernels."""
     if module.entry is None or module.entry not in module.computations:
         return []
     found: list[str] = []
@@ -742,7 +747,8 @@ def code_computations(module: Module) -> list[str]:
         name = stack.pop()
         found.append(name)
         callees = [callee for instruction in module.computations[name].instructions
-                   if instruction.opcode in CONTROL_FLOW for _, callee in instruction.callees
+                   if instruction.opcode in CONTROL_FLOW or instruction.opcode in _WRAPS
+                   for _, callee in instruction.callees
                    if callee in module.computations and callee not in seen]
         seen.update(callees)
         stack.extend(reversed(callees))
