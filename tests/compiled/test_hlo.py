@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from xla_cost.compiled import hlo
+from xla_cost.compiled import hlo, work
 from xla_cost.compiled.collectives import HloCollective, group_axes, parse_collectives
 
 # ---------------------------------------------------------------------------
@@ -685,7 +685,7 @@ WORK_HLO = "\n".join([
 
 
 def test_work_bytes_split_matrix_products_from_the_memory_bound_rest():
-    found = hlo.work_bytes(WORK_HLO)
+    found = work.work_bytes(WORK_HLO)
     # the dot fusion: p f32[4,6] and w f32[6,5] read, f32[4,5] written: (24 + 30 + 20) * 4 = 296
     assert found.matmul == (24 + 30 + 20) * 4
     # memory-bound, per execution of ENTRY:
@@ -735,7 +735,7 @@ REDUCING_HLO = "\n".join([
 def test_work_bytes_counts_no_kernel_for_a_reduction_or_sort_computation():
     """The computations a reduce, a sort or an all-reduce names run inside that
     instruction: their adds and compares are not kernels of their own."""
-    found = hlo.work_bytes(REDUCING_HLO)
+    found = work.work_bytes(REDUCING_HLO)
     assert hlo.code_computations(hlo.parse_module(REDUCING_HLO)) == ["main"]
     # kernels: the reducing fusion, the entry's reduce and the sort (the all-reduce is communication)
     assert found.kernels == 3
@@ -760,7 +760,7 @@ def test_work_bytes_counts_an_asynchronous_op_once_by_the_op_it_wraps():
         '  ROOT %d = f32[8]{0} async-done(%s)',
         '}',
     ])
-    found = hlo.work_bytes(text)
+    found = work.work_bytes(text)
     assert hlo.code_computations(hlo.parse_module(text)) == ["main", "wrapped"]
     assert (found.kernels, found.other, found.matmul) == (1, (8 + 8) * 4, 0)  # negate reads 8, writes 8
 
@@ -783,13 +783,13 @@ def test_work_bytes_kernels_are_no_more_than_a_real_h100_launched():
         text = f.read()
     profile = pd.read_csv(data / "kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv")
     launched = profile[profile["case"] == "conv_net:64:bfloat16:adam"]["calls_per_step"].sum()
-    found = hlo.work_bytes(text)
+    found = work.work_bytes(text)
     library = sum(hlo.custom_call_targets(text).values())
     assert found.kernels <= launched <= found.kernels + 3 * library
 
 
 def test_work_bytes_of_a_program_without_work():
-    assert hlo.work_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == hlo.WorkBytes(0, 0, 0)
+    assert work.work_bytes("ENTRY %main {\n  ROOT %p = f32[2]{0} parameter(0)\n}") == work.WorkBytes(0, 0, 0)
 
 
 def test_entry_arguments_are_the_arrays_a_call_is_passed():

@@ -3,7 +3,7 @@ costs a layer's bytes per iteration, not the stack's, so the bytes per layer do
 not grow with the depth; the copies a scan adds (each layer's weights sliced out
 of the stack) are counted, and nothing else.
 
-The hand-written HLO checks each rule of `xla_cost.compiled.hlo.work_bytes` on its
+The hand-written HLO checks each rule of `xla_cost.compiled.work.work_bytes` on its
 own; the zoo GPT checks the relations on XLA's CPU programs, per layer as the
 difference of two depths (which cancels the embedding, the head and the loss).
 """
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
-from xla_cost.compiled import hlo
+from xla_cost.compiled import hlo, work
 from xla_cost.zoo import build_model
 
 F32 = 4  # bytes per float32 element
@@ -80,7 +80,7 @@ def _stack_loop(layers: int, width: int) -> str:
 @pytest.mark.parametrize("layers", [4, 8, 16])
 def test_a_loop_over_a_stack_moves_one_row_per_iteration(layers):
     width = 64
-    found = hlo.work_bytes(_stack_loop(layers, width))
+    found = work.work_bytes(_stack_loop(layers, width))
     # per iteration: the read fusion reads one row through the bitcast and the index, and writes
     # the doubled row: (width + width) * 4 + 4; the write fusion reads the row and the index and
     # writes the row into the stack in place (the stack is neither read nor copied): 2 * width * 4 + 4
@@ -133,7 +133,7 @@ def test_an_asynchronous_slice_and_copy_count_what_they_move():
         "  ROOT %t = (f32[2,1024,256]{2,1,0}, f32[1024,256]{1,0}) tuple(%sd, %cd)",
         "}",
     ])
-    found = hlo.work_bytes(text)
+    found = work.work_bytes(text)
     # the slice reads two of the 8 layers and writes them: 2 * (2 * 1024 * 256) * 4; the copy reads
     # its 1024 x 256 source and writes its destination: 2 * (1024 * 256) * 4 (not the tuples' repeats)
     assert found.other == 2 * (2 * 1024 * 256) * F32 + 2 * (1024 * 256) * F32

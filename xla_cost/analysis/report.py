@@ -176,7 +176,7 @@ class PhaseCosts:
       memory_bound_bytes: per device, the compiled program's bytes read and
         written by everything but its matrix products, convolutions, library
         calls and collectives, loops multiplied out
-        (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work.
+        (`xla_cost.compiled.work.work_bytes`): the memory-bound work.
       kernels: per device, executions of the compiled program's instructions
         that run code, loops multiplied out: about the kernels a GPU launches.
       library_calls: the compiled program's library calls (custom calls that

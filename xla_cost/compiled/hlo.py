@@ -5,7 +5,8 @@ shape, opcode, operands, attributes and the ``op_name`` jax left in its
 metadata; `computation_runs` how often each computation runs per execution of
 the program (the trip counts of the ``while`` loops around it multiplied out,
 unknown where a loop has none); `parse_shape` and `shape_bytes` read shapes
-(`xla_cost.compiled.shapes`); `work_bytes` the bytes its work moves.
+(`xla_cost.compiled.shapes`); `code_computations` which of them run as code of their own
+(`xla_cost.compiled.work` reads the bytes their kernels move).
 `xla_cost.compiled.collectives` and `xla_cost.compiled.liveness` are built on it.
 
 Only the standard library is used (no jax), so HLO text from any source can
@@ -30,8 +31,8 @@ __all__ = [
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
-    "library_call_bytes", "WorkBytes", "work_bytes", "library_call_target", "instruction_bytes",
-    "entry_arguments", "unsized_conv_scratch", "CONTROL_FLOW", "code_computations",
+    "library_call_bytes", "library_call_target", "instruction_bytes",
+    "entry_arguments", "unsized_conv_scratch", "CONTROL_FLOW", "ASYNC_WRAPPERS", "code_computations",
 ]
 
 # ---------------------------------------------------------------------------
@@ -634,102 +635,14 @@ def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
     return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkBytes:
-    """A program's bytes by the kind of work that moves them, per execution.
-
-    Attributes:
-      matmul: operands and results of matrix products and convolutions (``dot``,
-        ``convolution``, a fusion that holds one, a library call).
-      other: operands and results of everything else that runs code (fusions
-        and ops outside fusions): the memory-bound work.
-      kernels: instructions that run code, each execution counted: on an
-        accelerator, about the kernels launched.
-      unknown: instructions whose bytes or runs could not be read (``name (op_name)``).
-    """
-
-    matmul: int
-    other: int
-    kernels: int = 0
-    unknown: tuple[str, ...] = ()
-
-
-_NO_CODE = frozenset({
-    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "call", "conditional",
-    "after-all", "partition-id", "replica-id", "opt-barrier", "add-dependency", "domain",
-})
-"""Opcodes that move no data of their own (a called computation's work is counted where it runs)."""
-
-_COLLECTIVE_PREFIXES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-                        "send", "recv", "collective-broadcast")
-"""Opcodes priced as communication, not memory traffic."""
-
-_MATMULS = frozenset({"dot", "convolution"})
-
-
-def work_bytes(hlo_text: str) -> WorkBytes:
-    """The operand and result bytes of every instruction that runs code, split
-    into matrix products and the memory-bound rest (`WorkBytes`), per
-    execution of the program.
-
-    A fusion counts as one instruction (its operands and result: what it reads
-    from and writes to memory), a matrix product if its fused computation holds
-    a ``dot`` or ``convolution``; a library call (cuBLAS, cuDNN) is a matrix
-    product; collectives are communication and left out, as are instructions
-    that run no code (parameters, tuples, bitcasts, loops and calls, whose
-    computations count where they run). Only the computations that run as code
-    of their own are read (`code_computations`): a reduction's or sort's
-    computation runs inside the instruction that names it, not as a kernel. What an instruction does not touch
-    is left out (`instruction_bytes`): the unread part of an operand it slices,
-    a buffer it updates in place. An instruction inside a loop counts once per
-    iteration (`computation_runs`); one whose loop has no known trip count is
-    listed in ``unknown`` and counted once.
-    """
-    module = parse_module(hlo_text)
-    runs = computation_runs(module)
-    holds_matmul: dict[str, bool] = {}
-    matmul = other = kernels = 0
-    unknown: list[str] = []
-    for name in code_computations(module):
-        computation = module.computations[name]
-        executions = runs[name].executions
-        if executions == 0:
-            continue
-        shapes = {i.name: i.shape_text for i in computation.instructions}
-        for instruction in computation.instructions:
-            opcode = instruction.opcode
-            if (opcode in _NO_CODE or opcode in _WRAPS or opcode.startswith(_COLLECTIVE_PREFIXES)
-                    or opcode.endswith(("-done", "-update"))):
-                continue  # (an asynchronous start's op counts in its own computation)
-            target = _CUSTOM_CALL_TARGET.search(instruction.attributes) if opcode == "custom-call" else None
-            if target is not None and target.group(1) in _BOOKKEEPING_TARGETS:
-                continue
-            kernels += executions or 1
-            size = _call_bytes(instruction, shapes)
-            if size is not None:
-                size -= untouched_bytes(instruction, shapes, module.computations)
-            if size is None or executions is None:
-                unknown.append(describe_instruction(instruction))
-                if size is None:
-                    continue
-            size *= executions or 1
-            if opcode in _MATMULS or opcode == "custom-call" or (
-                    opcode == "fusion" and any(_holds_matmul(callee, module, holds_matmul)
-                                               for _, callee in instruction.callees)):
-                matmul += size
-            else:
-                other += size
-    return WorkBytes(matmul, other, kernels, tuple(unknown))
-
-
 CONTROL_FLOW = frozenset({"while", "call", "conditional"})
 """Opcodes that run their computations as code of their own and no code
 themselves (`code_computations`); every other computation an instruction names
 (a fusion's, a reduction's, a sort's comparator) is part of that instruction."""
 
-_WRAPS = frozenset({"async-start"})
+ASYNC_WRAPPERS = frozenset({"async-start"})
 """Opcodes whose computation is the op that runs (an asynchronous start and its
-done are that op's launch and wait; `work_bytes` counts the op)."""
+done are that op's launch and wait; `xla_cost.compiled.work.work_bytes` counts the op)."""
 
 
 def code_computations(module: Module) -> list[str]:
@@ -747,20 +660,11 @@ def code_computations(module: Module) -> list[str]:
         name = stack.pop()
         found.append(name)
         callees = [callee for instruction in module.computations[name].instructions
-                   if instruction.opcode in CONTROL_FLOW or instruction.opcode in _WRAPS
+                   if instruction.opcode in CONTROL_FLOW or instruction.opcode in ASYNC_WRAPPERS
                    for _, callee in instruction.callees
                    if callee in module.computations and callee not in seen]
         seen.update(callees)
         stack.extend(reversed(callees))
-    return found
-
-
-def _holds_matmul(name: str, module: Module, memo: dict[str, bool]) -> bool:
-    """Whether the fused computation ``name`` holds a ``dot`` or ``convolution``."""
-    found = memo.get(name)
-    if found is None:
-        computation = module.computations.get(name)
-        found = memo[name] = computation is not None and any(i.opcode in _MATMULS for i in computation.instructions)
     return found
 
 
@@ -810,7 +714,7 @@ def library_call_target(instruction: Instruction) -> str | None:
 
 
 def instruction_bytes(instruction: Instruction, shapes: dict[str, str], module: Module | None = None) -> int | None:
-    """The bytes one instruction reads and writes, as `work_bytes` counts each:
+    """The bytes one instruction reads and writes, as `xla_cost.compiled.work.work_bytes` counts each:
     its operands' and its result's (a library call's scratch space left out),
     less, where ``module`` is given, what it does not touch (the unread part
     of an operand it only slices, a buffer it updates in place). ``shapes``

@@ -533,7 +533,7 @@ class Kernel:
       op_name: the ``op_name`` of its metadata (the module path), or of the first
         fused instruction that has one; "" if none.
       bytes: what it reads and writes (operands and result, as
-        `xla_cost.compiled.hlo.work_bytes` counts them); None where a shape is unknown.
+        `xla_cost.compiled.work.work_bytes` counts them); None where a shape is unknown.
       executions: runs per execution of the program (loops multiplied; None: unknown).
       backend: a fusion's backend kind (``__triton_nested_gemm_fusion``); "" if none.
       flops: a library call's FLOP per run (`library_flops`); None otherwise or unknown.

@@ -2,7 +2,7 @@
 operands and result: the part of a stack it slices, a buffer it updates in
 place, the element an asynchronous start's tuple repeats.
 
-`untouched_bytes` is what `xla_cost.compiled.hlo.work_bytes` (and
+`untouched_bytes` is what `xla_cost.compiled.work.work_bytes` (and
 `instruction_bytes`) leave out of an instruction's operand and result bytes;
 `result_shape` is what an instruction writes. Instructions are
 `xla_cost.compiled.hlo.Instruction` (read here by their fields: ``name``,

@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from xla_cost.compiled import hlo, kernel_cache, targets
+from xla_cost.compiled import hlo, kernel_cache, targets, work
 from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.compiler_log import quiet_compiler, remat_shortfall
@@ -141,11 +141,11 @@ class CompiledPhase:
     memory_bound_bytes: int | None = None
     """Operand and result bytes of the instructions that are not matrix
     products, convolutions, library calls or collectives, loops multiplied out
-    (`xla_cost.compiled.hlo.work_bytes`): the memory-bound work of the time
+    (`xla_cost.compiled.work.work_bytes`): the memory-bound work of the time
     model (None: not read, or a shape unknown)."""
     kernels: int | None = None
     """Executions of instructions that run code, loops multiplied out
-    (`xla_cost.compiled.hlo.work_bytes`): about the kernels an accelerator launches."""
+    (`xla_cost.compiled.work.work_bytes`): about the kernels an accelerator launches."""
     arguments: int | None = None
     """The arrays a call of the program is passed (`xla_cost.compiled.hlo.entry_arguments`):
     what the host hands over each call (None: not read)."""
@@ -324,9 +324,9 @@ def compile_phase(
     library: tuple[tuple[str, int], ...] | None = None
     library_bytes: int | None = None
     profile, profile_error = None, ""
-    work = hlo.work_bytes(text) if text else None
-    memory_bound = None if work is None else work.other
-    launches = None if work is None else work.kernels
+    moved = work.work_bytes(text) if text else None
+    memory_bound = None if moved is None else moved.other
+    launches = None if moved is None else moved.kernels
     if collectives or liveness or backend_name() != "cpu":
         if liveness:
             try:
