@@ -150,6 +150,8 @@ class TpuSpec:
       chip_config: libtpu's ``chip_config_name`` for the topology (``megacore``: a
         v4 chip's two TensorCores as one device, as jax shows them on a real v4;
         libtpu's default shows a deviceless v4's cores as two); None: libtpu's default.
+      max_chips: the chips of the generation's largest slice, from its
+        documentation (`check_slice` refuses more); None: not known.
     """
 
     generation: str
@@ -158,6 +160,64 @@ class TpuSpec:
     chips_per_host: int = 4
     source: str = ""
     chip_config: str | None = None
+    max_chips: int | None = None
+
+    @property
+    def host_bounds(self) -> tuple[int, ...]:
+        """One host's chips along each side of a slice, as libtpu lays slices
+        out: 2x2 (2-D), 2x2x1 (3-D), for a host of 4 chips."""
+        side = math.isqrt(self.chips_per_host)
+        return (side, side, 1)[:self.dimensions] if self.dimensions == 3 else (side,) * self.dimensions
+
+    def slices(self) -> tuple[str, ...]:
+        """The standard slices, smallest first: `topology_for` each power of two
+        chips up to `max_chips` (16 chips when none is known)."""
+        found: list[str] = []
+        chips = 1
+        while chips <= (self.max_chips or 16):
+            shape = self.topology_for(chips)
+            if shape not in found:
+                found.append(shape)
+            chips *= 2
+        return tuple(found)
+
+    def check_slice(self, device: str, given: str) -> str:
+        """The topology (``v5e:2x2``) of the slice ``given`` names after
+        ``device:`` (``2x2``), as libtpu accepts it without a TPU.
+
+        libtpu builds a deviceless slice only where each side is 1 or a
+        multiple of one host's side along it (`host_bounds`: ``v5e:3x3`` is
+        refused as "not divisible by ... chips_per_host_bounds 2x2x1",
+        ``v5e:6x2`` accepted; ``v5e:0x2`` stops the process with a floating-point
+        exception); `max_chips` is the generation's largest slice.
+
+        Raises:
+          InputError: an empty slice, one of the wrong dimensions, a side that
+            is not a whole number above 0 or not a multiple of the host's, or
+            more chips than the generation's largest slice.
+        """
+        shape = "AxB" if self.dimensions == 2 else "AxBxC"
+        name = f"{device}:{given}"
+        listed = ", ".join(s.replace(f"{self.generation}:", "") for s in self.slices())
+        where = (f"Name one of {device}'s slices ({listed}), or drop ':' for the smallest that holds the mesh; "
+                 f"docs/targets.md and `xla-cost analyze --help` (--target) list the targets.")
+        parts = given.split("x")
+        if not given or len(parts) != self.dimensions or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise InputError(f"a {self.dimensions}-D slice after '{device}:', {shape} with each side a whole "
+                             f"number of chips above 0 (e.g. {device}:{self.topology_for(4).partition(':')[2]})",
+                             repr(name), where)
+        sides = tuple(int(p) for p in parts)
+        uneven = [f"{s}" for s, h in zip(sides, self.host_bounds) if s != 1 and s % h]
+        if uneven:
+            raise InputError(
+                f"a {device} slice whose sides are each 1 or a multiple of one host's "
+                f"({'x'.join(map(str, self.host_bounds))} chips, as libtpu lays slices out)",
+                f"{name!r} (side{'s' if len(uneven) > 1 else ''} {' and '.join(uneven)}: neither)", where)
+        chips = math.prod(sides)
+        if self.max_chips is not None and chips > self.max_chips:
+            raise InputError(f"a {device} slice of at most {self.max_chips:,} chips (its largest)",
+                             f"{name!r} ({chips:,} chips)", where)
+        return f"{self.generation}:" + "x".join(map(str, sides))
 
     def topology_for(self, chips: int) -> str:
         """The smallest standard slice of at least ``chips`` chips: near-square (2-D)
@@ -342,9 +402,10 @@ def _topology(target: CompileTarget, topology: str) -> tuple[Any, ...]:
     except Exception as exc:  # noqa: BLE001 - the plugin's own error, made one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise InputError(
-            f"a {target.platform} topology {topology} for {target.name}",
-            f"the compiler refused it: {first}",
-            "Name another slice or device (xla-cost targets lists them).",
+            f"a {target.device} slice that {'libtpu' if target.platform == 'tpu' else 'the CUDA plugin'} "
+            "builds without the device",
+            f"{topology!r}, which it refused ({first})",
+            "Name another slice or device; docs/targets.md and `xla-cost analyze --help` (--target) list them.",
         ) from exc
 
 

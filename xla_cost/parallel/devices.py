@@ -437,7 +437,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         tpu=TpuSpec("v4", 3, 1, 4, "Cloud TPU v4 documentation: 3D mesh or torus slices AxBxC of up to "
                     "4096 chips, two TensorCores per chip, one megacore device in jax (libtpu's deviceless "
                     "topologies show each TensorCore as a device unless asked for megacore)",
-                    chip_config="megacore")),
+                    chip_config="megacore", max_chips=4096)),
     Device(
         "tpu-v5e", "Google TPU v5e", ("TPU v5 lite",),
         # JAX multiplies float32 on a TPU in one bfloat16 pass by default (jax_default_matmul_precision)
@@ -448,7 +448,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         16e9, "Cloud TPU v5e documentation: HBM2 capacity 16 GB per chip",
         node="tpu-v5e-pod",
         tpu=TpuSpec("v5e", 2, 1, 4, "Cloud TPU v5e documentation: 2D torus slices up to 16x16, "
-                    "one TensorCore per chip")),
+                    "one TensorCore per chip", max_chips=256)),
     Device(
         # after tpu-v5e: a v5p reports "TPU v5", which "TPU v5 lite" (a v5e) contains
         "tpu-v5p", "Google TPU v5p", ("TPU v5",),
@@ -459,7 +459,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         node="tpu-v5p-slice",
         tpu=TpuSpec("v5p", 3, 1, 4, "Cloud TPU v5p documentation: 3D torus slices 2x2x1 to 16x16x24 (2x2x1: "
                     "8 TensorCores on 4 chips, one host); jax shows a chip's two TensorCores as one "
-                    "megacore device")),
+                    "megacore device", max_chips=16 * 16 * 24)),
     Device(
         "tpu-v6e", "Google TPU v6e", ("TPU v6 lite",),
         DevicePeak("Google TPU v6e", {"bfloat16": 918 * _T, "float32": 918 * _T}, 1638e9,
@@ -468,7 +468,7 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
         32e9, "Cloud TPU v6e documentation: HBM capacity 32 GB per chip",
         node="tpu-v6e-pod",
         tpu=TpuSpec("v6e", 2, 1, 4, "Cloud TPU v6e documentation: 2D torus slices up to 16x16 (a 256-chip "
-                    "pod), one TensorCore per chip")),
+                    "pod), one TensorCore per chip", max_chips=256)),
     Device(
         # the peak is measured (`xla_cost.analysis.timing.measure_cpu_peak`); one device per host on 25GbE
         "cpu", "CPU", ("cpu",),
@@ -539,29 +539,28 @@ def target(name: str | CompileTarget) -> CompileTarget:
     (``tpu-v5e``, ``tpu-v5e:16x16``, ``tpu-v4:2x2x2``).
 
     Raises:
-      InputError: no such target; the message lists them.
+      InputError: no such target (the message lists them), or a slice libtpu
+        would not build (`xla_cost.compiled.targets.TpuSpec.check_slice`): refused
+        here, before anything is compiled.
     """
     if isinstance(name, CompileTarget):
         return name
     text = str(name).strip().lower()
     key, _, topology = text.partition(":")
     found = DEVICES.get(key)
-    if found is None or (found.gpu is None and found.tpu is None) or (topology and found.tpu is None):
+    if found is None or (found.gpu is None and found.tpu is None) or (":" in text and found.tpu is None):
         examples = [n + (":2x2" if DEVICES[n].tpu is not None and DEVICES[n].tpu.dimensions == 2 else
                          ":2x2x1" if DEVICES[n].tpu is not None else "") for n in target_names()]
         raise InputError(f"a compile target ({', '.join(examples)})", repr(name),
                          "Use one of these names, e.g. --target h100 or --target tpu-v5e:2x2.")
-    if found.tpu is not None and topology:
-        parts = topology.split("x")
-        if len(parts) != found.tpu.dimensions or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise InputError(f"a {found.tpu.dimensions}-D slice for {found.name} "
-                             f"({'AxB' if found.tpu.dimensions == 2 else 'AxBxC'})", repr(name),
-                             f"Write it as {found.tpu.topology_for(4).replace(found.tpu.generation, found.name)}.")
+    # a slice named (even an empty one after ':') is checked as libtpu would build it, before any compile
+    sliced = found.tpu.check_slice(found.name, topology) if found.tpu is not None and ":" in text else None
     assert found.memory is not None and found.peak is not None  # every target entry has both
     return CompileTarget(
-        name=text, device=found.name, title=found.title, platform="cuda" if found.gpu is not None else "tpu",
+        device=found.name, title=found.title, platform="cuda" if found.gpu is not None else "tpu",
         memory_bytes=allocatable(found)[0], bandwidth=found.peak.bandwidth, gpu=found.gpu, tpu=found.tpu,
-        topology=f"{found.tpu.generation}:{topology}" if found.tpu is not None and topology else None,
+        name=text if sliced is None else f"{found.name}:{sliced.partition(':')[2]}",
+        topology=sliced,
         node_size=found.tpu.chips_per_host if found.tpu is not None else found.node_size,
         memory_fraction=ALLOCATOR_FRACTION if found.gpu is not None else 1.0,  # a TPU's runtime takes it all
     )
