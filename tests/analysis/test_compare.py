@@ -12,8 +12,12 @@ from __future__ import annotations
 import csv
 import math
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import pandas as pd
 import pytest
+from flax import nnx
 
 import xla_cost
 from xla_cost import plugins
@@ -189,6 +193,102 @@ def test_added_work_located_by_pass_and_rematerialisation_only_a_candidate():
     # 3% over the jaxpr but below the CPU's 5%: no difference from the proxy to explain
     under_cpu = _rows(backward=({"flops": JAXPR * 105 // 100}, {"flops": more}))
     assert explain(under_cpu, target="h100", platform="gpu", dtype="float32") == ()
+
+
+RANDOM = 10_000  # the jaxpr's random-number FLOP of the forward pass (and so of grad and the step)
+
+
+def test_random_numbers_named_with_their_share_and_not_called_added_work():
+    """Issue 49: the threefry hash counted as the CPU counts it (41 operations a word) against an
+    unrolled one (117): a forward pass up to 117/41 - 1 = 1.85x its random FLOP over the CPU's, a
+    backward pass (which draws nothing) up to 117/41 = 2.85x the forward's, drawn again."""
+    drawn = {"random_flops": RANDOM}
+    forward, backward = JAXPR + RANDOM, JAXPR + 2 * RANDOM  # within both allowances
+    rows = _rows(forward=(drawn, {**drawn, "flops": forward}), backward=({}, {"flops": backward}),
+                 grad=(drawn, {**drawn, "flops": forward + backward - JAXPR}))
+    (reason,) = explain(rows, target="h100", platform="gpu", dtype="float32")
+    assert reason.startswith("random numbers: the step draws random bits with jax's threefry hash (10.00 k FLOP")
+    assert "41 operations a 32-bit word" in reason and "117 operations a word" in reason
+    assert "forward: all of its 10.00 k FLOP (+1.0%) over the CPU's" in reason
+    assert "computes the bits again in the backward pass" in reason
+    assert "backward: all of its 20.00 k FLOP (+2.0%) over the CPU's" in reason
+    # a forward pass 3x its random FLOP over the CPU's: 1.85x of it is the generator's, the rest added work
+    rows = _rows(forward=(drawn, {**drawn, "flops": JAXPR + 3 * RANDOM}))
+    random, added = explain(rows, target="tpu-v5e", platform="tpu", dtype="float32")
+    share = int((117 / 41 - 1) * RANDOM)
+    assert f"forward: {share / 1e3:.2f} k of its 30.00 k FLOP (+3.0%) over the CPU's" in random
+    assert "bits again" not in random  # the backward pass is the CPU's
+    assert added.startswith("work the tpu-v5e compiler adds over the jaxpr count, beyond the random numbers: "
+                            f"forward {(3 * RANDOM - share) / 1e3:.2f} k FLOP")
+    # without random numbers the same excess is added work alone
+    (reason,) = explain(_rows(forward=({}, {"flops": JAXPR + 3 * RANDOM})), target="h100", platform="gpu",
+                        dtype="float32")
+    assert reason.startswith("work the h100 compiler adds over the jaxpr count: forward 30.00 k FLOP")
+
+
+# ------------------------------------------------------------------ dropout on a target (issue 49)
+
+DROP_B, DROP_IN, DROP_HIDDEN, DROP_OUT = 8, 32, 64, 10
+WORDS = DROP_B * DROP_HIDDEN  # one 32-bit random word per element of the dropout's mask
+CPU_WORD, UNROLLED_WORD = 41, 2 + 5 * (4 * 5 + 3)  # the CPU's count of the hash a word; its 5 trips unrolled
+
+
+class DropoutMLP(nn.Module):
+    rate: float = 0.1
+
+    @nn.compact
+    def __call__(self, x, deterministic=False):
+        x = nn.relu(nn.Dense(DROP_HIDDEN, name="fc1")(x))
+        return nn.Dense(DROP_OUT, name="fc2")(nn.Dropout(self.rate, deterministic=deterministic)(x))
+
+
+@pytest.fixture(scope="module")
+def dropout_h100():
+    x = jax.ShapeDtypeStruct((DROP_B, DROP_IN), jnp.float32)
+    return {rate: xla_cost.analyze(DropoutMLP(rate), x, optimizer="sgd", target="h100", compare_cpu=True)
+            for rate in (0.1, 0.0)}
+
+
+@needs_plugins
+def test_dropout_on_an_h100_is_named_as_random_numbers_not_added_work(dropout_h100):
+    """The H100 unrolls the threefry hash's loop, whose body the CPU counts once (117 against 41
+    operations a word), and computes the mask again in the backward pass: its forward is
+    (117 - 41) x words over the CPU's, its backward about 117 x words; the reason says so."""
+    comparison = dropout_h100[0.1].comparison()
+    forward, backward = comparison.row("forward"), comparison.row("backward")
+    assert math.isclose(forward.target["flops"] - forward.cpu["flops"], (UNROLLED_WORD - CPU_WORD) * WORDS,
+                        rel_tol=0.03)
+    assert math.isclose(backward.target["flops"] - backward.cpu["flops"], UNROLLED_WORD * WORDS, rel_tol=0.05)
+    (random,) = [r for r in comparison.reasons if r.startswith("random numbers")]
+    assert "forward: all of its" in random and "backward: all of its" in random and "bits again" in random
+    assert not [r for r in comparison.reasons if r.startswith("work the h100 compiler adds")]
+    # without dropout (rate 0: no mask drawn) both compilers count the same step, and nothing is named
+    plain = dropout_h100[0.0].comparison()
+    assert math.isclose(plain.row("train_step").ratio("flops"), 1.0, abs_tol=0.002)
+    assert plain.row("forward").cpu["random_flops"] == 0
+    assert not [r for r in plain.reasons if r.startswith("random numbers")]
+
+
+class DropoutNNX(nnx.Module):
+    def __init__(self, *, rngs):
+        self.fc1 = nnx.Linear(DROP_IN, DROP_HIDDEN, rngs=rngs)
+        self.fc2 = nnx.Linear(DROP_HIDDEN, DROP_OUT, rngs=rngs)
+        self.dropout = nnx.Dropout(0.1)
+
+    def __call__(self, x, rngs=None):
+        return self.fc2(self.dropout(nnx.relu(self.fc1(x)), rngs=rngs))
+
+
+@needs_plugins
+def test_nnx_dropout_on_a_tpu_slice_notes_the_random_numbers_not_split_k():
+    model = nnx.eval_shape(lambda: DropoutNNX(rngs=nnx.Rngs(0)))
+    report = xla_cost.analyze(model, jax.ShapeDtypeStruct((DROP_B, DROP_IN), jnp.float32), optimizer="sgd",
+                              target="tpu-v5e:2x2")
+    forward = report.phases["forward"]
+    assert math.isclose(forward.flops - forward.jaxpr_flops, (UNROLLED_WORD - CPU_WORD) * WORDS, rel_tol=0.03)
+    (note,) = [n for n in report.notes if n.startswith("forward: the tpu-v5e:2x2 program counts")]
+    assert "random-number generator accounts for up to" in note and "threefry" in note
+    assert not [n for n in report.notes if n.startswith("forward:") and "split-K" in n]
 
 
 def test_the_table_shows_each_figure_in_one_unit_and_the_ratio():

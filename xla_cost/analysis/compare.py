@@ -18,8 +18,13 @@ that show it, and only where those figures show it:
   float32, adding converts (counted as FLOP) and moving wider buffers;
 * layouts and padding on a TPU: arrays tiled in 8 x 128 blocks, so the same
   arguments take more bytes;
+* random numbers: jax's threefry hash, whose 20 rounds XLA's CPU program runs
+  as a loop whose body its cost analysis counts once (the jaxpr count follows
+  it), while a GPU's or TPU's compiler unrolls the loop and counts every round,
+  and a GPU may compute the bits again in the backward pass rather than keep
+  the mask;
 * work the target's compiler adds over the jaxpr count and the CPU's, per
-  pass; with fewer temporaries than the CPU's, as rematerialisation by the
+  pass, beyond the random numbers; with fewer temporaries than the CPU's, as rematerialisation by the
   compiler would show, but so would algorithms that do more arithmetic (a
   V100's input gradients of strided convolutions over zero-dilated inputs,
   split-K gemms' partial sums, padded tiles): the rows cannot tell them
@@ -38,6 +43,7 @@ from typing import Any
 
 import pandas as pd
 
+from xla_cost.count.random_rules import THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.errors import InputError
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.text import TextTable, render, resolve_width
@@ -61,14 +67,15 @@ __all__ = [
 
 FIGURES: tuple[str, ...] = (
     "flops", "bytes_accessed", "kernels", "library_calls", "argument_bytes", "temp_bytes", "peak_bytes",
-    "jaxpr_flops",
+    "jaxpr_flops", "random_flops",
 )
 """The figures of one side of a phase (`phase_figures`): the phase's FLOP,
 bytes accessed, kernel launches and library calls (`xla_cost.PhaseCosts`), its
 program's arguments and temporaries (``memory_analysis()``), the step's peak
 (the train step's row only: `xla_cost.MemoryBreakdown.peak`, with
-``memory=True``) and the jaxpr's FLOP count of the phase (the same program
-before either compiler)."""
+``memory=True``), the jaxpr's FLOP count of the phase (the same program
+before either compiler) and the part of it that is the random-number
+generator's (`xla_cost.PhaseCosts.random_flops`)."""
 
 SHOWN: tuple[str, ...] = ("flops", "bytes_accessed", "kernels", "library_calls", "temp_bytes", "peak_bytes")
 """The figures the comparison's table shows (`TargetComparison.to_frame` has them all)."""
@@ -233,6 +240,7 @@ def phase_figures(report: Any, phase: str) -> dict[str, int | None]:
         "temp_bytes": costs.memory.temp_bytes,
         "peak_bytes": breakdown.peak if phase == _STEP and breakdown is not None else None,
         "jaxpr_flops": costs.jaxpr_flops,
+        "random_flops": costs.random_flops,
     }
 
 
@@ -293,7 +301,14 @@ def explain(
       exceed the target's by `BYTES_CHANGE` or more;
     * TPU layouts and padding: a TPU program whose arguments (the same arrays
       on both sides) take more bytes than the CPU's;
-    * added work: a pass (forward, backward, update) whose FLOP are above both
+    * random numbers: a step that draws random bits (the jaxpr's
+      ``random_flops``) whose target passes count more than the CPU's, up to
+      what the hash unrolled counts (`THREEFRY_UNROLLED_WORD_OPS` operations a
+      word where the CPU counts `THREEFRY_WORD_OPS`) for the bits the pass
+      draws, and for the backward pass the forward's bits drawn once more
+      (`random_work`);
+    * added work: a pass (forward, backward, update) whose FLOP, less the
+      random numbers' share, are above both
       the jaxpr count and the CPU's by more than `ADDED_WORK`; where the grad
       program also keeps fewer temporaries than the CPU's, rematerialisation
       is named as one candidate among algorithms that do more arithmetic, never
@@ -320,8 +335,80 @@ def explain(
             found += _bfloat16_reason(step, target)
     if platform == "tpu":
         found += _padding_reason(programs, target)
-    found += _added_work_reason(by_phase, target)
+    explained = random_work(by_phase)
+    found += _random_reason(by_phase, explained, target)
+    found += _added_work_reason(by_phase, target, explained)
     return tuple(found)
+
+
+UNROLLED = THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS
+"""How many times the CPU's count of a threefry hash a compiler that unrolls its loop counts (117 / 41)."""
+
+
+def random_work(rows: Mapping[str, PhaseComparison]) -> dict[str, int]:
+    """Per pass, the target's FLOP over the CPU's that the random-number generator accounts for.
+
+    The jaxpr counts the threefry hash as XLA's CPU program does, its loop body
+    once (``random_flops``); a compiler that unrolls the loop counts up to
+    `UNROLLED` times that. A pass's excess over the CPU's is the generator's up
+    to (`UNROLLED` - 1) x the random FLOP it draws, and for the backward pass
+    (which draws none: the forward's mask is a residual) up to `UNROLLED` x the
+    forward's, the bits drawn once more where a fusion recomputes them rather
+    than keep the mask. Passes without random numbers, or not above the CPU, are
+    left out.
+    """
+    drawn = {p: _side(rows.get(p), "random_flops") for p in _PASSES}
+    explained = {}
+    for phase in _PASSES:
+        row = rows.get(phase)
+        if row is None:
+            continue
+        theirs, mine = row.target.get("flops"), row.cpu.get("flops")
+        if theirs is None or mine is None or theirs <= mine:
+            continue
+        allowance = (UNROLLED - 1) * (drawn[phase] or 0)
+        if phase == "backward":
+            allowance += UNROLLED * (drawn["forward"] or 0)
+        if allowance > 0:
+            explained[phase] = int(min(theirs - mine, allowance))
+    return explained
+
+
+def _side(row: PhaseComparison | None, figure: str) -> int | None:
+    if row is None:
+        return None
+    value = row.target.get(figure)
+    return row.cpu.get(figure) if value is None else value
+
+
+def _random_reason(by_phase: Mapping[str, PhaseComparison], explained: Mapping[str, int], target: str) -> list[str]:
+    shown = {p: n for p, n in explained.items() if _beyond(by_phase[p], n)}
+    if not shown:
+        return []
+    drawn = _side(by_phase.get("forward"), "random_flops") or 0
+    text = (f"random numbers: the step draws random bits with jax's threefry hash ({si(drawn)} FLOP in the "
+            f"forward pass as the jaxpr counts them, as XLA's CPU program does: it runs the hash's 20 rounds as a "
+            f"loop of 5 trips whose body its cost analysis counts once, {THREEFRY_WORD_OPS} operations a 32-bit "
+            f"word); the {target} compiler unrolls the loop and counts every round ({THREEFRY_UNROLLED_WORD_OPS} "
+            f"operations a word, up to {ratio(UNROLLED, 3)}× the CPU's count)")
+    if "backward" in shown:
+        text += (" and computes the bits again in the backward pass, in the fusion that reads the mask, "
+                 "rather than keeping the mask")
+    parts = []
+    for phase in _PASSES:
+        if phase in shown:
+            row = by_phase[phase]
+            extra = row.target["flops"] - row.cpu["flops"]  # type: ignore[operator]
+            over = _signed(extra / row.cpu["flops"])  # type: ignore[operator]
+            parts.append(f"{phase}: all of its {si(extra)} FLOP ({over}) over the CPU's" if shown[phase] == extra
+                         else f"{phase}: {si(shown[phase])} of its {si(extra)} FLOP ({over}) over the CPU's")
+    return [text + ": " + ", ".join(parts) + " (integer arithmetic of the generator, not the model's)"]
+
+
+def _beyond(row: PhaseComparison, explained: int) -> bool:
+    """Whether ``explained`` FLOP of a pass are more than `ADDED_WORK` of its jaxpr count (worth a word)."""
+    jaxpr = row.target.get("jaxpr_flops") or row.cpu.get("jaxpr_flops")
+    return bool(jaxpr) and explained / jaxpr > ADDED_WORK  # type: ignore[operator]
 
 
 def _library_reason(step: PhaseComparison, target: str, platform: str) -> list[str]:
@@ -388,13 +475,18 @@ def _padding_reason(programs: Sequence[PhaseComparison], target: str) -> list[st
     return []
 
 
-def _added_work_reason(by_phase: Mapping[str, PhaseComparison], target: str) -> list[str]:
+def _added_work_reason(
+    by_phase: Mapping[str, PhaseComparison], target: str, explained: Mapping[str, int] | None = None,
+) -> list[str]:
     added = []
+    explained = explained or {}
     for phase in _PASSES:
         row = by_phase.get(phase)
         if row is None:
             continue
         theirs, jaxpr, mine = row.target.get("flops"), row.target.get("jaxpr_flops"), row.cpu.get("flops")
+        if theirs is not None:
+            theirs -= explained.get(phase, 0)  # the random numbers' share, named by `_random_reason`
         if theirs is None or mine is None or not jaxpr or theirs / jaxpr - 1 <= ADDED_WORK or \
                 theirs / mine - 1 <= ADDED_WORK:  # above the jaxpr, and above the proxy: a difference to explain
             continue
@@ -405,6 +497,8 @@ def _added_work_reason(by_phase: Mapping[str, PhaseComparison], target: str) -> 
     grad = by_phase.get("grad")
     temp = None if grad is None else grad.ratio("temp_bytes")
     text = f"work the {target} compiler adds over the jaxpr count: " + ", ".join(added)
+    if any(explained.get(p) for p in _PASSES):
+        text = text.replace(" over the jaxpr count", " over the jaxpr count, beyond the random numbers", 1)
     if temp is not None and temp < 1:
         return [text + f"; its grad program keeps {ratio(temp, 2)}× the CPU's temporaries, as rematerialisation by "
                 "the compiler (recomputing rather than keeping) would, but algorithms that do more arithmetic "

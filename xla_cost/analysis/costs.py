@@ -16,6 +16,7 @@ from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
 from xla_cost.count.attribution import REMAINDER, module_path, module_tree, op_name_path, owner, with_ancestors
 from xla_cost.count.interpret import JaxprCount
+from xla_cost.count.random_rules import RANDOM_PRIMITIVES, THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
 
@@ -78,9 +79,13 @@ library calls is taken to have left their FLOP out."""
 
 def library_flops(
     phase: str, value: int | None, source: str, note: str | None, counted: JaxprCount,
-    compiled: xla.CompiledPhase, plan: _sharding.ShardingPlan | None,
+    compiled: xla.CompiledPhase, plan: _sharding.ShardingPlan | None, random: float = 0,
 ) -> tuple[int | None, str, str | None]:
     """The FLOP of a program whose compiled HLO hands work to libraries.
+
+    ``random``: the most a target's count may exceed the jaxpr's by its random
+    numbers (`random_allowance`), which `random_note` names instead of the
+    compiler's added work.
 
     On GPUs XLA's cost analysis counts some custom calls (cuBLAS gemms, cuDNN
     convolutions, fused attention) as nothing or partly (jax issues 16008,
@@ -97,6 +102,8 @@ def library_flops(
     if value is not None and expected and abs(value - expected) <= LIBRARY_TOLERANCE * expected:
         return value, source, note
     if compiled.target is not None and value is not None:  # a target's own count has its library calls in it
+        if expected and 0 <= value - expected <= random / devices:  # the random numbers' (`random_note`)
+            return value, source, note
         return value, source, note if not expected else "; ".join(filter(None, (note, (
             f"{phase}: the {compiled.target} program's flops ({value:,}, {compiled.costs.source}) are "
             f"{(value - expected) / expected:+.1%} from the jaxpr count ({round(expected):,}"
@@ -200,13 +207,15 @@ def phase_costs(
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
     notes: list[str] = [f"{name}: {note}" for note in (compiled.notes if compiled is not None else ())]
     values, sources = {}, {}
+    random = sum(e.cost.flops for e in counted.equations if e.primitive in RANDOM_PRIMITIVES)
     for key in SOURCED:
         value, source, note = best(
             name, key, getattr(costs, key), counted, compiled if plan is not None else None,
             plan.devices if plan is not None else 1,
         )
         if key == "flops" and compiled is not None and compiled.library_calls:
-            value, source, note = library_flops(name, value, source, note, counted, compiled, plan)
+            value, source, note = library_flops(name, value, source, note, counted, compiled, plan,
+                                                random_allowance(name, random))
         values[key], sources[key] = value, source
         notes += [note] if note else []
         if compiled is not None and source == "jaxpr" and getattr(costs, key) is None:
@@ -214,6 +223,7 @@ def phase_costs(
             notes.append(f"{name}: XLA gave no {key} figure ({reasons}); using the jaxpr count ({value:,})")
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
+    notes += random_note(name, values["flops"], total.flops, random, compiled, plan.devices if plan is not None else 1)
     if recomputed and compiled is None:
         notes.append(
             f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes; a compiler "
@@ -258,6 +268,7 @@ def phase_costs(
         jaxpr_transcendentals=total.transcendentals,
         jaxpr_bytes_accessed=total.bytes_accessed,
         conversion_flops=conversions(counted),
+        random_flops=random,
         model_flops=model_flops,
         hardware_flops=hardware_flops,
         attention_flops=attention,
@@ -296,6 +307,39 @@ def all_phases(
 
 MATMULS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated"})
 """The primitives whose work runs on matrix units (tensor cores): `PhaseCosts.matmul_flops`."""
+
+
+def random_allowance(name: str, random: int) -> float:
+    """The most a target's count of program ``name`` may exceed the jaxpr's by
+    its random numbers, ``random`` FLOP as the jaxpr counts them (XLA's CPU
+    count: the threefry hash's loop body once): a compiler that unrolls the
+    loop counts `THREEFRY_UNROLLED_WORD_OPS` / `THREEFRY_WORD_OPS` times as
+    much, and a gradient program may draw the forward's bits once more where
+    the backward pass reads them rather than keep the mask."""
+    unrolled = THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS
+    return (unrolled - 1) * random + (unrolled * random if name in ("grad", "train_step") else 0)
+
+
+def random_note(
+    name: str, flops: int | None, jaxpr: int, random: int, compiled: xla.CompiledPhase | None, devices: int = 1,
+) -> list[str]:
+    """A target program's FLOP over the jaxpr count that its random numbers may account for, named
+    (`random_allowance`). Nothing where the program has no target, draws nothing or is not above the
+    jaxpr count (per device: ``devices``)."""
+    expected = jaxpr / devices
+    if compiled is None or compiled.target is None or not random or flops is None or flops <= expected:
+        return []
+    bound = round(random_allowance(name, random) / devices)
+    return [
+        f"{name}: the {compiled.target} program counts {round(flops - expected):,} FLOP over the jaxpr count "
+        f"({(flops - expected) / expected:+.1%}); its random-number generator accounts for up to {bound:,}: "
+        f"the jaxpr counts jax's threefry hash ({random:,} FLOP) as XLA's CPU program does, its 5-trip loop's "
+        f"body once ({THREEFRY_WORD_OPS} operations a word), where the {compiled.target} compiler unrolls the "
+        f"loop ({THREEFRY_UNROLLED_WORD_OPS})"
+        + (" and may draw the bits again where the backward pass reads them (a dropout mask)"
+           if name in ("grad", "train_step") else "")
+        + ("" if flops - expected <= bound else "; the rest is work its compiler adds (split-K reductions, padding)")
+    ]
 
 
 def conversions(counted: JaxprCount) -> int:

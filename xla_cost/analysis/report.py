@@ -144,6 +144,10 @@ class PhaseCosts:
         missed.
       conversion_flops: the jaxpr's FLOP spent converting between dtypes
         (mixed precision adds them; the rest is the model's arithmetic).
+      random_flops: the jaxpr's FLOP of the random-number generator (jax's
+        threefry hash and its counters: a dropout's masks), as XLA's CPU
+        program counts them (`xla_cost.count.random_rules`: the hash's loop
+        body once); a compiler that unrolls the loop counts more.
       sources: where ``flops`` and ``transcendentals`` come from: ``xla``,
         ``xla+loops`` (corrected), ``jaxpr`` (XLA gave none or was not asked),
         or ``unknown``.
@@ -208,6 +212,7 @@ class PhaseCosts:
     xla_transcendentals: int | None = None
     loop_corrected: bool = False
     conversion_flops: int | None = None
+    random_flops: int | None = None
     model_flops: int | None = None
     hardware_flops: int | None = None
     attention_flops: int | None = None
@@ -261,7 +266,7 @@ ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
     "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
-    "memory_bound_bytes", "kernels", "library_calls", "arguments",
+    "memory_bound_bytes", "kernels", "library_calls", "arguments", "random_flops",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
 
@@ -435,7 +440,7 @@ class Report:
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
             "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels", "library_calls",
-            "arguments",
+            "arguments", "random_flops",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in self.phase_names}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in self.phase_names}
@@ -505,7 +510,7 @@ class Report:
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
                     **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
-                                                    "library_calls", "arguments")
+                                                    "library_calls", "arguments", "random_flops")
                        if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     optimal_seconds=(data.get("optimal_seconds") or {}).get(p),

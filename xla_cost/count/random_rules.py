@@ -21,6 +21,8 @@ __all__ = [
     "THREEFRY_CALL_OPS",
     "THREEFRY_KEY_OPS",
     "RANDOM_BITS_COMBINE_OPS",
+    "THREEFRY_UNROLLED_WORD_OPS",
+    "RANDOM_PRIMITIVES",
     "threefry_counter_ops",
 ]
 
@@ -44,6 +46,21 @@ two words, 23 operations, of which XLA's fusion recomputes 16 (each output word
 is fused with its own copy of the other word's rounds): 2 + 39 = 41. Measured
 with jax 0.10 on the CPU (`threefry2x32` on 1 to 256 words: 41 per word + 11 +
 2 per key, exactly)."""
+
+THREEFRY_UNROLLED_WORD_OPS = 2 + 5 * (4 * 5 + 3)
+"""Operations per 32-bit word of the threefry2x32 hash where the compiler unrolls
+its loop (a GPU's, a TPU's), so that its cost analysis counts every trip: the two
+key additions, then 5 trips of 4 rounds (add, shift left, shift right, or, xor)
+and a key injection (3 adds): 117, against the CPU's `THREEFRY_WORD_OPS`. An
+H100's and a TPU v5e's forward pass of a dropout over 8 x 64 words count
+74.5 and 75.2 per word over the CPU's (jax 0.10, deviceless), against
+117 - 41 = 76 here: they fold a few of the key's operations."""
+
+RANDOM_PRIMITIVES: tuple[str, ...] = (
+    "random_bits", "random_split", "random_fold_in", "random_seed", "threefry2x32", "iota_2x32_shape",
+)
+"""The primitives whose work is the random-number generator's: the counts of
+this module (`xla_cost.PhaseCosts.random_flops` sums them)."""
 
 THREEFRY_KEY_OPS = 2
 """Per key: the third key word ``k1 ^ k2 ^ 0x1BD11BDA`` (2 xors). XLA folds as
