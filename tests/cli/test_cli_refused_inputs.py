@@ -130,11 +130,17 @@ def test_fit_with_a_memory_no_batch_fills_ends_in_a_few_compiles(capsys, place, 
     compiled = []
     real = fit_module.breakdown_at
     monkeypatch.setattr(fit_module, "breakdown_at", lambda run, batch: compiled.append(batch) or real(run, batch))
-    line = _refused(capsys, place, "fit", "one_net", "--device-memory", "1e40", "--quiet",  # no line a compile
-                    words=f"a memory limit that the step outgrows by batch {INT32_MAX:,}")
-    assert "jax indexes arrays with int32" in line and "got 1e+40 bytes x 0.75" in line
-    # batches 1 and 2, then the largest batch searched (it fits): 24 doublings used to run
-    assert compiled == [1, 2, INT32_MAX]
+    assert main(["fit", "one_net", "--device-memory", "1e40", "--quiet", "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    # batches 1 and 2, then the largest batch searched (65,536 unless --max-batch; it fits): the answer
+    # says the search stopped at its bound (issue 49: 24 doublings up to int32's largest used to run)
+    assert compiled == [1, 2, fit_module.DEFAULT_MAX_BATCH]
+    assert (answer["batch_size"], answer["at_bound"], answer["does_not_fit"]) == (fit_module.DEFAULT_MAX_BATCH, True,
+                                                                                  None)
+    for bad in ("0", str(INT32_MAX + 1)):  # a bound outside 1 .. int32's largest: one line, nothing compiled
+        _refused(capsys, place, "fit", "one_net", "--device-memory", "1e40", "--max-batch", bad,
+                 words=f"a largest batch to search (max_batch, --max-batch) from 1 (one sample) to {INT32_MAX:,}")
+    assert compiled == [1, 2, fit_module.DEFAULT_MAX_BATCH]
 
 
 def test_fit_search_finds_the_boundary_in_few_compiles(place):

@@ -63,11 +63,12 @@ def test_a_fraction_of_exactly_1_uses_all_of_the_memory(compiles):
     assert half.limit == 3400 and (half.batch_size, half.next_size) == (100, 101)
 
 
-def test_a_fraction_just_above_0_is_accepted(compiles):
-    # 3400 bytes x 1e-9: not even batch 1 (1000 + 24 = 1024 bytes) fits; an answer, not an error
-    result = fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1e-9)
-    assert result.limit == pytest.approx(3400e-9, rel=1e-12)
-    assert (result.batch_size, result.next_size, result.fits) == (0, 1, None)
+def test_a_fraction_just_above_0_is_accepted_and_batch_1_then_refused_with_its_figures(compiles):
+    # 3400 bytes x 1e-9 = 3.4e-6 bytes usable: the fraction is accepted, and not even batch 1
+    # (1000 + 24 = 1,024 bytes: 1.02 KB) fits, which is refused with both figures (issue 49)
+    with pytest.raises(InputError, match=r"not even batch 1 fits: 1\.02 KB needed, 0\.\d+ KB usable") as refused:
+        fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1e-9)
+    assert "\n" not in str(refused.value)
     assert compiles.asked == [1]
 
 
@@ -138,6 +139,11 @@ def test_the_search_answers_as_compiling_every_batch_would_in_at_most_6_compiles
     compiles.curve[0] = curve
     for limit in limits:
         compiles.asked.clear()
+        if _exhaustive(curve, limit)[0] == 0:  # not even batch 1 fits: refused after that one compile
+            with pytest.raises(InputError, match="not even batch 1 fits"):
+                fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, progress=False)
+            assert compiles.asked == [1]
+            continue
         result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, progress=False)
         assert (result.batch_size, result.next_size) == _exhaustive(curve, limit), limit
         assert len(compiles.asked) <= MAX_COMPILES, (limit, compiles.asked)  # compiles counted, not timed
@@ -153,7 +159,7 @@ def test_an_affine_one_net_on_an_h100_takes_4_compiles(compiles):
     fixed, per_sample = 4 * parameters * 4, (1 + 4096 * 2 + 128 * 2 + 10 * 2) * 4
     compiles.curve[0] = lambda batch: fixed + per_sample * batch
     # 0.75 of what JAX's allocator sees: the H100's 81,559 MiB (as the driver reports it) less the CUDA context
-    result = fit.max_batch_size("one_net", device="h100", progress=False)
+    result = fit.max_batch_size("one_net", device="h100", progress=False, max_batch=fit.MAX_BATCH)
     usable = (81559 * 2**20 - devices.CUDA_CONTEXT_BYTES) * 0.75
     answer = int((usable - fixed) // per_sample)
     assert (result.batch_size, result.next_size) == (answer, answer + 1)
@@ -185,6 +191,11 @@ def test_a_sharded_knee_takes_at_most_6_compiles(compiles):
     compiles.curve[0] = _knee
     for limit in [_knee(b) + d for b in range(4, 80, 4) for d in (-1, 0, 1)]:
         compiles.asked.clear()
+        if limit < _knee(4):  # not even the smallest batch (4, the batch axes) fits: refused
+            with pytest.raises(InputError, match="not even batch 4 fits"):
+                fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, mesh={"data": 4},
+                                   progress=False)
+            continue
         result = fit.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1, mesh={"data": 4},
                                     progress=False)
         assert (result.batch_size, result.next_size) == _exhaustive(_knee, limit, 4), limit
@@ -252,6 +263,9 @@ def test_each_compile_is_a_line_on_stderr_even_when_piped(compiles, capsys):
     # 3,400 bytes: batch 100 exactly (1000 + 24 x 100); capsys is not a terminal, as a pipe is not
     result = fit.max_batch_size("one_net", device_memory_bytes=3400, memory_fraction=1, progress=True)
     lines = capsys.readouterr().err.splitlines()
+    # first what is searched (up to fit.DEFAULT_MAX_BATCH, 65,536), then a line a compile
+    assert lines.pop(0) == ("fit: searching batches 1 to 65,536 (max_batch, --max-batch) of one_net for the "
+                            "largest whose step fits 3.40 KB")
     assert len(lines) == len(compiles.asked) == len(result.tried)
     # 1000 + 24 = 1,024 bytes at batch 1 read 1.02 KB (against 3.40 KB usable); 3,424 at batch 101
     # read 3.42 KB, and does not fit
@@ -267,7 +281,7 @@ def test_a_peak_a_hair_over_the_limit_shows_the_digits_that_tell_them_apart(comp
     # 33,288 bytes): at 2 decimals both read 60.00 GB
     limit = 60e9
     compiles.curve[0] = lambda batch: int(limit - 1000 + 33_288 * (batch - 1_000_000))
-    result = fit.max_batch_size("one_net", device_memory_bytes=80e9, progress=True)
+    result = fit.max_batch_size("one_net", device_memory_bytes=80e9, progress=True, max_batch=fit.MAX_BATCH)
     assert (result.batch_size, result.next_size) == (1_000_000, 1_000_001)
     err = capsys.readouterr().err
     # 59,999,999,000 bytes read 60.00 until 6 decimals (59.999999); 60,000,032,288 at 5 (60.00003)

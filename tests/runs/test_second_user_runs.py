@@ -64,7 +64,8 @@ def compiles(monkeypatch):
 
 
 def test_fit_one_net_shows_each_compile_on_stderr_when_piped(place, capsys, compiles):
-    code = main(["fit", "one_net", "--format", "json"])  # capsys is a pipe, not a terminal
+    # capsys is a pipe, not a terminal; the answer (1.9 million) is above fit's default bound, 65,536
+    code = main(["fit", "one_net", "--format", "json", "--max-batch", str(fit.MAX_BATCH)])
     out, err = capsys.readouterr()
     assert code == 0, err
     result = json.loads(out)
@@ -73,6 +74,7 @@ def test_fit_one_net_shows_each_compile_on_stderr_when_piped(place, capsys, comp
     answer = int((USABLE - FIXED) // PER_SAMPLE)
     assert (result["batch_size"], result["next_size"]) == (answer, answer + 1)
     lines = err.splitlines()
+    assert lines.pop(0).startswith(f"fit: searching batches 1 to {fit.MAX_BATCH:,} (max_batch, --max-batch)")
     assert len(lines) == len(compiles) <= 6  # it compiled one_net 15 times (issue 30)
     assert all(re.fullmatch(r"fit: batch [\d,]+ → [\d.]+ GB, (fits|does not fit) \(limit 63\.66 GB\)", line)
                for line in lines), lines
@@ -86,7 +88,7 @@ def test_fit_quiet_prints_no_line(place, capsys, compiles):
 
 
 def test_fit_table_tells_the_fitting_batch_from_the_next(place, capsys, compiles):
-    assert main(["fit", "one_net", "--quiet"]) == 0
+    assert main(["fit", "one_net", "--quiet", "--max-batch", str(fit.MAX_BATCH)]) == 0
     out = capsys.readouterr().out
     answer = int((USABLE - FIXED) // PER_SAMPLE)
     assert f"batch {answer}: fits" in out and f"batch {answer + 1}: does not fit" in out

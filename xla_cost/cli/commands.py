@@ -244,7 +244,7 @@ def fit(args: argparse.Namespace) -> str:
     result = max_batch_size(
         args.model, device=args.device, device_memory_bytes=args.device_memory, target=args.target,
         memory_fraction=args.memory_fraction, mesh=_mesh(args.mesh, None, args.target) or None, progress=not args.quiet,
-        optimizer=args.optimizer,
+        optimizer=args.optimizer, max_batch=args.max_batch,
         dtype=args.dtype, config=_parse_settings(args.settings),
         input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None,
     )

@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     _settings_option(fit)
     fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
+    fit.add_argument("--max-batch", dest="max_batch", type=int, default=65_536, metavar="N", help="the largest batch searched (default 65,536, the largest batches published for training); where it fits the answer says so and nothing larger is compiled")
     fit.add_argument("--quiet", action="store_true", help="no line on stderr per batch compiled (shown even when piped), no progress line")
     _target_option(fit)
     _output_options(fit)

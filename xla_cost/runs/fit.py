@@ -22,8 +22,13 @@ the answer ``B`` fits and ``B + 1`` does not, each established by a compile;
 for a peak affine near the limit that takes 4 to 6 compiles. Checks that
 keep missing step twice as far each time, and after `PREDICTED` compiles, or
 `SHORT` predictions in a row that fit, the search bisects, by ratio while the
-bounds are more than a factor 2 apart. No batch above `MAX_BATCH` (jax indexes arrays with int32) is
-tried: a memory that even that batch fits is refused.
+bounds are more than a factor 2 apart.
+
+No batch above ``max_batch`` (``--max-batch``; default `DEFAULT_MAX_BATCH`,
+65,536, the largest batches published for training) is tried: a memory that
+batch still fits is answered with it, saying that the search stopped at the
+bound rather than at a batch that does not fit. A memory in which not even the
+smallest batch fits is refused, with what that batch needs and what is usable.
 
 With a compile target (``target="h100"``, ``--target``) every batch is
 compiled by the target's own compiler (`xla_cost.compiled.targets`, on a
@@ -85,7 +90,7 @@ from xla_cost.step.checks import INT32_MAX
 from xla_cost.step.workload import build_workload
 
 __all__ = ["FitResult", "CompilerRefused", "max_batch_size", "breakdown_at", "device_memory",
-           "DEFAULT_MEMORY_FRACTION", "DEFAULT_DEVICE"]
+           "DEFAULT_MEMORY_FRACTION", "DEFAULT_DEVICE", "DEFAULT_MAX_BATCH"]
 
 PREDICTED = 10
 """Compiles after which the search stops predicting and bisects (`_search`);
@@ -108,8 +113,19 @@ DEFAULT_MEMORY_FRACTION = targets.ALLOCATOR_FRACTION
 """The share of the memory a JAX program may use: JAX's GPU default."""
 
 MAX_BATCH = INT32_MAX
-"""The largest batch searched: the largest dimension jax indexes with int32
+"""The largest ``max_batch`` accepted: the largest dimension jax indexes with int32
 (`xla_cost.step.checks.INT32_MAX`), which `xla_cost.analyze` refuses beyond."""
+
+DEFAULT_MAX_BATCH = 65_536
+"""The largest batch `max_batch_size` searches unless told otherwise (``max_batch=``,
+``--max-batch``): a batch a real training step is fed. The largest published are
+65,536 samples a step: ResNet-50 on ImageNet (Ying et al. 2018, "Image
+Classification at Supercomputer Scale", a TPU v3 pod) and BERT's pre-training
+with LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning:
+Training BERT in 76 minutes"); language models count their batches of millions of
+tokens in sequences, a few thousand (GPT-3: 3.2M tokens, 1,536 sequences of
+2,048). Above it a small model's search only compiles batches no one feeds
+(one_net on a TPU v5e's compiler: 25 compiles up to 14,009,344, 524 s)."""
 
 
 def device_memory(device: str) -> tuple[float, str]:
@@ -162,14 +178,16 @@ class FitResult(Rendered):
 
     Attributes:
       model: the model's name.
-      batch_size: the largest batch that fits (0: not even batch 1).
+      batch_size: the largest batch that fits (at least the smallest: a memory
+        that not even it fits is refused); with ``at_bound``, the bound itself.
       limit: the usable bytes per device (capacity x fraction).
       capacity: the device's memory in bytes.
       capacity_source: where ``capacity`` comes from (the device registry's
         source, or ``given``).
-      fits: the memory breakdown at ``batch_size`` (None when 0).
-      next_size: ``batch_size + 1``, the smallest that does not fit.
-      does_not_fit: the breakdown at ``next_size``.
+      fits: the memory breakdown at ``batch_size``.
+      next_size: ``batch_size + 1`` (the batch axes' size, sharded), the smallest
+        that does not fit; with ``at_bound``, the next batch, not tried.
+      does_not_fit: the breakdown at ``next_size`` (None with ``at_bound``).
       tried: every batch compiled and the peak it was judged by, in the order
         tried (XLA's final peak, with an allowance for the convolution
         workspaces a deviceless GPU compile leaves out,
@@ -186,6 +204,10 @@ class FitResult(Rendered):
         compile XLA's rematerialization pass could bring only to ``reached``
         bytes, short of its own ``limit`` (a headroom under the allocator's):
         such a batch is still judged by its final peak, as a device runs it.
+      max_batch: the largest batch searched (``max_batch=``, ``--max-batch``).
+      at_bound: whether ``max_batch`` itself fit, so that the search stopped
+        there and not at a batch that does not fit: the largest that fits is
+        at least ``batch_size``.
     """
 
     model: str
@@ -203,12 +225,17 @@ class FitResult(Rendered):
     target: str | None = None
     target_title: str = ""
     remat_short_of: tuple[tuple[int, int, int], ...] = ()
+    max_batch: int = DEFAULT_MAX_BATCH
+    at_bound: bool = False
 
     def describe(self) -> str:
         scale, unit = self._unit()
         step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
+        answer = (f"every batch searched fits, up to {self.batch_size:,} (the bound, max_batch / --max-batch): "
+                  f"the largest batch that fits is at least {self.batch_size:,}" if self.at_bound
+                  else f"the largest batch that fits is {self.batch_size}")
         return (
-            f"{self.model}{f' ({step})' if step else ''}: the largest batch that fits is {self.batch_size}"
+            f"{self.model}{f' ({step})' if step else ''}: {answer}"
             + (f" per step over {'x'.join(f'{k}={v}' for k, v in self.mesh.items())}" if self.mesh else "")
             + f" (usable {scaled(self.limit, scale, 2)} {unit} of {scaled(self.capacity, scale, 2)} {unit}; "
             f"{self.capacity_source})"
@@ -245,12 +272,13 @@ class FitResult(Rendered):
     def sections(self) -> list[Section]:
         # the two columns read alike (1.500 GB and 1.500 GB) when a sample adds little: each
         # says which side of the limit it is on, and the limit is the last row
-        rows = [*self._rows(), ("limit", "usable (the limit)", self.limit, self.limit)]
+        rows = [*self._rows(), ("limit", "usable (the limit)", self.limit, None if self.at_bound else self.limit)]
         scale, unit = bytes_unit([v for _, _, a, b in rows for v in (a, b)])
+        above = "not tried (above max_batch)" if self.at_bound else "does not fit"
         frame = pd.DataFrame(
             [{f"part ({unit} per device)": label,
               f"batch {self.batch_size}: fits": None if a is None else a / scale,
-              f"batch {self.next_size}: does not fit": None if b is None else b / scale}
+              f"batch {self.next_size}: {above}": None if b is None else b / scale}
              for _, label, a, b in rows],
             dtype=object,
         )
@@ -262,6 +290,10 @@ class FitResult(Rendered):
                                        for b, p in self.tried)
                  + f" (limit {scaled(self.limit, scale, 2)} {unit})")
         remat = []
+        if self.at_bound:
+            remat.append(
+                f"the search stops at max_batch {self.max_batch:,} (--max-batch; default {DEFAULT_MAX_BATCH:,}, "
+                "the largest batches published for training): that batch fits, and no larger one was tried")
         count = getattr(self.fits, "rematerialized", None)
         if count:
             remat.append(
@@ -307,6 +339,7 @@ class FitResult(Rendered):
             "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
             "tried": [list(t) for t in self.tried], "target": self.target,
             "remat_short_of": [list(t) for t in self.remat_short_of],
+            "max_batch": self.max_batch, "at_bound": self.at_bound,
         }
 
 
@@ -357,6 +390,7 @@ def max_batch_size(
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
     target: str | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
 ) -> FitResult:
     """The largest batch whose train step fits in ``device``'s memory.
 
@@ -384,12 +418,17 @@ def max_batch_size(
         capacity unless ``device_memory_bytes`` is given. Needs the platform's
         extra (``pip install 'xla-cost[gpu]'`` or ``[tpu]``). None: jax's default
         backend (the CPU's compiler, a proxy for the device's).
+      max_batch: the largest batch searched (``--max-batch``; default
+        `DEFAULT_MAX_BATCH`, 65,536): where it fits the answer is it, with
+        ``at_bound`` set, and no larger batch is compiled.
 
     Raises:
       InputError: an unknown device or target, a target whose compiler is not
         installed, a device and a target that name different devices, a
         fraction outside (0, 1], a capacity that is not finite and positive,
-        or one that even batch `MAX_BATCH` fits.
+        a ``max_batch`` that is not a whole number from the smallest batch (1,
+        or the mesh's batch axes) to `MAX_BATCH`, or a memory in which not even
+        the smallest batch fits (the message gives what it needs and what is usable).
     """
     found = None if target is None else check_target(target)
     if found is not None and device is not None and registry.device(device).name != found.device:
@@ -423,6 +462,11 @@ def max_batch_size(
         else:
             sharding.check_device_count(sharding.mesh_devices(sizes))
         step = max(1, sharding.mesh_devices({a: sizes.get(a, 1) for a in sharding.BATCH_AXES}))
+    if isinstance(max_batch, bool) or not isinstance(max_batch, int) or not step <= max_batch <= MAX_BATCH:
+        raise InputError(f"a largest batch to search (max_batch, --max-batch) from {step:,} "
+                         f"({'the batch axes of the mesh' if mesh else 'one sample'}) to {MAX_BATCH:,} "
+                         "(jax indexes arrays with int32)", repr(max_batch),
+                         f"Pass e.g. --max-batch {DEFAULT_MAX_BATCH} (the default).")
     limit = capacity * memory_fraction
     cache: dict[int, Any] = {}
     tried: list[tuple[int, int]] = []
@@ -460,23 +504,38 @@ def max_batch_size(
                       f"(limit {scaled(limit, scale, 2)} {unit})", file=sys.stderr, flush=True)
         return _judged(cache[batch])
 
-    bound = MAX_BATCH // step * step
+    bound = max_batch // step * step
+    if shown:
+        print(f"fit: searching batches {step:,} to {bound:,} (max_batch, --max-batch) of {run.name} for the largest "
+              f"whose step fits {scaled(limit, scale, 2)} {unit}"
+              + (f", compiled for {found.name}" if found is not None else ""), file=sys.stderr, flush=True)
     with targets.use(found):
         low, high = _search(peak, limit, step, bound)
-        if high > bound:
-            raise InputError(
-                f"a memory limit that the step outgrows by batch {bound:,} (no larger batch is searched: jax "
-                "indexes arrays with int32)",
-                f"{capacity:g} bytes x {memory_fraction:g}, while the step at batch {bound:,} needs "
-                f"{peak(bound):,} bytes", "Pass the device's real memory: --device NAME or --device-memory BYTES.")
+    if low == 0:
+        needed = _judged(cache[high])
+        least = "at least " if isinstance(cache[high], CompilerRefused) else ""
+        unit = bytes_unit([needed, limit])
+        raise InputError(
+            f"a device memory that holds {run.name}'s train step ({run.optimizer}, {run.dtype}) at batch {step:,}",
+            f"not even batch {step:,} fits: {least}{_sized(needed, unit)} needed, {_sized(limit, unit)} usable "
+            f"({_sized(capacity, unit)} {source if source == 'given' else 'capacity'} x {memory_fraction:g})",
+            "Give it more memory (--device, --device-memory, --memory-fraction), a cheaper step (--optimizer sgd, "
+            "--dtype bfloat16) or shard it (--mesh fsdp=N).")
+    at_bound = high > bound
     return FitResult(
         model=run.name, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
-        fits=cache.get(low), next_size=high, does_not_fit=cache[high], tried=tuple(tried), mesh=mesh,
+        fits=cache.get(low), next_size=high, does_not_fit=cache.get(high), tried=tuple(tried), mesh=mesh,
         optimizer=run.optimizer, dtype=run.dtype,
         target=None if found is None else found.name, target_title="" if found is None else found.title,
         remat_short_of=tuple((b, *cache[b].remat_short_of) for b, _ in tried
                              if getattr(cache[b], "remat_short_of", None) is not None),
+        max_batch=max_batch, at_bound=at_bound,
     )
+
+
+def _sized(value: float, unit: tuple[float, str]) -> str:
+    """``value`` bytes in ``unit`` (`xla_cost.present.units.bytes_unit`), 2 decimals: ``7.41 GB``."""
+    return f"{scaled(value, unit[0], 2)} {unit[1]}"
 
 
 def _search(peak: Callable[[int], int], limit: float, step: int, bound: int) -> tuple[int, int]:
