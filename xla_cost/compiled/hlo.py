@@ -659,10 +659,13 @@ def code_computations(module: Module) -> list[str]:
     while stack:
         name = stack.pop()
         found.append(name)
-        callees = [callee for instruction in module.computations[name].instructions
-                   if instruction.opcode in CONTROL_FLOW or instruction.opcode in ASYNC_WRAPPERS
-                   for _, callee in instruction.callees
-                   if callee in module.computations and callee not in seen]
+        # each once: a computation called twice (from here, or by another path) runs as one
+        # computation, its executions counted by `computation_runs`
+        callees = list(dict.fromkeys(
+            callee for instruction in module.computations[name].instructions
+            if instruction.opcode in CONTROL_FLOW or instruction.opcode in ASYNC_WRAPPERS
+            for _, callee in instruction.callees
+            if callee in module.computations and callee not in seen))
         seen.update(callees)
         stack.extend(reversed(callees))
     return found

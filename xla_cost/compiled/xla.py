@@ -406,8 +406,9 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 19
-"""Version of the analyses cache's entries; a change makes old entries unused."""
+ANALYSES_FORMAT = 20
+"""Version of the analyses cache's entries; a change makes old entries unused (20: a
+computation called twice from one computation counted once in `xla_cost.compiled.work.work_bytes`)."""
 
 
 def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
