@@ -188,6 +188,23 @@ def test_the_checker_names_a_second_forward_pass():
     assert "fc1" in note and "fc2" in note
 
 
+def test_a_second_forward_pass_that_xla_merges_is_not_said_to_cost_every_step():
+    """Issue 49: compiled, the second forward pass reads what the gradient's forward pass computes (the
+    same inputs and parameters): XLA computes it once, so the step's count is about one forward below
+    the parts'; the checker and the train-step note say so and agree (neither calls it paid)."""
+    report = xla_cost.analyze_step(second_forward_step, _state(optax.sgd(0.1)), X, Y)
+    again = dense_flops(B, IN, HIDDEN) + dense_flops(B, HIDDEN, CLASSES)  # fc1 and fc2 again, as above
+    step = report.phases["train_step"]
+    below = step.jaxpr_flops - step.flops
+    assert 0.9 * again <= below <= 1.02 * again  # the whole second pass is gone from the compiled step
+    note = next(n for n in report.notes if n.startswith("step checker: the model also runs outside the gradient"))
+    assert "XLA computes it once with the gradient's forward pass" in note and f"{below:,} below the parts'" in note
+    assert "reuse the forward pass" not in note
+    fusion = next(n for n in report.notes if n.startswith("train_step: XLA counts"))
+    assert "second forward pass outside the gradient, which XLA computes once" in fusion
+    assert "own rewriting" not in fusion
+
+
 def frozen_step(state, x, y):
     def loss_fn(params):
         params = {**params, "fc1": jax.lax.stop_gradient(params["fc1"])}

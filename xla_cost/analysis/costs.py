@@ -104,6 +104,8 @@ def library_flops(
     if compiled.target is not None and value is not None:  # a target's own count has its library calls in it
         if expected and 0 <= value - expected <= random / devices:  # the random numbers' (`random_note`)
             return value, source, note
+        if devices > 1 and abs(value - true) <= LIBRARY_TOLERANCE * true:  # every device runs all of it (a
+            return value, source, note  # replicated update), as the table's "XLA x N / jaxpr" says: no added work
         return value, source, note if not expected else "; ".join(filter(None, (note, (
             f"{phase}: the {compiled.target} program's flops ({value:,}, {compiled.costs.source}) are "
             f"{(value - expected) / expected:+.1%} from the jaxpr count ({round(expected):,}"

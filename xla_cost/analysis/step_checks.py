@@ -25,7 +25,8 @@ from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
 from xla_cost.step.user_step import UserStep
 
-__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters"]
+__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
+           "second_forward", "merged_forward"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
@@ -90,9 +91,36 @@ _MOMENTS = 2
 (mu and nu): an optimizer state beyond it is noted."""
 
 
+def second_forward(counted: JaxprCount, module_of: Callable[[str], str | None]) -> tuple[int, list[str]]:
+    """The FLOP of the model's work outside the gradient (in other, under the model's modules, in
+    neither pass: a second forward pass) and the modules it runs under."""
+    again = [e for e in counted.equations
+             if e.part == OTHER and classify_pass(e.name_stack) is None and module_of(e.name_stack) is not None]
+    return sum(e.cost.flops for e in again), list(dict.fromkeys(str(module_of(e.name_stack)) for e in again))
+
+
+_MERGED = 0.9
+"""The share of a second forward pass's FLOP that XLA's compiled step must be below the parts' sum
+by for the second pass to be called merged into the first (computed once)."""
+
+
+def merged_forward(counted: JaxprCount, step: PhaseCosts | None, again: int) -> int:
+    """How far XLA's count of the step is below the parts' where that is a second forward pass
+    (``again`` FLOP) computed once with the gradient's: at least `_MERGED` of it and no loop
+    or recomputation that would explain a gap; 0 otherwise."""
+    if step is None or step.flops is None or not again or step.loop_corrected or counted.loops \
+            or counted.recomputed.flops:
+        return 0
+    below = counted.total.flops - step.flops
+    return below if below >= _MERGED * again else 0
+
+
 def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: Callable[[str], str | None], *,
-               differentiates: bool) -> list[str]:
-    """The step checker: a note per kind of work the step likely does by accident."""
+               differentiates: bool, step: PhaseCosts | None = None) -> list[str]:
+    """The step checker: a note per kind of work the step likely does by accident.
+
+    ``step``: the compiled step's figures, where it was compiled: a second forward pass that XLA
+    computes once with the first (`merged_forward`) is said to be free in that program."""
     notes: list[str] = []
     params = prepared.parameters
     metrics = counted.tagged.get(METRICS)
@@ -102,16 +130,22 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
                      "parameters that only the returned metrics read (a gradient or parameter norm): they run "
                      "every step; log them from a separate function every N steps if that matters")
     if differentiates:
-        again = [e for e in counted.equations
-                 if e.part == OTHER and classify_pass(e.name_stack) is None and module_of(e.name_stack) is not None]
-        flops = sum(e.cost.flops for e in again)
+        flops, where = second_forward(counted, module_of)
         forward = sum(e.cost.flops for e in counted.equations if e.part == FORWARD)
         if flops and forward:
-            where = ", ".join(dict.fromkeys(str(module_of(e.name_stack)) for e in again))
-            notes.append(f"step checker: the model also runs outside the gradient: {flops:,} FLOP in other "
-                         f"({flops / forward:.0%} of the forward) under {where}: a second forward pass (for "
-                         "metrics?), not a jax.checkpoint recomputation; return what it computes from the loss "
-                         "(has_aux=True) to reuse the forward pass")
+            head = (f"step checker: the model also runs outside the gradient: {flops:,} FLOP in other "
+                    f"({flops / forward:.0%} of the forward) under {', '.join(where)}: a second forward pass (for "
+                    "metrics?), not a jax.checkpoint recomputation")
+            merged = merged_forward(counted, step, flops)
+            if merged:
+                notes.append(head + f"; XLA computes it once with the gradient's forward pass (the same inputs and "
+                             f"parameters: common subexpressions), so the compiled step does not pay for it "
+                             f"(train_step {step.flops:,} FLOP, {merged:,} below the parts' "  # type: ignore[union-attr]
+                             f"{counted.total.flops:,}); it would where the two passes differ (dropout, other "
+                             "inputs): return what it computes from the loss (has_aux=True) to be sure")
+            else:
+                notes.append(head + "; return what it computes from the loss (has_aux=True) to reuse the forward "
+                             "pass")
         ungraded = ungraded_parameters(traced.jaxpr, prepared, module_of)
         if ungraded:
             notes.append(f"step checker: parameters that receive no gradient: {', '.join(ungraded)}: no equation "
@@ -191,9 +225,12 @@ _FUSION_GAP = 0.02
 note explains it."""
 
 
-def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, mapped: bool) -> list[str]:
+def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, mapped: bool,
+                merged: int = 0) -> list[str]:
     """Explains XLA's train_step count where it differs from the parts' (the jaxpr's) by more
-    than `_FUSION_GAP`: compiled again without fusion, the duplication XLA's fusions add."""
+    than `_FUSION_GAP`: compiled again without fusion, the duplication XLA's fusions add;
+    ``merged``: FLOP below the parts that are a second forward pass XLA computes once
+    (`merged_forward`), named as such rather than as XLA's rewriting."""
     xla_flops, parts = step.flops, counted.total.flops
     if (xla_flops is None or not parts or step.loop_corrected or counted.loops or counted.recomputed.flops
             or mapped or abs(xla_flops - parts) <= _FUSION_GAP * parts):
@@ -206,8 +243,12 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, ma
     if unfused is None:
         return [head + "; compiled without fusion, XLA gave no count"]
     explained = abs(unfused - parts) <= _FUSION_GAP * parts
+    rest = ("; the rest is XLA's own rewriting of the program (simplification, common subexpressions, its own "
+            "expansion of some operations)")
+    if merged and abs(unfused - (parts - merged)) <= _FUSION_GAP * parts:
+        rest = (f"; the rest, {parts - unfused:,} below the parts, is the model's second forward pass outside the "
+                "gradient, which XLA computes once with the gradient's (the step checker's note)")
     return [head + f": compiled without fusion XLA counts {unfused:,} ({(unfused - parts) / parts:+.1%}), so "
             f"{xla_flops - unfused:,} FLOP are XLA's fusions computing cheap producers (normalisations, "
             "broadcasts, masks) again inside each fusion that reads them, and counting every copy"
-            + ("" if explained else "; the rest is XLA's own rewriting of the program (simplification, "
-               "common subexpressions, its own expansion of some operations)")]
+            + ("" if explained else rest)]

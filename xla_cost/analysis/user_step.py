@@ -26,7 +26,9 @@ from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
-from xla_cost.analysis.step_checks import fusion_note, no_backward_note, step_notes
+from xla_cost.analysis.step_checks import (
+    fusion_note, merged_forward, no_backward_note, second_forward, step_notes,
+)
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import targets, xla
@@ -211,9 +213,13 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, no_backward_note(traced, prepared))
+    mapped = split.devices > 1 or body is not None
+    step = costs["train_step"] if compiled is not None and not mapped else None
+    merged = merged_forward(counted, step, second_forward(counted, module_of)[0])
     if compiled is not None:
-        notes += fusion_note(prepared, counted, costs["train_step"], mapped=split.devices > 1 or body is not None)
-    notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0)
+        notes += fusion_note(prepared, counted, costs["train_step"], mapped=mapped, merged=merged)
+    notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
+                        step=step)
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
