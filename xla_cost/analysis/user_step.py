@@ -214,12 +214,12 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, no_backward_note(traced, prepared))
     mapped = split.devices > 1 or body is not None
-    step = costs["train_step"] if compiled is not None and not mapped else None
-    merged = merged_forward(counted, step, second_forward(counted, module_of)[0])
+    whole = costs["train_step"] if compiled is not None and not mapped else None  # XLA's count of the step
+    merged = merged_forward(counted, whole, second_forward(counted, module_of)[0])
     if compiled is not None:
         notes += fusion_note(prepared, counted, costs["train_step"], mapped=mapped, merged=merged)
     notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
-                        step=step)
+                        step=whole)
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
