@@ -523,7 +523,7 @@ def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> No
         for process in processes:
             if process.is_alive():
                 process.kill()
-    pool.shutdown(wait=not kill, cancel_futures=True)
+    pool.shutdown(wait=True, cancel_futures=True)  # killed, the workers are gone at once
 
 
 def sweep(
