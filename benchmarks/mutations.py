@@ -685,8 +685,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the products' tiles priced as if the last wave filled every unit (no idle tail)",
         (Edit(
             "xla_cost/parallel/kernel_time.py",
-            "waves = tiles / (np.ceil(tiles / units) * units)",
-            "waves = np.minimum(tiles / units, 1.0)",
+            "waves = parts / (np.ceil(parts / units) * units)",
+            "waves = np.minimum(parts / units, 1.0)",
         ),),
         tests=("tests/parallel/test_kernel_time.py",),
     ),
@@ -695,8 +695,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a program priced kernel by kernel without its launches",
         (Edit(
             "xla_cost/parallel/kernel_time.py",
-            "kernels = table.kernels\n    return KernelSeconds(matmul, memory, kernels * calibration.launch,",
-            "kernels = table.kernels\n    return KernelSeconds(matmul, memory, 0.0,",
+            "return KernelSeconds(matmul, memory, float((overhead * table.runs).sum()), kernels,",
+            "return KernelSeconds(matmul, memory, 0.0, kernels,",
         ),),
         tests=("tests/parallel/test_kernel_time.py",),
     ),
@@ -705,8 +705,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a product kernel priced by its FLOP alone, however many bytes it moves",
         (Edit(
             "xla_cost/parallel/kernel_time.py",
-            "matmul = float((np.maximum(product_s, memory_s) * table.runs)[has_product].sum())",
-            "matmul = float((product_s * table.runs)[has_product].sum())",
+            "work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)",
+            "work = np.where(has_product, product_s, memory_s)",
         ),),
         tests=("tests/parallel/test_kernel_time.py",),
     ),
@@ -739,6 +739,122 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        if abs(value) >= scale:\n            return f\"{sig(value / scale, digits)} {prefix}\"",
         ),),
         tests=("tests/present/test_units.py",),
+    ),
+    # ------------------------------------------------------------------ targets, kernel pricing, validation (issue 49)
+    Mutation(
+        "peaks_cache_key_without_arithmetic",
+        "the kernel prices' peaks cache keyed without the arithmetic: a program priced again with float32 "
+        "arithmetic reuses its first prices",
+        (Edit(
+            "xla_cost/parallel/kernel_time.py",
+            "key = (id(table), device.name, arithmetic)",
+            "key = (id(table), device.name)",
+        ),),
+        tests=("tests/parallel/test_kernel_time.py",),
+    ),
+    Mutation(
+        "split_k_without_its_16_way_split",
+        "a product's contraction split in at most 8 parts: an output of 8 tiles fills 64 of 132 SMs",
+        (Edit("xla_cost/parallel/kernel_time.py", "SPLIT_K = (1, 2, 4, 8, 16)", "SPLIT_K = (1, 2, 4, 8)"),),
+        tests=("tests/parallel/test_kernel_time.py",),
+    ),
+    Mutation(
+        "conv_batch_group_count_ignored",
+        "a convolution's batch_group_count ignored: a depthwise convolution's weight gradient priced G x its FLOP",
+        (Edit(
+            "xla_cost/compiled/products.py",
+            'batch = lhs.dims[lhs_labels.index("b")] // batch_groups',
+            'batch = lhs.dims[lhs_labels.index("b")]',
+        ),),
+        tests=("tests/compiled/test_products.py",),
+    ),
+    Mutation(
+        "attention_backward_matched_lowercase",
+        "a fused-attention backward not recognized ('backward' for 'Backward'): half its products counted",
+        (Edit(
+            "xla_cost/compiled/products.py",
+            'passes = 2 if "Backward" in target else 1',
+            'passes = 2 if "backward" in target else 1',
+        ),),
+        tests=("tests/compiled/test_products.py",),
+    ),
+    Mutation(
+        "async_start_not_looked_into",
+        "kernel_product of an async-start does not look into the computation it wraps: its product is lost",
+        (Edit(
+            "xla_cost/compiled/products.py",
+            'if instruction.opcode != "fusion" and instruction.opcode != "async-start":',
+            'if instruction.opcode != "fusion":',
+        ),),
+        tests=("tests/compiled/test_products.py",),
+    ),
+    Mutation(
+        "computation_reached_twice_read_twice",
+        "code_computations lists a computation once per path to it: its kernels and bytes counted twice",
+        (Edit(
+            "xla_cost/compiled/hlo.py",
+            "if callee in module.computations and callee not in seen))",
+            "if callee in module.computations))",
+        ),),
+        tests=("tests/compiled/test_code_computations.py",),
+    ),
+    Mutation(
+        "configured_memory_times_the_share",
+        "a GPU target's compiler told the allocator's limit times 0.8, not over it: it plans for 0.64 of the limit",
+        (Edit(
+            "xla_cost/compiled/targets.py",
+            "return self.memory_bytes * self.memory_fraction / CONFIGURED_SHARE",
+            "return self.memory_bytes * self.memory_fraction * CONFIGURED_SHARE",
+        ),),
+        tests=("tests/compiled/test_target_memory.py",),
+    ),
+    Mutation(
+        "unknown_cache_file_option_keeps_the_rest",
+        "an XLA without the kernel cache's file option: the retry drops that option but keeps the cache's others",
+        (Edit(
+            "xla_cost/compiled/kernel_cache.py",
+            "if name not in cached or name == targets.KERNEL_CACHE_OPTION:",
+            "if name not in cached:",
+        ),),
+        tests=("tests/compiled/test_kernel_cache_retry.py",),
+    ),
+    Mutation(
+        "held_out_priced_with_the_starting_constants",
+        "the validation's held-out figures priced with the starting (in-sample) constants, not each paper's own",
+        (Edit(
+            "xla_cost/study/validation.py",
+            "figures[case.name] = price_case(case, reports, constants)[0]",
+            "figures[case.name] = price_case(case, reports, start)[0]",
+        ),),
+        tests=("tests/study/test_validation.py::"
+               "test_a_held_out_figure_is_what_the_constants_fitted_without_its_paper_predict",),
+    ),
+    Mutation(
+        "checkpoint_twin_not_used_up",
+        "repeated_forward matches every backward equation in a checkpoint to a forward twin, however many the "
+        "forward ran: backward work counted as recomputed forward",
+        (Edit(
+            "xla_cost/count/interpret.py",
+            "            if primal[key] > 0:\n                primal[key] -= 1\n",
+            "            if primal[key] > 0:\n",
+        ),),
+        tests=("tests/count/test_recomputed_forward.py",),
+    ),
+    Mutation(
+        "diff_layer_parameters_ignored",
+        "xla-cost diff calls a layer 'same' whose parameters changed while its FLOP did not",
+        (Edit(
+            "xla_cost/analysis/diff.py",
+            "same = self.a.parameters == self.b.parameters and all(",
+            "same = all(",
+        ),),
+        tests=("tests/analysis/test_diff.py",),
+    ),
+    Mutation(
+        "optimizer_state_noted_past_three_copies",
+        "the step checker notes an optimizer state only past 3x the parameters (Adam plus one copy passes unnoted)",
+        (Edit("xla_cost/analysis/step_checks.py", "_MOMENTS = 2\n", "_MOMENTS = 3\n"),),
+        tests=("tests/analysis/test_step_checks.py",),
     ),
 )
 
@@ -788,6 +904,7 @@ def _environment(copy: Path, no_cache: bool) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["XLA_COST_MUTATION_COPY"] = "1"  # tests/test_mutations_apply.py: a copy holds its planted bug by design
     if no_cache:
         env["XLA_COST_NO_CACHE"] = "1"
     return env
@@ -807,19 +924,23 @@ def check_imports(copy: Path, env: dict[str, str]) -> None:
 def apply(copy: Path, mutation: Mutation) -> dict[Path, str]:
     """Applies every edit of ``mutation``; returns the original texts to restore."""
     originals: dict[Path, str] = {}
-    for edit in mutation.edits:
-        path = copy / edit.file
-        if not path.is_file():
-            raise SystemExit(f"mutation {mutation.name}: {edit.file} does not exist")
-        originals.setdefault(path, path.read_text())
-        current = path.read_text()
-        found = current.count(edit.old)
-        if found != 1:
-            raise SystemExit(
-                f"mutation {mutation.name}: the old text occurs {found} times in {edit.file} "
-                f"(must be exactly once); update it in benchmarks/mutations.py:\n{edit.old}"
-            )
-        path.write_text(current.replace(edit.old, edit.new))
+    try:
+        for edit in mutation.edits:
+            path = copy / edit.file
+            if not path.is_file():
+                raise SystemExit(f"mutation {mutation.name}: {edit.file} does not exist")
+            originals.setdefault(path, path.read_text())
+            current = path.read_text()
+            found = current.count(edit.old)
+            if found != 1:
+                raise SystemExit(
+                    f"mutation {mutation.name}: the old text occurs {found} times in {edit.file} "
+                    f"(must be exactly once); update it in benchmarks/mutations.py:\n{edit.old}"
+                )
+            path.write_text(current.replace(edit.old, edit.new))
+    except SystemExit:
+        restore(originals)  # the edits already made undone: the copy stays pristine
+        raise
     return originals
 
 
@@ -983,15 +1104,23 @@ def main(argv: list[str] | None = None) -> int:
     # failing without it, and that mutation as not caught)
     pristine = workdir / "baseline"
     try:
-        for copy in (*copies, pristine):
+        for copy in (copies[:1] if args.check else (*copies, pristine)):  # --check applies to one copy only
             copy.mkdir()
             make_copy(copy, args.source)
         # every edit must apply to the pristine copy, and every named test exist, before anything runs
+        # (every problem reported at once)
+        problems: list[str] = []
         for mutation in selected:
-            restore(apply(copies[0], mutation))
+            try:
+                restore(apply(copies[0], mutation))
+            except SystemExit as exc:
+                problems.append(str(exc))
             absent = [t for t in mutation.tests if not (copies[0] / t.split("::")[0]).exists()]
             if absent:
-                raise SystemExit(f"mutation {mutation.name}: its tests {absent} do not exist")
+                problems.append(f"mutation {mutation.name}: its tests {absent} do not exist")
+        if problems:
+            raise SystemExit(f"{len(problems)} of {len(selected)} mutations do not apply to {args.source}:\n"
+                             + "\n".join(problems))
         if args.check:
             print(f"all {len(selected)} mutations apply to {args.source}")
             return 0

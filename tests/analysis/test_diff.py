@@ -333,3 +333,21 @@ def test_report_from_json_reads_back_what_to_json_wrote(one_net):
     for text, words in (("phase FLOP", "not JSON"), ("[1, 2]", "a JSON list"), ('{"model": "m"}', "not a report")):
         with pytest.raises(ValueError, match=words):
             xla_cost.Report.from_json(text)
+
+
+def test_a_layer_whose_parameters_changed_is_changed_even_where_its_flop_are_not(one_net):
+    # two analyses whose fc2 differs only in the parameters it holds (the second read from a JSON in which
+    # fc2 holds one more bias element: a parameter no equation reads costs no FLOP, in no pass)
+    a = one_net(4)
+    data = json.loads(a.to_json())
+    (row,) = [layer for layer in data["layers"] if layer["path"] == "fc2"]
+    row["parameters"] += 1
+    b = xla_cost.Report.from_json(json.dumps(data))
+    result = xla_cost.diff(a, b)
+    fc2 = result.layer("fc2")
+    assert all(fc2.change_in(p) == 0 for p in ("forward", "backward", "update"))
+    assert fc2.status == "changed"
+    assert (fc2.a.parameters, fc2.b.parameters) == (LAYER_PARAMETERS["fc2"], LAYER_PARAMETERS["fc2"] + 1)
+    assert [result.layer(p).status for p in ("fc1", "fc3")] == ["same", "same"]
+    (line,) = [line for line in result.to_table().splitlines() if "fc2" in line]
+    assert "changed" in line and f"{LAYER_PARAMETERS['fc2']:,} -> {LAYER_PARAMETERS['fc2'] + 1:,}" in line

@@ -240,3 +240,86 @@ def test_an_h100_convolution_and_its_gradients_are_three_implicit_gemms(h100):
         "__cudnn$convBackwardInput": Product(1, positions, c_in, flops // (FMA * positions * c_in), "float32", flops,
                                              features=c_in),
     }
+
+
+# ---------------------------------------------------------------------------
+# What a gradient, a backward pass and an asynchronous wrapper run (issue 49)
+
+
+def test_a_depthwise_convolution_s_weight_gradient_costs_what_its_forward_pass_does():
+    # G = 8 channels, each convolved alone (feature_group_count = 8): NHWC 2x16x16x8 by 3x3x1x8, SAME.
+    # The weight gradient is the convolution of the input with the output's gradient, as XLA writes it
+    # (a TPU compile printed one of these): the channels made the batch, split in G groups
+    # (batch_group_count = 8), the images made the features summed over, the output the 3x3 taps of each
+    # channel. Both pair each of the 46 x 46 valid (output, tap) positions of each image with each channel
+    # once: 2 x 2 x 46^2 x 8 FLOP (46 = 3 x 16 - 2: the edge outputs miss a tap, see above)
+    batch, side, channels = 2, 16, 8
+    text = _module(
+        f"  %x = f32[{batch},{side},{side},{channels}]{{3,2,1,0}} parameter(0)\n"
+        f"  %w = f32[3,3,1,{channels}]{{3,2,1,0}} parameter(1)\n"
+        f"  %dy = f32[{batch},{side},{side},{channels}]{{3,2,1,0}} parameter(2)\n"
+        f"  %y = f32[{batch},{side},{side},{channels}]{{3,2,1,0}} convolution(%x, %w), "
+        f"window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, feature_group_count={channels}\n"
+        f"  ROOT %dw = f32[3,3,1,{channels}]{{3,2,1,0}} convolution(%x, %dy), "
+        f"window={{size={side}x{side} pad=1_1x1_1}}, dim_labels=f01b_i01o->01bf, batch_group_count={channels}")
+    flops = FMA * batch * (3 * side - 2) ** 2 * channels
+    assert _product(text, "y").flops == flops
+    gradient = _product(text, "dw")
+    assert gradient.flops == flops  # not G times it
+    assert (gradient.m, gradient.n) == (3 * 3, channels)  # each channel's 9 taps
+
+
+def _attention_call(name: str, target: str, operands: str, results: str) -> str:
+    b, t, s, heads = 2, 128, 96, 4
+    config = ('backend_config={"cudnn_fmha_backend_config":{"fmha_scale":0.125,"intermediate_tensor_shape":'
+              f'{{"dimensions":["{b}","{heads}","{t}","{s}"],"element_type":"BF16"}},"mask_type":"NO_MASK"}},'
+              '"operation_queue_id":"0"}')
+    return f'  %{name} = ({results}) custom-call({operands}), custom_call_target="{target}", {config}'
+
+
+def test_a_fused_attention_backward_runs_twice_the_products_of_its_forward():
+    # the cuDNN forward runs Q.K^T and P.V; its backward dP = dO.V^T, dV = P^T.dO, dQ = dS.K and dK = dS^T.Q:
+    # four products of the same sizes, 2 x 2 x B H T S D = 50,331,648 FLOP at B 2, H 4, T 128, S 96, D 64
+    b, t, s, heads, head = 2, 128, 96, 4, 64
+    q, k, o = f"bf16[{b},{t},{heads},{head}]{{3,2,1,0}}", f"bf16[{b},{s},{heads},{head}]{{3,2,1,0}}", \
+        f"bf16[{b},{heads},{t},{head}]{{3,1,2,0}}"
+    text = _module(
+        f"  %q = {q} parameter(0)\n  %k = {k} parameter(1)\n  %v = {k} parameter(2)\n"
+        f"  %do = {q} parameter(3)\n"
+        + _attention_call("fwd", "__cudnn$fmhaSoftmax", "%q, %k, %v",
+                          f"{o}, f32[{b},{heads},{t}]{{2,1,0}}, u8[256]{{0}}") + "\n"
+        f"  %stats = f32[{b},{heads},{t}]{{2,1,0}} get-tuple-element(%fwd), index=1\n"
+        f"  %o = {o} get-tuple-element(%fwd), index=0\n"
+        + _attention_call("bwd", "__cudnn$fmhaSoftmaxBackward", "%q, %k, %v, %stats, %do, %o",
+                          f"{o}, bf16[{b},{heads},{s},{head}]{{3,1,2,0}}, bf16[{b},{heads},{s},{head}]{{3,1,2,0}}, "
+                          "u8[1024]{0}").replace("  %bwd", "  ROOT %bwd"))
+    one_pass = 2 * FMA * b * heads * t * s * head  # two products of 2 B H T S D each
+    assert _product(text, "fwd").flops == one_pass == 25_165_824
+    backward = _product(text, "bwd")
+    assert backward.flops == 2 * one_pass == 50_331_648 and backward.count == 4
+    listed = {kernel.name: kernel for kernel in kernels.kernel_list(text)}
+    assert listed["bwd"].product.flops == 2 * listed["fwd"].product.flops  # what the time model prices
+
+
+def test_an_asynchronous_start_runs_the_product_its_computation_wraps():
+    # a product XLA runs asynchronously (on another stream): the async-start's computation holds it
+    m, k, n = 64, 128, 32
+    text = "\n".join([
+        "HloModule m, is_scheduled=true",
+        f"%wrapped (a: f32[{m},{k}], b: f32[{k},{n}]) -> f32[{m},{n}] {{",
+        f"  %a = f32[{m},{k}]{{1,0}} parameter(0)",
+        f"  %b = f32[{k},{n}]{{1,0}} parameter(1)",
+        f"  ROOT %d = f32[{m},{n}]{{1,0}} dot(%a, %b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+        "}",
+        "ENTRY %main {",
+        f"  %x = f32[{m},{k}]{{1,0}} parameter(0)",
+        f"  %w = f32[{k},{n}]{{1,0}} parameter(1)",
+        f"  %s = ((f32[{m},{k}]{{1,0}}, f32[{k},{n}]{{1,0}}), f32[{m},{n}]{{1,0}}, s32[]) async-start(%x, %w), "
+        "calls=%wrapped",
+        f"  ROOT %r = f32[{m},{n}]{{1,0}} async-done(%s)",
+        "}",
+    ])
+    expected = Product(1, m, n, k, "float32", FMA * m * n * k)
+    assert _product(text, "s") == expected  # asked of the start itself
+    (listed,) = [kernel for kernel in kernels.kernel_list(text) if kernel.product is not None]
+    assert listed.product == expected  # and in the kernel list

@@ -71,7 +71,6 @@ def test_the_registry_gives_the_matrix_units():
     assert matrix_units("tpu-v5e") == (V5E_MXUS, V5E_SIDE)
     # the tiles the hand derivations below choose among, 256 the largest
     assert kernel_time.GPU_TILES == (16, 32, 64, 128, 256) and kernel_time.TILE_OVERHEAD == 64
-    assert kernel_time.SPLIT_K == (1, 2, 4, 8, 16)
 
 
 def test_a_4096_cube_on_132_sms_takes_256_tiles_in_two_waves():
@@ -114,6 +113,65 @@ def test_a_64_square_output_splits_its_contraction_over_the_sms():
     grad = max(_split(1, 768, 3072, 8192, t, s, depth) for t in kernel_time.GPU_TILES for s in kernel_time.SPLIT_K)
     assert float(shape_efficiency(1, 768, 3072, 8192, H100_SMS, 0, depth)) == pytest.approx(grad, rel=1e-12)
     assert grad > _split(1, 768, 3072, 8192, 256, 1, depth)
+
+
+def _gemm_call(m: int, n: int, k: int, dtype: str = "bfloat16", size: int = 2) -> Kernel:
+    """One cuBLAS call of an ``[m, k] x [k, n]`` product: its operands read and its output written."""
+    product = Product(1, m, n, k, dtype, FMA * m * n * k)
+    return Kernel("gemm", "library", "__cublas$gemm", "custom-call", "main", "", size * (m * k + k * n + m * n), 1,
+                  product=product)
+
+
+def test_a_small_output_s_time_on_the_h100_is_its_contraction_split_over_the_sms():
+    """What a split of the contraction is for: a product with few output tiles and a long k takes
+    the time of its best split (cuBLAS's split-K kernels), written out here part by part."""
+    k, depth = 4096, 128.0
+    constants = Calibration(matmul=0.3, memory=0.9, launch=5e-6, depth=depth)
+    bandwidth = H100_HBM * constants.memory
+
+    def seconds(m: int, n: int, shape: float) -> float:
+        flop_s = FMA * m * n * k / (H100_BF16 * constants.matmul * shape)
+        byte_s = 2 * (m * k + k * n + m * n) / bandwidth
+        assert flop_s > byte_s  # FLOP-bound: the shape decides the time
+        return flop_s
+
+    # the library's choices: output tiles of side 16 to 256, the contraction in 1, 2, 4, 8 or 16 parts
+    # (cuBLAS's and CUTLASS's split-K); the best is taken
+    choices = [(tile, split) for tile in (16, 32, 64, 128, 256) for split in (1, 2, 4, 8, 16)]
+    # 64 x 64 out of k = 4,096 on 132 SMs: 4 x 4 = 16 tiles of 16 (at 0.25 of the largest tile's rate); split
+    # in 8, 128 parts fill 128 of the 132 SMs in one wave, each part's k = 512 at 512 / (512 + depth). Unsplit
+    # it would use 16 SMs; in 16 parts, 256 take two waves and each k = 256 pays the fill twice as often
+    square = 128 / 132 * _tile_rate(16) * 512 / (512 + depth)
+    assert square == pytest.approx(max(_split(1, 64, 64, k, t, s, depth) for t, s in choices), rel=1e-12)
+    priced = price_kernels([_gemm_call(64, 64, k)], "h100", constants)
+    assert priced.matmul == pytest.approx(seconds(64, 64, square), rel=1e-12)
+    # 32 x 64: 2 x 4 = 8 tiles of 16; split in 16, 128 parts fill one wave, each k = 256 (in 8 only 64 SMs work)
+    narrow = 128 / 132 * _tile_rate(16) * 256 / (256 + depth)
+    assert narrow > 64 / 132 * _tile_rate(16) * 512 / (512 + depth)  # 16 parts beat 8 here
+    assert narrow == pytest.approx(max(_split(1, 32, 64, k, t, s, depth) for t, s in choices), rel=1e-12)
+    priced = price_kernels([_gemm_call(32, 64, k)], "h100", constants)
+    assert priced.matmul == pytest.approx(seconds(32, 64, narrow), rel=1e-12)
+    # unsplit, the same 32 x 64 product would take 128 / 8 = 16 times as long, less the longer k's fill
+    unsplit = 8 / 132 * _tile_rate(16) * k / (k + depth)
+    assert seconds(32, 64, unsplit) > 8 * priced.matmul
+
+
+def test_the_same_program_priced_with_another_arithmetic_takes_that_arithmetic_s_peak():
+    """One kernel list priced several times in one process (a sweep of dtypes, `fit_constants`):
+    each price is at the peak its arithmetic names, whatever was asked before."""
+    listed = [_gemm_call(4096, 4096, 4096)]  # a 4096^3 bfloat16 product, one cuBLAS call
+    shape = 256 / 264 * 4096 / (4096 + CONSTANTS.depth)  # 256 tiles of 256 in two waves of 132 (above)
+    own = FMA * 4096**3 / (H100_BF16 * CONSTANTS.matmul * shape)
+    assert own > listed[0].bytes / (H100_HBM * CONSTANTS.memory)  # FLOP-bound
+    first = price_kernels(listed, "h100", CONSTANTS)
+    assert first.matmul == pytest.approx(own, rel=1e-12)
+    # float32 arithmetic: TF32's peak, half of BF16's (494.7 against 989.4 TFLOPS): twice the time
+    as_float32 = price_kernels(listed, "h100", CONSTANTS, arithmetic="float32")
+    assert as_float32.matmul == pytest.approx(own * H100_BF16 / H100_TF32, rel=1e-12)
+    assert as_float32.matmul == pytest.approx(2 * first.matmul, rel=1e-3)
+    # and its own dtype again: bfloat16's peak
+    assert price_kernels(listed, "h100", CONSTANTS, arithmetic="bfloat16").matmul == pytest.approx(own, rel=1e-12)
+    assert price_kernels(listed, "h100", CONSTANTS) == first
 
 
 def test_a_batch_of_products_fills_the_machine_and_a_ragged_output_pads():

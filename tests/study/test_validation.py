@@ -165,3 +165,16 @@ def test_page_generated_from_the_committed_programs(tmp_path, result):
     assert f"**{sum(abs(e) <= BAND for e in errors)} of {len(errors)} published cases within ±20%**" in page
     assert "## Published runs not validated" in page and "## The constants" in page
     assert "without `goyal2017`" in page and "without `jia2018`" in page  # each paper's held-out constants
+
+
+def test_a_held_out_figure_is_what_the_constants_fitted_without_its_paper_predict(result, reports):
+    # the page's "held out" column: each case priced with its paper's held-out constants (listed on the
+    # page), which were fitted on the other papers only; not the in-sample constants
+    papers = {c.name: c.paper for c in CASES}
+    moved = 0
+    for paper, constants in result.held_out_constants.items():
+        assert constants.fitted_on and paper not in {papers[name] for name in constants.fitted_on}
+        index, case = next((i, c) for i, c in enumerate(result.cases) if c.paper == paper)
+        assert result.held_out[index] == pytest.approx(price_case(case, reports, constants)[0], rel=1e-9)
+        moved += abs(result.held_out[index] / result.in_sample[index] - 1) > 1e-3
+    assert moved  # (the held-out constants price some paper differently from the in-sample ones)
