@@ -137,10 +137,10 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
                     f"({flops / forward:.0%} of the forward) under {', '.join(where)}: a second forward pass (for "
                     "metrics?), not a jax.checkpoint recomputation")
             merged = merged_forward(counted, step, flops)
-            if merged:
+            if merged and step is not None:
                 notes.append(head + f"; XLA computes it once with the gradient's forward pass (the same inputs and "
                              f"parameters: common subexpressions), so the compiled step does not pay for it "
-                             f"(train_step {step.flops:,} FLOP, {merged:,} below the parts' "  # type: ignore[union-attr]
+                             f"(train_step {step.flops:,} FLOP, {merged:,} below the parts' "
                              f"{counted.total.flops:,}); it would where the two passes differ (dropout, other "
                              "inputs): return what it computes from the loss (has_aux=True) to be sure")
             else:

@@ -41,7 +41,7 @@ from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
 from xla_cost.step import phases
 from xla_cost.step.trees import leaf_roles, nbytes
-from xla_cost.step.user_step import UserStep, prepare_step
+from xla_cost.step.user_step import UserStep, check_batch, check_returns, prepare_step
 
 __all__ = ["analyze_step", "STEP_GRAD"]
 
@@ -159,9 +159,11 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     target = targets.active()
     progress.stage("tracing the step")
     prepared = prepare_step(step, args, kwargs, axis_names)
+    check_batch(prepared)
     call, shapes = _trace(prepared)
     inner = call.params["jaxpr"] if call is not None else None
     traced = inner if inner is not None else prepared.trace().jaxpr
+    check_returns(traced, prepared.name)
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(traced, prepared)
 

@@ -22,7 +22,8 @@ from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_n
 
 __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
-    "check_float_params", "check_logits", "check_loss", "selector", "select_outputs", "default_targets",
+    "check_float_params", "check_logits", "check_float_outputs", "check_loss", "selector", "select_outputs",
+    "default_targets",
     "first_line", "trace_error",
 ]
 
@@ -229,6 +230,20 @@ def check_params(params: PyTree, model: Any) -> None:
             "or pass an apply function with params=.",
         )
     check_float_params(params)
+
+
+def check_float_outputs(outputs: Any) -> None:
+    """The loss is differentiated through the outputs: outputs that are all integers or booleans (a
+    final ``argmax``, a cast) carry no gradient to the parameters, which would all be zeros."""
+    leaves = [leaf for leaf in jax.tree.leaves(outputs) if is_array(leaf)]
+    if leaves and not any(jnp.issubdtype(leaf.dtype, jnp.inexact) for leaf in leaves):
+        raise InputError(
+            "a model whose outputs are floating point (the loss is differentiated through them to the parameters)",
+            f"outputs {describe_tree(outputs)}, integers (a final argmax or cast), through which no gradient "
+            "flows: backward would be 0",
+            "Return the logits and take the argmax in your metrics, or pick a floating output with "
+            "output= (--output-index).",
+        )
 
 
 def check_logits(outputs: Any, raw_outputs: Any, output: Any) -> None:

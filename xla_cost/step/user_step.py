@@ -35,7 +35,34 @@ from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
 from xla_cost.step.trees import leaf_roles
 
 __all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "step_arguments", "import_module", "PARAMS_KEY",
-           "MAX_AXES"]
+           "MAX_AXES", "check_batch", "check_returns"]
+
+def check_batch(prepared: UserStep) -> None:
+    """Refuses a batch without examples: an array argument holding no parameter whose leading
+    (batch) size is 0. XLA removes the work of no example, and the counts of what is left
+    (reductions over nothing) are not a step's."""
+    flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+    for (path, leaf), owner in zip(flat, prepared.owners):
+        shape = tuple(getattr(leaf, "shape", ()))
+        if owner is None and shape and shape[0] == 0:
+            raise InputError(
+                f"the batch of {prepared.name}() to hold at least one example (its arrays' leading size 1 or more)",
+                f"args{jax.tree_util.keystr(path)} {leaf.dtype}[{','.join(map(str, shape))}] (batch 0)",
+                "Give the batch a leading size of 1 or more (the arrays passed to the step; from the command "
+                "line, those --args' function returns).",
+            )
+
+
+def check_returns(jaxpr: Any, name: str) -> None:
+    """Refuses a step that returns nothing: XLA removes every operation whose result nothing
+    returns, so the compiled step would do no work at all."""
+    if not jaxpr.jaxpr.outvars:
+        raise InputError(
+            f"{name}() to return what it computes (the new state, the loss or metrics)",
+            "a step that returns nothing (None), whose work XLA removes entirely: every figure would be 0",
+            "End it with `return state, loss` (the new state and the loss), as the training loop uses them.",
+        )
+
 
 PARAMS_KEY = "params"
 """The key (attribute or dict key) under which Linen code keeps the parameters:

@@ -39,8 +39,8 @@ from xla_cost.step import remat as _remat
 from xla_cost.step.remat import check as check_remat
 from xla_cost.step.adapters import MAX_RESOLVE, RNG_KEY, CallPlan, learn, prepare, split_call_kwargs
 from xla_cost.step.checks import (
-    OutputSelector, check_axis_names, check_inputs, check_logits, check_loss, check_model, check_params,
-    default_targets, select_outputs, selector, trace_error,
+    OutputSelector, check_axis_names, check_float_outputs, check_inputs, check_logits, check_loss, check_model,
+    check_params, default_targets, select_outputs, selector, trace_error,
 )
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.trees import PyTree, abstract, is_variables_dict, key_name, leaf_modules, module_param_counts
@@ -294,6 +294,7 @@ def build_workload(
             raise trace_error(exc, inputs) from exc
         check_params(params, model)
         outputs = select_outputs(select, raw_outputs, inputs)
+        check_float_outputs(outputs)
         if loss is None:
             check_logits(outputs, raw_outputs, output)
         targets = abstract(
