@@ -421,11 +421,34 @@ def _load(value: Any, side: str) -> tuple[Report, dict[str, float], str]:
         report = Report.from_dict(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a hand-edited or damaged file
         raise InputError(f"{side} as a report's JSON file", f"{str(value)!r}: {exc}", write) from exc
+    wrong = _not_a_number(report)
+    if wrong is not None:  # a hand-edited file: "1.5e9" where the number was
+        raise InputError(f"{side} as a report's JSON file whose figures are numbers (or null: unknown)",
+                         f"{str(value)!r}, whose {wrong}", write)
     seconds: dict[str, float] = {}
     if isinstance(timing, Mapping) and not timing.get("skipped") and isinstance(timing.get("phases"), Mapping):
         seconds = {p: float(t["median_s"]) for p, t in timing["phases"].items()
                    if isinstance(t, Mapping) and isinstance(t.get("median_s"), (int, float))}
     return report, seconds, str(value)
+
+
+def _not_a_number(report: Report) -> str | None:
+    """The first figure a diff reads that is neither a number nor None, described
+    (``flops of forward is '3.08e5', a str``); None when every one is a number."""
+    def bad(value: Any) -> bool:
+        return value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)))
+
+    for phase in report.phase_names:
+        for figure in FIGURES:
+            if figure != "seconds" and bad(value := _figure(report, phase, figure, {})):
+                return f"{figure} of {phase} is {value!r}, a {type(value).__name__}"
+    for layer in report.layers or ():
+        for pass_ in _PASSES:
+            cost = getattr(layer, pass_)
+            for name in ("flops", "transcendentals"):
+                if bad(value := getattr(cost, name)):
+                    return f"{pass_}_{name} of layer {layer.path!r} is {value!r}, a {type(value).__name__}"
+    return None
 
 
 def _seconds(report: Report) -> dict[str, float]:

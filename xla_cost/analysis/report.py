@@ -601,10 +601,18 @@ class Report:
         ``backward_flops``, ``update_flops``, per-pass transcendentals, ...);
         the other cells are empty. ``pandas.read_csv`` reads it back; the layer
         rows' ``forward_flops`` add up to the forward phase's ``jaxpr_flops``.
+        With a CPU run beside the target's (``compare_cpu=True``), a row per
+        phase of kind ``comparison`` follows the phase rows: `comparison`'s
+        `TargetComparison.to_frame` columns (``cpu_flops``, ``target_flops``,
+        ``flops_ratio``, ...); the reasons are in the table, markdown and JSON.
         """
         phases = self.to_frame().reset_index(names="name")
         phases.insert(0, "kind", "phase")
         frames = [phases]
+        if self.cpu is not None:
+            compared = self.comparison().to_frame().reset_index(names="name")
+            compared.insert(0, "kind", "comparison")
+            frames.append(compared)
         if self.layers is not None:
             layers = pd.DataFrame(layer_records(self.layers)).rename(columns={"path": "name"})
             integers = [c for c in layers.columns if c not in ("name", "backward_to_forward")]

@@ -64,6 +64,7 @@ def analyze_step(
     timed: bool = False,
     memory: bool = False,
     target: str | None = None,
+    compare_cpu: bool = False,
     **kwargs: Any,
 ) -> Report:
     """Counts one call of a user's own training step, split into its parts.
@@ -123,6 +124,12 @@ def analyze_step(
         ``train_step``'s XLA figures, the memory and the collectives are then
         the target's program's; the parts are the jaxpr's as ever. Not with
         ``timed`` or ``counter="jaxpr"``; needs the platform's extra.
+      compare_cpu: with ``target``, also analyse the step for the default
+        backend (the CPU proxy) and keep that report as ``cpu``, so that
+        `Report.comparison` sets the two programs side by side, as
+        ``analyze(..., compare_cpu=True)`` does. Not a keyword of the step:
+        a step that takes one of this name is called with it through
+        ``functools.partial``.
       **kwargs: the step's keyword arguments.
 
     Returns:
@@ -135,7 +142,7 @@ def analyze_step(
       InputError: ``step`` is not callable; it fails to trace (its own
         exception, in one line); ``counter`` or ``depth`` cannot be used; an
         unknown ``target``, its compiler not installed, or one with ``timed``
-        or ``counter="jaxpr"``.
+        or ``counter="jaxpr"``; ``compare_cpu`` without a target.
       CostAnalysisUnavailableError: the backend gives no cost analysis.
 
     Example::
@@ -147,9 +154,17 @@ def analyze_step(
     if counter not in COUNTERS:
         raise InputError(f"counter in {', '.join(COUNTERS)}", repr(counter), "Use counter='xla' or 'jaxpr'.")
     found_target = None if target is None else check_target(target, timed=timed, counter=counter)
+    if compare_cpu and found_target is None:
+        raise InputError("compare_cpu (--compare-cpu) only with a target (--target): it sets the CPU proxy's "
+                         "program beside the target's", f"compare_cpu={compare_cpu!r} without a target",
+                         "Add target='h100' (--target h100), or drop compare_cpu (--compare-cpu).")
+    options = {"per_layer": per_layer, "depth": depth, "counter": counter, "axis_names": axis_names,
+               "timed": timed, "memory": memory}
     with targets.use(found_target):
-        return _analyze_step(step, args, kwargs, per_layer=per_layer, depth=depth, counter=counter,
-                             axis_names=axis_names, timed=timed, memory=memory)
+        report = _analyze_step(step, args, kwargs, **options)
+    if compare_cpu:  # the same step for the default backend, kept beside the target's (Report.comparison)
+        report = dataclasses.replace(report, cpu=_analyze_step(step, args, kwargs, **options))
+    return report
 
 
 def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, per_layer: bool,

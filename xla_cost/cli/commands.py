@@ -80,6 +80,7 @@ def step(args: argparse.Namespace) -> str:
         function, *arguments, per_layer=args.per_layer, depth=args.depth, counter=args.counter,
         axis_names=args.axis_names or None, timed=args.time, memory=args.memory,
         **({"target": args.target} if args.target is not None else {}),
+        **({"compare_cpu": True} if args.compare_cpu else {}),
     )
     return render_as(report, args.format, width(args))
 

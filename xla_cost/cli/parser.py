@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--time", action="store_true", help="also run the compiled step on the default device and time it, split into forward/backward/update/other (and layers with --per-layer) from a profiler trace: seconds, FLOP/s, GB/s, MFU, roofline")
     step.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _target_option(step)
+    step.add_argument("--compare-cpu", dest="compare_cpu", action="store_true", help="with --target: also compile the step for the CPU (the proxy) and show the two side by side (xla_cost.analyze_step(..., compare_cpu=True))")
     _output_options(step)
 
     store = sub.add_parser(

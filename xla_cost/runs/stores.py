@@ -53,23 +53,50 @@ class StoreContents(Rendered):
         return f"{len(self.rows)} stored results{chosen}, {failed} failed; {where}"
 
     def to_frame(self) -> pd.DataFrame:
+        """One row per stored result: its key (the first `KEY_SHOWN` characters), model,
+        status, when it was stored, seconds, batch size, optimizer, dtype, ``target``
+        and error. The configuration's figures are the sweep's; an ``analyze --cache``
+        row (whose configuration holds the model alone) takes them from its report.
+        ``target`` is the compile target (``h100``, ``tpu-v5e:2x2``) or, without
+        one, the backend it was compiled for (``cpu``)."""
         frame = pd.DataFrame([
             {"key": r.key[:KEY_SHOWN], "model": r.model, "status": r.status, "created": self.created.get(r.key, ""),
-             "seconds": r.seconds, "batch_size": r.config.get("batch_size"), "optimizer": r.config.get("optimizer"),
-             "dtype": r.config.get("dtype"), "error": r.error or ""}
+             "seconds": r.seconds, **{name: _setting(r, name) for name in ("batch_size", "optimizer", "dtype")},
+             "target": _target(r), "error": r.error or ""}
             for r in self.rows
-        ], columns=["key", "model", "status", "created", "seconds", "batch_size", "optimizer", "dtype", "error"])
-        # a count stays a whole number (8, not 8.000) where some rows have none (`analyze --cache`'s)
+        ], columns=["key", "model", "status", "created", "seconds", "batch_size", "optimizer", "dtype", "target",
+                    "error"])
+        # a count stays a whole number (8, not 8.000) where some rows have none
         return frame.astype({"batch_size": "Int64"})
 
     def sections(self) -> list[Section]:
         frame = self.to_frame().astype(object).where(lambda f: f.notna(), "")
         frame["seconds"] = [f"{v:.2f}" if v != "" else "" for v in frame["seconds"]]
-        return [Section("", frame, left=("model", "status", "created", "optimizer", "dtype", "error"))]
+        return [Section("", frame, left=("model", "status", "created", "optimizer", "dtype", "target", "error"))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "size_bytes": self.size, "selection": self.selection,
-                "rows": [{**dataclasses.asdict(r), "created": self.created.get(r.key)} for r in self.rows]}
+                "rows": [{**dataclasses.asdict(r), "created": self.created.get(r.key), "target": _target(r)}
+                         for r in self.rows]}
+
+
+def _setting(row: StoredResult, name: str) -> Any:
+    """``name`` (``batch_size``, ``optimizer``, ``dtype``) of a stored row: its configuration's
+    (a sweep's), else its report's (``analyze --cache`` stores the model's name alone); None
+    for a failed row without it."""
+    if name in row.config:
+        return row.config[name]
+    return (row.report or {}).get(name)
+
+
+def _target(row: StoredResult) -> str | None:
+    """The compile target of a stored row (``h100``), else the backend it was compiled for
+    (``cpu``: from its report, or the environment it ran in); None where neither is stored."""
+    target = row.config.get("target") or (row.report or {}).get("target")
+    if target:
+        return str(target)
+    backend = (row.report or {}).get("backend") or row.environment.get("backend")
+    return None if backend is None else str(backend)
 
 
 def _bytes(size: int) -> str:

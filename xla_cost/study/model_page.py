@@ -40,7 +40,7 @@ def model_files(report: Report) -> dict[str, bytes]:
         "",
         f"`{report.model}({config})`, batch {report.batch_size}, optimizer {report.optimizer}, {report.dtype}"
         + (f" (parameters {report.param_dtype})" if report.param_dtype not in (None, report.dtype) else "")
-        + f", {count(report.parameters)} parameters; {report.backend} backend, jax {report.jax_version}, counter "
+        + f", {count(report.parameters)} parameters; {_compiled_for(report)}, jax {report.jax_version}, counter "
         f"`{report.counter}`.",
         "",
         "## Phases",
@@ -93,6 +93,20 @@ def model_files(report: Report) -> dict[str, bytes]:
         lines += ["## Notes", "", *[f"- {c}" for c in caveats], ""]
     lines.append("Written by `xla_cost.write_report(report, ...)` / `xla-cost report --model ...`.")
     return {f"{name}.md": markdown_file("\n".join(lines)), figure_file: _fig_model_layers(report)}
+
+
+def _compiled_for(report: Report) -> str:
+    """Where the programs were compiled: the target device by name (``compiled for the NVIDIA
+    H100 SXM (`h100`, its own compiler, no such device here)``), else the backend."""
+    if report.target is None:
+        return f"{report.backend} backend"
+    from xla_cost.parallel.devices import target  # the registry, loaded only for a target's page
+
+    try:
+        title = target(report.target).title
+    except InputError:  # a stored report of a target this version no longer knows: its name alone
+        title = report.target
+    return f"compiled for the {title} (`{report.target}`, by its own compiler, with no such device here)"
 
 
 def _fig_model_layers(report: Report) -> bytes:
