@@ -236,6 +236,7 @@ NOT_RESULTS: dict[str, str] = {
     "Calibration": "a device's fitted constants, an input of predictions",
     "Collective": "one row of a phase's communication, shown in its Report's table",
     "RunConfig": "a configuration asked for, not an answer",
+    "TargetMemory": "part of a Report (its target_memory): shown in its notes and its JSON",
 }
 """Public classes with a ``to_dict`` that are not results, and why."""
 

@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.report import Report as Report
     from xla_cost.analysis.diff import ReportDiff as ReportDiff
     from xla_cost.analysis.compare import TargetComparison as TargetComparison
+    from xla_cost.analysis.memory import TargetMemory as TargetMemory
     from xla_cost.runs.sweeps import configurations as configurations
     from xla_cost.runs.estimates import estimate as estimate
     from xla_cost.runs.fit import FitResult as FitResult
@@ -160,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "Report": "xla_cost.analysis.report",
     "ReportDiff": "xla_cost.analysis.diff",
     "TargetComparison": "xla_cost.analysis.compare",
+    "TargetMemory": "xla_cost.analysis.memory",
     # runs by name: configurations, sweeps, fit, scaling, estimates
     "configurations": "xla_cost.runs.sweeps",
     "estimate": "xla_cost.runs.estimates",

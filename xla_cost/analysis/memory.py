@@ -49,7 +49,9 @@ from jax.extend.core import Literal
 from jax.sharding import PartitionSpec
 import numpy as np
 
+from xla_cost.compiled.compiler_log import out_of_memory
 from xla_cost.compiled.liveness import LiveBuffer, LivenessProfile
+from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import axes_of, per_device_bytes
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import size as bytes_text
@@ -62,7 +64,8 @@ from xla_cost.count.attribution import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MemoryBreakdown", "saved_activations", "memory_breakdown", "peak_parts"]
+__all__ = ["MemoryBreakdown", "TargetMemory", "saved_activations", "memory_breakdown", "peak_parts", "target_memory",
+           "too_big_for"]
 
 PARTS: tuple[str, ...] = (
     "parameters", "gradients", "optimizer_state", "model_state", "inputs", "saved_activations",
@@ -470,6 +473,163 @@ def memory_breakdown(
         unsized_scratch=0 if memory is None else memory.unsized_scratch,
         devices=devices, notes=tuple(notes), **replay,
     )
+
+
+DONATED = "donated_train_step"
+"""`TargetMemory`'s name for the train step compiled with its parameters and
+optimizer state donated (``memory=True``: `MemoryBreakdown`), beside the phases'."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetMemory:
+    """Whether a step compiled for a target fits in one of its devices, and
+    what the target's compiler recomputed to make its programs fit.
+
+    Attributes:
+      target: the compile target (``h100``, ``tpu-v5e:2x2``).
+      title: its device as reports name it (``NVIDIA H100 SXM``).
+      capacity: one device's memory in bytes (a GPU's less the CUDA context:
+        `xla_cost.parallel.devices.allocatable`).
+      usable: what a program may use: ``capacity`` x the share its runtime
+        gives it (a GPU's JAX allocator 0.75, a TPU's 1), the limit
+        `xla_cost.runs.fit` searches against.
+      peak: the bytes the step is judged by: with ``memory=True`` the donated
+        train step's `MemoryBreakdown.needed`; else the largest peak of the
+        forward and grad programs, which is less than the step's (the
+        optimizer state is not among their arguments); None: unknown.
+      peak_of: the program ``peak`` is of (``train_step (donated)``, ``grad``).
+      exact: whether ``peak`` is the step's own (the donated train step's)
+        rather than a lower bound of it.
+      rematerialized: instructions the target's compiler recomputed in each
+        program that recomputed any (XLA's rematerialization: ``*.remat``
+        clones in the optimized module); their FLOP are in that program's.
+      remat_short_of: ``(limit, reached)`` bytes where the donated train
+        step's rematerialization could not reach the compiler's own limit (its
+        log; the phase programs compile at once, and their logs mix).
+      flops: ``(compiled, jaxpr)`` FLOP by phase, for the notes (not in `to_dict`:
+        the report's own figures).
+    """
+
+    target: str
+    title: str
+    capacity: float
+    usable: float
+    peak: int | None
+    peak_of: str = ""
+    exact: bool = False
+    rematerialized: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    remat_short_of: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    flops: Mapping[str, tuple[int | None, int | None]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool | None:
+        """False: the step needs more than ``usable``; True: its exact peak is
+        within it; None: unknown (no peak, or only a lower bound within it)."""
+        if self.peak is None:
+            return None
+        if self.peak > self.usable:
+            return False
+        return True if self.exact else None
+
+    def notes(self) -> list[str]:
+        """What a report says: that the step does not fit, and which programs' figures hold recomputation."""
+        said: list[str] = []
+        if self.fits is False:
+            said.append(
+                f"the step does not fit in the {self.title}'s memory ({self.target}): {self.peak_of} peaks at "
+                f"{bytes_text(self.peak)}"
+                + ("" if self.exact else " (the step needs more: the optimizer state is not among its arguments)")
+                + f" against {bytes_text(self.usable)} usable ({self.usable / self.capacity:g} of "
+                f"{bytes_text(self.capacity)}), so on the device it runs out of memory; `xla-cost fit MODEL "
+                f"--target {self.target}` (max_batch_size) finds the largest batch that fits")
+        for program, count in self.rematerialized.items():
+            shown = "backward" if program == "grad" and "backward" in self.flops else program
+            compiled, counted = self.flops.get(shown, (None, None))
+            short = self.remat_short_of.get(program)
+            said.append(
+                f"{'the donated train step (memory=True, --memory)' if program == DONATED else program}: the {self.title}'s compiler recomputed {count:,} instruction{'s' if count != 1 else ''} "
+                "to bring the program toward its memory (XLA's rematerialization: `.remat` clones in the optimized "
+                "module), and its figures include them"
+                + (" (backward = grad - forward, and train_step, too)" if program == "grad" else "")
+                + (f": {shown} {compiled:,} FLOP against the jaxpr's {counted:,} ({compiled / counted:.2f}x)"
+                   if compiled is not None and counted else "")
+                + (f"; it still fell short of the compiler's own limit ({bytes_text(short[1])} reached, "
+                   f"{bytes_text(short[0])} sought)" if short is not None else ""))
+        for program, short in self.remat_short_of.items():
+            if program not in self.rematerialized:
+                said.append(f"{'the donated train step (memory=True, --memory)' if program == DONATED else program}: the {self.title}'s compiler could not rematerialize the program under its "
+                            f"own limit ({bytes_text(short[1])} reached, {bytes_text(short[0])} sought)")
+        return said
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "title": self.title, "capacity": self.capacity, "usable": self.usable,
+            "peak": self.peak, "peak_of": self.peak_of, "exact": self.exact, "fits": self.fits,
+            "rematerialized": dict(self.rematerialized),
+            "remat_short_of": {k: list(v) for k, v in self.remat_short_of.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TargetMemory:
+        return cls(
+            target=str(data["target"]), title=str(data.get("title", "")), capacity=float(data["capacity"]),
+            usable=float(data["usable"]), peak=None if data.get("peak") is None else int(data["peak"]),
+            peak_of=str(data.get("peak_of", "")), exact=bool(data.get("exact", False)),
+            rematerialized={str(k): int(v) for k, v in (data.get("rematerialized") or {}).items()},
+            remat_short_of={str(k): (int(v[0]), int(v[1])) for k, v in (data.get("remat_short_of") or {}).items()},
+        )
+
+
+def target_memory(
+    target: Any, programs: Mapping[str, Any], breakdown: MemoryBreakdown | None = None,
+    flops: Mapping[str, tuple[int | None, int | None]] | None = None,
+) -> TargetMemory:
+    """Whether the step compiled for ``target`` fits in one of its devices (`TargetMemory`).
+
+    Args:
+      target: the `xla_cost.compiled.targets.CompileTarget` the programs were compiled for.
+      programs: each compiled program's `xla_cost.compiled.xla.XlaMemory` by phase name.
+      breakdown: the donated train step's memory (``memory=True``), which the
+        step is then judged by; None: judged by the forward and grad programs.
+      flops: ``(compiled, jaxpr)`` FLOP by phase name, for the programs that recomputed.
+    """
+    usable = target.memory_bytes * target.memory_fraction
+    if breakdown is not None and breakdown.needed is not None:
+        peak, peak_of, exact = breakdown.needed, "the donated train step", True
+    else:
+        peaks = {name: m.peak_bytes for name, m in programs.items()
+                 if name in ("forward", "grad") and m is not None and m.peak_bytes is not None}
+        peak_of = max(peaks, key=peaks.__getitem__) if peaks else ""
+        peak, exact = peaks.get(peak_of), False
+        peak_of = f"its {peak_of} program" if peak_of else ""
+    recomputed = {name: m.rematerialized for name, m in programs.items() if m is not None and m.rematerialized}
+    short: dict[str, tuple[int, int]] = {}  # the phase programs' logs mix (they compile at once): not theirs
+    if breakdown is not None and breakdown.rematerialized:
+        recomputed[DONATED] = breakdown.rematerialized
+    if breakdown is not None and breakdown.remat_short_of is not None:
+        short[DONATED] = breakdown.remat_short_of
+    return TargetMemory(
+        target=target.name, title=target.title, capacity=float(target.memory_bytes), usable=float(usable),
+        peak=peak, peak_of=peak_of, exact=exact, rematerialized=recomputed, remat_short_of=short,
+        flops=dict(flops or {}),
+    )
+
+
+def too_big_for(target: Any, error: BaseException) -> InputError | None:
+    """The one-line refusal of a step whose program ``target``'s compiler refused for
+    want of memory (a TPU's compile-time out-of-memory,
+    `xla_cost.compiled.compiler_log.out_of_memory`); None: ``error`` is another."""
+    found = out_of_memory(str(error))
+    if found is None:
+        return None
+    first, required, available = found
+    figures = (f"{bytes_text(required)} of temporaries needed, {bytes_text(available)} available"
+               if required is not None and available is not None else first)
+    return InputError(
+        f"a step whose programs fit in one {target.title}'s memory ({target.name})",
+        f"its compiler refused one: {figures}",
+        f"Analyse a smaller batch (`xla-cost fit MODEL --target {target.name}` finds the largest that fits) "
+        "or shard the step (--mesh).")
 
 
 def _local_shapes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> list[tuple[int, ...]]:

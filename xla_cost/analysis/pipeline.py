@@ -28,7 +28,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis.cache import cached
 from xla_cost.analysis.costs import all_phases
-from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
@@ -312,7 +312,13 @@ def run(request: Request) -> Report:
     every program compiled for the request's target where it names one."""
     target = None if request.options.target is None else check_target(request.options.target)
     with targets.use(target):
-        report = _run(request)
+        try:
+            report = _run(request)
+        except Exception as exc:  # a target's compiler out of memory: the step is too big for it, in one line
+            refused = None if target is None else too_big_for(target, exc)
+            if refused is None:
+                raise
+            raise refused from exc
     if request.options.compare_cpu:  # the same request for the default backend, kept beside the target's
         proxy = dataclasses.replace(request.options, target=None, compare_cpu=False)
         report = dataclasses.replace(report, cpu=run(dataclasses.replace(request, options=proxy)))
@@ -348,8 +354,13 @@ def _run(request: Request) -> Report:
     layers, layer_notes = rows[0] if rows else (None, ())
     if layers is not None and breakdown is not None:
         layers = _with_saved(layers, breakdown.saved_by_layer)
+    fitted = None
+    if targets.active() is not None and options.compiled:  # whether the step fits the target's device
+        fitted = target_memory(
+            targets.active(), {name: p.compiled.memory for name, p in programs.items() if p.compiled is not None},
+            breakdown, {name: (c.flops, c.jaxpr_flops) for name, c in costs.items()})
     return assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
-                                    compute_dtype, timing, breakdown, layers, layer_notes))
+                                    compute_dtype, timing, breakdown, layers, layer_notes, fitted))
 
 
 def build_step(request: Request) -> tuple[Workload, str]:
@@ -437,6 +448,7 @@ class Stages:
       compute_dtype: the computation dtype the report records.
       timing, breakdown, layers: stage 5's, where asked.
       layer_notes: what the per-layer rows could not attribute.
+      target_memory: whether the step fits a compile target's device (None: no target).
     """
 
     workload: Workload
@@ -450,6 +462,7 @@ class Stages:
     breakdown: MemoryBreakdown | None = None
     layers: tuple[LayerCosts, ...] | None = None
     layer_notes: tuple[str, ...] = ()
+    target_memory: TargetMemory | None = None
 
 
 def assemble(request: Request, found: Stages) -> Report:
@@ -460,6 +473,8 @@ def assemble(request: Request, found: Stages) -> Report:
     target = targets.active()
     if target is not None:
         notes.append(target_note(target))
+    if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
+        notes += found.target_memory.notes()
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
@@ -521,6 +536,7 @@ def assemble(request: Request, found: Stages) -> Report:
         sharding=_sharding_summary(workload, plan) if plan is not None else {},
         memory_breakdown=breakdown,
         target=None if targets.active() is None else targets.active().name,
+        target_memory=found.target_memory,
     )
 
 

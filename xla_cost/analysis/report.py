@@ -16,7 +16,7 @@ import pandas as pd
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
 from xla_cost.analysis.compare import TargetComparison, compare
-from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory
 from xla_cost.analysis.timing import Timing
 from xla_cost.compiled.kernels import Kernel
 from xla_cost.count.registry import Cost
@@ -342,6 +342,9 @@ class Report:
         ``tpu-v5e:2x2``; `xla_cost.compiled.targets`), None: the default backend.
       cpu: with ``compare_cpu=True``, the same step compiled for the default
         backend (the CPU proxy), which `comparison` sets beside this one; else None.
+      target_memory: with a ``target``, whether the step fits one of its
+        devices and which programs the target's compiler rematerialized
+        (`xla_cost.analysis.memory.TargetMemory`); None without a target.
     """
 
     model: str
@@ -366,6 +369,7 @@ class Report:
     """`xla_cost.analysis.memory.MemoryBreakdown` of the step per device (``memory=True``), else None."""
     target: str | None = None
     cpu: Report | None = None
+    target_memory: TargetMemory | None = None
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -471,6 +475,8 @@ class Report:
             data["communication_bytes"] = {p: self.phases[p].communication_bytes for p in self.phase_names}
         if self.memory_breakdown is not None:
             data["memory_breakdown"] = self.memory_breakdown.to_dict()
+        if self.target_memory is not None:
+            data["target_memory"] = self.target_memory.to_dict()
         data["notes"] = list(self.notes)
         if self.cpu is not None:
             data["cpu"] = self.cpu.to_dict()
@@ -552,6 +558,8 @@ class Report:
                 memory_breakdown=_memory_from(data.get("memory_breakdown")),
                 target=data.get("target"),
                 cpu=None if data.get("cpu") is None else cls.from_dict(data["cpu"]),
+                target_memory=None if data.get("target_memory") is None
+                else TargetMemory.from_dict(data["target_memory"]),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"Report.from_dict: not a report's dict ({type(exc).__name__}: {exc})") from exc

@@ -1,6 +1,6 @@
 """What XLA's compiler writes to standard error while it compiles: held back,
 its slow-operation alarms dropped (`quiet_compiler`, `filter_compiler_log`),
-and read for what the compiler could not do (`remat_shortfall`).
+and read for what the compiler could not do (`remat_shortfall`, `out_of_memory`).
 
 Only the standard library is used.
 """
@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
-__all__ = ["remat_shortfall", "filter_compiler_log", "quiet_compiler"]
+__all__ = ["remat_shortfall", "out_of_memory", "filter_compiler_log", "quiet_compiler"]
 
 _LOG = logging.getLogger("xla_cost")
 
@@ -32,6 +32,26 @@ def remat_shortfall(log: str) -> tuple[int, int] | None:
     ``hlo_rematerialization``), the largest if several; None: no such line."""
     found = [(int(a), int(b)) for a, b in _REMAT_SHORT.findall(log)]
     return max(found, key=lambda pair: pair[1]) if found else None
+
+
+_OOM_MARKS = ("RESOURCE_EXHAUSTED", "CompileTimeHbmOom")
+_OOM_REQUIRED = re.compile(r"required for HLO temporaries \(([0-9.]+)([KMGT]?)i?B?\)")
+_OOM_AVAILABLE = re.compile(r"exceeds available HBM \(([0-9.]+)([KMGT]?)i?B?\)")
+_BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def out_of_memory(message: str) -> tuple[str, int | None, int | None] | None:
+    """``(first line, required, available)`` bytes of a compile a target's compiler
+    refused for want of memory (a TPU's ``RESOURCE_EXHAUSTED: ... CompileTimeHbmOom:
+    ... the total memory required for HLO temporaries (16.09G) exceeds available
+    HBM (15.75G)``: binary units); the figures None where it names none; None: no
+    such refusal in ``message``."""
+    if not any(mark in message for mark in _OOM_MARKS):
+        return None
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    figures = [None if found is None else int(float(found.group(1)) * _BINARY[found.group(2)])
+               for found in (_OOM_REQUIRED.search(message), _OOM_AVAILABLE.search(message))]
+    return first[:300], figures[0], figures[1]
 
 
 # A glog line: severity, date, time, thread, file:line]. XLA's slow-operation alarm

@@ -79,6 +79,7 @@ from xla_cost.analysis.options import check_target
 from xla_cost.analysis.programs import step_memory
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets
+from xla_cost.compiled.compiler_log import out_of_memory
 from xla_cost.errors import InputError
 from xla_cost.present import progress as progress_line
 from xla_cost.parallel import devices as registry
@@ -139,9 +140,6 @@ def device_memory(device: str) -> tuple[float, str]:
     return registry.allocatable(found)
 
 
-_REQUIRED = re.compile(r"required for HLO temporaries \(([0-9.]+)([KMGT]?)i?B?\)")
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
 
 @dataclasses.dataclass(frozen=True)
 class CompilerRefused:
@@ -163,13 +161,11 @@ class CompilerRefused:
     @classmethod
     def from_error(cls, error: BaseException, limit: float) -> CompilerRefused | None:
         """The refusal in ``error``, a compile that ran out of the device's memory; None: another error."""
-        text = str(error)
-        if "RESOURCE_EXHAUSTED" not in text and "CompileTimeHbmOom" not in text:
+        found = out_of_memory(str(error))
+        if found is None:
             return None
-        found = _REQUIRED.search(text)
-        required = 0 if found is None else int(float(found.group(1)) * _UNITS[found.group(2)])
-        first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
-        return cls(peak=max(required, math.floor(limit) + 1), message=first[:300])
+        first, required, _ = found
+        return cls(peak=max(required or 0, math.floor(limit) + 1), message=first or type(error).__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,25 +259,28 @@ class FitResult(Rendered):
         ]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per part: its bytes per device at ``batch_size`` and at ``next_size``."""
-        return pd.DataFrame(
+        """One row per part: its bytes per device at ``batch_size`` and at ``next_size``
+        (not tried, no column, with ``at_bound``)."""
+        frame = pd.DataFrame(
             [{"part": name, f"batch_{self.batch_size}": a, f"batch_{self.next_size}": b}
              for name, _, a, b in self._rows()]
         ).astype({f"batch_{self.batch_size}": "Int64", f"batch_{self.next_size}": "Int64"})
+        return frame.drop(columns=[f"batch_{self.next_size}"]) if self.at_bound else frame
 
     def sections(self) -> list[Section]:
         # the two columns read alike (1.500 GB and 1.500 GB) when a sample adds little: each
         # says which side of the limit it is on, and the limit is the last row
-        rows = [*self._rows(), ("limit", "usable (the limit)", self.limit, None if self.at_bound else self.limit)]
+        rows = [*self._rows(), ("limit", "usable (the limit)", self.limit, self.limit)]
         scale, unit = bytes_unit([v for _, _, a, b in rows for v in (a, b)])
-        above = "not tried (above max_batch)" if self.at_bound else "does not fit"
         frame = pd.DataFrame(
             [{f"part ({unit} per device)": label,
               f"batch {self.batch_size}: fits": None if a is None else a / scale,
-              f"batch {self.next_size}: {above}": None if b is None else b / scale}
+              f"batch {self.next_size}: does not fit": None if b is None else b / scale}
              for _, label, a, b in rows],
             dtype=object,
         )
+        if self.at_bound:  # the next batch was not tried (above max_batch): no column of unknowns
+            frame = frame.drop(columns=[f"batch {self.next_size}: does not fit"])
         return [Section("", frame)]
 
     def notes(self) -> list[str]:
