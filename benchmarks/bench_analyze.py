@@ -44,7 +44,7 @@ the zoo's parameters and FLOP), as a user's script would; each reports whether a
 zoo there (which imports the package), and its ratios are printed for information
 only. They set ``XLA_COST_NO_CACHE=1`` and switch JAX's persistent cache off
 explicitly. The phases' FLOP of analyze and of the hand-written path must be equal
-(else FAIL, exit status 1): the two time the same work.
+within `FLOP_TOLERANCE` (else FAIL, exit status 1): the two time the same work.
 
 Each child is timed twice: inside it (the clock above) and as a whole process
 (python's start to its exit, imports included: the time a user waits), with its
@@ -454,6 +454,17 @@ def checks(models: list, medians: dict[str, dict[str, dict[str, float | None]]],
     return rows
 
 
+FLOP_TOLERANCE = 1e-6
+"""How far analyze's FLOP of a phase may be from the hand-written path's, relatively.
+Not exactly 0 (jax 0.10.2, CPU, 2026-11-29): ResNet-50's gradient at batch 32 compiles to
+765,933,715,456 FLOP from analyze's step and 765,933,846,528 (131,072 more, 1.7e-7) from
+the hand-written one; at batch 2 and 64x64 images 3,622,577,664 against 3,622,576,640
+(1,024 fewer). Forward and update are equal. The two gradient programs are jax's
+differentiation of the same model and loss, the step's arguments arriving in other
+trees (the inputs with the step's random key); XLA's simplification of them differs
+by that much, which is no difference in the work timed."""
+
+
 def same_flops(models: list, samples: dict[str, dict[str, list[dict]]]) -> list[dict]:
     """XLA's FLOP of each phase, analyze's against the hand-written path's: the same
     workload, or the timings compare different work (a FAIL, and exit status 1)."""
@@ -467,9 +478,15 @@ def same_flops(models: list, samples: dict[str, dict[str, list[dict]]]) -> list[
             ours = {r.get(phase + "_flops") for r in libs}
             if not theirs or not ours:
                 continue
-            equal = len(theirs) == 1 and theirs == ours
+            values = [v for v in (*theirs, *ours) if isinstance(v, (int, float))]
+            if len(values) < len(theirs) + len(ours) or not values:
+                verdict, spread = "FAIL", None
+            else:
+                spread = (max(values) - min(values)) / max(abs(max(values)), 1.0)
+                verdict = "PASS" if spread <= FLOP_TOLERANCE else "FAIL"
             rows.append({"phase": phase, "model": label(model), "analyze": sorted(ours, key=str),
-                         "handwritten": sorted(theirs, key=str), "verdict": "PASS" if equal else "FAIL"})
+                         "handwritten": sorted(theirs, key=str), "relative_difference": spread,
+                         "verdict": verdict})
     return rows
 
 
@@ -574,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in flop_rows:
         print(f"  FLOP {r['phase']:<8} {r['model']}: analyze {', '.join(f'{x:.6g}' for x in r['analyze'])}, "
               f"hand-written {', '.join(f'{x:.6g}' for x in r['handwritten'])}: "
-              + ("equal" if r["verdict"] == "PASS" else "DIFFERENT (FAIL): the timings compare different work"))
+              + ("equal" if r["relative_difference"] == 0 else f"{r['relative_difference']:.1e} apart")
+              + ("" if r["verdict"] == "PASS" else " (FAIL: the timings compare different work)"))
     failures = [(lab, v, r["error"]) for lab, per in samples.items() for v, rs in per.items()
                 for r in rs if "error" in r]
     for lab, v, err in failures:
