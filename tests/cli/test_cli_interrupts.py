@@ -539,7 +539,7 @@ def test_sigint_to_a_sweep_with_workers_says_one_line_and_leaks_nothing(tmp_path
     # `sweep --jobs 2 --target a100`, Ctrl-C from the terminal (the whole process group, workers
     # included) once both workers analyse: multiprocessing's resource tracker warned of 5 leaked
     # semaphores after the line (the killed pool was not waited for before the process ended)
-    process = _console(tmp_path, None, "sweep", "linear_net", "--batch-sizes", "1,2,3,4,5,6,7,8", "--jobs", "2",
+    process = _console(tmp_path, None, "sweep", "one_net", "--batch-sizes", "1,2,3,4,5,6,7,8", "--jobs", "2",
                        "--target", "a100", "--quiet", "--output", str(tmp_path / "out.txt"), session=True)
     deadline = time.monotonic() + WAIT_S
     while len(_workers_analysing(process.pid)) < 2:
