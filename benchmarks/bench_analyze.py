@@ -459,10 +459,10 @@ FLOP_TOLERANCE = 1e-6
 Not exactly 0 (jax 0.10.2, CPU, 2026-11-29): ResNet-50's gradient at batch 32 compiles to
 765,933,715,456 FLOP from analyze's step and 765,933,846,528 (131,072 more, 1.7e-7) from
 the hand-written one; at batch 2 and 64x64 images 3,622,577,664 against 3,622,576,640
-(1,024 fewer). Forward and update are equal. The two gradient programs are jax's
-differentiation of the same model and loss, the step's arguments arriving in other
-trees (the inputs with the step's random key); XLA's simplification of them differs
-by that much, which is no difference in the work timed."""
+(1,024 fewer). Forward and update are equal. Both are jax's gradient of the same model
+and loss (the same figure whether analyze replays the forward trace or runs the model
+again); the programs differ in how the step's arguments and results are arranged,
+and where XLA's optimized gradients part by these few FLOP was not traced further."""
 
 
 def same_flops(models: list, samples: dict[str, dict[str, list[dict]]]) -> list[dict]:
