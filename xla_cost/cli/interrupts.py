@@ -225,7 +225,7 @@ def _inside_a_swallower(frame: FrameType | None) -> bool:
 
 
 @contextlib.contextmanager
-def standard_error() -> Iterator[Callable[[str], None]]:
+def standard_error() -> Iterator[Callable[..., None]]:
     """A function that writes a line to the standard error the command started with.
 
     A compile that Ctrl-C abandoned may still hold file descriptor 2
@@ -250,6 +250,8 @@ def standard_error() -> Iterator[Callable[[str], None]]:
         if saved is not None and (now or _is_fd2(sys.stderr) and not _same_file(2, began)):
             if not now:
                 sys.stderr.flush()
+            elif os.isatty(saved):  # a progress line drawn there is not stopped: cleared, its cursor shown again
+                text = _CLEAR_LINE + text + _SHOW_CURSOR
             os.write(saved, text.encode("utf-8", "replace"))
             return
         sys.stderr.write(text)
@@ -260,6 +262,10 @@ def standard_error() -> Iterator[Callable[[str], None]]:
     finally:
         if saved is not None:
             os.close(saved)
+
+
+_CLEAR_LINE, _SHOW_CURSOR = "\r\x1b[2K", "\x1b[?25h"
+"""What a terminal's progress line (rich's, hidden cursor and all) needs when the process ends under it."""
 
 
 def _is_fd2(stream: Any) -> bool:
