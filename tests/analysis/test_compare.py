@@ -245,8 +245,7 @@ class DropoutMLP(nn.Module):
 @pytest.fixture(scope="module")
 def dropout_h100():
     x = jax.ShapeDtypeStruct((DROP_B, DROP_IN), jnp.float32)
-    return {rate: xla_cost.analyze(DropoutMLP(rate), x, optimizer="sgd", target="h100", compare_cpu=True)
-            for rate in (0.1, 0.0)}
+    return xla_cost.analyze(DropoutMLP(), x, optimizer="sgd", target="h100", compare_cpu=True)
 
 
 @needs_plugins
@@ -254,7 +253,7 @@ def test_dropout_on_an_h100_is_named_as_random_numbers_not_added_work(dropout_h1
     """The H100 unrolls the threefry hash's loop, whose body the CPU counts once (117 against 41
     operations a word), and computes the mask again in the backward pass: its forward is
     (117 - 41) x words over the CPU's, its backward about 117 x words; the reason says so."""
-    comparison = dropout_h100[0.1].comparison()
+    comparison = dropout_h100.comparison()
     forward, backward = comparison.row("forward"), comparison.row("backward")
     assert math.isclose(forward.target["flops"] - forward.cpu["flops"], (UNROLLED_WORD - CPU_WORD) * WORDS,
                         rel_tol=0.03)
@@ -262,11 +261,6 @@ def test_dropout_on_an_h100_is_named_as_random_numbers_not_added_work(dropout_h1
     (random,) = [r for r in comparison.reasons if r.startswith("random numbers")]
     assert "forward: all of its" in random and "backward: all of its" in random and "bits again" in random
     assert not [r for r in comparison.reasons if r.startswith("work the h100 compiler adds")]
-    # without dropout (rate 0: no mask drawn) both compilers count the same step, and nothing is named
-    plain = dropout_h100[0.0].comparison()
-    assert math.isclose(plain.row("train_step").ratio("flops"), 1.0, abs_tol=0.002)
-    assert plain.row("forward").cpu["random_flops"] == 0
-    assert not [r for r in plain.reasons if r.startswith("random numbers")]
 
 
 class DropoutNNX(nnx.Module):
