@@ -192,3 +192,20 @@ def test_analyze_for_a_target_from_python_keeps_the_plugins_lines_off_stderr(tmp
                PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stdout, done.stderr) == (0, "h100\n", "")
+
+
+HERE = "tests.cli.test_cli_third_user_output"
+
+
+def test_step_command_compares_with_the_cpu(capsys):
+    code = main(["step", f"{HERE}:train_step", "--args", f"{HERE}:_arguments", "--target", "h100", "--compare-cpu",
+                 "--format", "json"])
+    out, _ = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 0 and data["target"] == "h100" and data["cpu"]["target"] is None
+    assert data["cpu"]["jaxpr_flops"]["forward"] == data["jaxpr_flops"]["forward"]
+
+
+def test_step_command_compare_cpu_without_a_target_is_one_line(capsys):
+    one_line_refusal(capsys, ["step", f"{HERE}:train_step", "--args", f"{HERE}:_arguments", "--compare-cpu"],
+                     ["compare_cpu (--compare-cpu) only with a target", "Add target='h100' (--target h100)"])
