@@ -582,3 +582,14 @@ def test_one_minus_square_is_a_multiply_and_a_subtract():
     x = jax.ShapeDtypeStruct((3, 5), jnp.float32)
     count = count_function(lambda v: primitive.bind(v), x)
     assert count.total.flops == 2 * 3 * 5 and not count.unsupported
+
+
+def test_a_reduction_over_no_elements_counts_nothing_not_a_negative():
+    """Issue 49: a batch of 0 gave backward -266 FLOP: reducing n = 0 inputs into m outputs was
+    counted n - m = -m operations; an empty reduction computes nothing (it writes its identity)."""
+    empty = jax.ShapeDtypeStruct((0, 10), jnp.float32)
+    for fn in (lambda x: x.sum(0), lambda x: jax.lax.reduce_max(x, (0,)), lambda x: jax.lax.reduce(
+            x, 0.0, lambda a, b: a * b + a, (0,))):
+        assert count_function(fn, empty).total.flops == 0
+    full = jax.ShapeDtypeStruct((4, 10), jnp.float32)
+    assert count_function(lambda x: x.sum(0), full).total.flops == (4 - 1) * 10  # n - m adds

@@ -290,9 +290,10 @@ reduction step (measured with jax 0.10 on the CPU, checked in tests)."""
 
 @register(*_REDUCTIONS)
 def _reduction(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-    # Reducing n inputs into m outputs takes n - m binary operations.
+    # Reducing n inputs into m outputs takes n - m binary operations (none when n is 0: an
+    # empty reduction writes its identity, it computes nothing).
     return Cost(
-        flops=size(ins[0]) - size(outs[0]), bytes_accessed=io_bytes(ins, outs)
+        flops=max(0, size(ins[0]) - size(outs[0])), bytes_accessed=io_bytes(ins, outs)
     )
 
 
@@ -300,7 +301,7 @@ def _reduction(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
 def _argmax(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
     # n inputs reduced to m outputs: n - m comparator steps of ARGMAX_STEP_OPS.
     return Cost(
-        flops=ARGMAX_STEP_OPS * (size(ins[0]) - size(outs[0])),
+        flops=ARGMAX_STEP_OPS * max(0, size(ins[0]) - size(outs[0])),
         bytes_accessed=io_bytes(ins, outs),
     )
 
@@ -497,7 +498,7 @@ def _reduce(
     step = _reducer_step(jaxpr)
     if step is None:
         return None
-    steps = size(ins[0]) - size(outs[0])
+    steps = max(0, size(ins[0]) - size(outs[0]))
     return Cost(
         flops=step.flops * steps, transcendentals=step.transcendentals * steps,
         bytes_accessed=io_bytes(ins, outs),
