@@ -92,6 +92,27 @@ def test_a_step_too_big_for_a_v100_with_memory_is_judged_by_its_donated_peak():
                             "step peaks at") for n in report.notes)
 
 
+@needs_cuda
+def test_your_own_step_too_big_for_a_v100_says_so(place, capsys):
+    # `xla-cost step` of a step whose arguments alone exceed a V100's usable memory: a 30,000 x 30,000
+    # float32 weight and a 40,000 x 30,000 batch, 4 x 30,000 x 70,000 = 8.4 GB, and its updated weight,
+    # its gradient and tanh's saved activations (4 x 40,000 x 30,000 = 4.8 GB) on top
+    (place / "big.py").write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def train_step(w, x):\n    return w - 0.1 * jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w)\n"
+        "def make_args():\n    return (jax.ShapeDtypeStruct((30000, 30000), jnp.float32),\n"
+        "            jax.ShapeDtypeStruct((40000, 30000), jnp.float32))\n")
+    code = main(["step", "big.py:train_step", "--args", "big.py:make_args", "--target", "v100", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    found = report["target_memory"]
+    assert found["peak"] >= 4 * 30_000 * 70_000 + 4 * 30_000 * 30_000 > _usable("v100") == found["usable"]
+    assert (found["fits"], found["exact"], found["peak_of"]) == (False, True, "the step as compiled (train_step)")
+    said = next(n for n in report["notes"] if n.startswith("the step does not fit in the NVIDIA V100 SXM2's memory"))
+    assert "a smaller batch (from --args)" in said and "xla-cost fit" not in said
+
+
 def test_a_step_that_fits_says_so_only_when_its_peak_is_exact_and_names_no_shortfall():
     target = devices.target("h100")
     usable = target.memory_bytes * 0.75

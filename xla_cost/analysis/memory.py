@@ -480,6 +480,10 @@ DONATED = "donated_train_step"
 optimizer state donated (``memory=True``: `MemoryBreakdown`), beside the phases'."""
 
 
+_AS_COMPILED = "the step as compiled"
+"""`TargetMemory.peak_of` of a user's own step (`xla_cost.analyze_step`), judged as it is compiled."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TargetMemory:
     """Whether a step compiled for a target fits in one of its devices, and
@@ -540,8 +544,10 @@ class TargetMemory:
                 f"{bytes_text(self.peak)}"
                 + ("" if self.exact else " (the step needs more: the optimizer state is not among its arguments)")
                 + f" against {bytes_text(self.usable)} usable ({self.usable / self.capacity:g} of "
-                f"{bytes_text(self.capacity)}), so on the device it runs out of memory; `xla-cost fit MODEL "
-                f"--target {self.target}` (max_batch_size) finds the largest batch that fits")
+                f"{bytes_text(self.capacity)}), so on the device it runs out of memory; "
+                + ("a smaller batch (from --args) or a sharded step may fit" if self.peak_of.startswith(_AS_COMPILED)
+                   else f"`xla-cost fit MODEL --target {self.target}` (max_batch_size) finds the largest batch "
+                        "that fits"))
         for program, count in self.rematerialized.items():
             shown = "backward" if program == "grad" and "backward" in self.flops else program
             compiled, counted = self.flops.get(shown, (None, None))
@@ -582,7 +588,7 @@ class TargetMemory:
 
 def target_memory(
     target: Any, programs: Mapping[str, Any], breakdown: MemoryBreakdown | None = None,
-    flops: Mapping[str, tuple[int | None, int | None]] | None = None,
+    flops: Mapping[str, tuple[int | None, int | None]] | None = None, step: str | None = None,
 ) -> TargetMemory:
     """Whether the step compiled for ``target`` fits in one of its devices (`TargetMemory`).
 
@@ -592,10 +598,16 @@ def target_memory(
       breakdown: the donated train step's memory (``memory=True``), which the
         step is then judged by; None: judged by the forward and grad programs.
       flops: ``(compiled, jaxpr)`` FLOP by phase name, for the programs that recomputed.
+      step: the name in ``programs`` of a program that is the whole step as its
+        user compiles it (`xla_cost.analyze_step`'s ``train_step``): judged by its
+        own peak, exactly, where there is no ``breakdown``.
     """
     usable = target.memory_bytes * target.memory_fraction
+    whole = None if step is None or programs.get(step) is None else programs[step].peak_bytes
     if breakdown is not None and breakdown.needed is not None:
         peak, peak_of, exact = breakdown.needed, "the donated train step", True
+    elif whole is not None:
+        peak, peak_of, exact = whole, f"{_AS_COMPILED} ({step})", True
     else:
         peaks = {name: m.peak_bytes for name, m in programs.items()
                  if name in ("forward", "grad") and m is not None and m.peak_bytes is not None}

@@ -21,7 +21,7 @@ from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 
 from xla_cost.analysis.costs import collective_rows, phase_costs
-from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.memory import MemoryBreakdown, target_memory, too_big_for
 from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
@@ -224,8 +224,14 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 raise InputError(f"a step that can be moved to the {target.name}'s devices (its meshes and "
                                  "shardings laid over them)", f"{type(exc).__name__}: {first}"[:300],
                                  "Analyse it without --target (target=).") from exc
-        compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
-                                     executable=timed, collectives=plan is not None)
+        try:
+            compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
+                                         executable=timed, collectives=plan is not None)
+        except Exception as exc:  # a target's compiler out of memory: the step is too big for it, in one line
+            refused = None if target is None else too_big_for(target, exc)
+            if refused is None:
+                raise
+            raise refused from exc
     split = _split(call, prepared, plan) if body is None else _Split()
     costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
@@ -251,10 +257,16 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     for e in counted.equations:
         if e.primitive in _COLLECTIVES:
             collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
+    fitted = None
     if target is not None:
         notes += [target_note(target), "the parts (forward, backward, update, other) are counted from the step's "
                   f"jaxpr, as on any device; train_step's XLA figures{', the memory' if memory else ''} and the "
                   f"collectives are those of the program the {target.name} compiler built"]
+        if compiled is not None:  # a step too big for its target, and what its compiler recomputed
+            fitted = target_memory(target, {"train_step": compiled.memory}, breakdown,
+                                   {"train_step": (costs["train_step"].flops, costs["train_step"].jaxpr_flops)},
+                                   step="train_step")
+            notes += fitted.notes()
     if plan is not None and body is not None:
         notes.append(
             f"mapped over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
@@ -274,7 +286,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
         sharding={"mesh": dict(plan.sizes), "devices": plan.devices, "jaxpr": "step" if body is None else "device"}
         if plan is not None else {},
-        memory_breakdown=breakdown, target=None if target is None else target.name,
+        memory_breakdown=breakdown, target=None if target is None else target.name, target_memory=fitted,
     )
 
 
