@@ -203,8 +203,9 @@ def test_fit_one_net_on_a_tpu_stops_at_max_batch_and_shows_each_compile(place, c
 
 @pytest.mark.parametrize("name, words", [
     ("tpu-v5e:3x3", ("sides are each 1 or a multiple of one host's (2x2 chips", "'tpu-v5e:3x3' (sides 3 and 3")),
-    ("tpu-v5e:0x2", ("a 2-D slice after 'tpu-v5e:'", "above 0", "'tpu-v5e:0x2'")),
-    ("tpu-v5e:", ("a 2-D slice after 'tpu-v5e:'", "'tpu-v5e:'")),
+    ("tpu-v5e:0x2", ("each side of a tpu-v5e slice a whole number of chips above 0", "'tpu-v5e:0x2' (side '0')")),
+    ("tpu-v5e:", ("a 2-D slice after 'tpu-v5e:'", "'tpu-v5e:' (no slice)")),
+    ("tpu-v5e:2x2x2", ("a 2-D slice after 'tpu-v5e:', AxB", "(3 side(s))")),
     ("tpu-v5e:32x32", ("at most 256 chips", "1,024 chips")),
     ("tpu-v4:3x2x1", ("2x2x1 chips", "(side 3")),
     ("h100:", ("a compile target", "'h100:'")),

@@ -193,8 +193,8 @@ def test_topology_for_is_the_near_square_power_of_two_slice(dimensions, count):
     ("h100:2x2", "a compile target"),      # a GPU has no slices
     ("tpu-v4:2x2", "a 3-D slice"),         # v4 slices are AxBxC
     ("tpu-v5e:2x2x1", "a 2-D slice"),
-    ("tpu-v6e:2x0", "a 2-D slice"),
-    ("tpu-v5p:2xax1", "a 3-D slice"),
+    ("tpu-v6e:2x0", "each side of a tpu-v6e slice a whole number of chips above 0"),
+    ("tpu-v5p:2xax1", "each side of a tpu-v5p slice a whole number of chips above 0"),
 ])
 def test_a_bad_target_name_or_slice_shape_is_one_line(name, says):
     with pytest.raises(InputError, match=says) as refused:

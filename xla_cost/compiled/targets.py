@@ -202,10 +202,15 @@ class TpuSpec:
         where = (f"Name one of {device}'s slices ({listed}), or drop ':' for the smallest that holds the mesh; "
                  f"docs/targets.md and `xla-cost analyze --help` (--target) list the targets.")
         parts = given.split("x")
-        if not given or len(parts) != self.dimensions or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise InputError(f"a {self.dimensions}-D slice after '{device}:', {shape} with each side a whole "
-                             f"number of chips above 0 (e.g. {device}:{self.topology_for(4).partition(':')[2]})",
-                             repr(name), where)
+        example = f"{device}:{self.topology_for(4).partition(':')[2]}"
+        if not given or len(parts) != self.dimensions:
+            raise InputError(f"a {self.dimensions}-D slice after '{device}:', {shape} (e.g. {example})",
+                             f"{name!r} ({'no slice' if not given else f'{len(parts)} side(s)'})", where)
+        wrong = [p for p in parts if not (p.isdigit() and int(p) > 0)]
+        if wrong:
+            raise InputError(f"each side of a {device} slice a whole number of chips above 0 (e.g. {example})",
+                             f"{name!r} (side{'s' if len(wrong) > 1 else ''} {' and '.join(map(repr, wrong))})",
+                             where)
         sides = tuple(int(p) for p in parts)
         uneven = [f"{s}" for s, h in zip(sides, self.host_bounds) if s != 1 and s % h]
         if uneven:
