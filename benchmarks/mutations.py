@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a reduction of n inputs to m outputs counted as n operations, not n - m",
         (Edit(
             "xla_cost/count/rules.py",
-            "flops=size(ins[0]) - size(outs[0]), bytes_accessed=io_bytes(ins, outs)",
+            "flops=max(0, size(ins[0]) - size(outs[0])), bytes_accessed=io_bytes(ins, outs)",
             "flops=size(ins[0]), bytes_accessed=io_bytes(ins, outs)",
         ),),
         tests=("tests/count/test_rules.py",),
