@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
     fit.add_argument("--device", default=None, metavar="NAME", help=f"{join_words(devices.names('memory'))}: its memory (default h100, or the --target's)")
     fit.add_argument("--device-memory", type=float, default=None, metavar="BYTES", help="the device's memory in bytes instead, e.g. 8e9")
-    fit.add_argument("--memory-fraction", type=float, default=0.75, metavar="F", help="the usable share of it (default 0.75, JAX's GPU allocator default)")
+    fit.add_argument("--memory-fraction", type=float, default=None, metavar="F", help="the usable share of it (default 0.75 on a GPU, JAX's allocator default; 1 on a TPU, whose runtime takes it all)")
     fit.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="shard the step (the batch is then global, the memory per device)")
     fit.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")

@@ -5,7 +5,7 @@ the parameters and optimizer state donated, abstractly (nothing is allocated);
 XLA's ``memory_analysis()`` gives its peak (arguments + outputs + temporaries
 - donated), which must not exceed the usable memory: the device's capacity
 times ``memory_fraction`` (JAX's GPU allocator takes 75% of the memory by
-default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``).
+default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``; a TPU's runtime all of it).
 
 The search predicts, and checks each prediction with compiles. The peak is
 close to affine in the batch (one_net: 33,288 bytes a sample from batch 2 on),
@@ -379,7 +379,7 @@ def max_batch_size(
     *,
     device: str | None = None,
     device_memory_bytes: float | None = None,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: float | None = None,
     mesh: Mapping[str, int] | None = None,
     progress: bool | None = None,
     # the run: `xla_cost.RunConfig`'s fields
@@ -399,7 +399,9 @@ def max_batch_size(
       device: a device of the registry with a known memory
         (`xla_cost.parallel.devices`); None: the target's, else `DEFAULT_DEVICE` (h100).
       device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
-      memory_fraction: the usable share of the capacity.
+      memory_fraction: the usable share of the capacity; None: the device's
+        runtime's, `DEFAULT_MEMORY_FRACTION` (0.75, JAX's GPU allocator) on a GPU,
+        1 on a TPU (as `xla_cost.Report.target_memory` judges a step).
       mesh: shard the step (``{"fsdp": 8}``); the batch is then the global
         batch and the memory per device; it must divide by the batch axes.
       progress: a line on stderr per batch compiled, its peak and whether it
@@ -445,6 +447,8 @@ def max_batch_size(
             raise InputError("a device memory in bytes, finite and > 0", repr(device_memory_bytes),
                              "Pass e.g. --device-memory 8e9.")
         capacity, source = float(device_memory_bytes), "given"
+    if memory_fraction is None:  # a TPU's runtime takes all of its memory (no allocator's share)
+        memory_fraction = 1.0 if registry.device(device).tpu is not None else DEFAULT_MEMORY_FRACTION
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
             or not 0 < memory_fraction <= 1:
         raise InputError("a memory fraction in (0, 1]", repr(memory_fraction), "Pass e.g. --memory-fraction 0.9.")
