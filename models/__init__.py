@@ -18,13 +18,12 @@ import dataclasses
 import difflib
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 
 from . import bert, gpt, resnet, seed_nets, vit
 from ._spec import ModelSpec, lookup_key
@@ -33,6 +32,9 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
 from xla_cost.present.formats import render_as
 from xla_cost.present.text import TextTable, render, resolve_width
+
+if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
+    import pandas as pd
 
 __all__ = [
     "DTYPES",
@@ -228,6 +230,7 @@ def zoo_frame() -> pd.DataFrame:
     else the dtype of token ids); ``config``, the ``--set`` keys and their
     defaults; ``aliases``, other names `get_spec` accepts (comma-separated).
     """
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     rows = []
     for spec in REGISTRY.values():
         shape = ", ".join(["B", *map(str, spec.input_shape(spec.defaults))])
@@ -253,6 +256,7 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
       width: the widest a line may be; None: the terminal's width when stdout is
         a terminal, else unlimited (see `xla_cost.analysis.report.Report.to_table`).
     """
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     frame = zoo_frame() if frame is None else frame
     models = pd.DataFrame(
         {

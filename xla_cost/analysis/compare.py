@@ -39,15 +39,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from xla_cost.count.random_rules import THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.errors import InputError
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.present.units import bytes_column, count, flop_column, ratio, si, size
+
+if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
+    import pandas as pd
 
 __all__ = [
     "FIGURES",
@@ -176,6 +177,7 @@ class TargetComparison:
     def to_frame(self) -> pd.DataFrame:
         """Raw numbers, one row per phase: ``cpu_<figure>``, ``target_<figure>`` and
         ``<figure>_ratio`` (target / CPU) for every figure of `FIGURES`; missing: NA."""
+        import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         records = []
         for r in self.rows:
             record: dict[str, Any] = {"phase": r.phase}
@@ -543,6 +545,7 @@ def comparison_frame(comparison: TargetComparison) -> pd.DataFrame:
     where its figures allow (``—``: unknown, or not a program of its own);
     library calls on the side that read them, the peak where the memory was
     broken down."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     base, name = comparison.baseline.upper(), comparison.target
     columns: dict[str, list[str]] = {}
     for figure in SHOWN:

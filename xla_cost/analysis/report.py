@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
@@ -27,6 +25,9 @@ from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.analysis.report_tables import (
     COMMUNICATION_TITLE, KERNELS_TITLE, caveats, communication_frame, describe, kernel_frame, layer_frame, memory_frame, memory_title, phase_frame, ratio_line, timing_frames, workspace_frame, workspace_title,
 )
+
+if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
+    import pandas as pd
 
 __all__ = [
     "PHASES",
@@ -566,6 +567,7 @@ class Report:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per phase: best, XLA and jaxpr FLOP, transcendentals, bytes, memory."""
+        import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         rows = []
         for phase in self.phase_names:
             costs = self.phases[phase]
@@ -586,6 +588,7 @@ class Report:
 
     def layers_frame(self) -> pd.DataFrame:
         """One row per layer (the remainder last); empty if layers were not asked."""
+        import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         columns = [
             "path", "parameters", "trip_count", "forward_flops", "backward_flops",
             "backward_to_forward", "update_flops", "transcendentals",
@@ -614,6 +617,7 @@ class Report:
         `TargetComparison.to_frame` columns (``cpu_flops``, ``target_flops``,
         ``flops_ratio``, ...); the reasons are in the table, markdown and JSON.
         """
+        import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         phases = self.to_frame().reset_index(names="name")
         phases.insert(0, "kind", "phase")
         frames = [phases]

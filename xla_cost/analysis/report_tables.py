@@ -7,9 +7,7 @@ report's type is not imported: `xla_cost.analysis.report` imports this module.)
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from xla_cost.analysis.memory import PEAK_PARTS
 from xla_cost.compiled.kernels import CATEGORIES, summarize_kernels
@@ -17,6 +15,9 @@ from xla_cost.present.units import (
     bytes_column, bytes_unit, count_column, duration, flop_column, number, per_parameter, scaled,
 )
 from xla_cost.step import phases as _phases
+
+if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
+    import pandas as pd
 
 __all__ = [
     "describe",
@@ -63,6 +64,7 @@ def kernel_frame(report: Any) -> pd.DataFrame | None:
     (`xla_cost.compiled.kernels.summarize_kernels`), the asynchronous
     collectives and what runs beside them, and the compiler's own time
     estimate where it gives one; None without a target."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     rows = []
     for phase in report.phase_names:
         listed = report.phases[phase].kernel_list
@@ -89,6 +91,7 @@ def param_dtype(report: Any) -> str:
 def phase_frame(report: Any) -> pd.DataFrame:
     """The phases' figures, formatted: each column in one unit, or each cell in
     its own where the column spans orders of magnitude (`count_column`)."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     phases = [report.phases[p] for p in report.phase_names]
     flop, show_flop = flop_column([v for c in phases for v in (c.flops, c.xla_flops, c.jaxpr_flops)])
     t_unit, show_t = count_column([c.transcendentals for c in phases])
@@ -162,6 +165,7 @@ def per_unit(name: str, prefix: str) -> str:
 
 
 def layer_frame(report: Any) -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     layers = report.layers or ()
     looped = any(layer.trip_count > 1 for layer in layers)
     # forward and backward in one unit (their ratio is read across), the update in its own; a column
@@ -213,6 +217,7 @@ def memory_title(breakdown: Any) -> str:
 def memory_frame(breakdown: Any) -> pd.DataFrame:
     """Each part as the program has it (trees and jaxpr) and as XLA holds it at
     its peak (the compiled schedule replayed); their sums; XLA's peak."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     program, at_peak = breakdown.parts, breakdown.at_peak
     scale, name = memory_unit(breakdown)
     replayed, written = f"at XLA's peak ({name})", f"program ({name})"
@@ -236,6 +241,7 @@ def memory_frame(breakdown: Any) -> pd.DataFrame:
 
 def workspace_frame(breakdown: Any) -> pd.DataFrame | None:
     """The largest workspace buffers live at XLA's peak (None: not replayed)."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     if not breakdown.largest_workspace:
         return None
     rows = [{"buffer": b.instruction, "shape": b.shape, "MB": number(b.nbytes, 1e6, 2),
@@ -255,6 +261,7 @@ def communication_frame(report: Any) -> pd.DataFrame | None:
     """The collectives of each compiled phase of a sharded report, by kind,
     mesh axes and group size: instructions, runs per step and bytes per device
     (None for a report without collectives)."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     rows = []
     # the programs of analyze (backward is grad - forward), or the parts of a user's step (analyze_step)
     shown = _phases.STEP_PARTS if "other" in report.phases else ("forward", "grad", "update")
@@ -280,6 +287,7 @@ def timing_frames(report: Any) -> list[tuple[str, pd.DataFrame | None]]:
     """The timing's tables with their titles, then its notes (a title without a
     table): the phases; with per-layer rows, the layers' measured time; the
     separate programs' cross-check."""
+    import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     timing = report.timing
     if timing is None or not timing.phases:
         return []

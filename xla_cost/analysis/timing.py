@@ -35,12 +35,11 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 
 from xla_cost.analysis.split import (
     IDLE, Attribution, Bootstrap, StepSplit, bootstrap, roofline as _roofline, split_step, traced_program,
@@ -52,6 +51,8 @@ from xla_cost.parallel.devices import DevicePeak
 from xla_cost.present.units import number
 from xla_cost.step.trees import tree_bytes
 from xla_cost.step.workload import Workload
+if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
+    import pandas as pd
 
 __all__ = [
     "PhaseTiming",
@@ -332,6 +333,7 @@ class Timing:
     def frame(self) -> pd.DataFrame:
         """One row per phase (and the idle time), formatted: time and interval,
         share, FLOP/s, bytes/s, MFU (HFU), roofline, bound, source."""
+        import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         rows = []
         hfu = any(x.hfu != x.mfu for x in self.phases.values())
         for phase, t in self._rows():

@@ -14,19 +14,21 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from jax.sharding import Mesh, PartitionSpec
 
 from xla_cost.errors import InputError
 from xla_cost.step.checks import check_arrays
 from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
-from xla_cost.step.trees import PyTree, abstract, is_array
+from xla_cost.step.trees import PyTree, abstract, is_array, loaded_nnx
+
+if TYPE_CHECKING:  # an NNX model comes with flax.nnx imported: `_nnx_apply` imports it then
+    from flax import nnx
 
 __all__ = ["RNG_KEY", "MAX_RESOLVE", "CallPlan", "split_call_kwargs", "prepare", "learn", "method_of", "bind_axes",
            "unbound_axis"]
@@ -235,6 +237,8 @@ def _function_apply(
 def _nnx_apply(
     model: nnx.Module, plan: CallPlan
 ) -> tuple[Callable[..., Any], PyTree, PyTree, Callable[[], Any]]:
+    from flax import nnx  # noqa: PLC0415 - loaded already: the model is one of its modules
+
     graphdef, params, state = nnx.split(model, nnx.Param, ...)
     params, state = abstract(params), abstract(state)
     plan.module_paths = tuple(
@@ -277,7 +281,7 @@ def prepare(
     if isinstance(model, nn.Module):
         kind, root_name = "linen", type(model).__name__
         apply, params, state, outputs = _linen_apply(model, inputs, extras, plan)
-    elif isinstance(model, nnx.Module):
+    elif (nnx := loaded_nnx()) is not None and isinstance(model, nnx.Module):
         kind, root_name = "nnx", type(model).__name__
         apply, params, state, tracing = _nnx_apply(model, plan)
     else:

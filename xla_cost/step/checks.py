@@ -14,11 +14,10 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from xla_cost.errors import InputError
 from xla_cost.step.optimizers import LossFn
-from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name
+from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name, loaded_nnx
 
 __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
@@ -150,13 +149,15 @@ def selector(output: OutputSelector | None) -> Callable[[Any], Any]:
 
 
 def check_model(model: Any, params: PyTree | None) -> None:
-    if params is not None and isinstance(model, (nn.Module, nnx.Module)):
+    nnx = loaded_nnx()  # an NNX module exists only once flax.nnx is imported
+    modules = (nn.Module,) if nnx is None else (nn.Module, nnx.Module)
+    if params is not None and isinstance(model, modules):
         raise InputError(
             "params only with an apply function (a Flax module brings its own)",
             f"params and a {type(model).__name__} module",
             "Drop params=, or pass the module's apply function instead.",
         )
-    if isinstance(model, (nn.Module, nnx.Module)):
+    if isinstance(model, modules):
         return
     if callable(model) and not isinstance(model, type):
         if params is None:

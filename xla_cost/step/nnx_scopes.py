@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
-from flax import nnx
+
+if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
+    from flax import nnx
 
 __all__ = ["nnx_name_scopes", "scoped_paths"]
 
@@ -29,6 +31,8 @@ def nnx_name_scopes(model: nnx.Module) -> Iterator[None]:
     this. The classes' ``__call__`` are wrapped for the duration of the block and
     restored afterwards, whatever happens.
     """
+    from flax import nnx  # noqa: PLC0415 - see the import above
+
     # Wrap each class that defines the ``__call__`` a module runs, once.
     defining = {
         next(k for k in type(m).__mro__ if "__call__" in vars(k))
@@ -83,6 +87,8 @@ def nnx_name_scopes(model: nnx.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def scoped_paths(model: nnx.Module) -> Iterator[None]:
+    from flax import nnx  # noqa: PLC0415 - see the import above
+
     previous = getattr(_SCOPE_STATE, "paths", None), getattr(_SCOPE_STATE, "types", None)
     modules = [(tuple(str(p) for p in path), m) for path, m in nnx.iter_modules(model)]
     _SCOPE_STATE.paths = {id(m): path for path, m in modules}

@@ -9,20 +9,31 @@ each parameter, `leaf_roles` what holds each leaf (an optimizer's state, an NNX 
 from __future__ import annotations
 
 import math
+import sys
+import types
 from collections.abc import Mapping
 from typing import Any
 
 import flax.linen as nn
 import jax
 import numpy as np
-from flax import nnx
 
 __all__ = [
-    "PyTree", "abstract", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
+    "PyTree", "abstract", "loaded_nnx", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
     "is_array", "is_variables_dict", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
 PyTree = Any
+
+
+def loaded_nnx() -> types.ModuleType | None:
+    """``flax.nnx`` where something has imported it, else None.
+
+    No object is an NNX module or variable before ``flax.nnx`` is imported (its
+    classes are defined there), so the NNX checks ask only once it is: importing it
+    took 0.45 s of CPU (IPython with it), a sixth of a whole analysis's start-up,
+    for a Linen model or a function that never needs it."""
+    return sys.modules.get("flax.nnx")
 
 
 def abstract(tree: PyTree) -> PyTree:
@@ -84,7 +95,8 @@ def describe_tree(tree: PyTree) -> str:
 
 def is_array(x: Any) -> bool:
     return isinstance(x, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) or (
-        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (nn.Module, nnx.Object))
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, nn.Module)
+        and not ((nnx := loaded_nnx()) is not None and isinstance(x, nnx.Object))
     )
 
 
@@ -137,17 +149,20 @@ def leaf_roles(tree: PyTree) -> list[str | None]:
     * ``model_state``: any other NNX variable (batch statistics, RNG keys and counts, metrics);
     * None: a plain leaf (a Linen ``params`` tree, a batch): the caller decides.
     """
+    nnx = loaded_nnx()
+    variable = () if nnx is None else nnx.Variable  # isinstance(x, ()) is False
+
     def marker(node: Any) -> bool:
-        return isinstance(node, nnx.Variable) or _is_optax_state(node)
+        return isinstance(node, variable) or _is_optax_state(node)
 
     roles: list[str | None] = []
     for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=marker)[0]:
         named = any(key_name(entry).lower() in OPTIMIZER_STATE_NAMES for entry in path)
-        if named or _is_optax_state(node) or isinstance(node, nnx.OptState):
+        if named or _is_optax_state(node) or (nnx is not None and isinstance(node, nnx.OptState)):
             role: str | None = "optimizer_state"
-        elif isinstance(node, nnx.Param):
+        elif nnx is not None and isinstance(node, nnx.Param):
             role = "parameters"
-        elif isinstance(node, nnx.Variable):
+        elif isinstance(node, variable):
             role = "model_state"
         else:
             role = None
