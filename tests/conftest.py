@@ -61,3 +61,47 @@ from xla_cost.analysis import timing as _timing  # noqa: E402
 
 _timing.time_workload.__kwdefaults__["options"] = _timing.TimingOptions(
     warmup=1, min_repeats=3, max_repeats=20, budget_s=1.0, block_s=0.01, min_blocks=3, max_blocks=5, trace_s=0.05)
+
+
+# The order the files run in. Under `-n 2` (pytest-xdist, `--dist loadfile`: a file runs whole on
+# one worker) a worker that finishes a file takes the next in this order. xdist's own order (the
+# files with the most tests first, `--loadscope-reorder`) started the suite's longest files, which
+# have few tests each, last: one core worked alone at the end while the other idled. pyproject's
+# addopts turn that order off (`--no-loadscope-reorder`) and the files run longest first (the
+# longest-processing-time rule): the files below, measured, then the rest as collected.
+LONGEST_FILES: tuple[str, ...] = (
+    "tests/test_docs.py",  # 89 s
+    "tests/analysis/test_targets_zoo.py",  # 42 s
+    "tests/analysis/test_memory.py",  # 40 s
+    "tests/cli/test_cli_interrupts.py",  # 39 s
+    "tests/study/test_pages.py",  # 37 s
+    "tests/test_doc_figures.py",  # 35 s
+    "tests/runs/test_scan_time.py",  # 32 s
+    "tests/study/test_validation.py",  # 32 s
+    "tests/compiled/test_scan_bytes.py",  # 31 s
+    "tests/count/test_coverage.py",  # 31 s
+    "tests/step/test_phases.py",  # 22 s
+    "tests/runs/test_sweeps.py",  # 21 s
+    "tests/runs/test_estimate.py",  # 20 s
+    "tests/cli/test_cli_refused_inputs.py",  # 19 s
+    "tests/count/test_rules.py",  # 18 s
+    "tests/present/test_terminal_tables.py",  # 17 s
+    "tests/compiled/test_targets_cache.py",  # 16 s
+    "tests/parallel/test_sharding.py",  # 16 s
+    "tests/step/test_optimizers.py",  # 15 s
+    "tests/zoo/test_resnet.py",  # 14 s
+    "tests/cli/test_cli.py",  # 13 s
+    "tests/cli/test_cli_estimate.py",  # 12 s
+    "tests/analysis/test_timing.py",  # 11 s
+)
+"""Test files, longest first: the seconds their tests took in `pytest -n 2 --durations=0` on 2 cores
+(2,384 tests in 431 s, 2026-11-29, other work on the machine); every file not listed took under 10 s."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FILES)}
+    order: dict[str, int] = {}
+    for item in items:
+        order.setdefault(item.nodeid.split("::", 1)[0], len(order))
+    # a stable sort: each file's tests keep their order
+    items.sort(key=lambda item: (rank.get(path := item.nodeid.split("::", 1)[0], len(rank)), order[path]))
