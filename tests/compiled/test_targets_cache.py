@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from xla_cost import plugins
 
 # The test command installs both extras; a machine with jax's CUDA plugin alone (a GPU
@@ -44,29 +46,37 @@ def _run(tmp_path, target: str | None) -> list[str]:
     return done.stdout.split()
 
 
-def test_a_second_target_analysis_compiles_what_a_second_cpu_analysis_compiles(tmp_path):
+@pytest.fixture(scope="module")
+def two_of_each(tmp_path_factory):
+    """Each target analysed twice in fresh processes, one cache for all (the CPU's first):
+    the outputs by target, and the directory, whose kernel cache the next test reuses."""
+    root = tmp_path_factory.mktemp("targets_cache")
+    return {target: [_run(root, target), _run(root, target)] for target in (None, *TARGETS)}, root
+
+
+def test_a_second_target_analysis_compiles_what_a_second_cpu_analysis_compiles(two_of_each):
     # Programs whose analyses are whole are read back; one with an unknown figure (SGD's update has
     # no transcendentals key in XLA's analysis) is compiled again, on the CPU as for a target.
-    cpu = [_run(tmp_path, None), _run(tmp_path, None)]
+    runs, _ = two_of_each
+    cpu = runs[None]
     assert cpu[0][0] == "3" and int(cpu[1][0]) < 3 and cpu[1][1:] == cpu[0][1:]
     for target in TARGETS:
-        first, second = _run(tmp_path, target), _run(tmp_path, target)
+        first, second = runs[target]
         assert first[0] == "3"  # forward, grad and update: the CPU's cache entries are not the target's
         assert second[0] == cpu[1][0] and second[1:] == first[1:], (first, second)
 
 
-def test_a_gpu_targets_compiles_reuse_kernels_from_a_file_of_their_own_and_give_the_same_figures(tmp_path):
-    first = _run(tmp_path, "h100")
-    (kernels,) = (tmp_path / "cache" / "kernels").iterdir()  # XLA's kernel cache, the H100's own file
+def test_a_gpu_targets_compiles_reuse_kernels_from_a_file_of_their_own_and_give_the_same_figures(two_of_each):
+    # the cache of the runs above: the H100's compiles wrote XLA's kernel cache, a file of its own,
+    # and the TPU's, after them, wrote none (a TPU has no such cache)
+    runs, root = two_of_each
+    (kernels,) = (root / "cache" / "kernels").iterdir()
     assert kernels.name.startswith("h100-") and kernels.stat().st_size > 0
-    for entry in (tmp_path / "cache" / "analyses").iterdir():
+    for entry in (root / "cache" / "analyses").iterdir():
         entry.unlink()  # compiled again, now from the cached kernels
-    again = _run(tmp_path, "h100")
-    assert again == first  # three compiles, the same figures
-    assert list((tmp_path / "cache" / "kernels").iterdir()) == [kernels]
-    if "tpu-v5e" in TARGETS:
-        _run(tmp_path, "tpu-v5e")
-    assert list((tmp_path / "cache" / "kernels").iterdir()) == [kernels]  # a TPU has no such cache
+    again = _run(root, "h100")
+    assert again == runs["h100"][0]  # three compiles, the same figures
+    assert list((root / "cache" / "kernels").iterdir()) == [kernels]
 
 
 def _tiny_target_compile(tmp_path, monkeypatch, caplog, cache_options, compile_lowered=None):
