@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -368,7 +369,14 @@ def _worker_init(cores: int, started: Any) -> None:
     """Each worker compiles in at most its share of the cores: `analyze`
     overlaps compiles with tracing in threads, which only pays while cores are
     idle. ``started`` counts the workers that got this far (past importing the
-    main script again)."""
+    main script again).
+
+    A worker ignores SIGINT: Ctrl-C reaches the whole process group, and the
+    sweep's own process answers it (one line) and kills its workers; raised in
+    a worker, the `KeyboardInterrupt` could land in one of jax's garbage
+    collection callbacks and be printed as "Exception ignored in ..." on the
+    terminal the workers share."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from xla_cost.analysis import programs  # a worker's first import of the analysis
 
     programs.COMPILE_THREADS = max(1, min(programs.COMPILE_THREADS, cores))
