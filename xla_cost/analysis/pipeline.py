@@ -26,6 +26,7 @@ import jax
 import optax
 from jax.sharding import Mesh
 
+from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
 from xla_cost.analysis.costs import all_phases
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
@@ -335,6 +336,9 @@ def _run(request: Request) -> Report:
             *workload.notes, "timing skipped: a sharded step is analysed, not run"))
     if options.compiled:
         xla.use_compilation_cache(options.compilation_cache)
+    key = report_cache.report_key(request, workload) if options.compiled and plan is None else None
+    if key is not None and (report := report_cache.read_report(key)) is not None:
+        return report
     rows: list[tuple[tuple[LayerCosts, ...], tuple[str, ...]]] = []
 
     def layer_rows(counted: Mapping[str, JaxprCount]) -> None:  # the counts alone: made while the compiles run
@@ -359,8 +363,11 @@ def _run(request: Request) -> Report:
         fitted = target_memory(
             targets.active(), {name: p.compiled.memory for name, p in programs.items() if p.compiled is not None},
             breakdown, {name: (c.flops, c.jaxpr_flops) for name, c in costs.items()})
-    return assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
-                                    compute_dtype, timing, breakdown, layers, layer_notes, fitted))
+    report = assemble(request, Stages(workload, optimizer_name, plan, counted, costs, tuple(phase_notes),
+                                      compute_dtype, timing, breakdown, layers, layer_notes, fitted))
+    if key is not None:
+        report_cache.write_report(key, report)
+    return report
 
 
 def build_step(request: Request) -> tuple[Workload, str]:

@@ -47,6 +47,7 @@ __all__ = [
     "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
+    "cache_dir",
     "check_cache_dir",
     "device_kind",
     "device_memory_bytes",
@@ -593,6 +594,15 @@ def default_cache_dir() -> str:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "xla_cost", "jax")
+
+
+def cache_dir() -> str | None:
+    """The directory of xla_cost's persistent caches (the analyses cache, the
+    report cache), or None while they are off: on once `use_compilation_cache`
+    turned JAX's cache on in a directory xla_cost owns (not with
+    ``XLA_COST_NO_CACHE=1``, ``compilation_cache=False`` or a cache directory
+    the user configured)."""
+    return _CACHE_STATE["dir"]
 
 
 def _env_off() -> bool:
