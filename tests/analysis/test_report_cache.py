@@ -185,3 +185,39 @@ def test_a_custom_backward_rule_is_in_the_key(caches, monkeypatch):
     monkeypatch.setitem(BACKWARD, "rule", _thrice)
     xla_cost.analyze(Squared(), INPUTS, optimizer="sgd")
     assert len(runs) == 2 and len(entries(tmp_path)) == 2
+
+
+RULE_FILE = '''
+def helper(x, g):
+    return ({factor} * x * g,)
+
+
+def rule(x, g):  # the same code in both versions of the file: only the helper it calls changes
+    return helper(x, g)
+'''
+
+
+def test_a_helper_that_a_custom_rule_of_the_users_calls_is_in_the_key(caches, monkeypatch):
+    # a backward rule written in the user's own file calls a helper of that file; editing the helper
+    # (2x g -> 3x g: another gradient, the same forward program and rule code) must not read the old report
+    import importlib.util
+    import sys
+
+    tmp_path, runs = caches
+    source = tmp_path / "user_rules_for_the_report_cache.py"
+
+    def load(factor):
+        source.write_text(RULE_FILE.format(factor=factor))
+        spec = importlib.util.spec_from_file_location(source.stem, source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        monkeypatch.setitem(sys.modules, source.stem, module)
+        monkeypatch.setitem(BACKWARD, "rule", module.rule)
+
+    load(2.0)
+    xla_cost.analyze(Squared(), INPUTS, optimizer="sgd")
+    xla_cost.analyze(Squared(), INPUTS, optimizer="sgd")
+    assert len(runs) == 1
+    load(3.0)
+    xla_cost.analyze(Squared(), INPUTS, optimizer="sgd")
+    assert len(runs) == 2 and len(entries(tmp_path)) == 2

@@ -78,14 +78,39 @@ def _code_digest(code: Any) -> str:
     return digest.hexdigest()
 
 
+_VERSIONED = frozenset({"jax", "jaxlib", "flax", "optax", "xla_cost"})
+"""Top-level packages whose code the key already covers: by their versions, and
+xla_cost's by its source digest (`xla_cost.compiled.store.environment`)."""
+
+
 def _rule(value: Any) -> str | None:
     """The code of a function among an equation's parameters (a custom_vjp's
     ``bwd``, a custom_jvp's ``jvp``), which the jaxpr's text names but does not
-    show; None for a parameter that is no function."""
+    show: its bytecode, the functions its closure holds, and, for a function of
+    the user's own (not of jax, Flax, optax or xla_cost), the digest of the file
+    it is written in, where the helpers it calls usually are. None for a
+    parameter that is no function."""
     function = getattr(value, "f", value)  # a linear_util.WrappedFun holds the function as .f
     function = getattr(function, "func", function)  # a functools.partial
     code = getattr(function, "__code__", None)
-    return None if code is None else _code_digest(code)
+    if code is None:
+        return None
+    parts = [_code_digest(code)]
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if hasattr(held, "__code__"):
+            parts.append(_code_digest(held.__code__))
+    module = str(getattr(function, "__module__", "") or "")
+    if module.partition(".")[0] not in _VERSIONED:
+        try:
+            with open(code.co_filename, "rb") as handle:
+                parts.append(hashlib.sha256(handle.read()).hexdigest())
+        except OSError:
+            parts.append(code.co_filename)
+    return ":".join(parts)
 
 
 def _name_stacks(jaxpr: Any, out: list[str]) -> None:
