@@ -330,7 +330,10 @@ def _describe(value: Any) -> Any:
 
     import flax.linen as nn
     import jax
-    from flax import nnx
+
+    from xla_cost.step.trees import loaded_nnx
+
+    nnx = loaded_nnx()  # no NNX module exists before flax.nnx is imported (0.45 s with IPython): not imported here
 
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -341,7 +344,7 @@ def _describe(value: Any) -> Any:
         if " at 0x" in text:
             raise _Undescribable(f"{type(value).__name__} has a field without a stable repr")
         return {"linen": text, "class": type(value).__qualname__, "source": _file_digest(value)}
-    if isinstance(value, nnx.Module):
+    if nnx is not None and isinstance(value, nnx.Module):
         graphdef, state = nnx.split(value)
         text = repr(graphdef)
         if " at 0x" in text:
