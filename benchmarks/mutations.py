@@ -854,6 +854,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/analysis/step_checks.py", "_MOMENTS = 2\n", "_MOMENTS = 3\n"),),
         tests=("tests/analysis/test_step_checks.py",),
     ),
+    # ------------------------------------------------------------------ the report cache (issue 49)
+    Mutation(
+        "report_cache_key_without_custom_rules",
+        "the report cache's key leaves out the code of the functions an equation names (a custom_vjp's backward "
+        "rule): another gradient rule with the same forward program reads the old report",
+        (Edit("xla_cost/analysis/report_cache.py", '                out.append(f"{name}={rule}")\n',
+              "                pass\n"),),
+        tests=("tests/analysis/test_report_cache.py",),
+    ),
+    Mutation(
+        "report_cache_key_without_the_rules_file",
+        "the report cache's key reads a user's custom rule's bytecode but not its file: an edited helper it "
+        "calls reads the old report",
+        (Edit("xla_cost/analysis/report_cache.py", '    if module.partition(".")[0] not in _VERSIONED:\n',
+              "    if False:\n"),),
+        tests=("tests/analysis/test_report_cache.py",),
+    ),
 )
 
 
