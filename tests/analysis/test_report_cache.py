@@ -221,3 +221,15 @@ def test_a_helper_that_a_custom_rule_of_the_users_calls_is_in_the_key(caches, mo
     load(3.0)
     xla_cost.analyze(Squared(), INPUTS, optimizer="sgd")
     assert len(runs) == 2 and len(entries(tmp_path)) == 2
+
+
+@pytest.mark.skipif(__import__("xla_cost.plugins").plugins.cuda_plugin() is None,
+                    reason="needs jax's CUDA plugin (the gpu extra) to compile for an H100")
+def test_a_target_analysis_with_its_memory_verdict_reads_back_equal(caches):
+    # a deviceless H100 compile with memory=True: the report holds target_memory (whether the step
+    # fits), which a rerun must read back as the first run made it, notes included
+    tmp_path, runs = caches
+    first = xla_cost.analyze(Net(), INPUTS, optimizer="sgd", target="h100", memory=True)
+    again = xla_cost.analyze(Net(), INPUTS, optimizer="sgd", target="h100", memory=True)
+    assert len(runs) == 1 and len(entries(tmp_path)) == 1
+    assert first.target_memory is not None and again == first and again.notes == first.notes

@@ -510,8 +510,9 @@ class TargetMemory:
       remat_short_of: ``(limit, reached)`` bytes where the donated train
         step's rematerialization could not reach the compiler's own limit (its
         log; the phase programs compile at once, and their logs mix).
-      flops: ``(compiled, jaxpr)`` FLOP by phase, for the notes (not in `to_dict`:
-        the report's own figures).
+      flops: ``(compiled, jaxpr)`` FLOP by phase, for the notes (not in `to_dict`
+        and not compared: the report's own figures, read back from a stored report
+        as its phases).
     """
 
     target: str
@@ -523,7 +524,7 @@ class TargetMemory:
     exact: bool = False
     rematerialized: Mapping[str, int] = dataclasses.field(default_factory=dict)
     remat_short_of: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
-    flops: Mapping[str, tuple[int | None, int | None]] = dataclasses.field(default_factory=dict)
+    flops: Mapping[str, tuple[int | None, int | None]] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def fits(self) -> bool | None:
