@@ -17,10 +17,32 @@ import jax
 
 from xla_cost.errors import InputError
 
-__all__ = ["REMAT_POLICIES", "check", "policy", "checkpoint"]
+__all__ = ["REMAT_LEVELS", "REMAT_POLICIES", "check", "checkpoint", "policy", "resolve"]
 
 REMAT_POLICIES: tuple[str, ...] = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 """The policies ``--remat`` takes."""
+
+
+REMAT_LEVELS: dict[str, str] = {
+    "none": "none",
+    "selective": "dots_with_no_batch_dims_saveable",
+    "full": "full",
+}
+"""The coarse remat options language-model repositories name (MaxText's and
+Megatron-LM's ``selective``: keep the weight matmuls' outputs, recompute the
+attention scores and the elementwise work) and the policy of `REMAT_POLICIES`
+each stands for."""
+
+
+def resolve(name: Any) -> str:
+    """The policy of `REMAT_POLICIES` that ``name`` (a policy or a `REMAT_LEVELS` name) stands for."""
+    if isinstance(name, str) and name in REMAT_LEVELS:
+        return REMAT_LEVELS[name]
+    if name not in REMAT_POLICIES:
+        names = dict.fromkeys([*REMAT_LEVELS, *REMAT_POLICIES])
+        raise InputError(f"a remat option ({', '.join(names)})", repr(name),
+                         "Use e.g. --set remat=full (recompute each block's forward pass).")
+    return name
 
 
 def check(name: Any) -> str:

@@ -1,0 +1,519 @@
+"""Building blocks of today's decoder-only language models, in Flax Linen.
+
+Shared by the ``llama``, ``gemma`` and ``mixtral`` families: `RMSNorm` (with
+Gemma's ``(1 + scale)`` variant), rotary position embedding (`apply_rope`, with
+Llama 3.1's frequency scaling as an option), grouped-query `Attention` (``n_heads``
+query heads sharing ``n_kv_heads`` key/value heads: MHA, GQA or MQA; causal;
+an optional sliding window for local layers), the gated MLP (`GatedMLP`: SwiGLU
+or GeGLU), the `attention` function every attention goes through (``dense``:
+written out; ``fused``: `jax.nn.dot_product_attention`), a tied `Embedder` whose
+``attend`` method is the language-model head, the pre-norm `DecoderBlock` and
+`decoder_stack`, which unrolls or scans the blocks and rematerialises each.
+
+Parameter names follow the Hugging Face implementations (``self_attn.q_proj``,
+``mlp.gate_proj``, ``input_layernorm`` ...), and `MEGATRON_RULES` splits them for
+a sharded step's ``model`` axis as the GPT family's rules do: the projections
+into the heads and the MLP's hidden width by columns, the projections back to
+the residual stream by rows. Nothing has a bias.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xla_cost.errors import InputError
+from xla_cost.step import remat as _remat
+
+__all__ = [
+    "ATTENTION_IMPLEMENTATIONS",
+    "MEGATRON_RULES",
+    "Attention",
+    "BlockConfig",
+    "DecoderBlock",
+    "Embedder",
+    "GatedMLP",
+    "RMSNorm",
+    "apply_rope",
+    "attention",
+    "check_options",
+    "decoder_stack",
+    "rope_frequencies",
+]
+
+Dtype = Any
+
+ATTENTION_IMPLEMENTATIONS: tuple[str, ...] = ("dense", "fused")
+"""``dense``: attention written out (einsum, mask, softmax, einsum), so its FLOP
+are in the jaxpr; ``fused``: one `jax.nn.dot_product_attention` call."""
+
+_INIT_STD = 0.02
+
+
+def _dense(features: int, name: str, dtype: Dtype, param_dtype: Dtype) -> nn.Dense:
+    return nn.Dense(
+        features, use_bias=False, dtype=dtype, param_dtype=param_dtype,
+        kernel_init=nn.initializers.normal(_INIT_STD), name=name,
+    )
+
+
+# --------------------------------------------------------------------------- norm
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer norm (Zhang and Sennrich 2019): ``x / rms(x) * scale``.
+
+    Computed in float32. With ``unit_offset`` (Gemma) the scale is ``1 + scale``,
+    its parameter initialised at 0; else it is ``scale``, initialised at 1.
+
+    Attributes:
+      eps: added to the mean square before the square root.
+      unit_offset: Gemma's ``(1 + scale)``.
+    """
+
+    eps: float = 1e-6
+    unit_offset: bool = False
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        init = nn.initializers.zeros if self.unit_offset else nn.initializers.ones
+        scale = self.param("scale", init, (x.shape[-1],), self.param_dtype)
+        x32 = x.astype(jnp.float32)
+        y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        scale = scale.astype(jnp.float32)
+        return (y * (1.0 + scale if self.unit_offset else scale)).astype(self.dtype)
+
+
+# --------------------------------------------------------------------------- rotary
+
+
+_LLAMA3_LOW_FREQ_FACTOR = 1.0
+_LLAMA3_HIGH_FREQ_FACTOR = 4.0
+_LLAMA3_ORIGINAL_CONTEXT = 8192
+"""Llama 3.1's rope scaling (Meta's reference code, ``apply_scaling``): wavelengths
+above 8192/1 positions are divided by the factor, those below 8192/4 kept, the
+band between interpolated."""
+
+
+def rope_frequencies(head_dim: int, theta: float, scaling: float = 0.0) -> np.ndarray:
+    """The ``head_dim / 2`` rotary frequencies ``theta ** (-2i / head_dim)``.
+
+    Args:
+      head_dim: the rotated width (even).
+      theta: the base (10,000 for Llama 2 and Gemma, 500,000 for Llama 3).
+      scaling: Llama 3.1's scaling factor (8 for its 128K context); 0 or 1: none.
+    """
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    if scaling and scaling != 1.0:
+        wavelength = 2 * math.pi / inv_freq
+        low_wavelength = _LLAMA3_ORIGINAL_CONTEXT / _LLAMA3_LOW_FREQ_FACTOR
+        high_wavelength = _LLAMA3_ORIGINAL_CONTEXT / _LLAMA3_HIGH_FREQ_FACTOR
+        smooth = (_LLAMA3_ORIGINAL_CONTEXT / wavelength - _LLAMA3_LOW_FREQ_FACTOR) / (
+            _LLAMA3_HIGH_FREQ_FACTOR - _LLAMA3_LOW_FREQ_FACTOR
+        )
+        between = (1 - smooth) * inv_freq / scaling + smooth * inv_freq
+        inv_freq = np.where(
+            wavelength < high_wavelength, inv_freq,
+            np.where(wavelength > low_wavelength, inv_freq / scaling, between),
+        )
+    return inv_freq.astype(np.float32)
+
+
+def apply_rope(x: jnp.ndarray, positions: jnp.ndarray, theta: float, scaling: float = 0.0) -> jnp.ndarray:
+    """Rotary position embedding (Su et al. 2021) of ``x`` ``(B, T, heads, head_dim)``
+    at ``positions`` ``(T,)``, rotating the two halves of the head (Hugging Face's
+    ``rotate_half`` layout); the angles in float32."""
+    head_dim = x.shape[-1]
+    if head_dim % 2:
+        raise InputError("an even head_dim for rotary embeddings", f"head_dim={head_dim}",
+                         "Change head_dim (or d_model / n_heads) with --set.")
+    angles = positions.astype(jnp.float32)[:, None] * rope_frequencies(head_dim, theta, scaling)[None, :]
+    sin = jnp.sin(angles)[None, :, None, :]
+    cos = jnp.cos(angles)[None, :, None, :]
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    rotated = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return rotated.astype(x.dtype)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _mask(length_q: int, length_k: int, causal: bool, window: int) -> jnp.ndarray | None:
+    """``(T, S)`` True where query ``i`` may attend to key ``j``: ``j <= i`` when
+    causal, ``|i - j| < window`` with a window (``window`` keys, the query's own
+    included); None when every pair attends."""
+    if not causal and not window:
+        return None
+    i = jnp.arange(length_q)[:, None]
+    j = jnp.arange(length_k)[None, :]
+    mask = jnp.ones((length_q, length_k), jnp.bool_)
+    if causal:
+        mask = mask & (j <= i)
+    if window:
+        mask = mask & (i - j < window) & (j - i < window)
+    return mask
+
+
+def attention(
+    q: jnp.ndarray,
+    k: jnp.ndarray,
+    v: jnp.ndarray,
+    *,
+    implementation: str = "dense",
+    causal: bool = True,
+    window: int = 0,
+    scale: float | None = None,
+    softcap: float = 0.0,
+) -> jnp.ndarray:
+    """Scaled dot-product attention of ``q`` ``(B, T, N, H)`` over ``k``, ``v``
+    ``(B, S, K, H)``, ``K`` dividing ``N`` (each group of ``N / K`` query heads
+    shares one key/value head): ``(B, T, N, H)``.
+
+    This is the one place where an attention's implementation is chosen, for
+    the target it runs on.
+
+    ``dense`` writes it out: ``q k^T`` over all ``T x S`` pairs (2·B·N·T·S·H
+    FLOP), scaled, soft-capped if asked, masked with `jnp.where` (nothing is
+    skipped: a causal or windowed mask costs what a full one does), softmax in
+    float32, then ``probs v`` (2·B·N·T·S·H FLOP again), so every FLOP is an
+    equation of the jaxpr. ``fused`` is a single `jax.nn.dot_product_attention`
+    call: on the CPU it is XLA's own decomposition (the same products);
+    the target-specific implementation (a fused kernel such as cuDNN's flash
+    attention on a GPU target) is chosen at that call.
+
+    Args:
+      implementation: one of `ATTENTION_IMPLEMENTATIONS`.
+      causal: query ``i`` attends to keys ``j <= i``.
+      window: a sliding window of this many keys (the query's own included);
+        0: every key the causal mask allows.
+      scale: multiplies the scores; default ``1 / sqrt(H)``.
+      softcap: Gemma 2's soft-capping of the scores, ``c * tanh(s / c)``; 0: none.
+        ``dense`` only.
+    """
+    batch, length_q, n_heads, head_dim = q.shape
+    length_k, n_kv = k.shape[1], k.shape[2]
+    if n_kv < 1 or n_heads % n_kv:
+        raise InputError("n_kv_heads dividing n_heads", f"n_heads={n_heads}, n_kv_heads={n_kv}",
+                         "Set n_kv_heads to a divisor of n_heads (1: MQA, n_heads: MHA).")
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    if implementation == "fused":
+        if softcap:
+            raise InputError(
+                "attention=fused without soft-capped scores (jax.nn.dot_product_attention has none)",
+                f"attn_softcap={softcap}",
+                "Use --set attention=dense, or --set attn_softcap=0 as fused-kernel runs of Gemma 2 do.",
+            )
+        local = None if not window else (window - 1, 0 if causal else window - 1)
+        return jax.nn.dot_product_attention(
+            q, k, v, scale=scale, is_causal=causal, local_window_size=local
+        )
+    if implementation != "dense":
+        raise InputError(f"an attention implementation ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
+                         repr(implementation), "Use --set attention=dense or --set attention=fused.")
+    groups = n_heads // n_kv
+    qg = q.reshape(batch, length_q, n_kv, groups, head_dim)
+    scores = jnp.einsum("btkgh,bskh->bkgts", qg, k).astype(jnp.float32) * scale
+    if softcap:
+        scores = softcap * jnp.tanh(scores / softcap)
+    mask = _mask(length_q, length_k, causal, window)
+    if mask is not None:
+        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskh->btkgh", probs, v)
+    return out.reshape(batch, length_q, n_heads, head_dim)
+
+
+class Attention(nn.Module):
+    """Causal grouped-query self-attention with rotary embeddings.
+
+    ``q_proj`` (d -> N·H), ``k_proj`` and ``v_proj`` (d -> K·H), rotary on q and
+    k, `attention`, ``o_proj`` (N·H -> d); no biases.
+
+    Attributes:
+      n_heads: query heads ``N``.
+      n_kv_heads: key/value heads ``K`` (``N``: MHA; 1: MQA; between: GQA).
+      head_dim: ``H``.
+      rope_theta, rope_scaling: see `rope_frequencies`.
+      window: a sliding window of this many keys (a local layer); 0: global.
+      implementation: see `attention`.
+      query_scale: the scores are divided by ``sqrt(query_scale)``; 0: by
+        ``sqrt(head_dim)`` (Gemma 2 27B divides by ``sqrt(d_model / n_heads)``).
+      softcap: see `attention`.
+    """
+
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    rope_theta: float = 10_000.0
+    rope_scaling: float = 0.0
+    window: int = 0
+    implementation: str = "dense"
+    query_scale: float = 0.0
+    softcap: float = 0.0
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        batch, length, d = x.shape
+        n, kv, h = self.n_heads, self.n_kv_heads, self.head_dim
+        q = _dense(n * h, "q_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, n, h)
+        k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
+        v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
+        positions = jnp.arange(length)
+        q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
+        k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
+        scale = 1.0 / math.sqrt(self.query_scale or h)
+        out = attention(q, k, v, implementation=self.implementation, causal=True,
+                        window=self.window, scale=scale, softcap=self.softcap)
+        return _dense(d, "o_proj", self.dtype, self.param_dtype)(out.reshape(batch, length, n * h))
+
+
+# --------------------------------------------------------------------------- MLP
+
+_ACTIVATIONS: dict[str, Callable[[jnp.ndarray], jnp.ndarray]] = {
+    "silu": jax.nn.silu,  # SwiGLU (Shazeer 2020), Llama
+    "gelu": lambda x: jax.nn.gelu(x, approximate=True),  # GeGLU, Gemma
+}
+
+
+class GatedMLP(nn.Module):
+    """``down_proj(act(gate_proj(x)) * up_proj(x))``: SwiGLU (``silu``) or GeGLU
+    (``gelu``, tanh approximation); ``hidden`` the width of each of the two
+    projections up, no biases."""
+
+    hidden: int
+    activation: str = "silu"
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        act = _ACTIVATIONS[self.activation]
+        gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype)(x)
+        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype)(x)
+        return _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype)(act(gate) * up)
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+class Embedder(nn.Module):
+    """A token embedding whose transpose is the language-model head (tied), as
+    Gemma's own ``Embedder`` is written: ``encode`` looks tokens up (times
+    ``sqrt(d_model)`` with ``scale_by_sqrt_dim``), ``attend`` is the head's matmul,
+    a method of this module, not its ``__call__``.
+
+    Attributes:
+      vocab_size: rows of ``embedding``.
+      d_model: its width.
+      scale_by_sqrt_dim: Gemma multiplies the looked-up rows by ``sqrt(d_model)``.
+    """
+
+    vocab_size: int
+    d_model: int
+    scale_by_sqrt_dim: bool = False
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        self.embedding = self.param(
+            "embedding", nn.initializers.normal(1.0), (self.vocab_size, self.d_model), self.param_dtype
+        )
+
+    def encode(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        x = jnp.take(self.embedding, tokens, axis=0).astype(self.dtype)
+        return x * jnp.asarray(math.sqrt(self.d_model), self.dtype) if self.scale_by_sqrt_dim else x
+
+    def attend(self, x: jnp.ndarray) -> jnp.ndarray:
+        return jnp.dot(x, self.embedding.astype(self.dtype).T)
+
+    def __call__(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        return self.encode(tokens)
+
+
+# --------------------------------------------------------------------------- block
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockConfig:
+    """One decoder block's configuration (hashable: a Linen module field).
+
+    Attributes:
+      n_heads, n_kv_heads, head_dim: see `Attention`.
+      d_ff: the gated MLP's hidden width (each of gate and up).
+      activation: ``silu`` (SwiGLU) or ``gelu`` (GeGLU).
+      norm_eps: `RMSNorm`'s epsilon.
+      norm_unit_offset: Gemma's ``(1 + scale)`` norms.
+      post_norms: Gemma 2's norms after the attention and the MLP too
+        (``post_attention_layernorm`` on the attention's output,
+        ``pre_feedforward_layernorm`` and ``post_feedforward_layernorm``
+        around the MLP).
+      rope_theta, rope_scaling, window, query_scale: see `Attention`.
+      attention: see `attention`'s ``implementation``.
+      attn_softcap: see `attention`'s ``softcap``.
+    """
+
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    activation: str = "silu"
+    norm_eps: float = 1e-5
+    norm_unit_offset: bool = False
+    post_norms: bool = False
+    rope_theta: float = 10_000.0
+    rope_scaling: float = 0.0
+    window: int = 0
+    query_scale: float = 0.0
+    attention: str = "dense"
+    attn_softcap: float = 0.0
+
+
+class DecoderBlock(nn.Module):
+    """A pre-norm decoder block, ``(x, _) -> (x, None)`` so that `nn.scan` can stack it::
+
+        x = x + self_attn(input_layernorm(x))
+        x = x + mlp(post_attention_layernorm(x))
+
+    or, with ``post_norms`` (Gemma 2)::
+
+        x = x + post_attention_layernorm(self_attn(input_layernorm(x)))
+        x = x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))
+
+    A family with another MLP (a mixture of experts) overrides `make_mlp`.
+    """
+
+    config: BlockConfig
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    def norm(self, name: str) -> RMSNorm:
+        c = self.config
+        return RMSNorm(c.norm_eps, c.norm_unit_offset, dtype=self.dtype, param_dtype=self.param_dtype, name=name)
+
+    def make_mlp(self) -> nn.Module:
+        """The block's MLP, named ``mlp``: `GatedMLP` here."""
+        c = self.config
+        return GatedMLP(c.d_ff, c.activation, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
+        c = self.config
+        attn = Attention(
+            c.n_heads, c.n_kv_heads, c.head_dim, c.rope_theta, c.rope_scaling, c.window, c.attention,
+            c.query_scale, c.attn_softcap, dtype=self.dtype, param_dtype=self.param_dtype, name="self_attn",
+        )
+        h = attn(self.norm("input_layernorm")(x))
+        if c.post_norms:
+            x = x + self.norm("post_attention_layernorm")(h)
+            x = x + self.norm("post_feedforward_layernorm")(self.make_mlp()(self.norm("pre_feedforward_layernorm")(x)))
+        else:
+            x = x + h
+            x = x + self.make_mlp()(self.norm("post_attention_layernorm")(x))
+        return x, None
+
+
+class _BlockGroup(nn.Module):
+    """Consecutive blocks of different configurations (Gemma 2's local then global
+    layer), the unit `decoder_stack` scans when the layers repeat a pattern."""
+
+    configs: tuple[BlockConfig, ...]
+    block: Any
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
+        for i, config in enumerate(self.configs):
+            x, _ = self.block(config, dtype=self.dtype, param_dtype=self.param_dtype, name=f"block_{i}")(x, None)
+        return x, None
+
+
+def _period(configs: Sequence[BlockConfig]) -> int:
+    """The shortest period ``p`` with ``configs[i] == configs[i % p]`` dividing their number."""
+    n = len(configs)
+    for p in range(1, n + 1):
+        if n % p == 0 and all(configs[i] == configs[i % p] for i in range(n)):
+            return p
+    return n  # pragma: no cover - p = n always holds
+
+
+def decoder_stack(
+    x: jnp.ndarray,
+    configs: Sequence[BlockConfig],
+    *,
+    scan_layers: bool,
+    remat: str,
+    block: type[DecoderBlock] = DecoderBlock,
+    dtype: Dtype = jnp.float32,
+    param_dtype: Dtype = jnp.float32,
+    name: str = "layers",
+) -> jnp.ndarray:
+    """Applies one ``block`` per entry of ``configs`` to ``x``, inside a compact method.
+
+    Unrolled: modules ``layers_0`` ... ``layers_{L-1}``. With ``scan_layers``, one
+    `nn.scan` module ``layers`` whose parameters have a leading axis, traced
+    once: over the blocks when all configurations are equal, else over groups
+    of the pattern the configurations repeat (Gemma 2's local/global pair: a
+    group ``block_0``, ``block_1`` scanned ``L/2`` times). The parameter count is
+    the same either way.
+
+    ``remat`` (a `xla_cost.step.remat.REMAT_LEVELS` name, ``none`` / ``selective`` /
+    ``full``, or a policy of `REMAT_POLICIES`) wraps each block in `nn.remat`
+    with that policy: ``full`` keeps only the block's input and recomputes its
+    forward pass in the backward pass.
+    """
+    policy = _remat.resolve(remat)
+    unit: Any = block
+    if policy != "none":
+        unit = nn.remat(block, policy=_remat.policy(policy), prevent_cse=not scan_layers)
+    kw = {"dtype": dtype, "param_dtype": param_dtype}
+    if not scan_layers:
+        for i, config in enumerate(configs):
+            x, _ = unit(config, **kw, name=f"{name}_{i}")(x, None)
+        return x
+    period = _period(configs)
+    if period == 1:
+        scanned, args = unit, (configs[0],)
+    else:
+        scanned, args = _BlockGroup, (tuple(configs[:period]), unit)
+    stack = nn.scan(
+        scanned, variable_axes={"params": 0}, split_rngs={"params": True}, length=len(configs) // period,
+    )
+    x, _ = stack(*args, **kw, name=name)(x, None)
+    return x
+
+
+def check_options(model: str, *, attention_implementation: str, remat: str, n_heads: int,
+                  n_kv_heads: int) -> None:
+    """The options every family takes, checked in one line each (`InputError`)."""
+    if attention_implementation not in ATTENTION_IMPLEMENTATIONS:
+        raise InputError(f"a {model} attention option ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
+                         repr(attention_implementation), "Use --set attention=dense or --set attention=fused.")
+    _remat.resolve(remat)
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise InputError(f"{model} n_kv_heads dividing n_heads", f"n_heads={n_heads}, n_kv_heads={n_kv_heads}",
+                         "Set n_kv_heads to a divisor of n_heads with --set (1: MQA, n_heads: MHA).")
+
+
+MEGATRON_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
+    (r"(q_proj|k_proj|v_proj|gate_proj|up_proj)/kernel$", (None, "model")),
+    (r"(o_proj|down_proj)/kernel$", ("model", None)),
+    (r"(embed_tokens|embedder)/embedding$", ("model", None)),
+    (r"lm_head/kernel$", (None, "model")),
+)
+"""Megatron-LM's tensor parallelism (Shoeybi et al. 2019) for these blocks, as
+`models.gpt.MEGATRON_RULES` for GPT: the projections into the heads and the MLP's
+gate and up by columns (heads, hidden units), ``o_proj`` and ``down_proj`` by rows
+(one all-reduce each in the forward pass), the embedding by vocabulary rows, an
+untied head by vocabulary columns."""
