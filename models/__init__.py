@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import bert, gpt, resnet, seed_nets, vit
+from . import llama
 from ._spec import ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
@@ -79,6 +80,7 @@ def _registry(specs: list[ModelSpec]) -> dict[str, ModelSpec]:
 
 REGISTRY: dict[str, ModelSpec] = _registry(
     [*seed_nets.SPECS, *gpt.SPECS, *resnet.SPECS, *bert.SPECS, *vit.SPECS]
+    + llama.SPECS
 )
 """Every zoo model by canonical name (each family file declares its own `SPECS`)."""
 

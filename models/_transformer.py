@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._common import expect_input_shape
 from xla_cost.errors import InputError
 from xla_cost.step import remat as _remat
 
@@ -44,6 +45,7 @@ __all__ = [
     "apply_rope",
     "attention",
     "check_options",
+    "check_tokens",
     "decoder_stack",
     "rope_frequencies",
 ]
@@ -495,15 +497,28 @@ def decoder_stack(
 
 
 def check_options(model: str, *, attention_implementation: str, remat: str, n_heads: int,
-                  n_kv_heads: int) -> None:
-    """The options every family takes, checked in one line each (`InputError`)."""
+                  n_kv_heads: int, d_model: int, head_dim: int) -> None:
+    """The options every family takes, each refused in one line (`InputError`);
+    ``head_dim`` 0 means ``d_model / n_heads``, which must then divide."""
     if attention_implementation not in ATTENTION_IMPLEMENTATIONS:
         raise InputError(f"a {model} attention option ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
                          repr(attention_implementation), "Use --set attention=dense or --set attention=fused.")
     _remat.resolve(remat)
     if n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise InputError(f"{model} n_kv_heads dividing n_heads", f"n_heads={n_heads}, n_kv_heads={n_kv_heads}",
-                         "Set n_kv_heads to a divisor of n_heads with --set (1: MQA, n_heads: MHA).")
+        raise InputError(f"{model} n_kv_head dividing n_head", f"n_head={n_heads}, n_kv_head={n_kv_heads}",
+                         "Set n_kv_head to a divisor of n_head with --set (1: MQA, n_head: MHA).")
+    if not head_dim and d_model % n_heads:
+        raise InputError(f"{model} d_model divisible by n_head (or a head_dim)",
+                         f"d_model={d_model}, n_head={n_heads}",
+                         "Change d_model or n_head with --set so that n_head divides d_model, or set head_dim.")
+
+
+def check_tokens(model: str, tokens: Any, seq_len: int) -> None:
+    """Refuses inputs that are not ``(B, seq_len)`` integer token ids (`InputError`)."""
+    expect_input_shape(model, tokens, (seq_len,))
+    if not jnp.issubdtype(tokens.dtype, jnp.integer):
+        raise InputError(f"{model} inputs of integer token ids", f"dtype {tokens.dtype}",
+                         "Pass int32 token ids (a zoo model's example inputs already are).")
 
 
 MEGATRON_RULES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
