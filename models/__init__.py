@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import bert, gpt, resnet, seed_nets, vit
-from . import llama
+from . import gemma, llama
 from ._spec import ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
@@ -81,6 +81,7 @@ def _registry(specs: list[ModelSpec]) -> dict[str, ModelSpec]:
 REGISTRY: dict[str, ModelSpec] = _registry(
     [*seed_nets.SPECS, *gpt.SPECS, *resnet.SPECS, *bert.SPECS, *vit.SPECS]
     + llama.SPECS
+    + gemma.SPECS
 )
 """Every zoo model by canonical name (each family file declares its own `SPECS`)."""
 
