@@ -24,7 +24,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from xla_cost.errors import InputError
 from xla_cost.step.checks import check_arrays
-from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
+from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
 from xla_cost.step.trees import PyTree, abstract, is_array, loaded_nnx
 
 if TYPE_CHECKING:  # an NNX model comes with flax.nnx imported: `_nnx_apply` imports it then
@@ -239,7 +239,8 @@ def _nnx_apply(
 ) -> tuple[Callable[..., Any], PyTree, PyTree, Callable[[], Any]]:
     from flax import nnx  # noqa: PLC0415 - loaded already: the model is one of its modules
 
-    graphdef, params, state = nnx.split(model, nnx.Param, ...)
+    with tagged(model):  # every copy merged from the graph definition knows its modules' paths
+        graphdef, params, state = nnx.split(model, nnx.Param, ...)
     params, state = abstract(params), abstract(state)
     plan.module_paths = tuple(
         sorted("/".join(str(p) for p in path) for path, _ in nnx.iter_modules(model) if path)
@@ -265,8 +266,7 @@ def _nnx_apply(
         target = module if method is None else (
             getattr(module, method) if isinstance(method, str) else functools.partial(method, module)
         )
-        with scoped_paths(module):
-            outputs = target(inputs, **call)
+        outputs = target(inputs, **call)
         _, _, new_state = nnx.split(module, nnx.Param, ...)
         return outputs, new_state
 

@@ -1,14 +1,25 @@
 """Name scopes for NNX modules, so that their operations carry module paths.
 
-Linen names its scopes itself; NNX does not, so per-layer attribution needs
-`nnx_name_scopes`: while it is active, every submodule's ``__call__`` runs under
-a ``jax.named_scope`` of its path (`scoped_paths` tells it the paths of the
-module being called).
+Linen names its scopes itself (each method call of a module, ``__call__`` or any
+other, under the module's name); NNX does not, so per-layer attribution needs
+`nnx_name_scopes`: while it is active, every method of the model's module classes
+(``__call__``, ``nnx.Embed.attend``, a user's ``decode``: the work of any method
+is its module's) runs under a ``jax.named_scope`` of the module's path.
+
+A module knows its path by a tag (`tagged`): a static attribute set on each
+module of the model while it is split, which the graph definition keeps, so
+that every copy merged from it (``nnx.jit``, ``nnx.grad``, ``nnx.remat``,
+``nnx.scan`` hand their functions such copies) carries it. A step that merges
+its model itself from a state it split (``model, opt = nnx.merge(graphdef,
+state)`` inside a ``jax.jit``) has its merged modules tagged by their paths as
+they are merged (``merged=True``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -18,86 +29,175 @@ import jax
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
-__all__ = ["nnx_name_scopes", "scoped_paths"]
+__all__ = ["PATH_TAG", "nnx_name_scopes", "tagged", "tag_modules"]
+
+PATH_TAG = "_xla_cost_path"
+"""The attribute holding a module's path (a tuple of strings) while it is tagged."""
 
 _SCOPE_STATE = threading.local()
 
 
-@contextlib.contextmanager
-def nnx_name_scopes(model: nnx.Module) -> Iterator[None]:
-    """Runs every submodule's ``__call__`` under a ``jax.named_scope`` of its path.
-
-    Linen names its scopes itself; NNX does not, so per-layer attribution needs
-    this. The classes' ``__call__`` are wrapped for the duration of the block and
-    restored afterwards, whatever happens.
-    """
+def tag_modules(node: Any) -> list[Any]:
+    """Tags each NNX module of ``node`` (a module, or a tuple, list or dict of
+    objects: each its own root) with its path below the object that holds it;
+    returns the modules tagged that had no tag."""
     from flax import nnx  # noqa: PLC0415 - see the import above
 
-    # Wrap each class that defines the ``__call__`` a module runs, once.
-    defining = {
-        next(k for k in type(m).__mro__ if "__call__" in vars(k))
-        for _, m in nnx.iter_modules(model)
-        if any("__call__" in vars(k) for k in type(m).__mro__[:-1])
-    }
-    originals: dict[type, Any] = {}
+    roots = list(node.values()) if isinstance(node, dict) else list(node) if isinstance(node, (tuple, list)) \
+        else [node]
+    fresh = []
+    for root in roots:
+        if not isinstance(root, (nnx.Module, nnx.Pytree)):
+            continue
+        for path, module in nnx.iter_modules(root):
+            if not hasattr(module, PATH_TAG):  # the first object holding a module names it
+                fresh.append(module)
+                setattr(module, PATH_TAG, tuple(str(p) for p in path))
+    return fresh
 
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def scoped_call(self: nnx.Module, *args: Any, **kwargs: Any) -> Any:
-            paths: dict[int, tuple[str, ...]] | None = getattr(_SCOPE_STATE, "paths", None)
-            if paths is None:
+
+@contextlib.contextmanager
+def tagged(node: Any) -> Iterator[None]:
+    """Each NNX module of ``node`` tagged with its path (`tag_modules`) while the
+    block runs: what is split inside keeps the tags in its graph definition."""
+    fresh = tag_modules(node)
+    try:
+        yield
+    finally:
+        for module in fresh:
+            delattr(module, PATH_TAG)
+
+
+def _module_classes(node: Any) -> set[type]:
+    from flax import nnx  # noqa: PLC0415 - see the import above
+
+    roots = list(node.values()) if isinstance(node, dict) else list(node) if isinstance(node, (tuple, list)) \
+        else [node]
+    return {type(m) for root in roots if isinstance(root, (nnx.Module, nnx.Pytree))
+            for _, m in nnx.iter_modules(root)}
+
+
+def _methods(cls: type) -> Iterator[tuple[type, str]]:
+    """(defining class, name) of each method a module of class ``cls`` runs that
+    is the module's own work: ``__call__`` and every other plain function its
+    classes define below ``nnx.Module``, not the base's own (``train``, ``sow``,
+    graph hooks) nor other dunders."""
+    from flax import nnx  # noqa: PLC0415 - see the import above
+
+    base = set(dir(nnx.Module))
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is nnx.Module or not (isinstance(klass, type) and issubclass(klass, nnx.Module)):
+            continue
+        for name, value in vars(klass).items():
+            if name in seen or not inspect.isfunction(value):
+                continue
+            seen.add(name)
+            if name == "__call__" or not (name.startswith("__") or name in base):
+                yield klass, name
+
+
+def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def scoped_method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
+        path = getattr(self, PATH_TAG, None)
+        if stack is None or path is None:
+            return original(self, *args, **kwargs)
+        parent = stack[-1] if stack else None
+        if path == parent:  # a method of the module calling another of its own
+            return original(self, *args, **kwargs)
+        if not path:
+            scope = type(self).__name__
+        elif parent is not None and path[: len(parent)] == parent:
+            scope = "/".join(path[len(parent):])
+        else:  # called from outside its parent (a shared module, the step itself)
+            scope = "/".join(path)
+        stack.append(path)
+        try:
+            with jax.named_scope(scope):
                 return original(self, *args, **kwargs)
-            path = paths.get(id(self))
-            if path is None:
-                # A copy made by a lifted transform (nnx.scan/vmap hand the body a
-                # module merged from sliced state): known by its type when only one
-                # module of the model has it.
-                same_type = _SCOPE_STATE.types.get(type(self), [])
-                if len(same_type) != 1:
-                    return original(self, *args, **kwargs)
-                path = same_type[0]
-            for sub, module in nnx.iter_modules(self):  # its children, copies too
-                paths.setdefault(id(module), path + tuple(str(p) for p in sub))
-            stack: list[tuple[str, ...]] = _SCOPE_STATE.stack
-            parent = stack[-1] if stack else None
-            if not path:
-                scope = type(self).__name__
-            elif parent is not None and path[: len(parent)] == parent:
-                scope = "/".join(path[len(parent):])
-            else:
-                scope = "/".join(path)
-            stack.append(path)
-            try:
-                with jax.named_scope(scope):
-                    return original(self, *args, **kwargs)
-            finally:
-                stack.pop()
+        finally:
+            stack.pop()
 
-        scoped_call.__wrapped__ = original  # type: ignore[attr-defined]
-        return scoped_call
+    scoped_method.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
+    return scoped_method
 
-    try:
-        for cls in defining:
-            originals[cls] = vars(cls)["__call__"]
-            cls.__call__ = wrap(originals[cls])  # type: ignore[method-assign]
-        yield
-    finally:
-        for cls, original in originals.items():
-            cls.__call__ = original  # type: ignore[method-assign]
+
+class _Wrapped:
+    """The methods wrapped so far, to restore."""
+
+    def __init__(self) -> None:
+        self.originals: dict[tuple[type, str], Any] = {}
+
+    def wrap(self, classes: set[type]) -> None:
+        for cls in classes:
+            for klass, name in _methods(cls):
+                value = vars(klass)[name]
+                if (klass, name) in self.originals or getattr(value, "__xla_cost_scoped__", False):
+                    continue
+                self.originals[(klass, name)] = value
+                setattr(klass, name, _scoped(value))
+
+    def restore(self) -> None:
+        for (klass, name), value in self.originals.items():
+            setattr(klass, name, value)
+        self.originals.clear()
 
 
 @contextlib.contextmanager
-def scoped_paths(model: nnx.Module) -> Iterator[None]:
-    from flax import nnx  # noqa: PLC0415 - see the import above
+def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) -> Iterator[None]:
+    """Runs every method of the model's NNX modules under a ``jax.named_scope`` of
+    the module's path, for modules tagged with it (`tagged`, or merged while
+    ``merged``).
 
-    previous = getattr(_SCOPE_STATE, "paths", None), getattr(_SCOPE_STATE, "types", None)
-    modules = [(tuple(str(p) for p in path), m) for path, m in nnx.iter_modules(model)]
-    _SCOPE_STATE.paths = {id(m): path for path, m in modules}
-    types: dict[type, list[tuple[str, ...]]] = {}
-    for path, m in modules:
-        types.setdefault(type(m), []).append(path)
-    _SCOPE_STATE.types = types
-    _SCOPE_STATE.stack = []
+    A module called from inside its parent's method is scoped by its path below
+    the parent's (``blocks/0`` inside the root, ``attn`` inside ``blocks/0``); one
+    called from outside it (a module shared with another, or called by the step
+    itself) by its whole path; the root by its class's name. The classes'
+    methods are wrapped for the duration of the block and restored afterwards,
+    whatever happens.
+
+    Args:
+      model: the model whose module classes to wrap (None: only those merged).
+      merged: also tag the modules ``nnx.merge`` returns while the block runs,
+        by their paths below each merged object, and wrap their classes: a step
+        that merges its own model from a state.
+    """
+    wrapped = _Wrapped()
+    previous = getattr(_SCOPE_STATE, "stack", None)
+    patched: list[tuple[Any, str, Any]] = []
     try:
+        if model is not None:
+            wrapped.wrap(_module_classes(model))
+        if merged:
+            patched = _patch_merge(wrapped)
+        _SCOPE_STATE.stack = []
         yield
     finally:
-        _SCOPE_STATE.paths, _SCOPE_STATE.types = previous
+        _SCOPE_STATE.stack = previous
+        for owner, name, value in patched:
+            setattr(owner, name, value)
+        wrapped.restore()
+
+
+def _patch_merge(wrapped: _Wrapped) -> list[tuple[Any, str, Any]]:
+    """``nnx.merge`` (as ``flax.nnx`` and its graph module export it) tagging what it merges."""
+    from flax import nnx  # noqa: PLC0415 - see the import above
+    from flax.nnx import graph  # noqa: PLC0415
+
+    original = graph.merge
+
+    @functools.wraps(original)
+    def merge(*args: Any, **kwargs: Any) -> Any:
+        node = original(*args, **kwargs)
+        tag_modules(node)
+        wrapped.wrap(_module_classes(node))
+        return node
+
+    patched = []
+    for owner in (nnx, graph):
+        if getattr(owner, "merge", None) is original:
+            patched.append((owner, "merge", original))
+            owner.merge = merge
+    return patched

@@ -31,7 +31,7 @@ from flax.nnx import graph as nnx_graph
 from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
-from xla_cost.step.nnx_scopes import nnx_name_scopes, scoped_paths
+from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
 from xla_cost.step.trees import leaf_roles
 
 __all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "step_arguments", "import_module", "PARAMS_KEY",
@@ -218,8 +218,9 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
         step = step.fun  # nnx.jit: its function, run on objects merged here (they update in place)
     positions = [i for i, a in enumerate(args) if _is_graph(a)]
     objects = tuple(args[i] for i in positions)
-    graphdef, params, rest = nnx.split(objects, nnx.Param, ...)
     model = next((args[i] for i in positions if nnx.state(args[i], nnx.Param)), None)
+    with tagged(model):  # every copy merged from the graph definition knows its modules' paths
+        graphdef, params, rest = nnx.split(objects, nnx.Param, ...)
     owners: list[str | None] = []
     counts: dict[str, int] = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
@@ -273,9 +274,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind = "nnx"
         roots = (type(model).__name__,) if model is not None else ()
-
-        def scopes() -> contextlib.AbstractContextManager[Any]:
-            return _nnx_scopes(model)
+        scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
         function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
         owners, counts = _linen_params(traced_args, _positional_names(step))
@@ -331,15 +330,6 @@ class _JitWithKwargs:
     def lower(self, *args: Any) -> Any:
         return self.jitted.lower(*args, **self.kwargs)
 
-
-@contextlib.contextmanager
-def _nnx_scopes(model: Any) -> Iterator[None]:
-    """NNX modules' ``__call__`` under name scopes of their paths, while tracing."""
-    if model is None:
-        yield
-        return
-    with nnx_name_scopes(model), scoped_paths(model):
-        yield
 
 
 def import_module(where: str, what: str, expected: str | None = None) -> Any:
