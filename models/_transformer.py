@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._common import expect_input_shape
+from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.step import remat as _remat
 
@@ -91,7 +92,7 @@ class RMSNorm(nn.Module):
         scale = self.param("scale", init, (x.shape[-1],), self.param_dtype)
         x32 = x.astype(jnp.float32)
         y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-        scale = scale.astype(jnp.float32)
+        scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
         return (y * (1.0 + scale if self.unit_offset else scale)).astype(self.dtype)
 
 
@@ -188,9 +189,11 @@ def attention(
     skipped: a causal or windowed mask costs what a full one does), softmax in
     float32, then ``probs v`` (2·B·N·T·S·H FLOP again), so every FLOP is an
     equation of the jaxpr. ``fused`` is a single `jax.nn.dot_product_attention`
-    call: on the CPU it is XLA's own decomposition (the same products);
-    the target-specific implementation (a fused kernel such as cuDNN's flash
-    attention on a GPU target) is chosen at that call.
+    call with the active compile target's implementation
+    (`xla_cost.compiled.targets.fused_attention`): cuDNN's flash attention on a
+    GPU target (one custom call each way, no ``T x S`` scores in memory; counted
+    by `xla_cost.count.attention`'s rule, every pair as here), XLA's own
+    decomposition (the same products) on the CPU and a TPU.
 
     Args:
       implementation: one of `ATTENTION_IMPLEMENTATIONS`.
@@ -215,9 +218,23 @@ def attention(
                 "Use --set attention=dense, or --set attn_softcap=0 as fused-kernel runs of Gemma 2 do.",
             )
         local = None if not window else (window - 1, 0 if causal else window - 1)
-        return jax.nn.dot_product_attention(
-            q, k, v, scale=scale, is_causal=causal, local_window_size=local
-        )
+        kernel = targets.fused_attention()  # the compile target's fused kernel: cudnn for a GPU
+        try:
+            return jax.nn.dot_product_attention(
+                q, k, v, scale=scale, is_causal=causal, local_window_size=local, implementation=kernel
+            )
+        except (NotImplementedError, RuntimeError, ValueError) as exc:  # the kernel's own refusal, in one line
+            if kernel == "xla":
+                raise
+            raise InputError(
+                f"attention=fused in a form {kernel}'s fused attention takes (bfloat16 or float16 q, k, v; "
+                "a head dimension of at most 128, a multiple of 8; a window only with a causal mask; "
+                "the cuDNN library installed)",
+                f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__} "
+                f"(q {q.dtype} {tuple(q.shape)})",
+                "Pass --dtype bfloat16, change the shapes, install cuDNN (pip install 'xla-cost[gpu]') "
+                "or use --set attention=dense.",
+            ) from exc
     if implementation != "dense":
         raise InputError(f"an attention implementation ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
                          repr(implementation), "Use --set attention=dense or --set attention=fused.")
@@ -228,7 +245,7 @@ def attention(
         scores = softcap * jnp.tanh(scores / softcap)
     mask = _mask(length_q, length_k, causal, window)
     if mask is not None:
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+        scores = jnp.where(mask[None, None, None], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     out = jnp.einsum("bkgts,bskh->btkgh", probs, v)
     return out.reshape(batch, length_q, n_heads, head_dim)
