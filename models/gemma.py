@@ -235,6 +235,9 @@ _GEMMA_SOURCE = "Gemma Team 2024, Gemma: Open Models Based on Gemini Research an
 _GEMMA2_SOURCE = "Gemma Team 2024, Gemma 2: Improving Open Language Models at a Practical Size, Tables 1-2"
 
 
+_MINIMUMS = {"local_window": 0}  # 0: every layer global
+
+
 def _tokens(config: Any) -> tuple[int, ...]:
     return (config["seq_len"],)
 
@@ -247,7 +250,8 @@ def _spec(name: str, label: str, module: type[Gemma], source: str, *aliases: str
         f"{module.head_dim}, {layers}GeGLU {module.d_ff}, tied head (embedder.attend), vocabulary "
         f"{module.vocab_size:,}"
     )
-    return ModelSpec(name, description, module, _tokens, input_dtype="int32", source=source, aliases=aliases)
+    return ModelSpec(name, description, module, _tokens, input_dtype="int32", source=source, aliases=aliases,
+                     minimums=_MINIMUMS)
 
 
 SPECS: list[ModelSpec] = [
