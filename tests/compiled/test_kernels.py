@@ -19,6 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from xla_cost import plugins
 from xla_cost.compiled import kernels
+from xla_cost.count import attention
 from xla_cost.errors import InputError
 from xla_cost.parallel.devices import target
 
@@ -187,7 +188,7 @@ def test_fused_attention_is_its_two_products_and_its_softmax():
         f'/*index=5*/%o), custom_call_target="__cudnn$fmhaSoftmaxBackward", {_attention_config()}'
     )
     products = 2 * SCORES * QK + 2 * SCORES * V  # Q.K^T, then P.V
-    softmax = kernels.ATTENTION_SOFTMAX_FLOP * SCORES
+    softmax = attention.SOFTMAX_FLOP * SCORES  # scale, row max, subtract, row sum, normalise
     found = kernels.library_flops(_module(forward))
     assert found.per_target == {"__cudnn$fmhaSoftmax": products + softmax,
                                 "__cudnn$fmhaSoftmaxBackward": 2 * products + softmax}  # dQ, dK, dV, dP

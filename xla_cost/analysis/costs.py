@@ -186,13 +186,16 @@ of them for a causal mask (MaxText's convention)."""
 
 def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str]) -> int:
     """FLOP of the matrix products computed in modules without parameters of
-    their own (an attention core: scores = q k^T, outputs = p v), loops
-    multiplied out; the update's optimizer arithmetic has none."""
+    their own (an attention core: scores = q k^T, outputs = p v) and of the
+    products of fused attention wherever it runs (`xla_cost.count.attention`:
+    the same products, without the softmax), loops multiplied out; the update's
+    optimizer arithmetic has none."""
     containing = with_ancestors(modules)
     tree = module_tree(modules)
     total = 0
     for eqn in counted.equations:
         if eqn.primitive != "dot_general":
+            total += eqn.cost.products
             continue
         path = module_path(eqn.name_stack, root, tree)
         if owner(path, modules) == REMAINDER and owner(path, containing) != REMAINDER:
@@ -274,8 +277,8 @@ def phase_costs(
         model_flops=model_flops,
         hardware_flops=hardware_flops,
         attention_flops=attention,
-        matmul_flops=sum(e.cost.flops for e in counted.equations if e.primitive in MATMULS),
-        matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS),
+        matmul_flops=sum(e.cost.flops if e.primitive in MATMULS else e.cost.products for e in counted.equations),
+        matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS or e.cost.products),
         memory_bound_bytes=compiled.memory_bound_bytes if compiled is not None else None,
         kernels=compiled.kernels if compiled is not None else None,
         arguments=compiled.arguments if compiled is not None else None,
@@ -308,7 +311,8 @@ def all_phases(
 
 
 MATMULS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated"})
-"""The primitives whose work runs on matrix units (tensor cores): `PhaseCosts.matmul_flops`."""
+"""The primitives whose work runs on matrix units (tensor cores): `PhaseCosts.matmul_flops`, with
+the products a fused primitive runs inside it (`xla_cost.count.registry.Cost.products`)."""
 
 
 def random_allowance(name: str, random: int) -> float:

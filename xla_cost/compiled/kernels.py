@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from xla_cost.count import attention
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.products import Product, kernel_product, valid_taps as _valid_taps, window as _window_of
 from xla_cost.compiled.hlo import (
@@ -56,14 +57,6 @@ GEMM_EPILOGUE_FLOP: Mapping[str, int] = {
     "AUX": 0,    # the pre-activation also written out: no arithmetic
 }
 """FLOP per output element of each word of a cuBLAS epilogue (``BIAS_RELU`` = 2)."""
-
-ATTENTION_SOFTMAX_FLOP = 5
-"""FLOP per attention score of fused attention's softmax, forward: scale, row
-max, subtract, row sum, normalise (the exp is a transcendental); backward:
-dP times P, its row sum, subtract, times P, scale. A bias adds one per score
-in each direction. Flash attention's recomputation of the scores in the
-backward pass is not counted, nor is a causal mask's skipped half: the
-figure is the program's, as XLA counts the unfused attention."""
 
 CATEGORIES = ("fusion", "library", "collective", "copy", "other")
 """`Kernel.category` values."""
@@ -135,7 +128,8 @@ def library_flops(hlo_text: str) -> LibraryFlops:
     ``2 x batch x M x N x K`` from its ``dot_dimension_numbers``, plus its
     epilogue (`GEMM_EPILOGUE_FLOP`) and its ``alpha``/``beta`` scaling. cuDNN
     fused attention is its two products (``2 x B x N x T x S x head dim``
-    each; four in the backward pass) and its softmax (`ATTENTION_SOFTMAX_FLOP`).
+    each; four in the backward pass) and its softmax, every ``T x S`` pair
+    counted, a causal mask's too (`xla_cost.count.attention`, as the jaxpr counts it).
     A call in a loop counts once per iteration (`xla_cost.compiled.hlo.computation_runs`);
     anything else (Pallas kernels, unknown epilogues, a loop of unknown trip
     count) is named in ``unknown``, never counted as 0.
@@ -341,9 +335,7 @@ def _attention_flops(instruction: Instruction, target: str, shapes: Mapping[str,
         if not results:
             raise _Unread("no result")
         v_head = math.prod(results[0].dims) // rows
-    products = FMA * scores * (qk_head + v_head)
-    softmax = scores * (ATTENTION_SOFTMAX_FLOP + (1 if "Bias" in target else 0))
-    return 2 * products + softmax if backward else products + softmax
+    return attention.attention_flops(scores, qk_head, v_head, backward, "Bias" in target)
 
 
 # ---------------------------------------------------------------------------

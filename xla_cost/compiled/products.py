@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from xla_cost.count import attention
 from xla_cost.compiled.hlo import (
     Array, Instruction, Module, attribute_value, library_call_target, parse_shape, split_top_level,
 )
@@ -245,9 +246,9 @@ def _attention(instruction: Instruction, target: str, shapes: Mapping[str, str])
     value = operands[2] if len(operands) > 2 and operands[2] is not None else operands[0]
     value_head = math.prod(value.dims) // max(1, b * heads * s)
     # forward: QK^T (query head) and PV (value head); backward: dQ and dK (query head), dV and dP (value head)
-    passes = 2 if "Backward" in target else 1
+    backward = "Backward" in target
     return Product(b * heads, t, s, head, DTYPE_NAMES.get(operands[0].dtype, operands[0].dtype),
-                   passes * FMA * b * heads * t * s * (head + value_head), 2 * passes)
+                   attention.products(b * heads * t * s, head, value_head, backward), 4 if backward else 2)
 
 
 def window(text: str, spatial: int) -> dict[str, list[Any]]:

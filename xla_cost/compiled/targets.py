@@ -36,10 +36,18 @@ from xla_cost import plugins
 from xla_cost.errors import InputError
 
 __all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plugin", "PLATFORM_BACKENDS",
-           "LIBRARY_PRODUCTS"]
+           "LIBRARY_PRODUCTS", "FUSED_ATTENTION", "fused_attention"]
 
 PLATFORM_BACKENDS = {"cuda": "gpu", "tpu": "tpu"}
 """jax's backend name (``jax.default_backend()``) of each target platform."""
+
+FUSED_ATTENTION: dict[str | None, str] = {"cuda": "cudnn", "tpu": "xla", None: "xla"}
+"""The ``implementation`` of ``jax.nn.dot_product_attention`` that is each target
+platform's fused attention (None: no target, jax's default backend, the CPU here):
+cuDNN's flash attention on a GPU (``__cudnn$fmha*`` custom calls; tracing it needs
+the cuDNN library, the ``[gpu]`` extra), the compiler's own on a TPU and the CPU
+(XLA writes the scores out: there is no fused kernel to call; a Pallas flash
+kernel needs a TPU to lower). `fused_attention` reads it for the active target."""
 
 ALLOCATOR_FRACTION = 0.75
 """The share of a GPU's free memory JAX's allocator takes by default
@@ -319,6 +327,11 @@ class CompileTarget:
         }
 
     @property
+    def attention_implementation(self) -> str:
+        """``jax.nn.dot_product_attention``'s ``implementation`` for the target (`FUSED_ATTENTION`)."""
+        return FUSED_ATTENTION[self.platform]
+
+    @property
     def backend(self) -> str:
         """jax's backend name for the target (``gpu``, ``tpu``)."""
         return PLATFORM_BACKENDS[self.platform]
@@ -435,6 +448,14 @@ _ACTIVE: contextvars.ContextVar[CompileTarget | None] = contextvars.ContextVar("
 def active() -> CompileTarget | None:
     """The target compiles are for now; None: jax's default backend."""
     return _ACTIVE.get()
+
+
+def fused_attention() -> str:
+    """The ``implementation`` of ``jax.nn.dot_product_attention`` a model's fused
+    attention uses where it is traced: the active target's (`FUSED_ATTENTION`;
+    ``cudnn`` for a GPU), ``xla`` without one."""
+    target = active()
+    return FUSED_ATTENTION[None] if target is None else target.attention_implementation
 
 
 @contextlib.contextmanager

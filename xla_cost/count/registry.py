@@ -43,11 +43,16 @@ class Cost:
       flops: floating-point operations (a multiply-add is `FLOPS_PER_FMA`).
       transcendentals: exp, log, tanh, sqrt, rsqrt, power, ... (not FLOP).
       bytes_accessed: bytes read and written, every operand once (unfused).
+      products: of ``flops``, those of the matrix products a fused primitive
+        runs inside it (fused attention's ``Q K^T`` and ``P V``,
+        `xla_cost.count.attention`): work for the matrix units, as a
+        ``dot_general``'s whole ``flops`` are; 0 for every other primitive.
     """
 
     flops: int = 0
     transcendentals: int = 0
     bytes_accessed: int = 0
+    products: int = 0
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
@@ -56,6 +61,7 @@ class Cost:
             self.flops + other.flops,
             self.transcendentals + other.transcendentals,
             self.bytes_accessed + other.bytes_accessed,
+            self.products + other.products,
         )
 
     def __sub__(self, other: "Cost") -> "Cost":
@@ -65,13 +71,15 @@ class Cost:
             self.flops - other.flops,
             self.transcendentals - other.transcendentals,
             self.bytes_accessed - other.bytes_accessed,
+            self.products - other.products,
         )
 
     def __mul__(self, times: int) -> "Cost":
         if not isinstance(times, int) or isinstance(times, bool):
             return NotImplemented
         return Cost(
-            self.flops * times, self.transcendentals * times, self.bytes_accessed * times
+            self.flops * times, self.transcendentals * times, self.bytes_accessed * times,
+            self.products * times,
         )
 
     __rmul__ = __mul__

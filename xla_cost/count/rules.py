@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from xla_cost.count import attention as _attention
 from xla_cost.count.registry import FLOPS_PER_FMA, ZERO_COST, Aval, Cost, Rule, get_rule, io_bytes, register, size
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "XLA_EXPANSIONS",
     "COMPOSITES",
     "conv_valid_positions",
+    "FUSED_ATTENTION",
     "SELECT_AND_SCATTER_STEP_OPS",
     "ARGMAX_STEP_OPS",
     "CUMULATIVE_REWRITE_BASE",
@@ -271,6 +273,53 @@ def _conv_general_dilated(
     out_features = out.shape[out_spec[1]]
     fmas = batch * in_features * out_features * positions
     return Cost(flops=FLOPS_PER_FMA * fmas, bytes_accessed=io_bytes(ins, outs))
+
+
+FUSED_ATTENTION: Mapping[str, bool] = {
+    "dot_product_attention_fwd_wrapper": False, "dot_product_attention_fwd": False,
+    "dot_product_attention_bwd_wrapper": True, "dot_product_attention_bwd": True,
+}
+"""The primitives of cuDNN's fused attention (``jax.nn.dot_product_attention(...,
+implementation="cudnn")``), each with whether it is the backward pass: jax binds
+the ``_wrapper`` ones while tracing, the others where a wrapper is lowered."""
+
+
+def _fused_attention(
+    ins: Sequence[Aval], outs: Sequence[Aval], layout: Any, dropout_rate: float, backward: bool
+) -> Cost | None:
+    # operands: query, key, value, bias (empty: none), sequence lengths and offsets,
+    # page tables[, softmax statistics, output, output gradient]; the query
+    # [B, T, N, qk head] (layout 0, BTNH) or [B, N, T, qk head] (1, BNTH), the
+    # value [..., v head]: every T x S pair of every query head, as the custom
+    # call is priced (`xla_cost.count.attention`). The exp of each score is a
+    # transcendental of the forward pass, as in the dense model.
+    if len(ins) < 4 or dropout_rate:
+        return None  # dropout inside the kernel is not modelled: unknown, not 0
+    query, key, value, bias = ins[:4]
+    if len(query.shape) != 4 or len(key.shape) != 4:
+        return None
+    sequence = 1 if int(getattr(layout, "value", layout)) == 0 else 2
+    scores = math.prod(query.shape[:-1]) * key.shape[sequence]
+    heads = (query.shape[-1], value.shape[-1])
+    return Cost(
+        flops=_attention.attention_flops(scores, *heads, backward, size(bias) > 0),
+        transcendentals=0 if backward else scores, bytes_accessed=io_bytes(ins, outs),
+        products=_attention.products(scores, *heads, backward),
+    )
+
+
+@register(*(name for name, backward in FUSED_ATTENTION.items() if not backward))
+def _fused_attention_forward(
+    ins: Sequence[Aval], outs: Sequence[Aval], *, layout: Any = 0, dropout_rate: float = 0.0, **_: Any
+) -> Cost | None:
+    return _fused_attention(ins, outs, layout, dropout_rate, backward=False)
+
+
+@register(*(name for name, backward in FUSED_ATTENTION.items() if backward))
+def _fused_attention_backward(
+    ins: Sequence[Aval], outs: Sequence[Aval], *, layout: Any = 0, dropout_rate: float = 0.0, **_: Any
+) -> Cost | None:
+    return _fused_attention(ins, outs, layout, dropout_rate, backward=True)
 
 
 # ------------------------------------------------------------------ reductions

@@ -1,0 +1,125 @@
+"""Fused attention (issue 50): ``attention="fused"`` is cuDNN's flash attention on a GPU target.
+
+A tiny Llama (``xla_cost.zoo``'s llama family) is analysed for a deviceless H100
+twice, with its attention written out (``dense``) and as
+``jax.nn.dot_product_attention`` with the target's kernel (``fused``): the fused
+program runs one ``__cudnn$fmha*`` custom call each way, its FLOP are the dense
+model's within 1% (every ``T x T`` pair counted in both, a causal mask's skipped
+half too: `xla_cost.count.attention`), and its temporaries lack the ``T x T``
+scores the dense program writes out. The jaxpr rule of the primitive that
+``implementation="cudnn"`` binds counts what the compiled custom call is priced at.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import xla_cost
+from xla_cost.compiled import targets
+from xla_cost.count import attention, registry
+from xla_cost.count.interpret import count_function
+from xla_cost.parallel.devices import target
+from xla_cost.zoo import build_model, example_inputs
+
+B = 1
+CONFIG = dict(vocab_size=256, seq_len=1024, n_layer=1, n_head=4, n_kv_head=2, d_model=256, d_ff=512,
+              scan_layers=False)
+V, T, L, N, K, D, F = 256, 1024, 1, 4, 2, 256, 512
+H = D // N  # head dimension: 64
+SCORES = B * N * T * T  # query-key pairs of one layer, every query head
+PRODUCTS = 2 * SCORES * (H + H)  # Q K^T and P V, 2 FLOP per multiply-add
+SOFTMAX = attention.SOFTMAX_FLOP * SCORES  # scale, row max, subtract, row sum, normalise
+FORWARD = (
+    L * (2 * B * T * D * (N * H + 2 * K * H)  # q_proj, k_proj, v_proj
+         + 2 * B * T * (N * H) * D  # o_proj
+         + 3 * 2 * B * T * D * F  # gate, up, down (SwiGLU)
+         + PRODUCTS + SOFTMAX)
+    + 2 * B * T * D * V  # the untied head
+)
+"""The forward pass's FLOP in closed form: its matrix products and the attention's
+softmax (the norms, rotary embeddings, SiLU and the loss add well under 1%)."""
+SCORES_BYTES = SCORES * 2  # the dense model's scores, bfloat16: its products' output (computed further in float32)
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, xla_cost.Report]:
+    return {
+        kind: xla_cost.analyze(
+            build_model("llama3-8b", attention=kind, dtype="bfloat16", **CONFIG),
+            example_inputs("llama3-8b", B, **CONFIG), optimizer="sgd", dtype="bfloat16", target="h100",
+        )
+        for kind in ("dense", "fused")
+    }
+
+
+def _calls(report: xla_cost.Report, phase: str) -> dict[str, list[int | None]]:
+    found: dict[str, list[int | None]] = {}
+    for kernel in report.phases[phase].kernel_list or ():
+        if kernel.category == "library" and kernel.kind.startswith("__cudnn$fmha"):
+            found.setdefault(kernel.kind, []).append(kernel.flops)
+    return found
+
+
+def test_the_fused_program_holds_cudnns_attention_priced_as_the_jaxpr_counts_it(reports):
+    fused, dense = reports["fused"], reports["dense"]
+    assert _calls(fused, "forward") == {"__cudnn$fmhaSoftmax": [PRODUCTS + SOFTMAX] * L}
+    backward = 2 * PRODUCTS + SOFTMAX  # dQ, dK, dV, dP and the softmax's gradient
+    assert _calls(fused, "grad") == {"__cudnn$fmhaSoftmax": [PRODUCTS + SOFTMAX] * L,
+                                     "__cudnn$fmhaSoftmaxBackward": [backward] * L}
+    assert _calls(dense, "forward") == {}
+    assert fused.unsupported == {} and dense.unsupported == {}
+    for phase in ("forward", "grad"):
+        # the attention's products, every T x T pair, in both: the dense model's formula
+        assert fused.phases[phase].attention_flops == dense.phases[phase].attention_flops
+        assert fused.phases[phase].matmul_flops == dense.phases[phase].matmul_flops
+    assert fused.phases["forward"].attention_flops == L * PRODUCTS
+    # the two counters agree: the target's count (its custom calls priced) and the jaxpr's
+    forward = fused.phases["forward"]
+    assert forward.flops == pytest.approx(forward.jaxpr_flops, rel=0.01)
+
+
+def test_fused_forward_flop_are_the_dense_models_and_its_memory_has_no_scores(reports):
+    fused, dense = reports["fused"].phases["forward"], reports["dense"].phases["forward"]
+    assert fused.flops == pytest.approx(FORWARD, rel=0.01)
+    assert fused.flops == pytest.approx(dense.flops, rel=0.01)  # its mask and float32 casts: a few FLOP per score
+    assert dense.memory.temp_bytes - fused.memory.temp_bytes >= L * SCORES_BYTES
+    grad_fused, grad_dense = reports["fused"].phases["grad"], reports["dense"].phases["grad"]
+    assert grad_dense.memory.temp_bytes - grad_fused.memory.temp_bytes >= L * SCORES_BYTES
+
+
+def test_the_jaxpr_rule_counts_every_pair_of_grouped_query_attention():
+    b, t, s, n, k, h = 2, 64, 96, 8, 2, 64  # 4 query heads per key/value head; S != T
+    q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((b, s, k, h), jnp.bfloat16)
+
+    def loss(q, key, value):
+        out = jax.nn.dot_product_attention(q, key, value, is_causal=True, implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    counted = count_function(jax.grad(loss, argnums=(0, 1, 2)), q, kv, kv)
+    assert counted.unsupported == {}
+    by_primitive = {e.primitive: e.cost for e in counted.equations if e.primitive.startswith("dot_product")}
+    scores = b * n * t * s
+    products = 2 * scores * (h + h)
+    forward = by_primitive["dot_product_attention_fwd_wrapper"]
+    backward = by_primitive["dot_product_attention_bwd_wrapper"]
+    assert (forward.flops, forward.products, forward.transcendentals) == (products + 5 * scores, products, scores)
+    assert (backward.flops, backward.products, backward.transcendentals) == (2 * products + 5 * scores,
+                                                                            2 * products, 0)
+    # dropout inside the kernel is not modelled: unknown, never 0
+    rule = registry.get_rule("dot_product_attention_fwd_wrapper")
+    assert rule([q, kv, kv, jax.ShapeDtypeStruct((0,), jnp.bfloat16)], [q], dropout_rate=0.1) is None
+
+
+def test_the_target_declares_the_kernel_and_a_form_cudnn_refuses_is_one_line():
+    assert targets.fused_attention() == "xla"  # no target: the CPU, XLA's own attention
+    with targets.use(target("h100")):
+        assert targets.fused_attention() == "cudnn"
+    with targets.use(target("tpu-v5e")):
+        assert targets.fused_attention() == "xla"
+    small = dict(CONFIG, seq_len=16, d_model=64, d_ff=64)
+    with pytest.raises(xla_cost.InputError, match="bfloat16 or float16 q, k, v.*float32"):
+        xla_cost.analyze(build_model("llama3-8b", attention="fused", **small),
+                         example_inputs("llama3-8b", B, **small), optimizer="sgd", target="h100")
