@@ -171,13 +171,14 @@ class PhaseCosts:
         removes recomputation it has the memory to avoid; a GPU compile keeps it.
       attention_flops: the jaxpr's FLOP of the attention's score and value
         products (matrix products of activations by activations, in a module
-        without parameters of its own), all T x T pairs counted; with
-        ``attention_flops="causal"`` ``model_flops`` counts half of them.
+        without parameters of its own, and those inside fused attention), all
+        T x T pairs counted; with ``attention_flops="causal"`` ``model_flops``
+        counts half of them.
       matmul_flops, matmul_bytes: the jaxpr's FLOP of its matrix products and
-        convolutions (``dot_general``, ``conv_general_dilated``; remat's
-        recomputation and loops included) and their operands' and results'
-        bytes: the work tensor cores do, apart from the memory-bound rest
-        (`xla_cost.parallel.calibration` times the two apart).
+        convolutions (``dot_general``, ``conv_general_dilated``, the products
+        inside fused attention; remat's recomputation and loops included) and
+        their operands' and results' bytes: the work tensor cores do, apart
+        from the memory-bound rest (`xla_cost.parallel.calibration` times the two apart).
       memory_bound_bytes: per device, the compiled program's bytes read and
         written by everything but its matrix products, convolutions, library
         calls and collectives, loops multiplied out
