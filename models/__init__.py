@@ -27,6 +27,7 @@ import numpy as np
 
 from . import bert, gpt, resnet, seed_nets, vit
 from . import gemma, llama
+from . import mixtral
 from ._spec import ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
@@ -82,6 +83,7 @@ REGISTRY: dict[str, ModelSpec] = _registry(
     [*seed_nets.SPECS, *gpt.SPECS, *resnet.SPECS, *bert.SPECS, *vit.SPECS]
     + llama.SPECS
     + gemma.SPECS
+    + mixtral.SPECS
 )
 """Every zoo model by canonical name (each family file declares its own `SPECS`)."""
 

@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.step.phases import Phase as Phase
     from xla_cost.step.optimizers import softmax_cross_entropy as softmax_cross_entropy
     from xla_cost.step.workload import Workload as Workload
+    from xla_cost.step.routing import Routing as Routing
+    from xla_cost.step.routing import ROUTING_ATTRIBUTE as ROUTING_ATTRIBUTE
     from xla_cost.count.attribution import attribute as attribute
     from xla_cost.count.attribution import attribute_step as attribute_step
     from xla_cost.count.attribution import classify_pass as classify_pass
@@ -64,7 +66,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.parallel.schedule import Layout as Layout
     from xla_cost.parallel.sharding import MESH_AXES as MESH_AXES
     from xla_cost.parallel.sharding import ShardingOptions as ShardingOptions
-    from xla_cost.parallel.sharding import simulate_devices as simulate_devices
+    from xla_cost.parallel.simulated import simulate_devices as simulate_devices
     from xla_cost.analysis.options import AnalysisOptions as AnalysisOptions
     from xla_cost.analysis.pipeline import analyze as analyze
     from xla_cost.analysis.user_step import analyze_step as analyze_step
@@ -108,6 +110,8 @@ _EXPORTS: dict[str, str] = {
     "Phase": "xla_cost.step.phases",
     "softmax_cross_entropy": "xla_cost.step.optimizers",
     "Workload": "xla_cost.step.workload",
+    "Routing": "xla_cost.step.routing",
+    "ROUTING_ATTRIBUTE": "xla_cost.step.routing",
     # counting jaxprs: rules, the interpreter, per-layer attribution
     "attribute": "xla_cost.count.attribution",
     "attribute_step": "xla_cost.count.attribution",
@@ -143,7 +147,7 @@ _EXPORTS: dict[str, str] = {
     "Layout": "xla_cost.parallel.schedule",
     "MESH_AXES": "xla_cost.parallel.sharding",
     "ShardingOptions": "xla_cost.parallel.sharding",
-    "simulate_devices": "xla_cost.parallel.sharding",
+    "simulate_devices": "xla_cost.parallel.simulated",
     # analyze and its results
     "AnalysisOptions": "xla_cost.analysis.options",
     "analyze": "xla_cost.analysis.pipeline",

@@ -532,6 +532,7 @@ def assemble(request: Request, found: Stages) -> Report:
         backend=xla.backend_name(),
         jax_version=jax.__version__,
         parameters=workload.parameters,
+        active_parameters=workload.active_parameters,
         phases=costs,
         layers=found.layers,
         unsupported=unsupported,

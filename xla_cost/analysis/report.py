@@ -347,6 +347,10 @@ class Report:
       target_memory: with a ``target``, whether the step fits one of its
         devices and which programs the target's compiler rematerialized
         (`xla_cost.analysis.memory.TargetMemory`); None without a target.
+      active_parameters: the parameters a token's computation reads, for a model
+        that declares routed experts (`xla_cost.step.routing`: a mixture of
+        experts' ``top_k / experts`` of its experts, everything else whole);
+        None where none are declared (``parameters`` is the total).
     """
 
     model: str
@@ -372,6 +376,7 @@ class Report:
     target: str | None = None
     cpu: Report | None = None
     target_memory: TargetMemory | None = None
+    active_parameters: int | None = None
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -440,6 +445,7 @@ class Report:
             "jax_version": self.jax_version,
             "counter": self.counter,
             "parameters": self.parameters,
+            "active_parameters": self.active_parameters,
         }
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
@@ -553,6 +559,7 @@ class Report:
                 model=data["model"], config=dict(data["config"]), batch_size=data["batch_size"],
                 optimizer=data["optimizer"], dtype=data["dtype"], backend=data["backend"],
                 jax_version=data["jax_version"], parameters=data["parameters"], phases=phases,
+                active_parameters=data.get("active_parameters"),
                 layers=layers, unsupported=dict(data["unsupported"]), notes=tuple(data["notes"]),
                 counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
                 collectives=dict(data["collectives"]),

@@ -49,9 +49,10 @@ __all__ = [
 def describe(report: Any) -> str:
     config = ", ".join(f"{k}={v}" for k, v in report.config.items())
     where = report.backend if report.target is None else f"target {report.target} ({report.backend}, deviceless)"
+    active = "" if report.active_parameters is None else f" ({report.active_parameters:,} active per token)"
     return (
         f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters, {where}, "
+        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters{active}, {where}, "
         f"jax {report.jax_version}, counter {report.counter}"
     )
 

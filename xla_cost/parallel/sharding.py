@@ -14,6 +14,12 @@ Mesh axes (`MESH_AXES`), outermost first:
   optimizer state are sharded (ZeRO-3 / FSDP): each parameter is split along
   its largest dimension that ``fsdp`` divides, gathered for compute, and its
   gradient reduce-scattered.
+* ``expert``: expert parallelism. The batch is split over it too (tokens
+  data-parallel), and the experts' stacked weights of a mixture of experts
+  are split by expert (the model's rules, ``exp`` in logical names); a model
+  constrains its dispatched tokens to be split by expert
+  (``nn.with_logical_constraint``, which the plan's `ShardingPlan.constraints`
+  applies), and XLA's partitioner moves them there and back with all-to-alls.
 * ``model``: tensor parallelism. Which dimension of a parameter it splits comes
   from partition rules: the ``param_sharding`` regex rules a user passes, the
   partitioning metadata of the model (``nn.with_partitioning``,
@@ -28,7 +34,7 @@ leading layer axis). A rule that names an axis the mesh lacks, or a dimension
 the axis does not divide, leaves that dimension whole (said in a note).
 
 Devices: a mesh needs that many devices. On a machine without them, the CPU
-simulates them (`simulate_devices`, which must run before JAX starts its
+simulates them (`xla_cost.parallel.simulated.simulate_devices`, which must run before JAX starts its
 backends; the CLI does it for ``--mesh``): ``compiled.cost_analysis()`` and
 ``memory_analysis()`` of the partitioned program are then per device.
 """
@@ -38,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,6 +54,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
+from xla_cost.parallel.simulated import MAX_SIMULATED_DEVICES, check_device_count, simulate_devices
 from xla_cost.step.trees import key_name, nbytes
 
 __all__ = [
@@ -75,11 +81,11 @@ __all__ = [
     "per_device_bytes",
 ]
 
-MESH_AXES: tuple[str, ...] = ("data", "fsdp", "model")
+MESH_AXES: tuple[str, ...] = ("data", "fsdp", "expert", "model")
 """The mesh axes, outermost first: ``model`` is innermost, so a tensor-parallel
 group is consecutive devices (one node's NVLink domain)."""
 
-BATCH_AXES: tuple[str, ...] = ("data", "fsdp")
+BATCH_AXES: tuple[str, ...] = ("data", "fsdp", "expert")
 """The axes the batch is split over."""
 
 DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
@@ -97,6 +103,10 @@ DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("length", None),
     ("norm", None),
     ("conv_out", "model"),
+    ("exp", "expert"),
+    ("activation_exp", "expert"),
+    ("activation_batch", ("data", "fsdp", "expert")),
+    ("activation_batch_no_exp", ("data", "fsdp")),
 )
 """Logical axis names (Flax's ``nn.with_partitioning(init, ("embed", "mlp"))``
 and MaxText's vocabulary) mapped to this mesh's axes; names equal to a mesh
@@ -139,8 +149,8 @@ def parse_mesh(text: str | Mapping[str, int] | None) -> dict[str, int]:
         if key not in MESH_AXES:
             raise InputError(
                 f"mesh axes among {', '.join(MESH_AXES)}", repr(key),
-                "Use data (batch split, DDP), fsdp (parameters sharded, ZeRO-3) or model "
-                "(tensor parallel).",
+                "Use data (batch split, DDP), fsdp (parameters sharded, ZeRO-3), expert (experts "
+                "sharded, tokens split) or model (tensor parallel).",
             )
         if key in sizes:
             raise InputError("each mesh axis once", f"{key} twice in {text!r}", "Give each axis one size.")
@@ -163,7 +173,7 @@ def check_mesh(mesh: Any) -> dict[str, int]:
         if unknown:
             raise InputError(
                 f"a Mesh whose axes are among {', '.join(MESH_AXES)}",
-                f"axes {mesh.axis_names}", "Name the mesh axes data, fsdp and model.",
+                f"axes {mesh.axis_names}", "Name the mesh axes data, fsdp, expert and model.",
             )
         return {str(a): int(mesh.shape[a]) for a in mesh.axis_names}
     return parse_mesh(mesh)
@@ -196,13 +206,6 @@ class ShardingOptions:
     def sharded(self) -> bool:
         """Whether the mesh has more than one device."""
         return mesh_devices(self.sizes()) > 1
-
-
-MAX_SIMULATED_DEVICES = 4096
-"""The most devices `simulate_devices` asks the CPU for (`check_device_count`):
-twice the largest mesh the reports analyse (2,048). Starting the CPU backend
-takes about 2 s with 4,096 devices and grows faster than linearly (16,384:
-over 10 minutes)."""
 
 
 def check_batch_split(mesh: Mapping[str, int], batch: int, what: str = "inputs") -> None:
@@ -239,62 +242,6 @@ def compile_rules(rules: PartitionRules | None, flag: str = "param_sharding") ->
 def mesh_devices(mesh: Mapping[str, int]) -> int:
     """Devices a mesh needs: the product of its sizes (1 for an empty mesh)."""
     return math.prod(mesh.values()) if mesh else 1
-
-
-def check_device_count(count: int) -> None:
-    """Refuses a mesh of more devices than the CPU may be asked to simulate.
-
-    Raises:
-      InputError: more than `MAX_SIMULATED_DEVICES` devices (exactly that many are allowed).
-    """
-    if count > MAX_SIMULATED_DEVICES:
-        raise InputError(
-            f"a mesh of at most {MAX_SIMULATED_DEVICES:,} devices (the CPU simulates them; more take minutes "
-            "to start)", f"{count:,} devices",
-            "Price a larger run as replicas of a smaller analysed mesh: estimate and scaling take "
-            "--mesh data=D,... with the data replicas outside the analysed program.",
-        )
-
-
-def simulate_devices(count: int) -> None:
-    """Lets the CPU backend simulate ``count`` devices, before JAX starts its backends.
-
-    Call it first thing (right after ``import jax``), or set
-    ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before Python starts.
-    Nothing is allocated per device; a sharded analysis compiles for the mesh.
-
-    Args:
-      count: the devices the CPU backend is to have.
-
-    Raises:
-      InputError: JAX's backends already started with fewer devices, or more
-        than `MAX_SIMULATED_DEVICES` asked for.
-    """
-    if count <= 1:
-        return
-    from jax._src import xla_bridge
-
-    started = xla_bridge.backends_are_initialized()
-    if started and (len(jax.devices()) >= count or len(jax.devices("cpu")) >= count):
-        return
-    check_device_count(count)
-    if started:
-        raise InputError(
-            f"{count} devices for the mesh",
-            f"{len(jax.devices())} {jax.default_backend()} device(s); JAX's backends started "
-            "before the CPU could be told to simulate more",
-            f"Call xla_cost.simulate_devices({count}) right after `import jax` (before any JAX "
-            f"computation), or set XLA_FLAGS=--xla_force_host_platform_device_count={count} "
-            "before starting Python.",
-        )
-    flags = " ".join(f for f in _xla_flags() if "xla_force_host_platform_device_count" in f)
-    if flags:  # the environment already says how many: it wins
-        return
-    jax.config.update("jax_num_cpu_devices", max(count, int(jax.config.jax_num_cpu_devices or 1)))
-
-
-def _xla_flags() -> list[str]:
-    return os.environ.get("XLA_FLAGS", "").split()
 
 
 def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
@@ -624,6 +571,9 @@ class ShardingPlan:
         each with the structure of the workload's tree.
       sources: where each parameter's spec came from, by path.
       notes: what a reader should know (dimensions left whole, fallbacks).
+      logical_rules: the logical axis rules (`DEFAULT_LOGICAL_RULES` or the
+        user's) under which the model's own ``nn.with_logical_constraint``
+        calls are applied (`constraints`); None: they are not (a note says why).
     """
 
     mesh: Mesh
@@ -631,6 +581,7 @@ class ShardingPlan:
     specs: Mapping[str, Any]
     sources: Mapping[str, str]
     notes: tuple[str, ...] = ()
+    logical_rules: tuple[tuple[str, Any], ...] | None = DEFAULT_LOGICAL_RULES
 
     @property
     def devices(self) -> int:
@@ -654,13 +605,22 @@ class ShardingPlan:
         (their other dimensions left to the partitioner), as MaxText's
         activation constraints do: the partitioner then gathers ``fsdp``
         weights for compute instead of splitting the work by weights, and
-        Megatron's ``model`` splits stay free. Nothing for a mesh without
-        batch axes."""
-        axes = tuple(a for a in BATCH_AXES if self.sizes.get(a, 1) > 1)
-        if not axes:
-            return contextlib.nullcontext()
+        Megatron's ``model`` splits stay free. And the model's own logical
+        constraints (``nn.with_logical_constraint``, as MaxText writes them: a
+        mixture of experts' tokens split by expert) apply on this mesh under
+        `logical_rules`, each logical name mapped to the axes of this mesh it
+        names (none: that dimension is left to the partitioner), unless
+        `logical_rules` is None. Entered once, by a ``with``."""
+        return self._constrained(batch)
+
+    @contextlib.contextmanager
+    def _constrained(self, batch: int) -> Any:
         import flax.linen as nn
 
+        present = {a for a, n in self.sizes.items() if n > 1}
+        rules = tuple((name, tuple(a for a in axes_of(axes) if a in present) or None)
+                      for name, axes in self.logical_rules or ())
+        axes = tuple(a for a in BATCH_AXES if self.sizes.get(a, 1) > 1)
         first = axes[0] if len(axes) == 1 else axes
 
         def constrain(x: Any) -> Any:
@@ -676,7 +636,11 @@ class ShardingPlan:
                 return next_fun(*args, **kwargs)
             return jax.tree.map(constrain, next_fun(*args, **kwargs))
 
-        return nn.intercept_methods(interceptor)
+        logical = self.logical_rules is not None
+        with (jax.set_mesh(self.mesh) if logical else contextlib.nullcontext()), (
+                nn.logical_axis_rules(rules) if logical else contextlib.nullcontext()), (
+                nn.intercept_methods(interceptor) if axes else contextlib.nullcontext()):
+            yield
 
     def param_table(self) -> dict[str, str]:
         """``{path: "PartitionSpec(None, 'model')"}`` for the report."""
@@ -760,7 +724,28 @@ def plan_sharding(
             "model, so its devices compute the same thing (pass param_sharding= rules or use "
             "nn.with_partitioning)"
         )
-    return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes))
+    logical: tuple[tuple[str, Any], ...] | None = (
+        tuple(logical_axis_rules) if logical_axis_rules is not None else DEFAULT_LOGICAL_RULES)
+    foreign = _foreign_box_names(workload.params, tuple(jax_mesh.axis_names))
+    if foreign:  # Flax's unboxing would constrain those parameters to axes the mesh lacks
+        logical = None
+        notes.append(
+            f"the model's own activation constraints (nn.with_logical_constraint) are not applied: its "
+            f"parameters' nn.Partitioned names ({', '.join(foreign)}) are not mesh axes, which Flax's "
+            "unboxing refuses under a mesh (nn.with_logical_partitioning names map through the logical rules)")
+    return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes), logical)
+
+
+def _foreign_box_names(params: Any, axes: Sequence[str]) -> list[str]:
+    """The names of Linen ``nn.Partitioned`` boxes (not the logical ones, which the
+    logical rules map) that are not axes of the mesh, sorted."""
+    import flax.linen as nn
+
+    names: set[str] = set()
+    for leaf in jax.tree_util.tree_leaves(params, is_leaf=_is_box):
+        if isinstance(leaf, nn.Partitioned) and not isinstance(leaf, nn.LogicallyPartitioned):
+            names.update(a for entry in leaf.names for a in axes_of(entry) if a not in axes)
+    return sorted(names)
 
 
 def per_device_bytes(tree: Any, specs: Any, sizes: Mapping[str, int]) -> tuple[int, int]:

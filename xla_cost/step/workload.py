@@ -43,6 +43,7 @@ from xla_cost.step.checks import (
     check_params, default_targets, select_outputs, selector, trace_error,
 )
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
+from xla_cost.step.routing import active_parameters, declared_routing, routing_notes
 from xla_cost.step.trees import PyTree, abstract, is_variables_dict, key_name, leaf_modules, module_param_counts
 
 __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
@@ -96,6 +97,8 @@ class Workload:
         and ``train_step`` differentiating the ``forward`` trace's jaxpr
         (`replay`) instead of the model's Python. `phase_fn` gives them unless
         told to trace the model again.
+      active_parameters: the parameters a token's computation reads, where the
+        model declares routed experts (`xla_cost.step.routing`); None: none declared.
     """
 
     kind: str
@@ -119,6 +122,7 @@ class Workload:
     module_paths: tuple[str, ...] = ()
     traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     replayed: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
+    active_parameters: int | None = None
 
     @property
     def parameters(self) -> int:
@@ -336,6 +340,8 @@ def build_workload(
         )
     if plan.detected_rngs:
         notes.append(f"RNG streams the model asked for, supplied: {', '.join(plan.detected_rngs)}")
+    routing = declared_routing(model, inputs)
+    notes += routing_notes(routing)
     strip = 1 if kind == "function" and is_variables_dict(params) else 0
     workload = Workload(
         kind=kind,
@@ -359,6 +365,7 @@ def build_workload(
         module_paths=plan.module_paths,
         traced={"forward": traced_forward},
         replayed={"grad": replayed_grad, "train_step": replayed_step},
+        active_parameters=active_parameters(params, routing),
     )
     return workload, optimizer_name
 

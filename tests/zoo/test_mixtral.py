@@ -1,0 +1,169 @@
+"""Mixtral and DeepSeekMoE zoo family: total and active parameters, and the routed FLOP.
+
+Everything is abstract (`jax.eval_shape`, `jax.ShapeDtypeStruct`) except one tiny run
+that checks the two dispatches compute the same function. Expected figures are
+closed forms written here from the configurations, and the published counts with
+their sources.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_cost
+from xla_cost.step.routing import active_parameters, declared_routing
+from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
+
+PUBLISHED = {
+    # Mistral AI, "Mixtral of experts" (2023-12-11): "46.7B total parameters but only uses 12.9B
+    # parameters per token"; Jiang et al. 2024 (arXiv:2401.04088), section 2: 47B / 13B active.
+    "mixtral-8x7b": (46.7e9, 12.9e9),
+    # Dai et al. 2024, DeepSeekMoE (arXiv:2401.06066), section 5: 16.4B total, 2.8B activated.
+    "deepseek-moe-16b": (16.4e9, 2.8e9),
+}
+
+
+def closed_form(c: dict) -> tuple[int, int]:
+    """(total, active) parameters from the configuration.
+
+    Per layer: q_proj and o_proj d*N*H, k_proj and v_proj d*K*H, two RMSNorms d each;
+    a dense layer's SwiGLU 3*d*f0; a MoE layer's router d*E, its E routed experts
+    3*d*f each (a token reads k of them) and s shared experts 3*d*f each (always read).
+    Plus the embedding and the untied head V*d each, and the final norm d.
+    """
+    d, n, kv, v = c["d_model"], c["n_head"], c["n_kv_head"], c["vocab_size"]
+    h = c.get("head_dim") or d // n
+    e, k, f, s = c["n_experts"], c["top_k"], c["d_ff"], c.get("n_shared_experts", 0)
+    dense_layers = c.get("n_dense_layers", 0)
+    attention = 2 * d * n * h + 2 * d * kv * h + 2 * d
+    dense = attention + 3 * d * (c.get("dense_d_ff") or f)
+    moe_layers = c["n_layer"] - dense_layers
+    rest = 2 * v * d + d + dense_layers * dense
+    total = rest + moe_layers * (attention + d * e + 3 * d * f * (e + s))
+    active = rest + moe_layers * (attention + d * e + 3 * d * f * (k + s))
+    return total, active
+
+
+@pytest.mark.parametrize("name", list(PUBLISHED))
+def test_total_and_active_parameters_of_the_published_configurations(name):
+    config = get_spec(name).defaults
+    model, inputs = build_model(name), example_inputs(name, 1)
+    params = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)["params"]
+    total = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
+    active = active_parameters(params, declared_routing(model, inputs))
+    assert (total, active) == closed_form(config)
+    assert count_parameters(name) == total
+    published_total, published_active = PUBLISHED[name]
+    assert round(total / 1e9, 1) == published_total / 1e9  # as published, to the 0.1B they print
+    assert round(active / 1e9, 1) == published_active / 1e9
+
+
+# A tiny Mixtral where the products dominate: d 256, 4 heads of 64, 2 key/value heads,
+# 4 experts of 512, top 2, 2 layers, T 32; capacity C = ceil(1.25 * 32 * 2 / 4) = 20 slots.
+TINY = {"vocab_size": 128, "seq_len": 32, "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_model": 256,
+        "d_ff": 512, "n_experts": 4, "top_k": 2, "capacity_factor": 1.25, "scan_layers": False}
+BATCH = 2
+
+
+def forward_matmul_flops(c: dict, batch: int, dispatch: str) -> dict[str, int]:
+    """dot_general FLOP of one forward pass by part, 2 per multiply-add.
+
+    Tokens N = B*T in groups of one sequence (G = B, S = T); each expert computes
+    on C = ceil(cf * S * k / E) slots per group, filled or not: the experts' three
+    products cost 3 * 2*G*E*C*d*f, the capacity padding included. The einsum dispatch
+    builds the [G, S, E, C] dispatch and combine masks by contracting the one-hot
+    choices with the one-hot positions over k (2*N*k*E*C each) and contracts them with
+    the tokens (2*N*E*C*d each way); the gather dispatch only weights and sums the k
+    outputs it takes back (2*N*k*d).
+    """
+    b, t, d, n, kv = batch, c["seq_len"], c["d_model"], c["n_head"], c["n_kv_head"]
+    h, f, e, k, v, layers = d // n, c["d_ff"], c["n_experts"], c["top_k"], c["vocab_size"], c["n_layer"]
+    tokens, slots = b * t, math.ceil(c["capacity_factor"] * t * k / e)
+    parts = {
+        "projections": 2 * tokens * d * (2 * n * h + 2 * kv * h),
+        "attention": 2 * 2 * b * n * t * t * h,  # q k^T and probs v over all T x T pairs
+        "router": 2 * tokens * d * e,
+        "experts": 3 * 2 * b * e * slots * d * f,
+        "dispatch": (2 * 2 * tokens * k * e * slots + 2 * 2 * tokens * e * slots * d) if dispatch == "einsum"
+        else 2 * tokens * k * d,
+    }
+    out = {key: layers * value for key, value in parts.items()}
+    out["head"] = 2 * tokens * d * v
+    return out
+
+
+@pytest.fixture(scope="module")
+def counts():
+    out = {}
+    for dispatch in ("einsum", "gather"):
+        model = build_model("mixtral-8x7b", dispatch=dispatch, **TINY)
+        inputs = example_inputs("mixtral-8x7b", BATCH, **TINY)
+        variables = jax.eval_shape(lambda x, m=model: m.init(jax.random.key(0), x), inputs)
+        out[dispatch] = xla_cost.count_function(lambda p, x, m=model: m.apply(p, x), variables, inputs)
+    return out
+
+
+@pytest.mark.parametrize("dispatch", ["einsum", "gather"])
+def test_forward_flops_hold_the_capacity_padding(counts, dispatch):
+    count = counts[dispatch]
+    expected = forward_matmul_flops(TINY, BATCH, dispatch)
+    dots = [e for e in count.equations if e.primitive == "dot_general"]
+    assert sum(e.cost.flops for e in dots) == sum(expected.values())
+    # the experts' products are the experts' (their module's name stack), E x C slots each
+    experts = sum(e.cost.flops for e in dots if "/experts" in e.name_stack)
+    assert experts == expected["experts"]
+    assert not count.unsupported
+    # everything else (softmax, norms, rotary, SwiGLU's product, routing's one-hots) is under 1%
+    assert count.total.flops == pytest.approx(sum(expected.values()), rel=0.01)
+
+
+def test_the_einsum_dispatch_costs_its_masks_and_contractions_over_the_gather():
+    c, b = TINY, BATCH
+    einsum, gather = forward_matmul_flops(c, b, "einsum"), forward_matmul_flops(c, b, "gather")
+    assert {k: v for k, v in einsum.items() if k != "dispatch"} == {k: v for k, v in gather.items() if k != "dispatch"}
+    tokens, slots, k, e, d = b * c["seq_len"], 20, c["top_k"], c["n_experts"], c["d_model"]
+    difference = c["n_layer"] * (4 * tokens * k * e * slots + 4 * tokens * e * slots * d - 2 * tokens * k * d)
+    assert einsum["dispatch"] - gather["dispatch"] == difference
+
+
+def test_the_analysis_reports_active_parameters_and_the_padding():
+    model, inputs = build_model("mixtral-8x7b", **TINY), example_inputs("mixtral-8x7b", BATCH, **TINY)
+    report = xla_cost.analyze(model, inputs, optimizer="sgd", counter="jaxpr")
+    total, active = closed_form(TINY)
+    assert (report.parameters, report.active_parameters) == (total, active)
+    # 32 tokens x top 2 = 64 assignments in E x C = 4 x 20 = 80 slots: 1 - 64/80 = 20% padding
+    note = next(n for n in report.notes if n.startswith("mixture of experts"))
+    assert "64 of E x C = 4 x 20 = 80 expert slots" in note and "at least 20.0%" in note
+    assert f"{total:,} parameters ({active:,} active per token)" in report.to_table(width=400)
+    back = xla_cost.Report.from_dict(report.to_dict())
+    assert back.active_parameters == active
+    dense = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", counter="jaxpr")
+    assert dense.active_parameters is None and "active" not in dense.to_table(width=400)
+
+
+def test_the_two_dispatches_compute_the_same_function():
+    config = {**TINY, "n_layer": 1, "d_model": 32, "d_ff": 32, "n_head": 2, "n_kv_head": 1, "seq_len": 16,
+              "capacity_factor": 1.0}
+    tokens = (jnp.arange(2 * 16, dtype=jnp.int32).reshape(2, 16) * 7) % TINY["vocab_size"]
+    einsum = build_model("mixtral-8x7b", dispatch="einsum", **config)
+    gather = build_model("mixtral-8x7b", dispatch="gather", **config)
+    rng = np.random.default_rng(0)  # random weights from NumPy: Flax's initialisers compile for seconds
+    variables = jax.tree.map(lambda a: jnp.asarray(rng.normal(0.0, 0.3, a.shape), a.dtype),
+                             jax.eval_shape(lambda x: einsum.init(jax.random.key(0), x), tokens))
+    a, b = jax.jit(lambda v, t: (einsum.apply(v, t), gather.apply(v, t)))(variables, tokens)
+    assert jnp.allclose(a, b, atol=1e-5) and float(jnp.abs(a).max()) > 0.1
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"dispatch": "ragged"}, "dispatch"), ({"top_k": 5}, "top_k between 1 and n_experts"),
+    ({"capacity_factor": 0.0}, "capacity_factor above 0"), ({"n_dense_layers": 2}, "n_dense_layers below"),
+])
+def test_bad_options_are_refused_in_one_line(change, match):
+    config = {**TINY, "d_model": 32, "d_ff": 32, "n_head": 2, "n_kv_head": 1, **change}
+    with pytest.raises(xla_cost.InputError, match=match):
+        count_parameters("mixtral-8x7b", **config)
