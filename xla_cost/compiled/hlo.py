@@ -325,6 +325,7 @@ class _Call:
     factor: int | None
     unknown_loop: str = ""
     conditional: str = ""
+    loop: bool = False  # a while loop's body or condition
 
 
 def describe_instruction(instruction: Instruction) -> str:
@@ -440,8 +441,8 @@ def _edge(caller: str, callee: str, key: str, instruction: Instruction, module: 
             _inferred_trip_count(module, computation, instruction) if module is not None and computation is not None
             else None)
         if count is None:
-            return _Call(caller, callee, None, unknown_loop=describe_instruction(instruction))
-        return _Call(caller, callee, count if key == "body" else count + 1)
+            return _Call(caller, callee, None, unknown_loop=describe_instruction(instruction), loop=True)
+        return _Call(caller, callee, count if key == "body" else count + 1, loop=True)
     if instruction.opcode == "conditional":
         return _Call(caller, callee, 1, conditional=describe_instruction(instruction))
     return _Call(caller, callee, 1)
@@ -466,10 +467,13 @@ def merge_names(*names: Sequence[str]) -> tuple[str, ...]:
     return tuple(merged)
 
 
-def computation_runs(module: Module) -> dict[str, Runs]:
-    """Executions of every computation per execution of ENTRY."""
+def computation_runs(module: Module, *, loops_once: bool = False) -> dict[str, Runs]:
+    """Executions of every computation per execution of ENTRY; with ``loops_once``,
+    as XLA's cost analysis counts them: a while loop's body and condition once."""
     callers: dict[str, list[_Call]] = {}
     for call in _calls(module):
+        if loops_once and call.loop:
+            call = dataclasses.replace(call, factor=1, unknown_loop="")
         callers.setdefault(call.callee, []).append(call)
     memo: dict[str, Runs] = {}
 

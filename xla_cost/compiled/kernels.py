@@ -382,7 +382,9 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
     with the CPU client), has the -1s taken out, the library calls' FLOP
     (`library_flops`) and bytes (`xla_cost.compiled.hlo.library_call_bytes`)
     put in and its time estimate dropped. XLA counts a loop's body once
-    (``notes`` says so); library calls count once per iteration.
+    (``notes`` says so), and so are the library calls in it counted in these
+    figures (`xla_cost.analysis.costs.best` adds the other iterations from the
+    jaxpr, theirs with the rest); ``library`` counts them once per iteration.
 
     Args:
       compiled: a ``jax.stages.Compiled``.
@@ -415,7 +417,8 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
         if raw is None:
             return _no_costs(reason, library)
         source = "module+library"
-    costs, unknown = _with_library(raw, counted, library, text)
+    costs, unknown = _with_library(raw, counted, _library_flops(module, computation_runs(module, loops_once=True)),
+                                   text)
     return ModuleCosts(costs, source, unknown, notes, library)
 
 
@@ -484,7 +487,7 @@ def _loop_notes(module: Module, runs: Mapping[str, Runs]) -> tuple[str, ...]:
                              "counts its body once")
             elif int(trip.group(1)) > 1:
                 notes.append(f"loop {describe_instruction(instruction)} runs {trip.group(1)} times; XLA's "
-                             "analysis counts its body once (its library calls are counted each time)")
+                             "analysis counts its body once (its library calls too)")
     return tuple(notes)
 
 
