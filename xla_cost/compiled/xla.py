@@ -407,9 +407,10 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 20
-"""Version of the analyses cache's entries; a change makes old entries unused (20: a
-computation called twice from one computation counted once in `xla_cost.compiled.work.work_bytes`)."""
+ANALYSES_FORMAT = 21
+"""Version of the analyses cache's entries; a change makes old entries unused (21: a GPU
+target's library calls in a loop's body counted once in its FLOP, as XLA counts the body,
+`xla_cost.compiled.kernels.module_costs`)."""
 
 
 def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
