@@ -336,3 +336,13 @@ def test_expert_parallel_mixtral_on_an_h100_mesh_moves_its_tokens_by_all_to_all(
     for name in ("gate_proj", "up_proj", "down_proj"):  # each device holds one expert's weights
         assert specs[f"layers/mlp/experts/{name}"] == {"spec": "(None, 'expert', None, None)", "source": "zoo"}
     assert "all-to-all" in report.to_table(width=300)
+
+
+def test_an_estimates_expert_axis_is_in_the_analysed_program_and_splits_its_batch():
+    from xla_cost.runs.configs import RunConfig
+    from xla_cost.runs.layouts import point
+
+    # 2 samples per device on each of expert=4's devices, 3 data-parallel replicas around them
+    priced = point(RunConfig("mixtral-8x7b", 1), "data", 1, 2, {"data": 3, "expert": 4}, 1)
+    assert priced.run.mesh == {"expert": 4} and priced.run.batch_size == 2 * 4
+    assert priced.layout.data == 3

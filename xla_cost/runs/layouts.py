@@ -1,10 +1,10 @@
 """How a training step is spread over devices beyond one analysed program.
 
 `Parallelism` (devices on one axis, or a mesh with ``data`` replicas,
-``fsdp`` and ``model`` shards and ``pipeline`` stages, and micro-batches) is
+``fsdp``, ``expert`` and ``model`` shards and ``pipeline`` stages, and micro-batches) is
 what `xla_cost.estimate` and `xla_cost.scaling` take; `point` turns
-it into the program to analyse (a `xla_cost.RunConfig`: the mesh's ``fsdp``
-and ``model`` axes, a pipeline stage's share of the layers) and the
+it into the program to analyse (a `xla_cost.RunConfig`: the mesh's ``fsdp``,
+``expert`` and ``model`` axes, a pipeline stage's share of the layers) and the
 `xla_cost.parallel.schedule.Layout` around it, which
 `xla_cost.runs.scaling.predict` prices.
 """
@@ -31,8 +31,8 @@ MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
 """Axes a scaling curve grows (weak scaling: the per-device batch stays)."""
 
 LAYOUT_AXES: tuple[str, ...] = (*MESH_AXES, "pipeline")
-"""The axes of `Parallelism.mesh`: ``fsdp`` and ``model`` shard the analysed
-program, ``data`` replicates it, ``pipeline`` splits its layers into stages."""
+"""The axes of `Parallelism.mesh`: ``fsdp``, ``expert`` and ``model`` shard the
+analysed program (``expert`` splitting its batch too), ``data`` replicates it, ``pipeline`` splits its layers into stages."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Parallelism:
       mesh: instead of ``devices``, devices per axis of `LAYOUT_AXES`
         (``{"data": 16, "model": 8, "pipeline": 8}`` or
         ``"data=16,model=8,pipeline=8"``): the analysed program is sharded
-        over ``model`` (tensor parallel) and ``fsdp`` alone; ``pipeline``
+        over ``model`` (tensor parallel), ``expert`` (its batch too) and ``fsdp`` alone; ``pipeline``
         stages each hold ``ceil(n_layer / pipeline)`` of the layers (the
         analysed stage keeps the embedding and the head: the slowest one);
         ``data`` replicas all-reduce its gradients
@@ -248,14 +248,15 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
         run = dataclasses.replace(one, batch_size=per_rank * k, mesh={axis: k} if k > 1 else {})
         reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if k > 1 else None
         return Point(run, schedule.Layout(micro_batches=micro), reference, same)
-    program = {a: mesh[a] for a in ("fsdp", "model") if a in mesh and mesh[a] > 1}
+    program = {a: mesh[a] for a in ("fsdp", "expert", "model") if a in mesh and mesh[a] > 1}
+    split = mesh.get("expert", 1)  # expert parallelism splits the batch (tokens) over its devices too
     data = mesh.get("data", 1)
     reference = None
     if axis == "fsdp" and k > 1:
-        run = dataclasses.replace(stage, batch_size=per_rank * k, mesh=parse_mesh({**program, "fsdp": k}))
-        reference = dataclasses.replace(stage, batch_size=per_rank, mesh=program)
+        run = dataclasses.replace(stage, batch_size=per_rank * k * split, mesh=parse_mesh({**program, "fsdp": k}))
+        reference = dataclasses.replace(stage, batch_size=per_rank * split, mesh=program)
     else:
-        run = dataclasses.replace(stage, batch_size=per_rank * mesh.get("fsdp", 1), mesh=program)
+        run = dataclasses.replace(stage, batch_size=per_rank * mesh.get("fsdp", 1) * split, mesh=program)
         data *= k if axis == "data" else 1
     pipeline = mesh.get("pipeline", 1)
     layout = schedule.Layout(pipeline=pipeline, micro_batches=micro, data=data, chunks=chunks,
