@@ -179,8 +179,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     inner = call.params["jaxpr"] if call is not None else None
     traced = inner if inner is not None else prepared.trace().jaxpr
     check_returns(traced, prepared.name)
+    stacks = _stacks(traced)
+    prepared = _aligned(prepared, stacks)
     modules = with_ancestors(prepared.param_paths)
-    roots = _roots(traced, prepared)
+    roots = _roots(stacks, prepared)
 
     tree = module_tree(prepared.param_paths)
 
@@ -493,27 +495,61 @@ def _mesh(call: Any, prepared: UserStep) -> Any:
     return None
 
 
-def _roots(traced: Any, prepared: UserStep) -> tuple[str, ...]:
-    """Name-stack entries that stand for the whole model: the model classes'
-    names (the first entry of forward and backward stacks that is not a
-    top-level module holding parameters)."""
-    top = {path.split("/")[0] for path in prepared.param_paths if path}
-    firsts: set[str] = set()
+def _stacks(traced: Any) -> dict[str, int]:
+    """The name stacks of the step's forward and backward equations (under a ``jvp`` or a
+    ``transpose``), nested jaxprs' included, with how many equations carry each."""
+    found: dict[str, int] = {}
 
     def walk(jaxpr: Any, prefix: str) -> None:
         for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
             stack = join_stack(prefix, str(eqn.source_info.name_stack))
             if classify_pass(stack) is not None:
-                first = module_path(stack).split("/")[0]
-                if first:
-                    firsts.add(first)
+                found[stack] = found.get(stack, 0) + 1
             for value in eqn.params.values():
                 for item in value if isinstance(value, (tuple, list)) else (value,):
                     if hasattr(getattr(item, "jaxpr", item), "eqns"):
                         walk(item, stack)
 
     walk(traced, "")
+    return found
+
+
+def _roots(stacks: Mapping[str, int], prepared: UserStep) -> tuple[str, ...]:
+    """Name-stack entries that stand for the whole model: the model classes'
+    names (the first entry of forward and backward stacks that is not a
+    top-level module holding parameters)."""
+    top = {path.split("/")[0] for path in prepared.param_paths if path}
+    firsts = {first for stack in stacks if (first := module_path(stack).split("/")[0])}
     return tuple(dict.fromkeys([*prepared.roots, *sorted(f for f in firsts if f not in top)]))
+
+
+def _matched(stacks: Mapping[str, int], prepared: UserStep) -> int:
+    """How many forward and backward equations have a name stack that resolves to a module
+    holding parameters (`module_path`, `owner`)."""
+    modules = with_ancestors(prepared.param_paths)
+    tree, roots = module_tree(prepared.param_paths), _roots(stacks, prepared)
+    return sum(n for stack, n in stacks.items() if owner(module_path(stack, roots, tree), modules) != REMAINDER)
+
+
+def _aligned(prepared: UserStep, stacks: Mapping[str, int]) -> UserStep:
+    """The step with its parameters' module paths matched to its name stacks: of the
+    leading components every parameter's path shares (``params/`` of a TrainState whose
+    ``params`` holds ``model.init``'s whole dict, the model's position ``0/`` in an NNX
+    state of ``(model, optimizer)``), as many left out as make the most equations' stacks
+    resolve to a module (`UserStep.stripped`); none where leaving some out matches no more."""
+    paths = [path.split("/") for path in prepared.param_paths if path]
+    if prepared.kind != "jax" or not paths or not stacks:
+        return prepared
+    shared = 0
+    while all(len(p) > shared + 1 for p in paths) and len({tuple(p[:shared + 1]) for p in paths}) == 1:
+        shared += 1
+    best, most = prepared, _matched(stacks, prepared)
+    for strip in range(1, shared + 1):
+        candidate = prepared.stripped(strip)
+        matched = _matched(stacks, candidate)
+        if matched > most:
+            best, most = candidate, matched
+    return best
 
 
 def _parts(counted: JaxprCount, notes: list[str]) -> dict[str, JaxprCount]:

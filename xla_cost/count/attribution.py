@@ -477,8 +477,9 @@ def unmatched_stacks(
     because they name something that is no module of the model, with their FLOP.
 
     A stack is given with its transforms left out
-    (``transpose(jvp(Net))/blocks.0/fc`` -> ``Net/blocks.0/fc``), so that a
-    module's forward and backward work come under one stack. Work outside
+    (``transpose(jvp(Net))/blocks.0/fc`` -> ``Net/blocks.0/fc``; the root a
+    checkpointed backward pass repeats, ``transpose(jvp(Net))/jvp(Net)/fc``, once),
+    so that a module's forward and backward work come under one stack. Work outside
     every module (an empty path, the root's own, an einsum's spec in the root
     module) is the remainder's by design and not listed.
 
@@ -496,9 +497,21 @@ def unmatched_stacks(
         path, row = row_of(eqn)
         if row != REMAINDER or all(_is_jax_scope(name) for name in path.split("/") if name):
             continue
-        stack = "/".join(n for n in (unwrap(c)[0] for c in split_name_stack(eqn.name_stack)) if n)
+        stack = _shown_stack(eqn.name_stack)
         out[stack] = out.get(stack, 0) + eqn.cost.flops
     return out
+
+
+def _shown_stack(name_stack: str) -> str:
+    """A name stack with its transforms left out, as `unmatched_stacks` names it: an
+    entry a transform repeats (the root of ``transpose(jvp(Net))/jvp(Net)/fc``, a
+    checkpointed backward pass's) once (``Net/fc``), not doubled."""
+    names: list[str] = []
+    for component in split_name_stack(name_stack):
+        name, transforms = unwrap(component)
+        if name and not (transforms and names and names[-1] == name):
+            names.append(name)
+    return "/".join(names)
 
 
 def unmatched_note(

@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = [
     "PyTree", "abstract", "loaded_nnx", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
-    "is_array", "is_variables_dict", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
+    "is_array", "is_variables_dict", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
 PyTree = Any
@@ -105,6 +105,12 @@ def is_variables_dict(params: PyTree) -> bool:
     return isinstance(params, Mapping) and list(params) == ["params"] and isinstance(
         params["params"], Mapping
     )
+
+
+def is_collections(node: Any) -> bool:
+    """A Linen variables dict: collections by name (``params`` among them), each a
+    mapping (``{'params': {...}, 'batch_stats': {...}}``, as ``model.init`` returns it)."""
+    return isinstance(node, Mapping) and "params" in node and all(isinstance(v, Mapping) for v in node.values())
 
 
 def itemsize(dtype: Any) -> int:

@@ -32,7 +32,7 @@ from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
-from xla_cost.step.trees import leaf_roles
+from xla_cost.step.trees import is_collections, leaf_roles
 
 __all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "step_arguments", "import_module", "PARAMS_KEY",
            "MAX_AXES", "check_batch", "check_returns"]
@@ -91,6 +91,7 @@ class UserStep:
       axis_names: collective axis names bound on a one-device mesh.
       notes: what was done to the step to trace it.
       scopes: a context to trace in (NNX modules' name scopes).
+      positional: the step's positional parameter names (`_linen_params`).
     """
 
     name: str
@@ -103,10 +104,21 @@ class UserStep:
     axis_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     scopes: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    positional: tuple[str | None, ...] = ()
 
     @property
     def parameters(self) -> int:
         return sum(self.param_paths.values())
+
+    def stripped(self, strip: int) -> UserStep:
+        """The step with ``strip`` leading components left out of every parameter's
+        module path (a prefix its name stacks do not carry: ``params/`` of a TrainState
+        holding the variables dict, the model's position in a state of several
+        objects); itself for 0 or an NNX step (its paths are the model's own)."""
+        if strip <= 0 or self.kind != "jax":
+            return self
+        owners, counts = _linen_params(self.args, self.positional, strip)
+        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts)
 
     def trace(self) -> Any:
         """``jax.stages.Traced`` of the step (its ``jaxpr`` is what is counted)."""
@@ -150,32 +162,85 @@ def _key_name(entry: Any) -> str:
     return str(entry)
 
 
-def _linen_params(args: Sequence[Any], names: Sequence[str | None] = ()) -> tuple[
+def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0) -> tuple[
         list[str | None], dict[str, int]]:
     """The module of every parameter leaf, and the counts; then `_follow_params`.
 
     A parameter is a leaf under a ``params`` key (a TrainState's, a variables
     dict's) or in a positional argument the step names ``params`` (``names``:
     the step's positional parameter names, ``step(params, opt_state, batch)``),
-    unless an optimizer's state holds it (`xla_cost.step.trees.leaf_roles`:
-    Adam's ``mu['params']['fc1']`` mirrors a parameter, it is none).
+    or an NNX ``Param`` in a state the step merges itself (``nnx.split``,
+    ``nnx.state``), unless an optimizer's state holds it
+    (`xla_cost.step.trees.leaf_roles`: Adam's ``mu['params']['fc1']`` mirrors a
+    parameter, it is none). Below that key, a Linen variables dict (``{'params':
+    ..., 'batch_stats': ...}``, as ``model.init`` returns it, nested any number
+    of times) is looked into: its ``params`` collection holds the parameters,
+    its other collections none. ``strip``: leading components of every module
+    path to leave out (a prefix the model's name stacks do not carry: the
+    position of the model in a state of several objects).
     """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
     flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
-    keys = [[_key_name(p) for p in path] for path, _ in flat]
+    keys = [_leaf_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
     for names_here, (path, leaf), role in zip(keys, flat, roles):
-        position = getattr(path[0], "idx", None) if path else None
-        named = position is not None and position < len(names) and names[position] == PARAMS_KEY
-        if role == "optimizer_state" or not (PARAMS_KEY in names_here[1:] or named):
+        start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
+        if start is None and role == "parameters":  # an NNX Param in a state: its path below the argument
+            start = 1
+        if start is None:
             owners.append(None)
             continue
-        start = names_here.index(PARAMS_KEY, 1) + 1 if PARAMS_KEY in names_here[1:] else 1
-        module = "/".join(names_here[start:-1])
+        module = "/".join(names_here[start:-1][strip:])
         owners.append(module)
         counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
     return _follow_params(keys, owners), counts
+
+
+def _leaf_names(path: Sequence[Any]) -> list[str]:
+    """A leaf's key path as names, an NNX variable's ``.value`` left out."""
+    names = [_key_name(p) for p in path]
+    if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
+        names = names[:-1]
+    return names
+
+
+def _parameter_start(args: Any, path: Sequence[Any], names: Sequence[str], positional: Sequence[str | None]
+                     ) -> int | None:
+    """Where the module path of a parameter leaf starts in its names, or None
+    when it is no parameter (`_linen_params`)."""
+    position = getattr(path[0], "idx", None) if path else None
+    if position is not None and position < len(positional) and positional[position] == PARAMS_KEY:
+        start = 1
+    elif PARAMS_KEY in names[1:]:
+        start = names.index(PARAMS_KEY, 1) + 1
+    else:
+        return None
+    node = _node_at(args, path[:start])
+    while start < len(names) - 1 and is_collections(node):
+        if names[start] != PARAMS_KEY:
+            return None  # another collection of the variables dict (batch_stats, cache)
+        start += 1
+        node = _node_at(args, path[:start])
+    return start
+
+
+def _node_at(tree: Any, path: Sequence[Any]) -> Any:
+    """The node of ``tree`` at a key path (None where a key cannot be followed)."""
+    node = tree
+    for entry in path:
+        try:
+            if isinstance(entry, jax.tree_util.GetAttrKey):
+                node = getattr(node, entry.name)
+            elif isinstance(entry, jax.tree_util.DictKey):
+                node = node[entry.key]
+            elif isinstance(entry, jax.tree_util.SequenceKey):
+                node = node[entry.idx]
+            else:
+                return None
+        except (AttributeError, KeyError, IndexError, TypeError):
+            return None
+    return node
 
 
 def _positional_names(step: Any) -> list[str | None]:
@@ -272,13 +337,16 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     names = check_axis_names(axis_names)
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
-        kind = "nnx"
+        kind, positional = "nnx", ()
         roots = (type(model).__name__,) if model is not None else ()
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
         function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
-        owners, counts = _linen_params(traced_args, _positional_names(step))
+        positional = tuple(_positional_names(step))
+        owners, counts = _linen_params(traced_args, positional)
         roots = ()
+        if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
+            scopes = functools.partial(nnx_name_scopes, None, merged=True)
     if not counts:
         notes.append(
             "no parameters found in the arguments (a `params` key or attribute, or NNX Params): the "
@@ -291,7 +359,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         else:
             jitted = jax.jit(bind_axes(function, names) if names else function)
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
-                            tuple(notes), scopes)
+                            tuple(notes), scopes, positional)
         try:
             prepared.trace()
         except Exception as exc:  # noqa: BLE001 - the step's own error, reported in one line

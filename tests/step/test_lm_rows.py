@@ -1,0 +1,180 @@
+"""Per-layer rows of language models as 2025-2026 repositories write them (issue 50).
+
+The work of any method of a module is that module's: a tied LM head computed by
+a method of the embedding module (``nn.Embed.attend``, ``nnx.Embed.attend``, the
+repository's own ``Embedder.decode``), called by its parent, by a module it is
+shared with, or by the training step itself, is in the embedding's row. And the
+rows match the parameters to the name stacks whatever the state holds them in:
+a TrainState whose ``params`` is ``model.init``'s whole ``{'params': ...}``
+(nested, or with another collection beside it), NNX objects, an NNX state the
+step merges itself. The models and their closed forms are in `tests.lm_models`;
+every expected number is derived there from the dimensions.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from flax import nnx
+from flax.training import train_state
+
+import xla_cost
+from tests import lm_models as L
+from tests.repo_steps import integer_cross_entropy_flops
+from xla_cost.count.attribution import unmatched_stacks
+from xla_cost.count.interpret import EqnCount
+from xla_cost.count.registry import Cost
+
+CFG = L.CONFIG
+TOKENS = jax.ShapeDtypeStruct((CFG.batch, CFG.seq), jnp.int32)
+BLOCK_ROWS = ("pre_attention_norm", "attn", "attn/q", "attn/k", "attn/v", "attn/o", "pre_ffw_norm", "mlp", "mlp/gate",
+              "mlp/up", "mlp/down")
+"""A block's rows below it: its norms, attention and feed-forward, each projection."""
+
+
+def _blocks(style: str) -> list[str]:
+    """The blocks' paths: Linen names a list made in setup() ``blocks_0``, NNX's
+    nnx.List is ``blocks/0``."""
+    return [f"blocks_{i}" if style == "linen" else f"blocks/{i}" for i in range(CFG.layers)]
+
+
+def _check_rows(report: xla_cost.Report, style: str, head: str) -> None:
+    """Exact rows: the embedding's (its lookup and the tied head), each block's and its
+    modules', the final norm's and the remainder, which holds the loss alone."""
+    rows = {row.path: row for row in report.layers}
+    blocks = _blocks(style)
+    assert set(rows) == {"embedder", "final_norm", xla_cost.REMAINDER, *blocks,
+                         *(f"{b}/{name}" for b in blocks for name in BLOCK_ROWS)}
+    # the lookup of B*T tokens + the tied head's 2*B*T*d*V (= 65,536 here)
+    assert rows["embedder"].forward_flops == L.embedding_forward_flops(CFG, head)
+    assert rows["embedder"].parameters == CFG.vocab * CFG.d_model
+    assert L.embedding_forward_flops(CFG, head) > L.head_flops(CFG) == 2 * CFG.batch * CFG.seq * CFG.d_model * CFG.vocab
+    n = CFG.batch * CFG.seq
+    for block in blocks:
+        for name, flops in L.block_matmul_flops(CFG).items():
+            if name != "attn":  # bias-free projections: their matmul alone
+                assert rows[f"{block}/{name}"].forward_flops == flops, (block, name)
+        # the scores and values products, with the softmax beside them
+        assert rows[f"{block}/attn"].forward_flops > L.block_matmul_flops(CFG)["attn"]
+        assert rows[block].forward_flops == 2 * n * CFG.d_model  # its two residual adds
+    # mean next-token cross-entropy over B*T tokens of V logits: nothing of the model
+    assert rows[xla_cost.REMAINDER].forward_flops == integer_cross_entropy_flops(n, CFG.vocab)
+    forward = report.phases["forward"].jaxpr_flops
+    covered = sum(row.forward_flops for path, row in rows.items() if path != xla_cost.REMAINDER)
+    assert covered / forward >= 0.99
+    assert covered == forward - integer_cross_entropy_flops(n, CFG.vocab)
+    assert sum(row.parameters for row in report.layers) == L.lm_parameters(CFG)
+    assert not [note for note in report.notes if "match no module" in note or "matches no module" in note]
+
+
+def _analyze(model) -> xla_cost.Report:
+    return xla_cost.analyze(model, TOKENS, targets=TOKENS, loss=L.lm_loss, optimizer="sgd", per_layer=True,
+                            counter="jaxpr")
+
+
+def _step(step, *args) -> xla_cost.Report:
+    return xla_cost.analyze_step(step, *args, per_layer=True, counter="jaxpr")
+
+
+# ---------------------------------------------------------------- a tied head through a method
+
+
+@pytest.mark.parametrize("head", ["attend", "decode", "shared"])
+def test_linen_tied_head_is_the_embeddings_row(head):
+    """nn.Embed.attend, the Embedder's own decode, and decode called by a head module the
+    embedder is handed (outside the module that owns it): all in ``embedder``."""
+    _check_rows(_analyze(L.LinenLM(CFG, head)), "linen", "attend" if head == "attend" else "decode")
+
+
+@pytest.mark.parametrize("head", ["attend", "decode"])
+def test_nnx_tied_head_is_the_embeddings_row(head):
+    """nnx.Embed.attend and a user's NnxEmbedder.decode (and encode): NNX scopes every method
+    of a module, not only __call__ (the head was in the remainder: rows 84% of the forward)."""
+    _check_rows(_analyze(L.nnx_model(CFG, head)), "nnx", head)
+
+
+@pytest.mark.parametrize(("step", "head"), [(L.nnx_train_step, "attend"), (L.nnx_outside_step, "decode")])
+def test_nnx_step_with_its_optimizer_has_the_rows(step, head):
+    """The model's own nnx.jit step with an nnx.Optimizer, and one that calls
+    ``model.embedder.decode(model.hidden(x))`` itself: the copies nnx.value_and_grad
+    makes know their modules' paths (the outside step had every block in the remainder)."""
+    report = _step(step, L.nnx_model(CFG, head), L.nnx_optimizer(CFG, head), L.batch_of(CFG))
+    _check_rows(report, "nnx", head)
+    rows = {row.path: row for row in report.layers}
+    assert all(rows[f"{b}/attn/q"].update_flops > 0 for b in _blocks("nnx"))  # Adam's arithmetic is each layer's
+
+
+def test_nnx_state_the_step_merges_itself_has_the_rows():
+    """Flax's performance guide: a plain jax.jit of ``nnx.split((model, optimizer))``'s state,
+    merged inside the step. Its parameters' paths start with the model's position (``0/``),
+    which the name stacks do not carry (was: no module matched, rows 0% of the forward)."""
+    graphdef, state = L.nnx_split_state(CFG, "attend")
+    _check_rows(_step(L.nnx_state_step, graphdef, state, L.batch_of(CFG)), "nnx", "attend")
+
+
+# ---------------------------------------------------------------- parameters under any prefix
+
+
+@pytest.mark.parametrize(("nest", "extra"), [(1, False), (2, False), (1, True)],
+                         ids=["params", "params-params", "params-and-stats"])
+def test_linen_train_state_holding_the_variables_dict(nest, extra):
+    """``state.params`` is ``model.init``'s ``{'params': ...}`` (``state.params['params']`` the
+    tree), nested twice, or with another collection beside it (not parameters): rows per
+    layer, matched (was: every name stack matched no module, rows 0% of the forward)."""
+    _, state, batch = L.linen_state(CFG, "attend", nest, extra)
+    report = _step(L.linen_train_step, state, batch)
+    _check_rows(report, "linen", "attend")
+    assert report.parameters == L.lm_parameters(CFG)  # the stats collection's d floats are none
+
+
+class _RematLM(L.LinenLM):
+    """Blocks made in setup() as ``nn.remat(Block, policy=nothing_saveable)``, kept in a list."""
+
+    def setup(self):
+        self.embedder = nn.Embed(CFG.vocab, CFG.d_model)
+        block = nn.remat(L.LinenBlock, policy=jax.checkpoint_policies.nothing_saveable)
+        self.blocks = [block(CFG) for _ in range(CFG.layers)]
+        self.final_norm = nn.RMSNorm()
+
+
+def test_remat_blocks_are_one_row_each():
+    """A remat'd block's stacks (``transpose(jvp(Net))/jvp(Net)/blocks_0/...`` in the
+    recomputing backward pass) give the block's rows once, matched to the parameters of a
+    TrainState holding ``{'params': ...}`` (was: 83 stacks matched no module, named with
+    the root doubled, ``RematLM/RematLM/blocks_0/...``)."""
+    model = _RematLM(CFG)
+
+    def create(rng):
+        variables = model.init(rng, jnp.zeros((CFG.batch, CFG.seq), jnp.int32))
+        return train_state.TrainState.create(apply_fn=model.apply, params=variables, tx=optax.adamw(1e-3))
+
+    report = _step(L.linen_train_step, jax.eval_shape(create, jax.random.key(0)), L.batch_of(CFG))
+    _check_rows(report, "linen", "attend")
+    rows = {row.path: row for row in report.layers}
+    for block in _blocks("linen"):  # the q projection's forward runs again in the backward pass
+        assert rows[f"{block}/attn/q"].backward_flops >= 3 * L.block_matmul_flops(CFG)["attn/q"]
+
+
+class _RematNnxLM(L.NnxLM):
+    """Each block called through ``nnx.remat``: its function gets a copy of the block."""
+
+    def hidden(self, tokens):
+        x = self.embedder(tokens)
+        for block in self.blocks:
+            x = nnx.remat(lambda b, x: b(x), policy=jax.checkpoint_policies.nothing_saveable)(block, x)
+        return self.final_norm(x)
+
+
+def test_nnx_remat_copies_keep_their_rows():
+    """Copies of two blocks of one class made by nnx.remat are told apart by their paths
+    (was: rows 0.6% of the forward)."""
+    _check_rows(_analyze(nnx.eval_shape(lambda: _RematNnxLM(CFG, "attend", rngs=nnx.Rngs(0)))), "nnx", "attend")
+
+
+def test_unmatched_stacks_name_a_repeated_root_once():
+    """The note names a stack the checkpointed backward pass enters twice by its root once."""
+    eqns = [EqnCount("transpose(jvp(Net))/jvp(Net)/nowhere/fc", "dot_general", 1, Cost(flops=10))]
+    assert unmatched_stacks(eqns, ["head"], root="Net") == {"Net/nowhere/fc": 10}
