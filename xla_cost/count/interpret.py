@@ -36,7 +36,7 @@ from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule
-from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
+from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import count, si, size
 
@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
-    "WALKED", "CALL_LIKE", "CALL_PARAMS", "join_stack", "repeated_forward", "eqn_owner", "combine_owners", "public_owner",
+    "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_PRIMITIVES", "join_stack", "repeated_forward", "eqn_owner",
+    "combine_owners", "public_owner",
 ]
 
 CALL_LIKE: frozenset[str] = frozenset(
@@ -66,7 +67,9 @@ CALL_PARAMS: tuple[str, ...] = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
 """Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
 
-_REMAT = frozenset({"remat", "remat2", "checkpoint"})
+REMAT_PRIMITIVES: frozenset[str] = frozenset({"remat", "remat2", "checkpoint"})
+"""The names ``jax.checkpoint``'s primitive has had; one with ``differentiated=True`` is the
+backward pass's call that recomputes the forward values it needs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +124,8 @@ class JaxprCount:
       recomputed: the forward-pass work that ``jax.checkpoint`` (remat) repeats
         inside the backward pass; part of ``total``. XLA may remove it when it
         compiles for a device with memory to spare (it does on the CPU).
+      part_recomputed: ``recomputed`` by part of a classified step (`part`):
+        the backward part's, in practice.
       part_unsupported: per part of a classified step (`part`), the
         primitives without a rule met there (empty: not classified).
       tagged: the cost of the equations a classifier tagged, by tag
@@ -135,6 +140,7 @@ class JaxprCount:
     notes: tuple[str, ...]
     total_once: Cost = Cost()
     recomputed: Cost = Cost()
+    part_recomputed: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
     part_unsupported: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     tagged: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
 
@@ -150,12 +156,13 @@ class JaxprCount:
 
     def part(self, name: str) -> JaxprCount:
         """The equations of one part of a classified step (`EqnCount.part`), with
-        the primitives without a rule met there; loops multiplied out in both totals."""
+        the primitives without a rule met there and the recomputation among them
+        (`part_recomputed`); loops multiplied out in both totals."""
         equations = tuple(e for e in self.equations if e.part == name)
         total = sum((e.cost for e in equations), Cost())
         return JaxprCount(
             equations=equations, unsupported=dict(self.part_unsupported.get(name, {})), loops=(),
-            notes=(), total_once=total, recomputed=Cost(),
+            notes=(), total_once=total, recomputed=self.part_recomputed.get(name, Cost()),
         )
 
     def to_frame(self) -> pd.DataFrame:
@@ -246,6 +253,7 @@ class _Counter:
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
         self.recomputed = Cost()
+        self.part_recomputed: dict[str, Cost] = collections.defaultdict(Cost)
         self.tagged: dict[str, Cost] = collections.defaultdict(Cost)
         self.in_remat = False
 
@@ -348,7 +356,7 @@ class _Counter:
         if name in CALL_LIKE:
             sub = next((params[p] for p in CALL_PARAMS if p in params), None)
             if sub is not None:
-                remat = name in _REMAT and bool(params.get("differentiated"))
+                remat = name in REMAT_PRIMITIVES and bool(params.get("differentiated"))
                 outer, self.in_remat = self.in_remat, self.in_remat or remat
                 try:
                     return self.walk(
@@ -371,6 +379,8 @@ class _Counter:
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
+            if part is not None:
+                self.part_recomputed[part] = self.part_recomputed[part] + cost * times
         tag = getattr(self.labels, "tags", {}).get(path)
         if tag is not None:
             self.tagged[tag] = self.tagged[tag] + cost * times
@@ -401,6 +411,8 @@ class _Counter:
         for part, missing in chosen.part_unsupported.items():
             self.part_unsupported[part].update(missing)
         self.recomputed = self.recomputed + chosen.recomputed
+        for part, cost in chosen.part_recomputed.items():
+            self.part_recomputed[part] = self.part_recomputed[part] + cost
         for tag, cost in chosen.tagged.items():
             self.tagged[tag] = self.tagged[tag] + cost
         self.loops.extend(chosen.loops)
@@ -664,6 +676,7 @@ def count_jaxpr(
         notes=tuple(dict.fromkeys(counter.notes)),
         total_once=total if total_once is None else total_once,
         recomputed=counter.recomputed,
+        part_recomputed=dict(counter.part_recomputed),
         tagged=dict(counter.tagged),
         part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
     )
@@ -674,7 +687,7 @@ def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:
     while loop, ``"b0"``.. of a cond's branches) of the ``jax.checkpoint`` recomputations
     that repeat a forward equation that also ran: each equation under ``transpose`` in the
     remat scope is matched, in order, to one under ``jvp`` outside it with the same scopes
-    (`xla_cost.count.stacks.bare_stack`), primitive and result shapes. The rest ran only
+    (`xla_cost.count.stacks.model_scopes`), primitive and result shapes. The rest ran only
     there: the forward of ``jax.grad`` of a checkpointed loss (its primal is dead code),
     the masks autodiff adds for the backward pass (a ReLU's), not a recomputation."""
     found: list[tuple[tuple[Any, ...], str, Any]] = []
@@ -698,9 +711,8 @@ def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:
                     walk(branch, (*path, f"b{k}"), stack)
 
     def twin(stack: str, eqn: Any) -> tuple[Any, ...]:
-        # a remat inside the model repeats its root: transpose(jvp(Net))/jvp(Net)/rematted_computation/b0
-        scopes = [s for i, s in enumerate(bare_stack(stack)) if i == 0 or s != bare_stack(stack)[i - 1]]
-        return (tuple(scopes), eqn.primitive.name,
+        # a remat repeats its call site: transpose(jvp(LM))/model/jvp(LM)/model/rematted_computation/b0
+        return (model_scopes(stack), eqn.primitive.name,
                 tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in eqn.outvars))
 
     walk(jaxpr, (), "")

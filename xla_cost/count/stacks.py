@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["REMAT_SCOPE", "JAX_SCOPES", "split_name_stack", "unwrap", "classify_pass", "bare_stack"]
+__all__ = ["REMAT_SCOPE", "JAX_SCOPES", "split_name_stack", "unwrap", "classify_pass", "bare_stack", "call_site_once",
+           "model_scopes"]
 
 REMAT_SCOPE = "rematted_computation"
 """jax's name scope for the body of a ``jax.checkpoint`` it recomputes."""
@@ -82,3 +83,37 @@ def bare_stack(name_stack: str) -> tuple[str, ...]:
     equation is, whichever pass runs it."""
     names = (unwrap(c)[0] for c in _split(name_stack))
     return tuple(n for n in names if n and n not in JAX_SCOPES)
+
+
+@functools.lru_cache(maxsize=8192)
+def call_site_once(name_stack: str) -> str:
+    """A name stack without the copy of a call site that jax's transpose writes before it.
+
+    The backward pass of ``jax.checkpoint`` (``nn.remat``, ``nnx.remat``, a rematted scan
+    body) records the checkpoint's equations under the transposed call site followed by
+    the call site itself: ``transpose(jvp(LM))/model/decoder/jvp(LM)/model/decoder/
+    rematted_computation/0/q``. Where the stack's first entries are repeated, from an
+    entry wrapped in a transform (``jvp(LM)``), the copy before it is left out:
+    ``jvp(LM)/model/decoder/rematted_computation/0/q``, whose scopes are those of the
+    forward's ``jvp(LM)/model/decoder/0/q``; a copy of a copy (a checkpoint inside a
+    checkpoint) likewise. Other stacks are returned as they are. The pass is the whole
+    stack's (`classify_pass`): the copy left out holds the ``transpose``."""
+    components = _split(name_stack)
+    names = [unwrap(c)[0] for c in components]
+    start = 0
+    while True:
+        rest = names[start:]
+        found = next((i for i in range(1, len(rest) // 2 + 1)
+                      if unwrap(components[start + i])[1] and rest[:i] == rest[i:2 * i]), None)
+        if found is None:
+            break
+        start += found
+    return name_stack if start == 0 else "/".join(components[start:])
+
+
+@functools.lru_cache(maxsize=8192)
+def model_scopes(name_stack: str) -> tuple[str, ...]:
+    """Where in the model an equation is, once: `bare_stack` of `call_site_once`
+    (``transpose(jvp(LM))/model/decoder/jvp(LM)/model/decoder/rematted_computation/0/q``
+    and ``jvp(LM)/model/decoder/0/q`` -> (``LM``, ``model``, ``decoder``, ``0``, ``q``))."""
+    return bare_stack(call_site_once(name_stack))

@@ -9,14 +9,19 @@ flow alone, without names the user must add:
   needs, whether or not the loss is returned (``jax.grad`` drops it, and XLA
   its last reduction); an equation that autodiff adds to the forward pass only
   for the backward pass (a ReLU's mask: every reader is under ``transpose``)
-  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`. A
+  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`, and
+  so is the rounding jax's checkpoint puts on the values a policy saves (a
+  ``reduce_precision`` to their own type, which the forward then also reads). A
   ``jax.checkpoint`` recomputation whose primal is dead code (``jax.grad`` of
   a checkpointed loss: nothing is saved, so nothing runs before the backward
-  pass) is the forward, the only one that runs. In a step with no gradient at
-  all, the work under the model's modules is the forward;
+  pass; no equation of that checkpoint's repeats one that ran) is the forward,
+  the only one that runs. In a step with no gradient at all, the work under
+  the model's modules is the forward;
 * **backward**: under ``transpose(...)``: the gradient computation, a custom
   VJP's backward rule and ``jax.checkpoint``'s recomputation of a forward that
-  also ran (matched equation by equation: scope, primitive, result shapes);
+  also ran (matched equation by equation: scope, primitive, result shapes),
+  with the derivatives' own work that checkpoint computes beside it (a
+  normalisation's rsqrt derivative, a ReLU's mask);
 * **update**: outside autodiff, computed from a gradient and kept in the
   step's new state (the optax chain, clipping, a ``pmean`` of the gradients,
   the new parameters and optimizer state, an accumulation over
@@ -46,10 +51,11 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import jax.numpy as jnp
 from jax.extend import core as jex_core
 
-from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, combine_owners, eqn_owner, join_stack, public_owner, \
-    repeated_forward
+from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
+    join_stack, public_owner, repeated_forward
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
@@ -130,13 +136,16 @@ class _Classifier:
         self.saved: dict[Any, int] = {}  # value -> bytes, of the level refined last
         self.differentiates = True  # some equation is under transpose
         self.first_forward: set[Path] = set()  # recomputations whose primal is dead code
+        self.remat_calls: set[Path] = set()  # the backward pass's checkpoint calls (differentiated)
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
         """Whether the step differentiates at all, and which ``jax.checkpoint``
-        recomputations repeat no forward that ran (`repeated_forward`): the forward."""
+        calls repeat no forward that ran (`repeated_forward`): their primal is dead
+        code, their work the forward. In a call that repeats some, the rest is the
+        derivatives' own work, computed there instead of beside the forward."""
         nodes = list(_every_node(level))
         passes = {node.path: classify_pass(node.stack) for node in nodes}
         self.differentiates = BACKWARD in passes.values()
@@ -144,8 +153,13 @@ class _Classifier:
             self.model_scopes = {scope for n in nodes if self.module_of(n.stack) is not None
                                  for scope in bare_stack(n.stack)[:1]}
         repeated = repeated_forward(jaxpr)
+        repeating = {self.remat_call(path) for path in repeated}
         self.first_forward = {n.path for n in nodes if passes[n.path] == BACKWARD and REMAT_SCOPE in n.stack
-                              and n.path not in repeated}
+                              and n.path not in repeated and self.remat_call(n.path) not in repeating}
+
+    def remat_call(self, path: Path) -> Path | None:
+        """The innermost checkpoint call of the backward pass that holds the equation at ``path``."""
+        return next((path[:k] for k in range(len(path) - 1, 0, -1) if path[:k] in self.remat_calls), None)
 
     def autodiff_pass(self, node: _Node) -> str | None:
         """The part a node's name stack (and the pre-pass) gives it, None outside autodiff."""
@@ -180,6 +194,8 @@ class _Classifier:
             name = eqn.primitive.name
             sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) if name in CALL_LIKE else None
             if sub is not None:
+                if name in REMAT_PRIMITIVES and eqn.params.get("differentiated"):
+                    self.remat_calls.add(here)
                 inner = getattr(sub, "jaxpr", sub)
                 for inner_var, outer_var in zip(inner.invars, eqn.invars):
                     if not _literal(outer_var):
@@ -293,7 +309,8 @@ class _Classifier:
                 seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
                 said = set().union(*(stated.get(v, set()) for v in node.outs)) if node.outs else set()
                 before = node.part
-                if node.part == FORWARD and said == {BACKWARD}:
+                rounding = self.differentiates and _residual_rounding(node.eqn)
+                if node.part == FORWARD and (said == {BACKWARD} or rounding):
                     node.part = BACKWARD
                 elif node.part == OTHER and UPDATE in seen and seen <= {UPDATE, _OUTSIDE}:
                     node.part = UPDATE
@@ -315,6 +332,19 @@ class _Classifier:
             for var, out in zip(node.outs, node.eqn.outvars):
                 if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
                     self.saved[var] = _nbytes(out.aval)
+
+
+def _residual_rounding(eqn: Any) -> bool:
+    """A ``reduce_precision`` to its operand's own type: the rounding ``jax.checkpoint`` puts
+    on a value its policy saves for the backward pass (so that both passes read the same
+    bits), not the model's arithmetic."""
+    if eqn.primitive.name != "reduce_precision":
+        return False
+    try:
+        info = jnp.finfo(eqn.outvars[0].aval.dtype)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return (eqn.params.get("exponent_bits"), eqn.params.get("mantissa_bits")) == (info.nexp, info.nmant)
 
 
 def _every_node(level: _Level) -> Any:

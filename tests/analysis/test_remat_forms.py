@@ -1,0 +1,161 @@
+"""Every form of recomputation, recognised by `xla_cost.analyze` and `xla_cost.analyze_step` (issue 50).
+
+Language models written as today's repositories write them (`tests.remat_models`): blocks
+rematted with ``nn.remat(Block, static_argnums=..., policy=...)`` made in ``setup()`` and kept
+in a list (inside a decoder module inside a causal-LM wrapper, as Hugging Face's and EasyLM's
+Flax Llama nest them), the same in a compact ``__call__``, ``nn.remat_scan``, ``nn.scan`` over
+a rematted block, ``nnx.remat`` per block and ``nnx.scan`` over ``nnx.remat``; each through
+``analyze`` and through its own train step (a Linen ``TrainState`` step, an NNX step).
+
+For each: the recomputation (``hardware_flops - model_flops``) equals the closed form of what
+the policy makes the backward pass recompute (`tests.remat_models.recomputed_flops`), and is
+noted; the forward equals the model's without remat; the model's backward (recomputation left
+out) equals the backward without remat, plus the rounding jax's checkpoint puts on each value a
+policy saves (a ``reduce_precision`` per element); and the train step's parts agree with
+``analyze``'s: the recomputation in its backward, flagged there, not in its forward.
+
+Before the fix (issue 50), blocks made in ``setup()`` of a module nested in another were not
+recognised: the backward pass's checkpoint repeats its call site in the name stack
+(``transpose(jvp(CausalLM))/model/decoder/jvp(CausalLM)/model/decoder/rematted_computation/0/q``),
+so no recomputed equation matched the forward's; ``analyze`` gave model = hardware FLOP
+(backward/forward 2.66 here) and ``analyze_step`` counted the recomputation as forward
+(+69%, backward/forward 1.16).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import xla_cost
+from tests import remat_models as R
+from xla_cost.count.interpret import SCAN_COUNTER_FLOPS
+
+CFG = R.CONFIG
+L = CFG.layers
+TOKENS = R.tokens_of(CFG)
+
+
+def rounded_elements(cfg: R.Config, policy: str) -> int:
+    """The elements of the values a policy saves, which jax's checkpoint rounds to their own
+    type once (``reduce_precision``, 1 FLOP each) in the forward pass, for the backward pass:
+    none for ``nothing_saveable``; every product the backward reads for ``dots_saveable``: q,
+    k, v, o (B*T*d each), the scores (B*H*T*T), the values product (B*T*d), gate and up
+    (B*T*hidden each; down's result is read by nothing but the residual add); the same but
+    the two batched attention products for ``checkpoint_dots_with_no_batch_dims``."""
+    n, d, f = cfg.tokens, cfg.d_model, cfg.hidden
+    projections = 4 * n * d + 2 * n * f
+    if policy == "nothing_saveable":
+        return 0
+    if policy == "dots_saveable":
+        return projections + cfg.batch * cfg.heads * cfg.seq * cfg.seq + n * d
+    return projections
+
+
+def _linen(model):
+    report = xla_cost.analyze(model, TOKENS, counter="jaxpr", optimizer="sgd", loss=R.lm_loss, targets=TOKENS)
+    step = xla_cost.analyze_step(R.linen_train_step, R.linen_state(model), R.batch_of(CFG), counter="jaxpr")
+    return report, step
+
+
+def _nnx(cls, policy):
+    model = R.nnx_model(cls, policy)
+    report = xla_cost.analyze(model, TOKENS, counter="jaxpr", optimizer="sgd", loss=R.lm_loss, targets=TOKENS)
+    step = xla_cost.analyze_step(R.nnx_train_step, model, R.nnx_optimizer(cls, policy), R.batch_of(CFG),
+                                 counter="jaxpr")
+    return report, step
+
+
+FORMS = {
+    # form: (how it is analysed, the policy, the same model without remat)
+    "setup list in nested modules, nothing_saveable": (lambda: _linen(R.CausalLM(CFG, "nothing_saveable")),
+                                                       "nothing_saveable", "linen"),
+    "setup list in nested modules, dots_saveable": (lambda: _linen(R.CausalLM(CFG, "dots_saveable")),
+                                                    "dots_saveable", "linen"),
+    "setup list, checkpoint_dots_with_no_batch_dims": (
+        lambda: _linen(R.SetupLM(CFG, "checkpoint_dots_with_no_batch_dims")),
+        "checkpoint_dots_with_no_batch_dims", "linen"),
+    "compact, nothing_saveable": (lambda: _linen(R.CompactLM(CFG, "nothing_saveable")), "nothing_saveable", "linen"),
+    "compact, dots_saveable": (lambda: _linen(R.CompactLM(CFG, "dots_saveable")), "dots_saveable", "linen"),
+    "nn.scan over nn.remat": (lambda: _linen(R.ScanLM(CFG, "nothing_saveable")), "nothing_saveable", "scan"),
+    "nn.remat_scan": (lambda: _linen(R.RematScanLM(CFG)), "nothing_saveable", "remat_scan"),
+    "nnx.remat, nothing_saveable": (lambda: _nnx(R.NnxRematLM, "nothing_saveable"), "nothing_saveable", "nnx"),
+    "nnx.remat, dots_saveable": (lambda: _nnx(R.NnxRematLM, "dots_saveable"), "dots_saveable", "nnx"),
+    "nnx.scan over nnx.remat": (lambda: _nnx(R.NnxScanLM, "nothing_saveable"), "nothing_saveable", "nnx_scan"),
+}
+
+PLAIN = {
+    "linen": lambda: _linen(R.SetupLM(CFG, None)),
+    "scan": lambda: _linen(R.ScanLM(CFG, None)),
+    "nnx": lambda: _nnx(R.NnxRematLM, None),
+    "nnx_scan": lambda: _nnx(R.NnxScanLM, None),
+}
+
+
+@functools.cache
+def analysed(form: str):
+    return FORMS[form][0]()
+
+
+@functools.cache
+def plain(kind: str):
+    # nn.remat_scan's stack is a scan of L scans of one block each: compared with nn.scan's
+    return PLAIN["scan" if kind == "remat_scan" else kind]()
+
+
+def recomputed(cfg: R.Config, form: str) -> int:
+    """L blocks' recomputation; ``nn.remat_scan`` (lengths (L, 1): a checkpointed scan of one
+    block per layer) recomputes each block's whole forward, the down projection and the last
+    residual add included: the inner scan's carry is its result."""
+    policy = FORMS[form][1]
+    if FORMS[form][2] == "remat_scan":
+        return cfg.layers * R.block_forward_flops(cfg)
+    return cfg.layers * R.recomputed_flops(cfg, policy)
+
+
+def extra_loop_counters(cfg: R.Config, form: str) -> tuple[int, int]:
+    """(forward, backward) loop-counter FLOP beyond ``nn.scan``'s: ``nn.remat_scan``'s L inner
+    loops of one iteration each count their counter once in the forward, and twice in the
+    backward (the recomputed loop and its transpose)."""
+    if FORMS[form][2] != "remat_scan":
+        return 0, 0
+    return cfg.layers * SCAN_COUNTER_FLOPS, 2 * cfg.layers * SCAN_COUNTER_FLOPS
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_analyze_separates_the_recomputation(form):
+    report, _ = analysed(form)
+    baseline, _ = plain(FORMS[form][2])
+    forward, backward = report.phases["forward"], report.phases["backward"]
+    assert backward.hardware_flops - backward.model_flops == recomputed(CFG, form)
+    assert report.phases["train_step"].hardware_flops - report.phases["train_step"].model_flops == recomputed(CFG, form)
+    assert any("jax.checkpoint recomputes" in n and f"{recomputed(CFG, form):,} FLOP" in n for n in report.notes)
+    counters = extra_loop_counters(CFG, form)
+    assert forward.flops == baseline.phases["forward"].flops + counters[0]
+    rounding = L * rounded_elements(CFG, FORMS[form][1])
+    assert backward.model_flops == baseline.phases["backward"].flops + rounding + counters[1]
+    assert 1.9 < backward.model_flops / forward.flops < 2.1  # the model's arithmetic: about 2 (the embedding's is 1)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_the_train_step_puts_the_recomputation_in_its_backward_and_flags_it(form):
+    report, step = analysed(form)
+    forward, backward = step.phases["forward"], step.phases["backward"]
+    assert backward.hardware_flops - backward.model_flops == recomputed(CFG, form)
+    assert any(n.startswith("backward:") and "jax.checkpoint recomputes" in n for n in step.notes)
+    # the forward is analyze's (before the fix: +69%, the recomputation in it), to within the work jax
+    # hoists out of a scanned body or computes beside the forward for the backward pass (< 0.2%)
+    assert forward.flops == pytest.approx(report.phases["forward"].flops, rel=2e-3)
+    assert backward.model_flops == pytest.approx(report.phases["backward"].model_flops, rel=2e-3)
+    assert step.phases["train_step"].hardware_flops - step.phases["train_step"].model_flops == recomputed(CFG, form)
+
+
+def test_the_compiled_path_separates_the_recomputation_too():
+    # blocks made in setup() in nested modules, compiled for the CPU: model and hardware FLOP come from the
+    # jaxpr (XLA may keep or drop the recomputation), and the note says which XLA did
+    report = xla_cost.analyze(R.CausalLM(CFG, "nothing_saveable"), TOKENS, optimizer="sgd", loss=R.lm_loss,
+                              targets=TOKENS)
+    grad = report.phases["grad"]
+    assert grad.hardware_flops - grad.model_flops == L * R.recomputed_flops(CFG, "nothing_saveable")
+    assert any(n.startswith("grad: jax.checkpoint recomputes") for n in report.notes)
