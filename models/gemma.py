@@ -254,11 +254,14 @@ def _spec(name: str, label: str, module: type[Gemma], source: str, *aliases: str
                      minimums=_MINIMUMS)
 
 
+# No Hugging Face aliases (google/gemma-2b, ...): those checkpoints have 256,000
+# vocabulary rows, not the 256,128 of Gemma's own JAX code and the papers' Table 2
+# (128 * d parameters fewer), and an alias names the same parameter count.
 SPECS: list[ModelSpec] = [
-    _spec("gemma-2b", "Gemma 2B", Gemma2B, _GEMMA_SOURCE, "google/gemma-2b"),
-    _spec("gemma-7b", "Gemma 7B", Gemma7B, _GEMMA_SOURCE, "google/gemma-7b"),
-    _spec("gemma2-2b", "Gemma 2 2B", Gemma2_2B, _GEMMA2_SOURCE, "google/gemma-2-2b"),
-    _spec("gemma2-9b", "Gemma 2 9B", Gemma2_9B, _GEMMA2_SOURCE, "google/gemma-2-9b"),
-    _spec("gemma2-27b", "Gemma 2 27B", Gemma2_27B, _GEMMA2_SOURCE, "google/gemma-2-27b"),
+    _spec("gemma-2b", "Gemma 2B", Gemma2B, _GEMMA_SOURCE),
+    _spec("gemma-7b", "Gemma 7B", Gemma7B, _GEMMA_SOURCE),
+    _spec("gemma2-2b", "Gemma 2 2B", Gemma2_2B, _GEMMA2_SOURCE),
+    _spec("gemma2-9b", "Gemma 2 9B", Gemma2_9B, _GEMMA2_SOURCE),
+    _spec("gemma2-27b", "Gemma 2 27B", Gemma2_27B, _GEMMA2_SOURCE),
 ]
 """The zoo entries of this family."""

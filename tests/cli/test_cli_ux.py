@@ -42,6 +42,13 @@ HF_PARAMETERS = {
     "microsoft/resnet-50": 25_557_032,
     "microsoft/resnet-101": 44_549_160,
     "microsoft/resnet-152": 60_192_808,
+    # LlamaForCausalLM, untied head, no biases (Llama 2: vocabulary 32,000; Llama 3: 128,256)
+    "meta-llama/Llama-2-7b-hf": 6_738_415_616,
+    "meta-llama/Llama-2-13b-hf": 13_015_864_320,
+    "meta-llama/Llama-2-70b-hf": 68_976_648_192,
+    "meta-llama/Meta-Llama-3-8B": 8_030_261_248,
+    "meta-llama/Meta-Llama-3-70B": 70_553_706_496,
+    "meta-llama/Llama-3.1-405B": 405_853_388_800,
 }
 
 
