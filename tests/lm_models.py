@@ -378,3 +378,22 @@ def nnx_split_state(cfg: LMConfig = CONFIG, head: str = "attend") -> tuple[nnx.G
         return model, nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
 
     return nnx.split(nnx.eval_shape(create))
+
+
+def nnx_functional_step(cfg: LMConfig = CONFIG, head: str = "decode"):
+    """(step, params, rest, opt_state, batch): the functional NNX form, ``nnx.split(model,
+    nnx.Param, ...)`` and a plain optax optimizer over the Params' state, the model merged
+    inside the loss of a ``jax.jit`` step."""
+    graphdef, params, rest = nnx.split(nnx_model(cfg, head), nnx.Param, ...)
+    tx = optax.adamw(1e-3)
+
+    @jax.jit
+    def step(params, rest, opt_state, batch):
+        def loss_fn(params):
+            return lm_loss(nnx.merge(graphdef, params, rest)(batch["inputs"]), batch["targets"])
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step, params, rest, jax.eval_shape(tx.init, params), batch_of(cfg)

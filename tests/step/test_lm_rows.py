@@ -82,10 +82,10 @@ def _step(step, *args) -> xla_cost.Report:
 # ---------------------------------------------------------------- a tied head through a method
 
 
-@pytest.mark.parametrize("head", ["attend", "decode", "shared"])
+@pytest.mark.parametrize("head", ["attend", "shared"])
 def test_linen_tied_head_is_the_embeddings_row(head):
-    """nn.Embed.attend, the Embedder's own decode, and decode called by a head module the
-    embedder is handed (outside the module that owns it): all in ``embedder``."""
+    """nn.Embed.attend called by the parent, and the Embedder's own decode called by a head
+    module the embedder is handed (outside the module that owns it): both in ``embedder``."""
     _check_rows(_analyze(L.LinenLM(CFG, head)), "linen", "attend" if head == "attend" else "decode")
 
 
@@ -113,6 +113,15 @@ def test_nnx_state_the_step_merges_itself_has_the_rows():
     which the name stacks do not carry (was: no module matched, rows 0% of the forward)."""
     graphdef, state = L.nnx_split_state(CFG, "attend")
     _check_rows(_step(L.nnx_state_step, graphdef, state, L.batch_of(CFG)), "nnx", "attend")
+
+
+def test_nnx_params_state_with_an_optax_optimizer_has_the_rows():
+    """``nnx.split(model, nnx.Param, ...)``'s Params as the step's parameters, merged in its
+    loss, Adam's moments over them (was: rows 0% of the forward)."""
+    report = _step(*L.nnx_functional_step(CFG, "decode"))
+    _check_rows(report, "nnx", "decode")
+    rows = {row.path: row for row in report.layers}
+    assert rows["embedder"].update_flops > 0  # Adam's moments mirror the Params: the layer's update
 
 
 # ---------------------------------------------------------------- parameters under any prefix
