@@ -131,9 +131,16 @@ def test_the_einsum_dispatch_costs_its_masks_and_contractions_over_the_gather():
     assert einsum["dispatch"] - gather["dispatch"] == difference
 
 
-def test_the_analysis_reports_active_parameters_and_the_padding():
-    model, inputs = build_model("mixtral-8x7b", **TINY), example_inputs("mixtral-8x7b", BATCH, **TINY)
-    report = xla_cost.analyze(model, inputs, optimizer="sgd", counter="jaxpr")
+@pytest.fixture(scope="module")
+def reports():
+    """The tiny Mixtral's step counted from the jaxpr, plain and with each block rematerialised."""
+    inputs = example_inputs("mixtral-8x7b", BATCH, **TINY)
+    return {remat: xla_cost.analyze(build_model("mixtral-8x7b", remat=remat, **TINY), inputs, optimizer="sgd",
+                                    counter="jaxpr") for remat in ("none", "full")}
+
+
+def test_the_analysis_reports_active_parameters_and_the_padding(reports):
+    report = reports["none"]
     total, active = closed_form(TINY)
     assert (report.parameters, report.active_parameters) == (total, active)
     # 32 tokens x top 2 = 64 assignments in E x C = 4 x 20 = 80 slots: 1 - 64/80 = 20% padding
@@ -167,3 +174,30 @@ def test_bad_options_are_refused_in_one_line(change, match):
     config = {**TINY, "d_model": 32, "d_ff": 32, "n_head": 2, "n_kv_head": 1, **change}
     with pytest.raises(xla_cost.InputError, match=match):
         count_parameters("mixtral-8x7b", **config)
+
+
+def test_full_remat_recomputes_the_blocks_forward(reports):
+    plain, remat = reports["none"], reports["full"]
+    assert remat.phases["forward"].flops == plain.phases["forward"].flops
+    # the backward pass runs every block's forward again, its products (all but the head's) less the
+    # last one, the combine einsum 2*N*E*C*d, whose result no gradient reads, and under 1% of
+    # elementwise work beside them
+    expected = forward_matmul_flops(TINY, BATCH, "einsum")
+    combine = TINY["n_layer"] * 2 * BATCH * TINY["seq_len"] * TINY["n_experts"] * 20 * TINY["d_model"]
+    blocks = sum(expected.values()) - expected["head"] - combine
+    recomputed = remat.hardware_flops - remat.model_flops
+    assert blocks <= recomputed <= 1.01 * blocks
+    assert plain.hardware_flops == plain.model_flops
+
+
+def test_a_fine_grained_model_with_shared_experts_and_a_dense_layer_counts_alike_scanned_or_not():
+    config = {**TINY, "d_model": 32, "d_ff": 16, "n_head": 2, "n_kv_head": 2, "n_layer": 3, "n_experts": 8,
+              "top_k": 3, "n_shared_experts": 2, "n_dense_layers": 1, "dense_d_ff": 64, "normalize_top_k": False,
+              "dispatch": "gather"}
+    inputs = example_inputs("deepseek-moe-16b", 1, **config)
+    for scan in (False, True):
+        model = build_model("deepseek-moe-16b", **{**config, "scan_layers": scan})
+        params = jax.eval_shape(lambda x, m=model: m.init(jax.random.key(0), x), inputs)["params"]
+        total = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
+        assert (total, active_parameters(params, declared_routing(model, inputs))) == closed_form(config)
+        assert ("dense_layers" in params or "dense_layers_0" in params) and "shared_experts" in str(params)
