@@ -322,6 +322,21 @@ def _fused_attention_backward(
     return _fused_attention(ins, outs, layout, dropout_rate, backward=True)
 
 
+@register("scaled_matmul_wrapper", "scaled_matmul")
+def _block_scaled_matmul(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost | None:
+    # jax.nn.scaled_matmul (and scaled_dot_general's MXFP8 / NVFP4 products): lhs [B, M, K]
+    # and rhs [B, N, K] in a narrow float (float8_e4m3fn, float8_e5m2, float4), each with a
+    # scale per block of K, into [B, M, N]. Its arithmetic is the product, 2 FLOP per
+    # multiply-add, as a block-scaled tensor-core kernel runs it (the scales applied in the
+    # multiply-accumulate); a target without such a kernel (an H100) adds its dequantization
+    # (`xla_cost.analysis.costs.library_flops` compares the two counts).
+    if len(ins) < 2 or len(ins[0].shape) != 3 or len(ins[1].shape) != 3 or not outs:
+        return None
+    batch, m, k = ins[0].shape
+    flops = FLOPS_PER_FMA * batch * m * ins[1].shape[1] * k
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), products=flops)
+
+
 # ------------------------------------------------------------------ reductions
 
 _REDUCTIONS = (
