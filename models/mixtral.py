@@ -88,20 +88,18 @@ def capacity(group_tokens: int, experts: int, top_k: int, capacity_factor: float
     return max(1, math.ceil(capacity_factor * group_tokens * top_k / experts))
 
 
-def moe_parameters(vocab_size: int, n_layer: int, d_model: int, n_head: int, n_kv_head: int, d_ff: int,
-                   n_experts: int, top_k: int, n_shared_experts: int = 0, n_dense_layers: int = 0,
-                   dense_d_ff: int = 0, head_dim: int = 0) -> tuple[int, int]:
-    """``(total, active)`` parameters of `Mixtral` in closed form (``head_dim`` 0: ``d_model / n_head``;
-    ``dense_d_ff`` 0: ``d_ff``)."""
-    d, h = d_model, head_dim or d_model // n_head
-    attention = 2 * d * n_head * h + 2 * d * n_kv_head * h + 2 * d
-    dense = attention + 3 * d * (dense_d_ff or d_ff)
-    shared = 3 * d * d_ff * n_shared_experts
-    routed, active = 3 * d * d_ff * n_experts, 3 * d * d_ff * top_k
-    rest = 2 * vocab_size * d + d + n_dense_layers * dense
-    moe_layers = n_layer - n_dense_layers
-    return (rest + moe_layers * (attention + d * n_experts + shared + routed),
-            rest + moe_layers * (attention + d * n_experts + shared + active))
+def moe_parameters(model: Mixtral) -> tuple[int, int]:
+    """``(total, active)`` parameters of a `Mixtral` in closed form, from its configuration."""
+    d, n, kv = model.d_model, model.n_head, model.n_kv_head
+    h, f, e = model.head_dim or d // n, model.d_ff, model.n_experts
+    attention = 2 * d * n * h + 2 * d * kv * h + 2 * d
+    dense = attention + 3 * d * (model.dense_d_ff or f)
+    shared = 3 * d * f * model.n_shared_experts
+    rest = 2 * model.vocab_size * d + d + model.n_dense_layers * dense
+    layers = model.n_layer - model.n_dense_layers
+    return (rest + layers * (attention + d * e + shared + 3 * d * f * e),
+            rest + layers * (attention + d * e + shared + 3 * d * f * model.top_k))
+
 
 def _dense_init(m: Any) -> dict[str, Any]:
     return {"dtype": m.dtype, "param_dtype": m.param_dtype, "kernel_init": nn.initializers.normal(_INIT_STD)}

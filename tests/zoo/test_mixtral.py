@@ -18,6 +18,7 @@ import pytest
 import xla_cost
 from xla_cost.step.routing import active_parameters, declared_routing
 from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
+from xla_cost.zoo.mixtral import moe_parameters
 
 PUBLISHED = {
     # Mistral AI, "Mixtral of experts" (2023-12-11): "46.7B total parameters but only uses 12.9B
@@ -58,6 +59,7 @@ def test_total_and_active_parameters_of_the_published_configurations(name):
     active = active_parameters(params, declared_routing(model, inputs))
     assert (total, active) == closed_form(config)
     assert count_parameters(name) == total
+    assert moe_parameters(model) == (total, active)  # the family's own closed form agrees
     published_total, published_active = PUBLISHED[name]
     assert round(total / 1e9, 1) == published_total / 1e9  # as published, to the 0.1B they print
     assert round(active / 1e9, 1) == published_active / 1e9
