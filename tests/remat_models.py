@@ -8,8 +8,9 @@ static. The remat forms:
 
 * Linen, blocks made in ``setup()`` as ``nn.remat(Block, static_argnums=(3, 4),
   policy=...)`` and kept in a list (``[B(cfg, name=str(i)) for i in ...]``: EasyLM's and
-  many a fine-tuning repository's layout); the same in a compact ``__call__``;
-  ``nn.remat_scan`` over the block; ``nn.scan`` over ``nn.remat(Block)``;
+  many a fine-tuning repository's layout), also in a module nested in others; the same
+  in a compact ``__call__``; a rematted stack of rematted blocks; ``nn.remat_scan`` over
+  the block; ``nn.scan`` over ``nn.remat(Block)``;
 * NNX: ``nnx.remat`` of the block's ``__call__`` per block, and ``nnx.scan`` over blocks
   made by ``nnx.vmap`` with ``nnx.remat`` inside the scanned function.
 
@@ -277,6 +278,34 @@ class CompactLM(nn.Module):
         mask = causal_mask(tokens.shape[1])
         for i in range(cfg.layers):
             x = block(cfg, name=str(i))(x, mask, deterministic, False)
+        return nn.Dense(cfg.vocab, use_bias=False, name="lm_head")(RMSNorm(name="norm")(x))
+
+
+class RematStack(nn.Module):
+    """Compact: the blocks, each ``nn.remat(Block, static_argnums=(3, 4), policy=...)``."""
+
+    cfg: Config
+    policy: str
+
+    @nn.compact
+    def __call__(self, x, mask):
+        block = nn.remat(Block, static_argnums=(3, 4), policy=POLICIES[self.policy])
+        for i in range(self.cfg.layers):
+            x = block(self.cfg, name=str(i))(x, mask, True, False)
+        return x
+
+
+class NestedRematLM(nn.Module):
+    """A checkpoint inside a checkpoint: ``nn.remat(RematStack)`` around the rematted blocks."""
+
+    cfg: Config = CONFIG
+    policy: str = "nothing_saveable"
+
+    @nn.compact
+    def __call__(self, tokens):
+        cfg = self.cfg
+        x = nn.Embed(cfg.vocab, cfg.d_model, name="embed")(tokens)
+        x = nn.remat(RematStack)(cfg, self.policy, name="decoder")(x, causal_mask(tokens.shape[1]))
         return nn.Dense(cfg.vocab, use_bias=False, name="lm_head")(RMSNorm(name="norm")(x))
 
 

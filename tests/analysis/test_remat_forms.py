@@ -78,6 +78,7 @@ FORMS = {
         "checkpoint_dots_with_no_batch_dims", "linen"),
     "compact, nothing_saveable": (lambda: _linen(R.CompactLM(CFG, "nothing_saveable")), "nothing_saveable", "linen"),
     "compact, dots_saveable": (lambda: _linen(R.CompactLM(CFG, "dots_saveable")), "dots_saveable", "linen"),
+    "nn.remat around nn.remat'd blocks": (lambda: _linen(R.NestedRematLM(CFG)), "nothing_saveable", "nested"),
     "nn.scan over nn.remat": (lambda: _linen(R.ScanLM(CFG, "nothing_saveable")), "nothing_saveable", "scan"),
     "nn.remat_scan": (lambda: _linen(R.RematScanLM(CFG)), "nothing_saveable", "remat_scan"),
     "nnx.remat, nothing_saveable": (lambda: _nnx(R.NnxRematLM, "nothing_saveable"), "nothing_saveable", "nnx"),
@@ -101,16 +102,20 @@ def analysed(form: str):
 @functools.cache
 def plain(kind: str):
     # nn.remat_scan's stack is a scan of L scans of one block each: compared with nn.scan's
-    return PLAIN["scan" if kind == "remat_scan" else kind]()
+    return PLAIN[{"remat_scan": "scan", "nested": "linen"}.get(kind, kind)]()
 
 
 def recomputed(cfg: R.Config, form: str) -> int:
     """L blocks' recomputation; ``nn.remat_scan`` (lengths (L, 1): a checkpointed scan of one
     block per layer) recomputes each block's whole forward, the down projection and the last
-    residual add included: the inner scan's carry is its result."""
-    policy = FORMS[form][1]
-    if FORMS[form][2] == "remat_scan":
+    residual add included: the inner scan's carry is its result. A checkpoint around
+    checkpointed blocks recomputes the blocks' forward for their inputs, then each block's
+    own checkpoint recomputes its block again."""
+    policy, kind = FORMS[form][1], FORMS[form][2]
+    if kind == "remat_scan":
         return cfg.layers * R.block_forward_flops(cfg)
+    if kind == "nested":  # the outer checkpoint recomputes every block but the last (whose input the last's saves)
+        return (cfg.layers - 1) * R.block_forward_flops(cfg) + cfg.layers * R.recomputed_flops(cfg, policy)
     return cfg.layers * R.recomputed_flops(cfg, policy)
 
 

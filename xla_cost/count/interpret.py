@@ -686,45 +686,52 @@ def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:
     """The paths (as `count_jaxpr` walks: an index per level, ``"body"``/``"cond"`` of a
     while loop, ``"b0"``.. of a cond's branches) of the ``jax.checkpoint`` recomputations
     that repeat a forward equation that also ran: each equation under ``transpose`` in the
-    remat scope is matched, in order, to one under ``jvp`` outside it with the same scopes
-    (`xla_cost.count.stacks.model_scopes`), primitive and result shapes. The rest ran only
-    there: the forward of ``jax.grad`` of a checkpointed loss (its primal is dead code),
-    the masks autodiff adds for the backward pass (a ReLU's), not a recomputation."""
-    found: list[tuple[tuple[Any, ...], str, Any]] = []
+    remat scope is matched, in order, to one that ran before it with the same scopes
+    (`xla_cost.count.stacks.model_scopes`), primitive and result shapes: under ``jvp``
+    outside every checkpoint, or, for a checkpoint inside a checkpoint's backward pass
+    (a rematted block in a rematted stack), in the remat scope of a checkpoint around it,
+    which ran it again first. The rest ran only there: the forward of ``jax.grad`` of a
+    checkpointed loss (its primal is dead code), the masks autodiff adds for the backward
+    pass (a ReLU's), not a recomputation."""
+    found: list[tuple[tuple[Any, ...], str, Any, int]] = []  # path, stack, equation, checkpoints around it
 
-    def walk(inner: Any, base: tuple[Any, ...], prefix: str) -> None:
+    def walk(inner: Any, base: tuple[Any, ...], prefix: str, depth: int) -> None:
         for index, eqn in enumerate(getattr(inner, "jaxpr", inner).eqns):
             path, name = (*base, index), eqn.primitive.name
             stack = join_stack(prefix, str(eqn.source_info.name_stack))
             sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) if name in CALL_LIKE else None
             if sub is not None:
-                walk(sub, path, stack)
+                remat = name in REMAT_PRIMITIVES and bool(eqn.params.get("differentiated"))
+                walk(sub, path, stack, depth + remat)
                 continue
-            found.append((path, stack, eqn))
+            found.append((path, stack, eqn, depth))
             if name == "scan":
-                walk(eqn.params["jaxpr"], path, stack)
+                walk(eqn.params["jaxpr"], path, stack, depth)
             elif name == "while":
-                walk(eqn.params["body_jaxpr"], (*path, "body"), stack)
-                walk(eqn.params["cond_jaxpr"], (*path, "cond"), stack)
+                walk(eqn.params["body_jaxpr"], (*path, "body"), stack, depth)
+                walk(eqn.params["cond_jaxpr"], (*path, "cond"), stack, depth)
             elif name == "cond":
                 for k, branch in enumerate(eqn.params["branches"]):
-                    walk(branch, (*path, f"b{k}"), stack)
+                    walk(branch, (*path, f"b{k}"), stack, depth)
 
     def twin(stack: str, eqn: Any) -> tuple[Any, ...]:
         # a remat repeats its call site: transpose(jvp(LM))/model/jvp(LM)/model/rematted_computation/b0
         return (model_scopes(stack), eqn.primitive.name,
                 tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in eqn.outvars))
 
-    walk(jaxpr, (), "")
-    primal = collections.Counter(twin(stack, eqn) for _, stack, eqn in found
-                                 if classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)
+    walk(jaxpr, (), "", 0)
+    primal = collections.Counter(twin(stack, eqn) for _, stack, eqn, depth in found
+                                 if depth == 0 and classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)
+    recomputing = [(path, max(depth, 1), twin(stack, eqn)) for path, stack, eqn, depth in found
+                   if REMAT_SCOPE in stack and classify_pass(stack) == "backward"]
     repeated = set()
-    for path, stack, eqn in found:
-        if REMAT_SCOPE in stack and classify_pass(stack) == "backward":
-            key = twin(stack, eqn)
+    for level in sorted({depth for _, depth, _ in recomputing}):  # outer checkpoints first
+        ran = [(path, key) for path, depth, key in recomputing if depth == level]
+        for path, key in ran:
             if primal[key] > 0:
                 primal[key] -= 1
                 repeated.add(path)
+        primal.update(key for _, key in ran)  # what a checkpoint inside this one's backward pass repeats
     return frozenset(repeated)
 
 
