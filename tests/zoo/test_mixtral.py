@@ -147,7 +147,7 @@ def test_the_analysis_reports_active_parameters_and_the_padding(reports):
     assert (report.parameters, report.active_parameters) == (total, active)
     # 32 tokens x top 2 = 64 assignments in E x C = 4 x 20 = 80 slots: 1 - 64/80 = 20% padding
     note = next(n for n in report.notes if n.startswith("mixture of experts"))
-    assert "64 of E x C = 4 x 20 = 80 expert slots" in note and "at least 20.0%" in note
+    assert "64 assignments for E x C = 4 x 20 = 80 expert slots" in note and "at least 20.0%" in note
     assert f"{total:,} parameters ({active:,} active per token)" in report.to_table(width=400)
     back = xla_cost.Report.from_dict(report.to_dict())
     assert back.active_parameters == active

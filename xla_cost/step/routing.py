@@ -171,11 +171,12 @@ def routing_notes(routing: Sequence[Routing]) -> tuple[str, ...]:
             share = (f"at least {r.padding:.1%} of the experts' FLOP is capacity padding (exactly that if the "
                      "router balances the tokens perfectly; dropped tokens leave more slots empty)")
         else:
-            share = (f"at least {-r.padding:.1%} of the routed assignments are dropped (the capacity holds "
+            dropped = 1.0 - r.slots / (r.top_k * r.group_tokens)
+            share = (f"at least {dropped:.1%} of the routed assignments are dropped (the capacity holds "
                      "fewer than the tokens route)")
         notes.append(
             f"mixture of experts ({r.pattern}, {layers}{how}): each group of {r.group_tokens} tokens routed to "
-            f"top {r.top_k} of {r.experts} experts fills {r.top_k * r.group_tokens} of E x C = {r.experts} x "
-            f"{r.capacity} = {r.slots} expert slots, all computed: {share}"
+            f"top {r.top_k} of {r.experts} experts makes {r.top_k * r.group_tokens} assignments for E x C = "
+            f"{r.experts} x {r.capacity} = {r.slots} expert slots, all computed: {share}"
         )
     return tuple(notes)
