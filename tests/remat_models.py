@@ -11,7 +11,8 @@ static. The remat forms:
   many a fine-tuning repository's layout), also in a module nested in others; the same
   in a compact ``__call__``; a rematted stack of rematted blocks; ``nn.remat_scan`` over
   the block; ``nn.scan`` over ``nn.remat(Block)``;
-* NNX: ``nnx.remat`` of the block's ``__call__`` per block, and ``nnx.scan`` over blocks
+* NNX: ``nnx.remat`` of the block's ``__call__`` per block (also in a nested module), and
+  ``nnx.scan`` over blocks
   made by ``nnx.vmap`` with ``nnx.remat`` inside the scanned function.
 
 The closed forms beside them count what the definitions compute, operation by operation,
@@ -422,6 +423,17 @@ class NnxRematLM(nnx.Module):
         for block in self.blocks:
             x = call(block, x, mask, True)
         return self.lm_head(self.norm(x))
+
+
+class NnxCausalLM(nnx.Module):
+    """`NnxRematLM` as the ``model`` of a causal-LM wrapper: the checkpoints called inside a
+    nested module."""
+
+    def __init__(self, cfg: Config = CONFIG, policy: str | None = "nothing_saveable", *, rngs: nnx.Rngs):
+        self.model = NnxRematLM(cfg, policy, rngs=rngs)
+
+    def __call__(self, tokens):
+        return self.model(tokens)
 
 
 class NnxScanLM(nnx.Module):

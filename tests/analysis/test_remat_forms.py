@@ -14,12 +14,15 @@ out) equals the backward without remat, plus the rounding jax's checkpoint puts 
 policy saves (a ``reduce_precision`` per element); and the train step's parts agree with
 ``analyze``'s: the recomputation in its backward, flagged there, not in its forward.
 
-Before the fix (issue 50), blocks made in ``setup()`` of a module nested in another were not
-recognised: the backward pass's checkpoint repeats its call site in the name stack
+Before the fix (issue 50), checkpoints called in a module nested in another (Linen blocks made
+in ``setup()`` of a decoder, NNX blocks of a wrapped model) were not recognised: the backward
+pass's checkpoint repeats its call site in the name stack
 (``transpose(jvp(CausalLM))/model/decoder/jvp(CausalLM)/model/decoder/rematted_computation/0/q``),
 so no recomputed equation matched the forward's; ``analyze`` gave model = hardware FLOP
 (backward/forward 2.66 here) and ``analyze_step`` counted the recomputation as forward
-(+69%, backward/forward 1.16).
+(+69%, backward/forward 1.16). In every form, ``analyze_step``'s backward model FLOP kept the
+recomputation (the parts carried none of it), and a checkpoint's derivative work that repeats
+no forward (an RMSNorm's rsqrt derivative) and jax's rounding of saved values went to the forward.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ FORMS = {
     "nn.remat_scan": (lambda: _linen(R.RematScanLM(CFG)), "nothing_saveable", "remat_scan"),
     "nnx.remat, nothing_saveable": (lambda: _nnx(R.NnxRematLM, "nothing_saveable"), "nothing_saveable", "nnx"),
     "nnx.remat, dots_saveable": (lambda: _nnx(R.NnxRematLM, "dots_saveable"), "dots_saveable", "nnx"),
+    "nnx.remat in a nested module": (lambda: _nnx(R.NnxCausalLM, "nothing_saveable"), "nothing_saveable", "nnx"),
     "nnx.scan over nnx.remat": (lambda: _nnx(R.NnxScanLM, "nothing_saveable"), "nothing_saveable", "nnx_scan"),
 }
 
