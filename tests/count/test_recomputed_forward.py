@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from xla_cost import count_function
 
@@ -39,3 +40,25 @@ def test_a_function_without_checkpoint_recomputes_nothing():
         return jnp.sum(_checkpointed(w, x))
 
     assert count_function(jax.value_and_grad(loss), VECTOR, VECTOR).recomputed.flops == 0
+
+
+def _block(w, x, activation):
+    return getattr(jnp, activation)(x @ w) @ w  # two products around an activation
+
+
+@pytest.mark.parametrize("checkpoint", [jax.checkpoint, jax.remat])
+def test_static_arguments_and_a_policy(checkpoint):
+    # two blocks in a row, the activation's name a static argument (issue 50)
+    w, x = jax.ShapeDtypeStruct((N, N), jnp.float32), jax.ShapeDtypeStruct((4, N), jnp.float32)
+
+    def loss(policy):
+        block = checkpoint(_block, static_argnums=(2,), policy=policy)
+        return lambda w, x: jnp.sum(block(w, block(w, x, "tanh"), "tanh") ** 2)
+
+    everything = count_function(jax.value_and_grad(loss(None)), w, x).recomputed
+    dots = count_function(jax.value_and_grad(loss(jax.checkpoint_policies.dots_saveable)), w, x).recomputed
+    # nothing saved: each block's first product and its tanh again (the second product's result is the
+    # next block's saved input, or the loss's, read outside the checkpoint): 2 x (2 * 4 * N * N) FLOP
+    assert (everything.flops, everything.transcendentals) == (2 * 2 * 4 * N * N, 2 * 4 * N)
+    # the products saved: the tanh alone again, a transcendental per element, no FLOP
+    assert (dots.flops, dots.transcendentals) == (0, 2 * 4 * N)
