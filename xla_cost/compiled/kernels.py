@@ -385,6 +385,7 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
     (``notes`` says so), and so are the library calls in it counted in these
     figures (`xla_cost.analysis.costs.best` adds the other iterations from the
     jaxpr, theirs with the rest); ``library`` counts them once per iteration.
+    Fused attention's exps are put in its transcendentals.
 
     Args:
       compiled: a ``jax.stages.Compiled``.
@@ -417,9 +418,34 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
         if raw is None:
             return _no_costs(reason, library)
         source = "module+library"
-    costs, unknown = _with_library(raw, counted, _library_flops(module, computation_runs(module, loops_once=True)),
-                                   text)
+    once = computation_runs(module, loops_once=True)
+    costs, unknown = _with_library(raw, counted, _library_flops(module, once), text)
+    exps = _library_transcendentals(module, once)
+    if exps:
+        costs["transcendentals"] = costs.get("transcendentals", 0.0) + exps
     return ModuleCosts(costs, source, unknown, notes, library)
+
+
+def _library_transcendentals(module: Module, runs: Mapping[str, Runs]) -> int:
+    """The transcendentals of the library calls XLA's analysis leaves out: the exps
+    of cuDNN's fused attention (`xla_cost.count.attention.attention_transcendentals`),
+    each call times ``runs``; a call whose shape cannot be read adds none (its FLOP
+    are named unknown)."""
+    total = 0
+    for computation in module.computations.values():
+        run = runs[computation.name]
+        if not run.reachable or run.executions is None:
+            continue
+        for instruction in computation.instructions:
+            target = library_call_target(instruction)
+            if target is None or not target.startswith("__cudnn$fmha"):
+                continue
+            config = _backend_config(instruction).get("cudnn_fmha_backend_config", {})
+            dims = config.get("intermediate_tensor_shape", {}).get("dimensions") if isinstance(config, dict) else None
+            if dims and len(dims) == 4:
+                scores = math.prod(int(d) for d in dims)
+                total += attention.attention_transcendentals(scores, "Backward" in target) * run.executions
+    return total
 
 
 def _no_costs(reason: str, library: LibraryFlops | None = None) -> ModuleCosts:

@@ -25,7 +25,7 @@ calls by the same functions.
 
 from __future__ import annotations
 
-__all__ = ["SOFTMAX_FLOP", "FMA", "products", "attention_flops"]
+__all__ = ["SOFTMAX_FLOP", "FMA", "products", "attention_flops", "attention_transcendentals"]
 
 FMA = 2
 """FLOP per multiply-add (XLA's convention, `xla_cost.count.registry.FLOPS_PER_FMA`)."""
@@ -48,3 +48,9 @@ def attention_flops(scores: int, qk_head: int, v_head: int, backward: bool, bias
     """FLOP of one fused attention call (forward or backward): its `products`
     and its softmax (`SOFTMAX_FLOP` per score, one more with a bias)."""
     return products(scores, qk_head, v_head, backward) + scores * (SOFTMAX_FLOP + (1 if bias else 0))
+
+
+def attention_transcendentals(scores: int, backward: bool) -> int:
+    """Transcendentals of one fused attention call: the exp of every score
+    forward; none backward (the dense model's backward pass reuses the exps)."""
+    return 0 if backward else scores

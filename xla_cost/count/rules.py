@@ -303,7 +303,7 @@ def _fused_attention(
     heads = (query.shape[-1], value.shape[-1])
     return Cost(
         flops=_attention.attention_flops(scores, *heads, backward, size(bias) > 0),
-        transcendentals=0 if backward else scores, bytes_accessed=io_bytes(ins, outs),
+        transcendentals=_attention.attention_transcendentals(scores, backward), bytes_accessed=io_bytes(ins, outs),
         products=_attention.products(scores, *heads, backward),
     )
 
