@@ -407,10 +407,10 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 21
+ANALYSES_FORMAT = 22
 """Version of the analyses cache's entries; a change makes old entries unused (21: a GPU
 target's library calls in a loop's body counted once in its FLOP, as XLA counts the body,
-`xla_cost.compiled.kernels.module_costs`)."""
+`xla_cost.compiled.kernels.module_costs`; 22: fused attention's exps in its transcendentals)."""
 
 
 def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
