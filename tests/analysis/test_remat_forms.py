@@ -153,10 +153,12 @@ def test_the_train_step_puts_the_recomputation_in_its_backward_and_flags_it(form
     forward, backward = step.phases["forward"], step.phases["backward"]
     assert backward.hardware_flops - backward.model_flops == recomputed(CFG, form)
     assert any(n.startswith("backward:") and "jax.checkpoint recomputes" in n for n in step.notes)
-    # the forward is analyze's (before the fix: +69%, the recomputation in it), to within the work jax
-    # hoists out of a scanned body or computes beside the forward for the backward pass (< 0.2%)
-    assert forward.flops == pytest.approx(report.phases["forward"].flops, rel=2e-3)
-    assert backward.model_flops == pytest.approx(report.phases["backward"].model_flops, rel=2e-3)
+    # the forward is analyze's (before the fix: +69%, the recomputation in it) but for B*T divisions: the
+    # final RMSNorm's (outside every checkpoint) rsqrt derivative, which autodiff computes beside the forward
+    # and whose reader is not under transpose (a step's forward keeps such work; analyze's grad - forward not)
+    moved = CFG.tokens
+    assert forward.flops - report.phases["forward"].flops == moved
+    assert backward.model_flops - report.phases["backward"].model_flops == -moved
     assert step.phases["train_step"].hardware_flops - step.phases["train_step"].model_flops == recomputed(CFG, form)
 
 
