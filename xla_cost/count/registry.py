@@ -47,12 +47,14 @@ class Cost:
         runs inside it (fused attention's ``Q K^T`` and ``P V``,
         `xla_cost.count.attention`): work for the matrix units, as a
         ``dot_general``'s whole ``flops`` are; 0 for every other primitive.
+        A detail of ``flops``, not compared (a per-layer row read back from
+        JSON, which does not keep it, equals the one counted).
     """
 
     flops: int = 0
     transcendentals: int = 0
     bytes_accessed: int = 0
-    products: int = 0
+    products: int = dataclasses.field(default=0, compare=False)
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
