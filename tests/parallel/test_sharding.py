@@ -346,3 +346,14 @@ def test_an_estimates_expert_axis_is_in_the_analysed_program_and_splits_its_batc
     priced = point(RunConfig("mixtral-8x7b", 1), "data", 1, 2, {"data": 3, "expert": 4}, 1)
     assert priced.run.mesh == {"expert": 4} and priced.run.batch_size == 2 * 4
     assert priced.layout.data == 3
+
+
+def test_an_expert_axis_without_experts_is_data_parallelism_and_says_so():
+    report = mlp_report((("expert", 8),))
+    assert "expert=8: no parameter is split over expert" in " ".join(report.notes)
+    # the batch is split over it: each device an eighth of the forward, every gradient all-reduced
+    one = mlp_report(())
+    assert report.phases["forward"].flops == pytest.approx(one.phases["forward"].flops / 8, rel=0.04)
+    reduced = total_bytes(c for c in collectives(report, "backward", None, ("expert",))
+                          if c.kind in ("all-reduce", "reduce-scatter"))
+    assert reduced == MLP_PARAMS * F32 + F32

@@ -724,6 +724,12 @@ def plan_sharding(
             "model, so its devices compute the same thing (pass param_sharding= rules or use "
             "nn.with_partitioning)"
         )
+    split = {a for spec in jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+             for entry in spec for a in axes_of(entry)}
+    if sizes.get("expert", 1) > 1 and "expert" not in split:
+        notes.append(
+            f"expert={sizes['expert']}: no parameter is split over expert (no experts' partition rule or "
+            "metadata), so it splits the batch alone, as data does")
     logical: tuple[tuple[str, Any], ...] | None = (
         tuple(logical_axis_rules) if logical_axis_rules is not None else DEFAULT_LOGICAL_RULES)
     foreign = _foreign_box_names(workload.params, tuple(jax_mesh.axis_names))
