@@ -395,7 +395,13 @@ setattr(Mixtral, ROUTING_ATTRIBUTE, _routing)  # `xla_cost.step.routing.declared
 
 class Mixtral8x7B(Mixtral):
     """Mixtral 8x7B (Jiang et al. 2024, Table 1): 32 layers, d 4096, 32 heads of 128,
-    8 key/value heads, 8 SwiGLU experts of 14336, top 2, V 32000, rotary base 10^6."""
+    8 key/value heads, 8 SwiGLU experts of 14336, top 2, V 32000, rotary base 10^6.
+
+    Mistral's own implementation routes without a capacity (dropless, MegaBlocks'
+    grouped products); here a capacity factor of 1.25 (Switch's training setting)
+    pads the experts' work by 20%; ``capacity_factor=4`` (``E / k``) drops no token
+    at four times the experts' FLOP. The paper trains at 32,768 tokens; the zoo's
+    default sequence is 4,096 (``--set seq_len=32768``)."""
 
 
 class DeepSeekMoE16B(Mixtral):
