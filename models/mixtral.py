@@ -398,7 +398,7 @@ class Mixtral8x7B(Mixtral):
     8 key/value heads, 8 SwiGLU experts of 14336, top 2, V 32000, rotary base 10^6.
 
     Mistral's own implementation routes without a capacity (dropless, MegaBlocks'
-    grouped products); here a capacity factor of 1.25 (Switch's training setting)
+    grouped products); here a capacity factor of 1.25 (one Switch Transformer trained with)
     pads the experts' work by 20%; ``capacity_factor=4`` (``E / k``) drops no token
     at four times the experts' FLOP. The paper trains at 32,768 tokens; the zoo's
     default sequence is 4,096 (``--set seq_len=32768``)."""
