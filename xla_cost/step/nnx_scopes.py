@@ -50,9 +50,13 @@ def tag_modules(node: Any) -> list[Any]:
         if not isinstance(root, (nnx.Module, nnx.Pytree)):
             continue
         for path, module in nnx.iter_modules(root):
-            if not hasattr(module, PATH_TAG):  # the first object holding a module names it
-                fresh.append(module)
+            if hasattr(module, PATH_TAG):  # the first object holding a module names it
+                continue
+            try:
                 setattr(module, PATH_TAG, tuple(str(p) for p in path))
+            except Exception:  # noqa: BLE001 - a module that refuses attributes is left unscoped
+                continue
+            fresh.append(module)
     return fresh
 
 
@@ -65,7 +69,8 @@ def tagged(node: Any) -> Iterator[None]:
         yield
     finally:
         for module in fresh:
-            delattr(module, PATH_TAG)
+            with contextlib.suppress(Exception):
+                delattr(module, PATH_TAG)
 
 
 def _module_classes(node: Any) -> set[type]:
