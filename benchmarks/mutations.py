@@ -366,8 +366,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dead and the whole forward becomes backward (issue 30, row 1)",
         (Edit(
             "xla_cost/count/step_parts.py",
-            "                if node.part == FORWARD and said == {BACKWARD}:",
-            "                if node.part == FORWARD and seen == {BACKWARD}:",
+            "                if node.part == FORWARD and (said == {BACKWARD} or rounding):",
+            "                if node.part == FORWARD and (seen == {BACKWARD} or rounding):",
         ),),
         tests=("tests/step/test_step_forms.py",),
     ),
@@ -853,6 +853,45 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the step checker notes an optimizer state only past 3x the parameters (Adam plus one copy passes unnoted)",
         (Edit("xla_cost/analysis/step_checks.py", "_MOMENTS = 2\n", "_MOMENTS = 3\n"),),
         tests=("tests/analysis/test_step_checks.py",),
+    ),
+    # ------------------------------------------------------------------ recomputation, every form (issue 50)
+    Mutation(
+        "checkpoint_call_site_counted_twice",
+        "a checkpoint's backward pass repeats its call site only at the root: blocks rematted in a module "
+        "nested in another (transpose(jvp(LM))/model/jvp(LM)/model/rematted_computation/..) match no forward",
+        (Edit("xla_cost/count/stacks.py", " and rest[:i] == rest[i:2 * i]), None)",
+              " and rest[:i] == rest[i:2 * i] and i == 1), None)"),),
+        tests=("tests/analysis/test_remat_forms.py",),
+    ),
+    Mutation(
+        "step_parts_without_their_recomputation",
+        "a classified step's parts carry no recomputation: analyze_step's backward model_flops keep it",
+        (Edit("xla_cost/count/interpret.py", "recomputed=self.part_recomputed.get(name, Cost()),",
+              "recomputed=Cost(),"),),
+        tests=("tests/analysis/test_remat_forms.py",),
+    ),
+    Mutation(
+        "nested_checkpoint_matched_against_the_forward_only",
+        "a checkpoint inside a checkpoint's backward pass is matched against the forward alone, not what the "
+        "outer one ran again: part of a rematted stack of rematted blocks is model arithmetic",
+        (Edit("xla_cost/count/interpret.py", "        primal.update(key for _, key in ran)", "        pass"),),
+        tests=("tests/analysis/test_remat_forms.py",),
+    ),
+    Mutation(
+        "checkpoint_derivative_work_is_forward",
+        "in a checkpoint that repeats a forward, the derivatives' own work (an RMSNorm's rsqrt derivative) "
+        "is taken for a forward whose primal is dead code: analyze_step's forward grows",
+        (Edit("xla_cost/count/step_parts.py", " and self.remat_call(n.path) not in repeating}", "}"),),
+        tests=("tests/analysis/test_remat_forms.py",),
+    ),
+    Mutation(
+        "policy_rounding_is_forward",
+        "the rounding a checkpoint policy puts on the values it saves (reduce_precision to their own type) "
+        "stays in analyze_step's forward",
+        (Edit("xla_cost/count/step_parts.py",
+              "                rounding = self.differentiates and _residual_rounding(node.eqn)",
+              "                rounding = False"),),
+        tests=("tests/analysis/test_remat_forms.py",),
     ),
     # ------------------------------------------------------------------ the report cache (issue 49)
     Mutation(
