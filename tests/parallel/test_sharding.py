@@ -319,18 +319,19 @@ def test_expert_parallel_mixtral_on_an_h100_mesh_moves_its_tokens_by_all_to_all(
     """--mesh expert=8: each device holds one expert of 8 and an eighth of the batch; the
     tokens reach their experts' devices and come back by all-to-alls XLA's partitioner
     inserts (the model constrains its expert slots, nothing is partitioned by hand)."""
-    experts, batch, t, d, f, top_k = 8, 8, 16, 32, 32, 2
-    cfg = {"vocab_size": 64, "seq_len": t, "n_layer": 1, "n_head": 2, "n_kv_head": 1, "d_model": d, "d_ff": f,
+    experts, batch, t, d, f, top_k, layers = 8, 8, 16, 32, 32, 2, 2
+    cfg = {"vocab_size": 64, "seq_len": t, "n_layer": layers, "n_head": 2, "n_kv_head": 1, "d_model": d, "d_ff": f,
            "n_experts": experts, "top_k": top_k, "capacity_factor": 1.25}
     report = xla_cost.analyze(build_model("mixtral-8x7b", **cfg), example_inputs("mixtral-8x7b", batch, **cfg),
                               optimizer="sgd", mesh={"expert": experts}, target="h100")
     assert report.mesh == {"expert": 8} and report.target == "h100"
     slots = -(-5 * t * top_k // (4 * experts))  # C = ceil(1.25 * T * k / E) = 5 per expert and sequence
-    # the [E, G, C, d] float32 slots, an eighth of them on each device: sent to the experts and back
+    # the [E, G, C, d] float32 slots, an eighth of them on each device: sent to the experts and back,
+    # in each of the scanned layers (the loop's collectives run once per layer)
     per_device = experts * batch * slots * d * F32 // 8
     for phase in ("forward", "backward"):
         moved = collectives(report, phase, "all-to-all", ("expert",))
-        assert sum(c.executions for c in moved) == 2 and {c.bytes for c in moved} == {per_device}, phase
+        assert sum(c.executions for c in moved) == 2 * layers and {c.bytes for c in moved} == {per_device}, phase
     assert collectives(report, "train_step", "all-to-all", ("expert",))
     specs = report.sharding["param_specs"]
     for name in ("gate_proj", "up_proj", "down_proj"):  # each device holds one expert's weights
