@@ -532,7 +532,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "simulated_device_limit_excludes_the_maximum",
         "a mesh of exactly MAX_SIMULATED_DEVICES (4,096) devices is refused as too many",
         (Edit(
-            "xla_cost/parallel/sharding.py",
+            "xla_cost/parallel/simulated.py",
             "if count > MAX_SIMULATED_DEVICES:",
             "if count >= MAX_SIMULATED_DEVICES:",
         ),),
