@@ -538,6 +538,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),),
         tests=("tests/parallel/test_sharding.py::test_the_cpu_simulates_at_most_4096_devices",),
     ),
+    # ------------------------------------------------------------------ mixtures of experts (issue 50)
+    Mutation(
+        "active_parameters_count_the_routed_experts_whole",
+        "a routed expert's parameters count whole in the active parameters, not top_k / experts of them",
+        (Edit(
+            "xla_cost/step/routing.py",
+            "share = Fraction(routing[index].top_k, routing[index].experts)",
+            "share = Fraction(1)",
+        ),),
+        tests=("tests/step/test_routing.py", "tests/zoo/test_mixtral.py::test_total_and_active_parameters_of_the_published_configurations"),
+    ),
+    Mutation(
+        "expert_slots_not_split_by_expert",
+        "the logical name of the experts' dimension of the dispatched slots maps to no mesh axis: no all-to-all",
+        (Edit(
+            "xla_cost/parallel/sharding.py",
+            '("activation_exp", "expert"),',
+            '("activation_exp", None),',
+        ),),
+        tests=("tests/parallel/test_sharding.py::test_expert_parallel_mixtral_on_an_h100_mesh_moves_its_tokens_by_all_to_all",),
+    ),
     # ------------------------------------------------------------------ compiled, split, units, store (issue 29)
     Mutation(
         "donated_layout_copy_is_the_updates",
