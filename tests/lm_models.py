@@ -212,16 +212,20 @@ def linen_train_step(state: train_state.TrainState, batch):
     return state.apply_gradients(grads=grads), loss
 
 
-def linen_state(cfg: LMConfig = CONFIG, head: str = "attend", nest: int = 1, extra: bool = False):
+def linen_state(cfg: LMConfig = CONFIG, head: str = "attend", nest: int = 1, extra: bool = False,
+                wrapper: str | None = None):
     """(model, abstract TrainState, batch): ``params`` is ``model.init``'s dict nested
     ``nest`` times below its ``params`` (1: ``{'params': ...}``, as ``model.init``
     returns it; 2: ``{'params': {'params': ...}}``); ``extra`` adds a collection
-    beside the parameters (``{'params': ..., 'stats': ...}``)."""
+    beside the parameters (``{'params': ..., 'stats': ...}``); ``wrapper`` keeps the
+    parameters' tree under a key of its own (``{'params': {'model': ...}}``)."""
     model = LinenLM(cfg, head)
     tokens = jnp.zeros((cfg.batch, cfg.seq), jnp.int32)
 
     def create(rng):
         variables = model.init(rng, tokens)
+        if wrapper:
+            variables = {**variables, "params": {wrapper: variables["params"]}}
         if extra:
             variables = {**variables, "stats": {"mean": jnp.zeros((cfg.d_model,))}}
         for _ in range(nest - 1):
@@ -230,7 +234,7 @@ def linen_state(cfg: LMConfig = CONFIG, head: str = "attend", nest: int = 1, ext
         def apply_fn(v, x):
             for _ in range(nest - 1):
                 v = v["params"]
-            return model.apply({"params": v["params"]}, x)
+            return model.apply({"params": v["params"][wrapper] if wrapper else v["params"]}, x)
 
         return train_state.TrainState.create(apply_fn=apply_fn, params=variables, tx=optax.adamw(1e-3))
 

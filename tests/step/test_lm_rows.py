@@ -127,13 +127,15 @@ def test_nnx_params_state_with_an_optax_optimizer_has_the_rows():
 # ---------------------------------------------------------------- parameters under any prefix
 
 
-@pytest.mark.parametrize(("nest", "extra"), [(1, False), (2, False), (1, True)],
-                         ids=["params", "params-params", "params-and-stats"])
-def test_linen_train_state_holding_the_variables_dict(nest, extra):
+@pytest.mark.parametrize(("nest", "extra", "wrapper"), [(1, False, None), (2, False, None), (1, True, "model")],
+                         ids=["params", "params-params", "params-model-and-stats"])
+def test_linen_train_state_holding_the_variables_dict(nest, extra, wrapper):
     """``state.params`` is ``model.init``'s ``{'params': ...}`` (``state.params['params']`` the
-    tree), nested twice, or with another collection beside it (not parameters): rows per
-    layer, matched (was: every name stack matched no module, rows 0% of the forward)."""
-    _, state, batch = L.linen_state(CFG, "attend", nest, extra)
+    tree), nested twice, or with the tree under a key of the user's own (``{'params':
+    {'model': ...}}``, a prefix the name stacks do not carry) and another collection beside
+    it (not parameters): rows per layer, matched (was: every name stack matched no module,
+    rows 0% of the forward)."""
+    _, state, batch = L.linen_state(CFG, "attend", nest, extra, wrapper)
     report = _step(L.linen_train_step, state, batch)
     _check_rows(report, "linen", "attend")
     assert report.parameters == L.lm_parameters(CFG)  # the stats collection's d floats are none

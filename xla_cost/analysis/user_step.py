@@ -533,16 +533,19 @@ def _matched(stacks: Mapping[str, int], prepared: UserStep) -> int:
 
 def _aligned(prepared: UserStep, stacks: Mapping[str, int]) -> UserStep:
     """The step with its parameters' module paths matched to its name stacks: of the
-    leading components every parameter's path shares (``params/`` of a TrainState whose
-    ``params`` holds ``model.init``'s whole dict, the model's position ``0/`` in an NNX
-    state of ``(model, optimizer)``), as many left out as make the most equations' stacks
-    resolve to a module (`UserStep.stripped`); none where leaving some out matches no more."""
+    leading components every parameter's path shares (the model's position ``0/`` in an
+    NNX state of ``(model, optimizer)``, a key of the user's own above the model's tree,
+    ``{'params': {'model': ...}}``), as many left out as make the most equations' stacks
+    resolve to a module (`UserStep.stripped`); none where leaving some out matches no more.
+    (A Linen variables dict under ``params`` is looked into before: `prepare_step`.)"""
     paths = [path.split("/") for path in prepared.param_paths if path]
     if prepared.kind != "jax" or not paths or not stacks:
         return prepared
     shared = 0
     while all(len(p) > shared + 1 for p in paths) and len({tuple(p[:shared + 1]) for p in paths}) == 1:
         shared += 1
+    if not shared:
+        return prepared
     best, most = prepared, _matched(stacks, prepared)
     for strip in range(1, shared + 1):
         candidate = prepared.stripped(strip)
