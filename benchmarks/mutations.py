@@ -792,8 +792,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a fused-attention backward not recognized ('backward' for 'Backward'): half its products counted",
         (Edit(
             "xla_cost/compiled/products.py",
-            'passes = 2 if "Backward" in target else 1',
-            'passes = 2 if "backward" in target else 1',
+            'backward = "Backward" in target',
+            'backward = "backward" in target',
         ),),
         tests=("tests/compiled/test_products.py",),
     ),
