@@ -15,6 +15,7 @@ from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCost
 from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
 from xla_cost.count.attribution import REMAINDER, module_path, module_tree, op_name_path, owner, with_ancestors
+from xla_cost.count.hoisted import Hoisted, hoisted_invariants
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.count.random_rules import RANDOM_PRIMITIVES, THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.parallel import sharding as _sharding
@@ -22,7 +23,7 @@ from xla_cost.step import phases
 
 __all__ = [
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
-    "attention_flops", "phase_costs", "all_phases", "conversions", "MATMULS",
+    "attention_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives", "conversions", "MATMULS",
 ]
 
 
@@ -307,7 +308,62 @@ def all_phases(
     for phase in phases.DECLARED:
         if phase.name not in costs:
             costs[phase.name] = PhaseCosts.derive(phase, costs)
+    if "forward" in programs and "grad" in programs and "backward" in costs:
+        costs["backward"], found = with_hoisted(
+            costs["backward"], hoisted_invariants(programs["forward"].counted, programs["grad"].counted, MATMULS),
+            plan.devices if plan is not None else 1)
+        notes += found
+    if "backward" in costs:
+        costs["backward"], found = without_negatives("backward", costs["backward"])
+        notes += found
     return {name: costs[name] for name in phases.NAMES}, notes
+
+
+def with_hoisted(backward: PhaseCosts, hoisted: Hoisted, devices: int = 1) -> tuple[PhaseCosts, list[str]]:
+    """``backward`` (grad - forward) with the forward's loop-invariant work that the grad program
+    computed once outside its loop added back (`xla_cost.count.hoisted`): the grad program's forward
+    share is the forward less that work, and the backward pass is what the grad program does beyond
+    its forward share. Per-device figures (``flops``, ``transcendentals``, model and hardware FLOP)
+    take ``1/devices`` of it, the jaxpr's figures all of it. Returns the costs and a note saying how
+    much and where; ``backward`` itself and no note where nothing was hoisted."""
+    cost = hoisted.cost
+    if not (cost.flops or cost.transcendentals or cost.bytes_accessed):
+        return backward, []
+
+    def plus(value: int | None, extra: int, share: int = devices) -> int | None:
+        return None if value is None else value + round(extra / share)
+
+    updated = dataclasses.replace(
+        backward,
+        flops=plus(backward.flops, cost.flops), transcendentals=plus(backward.transcendentals, cost.transcendentals),
+        jaxpr_flops=plus(backward.jaxpr_flops, cost.flops, 1),
+        jaxpr_transcendentals=plus(backward.jaxpr_transcendentals, cost.transcendentals, 1),
+        jaxpr_bytes_accessed=plus(backward.jaxpr_bytes_accessed, cost.bytes_accessed, 1),
+        model_flops=plus(backward.model_flops, cost.flops), hardware_flops=plus(backward.hardware_flops, cost.flops),
+        matmul_flops=plus(backward.matmul_flops, hoisted.matmul_flops, 1),
+    )
+    shown = "; ".join(hoisted.where[:4]) + (f" and {len(hoisted.where) - 4} more" if len(hoisted.where) > 4 else "")
+    return updated, [
+        f"backward: the grad program computes {cost.flops:,} FLOP and {cost.transcendentals:,} transcendentals of "
+        f"the forward's loop-invariant work once, outside the loop, where the forward program repeats it in every "
+        f"iteration (jax's scan partial evaluation hoists it: {shown}); backward is grad less the grad's own "
+        f"forward share (forward less that work), so forward + backward exceed grad by it"
+    ]
+
+
+def without_negatives(name: str, costs: PhaseCosts) -> tuple[PhaseCosts, list[str]]:
+    """A derived phase's counts with any below zero made unknown (None), each with a note giving
+    the difference its formula gave: a count is never negative, and one that comes out so says
+    that the programs it is derived from do not split as the formula assumes."""
+    negative = {key: getattr(costs, key) for key in ("flops", "transcendentals", "model_flops", "hardware_flops",
+                                                     "jaxpr_flops", "jaxpr_transcendentals")
+                if getattr(costs, key) is not None and getattr(costs, key) < 0}
+    if not negative:
+        return costs, []
+    return dataclasses.replace(costs, **dict.fromkeys(negative)), [
+        f"{name}: {key} unknown: its formula gives {value:,} (below zero: the programs it is derived from do "
+        "not split as the formula assumes)" for key, value in negative.items()
+    ]
 
 
 MATMULS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated"})

@@ -43,8 +43,9 @@ __all__ = ["REPORT_FORMAT", "report_key", "program_digest", "read_report", "writ
 
 _LOG = logging.getLogger("xla_cost")
 
-REPORT_FORMAT = 1
-"""Version of the report cache's keys; a change makes old entries unused."""
+REPORT_FORMAT = 2
+"""Version of the report cache's keys; a change makes old entries unused (2: a scanned model's
+backward adds back the forward's loop-invariant work its grad program hoists, `xla_cost.count.hoisted`)."""
 
 
 def _trees(workload: Workload) -> dict[str, Any]:

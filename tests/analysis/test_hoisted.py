@@ -1,0 +1,55 @@
+"""A scanned model's backward pass when jax's scan partial evaluation hoists the forward's
+loop-invariant work out of the loop in the grad program (`xla_cost.count.hoisted`): backward is the
+grad program's work beyond its own forward share, never negative."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import xla_cost
+from xla_cost.analysis.costs import without_negatives
+from xla_cost.zoo import build_model, example_inputs
+
+# tests/zoo/test_llama.py's tiny Llama: head_dim h = d_model / n_head = 16.
+TINY = {"vocab_size": 128, "seq_len": 16, "n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2, "d_ff": 96}
+
+
+@pytest.fixture(scope="module")
+def reports():
+    def run(scan: bool) -> xla_cost.Report:
+        model = build_model("llama3-8b", scan_layers=scan, **TINY)
+        return xla_cost.analyze(model, example_inputs("llama3-8b", 1, **TINY), optimizer="sgd", counter="jaxpr")
+    return run(True), run(False)
+
+
+def test_scanned_backward_adds_back_the_hoisted_rope_and_mask(reports):
+    scanned, unrolled = reports
+    t, n_layer, h = TINY["seq_len"], TINY["n_layer"], TINY["d_model"] // TINY["n_head"]
+    # Each layer's rotary embedding, applied to q and to k: angles = positions (T converts) x
+    # frequencies (T h/2 multiplies), then sin and cos (T h/2 transcendentals each); its causal mask,
+    # (j <= i) & ones: 2 T^2 elementwise operations. The grad program computes them once before the
+    # loop, the forward program once per layer: n_layer - 1 runs fewer.
+    hoisted_transcendentals = (n_layer - 1) * 2 * 2 * t * (h // 2)
+    hoisted_flops = (n_layer - 1) * (2 * (t + t * (h // 2)) + 2 * t * t)
+    fwd, grad, bwd = (scanned.phases[p] for p in ("forward", "grad", "backward"))
+    assert fwd.transcendentals - grad.transcendentals == hoisted_transcendentals  # grad - forward < 0 before
+    assert bwd.transcendentals == grad.transcendentals - fwd.transcendentals + hoisted_transcendentals == 0
+    assert bwd.flops == grad.flops - fwd.flops + hoisted_flops
+    assert bwd.jaxpr_transcendentals == 0 and bwd.model_flops == bwd.flops
+    # The unrolled stack hoists nothing (no loop): its backward needs no transcendental either, and
+    # its FLOP agree with the scanned one's within the few integer operations the two stacks differ by.
+    assert unrolled.phases["backward"].transcendentals == 0
+    assert abs(unrolled.phases["backward"].flops - bwd.flops) <= t
+    assert not any("loop-invariant" in note for note in unrolled.notes)
+    assert any(note.startswith("backward: the grad program computes") and f"{hoisted_flops:,} FLOP and "
+               f"{hoisted_transcendentals:,} transcendentals" in note for note in scanned.notes)
+
+
+def test_a_negative_derived_count_is_unknown_and_noted(reports):
+    backward = dataclasses.replace(reports[0].phases["backward"], transcendentals=-512)
+    fixed, notes = without_negatives("backward", backward)
+    assert fixed.transcendentals is None and fixed.flops == backward.flops
+    assert notes == ["backward: transcendentals unknown: its formula gives -512 (below zero: the programs it is "
+                     "derived from do not split as the formula assumes)"]

@@ -1,0 +1,84 @@
+"""Loop-invariant forward work that a gradient program computes once where the forward program repeats it.
+
+jax's partial evaluation of ``lax.scan`` (``nn.scan``, ``nnx.scan``, a scanned layer stack) moves the
+body's known, loop-invariant equations out of the loop in the gradient program: a scanned Llama's
+rotary embedding (the ``sin`` and ``cos`` of positions times frequencies, which no layer's input
+changes) runs once before the loop in ``jax.grad``'s program, where the forward program, which jax
+does not partially evaluate, runs it in each of the loop's iterations. ``backward = grad - forward``
+then subtracts work the grad program never did and comes out short (negative, for a figure the
+backward pass has none of: the transcendentals).
+
+The hoisted equations keep the name stack they had inside the body, relative to the loop
+(``layers/self_attn``, no ``jvp(...)`` around it: jax writes them outside the transform's trace),
+which is how they are recognised here: an equation of the grad program that no transform wraps
+(`xla_cost.count.stacks.classify_pass` is None) whose primitive and scopes end a forward program's
+equation run more times (inside a loop). Its work times the extra runs is the forward's work the
+grad program's forward share skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from xla_cost.count.interpret import EqnCount, JaxprCount
+from xla_cost.count.registry import Cost
+from xla_cost.count.stacks import classify_pass, model_scopes
+
+__all__ = ["Hoisted", "hoisted_invariants"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Hoisted:
+    """The forward work a grad program skipped by computing loop invariants once.
+
+    Attributes:
+      cost: the work the forward program does that the grad program does not: each hoisted
+        equation's cost times the runs it lost (its loop's trip count less one).
+      matmul_flops: the part of ``cost.flops`` that matrix products do (dot_general, convolutions,
+        products inside fused primitives).
+      where: ``primitive at stack x runs`` per hoisted equation, for the note.
+    """
+
+    cost: Cost = Cost()
+    matmul_flops: int = 0
+    where: tuple[str, ...] = ()
+
+
+def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], int]) -> int:
+    scopes = model_scopes(eqn.name_stack)
+    if not scopes:
+        return 1
+    return max((repeat for (primitive, stack), repeat in forward.items()
+                if primitive == eqn.primitive and len(stack) >= len(scopes)
+                and stack[len(stack) - len(scopes):] == scopes), default=1)
+
+
+def hoisted_invariants(forward: JaxprCount, grad: JaxprCount, matmuls: frozenset[str]) -> Hoisted:
+    """The forward program's loop-invariant work that ``grad`` computes outside the loop, once.
+
+    Args:
+      forward: the forward program's count.
+      grad: the gradient program's count (``jax.grad`` or ``jax.value_and_grad`` of the same loss).
+      matmuls: the primitives counted as matrix products.
+    Returns:
+      `Hoisted`: empty where nothing was hoisted (no loop, or no untransformed equation in ``grad``).
+    """
+    looped = {}
+    for eqn in forward.equations:
+        if eqn.repeat > 1:
+            key = (eqn.primitive, model_scopes(eqn.name_stack))
+            looped[key] = max(looped.get(key, 1), eqn.repeat)
+    if not looped:
+        return Hoisted()
+    cost, matmul, where = Cost(), 0, []
+    for eqn in grad.equations:
+        if classify_pass(eqn.name_stack) is not None:
+            continue
+        lost = _matched_repeat(eqn, looped) // eqn.repeat - 1
+        if lost <= 0:
+            continue
+        cost += Cost(eqn.cost.flops * lost, eqn.cost.transcendentals * lost, eqn.cost.bytes_accessed * lost,
+                     eqn.cost.products * lost)
+        matmul += (eqn.cost.flops if eqn.primitive in matmuls else eqn.cost.products) * lost
+        where.append(f"{eqn.primitive} at {eqn.name_stack} x{lost + 1}")
+    return Hoisted(cost, matmul, tuple(where))
