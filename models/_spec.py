@@ -8,7 +8,7 @@ from typing import Any
 
 import flax.linen as nn
 
-__all__ = ["ModelSpec", "lookup_key"]
+__all__ = ["ModelSpec", "Published", "lookup_key"]
 
 _SIZE_MINIMUM = 1
 """The least value of an integer field that declares none: fields are sizes."""
@@ -21,6 +21,22 @@ def lookup_key(name: str) -> str:
     slashes stay (``gpt3-2.7b``, ``microsoft/resnet-50``).
     """
     return "".join(c for c in name.lower() if c not in "-_ ")
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A model's parameter count as its source publishes it (rounded as published).
+
+    Attributes:
+      parameters: the total.
+      source: where it is published.
+      active: the parameters a token's computation reads, for a mixture of
+        experts that publishes them (None: not published).
+    """
+
+    parameters: float
+    source: str
+    active: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +54,12 @@ class ModelSpec:
         count (Hugging Face ids such as ``gpt2`` or ``microsoft/resnet-50``).
       minimums: the least value of integer fields that accept less than 1 (a
         size): ``{"depth": 0}``.
+      published: the parameter count its source publishes, where the family
+        declares it (`Published`, from the family's own table).
+      forward_flops: the family's closed form of the matrix products' FLOP of
+        one forward pass over one example (one sequence of ``seq_len``
+        tokens), 2 per multiply-add, given the model (`build_model`'s); None:
+        the family declares none.
     """
 
     name: str
@@ -48,6 +70,8 @@ class ModelSpec:
     source: str = ""
     aliases: tuple[str, ...] = ()
     minimums: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
+    published: Published | None = None
+    forward_flops: Callable[[nn.Module], int] | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.aliases, str):

@@ -36,7 +36,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from ._spec import ModelSpec
+from ._spec import ModelSpec, Published
 from ._transformer import (
     MEGATRON_RULES,
     BlockConfig,
@@ -58,6 +58,7 @@ __all__ = [
     "Gemma2_2B",
     "Gemma2_9B",
     "Gemma2_27B",
+    "gemma_forward_flops",
     "gemma_parameters",
 ]
 
@@ -71,6 +72,18 @@ def gemma_parameters(vocab_size: int, n_layer: int, d_model: int, n_head: int, n
     d, h = d_model, head_dim
     block = 2 * d * n_head * h + 2 * d * n_kv_head * h + 3 * d * d_ff + norms_per_block * d
     return vocab_size * d, n_layer * block + d
+
+
+def gemma_forward_flops(model: Gemma) -> int:
+    """The matrix products' FLOP of one forward pass of `Gemma` over one sequence
+    of ``T = seq_len`` tokens, 2 per multiply-add: per token and layer the
+    projections ``2 d (2N + 2K) H`` and the GeGLU MLP ``2 * 3 d f``, the tied head
+    (``embedder.attend``) ``2 d V`` per token; per layer ``q k^T`` and ``probs v``,
+    ``2 N H T^2`` each: the causal mask and Gemma 2's sliding window are selects,
+    so local layers compute all ``T x T`` pairs as global ones do."""
+    t, d, n, k, h = model.seq_len, model.d_model, model.n_head, model.n_kv_head, model.head_dim
+    per_token = model.n_layer * (2 * d * (2 * n + 2 * k) * h + 2 * 3 * d * model.d_ff) + 2 * d * model.vocab_size
+    return t * per_token + model.n_layer * 2 * 2 * n * h * t * t
 
 
 class Gemma(nn.Module):
@@ -250,8 +263,10 @@ def _spec(name: str, label: str, module: type[Gemma], source: str, *aliases: str
         f"{module.head_dim}, {layers}GeGLU {module.d_ff}, tied head (embedder.attend), vocabulary "
         f"{module.vocab_size:,}"
     )
+    embedding, rest, published = GEMMA_PUBLISHED[name]
     return ModelSpec(name, description, module, _tokens, input_dtype="int32", source=source, aliases=aliases,
-                     minimums=_MINIMUMS)
+                     minimums=_MINIMUMS, published=Published(embedding + rest, published),
+                     forward_flops=gemma_forward_flops)
 
 
 # No Hugging Face aliases (google/gemma-2b, ...): those checkpoints have 256,000

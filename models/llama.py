@@ -28,7 +28,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from ._spec import ModelSpec
+from ._spec import ModelSpec, Published
 from ._transformer import MEGATRON_RULES, BlockConfig, RMSNorm, check_options, check_tokens, decoder_stack
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
@@ -42,6 +42,7 @@ __all__ = [
     "Llama3_8B",
     "Llama3_70B",
     "Llama3_405B",
+    "llama_forward_flops",
     "llama_parameters",
 ]
 
@@ -54,6 +55,18 @@ def llama_parameters(vocab_size: int, n_layer: int, d_model: int, n_head: int, n
     d, h = d_model, head_dim or d_model // n_head
     block = 2 * d * n_head * h + 2 * d * n_kv_head * h + 3 * d * d_ff + 2 * d
     return (1 if tied else 2) * vocab_size * d + n_layer * block + d
+
+
+def llama_forward_flops(model: Llama) -> int:
+    """The matrix products' FLOP of one forward pass of `Llama` over one sequence
+    of ``T = seq_len`` tokens, 2 per multiply-add: per token and layer the
+    projections ``2 d (2N + 2K) H`` and the SwiGLU MLP ``2 * 3 d f``, the head
+    ``2 d V`` per token; per layer ``q k^T`` and ``probs v``, ``2 N H T^2`` each
+    (the causal mask is a select: all ``T x T`` pairs are computed)."""
+    t, d, n, k = model.seq_len, model.d_model, model.n_head, model.n_kv_head
+    h = model.head_dim or d // n
+    per_token = model.n_layer * (2 * d * (2 * n + 2 * k) * h + 2 * 3 * d * model.d_ff) + 2 * d * model.vocab_size
+    return t * per_token + model.n_layer * 2 * 2 * n * h * t * t
 
 
 class Llama(nn.Module):
@@ -219,8 +232,10 @@ def _spec(name: str, label: str, module: type[Llama], source: str, *aliases: str
         f"{label} decoder-only transformer: {module.n_layer} layers x {module.d_model}, {heads}, "
         f"SwiGLU {module.d_ff}, RoPE, RMSNorm, untied head, vocabulary {module.vocab_size:,}"
     )
+    parameters, published = LLAMA_PUBLISHED[name]
     return ModelSpec(name, description, module, _tokens, input_dtype="int32", source=source,
-                     aliases=aliases, minimums=_MINIMUMS)
+                     aliases=aliases, minimums=_MINIMUMS, published=Published(parameters, published),
+                     forward_flops=llama_forward_flops)
 
 
 SPECS: list[ModelSpec] = [

@@ -51,7 +51,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ._spec import ModelSpec
+from ._spec import ModelSpec, Published
 from ._transformer import (
     MEGATRON_RULES, BlockConfig, DecoderBlock, GatedMLP, RMSNorm, check_options, check_tokens, decoder_stack,
 )
@@ -72,6 +72,7 @@ __all__ = [
     "Mixtral",
     "Mixtral8x7B",
     "capacity",
+    "moe_forward_flops",
     "moe_parameters",
 ]
 
@@ -99,6 +100,29 @@ def moe_parameters(model: Mixtral) -> tuple[int, int]:
     layers = model.n_layer - model.n_dense_layers
     return (rest + layers * (attention + d * e + shared + 3 * d * f * e),
             rest + layers * (attention + d * e + shared + 3 * d * f * model.top_k))
+
+
+def moe_forward_flops(model: Mixtral) -> int:
+    """The matrix products' FLOP of one forward pass of a `Mixtral` over one
+    sequence (one routing group of ``S = T = seq_len`` tokens), 2 per multiply-add,
+    as the routed work runs: per layer the attention's projections ``2 T d (2N +
+    2K) H`` and ``q k^T``, ``probs v`` over all ``T x T`` pairs (``2 N H T^2``
+    each); a dense layer's SwiGLU ``2 * 3 T d f0``; a MoE layer's router ``2 T d
+    E``, its experts on every one of the ``E x C`` capacity slots, filled or not
+    (``2 * 3 E C d f``: the padding included), the shared experts ``2 * 3 T d f
+    s``, and the dispatch: ``einsum`` builds the ``[S, E, C]`` dispatch and
+    combine masks over the ``k`` choices (``2 T k E C`` each) and contracts them
+    with the tokens (``2 T E C d`` each way), ``gather`` weights and sums the
+    ``k`` outputs it takes back (``2 T k d``); the head ``2 T d V``."""
+    t, d, n, kv = model.seq_len, model.d_model, model.n_head, model.n_kv_head
+    h, f, e, k = model.head_dim or d // n, model.d_ff, model.n_experts, model.top_k
+    c = capacity(t, e, k, model.capacity_factor)
+    attention = 2 * t * d * (2 * n + 2 * kv) * h + 2 * 2 * n * h * t * t
+    dense = attention + 2 * 3 * t * d * (model.dense_d_ff or f)
+    dispatch = 2 * 2 * t * k * e * c + 2 * 2 * t * e * c * d if model.dispatch == "einsum" else 2 * t * k * d
+    moe = attention + 2 * t * d * e + 2 * 3 * e * c * d * f + 2 * 3 * t * d * f * model.n_shared_experts + dispatch
+    layers = model.n_layer - model.n_dense_layers
+    return model.n_dense_layers * dense + layers * moe + 2 * t * d * model.vocab_size
 
 
 def _dense_init(m: Any) -> dict[str, Any]:
@@ -446,6 +470,12 @@ def _tokens(config: Any) -> tuple[int, ...]:
     return (config["seq_len"],)
 
 
+def _published(name: str) -> tuple[float, str, float]:
+    """`Published`'s (total, source, active) from `MOE_PUBLISHED`."""
+    total, active, source = MOE_PUBLISHED[name]
+    return total, source, active
+
+
 SPECS: list[ModelSpec] = [
     ModelSpec(
         "mixtral-8x7b",
@@ -454,6 +484,7 @@ SPECS: list[ModelSpec] = [
         Mixtral8x7B, _tokens, input_dtype="int32",
         source="Jiang et al. 2024, Mixtral of Experts, Table 1; HF MixtralForCausalLM",
         aliases=("mistralai/Mixtral-8x7B-v0.1",), minimums=_MINIMUMS,
+        published=Published(*_published("mixtral-8x7b")), forward_flops=moe_forward_flops,
     ),
     ModelSpec(
         "deepseek-moe-16b",
@@ -462,6 +493,7 @@ SPECS: list[ModelSpec] = [
         DeepSeekMoE16B, _tokens, input_dtype="int32",
         source="Dai et al. 2024, DeepSeekMoE, section 5; HF deepseek-ai/deepseek-moe-16b-base",
         aliases=("deepseek-ai/deepseek-moe-16b-base",), minimums=_MINIMUMS,
+        published=Published(*_published("deepseek-moe-16b")), forward_flops=moe_forward_flops,
     ),
 ]
 """The zoo entries of this family."""

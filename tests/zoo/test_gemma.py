@@ -85,6 +85,16 @@ def test_published_parameter_counts(name):
     assert (embedding, total - embedding) == PUBLISHED[name] == closed_form(get_spec(name).defaults)
 
 
+@pytest.mark.parametrize("name", list(PUBLISHED))
+def test_the_familys_published_count_and_forward_closed_form_are_the_tests(name):
+    # What the zoo page reads (ModelSpec.published, ModelSpec.forward_flops): the
+    # family's table and closed form, against the figures and formula written here.
+    spec = get_spec(name)
+    assert spec.published.parameters == sum(PUBLISHED[name]) and spec.published.active is None
+    assert spec.forward_flops(build_model(name)) == forward_matmul_flops(1, spec.defaults)
+    assert spec.forward_flops(build_model(name, **TINY)) == forward_matmul_flops(1, {**get_spec(name).defaults, **TINY})
+
+
 def test_tied_head_is_the_embedders_method_and_its_row():
     # The head's matmul (2*B*T*d*V) is traced under the embedding module's method
     # and lands in its row, with the lookup's sqrt(d) scaling.

@@ -93,6 +93,16 @@ def test_published_parameter_counts(name):
     assert abs(count - published) <= tolerance, (count, published)
 
 
+@pytest.mark.parametrize("name", list(PUBLISHED))
+def test_the_familys_published_count_and_forward_closed_form_are_the_tests(name):
+    # What the zoo page reads (ModelSpec.published, ModelSpec.forward_flops): the
+    # family's table and closed form, against the figures and formula written here.
+    spec = get_spec(name)
+    assert spec.published.parameters == PUBLISHED[name][0] and spec.published.active is None
+    assert spec.forward_flops(build_model(name)) == forward_matmul_flops(1, spec.defaults)
+    assert spec.forward_flops(build_model(name, **TINY)) == forward_matmul_flops(1, TINY)
+
+
 def test_llama3_8b_count_exactly():
     # Dubey et al. 2024, Table 3's 8B: 2 * 128,256 * 4096 (embedding, untied head)
     # + 32 * (2 * 4096^2 + 2 * 4096 * 1024 + 3 * 4096 * 14,336 + 2 * 4096) + 4096.

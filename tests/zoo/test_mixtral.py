@@ -124,6 +124,36 @@ def test_forward_flops_hold_the_capacity_padding(counts, dispatch):
     assert count.total.flops == pytest.approx(sum(expected.values()), rel=0.01)
 
 
+@pytest.mark.parametrize("name", list(PUBLISHED))
+def test_the_familys_published_counts_are_the_tests(name):
+    # What the zoo page reads (ModelSpec.published): the family's table, against the figures written here.
+    published = get_spec(name).published
+    assert (published.parameters, published.active) == PUBLISHED[name]
+
+
+@pytest.mark.parametrize("dispatch", ["einsum", "gather"])
+def test_the_familys_forward_closed_form_is_the_tests(dispatch):
+    # ModelSpec.forward_flops (the zoo page's analytic figure) for one sequence, against the
+    # formula written here; Mixtral 8x7B's defaults too (C = ceil(1.25 * 4096 * 2 / 8) = 1280).
+    spec = get_spec("mixtral-8x7b")
+    assert spec.forward_flops(build_model("mixtral-8x7b", dispatch=dispatch, **TINY)) == \
+        sum(forward_matmul_flops(TINY, 1, dispatch).values())
+    defaults = spec.defaults
+    assert spec.forward_flops(build_model("mixtral-8x7b", dispatch=dispatch)) == \
+        sum(forward_matmul_flops(defaults, 1, dispatch).values())
+
+
+def test_the_familys_forward_closed_form_counts_shared_experts_and_dense_layers():
+    # DeepSeekMoE's parts the formula above leaves out: against the products the jaxpr counts.
+    config = {**TINY, "d_model": 32, "d_ff": 16, "n_head": 2, "n_kv_head": 2, "n_layer": 3, "n_experts": 8,
+              "top_k": 3, "n_shared_experts": 2, "n_dense_layers": 1, "dense_d_ff": 64, "dispatch": "gather"}
+    model, inputs = build_model("deepseek-moe-16b", **config), example_inputs("deepseek-moe-16b", 1, **config)
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)
+    count = xla_cost.count_function(lambda p, x: model.apply(p, x), variables, inputs)
+    dots = sum(e.cost.flops for e in count.equations if e.primitive == "dot_general")
+    assert get_spec("deepseek-moe-16b").forward_flops(model) == dots
+
+
 def test_the_einsum_dispatch_costs_its_masks_and_contractions_over_the_gather():
     c, b = TINY, BATCH
     einsum, gather = forward_matmul_flops(c, b, "einsum"), forward_matmul_flops(c, b, "gather")
