@@ -8,7 +8,8 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # No persistent caches while testing: tests that stand in for a backend (a
 # patched cost_analysis) must see it run, and nothing a test patches may reach
-# the user's cache. Tests of the caches run child processes with their own.
+# the user's cache. Tests of the caches run child processes with their own. A module that patches
+# nothing of the compile may turn them on for itself, in a directory of its own (`module_caches`).
 os.environ["XLA_COST_NO_CACHE"] = "1"
 
 import xla_cost  # noqa: E402  (first: jax's accelerator plugins start quietly, xla_cost.plugins)
@@ -49,6 +50,28 @@ def zoo_report():
         return _zoo_report(name, batch, optimizer, per_layer, tuple(sorted(config.items())))
 
     return get
+
+
+@pytest.fixture(scope="module")
+def module_caches(tmp_path_factory):
+    """xla_cost's own caches on for one module, in a directory of its own, as a user's analyses
+    have them by default (`xla_cost.compiled.xla.use_compilation_cache`): a program the module
+    analysed before (the same forward and update beside two gradients, remat or not; a shallower
+    stack's) is read from the analyses cache instead of compiled again, a target's kernels are
+    reused by XLA's kernel cache (ptxas ran again for every GPU compile), a whole analysis asked
+    again is read from the report cache. Every program is still compiled once in the module, and
+    nothing reaches another module or the user's cache. For modules that patch nothing of the
+    compile or its analyses (a patched backend must see its compile run): opt in with
+    ``pytestmark = pytest.mark.usefixtures("module_caches")``."""
+    from xla_cost.compiled import xla
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(xla.NO_CACHE_ENV, raising=False)
+        patch.setenv(xla.CACHE_DIR_ENV, str(tmp_path_factory.mktemp("xla_cost_cache")))
+        try:
+            yield
+        finally:
+            xla.use_compilation_cache(False)  # off again before the next module's first analysis
 
 
 # Timing in tests: a step is run and timed to check what the figures are (a split that adds

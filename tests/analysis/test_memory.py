@@ -5,12 +5,18 @@ Expected bytes are closed forms of the layer sizes written beside each test.
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import pytest
 
 from xla_cost.analysis import memory
+
+# Remat or not, the forward and update programs are the same, and a batch's programs are analysed
+# by fit and again by analyze: each compiled once in the module (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
 
 B = 4
 WIDTHS = (12, 16, 8, 5)  # input, then the outputs of three Dense layers
@@ -51,12 +57,21 @@ def test_dense_stack_keeps_the_input_of_each_matmul(dtype):
     assert in_params == (WIDTHS[1] * WIDTHS[2] + WIDTHS[2] * WIDTHS[3]) * size
 
 
-def test_report_memory_breakdown_parts_and_layers():
+@functools.cache
+def _one_net_adam():
+    """OneNet, batch 8, Adam, with its memory and per-layer rows: the breakdown test's, and the
+    one-device side of the sharded test (its breakdown does not depend on the rows)."""
     import xla_cost
     from xla_cost.zoo import build_model, example_inputs
 
-    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam",
-                              per_layer=True, memory=True)
+    return xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam",
+                            per_layer=True, memory=True)
+
+
+def test_report_memory_breakdown_parts_and_layers():
+    import xla_cost
+
+    report = _one_net_adam()
     m = report.memory_breakdown
     p = report.parameters
     assert m.parameters == m.gradients == 4 * p  # float32
@@ -110,7 +125,7 @@ def test_sharded_memory_is_per_device():
 
     if jax.device_count() < 8:
         pytest.skip("needs 8 simulated devices (tests/conftest.py)")
-    one = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam", memory=True)
+    one = _one_net_adam()
     fsdp = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 8), optimizer="adam", memory=True,
                             mesh={"fsdp": 8})
     a, b = one.memory_breakdown, fsdp.memory_breakdown
@@ -146,7 +161,10 @@ L, D, T, B_GPT = 3, 128, 64, 2
 GPT = dict(n_layer=L, seq_len=T, d_model=D, n_head=4, vocab_size=512, scan_layers=True)
 
 
+@functools.cache
 def _gpt(remat: str):
+    """The small GPT's analysis with its memory and per-layer rows, once per module: the remat
+    test's, and the attention test's full count (4 s of CPU each time on 2 cores)."""
     import xla_cost
     from xla_cost.zoo import build_model, example_inputs
 
@@ -198,7 +216,7 @@ def test_attention_flops_full_or_causal():
     from xla_cost.zoo import build_model, example_inputs
 
     args = (build_model("gpt2-small", **GPT), example_inputs("gpt2-small", B_GPT, **GPT))
-    full = xla_cost.analyze(*args, optimizer="sgd")
+    full = _gpt("none")  # the remat test's: its memory and rows change no FLOP
     causal = xla_cost.analyze(*args, optimizer="sgd", attention_flops="causal")
     # scores q k^T and outputs p v: 2·B·T·T·D FLOP each per layer in the forward pass
     forward = L * 2 * (2 * B_GPT * T * T * D)

@@ -14,6 +14,10 @@ import pytest
 
 from xla_cost.runs.configs import RunConfig
 
+# A target's gradient holds its forward's kernels, built once in the module by XLA's kernel cache
+# (tests/conftest.py); each program is still compiled for its target.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 TOLERANCE = 0.02
 """The issue's bound on a target's FLOP per phase against the CPU's count."""
 

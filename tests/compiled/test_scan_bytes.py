@@ -22,6 +22,10 @@ from xla_cost.zoo import build_model
 
 F32 = 4  # bytes per float32 element
 
+# The GPT's forward and update programs are the same with and without remat, and each depth is
+# analysed by several tests: each program is compiled once in the module (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 
 # ---------------------------------------------------------------------------
 # The rules, on hand-written HLO

@@ -31,6 +31,10 @@ from tests import coverage_cases as C
 from xla_cost.count import random_rules, registry, rules
 from xla_cost.count.interpret import WALKED, count_function
 
+# Cases with the same parameters share their update program (six of them one Dense head's), and
+# the report of a case is read again by the known-gaps test: each compiled once (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 TOLERANCE = 0.02
 """Relative difference allowed between the jaxpr count and XLA's figure."""
 

@@ -39,6 +39,10 @@ MODEL = {"d_model": 512, "n_head": 8, "seq_len": 256, "vocab_size": 512}
 """The recomputation check's: large enough that a layer's products outweigh its fixed costs."""
 DEPTHS = (4, 8, 16)
 
+# With and without remat the forward and update programs are the same, and the depths share their
+# kernels: each program compiled once in the module, each kernel built once (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 
 def _seconds(layers: int, scan: bool, remat: str = "none", target: str | None = None,
              model: dict | None = None, batch: int = 4) -> float:
