@@ -49,6 +49,13 @@ HF_PARAMETERS = {
     "meta-llama/Meta-Llama-3-8B": 8_030_261_248,
     "meta-llama/Meta-Llama-3-70B": 70_553_706_496,
     "meta-llama/Llama-3.1-405B": 405_853_388_800,
+    # MixtralForCausalLM: 32 layers, d 4096, 8 experts of SwiGLU 14,336, untied head, vocabulary 32,000
+    # (46.7B: Jiang et al. 2024 and the checkpoint's model card)
+    "mistralai/Mixtral-8x7B-v0.1": 46_702_792_704,
+    # DeepseekForCausalLM (DeepSeekMoE 16B, Dai et al. 2024: 16.4B): 28 layers, d 2048, vocabulary 102,400,
+    # untied head; layer 0 a dense MLP of 10,944; 27 MoE layers of 64 routed + 2 shared experts of 1,408
+    "deepseek-ai/deepseek-moe-16b-base": 2 * 102_400 * 2048 + 28 * (4 * 2048**2 + 2 * 2048) + 2048
+    + 3 * 2048 * 10_944 + 27 * (66 * 3 * 2048 * 1408 + 64 * 2048),
 }
 
 
