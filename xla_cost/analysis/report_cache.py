@@ -180,7 +180,7 @@ def report_key(request: Any, workload: Workload) -> str | None:
         "workload": {"kind": workload.kind, "root_name": workload.root_name,
                      "param_paths": dict(workload.param_paths), "module_paths": list(workload.module_paths),
                      "notes": list(workload.notes), "axis_names": list(workload.axis_names),
-                     "path_offset": workload.path_offset},
+                     "path_offset": workload.path_offset, "path_collections": workload.path_collections},
         "options": reprs, "target": None if target is None else [target.name, target.key],
     }, sort_keys=True, default=str)
     return _text_digest(text)

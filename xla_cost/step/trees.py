@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = [
     "PyTree", "abstract", "loaded_nnx", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
-    "is_array", "is_variables_dict", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
+    "is_array", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
 PyTree = Any
@@ -56,23 +56,38 @@ def key_name(entry: Any) -> str:
     return str(entry)
 
 
-def leaf_modules(params: PyTree, offset: int = 0) -> list[tuple[Any, str]]:
+def leaf_modules(params: PyTree, offset: int = 0, collections: bool = False) -> list[tuple[Any, str]]:
     """(key path, module path) of every parameter leaf; the module drops the variable
-    name, and the first ``offset`` components (a ``params`` collection name)."""
+    name, and the first ``offset`` components (a ``params`` collection name); with
+    ``collections``, past those, every key that names a collection of a Linen variables
+    dict the leaf sits in (`is_collections`), however deep they nest: ``params/params/
+    Dense_0/kernel`` and ``batch_stats/BatchNorm_0/mean`` of ``{'params': {'params': ...}}``
+    or ``{'params': ..., 'batch_stats': ...}`` -> ``Dense_0``, ``BatchNorm_0``."""
     out = []
     for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
         names = [key_name(p) for p in path]
         if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
             names = names[:-1]  # NNX: State leaves end in `.value`
-        out.append((path, "/".join(names[offset:-1])))
+        start = offset
+        if collections:
+            node = _subtree(params, path[:start])
+            while start < len(names) - 1 and is_collections(node):
+                node, start = _subtree(node, path[start:start + 1]), start + 1
+        out.append((path, "/".join(names[start:-1])))
     return out
 
 
-def module_param_counts(params: PyTree, offset: int = 0) -> dict[str, int]:
-    """Parameter count per module path; the path drops the variable's own name."""
+def _subtree(tree: Any, path: Sequence[Any]) -> Any:
+    for entry in path:
+        tree = tree[entry.key] if isinstance(tree, Mapping) and hasattr(entry, "key") else None
+    return tree
+
+
+def module_param_counts(params: PyTree, offset: int = 0, collections: bool = False) -> dict[str, int]:
+    """Parameter count per module path (`leaf_modules`); the path drops the variable's own name."""
     counts: dict[str, int] = {}
     leaves = jax.tree_util.tree_leaves(params)
-    for (_, module), leaf in zip(leaf_modules(params, offset), leaves):
+    for (_, module), leaf in zip(leaf_modules(params, offset, collections), leaves):
         counts[module] = counts.get(module, 0) + int(np.prod(np.shape(leaf)))
     return counts
 
@@ -97,13 +112,6 @@ def is_array(x: Any) -> bool:
     return isinstance(x, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)) or (
         hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, nn.Module)
         and not ((nnx := loaded_nnx()) is not None and isinstance(x, nnx.Object))
-    )
-
-
-def is_variables_dict(params: PyTree) -> bool:
-    """A Linen variables dict (``{"params": {...}}``) passed as an apply function's params."""
-    return isinstance(params, Mapping) and list(params) == ["params"] and isinstance(
-        params["params"], Mapping
     )
 
 

@@ -44,7 +44,7 @@ from xla_cost.step.checks import (
 )
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.routing import active_parameters, declared_routing, routing_notes
-from xla_cost.step.trees import PyTree, abstract, is_variables_dict, key_name, leaf_modules, module_param_counts
+from xla_cost.step.trees import PyTree, abstract, is_collections, key_name, leaf_modules, module_param_counts
 
 __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
 
@@ -86,8 +86,11 @@ class Workload:
         step's random key, `RNG_KEY`) and ``kwargs`` (array call_kwargs).
       axis_names: collective axis names bound on a 1-device mesh (empty: none).
       notes: what the builder did that a reader should know (names it bound).
-      path_offset: leading parameter-path components that are not modules
-        (1 for a Linen variables dict ``{"params": ...}`` given to a function).
+      path_offset: leading parameter-path components that are not modules (the
+        collection names of an apply function's variables dict: ``path_collections``).
+      path_collections: parameter paths leave out, leaf by leaf, the collection names of the
+        Linen variables dicts (nested or not, ``batch_stats`` beside ``params``) an apply
+        function's params are (`xla_cost.step.trees.leaf_modules`).
       module_paths: every module the model's call reaches, with parameters or
         without (a Dropout); empty for an apply function.
       traced: programs already traced (``jax.stages.Traced``) with their
@@ -119,6 +122,7 @@ class Workload:
     axis_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     path_offset: int = 0
+    path_collections: bool = False
     module_paths: tuple[str, ...] = ()
     traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     replayed: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
@@ -156,7 +160,7 @@ class Workload:
         """
         modules = {
             tuple(key_name(k) for k in path): module
-            for path, module in leaf_modules(self.params, self.path_offset)
+            for path, module in leaf_modules(self.params, self.path_offset, self.path_collections)
         }
         owners: list[str | None] = []
         for path, _ in jax.tree_util.tree_flatten_with_path(self.phase_args(phase))[0]:
@@ -342,7 +346,7 @@ def build_workload(
         notes.append(f"RNG streams the model asked for, supplied: {', '.join(plan.detected_rngs)}")
     routing = declared_routing(model, inputs)
     notes += routing_notes(routing)
-    strip = 1 if kind == "function" and is_variables_dict(params) else 0
+    collections = kind == "function" and is_collections(params)
     workload = Workload(
         kind=kind,
         root_name=root_name,
@@ -356,12 +360,12 @@ def build_workload(
         grad=grad,
         update=update,
         train_step=train_step,
-        param_paths=module_param_counts(params, strip),
+        param_paths=module_param_counts(params, collections=collections),
         tracing=tracing,
         extras=extras,
         axis_names=tuple(plan.axis_names),
         notes=tuple(notes),
-        path_offset=strip,
+        path_collections=collections,
         module_paths=plan.module_paths,
         traced={"forward": traced_forward},
         replayed={"grad": replayed_grad, "train_step": replayed_step},
