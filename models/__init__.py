@@ -263,16 +263,26 @@ def _fast_count(spec: ModelSpec) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
-def _default_parameters(name: str) -> int:
-    """A zoo model's parameters at its defaults: traced once per process (the table lists
-    every model, GPT-3 175B's included)."""
-    return count_parameters(name, **_fast_count(_every()[name]))
+def _default_parameters(name: str) -> tuple[int, int | None]:
+    """A zoo model's parameters at its defaults, and its active parameters where it
+    declares its routing (`xla_cost.step.routing.active_parameters`; None: it
+    declares none): traced once per process (the table lists every model, GPT-3
+    175B's included)."""
+    from xla_cost.step.routing import active_parameters, declared_routing
+
+    config = _fast_count(_every()[name])
+    model, inputs = build_model(name, **config), example_inputs(name, 1, **config)
+    params = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs).get("params", {})
+    total = int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+    return total, active_parameters(params, declared_routing(model, inputs))
 
 
 def zoo_frame() -> pd.DataFrame:
     """The zoo as a table of raw data, one row per canonical name.
 
-    Columns: ``description``; ``parameters`` (an int); ``input_shape`` per batch
+    Columns: ``description``; ``parameters`` (an int); ``active_parameters``,
+    those a token's computation reads, for a model that declares its routing (a
+    mixture of experts: `xla_cost.step.routing`), else missing; ``input_shape`` per batch
     ``B``; ``input_dtype`` (``float``: follows the computation dtype, ``--dtype``;
     else the dtype of token ids); ``config``, the ``--set`` keys and their
     defaults; ``aliases``, other names `get_spec` accepts (comma-separated).
@@ -281,18 +291,22 @@ def zoo_frame() -> pd.DataFrame:
     rows = []
     for spec in _every().values():
         shape = ", ".join(["B", *map(str, spec.input_shape(spec.defaults))])
+        parameters, active = _default_parameters(spec.name)
         rows.append(
             {
                 "name": spec.name,
                 "description": spec.description,
-                "parameters": _default_parameters(spec.name),
+                "parameters": parameters,
+                "active_parameters": active,
                 "input_shape": f"({shape})",
                 "input_dtype": spec.input_dtype,
                 "config": ", ".join(f"{k}={v}" for k, v in spec.defaults.items()),
                 "aliases": ", ".join(spec.aliases),
             }
         )
-    return pd.DataFrame(rows).set_index("name")
+    frame = pd.DataFrame(rows).set_index("name")
+    frame["active_parameters"] = frame["active_parameters"].astype("Int64")
+    return frame
 
 
 def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> str:
@@ -307,7 +321,8 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
     frame = zoo_frame() if frame is None else frame
     models = pd.DataFrame(
         {
-            "parameters": [f"{n:,}" for n in frame["parameters"]],
+            "parameters": [f"{n:,}" if pd.isna(active) else f"{n:,}\n{active:,} active"
+                           for n, active in zip(frame["parameters"], frame["active_parameters"])],
             "input shape": frame["input_shape"],
             "input dtype": frame["input_dtype"],
             "description": [
@@ -332,6 +347,8 @@ def zoo_table(frame: pd.DataFrame | None = None, width: int | None = None) -> st
                 left=("input shape", "input dtype", "description"), prose=("description",),
             ),
             "input dtype float: the computation dtype (--dtype, float32 by default); int32: token ids.",
+            "active: the parameters a token's computation reads (the routed experts counted top_k / "
+            "n_experts), for the mixtures of experts, which declare their routing.",
             TextTable(aliases, "aliases", left=("model",)),
             "Names and aliases match in any case, with or without - and _ (ResNet-50 = resnet50).",
         ],

@@ -227,6 +227,25 @@ def test_zoo_frame_raw_data(frame):
         zoo.render_zoo("yaml")
 
 
+def test_zoo_lists_active_parameters_where_a_model_declares_its_routing(frame):
+    # Mixtral 8x7B (Jiang et al. 2024, Table 1): 32 layers of attention (d 4096, 32 heads
+    # of 128, 8 KV heads, two norms), a router 4096 x 8 and 8 SwiGLU experts of 14,336, of
+    # which a token reads 2; embedding and untied head 32,000 x 4096; the final norm.
+    attention = 2 * 4096 * 32 * 128 + 2 * 4096 * 8 * 128 + 2 * 4096
+    rest = 2 * 32_000 * 4096 + 4096
+    total, active = (rest + 32 * (attention + 4096 * 8 + 3 * 4096 * 14_336 * experts) for experts in (8, 2))
+    assert (frame.loc["mixtral-8x7b", "parameters"], frame.loc["mixtral-8x7b", "active_parameters"]) == (total, active)
+    assert pd.isna(frame.loc["llama3-8b", "active_parameters"])  # declares no routing: not "all of them"
+    records = {r["name"]: r for r in json.loads(zoo.render_zoo("json"))}
+    assert records["mixtral-8x7b"]["active_parameters"] == active and records["gpt2-small"]["active_parameters"] is None
+    lines = zoo.zoo_table(frame, width=400).splitlines()
+    below = {lines[i].split("│")[1].strip(): lines[i + 1] for i in range(len(lines) - 1) if "│" in lines[i]}
+    assert f"{active:,} active" in below["mixtral-8x7b"] and " active" not in below["llama3-8b"]
+    # the families' options listed with their defaults
+    assert "attention=dense, scan_layers=True, remat=none" in frame.loc["llama3-8b", "config"]
+    assert "capacity_factor=1.25, dispatch=einsum" in frame.loc["mixtral-8x7b", "config"]
+
+
 @pytest.mark.parametrize("width", [80, 100, 160])
 def test_zoo_table_fits_the_width(frame, width):
     text = zoo.zoo_table(frame, width=width)
