@@ -21,6 +21,7 @@ import contextlib
 import functools
 import inspect
 import threading
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -167,42 +168,65 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
       model: the model whose module classes to wrap (None: only those merged).
       merged: also tag the modules ``nnx.merge`` returns while the block runs,
         by their paths below each merged object, and wrap their classes: a step
-        that merges its own model from a state.
+        that merges its own model from a state, whether it calls ``nnx.merge`` or
+        a ``merge`` it imported from ``flax.nnx`` (the function itself is patched).
     """
     wrapped = _Wrapped()
     previous = getattr(_SCOPE_STATE, "stack", None)
-    patched: list[tuple[Any, str, Any]] = []
+    restore_merge = None
     try:
         if model is not None:
             wrapped.wrap(_module_classes(model))
         if merged:
-            patched = _patch_merge(wrapped)
+            restore_merge = _patch_merge(wrapped)
         _SCOPE_STATE.stack = []
         yield
     finally:
         _SCOPE_STATE.stack = previous
-        for owner, name, value in patched:
-            setattr(owner, name, value)
+        if restore_merge is not None:
+            restore_merge()
         wrapped.restore()
 
 
-def _patch_merge(wrapped: _Wrapped) -> list[tuple[Any, str, Any]]:
-    """``nnx.merge`` (as ``flax.nnx`` and its graph module export it) tagging what it merges."""
-    from flax import nnx  # noqa: PLC0415 - see the import above
-    from flax.nnx import graph  # noqa: PLC0415
+_MERGE_HOOK = "_xla_cost_merge_hook"
+"""The name, in ``flax.nnx.graph``'s namespace, of the function ``nnx.merge`` runs while it is patched."""
+
+
+def _forwarding_code() -> Any:
+    """The code of ``def merge(*args, **kwargs): return _xla_cost_merge_hook(*args, **kwargs)``:
+    no free variable (it may replace a module-level function's), the hook read from the
+    function's own globals when it runs."""
+    namespace: dict[str, Any] = {}
+    exec(f"def merge(*args, **kwargs):\n    return {_MERGE_HOOK}(*args, **kwargs)\n", {}, namespace)  # noqa: S102
+    return namespace["merge"].__code__
+
+
+def _patch_merge(wrapped: _Wrapped) -> Callable[[], None] | None:
+    """``nnx.merge`` tagging what it merges, however the step reaches it: the function object's
+    code is replaced (not only the ``flax.nnx`` attribute), so a step that did ``from flax.nnx
+    import merge`` before the analysis, holding the function itself, calls the patched one too.
+    Returns what restores the function (None: an enclosing block patched it already)."""
+    from flax.nnx import graph  # noqa: PLC0415 - see the import above
 
     original = graph.merge
+    if _MERGE_HOOK in original.__globals__:  # patched by an enclosing block: its hook tags already
+        return None
+    inner = types.FunctionType(original.__code__, original.__globals__, original.__name__, original.__defaults__,
+                               original.__closure__)
+    inner.__kwdefaults__ = original.__kwdefaults__
 
-    @functools.wraps(original)
     def merge(*args: Any, **kwargs: Any) -> Any:
-        node = original(*args, **kwargs)
+        node = inner(*args, **kwargs)
         tag_modules(node)
         wrapped.wrap(_module_classes(node))
         return node
 
-    patched = []
-    for owner in (nnx, graph):
-        if getattr(owner, "merge", None) is original:
-            patched.append((owner, "merge", original))
-            owner.merge = merge
-    return patched
+    saved = original.__code__
+    original.__globals__[_MERGE_HOOK] = merge
+    original.__code__ = _forwarding_code()
+
+    def restore() -> None:
+        original.__code__ = saved
+        original.__globals__.pop(_MERGE_HOOK, None)
+
+    return restore

@@ -1,0 +1,45 @@
+"""A functional NNX step that merges its model with a ``merge`` imported from ``flax.nnx`` (the
+function object held by the step's module, not looked up on ``nnx`` when called): its merged
+modules are tagged all the same (`xla_cost.step.nnx_scopes` patches the function itself), so the
+step has its per-layer rows (was: none, and no note)."""
+
+from __future__ import annotations
+
+import jax
+from flax import nnx
+from flax.nnx import merge  # the step below calls this name, bound before any analysis
+
+import xla_cost
+from tests import lm_models as L
+from tests.repo_steps import integer_cross_entropy_flops
+
+CFG = L.CONFIG
+
+
+@jax.jit
+def merged_step(graphdef: nnx.GraphDef, state: nnx.State, batch):
+    model, optimizer = merge(graphdef, state)
+
+    def loss_fn(model):
+        return L.lm_loss(model(batch["inputs"]), batch["targets"])
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss, nnx.state((model, optimizer))
+
+
+def test_step_merging_with_an_imported_merge_has_the_rows():
+    graphdef, state = L.nnx_split_state(CFG, "attend")
+    report = xla_cost.analyze_step(merged_step, graphdef, state, L.batch_of(CFG), per_layer=True, counter="jaxpr")
+    rows = {row.path: row for row in report.layers}
+    assert merge is nnx.merge and merge.__code__ is nnx.graph.merge.__code__  # the same function, restored
+    assert {"embedder", "final_norm", "blocks/0/attn/q", "blocks/1/mlp/down"} <= set(rows)
+    # the lookup of B*T tokens and the tied head's 2*B*T*d*V (tests.lm_models' closed form)
+    assert rows["embedder"].forward_flops == L.embedding_forward_flops(CFG, "attend")
+    for block in ("blocks/0", "blocks/1"):
+        for name, flops in L.block_matmul_flops(CFG).items():
+            if name != "attn":
+                assert rows[f"{block}/{name}"].forward_flops == flops
+    n = CFG.batch * CFG.seq  # the remainder holds the loss alone: mean cross-entropy over B*T tokens of V logits
+    assert rows[xla_cost.REMAINDER].forward_flops == integer_cross_entropy_flops(n, CFG.vocab)
+    assert sum(row.parameters for row in report.layers) == L.lm_parameters(CFG)
