@@ -21,6 +21,10 @@ from xla_cost.zoo import build_model
 
 # OneNet's parameter tensors: fc1 (1, 4096) and (4096,), fc2 (4096, 128) and
 # (128,), fc3 (128, 10) and (10,)
+# Every optimizer's step shares OneNet's forward and gradient programs: each compiled once in the
+# module (tests/conftest.py), the update programs each their own.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 ONE_NET_TENSORS = 6
 assert F.mlp_params(1) == 533_898
 

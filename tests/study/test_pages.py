@@ -55,6 +55,12 @@ def _markdown(paths: list[pathlib.Path]) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in paths if p.suffix == ".md"}
 
 
+# The memory page's fits compile a step per batch they try (the update program, the same at every
+# batch, each time), and the second write fits again: each program compiled once in the module
+# (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 @pytest.fixture(scope="module")
 def tiny_pages(tmp_path_factory):
     """Every page of the TINY plan written twice from one store (in-process),
