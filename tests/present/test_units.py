@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
-from xla_cost.present.units import bytes_unit, flop_unit, pct, pct_sig, scaled, si, time_unit, unit
+from xla_cost.present.units import (
+    bytes_unit, count, flop_unit, pct, pct_sig, scaled, short_count, si, time_unit, unit,
+)
 from xla_cost.zoo import build_model
 
 
@@ -107,3 +109,27 @@ def test_time_and_byte_units_start_exactly_at_their_powers():
                                (10**9, "GB", (1e6, "MB")), (10**12, "TB", (1e9, "GB"))]:
         assert bytes_unit([power]) == (float(power), name)
         assert bytes_unit([power - 1]) == below
+
+
+# (count, its letter's power of ten): three significant digits, at least one decimal.
+SHORT_COUNTS = [
+    (8_030_261_248, 9, "B"),  # Llama 3 8B (Dubey et al. 2024, Table 3 configuration): 8.03B
+    (70_553_706_496, 9, "B"),  # Llama 3 70B: 70.6B
+    (405_853_388_800, 9, "B"),  # Llama 3.1 405B: 405.9B (a decimal kept past three digits)
+    (124_439_808, 6, "M"),
+    (2_500, 3, "k"),
+    (1_500_000_000_000, 12, "T"),
+]
+
+
+@pytest.mark.parametrize("value, power, letter", SHORT_COUNTS)
+def test_a_short_count_has_three_significant_digits_and_a_decimal(value, power, letter):
+    scaled_value = value / 10**power
+    decimals = max(1, 2 - len(str(int(scaled_value))) + 1)  # 3 digits: 8.03, 70.6; never fewer than 1 decimal
+    assert short_count(value) == f"{scaled_value:.{decimals}f}{letter}"
+
+
+def test_a_short_count_takes_the_rounded_values_letter_and_stays_exact_below_a_thousand():
+    assert short_count(999_960_000) == f"{999_960_000 / 1e9:.2f}B"  # 999.96M rounds to 1.00B, not 1000.0M
+    assert short_count(512) == count(512) == "512"
+    assert short_count(None) == "unknown"

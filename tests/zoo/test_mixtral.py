@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import xla_cost
+from xla_cost.present.units import short_count
 from xla_cost.step.routing import active_parameters, declared_routing
 from xla_cost.zoo import build_model, count_parameters, example_inputs, get_spec
 from xla_cost.zoo.mixtral import moe_parameters
@@ -178,7 +179,8 @@ def test_the_analysis_reports_active_parameters_and_the_padding(reports):
     # 32 tokens x top 2 = 64 assignments in E x C = 4 x 20 = 80 slots: 1 - 64/80 = 20% padding
     note = next(n for n in report.notes if n.startswith("mixture of experts"))
     assert "64 assignments for E x C = 4 x 20 = 80 expert slots" in note and "at least 20.0%" in note
-    assert f"{total:,} parameters ({active:,} active per token)" in report.to_table(width=400)
+    assert f"{total:,} ({short_count(total)}) parameters, {active:,} ({short_count(active)}) active per token" \
+        in report.to_table(width=400)
     back = xla_cost.Report.from_dict(report.to_dict())
     assert back.active_parameters == active
     dense = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer="sgd", counter="jaxpr")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from xla_cost.analysis.memory import PEAK_PARTS
 from xla_cost.compiled.kernels import CATEGORIES, summarize_kernels
 from xla_cost.present.units import (
-    bytes_column, bytes_unit, count_column, duration, flop_column, number, per_parameter, scaled,
+    bytes_column, bytes_unit, count_column, duration, flop_column, number, per_parameter, scaled, short_count,
 )
 from xla_cost.step import phases as _phases
 
@@ -49,10 +49,12 @@ __all__ = [
 def describe(report: Any) -> str:
     config = ", ".join(f"{k}={v}" for k, v in report.config.items())
     where = report.backend if report.target is None else f"target {report.target} ({report.backend}, deviceless)"
-    active = "" if report.active_parameters is None else f" ({report.active_parameters:,} active per token)"
+    active = "" if report.active_parameters is None else (
+        f", {report.active_parameters:,} ({short_count(report.active_parameters)}) active per token")
     return (
         f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} parameters{active}, {where}, "
+        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} ({short_count(report.parameters)}) "
+        f"parameters{active}, {where}, "
         f"jax {report.jax_version}, counter {report.counter}"
     )
 

@@ -16,7 +16,7 @@ __all__ = [
     "UNKNOWN", "PREFIXES", "BYTE_UNITS", "TIME_UNITS", "isnan", "number", "scaled", "unit", "flop_unit",
     "bytes_unit", "time_unit",
     "duration", "sig",
-    "count", "ratio", "pct", "pct_sig",
+    "count", "SHORT_COUNT_PREFIXES", "short_count", "ratio", "pct", "pct_sig",
     "si", "size", "per_parameter", "value_range", "join_words", "slug",
     "READABLE_SHARE", "spans_orders", "count_column", "flop_column", "bytes_column",
 ]
@@ -127,6 +127,29 @@ def sig(value: float | int | None, digits: int = 4) -> str:
 def count(value: int | float | None) -> str:
     """An exact count with thousands separators."""
     return f"{int(value):,}"
+
+
+SHORT_COUNT_PREFIXES: tuple[tuple[float, str], ...] = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+"""The letters of `short_count`, largest first: a billion is ``B``, as model sizes are written."""
+
+
+@_known
+def short_count(value: int | float | None, digits: int = 3) -> str:
+    """A count as model sizes are written: ``digits`` significant digits and at
+    least one decimal, with a letter of `SHORT_COUNT_PREFIXES` (``8.03B``,
+    ``70.6B``, ``405.9B``, ``124.4M``); the letter is the rounded value's
+    (``999,960,000`` reads ``1.00B``); below a thousand the exact count (``512``)."""
+    for index, (scale, letter) in enumerate(SHORT_COUNT_PREFIXES):
+        if abs(value) < scale:
+            continue
+        scaled_value = value / scale
+        decimals = max(1, digits - 1 - math.floor(math.log10(abs(scaled_value))))
+        text = f"{scaled_value:.{decimals}f}"
+        if abs(float(text)) >= 1000 and index > 0:  # rounds up into the next letter
+            scale, letter = SHORT_COUNT_PREFIXES[index - 1]
+            text = f"{value / scale:.{digits - 1}f}"
+        return f"{text}{letter}"
+    return count(value)
 
 
 @_known
