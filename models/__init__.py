@@ -33,6 +33,7 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
 from xla_cost.present.formats import render_as
 from xla_cost.present.text import TextTable, render, resolve_width
+from xla_cost.step.routing import active_parameters, declared_routing
 
 if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
     import pandas as pd
@@ -268,8 +269,6 @@ def _default_parameters(name: str) -> tuple[int, int | None]:
     declares its routing (`xla_cost.step.routing.active_parameters`; None: it
     declares none): traced once per process (the table lists every model, GPT-3
     175B's included)."""
-    from xla_cost.step.routing import active_parameters, declared_routing
-
     config = _fast_count(_every()[name])
     model, inputs = build_model(name, **config), example_inputs(name, 1, **config)
     params = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs).get("params", {})
