@@ -56,7 +56,9 @@ class SweepResult(NamedTuple):
       runs: one row per configuration, in the order they were asked for: the
         configuration (``model``, ``batch_size``, the ``--set`` keys,
         ``optimizer``, ``dtype``, ``counter``), ``status`` (``ok``/``failed``),
-        ``error``, ``parameters``, per phase ``<phase>_flops``,
+        ``error``, ``parameters``, ``active_parameters`` (a mixture of
+        experts' declared routing: `xla_cost.step.routing`; empty for the
+        others), per phase ``<phase>_flops``,
         ``_xla_flops``, ``_jaxpr_flops``, ``_transcendentals``,
         ``_bytes_accessed``, ``_jaxpr_bytes_accessed``, ``_temp_bytes``,
         ``_argument_bytes``, ``_output_bytes``, ``_source``; the ratios
@@ -180,7 +182,7 @@ class SweepResult(NamedTuple):
 
 def _configuration(runs: pd.DataFrame) -> list[str]:
     """The columns of `SweepResult.runs` that say the configuration (model, batch size, settings, ...)."""
-    fixed = {"status", "error", "parameters", "seconds", "key", "notes", "unsupported"}
+    fixed = {"status", "error", "parameters", "active_parameters", "seconds", "key", "notes", "unsupported"}
     return [c for c in runs.columns if c not in fixed and not any(c.startswith(p + "_") for p in PHASES)
             and c not in ("backward_to_forward", "backward_with_update_to_forward")]
 
@@ -677,6 +679,7 @@ def _run_row(config: RunConfig, row: StoredResult | None) -> dict[str, Any]:
     report = row.report
     if report is not None:
         out["parameters"] = report["parameters"]
+        out["active_parameters"] = report.get("active_parameters")  # None: the model declares no routing
         for phase in PHASES:
             for key in (
                 "flops", "xla_flops", "jaxpr_flops", "transcendentals", "bytes_accessed",
@@ -700,7 +703,8 @@ def sweep_frames(rows: Sequence[tuple[RunConfig, StoredResult | None]]) -> Sweep
                         columns=None if rows else [*_CONFIG_COLUMNS, "optimizer", "dtype", "status", "error"])
     integer = [
         c for c in runs.columns
-        if c == "parameters" or (c.endswith(("_flops", "_transcendentals", "_bytes")) or c.endswith("_bytes_accessed"))
+        if c in ("parameters", "active_parameters")
+        or (c.endswith(("_flops", "_transcendentals", "_bytes")) or c.endswith("_bytes_accessed"))
     ]
     if len(runs):
         runs[integer] = runs[integer].astype("Int64")

@@ -441,7 +441,9 @@ def _c_kaplan(data: StudyData) -> tuple[str, str]:
     parts, close, far = [], [], []
     for r in records(analysed(data.zoo.runs)):
         spec = zoo.get_spec(r["model"])
-        if spec.input_dtype == "float" or "d_model" not in spec.defaults:
+        # Kaplan's N (multi-head attention, a two-matrix MLP) is not the parameters of a
+        # family that declares its own closed form (grouped-query attention, gated MLPs, experts)
+        if spec.input_dtype == "float" or "d_model" not in spec.defaults or spec.forward_flops is not None:
             continue
         _, n = kaplan_per_token(spec.defaults)
         tokens = r["batch_size"] * spec.defaults["seq_len"]

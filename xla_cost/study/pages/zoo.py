@@ -1,8 +1,11 @@
 """The page ``zoo``: every model of the zoo at batch 1.
 
-Parameters against the published counts, forward FLOP per example or token
-against the analytic figure (`xla_cost.study.analytic`), backward, update and
-train-step FLOP, and the analysis time of each model (a committed CSV).
+Parameters (a mixture of experts' active ones too) against the published counts
+(`xla_cost.study.published`, or the family's own table: `ModelSpec.published`),
+forward FLOP per example or token against the analytic figure
+(`xla_cost.study.analytic`, or the family's closed form of its products:
+`ModelSpec.forward_flops`), backward, update and train-step FLOP, and the
+analysis time of each model (a committed CSV).
 """
 
 from __future__ import annotations
@@ -46,11 +49,18 @@ def analysis_time(data: StudyData) -> tuple[pathlib.Path, pd.DataFrame] | None:
     return data.latest("analysis_time")
 
 
+_CLOSED_FORM = "products, closed form"
+"""How the analytic figure of a family that declares its closed form (`ModelSpec.forward_flops`) reads."""
+
+
 def _analytic(model: str, parameters: int) -> tuple[float, str] | None:
     """(analytic forward FLOP per example or token, how) for a zoo model."""
     from xla_cost import zoo
 
     spec = zoo.get_spec(model)
+    if spec.forward_flops is not None:  # the family's own closed form, per example (one sequence)
+        size, _ = per_unit({"model": model, "batch_size": 1})
+        return spec.forward_flops(zoo.build_model(model)) / size, _CLOSED_FORM
     if model in PUBLISHED_GMAC:
         gmac, source = PUBLISHED_GMAC[model]
         return 2e9 * gmac, f"2 × {gmac} GMAC ({source})"
@@ -62,14 +72,45 @@ def _analytic(model: str, parameters: int) -> tuple[float, str] | None:
     return None
 
 
-def _published_match(model: str, parameters: int) -> str:
-    if model not in PUBLISHED_PARAMETERS:
+def _published(model: str) -> tuple[float, float | None, str] | None:
+    """(published total, published active or None, source) of a zoo model: its
+    family's table (`ModelSpec.published`), else `PUBLISHED_PARAMETERS`; None: unpublished."""
+    from xla_cost import zoo
+
+    spec = zoo.get_spec(model)
+    if spec.published is not None:
+        return spec.published.parameters, spec.published.active, spec.published.source
+    if model in PUBLISHED_PARAMETERS:
+        value, source = PUBLISHED_PARAMETERS[model]
+        return value, None, source
+    return None
+
+
+def _as_published(value: float) -> str:
+    """A rounded published count as it is written: ``1.3B``, ``405.9B``, ``125M``."""
+    scale, letter = (1e9, "B") if value >= 1e9 else (1e6, "M")
+    return f"{float(f'{value / scale:.4g}'):g}{letter}"
+
+
+def _published_match(model: str, parameters: int, active: int | None) -> str:
+    published = _published(model)
+    if published is None:
         return "—"
-    value, source = PUBLISHED_PARAMETERS[model]
-    if parameters == value:
+    value, published_active, source = published
+    if parameters == value and published_active in (None, active):
         return f"= {count(value)} ({source})"
-    return f"{sig(value / 1e9, 2 if value < 1e10 else 3)}B, {ratio(parameters / value, 3)}× ({source}, rounded)" \
-        if value >= 1e9 else f"{sig(value / 1e6, 3)}M, {ratio(parameters / value, 3)}× ({source}, rounded)"
+    text = f"{_as_published(value)}, {ratio(parameters / value, 3)}×"
+    if published_active is not None:
+        text = (f"{text} total; {_as_published(published_active)} active, "
+                f"{ratio(None if active is None else active / published_active, 3)}×")
+    return f"{text} ({source}, rounded)"
+
+
+def _parameters(row: dict[str, Any]) -> str:
+    """The parameters cell: the total, and the active ones of a model that declares its routing."""
+    if row.get("active_parameters") is None:
+        return count(row["parameters"])
+    return f"{count(row['parameters'])} total, {count(row['active_parameters'])} active"
 
 
 def _fig_zoo(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -123,9 +164,13 @@ def build(data: StudyData) -> dict[str, bytes]:
         "# The model zoo",
         "",
         "Every model of `xla_cost.zoo` at batch 1 (one image, one example, or one sequence of "
-        "`seq_len` tokens), SGD, float32, counted by XLA (`xla-cost analyze NAME`). FLOP are per example or "
+        "`seq_len` tokens), SGD, float32, each at its zoo defaults (`xla-cost models` lists them: the "
+        "sequence length, the mixtures of experts' capacity factor and dispatch), counted by XLA "
+        "(`xla-cost analyze NAME`). FLOP are per example or "
         "per token; the train step is `grad + update`. `*`: the model scans its layers (`nn.scan`), XLA "
-        "counts the loop body once and the figure is corrected for the missed iterations.",
+        "counts the loop body once and the figure is corrected for the missed iterations. A mixture of "
+        "experts lists its total and its active parameters (those a token's computation reads: the routed "
+        "experts counted top_k / experts, `xla_cost.step.routing`).",
         "",
     ]
     if rows:
@@ -136,7 +181,8 @@ def build(data: StudyData) -> dict[str, bytes]:
             star = " *" if r.get("forward_source") == "xla+loops" else ""
             analytic = r["_analytic"]
             table.append([
-                f"`{r['model']}`", count(r["parameters"]), _published_match(r["model"], r["parameters"]),
+                f"`{r['model']}`", _parameters(r),
+                _published_match(r["model"], r["parameters"], r.get("active_parameters")),
                 unit.removeprefix("/ "),
                 sig(r["forward_flops"] / size / 1e9) + star,
                 "—" if analytic is None else f"{sig(analytic[0] / 1e9)} ({analytic[1]})",
@@ -168,14 +214,20 @@ def build(data: StudyData) -> dict[str, bytes]:
 
 def _zoo_text(data: StudyData, rows: Sequence[dict[str, Any]], time_file: tuple[pathlib.Path, pd.DataFrame] | None) -> list[str]:
     out = []
-    exact = [r["model"] for r in rows if r["model"] in PUBLISHED_PARAMETERS
-             and r["parameters"] == PUBLISHED_PARAMETERS[r["model"]][0]]
-    rounded = [r for r in rows if r["model"] in PUBLISHED_PARAMETERS and r["model"] not in exact]
-    if exact:
+    published = {r["model"]: _published(r["model"]) for r in rows}
+    exact = [r["model"] for r in rows if published[r["model"]] is not None
+             and r["parameters"] == published[r["model"]][0]]
+    rounded = [r for r in rows if published[r["model"]] is not None and r["model"] not in exact]
+    actives = [r for r in rows if published[r["model"]] is not None and published[r["model"]][1] is not None
+               and r.get("active_parameters") is not None]
+    if exact or rounded:
         out.append(f"- Parameters: {len(exact)} models equal their published counts exactly"
-                   + (f"; the GPT-3 sizes against Table 2.1's rounded figures: "
-                      f"{value_range([r['parameters'] / PUBLISHED_PARAMETERS[r['model']][0] for r in rounded])}×"
-                      if rounded else "") + ".")
+                   + (f"; {len(rounded)} against their published figures, rounded as published: "
+                      f"{value_range([r['parameters'] / published[r['model']][0] for r in rounded])}×"
+                      if rounded else "")
+                   + (f"; the mixtures of experts' active parameters against theirs: "
+                      f"{value_range([r['active_parameters'] / published[r['model']][1] for r in actives])}×"
+                      if actives else "") + ".")
     cnn = [r for r in rows if r["model"] in PUBLISHED_GMAC]
     if cnn:
         out.append(
@@ -200,6 +252,16 @@ def _zoo_text(data: StudyData, rows: Sequence[dict[str, Any]], time_file: tuple[
             "mask is applied, not exploited) and the output head (2·d_model·V): "
             f"{value_range([r['_per'] / r['_analytic'][0] for r in text])}; the rest is LayerNorm, softmax, GELU, "
             "biases and the loss."
+        )
+    closed = [r for r in rows if r["_analytic"] is not None and r["_analytic"][1] == _CLOSED_FORM]
+    if closed:
+        out.append(
+            "- Llama, Gemma and the mixtures of experts against the matrix products of their families' closed "
+            "forms (`ModelSpec.forward_flops`: the projections, the gated MLP or the experts, the head, the "
+            "attention's q·kᵀ and probs·v over all seq_len² pairs; the experts on every capacity slot, filled or "
+            "not, and the einsum dispatch's masks): "
+            f"{value_range([r['_per'] / r['_analytic'][0] for r in closed])}; the rest is RMSNorm, rotary "
+            "embeddings, softmax, the gates' activations, the router and the loss."
         )
     others = [r for r in rows if r["model"] not in NET_NAMES]
     if others:
