@@ -242,6 +242,13 @@ class PhaseCosts:
         """XLA's raw FLOP over the jaxpr count: about 1 without loops, well below with."""
         return _ratio(self.xla_flops, self.jaxpr_flops)
 
+    @property
+    def corrected_to_jaxpr(self) -> float | None:
+        """XLA's FLOP over the jaxpr count as the phase table compares them: the loop-corrected
+        figure (``flops``) where XLA counted a loop body once (`loop_corrected`), else XLA's raw
+        one (`xla_to_jaxpr`); one device's on a mesh (the table multiplies by the devices)."""
+        return _ratio(self.flops if self.loop_corrected else self.xla_flops, self.jaxpr_flops)
+
     @classmethod
     def derive(cls, phase: _phases.Phase, parts: Mapping[str, PhaseCosts]) -> PhaseCosts:
         """The costs of derived ``phase``: its formula applied to every additive

@@ -104,7 +104,7 @@ def phase_frame(report: Any) -> pd.DataFrame:
     whole = f" ({devices} devices)" if devices > 1 else ""
     rows = []
     for phase, c in zip(report.phase_names, phases):
-        ratio = c.xla_to_jaxpr
+        ratio = c.corrected_to_jaxpr  # a scanned program's loop-corrected figure, as the FLOP column's
         row = {"phase": phase, f"{flop}": show_flop(c.flops) + (" *" if c.loop_corrected else "")}
         if report.counter != "jaxpr":  # without compiling there is nothing to compare
             row[f"XLA {flop}"] = show_flop(c.xla_flops)
@@ -156,7 +156,8 @@ def comparison_note(devices: int) -> str | None:
     """What `comparison_header`'s column means on a mesh (None on one device)."""
     if devices == 1:
         return None
-    return (f"{comparison_header(devices)}: the {devices} devices' XLA FLOP over the jaxpr's count of the whole "
+    return (f"{comparison_header(devices)}: the {devices} devices' XLA FLOP (loop-corrected where marked *) over "
+            f"the jaxpr's count of the whole "
             f"step: 1 where the work is split over the devices, {devices} where every device does all of it "
             "(a replicated update)")
 
