@@ -552,6 +552,8 @@ class Report:
                     LayerCosts(
                         path=row["path"], parameters=row["parameters"], trip_count=row["trip_count"],
                         saved_activation_bytes=row.get("saved_activation_bytes"),
+                        recomputed=Cost(row.get("recomputed_flops") or 0, row.get("recomputed_transcendentals") or 0,
+                                        row.get("recomputed_bytes_accessed") or 0),
                         **{
                             pass_: Cost(
                                 row[f"{pass_}_flops"], row[f"{pass_}_transcendentals"],
@@ -605,7 +607,7 @@ class Report:
         """One row per layer (the remainder last); empty if layers were not asked."""
         import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         columns = [
-            "path", "parameters", "trip_count", "forward_flops", "backward_flops",
+            "path", "parameters", "trip_count", "forward_flops", "backward_flops", "recomputed_flops",
             "backward_to_forward", "update_flops", "transcendentals",
         ]
         if not self.layers:

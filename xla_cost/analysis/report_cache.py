@@ -45,7 +45,8 @@ _LOG = logging.getLogger("xla_cost")
 
 REPORT_FORMAT = 2
 """Version of the report cache's keys; a change makes old entries unused (2: a scanned model's
-backward adds back the forward's loop-invariant work its grad program hoists, `xla_cost.count.hoisted`)."""
+backward adds back the forward's loop-invariant work its grad program hoists, `xla_cost.count.hoisted`;
+per-layer rows carry their recomputation, `LayerCosts.recomputed`)."""
 
 
 def _trees(workload: Workload) -> dict[str, Any]:

@@ -172,6 +172,7 @@ def layer_frame(report: Any) -> pd.DataFrame:
     import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     layers = report.layers or ()
     looped = any(layer.trip_count > 1 for layer in layers)
+    remat = any(layer.recomputed_flops for layer in layers)  # a column only where some block recomputes
     # forward and backward in one unit (their ratio is read across), the update in its own; a column
     # whose rows span orders of magnitude gives each cell its own prefix
     flop, show = flop_column([v for layer in layers for v in (layer.forward_flops, layer.backward_flops)])
@@ -188,6 +189,7 @@ def layer_frame(report: Any) -> pd.DataFrame:
             {
                 f"forward {flop}": show(layer.forward_flops),
                 f"backward {flop}": show(layer.backward_flops),
+                **({f"recomputed {flop}": show(layer.recomputed_flops)} if remat else {}),  # part of backward
                 "bwd / fwd": "n/a" if ratio is None else f"{ratio:.3f}",
                 f"update {u_flop}": show_u(layer.update_flops),
                 per_unit("transcendentals", t_unit): show_t(layer.transcendentals),

@@ -318,6 +318,7 @@ def attribute(
         parameters[row] = parameters.get(row, 0) + int(param_paths[leaf])
 
     passes = {"forward": {}, "backward": {}, "update": {}}
+    recomputed: dict[str, Cost] = {}
     trips: dict[str, int] = {}
     heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
     first_use: dict[str, int] = {}
@@ -330,6 +331,8 @@ def attribute(
             )
         target = passes[which]
         target[row] = target.get(row, Cost()) + eqn.cost
+        if eqn.recomputed.flops or eqn.recomputed.transcendentals or eqn.recomputed.bytes_accessed:
+            recomputed[row] = recomputed.get(row, Cost()) + eqn.recomputed
         first_use.setdefault(row, index)
         if eqn.cost.flops > heaviest.get(row, -1):  # the row runs as often as its bulk
             heaviest[row], trips[row] = eqn.cost.flops, eqn.repeat
@@ -345,6 +348,7 @@ def attribute(
             backward=passes["backward"].get(path, Cost()),
             update=passes["update"].get(path, Cost()),
             trip_count=trips.get(path, 1),
+            recomputed=recomputed.get(path, Cost()),
         )
 
     return (*[row(p) for p in paths], row(REMAINDER))
@@ -407,6 +411,7 @@ def attribute_step(
         found = [rows[path] for rows in shares.values() if path in rows]
         totals = {name: rows[path].total if path in rows else Cost() for name, rows in shares.items()}
         cost = {col: phases.combine(f, totals, add=_cost_sum) for col, f in columns.items()}
+        recomputed = {name: rows[path].recomputed if path in rows else Cost() for name, rows in shares.items()}
         merged.append(
             LayerCosts(
                 path=path,
@@ -415,6 +420,7 @@ def attribute_step(
                 backward=cost["backward"],
                 update=cost["update"],
                 trip_count=next((row.trip_count for row in found), 1),
+                recomputed=phases.combine(columns["backward"], recomputed, add=_cost_sum),
             )
         )
     return tuple(merged)
@@ -456,6 +462,7 @@ def attribute_parts(
             forward=column.get("forward", Cost()), backward=column.get("backward", Cost()),
             update=column.get("update", Cost()),
             trip_count=max(row.trip_count for row in found),
+            recomputed=shares["backward"][path].recomputed if path in shares.get("backward", {}) else Cost(),
         ))
     return tuple(merged)
 

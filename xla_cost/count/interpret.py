@@ -88,6 +88,8 @@ class EqnCount:
         jaxpr's inputs (`count_jaxpr`'s ``owners``); None if unknown or shared.
       part: the part of a user's train step it belongs to (`count_jaxpr`'s
         ``classify``; `xla_cost.step.phases.STEP_PARTS`), None when not asked.
+      recomputed: the part of ``cost`` that is forward work ``jax.checkpoint``
+        repeats in the backward pass (`JaxprCount.recomputed`, by equation group).
     """
 
     name_stack: str
@@ -97,6 +99,7 @@ class EqnCount:
     repeat: int = 1
     owner: str | None = None
     part: str | None = None
+    recomputed: Cost = Cost()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +256,7 @@ class _Counter:
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
         self.recomputed = Cost()
+        self.recomputed_at: dict[_Key, Cost] = collections.defaultdict(Cost)  # by equation group
         self.part_recomputed: dict[str, Cost] = collections.defaultdict(Cost)
         self.tagged: dict[str, Cost] = collections.defaultdict(Cost)
         self.in_remat = False
@@ -379,6 +383,7 @@ class _Counter:
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
+            self.recomputed_at[key] = self.recomputed_at[key] + cost * times
             if part is not None:
                 self.part_recomputed[part] = self.part_recomputed[part] + cost * times
         tag = getattr(self.labels, "tags", {}).get(path)
@@ -411,6 +416,8 @@ class _Counter:
         for part, missing in chosen.part_unsupported.items():
             self.part_unsupported[part].update(missing)
         self.recomputed = self.recomputed + chosen.recomputed
+        for key, cost in chosen.recomputed_at.items():
+            self.recomputed_at[key] = self.recomputed_at[key] + cost
         for part, cost in chosen.part_recomputed.items():
             self.part_recomputed[part] = self.part_recomputed[part] + cost
         for tag, cost in chosen.tagged.items():
@@ -664,7 +671,8 @@ def count_jaxpr(
     once = _Counter(trip_counts=False)
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
-        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner, part)
+        EqnCount(stack, prim, counter.executions[key], cost, repeat, owner, part,
+                 counter.recomputed_at.get(key, Cost()))
         for key, cost in counter.costs.items()
         for stack, prim, repeat, owner, part in [key]
     )

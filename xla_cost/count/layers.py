@@ -33,6 +33,9 @@ class LayerCosts:
       saved_activation_bytes: bytes of the activations the backward pass keeps
         from this row's forward operations (the whole step's; None: not
         asked, ``memory=True`` fills it).
+      recomputed: the part of ``backward`` that is the row's forward work
+        ``jax.checkpoint`` (remat) runs again in the backward pass: hardware
+        FLOP, not the model's (`model_backward_flops` leaves it out).
     """
 
     path: str
@@ -42,6 +45,7 @@ class LayerCosts:
     update: Cost = Cost()
     trip_count: int = 1
     saved_activation_bytes: int | None = None
+    recomputed: Cost = Cost()
 
     @property
     def forward_flops(self) -> int:
@@ -50,6 +54,24 @@ class LayerCosts:
     @property
     def backward_flops(self) -> int:
         return self.backward.flops
+
+    @property
+    def recomputed_flops(self) -> int:
+        """FLOP of the row's forward work recomputed in its backward pass (part of `backward_flops`)."""
+        return self.recomputed.flops
+
+    @property
+    def recomputed_transcendentals(self) -> int:
+        return self.recomputed.transcendentals
+
+    @property
+    def recomputed_bytes_accessed(self) -> int:
+        return self.recomputed.bytes_accessed
+
+    @property
+    def model_backward_flops(self) -> int:
+        """The row's backward FLOP without the recomputation: the model's arithmetic."""
+        return self.backward.flops - self.recomputed.flops
 
     @property
     def update_flops(self) -> int:
@@ -100,7 +122,8 @@ LAYER_FIELDS: tuple[str, ...] = (
     "path", "parameters", "forward_flops", "backward_flops", "forward_transcendentals",
     "backward_transcendentals", "update_flops", "update_transcendentals", "trip_count",
     "backward_to_forward", "forward_bytes_accessed", "backward_bytes_accessed",
-    "update_bytes_accessed", "saved_activation_bytes",
+    "update_bytes_accessed", "saved_activation_bytes", "recomputed_flops", "recomputed_transcendentals",
+    "recomputed_bytes_accessed",
 )
 """A layer row's fields in the JSON ``layers`` records and the CSV, in order."""
 
