@@ -27,7 +27,7 @@ import numpy as np
 
 import importlib
 import types
-from ._spec import ModelSpec, lookup_key
+from ._spec import FP8_FIELD as _FP8_FIELD, ModelSpec, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
@@ -47,6 +47,7 @@ __all__ = [
     "build_model",
     "count_parameters",
     "example_inputs",
+    "fp8_families",
     "get_spec",
     "partition_rules",
     "render_zoo",
@@ -54,7 +55,10 @@ __all__ = [
     "zoo_table",
 ]
 
-_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16,
+           _choices.FLOAT8: jnp.dtype(_choices.FLOAT8_ACTIVATIONS)}
+"""Each dtype name's computation dtype; ``float8`` computes in bfloat16 with its
+matrix products in FP8 (`FP8_FIELD`)."""
 
 DTYPES: tuple[str, ...] = _choices.DTYPES
 """The computation dtypes a zoo model can be built in (parameters stay float32)."""
@@ -220,8 +224,10 @@ def build_model(name: str, *, dtype: str = "float32", **config: Any) -> nn.Modul
 
     Args:
       name: a `REGISTRY` name.
-      dtype: the computation dtype (``float32`` or ``bfloat16``); parameters stay
-        float32.
+      dtype: the computation dtype (`DTYPES`: ``float32``, ``bfloat16``,
+        ``float16``; ``float8``: bfloat16 with the projections' and MLPs'
+        products in FP8, for the families that declare it, `fp8_families`);
+        parameters stay float32.
       **config: the model's fields, e.g. ``depth=10`` for ``deeper_conv_net``.
     """
     spec = get_spec(name)
@@ -232,9 +238,24 @@ def build_model(name: str, *, dtype: str = "float32", **config: Any) -> nn.Modul
         )
     kwargs = dict(config)
     names = {f.name for f in dataclasses.fields(spec.module)}
+    if dtype == _choices.FLOAT8:
+        if _FP8_FIELD not in names:
+            families = fp8_families()
+            raise InputError(
+                f"--dtype float8 with a model of the {', '.join(families)} families (FP8 matrix products)",
+                f"{spec.name} with --dtype float8", "Use --dtype bfloat16 (or float32, float16) for it, or a "
+                f"model of those families (xla-cost models).",
+            )
+        kwargs[_FP8_FIELD] = True
     if "dtype" in names:
         kwargs["dtype"] = _DTYPES[dtype]
     return spec.module(**kwargs)
+
+
+def fp8_families() -> tuple[str, ...]:
+    """The families whose models take ``--dtype float8`` (`build_model`), in `FAMILIES`' order."""
+    return tuple(family for family in FAMILIES if any(
+        _FP8_FIELD in {f.name for f in dataclasses.fields(spec.module)} for spec in _family(family).SPECS))
 
 
 def example_inputs(

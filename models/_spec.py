@@ -8,7 +8,16 @@ from typing import Any
 
 import flax.linen as nn
 
-__all__ = ["ModelSpec", "Published", "lookup_key"]
+__all__ = ["FP8_FIELD", "ModelSpec", "Published", "lookup_key"]
+
+FP8_FIELD = "fp8"
+"""A family that takes ``--dtype float8`` declares a boolean module field of this
+name (its projections' and MLPs' products in FP8,
+`models._transformer.fp8_dot_general`); `xla_cost.zoo.build_model` sets it, with
+bfloat16 for the rest."""
+
+_NOT_SETTINGS = ("parent", "name", "dtype", "param_dtype", FP8_FIELD)
+"""Module fields that are not ``--set`` settings: Flax's own, and those ``--dtype`` sets."""
 
 _SIZE_MINIMUM = 1
 """The least value of an integer field that declares none: fields are sizes."""
@@ -86,10 +95,11 @@ class ModelSpec:
 
     @property
     def defaults(self) -> dict[str, Any]:
-        """Configurable fields and their defaults (``dtype``/``param_dtype`` excluded)."""
+        """Configurable fields and their defaults (``dtype``, ``param_dtype`` and ``fp8``,
+        which ``--dtype`` sets, excluded)."""
         out = {}
         for field in dataclasses.fields(self.module):
-            if field.name in ("parent", "name", "dtype", "param_dtype"):
+            if field.name in _NOT_SETTINGS:
                 continue
             if field.default is not dataclasses.MISSING:
                 out[field.name] = field.default

@@ -20,6 +20,7 @@ the residual stream by rows. Nothing has a bias.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +37,8 @@ from xla_cost.step import remat as _remat
 
 __all__ = [
     "ATTENTION_IMPLEMENTATIONS",
+    "FP8_FORWARD",
+    "FP8_GRADIENT",
     "MEGATRON_RULES",
     "Attention",
     "BlockConfig",
@@ -48,6 +51,7 @@ __all__ = [
     "check_options",
     "check_tokens",
     "decoder_stack",
+    "fp8_dot_general",
     "rope_frequencies",
 ]
 
@@ -60,11 +64,105 @@ are in the jaxpr; ``fused``: one `jax.nn.dot_product_attention` call."""
 _INIT_STD = 0.02
 
 
-def _dense(features: int, name: str, dtype: Dtype, param_dtype: Dtype) -> nn.Dense:
+def _dense(features: int, name: str, dtype: Dtype, param_dtype: Dtype, fp8: bool = False) -> nn.Dense:
     return nn.Dense(
         features, use_bias=False, dtype=dtype, param_dtype=param_dtype,
-        kernel_init=nn.initializers.normal(_INIT_STD), name=name,
+        kernel_init=nn.initializers.normal(_INIT_STD), name=name, dot_general=fp8_dot_general if fp8 else None,
     )
+
+
+# --------------------------------------------------------------------------- FP8 products
+
+FP8_FORWARD = jnp.float8_e4m3fn
+"""The forward operands' FP8 format (inputs and weights): 3 mantissa bits, largest 448."""
+FP8_GRADIENT = jnp.float8_e5m2
+"""The gradients' FP8 format in the backward products: 2 mantissa bits, largest 57,344."""
+
+
+def _current_scaled(x: jnp.ndarray, fp8: Any) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``x`` in ``fp8`` with current (per-tensor, just-in-time) scaling: ``x / s``
+    saturated to the format's largest value, ``s = amax(|x|) / largest`` from this
+    very tensor (float32); returns ``(x / s in fp8, s)``."""
+    largest = float(jnp.finfo(fp8).max)
+    amax = jnp.max(jnp.abs(x)).astype(jnp.float32)
+    scale = jnp.maximum(amax, jnp.finfo(jnp.float32).tiny) / largest
+    return jnp.clip(x.astype(jnp.float32) / scale, -largest, largest).astype(fp8), scale
+
+
+def _free(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[int]:
+    return [i for i in range(ndim) if i not in contracting and i not in batch]
+
+
+def _scaled_product(a: jnp.ndarray, b: jnp.ndarray, dimension_numbers: Any, scale: jnp.ndarray,
+                    dtype: Any) -> jnp.ndarray:
+    """``dot_general`` of two FP8 operands accumulated in float32, times the scales, in ``dtype``."""
+    product = jax.lax.dot_general(a, b, dimension_numbers, preferred_element_type=jnp.float32)
+    return (product * scale).astype(dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _fp8_product(lhs: jnp.ndarray, rhs: jnp.ndarray, dimension_numbers: Any, dtype: Any) -> jnp.ndarray:
+    return _fp8_forward(lhs, rhs, dimension_numbers, dtype)[0]
+
+
+def _fp8_forward(lhs: jnp.ndarray, rhs: jnp.ndarray, dimension_numbers: Any, dtype: Any) -> tuple[jnp.ndarray, Any]:
+    lq, ls = _current_scaled(lhs, FP8_FORWARD)
+    rq, rs = _current_scaled(rhs, FP8_FORWARD)
+    kinds = (jnp.zeros((0,), lhs.dtype), jnp.zeros((0,), rhs.dtype))  # the cotangents' dtypes, as arrays
+    return _scaled_product(lq, rq, dimension_numbers, ls * rs, dtype), (lq, ls, rq, rs, kinds)
+
+
+def _fp8_backward(dimension_numbers: Any, dtype: Any, residuals: Any, g: jnp.ndarray) -> tuple[jnp.ndarray, ...]:
+    """The two backward products in FP8: the output's gradient in e5m2 (its own
+    current scale) against the saved e4m3 operands, each accumulated in float32,
+    then transposed to its operand's layout (as jax's own ``dot_general``
+    transpose rule lays them out)."""
+    lq, ls, rq, rs, (lhs_kind, rhs_kind) = residuals
+    (lc, rc), (lb, rb) = dimension_numbers
+    lf, rf = _free(lq.ndim, lc, lb), _free(rq.ndim, rc, rb)
+    nb = len(lb)
+    g_lhs = tuple(range(nb, nb + len(lf)))  # g's axes: batch, the lhs's free, the rhs's free
+    g_rhs = tuple(range(nb + len(lf), nb + len(lf) + len(rf)))
+    gq, gs = _current_scaled(g, FP8_GRADIENT)
+    batch = tuple(range(nb))
+    # d lhs = g . rhs over the rhs's free axes: [batch, lhs free, rhs contracting (in rhs order)]
+    d_lhs = _scaled_product(gq, rq, ((g_rhs, tuple(rf)), (batch, tuple(rb))), gs * rs, lhs_kind.dtype)
+    rc_sorted = sorted(rc)
+    source = {**{a: i for i, a in enumerate(lb)}, **{a: nb + j for j, a in enumerate(lf)},
+              **{a: nb + len(lf) + rc_sorted.index(c) for a, c in zip(lc, rc)}}
+    d_lhs = jnp.transpose(d_lhs, [source[a] for a in range(lq.ndim)])
+    # d rhs = lhs . g over the lhs's free axes: [batch, lhs contracting (in lhs order), rhs free]
+    d_rhs = _scaled_product(lq, gq, ((tuple(lf), g_lhs), (tuple(lb), batch)), ls * gs, rhs_kind.dtype)
+    lc_sorted = sorted(lc)
+    source = {**{a: i for i, a in enumerate(rb)}, **{c: nb + lc_sorted.index(a) for a, c in zip(lc, rc)},
+              **{a: nb + len(lc) + j for j, a in enumerate(rf)}}
+    return d_lhs, jnp.transpose(d_rhs, [source[a] for a in range(rq.ndim)])
+
+
+_fp8_product.defvjp(_fp8_forward, _fp8_backward)
+
+
+def fp8_dot_general(lhs: jnp.ndarray, rhs: jnp.ndarray, dimension_numbers: Any, precision: Any = None,
+                    preferred_element_type: Any = None) -> jnp.ndarray:
+    """``jax.lax.dot_general`` in FP8 as training recipes run it today, with
+    current (per-tensor, just-in-time) scaling, the signature of
+    ``lax.dot_general`` (Flax's ``nn.Dense(dot_general=...)`` injection point).
+
+    Forward: ``lhs`` and ``rhs`` each scaled by its own ``amax / 448`` to
+    ``float8_e4m3fn`` (`FP8_FORWARD`), one ``dot_general`` of the two FP8 tensors
+    accumulated in float32, times both scales, returned in
+    ``preferred_element_type`` (default: the operands' dtype, bfloat16 in the
+    zoo). Backward (a custom VJP): the output's gradient scaled by its own
+    ``amax / 57344`` to ``float8_e5m2`` (`FP8_GRADIENT`) and multiplied with the
+    saved e4m3 operands, two FP8 ``dot_general`` (each the forward's multiply-adds),
+    accumulated in float32. The scaling's elementwise work (abs, the amax
+    reduction, divide, clip, convert; the rescaling multiply) is separate
+    equations. ``precision`` is ignored (FP8 has one).
+    """
+    del precision
+    dtype = preferred_element_type or jnp.result_type(lhs, rhs)
+    dimension_numbers = tuple(tuple(tuple(int(a) for a in axes) for axes in pair) for pair in dimension_numbers)
+    return _fp8_product(lhs, rhs, dimension_numbers, jnp.dtype(dtype))
 
 
 # --------------------------------------------------------------------------- norm
@@ -267,6 +365,8 @@ class Attention(nn.Module):
       query_scale: the scores are divided by ``sqrt(query_scale)``; 0: by
         ``sqrt(head_dim)`` (Gemma 2 27B divides by ``sqrt(d_model / n_heads)``).
       softcap: see `attention`.
+      fp8: the four projections' products in FP8 (`fp8_dot_general`); the
+        attention's own products (``q k^T``, ``probs v``) stay in ``dtype``.
     """
 
     n_heads: int
@@ -278,6 +378,7 @@ class Attention(nn.Module):
     implementation: str = "dense"
     query_scale: float = 0.0
     softcap: float = 0.0
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -285,16 +386,16 @@ class Attention(nn.Module):
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         batch, length, d = x.shape
         n, kv, h = self.n_heads, self.n_kv_heads, self.head_dim
-        q = _dense(n * h, "q_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, n, h)
-        k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
-        v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
+        q = _dense(n * h, "q_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, n, h)
+        k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
+        v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
         positions = jnp.arange(length)
         q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
         k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
         scale = 1.0 / math.sqrt(self.query_scale or h)
         out = attention(q, k, v, implementation=self.implementation, causal=True,
                         window=self.window, scale=scale, softcap=self.softcap)
-        return _dense(d, "o_proj", self.dtype, self.param_dtype)(out.reshape(batch, length, n * h))
+        return _dense(d, "o_proj", self.dtype, self.param_dtype, self.fp8)(out.reshape(batch, length, n * h))
 
 
 # --------------------------------------------------------------------------- MLP
@@ -308,19 +409,20 @@ _ACTIVATIONS: dict[str, Callable[[jnp.ndarray], jnp.ndarray]] = {
 class GatedMLP(nn.Module):
     """``down_proj(act(gate_proj(x)) * up_proj(x))``: SwiGLU (``silu``) or GeGLU
     (``gelu``, tanh approximation); ``hidden`` the width of each of the two
-    projections up, no biases."""
+    projections up, no biases; ``fp8``: the three products in FP8 (`fp8_dot_general`)."""
 
     hidden: int
     activation: str = "silu"
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         act = _ACTIVATIONS[self.activation]
-        gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype)(x)
-        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype)(x)
-        return _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype)(act(gate) * up)
+        gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype, self.fp8)(x)
+        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype, self.fp8)(x)
+        return _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype, self.fp8)(act(gate) * up)
 
 
 # --------------------------------------------------------------------------- embedding
@@ -380,6 +482,10 @@ class BlockConfig:
       rope_theta, rope_scaling, window, query_scale: see `Attention`.
       attention: see `attention`'s ``implementation``.
       attn_softcap: see `attention`'s ``softcap``.
+      fp8: the projections' and the MLP's products in FP8 (`fp8_dot_general`:
+        current scaling, e4m3 forward, e5m2 gradients); the attention's
+        softmax products, the norms and the residual stream stay in the
+        block's ``dtype``.
     """
 
     n_heads: int
@@ -396,6 +502,7 @@ class BlockConfig:
     query_scale: float = 0.0
     attention: str = "dense"
     attn_softcap: float = 0.0
+    fp8: bool = False
 
 
 class DecoderBlock(nn.Module):
@@ -423,14 +530,14 @@ class DecoderBlock(nn.Module):
     def make_mlp(self) -> nn.Module:
         """The block's MLP, named ``mlp``: `GatedMLP` here."""
         c = self.config
-        return GatedMLP(c.d_ff, c.activation, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
+        return GatedMLP(c.d_ff, c.activation, c.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
         c = self.config
         attn = Attention(
             c.n_heads, c.n_kv_heads, c.head_dim, c.rope_theta, c.rope_scaling, c.window, c.attention,
-            c.query_scale, c.attn_softcap, dtype=self.dtype, param_dtype=self.param_dtype, name="self_attn",
+            c.query_scale, c.attn_softcap, c.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="self_attn",
         )
         h = attn(self.norm("input_layernorm")(x))
         if c.post_norms:

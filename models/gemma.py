@@ -112,6 +112,10 @@ class Gemma(nn.Module):
       scan_layers: stack the blocks (or Gemma 2's local/global pairs) with `nn.scan`.
       remat: rematerialise each block: ``none``, ``selective`` or ``full``
         (`xla_cost.step.remat.REMAT_LEVELS`), or a policy of `REMAT_POLICIES`.
+      fp8: the projections' and the MLP's matrix products in FP8
+        (`models._transformer.fp8_dot_general`: current scaling, e4m3 forward,
+        e5m2 gradients, float32 accumulation), the tied head and the rest in ``dtype``; the
+        zoo's ``--dtype float8`` (bfloat16 and this).
       dtype: the computation dtype.
       param_dtype: the parameters' dtype.
     """
@@ -134,6 +138,7 @@ class Gemma(nn.Module):
     attention: str = "dense"
     scan_layers: bool = True
     remat: str = "none"
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -143,7 +148,7 @@ class Gemma(nn.Module):
             n_heads=self.n_head, n_kv_heads=self.n_kv_head, head_dim=self.head_dim, d_ff=self.d_ff,
             activation="gelu", norm_eps=self.norm_eps, norm_unit_offset=True, post_norms=self.post_norms,
             rope_theta=self.rope_theta, query_scale=self.query_scale, attention=self.attention,
-            attn_softcap=self.attn_softcap,
+            attn_softcap=self.attn_softcap, fp8=self.fp8,
         )
         local = dataclasses.replace(config, window=self.local_window)
         return tuple(local if self.local_window and i % 2 == 0 else config for i in range(self.n_layer))

@@ -90,6 +90,10 @@ class Llama(nn.Module):
         once) instead of unrolling ``layers_0`` ... ``layers_{L-1}``.
       remat: rematerialise each block: ``none``, ``selective`` or ``full``
         (`xla_cost.step.remat.REMAT_LEVELS`), or a policy of `REMAT_POLICIES`.
+      fp8: the projections' and the MLP's matrix products in FP8
+        (`models._transformer.fp8_dot_general`: current scaling, e4m3 forward,
+        e5m2 gradients, float32 accumulation), the rest in ``dtype``; the
+        zoo's ``--dtype float8`` (bfloat16 and this).
       dtype: the computation dtype.
       param_dtype: the parameters' dtype.
     """
@@ -108,6 +112,7 @@ class Llama(nn.Module):
     attention: str = "dense"
     scan_layers: bool = True
     remat: str = "none"
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -116,7 +121,7 @@ class Llama(nn.Module):
         config = BlockConfig(
             n_heads=self.n_head, n_kv_heads=self.n_kv_head, head_dim=self.head_dim or self.d_model // self.n_head,
             d_ff=self.d_ff, activation="silu", norm_eps=self.norm_eps, rope_theta=self.rope_theta,
-            rope_scaling=self.rope_scaling, attention=self.attention,
+            rope_scaling=self.rope_scaling, attention=self.attention, fp8=self.fp8,
         )
         return (config,) * self.n_layer
 

@@ -44,6 +44,7 @@ and 2.8B).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -54,6 +55,7 @@ import jax.numpy as jnp
 from ._spec import ModelSpec, Published
 from ._transformer import (
     MEGATRON_RULES, BlockConfig, DecoderBlock, GatedMLP, RMSNorm, check_options, check_tokens, decoder_stack,
+    fp8_dot_general,
 )
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
@@ -133,10 +135,12 @@ class Experts(nn.Module):
     """``E`` SwiGLU experts, their weights stacked: ``gate_proj`` and ``up_proj``
     ``[E, d, f]``, ``down_proj`` ``[E, f, d]`` (Mixtral's ``w1``, ``w3``, ``w2``).
     ``[E, G, C, d]`` expert slots in, the same out; every slot is computed,
-    filled or not (the capacity padding)."""
+    filled or not (the capacity padding). ``fp8``: the three products in FP8
+    (`models._transformer.fp8_dot_general`, the experts' axis a batch axis)."""
 
     n_experts: int
     d_ff: int
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -147,6 +151,9 @@ class Experts(nn.Module):
         gate = self.param("gate_proj", init, (e, d, f), self.param_dtype).astype(self.dtype)
         up = self.param("up_proj", init, (e, d, f), self.param_dtype).astype(self.dtype)
         down = self.param("down_proj", init, (e, f, d), self.param_dtype).astype(self.dtype)
+        if self.fp8:  # the einsums' dot_general: contract the last axis with the weights' middle, batch E
+            product = functools.partial(fp8_dot_general, dimension_numbers=(((3,), (1,)), ((0,), (0,))))
+            return product(nn.silu(product(x, gate)) * product(x, up), down)
         h = nn.silu(jnp.einsum("egcd,edf->egcf", x, gate)) * jnp.einsum("egcd,edf->egcf", x, up)
         return jnp.einsum("egcf,efd->egcd", h, down)
 
@@ -188,6 +195,7 @@ class MoE(nn.Module):
 
     Shared experts (``n_shared``, DeepSeekMoE) are one SwiGLU MLP of width
     ``n_shared * d_ff`` every token goes through, added to the routed output.
+    ``fp8``: the experts' products (routed and shared) in FP8; the router's in ``dtype``.
     """
 
     n_experts: int
@@ -197,6 +205,7 @@ class MoE(nn.Module):
     dispatch: str = "einsum"
     normalize_top_k: bool = True
     n_shared: int = 0
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -215,13 +224,13 @@ class MoE(nn.Module):
         order = jnp.swapaxes(chosen, 1, 2).reshape(g, k * s, e)
         position = jnp.sum((jnp.cumsum(order, axis=1) - 1) * order, axis=-1)
         position = jnp.swapaxes(position.reshape(g, k, s), 1, 2)  # [G, S, k]
-        experts = Experts(e, self.d_ff, dtype=self.dtype, param_dtype=self.param_dtype, name="experts")
+        experts = Experts(e, self.d_ff, self.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="experts")
         if self.dispatch == "einsum":
             y = self._einsum(x, experts, chosen, position, weights, c)
         else:
             y = self._gather(x, experts, index, position, weights, c)
         if self.n_shared:
-            y = y + GatedMLP(self.n_shared * self.d_ff, "silu", dtype=self.dtype, param_dtype=self.param_dtype,
+            y = y + GatedMLP(self.n_shared * self.d_ff, "silu", self.fp8, dtype=self.dtype, param_dtype=self.param_dtype,
                              name="shared_experts")(x)
         return y
 
@@ -278,7 +287,7 @@ class MoEBlock(DecoderBlock):
         if not isinstance(c, MoEConfig):
             return super().make_mlp()
         return MoE(c.n_experts, c.top_k, c.d_ff, c.capacity_factor, c.dispatch, c.normalize_top_k,
-                   c.n_shared_experts, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
+                   c.n_shared_experts, c.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
 
 
 class Mixtral(nn.Module):
@@ -312,6 +321,11 @@ class Mixtral(nn.Module):
         traced once) instead of unrolling ``layers_0`` ...
       remat: rematerialise each block: ``none``, ``selective`` or ``full``
         (`xla_cost.step.remat.REMAT_LEVELS`), or a policy of `REMAT_POLICIES`.
+      fp8: the projections', the experts' (routed and shared) and the dense
+        MLPs' matrix products in FP8 (`models._transformer.fp8_dot_general`:
+        current scaling, e4m3 forward, e5m2 gradients, float32 accumulation);
+        the router, the dispatch and combine, the head and the rest in
+        ``dtype``; the zoo's ``--dtype float8`` (bfloat16 and this).
       dtype: the computation dtype.
       param_dtype: the parameters' dtype.
     """
@@ -337,6 +351,7 @@ class Mixtral(nn.Module):
     attention: str = "dense"
     scan_layers: bool = True
     remat: str = "none"
+    fp8: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
 
@@ -360,7 +375,7 @@ class Mixtral(nn.Module):
         common = {
             "n_heads": self.n_head, "n_kv_heads": self.n_kv_head,
             "head_dim": self.head_dim or self.d_model // self.n_head, "activation": "silu",
-            "norm_eps": self.norm_eps, "rope_theta": self.rope_theta, "attention": self.attention,
+            "norm_eps": self.norm_eps, "rope_theta": self.rope_theta, "attention": self.attention, "fp8": self.fp8,
         }
         dense = BlockConfig(d_ff=self.dense_d_ff or self.d_ff, **common)
         moe = MoEConfig(

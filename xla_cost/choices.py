@@ -8,7 +8,7 @@ these.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "DTYPES", "OPTIMIZER_NAMES", "DEFAULT_OPTIMIZER", "REMAINDER"]
+__all__ = ["COUNTERS", "DTYPES", "FLOAT8", "FLOAT8_ACTIVATIONS", "OPTIMIZER_NAMES", "DEFAULT_OPTIMIZER", "REMAINDER"]
 
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 """``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:
@@ -25,8 +25,18 @@ not given one (`analyze`, `sweep`, `scaling`, `estimate`, `fit`, `report
 --model`, `xla_cost.RunConfig`): Adam, what models are trained with. The
 pages of `xla_cost.study` name theirs (seed 001's figures are SGD's)."""
 
-DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
-"""The computation dtypes a zoo model can be built in (parameters stay float32)."""
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16", "float8")
+"""The computation dtypes a zoo model can be built in (parameters stay float32).
+``float8``: bfloat16, with the projections' and MLPs' matrix products in FP8
+(float8_e4m3fn forward, float8_e5m2 gradients, current scaling), for the
+llama, gemma and mixtral families (`xla_cost.zoo.fp8_families`)."""
+
+FLOAT8: str = "float8"
+"""The `DTYPES` name of FP8 matrix products (``--dtype float8``)."""
+
+FLOAT8_ACTIVATIONS: str = "bfloat16"
+"""What a ``float8`` model computes in but its FP8 products: the activations, the
+attention's softmax products, the head; the dtype its report records."""
 
 REMAINDER: str = "(remainder)"
 """The per-layer row of what no parametrised module owns (`xla_cost.count.attribution`)."""

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from xla_cost.choices import COUNTERS
+from xla_cost.choices import COUNTERS, DTYPES
 from xla_cost.compiled import targets
 from xla_cost.compiled.store import Store
 from xla_cost.compiled.targets import CompileTarget
@@ -156,12 +156,12 @@ def check_options(
         import jax.numpy as jnp  # jax loads only when a dtype is given to check
 
         try:
-            ok = isinstance(dtype, str) and jnp.issubdtype(jnp.dtype(dtype), jnp.inexact)
+            ok = isinstance(dtype, str) and (dtype in DTYPES or jnp.issubdtype(jnp.dtype(dtype), jnp.inexact))
         except TypeError:
             ok = False
         if not ok:
             raise InputError(
-                "dtype as the name of a floating-point dtype (float32, bfloat16, float16)",
+                "dtype as the name of a floating-point dtype (float32, bfloat16, float16; the zoo's float8)",
                 repr(dtype), "Use e.g. dtype='bfloat16' (--dtype bfloat16).",
             )
     for flag, value in (("peak_tflops", peak_tflops), ("peak_bandwidth", peak_bandwidth)):

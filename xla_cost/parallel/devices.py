@@ -39,8 +39,10 @@ class DevicePeak:
     Attributes:
       name: the device, as the registry or the measurement names it.
       flops_per_s: peak FLOP/s by computation dtype (``bfloat16``, ``float16``,
-        ``float32``); for float32 on tensor-core GPUs the TF32 peak, which is
-        what XLA uses for float32 matmuls by default there.
+        ``float32``; ``float8`` where the device has FP8 tensor cores, which a
+        compiled program's FP8 gemms are priced at); for float32 on tensor-core
+        GPUs the TF32 peak, which is what XLA uses for float32 matmuls by
+        default there.
       bandwidth: peak memory bandwidth, bytes/s.
       source: where the figures come from.
     """
@@ -295,9 +297,14 @@ def allocatable(found: Device) -> tuple[float, str]:
             "(measured on an H200)")
 
 
-def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str) -> DevicePeak:
-    """Dense peaks in TFLOP/s by dtype (bfloat16, float16, float32), memory bandwidth in bytes/s."""
-    return DevicePeak(title, {"bfloat16": bf16 * _T, "float16": f16 * _T, "float32": f32 * _T}, bandwidth, source)
+def _peak(title: str, bf16: float, f16: float, f32: float, bandwidth: float, source: str,
+          f8: float | None = None) -> DevicePeak:
+    """Dense peaks in TFLOP/s by dtype (bfloat16, float16, float32; float8 where the
+    device has FP8 tensor cores), memory bandwidth in bytes/s."""
+    peaks = {"bfloat16": bf16 * _T, "float16": f16 * _T, "float32": f32 * _T}
+    if f8 is not None:
+        peaks["float8"] = f8 * _T
+    return DevicePeak(title, peaks, bandwidth, source)
 
 
 _V100_SOURCE = ("NVIDIA V100 datasheet, SXM2 (FP16 tensor 125 TFLOPS, FP32 15.7; no BF16 tensor cores; "
@@ -312,7 +319,8 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
     Device(
         "h100", "NVIDIA H100 SXM", ("H100",),
         _peak("NVIDIA H100 SXM", 989.4, 989.4, 494.7, 3.35e12,
-              "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7; HBM3 3.35 TB/s)"),
+              "NVIDIA H100 datasheet, SXM5 (dense: BF16 989.4 TFLOPS, TF32 494.7, FP8 1,979 = half the 3,958 "
+              "with sparsity; HBM3 3.35 TB/s)", f8=1979),
         81559 * 2**20, "81,559 MiB, as the driver reports an H100 SXM's memory (nvidia-smi on this project's "
         "device machine, 2026-11-13; the datasheet's '80 GB' is about 80 GiB)",
         node="dgx-h100",
@@ -331,7 +339,8 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
     Device(
         "h100-pcie", "NVIDIA H100 PCIe", ("H100", "PCIe"),
         _peak("NVIDIA H100 PCIe", 756, 756, 378, 2.0e12,
-              "NVIDIA H100 datasheet, PCIe (dense: BF16 756 TFLOPS, TF32 378; 2.0 TB/s)"),
+              "NVIDIA H100 datasheet, PCIe (dense: BF16 756 TFLOPS, TF32 378, FP8 1,513 = half the 3,026 with "
+              "sparsity; 2.0 TB/s)", f8=1513),
         80e9, "NVIDIA H100 datasheet, PCIe: 80 GB HBM2e",
         node="pcie5-server",
         gpu=GpuSpec((9, 0), 114, 128, 1.755, 50 * 2**20, 228 * 1024, 227 * 1024,
@@ -344,7 +353,8 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
     Device(
         "h200", "NVIDIA H200 SXM", ("H200",),
         _peak("NVIDIA H200 SXM", 989, 989, 494.7, 4.8e12,
-              "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7; HBM3e 4.8 TB/s)"),
+              "NVIDIA H200 datasheet (dense: BF16/FP16 989 TFLOPS, TF32 494.7, FP8 1,979 = half the 3,958 with "
+              "sparsity; HBM3e 4.8 TB/s)", f8=1979),
         143771 * 2**20, "143,771 MiB, as the driver reports an H200's memory (nvidia-smi on this project's device "
         "machine, 2026-11-26: reports/data/device_check_nvidia-h200_2026-11-26.json; the datasheet's '141 GB' is "
         "about 140 GiB)",

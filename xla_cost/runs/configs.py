@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xla_cost.choices import DEFAULT_OPTIMIZER
+from xla_cost.choices import DEFAULT_OPTIMIZER, FLOAT8, FLOAT8_ACTIVATIONS
 from xla_cost.errors import InputError
 
 __all__ = ["RunConfig", "load_custom", "parse_shape"]
@@ -250,7 +250,7 @@ class RunConfig:
         Raises:
           InputError: a setting not of its field's type or out of its range.
         """
-        if self.custom or not self.config:
+        if self.custom or (not self.config and self.dtype != FLOAT8):  # float8: the family must take it
             return self
         from xla_cost import zoo  # the zoo (jax, flax) loads only when a model is checked
 
@@ -333,6 +333,14 @@ class RunConfig:
 
         name = zoo.get_spec(self.model).name
         model = zoo.build_model(name, dtype=self.dtype, **config)
+        if self.dtype == FLOAT8:
+            dtype = FLOAT8_ACTIVATIONS
+            notes.append(
+                f"--dtype float8: the projections' and MLPs' matrix products in FP8 (float8_e4m3fn inputs and "
+                f"weights, float8_e5m2 gradients, current scaling, float32 accumulation); the attention's softmax "
+                f"products, the head and the rest in {FLOAT8_ACTIVATIONS}, the dtype recorded, whose peak prices "
+                "the products of a step priced from its totals; a target's FP8 kernels are priced at its float8 peak"
+            )
         return model, jax.ShapeDtypeStruct(*self.input_spec()), name, dtype, notes
 
     def input_spec(self) -> tuple[tuple[int, ...], Any]:
