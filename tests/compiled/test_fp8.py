@@ -1,10 +1,12 @@
 """FP8 matrix products (issue 50), as jax writes them, counted by both counters.
 
-Two forms: a ``dot_general`` of ``float8_e4m3fn`` operands with current
+Three forms: a ``dot_general`` of ``float8_e4m3fn`` operands with current
 (per-tensor, this step's amax) scaling, which an H100 compiles to an FP8 gemm
 (a Triton fusion reading ``f8e4m3fn``; the time model prices it at the float8
 peak), and ``jax.nn.scaled_matmul``'s block-scaled product (MXFP8: a scale per
-32 values of the contraction), whose primitive has a rule of its own.
+32 values of the contraction), whose primitive has a rule of its own; and the
+zoo's ``--dtype float8`` Llama, whose projections and MLP an H100 multiplies in
+FP8 gemms priced at its FP8 peak.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from jax import lax
 from xla_cost.analysis import programs
 from xla_cost.compiled import kernels, targets
 from xla_cost.count.interpret import count_function
+from xla_cost.parallel import calibration, kernel_time
 from xla_cost.parallel.devices import target
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
@@ -56,3 +59,39 @@ def test_a_block_scaled_product_is_its_multiply_adds():
     counted = count_function(lambda *a: jax.nn.scaled_matmul(*a, preferred_element_type=jnp.float32), *operands)
     assert counted.unsupported == {}
     assert counted.total.flops == counted.total.products == 2 * b * m * n * k
+
+
+def test_the_zoos_float8_llama_compiles_for_an_h100_to_fp8_gemms_priced_at_the_fp8_peak():
+    """``--dtype float8`` (`models._transformer.fp8_dot_general`): a tiny Llama's forward
+    compiled deviceless for an H100 multiplies its projections and MLP in FP8 gemms
+    (f8e4m3fn operands), its attention and head in bfloat16 ones."""
+    from xla_cost.zoo import build_model, example_inputs
+
+    b, t, layers, d, n, k, f, v = 2, 16, 1, 64, 4, 2, 96, 128
+    h = d // n
+    config = {"vocab_size": v, "seq_len": t, "n_layer": layers, "d_model": d, "n_head": n, "n_kv_head": k,
+              "d_ff": f, "scan_layers": False}
+    model = build_model("llama3-8b", dtype="float8", **config)
+    inputs = example_inputs("llama3-8b", b, dtype="float8", **config)
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)
+    with targets.use(target("h100")):
+        compiled = jax.jit(lambda p, x: model.apply(p, x), **programs.placement()).lower(variables, inputs).compile()
+    listed = [kernel for kernel in kernels.kernel_list(compiled.as_text()) if kernel.product is not None]
+    fp8 = [kernel for kernel in listed if kernel.product.dtype == "float8"]
+    # per token and layer q and o d*N*H, k and v d*K*H, gate, up and down d*f multiply-adds, 2 FLOP each
+    assert sum(kernel.product.flops for kernel in fp8) == 2 * b * t * layers * (d * (2 * n + 2 * k) * h + 3 * d * f)
+    # XLA's dot merger joins the products that share an input: q, k, v one gemm, gate and up one; o, down
+    assert len(fp8) == 4 * layers
+    # bfloat16: per layer and sequence q k^T and probs v, 2*N*H*T*T multiply-adds each; the head d*V per token
+    rest = [kernel for kernel in listed if kernel.product.dtype != "float8"]
+    assert {kernel.product.dtype for kernel in rest} == {"bfloat16"}
+    assert sum(kernel.product.flops for kernel in rest) == b * (layers * 4 * d * t * t + 2 * t * d * v)
+    # priced at the H100's FP8 peak, 1,979 TFLOP/s dense (NVIDIA H100 datasheet, SXM5: 3,958 with sparsity),
+    # twice the bfloat16 one's 989.4: each FP8 gemm takes less than it would at the bfloat16 peak
+    constants = calibration.constants()
+    at_fp8 = kernel_time.price_kernels(tuple(fp8), "h100", constants)
+    at_bf16 = kernel_time.price_kernels(tuple(fp8), "h100", constants, arithmetic="bfloat16")
+    assert at_fp8.matmul < at_bf16.matmul
+    flops = sum(kernel.product.flops for kernel in fp8)
+    totals = kernel_time.price_totals(flops, 0.0, 0, "h100", "float8", constants)
+    assert totals.matmul == pytest.approx(flops / (1979e12 * constants.matmul), rel=1e-12)
