@@ -20,7 +20,8 @@ TINY = {"vocab_size": 128, "seq_len": 16, "n_layer": 2, "d_model": 64, "n_head":
 def reports():
     def run(scan: bool) -> xla_cost.Report:
         model = build_model("llama3-8b", scan_layers=scan, **TINY)
-        return xla_cost.analyze(model, example_inputs("llama3-8b", 1, **TINY), optimizer="sgd", counter="jaxpr")
+        return xla_cost.analyze(model, example_inputs("llama3-8b", 1, **TINY), optimizer="sgd", counter="jaxpr",
+                                per_layer=True)
     return run(True), run(False)
 
 
@@ -45,6 +46,17 @@ def test_scanned_backward_adds_back_the_hoisted_rope_and_mask(reports):
     assert not any("loop-invariant" in note for note in unrolled.notes)
     assert any(note.startswith("backward: the grad program computes") and f"{hoisted_flops:,} FLOP and "
                f"{hoisted_transcendentals:,} transcendentals" in note for note in scanned.notes)
+
+
+def test_the_rows_backward_adds_up_to_the_phase_and_none_is_negative(reports):
+    scanned = reports[0]
+    backward = scanned.phases["backward"]
+    rows = {row.path: row for row in scanned.layers}
+    assert sum(row.backward_flops for row in rows.values()) == backward.jaxpr_flops
+    assert sum(row.backward_transcendentals for row in rows.values()) == backward.jaxpr_transcendentals == 0
+    # the rope and the mask are the attention module's own work (was: -512 transcendentals in its row)
+    assert all(row.backward_flops >= 0 and row.backward_transcendentals >= 0 for row in rows.values())
+    assert rows["layers/self_attn"].backward_transcendentals == 0
 
 
 def test_a_negative_derived_count_is_unknown_and_noted(reports):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from xla_cost.step import phases
 from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
+from xla_cost.count.hoisted import hoisted_invariants
 from xla_cost.count.interpret import EqnCount
 from xla_cost.count.stacks import JAX_SCOPES, bare_stack, classify_pass, split_name_stack, unwrap
 from xla_cost.count.layers import LayerCosts
@@ -372,7 +373,9 @@ def attribute_step(
     column is then its phase as `xla_cost.step.phases` declares it: its share of
     the forward program, of the update program, and for ``backward`` its share
     of ``grad`` minus its share of ``forward`` (the phase's own formula, so ReLU
-    masks and other values autodiff saves land in backward). Summed over the
+    masks and other values autodiff saves land in backward), the forward's loop
+    invariants that ``grad`` ran once outside its loop counted with the runs they
+    lost (`xla_cost.count.hoisted`), as the backward phase is. Summed over the
     rows, each column equals the jaxpr count of its phase exactly.
 
     Args:
@@ -393,6 +396,10 @@ def attribute_step(
         raise ValueError(
             f"Expected the equations of {', '.join(sorted(needed))}, got {', '.join(programs)} instead."
         )
+    programs = dict(programs)
+    if "forward" in programs and "grad" in programs:  # the forward's loop invariants the grad ran once
+        programs["forward"], programs["grad"] = tuple(programs["forward"]), tuple(programs["grad"])
+        programs["grad"] = hoisted_invariants(programs["forward"], programs["grad"]).restored(programs["grad"])
     shares: dict[str, dict[str, LayerCosts]] = {}
     for name, equations in programs.items():
         pass_of = "update" if phases.phase(name).follow_data else "forward"

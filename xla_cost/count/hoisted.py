@@ -19,6 +19,7 @@ grad program's forward share skipped.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.count.registry import Cost
@@ -37,11 +38,26 @@ class Hoisted:
       matmul_flops: the part of ``cost.flops`` that matrix products do (dot_general, convolutions,
         products inside fused primitives).
       where: ``primitive at stack x runs`` per hoisted equation, for the note.
+      lost: each hoisted equation group of the grad program with the runs it lost.
     """
 
     cost: Cost = Cost()
     matmul_flops: int = 0
     where: tuple[str, ...] = ()
+    lost: tuple[tuple[EqnCount, int], ...] = ()
+
+    def restored(self, grad: Iterable[EqnCount]) -> tuple[EqnCount, ...]:
+        """The grad program's equations with each hoisted group's lost runs added beside it
+        (its cost times the runs, under its own name stack): what the grad program would run
+        without the hoisting, so that per-layer rows' ``grad - forward`` holds no negative share."""
+        extra = tuple(dataclasses.replace(eqn, executions=eqn.executions * runs, cost=_times(eqn.cost, runs),
+                                          recomputed=_times(eqn.recomputed, runs))
+                      for eqn, runs in self.lost)
+        return (*grad, *extra)
+
+
+def _times(cost: Cost, runs: int) -> Cost:
+    return Cost(cost.flops * runs, cost.transcendentals * runs, cost.bytes_accessed * runs, cost.products * runs)
 
 
 def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], int]) -> int:
@@ -53,32 +69,35 @@ def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], in
                 and stack[len(stack) - len(scopes):] == scopes), default=1)
 
 
-def hoisted_invariants(forward: JaxprCount, grad: JaxprCount, matmuls: frozenset[str]) -> Hoisted:
+def hoisted_invariants(forward: JaxprCount | Iterable[EqnCount], grad: JaxprCount | Iterable[EqnCount],
+                       matmuls: frozenset[str] = frozenset()) -> Hoisted:
     """The forward program's loop-invariant work that ``grad`` computes outside the loop, once.
 
     Args:
-      forward: the forward program's count.
-      grad: the gradient program's count (``jax.grad`` or ``jax.value_and_grad`` of the same loss).
+      forward: the forward program's count (or its equations).
+      grad: the gradient program's count or equations (``jax.grad`` or ``jax.value_and_grad`` of the same loss).
       matmuls: the primitives counted as matrix products.
     Returns:
       `Hoisted`: empty where nothing was hoisted (no loop, or no untransformed equation in ``grad``).
     """
+    forward = forward.equations if isinstance(forward, JaxprCount) else forward
+    grad = grad.equations if isinstance(grad, JaxprCount) else grad
     looped = {}
-    for eqn in forward.equations:
+    for eqn in forward:
         if eqn.repeat > 1:
             key = (eqn.primitive, model_scopes(eqn.name_stack))
             looped[key] = max(looped.get(key, 1), eqn.repeat)
     if not looped:
         return Hoisted()
-    cost, matmul, where = Cost(), 0, []
-    for eqn in grad.equations:
+    cost, matmul, where, lost_runs = Cost(), 0, [], []
+    for eqn in grad:
         if classify_pass(eqn.name_stack) is not None:
             continue
         lost = _matched_repeat(eqn, looped) // eqn.repeat - 1
         if lost <= 0:
             continue
-        cost += Cost(eqn.cost.flops * lost, eqn.cost.transcendentals * lost, eqn.cost.bytes_accessed * lost,
-                     eqn.cost.products * lost)
+        cost += _times(eqn.cost, lost)
         matmul += (eqn.cost.flops if eqn.primitive in matmuls else eqn.cost.products) * lost
         where.append(f"{eqn.primitive} at {eqn.name_stack} x{lost + 1}")
-    return Hoisted(cost, matmul, tuple(where))
+        lost_runs.append((eqn, lost))
+    return Hoisted(cost, matmul, tuple(where), tuple(lost_runs))
