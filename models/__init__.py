@@ -27,7 +27,7 @@ import numpy as np
 
 import importlib
 import types
-from ._spec import FP8_FIELD as _FP8_FIELD, ModelSpec, lookup_key
+from ._spec import FP8_FIELD as _FP8_FIELD, ModelSpec, Published, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
@@ -43,6 +43,7 @@ __all__ = [
     "FAMILIES",
     "REGISTRY",
     "ModelSpec",
+    "Published",
     "ZooListing",
     "build_model",
     "count_parameters",
