@@ -47,6 +47,11 @@ BATCH = 2  # samples per micro-batch per replica
 MESH = {"data": 2, "model": 2, "pipeline": 2}
 
 
+# A pipeline stage, a mesh and its replicas analyse the same programs again (a stage's update, the
+# one-device step): each compiled once in the module (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return str(tmp_path_factory.mktemp("store") / "results.sqlite")
