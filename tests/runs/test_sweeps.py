@@ -85,11 +85,9 @@ def test_sweep_in_process_figures_store_and_rerun(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(again.layers, layers)
 
 
-def test_sweep_matches_analyze(tmp_path):
+def test_sweep_matches_analyze(tmp_path, zoo_report):
     result = sweep(["conv_net"], batch_sizes=[2], optimizers=["adam"], store=tmp_path / "s.sqlite", jobs=0)
-    report = xla_cost.analyze(
-        build_model("conv_net"), example_inputs("conv_net", 2), optimizer="adam", name="conv_net"
-    )
+    report = zoo_report("conv_net", 2, "adam")  # analyze(...), kept for the round-trip test below too
     row = result.runs.iloc[0]
     for phase in xla_cost.PHASES:
         assert row[f"{phase}_flops"] == report.phases[phase].flops
