@@ -9,6 +9,9 @@ or GeGLU), the `attention` function every attention goes through (``dense``:
 written out; ``fused``: `jax.nn.dot_product_attention`), a tied `Embedder` whose
 ``attend`` method is the language-model head, the pre-norm `DecoderBlock` and
 `decoder_stack`, which unrolls or scans the blocks and rematerialises each.
+With ``fp8`` (the zoo's ``--dtype float8``) the projections' and MLPs' matrix
+products go through `fp8_dot_general`: FP8 with current scaling, the rest in
+the blocks' dtype.
 
 Parameter names follow the Hugging Face implementations (``self_attn.q_proj``,
 ``mlp.gate_proj``, ``input_layernorm`` ...), and `MEGATRON_RULES` splits them for

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xla_cost import zoo
+from xla_cost.choices import FLOAT8, FLOAT8_ACTIVATIONS
 from xla_cost.errors import InputError
 from xla_cost.parallel import schedule
 from xla_cost.parallel.sharding import MESH_AXES, parse_mesh
@@ -173,7 +174,10 @@ def check_parallel(parallel: Parallelism) -> tuple[int, dict[str, int], int]:
     return devices, mesh, micro
 
 
-ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_WIDTHS = {"float32": 4, "bfloat16": 2, "float16": 2}
+ELEMENT_BYTES = {**_WIDTHS, FLOAT8: _WIDTHS[FLOAT8_ACTIVATIONS]}
+"""Bytes of an activation element by ``--dtype`` (float8's activations are
+`FLOAT8_ACTIVATIONS`: only its products' operands are FP8)."""
 
 
 def pipeline_stage(run: RunConfig, stages: int, chunks: int = 1) -> RunConfig:
