@@ -208,18 +208,34 @@ def _patch_merge(wrapped: _Wrapped) -> Callable[[], None] | None:
     Returns what restores the function (None: an enclosing block patched it already)."""
     from flax.nnx import graph  # noqa: PLC0415 - see the import above
 
+    from flax import nnx  # noqa: PLC0415
+
     original = graph.merge
-    if _MERGE_HOOK in original.__globals__:  # patched by an enclosing block: its hook tags already
+    plain = isinstance(original, types.FunctionType) and not original.__code__.co_freevars
+    if plain and _MERGE_HOOK in original.__globals__:  # patched by an enclosing block: its hook tags already
         return None
-    inner = types.FunctionType(original.__code__, original.__globals__, original.__name__, original.__defaults__,
-                               original.__closure__)
-    inner.__kwdefaults__ = original.__kwdefaults__
+    inner = original
+    if plain:
+        inner = types.FunctionType(original.__code__, original.__globals__, original.__name__,
+                                   original.__defaults__, original.__closure__)
+        inner.__kwdefaults__ = original.__kwdefaults__
 
     def merge(*args: Any, **kwargs: Any) -> Any:
         node = inner(*args, **kwargs)
         tag_modules(node)
         wrapped.wrap(_module_classes(node))
         return node
+
+    if not plain:  # a Flax whose merge is no plain function: the attributes alone (a merge imported before is not)
+        owners = [owner for owner in (nnx, graph) if getattr(owner, "merge", None) is original]
+        for owner in owners:
+            owner.merge = merge
+
+        def restore_attributes() -> None:
+            for owner in owners:
+                owner.merge = original
+
+        return restore_attributes
 
     saved = original.__code__
     original.__globals__[_MERGE_HOOK] = merge
