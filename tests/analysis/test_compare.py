@@ -37,6 +37,11 @@ needs_plugins = pytest.mark.skipif(plugins.cuda_plugin() is None or not plugins.
                                    reason="the gpu and tpu extras (jax's CUDA plugin, libtpu) are not installed")
 
 
+# The CLI's comparison compiles the fixtures' OneNet programs again, for the H100 and the CPU:
+# each compiled once in the module, its kernels built once (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 @pytest.fixture(scope="module")
 def h100():
     """OneNet's step for the H100 with the CPU's beside it (``compare_cpu``), memory broken down."""
