@@ -337,9 +337,11 @@ class RunConfig:
             dtype = FLOAT8_ACTIVATIONS
             notes.append(
                 f"--dtype float8: the projections' and MLPs' matrix products in FP8 (float8_e4m3fn inputs and "
-                f"weights, float8_e5m2 gradients, current scaling, float32 accumulation); the attention's softmax "
-                f"products, the head and the rest in {FLOAT8_ACTIVATIONS}, the dtype recorded, whose peak prices "
-                "the products of a step priced from its totals; a target's FP8 kernels are priced at its float8 peak"
+                f"weights, float8_e5m2 gradients, current scaling, float32 accumulation), each counted as the "
+                f"{FLOAT8_ACTIVATIONS} product; the scaling (abs, amax, divide, clip, converts, rescale) is "
+                f"elementwise FLOP beside them, more than conversions alone; the attention's softmax products, the "
+                f"head and the rest in {FLOAT8_ACTIVATIONS}, the dtype recorded, whose peak prices the products of a "
+                "step priced from its totals; a target's FP8 kernels are priced at its float8 peak"
             )
         return model, jax.ShapeDtypeStruct(*self.input_spec()), name, dtype, notes
 
