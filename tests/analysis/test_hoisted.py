@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
+import optax
 import pytest
+from flax.training import train_state
 
 import xla_cost
 from xla_cost.analysis.costs import without_negatives
@@ -57,6 +61,33 @@ def test_the_rows_backward_adds_up_to_the_phase_and_none_is_negative(reports):
     # the rope and the mask are the attention module's own work (was: -512 transcendentals in its row)
     assert all(row.backward_flops >= 0 and row.backward_transcendentals >= 0 for row in rows.values())
     assert rows["layers/self_attn"].backward_transcendentals == 0
+
+
+def _step_report(scan: bool) -> xla_cost.Report:
+    model = build_model("llama3-8b", scan_layers=scan, **TINY)
+    tokens = example_inputs("llama3-8b", 1, **TINY)
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), tokens)
+    state = train_state.TrainState.create(apply_fn=model.apply, params=variables["params"], tx=optax.sgd(0.1))
+
+    def step(state, tokens):
+        def loss(params):
+            return state.apply_fn({"params": params}, tokens).astype(jnp.float32).mean()
+        value, grads = jax.value_and_grad(loss)(state.params)
+        return state.apply_gradients(grads=grads), value
+
+    return xla_cost.analyze_step(step, state, tokens, counter="jaxpr")
+
+
+def test_a_steps_hoisted_invariants_are_its_forward():
+    """In the model's own train step the hoisted rope and mask (no jvp on their name stack) are
+    forward work, once: not ``other`` with a note of a second forward pass outside the gradient."""
+    scanned, unrolled = _step_report(True), _step_report(False)
+    t, n_layer, h = TINY["seq_len"], TINY["n_layer"], TINY["d_model"] // TINY["n_head"]
+    hoisted_transcendentals = (n_layer - 1) * 2 * 2 * t * (h // 2)  # as above: the runs the scan saves
+    assert scanned.phases["other"].transcendentals == 0  # was 2 * 2 * T * h/2 = 512
+    assert not any("outside the gradient" in note for note in scanned.notes)
+    assert scanned.phases["forward"].transcendentals == unrolled.phases["forward"].transcendentals \
+        - hoisted_transcendentals
 
 
 def test_a_negative_derived_count_is_unknown_and_noted(reports):
