@@ -931,6 +931,61 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if False:\n"),),
         tests=("tests/analysis/test_report_cache.py",),
     ),
+    # ------------------------------------------------------------------ issue 50's follow-up
+    Mutation(
+        "hoisted_invariants_not_added_back",
+        "a scanned model's backward is grad - forward as it comes, the loop invariants its grad program hoisted "
+        "(a rope's sin and cos) left out: backward transcendentals below zero",
+        (Edit("xla_cost/analysis/costs.py", "    if not (cost.flops or cost.transcendentals or cost.bytes_accessed):\n"
+              "        return backward, []", "    if True:\n        return backward, []"),),
+        tests=("tests/analysis/test_hoisted.py",),
+    ),
+    Mutation(
+        "hoisted_invariants_not_in_the_rows",
+        "per-layer rows take the grad program's share as it runs: the attention row's backward below zero, the "
+        "rows short of the backward phase",
+        (Edit("xla_cost/count/attribution.py",
+              '        programs["grad"] = hoisted_invariants(programs["forward"], programs["grad"])'
+              '.restored(programs["grad"])\n', ""),),
+        tests=("tests/analysis/test_hoisted.py",),
+    ),
+    Mutation(
+        "hoisted_invariants_are_other_in_a_step",
+        "analyze_step leaves a scanned model's hoisted loop invariants in other, with a note of a second "
+        "forward pass outside the gradient",
+        (Edit("xla_cost/count/step_parts.py", "                    node.part = FORWARD\n", "                    pass\n"),),
+        tests=("tests/analysis/test_hoisted.py",),
+    ),
+    Mutation(
+        "apply_params_one_collection_level",
+        "an apply function's params= looked into one level of Linen collections: {'params': {'params': ...}} "
+        "has no per-layer rows",
+        (Edit("xla_cost/step/trees.py", "            while start < len(names) - 1 and is_collections(node):",
+              "            if start < len(names) - 1 and is_collections(node):"),),
+        tests=("tests/step/test_apply_collections.py",),
+    ),
+    Mutation(
+        "merge_patched_as_an_attribute_only",
+        "nnx.merge patched as flax.nnx's attribute alone: a step that imported merge before the analysis gets "
+        "no per-layer rows",
+        (Edit("xla_cost/step/nnx_scopes.py",
+              "    plain = isinstance(original, types.FunctionType) and not original.__code__.co_freevars",
+              "    plain = False"),),
+        tests=("tests/step/test_nnx_merge_imported.py",),
+    ),
+    Mutation(
+        "comparison_column_raw_for_loops",
+        "the phase table's XLA x N / jaxpr column compares XLA's raw count of a loop body once",
+        (Edit("xla_cost/analysis/report_tables.py", "        ratio = c.corrected_to_jaxpr",
+              "        ratio = c.xla_to_jaxpr"),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
+        "rows_without_their_recomputation",
+        "per-layer rows carry no recomputation: a rematted block's recomputed FLOP are none",
+        (Edit("xla_cost/count/attribution.py", "            recomputed=recomputed.get(path, Cost()),\n", ""),),
+        tests=("tests/analysis/test_remat_rows.py",),
+    ),
 )
 
 
