@@ -27,6 +27,7 @@ from pathlib import Path
 os.environ["XLA_COST_NO_CACHE"] = "1"  # compile every program: the time a first analysis takes
 
 import xla_cost  # noqa: E402
+from xla_cost.compiled.xla import device_kind  # noqa: E402 - xla_cost loads its subpackages lazily
 from xla_cost import zoo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
 
     models = argv or list(zoo.REGISTRY)
     today = datetime.date.today().isoformat()
-    device = re.sub(r"[^a-z0-9]+", "-", xla_cost.compiled.xla.device_kind().lower()).strip("-")
+    device = re.sub(r"[^a-z0-9]+", "-", device_kind().lower()).strip("-")
     path = ROOT / "reports" / "data" / f"analysis_time_{device}_{today}.csv"
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "results.sqlite"
@@ -56,7 +57,7 @@ def main(argv: list[str]) -> int:
             load = (before + os.getloadavg()[0]) / 2
             rows.append({
                 "model": model, "batch_size": 1, "optimizer": "sgd", "counter": "xla",
-                "seconds": f"{run['seconds']:.2f}", "device": xla_cost.compiled.xla.device_kind(),
+                "seconds": f"{run['seconds']:.2f}", "device": device_kind(),
                 "cores": os.cpu_count(), "jax_version": jax.__version__, "date": today,
                 "load_average": f"{load:.1f}",
             })
