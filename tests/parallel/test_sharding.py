@@ -24,9 +24,12 @@ from xla_cost.parallel import sharding
 from xla_cost.errors import InputError
 from xla_cost.zoo import build_model, example_inputs
 
-pytestmark = pytest.mark.skipif(
-    jax.device_count() < 8, reason="needs 8 (simulated) devices: tests/conftest.py sets them"
-)
+pytestmark = [
+    pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices: tests/conftest.py sets them"),
+    # the GPT's sharded programs, unrolled and scanned, are analysed again by the trip-count test:
+    # each compiled once in the module (tests/conftest.py)
+    pytest.mark.usefixtures("module_caches"),
+]
 
 F32 = 4
 
