@@ -110,8 +110,8 @@ LONGEST_FILES: tuple[str, ...] = (
     "tests/runs/test_estimate.py",  # 18 s (was 20)
     "tests/present/test_terminal_tables.py",  # 17 s
     "tests/compiled/test_targets_cache.py",  # 16 s
-    "tests/parallel/test_sharding.py",  # 16 s
     "tests/zoo/test_resnet.py",  # 14 s
+    "tests/parallel/test_sharding.py",  # 13 s (was 16)
     "tests/cli/test_cli.py",  # 13 s
     "tests/cli/test_cli_estimate.py",  # 12 s
     "tests/analysis/test_timing.py",  # 11 s
