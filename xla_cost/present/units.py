@@ -129,7 +129,7 @@ def count(value: int | float | None) -> str:
     return f"{int(value):,}"
 
 
-SHORT_COUNT_PREFIXES: tuple[tuple[float, str], ...] = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+SHORT_COUNT_PREFIXES: tuple[tuple[int, str], ...] = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "k"))
 """The letters of `short_count`, largest first: a billion is ``B``, as model sizes are written."""
 
 
