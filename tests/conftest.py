@@ -114,13 +114,13 @@ LONGEST_FILES: tuple[str, ...] = (
     "tests/parallel/test_sharding.py",  # 13 s (was 16)
     "tests/cli/test_cli.py",  # 13 s
     "tests/cli/test_cli_estimate.py",  # 12 s
-    "tests/analysis/test_timing.py",  # 11 s
 )
 """Test files, longest first: the seconds their tests took in `pytest -n 2 --durations=0` on 2 cores
 (2,384 tests in 431 s, 2026-11-29, other work on the machine); every file not listed took under 10 s.
 The files with a figure "(was N)" had their repeated compiles cut later that day (`module_caches`,
 shared analyses): their figure is the old one scaled by the CPU seconds their tests took alone
-(`-n 0`) after over before; tests/step/test_optimizers.py (15 s) fell to about 7."""
+(`-n 0`) after over before; tests/step/test_optimizers.py (15 s) fell to about 7, tests/analysis/test_timing.py
+(11 s) to about 8."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
