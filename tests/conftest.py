@@ -105,9 +105,9 @@ LONGEST_FILES: tuple[str, ...] = (
     "tests/step/test_phases.py",  # 22 s
     "tests/runs/test_scan_time.py",  # 21 s (was 32)
     "tests/runs/test_sweeps.py",  # 21 s
-    "tests/cli/test_cli_refused_inputs.py",  # 19 s
     "tests/count/test_rules.py",  # 18 s
     "tests/runs/test_estimate.py",  # 18 s (was 20)
+    "tests/cli/test_cli_refused_inputs.py",  # 17 s (was 19)
     "tests/present/test_terminal_tables.py",  # 17 s
     "tests/compiled/test_targets_cache.py",  # 16 s
     "tests/zoo/test_resnet.py",  # 14 s

@@ -43,6 +43,12 @@ class MLP(nn.Module):
 '''
 
 
+# The fits and the commands given module objects analyse the same OneNet and MLP programs again:
+# each compiled once in the module (tests/conftest.py); the fits' searches still call their
+# compile per batch (counted below), and the commands run as subprocesses keep the caches off.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 @pytest.fixture
 def place(tmp_path, monkeypatch):
     """A working directory of its own with its own (absent) results store; the
