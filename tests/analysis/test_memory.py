@@ -149,7 +149,9 @@ def test_fit_returns_a_batch_that_fits_and_the_next_that_does_not():
     limit = peak(100)  # a CPU "device" exactly as large as the step at batch 100 needs
     result = xla_cost.max_batch_size("one_net", device_memory_bytes=limit, memory_fraction=1.0, optimizer="sgd")
     assert result.batch_size >= 100 and result.next_size == result.batch_size + 1
-    # checked by compiling again through analyze(): the answer fits, the next size does not
+    # checked again through analyze(), its own way from the step to the peak (the programs fit compiled
+    # are read from the module's analyses cache, as a user's second run reads them): the answer fits,
+    # the next size does not
     assert peak(result.batch_size) <= limit < peak(result.next_size)
     assert result.fits.peak <= limit < result.does_not_fit.peak
     with pytest.raises(xla_cost.InputError):
