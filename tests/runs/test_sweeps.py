@@ -338,6 +338,25 @@ def test_worker_processes_give_the_in_process_figures(tmp_path):
     pd.testing.assert_frame_equal(local.runs[columns], pooled.runs[columns])
 
 
+def test_a_key_made_under_a_target_leaves_the_next_cpu_keys_as_a_fresh_process_makes_them():
+    # the store's environment names the device compiled for: the active target's, else this backend's;
+    # a key made under an H100 first must not hand the H100 to the CPU analyses after it
+    from xla_cost.compiled import store, targets
+    from xla_cost.parallel import devices
+
+    arguments = {"model": build_model("one_net"), "inputs": example_inputs("one_net", 2)}
+    fresh = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json; from xla_cost.compiled.store import environment as e; "
+         "print(json.dumps(e()))"], capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.strip().splitlines()[-1])
+    with targets.use(devices.target("h100")):
+        under_h100 = store.environment()
+        h100_key = analysis_key(arguments)[0]
+    assert under_h100["backend"] == "gpu" and "H100" in under_h100["device"]
+    assert store.environment() == fresh
+    assert analysis_key(arguments)[0] != h100_key
+
+
 def test_analyze_cache_returns_the_stored_report(tmp_path, monkeypatch):
     store = tmp_path / "s.sqlite"
     model, inputs = build_model("conv_net"), example_inputs("conv_net", 2)

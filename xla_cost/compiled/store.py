@@ -116,17 +116,30 @@ def _source_digest() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def environment() -> dict[str, str]:
-    """What besides the configuration determines a result: versions, backend, device."""
+def _installation() -> dict[str, str]:
+    """The versions and the sources: the same for the whole process."""
     from importlib import metadata
-
-    from xla_cost.compiled import xla  # jax loads only when a key needs the environment
 
     # Versions from the installed distributions: reading them imports nothing.
     return {
         **{name: metadata.version(name) for name in ("jax", "jaxlib", "flax", "optax")},
         "xla_cost": __version__,
         "source": _source_digest(),
+    }
+
+
+def environment() -> dict[str, str]:
+    """What besides the configuration determines a result: versions, backend, device.
+
+    The backend and device are the active compile target's where one is active
+    (`xla_cost.compiled.xla.device_kind`), so they are read at every call, with
+    ``XLA_FLAGS``; the versions and the sources' digest once per process (a key
+    made under an H100 target first gave every later CPU analysis of the process
+    the H100's environment: keys no other process makes)."""
+    from xla_cost.compiled import xla  # jax loads only when a key needs the environment
+
+    return {
+        **_installation(),
         "backend": xla.backend_name(),
         "device": xla.device_kind(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
