@@ -39,7 +39,7 @@ import jax  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import device_check  # noqa: E402
 from xla_cost.compiled import targets, xla  # noqa: E402
-from xla_cost.parallel import devices  # noqa: E402
+from xla_cost.timemodel import devices  # noqa: E402
 
 CONV = re.compile(r'custom_call_target="__cudnn\$conv')
 NAME = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s*")

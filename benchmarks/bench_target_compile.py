@@ -32,7 +32,7 @@ import xla_cost  # first: the plugins start quietly
 import jax
 from device_check import resnet_step
 from xla_cost.compiled import targets
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 
 name = {name!r}
 target = None if name == "cpu" else devices.target(name)

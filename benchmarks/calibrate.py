@@ -1,7 +1,7 @@
 """Analyses the validation's cases, fits the time model's constants, writes them.
 
 The time model has one set of global constants
-(`xla_cost.parallel.calibration`), fitted on every case of
+(`xla_cost.timemodel.calibration`), fitted on every case of
 `xla_cost.study.cases.CASES` (published training runs and this project's
 measurements), each setup compiled for the device it ran on:
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed constants; write nothing")
     parser.add_argument("--store", default=None, help="the results store (default: the user's)")
     args = parser.parse_args(argv)
-    from xla_cost.parallel import calibration
+    from xla_cost.timemodel import calibration
     from xla_cost.study import validation
 
     path = validation.programs_path(DATA)

@@ -50,7 +50,7 @@ import device_check  # noqa: E402  (imports xla_cost first: jax's plugins start 
 from time_zoo import gpu_environment  # noqa: E402
 import jax  # noqa: E402
 from xla_cost.compiled import hlo, shapes, targets, xla  # noqa: E402
-from xla_cost.parallel import devices  # noqa: E402
+from xla_cost.timemodel import devices  # noqa: E402
 
 
 def convolutions(hlo_text: str) -> list[dict[str, object]]:

@@ -7,7 +7,7 @@ Run on a machine with an NVIDIA GPU of the registry (an H100 or H200)::
 1. **Deviceless vs real.** ResNet-50's train step (batch 32, bfloat16 images into float32 parameters, SGD
    with momentum, `resnet_step`, which benchmarks/bench_target_compile.py times too) compiled
    twice in one process: for the real GPU (jax's default backend) and for the
-   registry's compile target of the same device (`xla_cost.parallel.devices.target`,
+   registry's compile target of the same device (`xla_cost.timemodel.devices.target`,
    deviceless, from its datasheet's GpuTargetConfig). Both compiles' kernels
    (fusions, library calls by target, collectives), FLOP (the project's
    counting: `xla_cost.compiled.kernels.module_costs`) and `memory_analysis()`
@@ -48,7 +48,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from xla_cost.compiled import kernels, targets, xla
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 from xla_cost.zoo import build_model, example_inputs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Measured per-kernel and per-step costs of the device here, apart from any work (issue 32).
 
-The time model (`xla_cost.parallel.kernel_time`) charges every kernel a
+The time model (`xla_cost.timemodel.kernel_time`) charges every kernel a
 ``launch`` and every step a ``host`` cost beside its work. Fitted on whole
 steps, the two trade against each other where few cases pin them (the tiny
 steps). This measures them directly, as a training loop meets them: each

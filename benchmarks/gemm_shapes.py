@@ -1,6 +1,6 @@
 """Measured time of matrix products by shape and dtype on the GPU here (issue 32).
 
-The kernel model (`xla_cost.parallel.kernel_time`) prices a product from its
+The kernel model (`xla_cost.timemodel.kernel_time`) prices a product from its
 shape: output tiles padded, waves over the SMs, ``k / (k + depth)``. This
 measures the products it must get right, each as its own jitted program
 (``a @ b``, batched where ``batch`` > 1): squares from 512 to 8192, GPT-2

@@ -286,23 +286,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "halving_doubling_floor_hops",
         "halving-doubling hops floor(log2 n) instead of ceil: too few at n not a power of two",
         (Edit(
-            "xla_cost/parallel/comm.py",
+            "xla_cost/timemodel/comm.py",
             "def _halving_doubling_hops(n: int) -> int:\n    return math.ceil(math.log2(n))",
             "def _halving_doubling_hops(n: int) -> int:\n    return int(math.log2(n))",
         ),),
-        tests=("tests/parallel/test_comm.py",),
+        tests=("tests/timemodel/test_comm.py",),
     ),
     Mutation(
         "all_to_all_algorithm_hops",
         "all-to-all charged the algorithm's hops (log2 n under halving-doubling) instead of n - 1",
         (Edit(
-            "xla_cost/parallel/comm.py",
+            "xla_cost/timemodel/comm.py",
             '    if name == "all-to-all":\n'
             "        return (n - 1) / n * nbytes / link.bandwidth + (n - 1) * link.latency",
             '    if name == "all-to-all":\n'
             "        return (n - 1) / n * nbytes / link.bandwidth + hops * link.latency",
         ),),
-        tests=("tests/parallel/test_comm.py",),
+        tests=("tests/timemodel/test_comm.py",),
     ),
     # ------------------------------------------------------------------ scaling
     Mutation(
@@ -633,41 +633,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         "group_filling_a_node_spans_nodes",
         "a collective group of exactly node_size devices priced over the network instead of NVLink",
         (Edit(
-            "xla_cost/parallel/comm.py",
+            "xla_cost/timemodel/comm.py",
             "span_nodes = group_size > self.node_size",
             "span_nodes = group_size >= self.node_size",
         ),),
-        tests=("tests/parallel/test_comm.py",),
+        tests=("tests/timemodel/test_comm.py",),
     ),
     Mutation(
         "bucket_at_its_size_left_open",
         "a gradient bucket that reaches exactly bucket_bytes is not closed (merged with the next piece)",
         (Edit(
-            "xla_cost/parallel/schedule.py",
+            "xla_cost/timemodel/schedule.py",
             "        if size >= bucket_bytes:\n            out.append(Piece(size, ready))",
             "        if size > bucket_bytes:\n            out.append(Piece(size, ready))",
         ),),
-        tests=("tests/parallel/test_schedule.py",),
+        tests=("tests/timemodel/test_schedule.py",),
     ),
     Mutation(
         "bubble_p_not_p_minus_1",
         "the 1F1B pipeline bubble counted as p / (v m) instead of (p - 1) / (v m)",
         (Edit(
-            "xla_cost/parallel/schedule.py",
+            "xla_cost/timemodel/schedule.py",
             "    return (stages - 1) / (chunks * micro_batches)",
             "    return stages / (chunks * micro_batches)",
         ),),
-        tests=("tests/parallel/test_schedule.py",),
+        tests=("tests/timemodel/test_schedule.py",),
     ),
     Mutation(
         "communication_longer_than_compute_hidden",
         "communication longer than the compute it overlaps is hidden up to the overlap share only",
         (Edit(
-            "xla_cost/parallel/schedule.py",
+            "xla_cost/timemodel/schedule.py",
             "exposed = max((1 - overlap) * comm, comm - compute, 0.0)",
             "exposed = max((1 - overlap) * comm, 0.0)",
         ),),
-        tests=("tests/parallel/test_comm.py", "tests/parallel/test_schedule.py"),
+        tests=("tests/timemodel/test_comm.py", "tests/timemodel/test_schedule.py"),
     ),
     Mutation(
         "as_many_stages_as_layers_refused",
@@ -693,41 +693,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         "calibration_share_of_one_refused",
         "a time-model constant at its upper bound (a matmul share of exactly 1, all of peak) refused",
         (Edit(
-            "xla_cost/parallel/calibration.py",
+            "xla_cost/timemodel/calibration.py",
             "not low <= value <= high",
             "not low <= value < high",
         ),),
-        tests=("tests/parallel/test_calibration.py",),
+        tests=("tests/timemodel/test_calibration.py",),
     ),
     Mutation(
         "last_wave_counted_full",
         "the products' tiles priced as if the last wave filled every unit (no idle tail)",
         (Edit(
-            "xla_cost/parallel/kernel_time.py",
+            "xla_cost/timemodel/kernel_time.py",
             "waves = parts / (np.ceil(parts / units) * units)",
             "waves = np.minimum(parts / units, 1.0)",
         ),),
-        tests=("tests/parallel/test_kernel_time.py",),
+        tests=("tests/timemodel/test_kernel_time.py",),
     ),
     Mutation(
         "launches_left_out_of_a_kernel_list",
         "a program priced kernel by kernel without its launches",
         (Edit(
-            "xla_cost/parallel/kernel_time.py",
+            "xla_cost/timemodel/kernel_time.py",
             "return KernelSeconds(matmul, memory, float((overhead * table.runs).sum()), kernels,",
             "return KernelSeconds(matmul, memory, 0.0, kernels,",
         ),),
-        tests=("tests/parallel/test_kernel_time.py",),
+        tests=("tests/timemodel/test_kernel_time.py",),
     ),
     Mutation(
         "product_bytes_ignored",
         "a product kernel priced by its FLOP alone, however many bytes it moves",
         (Edit(
-            "xla_cost/parallel/kernel_time.py",
+            "xla_cost/timemodel/kernel_time.py",
             "work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)",
             "work = np.where(has_product, product_s, memory_s)",
         ),),
-        tests=("tests/parallel/test_kernel_time.py",),
+        tests=("tests/timemodel/test_kernel_time.py",),
     ),
     Mutation(
         "product_batch_dims_dropped",
@@ -765,17 +765,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the kernel prices' peaks cache keyed without the arithmetic: a program priced again with float32 "
         "arithmetic reuses its first prices",
         (Edit(
-            "xla_cost/parallel/kernel_time.py",
+            "xla_cost/timemodel/kernel_time.py",
             "key = (id(table), device.name, arithmetic)",
             "key = (id(table), device.name)",
         ),),
-        tests=("tests/parallel/test_kernel_time.py",),
+        tests=("tests/timemodel/test_kernel_time.py",),
     ),
     Mutation(
         "split_k_without_its_16_way_split",
         "a product's contraction split in at most 8 parts: an output of 8 tiles fills 64 of 132 SMs",
-        (Edit("xla_cost/parallel/kernel_time.py", "SPLIT_K = (1, 2, 4, 8, 16)", "SPLIT_K = (1, 2, 4, 8)"),),
-        tests=("tests/parallel/test_kernel_time.py",),
+        (Edit("xla_cost/timemodel/kernel_time.py", "SPLIT_K = (1, 2, 4, 8, 16)", "SPLIT_K = (1, 2, 4, 8)"),),
+        tests=("tests/timemodel/test_kernel_time.py",),
     ),
     Mutation(
         "conv_batch_group_count_ignored",

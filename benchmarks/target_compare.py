@@ -82,7 +82,7 @@ def environment(command: str) -> dict[str, str]:
 def rows_of(model: str, config: dict[str, int], batch: int, target: str, env: dict[str, str]) -> list[dict]:
     """One run's rows: every phase, or one row with the error."""
     from xla_cost.compiled import xla
-    from xla_cost.parallel import devices
+    from xla_cost.timemodel import devices
 
     base = {"model": model, "config": ",".join(f"{k}={v}" for k, v in config.items()), "batch": batch,
             "dtype": DTYPE, "optimizer": OPTIMIZER, "target": target, **env}

@@ -24,7 +24,7 @@ from device_check import final_peak, train_step_lowered  # noqa: E402  (the same
 
 import jax  # noqa: E402
 from xla_cost.compiled import targets  # noqa: E402
-from xla_cost.parallel import devices  # noqa: E402
+from xla_cost.timemodel import devices  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ step's parts, ``--mesh data=8``) and GPT-2 XL's pipeline share at 4, 16 and 64
 micro-batches. Each figure is recomputed here by running the command through
 the CLI (its JSON output) and written back the way the text writes it, so the
 text cannot go stale: newly fitted constants (the time model's one set for
-every device, xla_cost/parallel/calibrations/constants.json) or a change to the
+every device, xla_cost/timemodel/calibrations/constants.json) or a change to the
 time model that moves a figure fails this test until the page says the new figure.
 """
 

@@ -23,7 +23,7 @@ def test_the_test_command_installs_both_compilers():
 QUIET = """
 import xla_cost, jax
 jax.devices()
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel.devices import target
 print(len(target("tpu-v5e:2x2").devices(4)), len(target("h100").devices(8)))
 """
 
@@ -79,7 +79,7 @@ def test_prepare_keeps_what_the_user_set():
 
 PROFILE_AFTER_TPU = """
 import tempfile, xla_cost, jax, jax.numpy as jnp
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel.devices import target
 target("tpu-v5e").devices(1)   # libtpu loaded and initialised for a deviceless topology
 f = jax.jit(lambda x: x @ x)
 x = jnp.ones((8, 8))

@@ -19,7 +19,7 @@ import pytest
 
 import xla_cost
 from xla_cost.analysis.options import AnalysisOptions
-from xla_cost.parallel.hardware import Hardware
+from xla_cost.timemodel.hardware import Hardware
 from xla_cost.parallel.sharding import ShardingOptions
 from xla_cost.runs.layouts import Parallelism
 from xla_cost.runs.sweeps import Grid
@@ -313,7 +313,7 @@ def test_a_step_estimate_sweep_memory_breakdown_and_count_have_frames_and_markdo
 def test_every_plot_returns_a_matplotlib_figure(one_net, tmp_path):
     from matplotlib.figure import Figure
 
-    from xla_cost.parallel import schedule
+    from xla_cost.timemodel import schedule
     from xla_cost.present import plots
 
     report, sweep = one_net

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("xla_cost.count",),
     ("xla_cost.compiled",),
     ("xla_cost.parallel",),
+    ("xla_cost.timemodel",),
     ("xla_cost.analysis",),
     ("xla_cost.zoo",),
     ("xla_cost.runs",),
@@ -198,7 +199,7 @@ def _option_fields() -> frozenset[str]:
     documented and checked in one place, which a function may spell out as
     keyword-only parameters (tests/test_signatures.py checks that they match)."""
     from xla_cost.analysis.options import AnalysisOptions
-    from xla_cost.parallel.hardware import Hardware
+    from xla_cost.timemodel.hardware import Hardware
     from xla_cost.parallel.sharding import ShardingOptions
     from xla_cost.runs.configs import RunConfig
     from xla_cost.runs.layouts import Parallelism

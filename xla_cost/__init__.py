@@ -58,12 +58,12 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.runs.stores import store_delete as store_delete
     from xla_cost.runs.stores import store_vacuum as store_vacuum
     from xla_cost.compiled.xla import use_compilation_cache as use_compilation_cache
-    from xla_cost.parallel.devices import Device as Device
-    from xla_cost.parallel.devices import DEVICES as DEVICES
-    from xla_cost.parallel.devices import Dispatch as Dispatch
-    from xla_cost.parallel.calibration import Calibration as Calibration
-    from xla_cost.parallel.hardware import Hardware as Hardware
-    from xla_cost.parallel.schedule import Layout as Layout
+    from xla_cost.timemodel.devices import Device as Device
+    from xla_cost.timemodel.devices import DEVICES as DEVICES
+    from xla_cost.timemodel.devices import Dispatch as Dispatch
+    from xla_cost.timemodel.calibration import Calibration as Calibration
+    from xla_cost.timemodel.hardware import Hardware as Hardware
+    from xla_cost.timemodel.schedule import Layout as Layout
     from xla_cost.parallel.sharding import MESH_AXES as MESH_AXES
     from xla_cost.parallel.sharding import ShardingOptions as ShardingOptions
     from xla_cost.parallel.simulated import simulate_devices as simulate_devices
@@ -139,12 +139,12 @@ _EXPORTS: dict[str, str] = {
     "store_vacuum": "xla_cost.runs.stores",
     "use_compilation_cache": "xla_cost.compiled.xla",
     # devices and meshes
-    "Device": "xla_cost.parallel.devices",
-    "DEVICES": "xla_cost.parallel.devices",
-    "Dispatch": "xla_cost.parallel.devices",
-    "Calibration": "xla_cost.parallel.calibration",
-    "Hardware": "xla_cost.parallel.hardware",
-    "Layout": "xla_cost.parallel.schedule",
+    "Device": "xla_cost.timemodel.devices",
+    "DEVICES": "xla_cost.timemodel.devices",
+    "Dispatch": "xla_cost.timemodel.devices",
+    "Calibration": "xla_cost.timemodel.calibration",
+    "Hardware": "xla_cost.timemodel.hardware",
+    "Layout": "xla_cost.timemodel.schedule",
     "MESH_AXES": "xla_cost.parallel.sharding",
     "ShardingOptions": "xla_cost.parallel.sharding",
     "simulate_devices": "xla_cost.parallel.simulated",

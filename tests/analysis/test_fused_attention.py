@@ -21,7 +21,7 @@ from xla_cost.analysis import programs
 from xla_cost.compiled import targets, xla
 from xla_cost.count import attention, registry
 from xla_cost.count.interpret import count_function
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel.devices import target
 from xla_cost.zoo import build_model, example_inputs
 
 B = 1

@@ -28,7 +28,7 @@ from xla_cost.analysis.split import traced_program
 from xla_cost.cli import main
 from xla_cost.count.interpret import count_jaxpr
 from xla_cost.count.step_parts import classify_step
-from xla_cost.parallel.devices import DevicePeak
+from xla_cost.timemodel.devices import DevicePeak
 from xla_cost.step.user_step import prepare_step
 
 B, IN, HIDDEN, CLASSES = 8, 32, 64, 10

@@ -13,8 +13,8 @@ import pytest
 
 from xla_cost.cli import main
 from xla_cost.cli.parser import build_parser
-from xla_cost.parallel import devices
-from xla_cost.parallel.calibration import constants, describe
+from xla_cost.timemodel import devices
+from xla_cost.timemodel.calibration import constants, describe
 from xla_cost.runs import estimates
 
 TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}

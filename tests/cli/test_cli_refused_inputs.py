@@ -23,7 +23,7 @@ import pytest
 import xla_cost
 from xla_cost.cli import main
 from xla_cost.errors import InputError
-from xla_cost.parallel import calibration, comm, devices
+from xla_cost.timemodel import calibration, comm, devices
 from xla_cost.runs import fit as fit_module
 from xla_cost.runs.configs import RunConfig, parse_shape
 from xla_cost.step.checks import INT32_MAX

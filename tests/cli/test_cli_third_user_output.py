@@ -31,7 +31,7 @@ import pytest
 import xla_cost
 from xla_cost.cli import main
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import devices as registry
 from xla_cost.plugins import cuda_plugin
 
 from tests.refusals import one_line_refusal

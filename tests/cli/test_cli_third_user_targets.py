@@ -20,7 +20,7 @@ from xla_cost.analysis.memory import DONATED, MemoryBreakdown, target_memory, to
 from xla_cost.cli import main
 from xla_cost.compiled.compiler_log import out_of_memory
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 from xla_cost.runs import fit
 from tests.refusals import one_line_refusal
 

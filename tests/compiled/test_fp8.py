@@ -19,8 +19,8 @@ from jax import lax
 from xla_cost.analysis import programs
 from xla_cost.compiled import kernels, targets
 from xla_cost.count.interpret import count_function
-from xla_cost.parallel import calibration, kernel_time
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel import calibration, kernel_time
+from xla_cost.timemodel.devices import target
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from xla_cost.compiled import kernel_cache, targets
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 
 
 def _refusing(name: str, asked: list[dict[str, Any]]):

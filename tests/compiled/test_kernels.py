@@ -21,7 +21,7 @@ from xla_cost import plugins
 from xla_cost.compiled import kernels
 from xla_cost.count import attention
 from xla_cost.errors import InputError
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel.devices import target
 
 needs_gpu = pytest.mark.skipif(plugins.cuda_plugin() is None, reason="the gpu extra (jax's CUDA plugin) is not installed")
 needs_tpu = pytest.mark.skipif(not plugins.has_libtpu(), reason="the tpu extra (libtpu) is not installed")

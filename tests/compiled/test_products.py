@@ -22,7 +22,7 @@ from xla_cost import plugins
 from xla_cost.compiled import kernels
 from xla_cost.compiled.hlo import parse_module
 from xla_cost.compiled.products import DTYPE_NAMES, Product, kernel_product
-from xla_cost.parallel.devices import target
+from xla_cost.timemodel.devices import target
 
 needs_gpu = pytest.mark.skipif(plugins.cuda_plugin() is None, reason="the gpu extra (jax's CUDA plugin) is not installed")
 

@@ -130,7 +130,7 @@ def test_a_gpu_targets_memory_is_compiled_again_with_library_products_where_it_r
     assert compiler_log.remat_shortfall(log[0])[1] == 154_824_624_052
     from xla_cost.analysis import programs
     from xla_cost.compiled import targets
-    from xla_cost.parallel import devices
+    from xla_cost.timemodel import devices
 
     asked = []
 

@@ -23,7 +23,7 @@ import pytest
 
 from xla_cost import plugins
 from xla_cost.compiled import targets, xla
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 
 pytestmark = pytest.mark.skipif(plugins.cuda_plugin() is None,
                                 reason="the gpu extra (jax's CUDA plugin) is not installed")

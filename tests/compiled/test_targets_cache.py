@@ -92,7 +92,7 @@ def _tiny_target_compile(tmp_path, monkeypatch, caplog, cache_options, compile_l
     import jax.numpy as jnp
 
     from xla_cost.compiled import kernel_cache, targets, xla
-    from xla_cost.parallel import devices
+    from xla_cost.timemodel import devices
 
     args = (jax.ShapeDtypeStruct((64, 64), jnp.float32),)
 

@@ -20,8 +20,8 @@ import pytest
 from xla_cost import plugins
 from xla_cost.compiled.targets import TpuSpec
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
-from xla_cost.parallel.devices import DEVICES, target, target_names
+from xla_cost.timemodel import devices
+from xla_cost.timemodel.devices import DEVICES, target, target_names
 
 # float32 (M, K) @ (K, N): every side a multiple of the TPU's (8, 128) float32 tile, so no padding
 M, K, N = 128, 256, 128

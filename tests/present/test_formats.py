@@ -18,7 +18,7 @@ import pytest
 
 import xla_cost
 from xla_cost.analysis.memory import MemoryBreakdown
-from xla_cost.parallel import comm, schedule
+from xla_cost.timemodel import comm, schedule
 from xla_cost.present.formats import FORMATS, Renderable, render_as
 from xla_cost.runs.estimates import TrainingEstimate
 from xla_cost.runs.scaling import ScalingResult, StepEstimate

@@ -7,7 +7,7 @@ import pandas as pd
 
 import xla_cost
 from xla_cost.analysis.memory import MemoryBreakdown
-from xla_cost.parallel import schedule
+from xla_cost.timemodel import schedule
 from xla_cost.present.units import duration, time_unit
 from xla_cost.runs.estimates import TrainingEstimate
 from xla_cost.runs.scaling import ScalingResult, StepEstimate

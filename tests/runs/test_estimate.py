@@ -4,13 +4,13 @@ mesh with tensor-parallel shards, pipeline stages, replicas and micro-batches
 
 Expected values are the model's closed forms written out here: the H100
 datasheet's peaks, NVLink 4 per device and direction (1 us per hop assumed, as
-`xla_cost.parallel.comm` states), the 1F1B pipeline's m + p - 1 slots of the
+`xla_cost.timemodel.comm` states), the 1F1B pipeline's m + p - 1 slots of the
 slowest stage (Narayanan et al. 2021, section 2.2), the time model's global
 constants given in the test, the tiny GPT's dimensions (the activations a stage sends), and the
 analyses' own counts (matrix-product FLOP, memory-bound bytes, kernels), which
 tests/analysis and tests/compiled check against the models' dimensions. The
 steps are compiled on the CPU (no target): their compute is priced from their
-totals (`xla_cost.parallel.kernel_time.price_totals`), so a phase's compute is
+totals (`xla_cost.timemodel.kernel_time.price_totals`), so a phase's compute is
 its matrix-product FLOP and its memory-bound bytes (the CPU's kernels are not
 charged a launch).
 """
@@ -23,10 +23,10 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
-from xla_cost.parallel.calibration import Calibration, describe, use_constants
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import Layout
+from xla_cost.timemodel import devices
+from xla_cost.timemodel.calibration import Calibration, describe, use_constants
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import PIECES
@@ -68,7 +68,7 @@ def _roofline(costs) -> float:
 
 def _dispatch(report) -> float:
     """The H100 host's measured dispatch of a one-device step's grad and update calls
-    (`xla_cost.parallel.devices.Dispatch`: a call, then each further array passed)."""
+    (`xla_cost.timemodel.devices.Dispatch`: a call, then each further array passed)."""
     measured = devices.device("h100").dispatch
     passed = report.phases["grad"].arguments + report.phases["update"].arguments
     return 2 * measured.call + (passed - 2) * measured.per_argument

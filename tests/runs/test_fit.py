@@ -14,7 +14,7 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 from xla_cost.runs import fit
 
 # an affine step: parameters and optimizer state 1,000 bytes, 24 bytes more per sample

@@ -20,7 +20,7 @@ from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.cli import main
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 from xla_cost.runs import fit
 
 needs_cuda = pytest.mark.skipif(plugins.cuda_plugin() is None,

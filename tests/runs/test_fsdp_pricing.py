@@ -9,7 +9,7 @@ prices are bounds at a fixed MFU (the roofline: compute from the program's
 own FLOP and bytes, which tests/analysis checks), with the gradients
 scheduled. Expected figures are ring formulas (Patarasuk and Yuan 2009)
 over the H100 cluster's links (NVLink 4 450 GB/s, InfiniBand NDR 50 GB/s per
-direction; 1 and 5 us per hop, `xla_cost.parallel.comm`'s stated assumptions).
+direction; 1 and 5 us per hop, `xla_cost.timemodel.comm`'s stated assumptions).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 import xla_cost
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import Layout
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import fsdp_units
 from xla_cost.runs.scaling import predict

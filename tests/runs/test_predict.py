@@ -4,14 +4,14 @@ around it and data-parallel replicas beside it.
 
 Expected values are the model's closed forms written out here: the H100
 datasheet's peaks, NVLink 4 and InfiniBand NDR per device and direction (1 us
-and 5 us per hop assumed, as `xla_cost.parallel.comm` states), the ring
+and 5 us per hop assumed, as `xla_cost.timemodel.comm` states), the ring
 collectives (Patarasuk and Yuan 2009) and the 1F1B pipeline's (m + p - 1)
 slots (Narayanan et al. 2021, section 2.2); the work is the analysis's own
 counts (matrix-product FLOP, memory-bound bytes, kernels), which
 tests/analysis and tests/compiled check against the model's dimensions. The
 step is compiled on the CPU (no target): it has no kernel list, so its compute
-is priced from its totals (`xla_cost.parallel.kernel_time.price_totals`;
-kernel by kernel: tests/parallel/test_kernel_time.py).
+is priced from its totals (`xla_cost.timemodel.kernel_time.price_totals`;
+kernel by kernel: tests/timemodel/test_kernel_time.py).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
-from xla_cost.parallel.calibration import Calibration, describe, use_constants
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import Layout
+from xla_cost.timemodel import devices
+from xla_cost.timemodel.calibration import Calibration, describe, use_constants
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import PIECES, predict
 

@@ -1,7 +1,7 @@
 """`predict` prices each group on the links its devices share (issue 32).
 
 A run lays its devices out tensor x pipeline x data, tensor innermost
-(`xla_cost.parallel.schedule.run_mesh`): the replicas' gradient all-reduce
+(`xla_cost.timemodel.schedule.run_mesh`): the replicas' gradient all-reduce
 crosses nodes once one replica (tensor x stages) fills a node, a pipeline's
 transfers run on the link neighbouring stages share, and a TPU slice's
 replicas meet on the data-center network. The analysed step is a 4-layer
@@ -9,7 +9,7 @@ GPT-2 (d_model 64) tensor parallel over 4 devices; prices are bounds at the
 roofline with nothing hidden, so every collective is its ring formula
 (Patarasuk and Yuan 2009) on the cited link: NVLink 4 450 GB/s, InfiniBand
 NDR 50 GB/s (H100 datasheet, DGX H100 user guide), 1 and 5 us per hop
-(`xla_cost.parallel.comm`'s stated assumptions).
+(`xla_cost.timemodel.comm`'s stated assumptions).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 import xla_cost
 from xla_cost.errors import InputError
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import Layout
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import PIECES, predict
 

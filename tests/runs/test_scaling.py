@@ -16,7 +16,7 @@ import jax
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.hardware import Hardware
+from xla_cost.timemodel.hardware import Hardware
 from xla_cost.runs import estimates, scaling
 
 from tests.formulas import conv_net_params

@@ -21,7 +21,7 @@ import re
 import jax
 import pytest
 
-from xla_cost.parallel.devices import CUDA_CONTEXT_BYTES
+from xla_cost.timemodel.devices import CUDA_CONTEXT_BYTES
 
 import xla_cost
 from xla_cost.analysis.memory import MemoryBreakdown

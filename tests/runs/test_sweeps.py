@@ -342,7 +342,7 @@ def test_a_key_made_under_a_target_leaves_the_next_cpu_keys_as_a_fresh_process_m
     # the store's environment names the device compiled for: the active target's, else this backend's;
     # a key made under an H100 first must not hand the H100 to the CPU analyses after it
     from xla_cost.compiled import store, targets
-    from xla_cost.parallel import devices
+    from xla_cost.timemodel import devices
 
     arguments = {"model": build_model("one_net"), "inputs": example_inputs("one_net", 2)}
     fresh = json.loads(subprocess.run(

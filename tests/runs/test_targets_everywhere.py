@@ -25,9 +25,9 @@ import xla_cost
 from xla_cost.cli import main
 from xla_cost.compiled.store import Store
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices as registry
-from xla_cost.parallel import kernel_time
-from xla_cost.parallel.calibration import constants, describe
+from xla_cost.timemodel import devices as registry
+from xla_cost.timemodel import kernel_time
+from xla_cost.timemodel.calibration import constants, describe
 from xla_cost.plugins import cuda_plugin, has_libtpu
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig

@@ -2,7 +2,7 @@
 
 The committed ``reports/data/gemm_*.csv`` rows were timed by
 ``python benchmarks/gemm_shapes.py`` on a GPU; the constants that price them
-(`xla_cost.parallel.calibration`) were fitted on whole training steps only, so
+(`xla_cost.timemodel.calibration`) were fitted on whole training steps only, so
 every row is held out.
 """
 
@@ -13,8 +13,8 @@ import pathlib
 import pandas as pd
 import pytest
 
-from xla_cost.parallel import calibration, kernel_time
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import calibration, kernel_time
+from xla_cost.timemodel import devices as registry
 from xla_cost.study.gemm_check import ALIGNMENT_BYTES, check_gemms, gemm_files
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from xla_cost.parallel.devices import device
+from xla_cost.timemodel.devices import device
 from xla_cost.study.published_runs import CONFIDENCE, DTYPES, PUBLISHED_RUNS, QUANTITIES, RECOMPUTE, PublishedRun
 
 RUNS = {run.name: run for run in PUBLISHED_RUNS}

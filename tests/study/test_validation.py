@@ -18,7 +18,7 @@ import pathlib
 
 import pytest
 
-from xla_cost.parallel import calibration
+from xla_cost.timemodel import calibration
 from xla_cost.study import published
 from xla_cost.study.cases import megatron_flops
 from xla_cost.study.validation import (

@@ -493,7 +493,7 @@ class TargetMemory:
       target: the compile target (``h100``, ``tpu-v5e:2x2``).
       title: its device as reports name it (``NVIDIA H100 SXM``).
       capacity: one device's memory in bytes (a GPU's less the CUDA context:
-        `xla_cost.parallel.devices.allocatable`).
+        `xla_cost.timemodel.devices.allocatable`).
       usable: what a program may use: ``capacity`` x the share its runtime
         gives it (a GPU's JAX allocator 0.75, a TPU's 1), the limit
         `xla_cost.runs.fit` searches against.

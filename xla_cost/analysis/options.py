@@ -18,7 +18,7 @@ from xla_cost.compiled.store import Store
 from xla_cost.compiled.targets import CompileTarget
 from xla_cost.count.attribution import check_depth
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices
+from xla_cost.timemodel import devices
 
 __all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options", "check_target"]
 
@@ -53,7 +53,7 @@ class AnalysisOptions:
         there: True for the default store, a path, or a `xla_cost.Store`;
         refused with ``timed`` (a timed analysis is never cached).
       target: compile for this device instead of the default backend
-        (`xla_cost.parallel.devices.target`: ``h100``, ``a100-80gb``,
+        (`xla_cost.timemodel.devices.target`: ``h100``, ``a100-80gb``,
         ``tpu-v5e:2x2``, ...): its own compiler, deviceless; None: the default
         backend. Needs the platform's extra (``xla-cost[gpu]``, ``xla-cost[tpu]``);
         not with ``timed`` (the step runs on this machine's device) or

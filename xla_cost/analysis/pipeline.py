@@ -206,7 +206,7 @@ def analyze(
       target: compile every program for this device instead of the default
         backend: a GPU of the device registry (``h100``, ``a100-80gb``,
         ``v100-32gb``, ``h200``) or a TPU slice (``tpu-v5e:2x2``,
-        ``tpu-v4:2x2x1``; `xla_cost.parallel.devices.target`), by its own
+        ``tpu-v4:2x2x1``; `xla_cost.timemodel.devices.target`), by its own
         compiler, with no such device here (jax's deviceless topologies). FLOP,
         bytes, kernels, memory and collectives are then the target's program's
         (`xla_cost.compiled.targets`); a mesh is laid over the target's devices
@@ -231,7 +231,7 @@ def analyze(
         is refused).
       peak_tflops, peak_bandwidth: the device's peak FLOP/s (in TFLOP/s) and
         memory bandwidth (bytes/s) for MFU and the roofline, replacing the
-        device registry's (`xla_cost.parallel.devices`) or the CPU measurement.
+        device registry's (`xla_cost.timemodel.devices`) or the CPU measurement.
       name: the model's name in the report (default: its class name).
       config: the model's keyword arguments, recorded in the report.
       dtype: the computation dtype to record (default: the output's dtype).

@@ -178,7 +178,7 @@ class PhaseCosts:
         convolutions (``dot_general``, ``conv_general_dilated``, the products
         inside fused attention; remat's recomputation and loops included) and
         their operands' and results' bytes: the work tensor cores do, apart
-        from the memory-bound rest (`xla_cost.parallel.calibration` times the two apart).
+        from the memory-bound rest (`xla_cost.timemodel.calibration` times the two apart).
       memory_bound_bytes: per device, the compiled program's bytes read and
         written by everything but its matrix products, convolutions, library
         calls and collectives, loops multiplied out

@@ -51,7 +51,7 @@ from xla_cost.analysis.timing import (
 from xla_cost.compiled import xla
 from xla_cost.count.stacks import classify_pass, split_name_stack
 from xla_cost.count.interpret import JaxprCount
-from xla_cost.parallel.devices import DevicePeak
+from xla_cost.timemodel.devices import DevicePeak
 from xla_cost.step import phases
 from xla_cost.step.trees import leaf_roles
 from xla_cost.step.user_step import UserStep

@@ -19,7 +19,7 @@ it attaches a `Timing` to the report.
    is the dispatch gap (`Timing.dispatch_gap_s`, and a note).
 
 Utilisation needs the device's peak: the device registry
-(`xla_cost.parallel.devices`) holds published dense peaks of common
+(`xla_cost.timemodel.devices`) holds published dense peaks of common
 accelerators (sources beside each entry), chosen by
 ``jax.devices()[0].device_kind``; on a CPU the peak is measured (a large float32
 matmul and a large copy). Either can be overridden.
@@ -46,8 +46,8 @@ from xla_cost.analysis.split import (
 )
 from xla_cost.step import phases as _phases
 from xla_cost.compiled import trace, xla
-from xla_cost.parallel import devices as registry
-from xla_cost.parallel.devices import DevicePeak
+from xla_cost.timemodel import devices as registry
+from xla_cost.timemodel.devices import DevicePeak
 from xla_cost.present.units import number
 from xla_cost.step.trees import tree_bytes
 from xla_cost.step.workload import Workload

@@ -117,7 +117,7 @@ def analyze_step(
         the backward pass reads, beside XLA's figures for the step compiled
         as the user's jit donates.
       target: compile the step for this device instead of the default backend
-        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``), by its
+        (`xla_cost.timemodel.devices.target`: ``h100``, ``tpu-v5e:2x2``), by its
         own compiler, with no such device here: the traced step, as its jit
         donates, placed on the target's first device, or a sharded step's mesh
         laid over as many of the target's devices (the same shape and axes).

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER, DTYPES
 from xla_cost.choices import OPTIMIZER_NAMES as OPTIMIZERS
-from xla_cost.parallel import devices
-from xla_cost.parallel.comm import ALGORITHMS, INTERCONNECTS
+from xla_cost.timemodel import devices
+from xla_cost.timemodel.comm import ALGORITHMS, INTERCONNECTS
 from xla_cost.present.formats import FORMATS
 from xla_cost.present.units import join_words
 from xla_cost.study.pages import PAGES
@@ -235,14 +235,14 @@ def _hardware_options(
     parser.add_argument("--dtype", default="float32", choices=dtypes, help="computation dtype")
     parser.add_argument("--device", default=None, metavar="NAME", help=f"{join_words(devices.names('peak'))}: its peak FLOP/s, memory bandwidth and cluster preset (default h100, or --target's device)")
     parser.add_argument("--interconnect", default=None, metavar="NAME", help=f"one interconnect for every link instead of the device's cluster: {', '.join(INTERCONNECTS)}")
-    parser.add_argument("--node", default=None, metavar="NAME", help=f"the node the cluster is built of instead of the device's: {join_words(devices.NODES)} (xla_cost.parallel.devices.NODES)")
+    parser.add_argument("--node", default=None, metavar="NAME", help=f"the node the cluster is built of instead of the device's: {join_words(devices.NODES)} (xla_cost.timemodel.devices.NODES)")
     parser.add_argument("--node-size", type=int, default=None, metavar="N", help="devices per node (a TPU slice's chips; default the node's, or the --target's slice)")
     parser.add_argument("--nics", type=int, default=None, metavar="N", help="network adapters per host, shared by its devices between nodes (default the node's, e.g. 8 on a DGX H100)")
     parser.add_argument("--bandwidth", type=float, default=None, metavar="B", help="one network adapter's line rate in bytes/s per direction, e.g. 50e9 for 400 Gb/s (default the node's): what crosses nodes is priced at NICs x B / devices per host")
     parser.add_argument("--bound", action="store_true", help="price bounds instead of predictions: compute at peak (or at --mfu), nothing hidden, every collective on a flat ring")
     parser.add_argument("--mfu", type=float, default=None, metavar="X", help="a bound with compute at this fraction of peak FLOP/s (default: none, compute predicted kernel by kernel)")
     parser.add_argument("--overlap", type=float, default=None, metavar="F", help="fraction of communication hidden behind compute (default: none given, the gradient buckets are scheduled against the backward pass; 0 with --bound)")
-    parser.add_argument("--algorithm", default="ring", choices=tuple(ALGORITHMS), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale); xla_cost.parallel.comm.ALGORITHMS")
+    parser.add_argument("--algorithm", default="ring", choices=tuple(ALGORITHMS), help="how collectives are scheduled: ring (n-1 hops, default) or halving-doubling (log2 n hops, as tree and hierarchical algorithms at scale); xla_cost.timemodel.comm.ALGORITHMS")
     parser.add_argument("--store", default=None, metavar="PATH", help="the results store (default: $XLA_COST_STORE or ~/.cache/xla_cost/results.sqlite)")
 
 

@@ -17,7 +17,7 @@ HLO module, with the library calls' FLOP counted from their operands.
 compiles and caches for it, meshes (`xla_cost.parallel.sharding.make_mesh`)
 are built on its devices and unsharded programs are placed on its first
 device. The registry entries that describe each target live in
-`xla_cost.parallel.devices`; `xla_cost.parallel.targets.target` parses a name.
+`xla_cost.timemodel.devices`; `xla_cost.timemodel.devices.target` parses a name.
 """
 
 from __future__ import annotations

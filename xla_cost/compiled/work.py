@@ -2,7 +2,7 @@
 (`xla_cost.compiled.hlo`) for the bytes of its matrix products and of the
 memory-bound rest, and the kernels it launches, per execution of the program.
 The time model prices these where no kernel list is read
-(`xla_cost.parallel.kernel_time.price_totals`).
+(`xla_cost.timemodel.kernel_time.price_totals`).
 
 Only the standard library is used (no jax).
 """

@@ -1,9 +1,8 @@
-"""Devices and meshes: the device registry, sharding a step, and the cost of communication.
+"""Meshes: laying a step out on devices for XLA's SPMD partitioner.
 
-`devices` is the one registry of hardware (peaks, memory, bandwidth, cluster
-wiring, sources); `hardware` bundles what a step is priced on (`Hardware`);
-`sharding` lays a step's trees out on a mesh of data, fsdp, expert and model axes
-for XLA's SPMD partitioner (`simulated`: the devices the CPU simulates for it); `comm` prices collectives with the alpha-beta model
-(interconnect presets, clusters, the algorithms as a table). It imports
-`step` and the foundation.
+`sharding` lays a step's trees out on a mesh of data, fsdp, expert and model
+axes (`simulated`: the devices the CPU simulates for it); `placement` says
+where a mesh axis's groups lie on the nodes. What the collectives and kernels
+of a sharded step cost in time is `xla_cost.timemodel`'s. It imports `step`,
+`compiled` and the foundation.
 """

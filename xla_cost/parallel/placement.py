@@ -1,12 +1,12 @@
 """Where the devices of a run lie, and so which links each of its groups crosses.
 
 A run's devices are numbered with the innermost axis of its mesh fastest
-(`xla_cost.parallel.schedule.run_mesh`: tensor-parallel shards, then FSDP
+(`xla_cost.timemodel.schedule.run_mesh`: tensor-parallel shards, then FSDP
 shards, pipeline stages, replicas), and ``node_size`` consecutive devices
 share a node. `span` says how the groups over some axes lie on the nodes
 (how many nodes, how many of a group's devices each), `crosses_nodes`
 whether neighbours along an axis (pipeline stages) are on different nodes;
-`xla_cost.parallel.comm.Cluster.time` prices a group so placed.
+`xla_cost.timemodel.comm.Cluster.time` prices a group so placed.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def span(mesh: Sequence[tuple[str, int]], axes: Iterable[str], node_size: int) -
 
     Devices are numbered with ``mesh``'s first axis fastest (the innermost:
     tensor-parallel shards first, replicas last; see
-    `xla_cost.parallel.schedule.run_mesh`), and ``node_size`` consecutive
+    `xla_cost.timemodel.schedule.run_mesh`), and ``node_size`` consecutive
     devices share a node. A group is the devices that differ only in their
     coordinates on ``axes``: with ``model=8`` innermost on nodes of 8, the
     ``model`` group is one node, and a group over any outer axis has one

@@ -183,7 +183,7 @@ class RunConfig:
       mesh: devices per mesh axis for a sharded step (``{"fsdp": 8,
         "model": 8}``, `xla_cost.parallel.sharding`); empty: one device.
       target: the device every program is compiled for, by its own compiler
-        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``; the
+        (`xla_cost.timemodel.devices.target`: ``h100``, ``tpu-v5e:2x2``; the
         mesh is laid over its devices); part of the stored result's key, so a
         target's results are kept apart from the default backend's. None: the
         default backend.
@@ -274,7 +274,7 @@ class RunConfig:
         compile target's canonical name (errors on a typo)."""
         run = self
         if self.target is not None:
-            from xla_cost.parallel import devices  # the registry: light, no jax
+            from xla_cost.timemodel import devices  # the registry: light, no jax
 
             run = dataclasses.replace(run, target=devices.target(self.target).name)
         if run.custom:

@@ -4,7 +4,7 @@
 run's layout (one device, a data-parallel axis, or a mesh with pipeline
 stages and tensor-parallel shards) and multiplies it by the optimizer steps
 of the data set: a prediction (every kernel priced with the time model's
-global constants, `xla_cost.parallel.kernel_time`) by default, a bound when
+global constants, `xla_cost.timemodel.kernel_time`) by default, a bound when
 asked for.
 """
 
@@ -20,8 +20,8 @@ import pandas as pd
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import DDP_BUCKET_BYTES
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import count, duration, flop_unit, scaled, time_unit
@@ -186,7 +186,7 @@ def estimate(
     one device; ``devices`` on ``mesh_axis``, or a ``mesh`` with pipeline
     stages, tensor-parallel shards and replicas, and ``micro_batches``). By
     default the step is a prediction with the time model's global constants
-    (`xla_cost.parallel.calibration`; the result names them); ``bound=True``
+    (`xla_cost.timemodel.calibration`; the result names them); ``bound=True``
     prices `Hardware.bound` instead (compute at peak, nothing hidden, flat
     rings: a lower bound on time), and an explicit ``mfu`` a roofline at that
     share of peak.

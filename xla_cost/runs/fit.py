@@ -36,7 +36,7 @@ machine without the device): the peak is that program's ``memory_analysis()``,
 its buffer assignment, layouts and kernels the target's (a GPU keeps its own
 workspace, and runs bfloat16 natively where the CPU widens it), and the
 capacity is the target's memory in the registry unless one is given (a GPU's
-less the CUDA context: `xla_cost.parallel.devices.allocatable`). Every batch
+less the CUDA context: `xla_cost.timemodel.devices.allocatable`). Every batch
 is judged by its final peak, also where XLA's rematerialization says it fell
 short of its own limit (a device's allocator runs it by the final peak: BERT-base
 at 1,193 on an H100). Where a GPU target's compile recomputes anything to fit,
@@ -82,7 +82,7 @@ from xla_cost.compiled import targets
 from xla_cost.compiled.compiler_log import out_of_memory
 from xla_cost.errors import InputError
 from xla_cost.present import progress as progress_line
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import devices as registry
 from xla_cost.parallel import sharding
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import bytes_unit, scaled
@@ -130,7 +130,7 @@ tokens in sequences, a few thousand (GPT-3: 3.2M tokens, 1,536 sequences of
 
 
 def device_memory(device: str) -> tuple[float, str]:
-    """``(bytes, source)`` of a device of the registry (`xla_cost.parallel.devices`).
+    """``(bytes, source)`` of a device of the registry (`xla_cost.timemodel.devices`).
 
     Raises:
       InputError: a device whose memory is not known; the message lists those that are.
@@ -397,7 +397,7 @@ def max_batch_size(
       model: a zoo name, ``package.module:attr`` or a Linen or NNX module
         object (both with ``input_shape``).
       device: a device of the registry with a known memory
-        (`xla_cost.parallel.devices`); None: the target's, else `DEFAULT_DEVICE` (h100).
+        (`xla_cost.timemodel.devices`); None: the target's, else `DEFAULT_DEVICE` (h100).
       device_memory_bytes: the capacity in bytes instead (e.g. a CPU budget).
       memory_fraction: the usable share of the capacity; None: the device's
         runtime's, `DEFAULT_MEMORY_FRACTION` (0.75, JAX's GPU allocator) on a GPU,
@@ -414,7 +414,7 @@ def max_batch_size(
         by each batch tried.
       input_dtype: a custom model's input dtype (default: ``dtype``).
       target: compile every batch for this device with its own compiler
-        (`xla_cost.parallel.devices.target`: ``h100``, ``a100-80gb``,
+        (`xla_cost.timemodel.devices.target`: ``h100``, ``a100-80gb``,
         ``tpu-v5e``), on a machine without it; its datasheet memory is the
         capacity unless ``device_memory_bytes`` is given. Needs the platform's
         extra (``pip install 'xla-cost[gpu]'`` or ``[tpu]``). None: jax's default

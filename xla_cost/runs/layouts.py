@@ -5,7 +5,7 @@
 what `xla_cost.estimate` and `xla_cost.scaling` take; `point` turns
 it into the program to analyse (a `xla_cost.RunConfig`: the mesh's ``fsdp``,
 ``expert`` and ``model`` axes, a pipeline stage's share of the layers) and the
-`xla_cost.parallel.schedule.Layout` around it, which
+`xla_cost.timemodel.schedule.Layout` around it, which
 `xla_cost.runs.scaling.predict` prices.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from xla_cost import zoo
 from xla_cost.choices import FLOAT8, FLOAT8_ACTIVATIONS
 from xla_cost.errors import InputError
-from xla_cost.parallel import schedule
+from xla_cost.timemodel import schedule
 from xla_cost.parallel.sharding import MESH_AXES, parse_mesh
 from xla_cost.runs.configs import RunConfig
 
@@ -52,7 +52,7 @@ class Parallelism:
         stages each hold ``ceil(n_layer / pipeline)`` of the layers (the
         analysed stage keeps the embedding and the head: the slowest one);
         ``data`` replicas all-reduce its gradients
-        (`xla_cost.parallel.schedule.Layout`).
+        (`xla_cost.timemodel.schedule.Layout`).
       micro_batches: micro-batches per step per replica, each of
         ``batch_size`` samples per data-parallel rank: the pipeline's ``m``
         (its bubble is ``(p - 1) / m`` of the work), gradient accumulation

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from xla_cost.parallel import comm, schedule
-from xla_cost.parallel.hardware import Hardware
+from xla_cost.timemodel import comm, schedule
+from xla_cost.timemodel.hardware import Hardware
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.files import write_file
 from xla_cost.present.figures import figure, png, style
@@ -138,7 +138,7 @@ class ScalingResult(Rendered):
         scaling), or None under strong scaling.
       hardware: what the curve is priced on.
       steps: per device count.
-      points: speed-up and efficiency per device count (`xla_cost.parallel.schedule.ScalingPoint`).
+      points: speed-up and efficiency per device count (`xla_cost.timemodel.schedule.ScalingPoint`).
       global_batch: samples per step over all devices, fixed (strong scaling),
         or None under weak scaling.
       mesh: the rest of the layout around each point (`Parallelism.mesh`; empty: none).

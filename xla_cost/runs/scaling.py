@@ -9,16 +9,16 @@ its collectives) priced by `predict` on one `xla_cost.Hardware`:
 Two kinds of figure come out, and every result says which:
 
 * a **prediction** (the default, ``mfu=None``): every kernel of the
-  program priced on the device (`xla_cost.parallel.kernel_time`, with the
-  global constants of `xla_cost.parallel.calibration`; the CPU proxy's
+  program priced on the device (`xla_cost.timemodel.kernel_time`, with the
+  global constants of `xla_cost.timemodel.calibration`; the CPU proxy's
   program from its totals where no target was compiled), gradient collectives reduced in buckets as the backward pass makes
-  them and in two levels over several nodes (`xla_cost.parallel.schedule`);
+  them and in two levels over several nodes (`xla_cost.timemodel.schedule`);
 * a **bound** (``bound=True``: `Hardware.bound`, or a fixed ``mfu``): the
   roofline ``max(FLOP / (peak * mfu), bytes / bandwidth)`` and every
   collective on a flat ring, nothing hidden; at ``mfu=1`` no step is faster.
 
 Beyond the analysed program, a `Parallelism` says how the step is spread
-(`xla_cost.parallel.schedule.Layout`): tensor-parallel (``model``) and ZeRO-3
+(`xla_cost.timemodel.schedule.Layout`): tensor-parallel (``model``) and ZeRO-3
 (``fsdp``) shards in the program, ``pipeline`` stages each holding its share
 of the layers, ``data`` replicas, micro-batches per step.
 
@@ -38,9 +38,10 @@ from xla_cost.analysis.options import check_target
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
-from xla_cost.parallel import calibration, comm, kernel_time, placement, schedule
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel import devices
+from xla_cost.parallel import placement
+from xla_cost.timemodel import calibration, comm, kernel_time, schedule
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel import devices
 from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulate_devices
 from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
@@ -104,10 +105,10 @@ def predict(
     """The predicted train-step time of a (sharded) `xla_cost.Report` on some hardware.
 
     The report is one micro-batch's step on one pipeline stage of one replica
-    (`xla_cost.parallel.schedule.Layout` says how many there are). Per device:
+    (`xla_cost.timemodel.schedule.Layout` says how many there are). Per device:
 
     * compute: every kernel of the target's program priced on the device
-      (`xla_cost.parallel.kernel_time`: products by their shape, the rest by
+      (`xla_cost.timemodel.kernel_time`: products by their shape, the rest by
       their bytes, each its launch, a host cost per step; a step on one
       device analysed with ``exact_train_step`` as that one program, whose
       update the compiler may have fused into the backward pass), or the CPU program's
@@ -120,10 +121,10 @@ def predict(
       fixed share is hidden: ``overlap``); over ``fsdp`` (ZeRO-3) each layer's
       parameters are all-gathered before its forward and backward pass and its
       gradients reduce-scattered after it, behind the neighbouring layer's
-      compute (`xla_cost.parallel.schedule.zero3`); every group on the links
-      its devices share (`xla_cost.parallel.schedule.run_mesh`);
+      compute (`xla_cost.timemodel.schedule.zero3`); every group on the links
+      its devices share (`xla_cost.timemodel.schedule.run_mesh`);
     * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
-      (`xla_cost.parallel.schedule.pipeline_seconds`), each with its transfers;
+      (`xla_cost.timemodel.schedule.pipeline_seconds`), each with its transfers;
     * the optimizer's update at the end.
 
     A step compiled on the CPU in bfloat16 or float16 moves float32 buffers
@@ -165,7 +166,7 @@ def predict(
     if getattr(report, "target", None) is not None:
         notes.append(f"the step's programs compiled for {report.target} by its own compiler: FLOP, bytes, kernels "
                      "and collectives are that program's" + ("" if hardware.is_bound else
-                     "; every kernel of it priced on the device (xla_cost.parallel.kernel_time)"))
+                     "; every kernel of it priced on the device (xla_cost.timemodel.kernel_time)"))
     flops_peak = peak.require(hardware.arithmetic or report.dtype)
     host = 0.0
     dispatch = 0.0  # the host's dispatch of the step's calls, which the device's work hides when it is longer

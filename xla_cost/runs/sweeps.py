@@ -228,7 +228,7 @@ class Grid:
       input_shape: a custom model's input shape, batch first (the batch axis is
         replaced by each batch size).
       target: compile every configuration for this device
-        (`xla_cost.parallel.devices.target`: ``h100``, ``tpu-v5e:2x2``) with its
+        (`xla_cost.timemodel.devices.target`: ``h100``, ``tpu-v5e:2x2``) with its
         own compiler; each row records it and the store keys its results apart
         from the default backend's. None: the default backend.
     """

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import devices as registry
 from xla_cost.study.published import (
     GOYAL_EFFICIENCY,
     GOYAL_HOURS,
@@ -58,7 +58,7 @@ class Setup:
       optimizer: the optimizer.
       mesh: the analysed program's mesh (its tensor-parallel devices).
       hardware: `xla_cost.Hardware` fields.
-      layout: `xla_cost.parallel.schedule.Layout` fields.
+      layout: `xla_cost.timemodel.schedule.Layout` fields.
       target: the compile target the program is built for (the device's own
         compiler; default: the hardware's device).
       jit_step: the run was the whole step under one ``jax.jit`` (this

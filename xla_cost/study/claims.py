@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from xla_cost.parallel.devices import device as registry_device
+from xla_cost.timemodel.devices import device as registry_device
 from xla_cost.present.units import count, join_words, pct, pct_sig, ratio, sig, value_range
 from xla_cost.study.analytic import kaplan_per_token
 from xla_cost.study.data import StudyData, collected

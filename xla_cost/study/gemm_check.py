@@ -3,7 +3,7 @@
 `benchmarks/gemm_shapes.py` times single products (``a @ b``) by shape and
 dtype on a real GPU (``reports/data/gemm_<device>_<date>.csv``). Each is
 priced here as the time model prices a product kernel
-(`xla_cost.parallel.kernel_time`, one kernel): ``work = max(F / (peak * matmul *
+(`xla_cost.timemodel.kernel_time`, one kernel): ``work = max(F / (peak * matmul *
 shape), B / (bandwidth * memory))``, plus ``min(work, launch)`` and the
 measured ``KERNEL_GAP``, with the committed constants, which were
 fitted on whole training steps and never on these rows: a held-out check of
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xla_cost.parallel import calibration as calibrations
-from xla_cost.parallel import devices as registry
-from xla_cost.parallel import kernel_time
+from xla_cost.timemodel import calibration as calibrations
+from xla_cost.timemodel import devices as registry
+from xla_cost.timemodel import kernel_time
 from xla_cost.study.plan import DATA_PATTERNS
 
 __all__ = ["ALIGNMENT_BYTES", "GemmCheck", "check_gemms", "gemm_files"]

@@ -100,7 +100,7 @@ def _compiled_for(report: Report) -> str:
     H100 SXM (`h100`, its own compiler, no such device here)``), else the backend."""
     if report.target is None:
         return f"{report.backend} backend"
-    from xla_cost.parallel.devices import target  # the registry, loaded only for a target's page
+    from xla_cost.timemodel.devices import target  # the registry, loaded only for a target's page
 
     try:
         title = target(report.target).title

@@ -76,7 +76,7 @@ class ReportPlan:
       scaling_curves: the scaling page's weak-scaling curves, as ``(model,
         mesh axis, samples per device)``.
       scaling_devices: their device counts (simulated on the CPU).
-      scaling_device: the device they are priced on (`xla_cost.parallel.comm.CLUSTERS`).
+      scaling_device: the device they are priced on (`xla_cost.timemodel.comm.CLUSTERS`).
       seed004_model: the model of seed 004's two claims (ResNet-50 in 8.7
         minutes on 1,024 GPUs; 1.3x from doubling them); None: not analysed.
       seed004_batch: its samples per device in the 1 -> 2 device doubling.
@@ -90,7 +90,7 @@ class ReportPlan:
       remat_model: the model whose remat policies the memory page compares,
         as ``(model, batch)``; None: not compared.
       fit_devices: the devices whose largest batch the memory page finds
-        (their memory from the device registry, `xla_cost.parallel.devices`).
+        (their memory from the device registry, `xla_cost.timemodel.devices`).
       memory_checks: the small steps whose breakdowns the memory page holds
         against XLA's peak, as ``(model, batch, config items)`` (Adam).
       validation_cases: the published cases the validation page prices, by

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xla_cost.parallel.devices import device as registry_device
+from xla_cost.timemodel.devices import device as registry_device
 from xla_cost.study.data import StudyData, collected
 from xla_cost.study.published import GPT3_TRAINING_TOKENS, SEED004_SPEEDUP
 
@@ -27,10 +27,10 @@ SEED000_BATCH = 32
 def seed000_predicted(data: StudyData) -> dict[str, dict[str, float]]:
     """Seed 000's ResNet-50 and BERT train steps (float32, SGD, `SEED000_BATCH`
     per GPU; BERT at 128 tokens) compiled for a V100 by its own compiler and
-    priced phase by phase (`xla_cost.parallel.kernel_time`, the global
+    priced phase by phase (`xla_cost.timemodel.kernel_time`, the global
     constants): each phase's share of the step, a prediction. Empty where the
     plan leaves the V100 split out (``seed000_models``)."""
-    from xla_cost.parallel import calibration, kernel_time
+    from xla_cost.timemodel import calibration, kernel_time
     from xla_cost.runs.configs import RunConfig
 
     constants = calibration.constants()
@@ -56,8 +56,8 @@ def seed004_prices(data: StudyData) -> dict[str, Any] | None:
     that gives 1.3x; Jia et al.'s fixed-batch doubling with each all-reduce
     algorithm; the ImageNet run's FLOP, roofline and all-reduce per step. None
     when the plan has no seed 004 model."""
-    from xla_cost.parallel.hardware import Hardware
-    from xla_cost.parallel.schedule import Layout
+    from xla_cost.timemodel.hardware import Hardware
+    from xla_cost.timemodel.schedule import Layout
     from xla_cost.runs.scaling import bandwidth_for_speedup, predict, speedup
 
     seed = data.seed004 if data.plan.seed004_model else None

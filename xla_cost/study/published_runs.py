@@ -64,7 +64,7 @@ class PublishedRun:
       address: the canonical address of the source.
       verified_how: what was read to check the figure (stored copies, through
         the search tool), and what it agreed with.
-      device: a registry key of `xla_cost.parallel.devices`.
+      device: a registry key of `xla_cost.timemodel.devices`.
       devices: devices of the whole run.
       quantity: one of `QUANTITIES`.
       published: the figure, as published (fractions for percentages).

@@ -87,7 +87,7 @@ NODES: dict[str, tuple[str, dict[str, Any]]] = {
     "chowdhery2022": ("tpu-v4-pod", {}),
     "maxtext": ("tpu-v5e-pod", {}),
 }
-"""Each paper's node preset (`xla_cost.parallel.devices.NODES`) and its
+"""Each paper's node preset (`xla_cost.timemodel.devices.NODES`) and its
 overrides, from the run's ``node_links`` (Jean Zay: 4 Omni-Path NICs of
 100 Gb/s per node of 8)."""
 

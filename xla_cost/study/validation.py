@@ -3,8 +3,8 @@
 Every `xla_cost.study.cases.Case` is analysed as its paper ran it: each of its
 setups compiled by its device's own compiler (``target=``, deviceless) and
 priced by `xla_cost.runs.scaling.predict`, kernel by kernel
-(`xla_cost.parallel.kernel_time`). The time model has one set of global
-constants (`xla_cost.parallel.calibration.Calibration`); `fit_constants`
+(`xla_cost.timemodel.kernel_time`). The time model has one set of global
+constants (`xla_cost.timemodel.calibration.Calibration`); `fit_constants`
 fits them on a set of cases (least squares in the logarithm of predicted
 over published, each paper weighted alike), and `validate` reports every
 case twice:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from xla_cost.analysis.report import Report
-    from xla_cost.parallel.calibration import Calibration
+    from xla_cost.timemodel.calibration import Calibration
     from xla_cost.runs.scaling import StepEstimate
 
 __all__ = ["BAND", "LIMIT", "Case", "Setup", "CASES", "Validation", "validate", "fit_constants", "held_out",
@@ -144,9 +144,9 @@ def price_case(case: Case, reports: Mapping[str, Report], constants: Calibration
                bound: bool = False) -> tuple[float, tuple[StepEstimate, ...]]:
     """(the case's figure, its steps priced) with ``constants`` (None: the
     committed ones); ``bound``: every step as `xla_cost.Hardware.bound` prices it."""
-    from xla_cost.parallel.calibration import use_constants
-    from xla_cost.parallel.hardware import Hardware
-    from xla_cost.parallel.schedule import Layout
+    from xla_cost.timemodel.calibration import use_constants
+    from xla_cost.timemodel.hardware import Hardware
+    from xla_cost.timemodel.schedule import Layout
     from xla_cost.runs.scaling import predict
 
     steps = []
@@ -172,7 +172,7 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
     """The global constants that best predict ``cases``: least squares in the
     logarithm of predicted over published, each paper's cases weighted by
     ``1 / sqrt(cases of the paper)`` (every paper counts alike), within
-    `xla_cost.parallel.calibration.BOUNDS` (searched in the logarithm of each
+    `xla_cost.timemodel.calibration.BOUNDS` (searched in the logarithm of each
     share, linearly for the others).
 
     Raises:
@@ -181,7 +181,7 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
     import numpy as np
     from scipy.optimize import least_squares
 
-    from xla_cost.parallel.calibration import BOUNDS, FIELDS, Calibration, constants
+    from xla_cost.timemodel.calibration import BOUNDS, FIELDS, Calibration, constants
 
     if not cases:
         raise InputError("at least one case to fit the constants on", "none", "Pass cases.")
@@ -219,7 +219,7 @@ def held_out(cases: Sequence[Case], reports: Mapping[str, Report], start: Calibr
     papers = list(dict.fromkeys(c.paper for c in cases))
     figures: dict[str, float] = {}
     used: dict[str, Calibration] = {}
-    from xla_cost.parallel.calibration import constants as committed
+    from xla_cost.timemodel.calibration import constants as committed
 
     for paper in papers:
         rest = [c for c in cases if c.paper != paper]
@@ -312,7 +312,7 @@ def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequenc
       cases: the cases (default `CASES`).
       constants: the in-sample constants (None: the committed ones).
     """
-    from xla_cost.parallel.calibration import constants as committed
+    from xla_cost.timemodel.calibration import constants as committed
 
     reports = read_programs(programs) if isinstance(programs, (str, pathlib.Path)) else dict(programs)
     used = constants or committed()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from xla_cost.choices import REMAINDER
 from xla_cost.errors import InputError
-from xla_cost.parallel.devices import match_kind
+from xla_cost.timemodel.devices import match_kind
 from xla_cost.present.markdown import pipe_table
 from xla_cost.present.units import join_words, pct, sig
 from xla_cost.study.data import StudyData

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xla_cost.parallel.devices import device as registry_device
+from xla_cost.timemodel.devices import device as registry_device
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, pct, ratio, si, sig
 from xla_cost.runs.configs import RunConfig, remat_placement
@@ -21,7 +21,7 @@ from xla_cost.study.data import StudyData, collected
 from xla_cost.study.views import data_link, environment_section, regenerate_line
 
 TARGET = "h100"
-"""The compile target the page sets beside the CPU proxy (`xla_cost.parallel.devices.target`)."""
+"""The compile target the page sets beside the CPU proxy (`xla_cost.timemodel.devices.target`)."""
 
 NAME = "memory"
 TITLE = ("Training-step memory per device against the batch, remat policies, and the largest batch that "
@@ -151,7 +151,7 @@ def _bf16_figures(data: StudyData) -> str:
 
 def target_section(data: StudyData) -> list[str]:
     """The CPU proxy against `TARGET`'s compiler: the small steps, the largest batches, the reasons."""
-    from xla_cost.parallel.devices import target as compile_target
+    from xla_cost.timemodel.devices import target as compile_target
 
     missing = target_missing()
     title = compile_target(TARGET).title

@@ -2,7 +2,7 @@
 
 Weak-scaling curves of the plan, predicted (the time model's global constants;
 bounds for a device without one) with each collective algorithm of
-`xla_cost.parallel.comm.ALGORITHMS` (a new algorithm there is a new set of
+`xla_cost.timemodel.comm.ALGORITHMS` (a new algorithm there is a new set of
 columns here), and the condition for seed 004's 1.3x from twice the GPUs,
 predicted and as bounds.
 """
@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from xla_cost.parallel import calibration, comm
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import Layout
+from xla_cost.timemodel import calibration, comm
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import Layout
 from xla_cost.present.figures import LINE_COLORS, figure, png
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, ratio, si, sig
@@ -148,7 +148,7 @@ def _pricing_lines(device: str) -> list[str]:
         "- step time = compute + the communication not hidden behind it, **predicted** (`xla_cost.predict`; "
         "`xla-cost scaling --bound` gives the bounds: compute at peak, nothing hidden, flat rings);",
         "- compute priced kernel by kernel where a target was compiled, else from the CPU program's totals, with "
-        "the time model's global constants (`xla_cost.parallel.calibration`, [validation](validation.md)): "
+        "the time model's global constants (`xla_cost.timemodel.calibration`, [validation](validation.md)): "
         f"{calibration.describe(constants)};",
         f"- gradients reduced in {sig(bucket / 2**20, 3)} MiB buckets (PyTorch DDP's) as the backward pass makes "
         "them, in two levels over several nodes (within each node, then between them, as NCCL does); what runs past "
@@ -167,7 +167,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "Each point is a sharded analysis: the train step compiled for a mesh of K devices by JAX's SPMD partitioner "
         "(`xla_cost.analyze(..., mesh={axis: K})`, devices simulated on the CPU, nothing allocated), whose per-device "
         "work and whose collectives (read from the compiled HLO, with their loop multiplicity) are priced by the "
-        "time model (`docs/time-model.md`) and the alpha-beta model of `xla_cost.parallel.comm`:",
+        "time model (`docs/time-model.md`) and the alpha-beta model of `xla_cost.timemodel.comm`:",
         "",
         *_pricing_lines(plan.scaling_device),
         "",

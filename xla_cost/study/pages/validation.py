@@ -2,7 +2,7 @@
 
 Every case of `xla_cost.study.validation.CASES`, configured as its paper ran it and
 compiled for its device, priced kernel by kernel with the global constants
-(`xla_cost.parallel.calibration`): held out (the constants refitted without
+(`xla_cost.timemodel.calibration`): held out (the constants refitted without
 the case's paper) and in sample (fitted on every case), beside the published
 figure, its source and the relative errors; the bound beside them; the
 constants, and those each paper was predicted with.
@@ -131,7 +131,7 @@ def _measured_summary(result: Any) -> str:
 
 
 def _constants_rows(result: Any) -> list[list[str]]:
-    from xla_cost.parallel.calibration import FIELDS
+    from xla_cost.timemodel.calibration import FIELDS
 
     def row(label: str, c: Any) -> list[str]:
         return [label, sig(c.matmul, 3), sig(c.memory, 3), sig(c.launch * 1e6, 3), sig(c.depth, 3),
@@ -187,8 +187,8 @@ def _gemm_lines(data: StudyData) -> list[str]:
 
 
 def build(data: StudyData) -> dict[str, bytes]:
-    from xla_cost.parallel.calibration import describe
-    from xla_cost.parallel.kernel_time import KERNEL_GAP
+    from xla_cost.timemodel.calibration import describe
+    from xla_cost.timemodel.kernel_time import KERNEL_GAP
     from xla_cost.present.figures import png
     from xla_cost.study.validation import BAND, LIMIT
 
@@ -207,7 +207,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "Each case is configured as its paper describes it (model, layout over tensor, pipeline and data "
         "parallelism, batch, precision, recomputation, its nodes), its step compiled for its device by that "
         "device's own compiler (deviceless, on this machine) and priced by `xla_cost.runs.scaling.predict`: every "
-        "kernel of the program priced (`xla_cost.parallel.kernel_time`: matrix products by their shape against "
+        "kernel of the program priced (`xla_cost.timemodel.kernel_time`: matrix products by their shape against "
         "the dtype's peak, tiles and waves over the device's units, the rest by their bytes at the bandwidth, "
         "each kernel its overhead: a cuDNN call's launch, any other kernel's up to its own work, the measured gap every "
         "kernel takes), a host cost per step and never less than the host's measured dispatch of the step, "
@@ -263,8 +263,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         "alignment, an image's 3 channels; a kernel profile on an H100 found conv_net's stem there), "
         "and the per-step cost outside the kernels and their dispatch (`host`). Two figures besides are measured, "
         "not fitted (`python benchmarks/dispatch_costs.py`): the gap every kernel takes "
-        f"({KERNEL_GAP * 1e6:.2f} µs, `xla_cost.parallel.kernel_time.KERNEL_GAP`) and each machine's dispatch "
-        "of a call and of each array it is passed (`xla_cost.parallel.devices.Dispatch`). Each row below is the "
+        f"({KERNEL_GAP * 1e6:.2f} µs, `xla_cost.timemodel.kernel_time.KERNEL_GAP`) and each machine's dispatch "
+        "of a call and of each array it is passed (`xla_cost.timemodel.devices.Dispatch`). Each row below is the "
         "set a paper's cases were predicted with.",
         "",
         pipe_table(["fitted on", "matmul (share of peak)", "memory (share of bandwidth)", "launch (µs)",

@@ -1,6 +1,6 @@
 """The time model's constants: one set for every device, fitted jointly, named.
 
-`xla_cost.parallel.kernel_time` prices every kernel of a compiled program
+`xla_cost.timemodel.kernel_time` prices every kernel of a compiled program
 from the device's datasheet figures (the dtype's peak, the memory bandwidth,
 its matrix units, its CUDA cores) and six global constants, a `Calibration`:
 
@@ -9,16 +9,16 @@ its matrix units, its CUDA cores) and six global constants, a `Calibration`:
 * ``launch``: seconds a cuDNN call costs beyond its work (its set-up, its
   own kernels' ramps and tails), and any other kernel (a fusion, a cuBLAS
   gemm) up to its own work
-  (`xla_cost.parallel.kernel_time`; every kernel pays the measured
+  (`xla_cost.timemodel.kernel_time`; every kernel pays the measured
   ``KERNEL_GAP`` besides);
 * ``depth``: the contraction depth at which a product runs at half its rate
   (filling and draining the pipeline of a small-k product);
 * ``vector``: the share of the CUDA cores' FP32 rate a convolution reaches
   that cuDNN cannot run on the tensor cores (input features off their
-  alignment: an image's 3 channels; `xla_cost.parallel.kernel_time`);
+  alignment: an image's 3 channels; `xla_cost.timemodel.kernel_time`);
 * ``host``: seconds each step costs outside its kernels and its dispatch (a
   step is never shorter than its host's measured dispatch of it:
-  `xla_cost.parallel.devices.Dispatch`).
+  `xla_cost.timemodel.devices.Dispatch`).
 
 They are the same for a V100, an H100 and a TPU: what differs is in the
 registry. They are fitted on published runs by
@@ -96,7 +96,7 @@ class Calibration:
                     or (low == 0.05 and value <= 0):
                 raise InputError(f"a time-model constant {name} in [{low:g}, {high:g}]", repr(value),
                                  "Fit the constants again (python benchmarks/calibrate.py) or edit "
-                                 "xla_cost/parallel/calibrations/constants.json.")
+                                 "xla_cost/timemodel/calibrations/constants.json.")
 
     def values(self) -> tuple[float, ...]:
         """The constants in `FIELDS` order."""

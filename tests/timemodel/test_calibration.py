@@ -2,7 +2,7 @@
 committed, checked against their bounds, read, overridden and written back.
 
 The per-device profiles of issue 22 are gone: a V100 and an H100 are priced
-with the same constants (`xla_cost.parallel.calibration`), and what differs
+with the same constants (`xla_cost.timemodel.calibration`), and what differs
 between them comes from the device registry. Every bound below is the one
 `calibration.BOUNDS` documents (a share of a peak in [0.05, 1], a launch under
 50 us, a half-rate depth under 4,096, a host cost under 50 ms a step, a share of the CUDA cores'
@@ -16,8 +16,8 @@ import json
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import calibration
-from xla_cost.parallel.calibration import BOUNDS, FIELDS, Calibration, constants, describe, use_constants, write_constants
+from xla_cost.timemodel import calibration
+from xla_cost.timemodel.calibration import BOUNDS, FIELDS, Calibration, constants, describe, use_constants, write_constants
 
 LOWEST = {"matmul": 0.05, "memory": 0.05, "launch": 0.0, "depth": 0.0, "host": 0.0, "vector": 0.05}
 HIGHEST = {"matmul": 1.0, "memory": 1.0, "launch": 50e-6, "depth": 4096.0, "host": 0.05, "vector": 1.0}

@@ -1,6 +1,6 @@
 """`Hardware`: the devices a step is priced on, as one option object.
 
-A device of the registry (`xla_cost.parallel.devices`) for its peak FLOP/s and
+A device of the registry (`xla_cost.timemodel.devices`) for its peak FLOP/s and
 memory bandwidth and its cluster preset, the overrides of that cluster
 (another node preset, one interconnect for every link, devices per node,
 network adapters per host, their bandwidth, latency), the
@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import comm, schedule
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import comm, schedule
+from xla_cost.timemodel import devices as registry
 
 __all__ = ["Hardware"]
 
@@ -29,9 +29,9 @@ class Hardware:
       device: a device of the registry with a published peak (``h100``,
         ``a100``, ``v100``, ``p40``, ...): its FLOP/s for the step's dtype,
         its memory bandwidth and its cluster preset.
-      interconnect: one `xla_cost.parallel.comm.INTERCONNECTS` preset for
+      interconnect: one `xla_cost.timemodel.comm.INTERCONNECTS` preset for
         every link instead of the device's cluster (None: the cluster's).
-      node: a node preset of `xla_cost.parallel.devices.NODES` (``dgx-2``:
+      node: a node preset of `xla_cost.timemodel.devices.NODES` (``dgx-2``:
         16 V100 on NVSwitch sharing 8 EDR adapters) instead of the device's
         own (None: the device's).
       node_size: devices per node (a TPU slice's chips; None: the node's, or
@@ -41,14 +41,14 @@ class Hardware:
       bandwidth, latency: overrides of one network adapter's line rate
         (bytes/s per direction) and of the seconds per hop between nodes, or
         of the single link of a flat network.
-      algorithm: the collective algorithm (`xla_cost.parallel.comm.ALGORITHMS`).
+      algorithm: the collective algorithm (`xla_cost.timemodel.comm.ALGORITHMS`).
       overlap: None (default) to schedule the gradient collectives against
-        the backward pass (`xla_cost.parallel.schedule`: buckets of
+        the backward pass (`xla_cost.timemodel.schedule`: buckets of
         ``bucket_bytes``, each reduced once its gradients exist), or a fixed
         share of all communication hidden behind compute, in [0, 1].
       mfu: None (default) to time compute kernel by kernel
-        (`xla_cost.parallel.kernel_time`, with the time model's global
-        constants, `xla_cost.parallel.calibration`), or a
+        (`xla_cost.timemodel.kernel_time`, with the time model's global
+        constants, `xla_cost.timemodel.calibration`), or a
         fixed share of peak FLOP/s (model FLOP utilisation) in (0, 1] for a
         roofline: 1.0 is compute at peak, a lower bound on time.
       bucket_bytes: the gradient buckets' size (default PyTorch DDP's 25 MB;
@@ -99,7 +99,7 @@ class Hardware:
         return self.mfu is not None
 
     def cluster(self, target: str | None = None) -> comm.Cluster:
-        """The device's cluster preset with this object's overrides (`xla_cost.parallel.comm.cluster`).
+        """The device's cluster preset with this object's overrides (`xla_cost.timemodel.comm.cluster`).
 
         Args:
           target: the compile target of the step priced (`xla_cost.Report.target`):
@@ -112,7 +112,7 @@ class Hardware:
                             hierarchical=self.hierarchical)
 
     def peak(self) -> registry.DevicePeak:
-        """The device's published peak (`xla_cost.parallel.devices.DevicePeak`).
+        """The device's published peak (`xla_cost.timemodel.devices.DevicePeak`).
 
         Raises:
           InputError: a device without a published peak.

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from xla_cost.parallel import comm
-from xla_cost.parallel.comm import (
+from xla_cost.timemodel import comm
+from xla_cost.timemodel.comm import (
     CLUSTERS,
     INTERCONNECTS,
     Cluster,
@@ -19,8 +19,8 @@ from xla_cost.parallel.comm import (
     interconnect,
 )
 from xla_cost.errors import InputError
-from xla_cost.parallel import schedule
-from xla_cost.parallel.schedule import DEFAULT_OVERLAP, predict_step, scaling_curve
+from xla_cost.timemodel import schedule
+from xla_cost.timemodel.schedule import DEFAULT_OVERLAP, predict_step, scaling_curve
 
 NVLINK4 = INTERCONNECTS["nvlink4"]
 IB_NDR = INTERCONNECTS["ib-ndr"]

@@ -39,7 +39,7 @@ with the innermost axis fastest (tensor-parallel shards, then the FSDP shards,
 then the pipeline's stages, then the data-parallel replicas), ``node_size``
 consecutive devices a node. Between nodes a device has its share of its host's
 network adapters (`cluster`: ``nics * line rate / devices per host``, from the
-node presets of `xla_cost.parallel.devices.NODES`).
+node presets of `xla_cost.timemodel.devices.NODES`).
 
 Bandwidth convention: `Interconnect.bandwidth` is bytes/s per device in one
 direction. Accelerator datasheets quote the bidirectional aggregate (NVLink
@@ -63,7 +63,7 @@ from types import MappingProxyType
 from typing import Any
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import devices as registry
 from xla_cost.parallel.placement import Span, span
 
 __all__ = [
@@ -471,7 +471,7 @@ CLUSTERS: Mapping[str, Cluster] = MappingProxyType({
     for d in registry.DEVICES.values() if d.has_cluster
 })
 """Cluster presets by device, from the node each device of the registry is
-built of (`xla_cost.parallel.devices.NODES`): ``h100`` (a DGX H100: NVLink 4
+built of (`xla_cost.timemodel.devices.NODES`): ``h100`` (a DGX H100: NVLink 4
 within 8 GPUs, one InfiniBand NDR adapter per GPU between), ``a100`` (DGX
 A100: NVLink 3, HDR), ``v100`` and ``p40`` (PCIe 3.0 servers of 8, EDR),
 ``tpu-v5e`` (ICI within a 256-chip pod, the hosts' data-center network
@@ -503,7 +503,7 @@ def cluster(
         a key in any case, or a ``device_kind``).
       interconnect: an `INTERCONNECTS` preset that replaces both links (one
         flat network, one adapter per device).
-      node: a node preset (`xla_cost.parallel.devices.NODES`, e.g. ``dgx-2``)
+      node: a node preset (`xla_cost.timemodel.devices.NODES`, e.g. ``dgx-2``)
         instead of the device's own.
       node_size: devices per node (a TPU slice's chips); the adapters per
         device stay the preset's unless ``nics`` is given.

@@ -31,8 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import comm, placement
-from xla_cost.parallel.comm import check_bandwidth, is_finite_number
+from xla_cost.parallel import placement
+from xla_cost.timemodel import comm
+from xla_cost.timemodel.comm import check_bandwidth, is_finite_number
 
 __all__ = [
     "DDP_BUCKET_BYTES", "Layout", "REPLICAS", "run_mesh", "Piece", "bucket", "exposed_after", "prefetched", "zero3",

@@ -1,10 +1,10 @@
 """Nodes and where a run's groups lie on them (issue 32).
 
 A node is devices on one fast link and the network adapters its hosts share
-(`xla_cost.parallel.devices.NODES`); a device's share of the network between
+(`xla_cost.timemodel.devices.NODES`); a device's share of the network between
 nodes is ``nics * line rate / devices per host``. A run's devices are laid
 out tensor shards innermost, then FSDP shards, pipeline stages, replicas
-(`xla_cost.parallel.schedule.run_mesh`), and each collective is priced on the
+(`xla_cost.timemodel.schedule.run_mesh`), and each collective is priced on the
 links its group crosses (`xla_cost.parallel.placement.span`). Every expected
 figure is a datasheet's (cited beside it) over a device count, or a ring
 formula (Patarasuk and Yuan 2009) written out.
@@ -15,11 +15,11 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel import comm, devices
-from xla_cost.parallel.comm import INTERCONNECTS, cluster
+from xla_cost.timemodel import comm, devices
+from xla_cost.timemodel.comm import INTERCONNECTS, cluster
 from xla_cost.parallel.placement import Span, crosses_nodes, span
-from xla_cost.parallel.hardware import Hardware
-from xla_cost.parallel.schedule import REPLICAS, Layout, run_mesh
+from xla_cost.timemodel.hardware import Hardware
+from xla_cost.timemodel.schedule import REPLICAS, Layout, run_mesh
 
 GB = 1e9
 # link rates per direction: InfiniBand EDR 100, HDR 200, NDR 400 Gb/s (InfiniBand Trade Association roadmap);

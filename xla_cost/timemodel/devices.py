@@ -3,7 +3,7 @@
 A `Device` holds what its datasheet publishes: dense peak FLOP/s by dtype,
 memory bandwidth and capacity, and the `Node` a cluster of them is built of
 (`NODES`: devices per node, the link between them, the network adapters
-between nodes and their line rate, `xla_cost.parallel.comm.INTERCONNECTS`),
+between nodes and their line rate, `xla_cost.timemodel.comm.INTERCONNECTS`),
 each with its source. Timing (MFU, the roofline), `fit`
 (capacity), the communication model, `scaling`, `estimate` and the command
 line's help all read it; adding a device is one entry in `DEVICES`.
@@ -79,13 +79,13 @@ class Node:
     the inter-chip interconnect (ICI), driven by several hosts, and the
     data-center network (DCN) between slices. Between nodes a device has
     its share of its host's adapters: ``nics * line rate / host devices``
-    (`xla_cost.parallel.comm.cluster`).
+    (`xla_cost.timemodel.comm.cluster`).
 
     Attributes:
       name: the preset key (``dgx-h100``), what ``--node`` takes.
       title: what it is, in words.
       devices: devices per node (a TPU slice's chips).
-      intra: the `xla_cost.parallel.comm.INTERCONNECTS` name of the link
+      intra: the `xla_cost.timemodel.comm.INTERCONNECTS` name of the link
         between devices of the node (per device, one direction).
       nic: the INTERCONNECTS name of one network adapter between nodes (its
         line rate, one direction).

@@ -1,4 +1,4 @@
-"""Every kernel of a compiled program priced on a device (issue 32): `xla_cost.parallel.kernel_time`.
+"""Every kernel of a compiled program priced on a device (issue 32): `xla_cost.timemodel.kernel_time`.
 
 Expected figures are the module's formulas written out here by hand:
 
@@ -25,10 +25,10 @@ import pytest
 from xla_cost.compiled.kernels import Kernel
 from xla_cost.compiled.products import FMA, Product
 from xla_cost.errors import InputError
-from xla_cost.parallel import kernel_time
-from xla_cost.parallel.calibration import Calibration
-from xla_cost.parallel.devices import matrix_units
-from xla_cost.parallel.kernel_time import (
+from xla_cost.timemodel import kernel_time
+from xla_cost.timemodel.calibration import Calibration
+from xla_cost.timemodel.devices import matrix_units
+from xla_cost.timemodel.kernel_time import (
     KERNEL_GAP, TENSOR_CORE_ALIGNMENT, KernelSeconds, KernelTable, kernel_table, price_kernels, price_table, price_totals, shape_efficiency,
 )
 

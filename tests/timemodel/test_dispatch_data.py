@@ -55,7 +55,7 @@ ALL = sorted((ROOT / "reports" / "data").glob("dispatch_*.csv"))
 
 @pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
 def test_the_time_model_reads_what_each_machine_measured(path):
-    from xla_cost.parallel import devices, kernel_time
+    from xla_cost.timemodel import devices, kernel_time
 
     rows = pd.read_csv(path)
     found = devices.match_kind(str(rows.device.iloc[0]))
@@ -73,7 +73,7 @@ def test_the_time_model_reads_what_each_machine_measured(path):
 def test_a_step_waits_for_its_host():
     """Dispatch of n arrays in one call: the call plus each further array (the benchmark's own
     program reproduced: one array costs the call alone)."""
-    from xla_cost.parallel import devices
+    from xla_cost.timemodel import devices
 
     measured = devices.device("h100").dispatch
     assert measured.seconds(1) == measured.call

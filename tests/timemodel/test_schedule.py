@@ -1,12 +1,12 @@
 """Buckets, overlap with the backward pass, and the pipeline's bubble: the
-closed forms of `xla_cost.parallel.schedule`, worked out beside each test."""
+closed forms of `xla_cost.timemodel.schedule`, worked out beside each test."""
 
 from __future__ import annotations
 
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.schedule import (
+from xla_cost.timemodel.schedule import (
     DDP_BUCKET_BYTES, Piece, bubble_fraction, bucket, exposed_after, pipeline_seconds,
 )
 

@@ -17,9 +17,9 @@ and each step a fixed host cost:
     seconds  = sum over kernels of (work + overhead) + host
 
 ``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``), ``vector`` and ``host`` are
-the few global constants of `xla_cost.parallel.calibration.Calibration`, one
+the few global constants of `xla_cost.timemodel.calibration.Calibration`, one
 set for every device. What differs between devices comes from the registry
-(`xla_cost.parallel.devices`): the peak of the dtype, the bandwidth, and the
+(`xla_cost.timemodel.devices`): the peak of the dtype, the bandwidth, and the
 matrix units the output tiles are spread over, the CUDA cores' FP32 rate
 (``cuda_cores``: `xla_cost.compiled.targets.GpuSpec.vector_flops`). The shape's efficiency is
 
@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from xla_cost.parallel import devices as registry
+from xla_cost.timemodel import devices as registry
 
 __all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "TENSOR_CORE_ALIGNMENT", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
            "price_kernels", "price_table", "price_totals"]
@@ -84,7 +84,7 @@ of a chain of dependent one-element kernels in one jitted call, measured by
 ``python benchmarks/dispatch_costs.py`` on an H100 (0.67 µs,
 ``reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv``) and an H200
 (0.66 µs, ``reports/data/dispatch_nvidia-h200_2026-11-26.csv``); measured, not
-fitted (``tests/parallel/test_dispatch_data.py`` holds it to the files)."""
+fitted (``tests/timemodel/test_dispatch_data.py`` holds it to the files)."""
 
 
 TENSOR_CORE_ALIGNMENT = {"float16": 8, "bfloat16": 8, "float32": 4, "int8": 16}
@@ -237,7 +237,7 @@ def _peak(device: registry.Device, dtype: str, arithmetic: str | None) -> float:
 
 def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: str | None = None) -> KernelSeconds:
     """The `KernelSeconds` of a `KernelTable` on ``device`` (a registry name)
-    with the constants of ``calibration`` (`xla_cost.parallel.calibration.Calibration`).
+    with the constants of ``calibration`` (`xla_cost.timemodel.calibration.Calibration`).
     ``arithmetic``: the dtype whose peak products run at, where it is not their own.
 
     Raises:

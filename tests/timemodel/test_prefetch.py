@@ -1,4 +1,4 @@
-"""ZeRO-3's prefetch schedule (issue 32): `xla_cost.parallel.schedule.prefetched`.
+"""ZeRO-3's prefetch schedule (issue 32): `xla_cost.timemodel.schedule.prefetched`.
 
 Each unit's parameters are all-gathered before its forward and before its
 backward pass, its gradients reduce-scattered after it; one collective at a
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.schedule import prefetched
+from xla_cost.timemodel.schedule import prefetched
 
 
 def test_compute_bound_exposes_only_the_first_gather_and_the_last_scatter():

@@ -12,8 +12,8 @@ import pytest
 from xla_cost.analysis import timing
 from xla_cost.cli import build_parser
 from xla_cost.errors import InputError
-from xla_cost.parallel import comm, devices
-from xla_cost.parallel.devices import DEVICES
+from xla_cost.timemodel import comm, devices
+from xla_cost.timemodel.devices import DEVICES
 from xla_cost.runs import fit
 
 T = 1e12
@@ -41,7 +41,7 @@ DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), m
 
 
 def test_a_gpu_allocator_takes_its_share_of_what_the_cuda_context_leaves():
-    from xla_cost.parallel.devices import CUDA_CONTEXT_BYTES, allocatable, target
+    from xla_cost.timemodel.devices import CUDA_CONTEXT_BYTES, allocatable, target
 
     # measured on an H200: JAX's limit 112,583,507,968 bytes = 0.75 x (143,771 MiB - the context)
     assert 0.75 * allocatable(DEVICES["h200"])[0] == pytest.approx(112_583_507_968, abs=1)
