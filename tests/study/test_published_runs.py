@@ -11,7 +11,9 @@ import math
 import pytest
 
 from xla_cost.timemodel.devices import device
-from xla_cost.study.published_runs import CONFIDENCE, DTYPES, PUBLISHED_RUNS, QUANTITIES, RECOMPUTE, PublishedRun
+from xla_cost.study.published_runs import (
+    CONFIDENCE, DTYPES, FRAMEWORKS, PUBLISHED_RUNS, QUANTITIES, RECOMPUTE, PublishedRun, framework,
+)
 
 RUNS = {run.name: run for run in PUBLISHED_RUNS}
 
@@ -72,6 +74,7 @@ def test_fields_take_their_declared_values(run):
     assert all(quantity in QUANTITIES for quantity, _ in run.also)
     assert run.dtype in DTYPES and run.recompute in RECOMPUTE and run.confidence in CONFIDENCE
     assert run.model == "gpt"
+    assert run.framework in {entry.name for entry in FRAMEWORKS}
     assert run.address.startswith("https://") and run.verified_how and run.source and run.notes
     assert run.node_links and run.flops_formula
     for quantity, figure in ((run.quantity, run.published), *run.also):
@@ -79,6 +82,16 @@ def test_fields_take_their_declared_values(run):
             assert 0 < figure < 1, quantity
         else:
             assert figure > 0, quantity
+
+
+def test_frameworks_declare_whether_they_scan_once():
+    # each framework once, with its source; MaxText scans (base.yml 'scan_layers: True'), the PyTorch ones unroll
+    names = [entry.name for entry in FRAMEWORKS]
+    assert len(names) == len(set(names)) and all(entry.why for entry in FRAMEWORKS)
+    assert framework("maxtext").scans is True
+    assert not any(framework(name).scans for name in ("megatron", "deepspeed", "torchtitan", "nemo", "pytorch"))
+    with pytest.raises(KeyError, match="expected one of"):
+        framework("jaxformer")
 
 
 @pytest.mark.parametrize("run", PUBLISHED_RUNS, ids=lambda run: run.name)

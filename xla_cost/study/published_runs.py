@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["CONFIDENCE", "DTYPES", "QUANTITIES", "RECOMPUTE", "PublishedRun", "PUBLISHED_RUNS"]
+__all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Framework", "PublishedRun",
+           "PUBLISHED_RUNS", "framework"]
 
 QUANTITIES: tuple[str, ...] = (
     "TFLOP/s per device", "MFU", "HFU", "tokens/s", "tokens/s per device", "seconds per step",
@@ -46,6 +47,65 @@ DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 """Activation recomputation: none, part of each layer (Korthikanti et al.'s
 selective recomputation, MaxText's ``minimal`` policy), or every layer."""
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Framework:
+    """The software a published run trained with, and how it runs a model's layers.
+
+    Attributes:
+      name: the key a `PublishedRun.framework` names.
+      scans: whether the framework runs its layers as one scanned loop (one
+        compiled body run ``layers`` times: `jax.lax.scan`, Flax's ``nn.scan``)
+        rather than unrolled, each layer its own kernels; None where it is a
+        per-run option the run's source does not give.
+      why: where the fact was read, or why it holds.
+    """
+
+    name: str
+    scans: bool | None
+    why: str
+
+
+FRAMEWORKS: tuple[Framework, ...] = (
+    Framework(name="megatron", scans=False,
+              why="Megatron-LM (and Megatron-Core's TransformerBlock) keeps its layers in a torch.nn.ModuleList "
+                  "and calls them one after another in eager PyTorch: every layer launches its own kernels"),
+    Framework(name="deepspeed", scans=False,
+              why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
+                  "under DeepSpeed's engine; run one after another, unrolled"),
+    Framework(name="metaseq", scans=False,
+              why="metaseq (fairseq's descendant, OPT): a torch.nn.ModuleList of decoder layers in eager "
+                  "PyTorch, FSDP-wrapped"),
+    Framework(name="torchtitan", scans=False,
+              why="torchtitan: PyTorch FSDP2; the model's TransformerBlocks in an nn.ModuleDict called in a "
+                  "Python loop (torch.compile, where on, compiles each block apart): unrolled"),
+    Framework(name="pytorch", scans=False,
+              why="another PyTorch code base (Llama 3's: Meta's in-house 4D-parallel PyTorch stack, Dubey et "
+                  "al. 2024 §3.3.2): eager PyTorch runs each layer's kernels; no scan exists in it"),
+    Framework(name="nemo", scans=False,
+              why="NVIDIA NeMo's language models run Megatron-Core's TransformerBlock (a ModuleList of "
+                  "layers, unrolled), as 'megatron'"),
+    Framework(name="maxtext", scans=True,
+              why="MaxText's base.yml: 'scan_layers: True' (the decoder's layers in one nn.scan; a run's "
+                  "config may turn it off, none of the runs here does)"),
+    Framework(name="jax-pathways", scans=None,
+              why="a JAX program on Google's Pathways runtime (PaLM's abstract: 'trained PaLM on 6144 TPU v4 "
+                  "chips using Pathways'); whether its layers are one scanned loop is not published"),
+    Framework(name="other", scans=None, why="a framework not named above; whether it scans is not known"),
+)
+"""Every framework a published run names, each with its "scans its layers"
+fact (the program the run's framework runs: scanned or unrolled)."""
+
+
+def framework(name: str) -> Framework:
+    """The `Framework` of that name (a `PublishedRun.framework`); KeyError on another."""
+    for entry in FRAMEWORKS:
+        if entry.name == name:
+            return entry
+    raise KeyError(f"no framework {name!r}: expected one of {', '.join(f.name for f in FRAMEWORKS)}")
+
 
 CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
 """How sure the record is: ``high``, figure and configuration read in the
@@ -74,6 +134,8 @@ class PublishedRun:
         relative to: a name in `PUBLISHED_RUNS`, or the run in words where the
         source publishes no figure for it.
       steps: for ``days``, the optimizer steps the figure covers.
+      framework: the software it trained with: a `Framework` name in
+        `FRAMEWORKS` (which says whether it scans its layers).
       model: the model family: ``gpt`` for every decoder-only language model
         here; its variants are the fields below and ``notes``.
       layers, hidden, heads, ffn, vocabulary, sequence: the model; ``ffn`` is
@@ -114,6 +176,7 @@ class PublishedRun:
     also: tuple[tuple[str, float], ...] = ()
     relative_to: str | None = None
     steps: int | None = None
+    framework: str
     model: str = "gpt"
     layers: int
     hidden: int
@@ -153,7 +216,7 @@ def _runs(base: dict, *rows: dict) -> tuple[PublishedRun, ...]:
 # --- V100: Shoeybi et al. 2019, Megatron-LM -------------------------------------------------------
 
 _MEGATRON_2019 = dict(
-    paper="shoeybi2019",
+    paper="shoeybi2019", framework="megatron",
     source="Shoeybi et al. 2019, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
            "Parallelism, arXiv:1909.08053",
     address="https://arxiv.org/abs/1909.08053",
@@ -250,7 +313,7 @@ _SELENE = ("DGX A100: 8 A100 80GB on NVLink 3 and NVSwitch; 8 Mellanox HDR Infin
            "(Korthikanti et al. 2022, §6)")
 
 _KORTHIKANTI = dict(
-    paper="korthikanti2022",
+    paper="korthikanti2022", framework="megatron",
     source="Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models, "
            "arXiv:2205.05198, Tables 3 and 5",
     address="https://arxiv.org/abs/2205.05198",
@@ -294,7 +357,7 @@ with sequence parallelism plus selective recomputation (Table 5), and the
 530B model over 2,240 GPUs (§6.3)."""
 
 _MT_NLG = dict(
-    paper="smith2022",
+    paper="smith2022", framework="deepspeed",
     source="Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, arXiv:2201.11990, "
            "§2.4 and §3.2",
     address="https://arxiv.org/abs/2201.11990",
@@ -325,7 +388,7 @@ _RUNS_MT_NLG = _runs(
 
 _RUNS_BLOOM = _runs(
     dict(
-        paper="bigscience2022",
+        paper="bigscience2022", framework="deepspeed",
         source="BigScience 2022, tr11-176B-ml training README (the run of Le Scao et al. 2022, BLOOM, "
                "arXiv:2211.05100), 'Important checkpoints': the log line of iteration 85,376",
         address="https://github.com/bigscience-workshop/bigscience/blob/master/train/tr11-176B-ml/README.md",
@@ -351,7 +414,7 @@ _RUNS_BLOOM = _runs(
 
 _RUNS_OPT = _runs(
     dict(
-        paper="zhang2022",
+        paper="zhang2022", framework="metaseq",
         source="Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, arXiv:2205.01068, §2.4 "
                "and Table 1",
         address="https://arxiv.org/abs/2205.01068",
@@ -375,7 +438,7 @@ _RUNS_OPT = _runs(
 """OPT-175B's best throughput on 992 A100 80GB GPUs."""
 
 _MEGASCALE = dict(
-    paper="jiang2024",
+    paper="jiang2024", framework="megatron",
     source="Jiang et al. 2024, MegaScale: Scaling Large Language Model Training to More Than 10,000 GPUs, "
            "arXiv:2402.15627, Table 2 (Megatron-LM rows), Table 1, §6.1",
     address="https://arxiv.org/abs/2402.15627",
@@ -408,7 +471,7 @@ _RUNS_MEGASCALE = _runs(
 baseline of MegaScale's Table 2."""
 
 _TORCHTITAN = dict(
-    paper="torchtitan2024",
+    paper="torchtitan2024", framework="torchtitan",
     source="PyTorch torchtitan, docs/performance.md, 'Llama 3 performance numbers' (FSDP2 on 64 A100 80GB)",
     address="https://github.com/pytorch/torchtitan/blob/041336434916bdc0f88c1f89fda176fd3c2092e4/docs/"
             "performance.md",
@@ -438,7 +501,7 @@ _RUNS_TORCHTITAN = _runs(
 # --- H100: Dubey et al. 2024, Llama 3 --------------------------------------------------------------
 
 _LLAMA3 = dict(
-    paper="dubey2024",
+    paper="dubey2024", framework="pytorch",
     source="Dubey et al. 2024, The Llama 3 Herd of Models, arXiv:2407.21783 (v3), Table 4 and §3.3.2",
     address="https://arxiv.org/abs/2407.21783",
     verified_how="stored paper text (four copies): Table 3 (model), Table 4 (layout, TFLOPs/GPU, BF16 MFU), "
@@ -476,7 +539,7 @@ _RUNS_LLAMA3 = _runs(
 # --- TPU v4: Chowdhery et al. 2022, PaLM --------------------------------------------------------------
 
 _PALM = dict(
-    paper="chowdhery2022",
+    paper="chowdhery2022", framework="jax-pathways",
     source="Chowdhery et al. 2022, PaLM: Scaling Language Modeling with Pathways, arXiv:2204.02311, §4 and §4.1",
     address="https://arxiv.org/abs/2204.02311",
     verified_how="stored paper text: §2 (architecture), Table 1 (118 layers, 48 heads, d_model 18,432, 540.35B, "
@@ -513,7 +576,7 @@ _RUNS_PALM = _runs(
 # --- TPU v5e and v5p: MaxText ------------------------------------------------------------------------
 
 _MAXTEXT = dict(
-    paper="maxtext",
+    paper="maxtext", framework="maxtext",
     address="https://github.com/AI-Hypercomputer/maxtext/tree/0ed7bd529b9d690570473c3525d1efeda6b6c944/"
             "MaxText/configs",
     vocabulary=32000, sequence=2048, gated=True, tied=False, head_dim=128, dtype="bfloat16", fsdp=1,
