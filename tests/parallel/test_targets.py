@@ -78,7 +78,9 @@ def test_a_targets_device_reports_the_kind_its_entry_matches(program):
 
 def test_gpu_descriptions_are_the_names_real_devices_report():
     # cuDeviceGetName on an H200 (measured for issue 31) and the names XLA's own target configs record
+    # a B200's: the name its driver reports (a device query in pytorch/ao pull request 4002)
     expected = {"h100": "NVIDIA H100 80GB HBM3", "h100-pcie": "NVIDIA H100 PCIe", "h200": "NVIDIA H200",
+                "b200": "NVIDIA B200",
                 "a100": "NVIDIA A100-SXM4-40GB", "a100-80gb": "NVIDIA A100-SXM4-80GB",
                 "v100": "Tesla V100-SXM2-16GB", "v100-32gb": "Tesla V100-SXM2-32GB",
                 "p100": "Tesla P100-SXM2-16GB", "p40": "Tesla P40"}
@@ -88,8 +90,10 @@ def test_gpu_descriptions_are_the_names_real_devices_report():
             spec = device.gpu
             assert spec.source and devices.match_kind(spec.description).name == device.name
             # the FP32 rate each datasheet prints (NVIDIA H100 SXM and PCIe, H200, A100, V100 SXM2, P100 SXM2,
-            # P40 datasheets) is SMs x FP32 lanes x 2 (an FMA) x boost clock, as rounded there (P40: "12")
-            fp32 = {"h100": 67e12, "h100-pcie": 51e12, "h200": 67e12, "a100": 19.5e12, "a100-80gb": 19.5e12,
+            # P40 datasheets; HGX B200 specifications: 75 TFLOPS) is SMs x FP32 lanes x 2 (an FMA) x boost clock,
+            # as rounded there (P40: "12")
+            fp32 = {"h100": 67e12, "h100-pcie": 51e12, "h200": 67e12, "b200": 75e12, "a100": 19.5e12,
+                    "a100-80gb": 19.5e12,
                     "v100": 15.7e12, "v100-32gb": 15.7e12, "p100": 10.6e12, "p40": 12e12}[device.name]
             assert spec.sm_count * spec.fp32_lanes_per_sm * 2 * spec.clock_ghz * 1e9 == pytest.approx(fp32, rel=0.025)
 
@@ -188,7 +192,7 @@ def test_topology_for_is_the_near_square_power_of_two_slice(dimensions, count):
 
 
 @pytest.mark.parametrize("name, says", [
-    ("b200", "a compile target"),          # not in the registry
+    ("b300", "a compile target"),          # not in the registry
     ("cpu", "a compile target"),           # in it, but no compiler description
     ("h100:2x2", "a compile target"),      # a GPU has no slices
     ("tpu-v4:2x2", "a 3-D slice"),         # v4 slices are AxBxC

@@ -27,6 +27,9 @@ DATASHEETS = [  # name, dense BF16 and float32 TFLOPS, memory bandwidth (B/s), m
     # H200 datasheet: HBM3e 4.8 TB/s; memory 143,771 MiB as nvidia-smi reports it (the datasheet's "141 GB";
     # reports/data/device_check_nvidia-h200_2026-11-26.json)
     ("h200", 989, 494.7, 4.8e12, 143771 * 2**20),
+    # NVIDIA HGX B200 specifications, per GPU, with sparsity halved: FP16/BF16 4.5 PFLOPS -> 2,250, TF32 2.2 ->
+    # 1,100; HBM3e 7.7 TB/s, 180 GB (DGX B200 user guide: 1,440 GB for 8)
+    ("b200", 2250, 1100, 7.7e12, 1440e9 / 8),
     ("a100", 312, 156, 1.555e12, 40e9),      # A100 40GB: 1,555 GB/s
     ("a100-80gb", 312, 156, 2.039e12, 80e9),  # A100 80GB SXM: 2,039 GB/s
     ("v100", 15.7, 15.7, 900e9, 16e9),       # V100 SXM2: no BF16 tensor cores (FP32 rate), HBM2 900 GB/s
@@ -77,12 +80,13 @@ def test_every_entry_is_whole_and_its_links_exist():
     # a 256-chip TPU v5e or v6e pod, a 4096-chip v4 pod, the largest v5p slice (16x16x24 = 6144 chips;
     # Cloud TPU documentation of each), one CPU host
     assert {d.name: d.node_size for d in DEVICES.values() if d.has_cluster} == {
-        **{name: 8 for name in ("h100", "h100-pcie", "h200", "a100", "a100-80gb", "v100", "v100-32gb", "p100", "p40")},
+        **{name: 8 for name in ("h100", "h100-pcie", "h200", "b200", "a100", "a100-80gb", "v100", "v100-32gb", "p100", "p40")},
         "tpu-v5e": 256, "tpu-v6e": 256, "tpu-v4": 4096, "tpu-v5p": 6144, "cpu": 1}
 
 
 @pytest.mark.parametrize("kind, name", [
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("NVIDIA B200", "b200"),
     ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-SXM4-40GB", "a100"),
     ("Tesla V100-SXM2-16GB", "v100"), ("Tesla V100-SXM2-32GB", "v100-32gb"), ("Tesla P40", "p40"),
     ("TPU v5 lite", "tpu-v5e"), ("TPU v5", "tpu-v5p"), ("TPU v4", "tpu-v4"), ("TPU v6 lite", "tpu-v6e"),
@@ -116,6 +120,37 @@ def test_unknown_devices_are_refused_with_the_names_that_qualify():
     with pytest.raises(InputError, match="a device with a known memory .*h100.*p40.*tpu-v5e"):
         fit.device_memory("cpu")
     with pytest.raises(InputError, match="a device with a cluster preset"):
-        comm.cluster("b200")
+        comm.cluster("b300")  # not in the registry
     with pytest.raises(InputError, match="a device with a published peak"):
         devices.device("cpu", has="peak")
+
+
+# Dense FP8 peaks, half of each datasheet's "with sparsity" figure: H100 SXM5 3,958 -> 1,979 TFLOPS, H100 PCIe
+# 3,026 -> 1,513, H200 3,958 -> 1,979 (NVIDIA H100 and H200 datasheets), B200 9 PFLOPS -> 4,500 (NVIDIA HGX
+# B200 specifications, per GPU)
+FP8_SPARSE = {"h100": 3958, "h100-pcie": 3026, "h200": 3958, "b200": 9000}
+
+
+def test_fp8_peaks_are_the_datasheets_dense_figures_and_only_where_there_are_fp8_units():
+    for name, device in DEVICES.items():
+        if device.peak is None:
+            continue
+        if name in FP8_SPARSE:
+            assert device.peak.require("float8") == pytest.approx(FP8_SPARSE[name] / 2 * T)
+            # an FP8 tensor core does twice the 16-bit one's multiply-adds a cycle
+            assert device.peak.for_dtype("float8") == pytest.approx(2 * device.peak.for_dtype("bfloat16"), rel=0.001)
+            continue
+        # no FP8 units (an A100, a V100, the TPUs here): no float8 peak, never the float32 one in its place
+        assert device.peak.for_dtype("float8") == 0.0
+        with pytest.raises(InputError, match="a device with float8 units \\(h100, h100-pcie, h200, b200\\)") as refused:
+            device.peak.require("float8")
+        assert "\n" not in str(refused.value) and "float32" in str(refused.value)
+
+
+def test_a_dgx_b200_is_eight_gpus_on_nvlink_5_with_an_ndr_adapter_each():
+    b200 = comm.cluster("b200")
+    # NVLink 5: 1.8 TB/s per GPU both directions (HGX B200 specifications; DGX B200: 14.4 TB/s for 8), per direction
+    assert b200.intra.name == "nvlink5" and b200.intra.bandwidth == 1.8e12 / 2 == 14.4e12 / 8 / 2
+    # DGX B200 user guide: 8 single-port ConnectX-7, 400 Gb/s each, for 8 GPUs: 400e9 / 8 bytes/s per GPU
+    assert b200.inter.bandwidth == 8 * 400e9 / 8 / 8 and b200.node_size == 8
+    assert devices.node("dgx-b200").source.startswith("NVIDIA DGX B200 user guide")

@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from xla_cost.choices import FLOAT8
 from xla_cost.compiled.targets import ALLOCATOR_FRACTION, CompileTarget, GpuSpec, TpuSpec
 from xla_cost.errors import InputError
 
@@ -53,7 +54,11 @@ class DevicePeak:
     source: str
 
     def for_dtype(self, dtype: str) -> float:
-        """The peak for ``dtype``; float32's for a dtype not listed (0.0 if neither is)."""
+        """The peak for ``dtype``; float32's for a dtype not listed (0.0 if neither is), but
+        float8's alone for float8 (0.0 where the device has no FP8 units: its float32 peak is
+        no rate for a product it cannot run)."""
+        if dtype == FLOAT8:
+            return self.flops_per_s.get(dtype, 0.0)
         return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
 
     def require(self, dtype: str) -> float:
@@ -66,8 +71,10 @@ class DevicePeak:
         if peak > 0:
             return peak
         having = [name for name, value in self.flops_per_s.items() if value > 0]
+        with_units = [d.name for d in DEVICES.values() if d.peak is not None and d.peak.flops_per_s.get(dtype, 0) > 0]
+        among = f" ({', '.join(with_units)})" if with_units else ""
         raise InputError(f"a dtype the {self.name} has a published peak for ({', '.join(having)})", repr(dtype),
-                         f"Use --dtype {' or '.join(having)} (dtype=), or a device with {dtype} units.")
+                         f"Use --dtype {' or '.join(having)} (dtype=), or a device with {dtype} units{among}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +132,15 @@ NODES: Mapping[str, Node] = MappingProxyType({n.name: n for n in (
          "nvlink4", "ib-ndr", 8,
          source="NVIDIA DGX H200 datasheet: 8 H200 GPUs, NVLink 900 GB/s per GPU through NVSwitch; 8 single-port "
                 "ConnectX-7 VPI adapters, up to 400 Gb/s (https://www.nvidia.com/en-us/data-center/dgx-h200/)"),
+    Node("dgx-b200", "NVIDIA DGX B200: 8 B200 on NVLink 5 (NVSwitch), 8 x 400 Gb/s NDR", 8,
+         "nvlink5", "ib-ndr", 8,
+         source="NVIDIA DGX B200 user guide, hardware overview: 8 NVIDIA B200 GPUs, 1,440 GB in all; 2 fifth-"
+                "generation NVLink switches, 14.4 TB/s aggregate (= 8 x 1.8 TB/s); network (cluster) 4 OSFP ports "
+                "for 8 single-port ConnectX-7 cards, InfiniBand up to 400 Gb/s each (the 2 BlueField-3 DPUs are "
+                "for storage and management) (https://docs.nvidia.com/dgx/dgxb200-user-guide/"
+                "introduction-to-dgxb200.html); the DGX BasePOD reference architecture: four of the ConnectX-7 "
+                "OSFP ports are the compute fabric (https://docs.nvidia.com/dgx-basepod/reference-architecture-"
+                "infrastructure-foundation-enterprise-ai/latest/core-components.html)"),
     Node("dgx-a100", "NVIDIA DGX A100: 8 A100 SXM4 on NVLink 3 (NVSwitch), 8 x 200 Gb/s HDR", 8,
          "nvlink3", "ib-hdr", 8,
          source="NVIDIA DGX A100 user guide: 8 A100 SXM4 GPUs on third-generation NVLink through NVSwitch; 8 "
@@ -374,6 +390,31 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                     memory_bandwidth=4814e9),
         dispatch=Dispatch(36.6e-6, 4.50e-6, "reports/data/dispatch_nvidia-h200_2026-11-26.csv: this project's "
                           "H200 machine, jax 0.11.2 (python benchmarks/dispatch_costs.py)")),
+    Device(
+        # nothing measured on a B200 here: no dispatch (`host_dispatch` takes the fastest host measured, a
+        # floor, and says so), no run among the time model's fitted cases (its constants are every device's)
+        "b200", "NVIDIA B200", ("B200",),
+        _peak("NVIDIA B200", 2250, 2250, 1100, 7.7e12,
+              "NVIDIA HGX B200 specifications, per GPU (https://www.nvidia.com/en-us/data-center/hgx/), 'with "
+              "sparsity' halved to dense: FP16/BF16 tensor core 4.5 PFLOPS -> 2,250 TFLOPS, TF32 2.2 PFLOPS -> "
+              "1,100, FP8/FP6 9 PFLOPS -> 4,500; HBM3e 7.7 TB/s (the DGX B200 datasheet's 64 TB/s for 8 GPUs "
+              "is 8 TB/s each, https://www.nvidia.com/en-us/data-center/dgx-b200/)", f8=4500),
+        180e9, "NVIDIA HGX B200 specifications: 180 GB HBM3e per GPU; DGX B200 user guide: 8 GPUs, 1,440 GB in "
+        "all (no driver's figure read here: the H100's and H200's are nvidia-smi's)",
+        node="dgx-b200",
+        gpu=GpuSpec((10, 0), 148, 128, 1.98, int(126.5 * 2**20), 228 * 1024, 227 * 1024,
+                    description="NVIDIA B200",
+                    source="compute capability 10.0 (sm_100), 148 SMs, 126.5 MB L2, 228 KB shared memory, 2,048 "
+                           "threads and 64K registers per SM, as the CUDA driver reports a B200 (a device query "
+                           "printed in pytorch/ao pull request 4002, 2026-03-05, not measured here; 148 SMs and "
+                           "the name 'NVIDIA B200' also in the issue's deviceless compile); 227 KB per block: "
+                           "CUDA C++ Programming Guide, compute capability 10.0 (as 9.0); 128 FP32 lanes per SM "
+                           "and a 1.98 GHz clock assumed from the HGX B200 specifications' FP32 75 TFLOPS = "
+                           "148 x 128 x 2 x 1.98 GHz (75.0; NVIDIA publishes neither figure). Memory bandwidth "
+                           "as that query's driver reports it, a 7,680-bit bus at 3,996 MHz x 2: 7,672 GB/s "
+                           "(the key a real B200's autotuning records would carry; the datasheet's 7.7 TB/s "
+                           "prices the kernels)",
+                    memory_bandwidth=7680 / 8 * 2 * 3996e6)),
     Device(
         "a100", "NVIDIA A100 40GB", ("A100",),
         _peak("NVIDIA A100 40GB", 312, 312, 156, 1.555e12,
