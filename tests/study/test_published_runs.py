@@ -152,11 +152,13 @@ def test_relative_figures_name_their_reference(run):
     # BLOOM 176B; Llama 3 405B (Table 3); torchtitan's Llama 3 8B and 70B
     ("bloom2022-176b-384", 176), ("llama3-405b-8192", 405), ("torchtitan2024-llama3-8b-64", 8),
     ("torchtitan2024-llama3-70b-64", 70),
-    # MaxText's nominal sizes (global_parameter_scale 16, 32, 64)
+    # MaxText's nominal sizes (global_parameter_scale 16 ... 1024, the 2023 default decoder)
     ("maxtext-16b-v5e-256", 16), ("maxtext-32b-v5e-256", 32), ("maxtext-64b-v5p-128", 64),
+    ("maxtext-128b-v5p-256", 128), ("maxtext-256b-v5p-1024", 256), ("maxtext-512b-v5p-1024", 512),
+    ("maxtext-1024b-v5p-4096", 1024),
 ])
 def test_model_shapes_give_the_published_size(name, billions):
-    tolerance = 0.05 if name.startswith("maxtext") else 0.012  # MaxText's names are powers of two
+    tolerance = 0.02 if name.startswith("maxtext") else 0.012  # MaxText's names are powers of two
     assert _matrix_parameters(RUNS[name]) == pytest.approx(billions * 1e9, rel=tolerance)
 
 
@@ -305,11 +307,31 @@ def test_maxtext_mfu_is_tflops_over_the_chip_peak(name):
     assert run.published * 1e12 / _peak(run) == pytest.approx(_also(run, "MFU"), abs=0.003)
 
 
+MAXTEXT_2023_SCRIPTS = {  # MaxText commit 76bd53b0 configs/v5e and v5p/*.sh: per_device_batch_size, ici_tensor
+    "maxtext-16b-v5e-256": (6, 1), "maxtext-16b-2x-v5e-256": (6, 1), "maxtext-32b-v5e-256": (4, 1),
+    "maxtext-32b-v5p-128": (8, 4), "maxtext-64b-v5p-128": (4, 4), "maxtext-128b-v5p-256": (2, 8),
+    "maxtext-128b-v5p-512": (2, 8), "maxtext-256b-v5p-1024": (2, 8), "maxtext-512b-v5p-1024": (2, 16),
+    "maxtext-1024b-v5p-2048": (2, 16), "maxtext-1024b-v5p-4096": (2, 16),
+}
+
+
 @pytest.mark.parametrize("name", [name for name in RUNS if name.startswith("maxtext-")])
 def test_maxtext_batch_is_per_device_batch_times_chips(name):
-    # MaxText: global batch = per_device_batch_size (6, 4 on v5e; 7, 3 on v5p, from the config scripts) x chips
+    # MaxText: global batch = per_device_batch_size x chips; a v5p-N slice has N TensorCores, N / 2 chips
     run = RUNS[name]
-    per_chip = {"maxtext-16b-v5e-256": 6, "maxtext-16b-2x-v5e-256": 6, "maxtext-32b-v5e-256": 4,
-                "maxtext-32b-v5p-128": 7, "maxtext-64b-v5p-128": 3}[name]
+    per_chip, tensor = MAXTEXT_2023_SCRIPTS[name]
     assert run.global_batch == per_chip * run.devices
-    assert math.prod((run.tensor, run.data)) == run.devices
+    assert math.prod((run.tensor, run.data)) == run.devices and run.tensor == tensor
+    if run.device == "tpu-v5p":
+        assert run.devices == int(name.rsplit("-", 1)[1]) // 2
+
+
+def test_maxtext_2023_decoder_shapes():
+    # base.yml before commit 3b2ac811 (2024-02-14): emb 2560, 8 heads of 256, mlp 8192 (ReLU, one pair), 16
+    # layers, vocabulary 32,768, logits through the embedding; scale 32 = 2^5: heads and mlp x4, emb x4, layers x2
+    run = RUNS["maxtext-32b-v5p-128"]
+    assert (run.hidden, run.heads, run.head_dim, run.ffn, run.layers) == (2560 * 4, 8 * 4, 256, 8192 * 4, 16 * 2)
+    assert (run.vocabulary, run.tied, run.gated) == (32768, True, False)
+    # scale 1024 = 2^10: heads and mlp x16 (10 = 3 x 3 + 1), emb x8, layers x8
+    big = RUNS["maxtext-1024b-v5p-4096"]
+    assert (big.hidden, big.heads, big.ffn, big.layers) == (2560 * 8, 8 * 16, 8192 * 16, 16 * 8)

@@ -26,191 +26,12 @@ at 500 W, not the registry's H100 SXM).
 
 from __future__ import annotations
 
-import dataclasses
+from xla_cost.study.published_record import (
+    CONFIDENCE, DTYPES, FRAMEWORKS, QUANTITIES, RECOMPUTE, Framework, PublishedRun, framework, runs_of,
+)
 
 __all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Framework", "PublishedRun",
-           "PUBLISHED_RUNS", "framework"]
-
-QUANTITIES: tuple[str, ...] = (
-    "TFLOP/s per device", "MFU", "HFU", "tokens/s", "tokens/s per device", "seconds per step",
-    "scaling efficiency", "speed-up", "days",
-)
-"""What a published figure measures. ``tokens/s`` is the whole run's,
-``tokens/s per device`` one device's; ``MFU`` and ``HFU`` are fractions of the
-device's peak (model FLOP without and with recomputation, Chowdhery et al.
-2022, §4.1); ``scaling efficiency`` and ``speed-up`` are relative to the run
-named in `PublishedRun.relative_to`; ``days`` covers `PublishedRun.steps`."""
-
-DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
-"""The 16- or 32-bit format of the run's matrix products."""
-
-RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
-"""Activation recomputation: none, part of each layer (Korthikanti et al.'s
-selective recomputation, MaxText's ``minimal`` policy), or every layer."""
-
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Framework:
-    """The software a published run trained with, and how it runs a model's layers.
-
-    Attributes:
-      name: the key a `PublishedRun.framework` names.
-      scans: whether the framework runs its layers as one scanned loop (one
-        compiled body run ``layers`` times: `jax.lax.scan`, Flax's ``nn.scan``)
-        rather than unrolled, each layer its own kernels; None where it is a
-        per-run option the run's source does not give.
-      why: where the fact was read, or why it holds.
-    """
-
-    name: str
-    scans: bool | None
-    why: str
-
-
-FRAMEWORKS: tuple[Framework, ...] = (
-    Framework(name="megatron", scans=False,
-              why="Megatron-LM (and Megatron-Core's TransformerBlock) keeps its layers in a torch.nn.ModuleList "
-                  "and calls them one after another in eager PyTorch: every layer launches its own kernels"),
-    Framework(name="deepspeed", scans=False,
-              why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
-                  "under DeepSpeed's engine; run one after another, unrolled"),
-    Framework(name="metaseq", scans=False,
-              why="metaseq (fairseq's descendant, OPT): a torch.nn.ModuleList of decoder layers in eager "
-                  "PyTorch, FSDP-wrapped"),
-    Framework(name="torchtitan", scans=False,
-              why="torchtitan: PyTorch FSDP2; the model's TransformerBlocks in an nn.ModuleDict called in a "
-                  "Python loop (torch.compile, where on, compiles each block apart): unrolled"),
-    Framework(name="pytorch", scans=False,
-              why="another PyTorch code base (Llama 3's: Meta's in-house 4D-parallel PyTorch stack, Dubey et "
-                  "al. 2024 §3.3.2): eager PyTorch runs each layer's kernels; no scan exists in it"),
-    Framework(name="nemo", scans=False,
-              why="NVIDIA NeMo's language models run Megatron-Core's TransformerBlock (a ModuleList of "
-                  "layers, unrolled), as 'megatron'"),
-    Framework(name="maxtext", scans=True,
-              why="MaxText's base.yml: 'scan_layers: True' (the decoder's layers in one nn.scan; a run's "
-                  "config may turn it off, none of the runs here does)"),
-    Framework(name="jax-pathways", scans=None,
-              why="a JAX program on Google's Pathways runtime (PaLM's abstract: 'trained PaLM on 6144 TPU v4 "
-                  "chips using Pathways'); whether its layers are one scanned loop is not published"),
-    Framework(name="other", scans=None, why="a framework not named above; whether it scans is not known"),
-)
-"""Every framework a published run names, each with its "scans its layers"
-fact (the program the run's framework runs: scanned or unrolled)."""
-
-
-def framework(name: str) -> Framework:
-    """The `Framework` of that name (a `PublishedRun.framework`); KeyError on another."""
-    for entry in FRAMEWORKS:
-        if entry.name == name:
-            return entry
-    raise KeyError(f"no framework {name!r}: expected one of {', '.join(f.name for f in FRAMEWORKS)}")
-
-
-CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
-"""How sure the record is: ``high``, figure and configuration read in the
-source; ``medium``, the figure read but part of the configuration assumed or
-read second-hand; ``low``, the figure itself read second-hand."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PublishedRun:
-    """One published figure and the run that produced it.
-
-    Attributes:
-      name: short unique key (``megatron2019-8.3b-512``).
-      paper: key shared by every run of one publication (leave-one-paper-out).
-      source: citation: authors, year, arXiv id or repository, table or section.
-      address: the canonical address of the source.
-      verified_how: what was read to check the figure (stored copies, through
-        the search tool), and what it agreed with.
-      device: a registry key of `xla_cost.timemodel.devices`.
-      devices: devices of the whole run.
-      quantity: one of `QUANTITIES`.
-      published: the figure, as published (fractions for percentages).
-      also: other figures the source publishes for the same run, as
-        ``(quantity, figure)`` pairs.
-      relative_to: for a scaling efficiency or a speed-up, the run it is
-        relative to: a name in `PUBLISHED_RUNS`, or the run in words where the
-        source publishes no figure for it.
-      steps: for ``days``, the optimizer steps the figure covers.
-      framework: the software it trained with: a `Framework` name in
-        `FRAMEWORKS` (which says whether it scans its layers).
-      model: the model family: ``gpt`` for every decoder-only language model
-        here; its variants are the fields below and ``notes``.
-      layers, hidden, heads, ffn, vocabulary, sequence: the model; ``ffn`` is
-        the feed-forward width (of each of the two input matrices where
-        ``gated``).
-      kv_heads: key/value heads where fewer than ``heads`` (grouped or
-        multi-query attention), else None.
-      head_dim: the head width where ``heads * head_dim != hidden``, else None.
-      gated: a gated feed-forward (SwiGLU: three matrices, not two).
-      tied: input and output embeddings shared.
-      global_batch: sequences per optimizer step; micro_batch: sequences per
-        forward-backward pass of one replica (None: not published).
-      tensor, pipeline, data, context: the layout's degrees (their product is
-        ``devices``); fsdp: the sharding group within ``data`` (1 if none);
-        zero_stage: what it shards (0 nothing, 1 optimizer states, 2 and
-        gradients, 3 and parameters); chunks: interleaved pipeline stages per
-        device (1 if none, None: interleaved, number not published);
-        sequence_parallel: Megatron's sequence parallelism within ``tensor``.
-      dtype: one of `DTYPES`; recompute: one of `RECOMPUTE`.
-      node_gpus: devices per node (a GPU server's GPUs, a TPU host's chips).
-      node_links: the links within a node and between nodes, in words.
-      flops_formula: how the source counts the FLOP behind its figure.
-      notes: what the source does not say and is assumed, and the model's
-        departures from GPT-2's (SwiGLU, GQA, ALiBi, parallel blocks).
-      verified: the published figure was read in its source or a faithful copy.
-      confidence: one of `CONFIDENCE`.
-    """
-
-    name: str
-    paper: str
-    source: str
-    address: str
-    verified_how: str
-    device: str
-    devices: int
-    quantity: str
-    published: float
-    also: tuple[tuple[str, float], ...] = ()
-    relative_to: str | None = None
-    steps: int | None = None
-    framework: str
-    model: str = "gpt"
-    layers: int
-    hidden: int
-    heads: int
-    ffn: int
-    vocabulary: int
-    sequence: int
-    kv_heads: int | None = None
-    head_dim: int | None = None
-    gated: bool = False
-    tied: bool = True
-    global_batch: int
-    micro_batch: int | None
-    tensor: int = 1
-    pipeline: int = 1
-    data: int = 1
-    fsdp: int = 1
-    zero_stage: int = 0
-    chunks: int | None = 1
-    context: int = 1
-    sequence_parallel: bool = False
-    dtype: str
-    recompute: str
-    node_gpus: int
-    node_links: str
-    flops_formula: str
-    notes: str
-    verified: bool = True
-    confidence: str = "high"
-
-
-def _runs(base: dict, *rows: dict) -> tuple[PublishedRun, ...]:
-    """Runs of one source: its shared fields, each row's own over them."""
-    return tuple(PublishedRun(**{**base, **row}) for row in rows)
+           "PUBLISHED_RUNS", "framework", "runs_of"]
 
 
 # --- V100: Shoeybi et al. 2019, Megatron-LM -------------------------------------------------------
@@ -255,7 +76,7 @@ def _megatron2019_weak(tensor: int, size: str, data: int, efficiency: float, tex
                 source=_MEGATRON_2019["source"] + ", §5.1.1, Figure 5 (Table 1's configuration)")
 
 
-_RUNS_V100 = _runs(
+_RUNS_V100 = runs_of(
     _MEGATRON_2019,
     dict(name="megatron2019-1.2b-1", devices=1, quantity="TFLOP/s per device", published=39.0,
          also=(("MFU", 0.30),), global_batch=8, micro_batch=8, **_TABLE1[1],
@@ -291,7 +112,7 @@ model and with model+data parallelism (Figure 5), the attention heads' effect
 (Table 7), strong scaling of the 1.2B model (Table 8), and the GPT-2 models'
 days per epoch (Table 2)."""
 
-_RUNS_V100_BLOG = _runs(
+_RUNS_V100_BLOG = runs_of(
     {**_MEGATRON_2019, **dict(
         paper="nvadlr2019",
         source="NVIDIA ADLR 2019, MegatronLM's Supercharged V1.0 (blog), Table 1, baseline row",
@@ -341,7 +162,7 @@ def _korthikanti(size: str, layers: int, hidden: int, heads: int, pipeline: int,
                  recompute="full", **shape))
 
 
-_RUNS_KORTHIKANTI = _runs(
+_RUNS_KORTHIKANTI = runs_of(
     _KORTHIKANTI,
     *_korthikanti("22b", 48, 6144, 64, 1, 4, 4, 1.42, 1.10, 0.415, 0.437),
     *_korthikanti("175b", 96, 12288, 96, 8, 64, 1, 18.13, 13.75, 0.514, 0.528),
@@ -378,7 +199,7 @@ _MT_NLG = dict(
     confidence="medium",
 )
 
-_RUNS_MT_NLG = _runs(
+_RUNS_MT_NLG = runs_of(
     _MT_NLG,
     *(dict(name=f"mtnlg2022-530b-{8 * nodes}", devices=8 * nodes, data=nodes // 35, quantity="seconds per step",
            published=seconds, also=(("TFLOP/s per device", tflops),))
@@ -386,7 +207,7 @@ _RUNS_MT_NLG = _runs(
 )
 """MT-NLG 530B's iteration times on 280, 350 and 420 DGX A100 servers."""
 
-_RUNS_BLOOM = _runs(
+_RUNS_BLOOM = runs_of(
     dict(
         paper="bigscience2022", framework="deepspeed",
         source="BigScience 2022, tr11-176B-ml training README (the run of Le Scao et al. 2022, BLOOM, "
@@ -412,7 +233,7 @@ _RUNS_BLOOM = _runs(
 )
 """BLOOM 176B's steady state on 384 A100 80GB GPUs."""
 
-_RUNS_OPT = _runs(
+_RUNS_OPT = runs_of(
     dict(
         paper="zhang2022", framework="metaseq",
         source="Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, arXiv:2205.01068, §2.4 "
@@ -457,7 +278,7 @@ _MEGASCALE = dict(
     confidence="medium",
 )
 
-_RUNS_MEGASCALE = _runs(
+_RUNS_MEGASCALE = runs_of(
     _MEGASCALE,
     *(dict(name=f"megascale2024-megatron-175b-{gpus}", devices=gpus, data=gpus // 64, global_batch=batch,
            quantity="seconds per step", published=seconds, also=(("tokens/s", tokens), ("MFU", mfu)))
@@ -488,7 +309,7 @@ _TORCHTITAN = dict(
     confidence="medium",
 )
 
-_RUNS_TORCHTITAN = _runs(
+_RUNS_TORCHTITAN = runs_of(
     _TORCHTITAN,
     dict(name="torchtitan2024-llama3-8b-64", quantity="tokens/s per device", published=2973.0,
          also=(("MFU", 0.582),), layers=32, hidden=4096, heads=32, ffn=14336, recompute="selective"),
@@ -522,7 +343,7 @@ _LLAMA3 = dict(
           "all-gathers K and V.",
 )
 
-_RUNS_LLAMA3 = _runs(
+_RUNS_LLAMA3 = runs_of(
     _LLAMA3,
     dict(name="llama3-405b-8192", devices=8192, data=64, fsdp=64, sequence=8192, global_batch=2048,
          quantity="TFLOP/s per device", published=430.0, also=(("MFU", 0.43),), recompute="none"),
@@ -559,7 +380,7 @@ _PALM = dict(
           "bfloat16; micro-batch not published (the batch of 2,048 at the final stage).",
 )
 
-_RUNS_PALM = _runs(
+_RUNS_PALM = runs_of(
     _PALM,
     dict(name="palm2022-540b-6144", devices=6144, data=512, global_batch=2048, quantity="tokens/s",
          published=238.3e3, also=(("MFU", 0.462), ("HFU", 0.578))),
@@ -575,64 +396,94 @@ _RUNS_PALM = _runs(
 
 # --- TPU v5e and v5p: MaxText ------------------------------------------------------------------------
 
+_MAXTEXT_2023 = "76bd53b0f44caf989c88189afadeb1062f9254f0"  # 2023-12-15: the v5p README and configs added
+
 _MAXTEXT = dict(
     paper="maxtext", framework="maxtext",
-    address="https://github.com/AI-Hypercomputer/maxtext/tree/0ed7bd529b9d690570473c3525d1efeda6b6c944/"
-            "MaxText/configs",
-    vocabulary=32000, sequence=2048, gated=True, tied=False, head_dim=128, dtype="bfloat16", fsdp=1,
+    address=f"https://github.com/AI-Hypercomputer/maxtext/tree/{_MAXTEXT_2023}/MaxText/configs",
+    vocabulary=32768, sequence=2048, gated=False, tied=True, head_dim=256, dtype="bfloat16", fsdp=1,
     zero_stage=3,
-    flops_formula="MaxText's calculate_tflops_training_per_device: 3 x (feed-forward, QKV, projection and "
-                  "embedding matmuls) plus attention, per device per step (version-dependent); MFU over the "
-                  "chip's bfloat16 peak",
-    notes="MaxText's default decoder (base.yml): RMSNorm, RoPE, gated SiLU feed-forward, head width 128, "
-          "vocabulary 32,000, untied embeddings; sizes by global_parameter_scale (get_individual_scales: "
-          "heads and mlp_dim double at scale 2, 8, ..., emb_dim at 4, 32, ..., layers at 8, 64, ...). Synthetic "
-          "data. The batch is sharded over every mesh axis (data, fsdp, tensor): global batch = "
-          "per_device_batch_size x chips. Assumed: bfloat16 activations (base.yml's float32 weights). The "
-          "README tables change between versions (v5e 16B on 2 slices: 114 TFLOP/s in an older README).",
+    flops_formula="MaxText's calculate_training_tflops (train.py at the tables' commits): per device per step "
+                  "6 N B S (N every parameter, the shared embedding once) plus attention 12 H L Q S^2 B, halved "
+                  "for causality from December 2023 (the v5p table's commit), not in October 2023 (the v5e "
+                  "table's); MFU over the chip's bfloat16 peak",
+    notes="MaxText's default decoder of 2023 (base.yml until commit 3b2ac811, 2024-02-14, 'Modify default config "
+          "for good convergence', after which every model is smaller-headed and gated): base_emb_dim 2560, 8 "
+          "heads of width 256, base_mlp_dim 8192 with one ReLU matrix pair (mlp_activations ['relu']), 16 "
+          "layers, vocabulary 32,768, logits through the shared embedding; sizes by global_parameter_scale "
+          "(pyconfig.get_individual_scales: heads and mlp_dim double at scale 2, 8, ..., emb_dim at 4, 32, "
+          "..., layers at 8, 64, ...). Synthetic data. The batch is sharded over every mesh axis (data, fsdp, "
+          "tensor): global batch = per_device_batch_size x chips. The tables were not measured again when "
+          "the default decoder changed (the README rows are the 2023 ones to this day), so the 2023 decoder is "
+          "the one they ran. Assumed: bfloat16 activations (base.yml's float32 weights).",
     confidence="medium",
 )
 
 _V5E = dict(
     device="tpu-v5e", node_gpus=4, recompute="full",
     source="MaxText, MaxText/configs/v5e/README.md (1x and 2x v5e-256) and 16b.sh / 32b.sh",
-    verified_how="the stored README at commit 0ed7bd52 ('1x v5e-256 | 120 | 61.10% | 132 | 66.86%'; '2x v5e-256 "
-                 "| 117 | 59.37%') and the stored 16b.sh and 32b.sh (per_device_batch_size 6 and 4, remat_policy "
-                 "full, global_parameter_scale 16 and 32, max_target_length 2048); sizes from pyconfig's "
-                 "get_individual_scales and base.yml's base dimensions (2048, 16 heads, 7168, 16 layers)",
+    verified_how=f"the v5e README and 16b.sh / 32b.sh at commit {_MAXTEXT_2023[:9]} (fetched repository; the "
+                 "table added in October 2023, commits ebb226da and 5ebcd67f): '1x v5e-256 | 120 | 61.10% | 132 "
+                 "| 66.86%', '2x v5e-256 | 117 | 59.37%'; per_device_batch_size 6 and 4, remat_policy full, "
+                 "global_parameter_scale 16 and 32, max_target_length 2048; sizes from that commit's pyconfig "
+                 "and base.yml",
     node_links="v5e-256: a 16 x 16 2D torus on ICI, 4 chips per host; slices joined over the datacenter network",
 )
 
 _V5P = dict(
-    device="tpu-v5p", node_gpus=4, recompute="selective", tensor=4,
-    source="MaxText, MaxText/configs/v5p/README.md (1x v5p-128) and 32b.sh / 64b.sh",
-    verified_how="the stored README at commit 0ed7bd52 ('1x v5p-128 | 328 | 71.47%', '1x v5p-128 | 323 | "
-                 "70.31%') and the stored 32b.sh and 64b.sh (per_device_batch_size 7 and 3, remat_policy "
-                 "minimal, ici_fsdp_parallelism -1, ici_tensor_parallelism 4); v5p-128 is 64 chips (128 "
-                 "TensorCores)",
-    node_links="v5p-128: 64 chips, a 4 x 4 x 4 3D torus on ICI, 4 chips per host",
+    device="tpu-v5p", node_gpus=4,
+    source="MaxText, MaxText/configs/v5p/README.md and 32b.sh ... 1024b.sh",
+    verified_how=f"the v5p README and the 32b ... 1024b.sh scripts as added together at commit {_MAXTEXT_2023[:9]} "
+                 "(fetched repository): '1x v5p-128 | 328 | 71.47%', '1x v5p-128 | 323 | 70.31%', '1x v5p-256 "
+                 "| 315 | 68.68%', '1x v5p-512 | 316 | 68.83%', '1x v5p-1024 | 308 | 67.09%', '1x v5p-1024 | "
+                 "294 | 63.99%', '1x v5p-2048 | 254 | 55.35%', '1x v5p-4096 | 297 | 64.80%'; each script's "
+                 "per_device_batch_size, remat_policy, ici_fsdp_parallelism -1 and ici_tensor_parallelism; "
+                 "v5p-N has N TensorCores, N/2 chips. The scripts changed later (commit e301755d, 2024-02-01: "
+                 "32B per_device_batch_size 8 -> 7, 256B 2 -> 1, 512B tensor 16 -> 8) with the README unchanged",
+    node_links="v5p slices: 3D tori of chips on ICI, 4 chips per host",
 )
 
-_SCALE = {  # global_parameter_scale -> (emb_dim, heads, mlp_dim, layers), base.yml's 2048, 16, 7168, 16
-    16: dict(hidden=4096, heads=64, ffn=28672, layers=32),
-    32: dict(hidden=8192, heads=64, ffn=28672, layers=32),
-    64: dict(hidden=8192, heads=64, ffn=28672, layers=64),
-}
 
-_RUNS_MAXTEXT = _runs(
+def _maxtext_scale(scale: int) -> dict:
+    """The 2023 default decoder at a global_parameter_scale: pyconfig.get_individual_scales (log2 of the scale
+    split into thirds: heads and mlp_dim double first, then emb_dim, then layers) over base.yml's 2560, 8 heads,
+    8192, 16 layers."""
+    base, rest = divmod(scale.bit_length() - 1, 3)
+    heads = base + (rest > 0)
+    return dict(hidden=2560 * 2 ** (base + (rest > 1)), heads=8 * 2 ** heads, ffn=8192 * 2 ** heads,
+                layers=16 * 2 ** base)
+
+
+def _v5p(size: int, cores: int, tensor: int, per_chip: int, recompute: str, tflops: float, mfu: float) -> dict:
+    chips = cores // 2
+    return dict(**_V5P, name=f"maxtext-{size}b-v5p-{cores}", devices=chips, tensor=tensor, data=chips // tensor,
+                fsdp=chips // tensor, global_batch=per_chip * chips, micro_batch=per_chip * tensor,
+                recompute=recompute, quantity="TFLOP/s per device", published=tflops, also=(("MFU", mfu),),
+                **_maxtext_scale(size))
+
+
+_RUNS_MAXTEXT = runs_of(
     _MAXTEXT,
     dict(**_V5E, name="maxtext-16b-v5e-256", devices=256, data=256, fsdp=256, global_batch=1536, micro_batch=6,
-         quantity="TFLOP/s per device", published=120.0, also=(("MFU", 0.6110),), **_SCALE[16]),
+         quantity="TFLOP/s per device", published=120.0, also=(("MFU", 0.6110),), **_maxtext_scale(16)),
     dict(**_V5E, name="maxtext-32b-v5e-256", devices=256, data=256, fsdp=256, global_batch=1024, micro_batch=4,
-         quantity="TFLOP/s per device", published=132.0, also=(("MFU", 0.6686),), **_SCALE[32]),
+         quantity="TFLOP/s per device", published=132.0, also=(("MFU", 0.6686),), **_maxtext_scale(32)),
     dict(**_V5E, name="maxtext-16b-2x-v5e-256", devices=512, data=512, fsdp=256, global_batch=3072,
-         micro_batch=6, quantity="TFLOP/s per device", published=117.0, also=(("MFU", 0.5937),), **_SCALE[16]),
-    dict(**_V5P, name="maxtext-32b-v5p-128", devices=64, data=16, fsdp=16, global_batch=448, micro_batch=28,
-         quantity="TFLOP/s per device", published=328.0, also=(("MFU", 0.7147),), **_SCALE[32]),
-    dict(**_V5P, name="maxtext-64b-v5p-128", devices=64, data=16, fsdp=16, global_batch=192, micro_batch=12,
-         quantity="TFLOP/s per device", published=323.0, also=(("MFU", 0.7031),), **_SCALE[64]),
+         micro_batch=6, quantity="TFLOP/s per device", published=117.0, also=(("MFU", 0.5937),),
+         **_maxtext_scale(16)),
+    # size, TensorCores, ici_tensor_parallelism, per_device_batch_size, remat_policy, TFLOP/s per chip, MFU
+    _v5p(32, 128, 4, 8, "selective", 328.0, 0.7147),
+    _v5p(64, 128, 4, 4, "selective", 323.0, 0.7031),
+    _v5p(128, 256, 8, 2, "selective", 315.0, 0.6868),
+    _v5p(128, 512, 8, 2, "selective", 316.0, 0.6883),
+    _v5p(256, 1024, 8, 2, "selective", 308.0, 0.6709),
+    _v5p(512, 1024, 16, 2, "full", 294.0, 0.6399),
+    _v5p(1024, 2048, 16, 2, "full", 254.0, 0.5535),
+    _v5p(1024, 4096, 16, 2, "full", 297.0, 0.6480),
 )
-"""MaxText's published throughput on TPU v5e and v5p slices."""
+"""MaxText's published throughput on TPU v5e and v5p slices (the 2023
+tables), each run with its configuration script at the commit that published
+it. remat_policy ``minimal`` is recorded as selective recomputation."""
 
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (

@@ -1,0 +1,200 @@
+"""The record of a published training run: `PublishedRun` and the names its fields take.
+
+`xla_cost.study.published_runs` holds the runs themselves (`PUBLISHED_RUNS`,
+with the conventions the records follow); this module declares what a record
+is, for every module that writes runs (`xla_cost.study.published_runs_today`)
+and every one that reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from xla_cost.choices import FLOAT8
+
+__all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Framework", "PublishedRun", "framework",
+           "runs_of"]
+
+QUANTITIES: tuple[str, ...] = (
+    "TFLOP/s per device", "MFU", "HFU", "tokens/s", "tokens/s per device", "seconds per step",
+    "scaling efficiency", "speed-up", "days",
+)
+"""What a published figure measures. ``tokens/s`` is the whole run's,
+``tokens/s per device`` one device's; ``MFU`` and ``HFU`` are fractions of the
+device's peak (model FLOP without and with recomputation, Chowdhery et al.
+2022, §4.1); ``scaling efficiency`` and ``speed-up`` are relative to the run
+named in `PublishedRun.relative_to`; ``days`` covers `PublishedRun.steps`."""
+
+DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32", FLOAT8)
+"""The format of the run's matrix products: 16- or 32-bit, or FP8
+(`xla_cost.choices.FLOAT8`: the linear layers' products in an FP8 format with
+per-tensor scaling, attention's and the rest in bfloat16, as Transformer
+Engine and torchao run them; the run's ``notes`` say which recipe)."""
+
+RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+"""Activation recomputation: none, part of each layer (Korthikanti et al.'s
+selective recomputation, MaxText's ``minimal`` policy), or every layer."""
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Framework:
+    """The software a published run trained with, and how it runs a model's layers.
+
+    Attributes:
+      name: the key a `PublishedRun.framework` names.
+      scans: whether the framework runs its layers as one scanned loop (one
+        compiled body run ``layers`` times: `jax.lax.scan`, Flax's ``nn.scan``)
+        rather than unrolled, each layer its own kernels; None where it is a
+        per-run option the run's source does not give.
+      why: where the fact was read, or why it holds.
+    """
+
+    name: str
+    scans: bool | None
+    why: str
+
+
+FRAMEWORKS: tuple[Framework, ...] = (
+    Framework(name="megatron", scans=False,
+              why="Megatron-LM (and Megatron-Core's TransformerBlock) keeps its layers in a torch.nn.ModuleList "
+                  "and calls them one after another in eager PyTorch: every layer launches its own kernels"),
+    Framework(name="deepspeed", scans=False,
+              why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
+                  "under DeepSpeed's engine; run one after another, unrolled"),
+    Framework(name="metaseq", scans=False,
+              why="metaseq (fairseq's descendant, OPT): a torch.nn.ModuleList of decoder layers in eager "
+                  "PyTorch, FSDP-wrapped"),
+    Framework(name="torchtitan", scans=False,
+              why="torchtitan: PyTorch FSDP2; the model's TransformerBlocks in an nn.ModuleDict called in a "
+                  "Python loop (torch.compile, where on, compiles each block apart): unrolled"),
+    Framework(name="pytorch", scans=False,
+              why="another PyTorch code base (Llama 3's: Meta's in-house 4D-parallel PyTorch stack, Dubey et "
+                  "al. 2024 §3.3.2): eager PyTorch runs each layer's kernels; no scan exists in it"),
+    Framework(name="nemo", scans=False,
+              why="NVIDIA NeMo's language models run Megatron-Core's TransformerBlock (a ModuleList of "
+                  "layers, unrolled), as 'megatron'"),
+    Framework(name="maxtext", scans=True,
+              why="MaxText's base.yml: 'scan_layers: True' (the decoder's layers in one nn.scan; a run's "
+                  "config may turn it off, none of the runs here does)"),
+    Framework(name="jax-pathways", scans=None,
+              why="a JAX program on Google's Pathways runtime (PaLM's abstract: 'trained PaLM on 6144 TPU v4 "
+                  "chips using Pathways'); whether its layers are one scanned loop is not published"),
+    Framework(name="other", scans=None, why="a framework not named above; whether it scans is not known"),
+)
+"""Every framework a published run names, each with its "scans its layers"
+fact (the program the run's framework runs: scanned or unrolled)."""
+
+
+def framework(name: str) -> Framework:
+    """The `Framework` of that name (a `PublishedRun.framework`); KeyError on another."""
+    for entry in FRAMEWORKS:
+        if entry.name == name:
+            return entry
+    raise KeyError(f"no framework {name!r}: expected one of {', '.join(f.name for f in FRAMEWORKS)}")
+
+
+CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
+"""How sure the record is: ``high``, figure and configuration read in the
+source; ``medium``, the figure read but part of the configuration assumed or
+read second-hand; ``low``, the figure itself read second-hand."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PublishedRun:
+    """One published figure and the run that produced it.
+
+    Attributes:
+      name: short unique key (``megatron2019-8.3b-512``).
+      paper: key shared by every run of one publication (leave-one-paper-out).
+      source: citation: authors, year, arXiv id or repository, table or section.
+      address: the canonical address of the source.
+      verified_how: what was read to check the figure (stored copies, through
+        the search tool), and what it agreed with.
+      device: a registry key of `xla_cost.timemodel.devices`.
+      devices: devices of the whole run.
+      quantity: one of `QUANTITIES`.
+      published: the figure, as published (fractions for percentages).
+      also: other figures the source publishes for the same run, as
+        ``(quantity, figure)`` pairs.
+      relative_to: for a scaling efficiency or a speed-up, the run it is
+        relative to: a name in `PUBLISHED_RUNS`, or the run in words where the
+        source publishes no figure for it.
+      steps: for ``days``, the optimizer steps the figure covers.
+      framework: the software it trained with: a `Framework` name in
+        `FRAMEWORKS` (which says whether it scans its layers).
+      model: the model family: ``gpt`` for every decoder-only language model
+        here; its variants are the fields below and ``notes``.
+      layers, hidden, heads, ffn, vocabulary, sequence: the model; ``ffn`` is
+        the feed-forward width (of each of the two input matrices where
+        ``gated``).
+      kv_heads: key/value heads where fewer than ``heads`` (grouped or
+        multi-query attention), else None.
+      head_dim: the head width where ``heads * head_dim != hidden``, else None.
+      gated: a gated feed-forward (SwiGLU: three matrices, not two).
+      tied: input and output embeddings shared.
+      global_batch: sequences per optimizer step; micro_batch: sequences per
+        forward-backward pass of one replica (None: not published).
+      tensor, pipeline, data, context: the layout's degrees (their product is
+        ``devices``); fsdp: the sharding group within ``data`` (1 if none);
+        zero_stage: what it shards (0 nothing, 1 optimizer states, 2 and
+        gradients, 3 and parameters); chunks: interleaved pipeline stages per
+        device (1 if none, None: interleaved, number not published);
+        sequence_parallel: Megatron's sequence parallelism within ``tensor``.
+      dtype: one of `DTYPES`; recompute: one of `RECOMPUTE`.
+      node_gpus: devices per node (a GPU server's GPUs, a TPU host's chips).
+      node_links: the links within a node and between nodes, in words.
+      flops_formula: how the source counts the FLOP behind its figure.
+      notes: what the source does not say and is assumed, and the model's
+        departures from GPT-2's (SwiGLU, GQA, ALiBi, parallel blocks).
+      verified: the published figure was read in its source or a faithful copy.
+      confidence: one of `CONFIDENCE`.
+    """
+
+    name: str
+    paper: str
+    source: str
+    address: str
+    verified_how: str
+    device: str
+    devices: int
+    quantity: str
+    published: float
+    also: tuple[tuple[str, float], ...] = ()
+    relative_to: str | None = None
+    steps: int | None = None
+    framework: str
+    model: str = "gpt"
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int
+    vocabulary: int
+    sequence: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    gated: bool = False
+    tied: bool = True
+    global_batch: int
+    micro_batch: int | None
+    tensor: int = 1
+    pipeline: int = 1
+    data: int = 1
+    fsdp: int = 1
+    zero_stage: int = 0
+    chunks: int | None = 1
+    context: int = 1
+    sequence_parallel: bool = False
+    dtype: str
+    recompute: str
+    node_gpus: int
+    node_links: str
+    flops_formula: str
+    notes: str
+    verified: bool = True
+    confidence: str = "high"
+
+
+def runs_of(base: dict, *rows: dict) -> tuple[PublishedRun, ...]:
+    """Runs of one source: its shared fields (``base``), each row's own over them."""
+    return tuple(PublishedRun(**{**base, **row}) for row in rows)
