@@ -145,10 +145,12 @@ def test_replicas_all_reduce_the_gradients_in_two_levels(report):
     replicas = 16  # two nodes of 8
     gradient = 4 * conv_net_params() // PIECES  # float32 gradients in PIECES pieces
     with use_constants(CONSTANTS):
-        exposed = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0), Layout(data=replicas))
-        flat = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0, hierarchical=False),
+        # roofline compute (mfu=1): its collectives at line rate, the alpha-beta model below (a prediction's
+        # measured NCCL curves: tests/timemodel/test_bus.py)
+        exposed = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0, mfu=1.0), Layout(data=replicas))
+        flat = predict(report, Hardware("h100", overlap=0.0, bucket_bytes=0, hierarchical=False, mfu=1.0),
                        Layout(data=replicas))
-        scheduled = predict(report, Hardware("h100"), Layout(data=replicas))
+        scheduled = predict(report, Hardware("h100", mfu=1.0), Layout(data=replicas))
     # within each node a reduce-scatter and an all-gather on NVLink, between the two nodes the
     # all-reduce of one eighth on InfiniBand
     one = (_ring("reduce-scatter", gradient, 8, NVLINK_B, NVLINK_ALPHA)

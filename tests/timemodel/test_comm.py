@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from xla_cost.timemodel import comm
+from xla_cost.timemodel import bus, comm
 from xla_cost.timemodel.comm import (
     CLUSTERS,
     INTERCONNECTS,
@@ -61,7 +61,8 @@ def test_every_preset_names_its_sources():
     for name, link in INTERCONNECTS.items():
         assert link.name == name and link.description and "http" in link.source, name
     assert set(CLUSTERS) >= {"h100", "a100", "v100", "p40", "tpu-v5e", "cpu"}
-    assert CLUSTERS["h100"] == Cluster(NVLINK4, IB_NDR, 8)
+    # a DGX H100 node: its measured NCCL curves (xla_cost.timemodel.bus), the alpha-beta links beside them
+    assert CLUSTERS["h100"] == Cluster(NVLINK4, IB_NDR, 8, fabric=bus.FABRICS["nvlink4"])
     assert CLUSTERS["a100"].inter.name == "ib-hdr" and CLUSTERS["a100"].intra.name == "nvlink3"
     assert CLUSTERS["p40"].intra.name == "pcie3" and CLUSTERS["p40"].inter.name == "ib-edr"
     assert set(comm.__all__) <= set(dir(comm))
@@ -207,7 +208,7 @@ def test_cluster_overrides():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"device": "b200"}, "h100, h100-pcie, h200, a100"),
+        ({"device": "gb999"}, "h100, h100-pcie, h200"),
         ({"device": "h100", "interconnect": "nvlink9"}, "nvlink4"),
         ({"device": "h100", "bandwidth": -1e9}, "bandwidth in bytes/s"),
         ({"device": "h100", "bandwidth": 0}, "bandwidth in bytes/s"),
@@ -241,7 +242,7 @@ class _Collective:  # stands in for a parsed HLO collective
 
 
 def test_communication_time_sums_executions_over_objects_and_dicts():
-    h100 = cluster("h100")
+    h100 = cluster("h100", curves=False)  # the alpha-beta model at line rate (the curves: test_bus.py)
     step = [
         _Collective("all-reduce", 400_000_000, 8, 1),  # gradients in one bucket
         {"kind": "all-gather", "bytes": 1_000_000, "group_size": 16, "executions": 12},
@@ -261,7 +262,7 @@ def test_communication_time_sums_executions_over_objects_and_dicts():
 def test_unknown_executions_are_counted_once_and_named():
     total, times, notes = communication_time(
         [{"kind": "all-reduce", "bytes": 10**8, "group_size": 8, "executions": None}],
-        cluster("h100"),
+        cluster("h100", curves=False),
     )
     assert total == pytest.approx(2 * 7 / 8 * 1e8 / 450e9 + 14 * 1e-6)
     assert times[0].executions == 1
@@ -275,7 +276,7 @@ def test_unknown_group_size_is_skipped_with_a_note_never_silently_zero():
             _Collective("reduce-scatter", 10**6, 2, 3),
             _Collective("send", 10**6, 2, 1),
         ],
-        cluster("h100"),
+        cluster("h100", curves=False),
     )
     assert len(times) == 1
     assert total == pytest.approx(3 * (1 / 2 * 1e6 / 450e9 + 1 * 1e-6))
@@ -286,7 +287,7 @@ def test_unknown_group_size_is_skipped_with_a_note_never_silently_zero():
 def test_ragged_all_to_all_is_charged_as_an_all_to_all_with_a_note():
     total, _, notes = communication_time(
         [{"kind": "ragged-all-to-all", "bytes": 10**6, "group_size": 4, "executions": 2}],
-        cluster("h100"),
+        cluster("h100", curves=False),
     )
     assert total == pytest.approx(2 * (3 / 4 * 1e6 / 450e9 + 3 * 1e-6))
     assert len(notes) == 1 and "upper bound" in notes[0]
@@ -384,8 +385,8 @@ def test_weak_scaling_doubling_devices_gives_1_3x():
 
 def test_strong_scaling_from_collective_times():
     # Strong scaling of a 256-sample batch on H100s: compute halves with the devices and
-    # each step all-reduces 1 GB of gradients (1/4 of it hidden behind compute).
-    h100 = cluster("h100")
+    # each step all-reduces 1 GB of gradients (1/4 of it hidden behind compute), alpha-beta at line rate.
+    h100 = cluster("h100", curves=False)
     points = []
     for devices, compute_s in ((8, 4.0), (16, 2.0), (32, 1.0)):
         seconds, _, _ = communication_time(
@@ -425,11 +426,11 @@ def test_a_hierarchical_all_reduce_runs_in_two_levels():
     s, nv, ib = 1e9, NVLINK4, IB_NDR
     within = 7 / 8 * s / nv.bandwidth + 7 * nv.latency  # ring reduce-scatter (and all-gather) of 8
     between = 2 * (1 / 2) * (s / 8) / ib.bandwidth + 2 * 1 * ib.latency  # ring all-reduce of 2
-    flat = dataclasses.replace(CLUSTERS["h100"])
-    two_level = dataclasses.replace(CLUSTERS["h100"], hierarchical=True)
+    flat = dataclasses.replace(CLUSTERS["h100"], fabric=None)  # the alpha-beta model (the curves: test_bus.py)
+    two_level = dataclasses.replace(flat, hierarchical=True)
     assert two_level.time("all-reduce", s, 16) == (pytest.approx(2 * within + between), "nvlink4+ib-ndr")
     assert flat.time("all-reduce", s, 16)[0] == pytest.approx(2 * 15 / 16 * s / ib.bandwidth + 2 * 15 * ib.latency)
     # within one node, or a group that does not fill whole nodes: one ring, as before
     assert two_level.time("all-reduce", s, 8) == flat.time("all-reduce", s, 8)
     assert two_level.time("all-reduce", s, 12) == flat.time("all-reduce", s, 12)
-    assert cluster("h100", hierarchical=True) == two_level
+    assert cluster("h100", hierarchical=True, curves=False) == two_level

@@ -25,7 +25,15 @@ bandwidth term. It stands for the tree and hierarchical algorithms that
 large jobs use (NCCL switches to trees at scale); all-to-all and one-hop
 collectives keep their formulas.
 
-What the model leaves out, so that its numbers are read as estimates: the
+Where a node's fabric has published NCCL measurements (DGX H100/H200 and DGX
+A100: `xla_cost.timemodel.bus.FABRICS`), a `Cluster` carries its `Fabric` and
+prices each collective at the measured bus bandwidth for its message size
+and placement instead (`xla_cost.timemodel.bus`: within a node, across nodes
+over all of a node's network adapters, in two levels); its link name ends in
+``@nccl``. Bounds (`xla_cost.Hardware.bound`) and every other link keep the
+alpha-beta model at line rate, their link names the presets'.
+
+What the alpha-beta model leaves out, so that its numbers are read as estimates: the
 exact tree, hierarchical and ring-of-rings schedules, in-switch reduction (NVLink SHARP), contention
 between collectives that run at the same time, the torus topology of TPU slices
 (a collective over one torus dimension uses only some of a chip's ports, so the
@@ -63,6 +71,7 @@ from types import MappingProxyType
 from typing import Any
 
 from xla_cost.errors import InputError
+from xla_cost.timemodel import bus
 from xla_cost.timemodel import devices as registry
 from xla_cost.parallel.placement import Span, span
 
@@ -382,6 +391,9 @@ class Cluster:
         each device's ``1/node_size`` shard between the nodes (with
         ``algorithm``), an all-gather within each node (`time`). False: one
         flat ring at the slowest link.
+      fabric: the node's measured NCCL curves (`xla_cost.timemodel.bus.Fabric`):
+        collectives priced at them (``algorithm`` then unused); None: the
+        alpha-beta model.
 
     Raises:
       InputError: a node size that is not an integer >= 1, or an unknown algorithm.
@@ -392,6 +404,7 @@ class Cluster:
     node_size: int
     algorithm: str = "ring"
     hierarchical: bool = False
+    fabric: bus.Fabric | None = None
 
     def __post_init__(self) -> None:
         _check_node_size(self.node_size)
@@ -435,6 +448,8 @@ class Cluster:
             an all-reduce of each one's ``1/per_node`` between the nodes, an
             all-gather), else a ring at ``inter``.
         """
+        if self.fabric is not None and _kind(kind) is not None:
+            return self._measured_time(_kind(kind), nbytes, group_size, span_nodes, where)  # type: ignore[arg-type]
         if where is not None:
             return self._placed_time(kind, nbytes, group_size, where)
         link = self.link(group_size, span_nodes)
@@ -447,6 +462,20 @@ class Cluster:
                        + collective_time("all-gather", nbytes, within, self.intra, self.algorithm))
             return seconds, f"{self.intra.name}+{self.inter.name}"
         return collective_time(kind, nbytes, group_size, link, self.algorithm), link.name
+
+    def _measured_time(self, kind: str, nbytes: float, group_size: int, span_nodes: bool | None,
+                       where: Span | None) -> tuple[float, str]:
+        collective_time(kind, nbytes, group_size, self.intra)  # checks the kind, size and group as the model does
+        if where is None:  # consecutive devices, or a strided group (span_nodes=True: one device a node, the worst)
+            crosses = self.link(group_size, span_nodes) is self.inter
+            nodes = -(-group_size // self.node_size) if crosses else 1
+            per_node = self.node_size if crosses and span_nodes is None and group_size % self.node_size == 0 else 1
+            where = Span(nodes, per_node if crosses else group_size)
+        per_node = where.per_node or 1  # uneven groups: as one device a node, the slowest
+        nodes = where.nodes if where.crosses else 1
+        seconds = self.fabric.time(kind, nbytes, group_size, per_node, nodes,  # type: ignore[union-attr]
+                                   self.inter.bandwidth, self.hierarchical)
+        return seconds, (f"{self.intra.name}+{self.inter.name}" if where.crosses else self.intra.name) + "@nccl"
 
     def _placed_time(self, kind: str, nbytes: float, group_size: int, where: Span) -> tuple[float, str]:
         if not where.crosses:
@@ -471,7 +500,8 @@ def _share(nic: Interconnect, nics: int, devices: int) -> Interconnect:
 
 
 def _node_cluster(node: registry.Node) -> Cluster:
-    return Cluster(INTERCONNECTS[node.intra], _share(INTERCONNECTS[node.nic], node.nics, node.per_host), node.devices)
+    return Cluster(INTERCONNECTS[node.intra], _share(INTERCONNECTS[node.nic], node.nics, node.per_host), node.devices,
+                   fabric=bus.fabric(node.intra))
 
 
 CLUSTERS: Mapping[str, Cluster] = MappingProxyType({
@@ -499,6 +529,7 @@ def cluster(
     latency: float | None = None,
     algorithm: str | None = None,
     hierarchical: bool | None = None,
+    curves: bool = True,
 ) -> Cluster:
     """The cluster preset of ``device`` (or of ``node``), with overrides.
 
@@ -523,6 +554,9 @@ def cluster(
         network, the single link's).
       algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
       hierarchical: all-reduces over several nodes in two levels (`Cluster`).
+      curves: price collectives at the node's measured NCCL curves where it
+        has them (`xla_cost.timemodel.bus.FABRICS`; not with ``interconnect``);
+        False: the alpha-beta model at line rate (a bound's).
 
     Raises:
       InputError: an unknown device, node, interconnect or algorithm, or an
@@ -557,6 +591,7 @@ def cluster(
         node_size=size,
         algorithm="ring" if algorithm is None else _check_algorithm(algorithm),
         hierarchical=False if hierarchical is None else bool(hierarchical),
+        fabric=bus.fabric(spec.intra) if curves and interconnect is None else None,
     )
 
 

@@ -99,7 +99,9 @@ class Hardware:
         return self.mfu is not None
 
     def cluster(self, target: str | None = None) -> comm.Cluster:
-        """The device's cluster preset with this object's overrides (`xla_cost.timemodel.comm.cluster`).
+        """The device's cluster preset with this object's overrides (`xla_cost.timemodel.comm.cluster`):
+        a prediction prices collectives at the node's measured NCCL curves where it has them
+        (`xla_cost.timemodel.bus`), a bound (`is_bound`) at line rate.
 
         Args:
           target: the compile target of the step priced (`xla_cost.Report.target`):
@@ -109,7 +111,7 @@ class Hardware:
         size = self.node_size if self.node_size is not None else registry.target_slice(target)
         return comm.cluster(self.device, self.interconnect, node=self.node, node_size=size, nics=self.nics,
                             bandwidth=self.bandwidth, latency=self.latency, algorithm=self.algorithm,
-                            hierarchical=self.hierarchical)
+                            hierarchical=self.hierarchical, curves=not self.is_bound)
 
     def peak(self) -> registry.DevicePeak:
         """The device's published peak (`xla_cost.timemodel.devices.DevicePeak`).
