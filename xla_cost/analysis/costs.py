@@ -280,6 +280,7 @@ def phase_costs(
         attention_flops=attention,
         matmul_flops=sum(e.cost.flops if e.primitive in MATMULS else e.cost.products for e in counted.equations),
         matmul_bytes=sum(e.cost.bytes_accessed for e in counted.equations if e.primitive in MATMULS or e.cost.products),
+        float8_flops=sum(e.cost.float8 for e in counted.equations),
         memory_bound_bytes=compiled.memory_bound_bytes if compiled is not None else None,
         kernels=compiled.kernels if compiled is not None else None,
         arguments=compiled.arguments if compiled is not None else None,

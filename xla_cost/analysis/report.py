@@ -179,6 +179,10 @@ class PhaseCosts:
         inside fused attention; remat's recomputation and loops included) and
         their operands' and results' bytes: the work tensor cores do, apart
         from the memory-bound rest (`xla_cost.timemodel.calibration` times the two apart).
+      float8_flops: of ``matmul_flops``, those of products whose operands are
+        both 8-bit floats (`xla_cost.count.registry.Cost.float8`: ``--dtype
+        float8``'s projections), which a device's float8 peak prices where the
+        step is priced from its totals.
       memory_bound_bytes: per device, the compiled program's bytes read and
         written by everything but its matrix products, convolutions, library
         calls and collectives, loops multiplied out
@@ -220,6 +224,7 @@ class PhaseCosts:
     attention_flops: int | None = None
     matmul_flops: int | None = None
     matmul_bytes: int | None = None
+    float8_flops: int | None = None
     memory_bound_bytes: int | None = None
     kernels: int | None = None
     library_calls: int | None = None
@@ -274,7 +279,7 @@ class PhaseCosts:
 ADDITIVE: tuple[str, ...] = (
     "flops", "transcendentals", "bytes_accessed", "xla_flops", "xla_transcendentals",
     "jaxpr_flops", "jaxpr_transcendentals", "jaxpr_bytes_accessed", "conversion_flops",
-    "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes",
+    "model_flops", "hardware_flops", "attention_flops", "matmul_flops", "matmul_bytes", "float8_flops",
     "memory_bound_bytes", "kernels", "library_calls", "arguments", "random_flops",
 )
 """`PhaseCosts` figures that add up across phases (a derived phase's formula applies)."""
@@ -458,8 +463,8 @@ class Report:
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
             "transcendentals", "xla_transcendentals", "jaxpr_transcendentals",
             "conversion_flops", "bytes_accessed", "jaxpr_bytes_accessed", "model_flops", "hardware_flops",
-            "attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels", "library_calls",
-            "arguments", "random_flops",
+            "attention_flops", "matmul_flops", "matmul_bytes", "float8_flops", "memory_bound_bytes", "kernels",
+            "library_calls", "arguments", "random_flops",
         ):
             data[key] = {p: getattr(self.phases[p], key) for p in self.phase_names}
         data["memory"] = {p: dataclasses.asdict(self.phases[p].memory) for p in self.phase_names}
@@ -530,8 +535,9 @@ class Report:
                 p: PhaseCosts(
                     **{key: data[key][p] for key in ADDITIVE if key in data},
                     **{key: data["flops"][p] for key in ("model_flops", "hardware_flops") if key not in data},
-                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "memory_bound_bytes", "kernels",
-                                                    "library_calls", "arguments", "random_flops")
+                    **{key: None for key in ("attention_flops", "matmul_flops", "matmul_bytes", "float8_flops",
+                                             "memory_bound_bytes", "kernels", "library_calls", "arguments",
+                                             "random_flops")
                        if key not in data},
                     memory=MemoryStats(**data["memory"][p]),
                     optimal_seconds=(data.get("optimal_seconds") or {}).get(p),

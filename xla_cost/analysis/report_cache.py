@@ -43,10 +43,10 @@ __all__ = ["REPORT_FORMAT", "report_key", "program_digest", "read_report", "writ
 
 _LOG = logging.getLogger("xla_cost")
 
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 """Version of the report cache's keys; a change makes old entries unused (2: a scanned model's
 backward adds back the forward's loop-invariant work its grad program hoists, `xla_cost.count.hoisted`;
-per-layer rows carry their recomputation, `LayerCosts.recomputed`)."""
+per-layer rows carry their recomputation, `LayerCosts.recomputed`; 3: `PhaseCosts.float8_flops`)."""
 
 
 def _trees(workload: Workload) -> dict[str, Any]:

@@ -630,7 +630,7 @@ def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.C
 
 
 _PER_DEVICE = ("flops", "transcendentals", "model_flops", "hardware_flops", "attention_flops", "matmul_flops",
-               "matmul_bytes", "conversion_flops")
+               "matmul_bytes", "float8_flops", "conversion_flops")
 """The figures of a part that are the jaxpr's whole step, shown per device on a mesh."""
 
 

@@ -57,7 +57,7 @@ class Hoisted:
 
 
 def _times(cost: Cost, runs: int) -> Cost:
-    return Cost(cost.flops * runs, cost.transcendentals * runs, cost.bytes_accessed * runs, cost.products * runs)
+    return cost * runs
 
 
 def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], int]) -> int:

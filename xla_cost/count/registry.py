@@ -49,12 +49,17 @@ class Cost:
         ``dot_general``'s whole ``flops`` are; 0 for every other primitive.
         A detail of ``flops``, not compared (a per-layer row read back from
         JSON, which does not keep it, equals the one counted).
+      float8: of ``flops``, those of matrix products whose operands are both
+        8-bit floats (``float8_e4m3fn``, ``float8_e5m2``): work for FP8 tensor
+        cores, priced at a device's float8 peak; a detail of ``flops`` as
+        ``products`` is, not compared.
     """
 
     flops: int = 0
     transcendentals: int = 0
     bytes_accessed: int = 0
     products: int = dataclasses.field(default=0, compare=False)
+    float8: int = dataclasses.field(default=0, compare=False)
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
@@ -64,6 +69,7 @@ class Cost:
             self.transcendentals + other.transcendentals,
             self.bytes_accessed + other.bytes_accessed,
             self.products + other.products,
+            self.float8 + other.float8,
         )
 
     def __sub__(self, other: "Cost") -> "Cost":
@@ -74,6 +80,7 @@ class Cost:
             self.transcendentals - other.transcendentals,
             self.bytes_accessed - other.bytes_accessed,
             self.products - other.products,
+            self.float8 - other.float8,
         )
 
     def __mul__(self, times: int) -> "Cost":
@@ -81,7 +88,7 @@ class Cost:
             return NotImplemented
         return Cost(
             self.flops * times, self.transcendentals * times, self.bytes_accessed * times,
-            self.products * times,
+            self.products * times, self.float8 * times,
         )
 
     __rmul__ = __mul__

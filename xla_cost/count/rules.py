@@ -193,7 +193,14 @@ def _dot_general(
     (lhs_contract, _rhs_contract), _batch = dimension_numbers
     k = math.prod(ins[0].shape[d] for d in lhs_contract)
     flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k
-    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs))
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), float8=flops if _float8(*ins[:2]) else 0)
+
+
+def _float8(*operands: Aval) -> bool:
+    """Whether every operand is an 8-bit float (``float8_e4m3fn``, ``float8_e5m2``, ...): a product
+    FP8 tensor cores run (`Cost.float8`)."""
+    return all(jax.numpy.issubdtype(x.dtype, jax.numpy.floating) and jax.numpy.finfo(x.dtype).bits == 8
+               for x in operands)
 
 
 def conv_valid_positions(
@@ -334,7 +341,8 @@ def _block_scaled_matmul(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) ->
         return None
     batch, m, k = ins[0].shape
     flops = FLOPS_PER_FMA * batch * m * ins[1].shape[1] * k
-    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), products=flops)
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), products=flops,
+                float8=flops if _float8(*ins[:2]) else 0)
 
 
 # ------------------------------------------------------------------ reductions

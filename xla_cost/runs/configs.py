@@ -340,8 +340,9 @@ class RunConfig:
                 f"weights, float8_e5m2 gradients, current scaling, float32 accumulation), each counted as the "
                 f"{FLOAT8_ACTIVATIONS} product; the scaling (abs, amax, divide, clip, converts, rescale) is "
                 f"elementwise FLOP beside them, more than conversions alone; the attention's softmax products, the "
-                f"head and the rest in {FLOAT8_ACTIVATIONS}, the dtype recorded, whose peak prices the products of a "
-                "step priced from its totals; a target's FP8 kernels are priced at its float8 peak"
+                f"head and the rest in {FLOAT8_ACTIVATIONS}, the dtype recorded; priced at the device's float8 peak "
+                f"(the FP8 products' FLOP, PhaseCosts.float8_flops, of a step priced from its totals; a target's FP8 "
+                f"kernels), the other products at its {FLOAT8_ACTIVATIONS} one"
             )
         return model, jax.ShapeDtypeStruct(*self.input_spec()), name, dtype, notes
 

@@ -278,7 +278,8 @@ def same_work(report: Any, reference: Any, phases: Sequence[str]) -> Any:
         replaced[name] = dataclasses.replace(
             report.phases[name], flops=theirs.flops, bytes_accessed=theirs.bytes_accessed,
             memory_bound_bytes=theirs.memory_bound_bytes, kernels=theirs.kernels,
-            matmul_flops=None if theirs.matmul_flops is None else theirs.matmul_flops * scale)
+            matmul_flops=None if theirs.matmul_flops is None else theirs.matmul_flops * scale,
+            float8_flops=None if theirs.float8_flops is None else theirs.float8_flops * scale)
     return dataclasses.replace(report, phases=replaced)
 
 

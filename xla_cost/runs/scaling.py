@@ -268,7 +268,8 @@ def _priced(costs: Any, report: Any, narrow: float, hardware: Hardware,
     if costs.kernel_list is not None:
         return kernel_time.price_kernels(costs.kernel_list, hardware.device, constants, hardware.arithmetic)
     return kernel_time.price_totals((costs.matmul_flops or 0) / report.devices, (costs.memory_bound_bytes or 0) * narrow,
-                                    costs.kernels or 0, hardware.device, report.dtype, constants, hardware.arithmetic)
+                                    costs.kernels or 0, hardware.device, report.dtype, constants, hardware.arithmetic,
+                                    float8_flops=(costs.float8_flops or 0) / report.devices)
 
 
 def _optimal_note(report: Any, notes: list[str]) -> None:

@@ -45,7 +45,8 @@ benchmarks/kernel_profile.py``) where the tensor cores would give hundreds. It
 is priced at ``vector`` of the CUDA cores' rate.
 
 A program without a kernel list (the CPU proxy's, compiled here) is priced
-from its totals: the products' FLOP at ``matmul`` of the peak, the rest's
+from its totals: the products' FLOP at ``matmul`` of the peak (an FP8 run's
+FP8 products at the float8 peak, the others at its dtype's), the rest's
 bytes at ``memory`` of the bandwidth, no launches (its kernels are the CPU
 compiler's, not the device's: `price_totals`).
 """
@@ -58,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from xla_cost.choices import FLOAT8
 from xla_cost.timemodel import devices as registry
 
 __all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "TENSOR_CORE_ALIGNMENT", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
@@ -313,16 +315,27 @@ def price_kernels(kernels: Sequence[Any], device: str, calibration: Any, arithme
 
 
 def price_totals(matmul_flops: float, memory_bytes: float, kernels: int, device: str, dtype: str,
-                 calibration: Any, arithmetic: str | None = None) -> KernelSeconds:
+                 calibration: Any, arithmetic: str | None = None, float8_flops: float = 0.0) -> KernelSeconds:
     """A program priced from its totals (no kernel list: the CPU proxy's
     program): its products' FLOP at ``matmul`` of the dtype's peak, as one
     large well-shaped product, and the rest's bytes at ``memory`` of the
     bandwidth. Its ``kernels`` are the CPU compiler's, not the device's
-    (several times as many, unfused): they are counted, not charged a launch."""
+    (several times as many, unfused): they are counted, not charged a launch.
+    ``float8_flops``: the part of ``matmul_flops`` in FP8 products
+    (`xla_cost.analysis.report.PhaseCosts.float8_flops`), at the device's
+    float8 peak (where ``arithmetic`` names no peak for every product).
+
+    Raises:
+      InputError: the device has no published peak for ``dtype``, or FP8
+        products on a device without FP8 units.
+    """
     found = registry.device(device, has="peak")
     peak = _peak(found, dtype, arithmetic)
     assert found.peak is not None
-    matmul = matmul_flops / (peak * calibration.matmul) if matmul_flops else 0.0
+    narrow = min(float8_flops, matmul_flops) if arithmetic is None else 0.0
+    matmul = (matmul_flops - narrow) / (peak * calibration.matmul) if matmul_flops else 0.0
+    if narrow:
+        matmul += narrow / (_peak(found, FLOAT8, None) * calibration.matmul)
     memory = memory_bytes / (found.peak.bandwidth * calibration.memory) if memory_bytes else 0.0
     return KernelSeconds(matmul, memory, 0.0, kernels, float(matmul_flops), float(memory_bytes), "totals")
 
