@@ -5,8 +5,8 @@ Three forms: a ``dot_general`` of ``float8_e4m3fn`` operands with current
 (a Triton fusion reading ``f8e4m3fn``; the time model prices it at the float8
 peak), and ``jax.nn.scaled_matmul``'s block-scaled product (MXFP8: a scale per
 32 values of the contraction), whose primitive has a rule of its own; and the
-zoo's ``--dtype float8`` Llama, whose projections and MLP an H100 multiplies in
-FP8 gemms priced at its FP8 peak.
+zoo's ``--dtype float8`` Llama, whose projections and MLP an H100 and a B200
+(sm_100, issue 51) multiply in FP8 gemms priced at their FP8 peaks.
 """
 
 from __future__ import annotations
@@ -61,10 +61,16 @@ def test_a_block_scaled_product_is_its_multiply_adds():
     assert counted.total.flops == counted.total.products == 2 * b * m * n * k
 
 
-def test_the_zoos_float8_llama_compiles_for_an_h100_to_fp8_gemms_priced_at_the_fp8_peak():
+# dense FP8 and bfloat16 peaks: NVIDIA H100 datasheet, SXM5 (FP8 3,958 TFLOPS with sparsity, BF16 989.4 dense);
+# NVIDIA HGX B200 specifications, per GPU (FP8 9 PFLOPS and FP16/BF16 4.5 PFLOPS with sparsity), halved
+PEAKS = {"h100": (1979e12, 989.4e12), "b200": (9000e12 / 2, 4500e12 / 2)}
+
+
+@pytest.mark.parametrize("device", ["h100", "b200"])
+def test_the_zoos_float8_llama_compiles_to_fp8_gemms_priced_at_the_fp8_peak(device):
     """``--dtype float8`` (`models._transformer.fp8_dot_general`): a tiny Llama's forward
-    compiled deviceless for an H100 multiplies its projections and MLP in FP8 gemms
-    (f8e4m3fn operands), its attention and head in bfloat16 ones."""
+    compiled deviceless for an H100 (sm_90) or a B200 (sm_100) multiplies its projections
+    and MLP in FP8 gemms (f8e4m3fn operands), its attention and head in bfloat16 ones."""
     from xla_cost.zoo import build_model, example_inputs
 
     b, t, layers, d, n, k, f, v = 2, 16, 1, 64, 4, 2, 96, 128
@@ -74,7 +80,7 @@ def test_the_zoos_float8_llama_compiles_for_an_h100_to_fp8_gemms_priced_at_the_f
     model = build_model("llama3-8b", dtype="float8", **config)
     inputs = example_inputs("llama3-8b", b, dtype="float8", **config)
     variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)
-    with targets.use(target("h100")):
+    with targets.use(target(device)):
         compiled = jax.jit(lambda p, x: model.apply(p, x), **programs.placement()).lower(variables, inputs).compile()
     listed = [kernel for kernel in kernels.kernel_list(compiled.as_text()) if kernel.product is not None]
     fp8 = [kernel for kernel in listed if kernel.product.dtype == "float8"]
@@ -86,12 +92,15 @@ def test_the_zoos_float8_llama_compiles_for_an_h100_to_fp8_gemms_priced_at_the_f
     rest = [kernel for kernel in listed if kernel.product.dtype != "float8"]
     assert {kernel.product.dtype for kernel in rest} == {"bfloat16"}
     assert sum(kernel.product.flops for kernel in rest) == b * (layers * 4 * d * t * t + 2 * t * d * v)
-    # priced at the H100's FP8 peak, 1,979 TFLOP/s dense (NVIDIA H100 datasheet, SXM5: 3,958 with sparsity),
-    # twice the bfloat16 one's 989.4: each FP8 gemm takes less than it would at the bfloat16 peak
+    # priced at the device's FP8 peak, twice its bfloat16 one: each FP8 gemm takes less than it would at the
+    # bfloat16 peak
+    fp8_peak, bf16_peak = PEAKS[device]
     constants = calibration.constants()
-    at_fp8 = kernel_time.price_kernels(tuple(fp8), "h100", constants)
-    at_bf16 = kernel_time.price_kernels(tuple(fp8), "h100", constants, arithmetic="bfloat16")
+    at_fp8 = kernel_time.price_kernels(tuple(fp8), device, constants)
+    at_bf16 = kernel_time.price_kernels(tuple(fp8), device, constants, arithmetic="bfloat16")
     assert at_fp8.matmul < at_bf16.matmul
     flops = sum(kernel.product.flops for kernel in fp8)
-    totals = kernel_time.price_totals(flops, 0.0, 0, "h100", "float8", constants)
-    assert totals.matmul == pytest.approx(flops / (1979e12 * constants.matmul), rel=1e-12)
+    totals = kernel_time.price_totals(flops, 0.0, 0, device, "float8", constants)
+    assert totals.matmul == pytest.approx(flops / (fp8_peak * constants.matmul), rel=1e-12)
+    rest = kernel_time.price_totals(flops, 0.0, 0, device, "bfloat16", constants)
+    assert rest.matmul == pytest.approx(flops / (bf16_peak * constants.matmul), rel=1e-12)
