@@ -300,7 +300,10 @@ def test_palm_two_pods():
     assert run.tensor * run.fsdp * 2 == run.devices  # 12-way model x 256-way sharded data in each of two pods
 
 
-@pytest.mark.parametrize("name", [name for name in RUNS if name.startswith("maxtext-")])
+MAXTEXT_2023 = [run.name for run in PUBLISHED_RUNS if run.paper == "maxtext"]
+
+
+@pytest.mark.parametrize("name", MAXTEXT_2023)
 def test_maxtext_mfu_is_tflops_over_the_chip_peak(name):
     # MaxText's READMEs: MFU = TFLOP/s per chip / peak (197 for a v5e chip, 459 for a v5p); TFLOP/s printed whole
     run = RUNS[name]
@@ -315,7 +318,7 @@ MAXTEXT_2023_SCRIPTS = {  # MaxText commit 76bd53b0 configs/v5e and v5p/*.sh: pe
 }
 
 
-@pytest.mark.parametrize("name", [name for name in RUNS if name.startswith("maxtext-")])
+@pytest.mark.parametrize("name", MAXTEXT_2023)
 def test_maxtext_batch_is_per_device_batch_times_chips(name):
     # MaxText: global batch = per_device_batch_size x chips; a v5p-N slice has N TensorCores, N / 2 chips
     run = RUNS[name]
@@ -335,3 +338,84 @@ def test_maxtext_2023_decoder_shapes():
     # scale 1024 = 2^10: heads and mlp x16 (10 = 3 x 3 + 1), emb x8, layers x8
     big = RUNS["maxtext-1024b-v5p-4096"]
     assert (big.hidden, big.heads, big.ffn, big.layers) == (2560 * 8, 8 * 16, 8192 * 16, 16 * 8)
+
+
+# --- today's machines (xla_cost.study.published_runs_today) --------------------------------------------
+
+def _weights(run: PublishedRun) -> int:
+    """The weights of the matrix products, output layer included, input embedding not (its lookup does no
+    product): `_matrix_parameters` less one embedding where untied."""
+    return _matrix_parameters(run) - (0 if run.tied else run.vocabulary * run.hidden)
+
+
+def _nemo_flops_per_token(run: PublishedRun) -> float:
+    """nemo/utils/flops_formulas.py with non-causal attention (as NeMo 24.07's table computes): Llama and
+    Nemotron s L h^2 (12 + 12 g/a + (18 gated or 12) f/h + 12 s/h + 6 V/(L h)) per sequence; GPT-3
+    (24 s h^2 + 4 s^2 h) 3 L + 6 s h V. V is the formula's constant: 51,200, 32,000, 128,256, 256,000."""
+    layers, h, s = run.layers, run.hidden, run.sequence
+    if "gpt3" in run.name:
+        return ((24 * s * h * h + 4 * s * s * h) * 3 * layers + 6 * s * h * 51200) / s
+    groups = (run.kv_heads or run.heads) / run.heads  # the models' vocabularies are the formula's constants
+    return layers * h * h * (12 + 12 * groups + (18 if run.gated else 12) * run.ffn / h + 12 * s / h
+                             + 6 * run.vocabulary / (layers * h))
+
+
+@pytest.mark.parametrize("name", [run.name for run in PUBLISHED_RUNS if run.paper == "nemo2024"])
+def test_nemo_table_tflops_is_its_flop_count_times_its_tokens(name):
+    # NeMo 24.07 table: Model TFLOP/s per GPU = tokens/s per GPU x the formula's FLOP per token (to rounding)
+    run = RUNS[name]
+    tflops = run.published * _nemo_flops_per_token(run) / 1e12
+    assert tflops == pytest.approx(_also(run, "TFLOP/s per device"), rel=0.003)
+
+
+def test_megatron_bridge_tflops_is_its_flop_count_times_its_tokens():
+    # Megatron Bridge flop_utils: 6 (L (h (h + 2 g d) + h^2 + s h + 3 h f) + V h) per token, causal attention
+    run = RUNS["megatron-bridge2026-llama3-70b-64"]
+    h, d, g = run.hidden, run.hidden // run.heads, run.kv_heads
+    per_token = 6 * (run.layers * (h * (h + 2 * g * d) + h * h + run.sequence * h + 3 * h * run.ffn)
+                     + run.vocabulary * h)
+    assert run.published * per_token / 1e12 == pytest.approx(_also(run, "TFLOP/s per device"), rel=0.002)
+
+
+@pytest.mark.parametrize("name", [run.name for run in PUBLISHED_RUNS if run.paper == "maxtext-trillium"])
+def test_trillium_log_line_is_consistent(name):
+    # the recipes' log line: tokens/s/device = per-device batch x sequence / seconds; TFLOP/s/device = tokens/s
+    # x (6 x the product weights + 12 L s H Q, non-causal) per token; MFU = TFLOP/s over 918 (tiering.md)
+    run = RUNS[name]
+    seconds = _also(run, "seconds per step")
+    assert run.global_batch * run.sequence / (run.devices * seconds) == pytest.approx(run.published, rel=0.001)
+    width = run.head_dim or run.hidden // run.heads
+    per_token = 6 * _weights(run) + 12 * run.layers * run.sequence * run.heads * width
+    assert run.published * per_token / 1e12 == pytest.approx(_also(run, "TFLOP/s per device"), rel=0.001)
+    if any(quantity == "MFU" for quantity, _ in run.also):
+        assert _also(run, "TFLOP/s per device") * 1e12 / _peak(run) == pytest.approx(_also(run, "MFU"), abs=0.001)
+
+
+@pytest.mark.parametrize("name, billions", [
+    # NeMo's model names (GPT-3 5B, 20B, 175B; Llama 2 7B, 13B, 70B; Llama 3 8B, 70B; Nemotron-4 22B, 340B),
+    # torchtitan's and MaxText's Llama 3.1 8B and 70B, MaxText's GPT-3 175B; 4% covers Llama 2 7B's 6.74B
+    ("nemo2024-gpt3-5b-64", 5), ("nemo2024-gpt3-20b-64", 20), ("nemo2024-gpt3-175b-512", 175),
+    ("nemo2024-llama2-7b-8", 7), ("nemo2024-llama2-13b-16", 13), ("nemo2024-llama2-70b-64", 70),
+    ("nemo2024-llama3-8b-8", 8), ("nemo2024-llama3-70b-64", 70), ("nemo2024-nemotron-22b-64", 22),
+    ("nemo2024-nemotron-340b-128", 340), ("megatron-bridge2026-llama3-70b-64", 70),
+    ("torchtitan2025-llama3.1-8b-h200-32", 8), ("maxtext-llama3.1-70b-v6e-256", 70),
+    ("maxtext-gpt3-175b-v6e-256", 175),
+])
+def test_todays_model_shapes_give_their_names(name, billions):
+    assert _matrix_parameters(RUNS[name]) == pytest.approx(billions * 1e9, rel=0.04)
+
+
+def test_todays_runs_cover_h100_h200_tpu_v6e_and_fp8():
+    # issue 51: at least 8 H100/H200 runs, TPU v4/v5p/v6e runs, at least two FP8 runs
+    today = [run for run in PUBLISHED_RUNS if run.device in ("h100", "h200")]
+    assert len(today) >= 8
+    assert sum(run.dtype == "float8" for run in PUBLISHED_RUNS) >= 2
+    assert {"tpu-v4", "tpu-v5p", "tpu-v6e"} <= {run.device for run in PUBLISHED_RUNS}
+
+
+@pytest.mark.parametrize("name", [run.name for run in PUBLISHED_RUNS if run.dtype == "float8"])
+def test_fp8_runs_stay_under_the_fp8_peak(name):
+    # an FP8 run's model FLOP/s per GPU lies below the device's dense FP8 peak (1,979 TFLOP/s on an H100 or H200)
+    run = RUNS[name]
+    per_token = 6 * _matrix_parameters(run)  # a floor of the model FLOP per token (attention left out)
+    assert run.published * per_token < _peak(run)

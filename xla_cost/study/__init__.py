@@ -1,7 +1,9 @@
 """The study: the generated markdown pages of ``reports/`` and one model's page.
 
 `plan` says what the pages analyse, `published` what they hold the counts
-against, `data` collects (each sweep once, through the results store), `views`
+against, `published_runs` the published training runs the time model is held
+out against (`published_record` their record, `published_runs_today` today's
+machines'), `data` collects (each sweep once, through the results store), `views`
 and `analytic` are what several pages read, `claims` judges the seeds' claims,
 `pages` holds one module per page (a new module there is a new page),
 `model_page` is one `xla_cost.Report`'s page, and `write` writes them

@@ -13,15 +13,34 @@ Conventions. ``data`` counts every replica of the batch, sharded or not
 (``tensor * pipeline * data * context == devices``); ``fsdp`` is the group,
 within ``data``, that shards the model states (a ZeRO stage or FSDP), 1 if
 none. A field the source does not give and no assumption fills is None.
-Figures were read through stored copies of the sources (the address is the
-canonical one; ``verified_how`` says what was read). Left out, and why:
-Gopher's 32.5% MFU (4,096 TPU v3 chips; the v3 is not in the device registry),
-GPT-3's 21.3% MFU on V100s (no GPU count or layout published), ZeRO's 15
-PFLOP/s (the per-configuration figures are bars of a plot), MaxText's TPU v4
-table (two versions of its README publish different figures for one
-configuration: 165 and 156 TFLOP/s per chip), NeMo's H100 tables (FP8, which
-the registry has no peak for), torchtitan's H100 tables (a 96 GB HBM2e H100
-at 500 W, not the registry's H100 SXM).
+Figures were read through stored copies of the sources or the publishing
+repository fetched at a commit (the address is the canonical one;
+``verified_how`` says what was read). The record's type and the names its
+fields take are `xla_cost.study.published_record`'s; the runs on today's
+machines (H100 and H200 in BF16 and FP8, TPU v6e) are
+`xla_cost.study.published_runs_today`'s.
+
+Left out, and why: Gopher's 32.5% MFU (4,096 TPU v3 chips; the v3 is not in
+the device registry); GPT-3's 21.3% MFU on V100s (no GPU count or layout
+published); ZeRO's 15 PFLOP/s (the per-configuration figures are bars of a
+plot); MaxText's TPU v4 table (two versions of its README publish different
+figures for one configuration: 165 and 156 TFLOP/s per chip); MaxText's
+top-level README row '1024B | v5p-2048 | 249 | 64.05%' (249 TFLOP/s is 54% of
+459: the configs README's 254 and 55.35% are the run's); torchtitan's H100
+tables (Grand Teton's 96 GB HBM2e H100 at 500 W, whose peak the page itself
+says is unknown, 'between SXM and NVL'); MaxText's Trillium Llama 2 70B recipe
+(its log's total_weights, 2,097,152 tokens, is 2 sequences per chip where its
+configuration says per_device_batch_size 3) and Llama 3.1 405B tiering row
+('256 Chips', its linked configuration two slices: dcn_fsdp_parallelism 2);
+MaxText's v5p Llama 2 70B tiering row ('512 Chips', its linked configuration
+named for a v5p-128; tokens/s only 'approx'); Megatron Bridge's H100 Llama 3.1
+405B rows (126 layers over 8 x 8 interleaved stages: the partition is not in
+the table) and its MoE rows (GPT-OSS 120B, Qwen3, DeepSeek-V3: experts are not
+a field of the record); NeMo's BF16 H100 tables (not found in a stored source:
+NeMo 24.07's table is FP8 throughout, Megatron Bridge's dense H100 rows are
+FP8); MLPerf Training's GPT-3 175B results (minutes to a target quality; the
+steps taken are not in the results table), whose per-GPU throughput NeMo's
+512-GPU row gives; MegaScale's own Table 2 rows (not read again here).
 """
 
 from __future__ import annotations
@@ -29,6 +48,7 @@ from __future__ import annotations
 from xla_cost.study.published_record import (
     CONFIDENCE, DTYPES, FRAMEWORKS, QUANTITIES, RECOMPUTE, Framework, PublishedRun, framework, runs_of,
 )
+from xla_cost.study.published_runs_today import RUNS_TODAY
 
 __all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Framework", "PublishedRun",
            "PUBLISHED_RUNS", "framework", "runs_of"]
@@ -488,8 +508,10 @@ it. remat_policy ``minimal`` is recorded as selective recomputation."""
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     _RUNS_V100 + _RUNS_V100_BLOG + _RUNS_KORTHIKANTI + _RUNS_MT_NLG + _RUNS_BLOOM + _RUNS_OPT + _RUNS_MEGASCALE
-    + _RUNS_TORCHTITAN + _RUNS_LLAMA3 + _RUNS_PALM + _RUNS_MAXTEXT
+    + _RUNS_TORCHTITAN + _RUNS_LLAMA3 + _RUNS_PALM + _RUNS_MAXTEXT + RUNS_TODAY
 )
-"""Every published run, V100 to TPU v5p: Megatron-LM 2019 (V100), Korthikanti
+"""Every published run, V100 to TPU v6e: Megatron-LM 2019 (V100), Korthikanti
 et al. 2022, MT-NLG, BLOOM, OPT, MegaScale's Megatron-LM baseline and
-torchtitan (A100), Llama 3 (H100), PaLM (TPU v4), MaxText (TPU v5e, v5p)."""
+torchtitan (A100), Llama 3 (H100), PaLM (TPU v4), MaxText (TPU v5e, v5p), and
+`xla_cost.study.published_runs_today.RUNS_TODAY`: NeMo and Megatron Bridge
+(H100, FP8), torchtitan (H200, FP8), MaxText's Trillium recipes (TPU v6e)."""

@@ -1,0 +1,244 @@
+"""Published runs on today's machines: H100 and H200 (BF16 and FP8), TPU v6e.
+
+The same records as `xla_cost.study.published_runs` (which gathers them into
+`PUBLISHED_RUNS`, with the conventions they follow), from the tables NVIDIA
+and the JAX and PyTorch teams keep beside their code: NeMo's H100 performance
+table (FP8), Megatron Bridge's, torchtitan's H200 benchmark (FP8) and
+MaxText's Trillium recipes. Each figure and configuration was read in the
+repository that publishes it (fetched, at the commit named in the run's
+``address``), and each table's own FLOP count is checked against its
+throughput in ``tests/study/test_published_runs.py``.
+"""
+
+from __future__ import annotations
+
+from xla_cost.study.published_record import PublishedRun, runs_of
+
+__all__ = ["RUNS_TODAY"]
+
+_DGX_H100 = ("DGX H100 (the table's system): 8 H100 SXM 80GB on NVLink 4 and NVSwitch; 8 ConnectX-7 400 Gb/s "
+             "InfiniBand adapters per node")
+
+# --- H100, FP8: NeMo 24.07's pre-training table ----------------------------------------------------
+
+_NEMO_COMMIT = "8e3d65dcfe3504689bfc5b6e67d502780aacad41"  # 2024-09-09 '24.07 perf numbers', the table's last version
+
+_NEMO = dict(
+    paper="nemo2024", framework="nemo",
+    source="NVIDIA NeMo, docs/source/performance/performance_summary.md, 'Pretraining' (container NeMo 24.07, "
+           "DGX-H100, FP8)",
+    address=f"https://github.com/NVIDIA/NeMo/blob/{_NEMO_COMMIT}/docs/source/performance/performance_summary.md",
+    verified_how=f"the table in the fetched NVIDIA/NeMo repository at {_NEMO_COMMIT[:10]} (its last version before "
+                 "the page moved to docs.nvidia.com, commit d31653f7; an earlier version, 24.07 before the vboost "
+                 "update, gives other figures); the models from that commit's nemo/collections/llm/gpt/model/"
+                 "base.py (GPTConfig5B, 20B, 175B), llama.py (Llama2Config7B ... Llama3Config70B) and nemotron.py "
+                 "(Nemotron3Config8B, Nemotron4Config22B, Nemotron4Config340B); each row's Model TFLOP/s over its "
+                 "tokens/s is the FLOP per token of nemo/utils/flops_formulas.py with non-causal attention",
+    device="h100", dtype="float8", recompute="none", node_gpus=8, node_links=_DGX_H100, tied=False,
+    quantity="tokens/s per device",
+    flops_formula="NeMo's flops_formulas (non-causal attention, as the table's figures give): Llama and Nemotron "
+                  "B s L h^2 (12 + 12 g/a + (18 or 12) f/h + 12 s/h + 6 V/(L h)), 18 for a gated feed-forward; "
+                  "GPT-3 (24 B s h^2 + 4 B s^2 h) 3 L + 6 B s h V, with V = 51,200 (GPT-3), 32,000 (Llama 2), "
+                  "128,256 (Llama 3), 256,000 (Nemotron); Model TFLOP/s per GPU = that count over the step time "
+                  "and the GPUs",
+    notes="FP8 through Transformer Engine (the linear layers' products; attention's and the rest in bfloat16); "
+          "Megatron-Core layers, unrolled. Assumed, not in the table: no activation recomputation, no sequence "
+          "parallelism and no distributed optimizer recorded (NeMo's usual settings shard the optimizer states "
+          "over the data-parallel ranks; not stated here), 8 GPUs per node. VP is the interleaved stages per "
+          "device (1: none).",
+    confidence="medium",
+)
+
+_GPT3 = ("GPT-3 layers as NeMo's GPTConfig: LayerNorm, GeLU, learned absolute positions, biases, the embedding "
+         "shared with the output layer. Assumed: the GPT-2 tokenizer's 50,257 padded to a multiple of 128 x TP "
+         "(Megatron's make_vocab_size_divisible_by 128).")
+_LLAMA = ("Llama layers as NeMo's LlamaConfig: RMSNorm, RoPE, SwiGLU (ffn is each gate's width), no biases, untied "
+          "embeddings; grouped-query attention where kv_heads is set.")
+_NEMOTRON = ("Nemotron layers as NeMo's NemotronConfig: LayerNorm, squared-ReLU feed-forward of two matrices, RoPE "
+             "on half of each head, no biases, untied embeddings, vocabulary 256,000; grouped-query attention where "
+             "kv_heads is set.")
+
+
+def _padded(vocabulary: int, tensor: int) -> int:
+    """Megatron's padding: up to a multiple of 128 x the tensor-parallel degree."""
+    step = 128 * tensor
+    return -(-vocabulary // step) * step
+
+
+def _nemo(name: str, shape: dict, devices: int, batch: int, micro: int, sequence: int, tensor: int, pipeline: int,
+          context: int, chunks: int, tokens: float, tflops: float, notes: str) -> dict:
+    return dict(name=f"nemo2024-{name}-{devices}", devices=devices, global_batch=batch, micro_batch=micro,
+                sequence=sequence, tensor=tensor, pipeline=pipeline, context=context, chunks=chunks,
+                data=devices // (tensor * pipeline * context), published=tokens,
+                also=(("TFLOP/s per device", tflops),), notes=_NEMO["notes"] + " " + notes, **shape)
+
+
+def _gpt3(layers: int, hidden: int, heads: int, tensor: int) -> dict:
+    return dict(layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden, vocabulary=_padded(50257, tensor),
+                tied=True)
+
+
+_LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, ffn=11008, vocabulary=32000, gated=True)
+_LLAMA2_13B = dict(layers=40, hidden=5120, heads=40, ffn=13824, vocabulary=32000, gated=True)
+_LLAMA2_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocabulary=32000, gated=True)
+_LLAMA3_8B = dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocabulary=128256, gated=True)
+_LLAMA3_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocabulary=128256, gated=True)
+
+_RUNS_NEMO = runs_of(
+    _NEMO,
+    # name, model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP, tokens/s per GPU, model TFLOP/s per GPU
+    _nemo("gpt3-5b", _gpt3(24, 4096, 32, 1), 64, 2048, 4, 2048, 1, 1, 1, 1, 23406, 765, _GPT3),
+    _nemo("gpt3-20b", _gpt3(44, 6144, 48, 2), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750, _GPT3),
+    _nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 128, 256, 1, 2048, 4, 8, 1, 6, 716, 771, _GPT3),
+    _nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 512, 2048, 2, 2048, 4, 8, 1, 6, 825, 888,
+          _GPT3 + " The table links this row's TFLOP/s to MLPerf Training (NVIDIA's GPT-3 175B submissions)."),
+    _nemo("llama2-7b", _LLAMA2_7B, 8, 128, 1, 4096, 1, 1, 1, 1, 16934, 780, _LLAMA),
+    _nemo("llama2-13b", _LLAMA2_13B, 16, 128, 1, 4096, 1, 4, 1, 10, 8715, 760, _LLAMA),
+    _nemo("llama2-70b", _LLAMA2_70B, 64, 128, 1, 4096, 4, 4, 1, 20, 1728, 768, _LLAMA),
+    _nemo("nemotron-8b", dict(layers=32, hidden=4096, heads=32, ffn=16384, vocabulary=256000), 64, 256, 4, 4096,
+          2, 1, 1, 1, 12507, 643, _NEMOTRON + " Nemotron-3 8B (Nemotron3Config8B)."),
+    _nemo("nemotron-22b", dict(layers=40, hidden=6144, heads=48, ffn=24576, vocabulary=256000), 64, 256, 2, 4096,
+          2, 4, 1, 10, 4312, 562, _NEMOTRON + " Nemotron4Config22B."),
+    _nemo("nemotron-340b", dict(layers=96, hidden=18432, heads=96, kv_heads=8, ffn=73728, vocabulary=256000), 128,
+          32, 1, 4096, 8, 8, 1, 12, 326, 686, _NEMOTRON + " Nemotron-4 340B (Nemotron4Config340B)."),
+    _nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711, _LLAMA),
+    _nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734, _LLAMA),
+)
+"""NeMo 24.07's FP8 pre-training throughput on DGX H100s: GPT-3 5B to 175B,
+Llama 2 and 3, Nemotron 8B to 340B, with tensor, pipeline (interleaved) and
+context parallelism."""
+
+# --- H100, FP8: Megatron Bridge (NeMo 26.02) ---------------------------------------------------------
+
+_BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
+
+_RUNS_BRIDGE = runs_of(
+    dict(
+        paper="megatron-bridge2026", framework="nemo",
+        source="NVIDIA NeMo Megatron Bridge, docs/performance-summary-archive.md, '26.02 NeMo Container', "
+               "LLAMA3_70B, DGX-H100 row",
+        address=f"https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/{_BRIDGE_COMMIT}/docs/"
+                "performance-summary-archive.md",
+        verified_how=f"the archive page in the fetched NVIDIA-NeMo/Megatron-Bridge repository at {_BRIDGE_COMMIT[:10]} "
+                     "(and the same row in the stored copy at 0a25f911): '| DGX-H100 | 64 | FP8 | 256 | 1 | 8192 | 0 "
+                     "| 4 | 8 | 1 | 5 | n/a | 1621 | 728 |'; TFLOP/s over tokens/s is 6 (L (h (h + 2 g d) + h^2 + "
+                     "s h + 3 h f) + V h) per token, causal attention (to 0.1%)",
+        device="h100", devices=64, dtype="float8", recompute="none", node_gpus=8, node_links=_DGX_H100,
+        quantity="tokens/s per device", tied=False,
+        flops_formula="Megatron Bridge's flop_utils: per token 6 (L (h (h + 2 g d) + h^2 + s h + 3 h f) + V h), "
+                      "causal attention, V = 128,256; Model TFLOP/s per GPU = that count over the step time and the "
+                      "GPUs",
+        notes=_LLAMA + " FP8 ('FP8' rows: Transformer Engine's current scaling, 'FP8-CS' in the 25.11 table) for "
+              "the linear layers. FSDP 0: distributed data parallel. Assumed, not in the table: no activation "
+              "recomputation, no sequence parallelism recorded, 8 GPUs per node.",
+        confidence="medium",
+    ),
+    dict(name="megatron-bridge2026-llama3-70b-64", published=1621, also=(("TFLOP/s per device", 728),),
+         global_batch=256, micro_batch=1, sequence=8192, tensor=4, pipeline=8, chunks=5, data=2, **_LLAMA3_70B),
+)
+"""Llama 3 70B on 64 H100s in FP8 with interleaved pipelining (Megatron Bridge, NeMo 26.02)."""
+
+# --- H200, FP8: torchtitan ------------------------------------------------------------------------------
+
+_TITAN_COMMIT = "cbccb387871a5e1f522c1e222c51ab88b03c0392"  # 2025-07-11 "[benchmark] add h200 bench"
+
+_RUNS_TORCHTITAN_H200 = runs_of(
+    dict(
+        paper="torchtitan2025-h200", framework="torchtitan",
+        source="PyTorch torchtitan, benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md (Trainy on WhiteFiber, "
+               "June 2025)",
+        address=f"https://github.com/pytorch/torchtitan/blob/{_TITAN_COMMIT}/benchmarks/llama3-8b_h200_202506_"
+                "trainy-whitefiber.md",
+        verified_how="the benchmark page in the fetched pytorch/torchtitan repository: '| 4 | 10938 | 47.96 |', '| 8 "
+                     "| 10753 | 46.97 |' (TPS/GPU at the 100th iteration), the command (llama3_8b.toml, "
+                     "local_batch_size 2, compile, float8 linear converter with float8 all-gather for FSDP) and "
+                     "torchtitan e7c0cae; at that commit llama3_8b.toml (seq_len 8192, data_parallel_shard_degree "
+                     "-1, activation_checkpoint selective, 'op') and models/llama3/__init__.py's '8B' (dim 4096, 32 "
+                     "layers, 32 heads, 8 key/value heads, ffn_dim_multiplier 1.3, multiple_of 1024: 14,336)",
+        device="h200", dtype="float8", recompute="selective", node_gpus=8, quantity="tokens/s per device",
+        node_links="8 H200 per host on NVLink; hosts on an RDMA fabric of 400 Gb/s (ConnectX-7) per GPU",
+        flops_formula="none published (TPS/GPU: tokens per second per GPU, read at the 100th iteration)",
+        notes="Llama 3.1 8B (torchtitan's llama3 '8B': RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 "
+              "key/value heads, untied embeddings, vocabulary 128,256 from the Llama 3 tokenizer). FSDP2 over "
+              "every GPU (data_parallel_shard_degree -1), torch.compile, torchao's float8 training of the linear "
+              "layers (dynamic tensorwise scaling; the output layer left in bfloat16 by the toml's filter_fqns), "
+              "float8 all-gather of the weights, per-op selective activation checkpointing. Assumed: bfloat16 "
+              "elsewhere (FSDP2's mixed precision), sequence 8,192 as the toml at e7c0cae sets it (the command "
+              "does not override it).",
+        confidence="medium", micro_batch=2, sequence=8192, zero_stage=3, tied=False, **_LLAMA3_8B,
+    ),
+    *(dict(name=f"torchtitan2025-llama3.1-8b-h200-{gpus}", devices=gpus, data=gpus, fsdp=gpus, global_batch=2 * gpus,
+           published=tps) for gpus, tps in ((32, 10938), (64, 10753))),
+)
+"""Llama 3.1 8B with FSDP2 and float8 on 4 and 8 nodes of 8 H200s (torchtitan)."""
+
+# --- TPU v6e: MaxText's Trillium recipes ---------------------------------------------------------------
+
+_RECIPES = "https://github.com/AI-Hypercomputer/tpu-recipes/blob/main/training/trillium"
+
+_TRILLIUM = dict(
+    paper="maxtext-trillium", framework="maxtext", device="tpu-v6e", devices=256, data=256, fsdp=256,
+    zero_stage=3, dtype="bfloat16", node_gpus=4, quantity="tokens/s per device", tied=False, gated=True,
+    node_links="v6e-256: 256 chips, a 16 x 16 2D torus on ICI (one slice)",
+    flops_formula="MaxText's calculate_tflops_training_per_device at the recipes' tags (before PR #1988, July "
+                  "2025): per token 6 x the weights of the matrix products (the output layer included, the input "
+                  "embedding's lookup not) plus 12 L s H Q, non-causal attention; TFLOP/s per device and MFU over "
+                  "918 TFLOP/s",
+    notes="MaxText's model configs (configs/models/*.yml at the recipe's tag); synthetic data; FSDP over every chip "
+          "(ici_fsdp_parallelism -1); the layers in one scan (base.yml scan_layers: True). Assumed: 4 chips per "
+          "host, bfloat16 activations (base.yml's float32 weights).",
+    confidence="medium",
+)
+
+_LLAMA31 = ("Llama 3.1 (decoder_block llama2: RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 key/value heads, "
+            "untied embeddings, vocabulary 128,256). remat_policy 'custom': the decoder layer's input and the "
+            "{saved} projections offloaded to host memory, the rest recomputed (recorded as selective).")
+
+_RUNS_TRILLIUM = runs_of(
+    _TRILLIUM,
+    dict(name="maxtext-llama3.1-8b-v6e-256", published=7207.336,
+         also=(("TFLOP/s per device", 417.397), ("seconds per step", 4.546), ("MFU", 0.4546)),
+         global_batch=1024, micro_batch=4, sequence=8192, recompute="selective", **_LLAMA3_8B,
+         source="AI-Hypercomputer tpu-recipes, training/trillium/Llama3.1-8B-MaxText/v6e-256/README.md (MaxText "
+                "tpu-recipes-v0.1.4, llama3_1_8b_8192); MaxText docs/reference/tiering.md (45.46%)",
+         address=f"{_RECIPES}/Llama3.1-8B-MaxText/v6e-256/README.md",
+         verified_how="the stored recipe: 'completed step: 14, seconds: 4.546, TFLOP/s/device: 417.397, "
+                      "Tokens/s/device: 7207.336, total_weights: 8388608' and the workload's tuning_params "
+                      "(per_device_batch_size 4, ici_fsdp_parallelism -1, remat custom, max_target_length 8192); "
+                      "the model in the fetched MaxText repository's configs/models/llama3.1-8b.yml at tag "
+                      "tpu-recipes-v0.1.4; tiering.md at commit f588ed57: 'Llama 3.1 8B | 256 Chips, BF16, "
+                      "SL=8192 | 45.46% | 7,207'",
+         notes=_TRILLIUM["notes"] + " " + _LLAMA31.format(saved="query, key, value and output")),
+    dict(name="maxtext-llama3.1-70b-v6e-256", published=960.248,
+         also=(("TFLOP/s per device", 462.297), ("seconds per step", 42.656), ("MFU", 0.5033)),
+         global_batch=1280, micro_batch=5, sequence=8192, recompute="selective", **_LLAMA3_70B,
+         source="AI-Hypercomputer tpu-recipes, training/trillium/Llama3.1-70B-MaxText/v6e-256/README.md (MaxText "
+                "tpu-recipes-v0.1.4, llama3_1_70b_8192); MaxText docs/reference/tiering.md (50.33%)",
+         address=f"{_RECIPES}/Llama3.1-70B-MaxText/v6e-256/README.md",
+         verified_how="the stored recipe: 'completed step: 14, seconds: 42.656, TFLOP/s/device: 462.297, "
+                      "Tokens/s/device: 960.248, total_weights: 10485760' and the workload's tuning_params "
+                      "(per_device_batch_size 5, ici_fsdp_parallelism -1, remat custom, max_target_length 8192), "
+                      "the same in the fetched MaxText repository's benchmarks/maxtext_trillium_model_configs.py at "
+                      "92e59fdf (the tiering page's link); configs/models/llama3.1-70b.yml at tpu-recipes-v0.1.4",
+         notes=_TRILLIUM["notes"] + " " + _LLAMA31.format(saved="query, key and value")),
+    dict(name="maxtext-gpt3-175b-v6e-256", published=357.580,
+         also=(("TFLOP/s per device", 384.891), ("seconds per step", 17.182)),
+         global_batch=768, micro_batch=3, sequence=2048, recompute="full", layers=96, hidden=12288, heads=96,
+         ffn=49152, vocabulary=50304, tied=True, gated=False,
+         source="AI-Hypercomputer tpu-recipes, training/trillium/GPT3-175B-MaxText/bf16/README.md (MaxText "
+                "tpu-recipes-v0.1.2, gpt_3_175b_bf16)",
+         address=f"{_RECIPES}/GPT3-175B-MaxText/bf16/README.md",
+         verified_how="the stored recipe: 'completed step: 15, seconds: 17.182, TFLOP/s/device: 384.891, "
+                      "Tokens/s/device: 357.580, total_weights: 1572864' and the workload's tuning_params "
+                      "(per_device_batch_size 3, ici_fsdp_parallelism -1, remat_policy full); configs/models/"
+                      "gpt3-175b.yml and base.yml (max_target_length 2048) at tag tpu-recipes-v0.1.2 in the fetched "
+                      "MaxText repository",
+         notes=_TRILLIUM["notes"] + " GPT-3 175B as MaxText's gpt3 decoder block: LayerNorm, GeLU, learned "
+                                    "positions, fused QKV, the embedding shared with the output layer, vocabulary "
+                                    "50,304; full recomputation."),
+)
+"""Llama 3.1 8B and 70B and GPT-3 175B on one v6e-256 slice (MaxText's
+Trillium recipes)."""
+
+RUNS_TODAY: tuple[PublishedRun, ...] = _RUNS_NEMO + _RUNS_BRIDGE + _RUNS_TORCHTITAN_H200 + _RUNS_TRILLIUM
+"""The runs of this module, in `xla_cost.study.published_runs.PUBLISHED_RUNS`."""
