@@ -9,7 +9,8 @@ bfloat16 peak. The FLOP are the tiny Llama's closed forms; the peaks are the
 datasheets' dense figures: NVIDIA H100 SXM5 BF16 989.4 and FP8 1,979 TFLOPS
 (3,958 with sparsity); HGX B200 specifications per GPU BF16 2,250 and FP8
 4,500 TFLOPS (4.5 and 9 PFLOPS with sparsity). Priced kernel by kernel on a
-target's program: tests/compiled/test_fp8.py.
+target's program: tests/compiled/test_fp8.py. A B200's step says that its host's
+dispatch was measured on no B200's machine.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from xla_cost.errors import InputError
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import predict
+from xla_cost.timemodel import devices
 from xla_cost.timemodel.calibration import Calibration, use_constants
 
 T = 1e12
@@ -68,3 +70,15 @@ def test_a_device_without_fp8_units_refuses_them_in_one_line(report):
     with pytest.raises(InputError, match="a device with float8 units") as refused:
         predict(report, device="a100")
     assert "\n" not in str(refused.value)
+
+
+def test_a_b200s_dispatch_is_no_measurement_and_its_step_says_so(report):
+    # nothing measured on a B200's machine: its host's dispatch is the fastest host measured (the H100's
+    # machine: 33.6 us a call, reports/data/dispatch_nvidia-h100-80gb-hbm3_2026-11-26.csv), a floor, in a note
+    with use_constants(CONSTANTS):
+        on_b200, on_h100 = predict(report, device="b200"), predict(report, device="h100")
+    assert devices.device("b200").dispatch is None
+    assert devices.host_dispatch(devices.device("b200")) == (devices.device("h100").dispatch, False)
+    assert any(n.startswith("no host measured with the NVIDIA B200: its dispatch is the fastest host's measured, "
+                            "a floor (reports/data/dispatch_nvidia-h100") for n in on_b200.notes)
+    assert not any(n.startswith("no host measured") for n in on_h100.notes)

@@ -192,6 +192,9 @@ def predict(
                          "the device's own program kernel by kernel")
         _optimal_note(report, notes)
         dispatching, measured = devices.host_dispatch(devices.device(hardware.device))
+        if not measured:  # unknown is not zero, nor another device's figure said to be this one's
+            notes.append(f"no host measured with the {devices.device(hardware.device).title}: its dispatch is the "
+                         f"fastest host's measured, a floor ({dispatching.source})")
         # each device's host dispatches its program's calls (measured on one device: a floor on several)
         if one_program:
             dispatch = dispatching.seconds(step.arguments)
