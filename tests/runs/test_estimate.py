@@ -17,12 +17,14 @@ charged a launch).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
 import pytest
 
 from xla_cost.errors import InputError
+from xla_cost.plugins import has_libtpu
 from xla_cost.timemodel import devices
 from xla_cost.timemodel.calibration import Calibration, describe, use_constants
 from xla_cost.timemodel.hardware import Hardware
@@ -240,7 +242,9 @@ def test_a_stage_that_fills_its_node_talks_to_the_other_stages_and_replicas_over
     p, m, replicas = 2, 4, 2
     stage_bytes = BATCH * TINY["seq_len"] * TINY["d_model"] * F32  # the residual stream, float32
     with use_constants(CONSTANTS):
-        step = scaling.predict(stage, Hardware("h100", node_size=node_size),
+        # the network's latency given (the preset's 5 us): the alpha-beta model at the stated figures below
+        # (the preset alone prices the measured NCCL curves, tests/timemodel/test_bus.py)
+        step = scaling.predict(stage, Hardware("h100", node_size=node_size, latency=IB_ALPHA),
                                Layout(pipeline=p, micro_batches=m, data=replicas, stage_bytes=stage_bytes))
     parts = step.parts
     # each of the stage's 2 devices sends its half of the activations out and of their gradient back:
@@ -326,3 +330,122 @@ def test_a_stage_sends_its_residual_stream():
     assert layouts.activation_bytes(vit) == 2 * ((32 // 16) ** 2 + 1) * 64 * F32
     # a stage holds ceil(n_layer / stages) layers
     assert layouts.pipeline_stage(RunConfig("gpt2-small", 1, {"n_layer": 5}), 2).config["n_layer"] == 3
+
+
+# --------------------------------------------------------------------------------------------------
+# What a planner asks (issue 51): throughput per device and for the run, MFU and HFU, the model as
+# configured, totals a reader reads, a memory verdict, a target's layout compiled sharded.
+
+def _forward_products(config: dict) -> int:
+    """The tiny GPT-2's forward matrix-product FLOP per sample (a multiply-add is 2 FLOP): per token
+    and layer q, k, v and the output projection 2 x 4d^2 and the MLP's two 2 x 4d^2 (d_ff = 4d), the
+    scores and the weighted values 2 x 2Td (every T x T pair), and the tied head 2Vd per token."""
+    layers, d, t, v = config["n_layer"], config["d_model"], config["seq_len"], config["vocab_size"]
+    return t * (layers * (24 * d * d + 4 * t * d) + 2 * v * d)
+
+
+def test_throughput_mfu_and_hfu_of_a_run(pipelined):
+    result = pipelined[4]
+    step_s = result.step.prediction.seconds
+    # a step carries the global batch: 2 samples x 4 micro-batches x 2 replicas, each seq_len tokens
+    assert result.sequence_length == TINY["seq_len"]
+    assert result.samples_per_second == pytest.approx(BATCH * 4 * 2 / step_s, rel=1e-12)
+    assert result.tokens_per_second == pytest.approx(BATCH * 4 * 2 * TINY["seq_len"] / step_s, rel=1e-12)
+    # per device: over the 2 x 2 x 2 devices of data=2,model=2,pipeline=2
+    assert result.tokens_per_second_per_device == pytest.approx(result.tokens_per_second / 8, rel=1e-12)
+    # the model's FLOP of a sample: forward and backward, each product three times (forward, the
+    # input's and the weight's gradient: the embedding's gradient needs the first block's input
+    # gradient), the elementwise work (norms, softmax, GELU, the loss) under 5% more at d_model 64
+    products = 3 * _forward_products(TINY)
+    assert products <= result.model_flops_per_sample <= 1.05 * products
+    assert result.hardware_flops_per_sample == result.model_flops_per_sample  # no remat: nothing recomputed
+    # MFU (Chowdhery et al. 2022, App. B): model FLOP a second per device over the H100's TF32 peak
+    mfu = result.model_flops_per_sample * BATCH * 4 * 2 / step_s / 8 / H100_TF32
+    assert result.peak_flops == H100_TF32
+    assert result.model_flops_utilization == pytest.approx(mfu, rel=1e-12)
+    assert result.hardware_flops_utilization == result.model_flops_utilization
+    data = result.to_dict()
+    assert data["model_flops_utilization"] == pytest.approx(mfu, rel=1e-12) and data["mfu"] is None  # not a bound
+    assert data["tokens_per_second_per_device"] == result.tokens_per_second_per_device
+    text = result.to_table(width=200)
+    assert "tokens per second per device" in text and "MFU (model FLOP / peak)" in text
+    # the header names the model as configured: its changed settings, its parameters (GPT-2's
+    # Vd + Td + L(12d^2 + 13d) + 2d: embeddings, blocks with biases and norms, the final norm), its layers
+    d, layers = TINY["d_model"], TINY["n_layer"]
+    parameters = TINY["vocab_size"] * d + TINY["seq_len"] * d + layers * (12 * d * d + 13 * d) + 2 * d
+    assert result.parameters == parameters == 218_496
+    assert result.describe().startswith(
+        "gpt2-small with n_layer=4, d_model=64, n_head=4, seq_len=32, vocab_size=256 "
+        "(218.5k parameters, layers unrolled; adam, float32):")
+    assert result.settings == TINY and result.layers == "unrolled"
+
+
+def test_totals_read_in_powers_of_ten_past_the_largest_prefix(pipelined):
+    from xla_cost.present.units import amount
+
+    # GPT-3 175B's training compute, Brown et al. 2020, Table D.1: 3.64e3 petaflop/s-days
+    gpt3 = 3.64e3 * 1e15 * 86_400
+    assert amount(gpt3, "FLOP") == "3.14e23 FLOP"  # not "314,496,000.000 PFLOP"
+    assert amount(2.209e15, "FLOP") == "2.21 PFLOP" and amount(512, "FLOP") == "512 FLOP"
+    run = pipelined[4].sections()[0].frame.set_index("figure")["value"]
+    assert run["total FLOP"] == amount(pipelined[4].total_flops, "FLOP")
+
+
+def test_the_memory_verdict_comes_from_a_targets_compile(pipelined):
+    from xla_cost.analysis.memory import TargetMemory
+
+    result = pipelined[4]  # compiled on the CPU: no device's memory judged
+    assert result.target_memory is None and result.memory_verdict == "unknown"
+    assert result.to_dict()["memory_verdict"] == "unknown" and "no target compiled" in result.notes()[0]
+    gb = 1e9
+    judged = {  # peak, exact, recomputed -> the verdict (usable: 16 GB, a TPU v5e's HBM)
+        "fits": (8 * gb, True, {}),
+        "recomputes": (15 * gb, True, {"donated_train_step": 12}),
+        "does not fit": (30 * gb, False, {}),  # a lower bound above the memory: more is needed still
+        "unknown": (8 * gb, False, {}),  # a lower bound within it: the step's own peak not known
+    }
+    for verdict, (peak, exact, recomputed) in judged.items():
+        memory = TargetMemory("tpu-v5e:2x2", "Google TPU v5e", 16 * gb, 16 * gb, int(peak),
+                              "the donated train step" if exact else "its grad program", exact, recomputed)
+        shown = dataclasses.replace(result, target_memory=memory)
+        assert shown.memory_verdict == verdict and shown.to_dict()["target_memory"]["peak"] == int(peak)
+        assert shown.memory_text().startswith(verdict)
+    assert estimates.MEMORY_VERDICTS == tuple(judged)
+
+
+@pytest.mark.skipif(not has_libtpu(), reason="needs libtpu (the tpu extra)")
+def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypatch):
+    # FSDP over a 2x2 v5e slice: each chip's program is the sharded one; the whole model is never
+    # compiled for one chip (libtpu refused a model sharded for want of memory as if FSDP did not fit)
+    config = {**TINY, "n_layer": 2, "scan_layers": True, "remat": "full"}
+    analysed, stages = [], []
+    run = RunConfig.run
+
+    def recorded(self, **options):
+        analysed.append(self)
+        return run(self, **options)
+
+    monkeypatch.setattr(RunConfig, "run", recorded)
+    monkeypatch.setattr(estimates.progress, "stage", lambda text, *a: stages.append(text))
+    result = estimates.estimate("gpt2-small", tokens=1e6, config=config, batch_size=1, mesh={"fsdp": 4},
+                                target="tpu-v5e:2x2", store=store)
+    compiled = [r for r in analysed if r.target is not None]
+    assert compiled and all(r.mesh == {"fsdp": 4} and r.batch_size == 4 for r in compiled)
+    assert [(r.target, r.counter) for r in analysed if r.target is None] == [(None, "jaxpr")]  # counted, not compiled
+    assert stages[1] == "the step on 4 device(s) compiled for tpu-v5e:2x2" and result.flops_counted == "jaxpr"
+    # a chip's share: one of the 4 sequences, so about a quarter of the step's FLOP (libtpu's count
+    # of its own program, against the jaxpr's of the whole model: within 5%)
+    assert result.step.flops == pytest.approx(result.flops_per_sample, rel=0.05)
+    # the donated train step's exact peak, judged on one v5e's 16 GB: at least each chip's quarter
+    # of the float32 parameters, gradients and Adam's two moments (4 x 4 bytes a parameter)
+    memory = result.target_memory
+    assert memory.exact and result.memory_verdict == "fits"
+    assert 4 * 4 * result.parameters / 4 <= memory.peak <= memory.usable == 16e9
+    # remat="full": each block's forward recomputed in the backward pass, its products at least
+    # (per sample, T L 24 d^2 + 4 T^2 d L); HFU over MFU as hardware over model FLOP
+    t, d, layers = config["seq_len"], config["d_model"], config["n_layer"]
+    recomputed = result.hardware_flops_per_sample - result.model_flops_per_sample
+    assert recomputed >= t * layers * (24 * d * d + 4 * t * d)
+    assert result.hardware_flops_utilization / result.model_flops_utilization == pytest.approx(
+        result.hardware_flops_per_sample / result.model_flops_per_sample, rel=1e-12)
+    assert "(118.5k parameters, layers scanned; adam, float32) compiled for tpu-v5e:2x2" in result.describe()

@@ -475,7 +475,8 @@ class Cluster:
         nodes = where.nodes if where.crosses else 1
         seconds = self.fabric.time(kind, nbytes, group_size, per_node, nodes,  # type: ignore[union-attr]
                                    self.inter.bandwidth, self.hierarchical)
-        return seconds, (f"{self.intra.name}+{self.inter.name}" if where.crosses else self.intra.name) + "@nccl"
+        links = self.inter.name if per_node == 1 else f"{self.intra.name}+{self.inter.name}"
+        return seconds, (links if where.crosses else self.intra.name) + "@nccl"
 
     def _placed_time(self, kind: str, nbytes: float, group_size: int, where: Span) -> tuple[float, str]:
         if not where.crosses:
@@ -555,8 +556,10 @@ def cluster(
       algorithm: the collective algorithm (`ALGORITHMS`; default ``ring``).
       hierarchical: all-reduces over several nodes in two levels (`Cluster`).
       curves: price collectives at the node's measured NCCL curves where it
-        has them (`xla_cost.timemodel.bus.FABRICS`; not with ``interconnect``);
-        False: the alpha-beta model at line rate (a bound's).
+        has them (`xla_cost.timemodel.bus.FABRICS`); not with ``interconnect``,
+        ``bandwidth`` or ``latency`` given (a link of the user's figures: the
+        alpha-beta model at them). False: the alpha-beta model at line rate
+        (a bound's).
 
     Raises:
       InputError: an unknown device, node, interconnect or algorithm, or an
@@ -591,7 +594,7 @@ def cluster(
         node_size=size,
         algorithm="ring" if algorithm is None else _check_algorithm(algorithm),
         hierarchical=False if hierarchical is None else bool(hierarchical),
-        fabric=bus.fabric(spec.intra) if curves and interconnect is None else None,
+        fabric=bus.fabric(spec.intra) if curves and all(v is None for v in (interconnect, bandwidth, latency)) else None,
     )
 
 
