@@ -399,6 +399,7 @@ def test_trillium_log_line_is_consistent(name):
     ("nemo2024-llama3-8b-8", 8), ("nemo2024-llama3-70b-64", 70), ("nemo2024-nemotron-22b-64", 22),
     ("nemo2024-nemotron-340b-128", 340), ("megatron-bridge2026-llama3-70b-64", 70),
     ("torchtitan2025-llama3.1-8b-h200-32", 8), ("maxtext-llama3.1-70b-v6e-256", 70),
+    ("llm-foundry2024-mpt-30b-2k-32", 30), ("llm-foundry2024-mpt-13b-2k-8", 13),
     ("maxtext-gpt3-175b-v6e-256", 175),
 ])
 def test_todays_model_shapes_give_their_names(name, billions):
@@ -419,3 +420,35 @@ def test_fp8_runs_stay_under_the_fp8_peak(name):
     run = RUNS[name]
     per_token = 6 * _matrix_parameters(run)  # a floor of the model FLOP per token (attention left out)
     assert run.published * per_token < _peak(run)
+
+
+FOUNDRY = [run.name for run in PUBLISHED_RUNS if run.paper == "llm-foundry2024"]
+
+MPT_NUM_PARAMS = {  # LLM Foundry's tables, NumParams at sequence 2,048 (8,192 adds 6,144 positions of d_model)
+    "70b": 64862437376, "30b": 29975214080, "13b": 12853954560, "7b": 6658859008, "3b": 2651837440,
+    "1b": 1315950592,
+}
+
+
+@pytest.mark.parametrize("name", FOUNDRY)
+def test_mpt_shapes_give_the_tables_parameter_counts(name):
+    # NumParams = the matrices (tied embedding once) + learned positions (sequence x d) + biases and LayerNorms,
+    # 13 d per layer (qkv 3, out 1, up 4, down 1, two LayerNorms' weight and bias 4) and the final LayerNorm's 2 d
+    run = RUNS[name]
+    size = name.split("-")[3]
+    count = _matrix_parameters(run) + run.sequence * run.hidden + 13 * run.hidden * run.layers + 2 * run.hidden
+    assert count - (run.sequence - 2048) * run.hidden == MPT_NUM_PARAMS[size]
+
+
+@pytest.mark.parametrize("name", FOUNDRY)
+def test_mpt_tables_mfu_hfu_and_tflops(name):
+    # the README's MFU: tokens/s per GPU x (6 N + 12 L d s) over the peak (989 BF16, 1,979 FP8 TFLOP/s); HFU with
+    # checkpointing 8 N + 16 L d s (an extra forward), else the MFU; Model TFLOP = MFU x peak (rounded to 1)
+    run = RUNS[name]
+    n = _matrix_parameters(run) + run.sequence * run.hidden + 13 * run.hidden * run.layers + 2 * run.hidden
+    attention = 12 * run.layers * run.hidden * run.sequence
+    model = run.published * (6 * n + attention)
+    assert model / _peak(run) == pytest.approx(_also(run, "MFU"), abs=0.0015)
+    assert model / 1e12 == pytest.approx(_also(run, "TFLOP/s per device"), abs=1.5)
+    factor = 4 / 3 if run.recompute == "full" else 1
+    assert model * factor / _peak(run) == pytest.approx(_also(run, "HFU"), abs=0.002)

@@ -71,6 +71,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework(name="pytorch", scans=False,
               why="another PyTorch code base (Llama 3's: Meta's in-house 4D-parallel PyTorch stack, Dubey et "
                   "al. 2024 §3.3.2): eager PyTorch runs each layer's kernels; no scan exists in it"),
+    Framework(name="llm-foundry", scans=False,
+              why="MosaicML LLM Foundry on Composer: MPT's blocks in a torch.nn.ModuleList (modeling_mpt.py) run "
+                  "one after another in eager PyTorch under FSDP"),
     Framework(name="nemo", scans=False,
               why="NVIDIA NeMo's language models run Megatron-Core's TransformerBlock (a ModuleList of "
                   "layers, unrolled), as 'megatron'"),

@@ -3,8 +3,9 @@
 The same records as `xla_cost.study.published_runs` (which gathers them into
 `PUBLISHED_RUNS`, with the conventions they follow), from the tables NVIDIA
 and the JAX and PyTorch teams keep beside their code: NeMo's H100 performance
-table (FP8), Megatron Bridge's, torchtitan's H200 benchmark (FP8) and
-MaxText's Trillium recipes. Each figure and configuration was read in the
+table (FP8), Megatron Bridge's, MosaicML LLM Foundry's MPT tables on H100s
+(BF16 and FP8, PyTorch FSDP on 8 to 512 GPUs), torchtitan's H200 benchmark
+(FP8) and MaxText's Trillium recipes. Each figure and configuration was read in the
 repository that publishes it (fetched, at the commit named in the run's
 ``address``), and each table's own FLOP count is checked against its
 throughput in ``tests/study/test_published_runs.py``.
@@ -138,6 +139,82 @@ _RUNS_BRIDGE = runs_of(
 )
 """Llama 3 70B on 64 H100s in FP8 with interleaved pipelining (Megatron Bridge, NeMo 26.02)."""
 
+# --- H100, BF16 and FP8: MosaicML LLM Foundry's MPT benchmarks ----------------------------------------
+
+_FOUNDRY_COMMIT = "5e85bd62d4ec9e13353ca95877477602ab538e5b"  # 2024-01-06: the large-scale H100 table added
+
+_FOUNDRY = dict(
+    paper="llm-foundry2024", framework="llm-foundry", device="h100", node_gpus=8, quantity="tokens/s per device",
+    source="MosaicML LLM Foundry, scripts/train/benchmarking/README.md, 'H100 80GB BF16 (Large Scale, >= 128 "
+           "GPUs)', 'H100 80GB BF16' and 'H100 80GB FP8'",
+    address=f"https://github.com/mosaicml/llm-foundry/blob/{_FOUNDRY_COMMIT}/scripts/train/benchmarking/README.md",
+    verified_how=f"the README in the fetched mosaicml/llm-foundry repository at {_FOUNDRY_COMMIT[:10]} (the small-"
+                 "scale tables since b2a43a14, 2023-10-19; the same rows in the stored copy at c90b9b31): each row's "
+                 "GPUs, sequence, MicroBatchSize, GradAccum, GlobalBatchSize, Throughput (T/s/GPU), MFU, HFU, Model "
+                 "TFLOP, precision, sharding strategy, activation checkpointing and NumParams; the models from "
+                 "scripts/train/yamls/pretrain/mpt-*.yaml and MPTConfig's defaults at that commit (learned "
+                 "positions, biases, tied embeddings), which give each row's NumParams exactly; sweep.py (the "
+                 "large-scale rows' arguments)",
+    vocabulary=50368, tied=True,
+    flops_formula="the README's: per token 6 N + 12 L d s (N every parameter, attention 2 x 2 L d s^2 per "
+                  "sequence forward, x 3), non-causal; MFU over 989 TFLOP/s (BF16) or 1,979 (FP8 rows); HFU 8 N + "
+                  "16 L d s where activations are checkpointed; 'Model TFLOP' is MFU x the peak per GPU",
+    notes="MPT layers as the yamls and MPTConfig's defaults set them: LayerNorm (low_precision_layernorm), GeLU "
+          "feed-forward of 4 d_model, learned absolute positions, biases, the embedding shared with the output "
+          "layer, vocabulary 50,368; FlashAttention or the Triton kernel (attn_impl). PyTorch FSDP over every GPU "
+          "(FULL_SHARD: parameters, gradients and optimizer states; SHARD_GRAD_OP: gradients and optimizer "
+          "states), bfloat16 autocast ('amp_bf16'; 'amp_fp8': Transformer Engine's FP8 linear layers); activation "
+          "checkpointing of every block where the table says True. Assumed: 8 GPUs per node; "
+          "the H100 tables name no interconnect (the A100 ones 1,600 Gb/s RoCE per node).",
+    node_links="MosaicML platform H100 80GB nodes; the interconnect is not published for the H100 tables",
+    confidence="medium",
+)
+
+
+_MPT = {size: dict(hidden=d_model, heads=heads, layers=layers, ffn=4 * d_model) for size, d_model, heads, layers in (
+    ("1b", 2048, 16, 24), ("3b", 2560, 20, 32), ("7b", 4096, 32, 32), ("13b", 5120, 40, 40), ("30b", 7168, 56, 48),
+    ("70b", 8192, 64, 80))}
+"""mpt-*.yaml at the commit: d_model, n_heads, n_layers; expansion_ratio 4."""
+
+
+def _foundry(size: str, sequence: int, gpus: int, micro: int, accum: int, batch: int, tokens: float, mfu: float,
+             hfu: float, tflops: float, dtype: str, shard: str, checkpointing: bool) -> dict:
+    if batch != gpus * micro * accum:
+        raise ValueError(f"MPT {size} on {gpus} GPUs: GlobalBatchSize {batch} is not GPUs x MicroBatchSize x GradAccum "
+                         f"({gpus} x {micro} x {accum}); fix the row")
+    return dict(name=f"llm-foundry2024-mpt-{size}-{sequence // 1024}k-{gpus}" + ("-fp8" if dtype == "float8" else ""),
+                devices=gpus, data=gpus, fsdp=gpus, zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}[shard],
+                sequence=sequence, micro_batch=micro, global_batch=batch, published=tokens, dtype=dtype,
+                recompute="full" if checkpointing else "none",
+                also=(("MFU", mfu), ("HFU", hfu), ("TFLOP/s per device", tflops)), **_MPT[size])
+
+
+_RUNS_FOUNDRY = runs_of(
+    _FOUNDRY,
+    # size, sequence, GPUs, MicroBatchSize, GradAccum, GlobalBatchSize, T/s/GPU, MFU, HFU, Model TFLOP, precision,
+    # sharding strategy, activation checkpointing
+    _foundry("70b", 2048, 512, 8, 1, 4096, 1007, 0.4125, 0.550, 408, "bfloat16", "FULL_SHARD", True),
+    _foundry("70b", 2048, 256, 8, 1, 2048, 1035, 0.4242, 0.5656, 419, "bfloat16", "FULL_SHARD", True),
+    _foundry("70b", 2048, 128, 8, 1, 1024, 1058, 0.4336, 0.5781, 428, "bfloat16", "FULL_SHARD", True),
+    _foundry("70b", 2048, 64, 8, 4, 2048, 1039, 0.4257, 0.5676, 421, "bfloat16", "FULL_SHARD", True),
+    _foundry("30b", 2048, 32, 14, 3, 1344, 2308, 0.4392, 0.5857, 434, "bfloat16", "FULL_SHARD", True),
+    _foundry("13b", 2048, 512, 16, 1, 8192, 4952, 0.4112, 0.5483, 406, "bfloat16", "FULL_SHARD", True),
+    _foundry("13b", 2048, 128, 16, 1, 2048, 5080, 0.4218, 0.5624, 417, "bfloat16", "FULL_SHARD", True),
+    _foundry("13b", 2048, 8, 2, 1, 16, 4792, 0.3979, 0.3979, 393, "bfloat16", "FULL_SHARD", False),
+    _foundry("7b", 2048, 512, 6, 1, 3072, 9670, 0.422, 0.422, 417, "bfloat16", "FULL_SHARD", False),
+    _foundry("7b", 2048, 128, 6, 1, 768, 10475, 0.4571, 0.4571, 452, "bfloat16", "FULL_SHARD", False),
+    _foundry("7b", 2048, 8, 6, 1, 48, 10643, 0.4644, 0.4644, 459, "bfloat16", "FULL_SHARD", False),
+    _foundry("7b", 8192, 8, 8, 2, 128, 6935, 0.3714, 0.4952, 367, "bfloat16", "FULL_SHARD", True),
+    _foundry("3b", 2048, 512, 8, 1, 4096, 21664, 0.3924, 0.3924, 388, "bfloat16", "SHARD_GRAD_OP", False),
+    _foundry("1b", 2048, 128, 12, 1, 1536, 44123, 0.406, 0.406, 401, "bfloat16", "SHARD_GRAD_OP", False),
+    _foundry("1b", 2048, 64, 20, 1, 1280, 44402, 0.4085, 0.4085, 404, "bfloat16", "FULL_SHARD", False),
+    _foundry("3b", 2048, 8, 10, 6, 480, 30586, 0.277, 0.277, 548, "float8", "FULL_SHARD", False),
+    _foundry("1b", 8192, 8, 2, 4, 64, 32010, 0.2071, 0.2071, 409, "float8", "FULL_SHARD", False),
+)
+"""MPT 1B to 70B with PyTorch FSDP on 8 to 512 H100s (LLM Foundry's
+benchmark tables): weak and strong scaling of FSDP across nodes, BF16 and
+two FP8 rows."""
+
 # --- H200, FP8: torchtitan ------------------------------------------------------------------------------
 
 _TITAN_COMMIT = "cbccb387871a5e1f522c1e222c51ab88b03c0392"  # 2025-07-11 "[benchmark] add h200 bench"
@@ -240,5 +317,7 @@ _RUNS_TRILLIUM = runs_of(
 """Llama 3.1 8B and 70B and GPT-3 175B on one v6e-256 slice (MaxText's
 Trillium recipes)."""
 
-RUNS_TODAY: tuple[PublishedRun, ...] = _RUNS_NEMO + _RUNS_BRIDGE + _RUNS_TORCHTITAN_H200 + _RUNS_TRILLIUM
+RUNS_TODAY: tuple[PublishedRun, ...] = (
+    _RUNS_NEMO + _RUNS_BRIDGE + _RUNS_FOUNDRY + _RUNS_TORCHTITAN_H200 + _RUNS_TRILLIUM
+)
 """The runs of this module, in `xla_cost.study.published_runs.PUBLISHED_RUNS`."""
