@@ -32,8 +32,14 @@ def _matrix_parameters(run: PublishedRun) -> int:
     embedding once, twice if untied. Biases, norms and learned positions left out."""
     width = run.head_dim or run.hidden // run.heads
     attention = 2 * run.hidden * run.heads * width + 2 * run.hidden * (run.kv_heads or run.heads) * width
-    mlp = (3 if run.gated else 2) * run.hidden * run.ffn
+    mlp = (3 if run.gated else 2) * run.hidden * run.ffn * (run.experts or 1) + run.hidden * run.experts  # router
     return run.layers * (attention + mlp) + run.vocabulary * run.hidden * (1 if run.tied else 2)
+
+
+def _active_parameters(run: PublishedRun) -> int:
+    """`_matrix_parameters` with a token's experts alone (``experts_per_token`` of ``experts``)."""
+    idle = (run.experts - run.experts_per_token) * (3 if run.gated else 2) * run.hidden * run.ffn
+    return _matrix_parameters(run) - run.layers * idle
 
 
 def _megatron_model_flops(run: PublishedRun) -> float:
@@ -77,6 +83,9 @@ def test_fields_take_their_declared_values(run):
     assert run.framework in {entry.name for entry in FRAMEWORKS}
     assert run.address.startswith("https://") and run.verified_how and run.source and run.notes
     assert run.node_links and run.flops_formula
+    # a mixture of experts routes each token to some of its experts; a dense model has none
+    assert (0 < run.experts_per_token <= run.experts) or (run.experts == run.experts_per_token == 0)
+    assert run.capacity_factor is None or (run.experts and run.capacity_factor > 0)
     for quantity, figure in ((run.quantity, run.published), *run.also):
         if quantity in ("MFU", "HFU"):
             assert 0 < figure < 1, quantity
@@ -343,9 +352,9 @@ def test_maxtext_2023_decoder_shapes():
 # --- today's machines (xla_cost.study.published_runs_today) --------------------------------------------
 
 def _weights(run: PublishedRun) -> int:
-    """The weights of the matrix products, output layer included, input embedding not (its lookup does no
-    product): `_matrix_parameters` less one embedding where untied."""
-    return _matrix_parameters(run) - (0 if run.tied else run.vocabulary * run.hidden)
+    """The weights of a token's matrix products, output layer included, input embedding not (its lookup does no
+    product): `_active_parameters` less one embedding where untied."""
+    return _active_parameters(run) - (0 if run.tied else run.vocabulary * run.hidden)
 
 
 def _nemo_flops_per_token(run: PublishedRun) -> float:
@@ -452,3 +461,10 @@ def test_mpt_tables_mfu_hfu_and_tflops(name):
     assert model / 1e12 == pytest.approx(_also(run, "TFLOP/s per device"), abs=1.5)
     factor = 4 / 3 if run.recompute == "full" else 1
     assert model * factor / _peak(run) == pytest.approx(_also(run, "HFU"), abs=0.002)
+
+
+def test_mixtral_shape_gives_its_total_and_active_parameters():
+    # Mistral AI, Mixtral of experts (2023-12-11), as quoted: 46.7B parameters in all, 12.9B used per token
+    run = RUNS["maxtext-mixtral-8x7b-v6e-256"]
+    assert _matrix_parameters(run) == pytest.approx(46.7e9, rel=0.005)
+    assert _active_parameters(run) == pytest.approx(12.9e9, rel=0.005)

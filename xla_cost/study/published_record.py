@@ -127,7 +127,8 @@ class PublishedRun:
       framework: the software it trained with: a `Framework` name in
         `FRAMEWORKS` (which says whether it scans its layers).
       model: the model family: ``gpt`` for every decoder-only language model
-        here; its variants are the fields below and ``notes``.
+        here, mixtures of experts included; its variants are the fields below
+        and ``notes``.
       layers, hidden, heads, ffn, vocabulary, sequence: the model; ``ffn`` is
         the feed-forward width (of each of the two input matrices where
         ``gated``).
@@ -136,6 +137,14 @@ class PublishedRun:
       head_dim: the head width where ``heads * head_dim != hidden``, else None.
       gated: a gated feed-forward (SwiGLU: three matrices, not two).
       tied: input and output embeddings shared.
+      experts: routed experts in each layer's feed-forward, a mixture of
+        experts; 0 for a dense feed-forward. Where set, ``ffn`` is each
+        expert's width and a router of ``hidden x experts`` precedes them.
+      experts_per_token: the experts each token is routed to (top-k); 0 where
+        ``experts`` is 0.
+      capacity_factor: the tokens each expert takes, as a multiple of an even
+        share (tokens x top-k / experts), the rest dropped; None where no token
+        is dropped or the model is dense.
       global_batch: sequences per optimizer step; micro_batch: sequences per
         forward-backward pass of one replica (None: not published).
       tensor, pipeline, data, context: the layout's degrees (their product is
@@ -178,6 +187,9 @@ class PublishedRun:
     head_dim: int | None = None
     gated: bool = False
     tied: bool = True
+    experts: int = 0
+    experts_per_token: int = 0
+    capacity_factor: float | None = None
     global_batch: int
     micro_batch: int | None
     tensor: int = 1

@@ -35,8 +35,11 @@ configuration says per_device_batch_size 3) and Llama 3.1 405B tiering row
 MaxText's v5p Llama 2 70B tiering row ('512 Chips', its linked configuration
 named for a v5p-128; tokens/s only 'approx'); Megatron Bridge's H100 Llama 3.1
 405B rows (126 layers over 8 x 8 interleaved stages: the partition is not in
-the table) and its MoE rows (GPT-OSS 120B, Qwen3, DeepSeek-V3: experts are not
-a field of the record); NeMo's BF16 H100 tables (not found in a stored source:
+the table) and its MoE rows (GPT-OSS 120B: sliding-window attention on
+alternate layers and attention sinks, not fields of the record; DeepSeek-V3:
+latent attention and multi-token prediction, likewise; Qwen3 30B-A3B on 16
+H100s: 5,113 tokens/s per GPU in 26.02, 9,058 in 26.02.01 with the same
+configuration, and expert parallelism is not a field); NeMo's BF16 H100 tables (not found in a stored source:
 NeMo 24.07's table is FP8 throughout, Megatron Bridge's dense H100 rows are
 FP8); MLPerf Training's GPT-3 175B results (minutes to a target quality; the
 steps taken are not in the results table), whose per-GPU throughput NeMo's
@@ -514,4 +517,5 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
 et al. 2022, MT-NLG, BLOOM, OPT, MegaScale's Megatron-LM baseline and
 torchtitan (A100), Llama 3 (H100), PaLM (TPU v4), MaxText (TPU v5e, v5p), and
 `xla_cost.study.published_runs_today.RUNS_TODAY`: NeMo and Megatron Bridge
-(H100, FP8), torchtitan (H200, FP8), MaxText's Trillium recipes (TPU v6e)."""
+(H100, FP8), LLM Foundry's MPT (H100, BF16 and FP8), torchtitan (H200, FP8),
+MaxText's Trillium recipes (TPU v6e, Mixtral 8x7B among them)."""

@@ -313,9 +313,28 @@ _RUNS_TRILLIUM = runs_of(
          notes=_TRILLIUM["notes"] + " GPT-3 175B as MaxText's gpt3 decoder block: LayerNorm, GeLU, learned "
                                     "positions, fused QKV, the embedding shared with the output layer, vocabulary "
                                     "50,304; full recomputation."),
+    dict(name="maxtext-mixtral-8x7b-v6e-256", published=3645.203,
+         also=(("TFLOP/s per device", 302.311), ("seconds per step", 13.484)),
+         global_batch=3072, micro_batch=12, sequence=4096, recompute="selective", layers=32, hidden=4096, heads=32,
+         kv_heads=8, ffn=14336, vocabulary=32000, experts=8, experts_per_token=2, capacity_factor=1.25,
+         source="AI-Hypercomputer tpu-recipes, training/trillium/Mixtral-8x7B-MaxText/README.md (MaxText "
+                "tpu-recipes-v0.1.2, mixtral_8x7b_dropped)",
+         address=f"{_RECIPES}/Mixtral-8x7B-MaxText/README.md",
+         verified_how="the stored recipe: 'completed step: 11, seconds: 13.484, TFLOP/s/device: 302.311, "
+                      "Tokens/s/device: 3645.203, total_weights: 12582912' and the workload's tuning_params "
+                      "(per_device_batch_size 12, ici_fsdp_parallelism -1, max_target_length 4096, remat custom, "
+                      "megablox False, sparse_matmul False, capacity_factor 1.25); configs/models/mixtral-8x7b.yml at "
+                      "tag tpu-recipes-v0.1.2 in the fetched MaxText repository (8 experts, 2 per token)",
+         notes=_TRILLIUM["notes"] + " Mixtral 8x7B (decoder_block mixtral: RMSNorm, RoPE, grouped-query attention "
+                                    "with 8 key/value heads, untied embeddings, vocabulary 32,000; each layer's "
+                                    "feed-forward 8 SwiGLU experts of 14,336, 2 per token); the experts computed "
+                                    "dense over capacity slots (megablox and sparse_matmul off), tokens over 1.25 "
+                                    "times an even share dropped; the experts' weights sharded by FSDP (no expert "
+                                    "parallelism set). " + _LLAMA31.split(". ", 1)[1].format(
+                                        saved="query, key, value and output")),
 )
-"""Llama 3.1 8B and 70B and GPT-3 175B on one v6e-256 slice (MaxText's
-Trillium recipes)."""
+"""Llama 3.1 8B and 70B, GPT-3 175B and Mixtral 8x7B on one v6e-256 slice
+(MaxText's Trillium recipes)."""
 
 RUNS_TODAY: tuple[PublishedRun, ...] = (
     _RUNS_NEMO + _RUNS_BRIDGE + _RUNS_FOUNDRY + _RUNS_TORCHTITAN_H200 + _RUNS_TRILLIUM
