@@ -9,14 +9,20 @@ prices are bounds at a fixed MFU (the roofline: compute from the program's
 own FLOP and bytes, which tests/analysis checks), with the gradients
 scheduled. Expected figures are ring formulas (Patarasuk and Yuan 2009)
 over the H100 cluster's links (NVLink 4 450 GB/s, InfiniBand NDR 50 GB/s per
-direction; 1 and 5 us per hop, `xla_cost.timemodel.comm`'s stated assumptions).
+direction; 1 and 5 us per hop, `xla_cost.timemodel.comm`'s stated assumptions), as a bound prices
+them; a prediction's collectives (the last two tests) at the measured NCCL bus bandwidth
+(`xla_cost.timemodel.bus`), each figure typed in from its source.
 """
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import xla_cost
+from xla_cost.parallel.placement import Span, span
+from xla_cost.timemodel import schedule
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
@@ -119,3 +125,59 @@ def test_every_micro_batch_gathers_again(report):
 def test_a_bound_hides_nothing(report):
     step = predict(report, Hardware("h100").bound())
     assert step.parts["gradients"] == pytest.approx(step.prediction.communication_seconds, rel=1e-12)
+
+
+# --- across nodes, at the measured bus bandwidth (xla_cost.timemodel.bus) ----------------------------
+
+KIB, MIB, GB = 2**10, 2**20, 1e9
+# published busbw (GB/s) at the sizes that bracket the units' bytes: 8x H200 (NVLink 4) all_reduce_perf
+# (Bekman, ML Engineering Open Book, network/benchmarks/README.md, nccl-tests column) and 4 nodes of
+# 8 B200 on 8 x 50 GB/s EFA (network/README.md, 'Inter-node speed depends on intra-node speed')
+NVLINK4_ALL_REDUCE = ((128 * KIB, 12.40), (256 * KIB, 24.63), (512 * KIB, 48.30), (1 * MIB, 72.45),
+                      (2 * MIB, 91.48), (16 * 2**30, 480.70))
+FOUR_NODES = ((256 * KIB, 1.33), (512 * KIB, 2.84), (1 * MIB, 5.37), (2 * MIB, 10.38), (4 * MIB, 18.90))
+ALL_GATHER_RING, NODE_RATE, NDR = 361.4, 400.0, 50e9  # GB/s: the ring's all-gather at 16 GiB; 8 x 50 GB/s
+
+
+def _published(table, size: float) -> float:
+    """busbw at ``size``: linear in log(size) between the table's rows; below its first, that row's time."""
+    (s0, b0), *_ = table
+    if size <= s0:
+        return b0 * size / s0
+    for (lo, blo), (hi, bhi) in zip(table, table[1:]):
+        if lo <= size <= hi:
+            return blo + math.log(size / lo) / math.log(hi / lo) * (bhi - blo)
+    raise AssertionError(f"{size} bytes: outside the rows typed in")
+
+
+def _gather_busbw(nbytes: float, per_node: int) -> float:
+    """bytes/s of an all-gather of ``nbytes`` across nodes, ``per_node`` GPUs of the group on each: the
+    ring within the node (the all-reduce table's shape at the ring's 361.4 GB/s), or the node's network,
+    ``per_node`` adapters each carrying nbytes / per_node at the efficiency the 8-adapter nodes reached
+    when each of theirs carried as much (a message of 8 x nbytes / per_node): the slower."""
+    within = _published(NVLINK4_ALL_REDUCE, nbytes) * ALL_GATHER_RING / NVLINK4_ALL_REDUCE[-1][1] * GB
+    network = _published(FOUR_NODES, 8 * nbytes / per_node) / NODE_RATE * per_node * NDR
+    return min(within, network)
+
+
+def test_an_fsdp_step_over_8_nodes_of_8_h100s_gathers_at_the_measured_bus_bandwidth(report):
+    # the compiled program's units (its forward all-gathers over fsdp), priced as a 64-GPU ZeRO-3 run lays
+    # them out: fsdp=64 on 8 nodes of 8, each group 8 GPUs on each of 8 nodes
+    units = fsdp_units(report)
+    where = span((("fsdp", 64),), ("fsdp",), 8)
+    assert where == Span(nodes=8, per_node=8)
+    times, _ = schedule.zero3(units, 64, where, Hardware("h100").cluster(), forward=1.0, backward=2.0)
+    gathers = [t for t in times if t.kind == "all-gather"]
+    assert [t.nbytes for t in gathers] == [nbytes for _, nbytes in units]
+    for t in gathers:  # twice (forward, backward): 2 x (n-1)/n x S / busbw(S), over the node's 8 adapters
+        assert t.link == "nvlink4+ib-ndr@nccl"
+        assert t.seconds == pytest.approx(2 * 63 / 64 * t.nbytes / _gather_busbw(t.nbytes, 8), rel=1e-9)
+
+
+def test_predict_prices_a_zero3_group_across_nodes_at_the_curves(report):
+    # the analysed fsdp=4 on nodes of 2: each group 2 GPUs on each of 2 nodes, through predict's own path
+    step = predict(report, Hardware("h100", node_size=2))
+    gathers = [t for t in step.collectives if t.kind == "all-gather"]
+    assert gathers and {t.link for t in gathers} == {"nvlink4+ib-ndr@nccl"}
+    for t in gathers:
+        assert t.seconds == pytest.approx(2 * 3 / 4 * t.nbytes / _gather_busbw(t.nbytes, 2), rel=1e-9)
