@@ -143,6 +143,15 @@ def test_bounds_user_links_and_unmeasured_fabrics_keep_the_alpha_beta_model():
     assert cluster("h200").fabric is bus.FABRICS["nvlink4"] and cluster("a100").fabric is bus.FABRICS["nvlink3"]
 
 
+def test_a_dgx_b200_all_reduces_at_its_published_nvls_busbw():
+    # 8x B200 (NVLink 5), Bekman's '1 node' column: 845.67 GB/s at 16 GiB; NVLS from 6 GPUs on that node
+    # (5 GPUs: the ring, 677.8 GB/s at 8 GiB; the model scales the shape to the 8-GPU ring's 682.2 GB/s)
+    b200 = cluster("b200")
+    assert b200.fabric is bus.FABRICS["nvlink5"]
+    assert b200.time("all-reduce", 16 * GiB, 8)[0] == pytest.approx(2 * 7 / 8 * 16 * GiB / 845.67e9, rel=1e-12)
+    assert b200.time("all-reduce", 16 * GiB, 5)[0] == pytest.approx(2 * 4 / 5 * 16 * GiB / 682.2e9, rel=1e-12)
+
+
 def test_every_curve_names_its_source_and_a_derived_one_its_rule():
     curves = [bus.NETWORK_EFFICIENCY, bus.H200_ALL_REDUCE]
     curves += [c for f in bus.FABRICS.values() for c in f.within.values()]

@@ -282,10 +282,34 @@ def _nvlink3() -> Fabric:
                                                for k in kinds}))
 
 
-FABRICS: Mapping[str, Fabric] = MappingProxyType({f.name: f for f in (_nvlink4(), _nvlink3())})
-"""The fabrics with published NCCL curves, by intra-node link: ``nvlink4``
-(DGX H100 and H200) and ``nvlink3`` (DGX A100). Any other link is priced
-with the alpha-beta model (`xla_cost.timemodel.comm`)."""
+B200_ALL_REDUCE = BusCurve(
+    "8x B200 NVLink 5 all-reduce (NCCL 2.27.7; NVLS from 6 GPUs at large sizes)",
+    # the '1 node' column: all_reduce_bench.py (torch 2.9.1) on one AWS P6-B200 node of 8 B200
+    _table(((32 * KiB, 1.20), (64 * KiB, 2.17), (128 * KiB, 4.86), (256 * KiB, 9.54), (512 * KiB, 18.71),
+            (1 * MiB, 36.06), (2 * MiB, 63.09), (4 * MiB, 76.48), (8 * MiB, 126.49), (16 * MiB, 254.96),
+            (32 * MiB, 325.97), (64 * MiB, 400.60), (128 * MiB, 568.38), (256 * MiB, 646.11), (512 * MiB, 688.99),
+            (1 * GiB, 723.34), (2 * GiB, 734.97), (4 * GiB, 740.64), (8 * GiB, 839.07), (16 * GiB, 845.67))),
+    "Bekman, ibid., network/README.md 'Inter-node speed depends on intra-node speed' "
+    "(https://github.com/stas00/ml-engineering/blob/master/network/README.md)")
+
+B200_RING = 682.2 * GB
+"""8x B200 all-reduce with NCCL_NVLS_ENABLE=0 (the ring) at 8 GiB, nccl-tests (Bekman, ibid., 'SHARP': 673-682
+GB/s from 4 to 8 GPUs; NVLS from 6 GPUs on that node)."""
+
+
+def _nvlink5() -> Fabric:
+    rule = ("no ring size sweep or all-gather figure published for NVLink 5; the all-reduce curve's shape "
+            "scaled to the ring all-reduce's 8 GiB busbw, every kind alike")
+    kinds = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+    ring = B200_ALL_REDUCE.scaled(B200_RING, "8x B200 NVLink 5 (ring)", rule)
+    return Fabric("nvlink5", MappingProxyType({k: dataclasses.replace(ring, name=f"8x B200 NVLink 5 {k}")
+                                               for k in kinds}), nvls=B200_ALL_REDUCE, nvls_from=6)
+
+
+FABRICS: Mapping[str, Fabric] = MappingProxyType({f.name: f for f in (_nvlink5(), _nvlink4(), _nvlink3())})
+"""The fabrics with published NCCL curves, by intra-node link: ``nvlink5``
+(DGX B200), ``nvlink4`` (DGX H100 and H200) and ``nvlink3`` (DGX A100). Any
+other link is priced with the alpha-beta model (`xla_cost.timemodel.comm`)."""
 
 
 def fabric(intra: str) -> Fabric | None:
