@@ -98,7 +98,8 @@ def test_frameworks_declare_whether_they_scan_once():
     names = [entry.name for entry in FRAMEWORKS]
     assert len(names) == len(set(names)) and all(entry.why for entry in FRAMEWORKS)
     assert framework("maxtext").scans is True
-    assert not any(framework(name).scans for name in ("megatron", "deepspeed", "torchtitan", "nemo", "pytorch"))
+    assert not any(framework(name).scans
+                   for name in ("megatron", "deepspeed", "torchtitan", "nemo", "pytorch", "llm-foundry", "metaseq"))
     with pytest.raises(KeyError, match="expected one of"):
         framework("jaxformer")
 
