@@ -48,6 +48,8 @@ __all__ = [
     "DecoderBlock",
     "Embedder",
     "GatedMLP",
+    "MLP_ACTIVATIONS",
+    "PlainMLP",
     "RMSNorm",
     "apply_rope",
     "attention",
@@ -406,7 +408,13 @@ class Attention(nn.Module):
 _ACTIVATIONS: dict[str, Callable[[jnp.ndarray], jnp.ndarray]] = {
     "silu": jax.nn.silu,  # SwiGLU (Shazeer 2020), Llama
     "gelu": lambda x: jax.nn.gelu(x, approximate=True),  # GeGLU, Gemma
+    "relu": jax.nn.relu,  # a plain ReLU feed-forward (MaxText's 2023 default decoder)
+    "relu2": lambda x: jnp.square(jax.nn.relu(x)),  # squared ReLU (So et al. 2021; Nemotron-4)
 }
+
+MLP_ACTIVATIONS: tuple[str, ...] = tuple(_ACTIVATIONS)
+"""The MLP activations a block takes: ``silu``, ``gelu`` (tanh approximation),
+``relu`` and ``relu2`` (squared ReLU)."""
 
 
 class GatedMLP(nn.Module):
@@ -426,6 +434,22 @@ class GatedMLP(nn.Module):
         gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype, self.fp8)(x)
         up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype, self.fp8)(x)
         return _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype, self.fp8)(act(gate) * up)
+
+
+class PlainMLP(nn.Module):
+    """``down_proj(act(up_proj(x)))``: a feed-forward without a gate (two matrices,
+    ``hidden`` wide), no biases; ``fp8``: the two products in FP8 (`fp8_dot_general`)."""
+
+    hidden: int
+    activation: str = "relu"
+    fp8: bool = False
+    dtype: Dtype = jnp.float32
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype, self.fp8)(x)
+        return _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype, self.fp8)(_ACTIVATIONS[self.activation](up))
 
 
 # --------------------------------------------------------------------------- embedding
@@ -474,8 +498,10 @@ class BlockConfig:
 
     Attributes:
       n_heads, n_kv_heads, head_dim: see `Attention`.
-      d_ff: the gated MLP's hidden width (each of gate and up).
-      activation: ``silu`` (SwiGLU) or ``gelu`` (GeGLU).
+      d_ff: the MLP's hidden width (each of gate and up when gated).
+      activation: one of `MLP_ACTIVATIONS`: ``silu`` (SwiGLU) or ``gelu``
+        (GeGLU) gated, ``relu`` or ``relu2`` in a plain MLP.
+      gated: a gated MLP (`GatedMLP`, three matrices); False: `PlainMLP` (two).
       norm_eps: `RMSNorm`'s epsilon.
       norm_unit_offset: Gemma's ``(1 + scale)`` norms.
       post_norms: Gemma 2's norms after the attention and the MLP too
@@ -496,6 +522,7 @@ class BlockConfig:
     head_dim: int
     d_ff: int
     activation: str = "silu"
+    gated: bool = True
     norm_eps: float = 1e-5
     norm_unit_offset: bool = False
     post_norms: bool = False
@@ -531,9 +558,10 @@ class DecoderBlock(nn.Module):
         return RMSNorm(c.norm_eps, c.norm_unit_offset, dtype=self.dtype, param_dtype=self.param_dtype, name=name)
 
     def make_mlp(self) -> nn.Module:
-        """The block's MLP, named ``mlp``: `GatedMLP` here."""
+        """The block's MLP, named ``mlp``: `GatedMLP`, or `PlainMLP` where the configuration is not gated."""
         c = self.config
-        return GatedMLP(c.d_ff, c.activation, c.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
+        kind = GatedMLP if c.gated else PlainMLP
+        return kind(c.d_ff, c.activation, c.fp8, dtype=self.dtype, param_dtype=self.param_dtype, name="mlp")
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:

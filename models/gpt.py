@@ -20,7 +20,9 @@ the width, ``L`` the depth and the default ``d_ff = 4d``::
 
 per block: ``ln_1`` 2d, ``attn.c_attn`` 3d^2 + 3d, ``attn.c_proj`` d^2 + d,
 ``ln_2`` 2d, ``mlp.c_fc`` 4d^2 + 4d, ``mlp.c_proj`` 4d^2 + d; plus ``ln_f`` 2d.
-With a general ``d_ff = f`` a block has ``4d^2 + 2df + 9d + f`` parameters.
+With a general ``d_ff = f`` a block has ``4d^2 + 2df + 9d + f`` parameters; with
+``n_head`` heads of a ``head_dim`` other than ``d / n_head`` (``a = n_head *
+head_dim`` wide), ``4da + 3a + 2df + 6d + f``.
 GPT-2 small (124,439,808), medium (354,823,168), large (774,030,080) and XL
 (1,557,611,200) are `GPT2Small`, `GPT2Medium`, `GPT2Large` and `GPT2XL`.
 """
@@ -67,10 +69,13 @@ _INIT_STD = 0.02  # GPT-2's initializer_range
 _LN_EPS = 1e-5  # GPT-2's layer_norm_epsilon
 
 
-def gpt_parameters(vocab_size: int, seq_len: int, n_layer: int, d_model: int, d_ff: int = 0) -> int:
-    """The closed-form parameter count of `GPT` (``d_ff = 0`` means ``4 * d_model``)."""
+def gpt_parameters(vocab_size: int, seq_len: int, n_layer: int, d_model: int, d_ff: int = 0, n_head: int = 1,
+                   head_dim: int = 0) -> int:
+    """The closed-form parameter count of `GPT` (``d_ff = 0`` means ``4 * d_model``;
+    ``head_dim = 0`` means ``d_model / n_head``, and then ``n_head`` does not count)."""
     d, f = d_model, d_ff or 4 * d_model
-    block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d)
+    a = n_head * head_dim if head_dim else d  # the attention's width: every head's
+    block = 2 * d + (3 * d * a + 3 * a) + (a * d + d) + 2 * d + (d * f + f) + (f * d + d)
     return vocab_size * d + seq_len * d + n_layer * block + 2 * d
 
 
@@ -98,6 +103,7 @@ class CausalSelfAttention(nn.Module):
     """
 
     n_head: int
+    head_dim: int = 0
     proj_std: float = _INIT_STD
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
@@ -105,8 +111,9 @@ class CausalSelfAttention(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         batch, length, d = x.shape
-        head_dim = d // self.n_head
-        qkv = _dense(3 * d, "c_attn", self)(x)
+        head_dim = self.head_dim or d // self.n_head
+        width = self.n_head * head_dim
+        qkv = _dense(3 * width, "c_attn", self)(x)
         # Head by head ([q k v] of head 0, then head 1, ...) as Megatron-LM lays it
         # out, so that a column split of c_attn over heads needs no data movement.
         qkv = qkv.reshape(batch, length, self.n_head, 3, head_dim)
@@ -116,7 +123,7 @@ class CausalSelfAttention(nn.Module):
         causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None, None]
         scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
         probs = nn.softmax(scores, axis=-1).astype(self.dtype)
-        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, d)
+        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, width)
         return _dense(d, "c_proj", self, self.proj_std)(out)
 
 
@@ -139,6 +146,7 @@ class Block(nn.Module):
 
     n_head: int
     d_ff: int
+    head_dim: int = 0
     proj_std: float = _INIT_STD
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
@@ -146,7 +154,7 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
         kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype}
-        x = x + CausalSelfAttention(self.n_head, **kw, name="attn")(_layer_norm("ln_1", self)(x))
+        x = x + CausalSelfAttention(self.n_head, self.head_dim, **kw, name="attn")(_layer_norm("ln_1", self)(x))
         x = x + MLP(self.d_ff, **kw, name="mlp")(_layer_norm("ln_2", self)(x))
         return x, None
 
@@ -159,9 +167,12 @@ class GPT(nn.Module):
       seq_len: ``n_ctx``, rows of the positional embedding ``wpe``; the inputs must
         be exactly this long.
       n_layer: number of blocks ``L``.
-      n_head: attention heads; must divide ``d_model``.
+      n_head: attention heads; must divide ``d_model`` unless ``head_dim`` is set.
       d_model: the residual width ``d``.
       d_ff: the MLP's hidden width; 0 means ``4 * d_model``.
+      head_dim: each head's width; 0 means ``d_model / n_head`` (GPT-2's).
+        Another width makes ``c_attn`` ``d x 3 n_head head_dim`` and ``c_proj``
+        ``n_head head_dim x d`` (MaxText's 2023 decoder: heads of 256).
       scan_layers: stack the blocks with `nn.scan` (one module ``h`` whose
         parameters have a leading ``n_layer`` axis, traced once) instead of
         unrolling ``h_0`` ... ``h_{L-1}``. The parameter count is the same.
@@ -178,17 +189,18 @@ class GPT(nn.Module):
     n_head: int = 12
     d_model: int = 768
     d_ff: int = 0
+    head_dim: int = 0
     scan_layers: bool = False
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
     remat: str = "none"
 
     def _validate(self, tokens: Any) -> None:
-        if self.d_model % self.n_head:
+        if not self.head_dim and self.d_model % self.n_head:
             raise InputError(
                 "d_model divisible by n_head",
                 f"d_model={self.d_model}, n_head={self.n_head}",
-                "Change d_model or n_head with --set so that n_head divides d_model.",
+                "Change d_model or n_head with --set so that n_head divides d_model, or set head_dim.",
             )
         expect_input_shape(type(self).__name__, tokens, (self.seq_len,))
         if not jnp.issubdtype(tokens.dtype, jnp.integer):
@@ -223,6 +235,7 @@ class GPT(nn.Module):
         block_kw = {
             "n_head": self.n_head,
             "d_ff": self.d_ff or 4 * d,
+            "head_dim": self.head_dim,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,
@@ -379,7 +392,7 @@ GPT3_PUBLISHED: dict[str, float] = {
 
 _GPT2_SOURCE = "Radford et al. 2019, GPT-2; HF GPT2LMHeadModel"
 _GPT3_SOURCE = "Brown et al. 2020, Table 2.1 (dense attention in every layer)"
-_MINIMUMS = {"d_ff": 0}  # d_ff = 0 means 4 * d_model
+_MINIMUMS = {"d_ff": 0, "head_dim": 0}  # d_ff = 0 means 4 * d_model; head_dim = 0, d_model / n_head
 
 
 def _tokens(config: Any) -> tuple[int, ...]:

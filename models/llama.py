@@ -18,7 +18,9 @@ query heads and ``K`` key/value heads of ``H = d / N``, ``f`` the MLP's hidden w
 per block: ``q_proj`` and ``o_proj`` d·N·H each, ``k_proj`` and ``v_proj``
 d·K·H each, the MLP 3·d·f, two norms d each; plus the embedding and the head
 V·d each and the final norm d (`llama_parameters`). The sequence length adds
-none (rotary embeddings have no parameters).
+none (rotary embeddings have no parameters). With ``gated_mlp=False`` the MLP
+is two matrices, ``up_proj`` and ``down_proj`` (2·d·f: a plain feed-forward,
+as Nemotron-4's squared ReLU), not three.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from ._spec import ModelSpec, Published
-from ._transformer import MEGATRON_RULES, BlockConfig, RMSNorm, check_options, check_tokens, decoder_stack
+from ._transformer import (
+    MEGATRON_RULES, MLP_ACTIVATIONS, BlockConfig, RMSNorm, check_options, check_tokens, decoder_stack,
+)
+from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 
 __all__ = [
@@ -50,22 +55,25 @@ Dtype = Any
 
 
 def llama_parameters(vocab_size: int, n_layer: int, d_model: int, n_head: int, n_kv_head: int, d_ff: int,
-                     head_dim: int = 0, tied: bool = False) -> int:
+                     head_dim: int = 0, tied: bool = False, gated_mlp: bool = True) -> int:
     """The closed-form parameter count of `Llama` (``head_dim = 0`` means ``d_model / n_head``)."""
     d, h = d_model, head_dim or d_model // n_head
-    block = 2 * d * n_head * h + 2 * d * n_kv_head * h + 3 * d * d_ff + 2 * d
+    block = 2 * d * n_head * h + 2 * d * n_kv_head * h + (3 if gated_mlp else 2) * d * d_ff + 2 * d
     return (1 if tied else 2) * vocab_size * d + n_layer * block + d
 
 
 def llama_forward_flops(model: Llama) -> int:
     """The matrix products' FLOP of one forward pass of `Llama` over one sequence
     of ``T = seq_len`` tokens, 2 per multiply-add: per token and layer the
-    projections ``2 d (2N + 2K) H`` and the SwiGLU MLP ``2 * 3 d f``, the head
+    projections ``2 d (2N + 2K) H`` and the SwiGLU MLP ``2 * 3 d f`` (a plain
+    one's ``2 * 2 d f``), the head
     ``2 d V`` per token; per layer ``q k^T`` and ``probs v``, ``2 N H T^2`` each
     (the causal mask is a select: all ``T x T`` pairs are computed)."""
     t, d, n, k = model.seq_len, model.d_model, model.n_head, model.n_kv_head
     h = model.head_dim or d // n
-    per_token = model.n_layer * (2 * d * (2 * n + 2 * k) * h + 2 * 3 * d * model.d_ff) + 2 * d * model.vocab_size
+    matrices = 3 if model.gated_mlp else 2
+    per_token = (model.n_layer * (2 * d * (2 * n + 2 * k) * h + 2 * matrices * d * model.d_ff)
+                 + 2 * d * model.vocab_size)
     return t * per_token + model.n_layer * 2 * 2 * n * h * t * t
 
 
@@ -82,6 +90,11 @@ class Llama(nn.Module):
       d_model: the residual width ``d``.
       d_ff: the SwiGLU MLP's hidden width ``f``.
       head_dim: ``H``; 0 means ``d_model / n_head``.
+      gated_mlp: the MLP gated (SwiGLU: ``gate_proj``, ``up_proj``,
+        ``down_proj``); False: a plain one (``up_proj``, ``down_proj``).
+      activation: the MLP's activation, one of
+        `models._transformer.MLP_ACTIVATIONS` (``silu``: SwiGLU gated;
+        ``relu2``: Nemotron-4's squared ReLU in a plain MLP).
       rope_theta: the rotary base (10,000 for Llama 2, 500,000 for Llama 3).
       rope_scaling: Llama 3.1's rotary scaling factor (8); 0: none.
       norm_eps: the RMSNorms' epsilon.
@@ -106,6 +119,8 @@ class Llama(nn.Module):
     d_model: int = 4096
     d_ff: int = 11_008
     head_dim: int = 0
+    gated_mlp: bool = True
+    activation: str = "silu"
     rope_theta: float = 10_000.0
     rope_scaling: float = 0.0
     norm_eps: float = 1e-5
@@ -120,7 +135,8 @@ class Llama(nn.Module):
         """One `BlockConfig` per layer (all equal)."""
         config = BlockConfig(
             n_heads=self.n_head, n_kv_heads=self.n_kv_head, head_dim=self.head_dim or self.d_model // self.n_head,
-            d_ff=self.d_ff, activation="silu", norm_eps=self.norm_eps, rope_theta=self.rope_theta,
+            d_ff=self.d_ff, activation=self.activation, gated=self.gated_mlp, norm_eps=self.norm_eps,
+            rope_theta=self.rope_theta,
             rope_scaling=self.rope_scaling, attention=self.attention, fp8=self.fp8,
         )
         return (config,) * self.n_layer
@@ -130,6 +146,9 @@ class Llama(nn.Module):
         name = type(self).__name__
         check_options(name, attention_implementation=self.attention, remat=self.remat, n_heads=self.n_head,
                       n_kv_heads=self.n_kv_head, d_model=self.d_model, head_dim=self.head_dim)
+        if self.activation not in MLP_ACTIVATIONS:
+            raise InputError(f"a {name} MLP activation ({', '.join(MLP_ACTIVATIONS)})", repr(self.activation),
+                             "Use e.g. --set activation=silu.")
         check_tokens(name, tokens, self.seq_len)
         embed = nn.Embed(
             self.vocab_size, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,

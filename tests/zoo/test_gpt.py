@@ -171,3 +171,17 @@ def test_d_ff_zero_means_four_d():
         build_model("gpt2-small", d_ff=-1)
     with pytest.raises(xla_cost.InputError, match=">= 1"):
         build_model("gpt2-small", n_layer=0)
+
+
+def test_heads_of_another_width():
+    # head_dim h with n heads (a = n h wide, not d): c_attn d x 3a + 3a, c_proj a x d + d, so per block 4 d (a - d)
+    # + 3 (a - d) parameters more than GPT-2's; per token and layer 2 x 4 d (a - d) forward FLOP more in the
+    # projections and, per sequence and layer, 2 x 2 T T (a - d) more in q k^T and probs v
+    c = {**TINY, "head_dim": 32}
+    d, a, layers, t = c["d_model"], c["n_head"] * c["head_dim"], c["n_layer"], c["seq_len"]
+    assert count_parameters("gpt2-small", **c) == closed_form_parameters(TINY) + layers * (4 * d * (a - d) + 3 * (a - d))
+    model, inputs = build_model("gpt2-small", **c), example_inputs("gpt2-small", 1, **c)
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), inputs)
+    counted = xla_cost.count_function(lambda p, x: model.apply(p, x), variables, inputs)
+    dots = sum(e.cost.flops for e in counted.equations if e.primitive == "dot_general")
+    assert dots == forward_matmul_flops(1, TINY) + layers * (2 * 4 * t * d * (a - d) + 2 * 2 * t * t * (a - d))

@@ -224,3 +224,19 @@ def test_bad_options_are_one_line_errors():
             _abstract(model, inputs)
     with pytest.raises(xla_cost.InputError, match=r"\(B, 16\)"):
         _abstract(build_model("llama3-8b", **TINY), jax.ShapeDtypeStruct((1, 8), "int32"))
+
+
+def test_a_plain_mlp_has_two_matrices():
+    # gated_mlp=False: up_proj and down_proj (2 d f per block, not 3 d f), so per block d f fewer parameters
+    # and per token 2 d f fewer forward FLOP than the gated MLP of the same width (Nemotron-4's squared ReLU)
+    c = {**TINY, "gated_mlp": False, "activation": "relu2"}
+    d, f, layers, t = c["d_model"], c["d_ff"], c["n_layer"], c["seq_len"]
+    assert count_parameters("llama3-8b", **c) == closed_form_parameters(TINY) - layers * d * f
+    counted = _dots(_count("llama3-8b", 1, **c))
+    assert counted == forward_matmul_flops(1, TINY) - 2 * t * layers * d * f
+    assert get_spec("llama3-8b").forward_flops(build_model("llama3-8b", **c)) == counted
+
+
+def test_an_unknown_activation_is_refused_in_one_line():
+    with pytest.raises(xla_cost.InputError, match="activation"):
+        count_parameters("llama3-8b", **TINY, activation="tanh")

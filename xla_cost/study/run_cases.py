@@ -1,27 +1,25 @@
 """The published runs of `xla_cost.study.published_runs` as validation cases.
 
-Each `PublishedRun` becomes a `xla_cost.study.cases.Case`: the zoo's GPT
-(`xla_cost.zoo`, scanned blocks) configured as the run's model, one
-micro-batch on one pipeline stage (its share of the layers) sharded over
-its tensor-parallel devices, compiled for the run's device, and laid out
-as the run was (stages, interleaved chunks, micro-batches, data-parallel
-replicas, its node). What the zoo's GPT cannot be is matched in FLOP:
-
-* a gated feed-forward (SwiGLU: three matrices of ``h x ffn``) as GPT's two
-  of ``h x 1.5 ffn``;
-* grouped-query attention (``kv_heads`` key/value heads) and heads wider
-  than ``h / heads`` (``head_dim``) by moving the projections' FLOP the zoo's
-  ``4 h^2`` misses or adds onto the feed-forward width;
-* FSDP without a pipeline (torchtitan, MaxText) compiled in the program:
-  its mesh has the ``fsdp`` axis, its batch the run's sequences per device
-  on every shard, and the layout's replicas are the sharded groups;
-* fused attention (`FUSED_ATTENTION`) as one head of the zoo's dense
-  attention: the same FLOP, the fewest score bytes; with a pipeline, the replicas
-  reduce their gradients as data-parallel ones (the runs' ZeRO stages 1
-  and 2 move the same bytes);
-* selective recomputation (Korthikanti et al.) as the remat policy that
-  saves the weight products and recomputes the rest
-  (``dots_with_no_batch_dims_saveable``).
+Each `PublishedRun` becomes a `xla_cost.study.cases.Case`: the program the
+run's framework runs, built from the zoo family that is what the run ran
+(`program`): the zoo's GPT (`xla_cost.zoo`'s ``gpt3-175b`` configured) for a
+GPT-2/3-style run (a plain GeLU feed-forward), its Llama (``llama3-8b``
+configured: SwiGLU, grouped-query attention of ``kv_heads`` key/value heads of
+``head_dim``, RoPE, RMSNorm) for a run with a gated feed-forward; its layers
+scanned or unrolled as the run's framework runs them
+(`xla_cost.study.published_runs.Framework.scans`), attention in the zoo's
+fused attention (cuDNN's kernel on a GPU) where the run's was a fused kernel
+(`FUSED_ATTENTION`), its recomputation (`xla_cost.step.remat.REMAT_LEVELS`).
+It is one micro-batch on one pipeline stage (its share of the layers)
+sharded over its tensor-parallel devices, compiled for the run's device, and
+laid out as the run was (stages, interleaved chunks, micro-batches,
+data-parallel replicas, its node). FSDP without a pipeline (torchtitan,
+MaxText) is compiled in the program: its mesh has the ``fsdp`` axis, its
+batch the run's sequences per device on every shard, and the layout's
+replicas are the sharded groups; with a pipeline, the replicas reduce their
+gradients as data-parallel ones (the runs' ZeRO stages 1 and 2 move the same
+bytes). Each case's assumptions say which program was priced
+(`describe_program`).
 
 The figure of each run is computed from the predicted step as the paper
 computes its own: seconds per step, days of its steps, tokens per second,
@@ -31,14 +29,17 @@ speed-up or a weak-scaling efficiency against the run it names.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xla_cost.step.remat import REMAT_LEVELS
 from xla_cost.study.cases import Case, Setup, megatron_flops
-from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun
+from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
-__all__ = ["CHOSEN", "LEFT_OUT", "NODES", "FUSED_ATTENTION", "run_cases", "run_setup", "flops_per_step"]
+__all__ = ["CHOSEN", "LEFT_OUT", "NODES", "FUSED_ATTENTION", "FAMILY_MODELS", "RunProgram", "family", "program",
+           "describe_program", "run_cases", "run_setup", "flops_per_step"]
 
 CHOSEN: tuple[str, ...] = (
     # V100 (Shoeybi et al. 2019, DGX-2H)
@@ -93,35 +94,132 @@ overrides, from the run's ``node_links`` (Jean Zay: 4 Omni-Path NICs of
 
 FUSED_ATTENTION: dict[str, str] = {
     "torchtitan2024": "PyTorch's scaled_dot_product_attention, FlashAttention on an A100",
+    "dubey2024": "flash attention (Dubey et al. 2024, §3.3.2)",
     "maxtext": "MaxText's flash (splash) attention kernel on a TPU",
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
-scores out of memory. The zoo's GPT writes its scores to memory; for these
-runs it is given one head (the same FLOP: the scores' products scale with
-``heads * head_dim = h``), so that the scores it writes are the fewest it can."""
+scores out of memory, and the kernel. Their programs' attention is the zoo's
+fused attention (`models._transformer.attention`'s ``fused``: cuDNN's flash
+attention on a GPU target; on a TPU, XLA's own, which writes the scores: a
+Pallas splash kernel needs a TPU to lower). The zoo's GPT has none: a
+GPT-style run of these papers keeps its dense attention, and says so."""
 
-_REMAT = {"none": "none", "full": "full", "selective": "dots_with_no_batch_dims_saveable"}
+FAMILY_MODELS: dict[str, str] = {"gpt": "gpt3-175b", "llama": "llama3-8b", "mixtral": "mixtral-8x7b"}
+"""The zoo model a run's program is configured from, by family (`family`):
+every field its cost reads is set from the run (`program`)."""
 
 
-def _d_ff(run: PublishedRun) -> int:
-    """The GPT feed-forward width whose FLOP match the run's feed-forward and
-    attention projections: GPT's block has ``4 h^2 + 2 h d_ff`` weights; the
-    run's ``h hd (heads + 2 kv) + heads hd h`` in attention and ``3 h ffn``
-    (gated) or ``2 h ffn`` in its feed-forward."""
+def family(run: PublishedRun) -> str:
+    """The zoo family that is what ``run`` ran: ``llama`` for a gated
+    feed-forward (SwiGLU) or grouped-query attention (Nemotron-4's plain
+    squared-ReLU feed-forward with it: the family's plain MLP), with heads of
+    any width; ``gpt`` for a GPT-2/3-style run (a plain feed-forward, every
+    head its own keys and values, of any width: MaxText's 2023 decoder's
+    heads of 256), whose embedding is tied as theirs are; ``mixtral`` for a
+    mixture of experts (``experts`` routed SwiGLU experts, ``experts_per_token``
+    each token)."""
+    if run.experts:
+        return "mixtral"
+    return "llama" if run.gated or run.kv_heads is not None else "gpt"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunProgram:
+    """The program a run's framework runs, as the zoo builds it.
+
+    Attributes:
+      family: ``gpt`` or ``llama`` (`family`).
+      model: the zoo model configured (`FAMILY_MODELS`).
+      config: its fields, from the run.
+      scanned: the layers in one scanned loop (``nn.scan``), else unrolled.
+      scans_known: whether the run's framework publishes how it runs its
+        layers (`xla_cost.study.published_runs.Framework.scans`); unknown is
+        priced unrolled, and the description says so.
+      fused_attention: attention in the zoo's fused attention.
+      description: what was priced, in words (`describe_program`).
+    """
+
+    family: str
+    model: str
+    config: dict[str, Any]
+    scanned: bool
+    scans_known: bool
+    fused_attention: bool
+    description: str
+
+
+def program(run: PublishedRun) -> RunProgram:
+    """The program ``run``'s framework runs on its slowest pipeline stage: the
+    zoo family that is what it ran (`family`), its ``ceil(layers / pipeline)``
+    layers scanned where its framework scans them and unrolled where it does
+    not or does not publish it, attention fused where the run's was
+    (`FUSED_ATTENTION`, the llama and mixtral families), the run's recomputation
+    (`xla_cost.step.remat.REMAT_LEVELS`: Korthikanti et al.'s selective
+    recomputation is ``dots_with_no_batch_dims_saveable``)."""
+    kind = family(run)
+    scans = framework(run.framework).scans
+    scanned = bool(scans)
+    layers = math.ceil(run.layers / run.pipeline)
+    fused = kind != "gpt" and run.paper in FUSED_ATTENTION
+    config: dict[str, Any] = {"n_layer": layers, "d_model": run.hidden, "n_head": run.heads, "d_ff": run.ffn,
+                              "vocab_size": run.vocabulary, "seq_len": run.sequence,
+                              "remat": REMAT_LEVELS[run.recompute], "scan_layers": scanned}
+    if run.head_dim:
+        config["head_dim"] = run.head_dim
+    if kind != "gpt":
+        config.update(n_kv_head=run.kv_heads or run.heads, attention="fused" if fused else "dense")
+    if kind == "llama":
+        config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
+    if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
+        config.update(n_experts=run.experts, top_k=run.experts_per_token,
+                      capacity_factor=run.capacity_factor or run.experts / run.experts_per_token)
     head = run.head_dim or run.hidden // run.heads
-    kv = run.kv_heads or run.heads
-    attention = run.hidden * head * (run.heads + 2 * kv) + run.heads * head * run.hidden
-    feed = (3 if run.gated else 2) * run.hidden * run.ffn
-    return (attention + feed - 4 * run.hidden * run.hidden) // (2 * run.hidden)
+    if kind == "llama":
+        mlp = "SwiGLU" if run.gated else "plain ReLU (the record names no activation)"
+        shape = (f"the zoo's Llama: {mlp} feed-forward of {run.ffn:,}, {run.heads} heads"
+                 + (f" with {run.kv_heads} key/value heads" if run.kv_heads else "") + f" of {head}, RoPE, RMSNorm, "
+                 + ("its head untied (the run ties it: the zoo's Llama has no tied head)" if run.tied
+                    else "untied head"))
+    elif kind == "mixtral":
+        shape = (f"the zoo's Mixtral: {run.experts} SwiGLU experts of {run.ffn:,}"
+                 + ("" if run.gated else " (the run's are plain: the zoo's experts are gated)")
+                 + f", {run.experts_per_token} per token, capacity factor "
+                 + (f"{run.capacity_factor:g}" if run.capacity_factor else "none (every token kept)")
+                 + f", {run.heads} heads" + (f" with {run.kv_heads} key/value heads" if run.kv_heads else "")
+                 + f" of {head}, RoPE, RMSNorm, untied head")
+    else:
+        shape = f"the zoo's GPT: GeLU feed-forward of {run.ffn:,}, {run.heads} heads of {head}, tied head"
+    loop = ("scanned (nn.scan)" if scanned else "unrolled") + f" as {run.framework} runs them"
+    if scans is None:
+        loop = f"unrolled ({run.framework}: whether it scans its layers is not published)"
+    if fused:
+        attention = f"attention in the zoo's fused attention, as the run's {FUSED_ATTENTION[run.paper]}" + (
+            " (on a TPU target XLA's own: its scores written to memory)" if run.device.startswith("tpu") else "")
+    elif run.paper in FUSED_ATTENTION:
+        attention = f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's GPT has no fused one" + (
+            "; on a TPU target the zoo's fused attention is XLA's own, which writes the scores as this does)"
+            if run.device.startswith("tpu") else ")")
+    else:
+        attention = "dense attention"
+    description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
+                   f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]})")
+    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description)
+
+
+def describe_program(run: PublishedRun) -> str:
+    """Which program ``run`` is priced as, in words (`program`): the page shows it."""
+    return program(run).description
 
 
 def run_setup(run: PublishedRun) -> Setup:
-    """The run's step as a `Setup`: one micro-batch on its slowest stage."""
+    """The run's step as a `Setup`: one micro-batch on its slowest stage, the program its framework runs
+    (`program`)."""
     micro = run.micro_batch or 1
     replicas = run.data * run.context
     micro_batches = max(1, run.global_batch // (replicas * micro))
     sharded = run.fsdp if run.fsdp > 1 and run.pipeline == 1 else 1  # FSDP in the program, its gathers compiled
-    layers = math.ceil(run.layers / run.pipeline)
+    built = program(run)
+    layers = built.config["n_layer"]
     node, extra = NODES.get(run.paper, (None, {}))
     if run.device == "tpu-v5p":
         node = "tpu-v5p-slice"
@@ -131,10 +229,7 @@ def run_setup(run: PublishedRun) -> Setup:
     if run.chunks and run.chunks > 1 and layers % run.chunks == 0:
         layout["chunks"] = run.chunks
     return Setup(
-        label=run.name, model="gpt3-175b", batch_size=micro * sharded,
-        config={"n_layer": layers, "d_model": run.hidden, "n_head": 1 if run.paper in FUSED_ATTENTION else run.heads,
-                "d_ff": _d_ff(run),
-                "vocab_size": run.vocabulary, "seq_len": run.sequence, "remat": _REMAT[run.recompute]},
+        label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
         mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},
         hardware=hardware, layout=layout,
@@ -212,8 +307,6 @@ def run_cases(names: Sequence[str] = CHOSEN) -> list[Case]:
             paper=run.paper, device=run.device, quantity=run.quantity, published=run.published,
             source=run.source, setups=setups, figure=_figure(run, base),
             assumptions=tuple(a for a in (run.notes,) if a) + (
-                "the zoo's GPT with the run's FLOP (a gated feed-forward as 1.5x the width, grouped-query "
-                "attention's missing key/value FLOP off the feed-forward width), Adam, one micro-batch of "
-                f"{run.micro_batch or 1} on the slowest stage",),
+                describe_program(run) + f"; Adam, one micro-batch of {run.micro_batch or 1} on the slowest stage",),
         ))
     return cases
