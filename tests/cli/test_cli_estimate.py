@@ -49,6 +49,16 @@ def test_estimate_with_a_pipeline_is_the_api(capsys, tmp_path):
     # 2 x 2 x 2 devices; 2 samples x 4 micro-batches x 2 replicas a step
     assert (shown["devices"], shown["global_batch"], shown["priced_as"]) == (8, 16, "prediction")
     assert shown["calibration"] == describe(constants())  # the global constants, one set for every device
+    # what a planner asks, in the JSON and the table: throughput, MFU and HFU, the memory verdict
+    assert shown["tokens_per_second"] == pytest.approx(16 * TINY["seq_len"] / shown["step_seconds"], rel=1e-12)
+    assert shown["tokens_per_second_per_device"] == pytest.approx(shown["tokens_per_second"] / 8, rel=1e-12)
+    assert shown["model_flops_utilization"] > 0 and shown["memory_verdict"] == "unknown"  # no target compiled
+    code, out, err = run(capsys, *argv[:-2])
+    assert code == 0, err
+    assert out.startswith("gpt2-small with n_layer=4, d_model=64, n_head=4, seq_len=32, vocab_size=256 (")
+    for row in ("tokens per second per device", "MFU (model FLOP / peak)", "HFU (with recomputation)",
+                "memory per device", "- memory per device unknown: no target compiled"):
+        assert row in out, row
     code, out, err = run(capsys, *argv, "--bound")
     assert code == 0, err
     bound = json.loads(out)
@@ -123,3 +133,23 @@ def test_a_fresh_process_simulates_the_mesh(tmp_path):
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert (shown["devices"], shown["priced_as"], shown["micro_batches"]) == (8, "bound", 4)
+
+
+@pytest.mark.parametrize("extra, shown", [([], None), (["--format", "json"], False), (["--quiet"], False)])
+def test_estimate_shows_progress_on_a_terminal_but_not_in_json(capsys, monkeypatch, extra, shown):
+    import contextlib
+
+    from xla_cost.cli import commands
+
+    asked = []
+
+    @contextlib.contextmanager
+    def line(what, enabled=None):
+        asked.append((what, enabled))
+        yield
+
+    monkeypatch.setattr(commands.progress, "shown", line)
+    code, _, err = run(capsys, "estimate", "conv_net", "--samples", "10", "--mfu", "0", *extra)  # refused at once
+    assert code == 2 and "mfu in (0, 1]" in err
+    # None: a line where stderr is a terminal; False: none (--quiet, or JSON for a program to read)
+    assert asked == [("estimate", shown)]

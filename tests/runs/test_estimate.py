@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import jax
 import pytest
@@ -426,13 +427,14 @@ def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypat
         return run(self, **options)
 
     monkeypatch.setattr(RunConfig, "run", recorded)
-    monkeypatch.setattr(estimates.progress, "stage", lambda text, *a: stages.append(text))
+    monkeypatch.setattr(estimates, "progress", types.SimpleNamespace(stage=lambda text, *a: stages.append(text)))
     result = estimates.estimate("gpt2-small", tokens=1e6, config=config, batch_size=1, mesh={"fsdp": 4},
                                 target="tpu-v5e:2x2", store=store)
     compiled = [r for r in analysed if r.target is not None]
     assert compiled and all(r.mesh == {"fsdp": 4} and r.batch_size == 4 for r in compiled)
     assert [(r.target, r.counter) for r in analysed if r.target is None] == [(None, "jaxpr")]  # counted, not compiled
-    assert stages[1] == "the step on 4 device(s) compiled for tpu-v5e:2x2" and result.flops_counted == "jaxpr"
+    assert stages == ["the model on one device (its jaxpr)", "the step on 4 device(s) compiled for tpu-v5e:2x2",
+                      "priced"] and result.flops_counted == "jaxpr"
     # a chip's share: one of the 4 sequences, so about a quarter of the step's FLOP (libtpu's count
     # of its own program, against the jaxpr's of the whole model: within 5%)
     assert result.step.flops == pytest.approx(result.flops_per_sample, rel=0.05)

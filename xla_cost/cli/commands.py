@@ -13,10 +13,17 @@ from xla_cost.cli.output import check_output, width, write
 from xla_cost.present import progress
 
 
+_QUIET_IN_JSON = ("estimate",)
+"""Commands that show no progress line with ``--format json`` either (their output is for a program)."""
+
+
 def _progress(command: Any) -> Any:
-    """The command under a progress line on a terminal (stage, steps, elapsed, ETA), none with --quiet."""
+    """The command under a progress line on a terminal (stage, steps, elapsed, ETA), none with --quiet
+    (nor, for `_QUIET_IN_JSON`, with --format json)."""
     def run(args: argparse.Namespace) -> str:
-        with progress.shown(command.__name__, False if getattr(args, "quiet", False) else None):
+        quiet = getattr(args, "quiet", False) or (
+            command.__name__ in _QUIET_IN_JSON and getattr(args, "format", None) == "json")
+        with progress.shown(command.__name__, False if quiet else None):
             return command(args)
 
     run.__name__, run.__doc__ = command.__name__, command.__doc__

@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     _layout_options(estimate, "instead of --devices: ")
     _settings_option(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES)
-    estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
+    estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal, nor with --format json)")
     _target_option(estimate)
     _output_options(estimate)
 

@@ -17,7 +17,7 @@ __all__ = [
     "bytes_unit", "time_unit",
     "duration", "sig",
     "count", "SHORT_COUNT_PREFIXES", "short_count", "ratio", "pct", "pct_sig",
-    "si", "size", "per_parameter", "value_range", "join_words", "slug",
+    "si", "exponent", "amount", "size", "per_parameter", "value_range", "join_words", "slug",
     "READABLE_SHARE", "spans_orders", "count_column", "flop_column", "bytes_column",
 ]
 
@@ -179,6 +179,27 @@ def si(value: float | int | None, digits: int = 4) -> str:
         if abs(rounded) >= scale:
             return f"{sig(rounded / scale, digits)} {prefix}"
     return sig(value, digits) if value != int(value) else count(value)
+
+
+@_known
+def exponent(value: float | int | None, digits: int = 3) -> str:
+    """``value`` in powers of ten, ``digits`` significant digits: ``3.24e23``, ``-1.50e-7``, ``0``."""
+    if value == 0:
+        return "0"
+    mantissa, _, power = f"{value:.{digits - 1}e}".partition("e")
+    return f"{mantissa}e{int(power)}"
+
+
+@_known
+def amount(value: float | int | None, name: str, digits: int = 3) -> str:
+    """A total as a reader reads it: with an SI prefix of `PREFIXES` while it
+    reads under a thousand of the largest (``2.21 PFLOP``, ``78.9 GFLOP``,
+    ``512 FLOP``), in powers of ten beyond (`exponent`: ``3.24e23 FLOP``, not
+    ``323,586,568.387 PFLOP``)."""
+    if abs(float(f"{value:.{digits - 1}e}")) >= 1000 * PREFIXES[0][0]:
+        return f"{exponent(value, digits)} {name}"
+    text = si(value, digits)
+    return f"{text}{name}" if text.endswith(tuple(p for _, p in PREFIXES)) else f"{text} {name}"
 
 
 @_known

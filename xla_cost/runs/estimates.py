@@ -6,6 +6,13 @@ stages and tensor-parallel shards) and multiplies it by the optimizer steps
 of the data set: a prediction (every kernel priced with the time model's
 global constants, `xla_cost.timemodel.kernel_time`) by default, a bound when
 asked for.
+
+Beside the totals it answers what a planner asks: tokens (or samples) per
+second for the run and per device, MFU and HFU (Chowdhery et al. 2022, §4.1
+and Appendix B: the model's FLOP, without and with remat's recomputation, over
+the devices' peak for the dtype), the model as configured (its changed
+settings, its parameters, its layers scanned or unrolled) and, where the step
+is compiled for a target, whether it fits in a device's memory.
 """
 
 from __future__ import annotations
@@ -17,20 +24,29 @@ from typing import Any
 
 import pandas as pd
 
+from xla_cost import zoo
+from xla_cost.analysis.memory import TargetMemory
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
+from xla_cost.present import progress
 from xla_cost.present.document import Rendered, Section
-from xla_cost.present.units import count, duration, flop_unit, scaled, time_unit
+from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, ready_devices, run_config, \
     target_pricing
 
-__all__ = ["TrainingEstimate", "estimate"]
+__all__ = ["MEMORY_VERDICTS", "TrainingEstimate", "estimate"]
+
+MEMORY_VERDICTS: tuple[str, ...] = ("fits", "recomputes", "does not fit", "unknown")
+"""`TrainingEstimate.memory_verdict`'s answers: the step's program fits in one
+device's memory; fits as the target's compiler recomputes instructions to
+bring it there (XLA's rematerialization, whose work is in the priced figures);
+needs more than the device has; not known (no target compiled, or no exact peak)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +71,25 @@ class TrainingEstimate(Rendered):
         `xla_cost.choices.DEFAULT_OPTIMIZER`, adam).
       target: the device the step's programs were compiled for
         (`xla_cost.RunConfig.target`), None: the default backend (the CPU).
+      parameters: the model's parameters (None: not recorded).
+      settings: the model's settings that differ from the zoo's defaults (a
+        model of your own: its arguments as given), named in `describe`.
+      layers: ``scanned`` (the layers one loop: `nn.scan`), ``unrolled``, or
+        None: not known (a model of your own).
+      sequence_length: positions per sample of a token model, None otherwise.
+      model_flops_per_sample: the forward and backward FLOP of one sample
+        without remat's recomputation (the grad program's
+        `xla_cost.PhaseCosts.model_flops`): what MFU counts; None: unknown.
+      hardware_flops_per_sample: the same with the recomputation
+        (`xla_cost.PhaseCosts.hardware_flops`): what HFU counts.
+      peak_flops: one device's published peak FLOP/s for the dtype (or
+        `xla_cost.Hardware.arithmetic`) that MFU and HFU divide by.
+      target_memory: whether the priced step's program fits one device of the
+        target it was compiled for (`xla_cost.Report.target_memory`, judged
+        by the donated train step's exact peak); None: no target compiled.
+      flops_counted: how ``flops_per_sample`` was counted: ``compiled`` (the
+        one-device step compiled on the CPU) or ``jaxpr`` (counted from its
+        jaxpr: with a target, whose one-device program is not compiled).
     """
 
     model: str
@@ -72,17 +107,119 @@ class TrainingEstimate(Rendered):
     optimizer: str = ""
     dtype: str = ""
     target: str | None = None
+    parameters: int | None = None
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    layers: str | None = None
+    sequence_length: int | None = None
+    model_flops_per_sample: float | None = None
+    hardware_flops_per_sample: float | None = None
+    peak_flops: float | None = None
+    target_memory: TargetMemory | None = None
+    flops_counted: str = "compiled"
 
     @property
     def priced_as(self) -> str:
         """``prediction`` (calibrated compute) or ``bound``."""
         return "prediction" if self.step.calibration else "bound"
 
+    @property
+    def samples_per_second(self) -> float:
+        """Samples a second over the whole run: the global batch over the step's time."""
+        return self.step.global_batch / self.step.prediction.seconds
+
+    @property
+    def samples_per_second_per_device(self) -> float:
+        """`samples_per_second` over the run's devices."""
+        return self.samples_per_second / self.devices
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Tokens a second over the whole run (`samples_per_second` x `sequence_length`);
+        None for a model whose samples are not token sequences."""
+        return None if self.sequence_length is None else self.samples_per_second * self.sequence_length
+
+    @property
+    def tokens_per_second_per_device(self) -> float | None:
+        """`tokens_per_second` over the run's devices."""
+        return None if self.sequence_length is None else self.samples_per_second_per_device * self.sequence_length
+
+    def _utilisation(self, per_sample: float | None) -> float | None:
+        if per_sample is None or not self.peak_flops:
+            return None
+        return per_sample * self.samples_per_second_per_device / self.peak_flops
+
+    @property
+    def model_flops_utilization(self) -> float | None:
+        """MFU: the model's FLOP a second per device (`model_flops_per_sample` x
+        `samples_per_second_per_device`) over `peak_flops` (Chowdhery et al. 2022,
+        Appendix B); None: unknown. Not ``to_dict()["mfu"]``, a bound's fixed share."""
+        return self._utilisation(self.model_flops_per_sample)
+
+    @property
+    def hardware_flops_utilization(self) -> float | None:
+        """HFU: as `model_flops_utilization` with remat's recomputation counted
+        (`hardware_flops_per_sample`); equal to MFU without remat."""
+        return self._utilisation(self.hardware_flops_per_sample)
+
+    @property
+    def memory_verdict(self) -> str:
+        """Whether the priced step's program fits in one device's memory, one of
+        `MEMORY_VERDICTS`, from the target's compile (`target_memory`):
+        ``does not fit`` (its peak above the device's usable memory),
+        ``recomputes`` (within it as the compiler recomputed instructions),
+        ``fits`` (its exact peak within it), ``unknown`` (no target compiled,
+        or no exact peak)."""
+        judged = self.target_memory
+        if judged is None:
+            return "unknown"
+        if judged.fits is False:
+            return "does not fit"
+        if judged.fits is None:
+            return "unknown"
+        return "recomputes" if judged.rematerialized else "fits"
+
+    def memory_text(self) -> str:
+        """`memory_verdict` with the peak and the usable memory it was judged by:
+        ``fits: 8.07 GB of 16.0 GB``."""
+        judged = self.target_memory
+        if judged is None or judged.peak is None:
+            return self.memory_verdict
+        text = f"{self.memory_verdict}: {size(judged.peak)} of {size(judged.usable)}"
+        if judged.rematerialized:
+            text += f", {sum(judged.rematerialized.values()):,} instruction(s) recomputed"
+        return text
+
+    def memory_note(self) -> str:
+        """What the memory verdict judged, in words."""
+        judged = self.target_memory
+        if judged is None:
+            return ("memory per device unknown: no target compiled (--target DEVICE, target=, compiles the device's "
+                    "own program and judges it)")
+        if judged.peak is None:
+            return f"memory per device unknown: the {judged.target} compile gave no peak"
+        said = (f"memory per device: {judged.peak_of} of the priced program peaks at {size(judged.peak)} of the "
+                f"{size(judged.usable)} a program may use on one {judged.title} ({judged.target})")
+        if not judged.exact:
+            said += ", a lower bound of the step's (the optimizer state is not among its arguments)"
+        if judged.rematerialized:
+            said += ("; the compiler recomputed instructions to fit (XLA's rematerialization: " + ", ".join(
+                f"{n:,} in {program}" for program, n in judged.rematerialized.items()) + "), in the priced figures")
+        return said
+
+    def model_text(self) -> str:
+        """The model as configured: ``gpt2-small with n_layer=80, d_model=8192``
+        (the settings changed from its defaults) and ``70.1B parameters, layers unrolled``."""
+        changed = ", ".join(f"{key}={value}" for key, value in self.settings.items())
+        return f"{self.model}{f' with {changed}' if changed else ''}"
+
     def describe(self) -> str:
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
+        about = [f"{short_count(self.parameters)} parameters" if self.parameters is not None else "",
+                 f"layers {self.layers}" if self.layers is not None else "layers scanned or unrolled: unknown"]
         step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
+        about_text = ", ".join(a for a in about if a) + (f"; {step}" if step else "")
         compiled = f" compiled for {self.target}" if self.target is not None else ""
-        line = f"{self.model}{f' ({step})' if step else ''}{compiled}: {what} on {self.devices} device(s)"
+        line = f"{self.model_text()} ({about_text}){compiled}: {what} on {self.devices} device(s)"
         if self.mesh or self.micro_batches > 1:
             spread = [mesh_text(self.mesh)] if self.mesh else []
             line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
@@ -106,17 +243,35 @@ class TrainingEstimate(Rendered):
             "exposed_communication_seconds": p.exposed_communication_seconds,
             **{f"{part}_seconds": value for part, value in self.step.parts.items()},
             "seconds": self.seconds, "hours": self.seconds / 3600,
+            "parameters": self.parameters, "settings": dict(self.settings), "layers": self.layers,
+            "sequence_length": self.sequence_length, "flops_counted": self.flops_counted,
+            "samples_per_second": self.samples_per_second,
+            "samples_per_second_per_device": self.samples_per_second_per_device,
+            "tokens_per_second": self.tokens_per_second,
+            "tokens_per_second_per_device": self.tokens_per_second_per_device,
+            "model_flops_per_sample": self.model_flops_per_sample,
+            "hardware_flops_per_sample": self.hardware_flops_per_sample, "peak_flops": self.peak_flops,
+            "model_flops_utilization": self.model_flops_utilization,
+            "hardware_flops_utilization": self.hardware_flops_utilization,
+            "memory_verdict": self.memory_verdict,
+            "target_memory": self.target_memory.to_dict() if self.target_memory is not None else None,
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row: every figure of `to_dict` (the mesh as ``axis=size,...``)."""
-        return pd.DataFrame([{**self.to_dict(), "mesh": mesh_text(self.mesh) or None}])
+        """One row: every figure of `to_dict` (the mesh and the settings as
+        ``key=value,...``; of the target's memory the verdict alone)."""
+        row = {key: value for key, value in self.to_dict().items() if key != "target_memory"}
+        row.update(mesh=mesh_text(self.mesh) or None, settings=mesh_text(self.settings) or None)
+        return pd.DataFrame([row])
 
     def sections(self) -> list[Section]:
         """The run (its size, FLOP and time) and one step's times, each figure in its own unit."""
         p = self.step.prediction
-        flop_scale, flop_name = flop_unit([self.total_flops])
-        sample_scale, sample_name = flop_unit([self.flops_per_sample])
+        rate = (lambda v: UNKNOWN if v is None else f"{v:,.0f}" if v >= 100 else sig(v, 3))
+        unit = "tokens" if self.sequence_length is not None else "samples"
+        per_second = self.tokens_per_second if self.sequence_length is not None else self.samples_per_second
+        per_device = (self.tokens_per_second_per_device if self.sequence_length is not None
+                      else self.samples_per_second_per_device)
         run = [
             ("devices", count(self.devices)),
             ("tokens" if self.tokens is not None else "samples",
@@ -124,9 +279,14 @@ class TrainingEstimate(Rendered):
             ("global batch", count(self.step.global_batch)),
             ("micro-batches per step", count(self.micro_batches)),
             ("optimizer steps", count(self.steps)),
-            ("train-step FLOP per sample", f"{scaled(self.flops_per_sample, sample_scale)} {sample_name}"),
-            ("total FLOP", f"{scaled(self.total_flops, flop_scale)} {flop_name}"),
+            ("train-step FLOP per sample", amount(self.flops_per_sample, "FLOP")),
+            ("total FLOP", amount(self.total_flops, "FLOP")),
             (f"time ({self.priced_as})", duration(self.seconds)),
+            (f"{unit} per second", rate(per_second)),
+            (f"{unit} per second per device", rate(per_device)),
+            ("MFU (model FLOP / peak)", pct_sig(self.model_flops_utilization)),
+            ("HFU (with recomputation)", pct_sig(self.hardware_flops_utilization)),
+            ("memory per device", self.memory_text()),
         ]
         times = {"step": p.seconds, "compute": p.compute_seconds, "communication": p.communication_seconds,
                  "communication not hidden": p.exposed_communication_seconds,
@@ -137,6 +297,22 @@ class TrainingEstimate(Rendered):
             Section("one step", pd.DataFrame([(part, scaled(value, scale)) for part, value in times.items()],
                                              columns=["time", name])),
         ]
+
+    def notes(self) -> list[str]:
+        """How the FLOP per sample, MFU and HFU were counted, and what the memory verdict judged."""
+        said = [self.memory_note()]
+        if self.flops_counted == "jaxpr":
+            said.append(f"FLOP per sample counted from the one-device step's jaxpr: the whole model is not compiled "
+                        f"for one {self.target} device; the priced step is the layout's sharded program")
+        arithmetic = (self.hardware.arithmetic if self.hardware is not None else None) or self.dtype
+        said.append(f"MFU and HFU: the model's FLOP per sample (forward and backward; HFU with remat's recomputation, "
+                    f"the optimizer's update in neither) x samples per second per device over one device's "
+                    f"{arithmetic} peak, {amount(self.peak_flops, 'FLOP/s')} (Chowdhery et al. 2022, Appendix B)")
+        if self.target_memory is not None and (self.micro_batches > 1 or self.mesh.get("pipeline", 1) > 1):
+            said.append("memory judged on one micro-batch's program" + (
+                " of the slowest pipeline stage: 1F1B holds up to P micro-batches' activations at once, more"
+                if self.mesh.get("pipeline", 1) > 1 else ": accumulating gradients over micro-batches needs more"))
+        return said
 
 
 def estimate(
@@ -235,17 +411,50 @@ def estimate(
     devices, mesh, micro = check_parallel(parallel)
     where = point(one, parallel.mesh_axis, devices, one.batch_size, mesh, micro, parallel.chunks)
     ready_devices(one, mesh_devices(where.run.mesh))
-    analyse = analyser(store)
-    single = analyse(one)
+    analyse = analyser(store, judged=where.run)  # the priced program's memory judged on its target
+    # the model's FLOP from one device: with a target, counted from its jaxpr (nothing compiled: the
+    # whole model on one chip may not fit it, and libtpu refuses such a program)
+    counted = one if one.target is None else dataclasses.replace(one, target=None, counter="jaxpr")
+    progress.stage(f"the model on one device ({'compiled on the CPU' if one.target is None else 'its jaxpr'})", 0, 2)
+    single = analyse(counted)
     flops = single.phases["train_step"].flops
     if flops is None:
         raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
     per_sample = flops / single.batch_size
+    compiled = f" compiled for {one.target}" if one.target is not None else ""
+    progress.stage(f"the step on {mesh_devices(where.run.mesh)} device(s){compiled}", 1, 2)
     step = priced_step(where, hardware, analyse)
+    progress.stage("priced", 2, 2)
     steps = math.ceil(n / step.global_batch)
+    grad = single.phases["grad"]
+    per = (lambda value: None if value is None else value / single.batch_size)
     return TrainingEstimate(
         model=one.name, devices=step.devices, samples=int(n), tokens=token_count,
         flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
         seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
         optimizer=one.optimizer, dtype=one.dtype, target=one.target,
+        parameters=single.parameters, settings=_settings(one), layers=_layers(one),
+        sequence_length=one.sequence_length(), model_flops_per_sample=per(grad.model_flops),
+        hardware_flops_per_sample=per(grad.hardware_flops),
+        peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
+        target_memory=analyse(where.run).target_memory, flops_counted="compiled" if one.target is None else "jaxpr",
     )
+
+
+def _settings(run: RunConfig) -> dict[str, Any]:
+    """The settings of ``run``'s model that differ from its zoo defaults (a
+    model of your own: its arguments as given), in the order given."""
+    if run.custom:
+        return dict(run.config)
+    defaults = zoo.get_spec(run.model).defaults
+    return {key: value for key, value in run.config.items() if defaults.get(key) != value}
+
+
+def _layers(run: RunConfig) -> str | None:
+    """``scanned`` or ``unrolled``: a zoo model's ``scan_layers`` setting (the
+    families without it never loop over their layers); None for a model of
+    your own."""
+    if run.custom:
+        return None
+    config = {**zoo.get_spec(run.model).defaults, **run.config}
+    return "scanned" if config.get("scan_layers") else "unrolled"

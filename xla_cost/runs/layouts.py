@@ -245,12 +245,18 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
     at the same samples per device: the same work, which the CPU compiles
     with other fusions when sharded (its activation sharding constraints);
     the sharded program gives the collectives and, under FSDP, the sharded update.
+    With a compile ``target`` the ``fsdp`` axis has no such program: the
+    target's compiler makes the device's own program, and the step without
+    the axis is the whole model on one device, which a model sharded for want
+    of memory does not fit (libtpu refuses to compile it): the sharded
+    program prices its own compute.
     """
     same = ("forward", "backward", "grad", *(("update",) if axis == "data" else ()))
     stage = pipeline_stage(one, mesh.get("pipeline", 1), chunks)  # checks chunks before anything runs
     if not mesh:
         run = dataclasses.replace(one, batch_size=per_rank * k, mesh={axis: k} if k > 1 else {})
-        reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if k > 1 else None
+        grown = k > 1 and (axis == "data" or one.target is None)
+        reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if grown else None
         return Point(run, schedule.Layout(micro_batches=micro), reference, same)
     program = {a: mesh[a] for a in ("fsdp", "expert", "model") if a in mesh and mesh[a] > 1}
     split = mesh.get("expert", 1)  # expert parallelism splits the batch (tokens) over its devices too
@@ -258,7 +264,8 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
     reference = None
     if axis == "fsdp" and k > 1:
         run = dataclasses.replace(stage, batch_size=per_rank * k * split, mesh=parse_mesh({**program, "fsdp": k}))
-        reference = dataclasses.replace(stage, batch_size=per_rank * split, mesh=program)
+        reference = None if one.target is not None else dataclasses.replace(stage, batch_size=per_rank * split,
+                                                                            mesh=program)
     else:
         run = dataclasses.replace(stage, batch_size=per_rank * mesh.get("fsdp", 1) * split, mesh=program)
         data *= k if axis == "data" else 1
@@ -305,14 +312,18 @@ def fsdp_units(report: Any) -> tuple[tuple[str, int], ...]:
     return (("(all parameters)", per_device * fsdp),)
 
 
-def analyser(store: Any) -> Callable[[RunConfig], Any]:
-    """Analyses a `RunConfig` through the results store, each one once."""
+def analyser(store: Any, judged: RunConfig | None = None) -> Callable[[RunConfig], Any]:
+    """Analyses a `RunConfig` through the results store, each one once;
+    ``judged``, where it is compiled for a target, with its memory
+    (``memory=True``: the donated train step's peak, `xla_cost.Report.target_memory`
+    exact)."""
     done: dict[str, Any] = {}
 
     def analyse(run: RunConfig) -> Any:
         key = str(run)
         if key not in done:
-            done[key] = run.run(cache=store if store is not None else True)
+            memory = judged is not None and run.target is not None and key == str(judged)
+            done[key] = run.run(cache=store if store is not None else True, **({"memory": True} if memory else {}))
         return done[key]
 
     return analyse
