@@ -5,9 +5,14 @@ The time model has one set of global constants
 `xla_cost.study.cases.CASES` (published training runs and this project's
 measurements), each setup compiled for the device it ran on:
 
-    python benchmarks/calibrate.py --programs   # analyse every setup for its target, write reports/data/validation_programs.json.gz
-    python benchmarks/calibrate.py              # fit on the committed programs, write constants.json, print
+    python benchmarks/calibrate.py --programs          # analyse the setups the committed file lacks, add them
+    python benchmarks/calibrate.py --programs --again  # analyse every setup again
+    python benchmarks/calibrate.py              # fit, write constants.json with the prediction interval, print
     python benchmarks/calibrate.py --check      # fit and compare with the committed constants; write nothing
+
+A program whose compiler refuses it is recorded in the file with its error
+(`xla_cost.study.validation.REFUSED_RULE`): its case is left out, listed on
+the page, and it is not compiled again unless ``--again`` or ``--only`` names it.
 
 The held-out (leave-one-paper-out) errors are the validation page's
 (``xla-cost report validation``).
@@ -16,6 +21,7 @@ The held-out (leave-one-paper-out) errors are the validation page's
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 import time
@@ -34,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--programs", action="store_true", help="analyse every setup for its target first")
     parser.add_argument("--only", default=None, help="with --programs: the cases (comma-separated) to analyse "
                         "again; the others are kept from the committed file")
+    parser.add_argument("--again", action="store_true", help="with --programs: analyse every setup again, not only "
+                        "those the committed file lacks")
     parser.add_argument("--check", action="store_true", help="compare with the committed constants; write nothing")
     parser.add_argument("--store", default=None, help="the results store (default: the user's)")
     args = parser.parse_args(argv)
@@ -42,19 +50,42 @@ def main(argv: list[str] | None = None) -> int:
 
     path = validation.programs_path(DATA)
     if args.programs:
-        kept = validation.read_programs(path) if args.only and path.is_file() else {}
-        chosen = [c for c in validation.CASES if not args.only or c.name in args.only.split(",")]
+        again = args.again or args.only
+        only = set(args.only.split(",")) if args.only else None
+        chosen = [c for c in validation.CASES if only is None or c.name in only]
+        redo = {s.key() for c in chosen for s in c.setups} if again else set()
+        kept = {k: v for k, v in (validation.read_programs(path) if path.is_file() else {}).items() if k not in redo}
+        refused = {k: v for k, v in validation.read_refused(path).items() if k not in redo}
         started = time.perf_counter()
-        fresh = validation.analyse_setups(chosen, args.store, progress=lambda text: print(text, flush=True))
         wanted = {s.key() for c in validation.CASES for s in c.setups}
+        fresh: dict = {}
+        for case in chosen:  # the file written after each case that compiled something: a stopped run keeps them
+            known = set(kept) | set(fresh)
+            new = validation.analyse_setups([case], args.store, progress=lambda text: print(text, flush=True),
+                                            known=known, refused=refused)
+            fresh.update(new)
+            if new or any(s.key() in refused and s.key() not in known for s in case.setups):
+                merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}
+                validation.write_programs(merged, path, {k: v for k, v in refused.items() if k in wanted})
+                print(f"  {time.perf_counter() - started:.0f} s: {len(merged)} programs in the file", flush=True)
         merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}
-        validation.write_programs(merged, path)
-        print(f"wrote {path} ({len(merged)} programs, {time.perf_counter() - started:.0f} s)")
-    reports = validation.read_programs(path)
+        refused = {k: v for k, v in refused.items() if k in wanted}
+        validation.write_programs(merged, path, refused)
+        print(f"wrote {path} ({len(merged)} programs, {len(fresh)} compiled now, {len(refused)} refused; "
+              f"{time.perf_counter() - started:.0f} s)")
+    reports, refused = validation.read_programs(path), validation.read_refused(path)
+    cases = [c for c in validation.CASES if c.name not in validation.refused_cases(validation.CASES, refused)]
     started = time.perf_counter()
-    fitted = validation.fit_constants(validation.CASES, reports)
-    print(f"fitted in {time.perf_counter() - started:.1f} s: {calibration.describe(fitted)}")
+    fitted = validation.fit_constants(cases, reports)
+    print(f"fitted on {len(cases)} cases in {time.perf_counter() - started:.1f} s: {calibration.describe(fitted)}")
     print("  " + ", ".join(f"{name} {value:.6g}" for name, value in zip(calibration.FIELDS, fitted.values())))
+    started = time.perf_counter()
+    result = validation.validate(reports, cases, constants=fitted, refused={}, generations=False)
+    fitted = dataclasses.replace(fitted, interval=validation.prediction_interval(result))
+    print(f"held out paper by paper in {time.perf_counter() - started:.1f} s: {fitted.interval.describe()}")
+    for label, refit in [("every case", fitted), *((f"without {p}", c) for p, c in result.held_out_constants.items())]:
+        if calibration.at_bound(refit):
+            print(f"  at a bound, fitted on {label}: {', '.join(calibration.at_bound(refit))}")
     if args.check:
         committed = calibration.constants()
         same = all(abs(a - b) <= 1e-3 * max(abs(b), 1e-9) for a, b in zip(fitted.values(), committed.values()))

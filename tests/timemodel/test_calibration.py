@@ -4,9 +4,11 @@ committed, checked against their bounds, read, overridden and written back.
 The per-device profiles of issue 22 are gone: a V100 and an H100 are priced
 with the same constants (`xla_cost.timemodel.calibration`), and what differs
 between them comes from the device registry. Every bound below is the one
-`calibration.BOUNDS` documents (a share of a peak in [0.05, 1], a launch under
-50 us, a half-rate depth under 4,096, a host cost under 50 ms a step, a share of the CUDA cores'
-rate in [0.05, 1]).
+`calibration.BOUNDS` documents (a share of a peak in [0.05, 1], the products' share up to the
+best measured, `MATMUL_CEILING`, a launch up to the shortest cuDNN call profiled,
+`LAUNCH_CEILING`, a half-rate depth under 4,096, a host cost under 50 ms a step, a share of the
+CUDA cores' rate in [0.05, 1]). Three are fitted (`FIELDS`); matmul, launch and host are set by
+measurements (`MEASURED`; tests/study/test_validation.py derives the ceilings from the files).
 """
 
 from __future__ import annotations
@@ -17,29 +19,38 @@ import pytest
 
 from xla_cost.errors import InputError
 from xla_cost.timemodel import calibration
-from xla_cost.timemodel.calibration import BOUNDS, FIELDS, Calibration, constants, describe, use_constants, write_constants
+from xla_cost.timemodel.calibration import (
+    BOUNDS, CONSTANTS, FIELDS, LAUNCH_CEILING, MATMUL_CEILING, MEASURED, Calibration, constants, describe,
+    use_constants, write_constants,
+)
 
 LOWEST = {"matmul": 0.05, "memory": 0.05, "launch": 0.0, "depth": 0.0, "host": 0.0, "vector": 0.05}
-HIGHEST = {"matmul": 1.0, "memory": 1.0, "launch": 50e-6, "depth": 4096.0, "host": 0.05, "vector": 1.0}
+HIGHEST = {"matmul": MATMUL_CEILING, "memory": 1.0, "launch": LAUNCH_CEILING, "depth": 4096.0, "host": 0.05,
+           "vector": 1.0}
 """The bounds as the module's docstring states them, written out here."""
 
 
 def test_the_constants_are_six_named_fields_with_their_documented_bounds():
-    assert FIELDS == ("matmul", "memory", "launch", "depth", "host", "vector") == tuple(BOUNDS)
-    assert {name: BOUNDS[name] for name in FIELDS} == {name: (LOWEST[name], HIGHEST[name]) for name in FIELDS}
+    assert CONSTANTS == ("matmul", "memory", "launch", "depth", "host", "vector") == tuple(BOUNDS)
+    assert FIELDS == ("memory", "depth", "vector")  # fitted; the others measured
+    assert MEASURED == {"matmul": MATMUL_CEILING, "launch": LAUNCH_CEILING, "host": 0.0}
+    assert {name: BOUNDS[name] for name in CONSTANTS} == {name: (LOWEST[name], HIGHEST[name]) for name in CONSTANTS}
     given = Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=128.0, host=2e-3, vector=0.3)
-    assert given.values() == (0.5, 0.8, 3e-6, 128.0, 2e-3, 0.3)  # FIELDS' order
-    # launch, depth and host default to none: a product at its share of the peak, nothing added; the
+    assert given.values() == (0.8, 128.0, 0.3)  # the fitted ones, FIELDS' order
+    # depth and host default to none, launch to the measured call: a product at its share of the peak; the
     # CUDA cores at their datasheet rate
-    assert Calibration(0.5, 0.8).values() == (0.5, 0.8, 0.0, 0.0, 0.0, 1.0)
+    assert Calibration(0.5, 0.8).values() == (0.8, 0.0, 1.0)
+    assert Calibration(0.5, 0.8).launch == LAUNCH_CEILING
 
 
 def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
     committed = constants()
     assert committed == Calibration.from_dict(json.loads(calibration.PATH.read_text()))
     assert calibration.PATH.name == "constants.json"
-    for name in FIELDS:
+    for name in CONSTANTS:
         assert LOWEST[name] <= getattr(committed, name) <= HIGHEST[name], name
+    for name, value in MEASURED.items():
+        assert getattr(committed, name) == value, name  # measured, never fitted
     assert committed.source  # how they came to be, never blank
     if committed.fitted_on:
         # fitted by benchmarks/calibrate.py on cases the validation knows
@@ -52,9 +63,9 @@ def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
 
 
 @pytest.mark.parametrize("name, value", [
-    ("matmul", 0.0), ("matmul", 0.05 - 1e-9), ("matmul", 1.0 + 1e-9), ("matmul", True), ("matmul", "0.5"),
+    ("matmul", 0.0), ("matmul", 0.05 - 1e-9), ("matmul", MATMUL_CEILING + 1e-9), ("matmul", True), ("matmul", "0.5"),
     ("memory", 0.0), ("memory", 0.05 - 1e-9), ("memory", 1.0 + 1e-9), ("memory", float("nan")),
-    ("launch", -1e-9), ("launch", 50e-6 * (1 + 1e-9)), ("launch", 1e-3),
+    ("launch", -1e-9), ("launch", LAUNCH_CEILING * (1 + 1e-9)), ("launch", 1e-3),
     ("depth", -1.0), ("depth", 4096.0 + 1e-6),
     ("host", -1e-9), ("host", 0.05 + 1e-9), ("host", None),
     ("vector", 0.0), ("vector", 1.0 + 1e-9),
@@ -72,11 +83,11 @@ def test_the_bounds_themselves_are_accepted():
 
 
 def test_a_missing_share_in_the_file_is_refused_not_read_as_zero():
-    # from_dict reads an absent field as 0: a share of 0 is outside its bounds, so the file is refused
-    with pytest.raises(InputError, match="matmul"):
-        Calibration.from_dict({"memory": 0.5})
-    # the optional ones are 0 when absent
-    assert Calibration.from_dict({"matmul": 0.5, "memory": 0.6}) == Calibration(0.5, 0.6)
+    # from_dict reads an absent fitted field as 0: a share of 0 is outside its bounds, so the file is refused
+    with pytest.raises(InputError, match="memory"):
+        Calibration.from_dict({"matmul": 0.5})
+    # the optional ones are 0 when absent, the measured ones their measurement
+    assert Calibration.from_dict({"memory": 0.6}) == Calibration(MATMUL_CEILING, 0.6)
 
 
 def test_use_constants_overrides_nests_and_restores():

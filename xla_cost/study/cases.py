@@ -35,7 +35,32 @@ from xla_cost.study.published import (
     MEGATRON_WEAK_SCALING,
 )
 
-__all__ = ["Setup", "Case", "BASE_CASES", "jia_setup", "megatron_flops", "GPT_SEQUENCE", "GPT_VOCABULARY"]
+__all__ = ["Setup", "Case", "BASE_CASES", "RATIOS", "ARCHITECTURES", "generation", "jia_setup", "megatron_flops",
+           "GPT_SEQUENCE", "GPT_VOCABULARY"]
+
+RATIOS: tuple[str, ...] = ("scaling efficiency", "speed-up")
+"""The quantities that are a ratio of two runs' speeds; every other one (TFLOP/s, MFU, tokens/s, seconds,
+days) is an absolute quantity of one run. The validation reports the two kinds apart and scores a ratio on
+its overhead (`Case.overhead`)."""
+
+ARCHITECTURES: Mapping[tuple[int, int], str] = {
+    (6, 0): "Pascal", (6, 1): "Pascal", (7, 0): "Volta", (7, 5): "Turing", (8, 0): "Ampere", (8, 6): "Ampere",
+    (8, 9): "Ada", (9, 0): "Hopper", (10, 0): "Blackwell",
+}
+"""NVIDIA's architecture by CUDA compute capability (the CUDA C programming guide's table)."""
+
+
+def generation(device: str) -> str:
+    """A registry device's generation, the unit the validation holds out together beside the
+    paper: a GPU's architecture by its compute capability (``Hopper`` for an H100 and an H200,
+    ``Pascal`` for a P100 and a P40), a TPU by its version (``TPU v5e``)."""
+    found = registry.device(device)
+    if found.gpu is not None:
+        capability = tuple(found.gpu.compute_capability)
+        return ARCHITECTURES.get(capability, "sm_{}{}".format(*capability))  # type: ignore[arg-type]
+    if found.tpu is not None:
+        return "TPU " + found.name.removeprefix("tpu-")
+    return found.title
 
 GPT_SEQUENCE = 2048
 """Sequence length of every Megatron run (Narayanan et al. 2021, §5)."""
@@ -136,6 +161,8 @@ class Case:
       figure: the quantity from the steps' predictions (`StepEstimate`, in ``setups``' order).
       assumptions: what the paper does not say and the case assumes.
       measured_here: a figure this project measured (not a published run).
+      devices_ratio: for a speed-up, the run's devices over its base's (a
+        perfect speed-up); None for any other quantity.
     """
 
     name: str
@@ -149,11 +176,33 @@ class Case:
     figure: Callable[[Sequence[Any]], float]
     assumptions: tuple[str, ...] = ()
     measured_here: bool = False
+    devices_ratio: float | None = None
 
     @property
     def is_time(self) -> bool:
         """Whether the figure grows with the step's time (seconds, days), not with its speed."""
         return "second" in self.quantity or self.quantity == "days"
+
+    @property
+    def is_ratio(self) -> bool:
+        """Whether the figure is a ratio of two runs (`RATIOS`), not an absolute quantity."""
+        return self.quantity in RATIOS
+
+    @property
+    def generation(self) -> str:
+        """The device's generation (`generation`)."""
+        return generation(self.device)
+
+    def overhead(self, value: float) -> float | None:
+        """The scaling overhead a ratio ``value`` (this case's quantity) stands for: ``1 -
+        efficiency`` for a scaling efficiency, ``1 - speed-up / devices_ratio`` for a speed-up
+        (the share of the perfect speed-up lost); None for an absolute quantity, or a speed-up
+        without its devices' ratio."""
+        if self.quantity == "scaling efficiency":
+            return 1 - value
+        if self.quantity == "speed-up" and self.devices_ratio:
+            return 1 - value / self.devices_ratio
+        return None
 
 
 def megatron_flops(batch: int, layers: int, hidden: int, sequence: int = GPT_SEQUENCE,

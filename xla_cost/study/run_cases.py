@@ -34,47 +34,74 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xla_cost.errors import InputError
 from xla_cost.step.remat import REMAT_LEVELS
-from xla_cost.study.cases import Case, Setup, megatron_flops
+from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
-__all__ = ["CHOSEN", "LEFT_OUT", "NODES", "FUSED_ATTENTION", "FAMILY_MODELS", "RunProgram", "family", "program",
-           "describe_program", "run_cases", "run_setup", "flops_per_step"]
+__all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FAMILY_MODELS", "RunProgram",
+           "family", "program", "describe_program", "run_cases", "run_setup", "flops_per_step"]
 
-CHOSEN: tuple[str, ...] = (
-    # V100 (Shoeybi et al. 2019, DGX-2H)
-    "megatron2019v1-1.2b-1", "megatron2019-2.5b-2", "megatron2019-4.2b-4", "megatron2019-8.3b-8",
-    "megatron2019-1.2b-64", "megatron2019-8.3b-512", "megatron2019-1.2b-8-strong",
-    # A100
-    "korthikanti2022-22b-selective", "korthikanti2022-22b-full", "korthikanti2022-175b-selective",
-    "korthikanti2022-175b-full", "korthikanti2022-530b-selective", "korthikanti2022-1t-selective",
-    "mtnlg2022-530b-2240", "mtnlg2022-530b-3360", "bloom2022-176b-384",
-    "megascale2024-megatron-175b-256", "megascale2024-megatron-175b-1024", "megascale2024-megatron-175b-12288",
-    "torchtitan2024-llama3-8b-64",
-    # TPU v5e, v5p (MaxText)
-    "maxtext-16b-v5e-256", "maxtext-32b-v5e-256",
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A rule that leaves published runs out of the validation, stated from the
+    run's record and its source before its error is known (never from a
+    prediction); the page lists each rule with the runs it removes.
+
+    Attributes:
+      name: a short key.
+      text: the rule in words, as the page states it.
+      applies: whether it removes a run.
+    """
+
+    name: str
+    text: str
+    applies: Callable[[PublishedRun], bool]
+
+
+_BEST_FIGURES: frozenset[str] = frozenset({"opt2022-175b-992"})
+"""Runs whose source publishes a best figure rather than a run's: OPT's "utilization of up to 147
+TFLOP/s per GPU" (Zhang et al. 2022, §2.5)."""
+
+RULES: tuple[Rule, ...] = (
+    Rule("unverified", "the figure was not read in its source or a faithful copy (`PublishedRun.verified`)",
+         lambda run: not run.verified),
+    Rule("best figure", "the source gives a best or upper figure (\"up to\"), not a run's figure",
+         lambda run: run.name in _BEST_FIGURES),
+    Rule("ratio to a run in words", "a ratio (speed-up, scaling efficiency) to a run the source describes in words "
+                                    "only: no record of `PUBLISHED_RUNS` to price the base run with",
+         lambda run: run.quantity in RATIOS and run.relative_to not in {r.name for r in PUBLISHED_RUNS}),
+    Rule("context parallelism", "context parallelism, which the layouts (`xla_cost.timemodel.schedule.Layout`) do "
+                                "not price", lambda run: run.context > 1),
+    Rule("no zoo family", "no zoo family has the run's block (`family`: e.g. a plain feed-forward with grouped-query "
+                          "attention)", lambda run: _no_family(run)),
+    Rule("no FP8 family", "FP8 on a zoo family that has no FP8 products (`xla_cost.zoo.fp8_families`)",
+         lambda run: run.dtype == "float8" and family(run) not in _fp8_families()),
 )
-"""The published runs validated: every paper of `PUBLISHED_RUNS` whose
-layout this model can lay out, at most a few runs of each (each distinct
-program is compiled for its device: the analyses are the slow part)."""
+"""The rules that leave a published run out. One more is applied when the programs are compiled
+(`xla_cost.study.validation.REFUSED_RULE`): the device's compiler refuses the run's program, its
+error kept with the analysed programs."""
 
-LEFT_OUT: dict[str, str] = {
-    "llama3-405b-8192": "the run's attention is flash attention and its pipeline interleaved to a depth Table 4 "
-                        "does not give; the zoo's GPT materialises the 8,192 x 8,192 scores (on the H100 their "
-                        "bytes outweigh the products) and the schedule's bubble is then 15/32 of the step",
-    "llama3-405b-16384": "as llama3-405b-8192",
-    "llama3-405b-16384-128k": "as llama3-405b-8192, and context parallelism, which the layouts do not price",
-    "palm2022-540b-6144": "the TPU v4 compiler refuses the program deviceless (34.3 GB of temporaries against the "
-                          "chip's 30.75 GB: the zoo's GPT keeps float32 parameters and dense attention)",
-    "palm2022-540b-two-pods": "as palm2022-540b-6144",
-    "maxtext-32b-v5p-128": "the TPU v5p compile stops on an XLA check (an async-update of 3 operands) with "
-                           "libtpu 0.0.52",
-    "maxtext-64b-v5p-128": "as maxtext-32b-v5p-128",
-    "opt2022-175b-992": "an upper figure (\"up to 147 TFLOP/s\"), not a run's",
-}
-"""Published runs not validated, and why (the page lists them); every other
-run of `PUBLISHED_RUNS` outside `CHOSEN` is another run of a paper and
-program already validated."""
+
+def _fp8_families() -> tuple[str, ...]:
+    from xla_cost.zoo import fp8_families
+
+    return fp8_families()
+
+
+def _no_family(run: PublishedRun) -> bool:
+    try:
+        family(run)
+    except InputError:
+        return True
+    return False
+
+
+def left_out(run: PublishedRun) -> Rule | None:
+    """The first rule of `RULES` that removes ``run``; None: it is validated."""
+    return next((rule for rule in RULES if rule.applies(run)), None)
+
 
 NODES: dict[str, tuple[str, dict[str, Any]]] = {
     "shoeybi2019": ("dgx-2", {}),
@@ -281,6 +308,14 @@ def _figure(run: PublishedRun, base: PublishedRun | None) -> Callable[[Sequence[
     if quantity == "TFLOP/s per device":
         flops = flops_per_step(run)
         return lambda s: flops / s[0].prediction.seconds / run.devices / 1e12
+    if quantity == "MFU":
+        # the model FLOP per second per device over the device's dense peak for the run's dtype
+        from xla_cost.timemodel.devices import device
+
+        found = device(run.device, has="peak")
+        assert found.peak is not None
+        flops, peak = flops_per_step(run), found.peak.require(run.dtype)
+        return lambda s: flops / s[0].prediction.seconds / run.devices / peak
     assert base is not None
     if quantity == "speed-up":
         return lambda s: s[1].prediction.seconds / s[0].prediction.seconds
@@ -290,15 +325,14 @@ def _figure(run: PublishedRun, base: PublishedRun | None) -> Callable[[Sequence[
     raise ValueError(f"no figure for {quantity}")
 
 
-def run_cases(names: Sequence[str] = CHOSEN) -> list[Case]:
-    """The runs named (default `CHOSEN`) as cases, in order."""
+def run_cases(names: Sequence[str] | None = None) -> list[Case]:
+    """The runs named (None: `CHOSEN`) as cases, in order."""
     by_name = {r.name: r for r in PUBLISHED_RUNS}
     cases = []
-    for name in names:
+    for name in CHOSEN if names is None else names:
         run = by_name[name]
         base = by_name.get(run.relative_to or "")
-        setups = (run_setup(run),) + ((run_setup(base),) if base is not None and run.quantity in
-                                      ("speed-up", "scaling efficiency") else ())
+        setups = (run_setup(run),) + ((run_setup(base),) if base is not None and run.quantity in RATIOS else ())
         layout = f"t={run.tensor}, p={run.pipeline}, d={run.data}" + (f", ctx={run.context}" if run.context > 1 else "")
         cases.append(Case(
             name=run.name,
@@ -306,7 +340,16 @@ def run_cases(names: Sequence[str] = CHOSEN) -> list[Case]:
                   f"({layout}, batch {run.global_batch:,} × {run.sequence:,})",
             paper=run.paper, device=run.device, quantity=run.quantity, published=run.published,
             source=run.source, setups=setups, figure=_figure(run, base),
+            devices_ratio=run.devices / base.devices if base is not None and run.quantity == "speed-up" else None,
             assumptions=tuple(a for a in (run.notes,) if a) + (
                 describe_program(run) + f"; Adam, one micro-batch of {run.micro_batch or 1} on the slowest stage",),
         ))
     return cases
+
+
+CHOSEN: tuple[str, ...] = tuple(run.name for run in PUBLISHED_RUNS if left_out(run) is None)
+"""The published runs validated: every run of `PUBLISHED_RUNS` no rule of `RULES` removes."""
+
+LEFT_OUT: dict[str, str] = {run.name: rule.text for run in PUBLISHED_RUNS
+                            if (rule := left_out(run)) is not None}
+"""The published runs a rule of `RULES` leaves out, with the rule (the page lists them)."""

@@ -12,13 +12,25 @@ case twice:
 * **held out**: the constants refitted without the case's paper, then its
   cases predicted (leave-one-paper-out): the figure a user can expect of a
   run the model has not seen;
-* **in sample**: with the constants fitted on every case (the committed ones).
+* **in sample**: with the constants fitted on every case (the committed ones);
+* **held out by device generation**: the constants refitted without every
+  case of the case's generation (`xla_cost.study.cases.generation`).
+
+Absolute quantities (TFLOP/s, MFU, tokens/s, seconds, days) and ratios
+(scaling efficiency, speed-up) are reported apart; a ratio is also scored on
+the overhead it stands for (`Validation.overhead_errors`, `OVERHEAD_BAND`).
+The held-out residuals of the published absolute cases give the prediction
+interval (`prediction_interval`) that ``python benchmarks/calibrate.py``
+commits with the constants (`xla_cost.timemodel.calibration.interval`).
 
 The analysed programs are kept in a committed file
 (``reports/data/validation_programs.json.gz``: each setup's `xla_cost.Report`
 with its kernel lists, written by `write_programs`, ``python
-benchmarks/calibrate.py --programs``), so that the page and the tests price
-and refit without compiling; `analyse_setups` compiles them again.
+benchmarks/calibrate.py --programs``, which compiles only the programs the
+file lacks), so that the page and the tests price and refit without
+compiling; `analyse_setups` compiles them again. A program its compiler
+refuses is kept there with its error (`read_refused`): its case is left out
+by `REFUSED_RULE` and listed.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ import gzip
 import json
 import math
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from xla_cost.errors import InputError
@@ -39,11 +51,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from xla_cost.analysis.report import Report
-    from xla_cost.timemodel.calibration import Calibration
     from xla_cost.runs.scaling import StepEstimate
+    from xla_cost.timemodel.calibration import Calibration, PredictionInterval
 
-__all__ = ["BAND", "LIMIT", "Case", "Setup", "CASES", "Validation", "validate", "fit_constants", "held_out",
-           "analyse_setups", "write_programs", "read_programs", "price_case", "megatron_flops", "PROGRAMS_FILE",
+__all__ = ["BAND", "LIMIT", "OVERHEAD_BAND", "INTERVAL_PERCENTILES", "REFUSED_RULE", "Case", "Setup", "CASES",
+           "Validation", "validate", "fit_constants", "held_out", "prediction_interval", "analyse_setups",
+           "write_programs", "read_programs", "read_refused", "refused_cases", "price_case", "megatron_flops",
+           "PROGRAMS_FILE",
            "SIMULATED_DEVICES"]
 
 BAND = 0.20
@@ -51,6 +65,19 @@ BAND = 0.20
 
 LIMIT = 0.40
 """No held-out prediction may be further than this from its published figure."""
+
+OVERHEAD_BAND = 0.35
+"""How far a ratio case's predicted scaling overhead (`Case.overhead`) may be from the published
+overhead, relative (issue 51: ±35%)."""
+
+INTERVAL_PERCENTILES = (10.0, 90.0)
+"""The held-out residuals' percentiles the prediction interval spans (`prediction_interval`)."""
+
+REFUSED_RULE = ("the device's compiler refuses the run's program (deviceless, for its target); its error is kept "
+                "with the analysed programs")
+"""The rule applied when the programs are compiled: a case one of whose programs its compiler
+refused is left out of the validation, listed with the error (beside the rules of
+`xla_cost.study.run_cases.RULES`, applied to the records)."""
 
 SIMULATED_DEVICES = 8
 """Devices the largest tensor-parallel setup is analysed over."""
@@ -79,17 +106,42 @@ def _analyse(setup: Setup, store: Any) -> Report:
     return config.canonical().run(cache=store if store is not None else True)
 
 
-def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None,
-                   progress: Any = None) -> dict[str, Report]:
+def _compiler_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a compiler's refusal raises (jax's runtime error around XLA's status)."""
+    import jax
+
+    return tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
+
+
+def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None, progress: Any = None,
+                   known: Collection[str] = (), refused: dict[str, str] | None = None) -> dict[str, Report]:
     """Every setup of ``cases`` analysed for its target (through the results
-    ``store``: None, the default one), by `Setup.key`."""
+    ``store``: None, the default one), by `Setup.key`.
+
+    Args:
+      known: keys already analysed (the committed file's): not compiled again.
+      refused: where given, a compiler's refusal of a program is recorded
+        there (key -> the error's first line) instead of raised, and the
+        next setup is compiled (`REFUSED_RULE`).
+    """
     reports: dict[str, Report] = {}
     for case in cases:
         for setup in case.setups:
-            if setup.key() not in reports:
+            key = setup.key()
+            if key in reports or key in known or (refused is not None and key in refused):
+                continue
+            if progress is not None:
+                progress(f"{case.name}: {setup.describe()} for {setup.compile_target}")
+            try:
+                reports[key] = _analyse(setup, store)
+            except (InputError, *_compiler_errors()) as error:
+                # the compiler's own error, or the analysis's one line for a refusal out of memory (raised from it)
+                compiler = isinstance(error, _compiler_errors()) or isinstance(error.__cause__, _compiler_errors())
+                if refused is None or not compiler:
+                    raise
+                refused[key] = " ".join(str(error).split())[:400]
                 if progress is not None:
-                    progress(f"{case.name}: {setup.describe()} for {setup.compile_target}")
-                reports[setup.key()] = _analyse(setup, store)
+                    progress(f"  refused: {refused[key]}")
     return reports
 
 
@@ -103,14 +155,17 @@ def _slim(report: Report) -> dict[str, Any]:
     return data
 
 
-def write_programs(reports: Mapping[str, Report], path: str | pathlib.Path) -> pathlib.Path:
+def write_programs(reports: Mapping[str, Report], path: str | pathlib.Path,
+                   refused: Mapping[str, str] | None = None) -> pathlib.Path:
     """Writes the analysed programs (by setup key) to ``path``, gzipped JSON,
-    whole or not at all (a temporary file renamed)."""
+    whole or not at all (a temporary file renamed), with the programs their
+    compiler ``refused`` (key -> error)."""
     import jax
 
     path = pathlib.Path(path)
     body = {"format": PROGRAMS_FORMAT, "jax_version": jax.__version__,
-            "programs": {key: _slim(report) for key, report in sorted(reports.items())}}
+            "programs": {key: _slim(report) for key, report in sorted(reports.items())},
+            "refused": dict(sorted((refused or {}).items()))}
     temporary = path.with_suffix(".tmp")
     temporary.write_bytes(gzip.compress(json.dumps(body, sort_keys=True).encode(), mtime=0))
     temporary.replace(path)
@@ -134,6 +189,15 @@ def read_programs(path: str | pathlib.Path) -> dict[str, Report]:
         raise InputError(f"programs of format {PROGRAMS_FORMAT}", repr(body.get("format")),
                          "Run python benchmarks/calibrate.py --programs to analyse them again.")
     return {key: Report.from_dict(data) for key, data in body["programs"].items()}
+
+
+def read_refused(path: str | pathlib.Path) -> dict[str, str]:
+    """The programs their compiler refused (setup key -> error), as `write_programs` wrote them;
+    none where the file has no such list or does not exist."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        return {}
+    return dict(json.loads(gzip.decompress(path.read_bytes())).get("refused") or {})
 
 
 # ---------------------------------------------------------------------------
@@ -173,7 +237,9 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
     logarithm of predicted over published, each paper's cases weighted by
     ``1 / sqrt(cases of the paper)`` (every paper counts alike), within
     `xla_cost.timemodel.calibration.BOUNDS` (searched in the logarithm of each
-    share, linearly for the others).
+    share, linearly for the others). A constant no case's price depends on is
+    held at its value in ``start`` (None: the committed constants), and the
+    source says so.
 
     Raises:
       InputError: no cases.
@@ -181,7 +247,7 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
     import numpy as np
     from scipy.optimize import least_squares
 
-    from xla_cost.timemodel.calibration import BOUNDS, FIELDS, Calibration, constants
+    from xla_cost.timemodel.calibration import BOUNDS, FIELDS, MEASURED, Calibration, constants
 
     if not cases:
         raise InputError("at least one case to fit the constants on", "none", "Pass cases.")
@@ -197,38 +263,59 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
 
     def made(x: Any) -> Calibration:
         return Calibration(**{f: float(min(max(v * scale[f], BOUNDS[f][0]), BOUNDS[f][1]))
-                              for f, v in zip(FIELDS, x)})
+                              for f, v in zip(FIELDS, x)}, **MEASURED)
 
     def residuals(x: Any) -> Any:
         calibration = made(x)
         return weights * np.asarray([_log_miss(c, price_case(c, reports, calibration)[0]) for c in cases])
 
-    result = least_squares(residuals, x0, bounds=(lows, highs), x_scale="jac", diff_step=1e-3, max_nfev=400)
-    fitted = made(result.x)
+    # a constant no case's price depends on (moved by a tenth of its range, no residual moves) is not
+    # identified by these cases: it is held at its starting value, not driven to a bound
+    base = residuals(x0)
+    free = []
+    for i in range(len(FIELDS)):
+        moved = x0.copy()
+        moved[i] = x0[i] + 0.1 * (highs[i] - lows[i]) * (1 if x0[i] + 0.1 * (highs[i] - lows[i]) < highs[i] else -1)
+        free.append(bool(np.max(np.abs(residuals(moved) - base)) > 1e-9))
+    index = [i for i, f in enumerate(free) if f]
+
+    def placed(y: Any) -> Any:
+        x = x0.copy()
+        x[index] = y
+        return x
+
+    if index:
+        result = least_squares(lambda y: residuals(placed(y)), x0[index], bounds=(lows[index], highs[index]),
+                               x_scale="jac", diff_step=1e-3, max_nfev=400)
+        x0 = placed(result.x)
+    held = [f for f, ok in zip(FIELDS, free) if not ok]
     return dataclasses.replace(
-        fitted, fitted_on=tuple(c.name for c in cases),
+        made(x0), fitted_on=tuple(c.name for c in cases),
         source="fitted by xla_cost.study.validation.fit_constants (python benchmarks/calibrate.py): least squares "
-               "in log(predicted / published), every paper weighted alike")
+               "in log(predicted / published), every paper weighted alike"
+               + (f"; held at the starting value, no case pricing it: {', '.join(held)}" if held else ""))
 
 
-def held_out(cases: Sequence[Case], reports: Mapping[str, Report], start: Calibration | None = None
-             ) -> tuple[dict[str, float], dict[str, Calibration]]:
-    """Leave-one-paper-out: for each paper, the constants fitted on every
-    other paper's cases and its own predicted with them. Returns (each case's
-    held-out figure by name, the constants each paper was predicted with)."""
-    papers = list(dict.fromkeys(c.paper for c in cases))
+def held_out(cases: Sequence[Case], reports: Mapping[str, Report], start: Calibration | None = None,
+             group: Callable[[Case], str] | None = None) -> tuple[dict[str, float], dict[str, Calibration]]:
+    """Leave-one-group-out: for each group (by default a paper; ``group``: a
+    case's group, e.g. its device generation), the constants fitted on every
+    other group's cases and its own predicted with them. Returns (each case's
+    held-out figure by name, the constants each group was predicted with)."""
+    key = group or (lambda case: case.paper)
+    groups = list(dict.fromkeys(key(c) for c in cases))
     figures: dict[str, float] = {}
     used: dict[str, Calibration] = {}
     from xla_cost.timemodel.calibration import constants as committed
 
-    for paper in papers:
-        rest = [c for c in cases if c.paper != paper]
-        # with no other paper there is nothing to fit on: the starting constants, and the page says so
+    for name in groups:
+        rest = [c for c in cases if key(c) != name]
+        # with no other group there is nothing to fit on: the starting constants, and the page says so
         constants = fit_constants(rest, reports, start) if rest else dataclasses.replace(
-            start or committed(), fitted_on=(), source="no other paper among the cases: the starting constants")
-        used[paper] = constants
+            start or committed(), fitted_on=(), source="no other group among the cases: the starting constants")
+        used[name] = constants
         for case in cases:
-            if case.paper == paper:
+            if key(case) == name:
                 figures[case.name] = price_case(case, reports, constants)[0]
     return figures, used
 
@@ -250,6 +337,11 @@ class Validation:
       constants: the constants of the in-sample figures.
       held_out_constants: the constants each paper was predicted with, by paper.
       estimates: each case's steps priced in sample.
+      by_generation: each case's figure with the constants fitted without its
+        device generation (`xla_cost.study.cases.generation`).
+      generation_constants: the constants each generation was predicted with.
+      refused: the cases left out because their compiler refused a program
+        (`REFUSED_RULE`), by name, with the error.
     """
 
     cases: tuple[Case, ...]
@@ -259,16 +351,37 @@ class Validation:
     constants: Calibration
     held_out_constants: Mapping[str, Calibration]
     estimates: tuple[tuple[StepEstimate, ...], ...]
+    by_generation: tuple[float, ...] = ()
+    generation_constants: Mapping[str, Calibration] = dataclasses.field(default_factory=dict)
+    refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def predicted(self) -> tuple[float, ...]:
         """The held-out figures: what the model predicts of a run it has not seen."""
         return self.held_out
 
-    def errors(self, held_out: bool = True) -> tuple[float, ...]:
-        """Each figure's relative error, ``predicted / published - 1`` (held out, or in sample)."""
-        values = self.held_out if held_out else self.in_sample
+    def errors(self, held_out: bool | str = True) -> tuple[float, ...]:
+        """Each figure's relative error, ``predicted / published - 1``: held out by paper (True),
+        in sample (False), or held out by device generation (``"generation"``)."""
+        values = self.by_generation if held_out == "generation" else self.held_out if held_out else self.in_sample
         return tuple(p / c.published - 1 for c, p in zip(self.cases, values))
+
+    def overhead_errors(self, held_out: bool | str = True) -> dict[str, tuple[float, float, float]]:
+        """The ratio cases' scaling overheads (`Case.overhead`), by name: (published overhead,
+        predicted overhead, ``predicted / published - 1``), with the figures of `errors`."""
+        values = self.by_generation if held_out == "generation" else self.held_out if held_out else self.in_sample
+        found = {}
+        for case, value in zip(self.cases, values):
+            published, predicted = case.overhead(case.published), case.overhead(value)
+            if published is not None and predicted is not None and published > 0:
+                found[case.name] = (published, predicted, predicted / published - 1)
+        return found
+
+    def residuals(self, held_out: bool = True) -> dict[str, float]:
+        """Each published absolute case's ``log(predicted / published seconds)`` (the time its
+        figure stands for: positive is predicted too slow), by name, held out by paper or in sample."""
+        values = self.held_out if held_out else self.in_sample
+        return {c.name: _log_miss(c, v) for c, v in zip(self.cases, values) if not c.is_ratio and not c.measured_here}
 
     def within(self, band: float = BAND, held_out: bool = True) -> float:
         """The share of cases within ``band``."""
@@ -276,18 +389,25 @@ class Validation:
         return sum(abs(e) <= band for e in errors) / len(errors) if errors else 0.0
 
     def devices(self) -> tuple[str, ...]:
-        """The device generations the cases ran on."""
+        """The devices the cases ran on."""
         return tuple(dict.fromkeys(c.device for c in self.cases))
+
+    def generations(self) -> tuple[str, ...]:
+        """The device generations the cases ran on (`xla_cost.study.cases.generation`)."""
+        return tuple(dict.fromkeys(c.generation for c in self.cases))
 
     def to_frame(self) -> pd.DataFrame:
         """One row per case."""
         import pandas as pd
 
         rows = []
-        for case, inside, out, bound in zip(self.cases, self.in_sample, self.held_out, self.bound):
+        generations = self.by_generation or (math.nan,) * len(self.cases)
+        for case, inside, out, bound, other in zip(self.cases, self.in_sample, self.held_out, self.bound, generations):
             rows.append({
-                "case": case.name, "paper": case.paper, "device": case.device, "quantity": case.quantity,
+                "case": case.name, "paper": case.paper, "device": case.device, "generation": case.generation,
+                "quantity": case.quantity, "ratio": case.is_ratio,
                 "published": case.published, "held_out": out, "held_out_error": out / case.published - 1,
+                "generation_held_out": other, "generation_held_out_error": other / case.published - 1,
                 "in_sample": inside, "in_sample_error": inside / case.published - 1,
                 "within_band": abs(out / case.published - 1) <= BAND, "bound": bound,
                 "bound_error": bound / case.published - 1, "measured_here": case.measured_here,
@@ -302,22 +422,69 @@ def programs_path(data_dir: str | pathlib.Path) -> pathlib.Path:
 
 
 def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequence[Case] = CASES,
-             constants: Calibration | None = None) -> Validation:
+             constants: Calibration | None = None, refused: Mapping[str, str] | None = None,
+             generations: bool = True) -> Validation:
     """Every case priced in sample (``constants``; None: the committed ones),
-    held out (refitted without its paper) and as a bound.
+    held out (refitted without its paper, and without its device generation)
+    and as a bound.
 
     Args:
       programs: the analysed programs (a path written by `write_programs`, or
         reports by setup key, as `analyse_setups` gives them).
       cases: the cases (default `CASES`).
       constants: the in-sample constants (None: the committed ones).
+      refused: the programs their compiler refused (key -> error; None: the
+        file's, where ``programs`` is a path): a case with one is left out
+        (`REFUSED_RULE`) and listed in `Validation.refused`.
+      generations: hold each device generation out too (`Validation.by_generation`).
     """
     from xla_cost.timemodel.calibration import constants as committed
 
-    reports = read_programs(programs) if isinstance(programs, (str, pathlib.Path)) else dict(programs)
+    if isinstance(programs, (str, pathlib.Path)):
+        reports = read_programs(programs)
+        refused = read_refused(programs) if refused is None else refused
+    else:
+        reports = dict(programs)
+    left = refused_cases(cases, refused or {})
+    cases = [c for c in cases if c.name not in left]
     used = constants or committed()
     priced = [price_case(case, reports, used) for case in cases]
     bounds = [price_case(case, reports, used, bound=True)[0] for case in cases]
     figures, per_paper = held_out(cases, reports, used)
+    by_generation, per_generation = held_out(cases, reports, used, group=lambda c: c.generation) if generations \
+        else ({}, {})
     return Validation(tuple(cases), tuple(p for p, _ in priced), tuple(figures[c.name] for c in cases),
-                      tuple(bounds), used, per_paper, tuple(s for _, s in priced))
+                      tuple(bounds), used, per_paper, tuple(s for _, s in priced),
+                      tuple(by_generation[c.name] for c in cases) if generations else (), per_generation, left)
+
+
+def refused_cases(cases: Sequence[Case], refused: Mapping[str, str]) -> dict[str, str]:
+    """The cases one of whose programs its compiler refused (`REFUSED_RULE`): name -> the error."""
+    return {c.name: refused[s.key()] for c in cases for s in c.setups if s.key() in refused}
+
+
+def prediction_interval(result: Validation, percentiles: tuple[float, float] = INTERVAL_PERCENTILES
+                        ) -> PredictionInterval:
+    """The prediction interval of ``result``'s held-out residuals: the ``percentiles``
+    (numpy's linear interpolation) of ``log(predicted / published seconds)`` over the
+    published absolute cases (`Validation.residuals`: TFLOP/s, MFU, tokens/s, seconds and days,
+    each read as the step time it stands for; ratios and this project's own steps left out),
+    each predicted with the constants fitted without its paper.
+
+    Raises:
+      InputError: fewer than two such cases.
+    """
+    import numpy as np
+
+    from xla_cost.timemodel.calibration import PredictionInterval
+
+    residuals = result.residuals(held_out=True)
+    if len(residuals) < 2:
+        raise InputError("at least two published absolute cases held out", str(len(residuals)),
+                         "Validate on more published runs.")
+    low, high = (float(v) for v in np.percentile(list(residuals.values()), percentiles))
+    papers = len({c.paper for c in result.cases if c.name in residuals})
+    return PredictionInterval(low, high, (float(percentiles[0]), float(percentiles[1])), len(residuals), papers,
+                              "log(predicted / published step time) of the published absolute cases (TFLOP/s, "
+                              "MFU, tokens/s, seconds, days) held out paper by paper "
+                              "(xla_cost.study.validation.prediction_interval)")

@@ -35,34 +35,119 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import pathlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from xla_cost.errors import InputError
 
-__all__ = ["Calibration", "PATH", "BOUNDS", "constants", "use_constants", "write_constants", "describe"]
+__all__ = ["Calibration", "PredictionInterval", "PATH", "BOUNDS", "MATMUL_CEILING", "LAUNCH_CEILING", "MEASURED",
+           "FIELDS", "CONSTANTS", "constants",
+           "use_constants", "write_constants", "describe", "interval", "interval_description", "at_bound"]
 
 PATH = pathlib.Path(__file__).resolve().parent / "calibrations" / "constants.json"
 """Where the committed constants are."""
 
+MATMUL_CEILING = 0.780
+"""The most of the dtype's peak a product kernel reached on a device timed here, the kernel
+model's tile and wave losses taken out (`xla_cost.timemodel.kernel_time.shape_efficiency` at
+depth 0): cuBLAS's 4,096³ bfloat16 product on an H100 at 748.3 TFLOP/s of 989.4 (75.6%) over
+that shape's 0.970 (``reports/data/gemm_nvidia-h100-80gb-hbm3_2026-11-26.csv``; its 8,192³ at
+762.7: 77.1% over 0.993, 0.776; the H200's best, 8,192³ at 768.4 of 989: 0.783). The least of
+the devices' best, so that ``matmul`` never prices a product above what cuBLAS delivered
+(`tests/study/test_validation.py` recomputes it from the files)."""
+
+LAUNCH_CEILING = 6.0e-6
+"""The shortest cuDNN call a kernel profile measured on an H100, its work included: 6.03 µs
+(a 3x3 convolution of deeper_conv_net at batch 8, bfloat16, one kernel;
+``reports/data/kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv``, every ``cudnn-*`` instruction's
+kernels summed per call; the median call took 10.8 µs). A call's cost beyond its work is no
+more than the whole call (`tests/study/test_validation.py` recomputes it)."""
+
 BOUNDS: Mapping[str, tuple[float, float]] = {
-    "matmul": (0.05, 1.0),
+    "matmul": (0.05, MATMUL_CEILING),
     "memory": (0.05, 1.0),
-    "launch": (0.0, 50e-6),
+    "launch": (0.0, LAUNCH_CEILING),
     "depth": (0.0, 4096.0),
     "host": (0.0, 0.05),
     "vector": (0.05, 1.0),
 }
-"""Each constant's range: a share of a peak is at most 1; a launch under 50 µs;
-a half-rate depth under 4,096; a host cost under 50 ms per step."""
+"""Each constant's physical range: ``matmul`` up to the best product measured
+(`MATMUL_CEILING`); ``memory`` and ``vector`` shares of a datasheet figure,
+at most 1 (no bandwidth or CUDA-core test here sets a lower ceiling);
+``launch`` up to the shortest cuDNN call profiled (`LAUNCH_CEILING`); a
+half-rate ``depth`` under 4,096 (the deepest product timed has k = 8,192); a
+``host`` cost under 50 ms per step. A fit that ends at a bound
+(`at_bound`) is held there by the bound, not by the data."""
+
+MEASURED: Mapping[str, float] = {"matmul": MATMUL_CEILING, "launch": LAUNCH_CEILING, "host": 0.0}
+"""The constants set by a measurement, not fitted: every fit on the published runs and this
+project's steps (and each leave-one-paper-out refit) drove ``matmul`` and ``launch`` to their
+ceilings (the data asked for products faster than cuBLAS ran them and cuDNN calls longer than
+any profiled, each compensating the other) and ``host`` to 0 (the host's measured dispatch,
+`xla_cost.timemodel.devices.Dispatch`, leaves nothing for it): the data cannot identify them.
+So a large product runs at the best share measured (`MATMUL_CEILING`), a cuDNN call costs the
+shortest call profiled (`LAUNCH_CEILING`), and a step nothing beyond its kernels and its
+dispatch. `xla_cost.study.validation.fit_constants` sets them to these figures; a constants
+file without them reads them so."""
 
 DEFAULTS: Mapping[str, float] = {"vector": 1.0}
-"""What a constants file without a field reads it as (the others: 0): the
-CUDA cores at their datasheet rate."""
+"""What a constants file without a fitted field reads it as (the others: 0):
+the CUDA cores at their datasheet rate."""
 
-FIELDS = tuple(BOUNDS)
-"""The constants, in the order they are fitted."""
+FIELDS = tuple(name for name in BOUNDS if name not in MEASURED)
+"""The fitted constants, in the order they are fitted (`MEASURED` are not)."""
+
+CONSTANTS = tuple(BOUNDS)
+"""Every constant, fitted or measured."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionInterval:
+    """How far a predicted step time is from the published one, from the validation's
+    held-out residuals: the ``percentiles`` of ``r = log(predicted / published seconds)``
+    over ``cases`` held-out published cases of ``papers`` papers (each predicted with the
+    constants fitted without its paper). A step predicted at ``s`` seconds then ran in
+    ``s exp(-high)`` to ``s exp(-low)`` in that share of the cases (`interval`).
+
+    Attributes:
+      low: the lower percentile of ``r`` (a negative ``r``: predicted too fast).
+      high: the upper percentile of ``r``.
+      percentiles: the two percentiles, in percent.
+      cases: the held-out residuals it is computed on.
+      papers: the papers they come from (the residuals cluster by paper).
+      how: what the residuals are, in words.
+    """
+
+    low: float
+    high: float
+    percentiles: tuple[float, float] = (10.0, 90.0)
+    cases: int = 0
+    papers: int = 0
+    how: str = ""
+
+    def seconds(self, predicted: float) -> tuple[float, float]:
+        """The range a step predicted at ``predicted`` seconds took, (shortest, longest)."""
+        return predicted * math.exp(-self.high), predicted * math.exp(-self.low)
+
+    def describe(self) -> str:
+        """The interval in one line: its percentiles, as a range around a prediction, and what it is computed on."""
+        lo, hi = self.seconds(1.0)
+        return (f"{self.percentiles[0]:g}th-{self.percentiles[1]:g}th percentile of the held-out errors: the "
+                f"published time {lo - 1:+.0%} to {hi - 1:+.0%} of the predicted one ({self.cases} published "
+                f"cases of {self.papers} papers, each predicted with the constants fitted without its paper)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain values."""
+        return {**dataclasses.asdict(self), "percentiles": list(self.percentiles)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PredictionInterval:
+        """The inverse of `to_dict`."""
+        low, high = data.get("percentiles", (10.0, 90.0))
+        return cls(float(data["low"]), float(data["high"]), (float(low), float(high)), int(data.get("cases", 0)),
+                   int(data.get("papers", 0)), str(data.get("how", "")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,16 +163,19 @@ class Calibration:
       vector: share of the CUDA cores' FP32 rate a convolution off the tensor cores reaches.
       fitted_on: the cases they were fitted on.
       source: how they were fitted (the command).
+      interval: the prediction interval of the held-out residuals (`PredictionInterval`),
+        written with the constants by the command that fits them; None where none was.
     """
 
     matmul: float
     memory: float
-    launch: float = 0.0
+    launch: float = LAUNCH_CEILING
     depth: float = 0.0
     host: float = 0.0
     vector: float = 1.0
     fitted_on: tuple[str, ...] = ()
     source: str = ""
+    interval: PredictionInterval | None = None
 
     def __post_init__(self) -> None:
         for name, (low, high) in BOUNDS.items():
@@ -99,18 +187,20 @@ class Calibration:
                                  "xla_cost/timemodel/calibrations/constants.json.")
 
     def values(self) -> tuple[float, ...]:
-        """The constants in `FIELDS` order."""
+        """The fitted constants in `FIELDS` order."""
         return tuple(float(getattr(self, name)) for name in FIELDS)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values."""
-        return {**dataclasses.asdict(self), "fitted_on": list(self.fitted_on)}
+        return {**dataclasses.asdict(self), "fitted_on": list(self.fitted_on),
+                "interval": self.interval.to_dict() if self.interval is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
         """The inverse of `to_dict`."""
-        return cls(**{name: float(data.get(name, DEFAULTS.get(name, 0.0))) for name in FIELDS},
-                   fitted_on=tuple(data.get("fitted_on", ())), source=str(data.get("source", "")))
+        return cls(**{name: float(data.get(name, {**MEASURED, **DEFAULTS}.get(name, 0.0))) for name in CONSTANTS},
+                   fitted_on=tuple(data.get("fitted_on", ())), source=str(data.get("source", "")),
+                   interval=PredictionInterval.from_dict(data["interval"]) if data.get("interval") else None)
 
 
 @functools.cache
@@ -157,3 +247,30 @@ def describe(calibration: Calibration) -> str:
             f"{calibration.vector:.1%} of the CUDA cores, {calibration.host * 1e3:.2f} ms per step; one set for every "
             f"device, fitted on "
             f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")
+
+
+def interval(seconds: float) -> tuple[float, float] | None:
+    """The range a step predicted at ``seconds`` took in the validation's held-out cases,
+    (shortest, longest) in seconds: the committed constants' `PredictionInterval` (the one
+    in use under `use_constants`); None where the constants carry none. A throughput's
+    range is the inverse: ``tokens / longest`` to ``tokens / shortest``."""
+    found = constants().interval
+    return found.seconds(seconds) if found is not None else None
+
+
+def interval_description() -> str:
+    """What `interval` is, in one line (or that the constants in use carry none)."""
+    found = constants().interval
+    return found.describe() if found is not None else "no prediction interval with these constants"
+
+
+def at_bound(calibration: Calibration, tolerance: float = 1e-3) -> tuple[str, ...]:
+    """The fitted constants (`FIELDS`) of ``calibration`` at (within ``tolerance`` of the range
+    of) a bound of `BOUNDS`: a fit that ends there is held by the bound, not by the data."""
+    found = []
+    for name in FIELDS:
+        low, high = BOUNDS[name]
+        value = getattr(calibration, name)
+        if value - low <= tolerance * (high - low) or high - value <= tolerance * (high - low):
+            found.append(name)
+    return tuple(found)
