@@ -55,10 +55,11 @@ Dtype = Any
 
 
 def llama_parameters(vocab_size: int, n_layer: int, d_model: int, n_head: int, n_kv_head: int, d_ff: int,
-                     head_dim: int = 0, tied: bool = False, gated_mlp: bool = True) -> int:
-    """The closed-form parameter count of `Llama` (``head_dim = 0`` means ``d_model / n_head``)."""
+                     head_dim: int = 0, tied: bool = False) -> int:
+    """The closed-form parameter count of `Llama` (``head_dim = 0`` means ``d_model / n_head``), its MLP
+    gated (``gated_mlp=False``: ``d * d_ff`` fewer per layer)."""
     d, h = d_model, head_dim or d_model // n_head
-    block = 2 * d * n_head * h + 2 * d * n_kv_head * h + (3 if gated_mlp else 2) * d * d_ff + 2 * d
+    block = 2 * d * n_head * h + 2 * d * n_kv_head * h + 3 * d * d_ff + 2 * d
     return (1 if tied else 2) * vocab_size * d + n_layer * block + d
 
 
