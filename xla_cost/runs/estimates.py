@@ -29,6 +29,7 @@ from xla_cost.analysis.memory import TargetMemory
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
+from xla_cost.timemodel import calibration
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
@@ -90,6 +91,13 @@ class TrainingEstimate(Rendered):
       flops_counted: how ``flops_per_sample`` was counted: ``compiled`` (the
         one-device step compiled on the CPU) or ``jaxpr`` (counted from its
         jaxpr: with a target, whose one-device program is not compiled).
+      interval: the run's time as the validation's held-out published cases
+        ran against their predictions, (shortest, longest) seconds
+        (`xla_cost.timemodel.calibration.interval`); the rates' and MFU's
+        ranges follow from it (`intervals`); None: a bound, or constants
+        without an interval.
+      interval_description: what ``interval`` is computed on, in words (a
+        prediction without one: that its constants carry none; "": a bound).
     """
 
     model: str
@@ -116,6 +124,8 @@ class TrainingEstimate(Rendered):
     peak_flops: float | None = None
     target_memory: TargetMemory | None = None
     flops_counted: str = "compiled"
+    interval: tuple[float, float] | None = None
+    interval_description: str = ""
 
     @property
     def priced_as(self) -> str:
@@ -178,6 +188,26 @@ class TrainingEstimate(Rendered):
             return "unknown"
         return "recomputes" if judged.rematerialized else "fits"
 
+    def intervals(self) -> dict[str, tuple[float, float] | None]:
+        """Each figure's range under `interval` (None: no interval, or the figure unknown):
+        ``seconds``, ``samples_per_second``, ``tokens_per_second`` (and per device),
+        ``model_flops_utilization``, ``hardware_flops_utilization``: a rate scales as
+        the inverse of the time (its low end from the longest time)."""
+        figures: dict[str, float | None] = {
+            "samples_per_second": self.samples_per_second,
+            "samples_per_second_per_device": self.samples_per_second_per_device,
+            "tokens_per_second": self.tokens_per_second,
+            "tokens_per_second_per_device": self.tokens_per_second_per_device,
+            "model_flops_utilization": self.model_flops_utilization,
+            "hardware_flops_utilization": self.hardware_flops_utilization,
+        }
+        if self.interval is None:
+            return {"seconds": None, **{name: None for name in figures}}
+        shortest, longest = self.interval
+        return {"seconds": (shortest, longest), **{
+            name: None if value is None else (value * self.seconds / longest, value * self.seconds / shortest)
+            for name, value in figures.items()}}
+
     def memory_text(self) -> str:
         """`memory_verdict` with the peak and the usable memory it was judged by:
         ``fits: 8.07 GB of 16.0 GB``."""
@@ -216,10 +246,12 @@ class TrainingEstimate(Rendered):
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
         about = [f"{short_count(self.parameters)} parameters" if self.parameters is not None else "",
                  f"layers {self.layers}" if self.layers is not None else "layers scanned or unrolled: unknown"]
-        step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
-        about_text = ", ".join(a for a in about if a) + (f"; {step}" if step else "")
+        recorded = self.parameters is not None or self.layers is not None  # a result made by hand: neither
+        about_text = "; ".join(x for x in (", ".join(a for a in about if a) if recorded else "",
+                                           ", ".join(x for x in (self.optimizer, self.dtype) if x)) if x)
         compiled = f" compiled for {self.target}" if self.target is not None else ""
-        line = f"{self.model_text()} ({about_text}){compiled}: {what} on {self.devices} device(s)"
+        line = (f"{self.model_text()}{f' ({about_text})' if about_text else ''}{compiled}: "
+                f"{what} on {self.devices} device(s)")
         if self.mesh or self.micro_batches > 1:
             spread = [mesh_text(self.mesh)] if self.mesh else []
             line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
@@ -255,18 +287,29 @@ class TrainingEstimate(Rendered):
             "hardware_flops_utilization": self.hardware_flops_utilization,
             "memory_verdict": self.memory_verdict,
             "target_memory": self.target_memory.to_dict() if self.target_memory is not None else None,
+            "interval": None if self.interval is None else {
+                **{name: list(span) if span is not None else None for name, span in self.intervals().items()},
+                "description": self.interval_description},
         }
 
     def to_frame(self) -> pd.DataFrame:
         """One row: every figure of `to_dict` (the mesh and the settings as
         ``key=value,...``; of the target's memory the verdict alone)."""
-        row = {key: value for key, value in self.to_dict().items() if key != "target_memory"}
+        row = {key: value for key, value in self.to_dict().items() if key not in ("target_memory", "interval")}
+        row.update({f"{name}_{end}": None if span is None else span[i]
+                    for name, span in self.intervals().items() for i, end in enumerate(("low", "high"))})
         row.update(mesh=mesh_text(self.mesh) or None, settings=mesh_text(self.settings) or None)
         return pd.DataFrame([row])
 
     def sections(self) -> list[Section]:
         """The run (its size, FLOP and time) and one step's times, each figure in its own unit."""
         p = self.step.prediction
+        spans = self.intervals()
+
+        def shown(value: float | None, name: str, text: Any) -> str:  # a figure and, predicted, its range
+            span = spans[name]
+            return text(value) + ("" if span is None else f" ({text(span[0])} to {text(span[1])})")
+
         rate = (lambda v: UNKNOWN if v is None else f"{v:,.0f}" if v >= 100 else sig(v, 3))
         unit = "tokens" if self.sequence_length is not None else "samples"
         per_second = self.tokens_per_second if self.sequence_length is not None else self.samples_per_second
@@ -281,11 +324,12 @@ class TrainingEstimate(Rendered):
             ("optimizer steps", count(self.steps)),
             ("train-step FLOP per sample", amount(self.flops_per_sample, "FLOP")),
             ("total FLOP", amount(self.total_flops, "FLOP")),
-            (f"time ({self.priced_as})", duration(self.seconds)),
-            (f"{unit} per second", rate(per_second)),
-            (f"{unit} per second per device", rate(per_device)),
-            ("MFU (model FLOP / peak)", pct_sig(self.model_flops_utilization)),
-            ("HFU (with recomputation)", pct_sig(self.hardware_flops_utilization)),
+            (f"time ({self.priced_as})", shown(self.seconds, "seconds", duration)),
+            (f"{unit} per second", shown(per_second, f"{unit}_per_second", rate)),
+            (f"{unit} per second per device", shown(per_device, f"{unit}_per_second_per_device", rate)),
+            ("MFU (model FLOP / peak)", shown(self.model_flops_utilization, "model_flops_utilization", pct_sig)),
+            ("HFU (with recomputation)", shown(self.hardware_flops_utilization, "hardware_flops_utilization",
+                                               pct_sig)),
             ("memory per device", self.memory_text()),
         ]
         times = {"step": p.seconds, "compute": p.compute_seconds, "communication": p.communication_seconds,
@@ -301,10 +345,16 @@ class TrainingEstimate(Rendered):
     def notes(self) -> list[str]:
         """How the FLOP per sample, MFU and HFU were counted, and what the memory verdict judged."""
         said = [self.memory_note()]
+        if self.interval is not None:
+            said.append(f"the ranges beside the predicted figures: {self.interval_description}")
+        elif self.interval_description:
+            said.append(f"no range beside the predicted figures: {self.interval_description}")
         if self.flops_counted == "jaxpr":
             said.append(f"FLOP per sample counted from the one-device step's jaxpr: the whole model is not compiled "
                         f"for one {self.target} device; the priced step is the layout's sharded program")
         arithmetic = (self.hardware.arithmetic if self.hardware is not None else None) or self.dtype
+        if self.peak_flops is None:
+            return [*said, "MFU and HFU unknown: no device peak recorded"]
         said.append(f"MFU and HFU: the model's FLOP per sample (forward and backward; HFU with remat's recomputation, "
                     f"the optimizer's update in neither) x samples per second per device over one device's "
                     f"{arithmetic} peak, {amount(self.peak_flops, 'FLOP/s')} (Chowdhery et al. 2022, Appendix B)")
@@ -426,6 +476,8 @@ def estimate(
     step = priced_step(where, hardware, analyse)
     progress.stage("priced", 2, 2)
     steps = math.ceil(n / step.global_batch)
+    # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
+    interval = None if hardware.is_bound else calibration.interval(steps * step.prediction.seconds)
     grad = single.phases["grad"]
     per = (lambda value: None if value is None else value / single.batch_size)
     return TrainingEstimate(
@@ -438,6 +490,7 @@ def estimate(
         hardware_flops_per_sample=per(grad.hardware_flops),
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
         target_memory=analyse(where.run).target_memory, flops_counted="compiled" if one.target is None else "jaxpr",
+        interval=interval, interval_description="" if hardware.is_bound else calibration.interval_description(),
     )
 
 
