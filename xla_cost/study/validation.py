@@ -342,6 +342,8 @@ class Validation:
       generation_constants: the constants each generation was predicted with.
       refused: the cases left out because their compiler refused a program
         (`REFUSED_RULE`), by name, with the error.
+      unanalysed: the cases set aside because a program of theirs is not
+        analysed yet (only where `validate` was asked to list them).
     """
 
     cases: tuple[Case, ...]
@@ -354,6 +356,7 @@ class Validation:
     by_generation: tuple[float, ...] = ()
     generation_constants: Mapping[str, Calibration] = dataclasses.field(default_factory=dict)
     refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    unanalysed: tuple[str, ...] = ()
 
     @property
     def predicted(self) -> tuple[float, ...]:
@@ -423,7 +426,7 @@ def programs_path(data_dir: str | pathlib.Path) -> pathlib.Path:
 
 def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequence[Case] = CASES,
              constants: Calibration | None = None, refused: Mapping[str, str] | None = None,
-             generations: bool = True) -> Validation:
+             generations: bool = True, unanalysed: bool = False) -> Validation:
     """Every case priced in sample (``constants``; None: the committed ones),
     held out (refitted without its paper, and without its device generation)
     and as a bound.
@@ -437,6 +440,8 @@ def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequenc
         file's, where ``programs`` is a path): a case with one is left out
         (`REFUSED_RULE`) and listed in `Validation.refused`.
       generations: hold each device generation out too (`Validation.by_generation`).
+      unanalysed: set a case whose program is not analysed aside, named in
+        `Validation.unanalysed` (False: refused, `price_case`'s error).
     """
     from xla_cost.timemodel.calibration import constants as committed
 
@@ -447,6 +452,8 @@ def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequenc
         reports = dict(programs)
     left = refused_cases(cases, refused or {})
     cases = [c for c in cases if c.name not in left]
+    waiting = tuple(c.name for c in cases if unanalysed and any(s.key() not in reports for s in c.setups))
+    cases = [c for c in cases if c.name not in waiting]
     used = constants or committed()
     priced = [price_case(case, reports, used) for case in cases]
     bounds = [price_case(case, reports, used, bound=True)[0] for case in cases]
@@ -455,7 +462,8 @@ def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequenc
         else ({}, {})
     return Validation(tuple(cases), tuple(p for p, _ in priced), tuple(figures[c.name] for c in cases),
                       tuple(bounds), used, per_paper, tuple(s for _, s in priced),
-                      tuple(by_generation[c.name] for c in cases) if generations else (), per_generation, left)
+                      tuple(by_generation[c.name] for c in cases) if generations else (), per_generation, left,
+                      waiting)
 
 
 def refused_cases(cases: Sequence[Case], refused: Mapping[str, str]) -> dict[str, str]:

@@ -135,7 +135,7 @@ class PredictionInterval:
         """The interval in one line: its percentiles, as a range around a prediction, and what it is computed on."""
         lo, hi = self.seconds(1.0)
         return (f"{self.percentiles[0]:g}th-{self.percentiles[1]:g}th percentile of the held-out errors: the "
-                f"published time {lo - 1:+.0%} to {hi - 1:+.0%} of the predicted one ({self.cases} published "
+                f"published step time {lo:.2f}x to {hi:.2f}x the predicted one ({self.cases} published "
                 f"cases of {self.papers} papers, each predicted with the constants fitted without its paper)")
 
     def to_dict(self) -> dict[str, Any]:
