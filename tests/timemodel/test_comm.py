@@ -256,7 +256,9 @@ def test_communication_time_sums_executions_over_objects_and_dicts():
         ("all-reduce", 400_000_000, 8, 1, "nvlink4"),
         ("all-gather", 1_000_000, 16, 12, "ib-ndr"),
     ]
-    assert notes == ()
+    assert notes == ("collectives at line rate, the alpha-beta model (no measured NCCL curve: a bound, a link given, "
+                     "or none published for nvlink4, ib-ndr)",)
+    assert communication_time(step, cluster("h100"))[2] == ()  # at the measured curves: nothing to say
 
 
 def test_unknown_executions_are_counted_once_and_named():
@@ -266,7 +268,7 @@ def test_unknown_executions_are_counted_once_and_named():
     )
     assert total == pytest.approx(2 * 7 / 8 * 1e8 / 450e9 + 14 * 1e-6)
     assert times[0].executions == 1
-    assert len(notes) == 1 and "executions per step unknown; counted once" in notes[0]
+    assert len(notes) == 2 and "executions per step unknown; counted once" in notes[0] and "alpha-beta" in notes[1]
 
 
 def test_unknown_group_size_is_skipped_with_a_note_never_silently_zero():
@@ -290,7 +292,7 @@ def test_ragged_all_to_all_is_charged_as_an_all_to_all_with_a_note():
         cluster("h100", curves=False),
     )
     assert total == pytest.approx(2 * (3 / 4 * 1e6 / 450e9 + 3 * 1e-6))
-    assert len(notes) == 1 and "upper bound" in notes[0]
+    assert len(notes) == 2 and "upper bound" in notes[0] and "alpha-beta" in notes[1]
 
 
 def test_group_of_one_in_a_step_costs_nothing():

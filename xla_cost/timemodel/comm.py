@@ -787,4 +787,7 @@ def communication_time(
                              "Pass None when the count is unknown.")
         once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"), _field(item, "span"))
         times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link, executions * once))
+    if cluster.fabric is None and any(t.group_size > 1 for t in times):
+        notes.append("collectives at line rate, the alpha-beta model (no measured NCCL curve: a bound, a link "
+                     "given, or none published for " + ", ".join(dict.fromkeys(t.link for t in times)) + ")")
     return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))
