@@ -6,7 +6,6 @@ Every expected figure is derived from the run's published shape by the formula b
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -78,22 +77,3 @@ def test_the_program_has_the_runs_parameters(name):
         expected = layers * _gpt_block(d, run.ffn, heads * head) + v * d + run.sequence * d + 2 * d
     # counted abstractly (jax.eval_shape); a scanned stack has the unrolled one's parameters and traces one block
     assert count_parameters(built.model, **{**built.config, "scan_layers": True}) == expected
-
-
-def test_a_tiny_torchtitan_step_is_unrolled_with_cudnn_attention():
-    # torchtitan's Llama 3 8B record cut to 2 layers of width 128 on one A100 without recomputation (which would
-    # run each forward attention again in the backward pass): one compile, deviceless
-    from xla_cost.runs.configs import RunConfig
-
-    run = dataclasses.replace(RUNS["torchtitan2024-llama3-8b-64"], layers=2, hidden=128, heads=2, kv_heads=1,
-                              ffn=256, vocabulary=512, sequence=128, devices=1, data=1, fsdp=1, global_batch=1,
-                              recompute="none")
-    setup = run_cases.run_setup(run)
-    report = RunConfig(setup.model, batch_size=setup.batch_size, config=dict(setup.config), optimizer="adam",
-                       dtype=setup.dtype, target=setup.compile_target).canonical().run()
-    kernels = report.phases["grad"].kernel_list
-    attention = [k for k in kernels if "fmha" in k.kind]
-    # unrolled: every kernel runs once per step (no loop); each layer's attention one cuDNN call each way
-    assert all(k.executions == 1 for k in kernels)
-    assert sum("Backward" not in k.kind for k in attention) == run.layers
-    assert sum("Backward" in k.kind for k in attention) == run.layers
