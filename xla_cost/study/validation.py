@@ -269,25 +269,11 @@ def fit_constants(cases: Sequence[Case], reports: Mapping[str, Report], start: C
         calibration = made(x)
         return weights * np.asarray([_log_miss(c, price_case(c, reports, calibration)[0]) for c in cases])
 
-    # a constant no case's price depends on (moved by a tenth of its range, no residual moves) is not
-    # identified by these cases: it is held at its starting value, not driven to a bound
-    base = residuals(x0)
-    free = []
-    for i in range(len(FIELDS)):
-        moved = x0.copy()
-        moved[i] = x0[i] + 0.1 * (highs[i] - lows[i]) * (1 if x0[i] + 0.1 * (highs[i] - lows[i]) < highs[i] else -1)
-        free.append(bool(np.max(np.abs(residuals(moved) - base)) > 1e-9))
-    index = [i for i, f in enumerate(free) if f]
-
-    def placed(y: Any) -> Any:
-        x = x0.copy()
-        x[index] = y
-        return x
-
-    if index:
-        result = least_squares(lambda y: residuals(placed(y)), x0[index], bounds=(lows[index], highs[index]),
-                               x_scale="jac", diff_step=1e-3, max_nfev=400)
-        x0 = placed(result.x)
+    # a constant no case's price depends on has a zero column in the fit's Jacobian: the fit leaves it where it
+    # started (not driven to a bound), and the source says so
+    result = least_squares(residuals, x0, bounds=(lows, highs), x_scale="jac", diff_step=1e-3, max_nfev=400)
+    free = [bool(np.max(np.abs(result.jac[:, i])) > 1e-12) for i in range(len(FIELDS))]
+    x0 = np.where(free, result.x, x0)
     held = [f for f, ok in zip(FIELDS, free) if not ok]
     return dataclasses.replace(
         made(x0), fitted_on=tuple(c.name for c in cases),
