@@ -26,7 +26,7 @@ import pytest
 
 from xla_cost.errors import InputError
 from xla_cost.plugins import has_libtpu
-from xla_cost.present.units import duration
+from xla_cost.present.units import duration, size
 from xla_cost.timemodel import devices
 from xla_cost.timemodel.calibration import Calibration, describe, use_constants
 from xla_cost.timemodel.hardware import Hardware
@@ -419,7 +419,6 @@ def test_the_memory_verdict_comes_from_a_targets_compile(pipelined):
 def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypatch):
     # FSDP over a 2x2 v5e slice: each chip's program is the sharded one; the whole model is never
     # compiled for one chip (libtpu refused a model sharded for want of memory as if FSDP did not fit)
-    config = {**TINY, "n_layer": 2, "scan_layers": True, "remat": "full"}
     analysed, stages = [], []
     run = RunConfig.run
 
@@ -429,21 +428,34 @@ def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypat
 
     monkeypatch.setattr(RunConfig, "run", recorded)
     monkeypatch.setattr(estimates, "progress", types.SimpleNamespace(stage=lambda text, *a: stages.append(text)))
-    result = estimates.estimate("gpt2-small", tokens=1e6, config=config, batch_size=1, mesh={"fsdp": 4},
-                                target="tpu-v5e:2x2", store=store)
+    result = estimates.estimate("one_net", samples=1000, batch_size=2, mesh={"fsdp": 4}, target="tpu-v5e:2x2",
+                                store=store)
     compiled = [r for r in analysed if r.target is not None]
-    assert compiled and all(r.mesh == {"fsdp": 4} and r.batch_size == 4 for r in compiled)
+    assert compiled and all(r.mesh == {"fsdp": 4} and r.batch_size == 2 * 4 for r in compiled)
     assert [(r.target, r.counter) for r in analysed if r.target is None] == [(None, "jaxpr")]  # counted, not compiled
     assert stages == ["the model on one device (its jaxpr)", "the step on 4 device(s) compiled for tpu-v5e:2x2",
                       "priced"] and result.flops_counted == "jaxpr"
-    # a chip's share: one of the 4 sequences, so about a quarter of the step's FLOP (libtpu's count
-    # of its own program, against the jaxpr's of the whole model: within 5%)
-    assert result.step.flops == pytest.approx(result.flops_per_sample, rel=0.05)
-    # the donated train step's exact peak, judged on one v5e's 16 GB: at least each chip's quarter
-    # of the float32 parameters, gradients and Adam's two moments (4 x 4 bytes a parameter)
+    # OneNet, 1 -> 4096 -> 128 -> 10 with biases: its parameters; each chip runs the forward and
+    # backward pass of its 2 of the 8 samples and updates its quarter of the parameters (the one-device
+    # step's update, batch 2: (train step - grad) per sample x 2), not all 8 samples and the whole update
+    # (4x as much); libtpu counts its program's grad up to 15% above the jaxpr (the loss, its padding)
+    parameters = (1 * 4096 + 4096) + (4096 * 128 + 128) + (128 * 10 + 10)
+    assert result.parameters == parameters and result.layers == "unrolled"
+    update = 2 * (result.flops_per_sample - result.model_flops_per_sample)
+    assert result.step.flops == pytest.approx(2 * result.model_flops_per_sample + update / 4, rel=0.15)
+    # the donated train step's exact peak, judged on one v5e's 16 GB: at least each chip's quarter of
+    # the float32 parameters and Adam's two moments, donated in place (3 x 4 bytes a parameter)
     memory = result.target_memory
-    assert memory.exact and result.memory_verdict == "fits"
-    assert 4 * 4 * result.parameters / 4 <= memory.peak <= memory.usable == 16e9
+    assert memory.exact and result.memory_verdict == "fits" and result.to_dict()["memory_verdict"] == "fits"
+    assert 3 * 4 * parameters / 4 <= memory.peak <= memory.usable == 16e9
+    assert result.memory_text() == f"fits: {size(memory.peak)} of 16.0 GB"
+    assert "(533.9k parameters, layers unrolled; adam, float32) compiled for tpu-v5e:2x2" in result.describe()
+
+
+def test_hfu_counts_the_recomputation_of_a_scanned_remat_model(store):
+    config = {**TINY, "n_layer": 1, "scan_layers": True, "remat": "full"}
+    with use_constants(CONSTANTS):
+        result = estimates.estimate("gpt2-small", tokens=1e6, config=config, batch_size=1, store=store)
     # remat="full": each block's forward recomputed in the backward pass but for the MLP's down
     # projection, whose output nothing in the block's backward reads: per token and layer q, k, v, the
     # output projection and the up projection 2 x 8d^2, the scores and values 4Td; the elementwise
@@ -454,7 +466,10 @@ def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypat
     assert products <= recomputed <= 1.1 * products
     assert result.hardware_flops_utilization / result.model_flops_utilization == pytest.approx(
         result.hardware_flops_per_sample / result.model_flops_per_sample, rel=1e-12)
-    assert "(118.5k parameters, layers scanned; adam, float32) compiled for tpu-v5e:2x2" in result.describe()
+    # the header: the settings changed from gpt2-small's (scan_layers and remat among them), the program's layers
+    assert result.layers == "scanned" and result.describe().startswith(
+        "gpt2-small with n_layer=1, d_model=64, n_head=4, seq_len=32, vocab_size=256, scan_layers=True, remat=full (")
+    assert "parameters, layers scanned; adam, float32):" in result.describe()
 
 
 def test_a_prediction_carries_the_held_out_interval_beside_each_figure(pipelined, store):
