@@ -304,6 +304,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),),
         tests=("tests/timemodel/test_comm.py",),
     ),
+    Mutation(
+        "ring_across_nodes_over_one_adapter",
+        "a ring across nodes priced over one adapter of the node, not over each of its devices' (issue 51: "
+        "FSDP across nodes ~8x too slow)",
+        (Edit(
+            "xla_cost/timemodel/bus.py",
+            "            busbw = min(near, reach(nbytes / per_node, network) * per_node)",
+            "            busbw = min(near, reach(nbytes, network))",
+        ),),
+        tests=("tests/timemodel/test_bus.py",),
+    ),
+    Mutation(
+        "bus_curve_linear_in_size",
+        "bus bandwidth interpolated linearly in the size between published sizes, not in its logarithm",
+        (Edit(
+            "xla_cost/timemodel/bus.py",
+            "        w = (math.log(nbytes) - math.log(s0)) / (math.log(s1) - math.log(s0))",
+            "        w = (nbytes - s0) / (s1 - s0)",
+        ),),
+        tests=("tests/timemodel/test_bus.py",),
+    ),
     # ------------------------------------------------------------------ scaling
     Mutation(
         "estimate_flop_per_step_as_per_sample",
