@@ -20,7 +20,8 @@ where no curve is published for a case, one is derived from the nearest
 measured curve by the rule written beside it (`BusCurve.derived`). Where no
 figure at all is published for a link (NVLink 2, PCIe, Ethernet, TPU ICI and
 DCN), there is no `Fabric`, and `xla_cost.timemodel.comm` prices the link with
-its alpha-beta model at line rate, saying so in the link name.
+its alpha-beta model at line rate, saying so in its notes (a link priced at a
+curve is named with ``@nccl``).
 
 Across nodes (`Fabric.time`): NCCL lays its rings out so that each crosses a
 node boundary once per node, and runs several rings (channels) whose
@@ -37,6 +38,13 @@ through each adapter).
 An all-reduce may instead run in two levels (reduce-scatter within each node,
 all-reduce of each device's ``1/p`` between the nodes, all-gather within the
 node); NCCL's tuner runs whichever is faster, and so does `Fabric.time`.
+
+Left out: ``eff`` was measured on AWS EFA, whose busbw rises with the size
+more slowly than InfiniBand's (4 HDR adapters per 8 A100s reached 96 of 100
+GB/s by 128 MB, NVIDIA/nccl-tests issue 119, where ``eff`` gives about half):
+cross-node collectives of 16-512 MiB may be priced up to ~2x slow. NVLS trees
+across 2 nodes (470 GB/s all-reduce busbw on 16 H100s, nccl-tests issue 309)
+are not modelled: the ring's 367 GB/s is charged.
 """
 
 from __future__ import annotations
