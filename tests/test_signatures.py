@@ -234,6 +234,7 @@ RESULTS: tuple[str, ...] = (
 
 NOT_RESULTS: dict[str, str] = {
     "Calibration": "a device's fitted constants, an input of predictions",
+    "PredictionInterval": "part of the committed constants (Calibration.interval), printed beside a figure",
     "Collective": "one row of a phase's communication, shown in its Report's table",
     "RunConfig": "a configuration asked for, not an answer",
     "TargetMemory": "part of a Report (its target_memory): shown in its notes and its JSON",

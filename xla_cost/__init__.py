@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.timemodel.devices import DEVICES as DEVICES
     from xla_cost.timemodel.devices import Dispatch as Dispatch
     from xla_cost.timemodel.calibration import Calibration as Calibration
+    from xla_cost.timemodel.calibration import PredictionInterval as PredictionInterval
     from xla_cost.timemodel.hardware import Hardware as Hardware
     from xla_cost.timemodel.schedule import Layout as Layout
     from xla_cost.parallel.sharding import MESH_AXES as MESH_AXES
@@ -143,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "DEVICES": "xla_cost.timemodel.devices",
     "Dispatch": "xla_cost.timemodel.devices",
     "Calibration": "xla_cost.timemodel.calibration",
+    "PredictionInterval": "xla_cost.timemodel.calibration",
     "Hardware": "xla_cost.timemodel.hardware",
     "Layout": "xla_cost.timemodel.schedule",
     "MESH_AXES": "xla_cost.parallel.sharding",
