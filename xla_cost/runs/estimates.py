@@ -90,7 +90,8 @@ class TrainingEstimate(Rendered):
         by the donated train step's exact peak); None: no target compiled.
       flops_counted: how ``flops_per_sample`` was counted: ``compiled`` (the
         one-device step compiled on the CPU) or ``jaxpr`` (counted from its
-        jaxpr: with a target, whose one-device program is not compiled).
+        jaxpr: with a target, whose one-device program is not compiled; the
+        CPU's compile where the jaxpr holds operations it cannot count).
       interval: the run's time as the validation's held-out published cases
         ran against their predictions, (shortest, longest) seconds
         (`xla_cost.timemodel.calibration.interval`); the rates' and MFU's
@@ -349,9 +350,11 @@ class TrainingEstimate(Rendered):
             said.append(f"the ranges beside the predicted figures: {self.interval_description}")
         elif self.interval_description:
             said.append(f"no range beside the predicted figures: {self.interval_description}")
-        if self.flops_counted == "jaxpr":
-            said.append(f"FLOP per sample counted from the one-device step's jaxpr: the whole model is not compiled "
-                        f"for one {self.target} device; the priced step is the layout's sharded program")
+        if self.target is not None:
+            how = ("counted from the one-device step's jaxpr" if self.flops_counted == "jaxpr" else
+                   "from the one-device step the CPU compiles (its jaxpr holds operations it cannot count)")
+            said.append(f"FLOP per sample {how}: the whole model is not compiled for one {self.target} device; the "
+                        "priced step is the layout's sharded program")
         arithmetic = (self.hardware.arithmetic if self.hardware is not None else None) or self.dtype
         if self.peak_flops is None:
             return [*said, "MFU and HFU unknown: no device peak recorded"]
@@ -415,7 +418,16 @@ def estimate(
     (`xla_cost.timemodel.calibration`; the result names them); ``bound=True``
     prices `Hardware.bound` instead (compute at peak, nothing hidden, flat
     rings: a lower bound on time), and an explicit ``mfu`` a roofline at that
-    share of peak.
+    share of peak; a prediction carries the validation's held-out range
+    (`xla_cost.timemodel.calibration.interval`) where the constants have one.
+
+    With a ``target`` the FLOP per sample are counted from the one-device
+    step's jaxpr (the CPU's compile where it cannot count them): the whole
+    model is never compiled for one of the target's devices, which a layout
+    sharded for want of memory does not fit; the layout's sharded program is
+    compiled for the target, priced, and judged against one device's memory
+    (``memory=True``: `TrainingEstimate.memory_verdict`). The result also gives
+    the run's and each device's samples (tokens) per second, MFU and HFU.
 
     Args:
       model: a zoo name, ``package.module:attr`` or a Linen or NNX module
@@ -463,10 +475,14 @@ def estimate(
     ready_devices(one, mesh_devices(where.run.mesh))
     analyse = analyser(store, judged=where.run)  # the priced program's memory judged on its target
     # the model's FLOP from one device: with a target, counted from its jaxpr (nothing compiled: the
-    # whole model on one chip may not fit it, and libtpu refuses such a program)
+    # whole model on one chip may not fit it, and libtpu refuses such a program); where the jaxpr has
+    # operations it cannot count, the step the CPU compiles (which refuses no memory)
     counted = one if one.target is None else dataclasses.replace(one, target=None, counter="jaxpr")
     progress.stage(f"the model on one device ({'compiled on the CPU' if one.target is None else 'its jaxpr'})", 0, 2)
     single = analyse(counted)
+    if single.phases["train_step"].flops is None and counted.counter == "jaxpr":
+        counted = dataclasses.replace(counted, counter="xla")
+        single = analyse(counted)
     flops = single.phases["train_step"].flops
     if flops is None:
         raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
@@ -489,7 +505,7 @@ def estimate(
         sequence_length=one.sequence_length(), model_flops_per_sample=per(grad.model_flops),
         hardware_flops_per_sample=per(grad.hardware_flops),
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
-        target_memory=analyse(where.run).target_memory, flops_counted="compiled" if one.target is None else "jaxpr",
+        target_memory=analyse(where.run).target_memory, flops_counted=counted.counter.replace("xla", "compiled"),
         interval=interval, interval_description="" if hardware.is_bound else calibration.interval_description(),
     )
 
