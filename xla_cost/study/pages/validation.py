@@ -249,7 +249,8 @@ def _left_out_lines(result: Any) -> list[str]:
     lines += [run_line(name, f"`{error}`") for name, error in result.refused.items()]
     if result.unanalysed:  # not a rule: work not done yet, said so
         lines.append(f"- **not priced yet: a program of the case is not analysed** (`python benchmarks/calibrate.py "
-                     f"--programs` compiles the programs the file lacks): {len(result.unanalysed)} cases")
+                     f"--programs` compiles the programs the file lacks): {len(result.unanalysed)} "
+                     f"case{'s' if len(result.unanalysed) != 1 else ''}")
         lines += [run_line(name) for name in result.unanalysed]
     return lines
 
@@ -358,7 +359,8 @@ def build(data: StudyData) -> dict[str, bytes]:
         + (f"{_share(sum(abs(e) <= BAND for _, e in by_generation), len(by_generation))} published cases within "
            f"±{100 * BAND:g}%, {sum(abs(e) > LIMIT for _, e in by_generation)} beyond ±{100 * LIMIT:g}%; "
            f"{_distribution([e for _, e in by_generation])}." if by_generation else "not computed."),
-        *([f"- **Not priced yet**: {len(result.unanalysed)} cases whose programs are not analysed (listed under "
+        *([f"- **Not priced yet**: {len(result.unanalysed)} case{'s' if len(result.unanalysed) != 1 else ''} "
+            "whose programs are not analysed (listed under "
              "*Published runs not validated*); every figure here is of the other cases."] if result.unanalysed else []),
         f"- **In sample**: {sum(abs(e) <= BAND for e in in_sample)} of {len(in_sample)}; {_distribution(in_sample)}.",
         f"- **This project's measurements**, held out: {_measured_summary(result)}.",
