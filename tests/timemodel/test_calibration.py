@@ -37,10 +37,10 @@ def test_the_constants_are_six_named_fields_with_their_documented_bounds():
     assert {name: BOUNDS[name] for name in CONSTANTS} == {name: (LOWEST[name], HIGHEST[name]) for name in CONSTANTS}
     given = Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=128.0, host=2e-3, vector=0.3)
     assert given.values() == (0.8, 128.0, 0.3)  # the fitted ones, FIELDS' order
-    # depth and host default to none, launch to the measured call: a product at its share of the peak; the
-    # CUDA cores at their datasheet rate
+    # launch, depth and host default to none: a product at its share of the peak, nothing added; the CUDA
+    # cores at their datasheet rate
     assert Calibration(0.5, 0.8).values() == (0.8, 0.0, 1.0)
-    assert Calibration(0.5, 0.8).launch == LAUNCH_CEILING
+    assert (Calibration(0.5, 0.8).launch, Calibration(0.5, 0.8).host) == (0.0, 0.0)
 
 
 def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
@@ -87,7 +87,7 @@ def test_a_missing_share_in_the_file_is_refused_not_read_as_zero():
     with pytest.raises(InputError, match="memory"):
         Calibration.from_dict({"matmul": 0.5})
     # the optional ones are 0 when absent, the measured ones their measurement
-    assert Calibration.from_dict({"memory": 0.6}) == Calibration(MATMUL_CEILING, 0.6)
+    assert Calibration.from_dict({"memory": 0.6}) == Calibration(MATMUL_CEILING, 0.6, launch=LAUNCH_CEILING)
 
 
 def test_use_constants_overrides_nests_and_restores():

@@ -169,7 +169,7 @@ class Calibration:
 
     matmul: float
     memory: float
-    launch: float = LAUNCH_CEILING
+    launch: float = 0.0
     depth: float = 0.0
     host: float = 0.0
     vector: float = 1.0
