@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(scaling)
 
     estimate = sub.add_parser(
-        "estimate", help="total training FLOP and time of a run on K devices",
+        "estimate", help="total training FLOP and time of a run on K devices, its tokens (samples) per second, "
+        "MFU and HFU, and with --target whether each device's program fits",
     )
     estimate.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
     estimate.add_argument("--samples", type=float, default=None, metavar="N", help="samples per epoch (e.g. 1281167 for ImageNet)")
