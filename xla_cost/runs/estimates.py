@@ -228,7 +228,9 @@ class TrainingEstimate(Rendered):
                     "own program and judges it)")
         if judged.peak is None:
             return f"memory per device unknown: the {judged.target} compile gave no peak"
-        said = (f"memory per device: {judged.peak_of} of the priced program peaks at {size(judged.peak)} of the "
+        program = (f"{judged.peak_of} of the priced program" if judged.exact
+                   else f"the priced program's {judged.peak_of.removeprefix('its ')}")
+        said = (f"memory per device: {program} peaks at {size(judged.peak)} of the "
                 f"{size(judged.usable)} a program may use on one {judged.title} ({judged.target})")
         if not judged.exact:
             said += ", a lower bound of the step's (the optimizer state is not among its arguments)"
