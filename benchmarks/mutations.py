@@ -1007,6 +1007,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/count/attribution.py", "            recomputed=recomputed.get(path, Cost()),\n", ""),),
         tests=("tests/analysis/test_remat_rows.py",),
     ),
+    Mutation(
+        "cuda_plugin_started_with_jax",
+        "the CUDA plugin started with jax's CPU backend on a machine without a GPU driver: NVIDIA's "
+        "libraries loaded by every process (issue 49's suite time)",
+        (Edit("xla_cost/plugins.py", "        if cpu_only:\n            _defer_cuda()\n", ""),),
+        tests=("tests/test_plugins.py",),
+    ),
 )
 
 

@@ -23,19 +23,26 @@ def test_the_test_command_installs_both_compilers():
 QUIET = """
 import xla_cost, jax
 jax.devices()
+from xla_cost import plugins
+mapped = lambda: "xla_cuda_plugin" in open("/proc/self/maps").read()  # the CUDA plugin's library loaded
+before = (mapped(), plugins.cuda_started())
 from xla_cost.timemodel.devices import target
 print(len(target("tpu-v5e:2x2").devices(4)), len(target("h100").devices(8)))
+print(*before, mapped(), plugins.cuda_started())
 """
 
 
 @pytest.mark.skipif(plugins.has_gpu_driver() or plugins.has_tpu_device(), reason="a machine with the device")
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc to see what the process loaded")
 def test_the_plugins_start_without_a_line_on_stderr():
+    # and without a GPU driver the CUDA plugin (NVIDIA's libraries: cuDNN, cuBLAS, ...) starts only
+    # when a GPU target asks for it: not with jax's CPU backend, then at the H100's topology
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "TPU_WORKER_HOSTNAMES",
                         "TPU_SKIP_MDS_QUERY", "ALLOW_MULTIPLE_LIBTPU_LOAD")}
     done = subprocess.run([sys.executable, "-c", QUIET], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["4", "8"]  # a 2x2 slice's chips; 8 GPUs of one host
+    assert done.stdout.split() == ["4", "8", "False", "False", "True", "True"]  # a 2x2 slice's chips; 8 GPUs
     assert done.stderr == ""
 
 

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterator
 
 __all__ = ["EXTRAS", "prepare", "cuda_plugin", "has_libtpu", "has_gpu_driver", "has_tpu_device",
-           "install_command", "quiet_stderr", "NOISE"]
+           "install_command", "quiet_stderr", "NOISE", "start_cuda", "cuda_started"]
 
 EXTRAS = {"cuda": "gpu", "tpu": "tpu"}
 """The package extra that brings each platform's compiler (``pip install 'xla-cost[gpu]'``)."""
@@ -116,8 +116,11 @@ def prepare() -> None:
     CPU (the plugins stay loaded for deviceless compiles). Variables the user
     set are kept. Where a plugin is installed, jax's import and its plugins'
     discovery, whenever they come, keep the plugins' start-up lines off the
-    standard error. Nothing is imported here: without the extras this costs
-    three package lookups.
+    standard error. Without a GPU driver the CUDA plugin is discovered but not
+    started: its start loads NVIDIA's libraries (cuDNN, cuBLAS, cuFFT, NCCL,
+    ...: 0.2-0.4 CPU seconds and 230 MB in every process), which only a
+    compile for a GPU target needs; `start_cuda` starts it then. Nothing is
+    imported here: without the extras this costs three package lookups.
     """
     if _PREPARED["done"]:
         return
@@ -153,7 +156,61 @@ def _start_quietly(cpu_only: bool) -> None:
     if cpu_only and not os.environ.get("JAX_PLATFORMS") and jax.config.jax_platforms in (None, ""):
         jax.config.update("jax_platforms", "cpu")
     with quiet_stderr(), contextlib.suppress(Exception):  # a plugin that fails says so when a target asks
+        if cpu_only:
+            _defer_cuda()
         xla_bridge._discover_and_register_pjrt_plugins()
+
+
+_CUDA_START: dict[str, object] = {}
+"""The CUDA plugin module's own ``initialize``, kept while its start is deferred (`_defer_cuda`)."""
+
+
+def _cuda_plugin_modules() -> tuple[str, ...]:
+    """The CUDA plugins' modules under jax's ``jax_plugins`` namespace (``jax_plugins.xla_cuda12``)."""
+    import pkgutil
+
+    try:
+        import jax_plugins
+    except ImportError:
+        return ()
+    return tuple(name for _, name, _ in pkgutil.iter_modules(jax_plugins.__path__, "jax_plugins.")
+                 if name.startswith("jax_plugins.xla_cuda"))
+
+
+def _defer_cuda() -> None:
+    """The CUDA plugin discovered by jax as usual, its ``initialize`` (NVIDIA's libraries
+    loaded, the ``cuda`` platform registered) deferred to `start_cuda`."""
+    import importlib
+
+    for name in _cuda_plugin_modules():
+        module = importlib.import_module(name)
+        if name not in _CUDA_START:
+            _CUDA_START[name] = module.initialize
+            module.initialize = lambda: None  # jax's discovery calls it: nothing until a GPU target
+
+
+def start_cuda() -> None:
+    """Starts jax's CUDA plugin where `prepare` deferred it (no GPU driver): NVIDIA's
+    libraries loaded and the ``cuda`` platform registered for deviceless compiles,
+    its start-up lines kept off the standard error. Called before a GPU target's
+    first compile (`xla_cost.compiled.targets`); nothing where the plugin started
+    with jax (a GPU machine) or has started already."""
+    import importlib
+
+    for name, initialize in list(_CUDA_START.items()):
+        if initialize is None:
+            continue
+        module = importlib.import_module(name)
+        module.initialize = initialize
+        _CUDA_START[name] = None
+        with quiet_stderr():
+            initialize()  # type: ignore[operator]
+
+
+def cuda_started() -> bool:
+    """Whether the CUDA plugin has started in this process (NVIDIA's libraries loaded):
+    False only while `prepare` defers it and no GPU target has asked for it."""
+    return not any(initialize is not None for initialize in _CUDA_START.values())
 
 
 class _QuietJaxImport(importlib.abc.MetaPathFinder):

@@ -384,6 +384,7 @@ def _topology_devices(platform: str, topology: str, config: str | None) -> tuple
         if platform == "tpu":
             _load_libtpu_without_its_profiler()
         if platform == "cuda":
+            plugins.start_cuda()  # deferred by `import xla_cost` on a machine without a GPU driver
             desc = topologies.get_topology_desc(platform="cuda", topology=topology, target_config=config)
         elif config:
             desc = topologies.get_topology_desc(platform="tpu", topology_name=topology, chip_config_name=config)
