@@ -29,6 +29,22 @@ before = (mapped(), plugins.cuda_started())
 from xla_cost.timemodel.devices import target
 print(len(target("tpu-v5e:2x2").devices(4)), len(target("h100").devices(8)))
 print(*before, mapped(), plugins.cuda_started())
+# a started late, the CUDA plugin still gets what jax registers for every plugin: custom partitioning's
+# CustomSPMDPartitioning (cuDNN attention under a model mesh uses it; without it "No registered implementation")
+import jax.numpy as jnp, numpy as np
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+@custom_partitioning
+def double(x):
+    return 2 * x
+
+double.def_partition(partition=lambda mesh, args, result: (mesh, lambda x: 2 * x, args[0].sharding, (args[0].sharding,)),
+                     sharding_rule="i -> i")
+halves = NamedSharding(Mesh(np.array(target("h100").devices(2)), ("x",)), PartitionSpec("x"))
+jax.jit(double, in_shardings=halves, out_shardings=halves).lower(
+    jax.ShapeDtypeStruct((8,), jnp.float32, sharding=halves)).compile()
+print("partitioned")
 """
 
 
@@ -42,7 +58,7 @@ def test_the_plugins_start_without_a_line_on_stderr():
                         "TPU_SKIP_MDS_QUERY", "ALLOW_MULTIPLE_LIBTPU_LOAD")}
     done = subprocess.run([sys.executable, "-c", QUIET], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["4", "8", "False", "False", "True", "True"]  # a 2x2 slice's chips; 8 GPUs
+    assert done.stdout.split() == ["4", "8", "False", "False", "True", "True", "partitioned"]  # 2x2 chips; 8 GPUs
     assert done.stderr == ""
 
 

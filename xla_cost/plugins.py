@@ -164,6 +164,12 @@ def _start_quietly(cpu_only: bool) -> None:
 _CUDA_START: dict[str, object] = {}
 """The CUDA plugin module's own ``initialize``, kept while its start is deferred (`_defer_cuda`)."""
 
+_LATE_CALLBACKS: list[object] = []
+"""Callbacks jax's modules registered for every plugin (``xla_bridge.register_plugin_callbacks``:
+custom partitioners, batch-partitionable FFI targets) after the discovery, while the CUDA
+plugin's start was deferred: jax applies those only to the plugins registered then, so
+`start_cuda` applies them to the CUDA plugin itself."""
+
 
 def _cuda_plugin_modules() -> tuple[str, ...]:
     """The CUDA plugins' modules under jax's ``jax_plugins`` namespace (``jax_plugins.xla_cuda12``)."""
@@ -182,11 +188,22 @@ def _defer_cuda() -> None:
     loaded, the ``cuda`` platform registered) deferred to `start_cuda`."""
     import importlib
 
+    from jax._src import xla_bridge
+
     for name in _cuda_plugin_modules():
         module = importlib.import_module(name)
         if name not in _CUDA_START:
             _CUDA_START[name] = module.initialize
             module.initialize = lambda: None  # jax's discovery calls it: nothing until a GPU target
+    if _CUDA_START and "register" not in _CUDA_START:
+        register = xla_bridge.register_plugin_callbacks
+
+        def recorded(callback: object) -> None:
+            _LATE_CALLBACKS.append(callback)
+            register(callback)
+
+        _CUDA_START["register"] = register
+        xla_bridge.register_plugin_callbacks = recorded
 
 
 def start_cuda() -> None:
@@ -197,20 +214,34 @@ def start_cuda() -> None:
     with jax (a GPU machine) or has started already."""
     import importlib
 
+    from jax._src import xla_bridge
+
+    register = _CUDA_START.pop("register", None)
+    if register is None:
+        return
+    xla_bridge.register_plugin_callbacks = register
     for name, initialize in list(_CUDA_START.items()):
-        if initialize is None:
-            continue
         module = importlib.import_module(name)
         module.initialize = initialize
-        _CUDA_START[name] = None
+        del _CUDA_START[name]
         with quiet_stderr():
             initialize()  # type: ignore[operator]
+    # what jax's discovery does for each plugin it registers: the callbacks registered for every
+    # plugin (custom partitioning's CustomSPMDPartitioning, FFI targets), now for the CUDA plugin
+    factory = xla_bridge._backend_factories.get("cuda")
+    if factory is not None and factory.c_api is not None:
+        done: set[int] = set()
+        with xla_bridge._plugin_callback_lock:
+            for callback in (*xla_bridge._plugin_callbacks, *_LATE_CALLBACKS):
+                if id(callback) not in done:
+                    done.add(id(callback))
+                    callback(c_api=factory.c_api)  # type: ignore[operator]
 
 
 def cuda_started() -> bool:
     """Whether the CUDA plugin has started in this process (NVIDIA's libraries loaded):
     False only while `prepare` defers it and no GPU target has asked for it."""
-    return not any(initialize is not None for initialize in _CUDA_START.values())
+    return "register" not in _CUDA_START
 
 
 class _QuietJaxImport(importlib.abc.MetaPathFinder):

@@ -63,8 +63,8 @@ def test_the_estimate_table_reads_in_units():
                            dtype="float32")
     text = run.to_table(width=WIDTH)
     assert _widest(text) <= WIDTH
-    # 3e6 FLOP a sample is 3.000 MFLOP; 3e9 in all 3.000 GFLOP; 63 steps of 0.6 s are 37.80 s
-    assert "3.000 MFLOP" in text and "3.000 GFLOP" in text and "37.80 s" in text
+    # 3e6 FLOP a sample is 3.00 MFLOP; 3e9 in all 3.00 GFLOP (three figures); 63 steps of 0.6 s are 37.80 s
+    assert "3.00 MFLOP" in text and "3.00 GFLOP" in text and "37.80 s" in text
     assert run.describe().startswith("one_net (adam, float32):")
     assert run.to_dict()["optimizer"] == "adam" and len(run.to_frame()) == 1
 
