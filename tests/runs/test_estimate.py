@@ -475,24 +475,29 @@ def test_hfu_counts_the_recomputation_of_a_scanned_remat_model(store):
 def test_a_prediction_carries_the_held_out_interval_beside_each_figure(pipelined, store):
     from xla_cost.timemodel.calibration import PredictionInterval
 
-    # held-out residuals r = log(predicted / published) between -0.1 and 0.2 (10th and 90th percentiles):
-    # a run predicted at s seconds took s e^-0.2 to s e^0.1
-    spread = PredictionInterval(low=-0.1, high=0.2, cases=20, papers=5, how="given here")
+    # held-out residuals r = log(predicted / published) with |r| <= 0.2 in 80% of the cases (the median 0.05):
+    # a run predicted at s seconds took s e^-0.2 to s e^0.2
+    spread = PredictionInterval(spread=0.2, bias=0.05, cases=20, papers=5, how="given here")
     with use_constants(dataclasses.replace(CONSTANTS, interval=spread)):
         result = estimates.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
                                     micro_batches=4, store=store)  # the fixture's analyses, priced again
     s = result.seconds
     assert s == pipelined[4].seconds  # the interval moves no prediction
-    shortest, longest = s * math.exp(-0.2), s * math.exp(0.1)
+    shortest, longest = s * math.exp(-0.2), s * math.exp(0.2)
     assert result.interval == pytest.approx((shortest, longest), rel=1e-12)
+    assert shortest < s < longest  # the range holds its figure
+    # the step's own range (xla_cost.predict's), of which the run's is every step's
+    step = result.step.prediction.seconds
+    assert result.step.interval == pytest.approx((step * math.exp(-0.2), step * math.exp(0.2)), rel=1e-12)
     spans = result.intervals()
     # a rate's range is the inverse: the tokens over the longest time to the tokens over the shortest
     assert spans["tokens_per_second"] == pytest.approx(
         (result.tokens_per_second * s / longest, result.tokens_per_second * s / shortest), rel=1e-12)
     assert spans["model_flops_utilization"] == pytest.approx(
-        (result.model_flops_utilization * math.exp(-0.1), result.model_flops_utilization * math.exp(0.2)), rel=1e-12)
+        (result.model_flops_utilization * math.exp(-0.2), result.model_flops_utilization * math.exp(0.2)), rel=1e-12)
     data = result.to_dict()["interval"]
-    assert data["seconds"] == pytest.approx([shortest, longest], rel=1e-12) and "20 published cases" in data["description"]
+    assert data["seconds"] == pytest.approx([shortest, longest], rel=1e-12) and "20 cases of 5 papers" in data["description"]
+    assert "the median case ran at 0.95x its predicted time" in data["description"]  # e^-0.05: the bias, said
     run = result.sections()[0].frame.set_index("figure")["value"]
     assert run["time (prediction)"].endswith(f"({duration(shortest)} to {duration(longest)})")
     assert pipelined[4].interval is None  # constants without an interval: none, and the notes say so

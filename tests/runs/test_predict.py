@@ -200,3 +200,35 @@ def test_a_dtype_the_device_has_no_peak_for_is_refused(report):
     for hardware in (Hardware("p100", arithmetic="bfloat16"), Hardware("p100", arithmetic="bfloat16").bound()):
         with pytest.raises(InputError, match="a dtype the NVIDIA Tesla P100 SXM2 has a published peak for"):
             predict(report, hardware)
+
+
+def test_a_prediction_carries_its_held_out_range_and_a_bound_none(report):
+    import dataclasses
+    import math
+
+    from xla_cost.timemodel.calibration import PredictionInterval
+
+    # the held-out published cases ran within a factor e^0.3 of their predictions in 80% of them (median e^-0.1):
+    # a step predicted at s seconds took s e^-0.3 to s e^0.3
+    given = PredictionInterval(spread=0.3, bias=0.1, cases=12, papers=4, how="given here")
+    with use_constants(dataclasses.replace(CONSTANTS, interval=given)):
+        step = predict(report, Hardware("h100"))
+        bound = predict(report, Hardware("h100").bound())
+    with use_constants(CONSTANTS):
+        plain = predict(report, Hardware("h100"))
+    s = step.prediction.seconds
+    assert s == plain.prediction.seconds  # the range moves no prediction
+    assert step.interval == pytest.approx((s * math.exp(-0.3), s * math.exp(0.3)), rel=1e-12)
+    data = step.to_dict()
+    assert data["step_interval_s"] == pytest.approx([s * math.exp(-0.3), s * math.exp(0.3)], rel=1e-12)
+    assert "12 cases of 4 papers" in data["interval_description"]
+    row = step.to_frame().iloc[0]
+    assert (row["step_low_s"], row["step_high_s"]) == pytest.approx(step.interval, rel=1e-12)
+    # printed beside the step time, and what it is said in the notes
+    from xla_cost.present.units import duration
+
+    assert f"{duration(s)} ({duration(step.interval[0])} to {duration(step.interval[1])})" in step.describe()
+    assert "- the range beside the predicted step time: in 80% of the held-out" in step.to_markdown()
+    # constants without an interval: none, said; a bound: none, nothing to say
+    assert plain.interval is None and "no range beside the predicted step time" in plain.to_markdown()
+    assert bound.interval is None and bound.to_dict()["step_interval_s"] is None and bound.interval_note() == ""

@@ -134,11 +134,11 @@ def test_committed_constants_are_the_fit_on_every_case(reports, refused, result)
     assert set(committed.fitted_on) == {c.name for c in cases}
     for name, now, then in zip(calibration.FIELDS, fitted.values(), committed.values()):
         assert now == pytest.approx(then, rel=0.02, abs=1e-9), name
-    # the committed prediction interval is the page's: the held-out residuals' percentiles
+    # the committed prediction interval is the page's: the held-out residuals' spread and bias
     interval = prediction_interval(result)
     assert committed.interval is not None
-    assert committed.interval.low == pytest.approx(interval.low, abs=0.01)
-    assert committed.interval.high == pytest.approx(interval.high, abs=0.01)
+    assert committed.interval.spread == pytest.approx(interval.spread, abs=0.01)
+    assert committed.interval.bias == pytest.approx(interval.bias, abs=0.01)
     assert (committed.interval.cases, committed.interval.papers) == (interval.cases, interval.papers)
 
 
@@ -294,15 +294,16 @@ def test_a_ratio_is_scored_on_its_overhead():
 
 
 def test_the_prediction_interval_maps_residuals_to_seconds():
-    # r = log(predicted / published seconds): a step predicted at s ran in s exp(-high) to s exp(-low)
+    # r = log(predicted / published seconds), |r| <= spread in 80% of the held-out cases: a step predicted at s
+    # ran in s exp(-spread) to s exp(spread) (its definition: tests/timemodel/test_calibration.py)
     import math
 
     from xla_cost.timemodel.calibration import Calibration, PredictionInterval, interval, use_constants
 
-    given = PredictionInterval(-0.1, 0.2, (10.0, 90.0), 30, 12, "test")
-    assert given.seconds(2.0) == pytest.approx((2.0 * math.exp(-0.2), 2.0 * math.exp(0.1)))
+    given = PredictionInterval(0.2, -0.05, 80.0, 30, 12, "test")
+    assert given.seconds(2.0) == pytest.approx((2.0 * math.exp(-0.2), 2.0 * math.exp(0.2)))
     assert PredictionInterval.from_dict(given.to_dict()) == given
-    assert "30 published cases of 12 papers" in given.describe()
+    assert "30 cases of 12 papers" in given.describe()
     with use_constants(Calibration(0.5, 0.8, interval=given)):
         assert interval(2.0) == pytest.approx(given.seconds(2.0))
     with use_constants(Calibration(0.5, 0.8)):

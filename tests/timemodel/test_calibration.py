@@ -14,6 +14,7 @@ measurements (`MEASURED`; tests/study/test_validation.py derives the ceilings fr
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -134,3 +135,62 @@ def test_describe_names_every_constant_and_the_fit():
                     "3.00 µs per cuDNN call (other kernels up to their work), convolutions off the tensor cores "
                     "at 25.0% of the CUDA cores, 2.00 ms per step; one set for every "
                     "device, fitted on 3 cases (published runs and this project's measurements)")
+
+
+# held-out residuals r = log(predicted / published seconds), four papers of one case and one of four
+# (paper A's cases weigh 1/4 each, every paper 1 in all, as the fit weighs them)
+RESIDUALS = {"a1": 0.05, "a2": -0.05, "a3": 0.15, "a4": 0.25, "b": -0.40, "c": 0.30, "d": 0.10, "e": 0.60}
+PAPERS = {"a1": "A", "a2": "A", "a3": "A", "a4": "A", "b": "B", "c": "C", "d": "D", "e": "E"}
+
+
+def test_the_prediction_interval_is_the_weighted_quantile_of_the_held_out_errors():
+    from xla_cost.timemodel.calibration import PredictionInterval, weighted_quantile
+
+    found = PredictionInterval.from_residuals(RESIDUALS, PAPERS, 80.0, "synthetic")
+    # |r| sorted with their weights: 0.05 (1/4), 0.05 (1/4), 0.10 (1), 0.15 (1/4), 0.25 (1/4), 0.30 (1),
+    # 0.40 (1), 0.60 (1); cumulated 0.25, 0.5, 1.5, 1.75, 2, 3, 4, 5 of 5: 80% (4 of 5) first reached at b's 0.40
+    assert found.spread == 0.40
+    # r sorted: -0.40 (1), -0.05, 0.05 (1/4 each), 0.10 (1), ...: cumulated 1, 1.25, 1.5, 2.5: half of 5 at d's 0.10
+    assert found.bias == 0.10
+    assert (found.cases, found.papers, found.coverage) == (8, 5, 80.0)
+    # unweighted, A's four cases would count four times: numpy's 80th percentile of the 8 |r| is
+    # 0.30 + 0.6 x (0.40 - 0.30) = 0.36, narrower than what the papers say
+    assert found.spread > 0.36
+    # a step predicted at 2 s took 2 e^-0.4 to 2 e^0.4 s: the range holds its own point
+    assert found.seconds(2.0) == pytest.approx((2 * math.exp(-0.4), 2 * math.exp(0.4)), rel=1e-12)
+    assert found.factor == pytest.approx(math.exp(0.4), rel=1e-12)
+    # equal weights: the ceil(share n)-th smallest (the 8th of 10 at 80%)
+    assert weighted_quantile([float(v) for v in range(10, 0, -1)], [1.0] * 10, 0.8) == 8.0
+    text = found.describe()
+    assert "0.67x to 1.49x the predicted one" in text and "8 cases of 5 papers" in text  # e^-0.4, e^0.4
+    assert "the median case ran at 0.90x its predicted time" in text  # e^-0.10: the bias, said, not applied
+    assert PredictionInterval.from_dict(found.to_dict()) == found
+
+
+def test_a_biased_model_s_interval_still_holds_its_point():
+    from xla_cost.timemodel.calibration import PredictionInterval
+
+    # every held-out case predicted too slow (r from 0.1 to 0.5, one paper each): the 10th-90th percentiles of
+    # r, e^-0.46 to e^-0.14 of the point, would have left the point out, as "2.049 h (1.548 h to 1.949 h)" did
+    biased = {name: 0.1 * (i + 1) for i, name in enumerate("vwxyz")}
+    found = PredictionInterval.from_residuals(biased, {name: name for name in biased})
+    assert found.spread == pytest.approx(0.4) and found.bias == pytest.approx(0.3)  # 4th of 5 |r|; the 3rd r
+    shortest, longest = found.seconds(7380.0)
+    assert shortest < 7380.0 < longest
+    assert "the median case ran at 0.74x its predicted time" in found.describe()  # e^-0.3
+
+
+def test_an_interval_of_the_old_form_is_refused_alone_and_read_as_none_with_the_constants():
+    from xla_cost.timemodel.calibration import PredictionInterval, interval, interval_description
+
+    old = {"low": -0.37, "high": 0.53, "percentiles": [10.0, 90.0], "cases": 20, "papers": 7, "how": "x"}
+    with pytest.raises(InputError, match="'spread' and 'bias'"):
+        PredictionInterval.from_dict(old)
+    read = Calibration.from_dict({"memory": 0.6, "interval": old})
+    assert read.interval is None  # no range rather than a range of another definition
+    with use_constants(read):
+        assert interval(1.0) is None and "calibrate.py" in interval_description()
+    with pytest.raises(InputError, match="at least two"):
+        PredictionInterval.from_residuals({"a": 0.1}, {"a": "A"})
+    with pytest.raises(InputError, match="each with its paper"):
+        PredictionInterval.from_residuals({"a": 0.1, "b": 0.2}, {"a": "A"})

@@ -29,7 +29,6 @@ from xla_cost.analysis.memory import TargetMemory
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields
-from xla_cost.timemodel import calibration
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
@@ -494,8 +493,8 @@ def estimate(
     step = priced_step(where, hardware, analyse)
     progress.stage("priced", 2, 2)
     steps = math.ceil(n / step.global_batch)
-    # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
-    interval = None if hardware.is_bound else calibration.interval(steps * step.prediction.seconds)
+    # the step's range (`StepEstimate.interval`, none for a bound) over every step: the same factor of the time
+    interval = None if step.interval is None else (steps * step.interval[0], steps * step.interval[1])
     grad = single.phases["grad"]
     per = (lambda value: None if value is None else value / single.batch_size)
     return TrainingEstimate(
@@ -508,7 +507,7 @@ def estimate(
         hardware_flops_per_sample=per(grad.hardware_flops),
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
         target_memory=analyse(where.run).target_memory, flops_counted=counted.counter.replace("xla", "compiled"),
-        interval=interval, interval_description="" if hardware.is_bound else calibration.interval_description(),
+        interval=interval, interval_description=step.interval_description,
     )
 
 

@@ -53,6 +53,12 @@ class StepEstimate:
         ``(p - 1) / (v m)`` of the ``m`` micro-batches' time), ``gradients``
         (the exposed gradient reduction), ``update``; they add up to the step.
       calibration: the time model's constants, described, or "" for a bound.
+      interval: the step's seconds as the validation's held-out published cases ran against
+        their predictions, (shortest, longest) (`xla_cost.timemodel.calibration.interval`:
+        the range around ``prediction.seconds`` that held most of them; it holds the figure);
+        None: a bound, or constants without an interval.
+      interval_description: what ``interval`` is computed on and its bias, in words (a
+        prediction without one: that its constants carry none; "": a bound).
     """
 
     devices: int
@@ -65,12 +71,22 @@ class StepEstimate:
     notes: tuple[str, ...] = ()
     parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
     calibration: str = ""
+    interval: tuple[float, float] | None = None
+    interval_description: str = ""
 
     def describe(self) -> str:
-        """One line: the step, its time and how it was priced."""
+        """One line: the step, its time (and its range, `interval`) and how it was priced."""
         how = f"predicted ({self.calibration})" if self.calibration else "a bound"
+        span = "" if self.interval is None else f" ({duration(self.interval[0])} to {duration(self.interval[1])})"
         return (f"one train step on {self.devices:,} device(s), global batch {self.global_batch:,}: "
-                f"{duration(self.prediction.seconds)}, {how}")
+                f"{duration(self.prediction.seconds)}{span}, {how}")
+
+    def interval_note(self) -> str:
+        """What the range beside the step's time is (or that a prediction has none; "" for a bound)."""
+        if self.interval is not None:
+            return f"the range beside the predicted step time: {self.interval_description}"
+        return f"no range beside the predicted step time: {self.interval_description}" \
+            if self.interval_description else ""
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure raw: per-device work, the predicted seconds by part, the collectives' times."""
@@ -83,12 +99,18 @@ class StepEstimate:
             "exposed_communication_s": p.exposed_communication_seconds,
             **{f"{part}_s": value for part, value in self.parts.items()},
             "priced_as": "prediction" if self.calibration else "bound", "calibration": self.calibration or None,
+            "step_interval_s": None if self.interval is None else list(self.interval),
+            "interval_description": self.interval_description or None,
             "collectives": [dataclasses.asdict(c) for c in self.collectives], "notes": list(self.notes),
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row: the figures of `to_dict` (estimates of several steps concatenate)."""
-        return pd.DataFrame([{k: v for k, v in self.to_dict().items() if k not in ("collectives", "notes")}])
+        """One row: the figures of `to_dict` (estimates of several steps concatenate; the
+        interval as ``step_low_s`` and ``step_high_s``)."""
+        row = {k: v for k, v in self.to_dict().items() if k not in ("collectives", "notes", "step_interval_s")}
+        row.update(step_low_s=None if self.interval is None else self.interval[0],
+                   step_high_s=None if self.interval is None else self.interval[1])
+        return pd.DataFrame([row])
 
     def sections(self) -> list[Section]:
         """The step's time by part, in one time unit, and its work per device."""
@@ -104,9 +126,10 @@ class StepEstimate:
                 Section("per device", pd.DataFrame(work, columns=["work", "amount"]))]
 
     def to_markdown(self) -> str:
-        """A markdown section: `describe`, the `sections` as tables, the notes as a list."""
+        """A markdown section: `describe`, the `sections` as tables, the notes (and `interval_note`) as a list."""
         parts = [self.describe(), *(f"**{s.title}**\n\n{markdown_table(s.cells())}" for s in self.sections())]
-        parts += ["\n".join(f"- {note}" for note in self.notes)] if self.notes else []
+        notes = [*self.notes, *([self.interval_note()] if self.interval_note() else [])]
+        parts += ["\n".join(f"- {note}" for note in notes)] if notes else []
         return "\n\n".join(parts) + "\n"
 
     def _repr_markdown_(self) -> str:
@@ -223,7 +246,10 @@ class ScalingResult(Rendered):
                 "flops_per_device": step.flops, "communication_bytes_per_device": step.communication_bytes,
                 "compute_s": at.compute_seconds, "communication_s": at.communication_seconds,
                 "exposed_communication_s": at.exposed_communication_seconds,
-                "step_s": at.step_seconds, "samples_per_s": at.samples_per_second,
+                "step_s": at.step_seconds,
+                "step_low_s": None if step.interval is None else step.interval[0],
+                "step_high_s": None if step.interval is None else step.interval[1],
+                "samples_per_s": at.samples_per_second,
                 "speedup": at.speedup, "efficiency": at.efficiency,
             })
         return pd.DataFrame(rows)
@@ -232,7 +258,8 @@ class ScalingResult(Rendered):
         """`to_frame` with headers that wrap and each column in its own unit
         (FLOP, bytes, one time unit for the times), narrow enough for a
         100-column terminal: the communication column is the part not hidden
-        (all of it is in `to_frame`, and a note)."""
+        (all of it is in `to_frame`, and a note); a predicted step's range
+        (`StepEstimate.interval`) in its own column beside the step."""
         frame = self.to_frame()
         flop_scale, flop_name = flop_unit(frame["flops_per_device"])
         byte_scale, byte_name = bytes_unit(frame["communication_bytes_per_device"])
@@ -246,6 +273,9 @@ class ScalingResult(Rendered):
                 lambda v: scaled(v, byte_scale)),
             **{f"{label} ({time_name})": frame[column].map(lambda v: scaled(v, time_scale, 2))
                for label, column in zip(("compute", "exposed comm.", "step"), times)},
+            **({f"step range ({time_name})": [
+                f"{scaled(lo, time_scale, 2)}-{scaled(hi, time_scale, 2)}" for lo, hi in
+                zip(frame["step_low_s"], frame["step_high_s"])]} if frame["step_low_s"].notna().all() else {}),
             "samples per s": frame["samples_per_s"].map(lambda v: f"{v:,.0f}" if v >= 100 else sig(v, 3)),
             "speed up": frame["speedup"].map(lambda v: f"{v:.2f}x"),
             "efficiency": frame["efficiency"].map(pct),
@@ -262,7 +292,8 @@ class ScalingResult(Rendered):
             scale, name = time_unit([b for _, b in bubbles])
             notes.append("step = compute + exposed comm. + the pipeline bubble (idle stages): "
                          + ", ".join(f"{d}: {scaled(b, scale, 2)} {name}" for d, b in bubbles))
-        return notes
+        said = self.steps[0].interval_note() if self.steps else ""
+        return [*notes, said.replace("predicted step time", "predicted step times")] if said else notes
 
     def plot(self, path: str | None = None) -> Figure:
         """A matplotlib ``Figure`` of the speed-up and efficiency against devices,

@@ -247,6 +247,9 @@ def predict(
         flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
         prediction=prediction, collectives=(*tensor_times, *grad_times), notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
+        # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
+        interval=None if hardware.is_bound else calibration.interval(seconds),
+        interval_description="" if hardware.is_bound else calibration.interval_description(),
     )
 
 

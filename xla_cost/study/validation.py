@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from xla_cost.runs.scaling import StepEstimate
     from xla_cost.timemodel.calibration import Calibration, PredictionInterval
 
-__all__ = ["BAND", "LIMIT", "OVERHEAD_BAND", "INTERVAL_PERCENTILES", "REFUSED_RULE", "Case", "Setup", "CASES",
+__all__ = ["BAND", "LIMIT", "OVERHEAD_BAND", "REFUSED_RULE", "Case", "Setup", "CASES",
            "Validation", "validate", "fit_constants", "held_out", "prediction_interval", "analyse_setups",
            "write_programs", "read_programs", "read_refused", "refused_cases", "price_case", "megatron_flops",
            "PROGRAMS_FILE",
@@ -69,9 +69,6 @@ LIMIT = 0.40
 OVERHEAD_BAND = 0.35
 """How far a ratio case's predicted scaling overhead (`Case.overhead`) may be from the published
 overhead, relative (issue 51: ±35%)."""
-
-INTERVAL_PERCENTILES = (10.0, 90.0)
-"""The held-out residuals' percentiles the prediction interval spans (`prediction_interval`)."""
 
 REFUSED_RULE = ("the device's compiler refuses the run's program (deviceless, for its target); its error is kept "
                 "with the analysed programs")
@@ -457,28 +454,29 @@ def refused_cases(cases: Sequence[Case], refused: Mapping[str, str]) -> dict[str
     return {c.name: refused[s.key()] for c in cases for s in c.setups if s.key() in refused}
 
 
-def prediction_interval(result: Validation, percentiles: tuple[float, float] = INTERVAL_PERCENTILES
-                        ) -> PredictionInterval:
-    """The prediction interval of ``result``'s held-out residuals: the ``percentiles``
-    (numpy's linear interpolation) of ``log(predicted / published seconds)`` over the
-    published absolute cases (`Validation.residuals`: TFLOP/s, MFU, tokens/s, seconds and days,
-    each read as the step time it stands for; ratios and this project's own steps left out),
-    each predicted with the constants fitted without its paper.
+def prediction_interval(result: Validation, coverage: float | None = None) -> PredictionInterval:
+    """The prediction interval of ``result``'s held-out residuals
+    (`xla_cost.timemodel.calibration.PredictionInterval.from_residuals`: the range around the
+    predicted time that holds ``coverage`` percent of them, each paper weighted alike, and
+    their median, the bias): ``log(predicted / published seconds)`` over the published
+    absolute cases (`Validation.residuals`: TFLOP/s, MFU, tokens/s, seconds and days, each
+    read as the step time it stands for; ratios and this project's own steps left out), each
+    predicted with the constants fitted without its paper.
+
+    Args:
+      coverage: in percent (None: `xla_cost.timemodel.calibration.INTERVAL_COVERAGE`).
 
     Raises:
       InputError: fewer than two such cases.
     """
-    import numpy as np
-
-    from xla_cost.timemodel.calibration import PredictionInterval
+    from xla_cost.timemodel.calibration import INTERVAL_COVERAGE, PredictionInterval
 
     residuals = result.residuals(held_out=True)
     if len(residuals) < 2:
         raise InputError("at least two published absolute cases held out", str(len(residuals)),
                          "Validate on more published runs.")
-    low, high = (float(v) for v in np.percentile(list(residuals.values()), percentiles))
-    papers = len({c.paper for c in result.cases if c.name in residuals})
-    return PredictionInterval(low, high, (float(percentiles[0]), float(percentiles[1])), len(residuals), papers,
-                              "log(predicted / published step time) of the published absolute cases (TFLOP/s, "
-                              "MFU, tokens/s, seconds, days) held out paper by paper "
-                              "(xla_cost.study.validation.prediction_interval)")
+    return PredictionInterval.from_residuals(
+        residuals, {c.name: c.paper for c in result.cases if c.name in residuals},
+        INTERVAL_COVERAGE if coverage is None else coverage,
+        "log(predicted / published step time) of the published absolute cases (TFLOP/s, MFU, tokens/s, seconds, "
+        "days) held out paper by paper (xla_cost.study.validation.prediction_interval)")

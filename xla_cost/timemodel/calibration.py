@@ -26,7 +26,10 @@ registry. They are fitted on published runs by
 each case's predicted over published figure) and committed in
 ``calibrations/constants.json`` beside this module with the cases they were
 fitted on; the validation page refits them without each paper in turn to
-predict that paper's cases held out.
+predict that paper's cases held out. Those held-out errors give the prediction
+interval committed with them (`PredictionInterval`: the range around a predicted
+time that held most held-out published cases, its bias stated), which
+`interval` puts beside a predicted figure.
 """
 
 from __future__ import annotations
@@ -37,13 +40,13 @@ import functools
 import json
 import math
 import pathlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from xla_cost.errors import InputError
 
-__all__ = ["Calibration", "PredictionInterval", "PATH", "BOUNDS", "MATMUL_CEILING", "LAUNCH_CEILING", "MEASURED",
-           "FIELDS", "CONSTANTS", "constants",
+__all__ = ["Calibration", "PredictionInterval", "INTERVAL_COVERAGE", "weighted_quantile", "PATH", "BOUNDS",
+           "MATMUL_CEILING", "LAUNCH_CEILING", "MEASURED", "FIELDS", "CONSTANTS", "constants",
            "use_constants", "write_constants", "describe", "interval", "interval_description", "at_bound"]
 
 PATH = pathlib.Path(__file__).resolve().parent / "calibrations" / "constants.json"
@@ -103,51 +106,126 @@ CONSTANTS = tuple(BOUNDS)
 """Every constant, fitted or measured."""
 
 
+INTERVAL_COVERAGE = 80.0
+"""The share (percent) of the held-out published cases, each paper weighted alike, that the
+prediction interval holds (`PredictionInterval`)."""
+
+
+def weighted_quantile(values: Sequence[float], weights: Sequence[float], share: float) -> float:
+    """The smallest of ``values`` at which the ``weights`` of the values at or below it reach
+    ``share`` (0 to 1) of their total: the inverse of the weighted empirical distribution
+    function (no interpolation; equal weights give the ``ceil(share n)``-th smallest of ``n``).
+
+    Raises:
+      InputError: no values, values and weights of different lengths, a weight that is not > 0,
+        or a share outside [0, 1].
+    """
+    if not values or len(values) != len(weights) or any(not w > 0 for w in weights) or not 0 <= share <= 1:
+        raise InputError("values with as many weights > 0, and a share in [0, 1]",
+                         f"{len(values)} values, {len(weights)} weights, share {share!r}",
+                         "Pass one weight > 0 per value and a share such as 0.8.")
+    pairs = sorted(zip(values, weights))
+    total, reached = math.fsum(weights), 0.0
+    for value, weight in pairs:
+        reached += weight
+        if reached >= share * total * (1 - 1e-12):
+            return float(value)
+    return float(pairs[-1][0])
+
+
 @dataclasses.dataclass(frozen=True)
 class PredictionInterval:
     """How far a predicted step time is from the published one, from the validation's
-    held-out residuals: the ``percentiles`` of ``r = log(predicted / published seconds)``
-    over ``cases`` held-out published cases of ``papers`` papers (each predicted with the
-    constants fitted without its paper). A step predicted at ``s`` seconds then ran in
-    ``s exp(-high)`` to ``s exp(-low)`` in that share of the cases (`interval`).
+    held-out residuals ``r = log(predicted / published seconds)`` over ``cases`` published
+    cases of ``papers`` papers, each predicted with the constants fitted without its paper
+    (no constant was fitted on the case it tests).
+
+    The interval is centred on the prediction, on a log scale: a step predicted at ``s``
+    seconds ran in ``s exp(-spread)`` to ``s exp(spread)`` (`seconds`) in ``coverage``
+    percent of the held-out cases, each paper weighted alike as the fit weights them
+    (``spread`` is that `weighted_quantile` of ``|r|``: `from_residuals`). It holds its own
+    point, and it is as wide as the model's held-out error, its bias included. The bias is
+    stated apart, never applied to the point (the point is the model's, as every other
+    figure printed with it): ``bias`` is the weighted median of ``r``, the median case ran
+    at ``exp(-bias)`` times its predicted time (positive: predicted too slow).
 
     Attributes:
-      low: the lower percentile of ``r`` (a negative ``r``: predicted too fast).
-      high: the upper percentile of ``r``.
-      percentiles: the two percentiles, in percent.
+      spread: the ``coverage`` weighted quantile of ``|r|`` (a log factor, >= 0).
+      bias: the weighted median of ``r``.
+      coverage: the share of the held-out cases the interval holds, in percent.
       cases: the held-out residuals it is computed on.
-      papers: the papers they come from (the residuals cluster by paper).
+      papers: the papers they come from (the residuals cluster by paper: each paper weighs
+        as much as any other, whatever its number of cases).
       how: what the residuals are, in words.
     """
 
-    low: float
-    high: float
-    percentiles: tuple[float, float] = (10.0, 90.0)
+    spread: float
+    bias: float
+    coverage: float = INTERVAL_COVERAGE
     cases: int = 0
     papers: int = 0
     how: str = ""
 
+    @classmethod
+    def from_residuals(cls, residuals: Mapping[str, float], papers: Mapping[str, str],
+                       coverage: float = INTERVAL_COVERAGE, how: str = "") -> PredictionInterval:
+        """The interval of held-out ``residuals`` (case -> ``log(predicted / published)``), each
+        case weighted ``1 / (its paper's cases)`` (``papers``: case -> paper): ``spread`` the
+        ``coverage`` weighted quantile of ``|r|``, ``bias`` the weighted median of ``r``.
+
+        Raises:
+          InputError: fewer than two residuals, or a case without its paper.
+        """
+        if len(residuals) < 2 or any(name not in papers for name in residuals):
+            raise InputError("at least two held-out residuals, each with its paper",
+                             f"{len(residuals)} residual(s), papers of {sorted(set(residuals) & set(papers))}",
+                             "Validate on more published runs, and give each case's paper.")
+        per_paper: dict[str, int] = {}
+        for name in residuals:
+            per_paper[papers[name]] = per_paper.get(papers[name], 0) + 1
+        names = list(residuals)
+        weights = [1 / per_paper[papers[name]] for name in names]
+        values = [float(residuals[name]) for name in names]
+        return cls(weighted_quantile([abs(v) for v in values], weights, coverage / 100),
+                   weighted_quantile(values, weights, 0.5), float(coverage), len(values), len(per_paper), how)
+
+    @property
+    def factor(self) -> float:
+        """``exp(spread)``: the published time was within this factor of the predicted one."""
+        return math.exp(self.spread)
+
     def seconds(self, predicted: float) -> tuple[float, float]:
-        """The range a step predicted at ``predicted`` seconds took, (shortest, longest)."""
-        return predicted * math.exp(-self.high), predicted * math.exp(-self.low)
+        """The range a step predicted at ``predicted`` seconds took, (shortest, longest):
+        ``predicted / factor`` to ``predicted x factor``."""
+        return predicted * math.exp(-self.spread), predicted * math.exp(self.spread)
 
     def describe(self) -> str:
-        """The interval in one line: its percentiles, as a range around a prediction, and what it is computed on."""
+        """The interval in one line: its range around a prediction, its coverage, what it
+        rests on, and the bias it holds."""
         lo, hi = self.seconds(1.0)
-        return (f"{self.percentiles[0]:g}th-{self.percentiles[1]:g}th percentile of the held-out errors: the "
-                f"published step time {lo:.2f}x to {hi:.2f}x the predicted one ({self.cases} published "
-                f"cases of {self.papers} papers, each predicted with the constants fitted without its paper)")
+        return (f"in {self.coverage:g}% of the held-out published cases (each paper weighted alike) the published "
+                f"step time was {lo:.2f}x to {hi:.2f}x the predicted one (within a factor {self.factor:.2f}; "
+                f"{self.cases} cases of {self.papers} papers, each predicted with the constants fitted without its "
+                f"paper); the median case ran at {math.exp(-self.bias):.2f}x its predicted time (the model's "
+                f"bias: the range holds it, the figure is the model's, uncorrected)")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values."""
-        return {**dataclasses.asdict(self), "percentiles": list(self.percentiles)}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PredictionInterval:
-        """The inverse of `to_dict`."""
-        low, high = data.get("percentiles", (10.0, 90.0))
-        return cls(float(data["low"]), float(data["high"]), (float(low), float(high)), int(data.get("cases", 0)),
-                   int(data.get("papers", 0)), str(data.get("how", "")))
+        """The inverse of `to_dict`.
+
+        Raises:
+          InputError: a dict without ``spread`` and ``bias`` (an interval of percentiles, as
+            constants fitted before the interval was centred wrote it).
+        """
+        if "spread" not in data or "bias" not in data:
+            raise InputError("a prediction interval with 'spread' and 'bias'", f"the fields {sorted(data)}",
+                             "Fit the constants again (python benchmarks/calibrate.py), which writes the interval.")
+        return cls(float(data["spread"]), float(data["bias"]), float(data.get("coverage", INTERVAL_COVERAGE)),
+                   int(data.get("cases", 0)), int(data.get("papers", 0)), str(data.get("how", "")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,10 +275,12 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        """The inverse of `to_dict`."""
+        """The inverse of `to_dict`; an interval of an older form (percentiles of the residuals,
+        not centred: ``spread`` missing) is read as none, which the next fit replaces."""
+        found = data.get("interval")
         return cls(**{name: float(data.get(name, {**MEASURED, **DEFAULTS}.get(name, 0.0))) for name in CONSTANTS},
                    fitted_on=tuple(data.get("fitted_on", ())), source=str(data.get("source", "")),
-                   interval=PredictionInterval.from_dict(data["interval"]) if data.get("interval") else None)
+                   interval=PredictionInterval.from_dict(found) if found and "spread" in found else None)
 
 
 @functools.cache
@@ -261,7 +341,8 @@ def interval(seconds: float) -> tuple[float, float] | None:
 def interval_description() -> str:
     """What `interval` is, in one line (or that the constants in use carry none)."""
     found = constants().interval
-    return found.describe() if found is not None else "no prediction interval with these constants"
+    return found.describe() if found is not None else ("no prediction interval with these constants (python "
+                                                       "benchmarks/calibrate.py fits them and writes one)")
 
 
 def at_bound(calibration: Calibration, tolerance: float = 1e-3) -> tuple[str, ...]:
