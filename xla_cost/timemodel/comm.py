@@ -49,16 +49,12 @@ consecutive devices a node. Between nodes a device has its share of its host's
 network adapters (`cluster`: ``nics * line rate / devices per host``, from the
 node presets of `xla_cost.timemodel.devices.NODES`).
 
-Bandwidth convention: `Interconnect.bandwidth` is bytes/s per device in one
-direction. Accelerator datasheets quote the bidirectional aggregate (NVLink
-900 GB/s on H100 is 450 GB/s each way; PCIe 5.0 x16 128 GB/s is 64 GB/s each
-way), so those figures are halved. Network line rates (InfiniBand, Ethernet)
-are already per direction (the links are full duplex), so they are only
-converted from bits to bytes.
-
-`predict_step` adds the communication to a roofline compute time, with a stated
-overlap, and `scaling_curve` turns predictions at several device counts into
-throughput, speed-up and scaling efficiency.
+The links themselves (`Interconnect`, the `INTERCONNECTS` presets with their
+sources, the bandwidth convention) live in `xla_cost.timemodel.links`, and are
+importable from here too; this module chooses how a collective runs (`ALGORITHMS`,
+`Cluster`, the placement of its group) and prices it. On the times it gives,
+`xla_cost.timemodel.schedule.predict_step` adds the communication to a roofline
+compute time, with a stated overlap.
 """
 
 from __future__ import annotations
@@ -73,6 +69,10 @@ from typing import Any
 from xla_cost.errors import InputError
 from xla_cost.timemodel import bus
 from xla_cost.timemodel import devices as registry
+from xla_cost.timemodel.links import (
+    INTERCONNECTS, Interconnect, check_bandwidth, check_count, check_latency, check_node_size, interconnect,
+    is_finite_number,
+)
 from xla_cost.parallel.placement import Span, span
 
 __all__ = [
@@ -89,241 +89,6 @@ __all__ = [
     "CollectiveTime",
     "communication_time",
 ]
-
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_bandwidth(value: Any, what: str = "bandwidth") -> None:
-    if not is_finite_number(value) or value <= 0:
-        raise InputError(
-            f"a {what} in bytes/s per device per direction, a finite number > 0",
-            repr(value),
-            "Pass e.g. 50e9 for InfiniBand NDR (400 Gb/s).",
-        )
-
-
-def _check_latency(value: Any) -> None:
-    if not is_finite_number(value) or value < 0:
-        raise InputError(
-            "a latency in seconds per hop, a finite number >= 0",
-            repr(value),
-            "Pass e.g. 5e-6 for InfiniBand.",
-        )
-
-
-def _check_count(value: Any, what: str, fix: str) -> None:
-    """`InputError` unless ``value`` is an integer >= 1 (``what``: what it counts)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{what}, an integer >= 1", repr(value), fix)
-
-
-def _check_node_size(value: Any) -> None:
-    _check_count(value, "a node size, the number of devices per node", "Pass e.g. node_size=8 for an 8-GPU server.")
-
-
-@dataclasses.dataclass(frozen=True)
-class Interconnect:
-    """One kind of link between devices, with where its figures come from.
-
-    Attributes:
-      name: the preset key, e.g. ``"nvlink4"``.
-      description: what it is, with the datasheet figure, e.g.
-        ``"NVLink 4 (H100 SXM): 900 GB/s per GPU, both directions"``.
-      bandwidth: bytes/s per device in one direction, the ``1/beta`` of the
-        model: half of a datasheet's bidirectional aggregate, or a network's
-        line rate in bytes (see the module docstring).
-      latency: seconds per hop, the ``alpha`` of the model.
-      source: the datasheet or specification the bandwidth comes from, with URL.
-      latency_source: where ``latency`` comes from; for the presets an assumed
-        typical value, said as such.
-
-    Raises:
-      InputError: a bandwidth that is not > 0 or a latency that is not >= 0.
-    """
-
-    name: str
-    description: str
-    bandwidth: float
-    latency: float
-    source: str
-    latency_source: str
-
-    def __post_init__(self) -> None:
-        check_bandwidth(self.bandwidth)
-        _check_latency(self.latency)
-
-
-_ASSUMED = "assumed: typical {what} per-hop latency (order of magnitude, not measured here)"
-
-
-def _preset(name: str, description: str, bandwidth: float, latency: float, source: str,
-            what: str) -> Interconnect:
-    return Interconnect(name, description, bandwidth, latency, source, _ASSUMED.format(what=what))
-
-
-INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
-    i.name: i
-    for i in (
-        _preset(
-            "nvlink5", "NVLink 5 (B200): 1.8 TB/s per GPU, both directions",
-            900e9, 1e-6,
-            "NVIDIA DGX B200 user guide: 2 fifth-generation NVLink switches, 14.4 TB/s aggregate for 8 B200 "
-            "(https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html); HGX B200 "
-            "specifications: NVLink 1.8 TB/s per GPU (https://www.nvidia.com/en-us/data-center/hgx/); halved "
-            "per direction",
-            "NVLink (NCCL)"),
-        _preset(
-            "nvlink4", "NVLink 4 (H100 SXM): 900 GB/s per GPU, both directions",
-            450e9, 1e-6,
-            "NVIDIA H100 Tensor Core GPU datasheet, SXM: NVLink 900 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/h100/); halved per direction",
-            "NVLink (NCCL)"),
-        _preset(
-            "nvlink3", "NVLink 3 (A100 SXM): 600 GB/s per GPU, both directions",
-            300e9, 1e-6,
-            "NVIDIA A100 Tensor Core GPU datasheet, SXM: NVLink 600 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/a100/); halved per direction",
-            "NVLink (NCCL)"),
-        _preset(
-            "nvlink2", "NVLink 2 (V100 SXM2): 300 GB/s per GPU, both directions",
-            150e9, 1e-6,
-            "NVIDIA V100 Tensor Core GPU datasheet, SXM2: NVLink 300 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/v100/); halved per direction",
-            "NVLink (NCCL)"),
-        _preset(
-            "nvlink1", "NVLink 1 (P100 SXM2): 160 GB/s per GPU, both directions",
-            80e9, 1e-6,
-            "NVIDIA Tesla P100 datasheet, SXM2: NVLink interconnect bandwidth 160 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/tesla-p100/); halved per direction",
-            "NVLink (NCCL)"),
-        _preset(
-            "pcie5", "PCIe 5.0 x16: 128 GB/s, both directions",
-            64e9, 2e-6,
-            "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/h100/); halved per direction",
-            "PCIe peer-to-peer (NCCL)"),
-        _preset(
-            "pcie4", "PCIe 4.0 x16: 64 GB/s, both directions",
-            32e9, 2e-6,
-            "NVIDIA A100 datasheet: PCIe Gen4 64 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/a100/); halved per direction",
-            "PCIe peer-to-peer (NCCL)"),
-        _preset(
-            "pcie3", "PCIe 3.0 x16: 32 GB/s, both directions (2017-era P40 / V100 PCIe servers)",
-            16e9, 2e-6,
-            "NVIDIA V100 datasheet, PCIe: interconnect bandwidth PCIe 32 GB/s "
-            "(https://www.nvidia.com/en-us/data-center/v100/); Tesla P40 is PCIe 3.0 x16 too; "
-            "halved per direction",
-            "PCIe peer-to-peer (NCCL)"),
-        _preset(
-            "ib-ndr", "InfiniBand NDR: 400 Gb/s per GPU (one ConnectX-7 per GPU, DGX H100)",
-            50e9, 5e-6,
-            "InfiniBand Trade Association roadmap, NDR 400 Gb/s per 4x port "
-            "(https://www.infinibandta.org/infiniband-roadmap/); NVIDIA DGX H100 user guide: "
-            "8 single-port ConnectX-7 400 Gb/s "
-            "(https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html); "
-            "line rate per direction, /8 bits",
-            "InfiniBand RDMA (NCCL)"),
-        _preset(
-            "ib-hdr", "InfiniBand HDR: 200 Gb/s per GPU (one ConnectX-6 per GPU, DGX A100)",
-            25e9, 5e-6,
-            "InfiniBand Trade Association roadmap, HDR 200 Gb/s per 4x port "
-            "(https://www.infinibandta.org/infiniband-roadmap/); NVIDIA DGX A100 user guide: "
-            "8 single-port ConnectX-6 200 Gb/s HDR "
-            "(https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html); "
-            "line rate per direction, /8 bits",
-            "InfiniBand RDMA (NCCL)"),
-        _preset(
-            "ib-edr", "InfiniBand EDR: 100 Gb/s (2016-2018 clusters)",
-            12.5e9, 5e-6,
-            "InfiniBand Trade Association roadmap, EDR 100 Gb/s per 4x port "
-            "(https://www.infinibandta.org/infiniband-roadmap/); line rate per direction, /8 bits",
-            "InfiniBand RDMA (NCCL)"),
-        _preset(
-            "ethernet-25g", "Ethernet 25GbE: 25 Gb/s",
-            3.125e9, 1e-5,
-            "IEEE Std 802.3by-2016, 25 Gb/s Ethernet (IEEE P802.3by task force, "
-            "https://www.ieee802.org/3/by/); line rate per direction, /8 bits",
-            "TCP over Ethernet"),
-        _preset(
-            "ethernet-50g", "Ethernet 50GbE: 50 Gb/s",
-            6.25e9, 1e-5,
-            "IEEE Std 802.3cd-2018, 50 Gb/s Ethernet (https://www.ieee802.org/3/cd/); line rate per "
-            "direction, /8 bits",
-            "TCP over Ethernet"),
-        _preset(
-            "ethernet-100g", "Ethernet 100GbE: 100 Gb/s (a TPU v5e host has two)",
-            12.5e9, 1e-5,
-            "IEEE Std 802.3ba-2010, 100 Gb/s Ethernet (https://www.ieee802.org/3/ba/); line rate per direction, "
-            "/8 bits",
-            "TCP over Ethernet (data-center network)"),
-        _preset(
-            "ethernet-200g", "Ethernet 200GbE: 200 Gb/s (a TPU v6e host has four)",
-            25e9, 1e-5,
-            "IEEE Std 802.3bs-2017, 200 Gb/s and 400 Gb/s Ethernet (https://www.ieee802.org/3/bs/); line rate per "
-            "direction, /8 bits",
-            "TCP over Ethernet (data-center network)"),
-        _preset(
-            "tpu-v5p-dcn", "TPU v5p data-center network: 50 Gb/s per chip",
-            6.25e9, 1e-5,
-            "Cloud TPU v5p documentation: data center network (DCN) bandwidth per chip 50 Gbps "
-            "(https://cloud.google.com/tpu/docs/v5p); /8 bits, per direction",
-            "the data-center network between TPU slices"),
-        _preset(
-            "tpu-v5e-ici", "TPU v5e inter-chip interconnect: 400 GB/s per chip, both directions "
-            "(4 ICI ports, 2D torus)",
-            200e9, 1e-6,
-            "Cloud TPU v5e documentation: bidirectional ICI bandwidth per chip 400 GBps, "
-            "4 ICI ports per chip (earlier versions of the page: 'Interchip Interconnect BW "
-            "1,600 Gbps', the same 200 GB/s one way); all-reduce bandwidth per 256-chip pod "
-            "51.2 TB/s = 200 GB/s per chip (https://cloud.google.com/tpu/docs/v5e); halved per "
-            "direction; the aggregate of all 4 ports",
-            "TPU ICI"),
-        _preset(
-            "tpu-v4-ici", "TPU v4 inter-chip interconnect: 3D mesh or torus, all-reduce 1.1 PB/s per "
-            "4096-chip pod",
-            1.1e15 / 4096, 1e-6,
-            "Cloud TPU v4 documentation: all-reduce bandwidth per Pod 1.1 PB/s, 4096 chips per Pod "
-            "(https://cloud.google.com/tpu/docs/v4); per chip, 1.1e15 / 4096 = 269 GB/s, as the v5e's "
-            "51.2 TB/s / 256 = 200 GB/s",
-            "TPU ICI"),
-        _preset(
-            "tpu-v5p-ici", "TPU v5p inter-chip interconnect: 4800 Gbps per chip (3D torus)",
-            600e9, 1e-6,
-            "Cloud TPU v5p documentation: Interchip Interconnect BW 4800 Gbps per chip "
-            "(https://cloud.google.com/tpu/docs/v5p); /8 bits, one way, as the v5e's 1,600 Gbps "
-            "(= 400 GBps both directions)",
-            "TPU ICI"),
-        _preset(
-            "tpu-v6e-ici", "TPU v6e inter-chip interconnect: 800 GB/s per chip, both directions "
-            "(4 ICI ports, 2D torus)",
-            400e9, 1e-6,
-            "Cloud TPU v6e documentation: bidirectional ICI bandwidth per chip 800 GBps, 4 ICI ports per "
-            "chip; all-reduce bandwidth per 256-chip Pod 102.4 TB/s = 400 GB/s per chip "
-            "(https://cloud.google.com/tpu/docs/v6e); halved per direction",
-            "TPU ICI"),
-    )
-})
-"""Interconnect presets by name. Bandwidths are from the sources named in each
-entry, per device and per direction; latencies are assumed typical values."""
-
-
-def interconnect(name: str) -> Interconnect:
-    """The preset `Interconnect` called ``name`` (case-insensitive).
-
-    Raises:
-      InputError: an unknown name; the message lists the presets.
-    """
-    found = INTERCONNECTS.get(name.lower()) if isinstance(name, str) else None
-    if found is None:
-        raise InputError(
-            f"an interconnect preset ({', '.join(INTERCONNECTS)})",
-            repr(name),
-            "Pick one of these, or override bandwidth= and latency= in cluster().",
-        )
-    return found
 
 
 _interconnect = interconnect  # `cluster` has a parameter of that name
@@ -407,7 +172,7 @@ class Cluster:
     fabric: bus.Fabric | None = None
 
     def __post_init__(self) -> None:
-        _check_node_size(self.node_size)
+        check_node_size(self.node_size)
         _check_algorithm(self.algorithm)
 
     def link(self, group_size: int, span_nodes: bool | None = None) -> Interconnect:
@@ -570,14 +335,14 @@ def cluster(
     if interconnect is not None:
         intra = nic = _interconnect(interconnect)
     if node_size is not None:
-        _check_node_size(node_size)
+        check_node_size(node_size)
     if nics is not None:
-        _check_count(nics, "network adapters per host", "Pass e.g. nics=8 (--nics 8) for one per GPU of an 8-GPU "
+        check_count(nics, "network adapters per host", "Pass e.g. nics=8 (--nics 8) for one per GPU of an 8-GPU "
                      "server.")
     if bandwidth is not None:
         check_bandwidth(bandwidth)
     if latency is not None:
-        _check_latency(latency)
+        check_latency(latency)
     size = spec.devices if node_size is None else node_size
     host = spec.host_devices or size  # a server is one host: its devices share its adapters
     flat = intra == nic and nics is None
@@ -647,7 +412,7 @@ def _kind(kind: Any) -> str | None:
 
 
 def _check_group_size(group_size: Any) -> None:
-    _check_count(group_size, "a group size, the number of devices in the collective",
+    check_count(group_size, "a group size, the number of devices in the collective",
                  "Pass the size of the replica group (1 means no communication).")
 
 
