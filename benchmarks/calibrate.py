@@ -7,8 +7,16 @@ measurements), each setup compiled for the device it ran on:
 
     python benchmarks/calibrate.py --programs          # analyse the setups the committed file lacks, add them
     python benchmarks/calibrate.py --programs --again  # analyse every setup again
+    python benchmarks/calibrate.py --programs --whole  # unrolled programs compiled whole, not by depth
     python benchmarks/calibrate.py              # fit, write constants.json with the prediction interval, print
     python benchmarks/calibrate.py --check      # fit and compare with the committed constants; write nothing
+
+An unrolled program of more than three identical blocks (the frameworks that
+do not scan their layers) is built from its compiles at two and three blocks
+(`xla_cost.study.validation.analyse_by_depth`: every figure f(3) + (L - 3)
+(f(3) - f(2))), marked in the file as extrapolated; ``--whole`` compiles it
+whole. The GPU programs are compiled first, the TPU ones (scanned FSDP
+programs over hundreds of chips, minutes each) last.
 
 A program whose compiler refuses it is recorded in the file with its error
 (`xla_cost.study.validation.REFUSED_RULE`): its case is left out, listed on
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import pathlib
 import sys
 import time
@@ -42,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                         "again; the others are kept from the committed file")
     parser.add_argument("--again", action="store_true", help="with --programs: analyse every setup again, not only "
                         "those the committed file lacks")
+    parser.add_argument("--whole", action="store_true", help="with --programs: compile unrolled programs whole, "
+                        "not from their compiles at two and three blocks")
     parser.add_argument("--check", action="store_true", help="compare with the committed constants; write nothing")
     parser.add_argument("--store", default=None, help="the results store (default: the user's)")
     args = parser.parse_args(argv)
@@ -53,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         again = args.again or args.only
         only = set(args.only.split(",")) if args.only else None
         chosen = [c for c in validation.CASES if only is None or c.name in only]
+        # the GPU programs first, the TPU ones last; fewer devices first within each
+        chosen.sort(key=lambda c: (any(s.compile_target.startswith("tpu") for s in c.setups),
+                                   max(math.prod(s.mesh.values()) if s.mesh else 1 for s in c.setups)))
         redo = {s.key() for c in chosen for s in c.setups} if again else set()
         kept = {k: v for k, v in (validation.read_programs(path) if path.is_file() else {}).items() if k not in redo}
         refused = {k: v for k, v in validation.read_refused(path).items() if k not in redo}
@@ -62,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in chosen:  # the file written after each case that compiled something: a stopped run keeps them
             known = set(kept) | set(fresh)
             new = validation.analyse_setups([case], args.store, progress=lambda text: print(text, flush=True),
-                                            known=known, refused=refused)
+                                            known=known, refused=refused, by_depth=not args.whole)
             fresh.update(new)
             if new or any(s.key() in refused and s.key() not in known for s in case.setups):
                 merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}

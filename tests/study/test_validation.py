@@ -79,6 +79,29 @@ def test_every_setup_has_a_committed_program_or_its_case_is_listed_as_not_priced
     assert all(error.strip() for error in refused.values())
 
 
+def test_the_page_names_every_case_priced_from_a_program_extended_by_depth(reports, result):
+    # an unrolled program built from its compiles at 2 and 3 blocks (xla_cost.study.depth) is marked so in the file,
+    # with the blocks it was compiled at, and the page names every case priced from one
+    import gzip
+    import json
+
+    from xla_cost.study.depth import DEPTHS
+    from xla_cost.study.validation import extrapolated_depths
+
+    marked = json.loads(gzip.decompress(PROGRAMS.read_bytes())).get("extrapolated", {})
+    extended = {key for key, report in reports.items() if extrapolated_depths(report)}
+    assert set(marked) == extended
+    assert all(m["compiled_at"] == list(DEPTHS) and m["blocks"] == reports[k].config["n_layer"] > DEPTHS[1]
+               for k, m in marked.items())
+    cases = {c.name for c in result.cases if any(s.key() in extended for s in c.setups)}
+    assert set(result.extrapolated) == cases
+    page = PAGE.read_text()
+    assert (f"**Priced from a program extended by depth**: {len(cases)} case" in page) == bool(cases)
+    if cases:
+        listed = page.split("**Priced from a program extended by depth**")[1].split("\n")[0]
+        assert all(f"`{name}`" in listed for name in cases), sorted(n for n in cases if f"`{n}`" not in listed)[:3]
+
+
 def test_every_verified_published_run_is_priced_or_left_out_by_a_rule():
     # (that every case is priced, or refused by its compiler, is test_every_setup_has_a_committed_program_or_its_case_is_listed_as_not_priced's)
     from xla_cost.study.published_runs import PUBLISHED_RUNS

@@ -5,7 +5,8 @@ against, `published_runs` the published training runs the time model is held
 out against (`published_record` their record, `published_runs_today` today's
 machines'), `data` collects (each sweep once, through the results store), `views`
 and `analytic` are what several pages read, `claims` judges the seeds' claims,
-`pages` holds one module per page (a new module there is a new page),
+`depth` builds an unrolled program of many identical blocks from its compiles at two and three
+blocks (the validation's), `pages` holds one module per page (a new module there is a new page),
 `model_page` is one `xla_cost.Report`'s page, and `write` writes them
 (`write_report`). It may import every layer below: `present`, `step`,
 `count`, `compiled`, `parallel`, `analysis`, the zoo (`xla_cost.zoo`) and

@@ -28,7 +28,10 @@ The analysed programs are kept in a committed file
 with its kernel lists, written by `write_programs`, ``python
 benchmarks/calibrate.py --programs``, which compiles only the programs the
 file lacks), so that the page and the tests price and refit without
-compiling; `analyse_setups` compiles them again. A program its compiler
+compiling; `analyse_setups` compiles them again. An unrolled program of many
+identical blocks is built from its compiles at two and three blocks
+(`analyse_by_depth`, `xla_cost.study.depth`), marked in the file as
+extrapolated, and the page names the cases priced so (`Validation.extrapolated`). A program its compiler
 refuses is kept there with its error (`read_refused`): its case is left out
 by `REFUSED_RULE` and listed.
 """
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["BAND", "LIMIT", "OVERHEAD_BAND", "REFUSED_RULE", "Case", "Setup", "CASES",
            "Validation", "validate", "fit_constants", "held_out", "prediction_interval", "analyse_setups",
            "write_programs", "read_programs", "read_refused", "refused_cases", "price_case", "megatron_flops",
+           "analyse_by_depth", "extrapolated_depths",
            "PROGRAMS_FILE",
            "SIMULATED_DEVICES"]
 
@@ -110,8 +114,50 @@ def _compiler_errors() -> tuple[type[BaseException], ...]:
     return tuple(e for e in (getattr(jax.errors, "JaxRuntimeError", None),) if e is not None)
 
 
+def _module_parameters(setup: Setup) -> dict[str, int]:
+    """The setup's model's parameters by module path (`xla_cost.step.trees.module_param_counts`),
+    from its abstract initialisation (nothing compiled)."""
+    import jax
+
+    from xla_cost.runs.configs import RunConfig
+    from xla_cost.step.trees import module_param_counts
+
+    model, inputs, *_ = RunConfig(setup.model, batch_size=1, config=dict(setup.config), optimizer=setup.optimizer,
+                                  dtype=setup.dtype).build()
+    variables = jax.eval_shape(lambda x: model.init(jax.random.key(0), x),
+                               jax.ShapeDtypeStruct((1, *inputs.shape[1:]), inputs.dtype))
+    return module_param_counts(variables["params"])
+
+
+def analyse_by_depth(setup: Setup, store: Any = None) -> Report:
+    """``setup``'s unrolled program of ``n_layer`` identical blocks from the same program compiled
+    at `xla_cost.study.depth.DEPTHS` blocks (`xla_cost.study.depth.extend_depth`), its blocks
+    checked identical on the whole model's parameters first (`xla_cost.study.depth.block_structure`).
+
+    Raises:
+      InputError: the rule does not hold for the setup (its message says why).
+    """
+    from xla_cost.study import depth
+
+    layers = int(setup.config[depth.LAYERS_FIELD])
+    modules = _module_parameters(setup)
+    prefix = depth.block_structure(modules, layers)
+    two, three = (_analyse(dataclasses.replace(setup, config={**setup.config, depth.LAYERS_FIELD: blocks}), store)
+                  for blocks in depth.DEPTHS)
+    return depth.extend_depth(two, three, layers, prefix, sum(modules.values()))
+
+
+def extrapolated_depths(report: Report) -> tuple[int, int] | None:
+    """The blocks an extended report's program was compiled at (`analyse_by_depth`), None for a
+    program compiled whole."""
+    from xla_cost.study import depth
+
+    return depth.DEPTHS if any(n.startswith(depth.NOTE) for n in report.notes) else None
+
+
 def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None, progress: Any = None,
-                   known: Collection[str] = (), refused: dict[str, str] | None = None) -> dict[str, Report]:
+                   known: Collection[str] = (), refused: dict[str, str] | None = None,
+                   by_depth: bool = False) -> dict[str, Report]:
     """Every setup of ``cases`` analysed for its target (through the results
     ``store``: None, the default one), by `Setup.key`.
 
@@ -120,7 +166,13 @@ def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None, progress: A
       refused: where given, a compiler's refusal of a program is recorded
         there (key -> the error's first line) instead of raised, and the
         next setup is compiled (`REFUSED_RULE`).
+      by_depth: an unrolled program of more blocks than three
+        (`xla_cost.study.depth.applies`) built from its compiles at two and
+        three blocks (`analyse_by_depth`); where the rule does not hold, the
+        whole program is compiled, and ``progress`` says why.
     """
+    from xla_cost.study import depth
+
     reports: dict[str, Report] = {}
     for case in cases:
         for setup in case.setups:
@@ -130,6 +182,18 @@ def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None, progress: A
             if progress is not None:
                 progress(f"{case.name}: {setup.describe()} for {setup.compile_target}")
             try:
+                if by_depth and depth.applies(setup.config):
+                    try:
+                        reports[key] = analyse_by_depth(setup, store)
+                        if progress is not None:
+                            progress(f"  extended from {depth.DEPTHS[0]} and {depth.DEPTHS[1]} blocks to "
+                                     f"{setup.config[depth.LAYERS_FIELD]}")
+                        continue
+                    except InputError as error:
+                        if isinstance(error.__cause__, _compiler_errors()):
+                            raise
+                        if progress is not None:
+                            progress(f"  the depth rule does not hold, the whole program compiled: {error}")
                 reports[key] = _analyse(setup, store)
             except (InputError, *_compiler_errors()) as error:
                 # the compiler's own error, or the analysis's one line for a refusal out of memory (raised from it)
@@ -156,13 +220,17 @@ def write_programs(reports: Mapping[str, Report], path: str | pathlib.Path,
                    refused: Mapping[str, str] | None = None) -> pathlib.Path:
     """Writes the analysed programs (by setup key) to ``path``, gzipped JSON,
     whole or not at all (a temporary file renamed), with the programs their
-    compiler ``refused`` (key -> error)."""
+    compiler ``refused`` (key -> error) and, under ``extrapolated``, the
+    programs extended by depth (`analyse_by_depth`: key -> the blocks they
+    were compiled at and the blocks extended to)."""
     import jax
 
     path = pathlib.Path(path)
+    extended = {key: {"compiled_at": list(depths), "blocks": int(report.config.get("n_layer", 0))}
+                for key, report in sorted(reports.items()) if (depths := extrapolated_depths(report))}
     body = {"format": PROGRAMS_FORMAT, "jax_version": jax.__version__,
             "programs": {key: _slim(report) for key, report in sorted(reports.items())},
-            "refused": dict(sorted((refused or {}).items()))}
+            "refused": dict(sorted((refused or {}).items())), "extrapolated": extended}
     temporary = path.with_suffix(".tmp")
     temporary.write_bytes(gzip.compress(json.dumps(body, sort_keys=True).encode(), mtime=0))
     temporary.replace(path)
@@ -327,6 +395,8 @@ class Validation:
         (`REFUSED_RULE`), by name, with the error.
       unanalysed: the cases set aside because a program of theirs is not
         analysed yet (only where `validate` was asked to list them).
+      extrapolated: the cases priced from a program extended by depth
+        (`analyse_by_depth`: compiled at two and three blocks), by name.
     """
 
     cases: tuple[Case, ...]
@@ -340,6 +410,7 @@ class Validation:
     generation_constants: Mapping[str, Calibration] = dataclasses.field(default_factory=dict)
     refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
     unanalysed: tuple[str, ...] = ()
+    extrapolated: tuple[str, ...] = ()
 
     @property
     def predicted(self) -> tuple[float, ...]:
@@ -443,10 +514,11 @@ def validate(programs: str | pathlib.Path | Mapping[str, Report], cases: Sequenc
     figures, per_paper = held_out(cases, reports, used)
     by_generation, per_generation = held_out(cases, reports, used, group=lambda c: c.generation) if generations \
         else ({}, {})
+    extended = tuple(c.name for c in cases if any(extrapolated_depths(reports[s.key()]) for s in c.setups))
     return Validation(tuple(cases), tuple(p for p, _ in priced), tuple(figures[c.name] for c in cases),
                       tuple(bounds), used, per_paper, tuple(s for _, s in priced),
                       tuple(by_generation[c.name] for c in cases) if generations else (), per_generation, left,
-                      waiting)
+                      waiting, extended)
 
 
 def refused_cases(cases: Sequence[Case], refused: Mapping[str, str]) -> dict[str, str]:

@@ -362,6 +362,11 @@ def build(data: StudyData) -> dict[str, bytes]:
         *([f"- **Not priced yet**: {len(result.unanalysed)} case{'s' if len(result.unanalysed) != 1 else ''} "
             "whose programs are not analysed (listed under "
              "*Published runs not validated*); every figure here is of the other cases."] if result.unanalysed else []),
+        *([f"- **Priced from a program extended by depth**: {len(result.extrapolated)} "
+           f"case{'s' if len(result.extrapolated) != 1 else ''} whose unrolled program of L identical blocks was "
+           "compiled at 2 and 3 blocks and every figure the pricing reads extended as f(3) + (L − 3) (f(3) − f(2)) "
+           "(`xla_cost.study.depth`; marked `extrapolated` in the programs file): "
+           + ", ".join(f"`{name}`" for name in result.extrapolated) + "."] if result.extrapolated else []),
         f"- **In sample**: {sum(abs(e) <= BAND for e in in_sample)} of {len(in_sample)}; {_distribution(in_sample)}.",
         f"- **This project's measurements**, held out: {_measured_summary(result)}.",
         f"- **Prediction interval** (`xla_cost.timemodel.calibration.interval`, committed with the constants by "
