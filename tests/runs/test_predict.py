@@ -105,8 +105,9 @@ def test_a_pipeline_takes_m_plus_p_minus_1_slots(report):
     with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100"), Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
         more = predict(report, Hardware("h100"), Layout(pipeline=p, micro_batches=4 * m, stage_bytes=stage_bytes))
-    # one device per stage, stages within a node: the activation out and its gradient back over NVLink 4
-    slot = _compute(report.phases["grad"]) + 2 * stage_bytes / NVLINK_B + 2 * NVLINK_ALPHA
+    # one device per stage, stages within a node: the activation out and its gradient back over NVLink 4, each at
+    # the send/recv bus bandwidth NCCL measured for 4 MiB (NVLINK4_SEND_4MIB)
+    slot = _compute(report.phases["grad"]) + 2 * stage_bytes / NVLINK4_SEND_4MIB
     update = _compute(report.phases["update"])
     assert step.prediction.seconds == pytest.approx((m + p - 1) * slot + update, rel=1e-9)
     assert step.devices == p and step.global_batch == 4 * m
@@ -116,23 +117,53 @@ def test_a_pipeline_takes_m_plus_p_minus_1_slots(report):
     assert bubble(more, 4 * m) == pytest.approx((p - 1) / (4 * m + p - 1), rel=1e-6)  # 3 / 35
 
 
-@pytest.mark.parametrize("node_size, bandwidth, alpha", [
-    (1, IB_B, IB_ALPHA),          # the one-device stage fills its node: the next stage is on another node
-    (2, NVLINK_B, NVLINK_ALPHA),  # a node of 2 devices holds the stage and the next one: NVLink 4
+# NCCL's send/recv bus bandwidth at 4 MiB on NVLink 4 (xla_cost.timemodel.bus, its sources there): the 8x H200
+# all-reduce table's 4 MiB row, 139.97 GB/s (Bekman, network/benchmarks/README.md), in the shape of the ring's
+# all-gather, whose 16 GiB busbw is 361.4 GB/s of that table's 480.7 (Bekman, network/README.md 'SHARP')
+NVLINK4_SEND_4MIB = 139.97e9 * 361.4 / 480.7
+# across nodes, a device's own NDR adapter (50 GB/s) at the efficiency a multi-node NCCL collective reached when each
+# of a node's 8 adapters carried 4 MiB: the 4-node B200 table's 32 MiB row, 91.19 of the node's 400 GB/s
+NDR_SEND_4MIB = 91.19 / 400 * IB_B
+
+
+@pytest.mark.parametrize("node_size, busbw, where", [
+    (1, NDR_SEND_4MIB, "across nodes on ib-ndr@nccl"),  # the one-device stage fills its node: the next is on another
+    (2, NVLINK4_SEND_4MIB, "within a node on nvlink4@nccl"),  # a node of 2 holds the stage and the next: NVLink 4
 ])
-def test_a_stage_that_fills_its_node_sends_to_the_next_over_the_network(report, node_size, bandwidth, alpha):
+def test_a_stage_sends_to_the_next_at_the_measured_send_recv_bus_bandwidth(report, node_size, busbw, where):
     stage_bytes = 4 * 2**20
     p, m = 2, 4
     with use_constants(CONSTANTS):
         step = predict(report, Hardware("h100", node_size=node_size),
                        Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
-    # the stage's 1 device sends the activation out and receives its gradient back on the link
-    transfer = 2 * stage_bytes / 1 / bandwidth + 2 * alpha
+    # the stage's 1 device sends the activation out and receives its gradient back: twice S / busbw(S), no
+    # line rate, no assumed latency (the curve's time holds them); across nodes the slower of NVLink's curve
+    # and the adapter's, the adapter's
+    assert NDR_SEND_4MIB < NVLINK4_SEND_4MIB
+    transfer = 2 * stage_bytes / busbw
     slot = _compute(report.phases["grad"]) + transfer
     assert step.prediction.seconds == pytest.approx((m + p - 1) * slot + _compute(report.phases["update"]), rel=1e-12)
     # the pipeline's parts: every micro-batch's transfers, and the p - 1 idle slots (the bubble)
     assert step.parts["stage_transfers"] == pytest.approx(m * transfer, rel=1e-9)
     assert step.parts["pipeline_bubble"] == pytest.approx((p - 1) * slot, rel=1e-9)
+    # said: the transfers among the step's collectives (2 a micro-batch) and how they were priced
+    sent = [t for t in step.collectives if t.kind == "collective-permute"]
+    assert [(t.nbytes, t.group_size, t.executions) for t in sent] == [(stage_bytes, 2, 2 * m)]
+    assert sent[0].seconds == pytest.approx(m * transfer, rel=1e-12)
+    note = next(n for n in step.notes if n.startswith("pipeline stage transfers"))
+    assert where in note and f"({busbw / 1e9:,.1f} GB/s at that size)" in note
+
+
+def test_stage_transfers_without_a_measured_curve_are_alpha_beta_and_say_so(report):
+    # a V100 node's GPUs share PCIe 3.0 x16 (no NCCL curve published): S / B + alpha each way, at 16 GB/s and 2 us
+    # (xla_cost.timemodel.links: the V100 datasheet's PCIe 32 GB/s both ways, halved; the latency assumed)
+    stage_bytes, p, m = 4 * 2**20, 2, 4
+    with use_constants(CONSTANTS):
+        step = predict(report, Hardware("v100"), Layout(pipeline=p, micro_batches=m, stage_bytes=stage_bytes))
+    transfer = 2 * (stage_bytes / 16e9 + 2e-6)
+    assert step.parts["stage_transfers"] == pytest.approx(m * transfer, rel=1e-12)
+    note = next(n for n in step.notes if n.startswith("pipeline stage transfers"))
+    assert "at line rate, the alpha-beta model (no measured send/recv curve for pcie3)" in note
 
 
 def _ring(kind: str, nbytes: float, n: int, bandwidth: float, alpha: float) -> float:

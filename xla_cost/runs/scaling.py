@@ -124,7 +124,9 @@ def predict(
       compute (`xla_cost.timemodel.schedule.zero3`); every group on the links
       its devices share (`xla_cost.timemodel.schedule.run_mesh`);
     * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
-      (`xla_cost.timemodel.schedule.pipeline_seconds`), each with its transfers;
+      (`xla_cost.timemodel.schedule.pipeline_seconds`), each with its transfers to
+      the next stage and back, at the node's measured send/recv bus bandwidth where
+      it has one, else the alpha-beta model (`_stage_transfers`; a note says which);
     * the optimizer's update at the end.
 
     A step compiled on the CPU in bfloat16 or float16 moves float32 buffers
@@ -207,13 +209,11 @@ def predict(
         host = constants.host
         parts = {"matmul": priced_grad.matmul, "memory": priced_grad.memory, "launch": priced_grad.launch}
         described = calibration.describe(constants)
-    transfer = 0.0  # a micro-batch's activations to the next stage and their gradient back
-    if layout.pipeline > 1:
-        link = cluster.inter if placement.crosses_nodes(mesh, "pipeline", cluster.node_size) else cluster.intra
-        # each of the stage's devices sends its share (Megatron's scatter/gather)
-        # with v chunks a stage, a micro-batch crosses v times the stage boundaries (Narayanan et al. 2021, 2.2)
-        transfer = layout.chunks * (2 * layout.stage_bytes / report.devices / link.bandwidth + 2 * link.latency)
     m = layout.micro_batches
+    # a micro-batch's activations to the next stage and their gradient back
+    transfer, transfers, said = _stage_transfers(layout, report.devices, mesh, cluster)
+    if said:
+        notes.append(said)
     slot = compute + tensor_s + transfer  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
@@ -245,12 +245,46 @@ def predict(
     return StepEstimate(
         devices=report.devices * replicas, global_batch=report.batch_size * layout.micro_batches * layout.data,
         flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
-        prediction=prediction, collectives=(*tensor_times, *grad_times), notes=tuple(dict.fromkeys(notes)),
+        prediction=prediction, collectives=(*tensor_times, *transfers, *grad_times),
+        notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
         # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
         interval=None if hardware.is_bound else calibration.interval(seconds),
         interval_description="" if hardware.is_bound else calibration.interval_description(),
     )
+
+
+def _stage_transfers(layout: schedule.Layout, devices: int, mesh: Sequence[tuple[str, int]], cluster: comm.Cluster
+                     ) -> tuple[float, tuple[comm.CollectiveTime, ...], str]:
+    """Seconds a micro-batch's pipeline transfers take on the slowest stage, the transfers as
+    collectives (every micro-batch's), and how they were priced, in words ("" without a pipeline).
+
+    Each of the stage's ``devices`` sends its share of the activations, ``stage_bytes / devices``
+    (Megatron's scatter/gather), to the next stage and receives its gradient back; with ``v``
+    chunks a stage a micro-batch crosses the stage boundaries ``v`` times (Narayanan et al. 2021,
+    2.2): ``2 v`` send/recvs a micro-batch, each `xla_cost.timemodel.comm.Cluster.time`'s
+    ``collective-permute`` between two devices, within a node or across two
+    (`xla_cost.parallel.placement.crosses_nodes`). On a node with measured NCCL curves that is
+    ``S / busbw(S)`` at its send/recv bus bandwidth (`xla_cost.timemodel.bus.Fabric.time`: within a
+    node the curve's, across nodes no more than the device's share of its node's adapters at the
+    measured efficiency); elsewhere the alpha-beta model, ``S / B + alpha`` at the link's line rate.
+    """
+    if layout.pipeline <= 1:
+        return 0.0, (), ""
+    share = layout.stage_bytes / devices
+    crosses = placement.crosses_nodes(mesh, "pipeline", cluster.node_size)
+    once, link = cluster.time("collective-permute", share, 2,
+                              where=placement.Span(2, 1) if crosses else placement.Span(1, 2))
+    per_micro_batch = 2 * layout.chunks
+    sent = comm.CollectiveTime("collective-permute", int(round(share)), 2, per_micro_batch * layout.micro_batches,
+                               link, per_micro_batch * layout.micro_batches * once)
+    where = "across nodes" if crosses else "within a node"
+    how = (f"at the send/recv bus bandwidth NCCL measured ({share / once / 1e9:,.1f} GB/s at that size)"
+           if link.endswith("@nccl") and once > 0 else "nothing to send" if once == 0 else "at line rate, the alpha-beta model (no measured send/recv curve for "
+           f"{link})")
+    return per_micro_batch * once, (sent,), (
+        f"pipeline stage transfers: each device's {share / 1e6:,.3g} MB of activations to the next stage and their "
+        f"gradient back, {per_micro_batch} a micro-batch, {where} on {link}, {how}")
 
 
 def _one_program(report: Any, layout: schedule.Layout, step: Any) -> bool:
