@@ -263,3 +263,14 @@ def test_a_prediction_carries_its_held_out_range_and_a_bound_none(report):
     # constants without an interval: none, said; a bound: none, nothing to say
     assert plain.interval is None and "no range beside the predicted step time" in plain.to_markdown()
     assert bound.interval is None and bound.to_dict()["step_interval_s"] is None and bound.interval_note() == ""
+    # a curve of such steps (xla-cost scaling's table): the range in its own column beside each step, in the
+    # step's unit (seconds x 1e6 here), and the note under it
+    from xla_cost.runs.priced import ScalingResult
+    from xla_cost.timemodel.schedule import scaling_curve
+
+    curve = ScalingResult("conv_net", "data", 4, Hardware("h100"), (step,),
+                          scaling_curve([(1, 4, step.prediction)]))
+    table = curve.sections()[0].frame
+    assert table["step range (µs)"].tolist() == [f"{step.interval[0] * 1e6:,.2f}-{step.interval[1] * 1e6:,.2f}"]
+    assert curve.to_frame()["step_high_s"].tolist() == pytest.approx([s * math.exp(0.3)], rel=1e-12)
+    assert any(n.startswith("the range beside the predicted step times: in 80%") for n in curve.notes())
