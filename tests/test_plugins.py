@@ -117,3 +117,24 @@ def test_a_profiler_trace_after_a_tpu_target_does_not_crash():
     # libtpu's profiler, registered as jax loads the plugin, crashed the next trace (signal 11)
     done = subprocess.run([sys.executable, "-c", PROFILE_AFTER_TPU], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "traced", done.stderr[-2000:]
+
+
+PROFILE_AFTER_A_LATE_SETTING = """
+import os, tempfile, jax
+os.environ["JAX_PLATFORMS"] = "cpu"   # after jax's import, which read it: jax alone would not see it
+import xla_cost, jax.numpy as jnp
+with tempfile.TemporaryDirectory() as d, jax.profiler.trace(d):
+    jnp.ones(3).block_until_ready()
+print(jax.default_backend())
+"""
+
+
+@pytest.mark.skipif(plugins.has_gpu_driver() or plugins.has_tpu_device(), reason="a machine with a device starts it")
+def test_jax_platforms_set_after_jax_was_imported_is_kept_and_a_trace_does_not_crash():
+    # jax read JAX_PLATFORMS as it was imported, and started every plugin: the profiler of the CUDA plugin,
+    # whose start xla_cost defers on a machine without a GPU driver, crashed the first trace (signal 11; a
+    # timed analysis in a script that set the variable after `import jax`)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    done = subprocess.run([sys.executable, "-c", PROFILE_AFTER_A_LATE_SETTING], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "cpu", done.stderr[-2000:]

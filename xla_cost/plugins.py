@@ -153,8 +153,11 @@ def _start_quietly(cpu_only: bool) -> None:
 
     if xla_bridge.backends_are_initialized():
         return
-    if cpu_only and not os.environ.get("JAX_PLATFORMS") and jax.config.jax_platforms in (None, ""):
-        jax.config.update("jax_platforms", "cpu")
+    if cpu_only and jax.config.jax_platforms in (None, ""):
+        # jax read JAX_PLATFORMS when it was imported: a value set since then (a test's conftest, a notebook's
+        # cell) is what the user meant, and jax would not see it; left to itself jax would start every plugin,
+        # and the deferred CUDA plugin's profiler then crashed the process in the first timed step
+        jax.config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or "cpu")
     with quiet_stderr(), contextlib.suppress(Exception):  # a plugin that fails says so when a target asks
         if cpu_only:
             _defer_cuda()
