@@ -33,6 +33,7 @@ __all__ = [
     "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "library_call_target", "instruction_bytes",
     "entry_arguments", "unsized_conv_scratch", "CONTROL_FLOW", "ASYNC_WRAPPERS", "code_computations",
+    "AsyncChain", "async_chains",
 ]
 
 # ---------------------------------------------------------------------------
@@ -647,6 +648,45 @@ themselves (`code_computations`); every other computation an instruction names
 ASYNC_WRAPPERS = frozenset({"async-start"})
 """Opcodes whose computation is the op that runs (an asynchronous start and its
 done are that op's launch and wait; `xla_cost.compiled.work.work_bytes` counts the op)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncChain:
+    """An asynchronous start's chain in its computation: ``start``, ``update``s, ``done``.
+
+    Attributes:
+      done: the name of the ``*-done`` that ends it ("" when none is found).
+      fed: the operands its ``*-update`` instructions hand the op besides the chain's state
+        (their first operand), in order. libtpu starts a SparseCore offload with no
+        operands and gives them in an ``async-update`` (`xla_cost.compiled.printed`);
+        open-source XLA's updates take the state alone.
+    """
+
+    done: str = ""
+    fed: tuple[str, ...] = ()
+
+
+def async_chains(computation: Computation) -> dict[str, AsyncChain]:
+    """The `AsyncChain` of each asynchronous start of ``computation`` that has an
+    update or a done, by the start's name."""
+    by_name = {i.name: i for i in computation.instructions}
+    dones: dict[str, str] = {}
+    fed: dict[str, list[str]] = {}
+    for instruction in computation.instructions:
+        if not instruction.opcode.endswith(("-done", "-update")):
+            continue
+        operands = instruction.operand_names()
+        source = by_name.get(operands[0]) if operands else None
+        while source is not None and source.opcode.endswith("-update"):
+            inner = source.operand_names()
+            source = by_name.get(inner[0]) if inner else None
+        if source is None:
+            continue
+        if instruction.opcode.endswith("-done"):
+            dones[source.name] = instruction.name
+        else:
+            fed.setdefault(source.name, []).extend(operands[1:])
+    return {start: AsyncChain(dones.get(start, ""), tuple(fed.get(start, ()))) for start in {*dones, *fed}}
 
 
 def code_computations(module: Module) -> list[str]:

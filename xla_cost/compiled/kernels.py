@@ -25,7 +25,8 @@ from xla_cost.count import attention
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.products import Product, kernel_product, valid_taps as _valid_taps, window as _window_of
 from xla_cost.compiled.hlo import (
-    CONTROL_FLOW, Array, Computation, Instruction, Module, Shape, attribute_value, computation_runs, describe_instruction,
+    CONTROL_FLOW, Array, AsyncChain, Computation, Instruction, Module, Shape, async_chains, attribute_value,
+    computation_runs, describe_instruction,
     instruction_bytes, library_call_bytes, library_call_target, parse_module, parse_shape, Runs, split_top_level,
 )
 from xla_cost.errors import InputError
@@ -372,7 +373,7 @@ class ModuleCosts:
     reason: str = ""
 
 
-def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
+def module_costs(compiled: Any, platform: str | None = None, *, text: str | None = None) -> ModuleCosts:
     """The cost figures of a compiled program (``jax.jit(f).lower(...).compile()``).
 
     The target's own ``cost_analysis()`` where it gives FLOP and no library call
@@ -390,6 +391,8 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
     Args:
       compiled: a ``jax.stages.Compiled``.
       platform: jax's platform of its devices (``gpu``, ``tpu``); read from its shardings if not given.
+      text: its HLO text, where it was read already (`xla_cost.compiled.printed.program_text`:
+        the compiler's own print where ``as_text()`` fails); None: ``compiled.as_text()``.
 
     Returns:
       `ModuleCosts`; on failure its ``costs`` is None and ``reason`` says why.
@@ -400,7 +403,8 @@ def module_costs(compiled: Any, platform: str | None = None) -> ModuleCosts:
     if not all(hasattr(compiled, key) for key in ("as_text", "cost_analysis", "runtime_executable")):
         raise InputError("a compiled program (jax.jit(f).lower(*args).compile())", type(compiled).__name__,
                          "Compile first: jax.jit(f).lower(*args).compile().")
-    text = _call(compiled.as_text) or ""
+    if text is None:
+        text = _call(compiled.as_text) or ""
     module = parse_module(text) if isinstance(text, str) else None
     if module is None or module.entry is None:
         return _no_costs("the compiled program's HLO text could not be read")
@@ -628,7 +632,7 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
     def visit(name: str, active: frozenset[str]) -> None:
         computation = module.computations[name]
         shapes = {i.name: i.shape_text for i in computation.instructions}
-        dones = _done_names(computation)
+        chains = async_chains(computation)
         waiting: dict[str, int] = {}  # done name -> index of its start in kernels
         for instruction in computation.instructions:
             opcode = instruction.opcode
@@ -644,7 +648,7 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
             if opcode in _NO_LAUNCH or opcode.endswith(("-done", "-update")):
                 continue
             kernel = _kernel(module, computation, instruction, shapes, runs[name].executions,
-                             collectives.get((name, instruction.name)), dones.get(instruction.name, ""))
+                             collectives.get((name, instruction.name)), chains.get(instruction.name, AsyncChain()))
             if kernel is not None:
                 if kernel.done:
                     waiting[kernel.done] = len(kernels)
@@ -654,26 +658,9 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
     return tuple(kernels)
 
 
-def _done_names(computation: Computation) -> dict[str, str]:
-    """The ``*-done`` that ends each asynchronous start of ``computation``."""
-    by_name = {i.name: i for i in computation.instructions}
-    dones: dict[str, str] = {}
-    for instruction in computation.instructions:
-        if not instruction.opcode.endswith("-done"):
-            continue
-        operands = instruction.operand_names()
-        source = by_name.get(operands[0]) if operands else None
-        while source is not None and source.opcode.endswith("-update"):
-            inner = source.operand_names()
-            source = by_name.get(inner[0]) if inner else None
-        if source is not None:
-            dones[source.name] = instruction.name
-    return dones
-
-
 def _kernel(module: Module, computation: Computation, instruction: Instruction, shapes: dict[str, str],
-            executions: int | None, collective: HloCollective | None, done: str) -> Kernel | None:
-    opcode = instruction.opcode
+            executions: int | None, collective: HloCollective | None, chain: AsyncChain) -> Kernel | None:
+    opcode, done = instruction.opcode, chain.done
     body, body_shapes = instruction, shapes
     if opcode == "async-start":  # the computation it wraps runs one op: describe that op
         callee = next((c for k, c in instruction.callees if k == "calls"), "")
@@ -685,6 +672,9 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
         return None  # an annotation (Sharding, ...): no work
     result = next((i.shape_text for i in computation.instructions if i.name == done), None) if done else None
     sized = dataclasses.replace(instruction, shape_text=result) if result else instruction
+    if chain.fed:  # the op reads what its updates hand it as well
+        fed = ", ".join("%" + name for name in chain.fed)
+        sized = dataclasses.replace(sized, operands=f"{instruction.operands}, {fed}" if instruction.operands else fed)
     size = instruction_bytes(sized, shapes, module if opcode == "fusion" or opcode.startswith("dynamic-") else None)
     common: dict[str, Any] = dict(
         name=instruction.name, opcode=opcode, computation=computation.name, bytes=size, executions=executions,

@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from xla_cost.compiled import hlo, kernel_cache, targets, work
+from xla_cost.compiled import hlo, kernel_cache, printed, targets, work
 from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.compiler_log import quiet_compiler, remat_shortfall
@@ -306,16 +306,16 @@ def compile_phase(
         program = lowered
     reuse = kernel_cache.options(targets.active(), _CACHE_STATE["dir"]) if key is not None else None
     with _not_in_jax_cache() if key is not None else contextlib.nullcontext():
-        compiled, compile_note, log = _compile(program, args, compiler_options, reuse=reuse)
+        compiled, compile_note, log, printed_text = _compile(program, args, compiler_options, reuse=reuse)
     buffers = _ASIDE.submit(_safe_call, compiled.memory_analysis)  # read while the text is (`_ASIDE`)
     if handed:
         done, program, lowered = [program], None, None
         _ASIDE.submit(done.clear)  # the last reference to the program
     target = targets.active()
+    text = printed.program_text(compiled, printed_text)
     costs = normalize_cost_analysis(_safe_call(compiled.cost_analysis))
     if target is not None:
-        costs = _target_costs(compiled, costs, target)
-    text = compiled.as_text() or ""
+        costs = _target_costs(compiled, costs, target, text)
     if not executable:  # nothing more is read from it: destroyed aside, while its text is read
         held, compiled = [compiled], None
         _ASIDE.submit(held.clear)  # the last reference: the caller keeps none
@@ -384,12 +384,12 @@ def _not_in_jax_cache() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext() if setting is None else setting(math.inf)
 
 
-def _target_costs(compiled: Any, costs: XlaCosts, target: targets.CompileTarget) -> XlaCosts:
+def _target_costs(compiled: Any, costs: XlaCosts, target: targets.CompileTarget, text: str) -> XlaCosts:
     """A target's figures (`xla_cost.compiled.kernels.module_costs`): its own
     cost analysis where it gives FLOP with no library call left out (a TPU's,
     with its ``optimal_seconds``), else XLA's cost analysis over its optimized
     module with the library calls' FLOP and bytes counted from their operands."""
-    found = kernel_lists.module_costs(compiled, target.backend)
+    found = kernel_lists.module_costs(compiled, target.backend, text=text)
     if found.costs is None:
         return dataclasses.replace(costs, unknown_reasons=(*costs.unknown_reasons, *found.unknown))
     optimal = found.costs.get("optimal_seconds")
@@ -539,10 +539,11 @@ GPT-2's attention projection on an A100, sm_80): its products go to cuBLAS."""
 def _compile(
     program: Any, args: Sequence[Any], compiler_options: Mapping[str, Any] | None,
     reuse: Mapping[str, Any] | None = None,
-) -> tuple[Any, str, str]:
-    """The executable, a note when it took a retry (`TRITON_GEMM_RETRY`), and
+) -> tuple[Any, str, str, str | None]:
+    """The executable, a note when it took a retry (`TRITON_GEMM_RETRY`),
     what the compiler logged meanwhile
-    (`xla_cost.compiled.compiler_log.quiet_compiler`). With ``reuse`` (a
+    (`xla_cost.compiled.compiler_log.quiet_compiler`) and the module's text as
+    the compiler printed it, where it does (`_compile_lowered`). With ``reuse`` (a
     target's kernel cache options) the compile reuses cached kernels; one that
     fails under them is compiled again without (the program is the same)."""
     if isinstance(program, jax.stages.Traced):
@@ -552,10 +553,14 @@ def _compile(
     return kernel_cache.compile_reusing(lambda options: _compile_lowered(program, options), compiler_options, reuse)
 
 
-def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -> tuple[Any, str, str]:
+def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -> tuple[Any, str, str, str | None]:
+    """The executable, its retry note, the compiler's log and, for a target whose compiler
+    prints its module (`xla_cost.compiled.printed`), that text (read where ``as_text()`` fails)."""
     options = dict(compiler_options) if compiler_options else None
     target = targets.active()
-    with quiet_compiler() as log, warnings.catch_warnings():
+    with quiet_compiler() as log, warnings.catch_warnings(), printed.compiler_dump(target) as dump:
+        if dump is not None:
+            options = {**(options or {}), **dump.options}
         if target is not None:
             # A deviceless compile has no client to load an executable into: jax's persistent cache,
             # which the compile goes through, cannot read back the entries it writes for one and says
@@ -572,7 +577,8 @@ def _compile_lowered(program: Any, compiler_options: Mapping[str, Any] | None) -
                 f"the {target.name} compile failed in XLA's Triton gemm emitter without a device to autotune on "
                 f"({first}); compiled again with xla_gpu_enable_triton_gemm=False: its matrix products are cuBLAS "
                 "calls, where a real device's autotuner might have chosen Triton kernels")
-    return executable, note, "".join(log)
+        text = dump.read() if dump is not None else None
+    return executable, note, "".join(log), text
 
 
 CACHE_DIR_ENV = "XLA_COST_CACHE_DIR"
