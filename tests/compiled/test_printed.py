@@ -86,6 +86,18 @@ def test_an_offload_started_without_operands_reads_those_its_update_hands_it():
     assert kernel.bytes == 64 * 256 * 4 + 64 * 4 + 64 * 4 + 64 * 256 * 4  # operands read, result written
 
 
+def test_a_print_with_an_async_update_of_several_operands_is_one_jaxlib_cannot_rebuild():
+    assert printed.unreadable_by_jaxlib(OFFLOADED)  # async-update(%start, %x, %i, %u): 4 operands, XLA declares 1
+    one = OFFLOADED.replace("async-update(%start, %x, %i, %u)", "async-update(%start)")
+    assert not printed.unreadable_by_jaxlib(one)
+
+    class Refusing:
+        def as_text(self):
+            raise AssertionError("as_text is not asked for a print jaxlib cannot rebuild (its refusal is logged)")
+
+    assert printed.program_text(Refusing(), OFFLOADED) == OFFLOADED
+
+
 class _Unreadable:
     def as_text(self):
         raise RuntimeError("INTERNAL: RET_CHECK failure async-update instruction should have 1 operands but sees 4")

@@ -38,15 +38,20 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from xla_cost.compiled import targets
+from xla_cost.compiled import hlo, targets
 
-__all__ = ["DUMPED_PLATFORMS", "CompilerDump", "compiler_dump", "program_text"]
+__all__ = ["DUMPED_PLATFORMS", "UPDATE_OPERANDS", "CompilerDump", "compiler_dump", "program_text",
+           "unreadable_by_jaxlib"]
 
 _LOG = logging.getLogger("xla_cost")
 
 DUMPED_PLATFORMS = frozenset({"tpu"})
 """The target platforms whose compiles dump their optimized module's text: libtpu's
 modules are the ones jaxlib's XLA has been seen to refuse (its SparseCore offload)."""
+
+UPDATE_OPERANDS = 1
+"""The operands jaxlib's XLA builds an ``async-update`` with (``hlo_opcode.h``: ``V(kAsyncUpdate,
+"async-update", 1)``, checked as it rebuilds a module from its proto)."""
 
 _PRINTED = ".after_codegen.txt"
 """The dump file of the module as compiled: after the passes that run last, the one the
@@ -95,13 +100,31 @@ def compiler_dump(target: targets.CompileTarget | None) -> Iterator[CompilerDump
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def unreadable_by_jaxlib(text: str) -> bool:
+    """Whether a module's text holds an instruction jaxlib's XLA refuses to rebuild: an
+    ``async-update`` with more operands than the one it declares (`UPDATE_OPERANDS`)."""
+    for line in text.splitlines():
+        if " async-update(" in line:
+            instruction = hlo.parse_instruction(line.strip())
+            if instruction is not None and instruction.opcode == "async-update" \
+                    and len(instruction.operand_names()) > UPDATE_OPERANDS:
+                return True
+    return False
+
+
 def program_text(compiled: Any, printed: str | None = None) -> str:
-    """``compiled.as_text()``; where jaxlib fails to read the module back and the
-    compiler printed it (``printed``, `CompilerDump.read`), that text.
+    """``compiled.as_text()``; the compiler's own print of the module (``printed``,
+    `CompilerDump.read`) where jaxlib cannot read it back: where the print shows an
+    instruction jaxlib refuses (`unreadable_by_jaxlib`: not asked, whose refusal
+    would be logged as an error) or ``as_text()`` fails.
 
     Raises:
       Exception: ``as_text()``'s own error when there is no printed text.
     """
+    if printed is not None and unreadable_by_jaxlib(printed):
+        _LOG.info("the compiled program's text as its compiler printed it: jaxlib's XLA cannot rebuild its "
+                  "async-update instructions of several operands")
+        return printed
     try:
         return compiled.as_text() or ""
     except Exception as exc:
