@@ -123,6 +123,13 @@ FUSED_ATTENTION: dict[str, str] = {
     "torchtitan2024": "PyTorch's scaled_dot_product_attention, FlashAttention on an A100",
     "dubey2024": "flash attention (Dubey et al. 2024, §3.3.2)",
     "maxtext": "MaxText's flash (splash) attention kernel on a TPU",
+    "nemo2024": "Transformer Engine's DotProductAttention (flash or cuDNN fused attention), Megatron Core's "
+                "TEDotProductAttention in its Transformer Engine layer spec (megatron/core/models/gpt/"
+                "gpt_layer_specs.py)",
+    "megatron-bridge2026": "Transformer Engine's DotProductAttention (flash or cuDNN fused attention), Megatron "
+                           "Core's TEDotProductAttention in its Transformer Engine layer spec",
+    "torchtitan2025-h200": "PyTorch's scaled_dot_product_attention under torch.compile, its cuDNN and flash "
+                           "backends first (torchtitan/models/attention.py, ScaledDotProductAttentionWrapper)",
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
 scores out of memory, and the kernel. Their programs' attention is the zoo's
