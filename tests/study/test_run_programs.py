@@ -49,6 +49,14 @@ def test_every_run_is_the_program_its_framework_runs(run):
         assert any(words in said for said in run_cases.run_cases([run.name])[0].assumptions)
 
 
+def test_every_paper_said_to_fuse_attention_is_one_of_the_record():
+    # a key naming no paper of the record fuses nothing, silently (torchtitan's H200 runs are paper
+    # 'torchtitan2025-h200', its A100 runs 'torchtitan2024'); NeMo's and Megatron Bridge's FP8 runs and
+    # torchtitan's H200 benchmark ran fused attention (Transformer Engine's, PyTorch's SDPA)
+    assert set(run_cases.FUSED_ATTENTION) <= {r.paper for r in PUBLISHED_RUNS}
+    assert {"nemo2024", "megatron-bridge2026", "torchtitan2025-h200"} <= set(run_cases.FUSED_ATTENTION)
+
+
 def _gpt_block(d: int, f: int, a: int) -> int:
     # c_attn d x 3a + 3a, c_proj a x d + d, c_fc d x f + f, c_proj f x d + d, two LayerNorms 2d each
     return 4 * d * a + 3 * a + 2 * d * f + f + 6 * d
