@@ -237,14 +237,39 @@ def write_programs(reports: Mapping[str, Report], path: str | pathlib.Path,
     return path
 
 
-def read_programs(path: str | pathlib.Path) -> dict[str, Report]:
-    """The analysed programs written by `write_programs`, by setup key.
+class _Programs(Mapping[str, "Report"]):
+    """Programs by setup key, each made a `xla_cost.Report` when first asked for (the
+    file holds every case's kernels: a page of two cases reads two programs' of them)."""
+
+    def __init__(self, programs: Mapping[str, Any]) -> None:
+        self._raw = programs
+        self._made: dict[str, Report] = {}
+
+    def __getitem__(self, key: str) -> Report:
+        from xla_cost.analysis.report import Report
+
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = Report.from_dict(self._raw[key])
+        return made
+
+    def __iter__(self) -> Any:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+
+def read_programs(path: str | pathlib.Path) -> Mapping[str, Report]:
+    """The analysed programs written by `write_programs`, by setup key (each
+    decoded when first looked up).
 
     Raises:
       InputError: no such file, or one of another format.
     """
-    from xla_cost.analysis.report import Report
-
     path = pathlib.Path(path)
     if not path.is_file():
         raise InputError("the validation's analysed programs (reports/data/" + PROGRAMS_FILE + ")", str(path),
@@ -253,7 +278,7 @@ def read_programs(path: str | pathlib.Path) -> dict[str, Report]:
     if body.get("format") != PROGRAMS_FORMAT:
         raise InputError(f"programs of format {PROGRAMS_FORMAT}", repr(body.get("format")),
                          "Run python benchmarks/calibrate.py --programs to analyse them again.")
-    return {key: Report.from_dict(data) for key, data in body["programs"].items()}
+    return _Programs(body["programs"])
 
 
 def read_refused(path: str | pathlib.Path) -> dict[str, str]:
