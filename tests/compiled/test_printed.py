@@ -10,6 +10,8 @@ from libtpu's own print of it instead.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from xla_cost import plugins
@@ -123,5 +125,7 @@ def test_only_a_tpu_targets_compile_is_dumped():
             assert (dump is not None) == dumped
             if dump is not None:
                 assert dump.options["xla_dump_to"] == dump.directory and dump.read() is None  # nothing printed yet
+        if dump is not None:
+            assert not os.path.exists(dump.directory)  # the compile's print goes with its context
     with printed.compiler_dump(None) as dump:
         assert dump is None
