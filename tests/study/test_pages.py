@@ -61,10 +61,28 @@ def _markdown(paths: list[pathlib.Path]) -> dict[str, bytes]:
 pytestmark = pytest.mark.usefixtures("module_caches")
 
 
+DATA = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
+TIMING_KEPT = ("timing_cpu_*.csv", "timing_nvidia-h100-80gb-hbm3_*-4.csv", "timing_nvidia-h200_*-2.csv")
+"""The committed timing files the tiny pages read: the CPU's and one run of each GPU with a batch series (every
+file is a section of three or four figures on the step-time page, drawn alike; the other files add only figures)."""
+
+
+def _tiny_data(root: pathlib.Path) -> pathlib.Path:
+    """The committed data of the checkout, its timing files but `TIMING_KEPT` left out (links)."""
+    kept = {p for pattern in TIMING_KEPT for p in DATA.glob(pattern)}
+    assert len(kept) == len(TIMING_KEPT), kept
+    data = root / "data"
+    data.mkdir()
+    for path in DATA.iterdir():
+        if not path.name.startswith("timing_") or path in kept:
+            (data / path.name).symlink_to(path)
+    return data
+
+
 @pytest.fixture(scope="module")
 def tiny_pages(tmp_path_factory):
     """Every page of the TINY plan written twice from one store (in-process),
-    with the committed data of the checkout; (first, second, out directory).
+    with the committed data of the checkout (`_tiny_data`); (first, second, out directory).
     The first write draws and renders every figure, at a sixth of the pages'
     resolution (every artist is drawn; the rasters are smaller: the 33 figures
     took 13 of its 30 s at full size). The second write is compared by its
@@ -76,12 +94,13 @@ def tiny_pages(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("pages")
     store = root / "results.sqlite"
+    data = _tiny_data(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(figures, "DPI", figures.DPI // 6)
-        first = write_report("all", root / "a", store=store, jobs=0, progress=False, plan=TINY)
+        first = write_report("all", root / "a", store=store, jobs=0, progress=False, plan=TINY, data_dir=data)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Figure, "savefig", lambda self, target, **_: target.write(PNG_MAGIC))
-        second = write_report("all", root / "b", store=store, jobs=0, progress=False, plan=TINY)
+        second = write_report("all", root / "b", store=store, jobs=0, progress=False, plan=TINY, data_dir=data)
     return first, second, root / "a"
 
 
@@ -114,7 +133,7 @@ def test_every_page_states_its_environment(tiny_pages):
 
 def test_pages_name_the_command_device_and_jax_of_their_data(tiny_pages):
     every_page = tiny_pages[2]
-    data = pathlib.Path(__file__).resolve().parents[2] / "reports" / "data"
+    data = every_page.parent / "data"  # the committed files the pages read (`_tiny_data`)
     for name, files in (("step-time", "timing_*.csv"), ("claims", "timing_*.csv"), ("zoo", "analysis_time_*.csv"),
                         ("index", "*.csv")):
         section = (every_page / f"{name}.md").read_text().split("## Environment", 1)[1]
@@ -167,7 +186,7 @@ def test_claims_table_has_every_claim_and_derived_verdicts(tiny_pages):
     v100 = next(r for r in rows if "V100" in r["claim"] and "23%" in r["claim"])
     assert v100["verdict"] == "**not testable here (needs a V100)**"
     assert "what would test it" in v100["measured"] and "V100" in v100["rule"]
-    gpu = [p for p in (pathlib.Path(__file__).resolve().parents[2] / "reports" / "data").glob("timing_*.csv")
+    gpu = [p for p in DATA.glob("timing_*.csv")
            if not p.name.startswith("timing_cpu")]
     if gpu:
         assert "Context, not evidence" in v100["measured"]
