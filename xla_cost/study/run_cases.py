@@ -39,7 +39,7 @@ from xla_cost.step.remat import REMAT_LEVELS
 from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
-__all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FAMILY_MODELS", "RunProgram",
+__all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable", "FAMILY_MODELS", "RunProgram",
            "family", "program", "describe_program", "run_cases", "run_setup", "flops_per_step"]
 
 
@@ -138,6 +138,20 @@ attention on a GPU target; on a TPU, XLA's own, which writes the scores: a
 Pallas splash kernel needs a TPU to lower). The zoo's GPT has none: a
 GPT-style run of these papers keeps its dense attention, and says so."""
 
+FUSED_HEAD_LIMIT = 128
+"""The widest head the zoo's fused attention takes on a GPU target: cuDNN's flash attention through
+``jax.nn.dot_product_attention``, whose check (jax 0.10) wants a head of at most 128, a multiple of
+8. A run of fused attention with wider heads (Nemotron-4 340B's 192, which Transformer Engine's
+flash attention takes) keeps dense attention on a GPU, and its description says why (`fusable`)."""
+
+
+def fusable(run: PublishedRun) -> bool:
+    """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
+    on a TPU the fused attention is XLA's own, of any head)."""
+    head = run.head_dim or run.hidden // run.heads
+    return run.device.startswith("tpu") or (head <= FUSED_HEAD_LIMIT and head % 8 == 0)
+
+
 FAMILY_MODELS: dict[str, str] = {"gpt": "gpt3-175b", "llama": "llama3-8b", "mixtral": "mixtral-8x7b"}
 """The zoo model a run's program is configured from, by family (`family`):
 every field its cost reads is set from the run (`program`)."""
@@ -194,7 +208,7 @@ def program(run: PublishedRun) -> RunProgram:
     scans = framework(run.framework).scans
     scanned = bool(scans)
     layers = math.ceil(run.layers / run.pipeline)
-    fused = kind != "gpt" and run.paper in FUSED_ATTENTION
+    fused = kind != "gpt" and run.paper in FUSED_ATTENTION and fusable(run)
     config: dict[str, Any] = {"n_layer": layers, "d_model": run.hidden, "n_head": run.heads, "d_ff": run.ffn,
                               "vocab_size": run.vocabulary, "seq_len": run.sequence,
                               "remat": REMAT_LEVELS[run.recompute], "scan_layers": scanned}
@@ -229,6 +243,10 @@ def program(run: PublishedRun) -> RunProgram:
     if fused:
         attention = f"attention in the zoo's fused attention, as the run's {FUSED_ATTENTION[run.paper]}" + (
             " (on a TPU target XLA's own: its scores written to memory)" if run.device.startswith("tpu") else "")
+    elif run.paper in FUSED_ATTENTION and kind != "gpt":
+        attention = (f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's fused attention, "
+                     f"cuDNN's through jax, takes heads of at most {FUSED_HEAD_LIMIT}, a multiple of 8; these are "
+                     f"{head})")
     elif run.paper in FUSED_ATTENTION:
         attention = f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's GPT has no fused one" + (
             "; on a TPU target the zoo's fused attention is XLA's own, which writes the scores as this does)"
