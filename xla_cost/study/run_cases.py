@@ -39,8 +39,9 @@ from xla_cost.step.remat import REMAT_LEVELS
 from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
-__all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable", "FAMILY_MODELS", "RunProgram",
-           "family", "program", "describe_program", "run_cases", "run_setup", "flops_per_step"]
+__all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
+           "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
+           "flops_per_step"]
 
 
 @dataclasses.dataclass(frozen=True)
