@@ -10,8 +10,32 @@ from xla_cost.study import depth
 from xla_cost.study.cases import Setup
 from xla_cost.study.validation import analyse_by_depth, extrapolated_depths
 
-D, T, V, B, HEADS, LAYERS, TENSOR = 64, 32, 256, 2, 2, 5, 2
+D, T, V, B, HEADS, LAYERS, TENSOR = 32, 16, 64, 2, 2, 4, 2
 CONFIG = {"n_layer": LAYERS, "d_model": D, "n_head": HEADS, "vocab_size": V, "seq_len": T, "scan_layers": False}
+
+
+def _jaxpr(blocks: int):
+    from xla_cost.runs.configs import RunConfig
+
+    return RunConfig("gpt2-small", batch_size=B, config={**CONFIG, "n_layer": blocks}, optimizer="adam",
+                     dtype="bfloat16", counter="jaxpr").canonical().run(cache=False)
+
+
+def test_the_extension_of_the_jaxpr_counts_is_the_whole_model():
+    # three counts without a compile (about 0.5 s each): a stack of identical blocks is linear in its blocks, so
+    # f(3) + (L - 3)(f(3) - f(2)) is every figure of the whole model, exactly
+    from xla_cost.analysis.report import ADDITIVE
+
+    layers = 6
+    extended = depth.extend_depth(_jaxpr(2), _jaxpr(3), layers, "h")
+    whole = _jaxpr(layers)
+    # GPT-2's parameters: per block 12 d^2 + 13 d (attention 4 d^2 + 4 d, MLP 8 d^2 + 5 d, two norms 4 d),
+    # embeddings (V + T) d, the final norm 2 d
+    assert extended.parameters == whole.parameters == layers * (12 * D * D + 13 * D) + (V + T) * D + 2 * D
+    assert extended.config["n_layer"] == layers
+    for phase in ("forward", "backward", "grad", "update", "train_step"):
+        for figure in ADDITIVE:
+            assert getattr(extended.phases[phase], figure) == getattr(whole.phases[phase], figure), (phase, figure)
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +50,7 @@ def programs():
     return analyse_by_depth(setup, store=False), whole
 
 
+@pytest.mark.slow  # three analyses of a tiny GPT compiled for 2 H100s (`programs`): 10-20 s on 2 busy cores
 def test_the_extension_is_the_whole_program(programs):
     from xla_cost.timemodel.calibration import constants
     from xla_cost.timemodel.kernel_time import price_kernels
@@ -33,8 +58,6 @@ def test_the_extension_is_the_whole_program(programs):
     extended, whole = programs
     assert extrapolated_depths(extended) == depth.DEPTHS and extrapolated_depths(whole) is None
     assert extended.config["n_layer"] == LAYERS and any(n.startswith(depth.NOTE) for n in extended.notes)
-    # GPT-2's parameters: per block 12 d^2 + 13 d (attention 4 d^2 + 4 d, MLP 8 d^2 + 5 d, two norms 4 d),
-    # embeddings (V + T) d, the final norm 2 d
     assert extended.parameters == whole.parameters == LAYERS * (12 * D * D + 13 * D) + (V + T) * D + 2 * D
     for phase in ("forward", "grad", "update"):
         a, b = extended.phases[phase], whole.phases[phase]
@@ -62,6 +85,22 @@ def test_the_formula_number_by_number():
     assert depth.extend_figures([1.0, 2.0], [1.5, 2.0], 5) == [2.5, 2.0]
     with pytest.raises(InputError, match="other keys"):
         depth.extend_figures({"a": 1}, {"b": 1}, 5)
+
+
+def test_collectives_block_by_block():
+    # a forward pass runs the blocks in order (h_0, h_1, ...), a backward pass in reverse: the middle block's rows
+    # (block 1 of the 3-block program) repeated for blocks 1 .. L-2 in that order, the last block's renamed L-1; a row
+    # outside the blocks run once per block beyond the first (the formula: 2 + 2 (2 - 1) = 4 at L = 5)
+    def row(layer: str, runs: int = 1) -> dict:
+        return {"kind": "all-reduce", "axes": ["model"], "group_size": 2, "bytes": 64, "layer": layer,
+                "executions": runs}
+
+    forward = depth.extend_collectives([row("h_0"), row("h_1"), row("", 1)],
+                                       [row("h_0"), row("h_1"), row("h_2"), row("", 2)], 5, "h")
+    assert [(r["layer"], r["executions"]) for r in forward] == [("h_0", 1), ("h_1", 1), ("h_2", 1), ("h_3", 1),
+                                                                ("h_4", 1), ("", 4)]
+    backward = depth.extend_collectives([row("h_1"), row("h_0")], [row("h_2"), row("h_1"), row("h_0")], 5, "h")
+    assert [r["layer"] for r in backward] == ["h_4", "h_3", "h_2", "h_1", "h_0"]
 
 
 def test_signed_kernel_runs_keep_every_sum_linear():

@@ -49,7 +49,8 @@ from typing import Any
 
 from xla_cost.errors import InputError
 
-__all__ = ["DEPTHS", "LAYERS_FIELD", "NOTE", "extend_depth", "extend_figures", "extend_kernels", "block_structure",
+__all__ = ["DEPTHS", "LAYERS_FIELD", "NOTE", "extend_depth", "extend_figures", "extend_kernels", "extend_collectives",
+           "block_structure",
            "applies", "describe"]
 
 DEPTHS: tuple[int, int] = (2, 3)
@@ -198,8 +199,8 @@ def _role(index: int | None, blocks: int) -> str:
     return "first" if index == 0 else "last" if index == blocks - 1 else "middle"
 
 
-def _collectives(two: Sequence[Mapping[str, Any]], three: Sequence[Mapping[str, Any]], layers: int,
-                 prefix: str, what: str) -> list[dict[str, Any]]:
+def extend_collectives(two: Sequence[Mapping[str, Any]], three: Sequence[Mapping[str, Any]], layers: int,
+                       prefix: str, what: str = "the collectives") -> list[dict[str, Any]]:
     """The collective rows of ``layers`` blocks (`extend_depth`): rows of the first and last block
     and outside the blocks extended by the formula; the middle block's repeated."""
     def keyed(rows: Sequence[Mapping[str, Any]], blocks: int) -> dict[tuple[Any, ...], int | None]:
@@ -295,7 +296,7 @@ def extend_depth(two: Any, three: Any, layers: int, prefix: str, model_parameter
     data["kernel_list"] = {phase: None if listed is None or (a.get("kernel_list") or {}).get(phase) is None
                            else extend_kernels(a["kernel_list"][phase], listed, layers)
                            for phase, listed in (b.get("kernel_list") or {}).items()}
-    data["communication"] = {phase: _collectives((a.get("communication") or {}).get(phase) or [], rows, layers,
+    data["communication"] = {phase: extend_collectives((a.get("communication") or {}).get(phase) or [], rows, layers,
                                                  prefix, f"{phase}'s collectives")
                              for phase, rows in (b.get("communication") or {}).items()}
     sharding = dict(b.get("sharding") or {})
