@@ -125,6 +125,24 @@ def test_lowest_optimization_level_gives_identical_figures(model, inputs):
         assert lowest.memory == default.memory, name  # argument, output, temp bytes
 
 
+def test_a_gpu_targets_analysed_program_is_the_one_it_would_run():
+    # the analysed programs' options (ptxas at -O0 too) change the binaries only: a GPU's grad program has the same
+    # costs, memory, kernels and buffers live at its peak as compiled with the defaults
+    from xla_cost.compiled import targets
+    from xla_cost.timemodel.devices import target
+
+    small = {"n_layer": 1, "d_model": 64, "n_head": 2, "seq_len": 16, "vocab_size": 128}
+    workload, _ = xla_cost.build_workload(build_model("gpt2-small", **small), example_inputs("gpt2-small", 2, **small),
+                                          optimizer="sgd")
+    with workload.tracing():
+        traced = jax.jit(workload.phase_fn("grad")).trace(*workload.phase_args("grad"))
+    with targets.use(target("h100")):
+        default, analysed = (xla.compile_phase(traced, compiler_options=options, executable=False, liveness=True)
+                             for options in (None, xla.COMPILER_OPTIONS))
+    assert analysed.kernel_list and analysed.kernel_list == default.kernel_list
+    assert (analysed.costs, analysed.memory, analysed.liveness) == (default.costs, default.memory, default.liveness)
+
+
 def test_analysed_programs_compile_at_the_lowest_level(monkeypatch):
     seen = []
     original = xla.compile_phase
