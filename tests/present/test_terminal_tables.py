@@ -138,13 +138,17 @@ def test_a_report_in_a_notebook_keeps_its_digits():
 
 
 def test_a_resnet50_report_with_layers_and_memory_fits_a_terminal():
-    from xla_cost.zoo import build_model, example_inputs
+    from xla_cost.zoo import example_inputs
+    from xla_cost.zoo.resnet import ResNet
 
-    report = xla_cost.analyze(build_model("resnet50"), example_inputs("resnet50", 1), optimizer="adam",
-                              per_layer=True, depth=1, memory=True)
+    # ResNet-50's layers at ImageNet's shape, one bottleneck block a stage (the names and figures of the widest
+    # rows are the whole network's: layer4_0/downsample_conv, GFLOP at 224 x 224; a quarter of its compile)
+    stages = (1, 1, 1, 1)
+    report = xla_cost.analyze(ResNet(stage_sizes=stages, bottleneck=True), example_inputs("resnet50", 1),
+                              optimizer="adam", per_layer=True, depth=1, memory=True)
     text = report.to_table(width=WIDTH)
-    # phases, 20 layer rows with their saved activations, the memory parts: each table within 100 columns
+    # phases, the layer rows with their saved activations, the memory parts: each table within 100 columns
     # (the layer table was 105: "backward / forward" and "saved activations" headers)
     assert _widest(text) <= WIDTH
-    # ResNet-50's 3 + 4 + 6 + 3 bottleneck blocks are rows of their own, none wrapped
-    assert sum(line.startswith("│ layer") for line in text.splitlines()) == 3 + 4 + 6 + 3
+    # the bottleneck blocks are rows of their own, none wrapped
+    assert sum(line.startswith("│ layer") for line in text.splitlines()) == sum(stages)
