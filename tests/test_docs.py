@@ -1,7 +1,8 @@
 """The README and the manual under docs/ stay true.
 
-Every ```python block of README.md and docs/*.md runs, each in a fresh Python
-process whose working directory is a new temporary directory (with its own
+Every ```python block of README.md and docs/*.md runs, each in a Python process
+of its own (forked from one that imported xla_cost, jax, flax and optax:
+tests/forked.py) whose working directory is a new temporary directory (with its own
 results store and no compilation cache, so nothing lands in the repository or
 the user's caches). Every ``xla-cost`` command of a ```bash, ```console or
 ```sh block parses with the CLI's own parser, and the README's commands run.
@@ -21,6 +22,7 @@ import dataclasses
 import importlib
 import os
 import pathlib
+import queue
 import re
 import shlex
 import subprocess
@@ -30,6 +32,8 @@ import tempfile
 import pytest
 
 from xla_cost.cli import build_parser
+
+from tests import forked
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -171,35 +175,61 @@ JOBS += [Job(f"{b.id}:xla-cost {' '.join(a[:2])}", (sys.executable, "-m", "xla_c
          for b, a in README_COMMANDS]
 
 
-def _run(job: Job) -> subprocess.CompletedProcess[str]:
+def _env(here: pathlib.Path | None = None) -> dict[str, str]:
+    """A job's environment: no persistent compilation cache, a results store and caches of its own directory."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+        "JAX_PLATFORMS": "cpu",
+        "XLA_COST_NO_CACHE": "1",  # no persistent compilation cache
+        "MPLBACKEND": "Agg",
+    }
+    if here is not None:
+        env.update(XLA_COST_STORE=str(here / "results.sqlite"), XDG_CACHE_HOME=str(here / "cache"))
+    return env
+
+
+def _run(job: Job, server: forked.Server) -> subprocess.CompletedProcess[str]:
+    """The job in a process forked by ``server`` (tests/forked.py: a Python process that imported xla_cost,
+    jax, flax and optax once), as ``python -W ... snippet.py`` or ``python -m xla_cost ...`` runs it."""
     with tempfile.TemporaryDirectory(prefix="xla_cost_docs_") as tmp:
         here = pathlib.Path(tmp)
         if job.source is not None:
             (here / "snippet.py").write_text(job.source, encoding="utf-8")
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-            "JAX_PLATFORMS": "cpu",
-            "XLA_COST_NO_CACHE": "1",  # no persistent compilation cache
-            "XLA_COST_STORE": str(here / "results.sqlite"),
-            "XDG_CACHE_HOME": str(here / "cache"),
-            "MPLBACKEND": "Agg",
-        }
-        return subprocess.run(job.argv, cwd=here, env=env, capture_output=True, text=True,
-                              timeout=SNIPPET_TIMEOUT_S, check=False)
+            return server.run(["snippet.py"], cwd=tmp, env=_env(here), warnings=WARNINGS[1::2],
+                              timeout=SNIPPET_TIMEOUT_S)
+        module = job.argv.index("-m") + 1
+        return server.run([job.argv[module], *job.argv[module + 1:]], cwd=tmp, env=_env(here),
+                          module=job.argv[module], timeout=SNIPPET_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
 def results(request):
-    """Runs the jobs the session selected, as many at a time as there are cores."""
+    """Runs the jobs the session selected, as many at a time as there are cores, each in a process of its own
+    forked from a server's (one server a thread)."""
     selected = {item.callspec.params["job"].id for item in request.session.items
                 if getattr(item, "module", None) is sys.modules[__name__]
                 and "job" in getattr(getattr(item, "callspec", None), "params", {})}
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
-        futures = {job.id: pool.submit(_run, job) for job in JOBS if job.id in selected and not job.skip}
+    jobs = [job for job in JOBS if job.id in selected and not job.skip]
+    workers = max(1, min(4, os.cpu_count() or 1, len(jobs)))
+    servers: queue.Queue[forked.Server] = queue.Queue()
+
+    def run(job: Job) -> subprocess.CompletedProcess[str]:
+        server = servers.get()
+        try:
+            return _run(job, server)
+        finally:
+            servers.put(server)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for server in pool.map(lambda _: forked.Server(_env()), range(workers if jobs else 0)):
+            servers.put(server)
+        futures = {job.id: pool.submit(run, job) for job in jobs}
         yield futures
         for future in futures.values():
             future.cancel()
+    while not servers.empty():
+        servers.get().close()
 
 
 @pytest.mark.parametrize("job", [
