@@ -30,8 +30,8 @@ def _run_script(tmp_path, source: str) -> subprocess.CompletedProcess:
                           timeout=300, check=False)
 
 
-def _rows(tmp_path) -> int:
-    store = tmp_path / "store.sqlite"
+def _rows(tmp_path, name: str = "store.sqlite") -> int:
+    store = tmp_path / name
     if not store.exists():
         return 0
     with sqlite3.connect(store) as db:
@@ -78,6 +78,30 @@ def test_workers_that_die_while_starting_stop_the_sweep_and_store_nothing(tmp_pa
     )
     assert "died 2 times" not in done.stderr
     assert _rows(tmp_path) == 0  # not stored as the configurations' failures, which later runs would return
+
+
+def test_a_pool_broken_before_a_configuration_is_handed_over_is_the_same_failure(tmp_path, monkeypatch):
+    # workers that die as fast as their import of the script fails can break the pool before the second
+    # configuration is submitted: submit() then raises (seen once in a fresh clone's run of the test above)
+    import concurrent.futures.process
+    import multiprocessing
+
+    import xla_cost
+    from xla_cost.errors import InputError
+    from xla_cost.runs import sweeps
+
+    class Broken:
+        def submit(self, *args, **kwargs):
+            raise concurrent.futures.process.BrokenProcessPool("A child process terminated abruptly")
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+
+    monkeypatch.setattr(sweeps, "_spawn_pool", lambda jobs: (Broken(), multiprocessing.Value("i", 0)))
+    with pytest.raises(InputError, match="workers that died before running anything"):
+        xla_cost.sweep(["one_net"], batch_sizes=[1, 2], counter="jaxpr", jobs=2, store=tmp_path / "s.sqlite",
+                       progress=False)
+    assert _rows(tmp_path, "s.sqlite") == 0
 
 
 def test_the_guarded_script_runs_its_sweep_in_workers(tmp_path):

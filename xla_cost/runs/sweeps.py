@@ -493,7 +493,17 @@ def _run_local(
             while queue or running:
                 while queue and len(running) < jobs and not broken:
                     config = queue.pop(0)
-                    running[pool.submit(run_config, config.to_dict())] = (id(config), config)
+                    try:
+                        future = pool.submit(run_config, config.to_dict())
+                    except concurrent.futures.process.BrokenProcessPool:
+                        # a worker died before this was handed over (as quickly as a script that fails in
+                        # the workers' import of it): the pool is new again, and the configuration waits for it
+                        if started.value == 0:
+                            raise _never_started() from None
+                        queue.insert(0, config)
+                        broken = True
+                        break
+                    running[future] = (id(config), config)
                 progress.show(c.label() for _, c in running.values())
                 done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
@@ -502,11 +512,7 @@ def _run_local(
                         result = future.result()
                     except concurrent.futures.process.BrokenProcessPool:
                         if started.value == 0:
-                            raise InputError(
-                                "worker processes that start", "workers that died before running anything",
-                                f"A script's sweep belongs under `{_GUARD}` (each worker process "
-                                "imports the script again), or pass jobs=0.",
-                            ) from None
+                            raise _never_started() from None
                         broken = True
                         deaths[index] = deaths.get(index, 0) + 1
                         if deaths[index] >= DEATHS_BEFORE_FAILURE:
@@ -525,6 +531,13 @@ def _run_local(
         finally:
             # Interrupted or broken: the workers are killed, not waited for.
             _shutdown(pool, kill=not finished)
+
+
+def _never_started() -> InputError:
+    """The harness's failure: every worker died before any started (`_run_local`)."""
+    return InputError("worker processes that start", "workers that died before running anything",
+                      f"A script's sweep belongs under `{_GUARD}` (each worker process imports the script again), "
+                      "or pass jobs=0.")
 
 
 def _shutdown(pool: concurrent.futures.ProcessPoolExecutor, *, kill: bool) -> None:
