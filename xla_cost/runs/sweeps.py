@@ -492,7 +492,7 @@ def _run_local(
         try:
             while queue or running:
                 while queue and len(running) < jobs and not broken:
-                    config = queue.pop(0)
+                    config = queue[0]
                     try:
                         future = pool.submit(run_config, config.to_dict())
                     except concurrent.futures.process.BrokenProcessPool:
@@ -500,10 +500,9 @@ def _run_local(
                         # the workers' import of it): the pool is new again, and the configuration waits for it
                         if started.value == 0:
                             raise _never_started() from None
-                        queue.insert(0, config)
                         broken = True
                         break
-                    running[future] = (id(config), config)
+                    running[future] = (id(config), queue.pop(0))
                 progress.show(c.label() for _, c in running.values())
                 done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
