@@ -138,3 +138,25 @@ def test_jax_platforms_set_after_jax_was_imported_is_kept_and_a_trace_does_not_c
     done = subprocess.run([sys.executable, "-c", PROFILE_AFTER_A_LATE_SETTING], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "cpu", done.stderr[-2000:]
+
+
+def test_the_gpu_driver_is_found_where_the_dynamic_loader_finds_it(tmp_path, monkeypatch):
+    # the loader's cache (what `ldconfig -p` lists) and LD_LIBRARY_PATH, read without a subprocess
+    monkeypatch.setattr(plugins.glob, "glob", lambda pattern: [] if pattern.startswith("/dev/") else _real_glob(pattern))
+    cache = tmp_path / "ld.so.cache"
+    monkeypatch.setattr(plugins, "LOADER_CACHE", str(cache))
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    cache.write_bytes(b"glibc-ld.so.cache1.1\0libm.so.6\0/lib/x86_64-linux-gnu/libm.so.6\0")
+    assert not plugins.has_gpu_driver()
+    cache.write_bytes(b"glibc-ld.so.cache1.1\0libcuda.so.1\0/usr/lib/x86_64-linux-gnu/libcuda.so.1\0")
+    assert plugins.has_gpu_driver()
+    cache.unlink()  # no cache (a container without ldconfig's): the library path alone
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{tmp_path / 'none'}:{driver}")
+    assert not plugins.has_gpu_driver()
+    (driver / "libcuda.so.1").write_bytes(b"")
+    assert plugins.has_gpu_driver()
+
+
+_real_glob = plugins.glob.glob
