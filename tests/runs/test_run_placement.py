@@ -101,3 +101,35 @@ def test_a_tpu_slices_replicas_meet_on_the_data_center_network(report):
     assert {(t.link, t.group_size) for t in replicas} == {("ethernet-100g:2/8", 2)}
     assert sum(t.seconds for t in replicas) == pytest.approx(PIECES * _all_reduce(piece, 2, dcn, 10e-6))
     assert {t.link for t in step.collectives[:-PIECES]} == {"tpu-v5e-ici"}  # the tensor-parallel ones
+
+
+@pytest.mark.parametrize("mfu", [1.0, 1e-5])  # the tiny step's compute under its collectives, then over them
+def test_overlapped_collectives_and_transfers_block_only_what_outlasts_the_compute(report, mfu):
+    # Transformer Engine's userbuffers overlap (NeMo's tp_comm_overlap) runs the tensor-parallel collectives
+    # beside the products, Megatron's overlap_p2p_comm the stage transfers beside the stage's compute: of
+    # each, only max(its time - the compute, 0) a micro-batch blocks the step (as a bound, the products'
+    # time is the roofline's)
+    p, m = 2, 4
+    hardware = Hardware("h100", **{**EXPOSED, "mfu": mfu})
+    layout = Layout(pipeline=p, micro_batches=m, stage_bytes=2 * TINY["seq_len"] * TINY["d_model"] * F32)
+    blocking = predict(report, hardware, layout)
+    hidden = predict(report, hardware, dataclasses.replace(layout, overlap_tensor=True, overlap_transfers=True))
+    compute, tensor, transfer = (blocking.parts[k] / m for k in ("roofline", "tensor", "stage_transfers"))
+    assert tensor > 0 and transfer > 0
+    exposed_tensor, exposed_transfer = max(tensor - compute, 0.0), max(transfer - compute, 0.0)
+    assert hidden.parts["tensor"] == pytest.approx(m * exposed_tensor, rel=1e-12, abs=1e-15)
+    assert hidden.parts["stage_transfers"] == pytest.approx(m * exposed_transfer, rel=1e-12, abs=1e-15)
+    slot = compute + exposed_tensor + exposed_transfer
+    assert hidden.parts["pipeline_bubble"] == pytest.approx((p - 1) / m * m * slot, rel=1e-9)
+    assert (exposed_tensor > 0) == (mfu == 1.0)  # both branches of the max
+    # the collectives are the same, and counted: only what blocks the step changed
+    assert hidden.prediction.communication_seconds == pytest.approx(blocking.prediction.communication_seconds)
+    assert hidden.prediction.seconds < blocking.prediction.seconds
+    assert any("overlapped with the matrix products" in n for n in hidden.notes)
+    assert any("pipeline transfers overlapped" in n for n in hidden.notes)
+
+
+def test_an_overlap_is_true_or_false():
+    with pytest.raises(InputError, match="overlap_tensor True or False") as err:
+        Layout(pipeline=2, overlap_tensor=1)
+    assert "\n" not in str(err.value)

@@ -11,6 +11,7 @@ import pytest
 
 from xla_cost.study import run_cases
 from xla_cost.study.published_runs import PUBLISHED_RUNS
+from xla_cost.timemodel.schedule import bubble_fraction
 
 RUNS = {r.name: r for r in PUBLISHED_RUNS}
 
@@ -42,3 +43,29 @@ def test_left_out_runs_are_published_runs_with_a_reason():
     assert set(run_cases.LEFT_OUT) <= set(RUNS)
     assert not set(run_cases.LEFT_OUT) & set(run_cases.CHOSEN)
     assert all(len(reason) > 10 for reason in run_cases.LEFT_OUT.values())
+
+
+def test_overlaps_the_runs_record_reach_their_layouts():
+    # NeMo's llama2_70b.yaml (ub_tp_comm_overlap, overlap_p2p_comm) and llama2_13b.yaml (overlap_p2p_comm),
+    # Megatron Bridge's H100 Llama 3 70B FP8 recipe, Llama 3's asynchronous point-to-point (Dubey et al. 2024,
+    # §3.3.2); Transformer Engine's overlap needs sequence parallelism (NeMo turns it off without)
+    for name in run_cases.CHOSEN:
+        run, layout = RUNS[name], run_cases.run_setup(RUNS[name]).layout
+        assert layout.get("overlap_tensor", False) == (run.overlap_tensor and run.tensor > 1)
+        assert layout.get("overlap_transfers", False) == (run.overlap_p2p and run.pipeline > 1)
+        assert run.sequence_parallel or not run.overlap_tensor
+    assert {n for n in run_cases.CHOSEN if RUNS[n].overlap_tensor} == {
+        "nemo2024-llama2-70b-64", "megatron-bridge2026-llama3-70b-64"}
+
+
+@pytest.mark.parametrize("name", ["llama3-405b-8192", "llama3-405b-16384"])
+def test_llama3_interleaves_chunks_of_one_layer(name):
+    # Dubey et al. 2024, §3.3.2: one layer fewer on the first and the last stage, whose first and last chunks
+    # hold only the embedding and only the output: a chunk is one layer's place, 126 + 2 = 16 stages x V
+    run = RUNS[name]
+    layout = run_cases.run_setup(run).layout
+    assert layout["chunks"] == (run.layers + 2) // run.pipeline == 8
+    # the bubble (PP - 1) / (V M), M the batch size per DP group of Table 4 (32 at 8K GPUs, 16 at 16K)
+    per_group = {"llama3-405b-8192": 32, "llama3-405b-16384": 16}[name]
+    assert bubble_fraction(layout["pipeline"], layout["micro_batches"], layout["chunks"]) == pytest.approx(
+        (16 - 1) / (8 * per_group))

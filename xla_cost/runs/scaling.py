@@ -115,7 +115,8 @@ def predict(
       totals where the report has no kernel list; with a fixed ``mfu`` (a bound) the roofline
       ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
     * the analysed mesh's collectives over ``model`` block the step (tensor
-      parallelism); its gradient collectives over ``data`` (and the
+      parallelism), or only what outlasts the products where the layout
+      overlaps them (`xla_cost.timemodel.schedule.Layout.overlap_tensor`); its gradient collectives over ``data`` (and the
       layout's replicas) are reduced in buckets that start as the backward pass
       makes them, and only what runs past the backward pass is exposed (or a
       fixed share is hidden: ``overlap``); over ``fsdp`` (ZeRO-3) each layer's
@@ -126,7 +127,9 @@ def predict(
     * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
       (`xla_cost.timemodel.schedule.pipeline_seconds`), each with its transfers to
       the next stage and back, at the node's measured send/recv bus bandwidth where
-      it has one, else the alpha-beta model (`_stage_transfers`; a note says which);
+      it has one, else the alpha-beta model (`_stage_transfers`; a note says which),
+      hidden behind the stage's compute where the layout overlaps them
+      (`xla_cost.timemodel.schedule.Layout.overlap_transfers`);
     * the optimizer's update at the end.
 
     A step compiled on the CPU in bfloat16 or float16 moves float32 buffers
@@ -214,7 +217,10 @@ def predict(
     transfer, transfers, said = _stage_transfers(layout, report.devices, mesh, cluster)
     if said:
         notes.append(said)
-    slot = compute + tensor_s + transfer  # one micro-batch on the slowest stage
+    products = compute if hardware.is_bound else parts["matmul"]
+    tensor_exposed, transfer_exposed, said = _overlapped(layout, tensor_s, transfer, products, compute)
+    notes += said
+    slot = compute + tensor_exposed + transfer_exposed  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
         gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
@@ -228,12 +234,12 @@ def predict(
     seconds = busy + waiting + host
     parts = {part: value * m for part, value in parts.items()}  # every micro-batch's compute
     # the bubble is idle, not communication: (p - 1) / (v m) of the m slots
-    parts.update(tensor=tensor_s * m, update=updating, gradients=exposed, stage_transfers=transfer * m,
+    parts.update(tensor=tensor_exposed * m, update=updating, gradients=exposed, stage_transfers=transfer_exposed * m,
                  pipeline_bubble=pipelined - m * slot, host=host, dispatch_wait=waiting)
-    # every collective and transfer; the tensor-parallel ones and the transfers block the step,
-    # of the gradients' only what runs past the backward pass shows: never more than all of it
+    # every collective and transfer; the tensor-parallel ones and the transfers block the step unless the
+    # layout overlaps them, of the gradients' only what runs past the backward pass shows: never more than all
     communication = grad_s + (tensor_s + transfer) * m
-    not_hidden = exposed + (tensor_s + transfer) * m
+    not_hidden = exposed + (tensor_exposed + transfer_exposed) * m
     prediction = schedule.StepPrediction(
         compute_seconds=m * compute + updating + host,
         communication_seconds=communication,
@@ -285,6 +291,36 @@ def _stage_transfers(layout: schedule.Layout, devices: int, mesh: Sequence[tuple
     return per_micro_batch * once, (sent,), (
         f"pipeline stage transfers: each device's {share / 1e6:,.3g} MB of activations to the next stage and their "
         f"gradient back, {per_micro_batch} a micro-batch, {where} on {link}, {how}")
+
+
+def _overlapped(layout: schedule.Layout, tensor: float, transfer: float, products: float, compute: float
+                ) -> tuple[float, float, list[str]]:
+    """What blocks one micro-batch's slot of the tensor-parallel collectives (``tensor`` seconds) and
+    of the stage transfers (``transfer``), and notes saying what the layout overlaps.
+
+    * `schedule.Layout.overlap_tensor`: the collectives run beside the products they feed or
+      follow (Transformer Engine's userbuffers overlap: an all-gather or reduce-scatter in chunks
+      while the product computes the chunks already there), so ``max(tensor - products, 0)``
+      blocks the step, ``products`` the micro-batch's matrix products' seconds;
+    * `schedule.Layout.overlap_transfers`: a stage's send/recv run while it computes its next
+      chunk or micro-batch, so ``max(transfer - compute, 0)`` blocks it.
+
+    Neither prices the products' slow-down from sharing the device with the communication.
+    """
+    notes = []
+    tensor_exposed, transfer_exposed = tensor, transfer
+    if layout.overlap_tensor and tensor > 0:
+        tensor_exposed = max(tensor - products, 0.0)
+        notes.append(f"tensor-parallel collectives overlapped with the matrix products (the layout's overlap_tensor: "
+                     f"Transformer Engine's userbuffers overlap): {(tensor - tensor_exposed) * 1e3:,.4g} of their "
+                     f"{tensor * 1e3:,.4g} ms a micro-batch hidden behind {products * 1e3:,.4g} ms of products, the "
+                     "products' slow-down from sharing the device not priced")
+    if layout.overlap_transfers and transfer > 0:
+        transfer_exposed = max(transfer - compute, 0.0)
+        notes.append(f"pipeline transfers overlapped with the stage's compute (the layout's overlap_transfers): "
+                     f"{(transfer - transfer_exposed) * 1e3:,.4g} of their {transfer * 1e3:,.4g} ms a micro-batch "
+                     "hidden")
+    return tensor_exposed, transfer_exposed, notes
 
 
 def _one_program(report: Any, layout: schedule.Layout, step: Any) -> bool:

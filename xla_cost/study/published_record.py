@@ -152,7 +152,13 @@ class PublishedRun:
         zero_stage: what it shards (0 nothing, 1 optimizer states, 2 and
         gradients, 3 and parameters); chunks: interleaved pipeline stages per
         device (1 if none, None: interleaved, number not published);
-        sequence_parallel: Megatron's sequence parallelism within ``tensor``.
+        sequence_parallel: Megatron's sequence parallelism within ``tensor``;
+        overlap_tensor: the tensor-parallel collectives overlapped with the
+        products (Transformer Engine's userbuffers: NeMo's and Megatron
+        Bridge's ``tp_comm_overlap``, which needs sequence parallelism);
+        overlap_p2p: the pipeline's send/recv overlapped with compute
+        (Megatron's ``overlap_p2p_comm``, Llama 3's asynchronous
+        point-to-point). Each False unless the run's configuration says so.
       dtype: one of `DTYPES`; recompute: one of `RECOMPUTE`.
       node_gpus: devices per node (a GPU server's GPUs, a TPU host's chips).
       node_links: the links within a node and between nodes, in words.
@@ -200,6 +206,8 @@ class PublishedRun:
     chunks: int | None = 1
     context: int = 1
     sequence_parallel: bool = False
+    overlap_tensor: bool = False
+    overlap_p2p: bool = False
     dtype: str
     recompute: str
     node_gpus: int

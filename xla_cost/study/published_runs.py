@@ -352,8 +352,8 @@ _LLAMA3 = dict(
                  "§3.3.1 (servers, network), §3.3.2 (FSDP, pipeline schedule, no activation checkpointing at 8K); "
                  "Table 4's last DP is 8 in v3 and in two copies, 4 in one (only 8 multiplies out to 16,384)",
     device="h100", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, gated=True, tied=False,
-    vocabulary=128000, micro_batch=None, tensor=8, pipeline=16, chunks=None, zero_stage=3, dtype="bfloat16",
-    node_gpus=8,
+    vocabulary=128000, micro_batch=None, tensor=8, pipeline=16, chunks=8, overlap_p2p=True, zero_stage=3,
+    dtype="bfloat16", node_gpus=8,
     node_links="Grand Teton: 8 H100 80GB HBM3 (700 W) on NVLink; RoCE at 400 Gb/s per GPU, 24K-GPU Clos with "
                "1:7 oversubscription above each 3,072-GPU pod",
     flops_formula="model FLOP (MFU as Chowdhery et al. 2022 define it) over the H100's dense BF16 peak; TFLOPs/GPU "
@@ -361,9 +361,13 @@ _LLAMA3 = dict(
     notes="Llama 3 layers: RMSNorm, RoPE, SwiGLU (ffn is each gate's width), grouped-query attention with 8 "
           "key/value heads, untied embeddings; vocabulary 128,000 as Table 3 gives it (the released tokenizer has "
           "128,256). DP is FSDP: optimizer states and gradients sharded, parameters not resharded after the "
-          "forward pass. Interleaved 1F1B with a tunable number of micro-batches; the interleaving and the "
-          "micro-batch are not published; the first and last stages hold one layer fewer. Context parallelism "
-          "all-gathers K and V.",
+          "forward pass. Interleaved 1F1B with a tunable number of micro-batches, 'bubble ratio (PP - 1) / (V * "
+          "M)', asynchronous point-to-point communication (§3.3.2). V = 8 chunks of one layer per stage, from "
+          "§3.3.2's balancing: 'we reduce one Transformer layer each from the first and the last stages ... the "
+          "first model chunk on the first stage has only the embedding, and the last model chunk on the last "
+          "stage has only output projection and loss': a chunk is one layer's place, 126 layers + 2 = 128 = 16 "
+          "stages x 8. The micro-batch is not published (1 sequence assumed: M = Table 4's batch size per DP "
+          "group, 32 and 16). Context parallelism all-gathers K and V.",
 )
 
 _RUNS_LLAMA3 = runs_of(

@@ -79,6 +79,18 @@ def _gpt3(layers: int, hidden: int, heads: int, tensor: int) -> dict:
                 tied=True)
 
 
+_LAUNCHER = ("NVIDIA/NeMo-Framework-Launcher's training configurations of the container's time (commit c99374bb, "
+             "2024-08-06), launcher_scripts/conf/training/llama/")
+_OVERLAP_P2P = (" Pipeline send/recv overlapped with compute: '" + "overlap_p2p_comm: true' in " + _LAUNCHER + "{file} "
+                "(line {line}), as NeMo 2.0 sets it for every interleaved pipeline (nemo/lightning/pytorch/callbacks/"
+                "megatron_comm_overlap.py at the table's commit, lines 135-136: 'if vp_size > 1: overlap_p2p_comm = "
+                "True').")
+_OVERLAP_TP = (" Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
+               "with the products: 'sequence_parallel: true' (line 126), 'ub_tp_comm_overlap: true' (line 140) and "
+               "the overlap configuration 'ub_cfg_h100_h8192_tp4_mbs1_seqlen4096' (line 3: this row's hidden, TP, "
+               "micro-batch and sequence) in " + _LAUNCHER + "llama2_70b.yaml; NeMo 2.0 turns the overlap off "
+               "without sequence parallelism (megatron_comm_overlap.py line 127).")
+
 _LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, ffn=11008, vocabulary=32000, gated=True)
 _LLAMA2_13B = dict(layers=40, hidden=5120, heads=40, ffn=13824, vocabulary=32000, gated=True)
 _LLAMA2_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocabulary=32000, gated=True)
@@ -94,14 +106,24 @@ _RUNS_NEMO = runs_of(
     _nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 512, 2048, 2, 2048, 4, 8, 1, 6, 825, 888,
           _GPT3 + " The table links this row's TFLOP/s to MLPerf Training (NVIDIA's GPT-3 175B submissions)."),
     _nemo("llama2-7b", _LLAMA2_7B, 8, 128, 1, 4096, 1, 1, 1, 1, 16934, 780, _LLAMA),
-    _nemo("llama2-13b", _LLAMA2_13B, 16, 128, 1, 4096, 1, 4, 1, 10, 8715, 760, _LLAMA),
-    _nemo("llama2-70b", _LLAMA2_70B, 64, 128, 1, 4096, 4, 4, 1, 20, 1728, 768, _LLAMA),
+    {**_nemo("llama2-13b", _LLAMA2_13B, 16, 128, 1, 4096, 1, 4, 1, 10, 8715, 760,
+             _LLAMA + _OVERLAP_P2P.format(file="llama2_13b.yaml", line=139)
+             + " That file's layout is this row's (TP 1, PP 4, VP 10)."),
+     "overlap_p2p": True},
+    {**_nemo("llama2-70b", _LLAMA2_70B, 64, 128, 1, 4096, 4, 4, 1, 20, 1728, 768,
+             _LLAMA + _OVERLAP_P2P.format(file="llama2_70b.yaml", line=142) + _OVERLAP_TP
+             + " That file's layout is TP 4, PP 4 with VP 5 (this row's VP is 20)."),
+     "overlap_p2p": True, "overlap_tensor": True, "sequence_parallel": True},
     _nemo("nemotron-8b", dict(layers=32, hidden=4096, heads=32, ffn=16384, vocabulary=256000), 64, 256, 4, 4096,
           2, 1, 1, 1, 12507, 643, _NEMOTRON + " Nemotron-3 8B (Nemotron3Config8B)."),
     _nemo("nemotron-22b", dict(layers=40, hidden=6144, heads=48, ffn=24576, vocabulary=256000), 64, 256, 2, 4096,
           2, 4, 1, 10, 4312, 562, _NEMOTRON + " Nemotron4Config22B."),
     _nemo("nemotron-340b", dict(layers=96, hidden=18432, heads=96, kv_heads=8, ffn=73728, vocabulary=256000), 128,
-          32, 1, 4096, 8, 8, 1, 12, 326, 686, _NEMOTRON + " Nemotron-4 340B (Nemotron4Config340B)."),
+          32, 1, 4096, 8, 8, 1, 12, 326, 686, _NEMOTRON + " Nemotron-4 340B (Nemotron4Config340B). No overlap "
+          "recorded: the launcher's nemotron/nemotron_340b.yaml of the time (commit 7c842fcd, 2024-06-17; TP 8, PP "
+          "12, VP 8, not this row's layout) sets 'ub_tp_comm_overlap: False' and 'overlap_p2p_comm: False', and "
+          "NeMo 2.0's recipe (nemotron4_340b.py) sequence_parallelism=False; this row's own configuration is not "
+          "published."),
     _nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711, _LLAMA),
     _nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734, _LLAMA),
 )
@@ -130,12 +152,19 @@ _RUNS_BRIDGE = runs_of(
                       "causal attention, V = 128,256; Model TFLOP/s per GPU = that count over the step time and the "
                       "GPUs",
         notes=_LLAMA + " FP8 ('FP8' rows: Transformer Engine's current scaling, 'FP8-CS' in the 25.11 table) for "
-              "the linear layers. FSDP 0: distributed data parallel. Assumed, not in the table: no activation "
-              "recomputation, no sequence parallelism recorded, 8 GPUs per node.",
+              "the linear layers. FSDP 0: distributed data parallel. The benchmark's recipe, "
+              "src/megatron/bridge/perf_recipes/llama/h100/llama3.py at the commit, "
+              "llama3_70b_pretrain_64gpu_h100_fp8cs_config (lines 159-200: TP 4, PP 8, VP 5, GBS 256, MBS 1, this "
+              "row's): 'sequence_parallel = True' (line 171) and Transformer Engine's userbuffers overlap of the "
+              "tensor-parallel collectives ('tp_comm_overlap_cfg = userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192', "
+              "line 175); the pipeline's send/recv overlapped with compute (src/megatron/bridge/training/"
+              "comm_overlap.py lines 455-457: 'if vp_size > 1: overlap_p2p_comm = True'). Assumed, not in the "
+              "table: no activation recomputation, 8 GPUs per node.",
         confidence="medium",
     ),
     dict(name="megatron-bridge2026-llama3-70b-64", published=1621, also=(("TFLOP/s per device", 728),),
-         global_batch=256, micro_batch=1, sequence=8192, tensor=4, pipeline=8, chunks=5, data=2, **_LLAMA3_70B),
+         global_batch=256, micro_batch=1, sequence=8192, tensor=4, pipeline=8, chunks=5, data=2,
+         sequence_parallel=True, overlap_tensor=True, overlap_p2p=True, **_LLAMA3_70B),
 )
 """Llama 3 70B on 64 H100s in FP8 with interleaved pipelining (Megatron Bridge, NeMo 26.02)."""
 

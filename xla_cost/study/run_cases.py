@@ -277,10 +277,14 @@ def run_setup(run: PublishedRun) -> Setup:
     if run.device == "tpu-v5p":
         node = "tpu-v5p-slice"
     hardware: dict[str, Any] = {"device": run.device, **({"node": node} if node else {}), **extra}
-    layout: dict[str, int] = {"pipeline": run.pipeline, "micro_batches": micro_batches, "data": replicas // sharded,
+    layout: dict[str, Any] = {"pipeline": run.pipeline, "micro_batches": micro_batches, "data": replicas // sharded,
                               "stage_bytes": micro * run.sequence * run.hidden * 2}
     if run.chunks and run.chunks > 1 and layers % run.chunks == 0:
         layout["chunks"] = run.chunks
+    if run.overlap_tensor and run.tensor > 1:
+        layout["overlap_tensor"] = True
+    if run.overlap_p2p and run.pipeline > 1:
+        layout["overlap_transfers"] = True
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
@@ -368,9 +372,18 @@ def run_cases(names: Sequence[str] | None = None) -> list[Case]:
             source=run.source, setups=setups, figure=_figure(run, base),
             devices_ratio=run.devices / base.devices if base is not None and run.quantity == "speed-up" else None,
             assumptions=tuple(a for a in (run.notes,) if a) + (
-                describe_program(run) + f"; Adam, one micro-batch of {run.micro_batch or 1} on the slowest stage",),
+                describe_program(run) + f"; Adam, one micro-batch of {run.micro_batch or 1} on the slowest stage"
+                + _overlaps(run),),
         ))
     return cases
+
+
+def _overlaps(run: PublishedRun) -> str:
+    """What the run's framework overlaps, as the layout prices it (`run_setup`), in words."""
+    said = [what for on, what in (
+        (run.overlap_tensor and run.tensor > 1, "its tensor-parallel collectives beside the products"),
+        (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute")) if on]
+    return ("; overlapped, as its configuration says: " + " and ".join(said)) if said else ""
 
 
 CHOSEN: tuple[str, ...] = tuple(run.name for run in PUBLISHED_RUNS if left_out(run) is None)

@@ -83,6 +83,15 @@ class Layout:
         (`run_mesh`).
       stage_bytes: activation bytes a stage sends the next per micro-batch
         (and the gradient it receives back).
+      overlap_tensor: the tensor-parallel collectives run beside the matrix
+        products they feed or follow (Transformer Engine's userbuffers
+        overlap, NeMo's and Megatron Bridge's ``tp_comm_overlap``, which
+        needs sequence parallelism): only what outlasts the products blocks
+        the step. False: each blocks it (Megatron-LM's all-reduces).
+      overlap_transfers: the pipeline's send/recv run beside the stage's
+        compute (Megatron's ``overlap_p2p_comm`` with the interleaved
+        schedule, Llama 3's asynchronous point-to-point): only what outlasts a
+        micro-batch's compute blocks the step. False: they block it.
     """
 
     pipeline: int = 1
@@ -90,6 +99,8 @@ class Layout:
     chunks: int = 1
     data: int = 1
     stage_bytes: int = 0
+    overlap_tensor: bool = False
+    overlap_transfers: bool = False
 
     def __post_init__(self) -> None:
         bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
@@ -102,6 +113,10 @@ class Layout:
         if isinstance(self.stage_bytes, bool) or not isinstance(self.stage_bytes, int) or self.stage_bytes < 0:
             raise InputError("stage bytes, an integer >= 0", repr(self.stage_bytes),
                              "Pass the activation bytes a stage sends per micro-batch.")
+        for name in ("overlap_tensor", "overlap_transfers"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} True or False", repr(getattr(self, name)),
+                                 f"Pass {name}=True where the run's framework overlaps them, else leave it out.")
 
 
 REPLICAS = "replicas"
