@@ -79,6 +79,19 @@ _MEGATRON_2019 = dict(
           "clock than the registry's SXM2 (125 TFLOP/s float16).",
 )
 
+_SOFTWARE_2019 = (
+    " The paper's figures ran Megatron-LM of 2019 (github.com/NVIDIA/Megatron-LM at a0368ddf, 2019-08-12): "
+    "attention scores scaled, masked and dropped out one elementwise kernel at a time on the s x s scores "
+    "(mpu/transformer.py lines 119-130: 'attention_scores / math.sqrt(...)', 'torch.mul(attention_scores, "
+    "ltor_mask) - 10000.0 * (1.0 - ltor_mask)', softmax, dropout 0.1: arguments.py lines 33 and 46) and "
+    "the fp16 optimizer's gradients scaled and copied to the master weights tensor by tensor (fp16/fp16.py and "
+    "loss_scaler.py: a Python loop over the parameters). Release v1.0 (2020-04-21) replaced these "
+    "(commits 99410264 'added multi-tensor-apply to fp16', 3ea5491e 'added faster L2 grad clipping and new "
+    "torch gelu', 8ceed7c7 'changed gpt2 masking to binary and masked_fill', 2020-04-14), and NVIDIA's blog "
+    "of v1.0 gives the same 1.2B baseline 62.4 TFLOP/s, 'a 60% improvement over our previously 39 teraFLOPs "
+    "published number' (run megatron2019v1-1.2b-1): the priced program (XLA's, its elementwise work fused, "
+    "no dropout) is that later software's, not the paper's.")
+
 _TABLE1 = {  # Table 1: hidden, heads, layers by model-parallel GPUs (hidden per head 96)
     1: dict(hidden=1536, heads=16, layers=40, ffn=6144),
     2: dict(hidden=1920, heads=20, layers=54, ffn=7680),
@@ -100,7 +113,7 @@ def _megatron2019_weak(tensor: int, size: str, data: int, efficiency: float, tex
 
 
 _RUNS_V100 = runs_of(
-    _MEGATRON_2019,
+    {**_MEGATRON_2019, "notes": _MEGATRON_2019["notes"] + _SOFTWARE_2019},
     dict(name="megatron2019-1.2b-1", devices=1, quantity="TFLOP/s per device", published=39.0,
          also=(("MFU", 0.30),), global_batch=8, micro_batch=8, **_TABLE1[1],
          source=_MEGATRON_2019["source"] + ", abstract and §5.1.1 (Table 1's 1.2B on one GPU, batch 8)"),
@@ -112,7 +125,7 @@ _RUNS_V100 = runs_of(
     _megatron2019_weak(4, "4.2b", 64, 0.79, False),
     {**_megatron2019_weak(8, "8.3b", 64, 0.74, True),
      "notes": _MEGATRON_2019["notes"] + " The abstract gives this run as 15.1 PFLOP/s, '76% scaling "
-              "efficiency' (15.1 P / (512 x 39 T) = 0.756); Figure 5 and §5.1.1 give 74%."},
+              "efficiency' (15.1 P / (512 x 39 T) = 0.756); Figure 5 and §5.1.1 give 74%." + _SOFTWARE_2019},
     *(dict(name=f"megatron2019-8.3b-8-{heads}heads", devices=8, quantity="scaling efficiency", published=eff,
            relative_to="megatron2019-1.2b-1", tensor=8, global_batch=8, micro_batch=8, hidden=3072, heads=heads,
            layers=72, ffn=12288, source=_MEGATRON_2019["source"] + ", Appendix D.1, Table 7")
