@@ -341,7 +341,12 @@ _TORCHTITAN = dict(
                   "non-causal attention; MFU over 312 TFLOP/s",
     notes="Llama 3 layers: RMSNorm, RoPE, SwiGLU (ffn is each gate's width), grouped-query attention with 8 "
           "key/value heads, untied embeddings. Sequence 8,192 (the Llama 3 default; the page says Llama 2's "
-          "4,096 is half of it). Assumed: bfloat16 FSDP2 mixed precision, 8 GPUs per node.",
+          "4,096 is half of it). Assumed: bfloat16 FSDP2 mixed precision, 8 GPUs per node. 'selective op' "
+          "recomputation is torchtitan's per-op policy (torchtitan/parallelisms/parallelize_llama.py at the "
+          "commit, lines 51-56): every op's output recomputed but the matrix products', of which every second "
+          "('meta[mm_count_key] % 2 == 0') is recomputed too; the priced 'selective' (Korthikanti et al.'s, "
+          "dots_with_no_batch_dims_saveable) recomputes none of the products, about a sixth of the linear "
+          "layers' FLOP fewer than the run.",
     confidence="medium",
 )
 

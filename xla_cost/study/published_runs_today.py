@@ -268,7 +268,11 @@ _RUNS_TORCHTITAN_H200 = runs_of(
               "key/value heads, untied embeddings, vocabulary 128,256 from the Llama 3 tokenizer). FSDP2 over "
               "every GPU (data_parallel_shard_degree -1), torch.compile, torchao's float8 training of the linear "
               "layers (dynamic tensorwise scaling; the output layer left in bfloat16 by the toml's filter_fqns), "
-              "float8 all-gather of the weights, per-op selective activation checkpointing. Assumed: bfloat16 "
+              "float8 all-gather of the weights, per-op selective activation checkpointing (models/llama3/"
+              "parallelize_llama.py at e7c0cae, lines 218-266: every op's output recomputed but the matrix "
+              "products', flash attention's and the amax reductions', and every second matrix product recomputed "
+              "too; the priced 'selective', dots_with_no_batch_dims_saveable, recomputes none of the products: "
+              "about a sixth of the linear layers' FLOP fewer than the run). Assumed: bfloat16 "
               "elsewhere (FSDP2's mixed precision), sequence 8,192 as the toml at e7c0cae sets it (the command "
               "does not override it).",
         confidence="medium", micro_batch=2, sequence=8192, zero_stage=3, tied=False, **_LLAMA3_8B,
