@@ -36,6 +36,7 @@ import numpy as np
 from ._common import expect_input_shape
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
+from xla_cost.parallel import sharding
 from xla_cost.step import remat as _remat
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "decoder_stack",
     "fp8_dot_general",
     "rope_frequencies",
+    "splash_attention",
+    "SPLASH_BLOCK",
 ]
 
 Dtype = Any
@@ -269,6 +272,63 @@ def _mask(length_q: int, length_k: int, causal: bool, window: int) -> jnp.ndarra
     return mask
 
 
+SPLASH_BLOCK = 512
+"""The block of queries and of keys every splash attention kernel of `splash_attention` works on (or the
+whole sequence where shorter): MaxText's (MaxText/layers/attentions.py, ``AttentionOp.tpu_flash_attention``:
+``BlockSizes(block_q=min(512, query.shape[2]), ...)`` for every block of the forward and both backward
+kernels)."""
+
+
+def splash_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, causal: bool = True, window: int = 0,
+                     scale: float | None = None) -> jnp.ndarray:
+    """Attention of ``q`` ``(B, T, N, H)`` over ``k``, ``v`` ``(B, S, K, H)`` in jax's Pallas splash
+    attention kernels for a TPU (``jax.experimental.pallas.ops.tpu.splash_attention``), as MaxText's
+    ``attention: flash`` (and ``autoselected`` in training) runs it on a TPU
+    (MaxText/layers/attentions.py, ``AttentionOp.apply_attention`` -> ``tpu_flash_attention``: the
+    query scaled by ``1 / sqrt(H)`` first, ``make_splash_mha`` over a `SPLASH_BLOCK` block, a
+    ``CausalMask`` per head, ``head_shards=1, q_seq_shards=1``, ``jax.vmap`` over the batch, all
+    under ``shard_map`` over the mesh: the batch split over its batch axes, the heads over
+    ``model``). The scores stay in the kernel's memory, block by block; the blocks a causal or
+    windowed mask leaves empty are skipped. Three Mosaic custom calls (forward, ``dq``, ``dkv``)
+    in the compiled program: `xla_cost.compiled.products` prices them. Only a TPU lowers them.
+    """
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernels
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
+
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    length_q, length_k = q.shape[1], k.shape[1]
+
+    def heads_first(x: jnp.ndarray) -> jnp.ndarray:
+        return jnp.transpose(x, (0, 2, 1, 3))
+
+    def local(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray) -> jnp.ndarray:
+        if window:
+            mask: Any = masks.LocalMask((length_q, length_k), (window - 1, 0 if causal else window - 1), 0)
+        elif causal:
+            mask = masks.CausalMask((length_q, length_k))
+        else:
+            mask = masks.FullMask((length_q, length_k))
+        bq, bk = min(SPLASH_BLOCK, length_q), min(SPLASH_BLOCK, length_k)
+        blocks = kernels.BlockSizes(block_q=bq, block_kv_compute=bk, block_kv=bk, block_q_dkv=bq, block_kv_dkv=bk,
+                                    block_kv_dkv_compute=bk, block_q_dq=bq, block_kv_dq=bk)
+        splash = kernels.make_splash_mha(masks.MultiHeadMask([mask] * q.shape[1]), head_shards=1, q_seq_shards=1,
+                                         block_sizes=blocks)
+        return jax.vmap(splash)(q, k, v)
+
+    q, k, v = heads_first((q * scale).astype(q.dtype)), heads_first(k), heads_first(v)
+    mesh = sharding.active_mesh()
+    if mesh is not None:
+        sizes = dict(mesh.shape)
+        batch = tuple(a for a in sharding.BATCH_AXES if sizes.get(a, 1) > 1)
+        split = math.prod(sizes[a] for a in batch)
+        batch_spec = (batch[0] if len(batch) == 1 else batch) if batch and q.shape[0] % split == 0 else None
+        model = sizes.get("model", 1)
+        heads = "model" if model > 1 and q.shape[1] % model == 0 and k.shape[1] % model == 0 else None
+        spec = jax.sharding.PartitionSpec(batch_spec, heads, None, None)
+        local = jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec, check_vma=False)
+    return heads_first(local(q, k, v))
+
+
 def attention(
     q: jnp.ndarray,
     k: jnp.ndarray,
@@ -295,8 +355,9 @@ def attention(
     call with the active compile target's implementation
     (`xla_cost.compiled.targets.fused_attention`): cuDNN's flash attention on a
     GPU target (one custom call each way, no ``T x S`` scores in memory; counted
-    by `xla_cost.count.attention`'s rule, every pair as here), XLA's own
-    decomposition (the same products) on the CPU and a TPU.
+    by `xla_cost.count.attention`'s rule, every pair as here), jax's Pallas
+    splash attention on a TPU target (`splash_attention`), XLA's own
+    decomposition (the same products) on the CPU.
 
     Args:
       implementation: one of `ATTENTION_IMPLEMENTATIONS`.
@@ -321,7 +382,18 @@ def attention(
                 "Use --set attention=dense, or --set attn_softcap=0 as fused-kernel runs of Gemma 2 do.",
             )
         local = None if not window else (window - 1, 0 if causal else window - 1)
-        kernel = targets.fused_attention()  # the compile target's fused kernel: cudnn for a GPU
+        kernel = targets.fused_attention()  # the compile target's fused kernel: cudnn for a GPU, splash for a TPU
+        if kernel == "splash":
+            try:
+                return splash_attention(q, k, v, causal=causal, window=window, scale=scale)
+            except (NotImplementedError, ValueError) as exc:  # the kernel's own refusal, in one line
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+                raise InputError(
+                    "attention=fused in a form a TPU's splash attention kernel takes (a sequence a multiple of "
+                    f"128, and of its {SPLASH_BLOCK}-long blocks past that)",
+                    f"{first} (q {q.dtype} {tuple(q.shape)})",
+                    "Change seq_len (--set seq_len=...), or use --set attention=dense.",
+                ) from exc
         try:
             return jax.nn.dot_product_attention(
                 q, k, v, scale=scale, is_causal=causal, local_window_size=local, implementation=kernel

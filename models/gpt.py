@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from ._common import expect_input_shape
 from ._spec import ModelSpec
+from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 from xla_cost.step import remat as _remat
@@ -96,10 +97,12 @@ def _layer_norm(name: str, m: Any) -> nn.LayerNorm:
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention with a fused ``c_attn`` and ``c_proj``.
 
-    Written out (no fused kernel) so that its matmuls appear in the jaxpr under
-    this module: ``q k^T / sqrt(head_dim)`` over all ``T x T`` pairs, the causal
-    mask applied by `jnp.where` (nothing is skipped), softmax in float32, then
-    ``probs v``.
+    ``attention="dense"`` writes it out (no fused kernel) so that its matmuls
+    appear in the jaxpr under this module: ``q k^T / sqrt(head_dim)`` over all
+    ``T x T`` pairs, the causal mask applied by `jnp.where` (nothing is skipped),
+    softmax in float32, then ``probs v``. ``"fused"`` is the compile target's
+    fused attention (`models._transformer.attention`: cuDNN's on a GPU, the
+    Pallas splash kernel on a TPU, as MaxText runs its GPT-style decoders).
     """
 
     n_head: int
@@ -107,6 +110,7 @@ class CausalSelfAttention(nn.Module):
     proj_std: float = _INIT_STD
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
+    attention: str = "dense"
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -118,6 +122,9 @@ class CausalSelfAttention(nn.Module):
         # out, so that a column split of c_attn over heads needs no data movement.
         qkv = qkv.reshape(batch, length, self.n_head, 3, head_dim)
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
+        if self.attention != "dense":
+            out = _attention(q, k, v, implementation=self.attention, causal=True).reshape(batch, length, width)
+            return _dense(d, "c_proj", self, self.proj_std)(out)
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(head_dim))
         scores = scores.astype(jnp.float32)
         causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None, None]
@@ -150,11 +157,13 @@ class Block(nn.Module):
     proj_std: float = _INIT_STD
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
+    attention: str = "dense"
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
         kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype}
-        x = x + CausalSelfAttention(self.n_head, self.head_dim, **kw, name="attn")(_layer_norm("ln_1", self)(x))
+        x = x + CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
+                                    name="attn")(_layer_norm("ln_1", self)(x))
         x = x + MLP(self.d_ff, **kw, name="mlp")(_layer_norm("ln_2", self)(x))
         return x, None
 
@@ -181,6 +190,8 @@ class GPT(nn.Module):
       remat: rematerialise each block (`nn.remat` with a policy of
         `xla_cost.step.remat.REMAT_POLICIES`): ``full`` keeps only the blocks'
         inputs and recomputes their forward passes in the backward pass.
+      attention: ``dense`` (written out, the default) or ``fused`` (the
+        compile target's fused kernel: `CausalSelfAttention`).
     """
 
     vocab_size: int = 50257
@@ -194,8 +205,12 @@ class GPT(nn.Module):
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
     remat: str = "none"
+    attention: str = "dense"
 
     def _validate(self, tokens: Any) -> None:
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise InputError(f"an attention implementation ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
+                             repr(self.attention), "Use --set attention=dense or --set attention=fused.")
         if not self.head_dim and self.d_model % self.n_head:
             raise InputError(
                 "d_model divisible by n_head",
@@ -236,6 +251,7 @@ class GPT(nn.Module):
             "n_head": self.n_head,
             "d_ff": self.d_ff or 4 * d,
             "head_dim": self.head_dim,
+            "attention": self.attention,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,

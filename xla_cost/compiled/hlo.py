@@ -280,8 +280,8 @@ def parse_module(hlo_text: str) -> Module:
                 if current.is_entry:
                     entry = current.name
             continue
-        if line.startswith("}"):
-            flush()
+        if line == "}" or line.startswith("} "):  # not a continuation line: a Pallas kernel's
+            flush()                                # kernel_metadata={\n"xprof_metadata":...\n}}, ...
             current = None
             continue
         if _INSTRUCTION_START.match(line):
@@ -512,9 +512,10 @@ _CUSTOM_CALL_TARGET = re.compile(r"custom_call_target=\"([^\"]+)\"")
 
 _BOOKKEEPING_TARGETS = frozenset({
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "AllocateBuffer",
-    "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint",
+    "annotate_device_placement", "MoveToHost", "MoveToDevice", "LayoutConstraint", "ConcatBitcast",
 })
-"""Custom calls that do no arithmetic (sharding and placement annotations)."""
+"""Custom calls that do no arithmetic (sharding and placement annotations; libtpu's
+``ConcatBitcast``, the halves of an array its memory-space slicing split put back by a bitcast)."""
 
 
 def custom_call_targets(hlo_text: str) -> dict[str, int]:

@@ -23,7 +23,10 @@ from typing import Any
 
 from xla_cost.count import attention
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
-from xla_cost.compiled.products import Product, kernel_product, valid_taps as _valid_taps, window as _window_of
+from xla_cost.compiled.products import (
+    PALLAS_TARGET, Product, kernel_product, pallas_flops, pallas_splash, valid_taps as _valid_taps,
+    window as _window_of,
+)
 from xla_cost.compiled.hlo import (
     CONTROL_FLOW, Array, AsyncChain, Computation, Instruction, Module, Shape, async_chains, attribute_value,
     computation_runs, describe_instruction,
@@ -218,6 +221,8 @@ def _call_flops(instruction: Instruction, target: str, shapes: Mapping[str, str]
             return _gemm_flops(instruction, shapes), ""
         if target.startswith("__cudnn$fmha"):
             return _attention_flops(instruction, target, shapes), ""
+        if target == PALLAS_TARGET:
+            return pallas_flops(instruction, shapes), ""
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError) as exc:  # _Unread among them
         return None, str(exc) or type(exc).__name__
     return None, "a library call whose FLOP are not modelled"
@@ -356,8 +361,8 @@ class ModuleCosts:
         ``optimal_seconds``); None where no analysis could be had (``reason``).
       source: one of `SOURCES`: ``cost_analysis`` (the target's own, as given: a
         TPU's); ``cost_analysis+library`` (a GPU's own, each library call's -1
-        replaced by its FLOP and bytes); ``module+library`` (no own analysis, a
-        GPU without its device: XLA's analysis over the optimized module, the
+        replaced by its FLOP and bytes, a TPU's its Pallas kernels' added); ``module+library`` (no own
+        analysis, a GPU without its device: XLA's analysis over the optimized module, the
         calls replaced the same way); ``none``.
       unknown: what could not be counted (unread library calls; why no costs).
       notes: what the figures leave out (a loop body XLA counted once).
@@ -413,6 +418,8 @@ def module_costs(compiled: Any, platform: str | None = None, *, text: str | None
     platform = platform or _platform(compiled)
     own = _as_dict(_call(compiled.cost_analysis))
     gpu = platform in ("gpu", "cuda", "rocm")
+    if own is not None and not gpu and PALLAS_TARGET in library.per_target:
+        return _with_pallas(own, module, library, notes)
     if own is not None and own.get("flops", -1) >= 0 and not (counted and gpu):
         return ModuleCosts(own, "cost_analysis", library.unknown, notes, library)
     if own is not None and gpu and "flops" in own:
@@ -430,18 +437,33 @@ def module_costs(compiled: Any, platform: str | None = None, *, text: str | None
     return ModuleCosts(costs, source, unknown, notes, library)
 
 
+def _with_pallas(own: Mapping[str, float], module: Module, library: LibraryFlops,
+                 notes: tuple[str, ...]) -> ModuleCosts:
+    """A TPU's own analysis, which counts none of a Pallas kernel's work (libtpu 0.0.52), with their
+    FLOP and exps put in, once per loop body as XLA counts the rest, its time estimate dropped."""
+    once = computation_runs(module, loops_once=True)
+    costs = {key: value for key, value in own.items() if key != "optimal_seconds"}
+    costs["flops"] = costs.get("flops", 0.0) + _library_flops(module, once).per_target.get(PALLAS_TARGET, 0)
+    exps = _library_transcendentals(module, once)
+    if exps:
+        costs["transcendentals"] = costs.get("transcendentals", 0.0) + exps
+    return ModuleCosts(costs, "cost_analysis+library", library.unknown, notes, library)
+
+
 def _library_transcendentals(module: Module, runs: Mapping[str, Runs]) -> int:
     """The transcendentals of the library calls XLA's analysis leaves out: the exps
-    of cuDNN's fused attention (`xla_cost.count.attention.attention_transcendentals`),
+    of cuDNN's fused attention and the splash kernels (`xla_cost.count.attention.attention_transcendentals`),
     each call times ``runs``; a call whose shape cannot be read adds none (its FLOP
     are named unknown)."""
     total = 0
     for computation in module.computations.values():
-        run = runs[computation.name]
+        run, shapes = runs[computation.name], {i.name: i.shape_text for i in computation.instructions}
         if not run.reachable or run.executions is None:
             continue
         for instruction in computation.instructions:
             target = library_call_target(instruction)
+            if target == PALLAS_TARGET and (call := pallas_splash(instruction, shapes)):
+                total += call.transcendentals * run.executions
             if target is None or not target.startswith("__cudnn$fmha"):
                 continue
             config = _backend_config(instruction).get("cudnn_fmha_backend_config", {})

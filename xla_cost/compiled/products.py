@@ -30,7 +30,11 @@ from xla_cost.compiled.hlo import (
     Array, Instruction, Module, attribute_value, library_call_target, parse_shape, split_top_level,
 )
 
-__all__ = ["Product", "kernel_product", "DTYPE_NAMES", "window", "valid_taps"]
+__all__ = ["Product", "kernel_product", "DTYPE_NAMES", "window", "valid_taps", "PALLAS_TARGET", "pallas_splash",
+           "pallas_estimate", "pallas_flops"]
+
+PALLAS_TARGET = "tpu_custom_call"
+"""The ``custom_call_target`` of a Pallas (Mosaic) kernel in a compiled TPU program."""
 
 FMA = 2
 """FLOP per multiply-add (XLA's convention)."""
@@ -126,6 +130,8 @@ def _own(instruction: Instruction, shapes: Mapping[str, str]) -> Product | None:
             return _convolution(instruction, shapes, target)
         if target.startswith("__cudnn$fmha"):
             return _attention(instruction, target, shapes)
+        if target == PALLAS_TARGET:
+            return _splash(instruction, shapes)
     except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError):
         return None
     return None
@@ -249,6 +255,58 @@ def _attention(instruction: Instruction, target: str, shapes: Mapping[str, str])
     backward = "Backward" in target
     return Product(b * heads, t, s, head, DTYPE_NAMES.get(operands[0].dtype, operands[0].dtype),
                    attention.products(b * heads * t * s, head, value_head, backward), 4 if backward else 2)
+
+
+def pallas_splash(instruction: Instruction, shapes: Mapping[str, str]) -> attention.SplashCall | None:
+    """The splash attention call a Pallas kernel (`PALLAS_TARGET`) is, by its name (the
+    instruction's, or its ``op_name``'s: the ``pallas_call``'s) and its operands' shapes
+    (`xla_cost.count.attention.splash_call`); None for any other kernel."""
+    operands = [o.dims for o in _operands(instruction, shapes) if o is not None and _floating(o.dtype)]
+    shape = parse_shape(instruction.shape_text)
+    results = [r.dims for r in (shape if isinstance(shape, tuple) else (shape,)) if isinstance(r, Array)]
+    return attention.splash_call(f"{instruction.op_name} {instruction.name}", operands, results)
+
+
+def pallas_estimate(instruction: Instruction) -> dict[str, int] | None:
+    """A Pallas kernel's own cost estimate (``pl.CostEstimate``, written into its
+    ``custom_call_config``), None where it gave none (`xla_cost.count.attention.kernel_cost_estimate`)."""
+    return attention.kernel_cost_estimate(_backend_config(instruction).get("custom_call_config"))
+
+
+def _floating(dtype: str) -> bool:
+    return dtype.startswith(("bf", "f")) and dtype != "fp"
+
+
+def pallas_flops(instruction: Instruction, shapes: Mapping[str, str]) -> int:
+    """A Pallas TPU kernel's FLOP: its own cost estimate where it gave one, else those of jax's
+    splash attention kernel it is (`xla_cost.count.attention.SplashCall`).
+
+    Raises:
+      ValueError: neither (its FLOP are unknown; the message says why).
+    """
+    estimate = pallas_estimate(instruction)
+    if estimate is not None:
+        return estimate["flops"]
+    call = pallas_splash(instruction, shapes)
+    if call is None:
+        raise ValueError("a Pallas kernel without a cost estimate (pl.CostEstimate) and not one of jax's splash "
+                         "attention kernels")
+    return call.flops
+
+
+def _splash(instruction: Instruction, shapes: Mapping[str, str]) -> Product | None:
+    """A splash attention kernel's products on the MXU: ``B x N`` products of ``[T, H] x [H, S]``
+    (its FLOP `xla_cost.count.attention.SplashCall.products`: every pair, each product of the
+    model's arithmetic once)."""
+    call = pallas_splash(instruction, shapes)
+    operands = [o for o in _operands(instruction, shapes) if o is not None and _floating(o.dtype)]
+    if call is None or not operands:
+        return None
+    q = operands[0]
+    rows = math.prod(q.dims[:-1])
+    count = {"fwd": 2, "dq": 1, "dkv": 4 if call.with_dq else 3}[call.phase]
+    return Product(rows // q.dims[-2], q.dims[-2], call.scores // max(1, rows), q.dims[-1],
+                   DTYPE_NAMES.get(q.dtype, q.dtype), call.products, count)
 
 
 def window(text: str, spatial: int) -> dict[str, list[Any]]:

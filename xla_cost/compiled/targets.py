@@ -41,13 +41,15 @@ __all__ = ["GpuSpec", "TpuSpec", "CompileTarget", "use", "active", "require_plug
 PLATFORM_BACKENDS = {"cuda": "gpu", "tpu": "tpu"}
 """jax's backend name (``jax.default_backend()``) of each target platform."""
 
-FUSED_ATTENTION: dict[str | None, str] = {"cuda": "cudnn", "tpu": "xla", None: "xla"}
-"""The ``implementation`` of ``jax.nn.dot_product_attention`` that is each target
-platform's fused attention (None: no target, jax's default backend, the CPU here):
-cuDNN's flash attention on a GPU (``__cudnn$fmha*`` custom calls; tracing it needs
-the cuDNN library, the ``[gpu]`` extra), the compiler's own on a TPU and the CPU
-(XLA writes the scores out: there is no fused kernel to call; a Pallas flash
-kernel needs a TPU to lower). `fused_attention` reads it for the active target."""
+FUSED_ATTENTION: dict[str | None, str] = {"cuda": "cudnn", "tpu": "splash", None: "xla"}
+"""Each target platform's fused attention (None: no target, jax's default backend,
+the CPU here): ``cudnn``, ``jax.nn.dot_product_attention``'s cuDNN flash attention
+on a GPU (``__cudnn$fmha*`` custom calls; tracing it needs the cuDNN library, the
+``[gpu]`` extra); ``splash``, jax's Pallas splash attention kernels on a TPU
+(``models._transformer.splash_attention``: ``tpu_custom_call`` Mosaic kernels, which
+libtpu lowers and compiles deviceless; checked 11-29, jax 0.10.2, libtpu 0.0.52);
+``xla``, ``jax.nn.dot_product_attention``'s own on the CPU (XLA writes the scores
+out: there is no fused kernel to call). `fused_attention` reads it for the active target."""
 
 ALLOCATOR_FRACTION = 0.75
 """The share of a GPU's free memory JAX's allocator takes by default
@@ -328,7 +330,7 @@ class CompileTarget:
 
     @property
     def attention_implementation(self) -> str:
-        """``jax.nn.dot_product_attention``'s ``implementation`` for the target (`FUSED_ATTENTION`)."""
+        """The target's fused attention (`FUSED_ATTENTION`): ``cudnn`` or ``splash``."""
         return FUSED_ATTENTION[self.platform]
 
     @property
@@ -452,9 +454,8 @@ def active() -> CompileTarget | None:
 
 
 def fused_attention() -> str:
-    """The ``implementation`` of ``jax.nn.dot_product_attention`` a model's fused
-    attention uses where it is traced: the active target's (`FUSED_ATTENTION`;
-    ``cudnn`` for a GPU), ``xla`` without one."""
+    """The fused attention a model uses where it is traced: the active target's
+    (`FUSED_ATTENTION`: ``cudnn`` for a GPU, ``splash`` for a TPU), ``xla`` without one."""
     target = active()
     return FUSED_ATTENTION[None] if target is None else target.attention_implementation
 

@@ -260,6 +260,7 @@ class _Counter:
         self.part_recomputed: dict[str, Cost] = collections.defaultdict(Cost)
         self.tagged: dict[str, Cost] = collections.defaultdict(Cost)
         self.in_remat = False
+        self.mapped_step: Any = None  # the shard_map that is the whole step: its body one device's (`_mapped_step`)
 
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
     # ``owner``: of every equation (inside a call or loop), or, with ``owners``
@@ -362,10 +363,13 @@ class _Counter:
             if sub is not None:
                 remat = name in REMAT_PRIMITIVES and bool(params.get("differentiated"))
                 outer, self.in_remat = self.in_remat, self.in_remat or remat
+                # a shard_map inside the step (a Pallas kernel mapped over the mesh) runs its body on each
+                # device of its manual axes; the whole step's (pmap's) is counted as one device's
+                devices = _mapped_devices(eqn) if name == "shard_map" and eqn is not self.mapped_step else 1
                 try:
                     return self.walk(
-                        sub, stack, times, owner, constants=constants, out_constants=out_constants
-                    )
+                        sub, stack, times * devices, owner, constants=constants, out_constants=out_constants
+                    ) * devices
                 finally:
                     self.in_remat = outer
         if name in ZERO_COST:
@@ -667,8 +671,10 @@ def count_jaxpr(
         owners = [o for o, keep in zip(owners, used) if keep]
     labels = classify(jaxpr, owners) if classify is not None else None
     counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr))
+    counter.mapped_step = _mapped_step(jaxpr)
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)
+    once.mapped_step = counter.mapped_step
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
         EqnCount(stack, prim, counter.executions[key], cost, repeat, owner, part,
@@ -688,6 +694,22 @@ def count_jaxpr(
         tagged=dict(counter.tagged),
         part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
     )
+
+
+def _mapped_step(jaxpr: Any) -> Any:
+    """The ``shard_map`` equation that is the whole of ``jaxpr`` (under ``jit`` wrappers: a
+    ``jax.pmap``'d or ``shard_map``'d step), whose body is counted as one device's; None."""
+    while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):
+        jaxpr = getattr(jaxpr.eqns[0].params["jaxpr"], "jaxpr", jaxpr.eqns[0].params["jaxpr"])
+    return jaxpr.eqns[0] if len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name == "shard_map" else None
+
+
+def _mapped_devices(eqn: Any) -> int:
+    """The devices a ``shard_map`` equation runs its body on: its mesh's sizes over the axes it maps."""
+    mesh = eqn.params.get("mesh")
+    shape = dict(getattr(mesh, "shape", {}) or {})
+    axes = eqn.params.get("newly_manual_axes", eqn.params.get("manual_axes", frozenset(shape)))
+    return math.prod(int(shape.get(a, 1)) for a in axes)
 
 
 def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:

@@ -329,6 +329,27 @@ def _fused_attention_backward(
     return _fused_attention(ins, outs, layout, dropout_rate, backward=True)
 
 
+@register("pallas_call")
+def _pallas_call(ins: Sequence[Aval], outs: Sequence[Aval], *, name: str = "", cost_estimate: Any = None,
+                 **_: Any) -> Cost | None:
+    # A Pallas kernel: its own cost estimate where it gives one (pl.CostEstimate), else jax's
+    # splash attention kernels for a TPU by the fused-attention convention (`xla_cost.count.
+    # attention.splash_call`: every T x S pair; forward, dq, dkv), else unknown: its body is one
+    # block's program, run over a grid whose blocks a kernel may skip, not the call's arithmetic.
+    estimate = _attention.kernel_cost_estimate(
+        {key: getattr(cost_estimate, key, 0) for key in ("flops", "transcendentals", "bytes_accessed")}
+        if cost_estimate is not None else None)
+    if estimate is not None:
+        return Cost(flops=estimate["flops"], transcendentals=estimate["transcendentals"],
+                    bytes_accessed=estimate["bytes_accessed"] or io_bytes(ins, outs))
+    floating = [tuple(a.shape) for a in ins if jax.numpy.issubdtype(getattr(a, "dtype", np.int8), jax.numpy.floating)]
+    call = _attention.splash_call(str(name), floating, [tuple(a.shape) for a in outs if hasattr(a, "shape")])
+    if call is None:
+        return None
+    return Cost(flops=call.flops, transcendentals=call.transcendentals, bytes_accessed=io_bytes(ins, outs),
+                products=call.products)
+
+
 @register("scaled_matmul_wrapper", "scaled_matmul")
 def _block_scaled_matmul(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost | None:
     # jax.nn.scaled_matmul (and scaled_dot_general's MXFP8 / NVFP4 products): lhs [B, M, K]

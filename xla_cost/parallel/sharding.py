@@ -42,6 +42,7 @@ backends; the CLI does it for ``--mesh``): ``compiled.cost_analysis()`` and
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import math
 import re
@@ -73,6 +74,7 @@ __all__ = [
     "compile_rules",
     "make_mesh",
     "mesh_text",
+    "active_mesh",
     "axes_of",
     "model_rules",
     "RULES_ATTRIBUTE",
@@ -637,7 +639,8 @@ class ShardingPlan:
             return jax.tree.map(constrain, next_fun(*args, **kwargs))
 
         logical = self.logical_rules is not None
-        with (jax.set_mesh(self.mesh) if logical else contextlib.nullcontext()), (
+        token = _ACTIVE_MESH.set(self.mesh)
+        with _reset(_ACTIVE_MESH, token), (jax.set_mesh(self.mesh) if logical else contextlib.nullcontext()), (
                 nn.logical_axis_rules(rules) if logical else contextlib.nullcontext()), (
                 nn.intercept_methods(interceptor) if axes else contextlib.nullcontext()):
             yield
@@ -649,6 +652,25 @@ class ShardingPlan:
         for path, spec in zip(self.sources, leaves):
             out[path] = _spec_text(spec)
         return out
+
+
+_ACTIVE_MESH: contextvars.ContextVar[Mesh | None] = contextvars.ContextVar("xla_cost_mesh", default=None)
+
+
+@contextlib.contextmanager
+def _reset(variable: contextvars.ContextVar[Any], token: Any) -> Any:
+    try:
+        yield
+    finally:
+        variable.reset(token)
+
+
+def active_mesh() -> Mesh | None:
+    """The mesh of the sharded step being traced (inside `ShardingPlan.constraints`); None outside
+    one. A kernel XLA's partitioner cannot split (a Pallas TPU kernel: a custom call it would run
+    whole on every device, its operands gathered) is mapped over it by its caller, as MaxText maps
+    its splash attention with ``shard_map``."""
+    return _ACTIVE_MESH.get()
 
 
 def _spec_text(spec: PartitionSpec) -> str:

@@ -8,8 +8,8 @@ configured: SwiGLU, grouped-query attention of ``kv_heads`` key/value heads of
 ``head_dim``, RoPE, RMSNorm) for a run with a gated feed-forward; its layers
 scanned or unrolled as the run's framework runs them
 (`xla_cost.study.published_runs.Framework.scans`), attention in the zoo's
-fused attention (cuDNN's kernel on a GPU) where the run's was a fused kernel
-(`FUSED_ATTENTION`), its recomputation (`xla_cost.step.remat.REMAT_LEVELS`).
+fused attention (cuDNN's kernel on a GPU, jax's Pallas splash kernel on a
+TPU) where the run's was a fused kernel (`FUSED_ATTENTION`), its recomputation (`xla_cost.step.remat.REMAT_LEVELS`).
 It is one micro-batch on one pipeline stage (its share of the layers)
 sharded over its tensor-parallel devices, compiled for the run's device, and
 laid out as the run was (stages, interleaved chunks, micro-batches,
@@ -123,7 +123,13 @@ overrides, from the run's ``node_links`` (Jean Zay: 4 Omni-Path NICs of
 FUSED_ATTENTION: dict[str, str] = {
     "torchtitan2024": "PyTorch's scaled_dot_product_attention, FlashAttention on an A100",
     "dubey2024": "flash attention (Dubey et al. 2024, §3.3.2)",
-    "maxtext": "MaxText's flash (splash) attention kernel on a TPU",
+    "maxtext": "MaxText's Pallas flash attention kernel on a TPU (base.yml attention: 'flash' at the tables' "
+               "commit 76bd53b0: MaxText/layers/attentions.py's flash_attention.flash_attention, causal, blocks "
+               "of 512; priced as jax's splash kernel, its successor in MaxText: the same causal blocks of 512, "
+               "the scores kept in the kernel)",
+    "maxtext-trillium": "MaxText's splash attention kernel on a TPU (base.yml attention: 'autoselected' at the "
+                        "recipes' tags, which MaxText/layers/attentions.py's AttentionOp.apply_attention runs "
+                        "as tpu_flash_attention in training: make_splash_mha, a causal mask, sa_block_* 512)",
     "nemo2024": "Transformer Engine's DotProductAttention (flash or cuDNN fused attention), Megatron Core's "
                 "TEDotProductAttention in its Transformer Engine layer spec (megatron/core/models/gpt/"
                 "gpt_layer_specs.py)",
@@ -134,10 +140,10 @@ FUSED_ATTENTION: dict[str, str] = {
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
 scores out of memory, and the kernel. Their programs' attention is the zoo's
-fused attention (`models._transformer.attention`'s ``fused``: cuDNN's flash
-attention on a GPU target; on a TPU, XLA's own, which writes the scores: a
-Pallas splash kernel needs a TPU to lower). The zoo's GPT has none: a
-GPT-style run of these papers keeps its dense attention, and says so."""
+fused attention (`models._transformer.attention`'s ``fused``, in each family,
+the GPT's too: cuDNN's flash attention on a GPU target; on a TPU, jax's Pallas
+splash attention kernels, `models._transformer.splash_attention`, which libtpu
+compiles without the device)."""
 
 FUSED_HEAD_LIMIT = 128
 """The widest head the zoo's fused attention takes on a GPU target: cuDNN's flash attention through
@@ -148,7 +154,7 @@ flash attention takes) keeps dense attention on a GPU, and its description says 
 
 def fusable(run: PublishedRun) -> bool:
     """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
-    on a TPU the fused attention is XLA's own, of any head)."""
+    on a TPU the fused attention is the splash kernel, of any head)."""
     head = run.head_dim or run.hidden // run.heads
     return run.device.startswith("tpu") or (head <= FUSED_HEAD_LIMIT and head % 8 == 0)
 
@@ -202,14 +208,14 @@ def program(run: PublishedRun) -> RunProgram:
     zoo family that is what it ran (`family`), its ``ceil(layers / pipeline)``
     layers scanned where its framework scans them and unrolled where it does
     not or does not publish it, attention fused where the run's was
-    (`FUSED_ATTENTION`, the llama and mixtral families), the run's recomputation
+    (`FUSED_ATTENTION`, every family), the run's recomputation
     (`xla_cost.step.remat.REMAT_LEVELS`: Korthikanti et al.'s selective
     recomputation is ``dots_with_no_batch_dims_saveable``)."""
     kind = family(run)
     scans = framework(run.framework).scans
     scanned = bool(scans)
     layers = math.ceil(run.layers / run.pipeline)
-    fused = kind != "gpt" and run.paper in FUSED_ATTENTION and fusable(run)
+    fused = run.paper in FUSED_ATTENTION and fusable(run)
     config: dict[str, Any] = {"n_layer": layers, "d_model": run.hidden, "n_head": run.heads, "d_ff": run.ffn,
                               "vocab_size": run.vocabulary, "seq_len": run.sequence,
                               "remat": REMAT_LEVELS[run.recompute], "scan_layers": scanned}
@@ -217,6 +223,8 @@ def program(run: PublishedRun) -> RunProgram:
         config["head_dim"] = run.head_dim
     if kind != "gpt":
         config.update(n_kv_head=run.kv_heads or run.heads, attention="fused" if fused else "dense")
+    elif fused:  # the GPT's default is dense: a dense GPT's program (and key) as before
+        config.update(attention="fused")
     if kind == "llama":
         config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
     if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
@@ -243,15 +251,12 @@ def program(run: PublishedRun) -> RunProgram:
         loop = f"unrolled ({run.framework}: whether it scans its layers is not published)"
     if fused:
         attention = f"attention in the zoo's fused attention, as the run's {FUSED_ATTENTION[run.paper]}" + (
-            " (on a TPU target XLA's own: its scores written to memory)" if run.device.startswith("tpu") else "")
-    elif run.paper in FUSED_ATTENTION and kind != "gpt":
+            " (on a TPU target jax's Pallas splash kernels: the scores kept in the kernel, every query-key pair "
+            "counted)" if run.device.startswith("tpu") else "")
+    elif run.paper in FUSED_ATTENTION:
         attention = (f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's fused attention, "
                      f"cuDNN's through jax, takes heads of at most {FUSED_HEAD_LIMIT}, a multiple of 8; these are "
                      f"{head})")
-    elif run.paper in FUSED_ATTENTION:
-        attention = f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's GPT has no fused one" + (
-            "; on a TPU target the zoo's fused attention is XLA's own, which writes the scores as this does)"
-            if run.device.startswith("tpu") else ")")
     else:
         attention = "dense attention"
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
