@@ -43,7 +43,11 @@ _SLICES = frozenset({"dynamic-slice", "slice", "gather", "slice-start"})
 """Ops that read part of their first operand: the elements of their result
 (``slice-start``: a TPU's asynchronous slice, a copy of part of a buffer)."""
 
-_ALONE = _SLICES | {"dynamic-update-slice"}
+_UPDATE_OPERAND = {"dynamic-update-slice": 1, "scatter": 2}
+"""Ops that write part of a buffer (their first operand) in place, and the position of
+the operand that holds what they write (a ``scatter`` of one buffer: buffer, indices, updates)."""
+
+_ALONE = _SLICES | set(_UPDATE_OPERAND)
 """Ops outside a fusion that touch part of a buffer (`untouched_bytes`)."""
 
 _VIEWS = frozenset({"bitcast", "reshape"})
@@ -105,16 +109,27 @@ def _viewed(body: _Body, value: Any) -> Any:
     return value
 
 
+def _written(update: Any) -> str | None:
+    """The name of the operand that holds what an update (`_UPDATE_OPERAND`) writes into its
+    buffer; None for any other op, and for a scatter of several buffers at once (left whole)."""
+    position, names = _UPDATE_OPERAND.get(update.opcode), update.operand_names()
+    if position is None or len(names) <= position or (update.opcode == "scatter" and len(names) != 3):
+        return None
+    return names[position]
+
+
 def _in_place_updates(body: _Body) -> dict[str, Any]:
-    """The ``dynamic-update-slice`` outputs of the body (through views) whose
-    buffer is, through views, one of its parameters: XLA writes them into that
-    parameter's buffer, the update alone (as its GPU and TPU backends emit them,
-    and as its cost analysis counts them). By output name."""
+    """The ``dynamic-update-slice`` and ``scatter`` outputs of the body (through
+    views) whose buffer is, through views, one of its parameters: XLA writes
+    them into that parameter's buffer, the update alone (its dataflow analysis
+    pairs such an op's buffer with its result in place, ``GetInPlaceInputOutputPairs``;
+    its GPU and TPU backends emit them so, and its cost analysis counts them so).
+    By output name."""
     parameters = set(body.parameters.values())
     found: dict[str, Any] = {}
     for output in _outputs(body):
         update = _viewed(body, output)
-        if update.opcode != "dynamic-update-slice" or not update.operand_names():
+        if _written(update) is None:
             continue
         buffer = body.producers.get(update.operand_names()[0])
         source = update.operand_names()[0] if buffer is None else _viewed(body, buffer).name
@@ -151,7 +166,8 @@ def _demanded(body: _Body, in_place: Sequence[Any]) -> dict[str, int | None]:
     that reads at most one element of an operand per result element
     (`_AT_MOST_ONE`, a slice's or gather's sliced operand, an update's update)
     reads no more of it than is read of its result; a reduction reads its
-    result's share of its input; a buffer updated in place is not read; any
+    result's share of its input; a buffer updated in place is not read (a
+    scatter's: the elements it updates, which its combiner reads); any
     other op reads an operand whole. Summed over a value's readers (a bound:
     two readers may read the same elements), never more than it holds."""
     outputs = {o.name for o in _outputs(body)}
@@ -168,8 +184,12 @@ def _demanded(body: _Body, in_place: Sequence[Any]) -> dict[str, int | None]:
             for k, operand in enumerate(user.operand_names()):
                 if operand != name or total is None:
                     continue
-                if user.opcode == "dynamic-update-slice" and k == 0:
-                    part = 0 if any(user is update for update in in_place) else None
+                if user.opcode in _UPDATE_OPERAND and k == 0:
+                    # a buffer updated in place: a slice's update reads none of it; a scatter's
+                    # combiner reads the elements it updates (as many as its updates)
+                    written = _written(user) if any(user is update for update in in_place) else None
+                    part = None if written is None else 0 if user.opcode == "dynamic-update-slice" \
+                        else _elements(body, written)
                 elif read is not None and (user.opcode in _AT_MOST_ONE or (k == 0 and user.opcode in _SLICES)
                                            or (k > 0 and user.opcode == "dynamic-update-slice")):
                     part = read
@@ -188,15 +208,22 @@ def untouched_bytes(instruction: Any, shapes: Mapping[str, str], computations: M
     element from the operand elements it needs, `_demanded`): of an operand,
     what no result element needs (all but the slices of a stack it slices,
     however many bitcasts, transposes or elementwise ops lie between); of a
-    buffer it updates in place (a ``dynamic-update-slice`` whose buffer is,
-    through bitcasts and reshapes, an operand, and whose result is, through
-    them, the result or an element of a result tuple), all of it; and of that
-    result, all but the update, written once (its read is the operand, or the
-    fused work, that makes it). A loop-carried stack ``[L, ...]`` that a
-    scanned layer slices or updates so costs a layer's bytes per iteration,
-    not the stack's (read whole, a scan's bytes grow with the square of its
-    length). XLA's cost analysis counts a lone update the same: twice the
-    update, plus the indices."""
+    buffer it updates in place (a ``dynamic-update-slice`` or a ``scatter`` whose
+    buffer is, through bitcasts and reshapes, an operand, and whose result is,
+    through them, the result or an element of a result tuple), all of it but,
+    for a scatter, the elements its combiner reads (as many as its updates);
+    and of that result, all but the update, written once (its read is the
+    operand, or the fused work, that makes it). A loop-carried stack ``[L, ...]``
+    that a scanned layer slices or updates so costs a layer's bytes per
+    iteration, not the stack's (read whole, a scan's bytes grow with the square
+    of its length); the gradient of ``take_along_axis`` over a language model's
+    logits (a scatter-add of one element a token into the ``[tokens, vocabulary]``
+    gradient) its tokens' elements, not the logits twice (an H100 ran GPT-2's,
+    8,192 tokens into ``f32[8, 1024, 50257]``, in 1.7 µs, where the logits twice
+    are 3.3 GB: ``reports/data/kernels_nvidia-h100-80gb-hbm3_2026-11-26-2.csv``,
+    ``input_scatter_fusion_2``). XLA's cost analysis counts a lone update the
+    same: twice the update, plus the indices (a scatter: its updates read, and
+    as many elements of the buffer read and written)."""
     if instruction.opcode == "fusion" and _reads_whole(instruction, computations):
         return 0
     body = _body(instruction, shapes, computations)
@@ -218,8 +245,11 @@ def untouched_bytes(instruction: Any, shapes: Mapping[str, str], computations: M
     written: int | None = 0
     for output in _outputs(body):
         update = in_place.get(output.name)
-        shape = parse_shape(body.shapes.get(update.operand_names()[1], "")) if update else result_shape(output)
+        shape = parse_shape(body.shapes.get(_written(update) or "", "")) if update else result_shape(output)
         size = None if shape is None else shape_bytes(shape)
+        whole = result_shape(output)
+        if update is not None and size is not None and whole is not None:
+            size = min(size, shape_bytes(whole))  # a scatter's updates may outnumber its buffer's elements
         written = None if written is None or size is None else written + size
     if result is not None and written is not None and (size := shape_bytes(result)) is not None:
         untouched += size - written  # of the result, what an update in place leaves as it was
