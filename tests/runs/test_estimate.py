@@ -24,6 +24,7 @@ import types
 import jax
 import pytest
 
+import xla_cost
 from xla_cost.errors import InputError
 from xla_cost.plugins import has_libtpu
 from xla_cost.present.units import duration, size
@@ -34,6 +35,7 @@ from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import PIECES
+from xla_cost.zoo import build_model, example_inputs
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulated devices (tests/conftest.py)")
 
@@ -169,7 +171,7 @@ def pipelined(store):
                                     micro_batches=m, store=store) for m in (1, 4)}
 
 
-def test_a_pipeline_stage_is_its_share_of_the_layers_on_the_model_axis(pipelined, store, zoo_report):
+def test_a_pipeline_stage_is_its_share_of_the_layers_on_the_model_axis(pipelined, store):
     result = pipelined[4]
     # the analysed program: one stage of n_layer / pipeline = 4 / 2 = 2 layers, tensor parallel over 2 devices
     stage = RunConfig("gpt2-small", BATCH, {**TINY, "n_layer": 2}, optimizer="adam", mesh={"model": 2}).canonical()
@@ -177,9 +179,12 @@ def test_a_pipeline_stage_is_its_share_of_the_layers_on_the_model_axis(pipelined
     # every device: model 2 x pipeline 2 x data 2; a step: 2 samples x 4 micro-batches x 2 replicas
     assert result.devices == 2 * 2 * 2 and result.step.devices == 8
     assert result.step.global_batch == BATCH * 4 * 2
-    # FLOP per sample from the whole model (4 layers) on one device; a sample is a sequence of 32 tokens
-    whole = zoo_report("gpt2-small", BATCH, "adam", per_layer=False, **TINY).phases["train_step"].flops
-    assert result.flops_per_sample == pytest.approx(whole / BATCH, rel=1e-12)
+    # FLOP per sample from the whole model (4 layers) on one device, counted from its jaxpr (no device of a
+    # pipeline runs the whole model: it is not compiled); a sample is a sequence of 32 tokens
+    whole = xla_cost.analyze(build_model("gpt2-small", **TINY), example_inputs("gpt2-small", BATCH, **TINY),
+                             optimizer="adam", counter="jaxpr").phases["train_step"].flops
+    assert result.flops_counted == "jaxpr" and result.flops_per_sample == pytest.approx(whole / BATCH, rel=1e-12)
+    assert any("each device of the pipeline runs a stage" in note for note in result.notes())
     assert result.samples == 64_000 // 32 and result.steps == math.ceil(64_000 / 32 / (BATCH * 4 * 2))
     data = result.to_dict()
     assert data["mesh"] == MESH and data["micro_batches"] == 4 and data["priced_as"] == "prediction"
