@@ -157,7 +157,8 @@ _RUNS_BRIDGE = runs_of(
               "llama3_70b_pretrain_64gpu_h100_fp8cs_config (lines 159-200: TP 4, PP 8, VP 5, GBS 256, MBS 1, this "
               "row's): 'sequence_parallel = True' (line 171) and Transformer Engine's userbuffers overlap of the "
               "tensor-parallel collectives ('tp_comm_overlap_cfg = userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192', "
-              "line 175); the pipeline's send/recv overlapped with compute (src/megatron/bridge/training/"
+              "line 175; 'tp_comm_overlap=True' in the recipe it starts from, src/megatron/bridge/recipes/llama/h100/"
+              "llama3.py, llama3_70b_pretrain_32gpu_h100_bf16_config, lines 796-797); the pipeline's send/recv overlapped with compute (src/megatron/bridge/training/"
               "comm_overlap.py lines 455-457: 'if vp_size > 1: overlap_p2p_comm = True'). Assumed, not in the "
               "table: no activation recomputation, 8 GPUs per node.",
         confidence="medium",
