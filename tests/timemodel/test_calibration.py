@@ -5,14 +5,17 @@ The per-device profiles of issue 22 are gone: a V100 and an H100 are priced
 with the same constants (`xla_cost.timemodel.calibration`), and what differs
 between them comes from the device registry. Every bound below is the one
 `calibration.BOUNDS` documents (a share of a peak in [0.05, 1], the products' share up to the
-best measured, `MATMUL_CEILING`, a launch up to the shortest cuDNN call profiled,
-`LAUNCH_CEILING`, a half-rate depth under 4,096, a host cost under 50 ms a step, a share of the
-CUDA cores' rate in [0.05, 1]). Three are fitted (`FIELDS`); matmul, launch and host are set by
-measurements (`MEASURED`; tests/study/test_validation.py derives the ceilings from the files).
+best measured, `MATMUL_CEILING`, the bandwidth's share up to the best measured, `MEMORY_CEILING`,
+a launch up to the shortest cuDNN call profiled, `LAUNCH_CEILING`, a half-rate depth under 4,096,
+a host cost under 50 ms a step, a share of the CUDA cores' rate in [0.05, 1]). Two are fitted
+(`FIELDS`); matmul, memory, launch and host are set by measurements (`MEASURED`;
+tests/study/test_validation.py and tests/timemodel/test_memory_ceiling.py derive the ceilings
+from the files).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -21,26 +24,27 @@ import pytest
 from xla_cost.errors import InputError
 from xla_cost.timemodel import calibration
 from xla_cost.timemodel.calibration import (
-    BOUNDS, CONSTANTS, FIELDS, LAUNCH_CEILING, MATMUL_CEILING, MEASURED, Calibration, constants, describe,
+    BOUNDS, CONSTANTS, FIELDS, LAUNCH_CEILING, MATMUL_CEILING, MEASURED, MEMORY_CEILING, Calibration, constants,
+    describe,
     use_constants, write_constants,
 )
 
 LOWEST = {"matmul": 0.05, "memory": 0.05, "launch": 0.0, "depth": 0.0, "host": 0.0, "vector": 0.05}
-HIGHEST = {"matmul": MATMUL_CEILING, "memory": 1.0, "launch": LAUNCH_CEILING, "depth": 4096.0, "host": 0.05,
+HIGHEST = {"matmul": MATMUL_CEILING, "memory": MEMORY_CEILING, "launch": LAUNCH_CEILING, "depth": 4096.0, "host": 0.05,
            "vector": 1.0}
 """The bounds as the module's docstring states them, written out here."""
 
 
 def test_the_constants_are_six_named_fields_with_their_documented_bounds():
     assert CONSTANTS == ("matmul", "memory", "launch", "depth", "host", "vector") == tuple(BOUNDS)
-    assert FIELDS == ("memory", "depth", "vector")  # fitted; the others measured
-    assert MEASURED == {"matmul": MATMUL_CEILING, "launch": LAUNCH_CEILING, "host": 0.0}
+    assert FIELDS == ("depth", "vector")  # fitted; the others measured
+    assert MEASURED == {"matmul": MATMUL_CEILING, "memory": MEMORY_CEILING, "launch": LAUNCH_CEILING, "host": 0.0}
     assert {name: BOUNDS[name] for name in CONSTANTS} == {name: (LOWEST[name], HIGHEST[name]) for name in CONSTANTS}
     given = Calibration(matmul=0.5, memory=0.8, launch=3e-6, depth=128.0, host=2e-3, vector=0.3)
-    assert given.values() == (0.8, 128.0, 0.3)  # the fitted ones, FIELDS' order
+    assert given.values() == (128.0, 0.3)  # the fitted ones, FIELDS' order
     # launch, depth and host default to none: a product at its share of the peak, nothing added; the CUDA
     # cores at their datasheet rate
-    assert Calibration(0.5, 0.8).values() == (0.8, 0.0, 1.0)
+    assert Calibration(0.5, 0.8).values() == (0.0, 1.0)
     assert (Calibration(0.5, 0.8).launch, Calibration(0.5, 0.8).host) == (0.0, 0.0)
 
 
@@ -65,7 +69,8 @@ def test_the_committed_constants_are_one_set_within_bounds_that_names_its_fit():
 
 @pytest.mark.parametrize("name, value", [
     ("matmul", 0.0), ("matmul", 0.05 - 1e-9), ("matmul", MATMUL_CEILING + 1e-9), ("matmul", True), ("matmul", "0.5"),
-    ("memory", 0.0), ("memory", 0.05 - 1e-9), ("memory", 1.0 + 1e-9), ("memory", float("nan")),
+    ("memory", 0.0), ("memory", 0.05 - 1e-9), ("memory", MEMORY_CEILING + 1e-9), ("memory", 1.0),
+    ("memory", float("nan")),
     ("launch", -1e-9), ("launch", LAUNCH_CEILING * (1 + 1e-9)), ("launch", 1e-3),
     ("depth", -1.0), ("depth", 4096.0 + 1e-6),
     ("host", -1e-9), ("host", 0.05 + 1e-9), ("host", None),
@@ -83,12 +88,16 @@ def test_the_bounds_themselves_are_accepted():
     assert Calibration(**HIGHEST).values() == tuple(HIGHEST[name] for name in FIELDS)
 
 
-def test_a_missing_share_in_the_file_is_refused_not_read_as_zero():
-    # from_dict reads an absent fitted field as 0: a share of 0 is outside its bounds, so the file is refused
-    with pytest.raises(InputError, match="memory"):
-        Calibration.from_dict({"matmul": 0.5})
-    # the optional ones are 0 when absent, the measured ones their measurement
-    assert Calibration.from_dict({"memory": 0.6}) == Calibration(MATMUL_CEILING, 0.6, launch=LAUNCH_CEILING)
+def test_a_file_is_read_with_the_measured_constants_and_its_fitted_ones():
+    # a fitted share out of its bounds in the file is refused, never clipped
+    with pytest.raises(InputError, match="vector"):
+        Calibration.from_dict({"vector": 0.0})
+    # the measured constants are their measurement whatever the file holds (a file fitted before memory was
+    # measured holds memory 0.999999999, over MEMORY_CEILING); an absent depth reads 0, an absent vector 1
+    measured = Calibration(MATMUL_CEILING, MEMORY_CEILING, launch=LAUNCH_CEILING)
+    assert Calibration.from_dict({"memory": 0.999999999, "matmul": 0.5, "host": 0.01}) == measured
+    assert Calibration.from_dict({"depth": 200.0, "vector": 0.25}) == dataclasses.replace(measured, depth=200.0,
+                                                                                          vector=0.25)
 
 
 def test_use_constants_overrides_nests_and_restores():
@@ -109,7 +118,7 @@ def test_use_constants_overrides_nests_and_restores():
 
 
 def test_written_constants_read_back(tmp_path, monkeypatch):
-    given = Calibration(0.4, 0.6, launch=2e-6, depth=256.0, host=1e-3, fitted_on=("a", "b"), source="test")
+    given = Calibration(**MEASURED, depth=256.0, vector=0.5, fitted_on=("a", "b"), source="test")
     committed = constants()
     monkeypatch.setattr(calibration, "PATH", tmp_path / "sub" / "constants.json")
     try:

@@ -333,10 +333,12 @@ _PRICES_OF: list[Any] = [None]
 def _priced(case: Case, reports: Mapping[str, Report], constants: Calibration) -> float:
     """`price_case`'s figure, kept for the programs last priced: every leave-one-out fit starts from
     the same constants and takes the same first steps (a fifth of the held-out fits' prices)."""
+    from xla_cost.timemodel.calibration import MEASURED
+
     if _PRICES_OF[0] is not reports:
         _PRICES.clear()
         _PRICES_OF[0] = reports
-    key = (id(case), constants.values(), constants.matmul, constants.launch, constants.host)
+    key = (id(case), constants.values(), *(getattr(constants, name) for name in MEASURED))
     held = _PRICES.get(key)
     if held is None or held[0] is not case:
         held = _PRICES[key] = (case, price_case(case, reports, constants)[0])
