@@ -90,6 +90,31 @@ def test_an_interrupt_dropped_in_a_gc_callback_is_raised_again(capsys):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
+def test_an_interrupt_raised_again_before_its_timer_has_started_is_not_lost(capsys, monkeypatch):
+    # on a loaded machine the timer that raises a dropped interrupt again fired while the main thread still
+    # waited for it to start, inside the unraisable hook: raised there, it was dropped once more ("Exception
+    # ignored in sys.unraisablehook") and never raised. Here the first timer fires inside its own start().
+    from xla_cost.cli import interrupts as module
+
+    started = []
+
+    class EagerTimer(threading.Timer):
+        def start(self):
+            started.append(self)
+            super().start()
+            if len(started) == 1:
+                self.cancel()
+                self.function()  # the interrupt comes now, before start() has returned
+                time.sleep(RAISE_AGAIN_S)  # the main thread's handler runs here, inside the hook
+
+    monkeypatch.setattr(module.threading, "Timer", EagerTimer)
+    with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
+        _collect_with_an_interrupt()
+        _run_on_until_interrupted()
+    assert interrupts.received and len(started) >= 2  # a later timer raised it
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
 def test_an_interrupt_while_an_extension_module_initialises_is_raised_once_it_has(monkeypatch):
     # jaxlib's _jax imports Python modules while it initialises; a KeyboardInterrupt raised
     # there crashed the process (SIGSEGV, no message). Here the initialisation of a C extension

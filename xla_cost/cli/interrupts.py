@@ -96,6 +96,8 @@ class Interrupts:
         self._stuck = stuck
         self._wakeup: tuple[int, int] | None = None  # the watched pipe: (read, write)
         self._previous_wakeup = -1
+        self._hooked = False  # inside `_on_unraisable`, where a raise would be dropped once more
+        self._landed = False  # the raise again came while `_on_unraisable` still started its timer
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread() and (
@@ -178,6 +180,9 @@ class Interrupts:
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self.received = True
         if self._raising:
+            if self._hooked:  # raised here, it would be dropped as the first was: `_on_unraisable` raises it again
+                self._landed = True
+                return
             if _initialising_an_extension(frame) or _inside_a_swallower(frame):
                 self._raise_soon()  # once the initialisation (or the discovery) has returned
                 return
@@ -189,9 +194,20 @@ class Interrupts:
             return
         # Dropped where Python cannot raise (a gc callback, a __del__): raised
         # again shortly, from a thread, so that it is not raised inside the
-        # place that dropped it (which would drop it again).
+        # place that dropped it (which would drop it again). Starting the timer
+        # waits for its thread; on a loaded machine the timer can fire before
+        # that wait returns, and its interrupt then comes inside this hook,
+        # where raising drops it too: it is recorded, and a timer started again.
         self.received = True
-        self._raise_soon()
+        self._hooked = True
+        try:
+            while True:
+                self._landed = False
+                self._raise_soon()
+                if not self._landed:
+                    break
+        finally:
+            self._hooked = False
 
     def _raise_soon(self) -> None:
         timer = threading.Timer(RAISE_AGAIN_S, self._raise_again)
