@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from xla_cost.compiled.reads import result_shape, untouched_bytes
 from xla_cost.compiled.shapes import COMMENT as _COMMENT
 from xla_cost.compiled.shapes import (
-    Array, Shape, element_bits, parse_shape, shape_bytes, shape_dtypes, shape_leaves, split_top_level,
+    Array, Shape, device_memory_bytes, element_bits, parse_shape, shape_bytes, shape_dtypes, shape_leaves,
+    split_top_level,
 )
 
 __all__ = [
@@ -631,13 +632,13 @@ def _call_bytes(instruction: Instruction, shapes: dict[str, str]) -> int | None:
         name = _OPERAND_NAME.search(words[-1])
         text = " ".join(words[:-1]) if len(words) > 1 else (shapes.get(name.group(1), "") if name else "")
         shape = parse_shape(text)
-        sizes.append(None if shape is None else shape_bytes(shape))
+        sizes.append(None if shape is None else device_memory_bytes(shape))
     result = result_shape(instruction)
     if result is None:
         return None
     elements = list(result) if isinstance(result, tuple) else [result]
     kept = [e for e in elements if not (isinstance(e, Array) and e.dtype in _SCRATCH and len(e.dims) == 1)]
-    sizes += [shape_bytes(e) for e in kept]
+    sizes += [device_memory_bytes(e) for e in kept]
     return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
@@ -763,7 +764,8 @@ def library_call_target(instruction: Instruction) -> str | None:
 
 def instruction_bytes(instruction: Instruction, shapes: dict[str, str], module: Module | None = None) -> int | None:
     """The bytes one instruction reads and writes, as `xla_cost.compiled.work.work_bytes` counts each:
-    its operands' and its result's (a library call's scratch space left out),
+    its operands' and its result's in the device's memory (a library call's scratch space left out,
+    and an array a TPU's memory-space assignment put on the chip, `xla_cost.compiled.shapes.ON_CHIP_SPACES`),
     less, where ``module`` is given, what it does not touch (the unread part
     of an operand it only slices, a buffer it updates in place). ``shapes``
     maps the names of its computation's instructions to their shape text.

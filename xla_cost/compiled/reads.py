@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from xla_cost.compiled.shapes import Array, Shape, element_bits, parse_shape, shape_bytes
+from xla_cost.compiled.shapes import Array, Shape, device_memory_bytes, element_bits, parse_shape
 
 __all__ = ["result_shape", "untouched_bytes"]
 
@@ -246,13 +246,13 @@ def untouched_bytes(instruction: Any, shapes: Mapping[str, str], computations: M
     for output in _outputs(body):
         update = in_place.get(output.name)
         shape = parse_shape(body.shapes.get(_written(update) or "", "")) if update else result_shape(output)
-        size = None if shape is None else shape_bytes(shape)
+        size = None if shape is None else device_memory_bytes(shape)
         whole = result_shape(output)
         if update is not None and size is not None and whole is not None:
-            size = min(size, shape_bytes(whole))  # a scatter's updates may outnumber its buffer's elements
+            size = min(size, device_memory_bytes(whole) or 0)  # a scatter's updates may outnumber its buffer's
         written = None if written is None or size is None else written + size
-    if result is not None and written is not None and (size := shape_bytes(result)) is not None:
-        untouched += size - written  # of the result, what an update in place leaves as it was
+    if result is not None and written is not None and (size := device_memory_bytes(result)) is not None:
+        untouched += max(size - written, 0)  # of the result, what an update in place leaves as it was
     return max(untouched, 0)
 
 
@@ -291,4 +291,4 @@ and TPU programs) without reading each operand apart."""
 
 def _shape_size(text: str) -> int | None:
     shape = parse_shape(text)
-    return None if shape is None else shape_bytes(shape)
+    return None if shape is None else device_memory_bytes(shape)

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = [
     "COMMENT", "Array", "Shape", "element_bits", "split_top_level", "parse_shape", "shape_leaves", "shape_bytes",
-    "shape_dtypes",
+    "shape_dtypes", "ON_CHIP_SPACES", "device_memory_bytes",
 ]
 
 _ELEMENT_BITS: dict[str, int] = {
@@ -32,6 +32,8 @@ _ELEMENT_BITS: dict[str, int] = {
 """Bits per element; ``f8*`` (8), ``f6*`` (6) and ``f4*`` (4) are matched by prefix."""
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+_SPACE = re.compile(r"\{([^{}]*?)S\((\d+)\)[^{}]*\}")
+"""A layout that names a memory space (``{1,0:T(8,128)S(1)}``), right after an array's dims."""
 
 COMMENT = re.compile(r"/\*.*?\*/")
 """A comment in HLO text (``/*index=5*/``)."""
@@ -46,10 +48,21 @@ def element_bits(dtype: str) -> int | None:
     return None
 
 
+ON_CHIP_SPACES = frozenset({1, 2, 3})
+"""Memory spaces of a TPU's layouts (``{1,0:T(8,128)S(1)}``) that are on the chip, not its HBM:
+its vector memory (``S(1)``: a v5e's prefetches), its scalar memory (``S(2)``: an async op's
+context) and a v4's CMEM (``S(3)``: its prefetches), where XLA's memory-space assignment copies
+an array (``copy-start``, ``slice-start``) for the kernels that read it there. A GPU's host memory
+(``S(5)``: offloading) and any space of an untiled layout (a GPU's) stay the device's memory."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Array:
     dtype: str
     dims: tuple[int, ...]
+    on_chip: bool = dataclasses.field(default=False, compare=False)
+    """Whether its layout puts it in a TPU's on-chip memory (`ON_CHIP_SPACES`, a tiled layout;
+    a scalar's has no tiles), not in the device memory a kernel's bytes are priced against."""
 
     def nbytes(self) -> int | None:
         bits = element_bits(self.dtype)
@@ -102,7 +115,9 @@ def parse_shape(text: str) -> Shape | None:
         if not dim.isdigit():
             return None
         dims.append(int(dim))
-    return Array(match.group(1), tuple(dims))
+    space = _SPACE.match(text, match.end())
+    on_chip = space is not None and int(space.group(2)) in ON_CHIP_SPACES and ("T(" in space.group(1) or not dims)
+    return Array(match.group(1), tuple(dims), on_chip)
 
 
 def shape_leaves(shape: Shape) -> list[Array]:
@@ -114,6 +129,13 @@ def shape_leaves(shape: Shape) -> list[Array]:
 def shape_bytes(shape: Shape) -> int | None:
     sizes = [leaf.nbytes() for leaf in shape_leaves(shape)]
     return None if None in sizes else sum(sizes)
+
+
+def device_memory_bytes(shape: Shape) -> int | None:
+    """`shape_bytes` of the leaves in the device's memory, those on a TPU's chip
+    (`Array.on_chip`) left out: what a kernel moves to and from its HBM."""
+    sizes = [leaf.nbytes() for leaf in shape_leaves(shape) if not leaf.on_chip]
+    return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
 def shape_dtypes(shape: Shape) -> str:
