@@ -132,7 +132,7 @@ def test_the_target_declares_the_kernel_and_a_form_cudnn_refuses_is_one_line():
     with targets.use(target("h100")):
         assert targets.fused_attention() == "cudnn"
     with targets.use(target("tpu-v5e")):
-        assert targets.fused_attention() == "xla"
+        assert targets.fused_attention() == "splash"  # jax's Pallas splash kernels (tests/compiled/test_splash_attention.py)
     small = dict(CONFIG, seq_len=16, d_model=64, d_ff=64)
     with pytest.raises(xla_cost.InputError, match="bfloat16 or float16 q, k, v.*float32"):
         xla_cost.analyze(build_model("llama3-8b", attention="fused", **small),
