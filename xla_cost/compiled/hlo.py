@@ -281,8 +281,8 @@ def parse_module(hlo_text: str) -> Module:
                 if current.is_entry:
                     entry = current.name
             continue
-        if line == "}" or line.startswith("} "):  # not a continuation line: a Pallas kernel's
-            flush()                                # kernel_metadata={\n"xprof_metadata":...\n}}, ...
+        if line.startswith("}") and not line.startswith("}}"):  # a computation's end ("}", "} // x", libtpu's
+            flush()  # "}, execution_thread=..."), not the continuation a Pallas kernel's kernel_metadata={\n...\n}}, ends
             current = None
             continue
         if _INSTRUCTION_START.match(line):
