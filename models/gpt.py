@@ -39,6 +39,7 @@ from ._common import expect_input_shape
 from ._spec import ModelSpec
 from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention
 from xla_cost.errors import InputError
+from xla_cost.parallel.residual import constrain_residual
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 from xla_cost.step import remat as _remat
 
@@ -149,7 +150,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One pre-LayerNorm GPT-2 block; ``(x, _) -> (x, None)`` so `nn.scan` can stack it."""
+    """One pre-LayerNorm GPT-2 block; ``(x, _) -> (x, None)`` so `nn.scan` can stack it.
+
+    With ``shard_residual`` every ``(B, T, d)`` array of the block (its input, the norms' outputs, the
+    attention's and the MLP's outputs, the residual after each sum) is constrained to the residual
+    stream's logical axes (`xla_cost.parallel.residual.constrain_residual`), as MaxText's
+    ``DecoderLayer`` constrains its own."""
 
     n_head: int
     d_ff: int
@@ -158,14 +164,18 @@ class Block(nn.Module):
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
     attention: str = "dense"
+    shard_residual: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
         kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype}
-        x = x + CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
-                                    name="attn")(_layer_norm("ln_1", self)(x))
-        x = x + MLP(self.d_ff, **kw, name="mlp")(_layer_norm("ln_2", self)(x))
-        return x, None
+        stream = constrain_residual if self.shard_residual else (lambda y: y)
+        x = stream(x)
+        h = CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
+                                name="attn")(stream(_layer_norm("ln_1", self)(x)))
+        x = stream(x + stream(h))
+        h = MLP(self.d_ff, **kw, name="mlp")(stream(_layer_norm("ln_2", self)(x)))
+        return stream(x + stream(h)), None
 
 
 class GPT(nn.Module):
@@ -192,6 +202,14 @@ class GPT(nn.Module):
         inputs and recomputes their forward passes in the backward pass.
       attention: ``dense`` (written out, the default) or ``fused`` (the
         compile target's fused kernel: `CausalSelfAttention`).
+      shard_residual: in a sharded step, the residual stream's width
+        ``d_model`` split over the tensor-parallel ``model`` axis inside and
+        between the blocks, as MaxText splits it (its logical rule
+        ``activation_embed`` -> ``tensor``: `Block`,
+        `xla_cost.parallel.residual`); the activations the
+        blocks save are then ``1 / model`` as wide on each device. Off (the
+        default): the partitioner's choice, Megatron's, each tensor-parallel
+        device holding the whole width. No effect without a ``model`` axis.
     """
 
     vocab_size: int = 50257
@@ -206,6 +224,7 @@ class GPT(nn.Module):
     param_dtype: Dtype = jnp.float32
     remat: str = "none"
     attention: str = "dense"
+    shard_residual: bool = False
 
     def _validate(self, tokens: Any) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
@@ -252,6 +271,7 @@ class GPT(nn.Module):
             "d_ff": self.d_ff or 4 * d,
             "head_dim": self.head_dim,
             "attention": self.attention,
+            "shard_residual": self.shard_residual,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,

@@ -109,10 +109,14 @@ DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("activation_exp", "expert"),
     ("activation_batch", ("data", "fsdp", "expert")),
     ("activation_batch_no_exp", ("data", "fsdp")),
+    ("activation_length", None),
+    ("activation_embed", "model"),
 )
 """Logical axis names (Flax's ``nn.with_partitioning(init, ("embed", "mlp"))``
 and MaxText's vocabulary) mapped to this mesh's axes; names equal to a mesh
-axis (``"model"``) map to it. Override with ``logical_axis_rules=``."""
+axis (``"model"``) map to it. Override with ``logical_axis_rules=``.
+``activation_embed`` (a residual stream's width: `xla_cost.parallel.residual`)
+maps to ``model`` as MaxText's to ``tensor`` (base.yml at 76bd53b0, line 78)."""
 
 PartitionRules = Sequence[tuple[str, Any]]
 """``[(regex, spec), ...]``: the first regex found (``re.search``) in a

@@ -40,6 +40,7 @@ from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
 __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
+           "RESIDUAL_SHARDED",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
            "flops_per_step"]
 
@@ -145,6 +146,19 @@ the GPT's too: cuDNN's flash attention on a GPU target; on a TPU, jax's Pallas
 splash attention kernels, `models._transformer.splash_attention`, which libtpu
 compiles without the device)."""
 
+RESIDUAL_SHARDED: dict[str, str] = {
+    "maxtext": "MaxText splits it (base.yml at 76bd53b0, line 78: "
+               "logical_axis_rules ['activation_embed', 'tensor']; MaxText/layers/models.py's DecoderLayer constrains "
+               "its input, its norm's output, the attention's and the MLP's outputs and its output to "
+               "('activation_batch', 'activation_length', 'activation_embed'), lines 235-291)",
+}
+"""Papers whose framework splits a transformer's residual stream ``(batch, positions, d_model)`` over the
+tensor-parallel axis, ``d_model`` split between and inside the blocks, and where it says so. Their GPT
+programs on a tensor-parallel mesh take the zoo GPT's ``shard_residual``
+(`xla_cost.parallel.residual.constrain_residual`): the blocks' saved activations and the row-parallel
+projections' outputs ``1 / tensor`` as wide on each device. Without a tensor axis it splits nothing, and
+the program (and its key) is the one without it."""
+
 FUSED_HEAD_LIMIT = 128
 """The widest head the zoo's fused attention takes on a GPU target: cuDNN's flash attention through
 ``jax.nn.dot_product_attention``, whose check (jax 0.10) wants a head of at most 128, a multiple of
@@ -225,6 +239,9 @@ def program(run: PublishedRun) -> RunProgram:
         config.update(n_kv_head=run.kv_heads or run.heads, attention="fused" if fused else "dense")
     elif fused:  # the GPT's default is dense: a dense GPT's program (and key) as before
         config.update(attention="fused")
+    split_residual = run.paper in RESIDUAL_SHARDED and run.tensor > 1 and kind == "gpt"
+    if split_residual:  # off by default: every other program (and key) as before
+        config.update(shard_residual=True)
     if kind == "llama":
         config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
     if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
@@ -259,8 +276,15 @@ def program(run: PublishedRun) -> RunProgram:
                      f"{head})")
     else:
         attention = "dense attention"
+    residual = ""
+    if split_residual:
+        residual = (f"; the residual stream's width (d_model) split over the {run.tensor} tensor-parallel devices "
+                    f"between and inside the blocks, as {RESIDUAL_SHARDED[run.paper]}")
+    elif run.paper in RESIDUAL_SHARDED and run.tensor > 1:
+        residual = (f"; the residual stream whole on each tensor-parallel device (the run's split it: "
+                    f"the zoo's {kind} has no such option)")
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
-                   f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]})")
+                   f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]}){residual}")
     return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description)
 
 
