@@ -2,8 +2,9 @@
 
 libtpu's compiled loops carry no ``known_trip_count`` backend config; their
 trips are read from the condition (``i < N``), the counter's start in the
-initial tuple and the body's ``i + 1``. A loop of any other form stays
-unknown (never a guess).
+initial tuple and the body's ``i + s`` (``s`` 1, or 2 in XLA's windowed
+einsum loops: two steps of a collective matrix product per trip). A loop
+of any other form stays unknown (never a guess).
 """
 
 from __future__ import annotations
@@ -50,7 +51,14 @@ def test_trips_read_from_the_loop(bound, start):
     assert runs["cond"].executions == bound - start + 1  # tested once more, to leave
 
 
-@pytest.mark.parametrize("step,direction", [(2, "LT"), (1, "NE")])
+@pytest.mark.parametrize("bound,start,step", [(4, 0, 2), (7, 0, 2), (16, 1, 3)])
+def test_a_loop_stepping_by_more_than_one(bound, start, step):
+    # a windowed einsum of 8 devices as libtpu compiles it (i < 4, i += 2): two trips, each two of its steps
+    runs = computation_runs(parse_module(_module(bound, start, step)))
+    assert runs["body"].executions == -(-(bound - start) // step)  # i = start, start + s, ... while i < bound
+
+
+@pytest.mark.parametrize("step,direction", [(0, "LT"), (-1, "LT"), (1, "NE")])
 def test_a_loop_of_another_form_stays_unknown(step, direction):
     runs = computation_runs(parse_module(_module(7, 0, step, direction)))
     assert runs["body"].executions is None

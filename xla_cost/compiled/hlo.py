@@ -366,8 +366,10 @@ def _inferred_trip_count(module: Module, caller: Computation, instruction: Instr
     """A while loop's trips read from its program where the compiler records
     no ``known_trip_count`` (a TPU's): the condition ``i < N`` (``compare``
     of a tuple element with a constant, ``LT``), that element's start a
-    constant ``C`` in the loop's initial tuple, and the body adding 1 to it:
-    ``N - C`` trips. None where the loop is not of that form."""
+    constant ``C`` in the loop's initial tuple, and the body adding a positive
+    constant ``s`` to it (1; 2 in XLA's windowed einsum loops, which run two
+    steps of a collective matrix product per trip): ``ceil((N - C) / s)``
+    trips. None where the loop is not of that form."""
     names = dict(instruction.callees)
     condition, body = module.computations.get(names.get("condition", "")), module.computations.get(names.get("body", ""))
     if condition is None or body is None:
@@ -395,10 +397,12 @@ def _inferred_trip_count(module: Module, caller: Computation, instruction: Instr
     if begin is None or body_root is None or body_root.opcode != "tuple" or len(body_root.operand_names()) <= element:
         return None
     step = body_names.get(body_root.operand_names()[element])
-    if step is None or step.opcode != "add" or not any(
-            _constant_value(body_names.get(n), body_names) == 1 for n in step.operand_names()):
+    if step is None or step.opcode != "add":
         return None
-    return max(0, bound - begin)
+    strides = [s for n in step.operand_names() if (s := _constant_value(body_names.get(n), body_names)) is not None and s > 0]
+    if not strides:
+        return None
+    return max(0, -(-(bound - begin) // strides[0]))
 
 
 def program_order(module: Module) -> dict[tuple[str, int], int]:

@@ -411,14 +411,15 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 25
+ANALYSES_FORMAT = 26
 """Version of the analyses cache's entries; a change makes old entries unused (21: a GPU
 target's library calls in a loop's body counted once in its FLOP, as XLA counts the body,
 `xla_cost.compiled.kernels.module_costs`; 22: fused attention's exps in its transcendentals;
 23: a TPU target's Pallas kernels (splash attention) in its FLOP and transcendentals, libtpu's
 ``ConcatBitcast`` no library call, a kernel's multi-line ``kernel_metadata`` read; 24: a scatter
 that updates its buffer in place counted at its updates, `xla_cost.compiled.reads.untouched_bytes`; 25: a TPU
-kernel's bytes those of the HBM, its arrays on the chip left out, `xla_cost.compiled.shapes.ON_CHIP_SPACES`)."""
+kernel's bytes those of the HBM, its arrays on the chip left out, `xla_cost.compiled.shapes.ON_CHIP_SPACES`;
+26: a TPU loop whose counter steps by more than 1, XLA's windowed einsum, its trips read)."""
 
 
 def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
