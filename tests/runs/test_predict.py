@@ -274,3 +274,27 @@ def test_a_prediction_carries_its_held_out_range_and_a_bound_none(report):
     assert table["step range (µs)"].tolist() == [f"{step.interval[0] * 1e6:,.2f}-{step.interval[1] * 1e6:,.2f}"]
     assert curve.to_frame()["step_high_s"].tolist() == pytest.approx([s * math.exp(0.3)], rel=1e-12)
     assert any(n.startswith("the range beside the predicted step times: in 80%") for n in curve.notes())
+
+
+def test_a_kernel_of_unknown_runs_is_priced_once_and_said(report):
+    # a loop whose trips its program does not say (i != 7: not the `i < N` form read) runs its tanh an unknown
+    # number of times: priced once, a lower bound, and the step's notes say so; a loop of known trips says nothing
+    import dataclasses
+
+    from xla_cost.compiled.kernels import kernel_list
+    from xla_cost.runs.scaling import unknown_runs
+    from tests.compiled.test_trip_count import _module
+
+    def with_grad_kernels(text: str):
+        grad = dataclasses.replace(report.phases["grad"], kernel_list=kernel_list(text))
+        update = dataclasses.replace(report.phases["update"], kernel_list=())
+        return dataclasses.replace(report, phases={**report.phases, "grad": grad, "update": update})
+
+    unknown, known = with_grad_kernels(_module(7, 0, 1, "NE")), with_grad_kernels(_module(7, 0, 1, "LT"))
+    names = unknown_runs([unknown.phases["grad"]])
+    assert names and unknown_runs([known.phases["grad"]]) == []
+    with use_constants(CONSTANTS):
+        said = [n for n in predict(unknown, device="h100").notes if "lower bound" in n]
+        assert said == [f"{len(names)} kernel(s) in a loop whose trips the program does not say priced once each "
+                        f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): their time is a lower bound"]
+        assert not any("lower bound" in n for n in predict(known, device="h100").notes)

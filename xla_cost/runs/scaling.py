@@ -53,6 +53,7 @@ from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
 
 __all__ = [
     "MESH_AXES_FOR_SCALING",
+    "unknown_runs",
     "LAYOUT_AXES",
     "Parallelism",
     "layout_mesh",
@@ -191,6 +192,10 @@ def predict(
             priced_update = dataclasses.replace(priced_grad, matmul=0.0, memory=0.0, launch=0.0, kernels=0)
             notes.append("one device, one program: the train step priced as the single program XLA compiled for it "
                          "(exact_train_step), its update fused where the compiler fused it")
+        unknown = unknown_runs([step] if one_program else [grad, update])
+        if unknown:  # unknown is not zero: priced once each, said
+            notes.append(f"{len(unknown)} kernel(s) in a loop whose trips the program does not say priced once each "
+                         f"({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): their time is a lower bound")
         if priced_grad.source == "totals":
             notes.append("priced from the totals of the program the CPU compiled (its products' FLOP and its other "
                          "bytes; its kernels are the CPU's, not charged a launch): pass target= (--target) to price "
@@ -335,6 +340,14 @@ def _roofline(costs: Any, peak_flops: float, bandwidth: float, mfu: float) -> fl
     """``max(flops / (peak * mfu), bytes / bandwidth)`` of one phase (bytes unknown: the FLOP term)."""
     time = (costs.flops or 0) / (peak_flops * mfu)
     return max(time, costs.bytes_accessed / bandwidth) if costs.bytes_accessed is not None else time
+
+
+def unknown_runs(phases: Sequence[Any]) -> list[str]:
+    """The kernels of ``phases``' kernel lists whose runs are unknown (a loop
+    whose trip count the program does not say), which `kernel_time.kernel_table`
+    prices once each; collectives are priced apart."""
+    return [k.name for costs in phases for k in (costs.kernel_list or ())
+            if k.executions is None and k.category != "collective"]
 
 
 def _priced(costs: Any, report: Any, narrow: float, hardware: Hardware,
