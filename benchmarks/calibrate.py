@@ -29,7 +29,9 @@ The held-out (leave-one-paper-out) errors are the validation page's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import math
 import pathlib
 import sys
@@ -42,6 +44,32 @@ from xla_cost.parallel.sharding import simulate_devices
 simulate_devices(8)
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "reports" / "data"
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path):
+    """Holds an exclusive lock beside the programs file: two ``--programs`` runs
+    at once write in turn, each merging with what the other wrote."""
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _save(path: pathlib.Path, fresh: dict, refused: dict, stale: set) -> int:
+    """Writes this run's programs over the file as it is now (another run's
+    programs, written since this one started, are kept); returns the count."""
+    from xla_cost.study import validation
+
+    with _locked(path):
+        disk = dict(validation.read_programs(path)) if path.is_file() else {}
+        merged = {k: v for k, v in {**disk, **fresh}.items() if k not in stale}
+        declined = {k: v for k, v in {**validation.read_refused(path), **refused}.items()
+                    if k not in merged and k not in stale}
+        validation.write_programs(merged, path, declined)
+    return len(merged)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         refused = {k: v for k, v in validation.read_refused(path).items() if k not in redo}
         started = time.perf_counter()
         wanted = {s.key() for c in validation.CASES for s in c.setups}
+        stale = set(kept) - wanted  # programs no case of this code wants: dropped; others' new ones kept
         fresh: dict = {}
         for case in chosen:  # the file written after each case that compiled something: a stopped run keeps them
             known = set(kept) | set(fresh)
@@ -79,13 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                                             known=known, refused=refused, by_depth=not args.whole)
             fresh.update(new)
             if new or any(s.key() in refused and s.key() not in known for s in case.setups):
-                merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}
-                validation.write_programs(merged, path, {k: v for k, v in refused.items() if k in wanted})
-                print(f"  {time.perf_counter() - started:.0f} s: {len(merged)} programs in the file", flush=True)
-        merged = {k: v for k, v in {**kept, **fresh}.items() if k in wanted}
-        refused = {k: v for k, v in refused.items() if k in wanted}
-        validation.write_programs(merged, path, refused)
-        print(f"wrote {path} ({len(merged)} programs, {len(fresh)} compiled now, {len(refused)} refused; "
+                count = _save(path, fresh, refused, stale)
+                print(f"  {time.perf_counter() - started:.0f} s: {count} programs in the file", flush=True)
+        count = _save(path, fresh, refused, stale)
+        print(f"wrote {path} ({count} programs, {len(fresh)} compiled now, {len(refused)} refused; "
               f"{time.perf_counter() - started:.0f} s)")
     reports, refused = validation.read_programs(path), validation.read_refused(path)
     cases = [c for c in validation.CASES if c.name not in validation.refused_cases(validation.CASES, refused)]
