@@ -32,11 +32,12 @@ from xla_cost.compiled.hlo import (
     computation_runs, describe_instruction,
     instruction_bytes, library_call_bytes, library_call_target, parse_module, parse_shape, Runs, split_top_level,
 )
+from xla_cost.compiled.shapes import HOST_SPACE, host_memory_bytes, shape_bytes, shape_leaves
 from xla_cost.errors import InputError
 
 __all__ = [
     "LibraryCall", "LibraryFlops", "library_flops", "ModuleCosts", "module_costs", "Kernel", "kernel_list",
-    "AsyncPair", "KernelSummary", "summarize_kernels", "CATEGORIES", "SOURCES",
+    "AsyncPair", "KernelSummary", "summarize_kernels", "CATEGORIES", "SOURCES", "host_transfer_bytes",
 ]
 
 FMA = 2
@@ -590,6 +591,11 @@ class Kernel:
         collective-permute's pairs), devices per group, and its buffer (`HloCollective.bytes`).
       product: the matrix products it runs (`xla_cost.compiled.products.Product`:
         the largest one's shape, all of their FLOP); None where it runs none.
+      host_bytes: the bytes it moves over the link between the device and its
+        host's memory (`xla_cost.compiled.shapes.HOST_SPACE`: an offloaded
+        activation written to the host or read back, `host_transfer_bytes`);
+        0 where it moves none, None where a shape is unknown. ``bytes`` is
+        then its side in the device's memory.
     """
 
     name: str
@@ -609,6 +615,7 @@ class Kernel:
     group_size: int | None = None
     comm_bytes: int | None = None
     product: Product | None = None
+    host_bytes: int | None = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-able values."""
@@ -631,8 +638,22 @@ class Kernel:
         return cls(**values)
 
 
-def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
+EAGER_VIEWS = frozenset({"broadcast", "reshape", "bitcast"})
+"""Operations an eager framework takes as views, launching nothing: PyTorch
+broadcasts a tensor by giving it a stride of 0 (``expand``, and every
+elementwise operation's operands), and ``view``/``reshape`` of a contiguous
+tensor is new metadata on the same storage. Compiled unfused
+(`xla_cost.compiled.xla.EAGER_OPTIONS`), XLA writes each of them out as a
+kernel of its own; `kernel_list`'s ``views=False`` leaves those out."""
+
+
+def kernel_list(hlo_text: str, *, views: bool = True) -> tuple[Kernel, ...]:
     """The kernels a scheduled HLO module (``compiled.as_text()``) launches, in the order it runs them.
+
+    ``views`` False: a kernel that runs one of `EAGER_VIEWS` alone (a fusion
+    whose computation holds that one operation and its parameters: the GPU
+    compiler's ``fusion-wrapper`` of an unfused program) is left out, as the
+    eager framework an unfused program stands for launches none for it.
 
     From ENTRY, instruction by instruction; a loop's condition and body, a
     called computation and a conditional's branches are listed where they run
@@ -669,6 +690,8 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
                 continue
             if opcode in _NO_LAUNCH or opcode.endswith(("-done", "-update")):
                 continue
+            if not views and _lone_view(module, instruction):
+                continue
             kernel = _kernel(module, computation, instruction, shapes, runs[name].executions,
                              collectives.get((name, instruction.name)), chains.get(instruction.name, AsyncChain()))
             if kernel is not None:
@@ -678,6 +701,19 @@ def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
 
     visit(module.entry, frozenset({module.entry}))
     return tuple(kernels)
+
+
+def _lone_view(module: Module, instruction: Instruction) -> bool:
+    """Whether ``instruction`` is one of `EAGER_VIEWS`, alone or as the one operation of a fusion."""
+    if instruction.opcode in EAGER_VIEWS:
+        return True
+    if instruction.opcode != "fusion":
+        return False
+    called = [module.computations.get(c) for _, c in instruction.callees]
+    if len(called) != 1 or called[0] is None:
+        return False
+    ops = [i.opcode for i in called[0].instructions if i.opcode != "parameter"]
+    return len(ops) == 1 and ops[0] in EAGER_VIEWS
 
 
 def _kernel(module: Module, computation: Computation, instruction: Instruction, shapes: dict[str, str],
@@ -701,7 +737,7 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
     common: dict[str, Any] = dict(
         name=instruction.name, opcode=opcode, computation=computation.name, bytes=size, executions=executions,
         op_name=instruction.op_name or body.op_name or _fused_op_name(module, body),
-        asynchronous=bool(done), done=done)
+        asynchronous=bool(done), done=done, host_bytes=host_transfer_bytes(sized, shapes))
     if collective is not None:
         return Kernel(category="collective", kind=collective.kind, groups=collective.groups,
                       group_size=collective.group_size, comm_bytes=collective.bytes, **common)
@@ -717,6 +753,44 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
     if body.opcode in ("copy", "copy-start"):
         return Kernel(category="copy", kind="copy", **common)
     return Kernel(category="other", kind=body.opcode, **common)
+
+
+_HOST_MARK = f"S({HOST_SPACE})"
+_SLICE_UPDATES = ("dynamic-update-slice", "dynamic-update-slice-start")
+_SLICE_READS = ("dynamic-slice", "dynamic-slice-start", "copy", "copy-start")
+
+
+def host_transfer_bytes(instruction: Instruction, shapes: Mapping[str, str]) -> int | None:
+    """The bytes ``instruction`` moves between the device and its host's memory
+    (`xla_cost.compiled.shapes.HOST_SPACE`): 0 where none of its operands or
+    its result is there. ``instruction``'s shape is its result's (an asynchronous
+    start's: its done's); ``shapes`` maps its computation's names to their shape text.
+
+    A dynamic-update-slice into a host buffer (an offloaded activation written
+    into its layer's row of a stack) moves its update; a dynamic-slice or a copy
+    from (or to) one moves its result (the row read back, the array copied);
+    any other op moves every host array it reads or writes, whole. None where a
+    shape is not understood."""
+    operands = [shapes.get(name) for name in instruction.operand_names()]
+    texts = [instruction.shape_text, *(text for text in operands if text)]
+    if not any(_HOST_MARK in text for text in texts):  # most instructions: no host array at all
+        return 0
+    parsed = [parse_shape(text) for text in texts]
+    if not any(leaf.on_host for shape in parsed if shape is not None for leaf in shape_leaves(shape)):
+        return 0
+    if None in parsed or None in operands:
+        return None
+    opcode = instruction.opcode
+    if opcode in _SLICE_UPDATES and len(operands) > 1:
+        update = parse_shape(operands[1] or "")
+        return None if update is None else shape_bytes(update)
+    if opcode in _SLICE_READS:
+        result = parse_shape(instruction.shape_text)
+        if isinstance(result, tuple) and opcode.endswith("-start"):  # (operands, result, context): the result
+            result = result[1] if len(result) > 1 else None
+        return None if result is None else shape_bytes(result)
+    moved = [host_memory_bytes(shape) for shape in parsed]
+    return None if None in moved else sum(moved)  # type: ignore[arg-type]
 
 
 def _fused_op_name(module: Module, instruction: Instruction) -> str:

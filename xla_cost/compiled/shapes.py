@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = [
     "COMMENT", "Array", "Shape", "element_bits", "split_top_level", "parse_shape", "shape_leaves", "shape_bytes",
-    "shape_dtypes", "ON_CHIP_SPACES", "device_memory_bytes",
+    "shape_dtypes", "ON_CHIP_SPACES", "HOST_SPACE", "device_memory_bytes", "host_memory_bytes",
 ]
 
 _ELEMENT_BITS: dict[str, int] = {
@@ -55,6 +55,14 @@ context) and a v4's CMEM (``S(3)``: its prefetches), where XLA's memory-space as
 an array (``copy-start``, ``slice-start``) for the kernels that read it there. A GPU's host memory
 (``S(5)``: offloading) and any space of an untiled layout (a GPU's) stay the device's memory."""
 
+HOST_SPACE = 5
+"""The memory space of an array a TPU program keeps in its host's memory (``{...:T(8,128)(2,1)S(5)}``):
+jax's ``pinned_host`` memory kind, where a remat policy's offloaded activations go
+(``jax.checkpoint_policies.save_and_offload_only_these_names``; seen in libtpu 0.0.52's deviceless
+v6e programs: the stacks a scanned block's offloaded names are written to, and read back from, by
+``dynamic-update-slice-start`` and ``dynamic-slice-start``). Its bytes cross the host link, not the
+HBM's (`Array.on_host`). A GPU program's layouts carry no memory space."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Array:
@@ -63,6 +71,8 @@ class Array:
     on_chip: bool = dataclasses.field(default=False, compare=False)
     """Whether its layout puts it in a TPU's on-chip memory (`ON_CHIP_SPACES`, a tiled layout;
     a scalar's has no tiles), not in the device memory a kernel's bytes are priced against."""
+    on_host: bool = dataclasses.field(default=False, compare=False)
+    """Whether its layout puts it in the host's memory (`HOST_SPACE`, a tiled layout), not the device's."""
 
     def nbytes(self) -> int | None:
         bits = element_bits(self.dtype)
@@ -117,7 +127,8 @@ def parse_shape(text: str) -> Shape | None:
         dims.append(int(dim))
     space = _SPACE.match(text, match.end())
     on_chip = space is not None and int(space.group(2)) in ON_CHIP_SPACES and ("T(" in space.group(1) or not dims)
-    return Array(match.group(1), tuple(dims), on_chip)
+    on_host = space is not None and int(space.group(2)) == HOST_SPACE and "T(" in space.group(1)
+    return Array(match.group(1), tuple(dims), on_chip, on_host)
 
 
 def shape_leaves(shape: Shape) -> list[Array]:
@@ -133,8 +144,15 @@ def shape_bytes(shape: Shape) -> int | None:
 
 def device_memory_bytes(shape: Shape) -> int | None:
     """`shape_bytes` of the leaves in the device's memory, those on a TPU's chip
-    (`Array.on_chip`) left out: what a kernel moves to and from its HBM."""
-    sizes = [leaf.nbytes() for leaf in shape_leaves(shape) if not leaf.on_chip]
+    (`Array.on_chip`) and in its host's memory (`Array.on_host`) left out: what a kernel
+    moves to and from its HBM."""
+    sizes = [leaf.nbytes() for leaf in shape_leaves(shape) if not leaf.on_chip and not leaf.on_host]
+    return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+
+
+def host_memory_bytes(shape: Shape) -> int | None:
+    """`shape_bytes` of the leaves in the host's memory (`Array.on_host`)."""
+    sizes = [leaf.nbytes() for leaf in shape_leaves(shape) if leaf.on_host]
     return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 

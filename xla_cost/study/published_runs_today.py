@@ -91,6 +91,14 @@ _OVERLAP_TP = (" Sequence parallelism and Transformer Engine's userbuffers overl
                "micro-batch and sequence) in " + _LAUNCHER + "llama2_70b.yaml; NeMo 2.0 turns the overlap off "
                "without sequence parallelism (megatron_comm_overlap.py line 127).")
 
+_CONTEXT = (" Context parallelism as Megatron-Core runs it with Transformer Engine: 'context_parallel_size: 2' (line "
+            "63) in " + _LAUNCHER + "{file}; each sequence cut into 2 x CP chunks, rank i holding chunks i and "
+            "2 CP - 1 - i (Megatron-LM megatron/training/utils.py, get_batch_on_this_cp_rank: 'we split sequence "
+            "into 2*CP ranks'), keys and values passed around the context-parallel ring, each step's send/recv "
+            "overlapped with the attention of the chunk already there (Transformer Engine v1.8, transformer_engine/"
+            "pytorch/attention.py, AttnFuncWithCP, lines 535-540: 'overlap current-step compute with next-step "
+            "communication', the ring at lines 623-660).")
+
 _LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, ffn=11008, vocabulary=32000, gated=True)
 _LLAMA2_13B = dict(layers=40, hidden=5120, heads=40, ffn=13824, vocabulary=32000, gated=True)
 _LLAMA2_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocabulary=32000, gated=True)
@@ -124,8 +132,16 @@ _RUNS_NEMO = runs_of(
           "12, VP 8, not this row's layout) sets 'ub_tp_comm_overlap: False' and 'overlap_p2p_comm: False', and "
           "NeMo 2.0's recipe (nemotron4_340b.py) sequence_parallelism=False; this row's own configuration is not "
           "published."),
-    _nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711, _LLAMA),
-    _nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734, _LLAMA),
+    {**_nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711,
+             _LLAMA + _CONTEXT.format(file="llama3_8b.yaml") + " That file's layout is this row's (TP 1, PP 1, CP 2)."),
+     "overlap_context": True},
+    {**_nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734,
+             _LLAMA + _CONTEXT.format(file="llama3_70b.yaml") + _OVERLAP_P2P.format(file="llama3_70b.yaml", line=141)
+             + " Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
+             "with the products: 'sequence_parallel: true' (line 125), 'ub_tp_comm_overlap: true' (line 139) and the "
+             "overlap configuration 'ub_cfg_h100_h8192_tp4_mbs1_seqlen8192' (line 3) in " + _LAUNCHER
+             + "llama3_70b.yaml. That file's layout is this row's (TP 4, PP 4, VP 5, CP 2)."),
+     "overlap_context": True, "overlap_p2p": True, "overlap_tensor": True, "sequence_parallel": True},
 )
 """NeMo 24.07's FP8 pre-training throughput on DGX H100s: GPT-3 5B to 175B,
 Llama 2 and 3, Nemotron 8B to 340B, with tensor, pipeline (interleaved) and
@@ -303,13 +319,23 @@ _TRILLIUM = dict(
 
 _LLAMA31 = ("Llama 3.1 (decoder_block llama2: RMSNorm, RoPE, SwiGLU, grouped-query attention with 8 key/value heads, "
             "untied embeddings, vocabulary 128,256). remat_policy 'custom': the decoder layer's input and the "
-            "{saved} projections offloaded to host memory, the rest recomputed (recorded as selective).")
+            "{saved} projections offloaded to host memory, the rest recomputed (kept_tensors; MaxText's "
+            "pyconfig.validate_and_assign_remat_tensors and decoders.py's get_remat_policy, lines 284-290 at "
+            "tpu-recipes-v0.1.4: jax.checkpoint_policies.save_and_offload_only_these_names, offload_dst "
+            "'pinned_host'; base.yml lines 219-231: every named tensor not listed 'remat').")
+
+
+def _offloaded(*names: str) -> tuple[tuple[str, str], ...]:
+    """MaxText's ``remat_policy: custom`` with each of ``names`` set to ``offload`` (the rest ``remat``)."""
+    return tuple((name, "offload") for name in names)
 
 _RUNS_TRILLIUM = runs_of(
     _TRILLIUM,
     dict(name="maxtext-llama3.1-8b-v6e-256", published=7207.336,
          also=(("TFLOP/s per device", 417.397), ("seconds per step", 4.546), ("MFU", 0.4546)),
          global_batch=1024, micro_batch=4, sequence=8192, recompute="selective", **_LLAMA3_8B,
+         # benchmarks/maxtext_trillium_model_configs.py at tpu-recipes-v0.1.4, lines 815-830
+         kept_tensors=_offloaded("decoder_layer_input", "out_proj", "query_proj", "key_proj", "value_proj"),
          source="AI-Hypercomputer tpu-recipes, training/trillium/Llama3.1-8B-MaxText/v6e-256/README.md (MaxText "
                 "tpu-recipes-v0.1.4, llama3_1_8b_8192); MaxText docs/reference/tiering.md (45.46%)",
          address=f"{_RECIPES}/Llama3.1-8B-MaxText/v6e-256/README.md",
@@ -323,6 +349,8 @@ _RUNS_TRILLIUM = runs_of(
     dict(name="maxtext-llama3.1-70b-v6e-256", published=960.248,
          also=(("TFLOP/s per device", 462.297), ("seconds per step", 42.656), ("MFU", 0.5033)),
          global_batch=1280, micro_batch=5, sequence=8192, recompute="selective", **_LLAMA3_70B,
+         # benchmarks/maxtext_trillium_model_configs.py at tpu-recipes-v0.1.4, lines 965-979 (out_proj recomputed)
+         kept_tensors=_offloaded("decoder_layer_input", "query_proj", "key_proj", "value_proj"),
          source="AI-Hypercomputer tpu-recipes, training/trillium/Llama3.1-70B-MaxText/v6e-256/README.md (MaxText "
                 "tpu-recipes-v0.1.4, llama3_1_70b_8192); MaxText docs/reference/tiering.md (50.33%)",
          address=f"{_RECIPES}/Llama3.1-70B-MaxText/v6e-256/README.md",
@@ -351,6 +379,8 @@ _RUNS_TRILLIUM = runs_of(
          also=(("TFLOP/s per device", 302.311), ("seconds per step", 13.484)),
          global_batch=3072, micro_batch=12, sequence=4096, recompute="selective", layers=32, hidden=4096, heads=32,
          kv_heads=8, ffn=14336, vocabulary=32000, experts=8, experts_per_token=2, capacity_factor=1.25,
+         # benchmarks/maxtext_trillium_model_configs.py at tpu-recipes-v0.1.2, from line 1473
+         kept_tensors=_offloaded("decoder_layer_input", "out_proj", "query_proj", "key_proj", "value_proj"),
          source="AI-Hypercomputer tpu-recipes, training/trillium/Mixtral-8x7B-MaxText/README.md (MaxText "
                 "tpu-recipes-v0.1.2, mixtral_8x7b_dropped)",
          address=f"{_RECIPES}/Mixtral-8x7B-MaxText/README.md",

@@ -28,7 +28,7 @@ from xla_cost.errors import InputError
 __all__ = ["CUDA_CONTEXT_BYTES", "allocatable", "DevicePeak", "Node", "NODES", "node", "Dispatch", "Device", "DEVICES",
            "device", "host_dispatch", "match_kind", "names", "target",
            "target_names", "target_slice",
-           "TPU_MATRIX_UNITS", "matrix_units"]
+           "TPU_MATRIX_UNITS", "matrix_units", "HostLink", "HOST_LINKS", "host_link"]
 
 _T = 1e12
 
@@ -641,6 +641,42 @@ def matrix_units(name: str) -> tuple[int, int]:
         units, side, _ = TPU_MATRIX_UNITS[found.name]
         return units, side
     return 1, 0
+
+
+@dataclasses.dataclass(frozen=True)
+class HostLink:
+    """The link between a device and its host's memory (PCIe), one direction.
+
+    Attributes:
+      bandwidth: bytes per second each way.
+      source: where the figure comes from.
+    """
+
+    bandwidth: float
+    source: str
+
+
+_SCALING_BOOK = ("Austin et al. 2025, How to Scale Your Model, part 2 'How to Think About TPUs' "
+                 "(https://jax-ml.github.io/scaling-book/tpus/), 'Key Takeaways'")
+
+HOST_LINKS: Mapping[str, HostLink] = MappingProxyType({
+    "tpu-v4": HostLink(16e9, f"{_SCALING_BOOK}: 'PCIe bandwidth for TPU v4 is 16GB / second each way'"),
+    "tpu-v5e": HostLink(1.5e10, f"{_SCALING_BOOK}: 'PCIe bandwidth is typically around 1.5e10 bytes / second per "
+                                "chip' (v6e's 'about 2x higher than v5')"),
+    "tpu-v5p": HostLink(1.5e10, f"{_SCALING_BOOK}: 'PCIe bandwidth is typically around 1.5e10 bytes / second per "
+                                "chip' (v6e's 'about 2x higher than v5')"),
+    "tpu-v6e": HostLink(32e9, f"{_SCALING_BOOK}: 'Trillium (TPU v6e) has 32GB/s, about 2x higher than v5'; Cloud "
+                              "TPU v6e documentation: each chip 'connects to the host through a PCIe Gen5 interface' "
+                              "(https://cloud.google.com/tpu/docs/v6e)"),
+})
+"""Each device's link to its host's memory, where published: what an activation offloaded to the
+host (`xla_cost.compiled.shapes.HOST_SPACE`) crosses each way. The GPUs' are not here: their
+programs carry no memory space, so nothing of theirs is priced on it."""
+
+
+def host_link(name: str) -> HostLink | None:
+    """The `HOST_LINKS` entry of a device (a registry name); None where none is published here."""
+    return HOST_LINKS.get(device(name).name)
 
 
 def target_slice(name: str | None) -> int | None:

@@ -14,7 +14,17 @@ and each step a fixed host cost:
                min(work, launch)      any other kernel (a fusion, a cuBLAS gemm): one kernel, which
                                       pays at most its own work again when shorter than the ramp
                + KERNEL_GAP           each kernel's slot in the stream (measured)
-    seconds  = sum over kernels of (work + overhead) + host
+    seconds  = sum over kernels of (work + overhead) + host transfers exposed + host
+
+A kernel that moves an array between the device and its host's memory (an
+activation a remat policy offloads and fetches back: `xla_cost.compiled.kernels.Kernel.host_bytes`)
+is priced as any other by its bytes in the device's memory, and its bytes over
+the host link at the link's bandwidth (`xla_cost.timemodel.devices.host_link`),
+asynchronously: in each computation (a loop's body) the link's seconds are
+hidden behind the kernels XLA scheduled between each transfer's start and its
+done, and only what outlasts them is exposed:
+
+    exposed  = max(sum of its transfers' host bytes / link - those kernels' seconds, 0)
 
 ``matmul``, ``memory``, ``launch``, ``depth`` (inside ``shape``), ``vector`` and ``host`` are
 the few global constants of `xla_cost.timemodel.calibration.Calibration`, one
@@ -110,6 +120,12 @@ class KernelSeconds:
       flops: the matrix products' FLOP priced.
       memory_bytes: the other kernels' bytes priced.
       source: ``kernels`` (kernel by kernel) or ``totals`` (the program's totals).
+      host: seconds of the transfers to and from the host's memory not hidden
+        behind the kernels scheduled beside them (see the module's docstring).
+      host_bytes: the bytes those transfers move over the host link.
+      host_link: the link's bandwidth they were priced at (bytes/s, one
+        direction); None where the device has none in the registry (then
+        ``host`` is 0 and unknown: a lower bound).
     """
 
     matmul: float
@@ -119,11 +135,14 @@ class KernelSeconds:
     flops: float
     memory_bytes: float
     source: str
+    host: float = 0.0
+    host_bytes: float = 0.0
+    host_link: float | None = None
 
     @property
     def seconds(self) -> float:
-        """The program's compute: products, the rest and the launches."""
-        return self.matmul + self.memory + self.launch
+        """The program's compute: products, the rest, the launches and the host transfers exposed."""
+        return self.matmul + self.memory + self.launch + self.host
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -141,6 +160,9 @@ class KernelTable:
         attention), which runs kernels of its own and pays the whole launch.
       vector: whether each kernel is a cuDNN convolution whose input features
         are off `TENSOR_CORE_ALIGNMENT` (priced on the CUDA cores).
+      host: the transfers to and from the host's memory, one entry per
+        computation that starts any: (runs of its transfers, their host bytes
+        a run, the rows of the kernels scheduled beside any of them).
     """
 
     runs: np.ndarray
@@ -153,6 +175,7 @@ class KernelTable:
     dtype: tuple[str, ...]
     library: np.ndarray
     vector: np.ndarray
+    host: tuple[tuple[float, float, np.ndarray], ...] = ()
 
     @property
     def kernels(self) -> int:
@@ -181,7 +204,24 @@ def kernel_table(kernels: Sequence[Any]) -> KernelTable:
         dtype=tuple(p.dtype if p is not None else "" for p in product),
         library=np.asarray([k.category == "library" and k.kind.startswith("__cudnn") for k in rows], dtype=bool),
         vector=np.asarray([_off_tensor_cores(k) for k in rows], dtype=bool),
+        host=_host_transfers(rows),
     )
+
+
+def _host_transfers(rows: Sequence[Any]) -> tuple[tuple[float, float, np.ndarray], ...]:
+    """`KernelTable.host` of a kernel list's rows: per computation, its transfers' runs and host bytes
+    (a shape unknown: none, the kernel's ``host_bytes`` None), and the rows scheduled between any of
+    their starts and dones (each once)."""
+    index = {k.name: i for i, k in enumerate(rows)}
+    grouped: dict[str, tuple[float, float, set[int]]] = {}
+    for k in rows:
+        if not k.host_bytes:
+            continue
+        runs, moved, beside = grouped.get(k.computation, (1.0 if k.executions is None else float(k.executions), 0.0,
+                                                          set()))
+        beside.update(index[name] for name in k.overlaps if name in index and not rows[index[name]].host_bytes)
+        grouped[k.computation] = (runs, moved + k.host_bytes, beside)
+    return tuple((runs, moved, np.asarray(sorted(beside), dtype=np.int64)) for runs, moved, beside in grouped.values())
 
 
 def _off_tensor_cores(kernel: Any) -> bool:
@@ -262,9 +302,27 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     matmul = float((work * table.runs)[has_product].sum())
     memory = float((work * table.runs)[~has_product].sum())
     kernels = table.kernels
+    host, moved, link = _host_exposed(table, (work + overhead) * table.runs, found.name)
     return KernelSeconds(matmul, memory, float((overhead * table.runs).sum()), kernels,
                          float((table.flops * table.runs).sum()), float((table.bytes * table.runs)[~has_product].sum()),
-                         "kernels")
+                         "kernels", host, moved, link)
+
+
+def _host_exposed(table: KernelTable, seconds: np.ndarray, device: str) -> tuple[float, float, float | None]:
+    """(seconds of host transfers exposed, their bytes, the link's bandwidth or None): each computation's
+    transfers at the host link's bandwidth, less the kernels scheduled beside them (``seconds``: each row's
+    every run), per run of the computation."""
+    if not table.host:
+        return 0.0, 0.0, None
+    moved = sum(runs * per_run for runs, per_run, _ in table.host)
+    link = registry.host_link(device)
+    if link is None:
+        return 0.0, float(moved), None
+    exposed = 0.0
+    for runs, per_run, beside in table.host:
+        hidden = float(seconds[beside].sum()) / runs if beside.size else 0.0
+        exposed += runs * max(per_run / link.bandwidth - hidden, 0.0)
+    return exposed, float(moved), link.bandwidth
 
 
 _TERMS: dict[tuple[int, int, int], tuple[KernelTable, np.ndarray, np.ndarray]] = {}
