@@ -37,7 +37,6 @@ from jax.ad_checkpoint import checkpoint_name
 from ._common import expect_input_shape
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
-from xla_cost.parallel import context as _context
 from xla_cost.parallel import sharding
 from xla_cost.step import remat as _remat
 
@@ -105,12 +104,9 @@ def _free(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[i
 
 def _scaled_product(a: jnp.ndarray, b: jnp.ndarray, dimension_numbers: Any, scale: jnp.ndarray,
                     dtype: Any) -> jnp.ndarray:
-    """``dot_general`` of two FP8 operands written in ``dtype`` (the GEMM accumulates in float32
-    inside), times the scales: as Transformer Engine's FP8 GEMM writes its output in the
-    activations' dtype (``out_dtype``, bfloat16), so that a tensor-parallel product's partial sums
-    are reduced in that dtype, as a bfloat16 product's are, not in float32."""
-    product = jax.lax.dot_general(a, b, dimension_numbers, preferred_element_type=dtype)
-    return product * scale.astype(dtype)
+    """``dot_general`` of two FP8 operands accumulated in float32, times the scales, in ``dtype``."""
+    product = jax.lax.dot_general(a, b, dimension_numbers, preferred_element_type=jnp.float32)
+    return (product * scale).astype(dtype)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
@@ -176,37 +172,6 @@ def fp8_dot_general(lhs: jnp.ndarray, rhs: jnp.ndarray, dimension_numbers: Any, 
     dtype = preferred_element_type or jnp.result_type(lhs, rhs)
     dimension_numbers = tuple(tuple(tuple(int(a) for a in axes) for axes in pair) for pair in dimension_numbers)
     return _fp8_product(lhs, rhs, dimension_numbers, jnp.dtype(dtype))
-
-
-class _Kernel(nn.Module):
-    """A projection's ``kernel`` alone, ``(d_in, features)``, named and initialised as `_dense`'s
-    (the same parameter tree, so the same sharding rules), for `_joint_fp8`."""
-
-    features: int
-    param_dtype: Dtype = jnp.float32
-
-    @nn.compact
-    def __call__(self, d_in: int) -> jnp.ndarray:
-        return self.param("kernel", nn.initializers.normal(_INIT_STD), (d_in, self.features), self.param_dtype)
-
-
-def _joint_fp8(x: jnp.ndarray, names: Sequence[str], widths: Sequence[int], groups: int, dtype: Dtype,
-               param_dtype: Dtype) -> list[jnp.ndarray]:
-    """The projections ``names`` of one input ``x`` (``widths`` their output widths) as ONE FP8
-    product (`fp8_dot_general`: one scale for the joint weight, one for its output's gradient),
-    as Transformer Engine multiplies a fused linear layer: Megatron Core's ``linear_qkv`` (the
-    query, key and value projections side by side) and ``linear_fc1`` (a gated feed-forward's gate
-    and up projections), so that a tensor-parallel step reduces the input's gradient once per
-    layer, not once per projection. Each kernel ``(d, w)`` is split into ``groups`` column blocks
-    laid side by side per group (``(d, groups, sum w / groups)``), the grouping Megatron gives
-    ``linear_qkv`` (each key/value head with its queries) so that a column split of the kernels
-    over devices stays where it is. The parameters are the separate projections' (`_Kernel`)."""
-    d = x.shape[-1]
-    kernels = [_Kernel(w, param_dtype, name=name)(d).astype(dtype).reshape(d, groups, w // groups)
-               for name, w in zip(names, widths)]
-    joint = fp8_dot_general(x.astype(dtype), jnp.concatenate(kernels, axis=-1), (((x.ndim - 1,), (0,)), ((), ())))
-    cuts = np.cumsum([w // groups for w in widths])[:-1].tolist()
-    return [part.reshape(*x.shape[:-1], w) for part, w in zip(jnp.split(joint, cuts, axis=-1), widths)]
 
 
 # --------------------------------------------------------------------------- norm
@@ -292,17 +257,14 @@ def apply_rope(x: jnp.ndarray, positions: jnp.ndarray, theta: float, scaling: fl
 # --------------------------------------------------------------------------- attention
 
 
-def _mask(length_q: int, length_k: int, causal: bool, window: int,
-          positions: tuple[Any, Any] | None = None) -> jnp.ndarray | None:
+def _mask(length_q: int, length_k: int, causal: bool, window: int) -> jnp.ndarray | None:
     """``(T, S)`` True where query ``i`` may attend to key ``j``: ``j <= i`` when
     causal, ``|i - j| < window`` with a window (``window`` keys, the query's own
-    included); None when every pair attends. ``positions``: the queries' and the
-    keys' positions in the sequence (a context-parallel device's, `xla_cost.parallel.context`)
-    instead of ``0 .. T - 1`` and ``0 .. S - 1``."""
+    included); None when every pair attends."""
     if not causal and not window:
         return None
-    i = (jnp.arange(length_q) if positions is None else positions[0])[:, None]
-    j = (jnp.arange(length_k) if positions is None else positions[1])[None, :]
+    i = jnp.arange(length_q)[:, None]
+    j = jnp.arange(length_k)[None, :]
     mask = jnp.ones((length_q, length_k), jnp.bool_)
     if causal:
         mask = mask & (j <= i)
@@ -398,15 +360,6 @@ def attention(
     splash attention on a TPU target (`splash_attention`), XLA's own
     decomposition (the same products) on the CPU.
 
-    Inside a sharded step whose mesh has a ``context`` axis (context
-    parallelism), ``T`` positions split over it, each device attends with its
-    queries to the keys and values all-gathered over the axis
-    (`xla_cost.parallel.context.gathered_attention`; the mask from the
-    positions it holds). cuDNN's fused attention there attends to every
-    gathered key, its causal mask off: jax's cuDNN call takes no mask offset
-    by the chunk's place (its causal mask is ``j <= i`` within the call), and
-    the count is the same, every ``T x S`` pair (`xla_cost.count.attention`).
-
     Args:
       implementation: one of `ATTENTION_IMPLEMENTATIONS`.
       causal: query ``i`` attends to keys ``j <= i``.
@@ -422,39 +375,6 @@ def attention(
         raise InputError("n_kv_heads dividing n_heads", f"n_heads={n_heads}, n_kv_heads={n_kv}",
                          "Set n_kv_heads to a divisor of n_heads (1: MQA, n_heads: MHA).")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
-    if _context.context_size() > 1:
-        return _context_attention(q, k, v, implementation=implementation, causal=causal, window=window,
-                                  scale=scale, softcap=softcap)
-    return _local_attention(q, k, v, implementation=implementation, causal=causal, window=window, scale=scale,
-                            softcap=softcap)
-
-
-def _context_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, implementation: str, causal: bool,
-                       window: int, scale: float, softcap: float) -> jnp.ndarray:
-    """`attention` with the positions split over the mesh's ``context`` axis: each device's
-    queries against K and V all-gathered over it (`xla_cost.parallel.context.gathered_attention`)."""
-    if implementation == "fused" and targets.fused_attention() == "splash":
-        raise InputError("context parallelism with attention=fused on a GPU target or the CPU (the TPU's "
-                         "splash kernel is mapped over the mesh without a context axis)",
-                         "a context axis with a TPU target's splash attention",
-                         "Use --set attention=dense, or drop context from the mesh.")
-
-    def attend(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, mine: Any, everywhere: Any) -> jnp.ndarray:
-        if implementation == "fused":  # every gathered key: cuDNN's causal mask cannot be offset (see attention)
-            return _local_attention(q, k, v, implementation=implementation, causal=False, window=0, scale=scale,
-                                    softcap=softcap)
-        return _local_attention(q, k, v, implementation=implementation, causal=causal, window=window, scale=scale,
-                                softcap=softcap, positions=(mine, everywhere))
-
-    return _context.gathered_attention(q, k, v, attend)
-
-
-def _local_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, implementation: str, causal: bool,
-                     window: int, scale: float, softcap: float,
-                     positions: tuple[Any, Any] | None = None) -> jnp.ndarray:
-    """`attention` on one device (or partitioned by XLA), the mask from ``positions`` where given."""
-    batch, length_q, n_heads, head_dim = q.shape
-    length_k, n_kv = k.shape[1], k.shape[2]
     if implementation == "fused":
         if softcap:
             raise InputError(
@@ -484,8 +404,7 @@ def _local_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, implemen
                 raise
             raise InputError(
                 f"attention=fused in a form {kernel}'s fused attention takes (bfloat16 or float16 q, k, v; "
-                "a head dimension of at most 256 on Hopper or later, 128 before, a multiple of 8; a window only "
-                "with a causal mask; "
+                "a head dimension of at most 128, a multiple of 8; a window only with a causal mask; "
                 "the cuDNN library installed)",
                 f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__} "
                 f"(q {q.dtype} {tuple(q.shape)})",
@@ -500,7 +419,7 @@ def _local_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, implemen
     scores = jnp.einsum("btkgh,bskh->bkgts", qg, k).astype(jnp.float32) * scale
     if softcap:
         scores = softcap * jnp.tanh(scores / softcap)
-    mask = _mask(length_q, length_k, causal, window, positions)
+    mask = _mask(length_q, length_k, causal, window)
     if mask is not None:
         scores = jnp.where(mask[None, None, None], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
@@ -524,8 +443,7 @@ class Attention(nn.Module):
       query_scale: the scores are divided by ``sqrt(query_scale)``; 0: by
         ``sqrt(head_dim)`` (Gemma 2 27B divides by ``sqrt(d_model / n_heads)``).
       softcap: see `attention`.
-      fp8: the four projections' products in FP8 (`fp8_dot_general`), the query,
-        key and value ones as one (`_joint_fp8`, Megatron's ``linear_qkv``); the
+      fp8: the four projections' products in FP8 (`fp8_dot_general`); the
         attention's own products (``q k^T``, ``probs v``) stay in ``dtype``.
       names: name the query, key and value after the rotary embedding and the
         output projection's result (``query_proj``, ``key_proj``, ``value_proj``,
@@ -551,15 +469,10 @@ class Attention(nn.Module):
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         batch, length, d = x.shape
         n, kv, h = self.n_heads, self.n_kv_heads, self.head_dim
-        if self.fp8:  # one FP8 product, Megatron's linear_qkv: each key/value head's queries, key and value
-            q, k, v = _joint_fp8(x, ("q_proj", "k_proj", "v_proj"), (n * h, kv * h, kv * h), kv, self.dtype,
-                                 self.param_dtype)
-            q, k, v = q.reshape(batch, length, n, h), k.reshape(batch, length, kv, h), v.reshape(batch, length, kv, h)
-        else:
-            q = _dense(n * h, "q_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, n, h)
-            k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
-            v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
-        positions = jnp.asarray(_context.positions(length, _context.context_size()))  # a device's own, split
+        q = _dense(n * h, "q_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, n, h)
+        k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
+        v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
+        positions = jnp.arange(length)
         q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
         k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
         if self.names:  # as MaxText names them (attentions.py at tpu-recipes-v0.1.4, lines 1782-1784)
@@ -588,8 +501,7 @@ MLP_ACTIVATIONS: tuple[str, ...] = tuple(_ACTIVATIONS)
 class GatedMLP(nn.Module):
     """``down_proj(act(gate_proj(x)) * up_proj(x))``: SwiGLU (``silu``) or GeGLU
     (``gelu``, tanh approximation); ``hidden`` the width of each of the two
-    projections up, no biases; ``fp8``: the three products in FP8 (`fp8_dot_general`), the gate's
-    and up's as one (`_joint_fp8`, Megatron's ``linear_fc1``)."""
+    projections up, no biases; ``fp8``: the three products in FP8 (`fp8_dot_general`)."""
 
     hidden: int
     activation: str = "silu"
@@ -601,12 +513,8 @@ class GatedMLP(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         act = _ACTIVATIONS[self.activation]
-        if self.fp8:  # one FP8 product, Megatron's linear_fc1 (gate and up), column by column
-            gate, up = _joint_fp8(x, ("gate_proj", "up_proj"), (self.hidden, self.hidden), self.hidden, self.dtype,
-                                  self.param_dtype)
-        else:
-            gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype)(x)
-            up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype)(x)
+        gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype, self.fp8)(x)
+        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype, self.fp8)(x)
         if self.names:  # as MaxText's MlpBlock names them (linears.py at tpu-recipes-v0.1.4, lines 359 and 390)
             gate, up = checkpoint_name(gate, "mlpwi_0"), checkpoint_name(up, "mlpwi_1")
         out = _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype, self.fp8)(act(gate) * up)

@@ -638,22 +638,8 @@ class Kernel:
         return cls(**values)
 
 
-EAGER_VIEWS = frozenset({"broadcast", "reshape", "bitcast"})
-"""Operations an eager framework takes as views, launching nothing: PyTorch
-broadcasts a tensor by giving it a stride of 0 (``expand``, and every
-elementwise operation's operands), and ``view``/``reshape`` of a contiguous
-tensor is new metadata on the same storage. Compiled unfused
-(`xla_cost.compiled.xla.EAGER_OPTIONS`), XLA writes each of them out as a
-kernel of its own; `kernel_list`'s ``views=False`` leaves those out."""
-
-
-def kernel_list(hlo_text: str, *, views: bool = True) -> tuple[Kernel, ...]:
+def kernel_list(hlo_text: str) -> tuple[Kernel, ...]:
     """The kernels a scheduled HLO module (``compiled.as_text()``) launches, in the order it runs them.
-
-    ``views`` False: a kernel that runs one of `EAGER_VIEWS` alone (a fusion
-    whose computation holds that one operation and its parameters: the GPU
-    compiler's ``fusion-wrapper`` of an unfused program) is left out, as the
-    eager framework an unfused program stands for launches none for it.
 
     From ENTRY, instruction by instruction; a loop's condition and body, a
     called computation and a conditional's branches are listed where they run
@@ -690,8 +676,6 @@ def kernel_list(hlo_text: str, *, views: bool = True) -> tuple[Kernel, ...]:
                 continue
             if opcode in _NO_LAUNCH or opcode.endswith(("-done", "-update")):
                 continue
-            if not views and _lone_view(module, instruction):
-                continue
             kernel = _kernel(module, computation, instruction, shapes, runs[name].executions,
                              collectives.get((name, instruction.name)), chains.get(instruction.name, AsyncChain()))
             if kernel is not None:
@@ -701,19 +685,6 @@ def kernel_list(hlo_text: str, *, views: bool = True) -> tuple[Kernel, ...]:
 
     visit(module.entry, frozenset({module.entry}))
     return tuple(kernels)
-
-
-def _lone_view(module: Module, instruction: Instruction) -> bool:
-    """Whether ``instruction`` is one of `EAGER_VIEWS`, alone or as the one operation of a fusion."""
-    if instruction.opcode in EAGER_VIEWS:
-        return True
-    if instruction.opcode != "fusion":
-        return False
-    called = [module.computations.get(c) for _, c in instruction.callees]
-    if len(called) != 1 or called[0] is None:
-        return False
-    ops = [i.opcode for i in called[0].instructions if i.opcode != "parameter"]
-    return len(ops) == 1 and ops[0] in EAGER_VIEWS
 
 
 def _kernel(module: Module, computation: Computation, instruction: Instruction, shapes: dict[str, str],

@@ -44,8 +44,6 @@ __all__ = [
     "compile_phase",
     "compile_executable",
     "COMPILER_OPTIONS",
-    "EAGER_FUSION_PASSES",
-    "EAGER_OPTIONS",
     "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
@@ -263,30 +261,6 @@ in every fusion that reads it (XLA duplicates it rather than write it out);
 the difference between the two counts is that duplication."""
 
 
-EAGER_FUSION_PASSES: tuple[str, ...] = (
-    "fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion", "copy_fusion",
-)
-"""XLA's fusion passes, by the names ``xla_disable_hlo_passes`` takes: the CPU's
-``fusion``, and the GPU pipeline's (jax 0.10.2's CUDA plugin, read from its
-``--xla_dump_hlo_pass_re`` dump: ``priority-fusion`` and ``multi_output_fusion`` in
-its ``fusion`` pipeline, ``copy_fusion`` after copy insertion, the horizontal
-loop fusion after). With them off, the GPU compiler's ``fusion-wrapper`` puts
-each remaining op in a kernel of its own (``wrapped_<opcode>``); cuBLAS calls
-(``cublas-gemm-rewriter``) are made as before."""
-
-EAGER_OPTIONS: Mapping[str, Any] = {**COMPILER_OPTIONS, "xla_disable_hlo_passes": ",".join(EAGER_FUSION_PASSES)}
-"""`COMPILER_OPTIONS` with every fusion pass of `EAGER_FUSION_PASSES` off: the
-program an eager framework runs, one kernel per operation (`xla_cost.analyze`'s
-``unfused``); its kernel list leaves out the operations such a framework takes as
-views (`xla_cost.compiled.kernels.EAGER_VIEWS`)."""
-
-
-def _eager(compiler_options: Mapping[str, Any] | None) -> bool:
-    """Whether ``compiler_options`` turn the fusion passes off as `EAGER_OPTIONS` does."""
-    return bool(compiler_options) and compiler_options.get("xla_disable_hlo_passes") \
-        == EAGER_OPTIONS["xla_disable_hlo_passes"]
-
-
 def compile_phase(
     program: Any,
     args: Sequence[Any] = (),
@@ -380,7 +354,7 @@ def compile_phase(
         memory_bound_bytes=memory_bound, kernels=launches, liveness=profile, liveness_error=profile_error,
         arguments=hlo.entry_arguments(text) if text else None,
         target=None if target is None else target.name,
-        kernel_list=None if target is None or not text else kernel_lists.kernel_list(text, views=not _eager(compiler_options)),
+        kernel_list=None if target is None or not text else kernel_lists.kernel_list(text),
         notes=(compile_note,) if compile_note else (),
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):

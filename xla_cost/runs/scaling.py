@@ -38,12 +38,11 @@ from xla_cost.analysis.options import check_target
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
-from xla_cost.count.attention import FUSED_ATTENTION_CALL
 from xla_cost.parallel import placement
 from xla_cost.timemodel import calibration, comm, kernel_time, schedule
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel import devices
-from xla_cost.parallel.sharding import CONTEXT, check_device_count, mesh_devices, simulate_devices
+from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulate_devices
 from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
@@ -118,11 +117,7 @@ def predict(
       ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
     * the analysed mesh's collectives over ``model`` block the step (tensor
       parallelism), or only what outlasts the products where the layout
-      overlaps them (`xla_cost.timemodel.schedule.Layout.overlap_tensor`); over ``context`` (context
-      parallelism) its exchange of attention's keys and values blocks the step too, or only what
-      outlasts the fused attention kernels where the layout overlaps it
-      (`xla_cost.timemodel.schedule.Layout.overlap_context`), and its all-reduces reduce gradients,
-      as over ``data``; its gradient collectives over ``data`` (and the
+      overlaps them (`xla_cost.timemodel.schedule.Layout.overlap_tensor`); its gradient collectives over ``data`` (and the
       layout's replicas) are reduced in buckets that start as the backward pass
       makes them, and only what runs past the backward pass is exposed (or a
       fixed share is hidden: ``overlap``); over ``fsdp`` (ZeRO-3) each layer's
@@ -165,15 +160,12 @@ def predict(
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
-    tensor, gradients, context = [], [], []
+    tensor, gradients = [], []
     for c in (*grad.communication, *update.communication):
-        (gradients if _reduces_gradients(c) else context if CONTEXT in c.axes else tensor).append(c)
+        (gradients if set(c.axes) <= _GRADIENT_AXES and c.axes else tensor).append(c)
     tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
     tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
     notes = list(notes)
-    context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
-    context_s, context_times, said = comm.communication_time(comm.placed(context, mesh, cluster.node_size), cluster)
-    notes += said
     if narrow != 1.0:
         notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
                      "halved for a 16-bit device (XLA's CPU widens them to float32)")
@@ -236,10 +228,6 @@ def predict(
     products = compute if hardware.is_bound else parts["matmul"]
     tensor_exposed, transfer_exposed, said = _overlapped(layout, tensor_s, transfer, products, compute)
     notes += said
-    context_exposed, said = _context_exposed(layout, context_s, grad, hardware)
-    notes += said
-    tensor_exposed += context_exposed  # the attention's K and V exchange blocks the micro-batch as the tensor ones do
-    tensor_s += context_s
     slot = compute + tensor_exposed + transfer_exposed  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
@@ -271,7 +259,7 @@ def predict(
     return StepEstimate(
         devices=report.devices * replicas, global_batch=report.batch_size * layout.micro_batches * layout.data,
         flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
-        prediction=prediction, collectives=(*tensor_times, *context_times, *transfers, *grad_times),
+        prediction=prediction, collectives=(*tensor_times, *transfers, *grad_times),
         notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
         # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
@@ -341,50 +329,6 @@ def _overlapped(layout: schedule.Layout, tensor: float, transfer: float, product
                      f"{(transfer - transfer_exposed) * 1e3:,.4g} of their {transfer * 1e3:,.4g} ms a micro-batch "
                      "hidden")
     return tensor_exposed, transfer_exposed, notes
-
-
-def _reduces_gradients(c: Any) -> bool:
-    """Whether a collective of the analysed program reduces gradients: over ``data`` and ``fsdp``
-    (ZeRO-3's gathers and reduce-scatters too), or an all-reduce over ``context`` with them or
-    alone (its devices compute the same weights' gradients from their share of the positions);
-    over ``context`` anything else is attention's exchange of keys and values (`_context_exposed`)."""
-    axes = set(c.axes)
-    if not axes or not axes <= _GRADIENT_AXES | {CONTEXT}:
-        return False
-    return CONTEXT not in axes or c.kind.replace("_", "-").removesuffix("-start") == "all-reduce"
-
-
-def _context_exposed(layout: schedule.Layout, context: float, grad: Any, hardware: Hardware
-                     ) -> tuple[float, list[str]]:
-    """What blocks one micro-batch's slot of the exchange of attention's keys and values over
-    ``context`` (``context`` seconds: the K and V all-gathers of the forward pass and the
-    reduce-scatters of their gradients), and notes.
-
-    Llama 3's all-gather runs before the attention it feeds (Dubey et al. 2024, §3.3.2): it
-    blocks. With `schedule.Layout.overlap_context` (Megatron-Core's ring through Transformer
-    Engine: each chunk's send/recv beside the attention of the chunk already there), only
-    ``max(context - attention, 0)`` blocks, ``attention`` the micro-batch's fused attention
-    kernels priced alone (`kernel_time.price_kernels`); a program without them (attention
-    written out) hides nothing, and a note says so. The same bytes are priced either way (a
-    ring's ``C - 1`` steps move what the all-gather moves), at the compiled all-gather's and
-    reduce-scatter's bus bandwidth for their size.
-    """
-    if context <= 0:
-        return 0.0, []
-    if not layout.overlap_context:
-        return context, [f"context parallelism: attention's keys and values all-gathered (and their gradients "
-                         f"reduce-scattered) over context before the attention they feed, {context * 1e3:,.4g} ms a "
-                         "micro-batch, blocking"]
-    kernels = [k for k in (grad.kernel_list or ()) if k.kind.startswith(FUSED_ATTENTION_CALL)]
-    if not kernels or hardware.is_bound:
-        return context, ["context parallelism overlapped (the layout's overlap_context), but the program has no "
-                         "fused attention kernels priced to hide it behind: its K and V exchange blocks"]
-    attention = kernel_time.price_kernels(kernels, hardware.device, calibration.constants(),
-                                          hardware.arithmetic).seconds
-    exposed = max(context - attention, 0.0)
-    return exposed, [f"context parallelism as a ring beside the attention (the layout's overlap_context): "
-                     f"{(context - exposed) * 1e3:,.4g} of its {context * 1e3:,.4g} ms a micro-batch of K and V "
-                     f"exchange hidden behind {attention * 1e3:,.4g} ms of fused attention kernels"]
 
 
 def _host_note(priced: kernel_time.KernelSeconds, device: str) -> str:
@@ -485,9 +429,6 @@ def _gradients(
     rows = comm.placed([r for r in rows if not any(r is s for s in sharded)], mesh, cluster.node_size)
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
-        if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
-            total = int(report.sharding.get("params_bytes") or 0)  # the device's share of the parameters
-            per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
         where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
         rows += [{"kind": "all-reduce", "bytes": per_device // PIECES, "group_size": layout.data,
                   "executions": 1, "span": where} for _ in range(PIECES)]
@@ -524,10 +465,6 @@ def _gradients(
         return total + zero3_total, times, notes, exposed
     if layout.pipeline > 1 and timed:
         notes.append("gradients reduced after the pipeline's last micro-batch (Megatron's schedule): nothing hidden")
-        hidden_behind = 0.0
-    elif not layout.overlap_gradients and timed:
-        notes.append("gradients all-reduced after the backward pass, as the run's framework reduced them: nothing "
-                     "hidden")
         hidden_behind = 0.0
     else:
         hidden_behind = backward

@@ -40,7 +40,7 @@ from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
 __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
-           "RESIDUAL_SHARDED", "SEQUENCE_PARALLEL", "SEQUENCE_PARALLEL_FAMILIES",
+           "RESIDUAL_SHARDED",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
            "flops_per_step"]
 
@@ -74,6 +74,8 @@ RULES: tuple[Rule, ...] = (
     Rule("ratio to a run in words", "a ratio (speed-up, scaling efficiency) to a run the source describes in words "
                                     "only: no record of `PUBLISHED_RUNS` to price the base run with",
          lambda run: run.quantity in RATIOS and run.relative_to not in {r.name for r in PUBLISHED_RUNS}),
+    Rule("context parallelism", "context parallelism, which the layouts (`xla_cost.timemodel.schedule.Layout`) do "
+                                "not price", lambda run: run.context > 1),
     Rule("no zoo family", "no zoo family has the run's block (`family`: e.g. a plain feed-forward with grouped-query "
                           "attention)", lambda run: _no_family(run)),
     Rule("no FP8 family", "FP8 on a zoo family that has no FP8 products (`xla_cost.zoo.fp8_families`)",
@@ -136,9 +138,6 @@ FUSED_ATTENTION: dict[str, str] = {
                            "Core's TEDotProductAttention in its Transformer Engine layer spec",
     "torchtitan2025-h200": "PyTorch's scaled_dot_product_attention under torch.compile, its cuDNN and flash "
                            "backends first (torchtitan/models/attention.py, ScaledDotProductAttentionWrapper)",
-    "llm-foundry2024": "MPT's FlashAttention or Triton flash attention kernel (scripts/train/benchmarking/sweep.py: "
-                       "'--attn_impl flash' for the 1B, 3B, 7B and 70B rows, 'triton' for 13B and 30B; "
-                       "llmfoundry/models/layers/attention.py's flash_attn_fn and triton_flash_attn_fn)",
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
 scores out of memory, and the kernel. Their programs' attention is the zoo's
@@ -160,42 +159,18 @@ programs on a tensor-parallel mesh take the zoo GPT's ``shard_residual``
 projections' outputs ``1 / tensor`` as wide on each device. Without a tensor axis it splits nothing, and
 the program (and its key) is the one without it."""
 
-FUSED_HEAD_LIMIT: dict[str, int] = {"before hopper": 128, "hopper or later": 256}
-"""The widest head the zoo's fused attention takes on a GPU target, by the target's compute capability:
-cuDNN's flash attention through ``jax.nn.dot_product_attention``, whose check (jax 0.10,
-jax/_src/cudnn/fused_attention_stablehlo.py, ``check_is_flash_attention``: ``H_max = 256 if
-is_hopper_or_later else 128``, a multiple of 8) the compile asks of the target's GPU
-(`xla_cost.compiled.targets.use`). The frameworks' kernels take the same on Hopper: FlashAttention-2 "all
-head dimensions up to 256" (Dao-AILab/flash-attention README) and Transformer Engine's backend choice
-'head_dim_qk <= 256 (>192 requires sm80/90/100+)' (transformer_engine/pytorch/attention.py,
-get_attention_backend), so Nemotron-4 340B's heads of 192 run fused on an H100. A run of fused attention
-with wider heads keeps dense attention, and its description says why (`fusable`)."""
-
-
-def _head_limit(device: str) -> int:
-    from xla_cost.timemodel.devices import target
-
-    found = target(device).gpu
-    return FUSED_HEAD_LIMIT["hopper or later" if found is not None and tuple(found.compute_capability) >= (9, 0)
-                            else "before hopper"]
-
-
-SEQUENCE_PARALLEL = ("Korthikanti et al. 2022, §4.2.2; megatron/mpu/layers.py at d07d29df: the column-parallel "
-                     "linear all-gathers its input, forward and again backward, lines 218-229 and 243-258; "
-                     "RowParallelLinear reduce-scatters its output, lines 516-517")
-"""Where a run's sequence parallelism (`PublishedRun.sequence_parallel`) is read as its program prices it."""
-
-SEQUENCE_PARALLEL_FAMILIES: tuple[str, ...] = ("gpt",)
-"""The zoo families whose program takes a run's sequence parallelism (the zoo GPT's
-``sequence_parallel``: `xla_cost.parallel.residual.constrain_sequence`). A run of another family
-with it is priced without it, and its description says so."""
+FUSED_HEAD_LIMIT = 128
+"""The widest head the zoo's fused attention takes on a GPU target: cuDNN's flash attention through
+``jax.nn.dot_product_attention``, whose check (jax 0.10) wants a head of at most 128, a multiple of
+8. A run of fused attention with wider heads (Nemotron-4 340B's 192, which Transformer Engine's
+flash attention takes) keeps dense attention on a GPU, and its description says why (`fusable`)."""
 
 
 def fusable(run: PublishedRun) -> bool:
     """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
     on a TPU the fused attention is the splash kernel, of any head)."""
     head = run.head_dim or run.hidden // run.heads
-    return run.device.startswith("tpu") or (head <= _head_limit(run.device) and head % 8 == 0)
+    return run.device.startswith("tpu") or (head <= FUSED_HEAD_LIMIT and head % 8 == 0)
 
 
 FAMILY_MODELS: dict[str, str] = {"gpt": "gpt3-175b", "llama": "llama3-8b", "mixtral": "mixtral-8x7b"}
@@ -231,9 +206,6 @@ class RunProgram:
         priced unrolled, and the description says so.
       fused_attention: attention in the zoo's fused attention.
       description: what was priced, in words (`describe_program`).
-      unfused: the programs compiled with XLA's fusion passes off, each
-        operation a kernel of its own, where the run's framework ran them
-        eager (`xla_cost.study.published_record.Framework.unfused`).
     """
 
     family: str
@@ -243,7 +215,6 @@ class RunProgram:
     scans_known: bool
     fused_attention: bool
     description: str
-    unfused: tuple[str, ...] = ()
 
 
 def program(run: PublishedRun) -> RunProgram:
@@ -273,9 +244,6 @@ def program(run: PublishedRun) -> RunProgram:
     split_residual = run.paper in RESIDUAL_SHARDED and run.tensor > 1 and kind == "gpt"
     if split_residual:  # off by default: every other program (and key) as before
         config.update(shard_residual=True)
-    split_sequence = run.sequence_parallel and run.tensor > 1 and kind in SEQUENCE_PARALLEL_FAMILIES
-    if split_sequence:  # off by default: every other program (and key) as before
-        config.update(sequence_parallel=True)
     if kind == "llama":
         config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
     if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
@@ -306,8 +274,7 @@ def program(run: PublishedRun) -> RunProgram:
             "counted)" if run.device.startswith("tpu") else "")
     elif run.paper in FUSED_ATTENTION:
         attention = (f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's fused attention, "
-                     f"cuDNN's through jax, takes heads of at most {_head_limit(run.device)} on a {run.device}, a "
-                     f"multiple of 8; these are "
+                     f"cuDNN's through jax, takes heads of at most {FUSED_HEAD_LIMIT}, a multiple of 8; these are "
                      f"{head})")
     else:
         attention = "dense attention"
@@ -318,24 +285,6 @@ def program(run: PublishedRun) -> RunProgram:
     elif run.paper in RESIDUAL_SHARDED and run.tensor > 1:
         residual = (f"; the residual stream whole on each tensor-parallel device (the run's split it: "
                     f"the zoo's {kind} has no such option)")
-    if split_sequence:
-        residual += (f"; sequence parallelism as the run's: the residual stream split by its positions over the "
-                     f"{run.tensor} tensor-parallel devices between the blocks' linear layers, their inputs "
-                     f"all-gathered and their outputs reduce-scattered ({SEQUENCE_PARALLEL})")
-    elif run.sequence_parallel and run.tensor > 1:
-        residual += (f"; the residual stream whole on each tensor-parallel device, its collectives all-reduces (the "
-                     f"run's sequence parallelism split it by positions: the zoo's {kind} has no such option)")
-    if run.context > 1:  # the program's mesh has the context axis (run_setup)
-        residual += (f"; each sequence's {run.sequence:,} positions split over {run.context} context-parallel devices "
-                     f"({run.sequence // run.context:,} each, in 2 x {run.context} load-balanced chunks), attention's "
-                     "keys and values all-gathered over them (xla_cost.parallel.context)"
-                     + ("; the fused attention over every gathered key (cuDNN's causal mask cannot be offset by "
-                        "a chunk's place: every pair is counted either way)" if fused else ""))
-    runs = framework(run.framework)
-    if runs.unfused:
-        residual += (f"; its {' and '.join(runs.unfused)} programs compiled with XLA's fusion passes off, each "
-                     f"operation a kernel of its own (broadcasts and reshapes, views in eager PyTorch, left out), as "
-                     f"{run.framework} ran them eager")
     if remat != REMAT_LEVELS[run.recompute]:
         kept = ", ".join(f"{name} {'to the host' if place == 'offload' else 'on the device'}"
                          for name, place in run.kept_tensors)
@@ -345,7 +294,7 @@ def program(run: PublishedRun) -> RunProgram:
         recompute = f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]})"
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
                    f"{recompute}{residual}")
-    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description, runs.unfused)
+    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description)
 
 
 def describe_program(run: PublishedRun) -> str:
@@ -357,7 +306,7 @@ def run_setup(run: PublishedRun) -> Setup:
     """The run's step as a `Setup`: one micro-batch on its slowest stage, the program its framework runs
     (`program`)."""
     micro = run.micro_batch or 1
-    replicas = run.data  # a context-parallel group is in the program (its mesh's context axis), not a replica
+    replicas = run.data * run.context
     micro_batches = max(1, run.global_batch // (replicas * micro))
     sharded = run.fsdp if run.fsdp > 1 and run.pipeline == 1 else 1  # FSDP in the program, its gathers compiled
     built = program(run)
@@ -374,19 +323,11 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["overlap_tensor"] = True
     if run.overlap_p2p and run.pipeline > 1:
         layout["overlap_transfers"] = True
-    if run.overlap_context and run.context > 1:
-        layout["overlap_context"] = True
-    runs = framework(run.framework)
-    if not runs.overlaps_gradient_reduce:
-        layout["overlap_gradients"] = False
-    if runs.gradient_reduce_bytes is not None:
-        layout["gradient_bytes"] = runs.gradient_reduce_bytes
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
-        mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {}),
-              **({"context": run.context} if run.context > 1 else {})},
-        hardware=hardware, layout=layout, unfused=built.unfused,
+        mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},
+        hardware=hardware, layout=layout,
     )
 
 
@@ -479,16 +420,8 @@ def _overlaps(run: PublishedRun) -> str:
     """What the run's framework overlaps, as the layout prices it (`run_setup`), in words."""
     said = [what for on, what in (
         (run.overlap_tensor and run.tensor > 1, "its tensor-parallel collectives beside the products"),
-        (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute"),
-        (run.overlap_context and run.context > 1, "its context-parallel exchange of keys and values beside the "
-                                                  "attention")) if on]
-    runs = framework(run.framework)
-    reduced = "" if run.data == 1 or (runs.overlaps_gradient_reduce and runs.gradient_reduce_bytes is None) else (
-        "; its data-parallel gradients all-reduced " + ("behind the backward pass" if runs.overlaps_gradient_reduce
-                                                        else "after the backward pass, nothing hidden")
-        + (f", {runs.gradient_reduce_bytes} bytes a parameter" if runs.gradient_reduce_bytes else "")
-        + f", as {run.framework} reduced them")
-    return (("; overlapped, as its configuration says: " + " and ".join(said)) if said else "") + reduced
+        (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute")) if on]
+    return ("; overlapped, as its configuration says: " + " and ".join(said)) if said else ""
 
 
 CHOSEN: tuple[str, ...] = tuple(run.name for run in PUBLISHED_RUNS if left_out(run) is None)
