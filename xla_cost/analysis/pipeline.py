@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import optax
@@ -33,8 +33,6 @@ from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memor
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
-from xla_cost.analysis.split import Attribution
-from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
@@ -49,6 +47,9 @@ from xla_cost.step.checks import OutputSelector
 from xla_cost.step.optimizers import LossFn
 from xla_cost.step.trees import PyTree
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
+
+if TYPE_CHECKING:  # the timing modules load where a step is timed (`time_step`), not with every analysis
+    from xla_cost.analysis.timing import Timing
 
 __all__ = ["analyze", "Request", "Stages", "run", "assemble", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
 
@@ -95,6 +96,8 @@ class Request:
             arguments["target"] = o.target
         if o.compare_cpu:
             arguments["compare_cpu"] = True
+        if o.unfused:
+            arguments["unfused"] = list(o.unfused)
         if self.sharding.sharded:
             arguments.update(mesh=self.sharding.sizes(), param_sharding=self.sharding.param_sharding,
                              logical_axis_rules=self.sharding.logical_axis_rules)
@@ -132,6 +135,7 @@ def analyze(
     cache: bool | str | os.PathLike[str] | Store = False,
     target: str | None = None,
     compare_cpu: bool = False,
+    unfused: Sequence[str] = (),
     # the mesh: `xla_cost.parallel.sharding.ShardingOptions`
     mesh: Mapping[str, int] | str | Mesh | None = None,
     param_sharding: PartitionRules | None = None,
@@ -219,6 +223,12 @@ def analyze(
         side per phase (FLOP, bytes, kernels, library calls, temporaries, the
         step's peak with ``memory``) and names why they differ; the text and
         markdown renderings show it after the phase table. Only with a target.
+      unfused: the phases (``forward``, ``grad``, ``update``,
+        ``train_step``) whose programs are compiled with XLA's fusion passes
+        off (`xla_cost.compiled.xla.EAGER_OPTIONS`), every operation a kernel
+        of its own: the program an eager framework such as PyTorch without a
+        compiler runs (its kernel list is what the time model prices); only
+        with a target. The report's notes say so. Default: none.
       cache: look the whole analysis up in the results store
         (`xla_cost.compiled.store`; the one `xla_cost.sweep` writes) and store it
         there when it is not: ``True`` for `default_store_path`, a path, or a
@@ -298,6 +308,8 @@ def analyze(
       print(report.to_frame())
     """
     given = locals()
+    if isinstance(unfused, list):  # a sequence of phase names, kept as a tuple (the options are hashed)
+        given["unfused"] = tuple(unfused)
     request = Request(model, inputs, optimizer, ModelOptions(**given_fields(ModelOptions, given)),
                       AnalysisOptions(**given_fields(AnalysisOptions, given)),
                       ShardingOptions(**given_fields(ShardingOptions, given)))
@@ -346,7 +358,7 @@ def _run(request: Request) -> Report:
 
     programs = run_programs(
         workload, phases.programs(options.exact_train_step), compiled=options.compiled, for_timing=timed,
-        plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None,
+        plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None, unfused=options.unfused,
     )
     costs, phase_notes = all_phases(
         programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops
@@ -403,6 +415,9 @@ def time_step(
     update and the layers the way the counts are attributed (the model's roots
     as `per_layer` strips them), the separate programs as a cross-check; a run
     that fails is reported as skipped, the counts stand."""
+    from xla_cost.analysis.split import Attribution  # noqa: PLC0415 - only a timed analysis loads these
+    from xla_cost.analysis.timing import StepProgram, Timing, device_peak, time_workload  # noqa: PLC0415
+
     try:
         peak = device_peak(peak_tflops=options.peak_tflops, peak_bandwidth=options.peak_bandwidth)
     except ValueError as exc:
@@ -480,6 +495,10 @@ def assemble(request: Request, found: Stages) -> Report:
     target = targets.active()
     if target is not None:
         notes.append(target_note(target))
+    if options.unfused:
+        notes.append(f"{', '.join(options.unfused)} compiled with XLA's fusion passes off ("
+                     + ", ".join(xla.EAGER_FUSION_PASSES) + "): every operation a kernel of its own, as an eager "
+                     "framework launches them")
     if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
         notes += found.target_memory.notes()
     if plan is not None:

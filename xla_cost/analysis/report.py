@@ -15,7 +15,6 @@ from xla_cost.step import phases as _phases
 from xla_cost.count.layers import LayerCosts, layer_records
 from xla_cost.analysis.compare import TargetComparison, compare
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory
-from xla_cost.analysis.timing import Timing
 from xla_cost.compiled.kernels import Kernel
 from xla_cost.count.registry import Cost
 from xla_cost.errors import InputError
@@ -28,6 +27,8 @@ from xla_cost.analysis.report_tables import (
 
 if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not with the analysis
     import pandas as pd
+
+    from xla_cost.analysis.timing import Timing  # loaded where a step is timed
 
 __all__ = [
     "PHASES",
