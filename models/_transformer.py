@@ -104,9 +104,12 @@ def _free(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[i
 
 def _scaled_product(a: jnp.ndarray, b: jnp.ndarray, dimension_numbers: Any, scale: jnp.ndarray,
                     dtype: Any) -> jnp.ndarray:
-    """``dot_general`` of two FP8 operands accumulated in float32, times the scales, in ``dtype``."""
-    product = jax.lax.dot_general(a, b, dimension_numbers, preferred_element_type=jnp.float32)
-    return (product * scale).astype(dtype)
+    """``dot_general`` of two FP8 operands written in ``dtype`` (the GEMM accumulates in float32
+    inside), times the scales: as Transformer Engine's FP8 GEMM writes its output in the
+    activations' dtype (``out_dtype``, bfloat16), so that a tensor-parallel product's partial sums
+    are reduced in that dtype, as a bfloat16 product's are, not in float32."""
+    product = jax.lax.dot_general(a, b, dimension_numbers, preferred_element_type=dtype)
+    return product * scale.astype(dtype)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
@@ -175,6 +178,37 @@ def fp8_dot_general(lhs: jnp.ndarray, rhs: jnp.ndarray, dimension_numbers: Any, 
 
 
 # --------------------------------------------------------------------------- norm
+class _Kernel(nn.Module):
+    """A projection's ``kernel`` alone, ``(d_in, features)``, named and initialised as `_dense`'s
+    (the same parameter tree, so the same sharding rules), for `_joint_fp8`."""
+
+    features: int
+    param_dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, d_in: int) -> jnp.ndarray:
+        return self.param("kernel", nn.initializers.normal(_INIT_STD), (d_in, self.features), self.param_dtype)
+
+
+def _joint_fp8(x: jnp.ndarray, names: Sequence[str], widths: Sequence[int], groups: int, dtype: Dtype,
+               param_dtype: Dtype) -> list[jnp.ndarray]:
+    """The projections ``names`` of one input ``x`` (``widths`` their output widths) as ONE FP8
+    product (`fp8_dot_general`: one scale for the joint weight, one for its output's gradient),
+    as Transformer Engine multiplies a fused linear layer: Megatron Core's ``linear_qkv`` (the
+    query, key and value projections side by side) and ``linear_fc1`` (a gated feed-forward's gate
+    and up projections), so that a tensor-parallel step reduces the input's gradient once per
+    layer, not once per projection. Each kernel ``(d, w)`` is split into ``groups`` column blocks
+    laid side by side per group (``(d, groups, sum w / groups)``), the grouping Megatron gives
+    ``linear_qkv`` (each key/value head with its queries) so that a column split of the kernels
+    over devices stays where it is. The parameters are the separate projections' (`_Kernel`)."""
+    d = x.shape[-1]
+    kernels = [_Kernel(w, param_dtype, name=name)(d).astype(dtype).reshape(d, groups, w // groups)
+               for name, w in zip(names, widths)]
+    joint = fp8_dot_general(x.astype(dtype), jnp.concatenate(kernels, axis=-1), (((x.ndim - 1,), (0,)), ((), ())))
+    cuts = np.cumsum([w // groups for w in widths])[:-1].tolist()
+    return [part.reshape(*x.shape[:-1], w) for part, w in zip(jnp.split(joint, cuts, axis=-1), widths)]
+
+
 
 
 class RMSNorm(nn.Module):
@@ -404,7 +438,8 @@ def attention(
                 raise
             raise InputError(
                 f"attention=fused in a form {kernel}'s fused attention takes (bfloat16 or float16 q, k, v; "
-                "a head dimension of at most 128, a multiple of 8; a window only with a causal mask; "
+                "a head dimension of at most 256 on Hopper or later, 128 before, a multiple of 8; a window only "
+                "with a causal mask; "
                 "the cuDNN library installed)",
                 f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__} "
                 f"(q {q.dtype} {tuple(q.shape)})",
@@ -443,7 +478,8 @@ class Attention(nn.Module):
       query_scale: the scores are divided by ``sqrt(query_scale)``; 0: by
         ``sqrt(head_dim)`` (Gemma 2 27B divides by ``sqrt(d_model / n_heads)``).
       softcap: see `attention`.
-      fp8: the four projections' products in FP8 (`fp8_dot_general`); the
+      fp8: the four projections' products in FP8 (`fp8_dot_general`), the query,
+        key and value ones as one (`_joint_fp8`, Megatron's ``linear_qkv``); the
         attention's own products (``q k^T``, ``probs v``) stay in ``dtype``.
       names: name the query, key and value after the rotary embedding and the
         output projection's result (``query_proj``, ``key_proj``, ``value_proj``,
@@ -469,9 +505,14 @@ class Attention(nn.Module):
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         batch, length, d = x.shape
         n, kv, h = self.n_heads, self.n_kv_heads, self.head_dim
-        q = _dense(n * h, "q_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, n, h)
-        k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
-        v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype, self.fp8)(x).reshape(batch, length, kv, h)
+        if self.fp8:  # one FP8 product, Megatron's linear_qkv: each key/value head's queries, key and value
+            q, k, v = _joint_fp8(x, ("q_proj", "k_proj", "v_proj"), (n * h, kv * h, kv * h), kv, self.dtype,
+                                 self.param_dtype)
+            q, k, v = q.reshape(batch, length, n, h), k.reshape(batch, length, kv, h), v.reshape(batch, length, kv, h)
+        else:
+            q = _dense(n * h, "q_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, n, h)
+            k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
+            v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
         positions = jnp.arange(length)
         q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
         k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
@@ -501,7 +542,8 @@ MLP_ACTIVATIONS: tuple[str, ...] = tuple(_ACTIVATIONS)
 class GatedMLP(nn.Module):
     """``down_proj(act(gate_proj(x)) * up_proj(x))``: SwiGLU (``silu``) or GeGLU
     (``gelu``, tanh approximation); ``hidden`` the width of each of the two
-    projections up, no biases; ``fp8``: the three products in FP8 (`fp8_dot_general`)."""
+    projections up, no biases; ``fp8``: the three products in FP8 (`fp8_dot_general`), the gate's
+    and up's as one (`_joint_fp8`, Megatron's ``linear_fc1``)."""
 
     hidden: int
     activation: str = "silu"
@@ -513,8 +555,12 @@ class GatedMLP(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         act = _ACTIVATIONS[self.activation]
-        gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype, self.fp8)(x)
-        up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype, self.fp8)(x)
+        if self.fp8:  # one FP8 product, Megatron's linear_fc1 (gate and up), column by column
+            gate, up = _joint_fp8(x, ("gate_proj", "up_proj"), (self.hidden, self.hidden), self.hidden, self.dtype,
+                                  self.param_dtype)
+        else:
+            gate = _dense(self.hidden, "gate_proj", self.dtype, self.param_dtype)(x)
+            up = _dense(self.hidden, "up_proj", self.dtype, self.param_dtype)(x)
         if self.names:  # as MaxText's MlpBlock names them (linears.py at tpu-recipes-v0.1.4, lines 359 and 390)
             gate, up = checkpoint_name(gate, "mlpwi_0"), checkpoint_name(up, "mlpwi_1")
         out = _dense(x.shape[-1], "down_proj", self.dtype, self.param_dtype, self.fp8)(act(gate) * up)

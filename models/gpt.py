@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from ._common import expect_input_shape
 from ._spec import ModelSpec
-from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention
+from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention, fp8_dot_general
 from xla_cost.errors import InputError
 from xla_cost.parallel.residual import constrain_residual
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
@@ -88,6 +88,7 @@ def _dense(features: int, name: str, m: Any, std: float = _INIT_STD) -> nn.Dense
         param_dtype=m.param_dtype,
         kernel_init=nn.initializers.normal(std),
         name=name,
+        dot_general=fp8_dot_general if m.fp8 else None,  # the module's fp8: its product in FP8 (bias apart)
     )
 
 
@@ -112,6 +113,7 @@ class CausalSelfAttention(nn.Module):
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
     attention: str = "dense"
+    fp8: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -142,6 +144,7 @@ class MLP(nn.Module):
     proj_std: float = _INIT_STD
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
+    fp8: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -165,10 +168,11 @@ class Block(nn.Module):
     param_dtype: Dtype = jnp.float32
     attention: str = "dense"
     shard_residual: bool = False
+    fp8: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
-        kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype}
+        kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype, "fp8": self.fp8}
         stream = constrain_residual if self.shard_residual else (lambda y: y)
         x = stream(x)
         h = CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
@@ -210,6 +214,11 @@ class GPT(nn.Module):
         blocks save are then ``1 / model`` as wide on each device. Off (the
         default): the partitioner's choice, Megatron's, each tensor-parallel
         device holding the whole width. No effect without a ``model`` axis.
+      fp8: the blocks' four products (``c_attn``, the attention's ``c_proj``,
+        ``c_fc``, the MLP's ``c_proj``) in FP8 with current scaling
+        (`models._transformer.fp8_dot_general`, the zoo's ``--dtype float8``), as
+        Transformer Engine's FP8 linear layers run a GPT's; the attention's own
+        products, the tied head and the rest in ``dtype``.
     """
 
     vocab_size: int = 50257
@@ -225,6 +234,7 @@ class GPT(nn.Module):
     remat: str = "none"
     attention: str = "dense"
     shard_residual: bool = False
+    fp8: bool = False
 
     def _validate(self, tokens: Any) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
@@ -272,6 +282,7 @@ class GPT(nn.Module):
             "head_dim": self.head_dim,
             "attention": self.attention,
             "shard_residual": self.shard_residual,
+            "fp8": self.fp8,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,

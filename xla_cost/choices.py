@@ -29,7 +29,7 @@ DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16", "float8")
 """The computation dtypes a zoo model can be built in (parameters stay float32).
 ``float8``: bfloat16, with the projections' and MLPs' matrix products in FP8
 (float8_e4m3fn forward, float8_e5m2 gradients, current scaling), for the
-llama, gemma and mixtral families (`xla_cost.zoo.fp8_families`)."""
+gpt, llama, gemma and mixtral families (`xla_cost.zoo.fp8_families`)."""
 
 FLOAT8: str = "float8"
 """The `DTYPES` name of FP8 matrix products (``--dtype float8``)."""

@@ -70,13 +70,13 @@ def test_row_18_a_bad_jobs_count_is_refused_before_anything_runs(capsys, place):
 
 def test_row_18_every_dtype_the_sweep_accepts_runs(capsys, place):
     # the dtypes that are not refused are the ones that work: one ok row each; float8 (FP8 products) is the
-    # llama, gemma and mixtral families' alone, refused for one_net before anything runs
+    # gpt, llama, gemma and mixtral families' alone, refused for one_net before anything runs
     dtypes = [dtype for dtype in DTYPES if dtype != FLOAT8]
     result = xla_cost.sweep("one_net", dtypes=dtypes, counter="jaxpr", jobs=0, progress=False)
     assert list(result.runs["dtype"]) == dtypes
     assert list(result.runs["status"]) == ["ok"] * len(dtypes), list(result.runs["error"])
     _refused(capsys, place, "sweep", "one_net", "--dtypes", "float8", "--jobs", "0",
-             words="--dtype float8 with a model of the llama, gemma, mixtral families")
+             words="--dtype float8 with a model of the gpt, llama, gemma, mixtral families")
 
 
 # ------------------------------------------------------------------ 19: settings read by their field's type

@@ -39,10 +39,12 @@ def test_every_run_is_the_program_its_framework_runs(run):
     assert config["n_layer"] == math.ceil(run.layers / run.pipeline)
     assert config["scan_layers"] is (framework(run.framework).scans is True)
     # fused attention where the run's was, in every family (the GPT's too), of heads its GPU kernel takes
-    # (cuDNN through jax: at most 128, a multiple of 8; Nemotron-4 340B's 192 are not; a TPU's splash kernel
-    # takes any); a GPT of dense attention keeps its default (no attention field: its key as before)
+    # (cuDNN through jax: at most 256 on a Hopper or later GPU, H100, H200, B200, 128 before, a multiple of 8:
+    # Nemotron-4 340B's 192 on H100s are; a TPU's splash kernel takes any); a GPT of dense attention keeps its
+    # default (no attention field: its key as before)
     head = run.head_dim or run.hidden // run.heads
-    takes = run.device.startswith("tpu") or (head <= 128 and head % 8 == 0)
+    limit = 256 if run.device in ("h100", "h200", "b200") else 128
+    takes = run.device.startswith("tpu") or (head <= limit and head % 8 == 0)
     assert (config.get("attention") == "fused") == (run.paper in run_cases.FUSED_ATTENTION and takes)
     assert built.family != "gpt" or config.get("attention") in (None, "fused")
     # the page says which program was priced
@@ -57,9 +59,11 @@ def test_every_run_is_the_program_its_framework_runs(run):
 def test_every_paper_said_to_fuse_attention_is_one_of_the_record():
     # a key naming no paper of the record fuses nothing, silently (torchtitan's H200 runs are paper
     # 'torchtitan2025-h200', its A100 runs 'torchtitan2024'); NeMo's and Megatron Bridge's FP8 runs and
-    # torchtitan's H200 benchmark ran fused attention (Transformer Engine's, PyTorch's SDPA)
+    # torchtitan's H200 benchmark ran fused attention (Transformer Engine's, PyTorch's SDPA), and LLM Foundry's
+    # MPT benchmarks FlashAttention's or its Triton kernel (sweep.py's --attn_impl flash / triton)
     assert set(run_cases.FUSED_ATTENTION) <= {r.paper for r in PUBLISHED_RUNS}
-    assert {"nemo2024", "megatron-bridge2026", "torchtitan2025-h200"} <= set(run_cases.FUSED_ATTENTION)
+    assert {"nemo2024", "megatron-bridge2026", "torchtitan2025-h200", "llm-foundry2024"} <= set(
+        run_cases.FUSED_ATTENTION)
 
 
 def _gpt_block(d: int, f: int, a: int) -> int:

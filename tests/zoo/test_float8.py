@@ -1,4 +1,4 @@
-"""``--dtype float8`` in the zoo (issue 50): the llama, gemma and mixtral families'
+"""``--dtype float8`` in the zoo (issues 50, 51): the gpt, llama, gemma and mixtral families'
 projections, MLPs and experts multiply in FP8 with current scaling
 (`models._transformer.fp8_dot_general`), the rest in bfloat16.
 
@@ -93,11 +93,12 @@ def _llama_bf16_forward(c: dict) -> int:
 def _scaling(x: int, w: int, y: int) -> int:
     """The counter's FLOP for current scaling around one FP8 product of x and w
     elements into y: per operand element abs, the clip's max and min, the divide by
-    the scale and two converts (to float32, to float8) = 7; the amax reductions
-    x - 1 + w - 1; per output element the rescale and the convert to bfloat16 = 2;
+    the scale and two converts (to float32, to float8) = 6; the amax reductions
+    x - 1 + w - 1; per output element the rescale = 1 (the product is written in
+    bfloat16, as Transformer Engine's FP8 GEMM writes it: no convert after it);
     scalars: the two amaxes' converts, zero guards (max) and divisions by 448, the
-    scales' product = 7. 7(x + w) + 2y + 5 in all."""
-    return 7 * (x + w) + 2 * y + 5
+    scales' product and its convert to bfloat16 = 8. 7(x + w) + y + 6 in all."""
+    return 7 * (x + w) + y + 6
 
 
 def test_llama_float8_products_count_as_the_bfloat16_models():
@@ -110,9 +111,11 @@ def test_llama_float8_products_count_as_the_bfloat16_models():
     # the FP8 products read float8_e4m3fn operands; the attention's and the head's stay bfloat16
     assert _fp8_products("llama3-8b", c, grad=False) == {
         "float8_e4m3fn": _llama_fp8_forward(c), "none": _llama_bf16_forward(c)}
-    # the scaling's elementwise work, apart from the products: (x, w, y) of each of the seven
-    shapes = [(m * d, d * n * h, m * n * h), (m * d, d * k * h, m * k * h), (m * d, d * k * h, m * k * h),
-              (m * n * h, n * h * d, m * d), (m * d, d * f, m * f), (m * d, d * f, m * f), (m * f, f * d, m * d)]
+    # the scaling's elementwise work, apart from the products: (x, w, y) of each of the four FP8 products
+    # of a layer, q k v as one (Megatron's linear_qkv: N + 2K heads of H) and gate and up as one (linear_fc1:
+    # 2f), then o and down
+    shapes = [(m * d, d * (n + 2 * k) * h, m * (n + 2 * k) * h), (m * n * h, n * h * d, m * d),
+              (m * d, d * 2 * f, m * 2 * f), (m * f, f * d, m * d)]
     scaling = c["n_layer"] * sum(_scaling(*shape) for shape in shapes)
     assert fp8.total.flops - bf16.total.flops == scaling
 
@@ -144,11 +147,28 @@ def test_gemma_and_mixtral_float8_products_count_as_the_bfloat16_models():
 
 
 def test_float8_refused_by_the_other_families_and_recorded_as_bfloat16():
-    assert fp8_families() == ("llama", "gemma", "mixtral")
+    assert fp8_families() == ("gpt", "llama", "gemma", "mixtral")
     with pytest.raises(InputError) as error:
-        build_model("gpt2", dtype="float8")
+        build_model("bert-base", dtype="float8")
     message = str(error.value)
-    assert "\n" not in message and "llama, gemma, mixtral" in message and "gpt2" in message
+    assert "\n" not in message and "gpt, llama, gemma, mixtral" in message and "bert-base" in message
     model, _, _, dtype, notes = RunConfig("llama3-8b", 1, config=LLAMA, dtype="float8").build()
     assert model.fp8 and model.dtype == jnp.bfloat16 and dtype == "bfloat16"
     assert any(note.startswith("--dtype float8:") for note in notes)
+
+
+GPT = {"vocab_size": 128, "seq_len": 16, "n_layer": 2, "d_model": 64, "n_head": 4, "scan_layers": False}
+
+
+def test_gpt_float8_products_are_its_blocks_four():
+    """The GPT (GPT-3, MPT, NeMo's GPT and Nemotron runs, issue 51) in FP8: per token and layer c_attn
+    3d^2, the attention's c_proj d^2, c_fc and the MLP's c_proj 4d^2 each (d_ff = 4d) multiply-adds in
+    FP8, 2 FLOP each; the attention's q k^T and probs v and the tied head in bfloat16 (their FLOP as
+    _llama_bf16_forward's); the backward's two FP8 products per forward one."""
+    c = GPT
+    t, d, layers = c["seq_len"], c["d_model"], c["n_layer"]
+    forward = 2 * B * t * layers * (3 * d * d + d * d + 2 * 4 * d * d)
+    assert _fp8_products("gpt2", c, grad=False) == {
+        "float8_e4m3fn": forward, "none": B * (layers * 2 * 2 * d * t * t + 2 * t * d * c["vocab_size"])}
+    found = _fp8_products("gpt2", c, grad=True)
+    assert found["float8_e4m3fn"] == forward and found["float8_e4m3fn+float8_e5m2"] == 2 * forward

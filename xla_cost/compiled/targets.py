@@ -461,12 +461,40 @@ def fused_attention() -> str:
 
 
 @contextlib.contextmanager
+def _capability_checks(target: CompileTarget | None) -> Iterator[None]:
+    """Inside, jax's cuDNN attention checks read the GPU target's compute capability (no change
+    for another target): jax asks the attached GPU (``check_compute_capability`` in
+    jax/_src/cudnn/fused_attention_stablehlo.py, jax 0.10: heads up to 256 'if is_hopper_or_later',
+    else 128), and a deviceless compile has none, so an H100 target's cuDNN flash attention was
+    held to the pre-Hopper 128; the target's compiler builds the kernel for its own capability.
+    Held for the whole of `use`: the attention's backward is traced when the step is."""
+    if target is None or target.gpu is None:
+        yield
+        return
+    from jax._src.cudnn import fused_attention_stablehlo as checks
+
+    have = tuple(target.gpu.compute_capability)
+    saved = checks.check_compute_capability, checks.is_cuda_compute_capability_equal
+
+    def _parse(capability: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in capability.split("."))
+
+    checks.check_compute_capability = lambda capability: have >= _parse(capability)
+    checks.is_cuda_compute_capability_equal = lambda capability: have == _parse(capability)
+    try:
+        yield
+    finally:
+        checks.check_compute_capability, checks.is_cuda_compute_capability_equal = saved
+
+
+@contextlib.contextmanager
 def use(target: CompileTarget | None) -> Iterator[CompileTarget | None]:
     """Compiles inside are for ``target`` (None: the default backend); its compiler is checked first."""
     if target is not None:
         require_plugin(target.platform)
     token = _ACTIVE.set(target)
     try:
-        yield target
+        with _capability_checks(target):
+            yield target
     finally:
         _ACTIVE.reset(token)

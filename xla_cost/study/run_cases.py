@@ -138,6 +138,9 @@ FUSED_ATTENTION: dict[str, str] = {
                            "Core's TEDotProductAttention in its Transformer Engine layer spec",
     "torchtitan2025-h200": "PyTorch's scaled_dot_product_attention under torch.compile, its cuDNN and flash "
                            "backends first (torchtitan/models/attention.py, ScaledDotProductAttentionWrapper)",
+    "llm-foundry2024": "MPT's FlashAttention or Triton flash attention kernel (scripts/train/benchmarking/sweep.py: "
+                       "'--attn_impl flash' for the 1B, 3B, 7B and 70B rows, 'triton' for 13B and 30B; "
+                       "llmfoundry/models/layers/attention.py's flash_attn_fn and triton_flash_attn_fn)",
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
 scores out of memory, and the kernel. Their programs' attention is the zoo's
@@ -159,18 +162,31 @@ programs on a tensor-parallel mesh take the zoo GPT's ``shard_residual``
 projections' outputs ``1 / tensor`` as wide on each device. Without a tensor axis it splits nothing, and
 the program (and its key) is the one without it."""
 
-FUSED_HEAD_LIMIT = 128
-"""The widest head the zoo's fused attention takes on a GPU target: cuDNN's flash attention through
-``jax.nn.dot_product_attention``, whose check (jax 0.10) wants a head of at most 128, a multiple of
-8. A run of fused attention with wider heads (Nemotron-4 340B's 192, which Transformer Engine's
-flash attention takes) keeps dense attention on a GPU, and its description says why (`fusable`)."""
+FUSED_HEAD_LIMIT: dict[str, int] = {"before hopper": 128, "hopper or later": 256}
+"""The widest head the zoo's fused attention takes on a GPU target, by the target's compute capability:
+cuDNN's flash attention through ``jax.nn.dot_product_attention``, whose check (jax 0.10,
+jax/_src/cudnn/fused_attention_stablehlo.py, ``check_is_flash_attention``: ``H_max = 256 if
+is_hopper_or_later else 128``, a multiple of 8) the compile asks of the target's GPU
+(`xla_cost.compiled.targets.use`). The frameworks' kernels take the same on Hopper: FlashAttention-2 "all
+head dimensions up to 256" (Dao-AILab/flash-attention README) and Transformer Engine's backend choice
+'head_dim_qk <= 256 (>192 requires sm80/90/100+)' (transformer_engine/pytorch/attention.py,
+get_attention_backend), so Nemotron-4 340B's heads of 192 run fused on an H100. A run of fused attention
+with wider heads keeps dense attention, and its description says why (`fusable`)."""
+
+
+def _head_limit(device: str) -> int:
+    from xla_cost.timemodel.devices import target
+
+    found = target(device).gpu
+    return FUSED_HEAD_LIMIT["hopper or later" if found is not None and tuple(found.compute_capability) >= (9, 0)
+                            else "before hopper"]
 
 
 def fusable(run: PublishedRun) -> bool:
     """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
     on a TPU the fused attention is the splash kernel, of any head)."""
     head = run.head_dim or run.hidden // run.heads
-    return run.device.startswith("tpu") or (head <= FUSED_HEAD_LIMIT and head % 8 == 0)
+    return run.device.startswith("tpu") or (head <= _head_limit(run.device) and head % 8 == 0)
 
 
 FAMILY_MODELS: dict[str, str] = {"gpt": "gpt3-175b", "llama": "llama3-8b", "mixtral": "mixtral-8x7b"}
@@ -274,7 +290,8 @@ def program(run: PublishedRun) -> RunProgram:
             "counted)" if run.device.startswith("tpu") else "")
     elif run.paper in FUSED_ATTENTION:
         attention = (f"dense attention (the run's was {FUSED_ATTENTION[run.paper]}: the zoo's fused attention, "
-                     f"cuDNN's through jax, takes heads of at most {FUSED_HEAD_LIMIT}, a multiple of 8; these are "
+                     f"cuDNN's through jax, takes heads of at most {_head_limit(run.device)} on a {run.device}, a "
+                     f"multiple of 8; these are "
                      f"{head})")
     else:
         attention = "dense attention"
