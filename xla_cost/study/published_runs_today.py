@@ -44,7 +44,7 @@ _NEMO = dict(
                   "and the GPUs",
     notes="FP8 through Transformer Engine (the linear layers' products; attention's and the rest in bfloat16); "
           "Megatron-Core layers, unrolled. Assumed, not in the table: no activation recomputation, no sequence "
-          "parallelism and no distributed optimizer recorded (NeMo's usual settings shard the optimizer states "
+          "parallelism (where a row's configuration below does not set it) and no distributed optimizer recorded (NeMo's usual settings shard the optimizer states "
           "over the data-parallel ranks; not stated here), 8 GPUs per node. VP is the interleaved stages per "
           "device (1: none).",
     confidence="medium",
@@ -91,6 +91,22 @@ _OVERLAP_TP = (" Sequence parallelism and Transformer Engine's userbuffers overl
                "micro-batch and sequence) in " + _LAUNCHER + "llama2_70b.yaml; NeMo 2.0 turns the overlap off "
                "without sequence parallelism (megatron_comm_overlap.py line 127).")
 
+_LAUNCHER_OF = ("NVIDIA/NeMo-Framework-Launcher's training configurations of the container's time (commit c99374bb, "
+                "2024-08-06), launcher_scripts/conf/training/{file}: ")
+_GPT3_20B_CFG = (" Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
+                 "with the products: " + _LAUNCHER_OF.format(file="gpt3/20b.yaml") + "'sequence_parallel: True' (line "
+                 "106), 'ub_tp_comm_overlap: True' (line 149) with 'ub_cfg_h100_h6144_tp2_mbs2_seqlen2048' (line 3: "
+                 "this row's hidden, TP, micro-batch and sequence); that file's layout is this row's (TP 2, PP 1, "
+                 "MBS 2).")
+_GPT3_175B_CFG = (" Sequence parallelism and the pipeline's send/recv overlapped with compute, the tensor-parallel "
+                  "collectives not: " + _LAUNCHER_OF.format(file="gpt3/175b.yaml") + "'sequence_parallel: True' "
+                  "(line 106), 'overlap_p2p_comm: True' (line 108), 'ub_tp_comm_overlap: False' (line 149); that "
+                  "file's layout is TP 4, PP 8, VP 6, MBS 1{mbs}.")
+_NEMOTRON_CFG = (" Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
+                 "with the products: " + _LAUNCHER_OF.format(file="nemotron/{file}") + "'sequence_parallel: true' "
+                 "(line 130), 'ub_tp_comm_overlap: true' (line 158){p2p}, 'activation: squared-relu' (line 87); that "
+                 "file's layout is {layout}.")
+
 _LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, ffn=11008, vocabulary=32000, gated=True)
 _LLAMA2_13B = dict(layers=40, hidden=5120, heads=40, ffn=13824, vocabulary=32000, gated=True)
 _LLAMA2_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocabulary=32000, gated=True)
@@ -101,10 +117,15 @@ _RUNS_NEMO = runs_of(
     _NEMO,
     # name, model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP, tokens/s per GPU, model TFLOP/s per GPU
     _nemo("gpt3-5b", _gpt3(24, 4096, 32, 1), 64, 2048, 4, 2048, 1, 1, 1, 1, 23406, 765, _GPT3),
-    _nemo("gpt3-20b", _gpt3(44, 6144, 48, 2), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750, _GPT3),
-    _nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 128, 256, 1, 2048, 4, 8, 1, 6, 716, 771, _GPT3),
-    _nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 512, 2048, 2, 2048, 4, 8, 1, 6, 825, 888,
-          _GPT3 + " The table links this row's TFLOP/s to MLPerf Training (NVIDIA's GPT-3 175B submissions)."),
+    {**_nemo("gpt3-20b", _gpt3(44, 6144, 48, 2), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750, _GPT3 + _GPT3_20B_CFG),
+     "sequence_parallel": True, "overlap_tensor": True},
+    {**_nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 128, 256, 1, 2048, 4, 8, 1, 6, 716, 771,
+             _GPT3 + _GPT3_175B_CFG.format(mbs=", this row's")),
+     "sequence_parallel": True, "overlap_p2p": True},
+    {**_nemo("gpt3-175b", _gpt3(96, 12288, 96, 4), 512, 2048, 2, 2048, 4, 8, 1, 6, 825, 888,
+             _GPT3 + " The table links this row's TFLOP/s to MLPerf Training (NVIDIA's GPT-3 175B submissions)."
+             + _GPT3_175B_CFG.format(mbs=" (this row's is 2)")),
+     "sequence_parallel": True, "overlap_p2p": True},
     _nemo("llama2-7b", _LLAMA2_7B, 8, 128, 1, 4096, 1, 1, 1, 1, 16934, 780, _LLAMA),
     {**_nemo("llama2-13b", _LLAMA2_13B, 16, 128, 1, 4096, 1, 4, 1, 10, 8715, 760,
              _LLAMA + _OVERLAP_P2P.format(file="llama2_13b.yaml", line=139)
@@ -114,16 +135,24 @@ _RUNS_NEMO = runs_of(
              _LLAMA + _OVERLAP_P2P.format(file="llama2_70b.yaml", line=142) + _OVERLAP_TP
              + " That file's layout is TP 4, PP 4 with VP 5 (this row's VP is 20)."),
      "overlap_p2p": True, "overlap_tensor": True, "sequence_parallel": True},
-    _nemo("nemotron-8b", dict(layers=32, hidden=4096, heads=32, ffn=16384, vocabulary=256000), 64, 256, 4, 4096,
-          2, 1, 1, 1, 12507, 643, _NEMOTRON + " Nemotron-3 8B (Nemotron3Config8B)."),
-    _nemo("nemotron-22b", dict(layers=40, hidden=6144, heads=48, ffn=24576, vocabulary=256000), 64, 256, 2, 4096,
-          2, 4, 1, 10, 4312, 562, _NEMOTRON + " Nemotron4Config22B."),
+    {**_nemo("nemotron-8b", dict(layers=32, hidden=4096, heads=32, ffn=16384, vocabulary=256000), 64, 256, 4, 4096,
+             2, 1, 1, 1, 12507, 643, _NEMOTRON + " Nemotron-3 8B (Nemotron3Config8B)." + _NEMOTRON_CFG.format(
+                 file="nemotron_8b.yaml", p2p="", layout="TP 2, PP 1, MBS 2 (this row's MBS is 4)")),
+     "sequence_parallel": True, "overlap_tensor": True},
+    {**_nemo("nemotron-22b", dict(layers=40, hidden=6144, heads=48, ffn=24576, vocabulary=256000), 64, 256, 2, 4096,
+             2, 4, 1, 10, 4312, 562, _NEMOTRON + " Nemotron4Config22B." + _NEMOTRON_CFG.format(
+                 file="nemotron_22b.yaml", p2p=", 'overlap_p2p_comm: True' (line 138)",
+                 layout="TP 2, PP 4, VP 10, MBS 1 (this row's MBS is 2)")),
+     "sequence_parallel": True, "overlap_tensor": True, "overlap_p2p": True},
     _nemo("nemotron-340b", dict(layers=96, hidden=18432, heads=96, kv_heads=8, ffn=73728, vocabulary=256000), 128,
           32, 1, 4096, 8, 8, 1, 12, 326, 686, _NEMOTRON + " Nemotron-4 340B (Nemotron4Config340B). No overlap "
           "recorded: the launcher's nemotron/nemotron_340b.yaml of the time (commit 7c842fcd, 2024-06-17; TP 8, PP "
           "12, VP 8, not this row's layout) sets 'ub_tp_comm_overlap: False' and 'overlap_p2p_comm: False', and "
           "NeMo 2.0's recipe (nemotron4_340b.py) sequence_parallelism=False; this row's own configuration is not "
-          "published."),
+          "published. The launcher's file of the container's time (commit c99374bb, 2024-08-06, nemotron/"
+          "nemotron_340b.yaml: TP 8, PP 12, VP 8, again not this row's) keeps both overlaps off (lines 135, 156) and "
+          "sets 'sequence_parallel: true' (line 127) and 'activations_checkpoint_granularity: selective' (line 122), "
+          "which neither the table nor the recipe gives this row: priced without."),
     _nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711, _LLAMA),
     _nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734, _LLAMA),
 )
