@@ -222,6 +222,9 @@ class RunProgram:
         priced unrolled, and the description says so.
       fused_attention: attention in the zoo's fused attention.
       description: what was priced, in words (`describe_program`).
+      unfused: the programs compiled with XLA's fusion passes off, each
+        operation a kernel of its own, where the run's framework ran them
+        eager (`xla_cost.study.published_record.Framework.unfused`).
     """
 
     family: str
@@ -231,6 +234,7 @@ class RunProgram:
     scans_known: bool
     fused_attention: bool
     description: str
+    unfused: tuple[str, ...] = ()
 
 
 def program(run: PublishedRun) -> RunProgram:
@@ -309,9 +313,14 @@ def program(run: PublishedRun) -> RunProgram:
                      f"the rest recomputed: {remat})")
     else:
         recompute = f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]})"
+    runs = framework(run.framework)
+    if runs.unfused:
+        residual += (f"; its {' and '.join(runs.unfused)} programs compiled with XLA's fusion passes off, each "
+                     f"operation a kernel of its own (broadcasts and reshapes, views in eager PyTorch, left out), as "
+                     f"{run.framework} ran them eager")
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
                    f"{recompute}{residual}")
-    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description)
+    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description, runs.unfused)
 
 
 def describe_program(run: PublishedRun) -> str:
@@ -340,11 +349,16 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["overlap_tensor"] = True
     if run.overlap_p2p and run.pipeline > 1:
         layout["overlap_transfers"] = True
+    runs = framework(run.framework)
+    if not runs.overlaps_gradient_reduce:
+        layout["overlap_gradients"] = False
+    if runs.gradient_reduce_bytes is not None:
+        layout["gradient_bytes"] = runs.gradient_reduce_bytes
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
         mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},
-        hardware=hardware, layout=layout,
+        hardware=hardware, layout=layout, unfused=built.unfused,
     )
 
 
@@ -438,7 +452,13 @@ def _overlaps(run: PublishedRun) -> str:
     said = [what for on, what in (
         (run.overlap_tensor and run.tensor > 1, "its tensor-parallel collectives beside the products"),
         (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute")) if on]
-    return ("; overlapped, as its configuration says: " + " and ".join(said)) if said else ""
+    runs = framework(run.framework)
+    reduced = "" if run.data == 1 or (runs.overlaps_gradient_reduce and runs.gradient_reduce_bytes is None) else (
+        "; its data-parallel gradients all-reduced " + ("behind the backward pass" if runs.overlaps_gradient_reduce
+                                                        else "after the backward pass, nothing hidden")
+        + (f", {runs.gradient_reduce_bytes} bytes a parameter" if runs.gradient_reduce_bytes else "")
+        + f", as {run.framework} reduced them")
+    return (("; overlapped, as its configuration says: " + " and ".join(said)) if said else "") + reduced
 
 
 CHOSEN: tuple[str, ...] = tuple(run.name for run in PUBLISHED_RUNS if left_out(run) is None)
