@@ -444,9 +444,6 @@ def _gradients(
     if units:
         share = _backward_share(report)
         forward = backward * (1 - share) / share if share else 0.0
-        if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
-            total = int(report.sharding.get("params_bytes") or 0)  # the device's share of the parameters
-            per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
         hideable = m * (forward + backward)
         size = report.mesh["fsdp"]
         zero3_times, zero3_exposed = schedule.zero3(
@@ -484,10 +481,6 @@ def _gradients(
     exposed = schedule.exposed_after([r for r, _ in slots], durations, hidden_behind)
     return sum(durations) + zero3_total, times, notes, exposed + zero3_exposed
 
-    elif not layout.overlap_gradients and timed:
-        notes.append("gradients all-reduced after the backward pass, as the run's framework reduced them: nothing "
-                     "hidden")
-        hidden_behind = 0.0
 
 _ZERO3_KINDS = frozenset({"all-gather", "reduce-scatter", "all-reduce"})
 """The collectives over ``fsdp`` that ZeRO-3's gathers and reduce-scatters stand for."""

@@ -60,7 +60,7 @@ __all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Fra
 # --- V100: Shoeybi et al. 2019, Megatron-LM -------------------------------------------------------
 
 _MEGATRON_2019 = dict(
-    paper="shoeybi2019", framework="megatron-2019",
+    paper="shoeybi2019", framework="megatron",
     source="Shoeybi et al. 2019, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
            "Parallelism, arXiv:1909.08053",
     address="https://arxiv.org/abs/1909.08053",
@@ -89,16 +89,8 @@ _SOFTWARE_2019 = (
     "(commits 99410264 'added multi-tensor-apply to fp16', 3ea5491e 'added faster L2 grad clipping and new "
     "torch gelu', 8ceed7c7 'changed gpt2 masking to binary and masked_fill', 2020-04-14), and NVIDIA's blog "
     "of v1.0 gives the same 1.2B baseline 62.4 TFLOP/s, 'a 60% improvement over our previously 39 teraFLOPs "
-    "published number' (run megatron2019v1-1.2b-1). Priced as that code ran (framework 'megatron-2019'): its "
-    "forward and gradient programs compiled with XLA's fusion passes off, one kernel per call of the model's "
-    "code (broadcasts and reshapes, which PyTorch takes as views, left out; a softmax, a LayerNorm, a GeLU "
-    "one kernel each, as PyTorch's softmax, apex's FusedLayerNorm and the scripted gelu were), the update "
-    "fused (apex's FusedAdam, one kernel per tensor), the data-parallel gradients all-reduced in float16 "
-    "after the backward pass. Not priced: the dropouts (the zoo's GPT has none: three kernels a layer on the "
-    "scores and the hidden states), the mask as a multiplication and a subtraction (the zoo selects: one pass "
-    "over the scores), the fp16 optimizer's per-tensor copies, overflow check (a host synchronization per "
-    "tensor, fp16/loss_scaler.py line 132) and clipping: fewer bytes priced than ran; and the zoo's softmax "
-    "in float32 where the 2019 code kept float16: more.")
+    "published number' (run megatron2019v1-1.2b-1): the priced program (XLA's, its elementwise work fused, "
+    "no dropout) is that later software's, not the paper's.")
 
 _TABLE1 = {  # Table 1: hidden, heads, layers by model-parallel GPUs (hidden per head 96)
     1: dict(hidden=1536, heads=16, layers=40, ffn=6144),
@@ -158,7 +150,7 @@ days per epoch (Table 2)."""
 
 _RUNS_V100_BLOG = runs_of(
     {**_MEGATRON_2019, **dict(
-        paper="nvadlr2019", framework="megatron",
+        paper="nvadlr2019",
         source="NVIDIA ADLR 2019, MegatronLM's Supercharged V1.0 (blog), Table 1, baseline row",
         address="https://nv-adlr.github.io/MegatronLMV1",
         verified_how="the stored blog page (search tool, pages corpus): '1.2 | 1 | 1288 | Baseline (100%)' "
