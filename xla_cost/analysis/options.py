@@ -20,7 +20,8 @@ from xla_cost.count.attribution import check_depth
 from xla_cost.errors import InputError
 from xla_cost.timemodel import devices
 
-__all__ = ["ATTENTION_CONVENTIONS", "AnalysisOptions", "check_options", "check_target"]
+__all__ = ["ATTENTION_CONVENTIONS", "UNFUSED_PHASES", "AnalysisOptions", "check_options", "check_target",
+           "check_unfused"]
 
 ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
 """How ``model_flops`` counts the attention's score and value products: every
@@ -61,6 +62,12 @@ class AnalysisOptions:
       compare_cpu: with ``target``, also analyse the step for the default
         backend (the CPU proxy) and keep it beside the target's
         (`xla_cost.Report.cpu`, `xla_cost.compare`); only with a target.
+      unfused: the phases (``forward``, ``grad``, ``update``, ``train_step``)
+        whose programs are compiled with XLA's fusion passes off
+        (`xla_cost.compiled.xla.EAGER_OPTIONS`), every operation a kernel of
+        its own, as an eager framework (PyTorch without a compiler) launches
+        them; only with a target (its kernel list is what is priced). Empty
+        (the default): every program as XLA fuses it.
     """
 
     per_layer: bool = False
@@ -79,6 +86,7 @@ class AnalysisOptions:
     cache: bool | str | os.PathLike[str] | Store = False
     target: str | None = None
     compare_cpu: bool = False
+    unfused: tuple[str, ...] = ()
 
     @property
     def compiled(self) -> bool:
@@ -111,10 +119,31 @@ class AnalysisOptions:
             raise InputError("compare_cpu (--compare-cpu) only with a target (--target): it sets the CPU proxy's "
                              "program beside the target's", f"compare_cpu={self.compare_cpu!r} without a target",
                              "Add target='h100' (--target h100), or drop compare_cpu (--compare-cpu).")
+        if self.unfused:
+            check_unfused(self.unfused, self.target)
         if self.attention_flops not in ATTENTION_CONVENTIONS:
             raise InputError(f"attention_flops one of {', '.join(ATTENTION_CONVENTIONS)}",
                              repr(self.attention_flops),
                              "Use full (every pair, as computed) or causal (half, for a causal mask).")
+
+
+UNFUSED_PHASES: tuple[str, ...] = ("forward", "grad", "update", "train_step")
+"""The phases whose programs `AnalysisOptions.unfused` may name."""
+
+
+def check_unfused(unfused: Any, target: Any) -> None:
+    """Refuses an ``unfused`` that is not a tuple of `UNFUSED_PHASES`, or one without a target.
+
+    Raises:
+      InputError: in one line, what was expected and how to fix it.
+    """
+    if not isinstance(unfused, tuple) or any(p not in UNFUSED_PHASES for p in unfused):
+        raise InputError(f"unfused a tuple of phases among {', '.join(UNFUSED_PHASES)}", repr(unfused),
+                         "Pass e.g. unfused=('forward', 'grad').")
+    if target is None:
+        raise InputError("unfused (phases compiled with XLA's fusion passes off) only with a target: their kernels "
+                         "are priced from the target's kernel list", f"unfused={unfused!r} without a target",
+                         "Add target='v100-32gb' (or another device), or drop unfused.")
 
 
 def check_target(target: Any, *, timed: bool = False, counter: str = "xla") -> CompileTarget:

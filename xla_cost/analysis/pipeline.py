@@ -96,8 +96,8 @@ class Request:
             arguments["target"] = o.target
         if o.compare_cpu:
             arguments["compare_cpu"] = True
-        if o.unfused:
-            arguments["unfused"] = list(o.unfused)
+        if o.unfused:  # the phases, and the version of the eager kernel lists they are read as
+            arguments["unfused"] = {"phases": list(o.unfused), "format": xla.EAGER_FORMAT}
         if self.sharding.sharded:
             arguments.update(mesh=self.sharding.sizes(), param_sharding=self.sharding.param_sharding,
                              logical_axis_rules=self.sharding.logical_axis_rules)
@@ -135,7 +135,7 @@ def analyze(
     cache: bool | str | os.PathLike[str] | Store = False,
     target: str | None = None,
     compare_cpu: bool = False,
-    unfused: Sequence[str] = (),
+    unfused: tuple[str, ...] = (),
     # the mesh: `xla_cost.parallel.sharding.ShardingOptions`
     mesh: Mapping[str, int] | str | Mesh | None = None,
     param_sharding: PartitionRules | None = None,

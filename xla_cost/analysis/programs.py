@@ -86,9 +86,12 @@ def constraints(plan: _sharding.ShardingPlan | None, workload: Workload) -> Any:
 def run_programs(
     workload: Workload, declared: Sequence[phases.Phase], *, compiled: bool, for_timing: bool,
     plan: _sharding.ShardingPlan | None = None,
-    meanwhile: Callable[[Mapping[str, JaxprCount]], None] | None = None,
+    meanwhile: Callable[[Mapping[str, JaxprCount]], None] | None = None, unfused: Sequence[str] = (),
 ) -> dict[str, Program]:
     """Traces each program once; counts its jaxpr and, if asked, compiles the same trace.
+    The programs named in ``unfused`` are compiled with XLA's fusion passes off
+    (`xla_cost.compiled.xla.EAGER_OPTIONS`), each operation a kernel of its own, as an
+    eager framework launches them.
 
     Every program is traced, lowered and handed to the compile threads before
     any is counted, the one already traced (the workload's forward) first: the
@@ -127,7 +130,8 @@ def run_programs(
                 traces[phase.name] = traced
                 if compiled:
                     pending[phase.name] = pool.submit(  # the lowered program handed over, let go aside once compiled
-                        contextvars.copy_context().run, xla.compile_phase, [traced.lower()], compiler_options=options,
+                        contextvars.copy_context().run, xla.compile_phase, [traced.lower()],
+                        compiler_options=xla.EAGER_OPTIONS if phase.name in unfused else options,
                         executable=for_timing, **({"collectives": True} if plan is not None else {}),
                     )
             counted: dict[str, JaxprCount] = {}

@@ -26,6 +26,7 @@ from typing import Any
 import jax
 
 from xla_cost.compiled import hlo, kernel_cache, printed, targets, work
+from xla_cost.compiled import eager
 from xla_cost.compiled import kernels as kernel_lists
 from xla_cost.compiled.collectives import HloCollective, parse_collectives
 from xla_cost.compiled.compiler_log import quiet_compiler, remat_shortfall
@@ -44,6 +45,9 @@ __all__ = [
     "compile_phase",
     "compile_executable",
     "COMPILER_OPTIONS",
+    "EAGER_FORMAT",
+    "EAGER_FUSION_PASSES",
+    "EAGER_OPTIONS",
     "UNFUSED_OPTIONS",
     "use_compilation_cache",
     "default_cache_dir",
@@ -261,6 +265,42 @@ in every fusion that reads it (XLA duplicates it rather than write it out);
 the difference between the two counts is that duplication."""
 
 
+EAGER_FUSION_PASSES: tuple[str, ...] = (
+    "fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion", "copy_fusion",
+)
+"""XLA's fusion passes, by the names ``xla_disable_hlo_passes`` takes: the CPU's
+``fusion``, and the GPU pipeline's (jax 0.10.2's CUDA plugin, read from its
+``--xla_dump_hlo_pass_re`` dump: ``priority-fusion`` and ``multi_output_fusion`` in
+its ``fusion`` pipeline, ``copy_fusion`` after copy insertion, the horizontal
+loop fusion after). With them off, the GPU compiler's ``fusion-wrapper`` puts
+each remaining op in a kernel of its own (``wrapped_<opcode>``); cuBLAS calls
+(``cublas-gemm-rewriter``) are made as before."""
+
+EAGER_FORMAT = 2
+"""Version of the eager kernel lists (`xla_cost.compiled.eager.eager_kernels`):
+part of the key of an unfused program's cached analyses and of a report with ``unfused``
+phases, beside `ANALYSES_FORMAT`; a change makes only those entries unused."""
+
+EAGER_OPTIONS: Mapping[str, Any] = {**COMPILER_OPTIONS, "xla_disable_hlo_passes": ",".join(EAGER_FUSION_PASSES)}
+"""`COMPILER_OPTIONS` with every fusion pass of `EAGER_FUSION_PASSES` off: the
+program an eager framework runs, one kernel per operation (`xla_cost.analyze`'s
+``unfused``); its kernel list is the one such a framework launches
+(`xla_cost.compiled.eager.eager_kernels`)."""
+
+
+def _kernel_list(text: str, compiler_options: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """The program's kernels (`xla_cost.compiled.kernels.kernel_list`); an unfused one's as the eager
+    framework it stands for launches them (`xla_cost.compiled.eager.eager_kernels`)."""
+    listed = kernel_lists.kernel_list(text)
+    return eager.eager_kernels(text, listed) if _eager(compiler_options) else listed
+
+
+def _eager(compiler_options: Mapping[str, Any] | None) -> bool:
+    """Whether ``compiler_options`` turn the fusion passes off as `EAGER_OPTIONS` does."""
+    return bool(compiler_options) and compiler_options.get("xla_disable_hlo_passes") \
+        == EAGER_OPTIONS["xla_disable_hlo_passes"]
+
+
 def compile_phase(
     program: Any,
     args: Sequence[Any] = (),
@@ -354,7 +394,7 @@ def compile_phase(
         memory_bound_bytes=memory_bound, kernels=launches, liveness=profile, liveness_error=profile_error,
         arguments=hlo.entry_arguments(text) if text else None,
         target=None if target is None else target.name,
-        kernel_list=None if target is None or not text else kernel_lists.kernel_list(text),
+        kernel_list=None if target is None or not text else _kernel_list(text, compiler_options),
         notes=(compile_note,) if compile_note else (),
     )
     if key is not None and None not in (costs.flops, costs.transcendentals, costs.bytes_accessed):
@@ -430,7 +470,8 @@ def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> s
 
     digest = hashlib.sha256()
     for part in (
-        str(ANALYSES_FORMAT), _program_bytes(lowered), json.dumps(dict(compiler_options or {}), sort_keys=True),
+        str(ANALYSES_FORMAT) + (f" eager {EAGER_FORMAT}" if _eager(compiler_options) else ""),
+        _program_bytes(lowered), json.dumps(dict(compiler_options or {}), sort_keys=True),
         backend_name(), device_kind(), jax.__version__, jaxlib.__version__, _target_key(),
         os.environ.get("XLA_FLAGS", ""),
     ):

@@ -187,6 +187,9 @@ class RunConfig:
         mesh is laid over its devices); part of the stored result's key, so a
         target's results are kept apart from the default backend's. None: the
         default backend.
+      unfused: the phases compiled with XLA's fusion passes off, each
+        operation a kernel of its own, as an eager framework launches them
+        (`xla_cost.analyze`'s ``unfused``; only with a target). Empty: none.
     """
 
     model: Any
@@ -202,6 +205,7 @@ class RunConfig:
     exact_train_step: bool = False
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str | None = None
+    unfused: tuple[str, ...] = ()
 
     @property
     def custom(self) -> bool:
@@ -295,6 +299,10 @@ class RunConfig:
             data.pop("mesh")
         if self.target is None:  # the default backend: the keys of results stored before targets existed
             data.pop("target")
+        if self.unfused:
+            data["unfused"] = list(self.unfused)
+        else:  # XLA's fused programs: the keys of results stored before unfused programs existed
+            data.pop("unfused")
         return data
 
     def label(self) -> str:
@@ -307,6 +315,8 @@ class RunConfig:
             parts.append("mesh=" + ",".join(f"{k}={v}" for k, v in self.mesh.items()))
         if self.target is not None:
             parts.append(f"target={self.target}")
+        if self.unfused:
+            parts.append("unfused=" + ",".join(self.unfused))
         return " ".join(parts)
 
     def build(self) -> tuple[Any, Any, str, str | None, list[str]]:
@@ -387,7 +397,8 @@ class RunConfig:
             depth=self.depth, counter=self.counter, name=name, config=dict(self.config),
             dtype=dtype, exact_train_step=self.exact_train_step,
             **({"mesh": dict(self.mesh)} if self.mesh else {}),
-            **{**({"target": self.target} if self.target is not None else {}), **options},
+            **{**({"target": self.target} if self.target is not None else {}),
+               **({"unfused": tuple(self.unfused)} if self.unfused else {}), **options},
         )
         if notes:
             report = dataclasses.replace(report, notes=(*notes, *report.notes))

@@ -429,6 +429,9 @@ def _gradients(
     rows = comm.placed([r for r in rows if not any(r is s for s in sharded)], mesh, cluster.node_size)
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
+        if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
+            total = int(report.sharding.get("params_bytes") or 0)  # the device's share of the parameters
+            per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
         where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
         rows += [{"kind": "all-reduce", "bytes": per_device // PIECES, "group_size": layout.data,
                   "executions": 1, "span": where} for _ in range(PIECES)]
@@ -465,6 +468,10 @@ def _gradients(
         return total + zero3_total, times, notes, exposed
     if layout.pipeline > 1 and timed:
         notes.append("gradients reduced after the pipeline's last micro-batch (Megatron's schedule): nothing hidden")
+        hidden_behind = 0.0
+    elif not layout.overlap_gradients and timed:
+        notes.append("gradients all-reduced after the backward pass, as the run's framework reduced them: nothing "
+                     "hidden")
         hidden_behind = 0.0
     else:
         hidden_behind = backward

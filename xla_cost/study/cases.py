@@ -88,6 +88,10 @@ class Setup:
         compiler; default: the hardware's device).
       jit_step: the run was the whole step under one ``jax.jit`` (this
         project's measurements): see `one_program`.
+      unfused: the phases whose programs are compiled with XLA's fusion
+        passes off, each operation a kernel of its own, as the run's eager
+        framework launched them (`xla_cost.study.published_record.Framework.fuses`);
+        empty: every program as XLA fuses it.
     """
 
     label: str
@@ -101,6 +105,7 @@ class Setup:
     layout: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str | None = None
     jit_step: bool = False
+    unfused: tuple[str, ...] = ()
 
     @property
     def compile_target(self) -> str:
@@ -127,7 +132,8 @@ class Setup:
     def key(self) -> str:
         """What identifies the analysed program (the fields the analysis reads, in order)."""
         return repr((self.model, self.batch_size, sorted(self.config.items()), self.dtype, self.optimizer,
-                     sorted(self.mesh.items()), self.compile_target, *(("one program",) if self.one_program else ())))
+                     sorted(self.mesh.items()), self.compile_target, *(("one program",) if self.one_program else ()),
+                     *((("unfused", *self.unfused),) if self.unfused else ())))
 
     def describe(self) -> str:
         """The setup in one line: devices, parallelism, batch, precision."""
@@ -142,6 +148,8 @@ class Setup:
         parts.append(f"{self.batch_size} per program" + (f" × {micro} micro-batches" if micro > 1 else ""))
         parts.append(self.dtype + (f" storage, {self.hardware['arithmetic']} arithmetic"
                                    if self.hardware.get("arithmetic") else ""))
+        if self.unfused:
+            parts.append(f"{' and '.join(self.unfused)} unfused (each operation its own kernel)")
         return ", ".join(parts)
 
 

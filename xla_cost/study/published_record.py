@@ -48,17 +48,62 @@ class Framework:
         rather than unrolled, each layer its own kernels; None where it is a
         per-run option the run's source does not give.
       why: where the fact was read, or why it holds.
+      fuses_elementwise: whether the layers' elementwise work (scaling,
+        masking, activations, dropout, residual additions) runs fused: a
+        compiler's fusions or hand-fused kernels. False: eager, each
+        operation its own kernel, as eager PyTorch launches them: the
+        forward and gradient programs are priced compiled with XLA's fusion
+        passes off (`xla_cost.compiled.xla.EAGER_OPTIONS`).
+      fuses_optimizer: whether the optimizer's update runs as fused kernels
+        (apex's FusedAdam, a multi-tensor apply, a compiler's fusions); False:
+        its update program priced unfused too.
+      overlaps_gradient_reduce: whether the data-parallel gradient all-reduce
+        runs in buckets behind the backward pass (PyTorch DDP's hooks); False:
+        after the backward pass, nothing of it hidden.
+      gradient_reduce_bytes: bytes per gradient element the data-parallel
+        all-reduce moves; None: the parameters' own.
+      runtime: where the eager facts were read (file and line), "" where the
+        defaults hold.
     """
 
     name: str
     scans: bool | None
     why: str
+    fuses_elementwise: bool = True
+    fuses_optimizer: bool = True
+    overlaps_gradient_reduce: bool = True
+    gradient_reduce_bytes: int | None = None
+    runtime: str = ""
+
+    @property
+    def unfused(self) -> tuple[str, ...]:
+        """The programs priced unfused (`xla_cost.analyze`'s ``unfused``): the forward and gradient
+        programs where the layers run eager, the update where the optimizer does."""
+        return ((() if self.fuses_elementwise else ("forward", "grad"))
+                + (() if self.fuses_optimizer else ("update",)))
 
 
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework(name="megatron", scans=False,
               why="Megatron-LM (and Megatron-Core's TransformerBlock) keeps its layers in a torch.nn.ModuleList "
                   "and calls them one after another in eager PyTorch: every layer launches its own kernels"),
+    Framework(name="megatron-2019", scans=False,
+              why="Megatron-LM of 2019 (github.com/NVIDIA/Megatron-LM at a0368ddf, 2019-08-12): "
+                  "mpu/transformer.py's GPT2ParallelTransformer keeps its layers in a torch.nn.ModuleList "
+                  "called one after another in eager PyTorch",
+              fuses_elementwise=False, fuses_optimizer=True, overlaps_gradient_reduce=False,
+              gradient_reduce_bytes=2,
+              runtime="a0368ddf: mpu/transformer.py lines 117-144, the attention's scores divided by sqrt(hn), "
+                      "multiplied by the mask, 10000 (1 - mask) subtracted, softmaxed and dropped out, each an "
+                      "eager PyTorch operation and kernel, the context permuted and made contiguous (a copy), "
+                      "the output dropped out, lines 280 and 286 the residual additions; apex's FusedLayerNorm "
+                      "(line 22) and gelu under torch.jit.script (lines 149-153) are one kernel each where the "
+                      "unfused program runs several; the optimizer apex's FusedAdam (pretrain_gpt2.py line 41), "
+                      "one kernel per parameter tensor; the gradients all-reduced after the backward pass "
+                      "(pretrain_gpt2.py lines 283-299: optimizer.backward, then model.allreduce_params), its "
+                      "hooks commented out (model/distributed.py lines 68-73), all of a dtype's gradients "
+                      "flattened into one buffer, all-reduced and copied back (lines 40-65), in the model's "
+                      "float16 unless --fp32-allreduce (arguments.py line 79, off by default)"),
     Framework(name="deepspeed", scans=False,
               why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
                   "under DeepSpeed's engine; run one after another, unrolled"),
@@ -86,7 +131,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework(name="other", scans=None, why="a framework not named above; whether it scans is not known"),
 )
 """Every framework a published run names, each with its "scans its layers"
-fact (the program the run's framework runs: scanned or unrolled)."""
+fact (the program the run's framework runs: scanned or unrolled) and, where it
+ran eager and unfused, which programs are priced unfused and how it reduced
+its gradients."""
 
 
 def framework(name: str) -> Framework:

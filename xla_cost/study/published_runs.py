@@ -60,7 +60,7 @@ __all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Fra
 # --- V100: Shoeybi et al. 2019, Megatron-LM -------------------------------------------------------
 
 _MEGATRON_2019 = dict(
-    paper="shoeybi2019", framework="megatron",
+    paper="shoeybi2019", framework="megatron-2019",
     source="Shoeybi et al. 2019, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
            "Parallelism, arXiv:1909.08053",
     address="https://arxiv.org/abs/1909.08053",
@@ -89,8 +89,16 @@ _SOFTWARE_2019 = (
     "(commits 99410264 'added multi-tensor-apply to fp16', 3ea5491e 'added faster L2 grad clipping and new "
     "torch gelu', 8ceed7c7 'changed gpt2 masking to binary and masked_fill', 2020-04-14), and NVIDIA's blog "
     "of v1.0 gives the same 1.2B baseline 62.4 TFLOP/s, 'a 60% improvement over our previously 39 teraFLOPs "
-    "published number' (run megatron2019v1-1.2b-1): the priced program (XLA's, its elementwise work fused, "
-    "no dropout) is that later software's, not the paper's.")
+    "published number' (run megatron2019v1-1.2b-1). Priced as that code ran (framework 'megatron-2019'): its "
+    "forward and gradient programs compiled with XLA's fusion passes off, one kernel per call of the model's "
+    "code (broadcasts and reshapes, which PyTorch takes as views, left out; a softmax, a LayerNorm, a GeLU "
+    "one kernel each, as PyTorch's softmax, apex's FusedLayerNorm and the scripted gelu were), the update "
+    "fused (apex's FusedAdam, one kernel per tensor), the data-parallel gradients all-reduced in float16 "
+    "after the backward pass. Not priced: the dropouts (the zoo's GPT has none: three kernels a layer on the "
+    "scores and the hidden states), the mask as a multiplication and a subtraction (the zoo selects: one pass "
+    "over the scores), the fp16 optimizer's per-tensor copies, overflow check (a host synchronization per "
+    "tensor, fp16/loss_scaler.py line 132) and clipping: fewer bytes priced than ran; and the zoo's softmax "
+    "in float32 where the 2019 code kept float16: more.")
 
 _TABLE1 = {  # Table 1: hidden, heads, layers by model-parallel GPUs (hidden per head 96)
     1: dict(hidden=1536, heads=16, layers=40, ffn=6144),
@@ -150,7 +158,7 @@ days per epoch (Table 2)."""
 
 _RUNS_V100_BLOG = runs_of(
     {**_MEGATRON_2019, **dict(
-        paper="nvadlr2019",
+        paper="nvadlr2019", framework="megatron",
         source="NVIDIA ADLR 2019, MegatronLM's Supercharged V1.0 (blog), Table 1, baseline row",
         address="https://nv-adlr.github.io/MegatronLMV1",
         verified_how="the stored blog page (search tool, pages corpus): '1.2 | 1 | 1288 | Baseline (100%)' "
@@ -183,12 +191,7 @@ _KORTHIKANTI = dict(
     notes="GPT-3-style layers; no data parallelism except the 2,240-GPU run (§6). 'Mixed precision': the 16-bit "
           "format is not named (bfloat16 assumed; the A100's peak is 312 TFLOP/s for either). Micro-batches per "
           "step are global batch / micro batch; 'Full Recompute' runs without sequence parallelism, 'Present "
-          "Work' with sequence parallelism and selective recomputation (§6.3). Selective recomputation as "
-          "Megatron-LM ran it recomputes the core attention alone (megatron/model/transformer.py at d07d29df, "
-          "2022-06-08, lines 356 and 366-382: checkpoint_core_attention, CoreAttention under mpu.checkpoint); the "
-          "priced dots_with_no_batch_dims_saveable recomputes it and, from the kept products' outputs, the layer "
-          "norms' statistics and the GeLU (elementwise: their backward passes read them; about 1% of a "
-          "sequence-parallel block's non-product bytes on an A100 target, measured here).",
+          "Work' with sequence parallelism and selective recomputation (§6.3).",
 )
 
 
@@ -308,21 +311,14 @@ _MEGASCALE = dict(
                  "128 heads, hidden 12,288, 96 layers, TP 8, PP 8), §6.1 (six interleaved stages, sequence 2,048, "
                  "vocabulary 64,000); the MFU recomputed from them",
     device="a100-80gb", layers=96, hidden=12288, heads=128, ffn=49152, vocabulary=64000, sequence=2048,
-    micro_batch=None, tensor=8, pipeline=8, chunks=6, dtype="bfloat16", recompute="selective",
-    sequence_parallel=True, node_gpus=8,
+    micro_batch=None, tensor=8, pipeline=8, chunks=6, dtype="bfloat16", recompute="selective", node_gpus=8,
     node_links="not published for these runs (ByteDance's clusters: Broadcom Tomahawk 4 switches, 64 x 400 Gb/s "
                "ports, three-layer CLOS)",
     flops_formula="MFU: model FLOP per iteration 72 B L s h^2 (1 + s/6h + V/12hL) over 312 TFLOP/s per GPU "
                   "(it reproduces Table 2's MFU to 0.2%)",
     notes="The baseline rows: Megatron-LM (commit 285068c8) on ByteDance's cluster. The paper names only "
           "'NVIDIA Ampere GPUs'; MFU at 312 TFLOP/s implies an A100-class peak (an A800, with 400 GB/s NVLink, "
-          "is possible). Assumed: bfloat16, selective recomputation with sequence parallelism (Korthikanti et al.'s "
-          "pairing; §3.2 describes the tensor-parallel layer MegaScale starts from with it: 'operations like "
-          "LayerNorm and Dropout are partitioned along the sequence dimension ... This necessitates all-gather "
-          "and reduce-scatter operations', Figure 3a; that the baseline rows ran with it is not said), 8 GPUs per "
-          "node; micro-batch not published. The baseline's attention: Megatron-LM's at 285068c8 (flash attention "
-          "there only with --use-flash-attn; §3.3 names FlashAttention-2 among MegaScale's own operators): priced "
-          "dense.",
+          "is possible). Assumed: bfloat16, selective recomputation, 8 GPUs per node; micro-batch not published.",
     confidence="medium",
 )
 

@@ -40,7 +40,7 @@ from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
 __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
-           "RESIDUAL_SHARDED", "SEQUENCE_PARALLEL", "SEQUENCE_PARALLEL_FAMILIES",
+           "RESIDUAL_SHARDED",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
            "flops_per_step"]
 
@@ -182,17 +182,6 @@ def _head_limit(device: str) -> int:
                             else "before hopper"]
 
 
-SEQUENCE_PARALLEL = ("Korthikanti et al. 2022, §4.2.2; megatron/mpu/layers.py at d07d29df: the column-parallel "
-                     "linear all-gathers its input, forward and again backward, lines 218-229 and 243-258; "
-                     "RowParallelLinear reduce-scatters its output, lines 516-517")
-"""Where a run's sequence parallelism (`PublishedRun.sequence_parallel`) is read as its program prices it."""
-
-SEQUENCE_PARALLEL_FAMILIES: tuple[str, ...] = ("gpt",)
-"""The zoo families whose program takes a run's sequence parallelism (the zoo GPT's
-``sequence_parallel``: `xla_cost.parallel.residual.constrain_sequence`). A run of another family
-with it is priced without it, and its description says so."""
-
-
 def fusable(run: PublishedRun) -> bool:
     """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
     on a TPU the fused attention is the splash kernel, of any head)."""
@@ -233,6 +222,9 @@ class RunProgram:
         priced unrolled, and the description says so.
       fused_attention: attention in the zoo's fused attention.
       description: what was priced, in words (`describe_program`).
+      unfused: the programs compiled with XLA's fusion passes off, each
+        operation a kernel of its own, where the run's framework ran them
+        eager (`xla_cost.study.published_record.Framework.unfused`).
     """
 
     family: str
@@ -242,6 +234,7 @@ class RunProgram:
     scans_known: bool
     fused_attention: bool
     description: str
+    unfused: tuple[str, ...] = ()
 
 
 def program(run: PublishedRun) -> RunProgram:
@@ -271,9 +264,6 @@ def program(run: PublishedRun) -> RunProgram:
     split_residual = run.paper in RESIDUAL_SHARDED and run.tensor > 1 and kind == "gpt"
     if split_residual:  # off by default: every other program (and key) as before
         config.update(shard_residual=True)
-    split_sequence = run.sequence_parallel and run.tensor > 1 and kind in SEQUENCE_PARALLEL_FAMILIES
-    if split_sequence:  # off by default: every other program (and key) as before
-        config.update(sequence_parallel=True)
     if kind == "llama":
         config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
     if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
@@ -316,13 +306,6 @@ def program(run: PublishedRun) -> RunProgram:
     elif run.paper in RESIDUAL_SHARDED and run.tensor > 1:
         residual = (f"; the residual stream whole on each tensor-parallel device (the run's split it: "
                     f"the zoo's {kind} has no such option)")
-    if split_sequence:
-        residual += (f"; sequence parallelism as the run's: the residual stream split by its positions over the "
-                     f"{run.tensor} tensor-parallel devices between the blocks' linear layers, their inputs "
-                     f"all-gathered and their outputs reduce-scattered ({SEQUENCE_PARALLEL})")
-    elif run.sequence_parallel and run.tensor > 1:
-        residual += (f"; the residual stream whole on each tensor-parallel device, its collectives all-reduces (the "
-                     f"run's sequence parallelism split it by positions: the zoo's {kind} has no such option)")
     if remat != REMAT_LEVELS[run.recompute]:
         kept = ", ".join(f"{name} {'to the host' if place == 'offload' else 'on the device'}"
                          for name, place in run.kept_tensors)
@@ -330,9 +313,14 @@ def program(run: PublishedRun) -> RunProgram:
                      f"the rest recomputed: {remat})")
     else:
         recompute = f"{run.recompute} recomputation ({REMAT_LEVELS[run.recompute]})"
+    runs = framework(run.framework)
+    if runs.unfused:
+        residual += (f"; its {' and '.join(runs.unfused)} programs compiled with XLA's fusion passes off, each "
+                     f"operation a kernel of its own (broadcasts and reshapes, views in eager PyTorch, left out), as "
+                     f"{run.framework} ran them eager")
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
                    f"{recompute}{residual}")
-    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description)
+    return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description, runs.unfused)
 
 
 def describe_program(run: PublishedRun) -> str:
@@ -361,11 +349,16 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["overlap_tensor"] = True
     if run.overlap_p2p and run.pipeline > 1:
         layout["overlap_transfers"] = True
+    runs = framework(run.framework)
+    if not runs.overlaps_gradient_reduce:
+        layout["overlap_gradients"] = False
+    if runs.gradient_reduce_bytes is not None:
+        layout["gradient_bytes"] = runs.gradient_reduce_bytes
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
         mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},
-        hardware=hardware, layout=layout,
+        hardware=hardware, layout=layout, unfused=built.unfused,
     )
 
 
@@ -459,7 +452,13 @@ def _overlaps(run: PublishedRun) -> str:
     said = [what for on, what in (
         (run.overlap_tensor and run.tensor > 1, "its tensor-parallel collectives beside the products"),
         (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute")) if on]
-    return ("; overlapped, as its configuration says: " + " and ".join(said)) if said else ""
+    runs = framework(run.framework)
+    reduced = "" if run.data == 1 or (runs.overlaps_gradient_reduce and runs.gradient_reduce_bytes is None) else (
+        "; its data-parallel gradients all-reduced " + ("behind the backward pass" if runs.overlaps_gradient_reduce
+                                                        else "after the backward pass, nothing hidden")
+        + (f", {runs.gradient_reduce_bytes} bytes a parameter" if runs.gradient_reduce_bytes else "")
+        + f", as {run.framework} reduced them")
+    return (("; overlapped, as its configuration says: " + " and ".join(said)) if said else "") + reduced
 
 
 CHOSEN: tuple[str, ...] = tuple(run.name for run in PUBLISHED_RUNS if left_out(run) is None)

@@ -103,7 +103,7 @@ def _analyse(setup: Setup, store: Any) -> Report:
 
     config = RunConfig(setup.model, batch_size=setup.batch_size, config=dict(setup.config), optimizer=setup.optimizer,
                        dtype=setup.dtype, mesh=dict(setup.mesh), target=setup.compile_target,
-                       exact_train_step=setup.one_program)
+                       exact_train_step=setup.one_program, unfused=tuple(setup.unfused))
     return config.canonical().run(cache=store if store is not None else True)
 
 

@@ -92,6 +92,13 @@ class Layout:
         compute (Megatron's ``overlap_p2p_comm`` with the interleaved
         schedule, Llama 3's asynchronous point-to-point): only what outlasts a
         micro-batch's compute blocks the step. False: they block it.
+      overlap_gradients: the data-parallel gradient all-reduce runs in
+        buckets behind the backward pass as it makes them (PyTorch DDP's
+        hooks, XLA's schedule); False: after the backward pass, every bucket
+        exposed (Megatron-LM of 2019's ``allreduce_params``).
+      gradient_bytes: bytes per parameter the all-reduce over the layout's
+        replicas moves (2: gradients reduced in float16); None: the analysed
+        program's parameter bytes.
     """
 
     pipeline: int = 1
@@ -101,6 +108,8 @@ class Layout:
     stage_bytes: int = 0
     overlap_tensor: bool = False
     overlap_transfers: bool = False
+    overlap_gradients: bool = True
+    gradient_bytes: int | None = None
 
     def __post_init__(self) -> None:
         bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
@@ -113,7 +122,11 @@ class Layout:
         if isinstance(self.stage_bytes, bool) or not isinstance(self.stage_bytes, int) or self.stage_bytes < 0:
             raise InputError("stage bytes, an integer >= 0", repr(self.stage_bytes),
                              "Pass the activation bytes a stage sends per micro-batch.")
-        for name in ("overlap_tensor", "overlap_transfers"):
+        if self.gradient_bytes is not None and (isinstance(self.gradient_bytes, bool)
+                                                or not isinstance(self.gradient_bytes, int) or self.gradient_bytes < 1):
+            raise InputError("gradient bytes per parameter, an integer >= 1 (2 for float16), or None",
+                             repr(self.gradient_bytes), "Pass e.g. gradient_bytes=2, or leave it out.")
+        for name in ("overlap_tensor", "overlap_transfers", "overlap_gradients"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} True or False", repr(getattr(self, name)),
                                  f"Pass {name}=True where the run's framework overlaps them, else leave it out.")
