@@ -39,7 +39,7 @@ from ._common import expect_input_shape
 from ._spec import ModelSpec
 from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention, fp8_dot_general
 from xla_cost.errors import InputError
-from xla_cost.parallel.residual import constrain_residual
+from xla_cost.parallel.residual import constrain_residual, constrain_sequence, gather_sequence, split_features
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 from xla_cost.step import remat as _remat
 
@@ -114,13 +114,16 @@ class CausalSelfAttention(nn.Module):
     param_dtype: Dtype = jnp.float32
     attention: str = "dense"
     fp8: bool = False
+    sequence_parallel: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         batch, length, d = x.shape
+        # under sequence parallelism the heads stay split over ``model`` (Megatron's layout), forward and back
+        split = split_features if self.sequence_parallel else (lambda y: y)
         head_dim = self.head_dim or d // self.n_head
         width = self.n_head * head_dim
-        qkv = _dense(3 * width, "c_attn", self)(x)
+        qkv = split(_dense(3 * width, "c_attn", self)(x))
         # Head by head ([q k v] of head 0, then head 1, ...) as Megatron-LM lays it
         # out, so that a column split of c_attn over heads needs no data movement.
         qkv = qkv.reshape(batch, length, self.n_head, 3, head_dim)
@@ -134,7 +137,7 @@ class CausalSelfAttention(nn.Module):
         scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
         probs = nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, width)
-        return _dense(d, "c_proj", self, self.proj_std)(out)
+        return _dense(d, "c_proj", self, self.proj_std)(split(out))
 
 
 class MLP(nn.Module):
@@ -145,10 +148,12 @@ class MLP(nn.Module):
     dtype: Dtype = jnp.float32
     param_dtype: Dtype = jnp.float32
     fp8: bool = False
+    sequence_parallel: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        h = nn.gelu(_dense(self.d_ff, "c_fc", self)(x), approximate=True)
+        split = split_features if self.sequence_parallel else (lambda y: y)  # as the attention's heads
+        h = split(nn.gelu(split(_dense(self.d_ff, "c_fc", self)(x)), approximate=True))
         return _dense(x.shape[-1], "c_proj", self, self.proj_std)(h)
 
 
@@ -158,7 +163,9 @@ class Block(nn.Module):
     With ``shard_residual`` every ``(B, T, d)`` array of the block (its input, the norms' outputs, the
     attention's and the MLP's outputs, the residual after each sum) is constrained to the residual
     stream's logical axes (`xla_cost.parallel.residual.constrain_residual`), as MaxText's
-    ``DecoderLayer`` constrains its own."""
+    ``DecoderLayer`` constrains its own; with ``sequence_parallel`` the same arrays are split over
+    ``model`` by their positions (`xla_cost.parallel.residual.constrain_sequence`), as Megatron-LM's
+    sequence parallelism holds them."""
 
     n_head: int
     d_ff: int
@@ -168,17 +175,23 @@ class Block(nn.Module):
     param_dtype: Dtype = jnp.float32
     attention: str = "dense"
     shard_residual: bool = False
+    sequence_parallel: bool = False
     fp8: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
         kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype, "fp8": self.fp8}
-        stream = constrain_residual if self.shard_residual else (lambda y: y)
+        stream = constrain_sequence if self.sequence_parallel else constrain_residual if self.shard_residual \
+            else (lambda y: y)
+        # under sequence parallelism a column-parallel projection's input is gathered whole first
+        gather = gather_sequence if self.sequence_parallel else (lambda y: y)
         x = stream(x)
         h = CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
-                                name="attn")(stream(_layer_norm("ln_1", self)(x)))
+                                sequence_parallel=self.sequence_parallel,
+                                name="attn")(gather(stream(_layer_norm("ln_1", self)(x))))
         x = stream(x + stream(h))
-        h = MLP(self.d_ff, **kw, name="mlp")(stream(_layer_norm("ln_2", self)(x)))
+        h = MLP(self.d_ff, **kw, sequence_parallel=self.sequence_parallel,
+                name="mlp")(gather(stream(_layer_norm("ln_2", self)(x))))
         return stream(x + stream(h)), None
 
 
@@ -214,6 +227,15 @@ class GPT(nn.Module):
         blocks save are then ``1 / model`` as wide on each device. Off (the
         default): the partitioner's choice, Megatron's, each tensor-parallel
         device holding the whole width. No effect without a ``model`` axis.
+      sequence_parallel: in a sharded step, the residual stream split over
+        the tensor-parallel ``model`` axis by its positions between the
+        blocks' linear layers, as Megatron-LM's sequence parallelism splits
+        it (Korthikanti et al. 2022, §4.2.2: `Block`,
+        `xla_cost.parallel.residual.constrain_sequence`): each device's layer
+        norms and residual sums over ``T / model`` positions, the
+        column-parallel projections' inputs all-gathered and the
+        row-parallel ones' outputs reduce-scattered instead of all-reduced.
+        Not with ``shard_residual``. No effect without a ``model`` axis.
       fp8: the blocks' four products (``c_attn``, the attention's ``c_proj``,
         ``c_fc``, the MLP's ``c_proj``) in FP8 with current scaling
         (`models._transformer.fp8_dot_general`, the zoo's ``--dtype float8``), as
@@ -234,9 +256,14 @@ class GPT(nn.Module):
     remat: str = "none"
     attention: str = "dense"
     shard_residual: bool = False
+    sequence_parallel: bool = False
     fp8: bool = False
 
     def _validate(self, tokens: Any) -> None:
+        if self.shard_residual and self.sequence_parallel:
+            raise InputError("one split of the residual stream: shard_residual (its width) or sequence_parallel "
+                             "(its positions)", "both", "Drop --set shard_residual=true or "
+                             "--set sequence_parallel=true.")
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
             raise InputError(f"an attention implementation ({', '.join(ATTENTION_IMPLEMENTATIONS)})",
                              repr(self.attention), "Use --set attention=dense or --set attention=fused.")
@@ -282,6 +309,7 @@ class GPT(nn.Module):
             "head_dim": self.head_dim,
             "attention": self.attention,
             "shard_residual": self.shard_residual,
+            "sequence_parallel": self.sequence_parallel,
             "fp8": self.fp8,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),

@@ -191,7 +191,12 @@ _KORTHIKANTI = dict(
     notes="GPT-3-style layers; no data parallelism except the 2,240-GPU run (§6). 'Mixed precision': the 16-bit "
           "format is not named (bfloat16 assumed; the A100's peak is 312 TFLOP/s for either). Micro-batches per "
           "step are global batch / micro batch; 'Full Recompute' runs without sequence parallelism, 'Present "
-          "Work' with sequence parallelism and selective recomputation (§6.3).",
+          "Work' with sequence parallelism and selective recomputation (§6.3). Selective recomputation as "
+          "Megatron-LM ran it recomputes the core attention alone (megatron/model/transformer.py at d07d29df, "
+          "2022-06-08, lines 356 and 366-382: checkpoint_core_attention, CoreAttention under mpu.checkpoint); the "
+          "priced dots_with_no_batch_dims_saveable recomputes it and, from the kept products' outputs, the layer "
+          "norms' statistics and the GeLU (elementwise: their backward passes read them; about 1% of a "
+          "sequence-parallel block's non-product bytes on an A100 target, measured here).",
 )
 
 
@@ -311,14 +316,21 @@ _MEGASCALE = dict(
                  "128 heads, hidden 12,288, 96 layers, TP 8, PP 8), §6.1 (six interleaved stages, sequence 2,048, "
                  "vocabulary 64,000); the MFU recomputed from them",
     device="a100-80gb", layers=96, hidden=12288, heads=128, ffn=49152, vocabulary=64000, sequence=2048,
-    micro_batch=None, tensor=8, pipeline=8, chunks=6, dtype="bfloat16", recompute="selective", node_gpus=8,
+    micro_batch=None, tensor=8, pipeline=8, chunks=6, dtype="bfloat16", recompute="selective",
+    sequence_parallel=True, node_gpus=8,
     node_links="not published for these runs (ByteDance's clusters: Broadcom Tomahawk 4 switches, 64 x 400 Gb/s "
                "ports, three-layer CLOS)",
     flops_formula="MFU: model FLOP per iteration 72 B L s h^2 (1 + s/6h + V/12hL) over 312 TFLOP/s per GPU "
                   "(it reproduces Table 2's MFU to 0.2%)",
     notes="The baseline rows: Megatron-LM (commit 285068c8) on ByteDance's cluster. The paper names only "
           "'NVIDIA Ampere GPUs'; MFU at 312 TFLOP/s implies an A100-class peak (an A800, with 400 GB/s NVLink, "
-          "is possible). Assumed: bfloat16, selective recomputation, 8 GPUs per node; micro-batch not published.",
+          "is possible). Assumed: bfloat16, selective recomputation with sequence parallelism (Korthikanti et al.'s "
+          "pairing; §3.2 describes the tensor-parallel layer MegaScale starts from with it: 'operations like "
+          "LayerNorm and Dropout are partitioned along the sequence dimension ... This necessitates all-gather "
+          "and reduce-scatter operations', Figure 3a; that the baseline rows ran with it is not said), 8 GPUs per "
+          "node; micro-batch not published. The baseline's attention: Megatron-LM's at 285068c8 (flash attention "
+          "there only with --use-flash-attn; §3.3 names FlashAttention-2 among MegaScale's own operators): priced "
+          "dense.",
     confidence="medium",
 )
 

@@ -40,7 +40,7 @@ from xla_cost.study.cases import RATIOS, Case, Setup, megatron_flops
 from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framework
 
 __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
-           "RESIDUAL_SHARDED",
+           "RESIDUAL_SHARDED", "SEQUENCE_PARALLEL", "SEQUENCE_PARALLEL_FAMILIES",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
            "flops_per_step"]
 
@@ -182,6 +182,17 @@ def _head_limit(device: str) -> int:
                             else "before hopper"]
 
 
+SEQUENCE_PARALLEL = ("Korthikanti et al. 2022, §4.2.2; megatron/mpu/layers.py at d07d29df: the column-parallel "
+                     "linear all-gathers its input, forward and again backward, lines 218-229 and 243-258; "
+                     "RowParallelLinear reduce-scatters its output, lines 516-517")
+"""Where a run's sequence parallelism (`PublishedRun.sequence_parallel`) is read as its program prices it."""
+
+SEQUENCE_PARALLEL_FAMILIES: tuple[str, ...] = ("gpt",)
+"""The zoo families whose program takes a run's sequence parallelism (the zoo GPT's
+``sequence_parallel``: `xla_cost.parallel.residual.constrain_sequence`). A run of another family
+with it is priced without it, and its description says so."""
+
+
 def fusable(run: PublishedRun) -> bool:
     """Whether the zoo's fused attention takes ``run``'s heads on its device (`FUSED_HEAD_LIMIT`;
     on a TPU the fused attention is the splash kernel, of any head)."""
@@ -264,6 +275,9 @@ def program(run: PublishedRun) -> RunProgram:
     split_residual = run.paper in RESIDUAL_SHARDED and run.tensor > 1 and kind == "gpt"
     if split_residual:  # off by default: every other program (and key) as before
         config.update(shard_residual=True)
+    split_sequence = run.sequence_parallel and run.tensor > 1 and kind in SEQUENCE_PARALLEL_FAMILIES
+    if split_sequence:  # off by default: every other program (and key) as before
+        config.update(sequence_parallel=True)
     if kind == "llama":
         config.update(gated_mlp=run.gated, activation="silu" if run.gated else "relu")
     if kind == "mixtral":  # no capacity factor: no token dropped, every expert's slots hold every token (E / k)
@@ -306,6 +320,13 @@ def program(run: PublishedRun) -> RunProgram:
     elif run.paper in RESIDUAL_SHARDED and run.tensor > 1:
         residual = (f"; the residual stream whole on each tensor-parallel device (the run's split it: "
                     f"the zoo's {kind} has no such option)")
+    if split_sequence:
+        residual += (f"; sequence parallelism as the run's: the residual stream split by its positions over the "
+                     f"{run.tensor} tensor-parallel devices between the blocks' linear layers, their inputs "
+                     f"all-gathered and their outputs reduce-scattered ({SEQUENCE_PARALLEL})")
+    elif run.sequence_parallel and run.tensor > 1:
+        residual += (f"; the residual stream whole on each tensor-parallel device, its collectives all-reduces (the "
+                     f"run's sequence parallelism split it by positions: the zoo's {kind} has no such option)")
     if remat != REMAT_LEVELS[run.recompute]:
         kept = ", ".join(f"{name} {'to the host' if place == 'offload' else 'on the device'}"
                          for name, place in run.kept_tensors)
