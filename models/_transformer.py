@@ -37,6 +37,7 @@ from jax.ad_checkpoint import checkpoint_name
 from ._common import expect_input_shape
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
+from xla_cost.parallel import context as _context
 from xla_cost.parallel import sharding
 from xla_cost.step import remat as _remat
 
@@ -291,14 +292,17 @@ def apply_rope(x: jnp.ndarray, positions: jnp.ndarray, theta: float, scaling: fl
 # --------------------------------------------------------------------------- attention
 
 
-def _mask(length_q: int, length_k: int, causal: bool, window: int) -> jnp.ndarray | None:
+def _mask(length_q: int, length_k: int, causal: bool, window: int,
+          positions: tuple[Any, Any] | None = None) -> jnp.ndarray | None:
     """``(T, S)`` True where query ``i`` may attend to key ``j``: ``j <= i`` when
     causal, ``|i - j| < window`` with a window (``window`` keys, the query's own
-    included); None when every pair attends."""
+    included); None when every pair attends. ``positions``: the queries' and the
+    keys' positions in the sequence (a context-parallel device's, `xla_cost.parallel.context`)
+    instead of ``0 .. T - 1`` and ``0 .. S - 1``."""
     if not causal and not window:
         return None
-    i = jnp.arange(length_q)[:, None]
-    j = jnp.arange(length_k)[None, :]
+    i = (jnp.arange(length_q) if positions is None else positions[0])[:, None]
+    j = (jnp.arange(length_k) if positions is None else positions[1])[None, :]
     mask = jnp.ones((length_q, length_k), jnp.bool_)
     if causal:
         mask = mask & (j <= i)
@@ -394,6 +398,9 @@ def attention(
     splash attention on a TPU target (`splash_attention`), XLA's own
     decomposition (the same products) on the CPU.
 
+    With a ``context`` mesh axis each device's queries attend to the keys and
+    values gathered over it (`xla_cost.parallel.context.gathered_attention`).
+
     Args:
       implementation: one of `ATTENTION_IMPLEMENTATIONS`.
       causal: query ``i`` attends to keys ``j <= i``.
@@ -409,6 +416,19 @@ def attention(
         raise InputError("n_kv_heads dividing n_heads", f"n_heads={n_heads}, n_kv_heads={n_kv}",
                          "Set n_kv_heads to a divisor of n_heads (1: MQA, n_heads: MHA).")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    local = functools.partial(_local_attention, implementation=implementation, causal=causal, window=window,
+                              scale=scale, softcap=softcap)
+    if _context.context_size() > 1:  # the positions split over a context axis
+        return _context.gathered_attention(q, k, v, local, fused=implementation == "fused")
+    return local(q, k, v)
+
+
+def _local_attention(q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, *, implementation: str, causal: bool,
+                     window: int, scale: float, softcap: float,
+                     positions: tuple[Any, Any] | None = None) -> jnp.ndarray:
+    """`attention` on one device (or partitioned by XLA), the mask from ``positions`` where given."""
+    batch, length_q, n_heads, head_dim = q.shape
+    length_k, n_kv = k.shape[1], k.shape[2]
     if implementation == "fused":
         if softcap:
             raise InputError(
@@ -454,7 +474,7 @@ def attention(
     scores = jnp.einsum("btkgh,bskh->bkgts", qg, k).astype(jnp.float32) * scale
     if softcap:
         scores = softcap * jnp.tanh(scores / softcap)
-    mask = _mask(length_q, length_k, causal, window)
+    mask = _mask(length_q, length_k, causal, window, positions)
     if mask is not None:
         scores = jnp.where(mask[None, None, None], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
@@ -513,7 +533,7 @@ class Attention(nn.Module):
             q = _dense(n * h, "q_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, n, h)
             k = _dense(kv * h, "k_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
             v = _dense(kv * h, "v_proj", self.dtype, self.param_dtype)(x).reshape(batch, length, kv, h)
-        positions = jnp.arange(length)
+        positions = _context.position_ids(length)  # split over a context axis, in its devices' order
         q = apply_rope(q, positions, self.rope_theta, self.rope_scaling)
         k = apply_rope(k, positions, self.rope_theta, self.rope_scaling)
         if self.names:  # as MaxText names them (attentions.py at tpu-recipes-v0.1.4, lines 1782-1784)

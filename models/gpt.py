@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from ._common import expect_input_shape
 from ._spec import ModelSpec
 from ._transformer import ATTENTION_IMPLEMENTATIONS, attention as _attention, fp8_dot_general
+from xla_cost.parallel import context as _context
 from xla_cost.errors import InputError
 from xla_cost.parallel.residual import constrain_residual, constrain_sequence, gather_sequence, split_features
 from xla_cost.parallel.sharding import RULES_ATTRIBUTE
@@ -301,7 +302,7 @@ class GPT(nn.Module):
             embedding_init=nn.initializers.normal(0.01),
             name="wpe",
         )
-        x = wte(tokens) + wpe(jnp.arange(tokens.shape[1]))[None]
+        x = wte(tokens) + wpe(_context.position_ids(tokens.shape[1]))[None]  # a context axis's order where split
 
         block_kw = {
             "n_head": self.n_head,

@@ -19,10 +19,11 @@ RUNS = {r.name: r for r in PUBLISHED_RUNS}
 @pytest.mark.parametrize("run", [RUNS[n] for n in run_cases.CHOSEN], ids=list(run_cases.CHOSEN))
 def test_every_chosen_run_is_laid_out_over_its_devices(run):
     setup = run_cases.run_setup(run)
-    tensor, fsdp = setup.mesh.get("model", 1), setup.mesh.get("fsdp", 1)
-    assert tensor == run.tensor
-    # the program's devices, times its stages and replicas, are the run's (context-parallel groups as replicas)
-    assert tensor * fsdp * setup.layout["pipeline"] * setup.layout["data"] == run.devices
+    tensor, fsdp, context = setup.mesh.get("model", 1), setup.mesh.get("fsdp", 1), setup.mesh.get("context", 1)
+    assert tensor == run.tensor and context == run.context
+    # the program's devices (a context-parallel group in it: its mesh's context axis), times its stages and
+    # replicas, are the run's
+    assert tensor * fsdp * context * setup.layout["pipeline"] * setup.layout["data"] == run.devices
     # every sequence of the global batch is in some program: per program x micro-batches x replicas
     sequences = setup.batch_size // fsdp * fsdp * setup.layout["micro_batches"] * setup.layout["data"]
     assert sequences == run.global_batch or run.micro_batch is None
@@ -53,9 +54,17 @@ def test_overlaps_the_runs_record_reach_their_layouts():
         run, layout = RUNS[name], run_cases.run_setup(RUNS[name]).layout
         assert layout.get("overlap_tensor", False) == (run.overlap_tensor and run.tensor > 1)
         assert layout.get("overlap_transfers", False) == (run.overlap_p2p and run.pipeline > 1)
+        assert layout.get("overlap_context", False) == (run.overlap_context and run.context > 1)
         assert run.sequence_parallel or not run.overlap_tensor
     assert {n for n in run_cases.CHOSEN if RUNS[n].overlap_tensor} == {
-        "nemo2024-llama2-70b-64", "megatron-bridge2026-llama3-70b-64"}
+        "nemo2024-llama2-70b-64", "megatron-bridge2026-llama3-70b-64", "nemo2024-gpt3-20b-64",
+        "nemo2024-nemotron-8b-64", "nemo2024-nemotron-22b-64", "nemo2024-llama3-70b-64"}
+    # Transformer Engine's ring overlaps the context-parallel exchange (NeMo's runs); Llama 3's all-gather does not
+    # (Dubey et al. 2024, §3.3.2)
+    assert {n for n in run_cases.CHOSEN if RUNS[n].context > 1} == {
+        "llama3-405b-16384-128k", "nemo2024-llama3-8b-8", "nemo2024-llama3-70b-64"}
+    assert {n for n in run_cases.CHOSEN if RUNS[n].overlap_context} == {
+        "nemo2024-llama3-8b-8", "nemo2024-llama3-70b-64"}
 
 
 @pytest.mark.parametrize("name", ["llama3-405b-8192", "llama3-405b-16384"])

@@ -31,11 +31,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SOFTMAX_FLOP", "FMA", "products", "attention_flops", "attention_transcendentals", "SplashCall",
-           "splash_call", "kernel_cost_estimate"]
+__all__ = ["SOFTMAX_FLOP", "FMA", "FUSED_ATTENTION_CALL", "products", "attention_flops", "attention_transcendentals",
+           "SplashCall", "splash_call", "kernel_cost_estimate"]
 
 FMA = 2
 """FLOP per multiply-add (XLA's convention, `xla_cost.count.registry.FLOPS_PER_FMA`)."""
+
+FUSED_ATTENTION_CALL = "__cudnn$fmha"
+"""How the custom-call target of every cuDNN fused attention call of a GPU program begins
+(``__cudnn$fmhaSoftmax``, ``__cudnn$fmhaSoftmaxBackward``, ...)."""
 
 SOFTMAX_FLOP = 5
 """FLOP per attention score of fused attention's softmax, forward: scale, row

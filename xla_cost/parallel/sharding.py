@@ -20,6 +20,11 @@ Mesh axes (`MESH_AXES`), outermost first:
   constrains its dispatched tokens to be split by expert
   (``nn.with_logical_constraint``, which the plan's `ShardingPlan.constraints`
   applies), and XLA's partitioner moves them there and back with all-to-alls.
+* ``context``: context parallelism. Every sequence's positions are split
+  over it (the tokens, every activation ``(batch, positions, ...)``), the
+  parameters replicated and their gradients all-reduced over it, and
+  attention's keys and values all-gathered over it
+  (`xla_cost.parallel.context`).
 * ``model``: tensor parallelism. Which dimension of a parameter it splits comes
   from partition rules: the ``param_sharding`` regex rules a user passes, the
   partitioning metadata of the model (``nn.with_partitioning``,
@@ -50,11 +55,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from xla_cost.compiled import targets
 from xla_cost.errors import InputError
+from xla_cost.parallel.mesh import (BATCH_AXES, CONTEXT, MESH_AXES, check_batch_split, check_mesh, make_mesh,
+                                    mesh_devices, mesh_text, parse_mesh)
 from xla_cost.parallel.simulated import MAX_SIMULATED_DEVICES, check_device_count, simulate_devices
 from xla_cost.step.trees import key_name, nbytes
 
@@ -83,13 +88,6 @@ __all__ = [
     "per_device_bytes",
 ]
 
-MESH_AXES: tuple[str, ...] = ("data", "fsdp", "expert", "model")
-"""The mesh axes, outermost first: ``model`` is innermost, so a tensor-parallel
-group is consecutive devices (one node's NVLink domain)."""
-
-BATCH_AXES: tuple[str, ...] = ("data", "fsdp", "expert")
-"""The axes the batch is split over."""
-
 DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("batch", ("data", "fsdp")),
     ("embed", "fsdp"),
@@ -109,80 +107,21 @@ DEFAULT_LOGICAL_RULES: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("activation_exp", "expert"),
     ("activation_batch", ("data", "fsdp", "expert")),
     ("activation_batch_no_exp", ("data", "fsdp")),
-    ("activation_length", None),
+    ("activation_length", "context"),
     ("activation_embed", "model"),
 )
 """Logical axis names (Flax's ``nn.with_partitioning(init, ("embed", "mlp"))``
 and MaxText's vocabulary) mapped to this mesh's axes; names equal to a mesh
 axis (``"model"``) map to it. Override with ``logical_axis_rules=``.
 ``activation_embed`` (a residual stream's width: `xla_cost.parallel.residual`)
-maps to ``model`` as MaxText's to ``tensor`` (base.yml at 76bd53b0, line 78)."""
+maps to ``model`` as MaxText's to ``tensor`` (base.yml at 76bd53b0, line 78);
+``activation_length`` (its positions) to ``context``."""
 
 PartitionRules = Sequence[tuple[str, Any]]
 """``[(regex, spec), ...]``: the first regex found (``re.search``) in a
 parameter's path (``h_0/attn/c_attn/kernel``) gives its spec: a
 `jax.sharding.PartitionSpec` or a tuple of mesh axis names / None / tuples of
 names, aligned to the parameter's last dimensions."""
-
-
-def parse_mesh(text: str | Mapping[str, int] | None) -> dict[str, int]:
-    """``"data=2,model=4"`` (or a mapping) to ``{"data": 2, "model": 4}`` in `MESH_AXES` order.
-
-    Raises:
-      InputError: an unknown axis, a size that is not a positive integer, an axis twice.
-    """
-    if text is None or text == "" or text == {}:
-        return {}
-    if isinstance(text, Mapping):
-        items = list(text.items())
-    elif isinstance(text, str):
-        items = []
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            if not sep:
-                raise InputError(
-                    "a mesh as AXIS=SIZE[,AXIS=SIZE...]", repr(text),
-                    f"Use e.g. --mesh data=8 or --mesh fsdp=8,model=8 (axes {', '.join(MESH_AXES)}).",
-                )
-            items.append((key.strip(), value.strip()))
-    else:
-        raise InputError(
-            "mesh as a dict {axis: size} or 'data=2,model=4'", type(text).__name__,
-            "Pass e.g. mesh={'data': 8}.",
-        )
-    sizes: dict[str, int] = {}
-    for key, value in items:
-        if key not in MESH_AXES:
-            raise InputError(
-                f"mesh axes among {', '.join(MESH_AXES)}", repr(key),
-                "Use data (batch split, DDP), fsdp (parameters sharded, ZeRO-3), expert (experts "
-                "sharded, tokens split) or model (tensor parallel).",
-            )
-        if key in sizes:
-            raise InputError("each mesh axis once", f"{key} twice in {text!r}", "Give each axis one size.")
-        try:
-            size = int(value) if not isinstance(value, bool) else -1
-        except (TypeError, ValueError):
-            size = -1
-        if size < 1 or (isinstance(value, float) and value != size):
-            raise InputError(
-                f"a positive integer size for mesh axis {key}", repr(value), f"Use e.g. {key}=8.",
-            )
-        sizes[key] = size
-    return {axis: sizes[axis] for axis in MESH_AXES if axis in sizes}
-
-
-def check_mesh(mesh: Any) -> dict[str, int]:
-    """The mesh as sizes by axis (`parse_mesh`), or a `jax.sharding.Mesh`'s own axes."""
-    if isinstance(mesh, Mesh):
-        unknown = [a for a in mesh.axis_names if a not in MESH_AXES]
-        if unknown:
-            raise InputError(
-                f"a Mesh whose axes are among {', '.join(MESH_AXES)}",
-                f"axes {mesh.axis_names}", "Name the mesh axes data, fsdp, expert and model.",
-            )
-        return {str(a): int(mesh.shape[a]) for a in mesh.axis_names}
-    return parse_mesh(mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,23 +153,6 @@ class ShardingOptions:
         return mesh_devices(self.sizes()) > 1
 
 
-def check_batch_split(mesh: Mapping[str, int], batch: int, what: str = "inputs") -> None:
-    """Refuses a batch the mesh's batch axes (`BATCH_AXES`) do not divide, before anything runs.
-
-    Raises:
-      InputError: the product of the batch axes' sizes does not divide ``batch``.
-    """
-    axes = tuple(a for a in BATCH_AXES if mesh.get(a, 1) > 1)
-    size = math.prod(mesh[a] for a in axes) if axes else 1
-    if axes and batch % size:
-        raise InputError(
-            f"a batch size divisible by {'x'.join(axes)} = {size} (the {what} are split over "
-            "the batch axes)",
-            f"batch {batch} on mesh {mesh_text(mesh)}",
-            f"Use a batch that is a multiple of {size}, e.g. {size * max(1, batch // size)}.",
-        )
-
-
 def compile_rules(rules: PartitionRules | None, flag: str = "param_sharding") -> list[tuple[re.Pattern[str], Any]]:
     """The rules' regexes compiled; `InputError` naming the first that is not a regular expression."""
     compiled = []
@@ -243,57 +165,6 @@ def compile_rules(rules: PartitionRules | None, flag: str = "param_sharding") ->
                 "Escape the characters [ ] ( ) . * + ? with a backslash to match them literally.",
             ) from exc
     return compiled
-
-
-def mesh_devices(mesh: Mapping[str, int]) -> int:
-    """Devices a mesh needs: the product of its sizes (1 for an empty mesh)."""
-    return math.prod(mesh.values()) if mesh else 1
-
-
-def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
-    """A `jax.sharding.Mesh` of ``sizes`` over the default backend's devices, and notes.
-
-    Under a compile target (`xla_cost.compiled.targets.use`) the mesh is the
-    target's devices instead, from its deviceless topology (GPU hosts of
-    ``node_size`` devices, a TPU slice).
-
-    Falls back to the CPU's (simulated) devices when the default backend has
-    fewer than the mesh needs, with a note: the figures are then the CPU
-    compiler's for the sharded program.
-
-    Raises:
-      InputError: not enough devices anywhere.
-    """
-    need = mesh_devices(sizes)
-    notes: list[str] = []
-    target = targets.active()
-    if target is not None:  # the compile target's devices, from its deviceless topology
-        check_device_count(need)
-        array = np.array(target.devices(need), dtype=object).reshape(tuple(sizes.values()))
-        return Mesh(array, tuple(sizes)), notes
-    devices = jax.devices()
-    if len(devices) < need:
-        cpu = jax.devices("cpu") if jax.default_backend() != "cpu" else devices
-        if len(cpu) < need:
-            raise InputError(
-                f"{need} devices for mesh {mesh_text(sizes)}",
-                f"{len(devices)} {jax.default_backend()} device(s)",
-                f"Simulate them on the CPU: xla_cost.simulate_devices({need}) right after "
-                f"`import jax`, or XLA_FLAGS=--xla_force_host_platform_device_count={need} "
-                "(the xla-cost CLI does this itself).",
-            )
-        notes.append(
-            f"the {jax.default_backend()} backend has {len(devices)} device(s): the mesh "
-            f"{mesh_text(sizes)} is compiled for {need} simulated CPU devices (XLA's CPU cost "
-            "analysis of the sharded program)"
-        )
-        devices = cpu
-    array = np.array(devices[:need], dtype=object).reshape(tuple(sizes.values()))
-    return Mesh(array, tuple(sizes)), notes
-
-
-def mesh_text(sizes: Mapping[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sizes.items()) or "(one device)"
 
 
 # ------------------------------------------------------------------ parameter specs
@@ -580,6 +451,8 @@ class ShardingPlan:
       logical_rules: the logical axis rules (`DEFAULT_LOGICAL_RULES` or the
         user's) under which the model's own ``nn.with_logical_constraint``
         calls are applied (`constraints`); None: they are not (a note says why).
+      sequence: with a ``context`` axis, the positions per sequence (the
+        inputs' second dimension) that are split over it; None without one.
     """
 
     mesh: Mesh
@@ -588,6 +461,7 @@ class ShardingPlan:
     sources: Mapping[str, str]
     notes: tuple[str, ...] = ()
     logical_rules: tuple[tuple[str, Any], ...] | None = DEFAULT_LOGICAL_RULES
+    sequence: int | None = None
 
     @property
     def devices(self) -> int:
@@ -609,7 +483,8 @@ class ShardingPlan:
         """A context in which every Linen module method's outputs with the batch on
         their leading axis are constrained to be split over the batch axes
         (their other dimensions left to the partitioner), as MaxText's
-        activation constraints do: the partitioner then gathers ``fsdp``
+        activation constraints do (and, with a ``context`` axis, their
+        positions, a second axis of `sequence`, over it): the partitioner then gathers ``fsdp``
         weights for compute instead of splitting the work by weights, and
         Megatron's ``model`` splits stay free. And the model's own logical
         constraints (``nn.with_logical_constraint``, as MaxText writes them: a
@@ -629,11 +504,16 @@ class ShardingPlan:
         axes = tuple(a for a in BATCH_AXES if self.sizes.get(a, 1) > 1)
         first = axes[0] if len(axes) == 1 else axes
 
+        sequence = self.sequence
+
         def constrain(x: Any) -> Any:
             shape = getattr(x, "shape", ())
             if not isinstance(x, jax.Array) or not shape or shape[0] != batch:
                 return x
-            spec = PartitionSpec(first, *([PartitionSpec.UNCONSTRAINED] * (len(shape) - 1)))
+            rest = [PartitionSpec.UNCONSTRAINED] * (len(shape) - 1)
+            if sequence is not None and len(shape) >= 2 and shape[1] == sequence:
+                rest[0] = CONTEXT
+            spec = PartitionSpec(first if axes else None, *rest)
             return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
         def interceptor(next_fun: Any, args: Any, kwargs: Any, context: Any) -> Any:
@@ -646,7 +526,7 @@ class ShardingPlan:
         token = _ACTIVE_MESH.set(self.mesh)
         with _reset(_ACTIVE_MESH, token), (jax.set_mesh(self.mesh) if logical else contextlib.nullcontext()), (
                 nn.logical_axis_rules(rules) if logical else contextlib.nullcontext()), (
-                nn.intercept_methods(interceptor) if axes else contextlib.nullcontext()):
+                nn.intercept_methods(interceptor) if axes or sequence is not None else contextlib.nullcontext()):
             yield
 
     def param_table(self) -> dict[str, str]:
@@ -684,13 +564,18 @@ def _spec_text(spec: PartitionSpec) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def _batch_specs(tree: Any, batch: int, mesh: Mapping[str, int], what: str) -> Any:
+def _batch_specs(tree: Any, batch: int, mesh: Mapping[str, int], what: str, sequence: int | None = None) -> Any:
+    """Specs splitting each leaf with the batch on its leading axis over the batch axes, and its
+    positions (a second axis of ``sequence``) over ``context``."""
     axes = tuple(a for a in BATCH_AXES if mesh.get(a, 1) > 1)
 
     def leaf_spec(leaf: Any) -> PartitionSpec:
         shape = tuple(getattr(leaf, "shape", ()))
+        first = (axes[0] if len(axes) == 1 else axes) if axes else None
+        if sequence is not None and len(shape) >= 2 and shape[0] == batch and shape[1] == sequence:
+            return PartitionSpec(first, CONTEXT)
         if axes and shape and shape[0] == batch:
-            return PartitionSpec(axes[0] if len(axes) == 1 else axes)
+            return PartitionSpec(first)
         return PartitionSpec()
 
     check_batch_split(mesh, batch, what)
@@ -724,12 +609,13 @@ def plan_sharding(
     )
     notes += param_notes
     batch = int(jax.tree.leaves(workload.inputs)[0].shape[0])
+    sequence = _context_sequence(workload.inputs, sizes)
     replicated = PartitionSpec()
-    inputs_specs = _batch_specs(workload.inputs, batch, sizes, "inputs")
+    inputs_specs = _batch_specs(workload.inputs, batch, sizes, "inputs", sequence)
     extras = workload.extras
     extras_specs = {
         "rng": jax.tree.map(lambda _: replicated, extras["rng"]),
-        "kwargs": _batch_specs(extras["kwargs"], batch, sizes, "call arguments"),
+        "kwargs": _batch_specs(extras["kwargs"], batch, sizes, "call arguments", sequence),
     }
     extras_specs.update({k: jax.tree.map(lambda _: replicated, v) for k, v in extras.items()
                          if k not in extras_specs})
@@ -739,7 +625,7 @@ def plan_sharding(
         "opt_state": _match_params(workload.opt_state, workload.params, specs, sizes),
         "state": replicated,  # a prefix: every leaf, whatever the new state's structure
         "batch": (inputs_specs, extras_specs),
-        "targets": _batch_specs(workload.targets, batch, sizes, "targets"),
+        "targets": _batch_specs(workload.targets, batch, sizes, "targets", sequence),
         "loss": replicated,
     }
     if "model" in sizes and sizes["model"] > 1 and not any(
@@ -765,7 +651,29 @@ def plan_sharding(
             f"the model's own activation constraints (nn.with_logical_constraint) are not applied: its "
             f"parameters' nn.Partitioned names ({', '.join(foreign)}) are not mesh axes, which Flax's "
             "unboxing refuses under a mesh (nn.with_logical_partitioning names map through the logical rules)")
-    return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes), logical)
+    if sequence is not None:
+        notes.append(f"context={sizes[CONTEXT]}: each sequence's {sequence} positions split over it "
+                     f"({sequence // sizes[CONTEXT]} a device), attention's keys and values all-gathered over it "
+                     "(xla_cost.parallel.context)")
+    return ShardingPlan(jax_mesh, sizes, tree_specs, sources, tuple(notes), logical, sequence)
+
+
+def _context_sequence(inputs: Any, sizes: Mapping[str, int]) -> int | None:
+    """The positions per sequence a ``context`` axis splits: the inputs' second dimension; None
+    without the axis.
+
+    Raises:
+      InputError: inputs without a second dimension, or one the axis does not divide.
+    """
+    context = sizes.get(CONTEXT, 1)
+    if context == 1:
+        return None
+    shape = tuple(getattr(jax.tree.leaves(inputs)[0], "shape", ()))
+    if len(shape) < 2 or shape[1] % context:
+        raise InputError(f"inputs (batch, positions, ...) whose positions context={context} divides (the "
+                         "sequence is split over it)", f"inputs of shape {shape}",
+                         f"Use a sequence that is a multiple of {context}, or drop context from the mesh.")
+    return int(shape[1])
 
 
 def _foreign_box_names(params: Any, axes: Sequence[str]) -> list[str]:

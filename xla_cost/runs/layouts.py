@@ -32,8 +32,9 @@ MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
 """Axes a scaling curve grows (weak scaling: the per-device batch stays)."""
 
 LAYOUT_AXES: tuple[str, ...] = (*MESH_AXES, "pipeline")
-"""The axes of `Parallelism.mesh`: ``fsdp``, ``expert`` and ``model`` shard the
-analysed program (``expert`` splitting its batch too), ``data`` replicates it, ``pipeline`` splits its layers into stages."""
+"""The axes of `Parallelism.mesh`: ``fsdp``, ``expert``, ``context`` and ``model`` shard the
+analysed program (``expert`` splitting its batch too, ``context`` its sequences' positions), ``data``
+replicates it, ``pipeline`` splits its layers into stages."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,8 @@ class Parallelism:
       mesh: instead of ``devices``, devices per axis of `LAYOUT_AXES`
         (``{"data": 16, "model": 8, "pipeline": 8}`` or
         ``"data=16,model=8,pipeline=8"``): the analysed program is sharded
-        over ``model`` (tensor parallel), ``expert`` (its batch too) and ``fsdp`` alone; ``pipeline``
+        over ``model`` (tensor parallel), ``expert`` (its batch too), ``context`` (each sequence's
+        positions: context parallelism, `xla_cost.parallel.context`) and ``fsdp`` alone; ``pipeline``
         stages each hold ``ceil(n_layer / pipeline)`` of the layers (the
         analysed stage keeps the embedding and the head: the slowest one);
         ``data`` replicas all-reduce its gradients
@@ -258,7 +260,7 @@ def point(one: RunConfig, axis: str, k: int, per_rank: int, mesh: Mapping[str, i
         grown = k > 1 and (axis == "data" or one.target is None)
         reference = dataclasses.replace(one, batch_size=per_rank, mesh={}) if grown else None
         return Point(run, schedule.Layout(micro_batches=micro), reference, same)
-    program = {a: mesh[a] for a in ("fsdp", "expert", "model") if a in mesh and mesh[a] > 1}
+    program = {a: mesh[a] for a in ("fsdp", "expert", "context", "model") if a in mesh and mesh[a] > 1}
     split = mesh.get("expert", 1)  # expert parallelism splits the batch (tokens) over its devices too
     data = mesh.get("data", 1)
     reference = None

@@ -39,9 +39,10 @@ from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
 from xla_cost.parallel import placement
-from xla_cost.timemodel import calibration, comm, kernel_time, schedule
+from xla_cost.timemodel import calibration, comm, context_exchange, kernel_time, schedule
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel import devices
+from xla_cost.parallel.mesh import CONTEXT
 from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulate_devices
 from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
@@ -117,7 +118,11 @@ def predict(
       ``max(FLOP / (peak * mfu), bytes / bandwidth)``;
     * the analysed mesh's collectives over ``model`` block the step (tensor
       parallelism), or only what outlasts the products where the layout
-      overlaps them (`xla_cost.timemodel.schedule.Layout.overlap_tensor`); its gradient collectives over ``data`` (and the
+      overlaps them (`xla_cost.timemodel.schedule.Layout.overlap_tensor`); over ``context`` (context
+      parallelism) its exchange of attention's keys and values blocks the step too, or only what
+      outlasts the fused attention kernels where the layout overlaps it
+      (`xla_cost.timemodel.schedule.Layout.overlap_context`), and its all-reduces reduce gradients,
+      as over ``data``; its gradient collectives over ``data`` (and the
       layout's replicas) are reduced in buckets that start as the backward pass
       makes them, and only what runs past the backward pass is exposed (or a
       fixed share is hidden: ``overlap``); over ``fsdp`` (ZeRO-3) each layer's
@@ -160,12 +165,17 @@ def predict(
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
-    tensor, gradients = [], []
+    tensor, gradients, context = [], [], []
     for c in (*grad.communication, *update.communication):
-        (gradients if set(c.axes) <= _GRADIENT_AXES and c.axes else tensor).append(c)
+        exchange = context_exchange.exchanges(c)  # context parallelism's keys and values, not gradients
+        (context if exchange else gradients if c.axes and set(c.axes) - {CONTEXT} <= _GRADIENT_AXES else tensor
+         ).append(c)
     tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
     tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
     notes = list(notes)
+    context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
+    context_s, context_times, said = comm.communication_time(comm.placed(context, mesh, cluster.node_size), cluster)
+    notes += said
     if narrow != 1.0:
         notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
                      "halved for a 16-bit device (XLA's CPU widens them to float32)")
@@ -228,6 +238,11 @@ def predict(
     products = compute if hardware.is_bound else parts["matmul"]
     tensor_exposed, transfer_exposed, said = _overlapped(layout, tensor_s, transfer, products, compute)
     notes += said
+    context_exposed, said = context_exchange.exposed(layout, context_s, grad, hardware.device, hardware.arithmetic,
+                                                     hardware.is_bound)
+    notes += said
+    tensor_exposed += context_exposed  # the attention's K and V exchange blocks the micro-batch as the tensor ones do
+    tensor_s += context_s
     slot = compute + tensor_exposed + transfer_exposed  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
     grad_s, grad_times, grad_notes, exposed = _gradients(
@@ -259,7 +274,7 @@ def predict(
     return StepEstimate(
         devices=report.devices * replicas, global_batch=report.batch_size * layout.micro_batches * layout.data,
         flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
-        prediction=prediction, collectives=(*tensor_times, *transfers, *grad_times),
+        prediction=prediction, collectives=(*tensor_times, *context_times, *transfers, *grad_times),
         notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
         # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)

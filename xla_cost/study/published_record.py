@@ -205,7 +205,10 @@ class PublishedRun:
         Bridge's ``tp_comm_overlap``, which needs sequence parallelism);
         overlap_p2p: the pipeline's send/recv overlapped with compute
         (Megatron's ``overlap_p2p_comm``, Llama 3's asynchronous
-        point-to-point). Each False unless the run's configuration says so.
+        point-to-point); overlap_context: context parallelism's exchange of
+        keys and values overlapped with the attention (Megatron-Core's ring
+        through Transformer Engine; Llama 3's all-gather is not). Each False
+        unless the run's configuration says so.
       dtype: one of `DTYPES`; recompute: one of `RECOMPUTE`.
       kept_tensors: where recomputation keeps tensors by name (MaxText's
         ``remat_policy: custom``), each named tensor kept and where, as
@@ -260,6 +263,7 @@ class PublishedRun:
     sequence_parallel: bool = False
     overlap_tensor: bool = False
     overlap_p2p: bool = False
+    overlap_context: bool = False
     dtype: str
     recompute: str
     kept_tensors: tuple[tuple[str, str], ...] = ()

@@ -417,7 +417,13 @@ _RUNS_LLAMA3 = runs_of(
     dict(name="llama3-405b-16384-128k", devices=16384, data=8, fsdp=8, context=16, sequence=131072,
          global_batch=128, quantity="TFLOP/s per device", published=380.0, also=(("MFU", 0.38),),
          recompute="none", confidence="medium",
-         notes=_LLAMA3["notes"] + " Recomputation at 131,072 tokens is not stated (none assumed, as at 8K)."),
+         notes=_LLAMA3["notes"] + " Recomputation at 131,072 tokens is not stated (none assumed, as at 8K). Context "
+               "parallelism as §3.3.2 describes it: each sequence cut into 2 x CP chunks, the i-th CP rank holding "
+               "the i-th and the (2 x CP - 1 - i)-th; K and V all-gathered over the CP group, then the attention of "
+               "the local Q chunk; the all-gather's latency exposed on the critical path, not overlapped as ring "
+               "implementations overlap theirs (small, the paper says, as GQA's K and V are much smaller than Q): "
+               "overlap_context False. Order of the dimensions [TP, CP, PP, DP]: TP 8 fills a node, so each CP "
+               "group of 16 is one GPU of each of 16 nodes."),
 )
 """Llama 3 405B's three pre-training layouts on 8,192 and 16,384 H100s."""
 

@@ -91,6 +91,14 @@ _OVERLAP_TP = (" Sequence parallelism and Transformer Engine's userbuffers overl
                "micro-batch and sequence) in " + _LAUNCHER + "llama2_70b.yaml; NeMo 2.0 turns the overlap off "
                "without sequence parallelism (megatron_comm_overlap.py line 127).")
 
+_CONTEXT = (" Context parallelism as Megatron-Core runs it with Transformer Engine: 'context_parallel_size: 2' (line "
+            "63) in " + _LAUNCHER + "{file}; each sequence cut into 2 x CP chunks, rank i holding chunks i and "
+            "2 CP - 1 - i (Megatron-LM megatron/training/utils.py, get_batch_on_this_cp_rank: 'we split sequence "
+            "into 2*CP ranks'), keys and values passed around the context-parallel ring, each step's send/recv "
+            "overlapped with the attention of the chunk already there (Transformer Engine v1.8, transformer_engine/"
+            "pytorch/attention.py, AttnFuncWithCP, lines 535-540: 'overlap current-step compute with next-step "
+            "communication', the ring at lines 623-660).")
+
 _LAUNCHER_OF = ("NVIDIA/NeMo-Framework-Launcher's training configurations of the container's time (commit c99374bb, "
                 "2024-08-06), launcher_scripts/conf/training/{file}: ")
 _GPT3_20B_CFG = (" Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
@@ -153,8 +161,16 @@ _RUNS_NEMO = runs_of(
           "nemotron_340b.yaml: TP 8, PP 12, VP 8, again not this row's) keeps both overlaps off (lines 135, 156) and "
           "sets 'sequence_parallel: true' (line 127) and 'activations_checkpoint_granularity: selective' (line 122), "
           "which neither the table nor the recipe gives this row: priced without."),
-    _nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711, _LLAMA),
-    _nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734, _LLAMA),
+    {**_nemo("llama3-8b", _LLAMA3_8B, 8, 128, 1, 8192, 1, 1, 2, 1, 12273, 711,
+             _LLAMA + _CONTEXT.format(file="llama3_8b.yaml") + " That file's layout is this row's (TP 1, PP 1, CP 2)."),
+     "overlap_context": True},
+    {**_nemo("llama3-70b", _LLAMA3_70B, 64, 128, 1, 8192, 4, 4, 2, 5, 1524, 734,
+             _LLAMA + _CONTEXT.format(file="llama3_70b.yaml") + _OVERLAP_P2P.format(file="llama3_70b.yaml", line=141)
+             + " Sequence parallelism and Transformer Engine's userbuffers overlap of the tensor-parallel collectives "
+             "with the products: 'sequence_parallel: true' (line 125), 'ub_tp_comm_overlap: true' (line 139) and the "
+             "overlap configuration 'ub_cfg_h100_h8192_tp4_mbs1_seqlen8192' (line 3) in " + _LAUNCHER
+             + "llama3_70b.yaml. That file's layout is this row's (TP 4, PP 4, VP 5, CP 2)."),
+     "overlap_context": True, "overlap_p2p": True, "overlap_tensor": True, "sequence_parallel": True},
 )
 """NeMo 24.07's FP8 pre-training throughput on DGX H100s: GPT-3 5B to 175B,
 Llama 2 and 3, Nemotron 8B to 340B, with tensor, pipeline (interleaved) and

@@ -74,8 +74,6 @@ RULES: tuple[Rule, ...] = (
     Rule("ratio to a run in words", "a ratio (speed-up, scaling efficiency) to a run the source describes in words "
                                     "only: no record of `PUBLISHED_RUNS` to price the base run with",
          lambda run: run.quantity in RATIOS and run.relative_to not in {r.name for r in PUBLISHED_RUNS}),
-    Rule("context parallelism", "context parallelism, which the layouts (`xla_cost.timemodel.schedule.Layout`) do "
-                                "not price", lambda run: run.context > 1),
     Rule("no zoo family", "no zoo family has the run's block (`family`: e.g. a plain feed-forward with grouped-query "
                           "attention)", lambda run: _no_family(run)),
     Rule("no FP8 family", "FP8 on a zoo family that has no FP8 products (`xla_cost.zoo.fp8_families`)",
@@ -327,6 +325,12 @@ def program(run: PublishedRun) -> RunProgram:
     elif run.sequence_parallel and run.tensor > 1:
         residual += (f"; the residual stream whole on each tensor-parallel device, its collectives all-reduces (the "
                      f"run's sequence parallelism split it by positions: the zoo's {kind} has no such option)")
+    if run.context > 1:  # the program's mesh has the context axis (run_setup)
+        residual += (f"; each sequence's {run.sequence:,} positions split over {run.context} context-parallel devices "
+                     f"({run.sequence // run.context:,} each, in 2 x {run.context} load-balanced chunks), attention's "
+                     "keys and values all-gathered over them (xla_cost.parallel.context)"
+                     + ("; the fused attention over every gathered key (cuDNN's causal mask cannot be offset by "
+                        "a chunk's place: every pair is counted either way)" if fused else ""))
     if remat != REMAT_LEVELS[run.recompute]:
         kept = ", ".join(f"{name} {'to the host' if place == 'offload' else 'on the device'}"
                          for name, place in run.kept_tensors)
@@ -353,7 +357,7 @@ def run_setup(run: PublishedRun) -> Setup:
     """The run's step as a `Setup`: one micro-batch on its slowest stage, the program its framework runs
     (`program`)."""
     micro = run.micro_batch or 1
-    replicas = run.data * run.context
+    replicas = run.data  # a context-parallel group is in the program (its mesh's context axis), not a replica
     micro_batches = max(1, run.global_batch // (replicas * micro))
     sharded = run.fsdp if run.fsdp > 1 and run.pipeline == 1 else 1  # FSDP in the program, its gathers compiled
     built = program(run)
@@ -370,6 +374,8 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["overlap_tensor"] = True
     if run.overlap_p2p and run.pipeline > 1:
         layout["overlap_transfers"] = True
+    if run.overlap_context and run.context > 1:
+        layout["overlap_context"] = True
     runs = framework(run.framework)
     if not runs.overlaps_gradient_reduce:
         layout["overlap_gradients"] = False
@@ -378,7 +384,8 @@ def run_setup(run: PublishedRun) -> Setup:
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",
-        mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {})},
+        mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {}),
+              **({"context": run.context} if run.context > 1 else {})},
         hardware=hardware, layout=layout, unfused=built.unfused,
     )
 
@@ -472,7 +479,9 @@ def _overlaps(run: PublishedRun) -> str:
     """What the run's framework overlaps, as the layout prices it (`run_setup`), in words."""
     said = [what for on, what in (
         (run.overlap_tensor and run.tensor > 1, "its tensor-parallel collectives beside the products"),
-        (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute")) if on]
+        (run.overlap_p2p and run.pipeline > 1, "its pipeline transfers beside the stage's compute"),
+        (run.overlap_context and run.context > 1, "its context-parallel exchange of keys and values beside the "
+                                                  "attention")) if on]
     runs = framework(run.framework)
     reduced = "" if run.data == 1 or (runs.overlaps_gradient_reduce and runs.gradient_reduce_bytes is None) else (
         "; its data-parallel gradients all-reduced " + ("behind the backward pass" if runs.overlaps_gradient_reduce

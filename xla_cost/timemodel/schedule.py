@@ -92,6 +92,14 @@ class Layout:
         compute (Megatron's ``overlap_p2p_comm`` with the interleaved
         schedule, Llama 3's asynchronous point-to-point): only what outlasts a
         micro-batch's compute blocks the step. False: they block it.
+      overlap_context: the exchange of attention's keys and values over the
+        analysed program's ``context`` axis (context parallelism,
+        `xla_cost.parallel.context`) runs beside the attention it feeds
+        (Megatron-Core's ring through Transformer Engine,
+        ``AttnFuncWithCPAndKVP2P``: each send/recv of the next chunk's K and V
+        beside the attention of the chunk already there): only what outlasts
+        the attention's kernels blocks a micro-batch. False: it blocks it
+        (Llama 3's all-gather before the attention, Dubey et al. 2024 §3.3.2).
       overlap_gradients: the data-parallel gradient all-reduce runs in
         buckets behind the backward pass as it makes them (PyTorch DDP's
         hooks, XLA's schedule); False: after the backward pass, every bucket
@@ -108,6 +116,7 @@ class Layout:
     stage_bytes: int = 0
     overlap_tensor: bool = False
     overlap_transfers: bool = False
+    overlap_context: bool = False
     overlap_gradients: bool = True
     gradient_bytes: int | None = None
 
@@ -126,7 +135,7 @@ class Layout:
                                                 or not isinstance(self.gradient_bytes, int) or self.gradient_bytes < 1):
             raise InputError("gradient bytes per parameter, an integer >= 1 (2 for float16), or None",
                              repr(self.gradient_bytes), "Pass e.g. gradient_bytes=2, or leave it out.")
-        for name in ("overlap_tensor", "overlap_transfers", "overlap_gradients"):
+        for name in ("overlap_tensor", "overlap_transfers", "overlap_context", "overlap_gradients"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} True or False", repr(getattr(self, name)),
                                  f"Pass {name}=True where the run's framework overlaps them, else leave it out.")
@@ -140,7 +149,7 @@ def run_mesh(program: Mapping[str, int], layout: Layout) -> tuple[tuple[str, int
     """Every axis of a run, innermost first, as runs lay their devices out.
 
     The analysed program's axes come first, its innermost axis first
-    (``model``, then ``fsdp``, then ``data``: `xla_cost.parallel.sharding.MESH_AXES`
+    (``model``, then ``context``, then ``fsdp``, then ``data``: `xla_cost.parallel.sharding.MESH_AXES`
     from the inside), then the ``pipeline``'s stages, then the layout's
     replicas (`REPLICAS`). With nodes of ``N`` consecutive devices
     (`xla_cost.parallel.placement.span`), a tensor-parallel group of at most ``N``
