@@ -93,3 +93,43 @@ def test_a_custom_policy_names_its_tensors_and_places():
     for bad in ("custom:query=offload", "custom:out_proj=host", "custom:", "custom:out_proj=device,out_proj=offload"):
         with pytest.raises(InputError):
             remat.check(bad)
+
+
+L2, ROWS, WIDTH = 4, 1024, 512  # layers of a stack, one row's rows and width
+STACK = f"bf16[{L2},{ROWS},{WIDTH}]{{2,1,0:T(8,128)(2,1)S(5)}}"  # in the host's memory
+ROW_HBM = f"bf16[1,{ROWS},{WIDTH}]{{2,1,0:T(8,128)(2,1)}}"
+ROW_BYTES = ROWS * WIDTH * 2  # one layer's row, bfloat16
+ASYNC_OFFLOAD = "\n".join([
+    "HloModule offload",
+    "",
+    f"%async_computation (p0: bf16[{L2},{ROWS},{WIDTH}], p1: bf16[1,{ROWS},{WIDTH}], p2: s32[], p3: s32[], "
+    f"p4: s32[]) -> bf16[{L2},{ROWS},{WIDTH}] {{",
+    f"  %p0 = {STACK} parameter(0)",
+    f"  %p1 = {ROW_HBM} parameter(1)",
+    "  %p2 = s32[]{:T(128)} parameter(2)",
+    "  %p3 = s32[]{:T(128)} parameter(3)",
+    "  %p4 = s32[]{:T(128)} parameter(4)",
+    f"  ROOT %dus = {STACK} dynamic-update-slice(%p0, %p1, %p2, %p3, %p4)",
+    "}",
+    "",
+    f"ENTRY %main (stack: bf16[{L2},{ROWS},{WIDTH}], row: bf16[1,{ROWS},{WIDTH}], i: s32[]) "
+    f"-> bf16[{L2},{ROWS},{WIDTH}] {{",
+    f"  %stack = {STACK} parameter(0)",
+    f"  %row = {ROW_HBM} parameter(1)",
+    "  %i = s32[]{:T(128)} parameter(2)",
+    "  %zero = s32[]{:T(128)} constant(0)",
+    f"  %dynamic-update-slice-start = (({STACK}, {ROW_HBM}, s32[]{{:T(128)}}, s32[]{{:T(128)}}, s32[]{{:T(128)}}), "
+    f"{STACK}, u32[]{{:S(2)}}) async-start(%stack, %row, %i, %zero, %zero), calls=%async_computation",
+    f"  ROOT %dynamic-update-slice-done = {STACK} async-done(%dynamic-update-slice-start)",
+    "}",
+])
+"""libtpu's form in a sharded program (a deviceless v6e compile of maxtext-llama3.1-8b-v6e-256's grad): the
+row's write into the stack in the host's memory wrapped in an ``async-start``."""
+
+
+def test_an_offload_wrapped_in_an_async_start_moves_its_row():
+    from xla_cost.compiled import kernels
+
+    (start,) = kernels.kernel_list(ASYNC_OFFLOAD)
+    assert start.opcode == "async-start" and start.host_bytes == ROW_BYTES  # the row, not the stack
+    assert start.bytes == ROW_BYTES + 3 * 4  # in the HBM: the row and its three indices

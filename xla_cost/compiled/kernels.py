@@ -708,7 +708,7 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
     common: dict[str, Any] = dict(
         name=instruction.name, opcode=opcode, computation=computation.name, bytes=size, executions=executions,
         op_name=instruction.op_name or body.op_name or _fused_op_name(module, body),
-        asynchronous=bool(done), done=done, host_bytes=host_transfer_bytes(sized, shapes))
+        asynchronous=bool(done), done=done, host_bytes=host_transfer_bytes(sized, shapes, body.opcode))
     if collective is not None:
         return Kernel(category="collective", kind=collective.kind, groups=collective.groups,
                       group_size=collective.group_size, comm_bytes=collective.bytes, **common)
@@ -731,11 +731,12 @@ _SLICE_UPDATES = ("dynamic-update-slice", "dynamic-update-slice-start")
 _SLICE_READS = ("dynamic-slice", "dynamic-slice-start", "copy", "copy-start")
 
 
-def host_transfer_bytes(instruction: Instruction, shapes: Mapping[str, str]) -> int | None:
+def host_transfer_bytes(instruction: Instruction, shapes: Mapping[str, str], opcode: str | None = None) -> int | None:
     """The bytes ``instruction`` moves between the device and its host's memory
     (`xla_cost.compiled.shapes.HOST_SPACE`): 0 where none of its operands or
     its result is there. ``instruction``'s shape is its result's (an asynchronous
-    start's: its done's); ``shapes`` maps its computation's names to their shape text.
+    start's: its done's); ``shapes`` maps its computation's names to their shape text; ``opcode``:
+    the op it runs where that is not its own (an ``async-start``'s wrapped op, whose operands are its).
 
     A dynamic-update-slice into a host buffer (an offloaded activation written
     into its layer's row of a stack) moves its update; a dynamic-slice or a copy
@@ -751,13 +752,13 @@ def host_transfer_bytes(instruction: Instruction, shapes: Mapping[str, str]) -> 
         return 0
     if None in parsed or None in operands:
         return None
-    opcode = instruction.opcode
+    opcode = opcode or instruction.opcode
     if opcode in _SLICE_UPDATES and len(operands) > 1:
         update = parse_shape(operands[1] or "")
         return None if update is None else shape_bytes(update)
     if opcode in _SLICE_READS:
         result = parse_shape(instruction.shape_text)
-        if isinstance(result, tuple) and opcode.endswith("-start"):  # (operands, result, context): the result
+        if isinstance(result, tuple) and instruction.opcode.endswith("-start"):  # (operands, result, context)
             result = result[1] if len(result) > 1 else None
         return None if result is None else shape_bytes(result)
     moved = [host_memory_bytes(shape) for shape in parsed]

@@ -512,6 +512,16 @@ _V5P = dict(
                  "v5p-N has N TensorCores, N/2 chips. The scripts changed later (commit e301755d, 2024-02-01: "
                  "32B per_device_batch_size 8 -> 7, 256B 2 -> 1, 512B tensor 16 -> 8) with the README unchanged",
     node_links="v5p slices: 3D tori of chips on ICI, 4 chips per host",
+    # every v5p script's LIBTPU_INIT_ARGS (line 30 of 32b.sh ... 1024b.sh at 76bd53b0): XLA's asynchronous collective
+    # fusion over several steps and compute overlapped with collectives on the TensorCore
+    overlap_tensor=True,
+    notes=_MAXTEXT["notes"] + " Every v5p script sets LIBTPU_INIT_ARGS (line 30 of 32b.sh ... 1024b.sh): "
+          "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_multiple_steps=true "
+          "--xla_tpu_overlap_compute_collective_tc=true --xla_enable_async_all_gather=true "
+          "--xla_enable_async_collective_permute=true, which MaxText's own flag library names 'Continuation Fusion "
+          "(CF) for All Gather Collectives: Continuation Fusion is a form of parallelizing compute work with "
+          "collectives' (benchmarks/xla_flags_library.py at tpu-recipes-v0.1.4, lines 39-47): the tensor-parallel "
+          "collectives run beside the products (overlap_tensor).",
 )
 
 
