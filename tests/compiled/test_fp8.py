@@ -104,3 +104,23 @@ def test_the_zoos_float8_llama_compiles_to_fp8_gemms_priced_at_the_fp8_peak(devi
     assert totals.matmul == pytest.approx(flops / (fp8_peak * constants.matmul), rel=1e-12)
     rest = kernel_time.price_totals(flops, 0.0, 0, device, "bfloat16", constants)
     assert rest.matmul == pytest.approx(flops / (bf16_peak * constants.matmul), rel=1e-12)
+
+
+def test_a_tensor_parallel_float8_llama_reduces_in_bfloat16_once_per_fused_layer():
+    """TE's FP8 GEMM writes bfloat16 and Megatron fuses q, k, v (linear_qkv) and gate, up (linear_fc1): a
+    tensor-parallel layer all-reduces four (B, T, d) bfloat16 arrays, o's and down's outputs forward, the
+    qkv and fc1 inputs' gradients backward (issue 51: the zoo's FP8 products reduced seven float32 ones)."""
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    b, t, layers, d, n, k, f, v = 2, 64, 1, 128, 4, 2, 256, 256
+    config = {"vocab_size": v, "seq_len": t, "n_layer": layers, "d_model": d, "n_head": n, "n_kv_head": k,
+              "d_ff": f, "scan_layers": False}
+    report = xla_cost.analyze(build_model("llama3-8b", dtype="float8", **config),
+                              example_inputs("llama3-8b", b, dtype="float8", **config), optimizer="sgd",
+                              dtype="bfloat16", mesh={"model": 2}, target="h100")
+    reduced = [c for c in report.phases["grad"].communication if c.kind == "all-reduce"]
+    count = lambda nbytes: sum(c.executions for c in reduced if c.bytes == nbytes)  # noqa: E731
+    # 4 a layer, and the vocabulary-parallel embedding's output forward and the head's input gradient backward
+    assert count(b * t * d * 2) == 4 * layers + 2
+    assert count(b * t * d * 4) == 0  # none in float32
