@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--method", default=None, metavar="NAME", help="call this method of the module instead of __call__")
     analyze.add_argument("--axis-name", dest="axis_names", action="append", default=[], metavar="NAME", help="bind a collective axis name the model uses (BatchNorm(axis_name=...)); names are also detected (repeatable)")
     analyze.add_argument("--output-index", default=None, metavar="I|KEY", help="for a model returning (logits, loss) or a dict: the output the default loss takes, an index or a key")
-    analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), expert (a mixture of experts' experts, tokens split too), model (tensor parallel), e.g. data=8, fsdp=8,model=8 or expert=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
+    analyze.add_argument("--mesh", default=None, metavar="AXIS=N,...", help="analyse the step sharded over a device mesh: data (DDP), fsdp (ZeRO-3), expert (a mixture of experts' experts, tokens split too), context (each sequence's positions split, attention's keys and values gathered), model (tensor parallel), e.g. data=8, fsdp=8,model=8 or expert=8; figures per device, with the collectives XLA inserts (devices simulated on the CPU when missing)")
     analyze.add_argument("--param-sharding", dest="param_sharding", action="append", default=[], metavar="REGEX=SPEC", help="a partition rule for parameters whose path matches REGEX, e.g. 'mlp/fc1/kernel=None,model' (repeatable; first match wins; before the model's own metadata and the zoo's rules)")
     analyze.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
     _target_option(analyze)
@@ -222,7 +222,7 @@ def _settings_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _layout_options(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--mesh", default=None, metavar="AXIS=N,...", help=f"{what}devices per axis: data (replicas), fsdp, expert and model (shards of the analysed program), pipeline (stages, each with its share of n_layer), e.g. data=16,model=8,pipeline=8")
+    parser.add_argument("--mesh", default=None, metavar="AXIS=N,...", help=f"{what}devices per axis: data (replicas), fsdp, expert, context (each sequence's positions) and model (shards of the analysed program), pipeline (stages, each with its share of n_layer), e.g. data=16,model=8,pipeline=8")
     parser.add_argument("--micro-batches", type=int, default=1, metavar="M", help="micro-batches per step per replica: the pipeline's (its bubble is (pipeline - 1) / M of the work), gradient accumulation without one (default 1)")
     parser.add_argument("--chunks", type=int, default=1, metavar="V", help="model chunks per pipeline stage, the interleaved schedule: the bubble shrinks to (pipeline - 1) / (V M), the stage transfers grow V-fold; V must divide each stage's layers (default 1; needs pipeline= in --mesh)")
 
