@@ -61,10 +61,11 @@ def test_split_over_context_the_attention_is_the_whole_sequences_causal_attentio
     # load-balanced order computes what one device computes over the whole sequence, in that order
     config = dict(n_layer=1, seq_len=16, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=64, scan_layers=False)
     model = build_model("llama3-8b", **config)
-    tokens = jax.random.randint(jax.random.PRNGKey(0), (B, 16), 0, 64)
-    params = jax.jit(model.init)(jax.random.PRNGKey(1), tokens)
-    whole = jax.jit(model.apply)(params, tokens)
     workload, _ = build_workload(model, example_inputs("llama3-8b", B, **config), optimizer="sgd")
+    draw = np.random.default_rng(0)
+    params = {"params": jax.tree.map(lambda leaf: draw.normal(0, 0.1, leaf.shape).astype(np.float32), workload.params)}
+    tokens = draw.integers(0, 64, (B, 16))
+    whole = jax.jit(model.apply)(params, tokens)
     plan = sharding.plan_sharding(workload, {"context": C}, model_rules=sharding.model_rules(model))
     order = context.positions(16, C)
     with plan.constraints(B):
