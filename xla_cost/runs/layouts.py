@@ -296,18 +296,32 @@ def fsdp_units(report: Any) -> tuple[tuple[str, int], ...]:
     """The units a ZeRO-3 (FSDP) step gathers, with their parameters' bytes
     per device when gathered: the analysed forward program's all-gathers over
     ``fsdp``, summed per top-level module (a transformer block, the
-    embedding), in the order the program runs them; one unit of all the
-    parameters where the program has none. Empty without an ``fsdp`` axis.
+    embedding), in the order the program runs them. A module whose gathers
+    run in a loop (a scanned stack of blocks: one module, its body run once a
+    layer; the forward program's kernel list has an all-gather in a loop body
+    run ``n`` times, and ``n`` divides the runs of each of the module's
+    gathers) is ``n`` units (``layers#0``, ...), each one trip's gathers, as
+    an unrolled stack's blocks are units each: each trip gathers its own
+    layer's parameters, behind the previous trip's compute. One unit of all
+    the parameters where the program has none. Empty without an ``fsdp`` axis.
     """
     fsdp = report.mesh.get("fsdp", 1)
     if fsdp < 2:
         return ()
-    units: dict[str, int] = {}
+    gathered: dict[str, list[tuple[int, int]]] = {}
     forward = report.phases.get("forward")
     for c in getattr(forward, "communication", ()) or ():
         if "fsdp" in c.axes and c.kind.replace("_", "-").removesuffix("-start") == "all-gather":
             name = c.layer.split("/")[0] or "(remainder)"
-            units[name] = units.get(name, 0) + c.bytes * (1 if c.executions is None else c.executions)
+            gathered.setdefault(name, []).append((c.bytes, 1 if c.executions is None else c.executions))
+    loops = sorted({k.executions for k in getattr(forward, "kernel_list", None) or ()
+                    if k.category == "collective" and k.kind == "all-gather" and (k.executions or 0) > 1},
+                   reverse=True)  # the trips of the loops whose bodies gather
+    units: dict[str, int] = {}
+    for name, rows in gathered.items():
+        trips = next((n for n in loops if all(runs % n == 0 for _, runs in rows)), 1)
+        per_trip = sum(nbytes * runs for nbytes, runs in rows) // trips
+        units.update({name: per_trip} if trips == 1 else {f"{name}#{trip}": per_trip for trip in range(trips)})
     if units:
         return tuple(units.items())
     per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters // fsdp
