@@ -33,7 +33,9 @@ import math
 from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from ._common import expect_input_shape
 from ._spec import ModelSpec
@@ -45,6 +47,8 @@ from xla_cost.parallel.sharding import RULES_ATTRIBUTE
 from xla_cost.step import remat as _remat
 
 __all__ = [
+    "CORE_ATTENTION",
+    "CORE_ATTENTION_KEEPS",
     "GPT",
     "GPT3Small",
     "GPT3Medium",
@@ -69,6 +73,27 @@ __all__ = [
 Dtype = Any
 
 _INIT_STD = 0.02  # GPT-2's initializer_range
+
+CORE_ATTENTION = "core_attention"
+"""The GPT's own ``remat`` policy beside `xla_cost.step.remat.REMAT_POLICIES`: Megatron-LM's selective
+recomputation (Korthikanti et al. 2022, §5; megatron/model/transformer.py at d07d29df, 2022-06-08,
+lines 356 and 366-382: ``checkpoint_core_attention = args.recompute_granularity == 'selective'`` runs
+``CoreAttention`` under ``mpu.checkpoint``): the core attention recomputed in the backward pass (its
+``q k^T``, masked softmax and product with the values), the activations around it kept. Each block
+names the activations Megatron keeps (`CORE_ATTENTION_KEEPS`, ``jax.ad_checkpoint.checkpoint_name``)
+and its `nn.remat` saves those alone (``jax.checkpoint_policies.save_only_these_names``); the layer
+norms' statistics and the GeLU's inner values are recomputed from them (elementwise). Not
+``selective`` (`xla_cost.step.remat.REMAT_LEVELS`: ``dots_with_no_batch_dims_saveable``, MaxText's
+``minimal``), which keeps the products' outputs and recomputes the layer norms' outputs, and under
+``sequence_parallel`` gathers them over ``model`` again."""
+
+CORE_ATTENTION_KEEPS: tuple[str, ...] = ("ln_1", "qkv", "attn_residual", "ln_2", "mlp_fc", "mlp_gelu")
+"""The activations a block keeps under `CORE_ATTENTION`, as Megatron's layer keeps them: the first
+layer norm's output (split over ``model`` by positions under ``sequence_parallel``), ``c_attn``'s
+output, the residual after the attention, the second layer norm's output, ``c_fc``'s output and the
+GeLU's. The block's input is its `nn.remat`'s argument, kept anyway; the attention's context (``probs
+v``) is not kept: recomputed with the scores, as Megatron's checkpointed ``CoreAttention`` recomputes
+its last product."""
 _LN_EPS = 1e-5  # GPT-2's layer_norm_epsilon
 
 
@@ -91,6 +116,11 @@ def _dense(features: int, name: str, m: Any, std: float = _INIT_STD) -> nn.Dense
         name=name,
         dot_general=fp8_dot_general if m.fp8 else None,  # the module's fp8: its product in FP8 (bias apart)
     )
+
+
+def _kept(x: jnp.ndarray, name: str, on: bool) -> jnp.ndarray:
+    """``x`` named ``name`` for `CORE_ATTENTION`'s policy where ``on``; else ``x`` (the program without names)."""
+    return checkpoint_name(x, name) if on else x
 
 
 def _layer_norm(name: str, m: Any) -> nn.LayerNorm:
@@ -116,6 +146,7 @@ class CausalSelfAttention(nn.Module):
     attention: str = "dense"
     fp8: bool = False
     sequence_parallel: bool = False
+    names: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -124,7 +155,7 @@ class CausalSelfAttention(nn.Module):
         split = split_features if self.sequence_parallel else (lambda y: y)
         head_dim = self.head_dim or d // self.n_head
         width = self.n_head * head_dim
-        qkv = split(_dense(3 * width, "c_attn", self)(x))
+        qkv = _kept(split(_dense(3 * width, "c_attn", self)(x)), "qkv", self.names)
         # Head by head ([q k v] of head 0, then head 1, ...) as Megatron-LM lays it
         # out, so that a column split of c_attn over heads needs no data movement.
         qkv = qkv.reshape(batch, length, self.n_head, 3, head_dim)
@@ -150,11 +181,13 @@ class MLP(nn.Module):
     param_dtype: Dtype = jnp.float32
     fp8: bool = False
     sequence_parallel: bool = False
+    names: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         split = split_features if self.sequence_parallel else (lambda y: y)  # as the attention's heads
-        h = split(nn.gelu(split(_dense(self.d_ff, "c_fc", self)(x)), approximate=True))
+        h = _kept(split(_dense(self.d_ff, "c_fc", self)(x)), "mlp_fc", self.names)
+        h = _kept(split(nn.gelu(h, approximate=True)), "mlp_gelu", self.names)
         return _dense(x.shape[-1], "c_proj", self, self.proj_std)(h)
 
 
@@ -178,6 +211,7 @@ class Block(nn.Module):
     shard_residual: bool = False
     sequence_parallel: bool = False
     fp8: bool = False
+    names: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
@@ -186,13 +220,14 @@ class Block(nn.Module):
             else (lambda y: y)
         # under sequence parallelism a column-parallel projection's input is gathered whole first
         gather = gather_sequence if self.sequence_parallel else (lambda y: y)
+        names = self.names  # CORE_ATTENTION's: the activations Megatron keeps, named
         x = stream(x)
+        h = _kept(stream(_layer_norm("ln_1", self)(x)), "ln_1", names)
         h = CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
-                                sequence_parallel=self.sequence_parallel,
-                                name="attn")(gather(stream(_layer_norm("ln_1", self)(x))))
-        x = stream(x + stream(h))
-        h = MLP(self.d_ff, **kw, sequence_parallel=self.sequence_parallel,
-                name="mlp")(gather(stream(_layer_norm("ln_2", self)(x))))
+                                sequence_parallel=self.sequence_parallel, names=names, name="attn")(gather(h))
+        x = _kept(stream(x + stream(h)), "attn_residual", names)
+        h = _kept(stream(_layer_norm("ln_2", self)(x)), "ln_2", names)
+        h = MLP(self.d_ff, **kw, sequence_parallel=self.sequence_parallel, names=names, name="mlp")(gather(h))
         return stream(x + stream(h)), None
 
 
@@ -217,7 +252,9 @@ class GPT(nn.Module):
       param_dtype: the parameters' dtype.
       remat: rematerialise each block (`nn.remat` with a policy of
         `xla_cost.step.remat.REMAT_POLICIES`): ``full`` keeps only the blocks'
-        inputs and recomputes their forward passes in the backward pass.
+        inputs and recomputes their forward passes in the backward pass; or
+        `CORE_ATTENTION`, Megatron-LM's selective recomputation (the core
+        attention recomputed, the activations around it kept).
       attention: ``dense`` (written out, the default) or ``fused`` (the
         compile target's fused kernel: `CausalSelfAttention`).
       shard_residual: in a sharded step, the residual stream's width
@@ -317,8 +354,11 @@ class GPT(nn.Module):
             "dtype": self.dtype,
             "param_dtype": self.param_dtype,
         }
-        block = Block if _remat.check(self.remat) == "none" else nn.remat(
-            Block, policy=_remat.policy(self.remat), prevent_cse=not self.scan_layers
+        core = self.remat == CORE_ATTENTION
+        block_kw["names"] = core
+        block = Block if not core and _remat.check(self.remat) == "none" else nn.remat(
+            Block, policy=jax.checkpoint_policies.save_only_these_names(*CORE_ATTENTION_KEEPS) if core
+            else _remat.policy(self.remat), prevent_cse=not self.scan_layers
         )
         if self.scan_layers:
             stack = nn.scan(

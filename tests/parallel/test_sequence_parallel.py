@@ -1,6 +1,9 @@
-"""Megatron-LM's sequence parallelism in the zoo GPT (its ``sequence_parallel``:
-`xla_cost.parallel.residual.constrain_sequence`, ``gather_sequence``, ``split_features``), and which
-published runs' programs take it (`xla_cost.study.run_cases.SEQUENCE_PARALLEL_FAMILIES`).
+"""Megatron-LM's sequence parallelism and selective recomputation in the zoo GPT (its
+``sequence_parallel``: `xla_cost.parallel.residual.constrain_sequence`, ``gather_sequence``,
+``split_features``; its ``core_attention`` remat: `xla_cost.zoo.gpt.CORE_ATTENTION`), and which
+published runs' programs take them (`xla_cost.study.run_cases.SEQUENCE_PARALLEL_FAMILIES`,
+``CORE_ATTENTION_SELECTIVE``). What the policy keeps is read from the gradient's saved residuals
+(``jax.ad_checkpoint.print_saved_residuals``: nothing compiled).
 
 A two-block GPT, scanned and fully recomputed (the blocks' inputs are all its backward pass keeps),
 its gradient compiled for two simulated CPU devices on a ``model`` axis with the option (one compile:
@@ -12,7 +15,9 @@ pass: the priced programs have them).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import re
 
 import jax
@@ -26,6 +31,7 @@ from xla_cost.step.workload import build_workload
 from xla_cost.study import run_cases
 from xla_cost.study.published_runs import PUBLISHED_RUNS
 from xla_cost.zoo import build_model, example_inputs
+from xla_cost.zoo.gpt import CORE_ATTENTION, CORE_ATTENTION_KEEPS
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
 
@@ -78,13 +84,36 @@ def test_the_products_are_megatrons():
     assert products == expected  # the split moves no product
 
 
+def test_core_attention_keeps_what_megatron_keeps():
+    config = dict(n_layer=L, seq_len=T, d_model=D, n_head=HEADS, vocab_size=V, scan_layers=False, remat=CORE_ATTENTION)
+    model = build_model("gpt2-small", **config)
+    tokens = example_inputs("gpt2-small", B, **config)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), tokens)
+    params = jax.tree.map(lambda a: jax.numpy.zeros(a.shape, a.dtype), shapes)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        jax.ad_checkpoint.print_saved_residuals(lambda p: model.apply(p, tokens).astype("float32").mean(), params)
+    named = re.findall(r"^f32\[([\d,]+)\] named '(\w+)'", printed.getvalue(), re.M)
+    # each block keeps the six (B, T, width) activations Megatron's layer keeps, by name: the layer norms' outputs
+    # and the residual after the attention d wide, c_attn's output 3d, c_fc's and the GeLU's 4d; the attention's
+    # scores (B, heads, T, T) are not kept: recomputed, as checkpoint_core_attention recomputes them
+    width = {"ln_1": D, "qkv": 3 * D, "attn_residual": D, "ln_2": D, "mlp_fc": 4 * D, "mlp_gelu": 4 * D}
+    assert set(width) == set(CORE_ATTENTION_KEEPS)
+    assert sorted(named) == sorted((f"{B},{T},{w}", n) for n, w in width.items() for _ in range(L))
+    assert f"[{B},{HEADS},{T},{T}]" not in printed.getvalue()
+
+
 @pytest.mark.parametrize("run", PUBLISHED_RUNS, ids=[r.name for r in PUBLISHED_RUNS])
-def test_the_runs_with_sequence_parallelism_take_it(run):
+def test_the_runs_take_megatrons_sequence_parallelism_and_selective_recomputation(run):
     built = run_cases.program(run)
     # a run recorded with it, on a tensor axis, of a family that has it; elsewhere the option is absent from the
     # config: the program and its key as without it
     split = run.sequence_parallel and run.tensor > 1 and built.family in run_cases.SEQUENCE_PARALLEL_FAMILIES
     assert built.config.get("sequence_parallel") is (True if split else None)
     assert ("sequence parallelism as the run's" in built.description) == split
-    if run.paper == "korthikanti2022":  # Table 5's 'Present Work' rows with it, 'Full Recompute' without (§6.3)
-        assert split == (run.recompute == "selective")
+    # Megatron's selective recomputation (checkpoint_core_attention) on a GPT: the zoo GPT's core_attention
+    core = (run.recompute == "selective" and run.framework in run_cases.CORE_ATTENTION_SELECTIVE
+            and built.family == "gpt")
+    assert (built.config["remat"] == CORE_ATTENTION) == core
+    if run.paper == "korthikanti2022":  # Table 5's 'Present Work' rows with both, 'Full Recompute' with neither (§6.3)
+        assert split == core == (run.recompute == "selective")

@@ -41,6 +41,7 @@ from xla_cost.study.published_runs import PUBLISHED_RUNS, PublishedRun, framewor
 
 __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_ATTENTION", "FUSED_HEAD_LIMIT", "fusable",
            "RESIDUAL_SHARDED", "SEQUENCE_PARALLEL", "SEQUENCE_PARALLEL_FAMILIES",
+           "CORE_ATTENTION_SELECTIVE",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
            "flops_per_step"]
 
@@ -185,6 +186,17 @@ SEQUENCE_PARALLEL = ("Korthikanti et al. 2022, §4.2.2; megatron/mpu/layers.py a
                      "RowParallelLinear reduce-scatters its output, lines 516-517")
 """Where a run's sequence parallelism (`PublishedRun.sequence_parallel`) is read as its program prices it."""
 
+CORE_ATTENTION_SELECTIVE: dict[str, str] = {
+    "megatron": "megatron/model/transformer.py at d07d29df, 2022-06-08, lines 356 and 366-382: "
+                "checkpoint_core_attention = args.recompute_granularity == 'selective', CoreAttention under "
+                "mpu.checkpoint; Korthikanti et al. 2022, §5",
+}
+"""The frameworks whose ``selective`` recomputation (`PublishedRun.recompute`) recomputes the core
+attention alone, and where that is read: their GPT-family runs are priced with the zoo GPT's
+``core_attention`` policy (`xla_cost.zoo.gpt.CORE_ATTENTION`), not ``selective``'s
+``dots_with_no_batch_dims_saveable`` (which recomputes the layer norms' outputs too and, under
+sequence parallelism, gathers them again)."""
+
 SEQUENCE_PARALLEL_FAMILIES: tuple[str, ...] = ("gpt",)
 """The zoo families whose program takes a run's sequence parallelism (the zoo GPT's
 ``sequence_parallel``: `xla_cost.parallel.residual.constrain_sequence`). A run of another family
@@ -266,6 +278,11 @@ def program(run: PublishedRun) -> RunProgram:
                               "remat": remat, "scan_layers": scanned}
     if run.head_dim:
         config["head_dim"] = run.head_dim
+    core = run.recompute == "selective" and run.framework in CORE_ATTENTION_SELECTIVE and kind == "gpt"
+    if core:  # Megatron's selective recomputation: the core attention recomputed (the zoo GPT's own policy)
+        from xla_cost.zoo.gpt import CORE_ATTENTION
+
+        config["remat"] = CORE_ATTENTION
     if kind != "gpt":
         config.update(n_kv_head=run.kv_heads or run.heads, attention="fused" if fused else "dense")
     elif fused:  # the GPT's default is dense: a dense GPT's program (and key) as before
@@ -345,6 +362,12 @@ def program(run: PublishedRun) -> RunProgram:
                      f"{run.framework} ran them eager")
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
                    f"{recompute}{residual}")
+    if core:
+        description = description.replace(
+            f"selective recomputation ({REMAT_LEVELS['selective']})",
+            f"selective recomputation as {run.framework}'s: the core attention (q k^T, its softmax, the product "
+            f"with the values) recomputed, the activations around it kept ({config['remat']}: "
+            f"{CORE_ATTENTION_SELECTIVE[run.framework]})")
     return RunProgram(kind, FAMILY_MODELS[kind], config, scanned, scans is not None, fused, description, runs.unfused)
 
 
