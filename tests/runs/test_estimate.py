@@ -147,7 +147,7 @@ def test_estimate_refuses_what_it_cannot_price(store):
         estimates.estimate("conv_net", samples=10, mesh={"pipeline": 2})  # no layers to split
     with pytest.raises(InputError, match="not both"):
         estimates.estimate("conv_net", samples=10, devices=2, mesh={"data": 2})
-    with pytest.raises(InputError, match="mesh axes among data, fsdp, expert, model, pipeline"):
+    with pytest.raises(InputError, match="mesh axes among data, fsdp, expert, context, model, pipeline"):
         estimates.estimate("conv_net", samples=10, mesh="data=2,stage=2")
     with pytest.raises(InputError, match="at most n_layer = 4 pipeline stages"):
         estimates.estimate("gpt2-small", tokens=10, config=TINY, mesh={"pipeline": 8})
