@@ -137,9 +137,11 @@ FUSED_ATTENTION: dict[str, str] = {
                            "Core's TEDotProductAttention in its Transformer Engine layer spec",
     "torchtitan2025-h200": "PyTorch's scaled_dot_product_attention under torch.compile, its cuDNN and flash "
                            "backends first (torchtitan/models/attention.py, ScaledDotProductAttentionWrapper)",
-    "llm-foundry2024": "MPT's FlashAttention or Triton flash attention kernel (scripts/train/benchmarking/sweep.py: "
-                       "'--attn_impl flash' for the 1B, 3B, 7B and 70B rows, 'triton' for 13B and 30B; "
-                       "llmfoundry/models/layers/attention.py's flash_attn_fn and triton_flash_attn_fn)",
+    "llm-foundry2024": "MPT's FlashAttention or Triton flash attention kernel (mosaicml/llm-foundry at 5e85bd62: "
+                       "scripts/train/benchmarking/sweep.py '--attn_impl flash' for the 1B, 3B, 7B and 70B rows, "
+                       "'triton' for 13B and 30B, lines 46-81; submit_benchmarks.py's default 'triton', line 144, "
+                       "set in the model's attn_config, line 305; the pretrain yamls' 'attn_impl: triton', "
+                       "scripts/train/yamls/pretrain/mpt-*.yaml line 20)",
 }
 """Papers whose runs computed attention in a fused kernel that keeps the
 scores out of memory, and the kernel. Their programs' attention is the zoo's
