@@ -158,7 +158,10 @@ def test_every_curve_names_its_source_and_a_derived_one_its_rule():
     for curve in curves:
         assert "https://" in curve.source, curve.name
     assert bus.H200_ALL_REDUCE.derived == ""  # measured
-    assert all(c.derived for f in bus.FABRICS.values() for c in f.within.values())  # shapes scaled: said
+    scaled = [f for name, f in bus.FABRICS.items() if name != "nvlink2-nvswitch"]
+    assert all(c.derived for f in scaled for c in f.within.values())  # shapes scaled: said
+    dgx2 = bus.FABRICS["nvlink2-nvswitch"].within  # three kinds measured, two taken from the all-gather: said
+    assert [k for k, c in dgx2.items() if not c.derived] == ["all-reduce", "all-gather", "reduce-scatter"]
     with pytest.raises(InputError, match="sizes ascending"):
         bus.BusCurve("bad", ((2.0, 1.0), (1.0, 1.0)), "nowhere")
 
@@ -171,3 +174,32 @@ def test_four_h100_nodes_all_reduce_at_an_independently_measured_busbw():
     s, n = 16 * GiB, 32
     seconds, _ = Hardware("h100").cluster().time("all-reduce", s, n, where=Span(4, 8))
     assert 2 * (n - 1) / n * s / seconds == pytest.approx(365.84e9, rel=0.01)
+
+
+# 12 V100-SXM3 of a DGX-2 (NVLink 2 through NVSwitch), all_reduce_perf out-of-place busbw, GB/s: J. Wohlbier,
+# github.com/wohlbier/nccl-tests README.md at 33ee81a3 (nccl-tests of 2019)
+DGX2_ALL_REDUCE = {16 * MiB: 63.71, 32 * MiB: 108.75, 1 * GiB: 123.14}
+EDR = 100e9 / 8  # one 100 Gb/s InfiniBand EDR adapter, bytes/s; a DGX-2 has 8 for its 16 GPUs
+
+
+def test_a_dgx2_all_reduces_at_its_published_busbw():
+    dgx2 = cluster("v100-32gb", node="dgx-2")  # Shoeybi et al. 2019's DGX-2H
+    assert dgx2.fabric is bus.FABRICS["nvlink2-nvswitch"]
+    seconds, link = dgx2.time("all-reduce", 32 * MiB, 8)
+    assert link == "nvlink2-nvswitch@nccl"
+    assert seconds == pytest.approx(2 * 7 / 8 * 32 * MiB / (DGX2_ALL_REDUCE[32 * MiB] * GB), rel=1e-12)
+    # Megatron-LM's 1.2B on 8-way tensor parallelism all-reduces micro-batch 8 x 1,024 positions x 1,536 features
+    # in float16: 24 MiB, between the published 16 and 32 MiB rows, linear in log(S)
+    size = 8 * 1024 * 1536 * 2
+    w = math.log(size / (16 * MiB)) / math.log(2)
+    busbw = (DGX2_ALL_REDUCE[16 * MiB] + w * (DGX2_ALL_REDUCE[32 * MiB] - DGX2_ALL_REDUCE[16 * MiB])) * GB
+    assert dgx2.time("all-reduce", size, 8)[0] == pytest.approx(2 * 7 / 8 * size / busbw, rel=1e-12)
+    assert busbw < 0.61 * 150e9  # 90 GB/s, where NVLink 2's line rate (300 GB/s both ways, halved) priced it before
+    # across two DGX-2s, one GPU a node: each GPU's half of an EDR adapter at the measured efficiency
+    # (8 GiB through each of 8 adapters: 380.39 of 400 GB/s) binds, not the NVSwitch's 123.14 GB/s
+    across, link = dgx2.time("all-reduce", GiB, 2, where=Span(nodes=2, per_node=1))
+    assert link == "ib-edr:8/16@nccl"
+    assert across == pytest.approx(GiB / (FOUR_NODES[8 * GiB] / NODE_LINE_RATE * EDR / 2), rel=1e-12)
+    # a DGX-1's cube mesh has no published sweep: the alpha-beta model at NVLink 2's line rate, said by its name
+    assert cluster("v100", node="dgx-1").fabric is None
+    assert cluster("v100", node="dgx-1").time("all-reduce", 32 * MiB, 8)[1] == "nvlink2"

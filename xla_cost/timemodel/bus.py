@@ -18,8 +18,8 @@ floor); above its largest, busbw stays the largest size's.
 Every figure below is a published measurement, with its source beside it;
 where no curve is published for a case, one is derived from the nearest
 measured curve by the rule written beside it (`BusCurve.derived`). Where no
-figure at all is published for a link (NVLink 2, PCIe, Ethernet, TPU ICI and
-DCN), there is no `Fabric`, and `xla_cost.timemodel.comm` prices the link with
+figure at all is published for a link (a DGX-1's NVLink 2 cube mesh, PCIe,
+Ethernet, TPU ICI and DCN), there is no `Fabric`, and `xla_cost.timemodel.comm` prices the link with
 its alpha-beta model at line rate, saying so in its notes (a link priced at a
 curve is named with ``@nccl``).
 
@@ -314,10 +314,64 @@ def _nvlink5() -> Fabric:
                                                for k in kinds}), nvls=B200_ALL_REDUCE, nvls_from=6)
 
 
-FABRICS: Mapping[str, Fabric] = MappingProxyType({f.name: f for f in (_nvlink5(), _nvlink4(), _nvlink3())})
+_DGX2 = ("J. Wohlbier, nccl-tests results on a DGX-2 (github.com/wohlbier/nccl-tests, README.md at 33ee81a3, "
+         "nccl-tests of 2019: https://github.com/wohlbier/nccl-tests/blob/33ee81a3ec6c5e8fdd1e61f713a5c5185b000cd1/"
+         "README.md): all_reduce_perf, all_gather_perf and reduce_scatter_perf, one process driving 12 of the "
+         "DGX-2's 16 Tesla V100-SXM3-32GB ('-g 12', four GPUs busy with another job), float, out-of-place columns")
+
+DGX2_ALL_REDUCE = BusCurve(
+    "12 V100 SXM3 of a DGX-2, NVLink 2 through NVSwitch: all-reduce (ring)",
+    # all_reduce_perf's out-of-place busbw, from 32 KiB (its time, 63 us, is the single-threaded launch's floor
+    # of every smaller size: 60-63 us from 8 bytes up) to the largest size run
+    _table(((32 * KiB, 0.95), (64 * KiB, 1.85), (128 * KiB, 3.65), (256 * KiB, 7.03), (512 * KiB, 12.67),
+            (1 * MiB, 21.56), (2 * MiB, 26.80), (4 * MiB, 41.87), (8 * MiB, 54.25), (16 * MiB, 63.71),
+            (32 * MiB, 108.75), (64 * MiB, 116.98), (128 * MiB, 120.17), (256 * MiB, 121.92), (512 * MiB, 122.70),
+            (1 * GiB, 123.14), (2 * GiB, 123.31), (4 * GiB, 123.50), (8 * GiB, 123.56))),
+    _DGX2)
+
+DGX2_ALL_GATHER = BusCurve(
+    "12 V100 SXM3 of a DGX-2, NVLink 2 through NVSwitch: all-gather (ring)",
+    # all_gather_perf's out-of-place busbw; its sizes are 48 x 2^k - 48 bytes below a power of two (1,048,560 for
+    # 1 MiB): listed at their own sizes. The in-place column reaches 112 GB/s from 64 MiB; XLA's all-gather
+    # writes a new buffer (out-of-place)
+    _table(((32736, 0.52), (65520, 1.02), (131040, 2.00), (262128, 3.80), (524256, 6.80), (1048560, 13.20),
+            (2097120, 18.10), (4194288, 28.76), (8388576, 41.25), (16777200, 49.08), (33554400, 66.04),
+            (67108848, 67.21), (134217696, 69.69), (268435440, 70.69), (536870880, 71.11), (1073741808, 71.61),
+            (2147483616, 72.41), (4294967280, 73.04), (8589934560, 73.75))),
+    _DGX2)
+
+DGX2_REDUCE_SCATTER = BusCurve(
+    "12 V100 SXM3 of a DGX-2, NVLink 2 through NVSwitch: reduce-scatter (ring)",
+    # reduce_scatter_perf's out-of-place busbw at the same sizes; from 64 MiB it alternates between ~47 and ~60
+    # GB/s from one size to the next, both listed as measured
+    _table(((32736, 0.49), (65520, 0.98), (131040, 1.90), (262128, 3.67), (524256, 6.52), (1048560, 12.63),
+            (2097120, 14.79), (4194288, 22.81), (8388576, 31.84), (16777200, 45.49), (33554400, 55.43),
+            (67108848, 45.45), (134217696, 58.73), (268435440, 47.45), (536870880, 60.01), (1073741808, 48.21),
+            (2147483616, 61.96), (4294967280, 48.80), (8589934560, 64.16))),
+    _DGX2)
+
+
+def _nvswitch2() -> Fabric:
+    """A DGX-2's 16 V100 on NVSwitch: the three kinds measured (`_DGX2`); all-to-all and send/recv as the
+    all-gather, NVLink 4's rule (the same busbw factor; a ring's step is a send/recv). Measured over 12 of the
+    node's GPUs, used for any group within it (busbw is the same number whatever ``n``, the module docstring)."""
+    rule = "no DGX-2 {kind} sweep published; as the measured all-gather ({why})"
+    within = {"all-reduce": DGX2_ALL_REDUCE, "all-gather": DGX2_ALL_GATHER, "reduce-scatter": DGX2_REDUCE_SCATTER,
+              "all-to-all": dataclasses.replace(DGX2_ALL_GATHER, name="DGX-2 all-to-all",
+                                                derived=rule.format(kind="all-to-all", why="the same busbw factor")),
+              "collective-permute": dataclasses.replace(
+                  DGX2_ALL_GATHER, name="DGX-2 send/recv",
+                  derived=rule.format(kind="send/recv", why="a ring's step is a send/recv"))}
+    return Fabric("nvlink2-nvswitch", MappingProxyType(within))
+
+
+FABRICS: Mapping[str, Fabric] = MappingProxyType({f.name: f for f in (_nvlink5(), _nvlink4(), _nvlink3(),
+                                                                      _nvswitch2())})
 """The fabrics with published NCCL curves, by intra-node link: ``nvlink5``
-(DGX B200), ``nvlink4`` (DGX H100 and H200) and ``nvlink3`` (DGX A100). Any
-other link is priced with the alpha-beta model (`xla_cost.timemodel.comm`)."""
+(DGX B200), ``nvlink4`` (DGX H100 and H200), ``nvlink3`` (DGX A100) and
+``nvlink2-nvswitch`` (DGX-2). Any other link (a DGX-1's NVLink 2 cube mesh,
+``nvlink2``, among them) is priced with the alpha-beta model
+(`xla_cost.timemodel.comm`)."""
 
 
 def fabric(intra: str) -> Fabric | None:

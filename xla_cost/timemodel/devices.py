@@ -147,7 +147,7 @@ NODES: Mapping[str, Node] = MappingProxyType({n.name: n for n in (
                 "single-port ConnectX-6 adapters, 200 Gb/s HDR InfiniBand, for the cluster network "
                 "(https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html)"),
     Node("dgx-2", "NVIDIA DGX-2: 16 V100 SXM3 on NVLink 2 (NVSwitch), 8 x 100 Gb/s EDR", 16,
-         "nvlink2", "ib-edr", 8,
+         "nvlink2-nvswitch", "ib-edr", 8,
          source="NVIDIA DGX-2 datasheet: 16 Tesla V100 GPUs on NVSwitch (NVLink 300 GB/s per GPU); network "
                 "8 x 100 Gb/s InfiniBand EDR / 100 GigE (https://www.nvidia.com/en-us/data-center/dgx-2/)"),
     Node("dgx-1", "NVIDIA DGX-1 with V100: 8 V100 SXM2 on NVLink 2 (hybrid cube-mesh), 4 x 100 Gb/s EDR", 8,

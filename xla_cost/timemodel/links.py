@@ -137,6 +137,14 @@ INTERCONNECTS: Mapping[str, Interconnect] = MappingProxyType({
             "(https://www.nvidia.com/en-us/data-center/v100/); halved per direction",
             "NVLink (NCCL)"),
         _preset(
+            "nvlink2-nvswitch", "NVLink 2 through NVSwitch (DGX-2, 16 V100 SXM3): 300 GB/s per GPU, both directions",
+            150e9, 1e-6,
+            "NVIDIA DGX-2 datasheet: 16 Tesla V100 on NVSwitch, 2.4 TB/s bisection bandwidth, NVLink 300 GB/s per "
+            "GPU (https://www.nvidia.com/en-us/data-center/dgx-2/); halved per direction. The same NVLink 2 as "
+            "'nvlink2', every GPU's six links to the NVSwitch planes rather than to its DGX-1 cube-mesh "
+            "neighbours: NCCL's measured curve differs (xla_cost.timemodel.bus.FABRICS)",
+            "NVLink (NCCL)"),
+        _preset(
             "nvlink1", "NVLink 1 (P100 SXM2): 160 GB/s per GPU, both directions",
             80e9, 1e-6,
             "NVIDIA Tesla P100 datasheet, SXM2: NVLink interconnect bandwidth 160 GB/s "
