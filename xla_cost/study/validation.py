@@ -207,12 +207,16 @@ def analyse_setups(cases: Sequence[Case] = CASES, store: Any = None, progress: A
 
 
 def _slim(report: Report) -> dict[str, Any]:
-    """What pricing reads of a report: per-layer rows and the kernels' names and overlaps left out."""
+    """What pricing reads of a report: per-layer rows and the kernels' op names and device groups left out,
+    and their overlaps but a transfer's to or from the host's memory (what the time model hides it behind,
+    `xla_cost.timemodel.kernel_time`)."""
     data = report.to_dict()
     data.pop("layers", None)
     for listed in (data.get("kernel_list") or {}).values():
         for kernel in listed or ():
-            kernel["overlaps"], kernel["op_name"], kernel["groups"] = [], "", None
+            kernel["op_name"], kernel["groups"] = "", None
+            if not kernel.get("host_bytes"):
+                kernel["overlaps"] = []
     return data
 
 
