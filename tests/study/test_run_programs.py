@@ -93,3 +93,14 @@ def test_the_program_has_the_runs_parameters(name):
         expected = layers * _gpt_block(d, run.ffn, heads * head) + v * d + run.sequence * d + 2 * d
     # counted abstractly (jax.eval_shape); a scanned stack has the unrolled one's parameters and traces one block
     assert count_parameters(built.model, **{**built.config, "scan_layers": True}) == expected
+
+
+def test_a_pipeline_stage_sends_its_devices_positions():
+    """Megatron-Core's send/recv shape (schedules.py get_tensor_shapes): the sequence over the context-parallel
+    size, and over the tensor-parallel size with sequence parallelism; bfloat16, 2 bytes a value."""
+    runs = {run.name: run for run in PUBLISHED_RUNS}
+    layout = lambda name: run_cases.run_setup(runs[name]).layout  # noqa: E731
+    # NeMo's Llama 2 70B: sequence parallel over TP 4, micro-batch 1 of 4,096 positions, hidden 8,192
+    assert layout("nemo2024-llama2-70b-64")["stage_bytes"] == 1 * (4096 // 4) * 8192 * 2
+    # Nemotron-4 340B, no sequence parallelism recorded: the whole sequence, hidden 18,432
+    assert layout("nemo2024-nemotron-340b-128")["stage_bytes"] == 1 * 4096 * 18432 * 2

@@ -378,6 +378,16 @@ def describe_program(run: PublishedRun) -> str:
     return program(run).description
 
 
+def _stage_positions(run: PublishedRun) -> int:
+    """The positions of a micro-batch a pipeline stage sends the next, as Megatron-Core shapes its
+    send/recv (megatron/core/pipeline_parallel/schedules.py, get_tensor_shapes, at cf1d4d12, 2024-07:
+    the sequence divided by the context-parallel size, line 1169, and again by the tensor-parallel
+    size with sequence parallelism, lines 1173-1174: each device sends its own positions; so in 2022,
+    megatron/schedules.py at d07d29df, lines 522-523)."""
+    positions = run.sequence // max(run.context, 1)
+    return positions // run.tensor if run.sequence_parallel and run.tensor > 1 else positions
+
+
 def run_setup(run: PublishedRun) -> Setup:
     """The run's step as a `Setup`: one micro-batch on its slowest stage, the program its framework runs
     (`program`)."""
@@ -392,7 +402,7 @@ def run_setup(run: PublishedRun) -> Setup:
         node = "tpu-v5p-slice"
     hardware: dict[str, Any] = {"device": run.device, **({"node": node} if node else {}), **extra}
     layout: dict[str, Any] = {"pipeline": run.pipeline, "micro_batches": micro_batches, "data": replicas // sharded,
-                              "stage_bytes": micro * run.sequence * run.hidden * 2}
+                              "stage_bytes": micro * _stage_positions(run) * run.hidden * 2}
     if run.chunks and run.chunks > 1 and layers % run.chunks == 0:
         layout["chunks"] = run.chunks
     if run.overlap_tensor and run.tensor > 1:
