@@ -166,13 +166,14 @@ def predict(
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
     tensor, gradients, context = [], [], []
-    for c in (*grad.communication, *update.communication):
+    rerun, reran = schedule.rerun_collectives(report.phases.get("forward"), grad, layout)
+    for c in (*rerun, *update.communication):
         exchange = context_exchange.exchanges(c)  # context parallelism's keys and values, not gradients
         (context if exchange else gradients if c.axes and set(c.axes) - {CONTEXT} <= _GRADIENT_AXES else tensor
          ).append(c)
     tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
     tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
-    notes = list(notes)
+    notes = [*notes, *reran]
     context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
     context_s, context_times, said = comm.communication_time(comm.placed(context, mesh, cluster.node_size), cluster)
     notes += said

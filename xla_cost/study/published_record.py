@@ -62,6 +62,11 @@ class Framework:
         after the backward pass, nothing of it hidden.
       gradient_reduce_bytes: bytes per gradient element the data-parallel
         all-reduce moves; None: the parameters' own.
+      reruns_recomputed_collectives: whether its activation recomputation
+        reruns each recomputed layer's whole forward in the backward pass,
+        its tensor-parallel collectives too (PyTorch's checkpoint); XLA's
+        rematerialization drops a recomputed collective the backward pass
+        does not read (`xla_cost.timemodel.schedule.rerun_collectives`).
       runtime: where the eager facts were read (file and line), "" where the
         defaults hold.
     """
@@ -73,6 +78,7 @@ class Framework:
     fuses_optimizer: bool = True
     overlaps_gradient_reduce: bool = True
     gradient_reduce_bytes: int | None = None
+    reruns_recomputed_collectives: bool = False
     runtime: str = ""
 
     @property
@@ -92,7 +98,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
                   "mpu/transformer.py's GPT2ParallelTransformer keeps its layers in a torch.nn.ModuleList "
                   "called one after another in eager PyTorch",
               fuses_elementwise=False, fuses_optimizer=True, overlaps_gradient_reduce=False,
-              gradient_reduce_bytes=2,
+              gradient_reduce_bytes=2, reruns_recomputed_collectives=True,
               runtime="a0368ddf: mpu/transformer.py lines 117-144, the attention's scores divided by sqrt(hn), "
                       "multiplied by the mask, 10000 (1 - mask) subtracted, softmaxed and dropped out, each an "
                       "eager PyTorch operation and kernel, the context permuted and made contiguous (a copy), "
@@ -103,7 +109,14 @@ FRAMEWORKS: tuple[Framework, ...] = (
                       "(pretrain_gpt2.py lines 283-299: optimizer.backward, then model.allreduce_params), its "
                       "hooks commented out (model/distributed.py lines 68-73), all of a dtype's gradients "
                       "flattened into one buffer, all-reduced and copied back (lines 40-65), in the model's "
-                      "float16 unless --fp32-allreduce (arguments.py line 79, off by default)"),
+                      "float16 unless --fp32-allreduce (arguments.py line 79, off by default); "
+                      "each layer checkpointed (mpu/transformer.py lines 390-397, checkpoint_num_layers 1) by "
+                      "mpu/random.py's CheckpointFunction, whose backward reruns the layer's whole forward under "
+                      "enable_grad and backpropagates its outputs (lines 190-218): both row-parallel all-reduces of "
+                      "the layer (mpu/layers.py line 321, reduce_from_model_parallel_region) run again, each a "
+                      "blocking torch.distributed.all_reduce of the float16 activations (mpu/mappings.py line 31); "
+                      "6 a layer in all with the 2 of the column-parallel inputs' gradients (copy_to_model_parallel_"
+                      "region's backward, mappings.py lines 87-88), where XLA's program runs 5"),
     Framework(name="deepspeed", scans=False,
               why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
                   "under DeepSpeed's engine; run one after another, unrolled"),

@@ -416,6 +416,8 @@ def run_setup(run: PublishedRun) -> Setup:
         layout["overlap_gradients"] = False
     if runs.gradient_reduce_bytes is not None:
         layout["gradient_bytes"] = runs.gradient_reduce_bytes
+    if runs.reruns_recomputed_collectives and run.recompute == "full" and run.tensor > 1:
+        layout["rerun_collectives"] = True
     return Setup(
         label=run.name, model=built.model, batch_size=micro * sharded, config=built.config,
         dtype=run.dtype, optimizer="adam",

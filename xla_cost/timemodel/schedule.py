@@ -36,7 +36,8 @@ from xla_cost.timemodel import comm
 from xla_cost.timemodel.comm import check_bandwidth, is_finite_number
 
 __all__ = [
-    "DDP_BUCKET_BYTES", "Layout", "REPLICAS", "run_mesh", "Piece", "bucket", "exposed_after", "prefetched", "zero3",
+    "DDP_BUCKET_BYTES", "Layout", "REPLICAS", "run_mesh", "rerun_collectives", "Piece", "bucket", "exposed_after",
+    "prefetched", "zero3",
     "pipeline_seconds", "bubble_fraction",
     "DEFAULT_OVERLAP", "StepPrediction", "predict_step", "ScalingPoint", "scaling_curve",
 ]
@@ -107,6 +108,11 @@ class Layout:
       gradient_bytes: bytes per parameter the all-reduce over the layout's
         replicas moves (2: gradients reduced in float16); None: the analysed
         program's parameter bytes.
+      rerun_collectives: the framework's recomputation reruns each
+        recomputed layer's whole forward in the backward pass, its
+        collectives too (PyTorch's checkpoint), where XLA's drops a
+        recomputed collective nothing of the backward pass reads: priced as
+        `rerun_collectives` counts them. False: the program's own count.
     """
 
     pipeline: int = 1
@@ -119,6 +125,7 @@ class Layout:
     overlap_context: bool = False
     overlap_gradients: bool = True
     gradient_bytes: int | None = None
+    rerun_collectives: bool = False
 
     def __post_init__(self) -> None:
         bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
@@ -135,7 +142,8 @@ class Layout:
                                                 or not isinstance(self.gradient_bytes, int) or self.gradient_bytes < 1):
             raise InputError("gradient bytes per parameter, an integer >= 1 (2 for float16), or None",
                              repr(self.gradient_bytes), "Pass e.g. gradient_bytes=2, or leave it out.")
-        for name in ("overlap_tensor", "overlap_transfers", "overlap_context", "overlap_gradients"):
+        for name in ("overlap_tensor", "overlap_transfers", "overlap_context", "overlap_gradients",
+                     "rerun_collectives"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} True or False", repr(getattr(self, name)),
                                  f"Pass {name}=True where the run's framework overlaps them, else leave it out.")
@@ -162,6 +170,43 @@ def run_mesh(program: Mapping[str, int], layout: Layout) -> tuple[tuple[str, int
     """
     axes = [(axis, int(size)) for axis, size in reversed(list(program.items())) if int(size) > 1]
     return (*axes, ("pipeline", layout.pipeline), (REPLICAS, layout.data))
+
+
+def rerun_collectives(forward: Any, grad: Any, layout: Layout) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The grad program's collectives as a framework that reruns each recomputed layer's forward runs
+    them (`Layout.rerun_collectives`), and a note saying what was added (none: the program's own).
+
+    A module (a collective's ``layer``, its first scope: ``h_3`` of ``h_3/mlp/c_proj``) is recomputed
+    where one of its forward collectives runs more often in the grad program than in the forward
+    program. Rerunning its forward runs each of its forward collectives again: each is priced at least
+    twice its forward-program executions. XLA keeps only the recomputed collectives the backward pass
+    reads (a transformer layer's attention all-reduce, not its last one, whose output is the next
+    layer's saved input). A collective of unknown executions is left as it is.
+    """
+    def key(c: Any) -> tuple[Any, ...]:
+        return (c.layer, c.kind, c.bytes, c.group_size, tuple(c.axes or ()))
+
+    collectives = tuple(grad.communication)
+    if not layout.rerun_collectives or forward is None:
+        return collectives, ()
+    runs: dict[str, dict[tuple[Any, ...], int]] = {"forward": {}, "grad": {}}
+    for name, phase in (("forward", forward.communication), ("grad", collectives)):
+        for c in phase:
+            if c.layer and c.executions is not None:
+                runs[name][key(c)] = runs[name].get(key(c), 0) + c.executions
+    recomputed = {k[0].split("/")[0] for k, n in runs["grad"].items() if n > runs["forward"].get(k, n)}
+    missing = {k: 2 * n - runs["grad"].get(k, 0) for k, n in runs["forward"].items()
+               if k[0].split("/")[0] in recomputed and runs["grad"].get(k, 0) < 2 * n}
+    out, added = [], 0
+    for c in collectives:
+        extra = missing.pop(key(c), 0) if c.layer and c.executions is not None else 0
+        out.append(dataclasses.replace(c, executions=c.executions + extra) if extra else c)
+        added += extra
+    if not added:
+        return tuple(out), ()
+    return tuple(out), (f"{added} collective(s) of recomputed layers run again: the framework's recomputation reruns "
+                        f"each layer's whole forward, its collectives too, where XLA's drops those the backward "
+                        f"pass does not read (Layout.rerun_collectives)",)
 
 
 def bucket(pieces: Sequence[Piece], bucket_bytes: float) -> tuple[Piece, ...]:
