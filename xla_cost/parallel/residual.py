@@ -39,6 +39,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from xla_cost.parallel.sharding import BATCH_AXES, active_mesh
+
 __all__ = ["RESIDUAL_STREAM", "constrain_residual", "constrain_sequence", "gather_sequence", "split_features"]
 
 RESIDUAL_STREAM: tuple[str, str, str] = ("activation_batch", "activation_length", "activation_embed")
@@ -78,8 +83,6 @@ def split_features(x: Any) -> Any:
     attention and its backward pass split by heads under sequence parallelism (else it splits them by
     positions after the reduce-scatters and moves them back with all-to-alls). Where the mesh has no
     ``model`` axis, or it does not divide the features, ``x`` unchanged."""
-    from xla_cost.parallel.sharding import active_mesh
-
     mesh = active_mesh()
     model = dict(mesh.shape).get("model", 1) if mesh is not None else 1
     if model == 1 or len(x.shape) != 3 or x.shape[2] % model:
@@ -88,11 +91,6 @@ def split_features(x: Any) -> Any:
 
 
 def _on_model(x: Any, positions: str | None, features: str | None = None) -> Any:
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from xla_cost.parallel.sharding import BATCH_AXES, active_mesh
-
     mesh = active_mesh()
     sizes = dict(mesh.shape) if mesh is not None else {}
     model = sizes.get("model", 1)
