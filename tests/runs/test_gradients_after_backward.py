@@ -4,7 +4,7 @@ Megatron-LM of 2019 all-reduced its gradients after the backward pass
 (pretrain_gpt2.py lines 283-299 at a0368ddf: ``optimizer.backward``, then
 ``model.allreduce_params``; its hooks commented out, model/distributed.py
 lines 68-73), in the model's float16 (``--fp32-allreduce`` off by default,
-arguments.py line 79). `Layout.overlap_gradients` False exposes every bucket;
+arguments.py line 79). `Layout.overlap_gradients` False exposes it, one flattened buffer;
 `Layout.gradient_bytes` sizes the all-reduce at that many bytes a parameter.
 A two-layer GPT-2 counted from its jaxpr (nothing compiled), priced as a bound.
 """
@@ -31,10 +31,16 @@ def test_gradients_reduced_after_the_backward_pass_are_exposed_whole(report):
     slow = Hardware("v100-32gb", mfu=1e-5, bucket_bytes=0)  # a backward pass long enough to hide them all
     behind = predict(report, slow, Layout(data=REPLICAS))
     after = predict(report, slow, Layout(data=REPLICAS, overlap_gradients=False))
-    reduced = sum(t.seconds for t in after.collectives[-PIECES:])
+    pieces = behind.collectives[-PIECES:]
     # behind the backward pass: only the last of PIECES equal pieces, made as it ends, runs past it
-    assert reduced > 0 and behind.parts["gradients"] == pytest.approx(reduced / PIECES, rel=1e-9)
-    assert after.parts["gradients"] == pytest.approx(reduced, rel=1e-12)  # after it: every bucket exposed
+    assert {t.nbytes for t in pieces} == {F32 * report.parameters // PIECES}
+    assert behind.parts["gradients"] == pytest.approx(pieces[-1].seconds, rel=1e-9)
+    # after it: one flattened buffer of every parameter's gradient (model/distributed.py lines 40-65), exposed
+    whole = after.collectives[-1]
+    assert whole.nbytes == F32 * report.parameters and not any(t.nbytes == whole.nbytes // PIECES
+                                                               for t in after.collectives)
+    reduced = whole.seconds
+    assert reduced > 0 and after.parts["gradients"] == pytest.approx(reduced, rel=1e-12)
     assert after.prediction.seconds == pytest.approx(behind.prediction.seconds - behind.parts["gradients"] + reduced)
     assert any("after the backward pass" in note for note in after.notes)
 

@@ -411,7 +411,8 @@ def _backward_share(report: Any) -> float:
 
 PIECES = 16
 """Gradient pieces a reduction not read from the compiled program is split into,
-ready at even steps of the backward pass (`predict`'s replicas)."""
+ready at even steps of the backward pass (`predict`'s replicas); one where the
+framework reduces after the backward pass (`Layout.overlap_gradients` False)."""
 
 
 def _gradients(
@@ -449,8 +450,9 @@ def _gradients(
             total = int(report.sharding.get("params_bytes") or 0)  # the device's share of the parameters
             per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
         where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
-        rows += [{"kind": "all-reduce", "bytes": per_device // PIECES, "group_size": layout.data,
-                  "executions": 1, "span": where} for _ in range(PIECES)]
+        pieces = PIECES if layout.overlap_gradients else 1  # after the backward pass: one flattened buffer
+        rows += [{"kind": "all-reduce", "bytes": per_device // pieces, "group_size": layout.data,
+                  "executions": 1, "span": where} for _ in range(pieces)]
     notes: list[str] = []
     timed = []  # (row, its time), the rows the model prices
     for row in rows:

@@ -103,8 +103,9 @@ class Layout:
         (Llama 3's all-gather before the attention, Dubey et al. 2024 §3.3.2).
       overlap_gradients: the data-parallel gradient all-reduce runs in
         buckets behind the backward pass as it makes them (PyTorch DDP's
-        hooks, XLA's schedule); False: after the backward pass, every bucket
-        exposed (Megatron-LM of 2019's ``allreduce_params``).
+        hooks, XLA's schedule); False: after the backward pass, exposed, as
+        one flattened buffer (Megatron-LM of 2019's ``allreduce_params``: one
+        buffer per dtype, model/distributed.py lines 40-65 at a0368ddf).
       gradient_bytes: bytes per parameter the all-reduce over the layout's
         replicas moves (2: gradients reduced in float16); None: the analysed
         program's parameter bytes.
