@@ -27,9 +27,14 @@ def test_the_2019_framework_runs_its_layers_unfused_its_optimizer_fused():
     assert eager.unfused == ("forward", "grad")  # the update is apex's FusedAdam, one kernel per tensor
     assert (eager.overlaps_gradient_reduce, eager.gradient_reduce_bytes) == (False, 2)  # float16, after backward
     assert "a0368ddf" in eager.runtime
+    # LLM Foundry of the MPT tables ran eager too (no torch.compile: train.py's compile_config None), its
+    # gradients reduced by FSDP in the program: only its layers' programs unfused
+    foundry = framework("llm-foundry")
+    assert foundry.unfused == ("forward", "grad") and "5e85bd62" in foundry.runtime
+    assert foundry.overlaps_gradient_reduce and foundry.gradient_reduce_bytes is None
     # every other framework fuses, as before: no program of theirs changes
     assert all(f.unfused == () and f.overlaps_gradient_reduce and f.gradient_reduce_bytes is None
-               for f in FRAMEWORKS if f.name != "megatron-2019")
+               for f in FRAMEWORKS if f.name not in ("megatron-2019", "llm-foundry"))
 
 
 def test_each_run_takes_its_frameworks_facts_and_no_other():

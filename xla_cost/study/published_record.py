@@ -131,7 +131,16 @@ FRAMEWORKS: tuple[Framework, ...] = (
                   "al. 2024 §3.3.2): eager PyTorch runs each layer's kernels; no scan exists in it"),
     Framework(name="llm-foundry", scans=False,
               why="MosaicML LLM Foundry on Composer: MPT's blocks in a torch.nn.ModuleList (modeling_mpt.py) run "
-                  "one after another in eager PyTorch under FSDP"),
+                  "one after another in eager PyTorch under FSDP",
+              fuses_elementwise=False,
+              runtime="mosaicml/llm-foundry at 5e85bd62 (the H100 tables' commit): scripts/train/train.py lines "
+                      "385-388, compile_config popped with the default None (torch.compile only where a yaml sets "
+                      "one; the pretrain yamls and scripts/train/benchmarking/submit_benchmarks.py set none), so "
+                      "each operation of llmfoundry/models/layers/blocks.py's MPTBlock.forward (lines 129-150: "
+                      "norm_1, the attention, the residual addition through resid_attn_dropout, norm_2, the "
+                      "feed-forward, the second addition) and of ffn.py (torch.nn.functional.gelu, line 47) is an "
+                      "eager kernel; torch's layer_norm and gelu are one kernel each where the unfused program runs "
+                      "several; the optimizer (the yamls' decoupled_adamw) priced fused, its kernels not read"),
     Framework(name="nemo", scans=False,
               why="NVIDIA NeMo's language models run Megatron-Core's TransformerBlock (a ModuleList of "
                   "layers, unrolled), as 'megatron'"),
