@@ -32,12 +32,13 @@ from xla_cost.compiled.hlo import (
     computation_runs, describe_instruction,
     instruction_bytes, library_call_bytes, library_call_target, parse_module, parse_shape, Runs, split_top_level,
 )
-from xla_cost.compiled.shapes import HOST_SPACE, host_memory_bytes, shape_bytes, shape_leaves
+from xla_cost.compiled.kernel_summary import AsyncPair, KernelSummary, summarize_kernels
+from xla_cost.compiled.offload import host_transfer_bytes
 from xla_cost.errors import InputError
 
 __all__ = [
     "LibraryCall", "LibraryFlops", "library_flops", "ModuleCosts", "module_costs", "Kernel", "kernel_list",
-    "AsyncPair", "KernelSummary", "summarize_kernels", "CATEGORIES", "SOURCES", "host_transfer_bytes",
+    "AsyncPair", "KernelSummary", "summarize_kernels", "CATEGORIES", "SOURCES",
 ]
 
 FMA = 2
@@ -593,7 +594,7 @@ class Kernel:
         the largest one's shape, all of their FLOP); None where it runs none.
       host_bytes: the bytes it moves over the link between the device and its
         host's memory (`xla_cost.compiled.shapes.HOST_SPACE`: an offloaded
-        activation written to the host or read back, `host_transfer_bytes`);
+        activation written to the host or read back, `xla_cost.compiled.offload.host_transfer_bytes`);
         0 where it moves none, None where a shape is unknown. ``bytes`` is
         then its side in the device's memory.
     """
@@ -726,45 +727,6 @@ def _kernel(module: Module, computation: Computation, instruction: Instruction, 
     return Kernel(category="other", kind=body.opcode, **common)
 
 
-_HOST_MARK = f"S({HOST_SPACE})"
-_SLICE_UPDATES = ("dynamic-update-slice", "dynamic-update-slice-start")
-_SLICE_READS = ("dynamic-slice", "dynamic-slice-start", "copy", "copy-start")
-
-
-def host_transfer_bytes(instruction: Instruction, shapes: Mapping[str, str], opcode: str | None = None) -> int | None:
-    """The bytes ``instruction`` moves between the device and its host's memory
-    (`xla_cost.compiled.shapes.HOST_SPACE`): 0 where none of its operands or
-    its result is there. ``instruction``'s shape is its result's (an asynchronous
-    start's: its done's); ``shapes`` maps its computation's names to their shape text; ``opcode``:
-    the op it runs where that is not its own (an ``async-start``'s wrapped op, whose operands are its).
-
-    A dynamic-update-slice into a host buffer (an offloaded activation written
-    into its layer's row of a stack) moves its update; a dynamic-slice or a copy
-    from (or to) one moves its result (the row read back, the array copied);
-    any other op moves every host array it reads or writes, whole. None where a
-    shape is not understood."""
-    operands = [shapes.get(name) for name in instruction.operand_names()]
-    texts = [instruction.shape_text, *(text for text in operands if text)]
-    if not any(_HOST_MARK in text for text in texts):  # most instructions: no host array at all
-        return 0
-    parsed = [parse_shape(text) for text in texts]
-    if not any(leaf.on_host for shape in parsed if shape is not None for leaf in shape_leaves(shape)):
-        return 0
-    if None in parsed or None in operands:
-        return None
-    opcode = opcode or instruction.opcode
-    if opcode in _SLICE_UPDATES and len(operands) > 1:
-        update = parse_shape(operands[1] or "")
-        return None if update is None else shape_bytes(update)
-    if opcode in _SLICE_READS:
-        result = parse_shape(instruction.shape_text)
-        if isinstance(result, tuple) and instruction.opcode.endswith("-start"):  # (operands, result, context)
-            result = result[1] if len(result) > 1 else None
-        return None if result is None else shape_bytes(result)
-    moved = [host_memory_bytes(shape) for shape in parsed]
-    return None if None in moved else sum(moved)  # type: ignore[arg-type]
-
-
 def _fused_op_name(module: Module, instruction: Instruction) -> str:
     """The first ``op_name`` inside the computations ``instruction`` calls."""
     for _, callee in instruction.callees:
@@ -773,74 +735,3 @@ def _fused_op_name(module: Module, instruction: Instruction) -> str:
             if inner.op_name:
                 return inner.op_name
     return ""
-
-
-# ---------------------------------------------------------------------------
-# Summary
-
-
-@dataclasses.dataclass(frozen=True)
-class AsyncPair:
-    """An asynchronous start/done pair and what runs while it is in flight.
-
-    Attributes:
-      start, done: the instructions' names.
-      category, kind: the started kernel's (`Kernel`).
-      overlaps: the kernels scheduled between start and done.
-      executions: runs per execution of the program (None: unknown).
-    """
-
-    start: str
-    done: str
-    category: str
-    kind: str
-    overlaps: tuple[str, ...]
-    executions: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelSummary:
-    """A kernel list counted.
-
-    Attributes:
-      kernels: kernels listed (each once).
-      launches: kernels run per execution of the program (loops multiplied); a
-        kernel of unknown runs counts once and is named in ``unknown``.
-      by_category: launches per `CATEGORIES` value.
-      by_kind: launches per category and kind (``fusion kLoop``, ``library __cudnn$convForward``).
-      bytes: bytes read and written per execution; None where one is unknown.
-      async_pairs: the asynchronous pairs, with what overlaps each.
-      unknown: kernels whose runs or bytes are unknown.
-    """
-
-    kernels: int
-    launches: int
-    by_category: dict[str, int]
-    by_kind: dict[str, int]
-    bytes: int | None
-    async_pairs: tuple[AsyncPair, ...]
-    unknown: tuple[str, ...] = ()
-
-
-def summarize_kernels(kernels: Sequence[Kernel]) -> KernelSummary:
-    """Counts of a `kernel_list`: launches by category and kind, bytes, and the
-    asynchronous pairs with the kernels that run while each is in flight."""
-    launches = 0
-    by_category: dict[str, int] = {}
-    by_kind: dict[str, int] = {}
-    total: int | None = 0
-    unknown: list[str] = []
-    pairs: list[AsyncPair] = []
-    for kernel in kernels:
-        runs = 1 if kernel.executions is None else kernel.executions
-        if kernel.executions is None or kernel.bytes is None:
-            unknown.append(f"{kernel.name}: {'runs' if kernel.executions is None else 'bytes'} unknown")
-        launches += runs
-        by_category[kernel.category] = by_category.get(kernel.category, 0) + runs
-        label = f"{kernel.category} {kernel.kind}"
-        by_kind[label] = by_kind.get(label, 0) + runs
-        total = None if total is None or kernel.bytes is None else total + kernel.bytes * runs
-        if kernel.done:
-            pairs.append(AsyncPair(kernel.name, kernel.done, kernel.category, kernel.kind, kernel.overlaps,
-                                   kernel.executions))
-    return KernelSummary(len(kernels), launches, by_category, by_kind, total, tuple(pairs), tuple(unknown))
