@@ -336,7 +336,8 @@ def _overlapped(layout: schedule.Layout, tensor: float, transfer: float, product
     if layout.overlap_tensor and tensor > 0:
         tensor_exposed = max(tensor - products, 0.0)
         notes.append(f"tensor-parallel collectives overlapped with the matrix products (the layout's overlap_tensor: "
-                     f"Transformer Engine's userbuffers overlap): {(tensor - tensor_exposed) * 1e3:,.4g} of their "
+                     f"Transformer Engine's userbuffers overlap on a GPU, XLA's asynchronous collective fusion on a "
+                     f"TPU): {(tensor - tensor_exposed) * 1e3:,.4g} of their "
                      f"{tensor * 1e3:,.4g} ms a micro-batch hidden behind {products * 1e3:,.4g} ms of products, the "
                      "products' slow-down from sharing the device not priced")
     if layout.overlap_transfers and transfer > 0:
