@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         refused = {k: v for k, v in validation.read_refused(path).items() if k not in redo}
         started = time.perf_counter()
         wanted = {s.key() for c in validation.CASES for s in c.setups}
-        stale = set(kept) - wanted  # programs no case of this code wants: dropped; others' new ones kept
+        stale = (set(kept) | set(refused)) - wanted  # what no case of this code wants: dropped; others' new kept
         fresh: dict = {}
         for case in chosen:  # the file written after each case that compiled something: a stopped run keeps them
             known = set(kept) | set(fresh)

@@ -272,6 +272,20 @@ def test_a_convolution_off_the_tensor_cores_is_priced_on_the_cuda_cores():
     assert on_tensor_cores.matmul < priced.matmul / 2  # what the rule is for: the tensor cores' price is far lower
 
 
+def test_a_gpu_without_tensor_cores_prices_an_rgb_stem_as_any_convolution():
+    # a P100 (Pascal, compute capability 6.0: no tensor cores) runs every convolution on its CUDA cores, whose
+    # FP32 rate is its peak: 56 SMs x 64 lanes x an FMA x 1.48 GHz = 10.6 TFLOPS; the stem is no exception
+    flops = FMA * 32 * 112 * 112 * 64 * 7 * 7 * 3
+    table = KernelTable(runs=np.ones(1), flops=np.array([float(flops)]), bytes=np.array([1e6]), batch=np.ones(1),
+                        m=np.array([32 * 112 * 112.0]), n=np.array([64.0]), k=np.array([7 * 7 * 3.0]),
+                        dtype=("float32",), library=np.ones(1, dtype=bool), vector=np.ones(1, dtype=bool))
+    constants = Calibration(matmul=0.75, memory=0.8, launch=5e-6, depth=128.0, vector=0.05)
+    stem = price_table(table, "p100", constants)
+    aligned = price_table(dataclasses.replace(table, vector=np.zeros(1, dtype=bool)), "p100", constants)
+    assert stem.matmul == pytest.approx(aligned.matmul, rel=1e-12)  # priced by its shape, not at `vector`
+    assert stem.matmul < flops / (56 * 64 * 2 * 1.48e9 * 0.05)  # what `vector` would have charged
+
+
 def test_the_vector_flag_is_a_cudnn_convolution_off_its_dtypes_alignment():
     def kernel(kind: str, features: int, dtype: str) -> Kernel:
         return Kernel("k", "library", kind, "custom-call", "main", "", 1000, 1,

@@ -52,7 +52,9 @@ weight gradient padded the channels first, 18-66 TFLOP/s for six such kernels
 (conv_net's and ResNet-50's 7x7 stems,
 ``reports/data/kernels_nvidia-h100-80gb-hbm3_2026-11-26.csv``, ``python
 benchmarks/kernel_profile.py``) where the tensor cores would give hundreds. It
-is priced at ``vector`` of the CUDA cores' rate.
+is priced at ``vector`` of the CUDA cores' rate, on a GPU with tensor cores
+(`TENSOR_CORES_FROM`); on one without, every convolution runs on the CUDA
+cores at the dtype's peak and is priced as any product.
 
 A program without a kernel list (the CPU proxy's, compiled here) is priced
 from its totals: the products' FLOP at ``matmul`` of the peak (an FP8 run's
@@ -72,7 +74,7 @@ import numpy as np
 from xla_cost.choices import FLOAT8
 from xla_cost.timemodel import devices as registry
 
-__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "TENSOR_CORE_ALIGNMENT", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
+__all__ = ["GPU_TILES", "SPLIT_K", "TILE_OVERHEAD", "KERNEL_GAP", "TENSOR_CORE_ALIGNMENT", "TENSOR_CORES_FROM", "KernelSeconds", "KernelTable", "kernel_table", "shape_efficiency",
            "price_kernels", "price_table", "price_totals"]
 
 GPU_TILES = (16, 32, 64, 128, 256)
@@ -105,6 +107,13 @@ multiple of, by element type (16 bytes of channels: NVIDIA's Deep Learning
 Performance Guide, *Convolutional Layers*, "Channels In and Out": multiples of
 8 for FP16, 4 for TF32, 16 for INT8). A convolution off it is priced on the
 CUDA cores (`price_table`)."""
+
+TENSOR_CORES_FROM = (7, 0)
+"""The first compute capability with tensor cores (Volta, sm_70: NVIDIA Tesla V100
+GPU Architecture whitepaper, 2017, "New Tensor Cores"). Before it (Pascal's P100
+and P40) every convolution runs on the CUDA cores, whose rate is the dtype's
+peak there: none is off the tensor cores, and each is priced as any product
+(its shape's share of the peak), not at ``vector``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,7 +304,7 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     shape = _efficiency(*_table_terms(table, units, side), calibration.depth)
     with np.errstate(divide="ignore", invalid="ignore"):
         product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
-    if found.gpu is not None and table.vector.any():
+    if found.gpu is not None and found.gpu.compute_capability >= TENSOR_CORES_FROM and table.vector.any():
         product_s = np.where(table.vector, table.flops / (found.gpu.vector_flops * calibration.vector), product_s)
     work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)
     overhead = np.where(table.library, calibration.launch, np.minimum(work, calibration.launch)) + KERNEL_GAP
