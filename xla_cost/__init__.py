@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.step.optimizers import OPTIMIZERS as OPTIMIZERS
     from xla_cost.step.phases import Phase as Phase
     from xla_cost.step.optimizers import softmax_cross_entropy as softmax_cross_entropy
+    from xla_cost.step.optimizers import one_hot_cross_entropy as one_hot_cross_entropy
+    from xla_cost.step.optimizers import LOSSES as LOSSES
     from xla_cost.step.workload import Workload as Workload
     from xla_cost.step.routing import Routing as Routing
     from xla_cost.step.routing import ROUTING_ATTRIBUTE as ROUTING_ATTRIBUTE
@@ -110,6 +112,8 @@ _EXPORTS: dict[str, str] = {
     "OPTIMIZERS": "xla_cost.step.optimizers",
     "Phase": "xla_cost.step.phases",
     "softmax_cross_entropy": "xla_cost.step.optimizers",
+    "one_hot_cross_entropy": "xla_cost.step.optimizers",
+    "LOSSES": "xla_cost.step.optimizers",
     "Workload": "xla_cost.step.workload",
     "Routing": "xla_cost.step.routing",
     "ROUTING_ATTRIBUTE": "xla_cost.step.routing",

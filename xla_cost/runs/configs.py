@@ -190,6 +190,8 @@ class RunConfig:
       unfused: the phases compiled with XLA's fusion passes off, each
         operation a kernel of its own, as an eager framework launches them
         (`xla_cost.analyze`'s ``unfused``; only with a target). Empty: none.
+      loss: a loss known by name (`xla_cost.LOSSES`: ``one-hot``, MaxText's);
+        None: the default (`xla_cost.softmax_cross_entropy`).
     """
 
     model: Any
@@ -206,6 +208,7 @@ class RunConfig:
     mesh: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str | None = None
     unfused: tuple[str, ...] = ()
+    loss: str | None = None
 
     @property
     def custom(self) -> bool:
@@ -303,6 +306,8 @@ class RunConfig:
             data["unfused"] = list(self.unfused)
         else:  # XLA's fused programs: the keys of results stored before unfused programs existed
             data.pop("unfused")
+        if self.loss is None:  # the default loss: the keys of results stored before named losses existed
+            data.pop("loss")
         return data
 
     def label(self) -> str:
@@ -317,6 +322,8 @@ class RunConfig:
             parts.append(f"target={self.target}")
         if self.unfused:
             parts.append("unfused=" + ",".join(self.unfused))
+        if self.loss is not None:
+            parts.append(f"loss={self.loss}")
         return " ".join(parts)
 
     def build(self) -> tuple[Any, Any, str, str | None, list[str]]:
@@ -390,6 +397,7 @@ class RunConfig:
             ``call_kwargs``, ``compilation_cache``, ...).
         """
         from xla_cost.analysis.pipeline import analyze  # jax loads only when a run runs
+        from xla_cost.step.optimizers import resolve_loss  # loads jax and optax, as analyze does
 
         model, inputs, name, dtype, notes = self.build()
         report = analyze(
@@ -398,7 +406,8 @@ class RunConfig:
             dtype=dtype, exact_train_step=self.exact_train_step,
             **({"mesh": dict(self.mesh)} if self.mesh else {}),
             **{**({"target": self.target} if self.target is not None else {}),
-               **({"unfused": tuple(self.unfused)} if self.unfused else {}), **options},
+               **({"unfused": tuple(self.unfused)} if self.unfused else {}),
+               **({"loss": resolve_loss(self.loss)} if self.loss is not None else {}), **options},
         )
         if notes:
             report = dataclasses.replace(report, notes=(*notes, *report.notes))

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from xla_cost.errors import InputError
-from xla_cost.step.optimizers import LossFn
+from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name, loaded_nnx
 
 __all__ = [
@@ -196,9 +196,10 @@ def select_outputs(select: Callable[[Any], Any], raw_outputs: Any, inputs: PyTre
 
 
 def default_targets(outputs: Any, loss: LossFn | None) -> PyTree:
-    """Integer labels for the default loss; outputs-shaped targets for a user's loss."""
+    """Integer labels for the default loss and every loss known by name (`xla_cost.step.optimizers.LOSSES`);
+    outputs-shaped targets for a user's loss."""
     out = jax.tree.leaves(outputs)[0]
-    if loss is None:
+    if loss is None or any(loss is known for known in LOSSES.values()):
         return jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
     return jax.ShapeDtypeStruct(out.shape, out.dtype)
 

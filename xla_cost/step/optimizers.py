@@ -16,7 +16,8 @@ import optax
 from xla_cost.choices import OPTIMIZER_NAMES
 from xla_cost.errors import InputError
 
-__all__ = ["OPTIMIZERS", "LossFn", "softmax_cross_entropy", "resolve_optimizer"]
+__all__ = ["LOSSES", "OPTIMIZERS", "LossFn", "one_hot_cross_entropy", "resolve_loss", "resolve_optimizer",
+           "softmax_cross_entropy"]
 
 LossFn = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -47,6 +48,66 @@ def softmax_cross_entropy(outputs: jax.Array, targets: jax.Array) -> jax.Array:
     """
     logits = outputs.astype(jnp.float32)
     return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+
+@jax.custom_vjp
+def _one_hot_xent(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return -jnp.sum(targets * (shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))), axis=-1)
+
+
+def _one_hot_xent_fwd(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp_shifted = jnp.exp(shifted)
+    sum_exp = jnp.sum(exp_shifted, axis=-1, keepdims=True)
+    log_softmax = shifted - jnp.log(sum_exp)
+    return -jnp.sum(targets * log_softmax, axis=-1), (logits, targets, exp_shifted, sum_exp, log_softmax)
+
+
+def _one_hot_xent_bwd(res: tuple[jax.Array, ...], g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    logits, targets, exp_shifted, sum_exp, log_softmax = res
+    deriv = exp_shifted / sum_exp - targets
+    return (jnp.asarray(g[..., None] * deriv, logits.dtype), jnp.asarray(-g[..., None] * log_softmax, targets.dtype))
+
+
+_one_hot_xent.defvjp(_one_hot_xent_fwd, _one_hot_xent_bwd)
+
+
+def one_hot_cross_entropy(outputs: jax.Array, targets: jax.Array) -> jax.Array:
+    """Mean softmax cross-entropy against one-hot targets, with T5X's stable custom gradient, as
+    MaxText computes its loss (``MaxText/train.py`` ``loss_fn`` at tpu-recipes-v0.1.4, lines 290-291:
+    ``jax.nn.one_hot(targets, vocab_size)`` then ``max_utils.cross_entropy_with_logits(logits,
+    one_hot_targets, 0.0)``, ``max_utils.py`` lines 556-646: the forward keeps ``exp(logits - max)``,
+    its sum and the log-softmax, the gradient is ``exp_shifted / sum_exp - targets``; z-loss 0).
+
+    No gather of each position's label logit and no scatter into the logits'
+    gradient: the float32 one-hot targets (an ``iota`` compared with the labels)
+    fuse into the reductions and the gradient's elementwise work.
+
+    Args:
+      outputs: logits, classes on the last axis (cast to float32 first, as
+        MaxText's ``cast_logits_to_fp32: True``, base.yml line 134).
+      targets: integer labels of shape ``outputs.shape[:-1]``.
+    """
+    logits = outputs.astype(jnp.float32)
+    return _one_hot_xent(logits, jax.nn.one_hot(targets, logits.shape[-1], dtype=jnp.float32)).mean()
+
+
+LOSSES: Mapping[str, LossFn] = {"integer-labels": softmax_cross_entropy, "one-hot": one_hot_cross_entropy}
+"""Losses known by name (`xla_cost.runs.configs.RunConfig.loss`): ``integer-labels``, the
+default (`softmax_cross_entropy`: optax's, a gather of each label's logit); ``one-hot``
+(`one_hot_cross_entropy`: MaxText's and T5X's)."""
+
+
+def resolve_loss(name: str) -> LossFn:
+    """The loss of `LOSSES` called ``name``.
+
+    Raises:
+      InputError: ``name`` is not one of them.
+    """
+    if name not in LOSSES:
+        raise InputError(f"a loss name, one of {', '.join(LOSSES)}", repr(name), "Pass one of these names.")
+    return LOSSES[name]
 
 
 def resolve_optimizer(

@@ -92,6 +92,9 @@ class Setup:
         passes off, each operation a kernel of its own, as the run's eager
         framework launched them (`xla_cost.study.published_record.Framework.fuses`);
         empty: every program as XLA fuses it.
+      loss: the loss the run's framework computes, by name (`xla_cost.LOSSES`:
+        ``one-hot``, MaxText's; `xla_cost.study.published_record.Framework.loss`);
+        None: the default (`xla_cost.softmax_cross_entropy`).
     """
 
     label: str
@@ -106,6 +109,7 @@ class Setup:
     target: str | None = None
     jit_step: bool = False
     unfused: tuple[str, ...] = ()
+    loss: str | None = None
 
     @property
     def compile_target(self) -> str:
@@ -133,7 +137,8 @@ class Setup:
         """What identifies the analysed program (the fields the analysis reads, in order)."""
         return repr((self.model, self.batch_size, sorted(self.config.items()), self.dtype, self.optimizer,
                      sorted(self.mesh.items()), self.compile_target, *(("one program",) if self.one_program else ()),
-                     *((("unfused", *self.unfused),) if self.unfused else ())))
+                     *((("unfused", *self.unfused),) if self.unfused else ()),
+                     *((("loss", self.loss),) if self.loss is not None else ())))
 
     def describe(self) -> str:
         """The setup in one line: devices, parallelism, batch, precision."""
@@ -150,6 +155,8 @@ class Setup:
                                    if self.hardware.get("arithmetic") else ""))
         if self.unfused:
             parts.append(f"{' and '.join(self.unfused)} unfused (each operation its own kernel)")
+        if self.loss is not None:
+            parts.append(f"{self.loss} loss")
         return ", ".join(parts)
 
 

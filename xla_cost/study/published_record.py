@@ -69,6 +69,9 @@ class Framework:
         does not read (`xla_cost.timemodel.schedule.rerun_collectives`).
       runtime: where the eager facts were read (file and line), "" where the
         defaults hold.
+      loss: the loss its training step computes, by name (`xla_cost.LOSSES`,
+        with where it was read); None: the default (optax's integer-label
+        cross-entropy, `xla_cost.softmax_cross_entropy`).
     """
 
     name: str
@@ -80,6 +83,7 @@ class Framework:
     gradient_reduce_bytes: int | None = None
     reruns_recomputed_collectives: bool = False
     runtime: str = ""
+    loss: str | None = None
 
     @property
     def unfused(self) -> tuple[str, ...]:
@@ -146,7 +150,11 @@ FRAMEWORKS: tuple[Framework, ...] = (
                   "layers, unrolled), as 'megatron'"),
     Framework(name="maxtext", scans=True,
               why="MaxText's base.yml: 'scan_layers: True' (the decoder's layers in one nn.scan; a run's "
-                  "config may turn it off, none of the runs here does)"),
+                  "config may turn it off, none of the runs here does)",
+              # MaxText/train.py loss_fn (tpu-recipes-v0.1.4 lines 290-291; 76bd53b0 lines 193-194; v0.1.2 lines
+              # 385-386): jax.nn.one_hot(targets, vocab_size) and max_utils.cross_entropy_with_logits (T5X's custom
+              # gradient, z_loss 0.0), on logits cast to float32 (base.yml cast_logits_to_fp32: True, line 134)
+              loss="one-hot"),
     Framework(name="jax-pathways", scans=None,
               why="a JAX program on Google's Pathways runtime (PaLM's abstract: 'trained PaLM on 6144 TPU v4 "
                   "chips using Pathways'); whether its layers are one scanned loop is not published"),

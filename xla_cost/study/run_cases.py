@@ -362,6 +362,10 @@ def program(run: PublishedRun) -> RunProgram:
         residual += (f"; its {' and '.join(runs.unfused)} programs compiled with XLA's fusion passes off, each "
                      f"operation a kernel of its own (broadcasts and reshapes, views in eager PyTorch, left out), as "
                      f"{run.framework} ran them eager")
+    if runs.loss == "one-hot":
+        residual += (f"; the loss as {run.framework} computes it: cross-entropy against float32 one-hot targets "
+                     "with T5X's custom gradient (xla_cost.one_hot_cross_entropy), no gather of the labels' logits "
+                     "nor scatter into their gradient")
     description = (f"priced: {shape}; {layers} layer{'s' if layers > 1 else ''} {loop}; {attention}; "
                    f"{recompute}{residual}")
     if core:
@@ -423,7 +427,7 @@ def run_setup(run: PublishedRun) -> Setup:
         dtype=run.dtype, optimizer="adam",
         mesh={**({"model": run.tensor} if run.tensor > 1 else {}), **({"fsdp": sharded} if sharded > 1 else {}),
               **({"context": run.context} if run.context > 1 else {})},
-        hardware=hardware, layout=layout, unfused=built.unfused,
+        hardware=hardware, layout=layout, unfused=built.unfused, loss=runs.loss,
     )
 
 

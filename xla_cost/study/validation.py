@@ -103,7 +103,8 @@ def _analyse(setup: Setup, store: Any) -> Report:
 
     config = RunConfig(setup.model, batch_size=setup.batch_size, config=dict(setup.config), optimizer=setup.optimizer,
                        dtype=setup.dtype, mesh=dict(setup.mesh), target=setup.compile_target,
-                       exact_train_step=setup.one_program, unfused=tuple(setup.unfused))
+                       exact_train_step=setup.one_program, unfused=tuple(setup.unfused),
+                       loss=setup.loss)
     return config.canonical().run(cache=store if store is not None else True)
 
 
