@@ -202,6 +202,25 @@ def test_replicas_all_reduce_the_gradients_in_two_levels(report):
     assert scheduled.devices == replicas and scheduled.global_batch == replicas * 4
 
 
+def test_replicas_staged_through_host_memory_pay_the_copies_and_the_servers_card(report):
+    # Goyal et al. 2017's P100s (Big Basin: NVLink 1 at 80 GB/s per direction, PCIe 3.0 x16 at 16 GB/s each way
+    # to the host, one 50 Gb/s card per server, §4.3), all-reduced as Gloo's host workspace ran it (§4.1): an NCCL
+    # reduce onto one GPU, a copy to the host, halving/doubling between the 2 servers, a copy back, a broadcast
+    gradient = 4 * conv_net_params() // PIECES
+    hardware = Hardware("p100", overlap=0.0, bucket_bytes=0, algorithm="halving-doubling", mfu=1.0)
+    with use_constants(CONSTANTS):
+        staged = predict(report, hardware, Layout(data=16, host_staged_gradients=True))
+        one_server = predict(report, hardware, Layout(data=8, host_staged_gradients=True))
+    one = (2 * (gradient / 80e9 + 7 * 1e-6) + 2 * gradient / 16e9
+           + 2 * (1 / 2) * gradient / (50e9 / 8) + 2 * 1 * 1e-5)  # ceil(log2 2) = 1 hop a pass, 10 us each
+    assert staged.parts["gradients"] == pytest.approx(PIECES * one, rel=1e-9)
+    assert any("staged through host memory" in note for note in staged.notes)
+    # one server reduces on its own NVLink (Caffe2's single-host path), nothing through the host: halving and
+    # doubling among 8, ceil(log2 8) = 3 hops a pass
+    assert one_server.parts["gradients"] == pytest.approx(PIECES * (2 * 7 / 8 * gradient / 80e9 + 2 * 3 * 1e-6),
+                                                          rel=1e-9)
+
+
 @pytest.mark.parametrize("device, peak, bandwidth", [
     ("v100", 15.7e12, 900e9),  # V100 datasheet, SXM2: FP32 15.7 TFLOPS (no TF32), HBM2 900 GB/s
     ("p40", 11.76e12, 346e9),  # Tesla P40 datasheet: FP32 11.76 TFLOPS at boost, GDDR5 346 GB/s

@@ -441,6 +441,7 @@ def _gradients(
       compute (`schedule.zero3`), every micro-batch.
     """
     mesh = schedule.run_mesh(report.mesh, layout)
+    cluster = comm.staged(cluster, hardware.device) if layout.host_staged_gradients else cluster  # Gloo, 2017
     units = fsdp_units(report)
     sharded = [r for r in rows if units and "fsdp" in r.axes
                and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]

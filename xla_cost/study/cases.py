@@ -291,13 +291,22 @@ def _imagenet_steps(epochs: float, batch: int) -> float:
     return epochs * IMAGENET_TRAIN_IMAGES / batch
 
 
-_GOYAL_HARDWARE = {"device": "p100", "bandwidth": 50e9 / 8 / 8, "algorithm": "halving-doubling"}
-"""Goyal et al. 2017, §5: Big Basin servers of 8 P100s on NVLink, one 50 Gb/s Ethernet link per
-server (6.25 GB/s shared by 8 GPUs: 0.78 GB/s each), recursive halving and doubling between servers."""
+_GOYAL_HARDWARE = {"device": "p100", "algorithm": "halving-doubling", "bucket_bytes": 0}
+"""Goyal et al. 2017, §4.3: Big Basin servers of 8 P100s on NVLink, one 50 Gb/s Ethernet card per
+server (the ``big-basin`` node: 6.25 GB/s shared by 8 GPUs); §4.1: recursive halving and doubling
+between servers, and "for every gradient, aggregation is done using an allreduce operation" as soon
+as backprop computes it (bucket_bytes 0: Caffe2 at b720403c, caffe2/python/data_parallel_model.py
+lines 740-817, one Gloo Allreduce per gradient in reverse order, at most 4 at once: line 35)."""
+
+_GOYAL_LAYOUT = {"host_staged_gradients": True}
+"""Goyal et al. 2017, §4.1's three phases (a reduce within the server, the all-reduce between
+servers, a broadcast) as Gloo's CUDA halving/doubling runs them with its default host workspace:
+through host memory (`xla_cost.timemodel.comm.staged_all_reduce`); one server (8 GPUs) reduces
+without Gloo (data_parallel_model.py lines 697-698: the single-host path)."""
 
 _GOYAL_ASSUMPTIONS = (
-    "float32, 32 images per GPU, momentum SGD; the gradients all-reduced in 25 MB buckets as the "
-    "backward pass makes them, within the server first",
+    "float32, 32 images per GPU, momentum SGD; each gradient all-reduced on its own as the backward "
+    "pass makes it (§4.1), across servers staged through host memory as Gloo's CUDA all-reduce ran it",
     "the one hour is 90 epochs of 1,281,167 images at a batch of 8,192: every second of it a train step",
 )
 
@@ -305,7 +314,7 @@ _GOYAL_ASSUMPTIONS = (
 def _goyal_cases() -> list[Case]:
     def setup(gpus: int) -> Setup:
         return Setup(label=f"ResNet-50 on {gpus} P100s", model="resnet50", batch_size=32,
-                     hardware=_GOYAL_HARDWARE, layout={"data": gpus})
+                     hardware=_GOYAL_HARDWARE, layout={"data": gpus, **_GOYAL_LAYOUT})
 
     small, large = setup(8), setup(256)
     steps = _imagenet_steps(90, 8192)

@@ -88,6 +88,8 @@ __all__ = [
     "collective_time",
     "CollectiveTime",
     "communication_time",
+    "staged_all_reduce",
+    "staged",
 ]
 
 
@@ -159,6 +161,10 @@ class Cluster:
       fabric: the node's measured NCCL curves (`xla_cost.timemodel.bus.Fabric`):
         collectives priced at them (``algorithm`` then unused); None: the
         alpha-beta model.
+      host: bytes/s each way of a device's link to its host's memory where an
+        all-reduce over several nodes is staged through host memory
+        (`staged_all_reduce`: Gloo's CUDA all-reduce with a host workspace);
+        None: the devices reduce on their own links (`staged`).
 
     Raises:
       InputError: a node size that is not an integer >= 1, or an unknown algorithm.
@@ -170,6 +176,7 @@ class Cluster:
     algorithm: str = "ring"
     hierarchical: bool = False
     fabric: bus.Fabric | None = None
+    host: float | None = None
 
     def __post_init__(self) -> None:
         check_node_size(self.node_size)
@@ -213,6 +220,12 @@ class Cluster:
             an all-reduce of each one's ``1/per_node`` between the nodes, an
             all-gather), else a ring at ``inter``.
         """
+        if self.host is not None and _kind(kind) == "all-reduce":
+            crosses = where.crosses if where is not None else self.link(group_size, span_nodes) is self.inter
+            if crosses:  # uneven groups (per_node None): the most devices a node holds
+                nodes = where.nodes if where is not None else -(-group_size // self.node_size)
+                per_node = (where.per_node if where is not None else None) or -(-group_size // nodes)
+                return staged_all_reduce(nbytes, nodes, per_node, self)
         if self.fabric is not None and _kind(kind) is not None:
             return self._measured_time(_kind(kind), nbytes, group_size, span_nodes, where)  # type: ignore[arg-type]
         if where is not None:
@@ -254,6 +267,63 @@ class Cluster:
                        + collective_time("all-gather", nbytes, within, self.intra, self.algorithm))
             return seconds, f"{self.intra.name}+{self.inter.name}"
         return collective_time(kind, nbytes, group_size, self.inter, self.algorithm), self.inter.name
+
+
+def staged_all_reduce(nbytes: float, nodes: int, per_node: int, cluster: Cluster) -> tuple[float, str]:
+    """Seconds of an all-reduce of ``nbytes`` over ``per_node`` devices on each
+    of ``nodes`` nodes, staged through each node's host memory as Gloo's
+    CUDA all-reduce with a host workspace runs it, and the links it runs on.
+
+    Goyal et al. 2017 (arXiv:1706.02677) §4.1: "(1) buffers from the 8 GPUs
+    within a server are summed into a single buffer for each server, (2) the
+    results buffers are shared and summed across all servers, and finally
+    (3) the results are broadcast onto each GPU". Gloo at 49befe3
+    (2017-05-22), ``gloo/cuda_allreduce_halving_doubling.cc`` lines 446-474:
+    with a ``CudaHostWorkspace`` (the default, ``.h`` line 23) the scratch
+    buffer is host memory ("reduction is executed on the CPU"); phase (1) is
+    an NCCL reduce onto the first GPU and a copy of its buffer to the host
+    (``cuda_collectives.h`` lines 113-161), phase (3) a copy back and an
+    NCCL broadcast (lines 214-260); phase (2) runs between the hosts, each at
+    its whole network adapter. One after another: Caffe2's Allreduce op
+    builds the algorithm without ``pipelineBroadcastAndReduce`` (default
+    false, ``.h`` line 31; github.com/caffe2/caffe2 at b720403c, 2017-06-06,
+    ``caffe2/contrib/gloo/allreduce_ops_gpu.cc`` lines 13-26).
+    With ``S = nbytes``, the node's link ``B``, latency ``a``, the host link
+    ``H = cluster.host``:
+
+    ``2 (S / B + (per_node - 1) a) + 2 S / H + collective_time("all-reduce", S, nodes, network)``
+
+    where the network is a node's adapters (``cluster.inter``, one device's
+    share, times the node's ``node_size`` devices: a GPU server is one
+    host) with ``cluster.algorithm``. An NCCL reduce or broadcast carries
+    the whole buffer over every link of its chain (nccl-tests'
+    doc/PERFORMANCE.md: their bus bandwidth is their algorithm bandwidth).
+    The host's own additions (phase (2)'s reductions on the CPU) are not
+    priced: no measured figure here.
+    """
+    local = 2 * (nbytes / cluster.intra.bandwidth + (per_node - 1) * cluster.intra.latency) if per_node > 1 else 0.0
+    adapters = dataclasses.replace(cluster.inter, name=f"{cluster.inter.name}x{cluster.node_size}",
+                                   bandwidth=cluster.inter.bandwidth * cluster.node_size)
+    network = collective_time("all-reduce", nbytes, nodes, adapters, cluster.algorithm)
+    host = cluster.host or math.inf
+    return local + 2 * nbytes / host + network, f"{cluster.intra.name}+host+{adapters.name}"
+
+
+def staged(cluster: Cluster, device: str) -> Cluster:
+    """``cluster`` with its all-reduces over several nodes staged through host
+    memory (`staged_all_reduce`) at ``device``'s link to its host
+    (`xla_cost.timemodel.devices.HOST_LINKS`).
+
+    Raises:
+      InputError: a device without a published host link.
+    """
+    link = registry.host_link(device)
+    if link is None:
+        raise InputError("a device with a published link to its host's memory (xla_cost.timemodel.devices."
+                         f"HOST_LINKS: {', '.join(registry.HOST_LINKS)})", repr(device),
+                         "Add the device's host link with its source, or price the all-reduce on the devices "
+                         "(host_staged_gradients=False).")
+    return dataclasses.replace(cluster, host=link.bandwidth)
 
 
 def _share(nic: Interconnect, nics: int, devices: int) -> Interconnect:
@@ -552,6 +622,10 @@ def communication_time(
                              "Pass None when the count is unknown.")
         once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"), _field(item, "span"))
         times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link, executions * once))
+    if cluster.host is not None and any("+host+" in t.link for t in times):
+        notes.append("all-reduces over several nodes staged through host memory (Gloo's CUDA all-reduce with a host "
+                     f"workspace: staged_all_reduce): each node's buffer copied over its {cluster.host / 1e9:g} GB/s "
+                     "host link and back; the host's own reductions not priced")
     if cluster.fabric is None and any(t.group_size > 1 for t in times):
         notes.append("collectives at line rate, the alpha-beta model (no measured NCCL curve: a bound, a link "
                      "given, or none published for " + ", ".join(dict.fromkeys(t.link for t in times)) + ")")

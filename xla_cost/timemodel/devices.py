@@ -159,10 +159,11 @@ NODES: Mapping[str, Node] = MappingProxyType({n.name: n for n in (
     Node("pcie3-server", "8 GPUs on PCIe 3.0 (2017-2018 servers), 8 x 100 Gb/s EDR", 8, "pcie3", "ib-edr", 8,
          source="assumed: the PCIe 3.0 servers of 8 GPUs of 2017-2018 papers, one EDR port per GPU (Jia et al. "
                 "2018 had one 100 Gb/s port per server: nics=1)"),
-    Node("big-basin", "Facebook Big Basin: 8 P100 SXM2 on NVLink 1, 50 Gb/s Ethernet", 8,
-         "nvlink1", "ethernet-50g", 8,
-         source="Goyal et al. 2017 (arXiv:1706.02677) section 5: Big Basin servers of 8 P100 on NVLink, 50 Gb/s "
-                "Ethernet; assumed one port per GPU (the paper's servers have one per server: nics=1)"),
+    Node("big-basin", "Facebook Big Basin: 8 P100 SXM2 on NVLink 1, one 50 Gb/s Ethernet adapter", 8,
+         "nvlink1", "ethernet-50g", 1,
+         source="Goyal et al. 2017 (arXiv:1706.02677) section 4.3: 'Each server contains 8 NVIDIA Tesla P100 GPUs "
+                "that are interconnected with NVIDIA NVLink ... the servers have a Mellanox ConnectX-4 50Gbit "
+                "Ethernet network card': one adapter per server, shared by its 8 GPUs"),
     Node("tpu-v4-pod", "a TPU v4 pod: 4096 chips on the 3D ICI", 4096, "tpu-v4-ici", "tpu-v4-ici", 4, 4,
          source="Cloud TPU v4 documentation: 4096 chips per Pod on a 3D mesh or torus, 4 chips per host "
                 "(https://cloud.google.com/tpu/docs/v4); it publishes no data-center network figure: the ICI is "
@@ -660,6 +661,11 @@ _SCALING_BOOK = ("Austin et al. 2025, How to Scale Your Model, part 2 'How to Th
                  "(https://jax-ml.github.io/scaling-book/tpus/), 'Key Takeaways'")
 
 HOST_LINKS: Mapping[str, HostLink] = MappingProxyType({
+    "p100": HostLink(16e9, "NVIDIA Tesla P100 datasheet (https://www.nvidia.com/en-us/data-center/tesla-p100/): "
+                           "PCIe 32 GB/s, the PCIe 3.0 x16 card's; halved per direction. Assumed the SXM2 module's "
+                           "host link too (its NVLink joins the GPUs only: the hybrid cube-mesh servers reach their "
+                           "CPUs over PCIe 3.0 x16). What Gloo's host-staged all-reduce copies each way "
+                           "(xla_cost.timemodel.comm.staged_all_reduce)"),
     "tpu-v4": HostLink(16e9, f"{_SCALING_BOOK}: 'PCIe bandwidth for TPU v4 is 16GB / second each way'"),
     "tpu-v5e": HostLink(1.5e10, f"{_SCALING_BOOK}: 'PCIe bandwidth is typically around 1.5e10 bytes / second per "
                                 "chip' (v6e's 'about 2x higher than v5')"),
@@ -670,8 +676,9 @@ HOST_LINKS: Mapping[str, HostLink] = MappingProxyType({
                               "(https://cloud.google.com/tpu/docs/v6e)"),
 })
 """Each device's link to its host's memory, where published: what an activation offloaded to the
-host (`xla_cost.compiled.shapes.HOST_SPACE`) crosses each way. The GPUs' are not here: their
-programs carry no memory space, so nothing of theirs is priced on it."""
+host (`xla_cost.compiled.shapes.HOST_SPACE`) crosses each way. A GPU's is here where a run
+stages its gradient all-reduce through host memory (`xla_cost.timemodel.comm.staged`: the P100s
+of Goyal et al. 2017); a GPU program carries no memory space, so nothing else of it is priced on it."""
 
 
 def host_link(name: str) -> HostLink | None:

@@ -109,6 +109,13 @@ class Layout:
       gradient_bytes: bytes per parameter the all-reduce over the layout's
         replicas moves (2: gradients reduced in float16); None: the analysed
         program's parameter bytes.
+      host_staged_gradients: the gradient all-reduce over several nodes is
+        staged through each node's host memory (Gloo's CUDA all-reduce with a
+        host workspace, as Caffe2 ran it in 2017: an NCCL reduce within the
+        node, a copy to the host, the all-reduce between hosts, a copy back,
+        an NCCL broadcast; `xla_cost.timemodel.comm.staged_all_reduce`), at
+        the device's host link (`xla_cost.timemodel.devices.HOST_LINKS`).
+        False: on the devices' own links.
       rerun_collectives: the framework's recomputation reruns each
         recomputed layer's whole forward in the backward pass, its
         collectives too (PyTorch's checkpoint), where XLA's drops a
@@ -127,6 +134,7 @@ class Layout:
     overlap_gradients: bool = True
     gradient_bytes: int | None = None
     rerun_collectives: bool = False
+    host_staged_gradients: bool = False
 
     def __post_init__(self) -> None:
         bubble_fraction(self.pipeline, self.micro_batches, self.chunks)  # checks the three
@@ -144,7 +152,7 @@ class Layout:
             raise InputError("gradient bytes per parameter, an integer >= 1 (2 for float16), or None",
                              repr(self.gradient_bytes), "Pass e.g. gradient_bytes=2, or leave it out.")
         for name in ("overlap_tensor", "overlap_transfers", "overlap_context", "overlap_gradients",
-                     "rerun_collectives"):
+                     "rerun_collectives", "host_staged_gradients"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} True or False", repr(getattr(self, name)),
                                  f"Pass {name}=True where the run's framework overlaps them, else leave it out.")
