@@ -32,9 +32,10 @@ def test_the_2019_framework_runs_its_layers_unfused_its_optimizer_fused():
     foundry = framework("llm-foundry")
     assert foundry.unfused == ("forward", "grad") and "5e85bd62" in foundry.runtime
     assert foundry.overlaps_gradient_reduce and foundry.gradient_reduce_bytes is None
-    # every other framework fuses, as before: no program of theirs changes
+    # every other framework fuses, as before: no program of theirs changes (Megatron-LM v1.0 ran eager as 2019
+    # did: tests/study/test_megatron_v1_runs.py)
     assert all(f.unfused == () and f.overlaps_gradient_reduce and f.gradient_reduce_bytes is None
-               for f in FRAMEWORKS if f.name not in ("megatron-2019", "llm-foundry"))
+               for f in FRAMEWORKS if f.name not in ("megatron-2019", "megatron-v1.0", "llm-foundry"))
 
 
 def test_each_run_takes_its_frameworks_facts_and_no_other():
@@ -47,8 +48,8 @@ def test_each_run_takes_its_frameworks_facts_and_no_other():
         assert setup.layout.get("gradient_bytes") == facts.gradient_reduce_bytes, run.name
     shoeybi = [run for run in PUBLISHED_RUNS if run.paper == "shoeybi2019"]
     assert shoeybi and {run.framework for run in shoeybi} == {"megatron-2019"}
-    # the v1.0 blog's run is the later software (fused optimizer, new masking): not the 2019 framework
-    assert {run.framework for run in PUBLISHED_RUNS if run.paper == "nvadlr2019"} == {"megatron"}
+    # the v1.0 blog's runs are the later software (multi-tensor fp16 optimizer, new masking): not the 2019 framework
+    assert {run.framework for run in PUBLISHED_RUNS if run.paper == "nvadlr2019"} == {"megatron-v1.0"}
 
 
 def test_an_eager_runs_program_is_the_unfused_one_and_its_case_says_so():

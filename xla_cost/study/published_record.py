@@ -12,8 +12,8 @@ import dataclasses
 
 from xla_cost.choices import FLOAT8
 
-__all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "Framework", "PublishedRun", "framework",
-           "runs_of"]
+__all__ = ["CONFIDENCE", "DTYPES", "FRAMEWORKS", "QUANTITIES", "RECOMPUTE", "SCALED_BY", "Framework", "PublishedRun",
+           "framework", "runs_of"]
 
 QUANTITIES: tuple[str, ...] = (
     "TFLOP/s per device", "MFU", "HFU", "tokens/s", "tokens/s per device", "seconds per step",
@@ -30,6 +30,13 @@ DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32", FLOAT8)
 (`xla_cost.choices.FLOAT8`: the linear layers' products in an FP8 format with
 per-tensor scaling, attention's and the rest in bfloat16, as Transformer
 Engine and torchao run them; the run's ``notes`` say which recipe)."""
+
+SCALED_BY: tuple[str, ...] = ("flops", "parameters")
+"""What a ``scaling efficiency`` weighs each run's step by (`PublishedRun.scaled_by`):
+``flops``, the FLOP of its step as its source counts them (per device per
+second, over its base's); ``parameters``, its model's parameters (every
+weight, bias and norm, as Megatron-LM counts them), as Megatron-LM's
+weak-scaling tables weigh them: (N / n t) / (N₁ / t₁)."""
 
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 """Activation recomputation: none, part of each layer (Korthikanti et al.'s
@@ -121,6 +128,36 @@ FRAMEWORKS: tuple[Framework, ...] = (
                       "blocking torch.distributed.all_reduce of the float16 activations (mpu/mappings.py line 31); "
                       "6 a layer in all with the 2 of the column-parallel inputs' gradients (copy_to_model_parallel_"
                       "region's backward, mappings.py lines 87-88), where XLA's program runs 5"),
+    Framework(name="megatron-v1.0", scans=False,
+              why="Megatron-LM release v1.0 (github.com/NVIDIA/Megatron-LM tag v1.0, 03d28809, 2020-04-21): "
+                  "megatron/model/transformer.py's ParallelTransformer keeps its layers in a torch.nn.ModuleList "
+                  "(lines 369-370) called one after another in eager PyTorch",
+              fuses_elementwise=False, fuses_optimizer=True, overlaps_gradient_reduce=False,
+              gradient_reduce_bytes=2, reruns_recomputed_collectives=True,
+              runtime="v1.0 (03d28809): no fused elementwise kernel of its own (megatron/fused_kernels, the "
+                      "scaled upper-triangular masked softmax and fused_bias_gelu.py came with 51a2e6b0, "
+                      "2020-09-11); megatron/model/transformer.py lines 176-180, the query and the key each divided "
+                      "by sqrt(sqrt(hn)) (two eager kernels on b np s hn, where 2019 divided the s x s scores), "
+                      "line 189 torch.nn.Softmax in float16 (--attention-softmax-in-fp32 off, arguments.py line "
+                      "259), lines 192-193 the scores' dropout, line 203 the context permuted and made contiguous "
+                      "(a copy), lines 90 and 215 the outputs' dropouts, lines 333 and 343 the residual additions, "
+                      "each an eager kernel; the mask one in-place masked_fill_ (model/gpt2_model.py line 30, where "
+                      "2019 multiplied and subtracted); apex's FusedLayerNorm (transformer.py line 21) and torch's "
+                      "F.gelu (model/language_model.py lines 52-54; the scripted OpenAI gelu only with "
+                      "--openai-gelu) one kernel each where the unfused program runs several; the column-parallel "
+                      "F.linear's bias in its product's call (mpu/layers.py line 250), the row-parallel bias "
+                      "added after the all-reduce (lines 326-330); the optimizer apex's FusedAdam (training.py "
+                      "line 24), the fp16 optimizer's gradient copies and overflow check by apex's "
+                      "multi_tensor_applier (fp16/fp16util.py line 177, fp16/loss_scaler.py lines 64-66); the "
+                      "data-parallel gradients all-reduced after the backward pass (--DDP-impl local by default, "
+                      "arguments.py line 285; training.py lines 236-241), the hooks commented out "
+                      "(model/distributed.py lines 66-71), a dtype's gradients flattened into one buffer and "
+                      "all-reduced in float16 unless --fp32-allreduce (distributed.py lines 50-58, arguments.py "
+                      "line 261); each layer checkpointed (transformer.py lines 377-396, --checkpoint-num-layers 1, "
+                      "arguments.py line 162) by mpu/random.py's CheckpointFunction, whose backward reruns the "
+                      "layer's forward under enable_grad (lines 207-237): both row-parallel all-reduces "
+                      "(mpu/layers.py line 328, mpu/mappings.py lines 91-96 and 31) run again, 6 a layer with the "
+                      "2 of the column-parallel inputs' gradients (mappings.py lines 79-88)"),
     Framework(name="deepspeed", scans=False,
               why="Megatron-DeepSpeed: Megatron-LM's PyTorch layers, as a list of LayerSpecs per pipeline stage "
                   "under DeepSpeed's engine; run one after another, unrolled"),
@@ -200,6 +237,8 @@ class PublishedRun:
       relative_to: for a scaling efficiency or a speed-up, the run it is
         relative to: a name in `PUBLISHED_RUNS`, or the run in words where the
         source publishes no figure for it.
+      scaled_by: for a scaling efficiency, what the source weighs each run's
+        step by: one of `SCALED_BY` (``flops`` unless the source says otherwise).
       steps: for ``days``, the optimizer steps the figure covers.
       framework: the software it trained with: a `Framework` name in
         `FRAMEWORKS` (which says whether it scans its layers).
@@ -265,6 +304,7 @@ class PublishedRun:
     published: float
     also: tuple[tuple[str, float], ...] = ()
     relative_to: str | None = None
+    scaled_by: str = "flops"
     steps: int | None = None
     framework: str
     model: str = "gpt"

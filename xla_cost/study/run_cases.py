@@ -43,7 +43,7 @@ __all__ = ["CHOSEN", "LEFT_OUT", "RULES", "Rule", "left_out", "NODES", "FUSED_AT
            "RESIDUAL_SHARDED", "SEQUENCE_PARALLEL", "SEQUENCE_PARALLEL_FAMILIES",
            "CORE_ATTENTION_SELECTIVE",
            "FAMILY_MODELS", "RunProgram", "family", "program", "describe_program", "run_cases", "run_setup",
-           "flops_per_step"]
+           "flops_per_step", "megatron_parameters"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -440,6 +440,27 @@ def _parameters(run: PublishedRun) -> float:
     return run.layers * (attention + feed) + embeddings
 
 
+def megatron_parameters(run: PublishedRun) -> float:
+    """Every parameter of a GPT-2-style run as Megatron-LM counts them (the sum of its tensors' sizes): per
+    layer the attention's and feed-forward's matrices and biases and two LayerNorms (scale and bias), the
+    tied word embeddings, the learned positions and the final LayerNorm: ``12 l h² + 13 l h + V h + s h + 2 h``
+    where the feed-forward is ``4 h`` wide and heads are ``h / n`` wide."""
+    if family(run) != "gpt":
+        raise InputError("a GPT-2-style run (plain feed-forward, every head its own keys and values)",
+                         f"{run.name}: the {family(run)} family",
+                         "Weigh its scaling by its FLOP (scaled_by='flops').")
+    width = (run.head_dim or run.hidden // run.heads) * run.heads  # the attention's inner width
+    matrices = 4 * run.hidden * width + 2 * run.hidden * run.ffn  # q, k, v and out; the feed-forward's two
+    biases = 3 * width + run.hidden + run.ffn + run.hidden
+    return (run.layers * (matrices + biases + 4 * run.hidden) + run.vocabulary * run.hidden
+            + run.sequence * run.hidden + 2 * run.hidden)
+
+
+def _weight(run: PublishedRun) -> float:
+    """What ``run``'s scaling efficiency weighs its step by, as its source does (`PublishedRun.scaled_by`)."""
+    return megatron_parameters(run) if run.scaled_by == "parameters" else flops_per_step(run)
+
+
 def flops_per_step(run: PublishedRun) -> float:
     """The FLOP of one step as the run's paper counts them: Megatron's
     ``96 B s l h² (1 + s/6h + V/16lh)`` (recomputation counted) for the
@@ -488,7 +509,7 @@ def _figure(run: PublishedRun, base: PublishedRun | None) -> Callable[[Sequence[
     if quantity == "speed-up":
         return lambda s: s[1].prediction.seconds / s[0].prediction.seconds
     if quantity == "scaling efficiency":
-        ours, theirs = flops_per_step(run) / run.devices, flops_per_step(base) / base.devices
+        ours, theirs = _weight(run) / run.devices, _weight(base) / base.devices
         return lambda s: (ours / s[0].prediction.seconds) / (theirs / s[1].prediction.seconds)
     raise ValueError(f"no figure for {quantity}")
 
