@@ -20,7 +20,13 @@ replayed from the text, as XLA's heap simulator does before it packs them:
   root returns are the outputs (allocated apart from the temporaries, as
   ``memory_analysis`` counts them); constants are neither;
 * a ``while``, ``call`` or ``conditional`` adds the peak of its body's own
-  temporaries while it runs (fused computations allocate nothing).
+  temporaries while it runs (fused computations allocate nothing);
+* an array a TPU program keeps outside its HBM holds none of the device
+  memory's bytes and is not listed: one in its host's memory
+  (`xla_cost.compiled.shapes.HOST_SPACE`, ``S(5)``: a remat policy's offloaded
+  stacks, which ``memory_analysis`` counts apart, in ``host_temp_size_in_bytes``)
+  or on the chip (`xla_cost.compiled.shapes.ON_CHIP_SPACES`: a prefetch into
+  its vector memory), as `xla_cost.compiled.shapes.device_memory_bytes` counts.
 
 The result names every buffer live when the temporaries peak, with the
 ``op_name`` XLA kept from the jaxpr, so its source (forward pass, backward
@@ -441,6 +447,8 @@ class _Replay:
         if size is None:
             self.notes.append(f"{computation}/{instruction.name}: element type {leaf.dtype} of unknown size")
             size = 0
+        elif leaf.on_host or leaf.on_chip:  # not the HBM's bytes (the host's memory, the chip's own)
+            size = 0
         suffix = "{" + ",".join(map(str, path)) + "}" if path else ""
         buffer = _Buffer(LiveBuffer(instruction.name + suffix, instruction.opcode, _shape_text(leaf), size,
                                     instruction.op_name, computation), temp, born)
@@ -507,11 +515,13 @@ def simulate(hlo_text: str) -> LivenessProfile:
             if buffer is None or id(buffer) in seen:
                 continue
             seen.add(id(buffer))
+            if not buffer.buffer.nbytes:  # nothing in the HBM (an array in the host's memory or on the chip)
+                continue
             if instruction.opcode == "parameter":
                 arguments.append(buffer.buffer)
             elif id(buffer) in outputs and id(buffer) not in replay.aliased:
                 returned.append(buffer.buffer)
-    ordered = tuple(sorted(at_peak, key=lambda b: (-b.nbytes, b.instruction)))
+    ordered = tuple(sorted((b for b in at_peak if b.nbytes), key=lambda b: (-b.nbytes, b.instruction)))
     return LivenessProfile(
         arguments=tuple(arguments), outputs=tuple(returned), temp_peak_bytes=peak, at_peak=ordered,
         peak_instruction=peak_at, notes=tuple(dict.fromkeys(replay.notes)),

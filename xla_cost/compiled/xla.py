@@ -46,6 +46,7 @@ __all__ = [
     "compile_executable",
     "COMPILER_OPTIONS",
     "EAGER_FORMAT",
+    "LIVENESS_FORMAT",
     "EAGER_FUSION_PASSES",
     "EAGER_OPTIONS",
     "UNFUSED_OPTIONS",
@@ -463,6 +464,11 @@ kernel's bytes those of the HBM, its arrays on the chip left out, `xla_cost.comp
 kernel's arrays in its host's memory, `xla_cost.compiled.shapes.HOST_SPACE`, not the HBM's, and the
 bytes each kernel moves over the host link, `xla_cost.compiled.kernels.Kernel.host_bytes`)."""
 
+LIVENESS_FORMAT = 1
+"""Version of the replayed schedules (`xla_cost.compiled.liveness`) the analyses cache keeps: an entry's
+replay of another version is not read, and a compile that asks for one compiles again; no other entry
+changes (1: the HBM only, a TPU's arrays in its host's memory or on its chip left out)."""
+
 
 def _analyses_key(lowered: Any, compiler_options: Mapping[str, Any] | None) -> str:
     """A hash of everything the analyses of ``lowered`` depend on."""
@@ -528,7 +534,9 @@ def _read_analyses(key: str) -> CompiledPhase | None:
             else tuple((str(t), int(n)) for t, n in data["library_calls"]),
             library_bytes=data.get("library_bytes"), memory_bound_bytes=data.get("memory_bound_bytes"),
             kernels=data.get("kernels"), arguments=data.get("arguments"),
-            liveness=_liveness_from(data.get("liveness")), liveness_error=str(data.get("liveness_error", "")),
+            **({"liveness": _liveness_from(data.get("liveness")),
+                "liveness_error": str(data.get("liveness_error", ""))}
+               if data.get("liveness_format") == LIVENESS_FORMAT else {}),  # another version's: not read
             target=data.get("target"),
             kernel_list=None if data.get("kernel_list") is None
             else tuple(kernel_lists.Kernel.from_dict(k) for k in data["kernel_list"]),
@@ -559,7 +567,7 @@ def _write_analyses(key: str, phase: CompiledPhase) -> None:
                 "library_bytes": phase.library_bytes, "memory_bound_bytes": phase.memory_bound_bytes,
                 "kernels": phase.kernels, "arguments": phase.arguments,
                 "liveness": None if phase.liveness is None else phase.liveness.to_dict(),
-                "liveness_error": phase.liveness_error, "target": phase.target,
+                "liveness_error": phase.liveness_error, "liveness_format": LIVENESS_FORMAT, "target": phase.target,
                 "kernel_list": None if phase.kernel_list is None else [k.to_dict() for k in phase.kernel_list],
                 "notes": list(phase.notes),
             }, handle)
