@@ -12,6 +12,9 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
+from tests.zoo.test_bert_vit import BERT_PUBLISHED
+from tests.zoo.test_gpt import PUBLISHED as GPT2_PUBLISHED
+from tests.zoo.test_resnet import PUBLISHED as RESNET_PUBLISHED
 from xla_cost import zoo
 from xla_cost.cli import main
 from xla_cost.analysis.report import PHASES
@@ -274,6 +277,25 @@ def test_terminal_width_when_stdout_is_a_terminal(monkeypatch, frame):
     monkeypatch.setattr(sys, "stdout", Terminal())
     monkeypatch.setenv("COLUMNS", "90")
     assert max(len(line) for line in zoo.zoo_table(frame).splitlines()) <= 90
+
+
+# `models` lists the zoo from `zoo_frame`, traced once per process: its tests are in this file (with
+# `frame` above), so that one worker traces the zoo's 37 models once (5-6 CPU seconds), not two.
+def test_models_lists_zoo(capsys):
+    code, out, _ = run(capsys, "models", "--format", "json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0
+    assert set(rows) == set(zoo.REGISTRY)  # every zoo model, with its count
+    # LinearNet: (150528*4096 + 4096) + (4096*128 + 128) + (128*10 + 10)
+    assert rows["linear_net"]["parameters"] == F.mlp_params(224 * 224 * 3)
+    assert rows["one_net"]["input_shape"] == "(B, 1)"
+    # published counts, with their sources, in tests/zoo/test_resnet.py, tests/zoo/test_bert_vit.py, tests/zoo/test_gpt.py
+    assert rows["resnet50"]["parameters"] == RESNET_PUBLISHED["resnet50"]
+    assert rows["bert-base"]["parameters"] == BERT_PUBLISHED["base"]
+    assert rows["gpt2-small"]["parameters"] == GPT2_PUBLISHED["gpt2-small"]
+    # GPT-3 175B: the closed form V*d + n_ctx*d + L*(12d^2 + 13d) + 2d
+    v, t, n_layer, d = 50257, 2048, 96, 12288
+    assert rows["gpt3-175b"]["parameters"] == v * d + t * d + n_layer * (12 * d * d + 13 * d) + 2 * d
 
 
 def test_cli_models_is_render_zoo(capsys):
