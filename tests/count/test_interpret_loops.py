@@ -17,6 +17,10 @@ from xla_cost.count import interpret
 B = 4  # batch
 D_IN = 8
 INPUTS = jax.ShapeDtypeStruct((B, D_IN), jnp.float32)
+
+# `report(name, depth=1)` merges the rows of the same programs `report(name)` compiled: with the
+# module's caches on they are read back, not compiled again (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_caches")
 PHASES = ("forward", "backward", "grad", "update", "train_step")
 
 # XLA runs a scan as a while loop: each iteration adds 1 to its counter and
