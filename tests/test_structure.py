@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import pathlib
 import tomllib
@@ -109,7 +110,11 @@ def _imports(name: str, path: pathlib.Path) -> list[_Import]:
     return [i for i in found if i.target != name]
 
 
-IMPORTS = [i for name, path in MODULES.items() for i in _imports(name, path)]
+@functools.cache
+def _all_imports() -> tuple[_Import, ...]:
+    """Every xla_cost import of the package's modules, parsed when a test first asks: not at collection,
+    which every pytest-xdist worker does (about a CPU second each), only where these tests run."""
+    return tuple(i for name, path in MODULES.items() for i in _imports(name, path))
 
 
 def _layer(module: str) -> int:
@@ -136,7 +141,7 @@ def test_every_module_is_in_a_layer_and_every_subpackage_says_what_it_holds():
 def test_imports_only_go_down_the_layers():
     upward = [
         f"{i.source} (line {i.line}) imports {i.target}"
-        for i in IMPORTS
+        for i in _all_imports()
         if i.target in MODULES and _layer(i.target) > _layer(i.source)
     ]
     assert upward == []
@@ -144,7 +149,7 @@ def test_imports_only_go_down_the_layers():
 
 def test_the_import_graph_has_no_cycle():
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for i in IMPORTS:
+    for i in _all_imports():
         if i.target in MODULES:
             graph[i.source].add(i.target)
     state: dict[str, int] = {}
@@ -168,16 +173,16 @@ def test_the_import_graph_has_no_cycle():
 def test_no_module_imports_a_private_name_of_another():
     private = [
         f"{i.source} (line {i.line}) imports {i.target}.{n}"
-        for i in IMPORTS for n in i.names if n.startswith("_") and not n.startswith("__")
+        for i in _all_imports() for n in i.names if n.startswith("_") and not n.startswith("__")
     ]
-    private += [f"{i.source} imports the private module {i.target}" for i in IMPORTS
+    private += [f"{i.source} imports the private module {i.target}" for i in _all_imports()
                 if any(part.startswith("_") and not part.startswith("__") for part in i.target.split(".")[1:])
                 and not i.target.startswith("xla_cost.zoo._")]
     assert private == []
 
 
 def test_imports_inside_functions_only_where_load_time_needs_them():
-    lazy = sorted({i.source for i in IMPORTS if i.in_function})
+    lazy = sorted({i.source for i in _all_imports() if i.in_function})
     unexplained = [m for m in lazy if not any(m == k or m.startswith(k + ".") for k in LAZY_IMPORTERS)]
     assert unexplained == []
 
