@@ -424,7 +424,19 @@ _RUNS_TRILLIUM = runs_of(
                                     "dense over capacity slots (megablox and sparse_matmul off), tokens over 1.25 "
                                     "times an even share dropped; the experts' weights sharded by FSDP (no expert "
                                     "parallelism set). " + _LLAMA31.split(". ", 1)[1].format(
-                                        saved="query, key, value and output")),
+                                        saved="query, key, value and output")
+               + " Not priced: the recipe's XLA flags (xla_flags lines 1501-1505: MOE_VMEM_LIMIT_FLAG, "
+                 "CF_FOR_ALL_GATHER and DATA_PARALLEL_OVERLAP, benchmarks/xla_flags_library.py lines 36, 43-49 "
+                 "and 142-145, LIBTPU_INIT_ARGS as benchmarks/maxtext_xpk_runner.py line 395 sets them): libtpu "
+                 "0.0.52 refuses them together on a v6e ('FAILED_PRECONDITION: Continuation fusion for AllGather "
+                 "is enabled on platform ghostlite ... not supported/recommended on platforms other than TPU "
+                 "v5e'), and takes each alone; its splash blocks of queries of 2,048 (sa_block_q, sa_block_q_dkv, "
+                 "sa_block_q_dq; the zoo's 512) and use_iota_embed (the embedding a one-hot product). With the "
+                 "flags libtpu takes, or either of the two, its grad program needs the same 31.31 GiB (checked "
+                 "11-29): at its peak libtpu 0.0.52 relays out the two offloaded (B, T, d) stacks "
+                 "(decoder_layer_input's and out_proj's, 32 x 12 x 4,096 x 4,096 in bfloat16, 12 GiB each) "
+                 "between the forward and backward loops, each copied from the host's memory into the HBM, "
+                 "transposed there into another 12 GiB and copied back."),
 )
 """Llama 3.1 8B and 70B, GPT-3 175B and Mixtral 8x7B on one v6e-256 slice
 (MaxText's Trillium recipes)."""
