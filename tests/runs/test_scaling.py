@@ -21,7 +21,12 @@ from xla_cost.runs import estimates, scaling
 
 from tests.formulas import conv_net_params
 
-pytestmark = pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 simulated devices (tests/conftest.py)")
+# The curve's points, the strong-scaling curve's 4-device point and the estimate's one-device step are
+# the same programs: each compiled once in the module, read back after (tests/conftest.py).
+pytestmark = [
+    pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 simulated devices (tests/conftest.py)"),
+    pytest.mark.usefixtures("module_caches"),
+]
 
 # NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense (XLA's float32 matmuls on H100),
 # HBM3 3.35 TB/s; NVLink 4: 900 GB/s both directions, 450 GB/s each way; 1 us per hop assumed
