@@ -35,8 +35,11 @@ from xla_cost.runs.sweeps import sweep
 
 from tests.refusals import one_line_refusal
 
-pytestmark = pytest.mark.skipif(cuda_plugin() is None or not has_libtpu(),
-                                reason="needs the gpu and tpu extras (jax's CUDA plugin, libtpu)")
+pytestmark = [
+    pytest.mark.skipif(cuda_plugin() is None or not has_libtpu(),
+                       reason="needs the gpu and tpu extras (jax's CUDA plugin, libtpu)"),
+    pytest.mark.usefixtures("module_caches"),  # a program compiled again in the module is read back (tests/conftest.py)
+]
 
 GPU, TPU = "h100", "tpu-v5e:2x2"
 B, D, H, C = 32, 256, 512, 32  # batch, inputs, hidden units, outputs
