@@ -42,7 +42,8 @@ class KernelSummary:
       by_kind: launches per category and kind (``fusion kLoop``, ``library __cudnn$convForward``).
       bytes: bytes read and written per execution; None where one is unknown.
       async_pairs: the asynchronous pairs, with what overlaps each.
-      unknown: kernels whose runs or bytes are unknown.
+      unknown: kernels whose runs or bytes are unknown, or whose products run are priced at
+        an upper bound (`xla_cost.compiled.products.Product.executed_note`).
     """
 
     kernels: int
@@ -67,6 +68,8 @@ def summarize_kernels(kernels: Sequence[Any]) -> KernelSummary:
         runs = 1 if kernel.executions is None else kernel.executions
         if kernel.executions is None or kernel.bytes is None:
             unknown.append(f"{kernel.name}: {'runs' if kernel.executions is None else 'bytes'} unknown")
+        if kernel.product is not None and kernel.product.executed_note:  # a splash kernel at every block pair
+            unknown.append(f"{kernel.name}: {kernel.product.executed_note}")
         launches += runs
         by_category[kernel.category] = by_category.get(kernel.category, 0) + runs
         label = f"{kernel.category} {kernel.kind}"

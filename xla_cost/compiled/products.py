@@ -31,7 +31,7 @@ from xla_cost.compiled.hlo import (
 )
 
 __all__ = ["Product", "kernel_product", "DTYPE_NAMES", "window", "valid_taps", "PALLAS_TARGET", "pallas_splash",
-           "pallas_estimate", "pallas_flops"]
+           "pallas_estimate", "pallas_flops", "splash_blocks"]
 
 PALLAS_TARGET = "tpu_custom_call"
 """The ``custom_call_target`` of a Pallas (Mosaic) kernel in a compiled TPU program."""
@@ -60,6 +60,11 @@ class Product:
       count: products in the kernel.
       features: a convolution's input features per group (what each of its
         taps contracts over: 3 for an RGB image); 0 for any other product.
+      executed: FLOP of the products the kernel RUNS per run, where they differ from
+        the ``flops`` counted (a splash attention kernel's: the block pairs its mask
+        leaves, the scores it recomputes, `xla_cost.count.attention.SplashCall.executed`);
+        0: ``flops``. A time model prices these; every count reads ``flops``.
+      executed_note: why ``executed`` is an upper bound, where it is ("" where not).
     """
 
     batch: int
@@ -70,6 +75,13 @@ class Product:
     flops: int
     count: int = 1
     features: int = 0
+    executed: int = 0
+    executed_note: str = ""
+
+    @property
+    def run_flops(self) -> int:
+        """FLOP of the products the kernel runs (``executed``, else ``flops``)."""
+        return self.executed or self.flops
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values."""
@@ -79,7 +91,8 @@ class Product:
     def from_dict(cls, data: Mapping[str, Any]) -> Product:
         """The inverse of `to_dict`."""
         return cls(int(data["batch"]), int(data["m"]), int(data["n"]), int(data["k"]), str(data["dtype"]),
-                   int(data["flops"]), int(data.get("count", 1)), int(data.get("features", 0)))
+                   int(data["flops"]), int(data.get("count", 1)), int(data.get("features", 0)),
+                   int(data.get("executed", 0)), str(data.get("executed_note", "")))
 
 
 def kernel_product(module: Module, instruction: Instruction, shapes: Mapping[str, str]) -> Product | None:
@@ -294,19 +307,51 @@ def pallas_flops(instruction: Instruction, shapes: Mapping[str, str]) -> int:
     return call.flops
 
 
+_SPLASH_BLOCKS = re.compile(r'\\?"(block_\w+)\\?":\s*(\d+)')
+"""A block size of a splash kernel's ``kernel_metadata`` (jax writes its ``BlockSizes`` there as
+``xprof_metadata``: splash_attention_kernel.py at jax 0.10.2, lines 1134, 1637, 2201)."""
+
+_SPLASH_BLOCK_KEYS = {"fwd": ("block_q", "block_kv"), "dq": ("block_q_dq", "block_kv_dq"),
+                      "dkv": ("block_q_dkv", "block_kv_dkv")}
+"""Each splash kernel's query and key blocks, by its `BlockSizes` names."""
+
+
+def splash_blocks(instruction: Instruction, phase: str) -> tuple[int, int] | None:
+    """The (query, key) block a splash kernel of ``phase`` works on, from its ``kernel_metadata``
+    (`_SPLASH_BLOCKS`); None where the program does not say."""
+    found = dict(_SPLASH_BLOCKS.findall(instruction.attributes))
+    keys = _SPLASH_BLOCK_KEYS.get(phase, ())
+    if len(keys) != 2 or not all(key in found for key in keys):
+        return None
+    return int(found[keys[0]]), int(found[keys[1]])
+
+
 def _splash(instruction: Instruction, shapes: Mapping[str, str]) -> Product | None:
     """A splash attention kernel's products on the MXU: ``B x N`` products of ``[T, H] x [H, S]``
     (its FLOP `xla_cost.count.attention.SplashCall.products`: every pair, each product of the
-    model's arithmetic once)."""
+    model's arithmetic once); ``executed``: the products it runs, over the block pairs its mask
+    leaves (`xla_cost.count.attention.mask_block_pairs`: the mask its ``op_name`` names, the blocks
+    its ``kernel_metadata`` gives), every pair and a note where either is unknown (an upper bound)."""
     call = pallas_splash(instruction, shapes)
     operands = [o for o in _operands(instruction, shapes) if o is not None and _floating(o.dtype)]
     if call is None or not operands:
         return None
     q = operands[0]
     rows = math.prod(q.dims[:-1])
+    length_q, length_k = q.dims[-2], call.scores // max(1, rows)
     count = {"fwd": 2, "dq": 1, "dkv": 4 if call.with_dq else 3}[call.phase]
-    return Product(rows // q.dims[-2], q.dims[-2], call.scores // max(1, rows), q.dims[-1],
-                   DTYPE_NAMES.get(q.dtype, q.dtype), call.products, count)
+    window = attention.splash_mask(instruction.op_name)
+    blocks = splash_blocks(instruction, call.phase)
+    share, note = 1.0, ""
+    if window is None:
+        note = "its mask unknown (not named in its op_name): every block pair priced, an upper bound"
+    elif blocks is None:
+        note = "its block sizes unknown (no kernel_metadata): every block pair priced, an upper bound"
+    else:
+        computed, every = attention.mask_block_pairs(length_q, length_k, *blocks, window)
+        share = computed / max(1, every)
+    return Product(rows // length_q, length_q, length_k, q.dims[-1], DTYPE_NAMES.get(q.dtype, q.dtype),
+                   call.products, count, executed=call.executed(share), executed_note=note)
 
 
 def window(text: str, spatial: int) -> dict[str, list[Any]]:

@@ -452,7 +452,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 27
+ANALYSES_FORMAT = 28
 """Version of the analyses cache's entries; a change makes old entries unused (21: a GPU
 target's library calls in a loop's body counted once in its FLOP, as XLA counts the body,
 `xla_cost.compiled.kernels.module_costs`; 22: fused attention's exps in its transcendentals;
@@ -462,7 +462,9 @@ that updates its buffer in place counted at its updates, `xla_cost.compiled.read
 kernel's bytes those of the HBM, its arrays on the chip left out, `xla_cost.compiled.shapes.ON_CHIP_SPACES`;
 26: a TPU loop whose counter steps by more than 1, XLA's windowed einsum, its trips read; 27: a TPU
 kernel's arrays in its host's memory, `xla_cost.compiled.shapes.HOST_SPACE`, not the HBM's, and the
-bytes each kernel moves over the host link, `xla_cost.compiled.kernels.Kernel.host_bytes`)."""
+bytes each kernel moves over the host link, `xla_cost.compiled.kernels.Kernel.host_bytes`; 28: a splash
+attention kernel's products as it runs them, `xla_cost.compiled.products.Product.executed`, its mask named in
+its ``op_name``, its blocks read from its ``kernel_metadata``)."""
 
 LIVENESS_FORMAT = 1
 """Version of the replayed schedules (`xla_cost.compiled.liveness`) the analyses cache keeps: an entry's

@@ -32,7 +32,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["SOFTMAX_FLOP", "FMA", "FUSED_ATTENTION_CALL", "products", "attention_flops", "attention_transcendentals",
-           "SplashCall", "splash_call", "kernel_cost_estimate"]
+           "SplashCall", "splash_call", "kernel_cost_estimate", "SPLASH_RUN", "SPLASH_MASK_SCOPE", "splash_mask",
+           "splash_mask_scope",
+           "mask_block_pairs"]
 
 FMA = 2
 """FLOP per multiply-add (XLA's convention, `xla_cost.count.registry.FLOPS_PER_FMA`)."""
@@ -95,6 +97,16 @@ class SplashCall:
     def __init__(self, phase: str, scores: int, qk_head: int, v_head: int, with_dq: bool = False) -> None:
         self.phase, self.scores, self.qk_head, self.v_head, self.with_dq = phase, scores, qk_head, v_head, with_dq
 
+    def executed(self, share: float = 1.0) -> int:
+        """FLOP of the matrix products the call RUNS (not `products`, what it is counted): each
+        computed query-key pair's products as the kernel runs them (`SPLASH_RUN`: ``dq`` and ``dkv``
+        recompute the scores and ``dP``), over ``share`` of the pairs (the block pairs its mask
+        leaves computed, `mask_block_pairs`; 1: every pair, an upper bound where the mask is unknown)."""
+        qk, v = SPLASH_RUN[self.phase]
+        if self.phase == "dkv" and self.with_dq:
+            qk += 1
+        return round(FMA * self.scores * share * (qk * self.qk_head + v * self.v_head))
+
     @property
     def products(self) -> int:
         """FLOP of the call's matrix products."""
@@ -114,6 +126,69 @@ class SplashCall:
     def transcendentals(self) -> int:
         """The exp of every score, forward (`attention_transcendentals`)."""
         return attention_transcendentals(self.scores, self.phase != "fwd")
+
+
+SPLASH_RUN: Mapping[str, tuple[int, int]] = {"fwd": (1, 1), "dq": (2, 1), "dkv": (2, 2)}
+"""The products each splash kernel runs per computed block pair, as (products contracting or
+producing the query's head width, the value's), in jax's kernels
+(jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py at jax 0.10.2):
+``fwd`` ``Q K^T`` (line 768) and ``P V`` (822): 2; ``dq`` ``Q K^T`` (1367), ``dP = dO V^T`` (1391)
+and ``dQ = dS K`` (1402): 3; ``dkv`` ``K Q^T`` (1778), ``dV = P^T dO`` (1799), ``dP`` (1803) and
+``dK = dS Q`` (1814): 4, and ``dQ`` (1820) where the backward is one fused kernel: 5."""
+
+SPLASH_MASK_SCOPE = re.compile(r"splash_(causal|full|local)_mask(?:_(\d+)_(\d+))?")
+"""How a splash call's mask is named in its kernels' ``op_name`` (a ``jax.named_scope`` around the
+call: ``splash_causal_mask``, ``splash_full_mask``, ``splash_local_mask_<left>_<right>``, as
+``models._transformer.splash_attention`` writes it). The compiled program holds the mask only as
+the kernels' block-mask operands, constants its printed text elides (``{...}``)."""
+
+
+def splash_mask_scope(window: tuple[int | None, int | None]) -> str:
+    """The ``jax.named_scope`` that names a splash call's mask in its kernels' ``op_name``
+    (`SPLASH_MASK_SCOPE`), of its (left, right) window (`splash_mask`'s)."""
+    left, right = window
+    if left is None and right is None:
+        return "splash_full_mask"
+    if left is None and right == 0:
+        return "splash_causal_mask"
+    if left is None or right is None:
+        raise ValueError(f"a splash mask's window is unbounded on both sides, causal or local, got {window}")
+    return f"splash_local_mask_{left}_{right}"
+
+
+def splash_mask(op_name: str) -> tuple[int | None, int | None] | None:
+    """The (left, right) window of keys each query sees that a kernel's ``op_name`` names
+    (`SPLASH_MASK_SCOPE`: causal ``(None, 0)``, full ``(None, None)``: None is unbounded);
+    None where it names none (the mask unknown)."""
+    found = SPLASH_MASK_SCOPE.search(op_name)
+    if found is None:
+        return None
+    if found.group(1) == "causal":
+        return None, 0
+    if found.group(1) == "full":
+        return None, None
+    if found.group(2) is None:
+        return None
+    return int(found.group(2)), int(found.group(3))
+
+
+def mask_block_pairs(length_q: int, length_k: int, block_q: int, block_k: int,
+                     window: tuple[int | None, int | None]) -> tuple[int, int]:
+    """(block pairs a splash kernel computes, block pairs in all) over ``length_q x length_k``
+    pairs in ``block_q x block_k`` blocks: a block pair is computed where any of its query ``q``
+    sees any of its keys ``k`` (``q - left <= k <= q + right``, ``window`` (left, right), None
+    unbounded); jax's kernels skip the others (``_next_nonzero``'s ``should_run``, from the block
+    mask ``splash_attention_mask_info`` makes). A causal mask over ``n x n`` blocks: ``n (n + 1) / 2``."""
+    left, right = window
+    rows, columns = -(-length_q // block_q), -(-length_k // block_k)
+    computed = 0
+    for i in range(rows):
+        q_low, q_high = i * block_q, min(length_q, (i + 1) * block_q) - 1
+        for j in range(columns):
+            k_low, k_high = j * block_k, min(length_k, (j + 1) * block_k) - 1
+            if (right is None or k_low <= q_high + right) and (left is None or k_high >= q_low - left):
+                computed += 1
+    return computed, rows * columns
 
 
 def splash_call(name: str, operands: Sequence[Sequence[int]], results: Sequence[Sequence[int]]) -> SplashCall | None:

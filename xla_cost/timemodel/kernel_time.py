@@ -16,6 +16,11 @@ and each step a fixed host cost:
                + KERNEL_GAP           each kernel's slot in the stream (measured)
     seconds  = sum over kernels of (work + overhead) + host transfers exposed + host
 
+F is the FLOP of the products a kernel RUNS: its count everywhere but in jax's splash
+attention kernels for a TPU, which skip the block pairs their mask leaves out and
+recompute the scores and ``dP`` in the backward (`xla_cost.count.attention.SplashCall.executed`;
+their counted FLOP, `xla_cost.count.attention`'s convention, are unchanged).
+
 A kernel that moves an array between the device and its host's memory (an
 activation a remat policy offloads and fetches back: `xla_cost.compiled.kernels.Kernel.host_bytes`)
 is priced as any other by its bytes in the device's memory, and its bytes over
@@ -126,7 +131,8 @@ class KernelSeconds:
       launch: seconds of the kernels' overheads (each cuDNN call's launch,
         each fusion's up to its own work, every kernel's `KERNEL_GAP`).
       kernels: kernels launched per run of the program.
-      flops: the matrix products' FLOP priced.
+      flops: the matrix products' FLOP, as counted (a splash kernel's time is priced from the
+        products it runs: `KernelTable.executed`).
       memory_bytes: the other kernels' bytes priced.
       source: ``kernels`` (kernel by kernel) or ``totals`` (the program's totals).
       host: seconds of the transfers to and from the host's memory not hidden
@@ -161,7 +167,10 @@ class KernelTable:
 
     Attributes:
       runs: runs per execution of the program.
-      flops: the products' FLOP per run (0: no product).
+      flops: the products' FLOP per run (0: no product), as counted.
+      executed: the products' FLOP per run as the kernel runs them, what the time is priced
+        from (`xla_cost.compiled.products.Product.run_flops`: a splash attention kernel's
+        computed block pairs and recomputed products; any other kernel's ``flops``).
       bytes: bytes read and written per run.
       batch, m, n, k: the largest product's shape (1 where none).
       dtype: each kernel's products' dtype ("" where none).
@@ -185,6 +194,12 @@ class KernelTable:
     library: np.ndarray
     vector: np.ndarray
     host: tuple[tuple[float, float, np.ndarray], ...] = ()
+    executed: np.ndarray | None = None
+
+    @property
+    def priced_flops(self) -> np.ndarray:
+        """``executed``, else ``flops``: the FLOP each kernel's time is priced from."""
+        return self.flops if self.executed is None else self.executed
 
     @property
     def kernels(self) -> int:
@@ -214,6 +229,7 @@ def kernel_table(kernels: Sequence[Any]) -> KernelTable:
         library=np.asarray([k.category == "library" and k.kind.startswith("__cudnn") for k in rows], dtype=bool),
         vector=np.asarray([_off_tensor_cores(k) for k in rows], dtype=bool),
         host=_host_transfers(rows),
+        executed=column([p.run_flops if p is not None else 0 for p in product]),
     )
 
 
@@ -302,10 +318,11 @@ def price_table(table: KernelTable, device: str, calibration: Any, arithmetic: s
     has_product = table.flops > 0
     peaks = _table_peaks(table, found, arithmetic)
     shape = _efficiency(*_table_terms(table, units, side), calibration.depth)
+    run = table.priced_flops  # the products each kernel runs (a splash kernel's differ from its count)
     with np.errstate(divide="ignore", invalid="ignore"):
-        product_s = np.where(has_product, table.flops / (peaks * calibration.matmul * shape), 0.0)
+        product_s = np.where(has_product, run / (peaks * calibration.matmul * shape), 0.0)
     if found.gpu is not None and found.gpu.compute_capability >= TENSOR_CORES_FROM and table.vector.any():
-        product_s = np.where(table.vector, table.flops / (found.gpu.vector_flops * calibration.vector), product_s)
+        product_s = np.where(table.vector, run / (found.gpu.vector_flops * calibration.vector), product_s)
     work = np.where(has_product, np.maximum(product_s, memory_s), memory_s)
     overhead = np.where(table.library, calibration.launch, np.minimum(work, calibration.launch)) + KERNEL_GAP
     matmul = float((work * table.runs)[has_product].sum())
