@@ -445,7 +445,8 @@ def _gradients(
     units = fsdp_units(report)
     sharded = [r for r in rows if units and "fsdp" in r.axes
                and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]
-    rows = comm.placed([r for r in rows if not any(r is s for s in sharded)], mesh, cluster.node_size)
+    apart = {id(r) for r in sharded}
+    rows = comm.placed([r for r in rows if id(r) not in apart], mesh, cluster.node_size)
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
         if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
