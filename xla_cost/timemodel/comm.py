@@ -132,9 +132,9 @@ def placed(collectives: Iterable[Mapping[str, Any] | Any], mesh: Sequence[tuple[
     sizes = dict(mesh)
     out = []
     for item in collectives:
-        axes = tuple(_field(item, "axes") or ())
-        row = {"kind": _field(item, "kind"), "bytes": _field(item, "bytes", "nbytes"),
-               "group_size": _field(item, "group_size"), "executions": _field(item, "executions")}
+        kind, nbytes, group_size, executions, _, _, axes = _fields(item)
+        axes = tuple(axes or ())
+        row = {"kind": kind, "bytes": nbytes, "group_size": group_size, "executions": executions}
         if axes and all(a in sizes for a in axes) and math.prod(sizes[a] for a in axes) == row["group_size"]:
             row["span"] = span(mesh, axes, node_size)
         out.append(row)
@@ -577,15 +577,16 @@ class CollectiveTime:
     seconds: float
 
 
-def _field(item: Any, *names: str) -> Any:
-    mapping = type(item) is dict or isinstance(item, Mapping)  # a dict first: the ABC's check is slower
-    for name in names:
-        if mapping:
-            if name in item:
-                return item[name]
-        elif hasattr(item, name):
-            return getattr(item, name)
-    return None
+def _fields(item: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    """A collective's ``kind``, ``bytes`` (else ``nbytes``), ``group_size``, ``executions``,
+    ``span_nodes``, ``span`` and ``axes``, from a mapping or an object; None for a field it lacks."""
+    if type(item) is dict or isinstance(item, Mapping):  # a dict first: the ABC's check is slower
+        get = item.get
+        return (get("kind"), item["bytes"] if "bytes" in item else get("nbytes"), get("group_size"),
+                get("executions"), get("span_nodes"), get("span"), get("axes"))
+    return (getattr(item, "kind", None), item.bytes if hasattr(item, "bytes") else getattr(item, "nbytes", None),
+            getattr(item, "group_size", None), getattr(item, "executions", None),
+            getattr(item, "span_nodes", None), getattr(item, "span", None), getattr(item, "axes", None))
 
 
 def communication_time(
@@ -615,10 +616,7 @@ def communication_time(
     times: list[CollectiveTime] = []
     notes: list[str] = []
     for item in collectives:
-        raw_kind = _field(item, "kind")
-        nbytes = _field(item, "bytes", "nbytes")
-        group_size = _field(item, "group_size")
-        executions = _field(item, "executions")
+        raw_kind, nbytes, group_size, executions, span_nodes, where, _ = _fields(item)
         what = f"{raw_kind} of {nbytes} bytes"
         kind = _kind(raw_kind)
         if kind is None:
@@ -638,7 +636,7 @@ def communication_time(
         elif not isinstance(executions, int) or isinstance(executions, bool) or executions < 0:
             raise InputError("an execution count, an integer >= 0", repr(executions),
                              "Pass None when the count is unknown.")
-        once, link = cluster.time(kind, nbytes, group_size, _field(item, "span_nodes"), _field(item, "span"))
+        once, link = cluster.time(kind, nbytes, group_size, span_nodes, where)
         times.append(CollectiveTime(kind, int(nbytes), group_size, executions, link, executions * once))
     if cluster.host is not None and any("+host+" in t.link for t in times):
         notes.append("all-reduces over several nodes staged through host memory (Gloo's CUDA all-reduce with a host "
