@@ -171,10 +171,11 @@ def predict(
         exchange = context_exchange.exchanges(c)  # context parallelism's keys and values, not gradients
         (context if exchange else gradients if c.axes and set(c.axes) - {CONTEXT} <= _GRADIENT_AXES else tensor
          ).append(c)
-    tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
+    if narrow != 1.0:  # else the collectives as they are (a copy of each took a sixth of the validation's pricing)
+        tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
+        context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
     tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
     notes = [*notes, *reran]
-    context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
     context_s, context_times, said = comm.communication_time(comm.placed(context, mesh, cluster.node_size), cluster)
     notes += said
     if narrow != 1.0:
