@@ -129,7 +129,10 @@ FUSED_ATTENTION: dict[str, str] = {
                "the scores kept in the kernel)",
     "maxtext-trillium": "MaxText's splash attention kernel on a TPU (base.yml attention: 'autoselected' at the "
                         "recipes' tags, which MaxText/layers/attentions.py's AttentionOp.apply_attention runs "
-                        "as tpu_flash_attention in training: make_splash_mha, a causal mask, sa_block_* 512)",
+                        "as tpu_flash_attention in training: make_splash_mha, a causal mask; base.yml's sa_block_* "
+                        "512, the zoo's; the Llama 3.1 recipes set 2,048 and the fused backward kernel, GPT-3's "
+                        "1,024 and 2,048 (benchmarks/maxtext_trillium_model_configs.py at v0.1.4 lines 832-840, "
+                        "982-990, at v0.1.2 lines 302-304): not priced as the recipes set them)",
     "nemo2024": "Transformer Engine's DotProductAttention (flash or cuDNN fused attention), Megatron Core's "
                 "TEDotProductAttention in its Transformer Engine layer spec (megatron/core/models/gpt/"
                 "gpt_layer_specs.py)",
