@@ -338,6 +338,39 @@ def test_worker_processes_give_the_in_process_figures(tmp_path):
     pd.testing.assert_frame_equal(local.runs[columns], pooled.runs[columns])
 
 
+WORKER_MAIN = '''"""The main script, as a sweep's worker imports it again (as __mp_main__) before its initializer runs."""
+import os
+import pathlib
+import signal
+
+if __name__ == "__mp_main__":
+    # beside this script: a worker has the fork server's environment, not the sweep's
+    pathlib.Path(__file__).with_name(str(os.getpid())).write_text(repr(signal.getsignal(signal.SIGINT)))
+'''
+
+
+def test_worker_processes_ignore_sigint_before_they_import_the_main_script_again(tmp_path, monkeypatch):
+    # Ctrl-C reaches the whole process group. A worker ignored it only from its initializer on, after
+    # importing the main script again (the console script: the command line's modules), and a
+    # KeyboardInterrupt raised before that landed in jax's gc callback: "Exception ignored in:
+    # _xla_gc_callback" on the terminal, after the sweep's one line (CI, 2026-11-29)
+    import types
+
+    from xla_cost.runs import sweeps
+
+    script = tmp_path / "research.py"
+    script.write_text(WORKER_MAIN)
+    main = types.ModuleType("__main__")
+    main.__file__, main.__spec__ = str(script), None  # a script run as `python research.py`
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    pool, _ = sweeps._spawn_pool(1)
+    try:
+        worker = pool.submit(os.getpid).result(timeout=WAIT_S)
+    finally:
+        pool.shutdown(wait=True)
+    assert (tmp_path / str(worker)).read_text() == repr(signal.SIG_IGN)
+
+
 def test_a_key_made_under_a_target_leaves_the_next_cpu_keys_as_a_fresh_process_makes_them():
     # the store's environment names the device compiled for: the active target's, else this backend's;
     # a key made under an H100 first must not hand the H100 to the CPU analyses after it

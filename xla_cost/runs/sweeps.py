@@ -20,6 +20,7 @@ import os
 import pathlib
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -460,6 +461,7 @@ def _spawn_pool(jobs: int) -> tuple[concurrent.futures.ProcessPoolExecutor, Any]
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(WORKER_PRELOAD))
+        _start_fork_server_ignoring_sigint()
     else:  # pragma: no cover - Windows
         context = multiprocessing.get_context("spawn")
     started = context.Value("i", 0)
@@ -467,6 +469,35 @@ def _spawn_pool(jobs: int) -> tuple[concurrent.futures.ProcessPoolExecutor, Any]
         jobs, mp_context=context, initializer=_worker_init, initargs=(_cores() // jobs, started)
     )
     return pool, started
+
+
+def _start_fork_server_ignoring_sigint() -> None:
+    """Starts multiprocessing's fork server (where none runs yet) with SIGINT
+    ignored, so that it and every worker it forks ignore Ctrl-C from their
+    first instruction: an ignored signal stays ignored across exec, Python then
+    installs no handler of its own, and the server hands its children the
+    handlers it started with. `_worker_init` ignores SIGINT too, but only once
+    a worker has imported the main script again (a console script: the
+    command line's modules, seconds), and a `KeyboardInterrupt` raised before
+    that landed in jax's garbage-collection callback: "Exception ignored in:
+    _xla_gc_callback" on the shared terminal. Ignored here, SIGINT no longer
+    interrupts the server's own import of jax and xla_cost either.
+
+    SIGINT is ignored in this process only while the server is exec'd
+    (milliseconds: the resource tracker is started first): a Ctrl-C in that
+    window is lost. Off the main thread (where Python cannot change a handler)
+    and where SIGINT has a handler not set from Python, nothing is changed."""
+    from multiprocessing import forkserver, resource_tracker
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is None):
+        return
+    resource_tracker.ensure_running()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_local(
