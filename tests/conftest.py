@@ -93,34 +93,35 @@ _timing.time_workload.__kwdefaults__["options"] = _timing.TimingOptions(
 # addopts turn that order off (`--no-loadscope-reorder`) and the files run longest first (the
 # longest-processing-time rule): the files below, measured, then the rest as collected.
 LONGEST_FILES: tuple[str, ...] = (
-    "tests/test_docs.py",  # 89 s
+    "tests/test_docs.py",  # 76 s
+    "tests/analysis/test_targets_zoo.py",  # 46 s
     "tests/cli/test_cli_interrupts.py",  # 39 s
-    "tests/analysis/test_targets_zoo.py",  # 37 s (was 42)
+    "tests/analysis/test_memory.py",  # 37 s
     "tests/test_doc_figures.py",  # 35 s
-    "tests/study/test_validation.py",  # 31 s (was 32)
-    "tests/analysis/test_memory.py",  # 31 s (was 40)
-    "tests/study/test_pages.py",  # 30 s (was 37)
-    "tests/count/test_coverage.py",  # 25 s (was 31)
-    "tests/compiled/test_scan_bytes.py",  # 24 s (was 31)
-    "tests/step/test_phases.py",  # 22 s
-    "tests/runs/test_scan_time.py",  # 21 s (was 32)
-    "tests/runs/test_sweeps.py",  # 21 s
-    "tests/count/test_rules.py",  # 18 s
-    "tests/runs/test_estimate.py",  # 18 s (was 20)
-    "tests/cli/test_cli_refused_inputs.py",  # 17 s (was 19)
-    "tests/present/test_terminal_tables.py",  # 17 s
-    "tests/compiled/test_targets_cache.py",  # 16 s
-    "tests/zoo/test_resnet.py",  # 14 s
-    "tests/parallel/test_sharding.py",  # 13 s (was 16)
-    "tests/cli/test_cli.py",  # 13 s
-    "tests/cli/test_cli_estimate.py",  # 12 s
+    "tests/compiled/test_scan_bytes.py",  # 34 s
+    "tests/study/test_validation.py",  # 30 s
+    "tests/step/test_phases.py",  # 29 s
+    "tests/count/test_coverage.py",  # 28 s
+    "tests/runs/test_scan_time.py",  # 26 s
+    "tests/runs/test_sweeps.py",  # 23 s
+    "tests/study/test_pages.py",  # 23 s
+    "tests/parallel/test_sharding.py",  # 22 s
+    "tests/runs/test_estimate.py",  # 19 s
+    "tests/study/test_depth.py",  # 17 s
+    "tests/cli/test_cli_refused_inputs.py",  # 17 s
+    "tests/count/test_rules.py",  # 16 s
+    "tests/zoo/test_resnet.py",  # 15 s
+    "tests/cli/test_cli_ux.py",  # 12 s
+    "tests/cli/test_cli.py",  # 11 s
+    "tests/analysis/test_remat_forms.py",  # 11 s
+    "tests/step/test_analyze_repo_steps.py",  # 11 s
+    "tests/compiled/test_targets_cache.py",  # 10 s
+    "tests/cli/test_cli_estimate.py",  # 10 s
+    "tests/analysis/test_timing.py",  # 10 s
 )
-"""Test files, longest first: the seconds their tests took in `pytest -n 2 --durations=0` on 2 cores
-(2,384 tests in 431 s, 2026-11-29, other work on the machine); every file not listed took under 10 s.
-The files with a figure "(was N)" had their repeated compiles cut later that day (`module_caches`,
-shared analyses): their figure is the old one scaled by the CPU seconds their tests took alone
-(`-n 0`) after over before; tests/step/test_optimizers.py (15 s) fell to about 7, tests/analysis/test_timing.py
-(11 s) to about 8."""
+"""Test files, longest first: the seconds their tests took (setup, call and teardown) in
+`pytest -n 2 --durations=0` on 2 cores (3,396 tests in 458 s, 2026-11-29 22:10 UTC, nothing else
+running); every file not listed took under 10 s."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
