@@ -436,3 +436,49 @@ def test_a_hierarchical_all_reduce_runs_in_two_levels():
     assert two_level.time("all-reduce", s, 8) == flat.time("all-reduce", s, 8)
     assert two_level.time("all-reduce", s, 12) == flat.time("all-reduce", s, 12)
     assert cluster("h100", hierarchical=True, curves=False) == two_level
+
+
+def test_kept_prices_answer_for_the_values_asked_not_an_earlier_call():
+    # `placed_time` and `schedule.zero3` keep their collectives' prices (the validation's fits price each case
+    # again with every constant they try); each call must still be priced on its own cluster, mesh and bytes.
+    # Ring formulas (alpha-beta, no curves): all-reduce 2 (n-1)/n S/B + 2 (n-1) a, all-gather (n-1)/n S/B + (n-1) a
+    from xla_cost.analysis.report import Collective
+    from xla_cost.parallel.placement import Span
+
+    size = 2**20
+    nvlink, pcie = Cluster(NVLINK4, IB_NDR, 8), Cluster(INTERCONNECTS["pcie3"], IB_NDR, 8)
+
+    def all_reduce(n: int, nbytes: int, link: Interconnect) -> float:
+        return 3 * (2 * (n - 1) / n * nbytes / link.bandwidth + 2 * (n - 1) * link.latency)  # 3 executions
+
+    tensor = Collective("all-reduce", ("model",), 8, size, 3)
+    within = (("model", 8),)  # one node of 8
+    for row, mesh, on, expected in [
+        (tensor, within, nvlink, all_reduce(8, size, NVLINK4)),
+        (tensor, within, pcie, all_reduce(8, size, INTERCONNECTS["pcie3"])),  # another cluster
+        (dataclasses.replace(tensor, bytes=2 * size), within, nvlink, all_reduce(8, 2 * size, NVLINK4)),  # bytes
+        (Collective("all-reduce", ("data",), 2, size, 3), (("data", 2),), nvlink, all_reduce(2, size, NVLINK4)),
+        # another mesh: model=8 fills each node, so the data pair is one device on each of two nodes
+        (Collective("all-reduce", ("data",), 2, size, 3), (("model", 8), ("data", 2)), nvlink,
+         all_reduce(2, size, IB_NDR)),
+    ]:
+        seconds, times, _, _ = comm.placed_time([row], mesh, on)
+        assert seconds == pytest.approx(expected, rel=1e-12)
+        assert (seconds, times) == communication_time(comm.placed([row], mesh, 8), on)[:2]
+        as_dict = {"kind": row.kind, "bytes": row.bytes, "group_size": row.group_size, "executions": 3,
+                   "axes": list(row.axes)}  # not hashable: priced as given
+        assert comm.placed_time([as_dict], mesh, on)[:2] == (seconds, times)
+
+    class Row:  # a plain object, hashed by its identity: changed after it was priced, priced again
+        kind, axes, group_size, bytes, executions = "all-reduce", ("model",), 8, size, 3
+
+    row = Row()
+    assert comm.placed_time([row], within, nvlink)[0] == pytest.approx(all_reduce(8, size, NVLINK4), rel=1e-12)
+    row.bytes = 2 * size
+    assert comm.placed_time([row], within, nvlink)[0] == pytest.approx(all_reduce(8, 2 * size, NVLINK4), rel=1e-12)
+    units = (("h_0", size),)
+    for on, link, micro_batches in [(nvlink, NVLINK4, 1), (pcie, INTERCONNECTS["pcie3"], 1), (nvlink, NVLINK4, 2)]:
+        gathers = schedule.zero3(units, 8, Span(1, 8), on, 0.0, 0.0, micro_batches)[0][0]
+        # each unit gathered twice a micro-batch (its forward and its backward)
+        assert gathers.seconds == pytest.approx(2 * micro_batches * (7 / 8 * size / link.bandwidth + 7 * link.latency),
+                                                rel=1e-12)

@@ -61,6 +61,10 @@ def test_a_rerun_recomputation_all_reduces_six_activations_a_layer():
     assert dict((c.layer, c.executions) for c in rows)["wte"] == 2  # run twice already: nothing added
     assert _runs(rows, B * S * 4) == 1  # a collective of no scope is left as the program has it
     assert len(notes) == 1 and f"{L} collective(s)" in notes[0]
+    # the same grad program beside a forward of the embedding alone (its all-reduce once, twice in grad: run
+    # twice already): nothing recomputed to add, an answer of its own (the rerun is kept per value, not per grad)
+    assert rerun_collectives(Phase(list(forward.communication[:1])), grad, Layout(rerun_collectives=True)) == (
+        grad.communication, ())
 
 
 def test_without_the_fact_or_a_forward_program_the_programs_count_stands():

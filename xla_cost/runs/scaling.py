@@ -30,6 +30,7 @@ shares memory bandwidth with communication.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -53,24 +54,9 @@ from xla_cost.runs.layouts import (
 from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
 
 __all__ = [
-    "MESH_AXES_FOR_SCALING",
-    "unknown_runs",
-    "LAYOUT_AXES",
-    "Parallelism",
-    "layout_mesh",
-    "StepEstimate",
-    "ScalingResult",
-    "predict",
-    "scaling",
-    "pricing",
-    "pricing_text",
-    "priced_step",
-    "run_config",
-    "target_pricing",
-    "target_device",
-    "ready_devices",
-    "speedup",
-    "bandwidth_for_speedup",
+    "MESH_AXES_FOR_SCALING", "unknown_runs", "LAYOUT_AXES", "Parallelism", "layout_mesh", "StepEstimate",
+    "ScalingResult", "predict", "scaling", "pricing", "pricing_text", "priced_step", "run_config", "target_pricing",
+    "target_device", "ready_devices", "speedup", "bandwidth_for_speedup",
 ]
 
 
@@ -82,6 +68,27 @@ def _hardware(function: str, hardware: Hardware | None, fields: Mapping[str, Any
 
 _GRADIENT_AXES = frozenset({"data", "fsdp"})
 _HALF = frozenset({"bfloat16", "float16"})
+
+
+def _split(collectives: tuple[Any, ...], narrow: float) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+    """A step's collectives apart: the tensor-parallel ones, the gradients' (over ``data``, ``fsdp``, and
+    ``context``'s all-reduces), context parallelism's keys and values (`context_exchange.exchanges`), the
+    first and last with their bytes times ``narrow``; kept per value (`comm.hashed_by_value`): the fits ask again."""
+    try:
+        return (_kept_split if comm.hashed_by_value(collectives) else _kept_split.__wrapped__)(collectives, narrow)
+    except TypeError:  # a collective that is not hashable
+        return _kept_split.__wrapped__(collectives, narrow)
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _kept_split(collectives: tuple[Any, ...], narrow: float) -> tuple[tuple[Any, ...], ...]:
+    tensor, gradients, context = [], [], []
+    for c in collectives:  # context parallelism's keys and values (not gradients), the gradients', the rest
+        (context if context_exchange.exchanges(c) else gradients if c.axes and set(c.axes) - {CONTEXT}
+         <= _GRADIENT_AXES else tensor).append(c)
+    if narrow != 1.0:  # else the collectives as they are (a copy of each took a sixth of the validation's pricing)
+        tensor, context = ([dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in cs] for cs in (tensor, context))
+    return tuple(tensor), tuple(gradients), tuple(context)
 
 
 def predict(
@@ -165,18 +172,11 @@ def predict(
         raise InputError("a report with known train-step FLOP", "unknown FLOP (see its notes)",
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
-    tensor, gradients, context = [], [], []
     rerun, reran = schedule.rerun_collectives(report.phases.get("forward"), grad, layout)
-    for c in (*rerun, *update.communication):
-        exchange = context_exchange.exchanges(c)  # context parallelism's keys and values, not gradients
-        (context if exchange else gradients if c.axes and set(c.axes) - {CONTEXT} <= _GRADIENT_AXES else tensor
-         ).append(c)
-    if narrow != 1.0:  # else the collectives as they are (a copy of each took a sixth of the validation's pricing)
-        tensor = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in tensor]
-        context = [dataclasses.replace(c, bytes=int(c.bytes * narrow)) for c in context]
-    tensor_s, tensor_times, notes = comm.communication_time(comm.placed(tensor, mesh, cluster.node_size), cluster)
+    tensor, gradients, context = _split((*rerun, *update.communication), narrow)
+    tensor_s, tensor_times, notes, _ = comm.placed_time(tensor, mesh, cluster)  # kept: the fits price it again
     notes = [*notes, *reran]
-    context_s, context_times, said = comm.communication_time(comm.placed(context, mesh, cluster.node_size), cluster)
+    context_s, context_times, said, _ = comm.placed_time(context, mesh, cluster)
     notes += said
     if narrow != 1.0:
         notes.append(f"compiled on the CPU in {report.dtype}: memory-bound bytes and activation collectives "
@@ -447,7 +447,7 @@ def _gradients(
     sharded = [r for r in rows if units and "fsdp" in r.axes
                and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]
     apart = {id(r) for r in sharded}
-    rows = comm.placed([r for r in rows if id(r) not in apart], mesh, cluster.node_size)
+    priced = [comm.placed_time((r,), mesh, cluster) for r in rows if id(r) not in apart]  # each alone, as before
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
         if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
@@ -455,14 +455,14 @@ def _gradients(
             per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
         where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
         pieces = PIECES if layout.overlap_gradients else 1  # after the backward pass: one flattened buffer
-        rows += [{"kind": "all-reduce", "bytes": per_device // pieces, "group_size": layout.data,
-                  "executions": 1, "span": where} for _ in range(pieces)]
+        piece = {"kind": "all-reduce", "bytes": per_device // pieces, "group_size": layout.data, "executions": 1,
+                 "span": where}
+        priced += [(*comm.communication_time([piece], cluster), (where,))] * pieces  # the pieces alike: priced once
     notes: list[str] = []
-    timed = []  # (row, its time), the rows the model prices
-    for row in rows:
-        _, times, row_notes = comm.communication_time([row], cluster)
+    timed = []  # (its span, its time), the rows the model prices
+    for _, times, row_notes, (at,) in priced:
         notes += row_notes
-        timed += [(row, t) for t in times]
+        timed += [(at, t) for t in times]
     total = sum(t.seconds for _, t in timed)
     m = layout.micro_batches
     zero3_times, zero3_exposed, hideable = (), 0.0, 0.0
@@ -498,8 +498,8 @@ def _gradients(
     else:
         hidden_behind = backward
     groups: dict[tuple[Any, ...], list[schedule.Piece]] = {}
-    for index, (row, time) in enumerate(timed):
-        key = (time.kind, time.group_size, row.get("span"))
+    for index, (at, time) in enumerate(timed):
+        key = (time.kind, time.group_size, at)
         groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(timed)))
     slots = []
     for (kind, size, where), pieces in groups.items():

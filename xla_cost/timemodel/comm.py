@@ -88,6 +88,8 @@ __all__ = [
     "collective_time",
     "CollectiveTime",
     "communication_time",
+    "placed_time",
+    "hashed_by_value",
     "staged_all_reduce",
     "staged",
 ]
@@ -646,3 +648,34 @@ def communication_time(
         notes.append("collectives at line rate, the alpha-beta model (no measured NCCL curve: a bound, a link "
                      "given, or none published for " + ", ".join(dict.fromkeys(t.link for t in times)) + ")")
     return sum(t.seconds for t in times), tuple(times), tuple(dict.fromkeys(notes))
+
+
+def placed_time(collectives: Sequence[Any], mesh: Sequence[tuple[str, int]], cluster: Cluster
+                ) -> tuple[float, tuple[CollectiveTime, ...], tuple[str, ...], tuple[Span | None, ...]]:
+    """`communication_time` of ``collectives`` `placed` on ``mesh``, and each one's span (None:
+    none kept), in their order: a pure function of the collectives' fields, the mesh and the
+    (frozen) cluster, kept per value where every collective hashes by its fields
+    (`hashed_by_value`: a `xla_cost.Report`'s, frozen), else priced as given:
+    `xla_cost.study.validation` prices each case's collectives again in every evaluation of
+    every fit, only its compute changing with the constants."""
+    collectives, mesh = tuple(collectives), tuple(mesh)
+    if hashed_by_value(collectives):
+        try:  # the key holds the values themselves: equal collectives, mesh and cluster, the same answer
+            return _placed_time(collectives, mesh, cluster)
+        except TypeError:  # a collective or mesh that is not hashable (a dict)
+            pass
+    return _placed_time.__wrapped__(collectives, mesh, cluster)  # priced as given
+
+
+def hashed_by_value(items: Iterable[Any]) -> bool:
+    """Whether no item hashes by its identity (an object of a class without ``__eq__``, which may be
+    changed after an answer was kept for it): what an answer kept per value may be keyed on (frozen
+    dataclasses, tuples, numbers and strings hash by their fields; a dict does not hash at all)."""
+    return all(type(item).__hash__ is not object.__hash__ for item in items)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _placed_time(collectives: tuple[Any, ...], mesh: tuple[tuple[str, int], ...], cluster: Cluster
+                 ) -> tuple[float, tuple[CollectiveTime, ...], tuple[str, ...], tuple[Span | None, ...]]:
+    rows = placed(collectives, mesh, cluster.node_size)
+    return (*communication_time(rows, cluster), tuple(row.get("span") for row in rows))

@@ -27,6 +27,7 @@ stages, replicas outermost; `xla_cost.parallel.placement.span`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -192,14 +193,26 @@ def rerun_collectives(forward: Any, grad: Any, layout: Layout) -> tuple[tuple[An
     reads (a transformer layer's attention all-reduce, not its last one, whose output is the next
     layer's saved input). A collective of unknown executions is left as it is.
     """
-    def key(c: Any) -> tuple[Any, ...]:
-        return (c.layer, c.kind, c.bytes, c.group_size, tuple(c.axes or ()))
-
     collectives = tuple(grad.communication)
     if not layout.rerun_collectives or forward is None:
         return collectives, ()
+    forward = tuple(forward.communication)
+    if comm.hashed_by_value((*forward, *collectives)):
+        try:  # kept: a pure function of the collectives' fields, priced again in every evaluation of the fits
+            return _rerun(forward, collectives)
+        except TypeError:  # a collective that is not hashable
+            pass
+    return _rerun.__wrapped__(forward, collectives)
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _rerun(forward: tuple[Any, ...], collectives: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """`rerun_collectives` of a grad program's ``collectives`` beside its ``forward`` program's."""
+    def key(c: Any) -> tuple[Any, ...]:
+        return (c.layer, c.kind, c.bytes, c.group_size, tuple(c.axes or ()))
+
     runs: dict[str, dict[tuple[Any, ...], int]] = {"forward": {}, "grad": {}}
-    for name, phase in (("forward", forward.communication), ("grad", collectives)):
+    for name, phase in (("forward", forward), ("grad", collectives)):
         for c in phase:
             if c.layer and c.executions is not None:
                 runs[name][key(c)] = runs[name].get(key(c), 0) + c.executions
@@ -341,6 +354,21 @@ def zero3(
     total = sum(nbytes for _, nbytes in units)
     if not units or total <= 0:
         return (), 0.0
+    try:  # the collectives alone, kept: the validation's fits price them again with every constant they try
+        times, gathers, scatters = _zero3_collectives(tuple(units), group_size, where, cluster, micro_batches)
+    except TypeError:  # a unit that is not hashable
+        times, gathers, scatters = _zero3_collectives.__wrapped__(tuple(units), group_size, where, cluster,
+                                                                  micro_batches)
+    shares = [nbytes / total for _, nbytes in units]
+    exposed = prefetched(gathers, [forward * s for s in shares], [backward * s for s in shares], scatters)
+    return times, micro_batches * exposed
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _zero3_collectives(units: tuple[tuple[str, int], ...], group_size: int, where: placement.Span | None,
+                       cluster: comm.Cluster, micro_batches: int
+                       ) -> tuple[tuple[comm.CollectiveTime, ...], tuple[float, ...], tuple[float, ...]]:
+    """`zero3`'s collectives and each unit's gather and reduce-scatter seconds (a pure function)."""
     gathers, scatters, times = [], [], []
     for _, nbytes in units:
         gather, link = cluster.time("all-gather", nbytes, group_size, where=where)
@@ -351,9 +379,7 @@ def zero3(
                                       2 * micro_batches * gather),
                   comm.CollectiveTime("reduce-scatter", nbytes, group_size, micro_batches, link,
                                       micro_batches * scatter)]
-    shares = [nbytes / total for _, nbytes in units]
-    exposed = prefetched(gathers, [forward * s for s in shares], [backward * s for s in shares], scatters)
-    return tuple(times), micro_batches * exposed
+    return tuple(times), tuple(gathers), tuple(scatters)
 
 
 def bubble_fraction(stages: int, micro_batches: int, chunks: int = 1) -> float:
