@@ -133,7 +133,8 @@ class CausalSelfAttention(nn.Module):
     ``attention="dense"`` writes it out (no fused kernel) so that its matmuls
     appear in the jaxpr under this module: ``q k^T / sqrt(head_dim)`` over all
     ``T x T`` pairs, the causal mask applied by `jnp.where` (nothing is skipped),
-    softmax in float32, then ``probs v``. ``"fused"`` is the compile target's
+    softmax in float32 (``softmax_float32``; else in ``dtype``, as Megatron-LM runs it
+    without ``--attention-softmax-in-fp32``), then ``probs v``. ``"fused"`` is the compile target's
     fused attention (`models._transformer.attention`: cuDNN's on a GPU, the
     Pallas splash kernel on a TPU, as MaxText runs its GPT-style decoders).
     """
@@ -147,6 +148,7 @@ class CausalSelfAttention(nn.Module):
     fp8: bool = False
     sequence_parallel: bool = False
     names: bool = False
+    softmax_float32: bool = True
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -164,9 +166,10 @@ class CausalSelfAttention(nn.Module):
             out = _attention(q, k, v, implementation=self.attention, causal=True).reshape(batch, length, width)
             return _dense(d, "c_proj", self, self.proj_std)(out)
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(head_dim))
-        scores = scores.astype(jnp.float32)
+        kind = jnp.float32 if self.softmax_float32 else scores.dtype
+        scores = scores.astype(kind)
         causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None, None]
-        scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
+        scores = jnp.where(causal, scores, jnp.finfo(kind).min)
         probs = nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, width)
         return _dense(d, "c_proj", self, self.proj_std)(split(out))
@@ -212,6 +215,7 @@ class Block(nn.Module):
     sequence_parallel: bool = False
     fp8: bool = False
     names: bool = False
+    softmax_float32: bool = True
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
@@ -224,7 +228,8 @@ class Block(nn.Module):
         x = stream(x)
         h = _kept(stream(_layer_norm("ln_1", self)(x)), "ln_1", names)
         h = CausalSelfAttention(self.n_head, self.head_dim, **kw, attention=self.attention,
-                                sequence_parallel=self.sequence_parallel, names=names, name="attn")(gather(h))
+                                sequence_parallel=self.sequence_parallel, names=names,
+                                softmax_float32=self.softmax_float32, name="attn")(gather(h))
         x = _kept(stream(x + stream(h)), "attn_residual", names)
         h = _kept(stream(_layer_norm("ln_2", self)(x)), "ln_2", names)
         h = MLP(self.d_ff, **kw, sequence_parallel=self.sequence_parallel, names=names, name="mlp")(gather(h))
@@ -279,6 +284,12 @@ class GPT(nn.Module):
         (`models._transformer.fp8_dot_general`, the zoo's ``--dtype float8``), as
         Transformer Engine's FP8 linear layers run a GPT's; the attention's own
         products, the tied head and the rest in ``dtype``.
+      softmax_float32: the dense attention's masked softmax computed in
+        float32 (the default; the scores converted first and the
+        probabilities back), else in ``dtype``, as Megatron-LM's eager
+        ``torch.nn.Softmax`` ran it on float16 scores (2019's
+        ``mpu/transformer.py``; v1.0 without ``--attention-softmax-in-fp32``).
+        No effect on the fused attention.
     """
 
     vocab_size: int = 50257
@@ -296,6 +307,7 @@ class GPT(nn.Module):
     shard_residual: bool = False
     sequence_parallel: bool = False
     fp8: bool = False
+    softmax_float32: bool = True
 
     def _validate(self, tokens: Any) -> None:
         if self.shard_residual and self.sequence_parallel:
@@ -349,6 +361,7 @@ class GPT(nn.Module):
             "shard_residual": self.shard_residual,
             "sequence_parallel": self.sequence_parallel,
             "fp8": self.fp8,
+            "softmax_float32": self.softmax_float32,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,

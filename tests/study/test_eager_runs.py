@@ -72,3 +72,19 @@ def test_gradient_bytes_are_a_positive_integer_or_none():
         assert "\n" not in str(err.value)
     with pytest.raises(InputError, match="overlap_gradients True or False"):
         Layout(data=2, overlap_gradients=0)
+
+
+def test_megatrons_eager_softmax_runs_on_the_float16_scores_and_no_other_frameworks():
+    # a0368ddf mpu/transformer.py line 126 and v1.0's line 189: torch.nn.Softmax on the float16 scores (v1.0's
+    # --attention-softmax-in-fp32 and --apply-query-key-layer-scaling off); the zoo's dense attention converts
+    # the scores to float32 first. Only the programs of those two frameworks change
+    eager = {f.name for f in FRAMEWORKS if not f.softmax_float32}
+    assert eager == {"megatron-2019", "megatron-v1.0"}
+    assert "line 126, torch.nn.Softmax" in framework("megatron-2019").runtime
+    for run in PUBLISHED_RUNS:
+        if run.name not in CHOSEN:
+            continue
+        built = program(run)
+        expected = run.framework in eager and built.family == "gpt" and not built.fused_attention
+        assert built.config.get("softmax_float32", True) is not expected, run.name
+        assert ("masked softmax in float16" in built.description) is expected, run.name

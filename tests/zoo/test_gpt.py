@@ -7,6 +7,7 @@ of GPT-2 is ever allocated.
 from __future__ import annotations
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -185,3 +186,32 @@ def test_heads_of_another_width():
     counted = xla_cost.count_function(lambda p, x: model.apply(p, x), variables, inputs)
     dots = sum(e.cost.flops for e in counted.equations if e.primitive == "dot_general")
     assert dots == forward_matmul_flops(1, TINY) + layers * (2 * 4 * t * d * (a - d) + 2 * 2 * t * t * (a - d))
+
+
+def _float32_scores(config: dict, batch: int) -> int:
+    """The float32 arrays of the attention scores' shape (B, H, T, T) the forward pass's jaxpr makes."""
+    model = build_model("gpt2-small", dtype="float16", **config)
+    tokens = jax.ShapeDtypeStruct((batch, config["seq_len"]), jnp.int32)
+    variables = _abstract_params(model, tokens)
+    jaxpr = jax.make_jaxpr(model.apply)(variables, tokens)
+    shape = (batch, config["n_head"], config["seq_len"], config["seq_len"])
+
+    def arrays(eqns) -> int:
+        found = 0
+        for eqn in eqns:
+            found += sum(v.aval.shape == shape and v.aval.dtype == jnp.float32 for v in eqn.outvars)
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                found += arrays(sub.eqns)
+        return found
+
+    return arrays(jaxpr.jaxpr.eqns)
+
+
+def test_a_float16_softmax_keeps_the_scores_in_float16():
+    # Megatron-LM's eager torch.nn.Softmax ran on the float16 scores (xla_cost.study.published_record's
+    # megatron-2019 and megatron-v1.0). With softmax_float32=False the one float32 array of the scores' shape
+    # a layer makes is the softmax's sum accumulating in float32 (jnp.sum's, as PyTorch's kernel accumulates);
+    # the default converts the scores first: the mask's select, the exponent and the division in float32 too
+    config = {**TINY, "n_layer": 2}
+    assert _float32_scores({**config, "softmax_float32": False}, 2) == config["n_layer"]
+    assert _float32_scores(config, 2) >= 4 * config["n_layer"]  # convert, select, exp, divide: per layer
