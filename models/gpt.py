@@ -10,8 +10,9 @@ own). A block is::
     x = x + attn.c_proj(causal_attention(attn.c_attn(ln_1(x))))
     x = x + mlp.c_proj(gelu_tanh(mlp.c_fc(ln_2(x))))
 
-There is no dropout: the model is built for cost analysis, where dropout adds
-elementwise work but no parameters and no matmuls.
+There is no dropout unless ``dropout`` sets a rate: it adds elementwise work
+(random bits, a mask, a select) but no parameters and no matmuls, and is
+there for the frameworks that ran it as kernels of their own (eager Megatron-LM).
 
 Parameters, with ``V`` the vocabulary, ``n_ctx`` the context (``seq_len``), ``d``
 the width, ``L`` the depth and the default ``d_ff = 4d``::
@@ -123,6 +124,11 @@ def _kept(x: jnp.ndarray, name: str, on: bool) -> jnp.ndarray:
     return checkpoint_name(x, name) if on else x
 
 
+def _dropped(x: jnp.ndarray, rate: float, name: str) -> jnp.ndarray:
+    """``x`` through `flax.linen.Dropout` at ``rate`` (its ``dropout`` random stream), or ``x`` itself at 0."""
+    return nn.Dropout(rate, deterministic=False, name=name)(x) if rate else x
+
+
 def _layer_norm(name: str, m: Any) -> nn.LayerNorm:
     return nn.LayerNorm(epsilon=_LN_EPS, dtype=m.dtype, param_dtype=m.param_dtype, name=name)
 
@@ -149,6 +155,7 @@ class CausalSelfAttention(nn.Module):
     sequence_parallel: bool = False
     names: bool = False
     softmax_float32: bool = True
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -164,15 +171,15 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
         if self.attention != "dense":
             out = _attention(q, k, v, implementation=self.attention, causal=True).reshape(batch, length, width)
-            return _dense(d, "c_proj", self, self.proj_std)(out)
+            return _dropped(_dense(d, "c_proj", self, self.proj_std)(out), self.dropout, "out_dropout")
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(head_dim))
         kind = jnp.float32 if self.softmax_float32 else scores.dtype
         scores = scores.astype(kind)
         causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))[None, None]
         scores = jnp.where(causal, scores, jnp.finfo(kind).min)
-        probs = nn.softmax(scores, axis=-1).astype(self.dtype)
+        probs = _dropped(nn.softmax(scores, axis=-1).astype(self.dtype), self.dropout, "probs_dropout")
         out = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, length, width)
-        return _dense(d, "c_proj", self, self.proj_std)(split(out))
+        return _dropped(_dense(d, "c_proj", self, self.proj_std)(split(out)), self.dropout, "out_dropout")
 
 
 class MLP(nn.Module):
@@ -185,13 +192,14 @@ class MLP(nn.Module):
     fp8: bool = False
     sequence_parallel: bool = False
     names: bool = False
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
         split = split_features if self.sequence_parallel else (lambda y: y)  # as the attention's heads
         h = _kept(split(_dense(self.d_ff, "c_fc", self)(x)), "mlp_fc", self.names)
         h = _kept(split(nn.gelu(h, approximate=True)), "mlp_gelu", self.names)
-        return _dense(x.shape[-1], "c_proj", self, self.proj_std)(h)
+        return _dropped(_dense(x.shape[-1], "c_proj", self, self.proj_std)(h), self.dropout, "out_dropout")
 
 
 class Block(nn.Module):
@@ -216,10 +224,12 @@ class Block(nn.Module):
     fp8: bool = False
     names: bool = False
     softmax_float32: bool = True
+    dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, _: Any = None) -> tuple[jnp.ndarray, None]:
-        kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype, "fp8": self.fp8}
+        kw = {"proj_std": self.proj_std, "dtype": self.dtype, "param_dtype": self.param_dtype, "fp8": self.fp8,
+              "dropout": self.dropout}
         stream = constrain_sequence if self.sequence_parallel else constrain_residual if self.shard_residual \
             else (lambda y: y)
         # under sequence parallelism a column-parallel projection's input is gathered whole first
@@ -290,6 +300,10 @@ class GPT(nn.Module):
         ``torch.nn.Softmax`` ran it on float16 scores (2019's
         ``mpu/transformer.py``; v1.0 without ``--attention-softmax-in-fp32``).
         No effect on the fused attention.
+      dropout: the rate of dropout on the embeddings, the attention's
+        probabilities (dense attention) and each block's two outputs, as
+        Megatron-LM's ``--attention-dropout`` and ``--hidden-dropout`` (0.1 by
+        default) drop them; 0 (the default): none, nothing drawn.
     """
 
     vocab_size: int = 50257
@@ -304,10 +318,13 @@ class GPT(nn.Module):
     param_dtype: Dtype = jnp.float32
     remat: str = "none"
     attention: str = "dense"
+    # before the sharding options: `xla-cost models` lists the fields in this order, and the last one's
+    # ``sequence_parallel=False`` without its comma keeps the zoo table's longest word at 23 (80 columns)
+    softmax_float32: bool = True
+    dropout: float = 0.0
     shard_residual: bool = False
     sequence_parallel: bool = False
     fp8: bool = False
-    softmax_float32: bool = True
 
     def _validate(self, tokens: Any) -> None:
         if self.shard_residual and self.sequence_parallel:
@@ -352,6 +369,7 @@ class GPT(nn.Module):
             name="wpe",
         )
         x = wte(tokens) + wpe(_context.position_ids(tokens.shape[1]))[None]  # a context axis's order where split
+        x = _dropped(x, self.dropout, "embedding_dropout")
 
         block_kw = {
             "n_head": self.n_head,
@@ -362,6 +380,7 @@ class GPT(nn.Module):
             "sequence_parallel": self.sequence_parallel,
             "fp8": self.fp8,
             "softmax_float32": self.softmax_float32,
+            "dropout": self.dropout,
             # GPT-2 scales the residual projections' init by 1/sqrt(2L).
             "proj_std": _INIT_STD / math.sqrt(2 * self.n_layer),
             "dtype": self.dtype,
@@ -377,7 +396,7 @@ class GPT(nn.Module):
             stack = nn.scan(
                 block,
                 variable_axes={"params": 0},
-                split_rngs={"params": True},
+                split_rngs={"params": True, **({"dropout": True} if self.dropout else {})},
                 length=self.n_layer,
             )
             x, _ = stack(**block_kw, name="h")(x, None)

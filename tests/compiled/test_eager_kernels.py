@@ -38,6 +38,13 @@ def softmax(x):
     return jax.nn.softmax(x, axis=-1)
 
 
+def dropout(x, key):
+    """Three calls: the mask drawn (jax.random.bernoulli: functions jax traced nested in the call,
+    jit(_bernoulli), jit(_uniform), the threefry hash, each of their operations a kernel of its own
+    unfused, writing 32-bit words of the whole shape), the scaling and the select."""
+    return jnp.where(jax.random.bernoulli(key, 0.9, x.shape), x / 0.9, 0.0)
+
+
 @pytest.fixture(scope="module")
 def compiled():
     if plugins.cuda_plugin() is None:
@@ -48,8 +55,10 @@ def compiled():
     def text(fn, arguments, options):
         return jax.jit(fn).lower(*arguments).compile(compiler_options=dict(options)).as_text()
 
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=placement)  # a threefry key's data
     return {(name, fused): text(fn, arguments, xla.COMPILER_OPTIONS if fused else xla.EAGER_OPTIONS)
-            for name, fn, arguments in (("block", block, (spec, spec)), ("softmax", softmax, (spec,)))
+            for name, fn, arguments in (("block", block, (spec, spec)), ("softmax", softmax, (spec,)),
+                                        ("dropout", lambda x, k: dropout(x, jax.random.wrap_key_data(k)), (spec, key)))
             for fused in (True, False)}
 
 
@@ -83,6 +92,23 @@ def test_one_call_is_one_kernel_where_xla_decomposes_it(compiled):
     launched = _computing(_eager(compiled["softmax", False]))
     # PyTorch's softmax: one kernel, x read and the probabilities written
     assert [k.bytes for k in launched] == [2 * N * F32]
+
+
+def test_a_drawn_mask_is_one_kernel_whatever_jax_nests_in_the_call(compiled):
+    unfused = _computing(kernels.kernel_list(compiled["dropout", False]))
+    assert len(unfused) >= 8, [k.name for k in unfused]  # the threefry hash's operations, the compare, ...
+    launched = _computing(_eager(compiled["dropout", False]))
+    # the mask drawn in one kernel, as PyTorch draws its bits inside the kernel that uses them: the key's 2
+    # words read, one byte an element written; x / 0.9 reads and writes N floats; the select reads the mask
+    # and the scaled x and writes N floats
+    assert [k.bytes for k in launched] == [2 * 4 + N, 2 * N * F32, N + 2 * N * F32]
+
+
+def test_a_call_scope_ends_where_jax_traced_a_function_inside_the_call():
+    assert eager.call_scope("jit(grad)/jvp(GPT)/h_0/attn/jit(_bernoulli)/jit(_uniform)/threefry2x32/add") \
+        == "jit(grad)/jvp(GPT)/h_0/attn"
+    assert eager.call_scope("jit(grad)/transpose(jvp(GPT))/h_0/attn/mul") == "jit(grad)/transpose(jvp(GPT))/h_0/attn"
+    assert eager.call_scope("jit(forward)/add") == "jit(forward)"
 
 
 def test_the_eager_options_turn_every_fusion_pass_off():

@@ -88,3 +88,17 @@ def test_megatrons_eager_softmax_runs_on_the_float16_scores_and_no_other_framewo
         expected = run.framework in eager and built.family == "gpt" and not built.fused_attention
         assert built.config.get("softmax_float32", True) is not expected, run.name
         assert ("masked softmax in float16" in built.description) is expected, run.name
+
+
+def test_megatrons_dropout_is_priced_where_its_layers_ran_eager():
+    # a0368ddf arguments.py lines 33 and 46, v1.0 lines 140-143: --attention-dropout and --hidden-dropout 0.1,
+    # torch.nn.Dropout on the attention's probabilities, its output, the MLP's output and the embeddings, each
+    # an eager kernel; the fused frameworks' dropouts live in their fused kernels: none of their programs changes
+    assert {f.name: f.dropout for f in FRAMEWORKS if f.dropout} == {"megatron-2019": 0.1, "megatron-v1.0": 0.1}
+    for run in PUBLISHED_RUNS:
+        if run.name not in CHOSEN:
+            continue
+        built = program(run)
+        expected = framework(run.framework).dropout if built.family == "gpt" else 0.0
+        assert built.config.get("dropout", 0.0) == expected, run.name
+        assert ("dropout at 0.1" in built.description) is bool(expected), run.name

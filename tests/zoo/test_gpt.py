@@ -215,3 +215,22 @@ def test_a_float16_softmax_keeps_the_scores_in_float16():
     config = {**TINY, "n_layer": 2}
     assert _float32_scores({**config, "softmax_float32": False}, 2) == config["n_layer"]
     assert _float32_scores(config, 2) >= 4 * config["n_layer"]  # convert, select, exp, divide: per layer
+
+
+def test_dropout_draws_a_mask_per_dropped_array_and_none_by_default():
+    # dropout=r drops the embeddings, each layer's attention probabilities (B, H, T, T) and its two outputs
+    # (B, T, d): 1 + 3 L masks drawn (jax.random.bernoulli, one `random_bits` each); at 0, none and no stream
+    config = {**TINY, "n_layer": 2}
+    model = build_model("gpt2-small", dropout=0.1, **config)
+    tokens = jax.ShapeDtypeStruct((2, config["seq_len"]), jnp.int32)
+    variables = _abstract_params(model, tokens)
+    jaxpr = jax.make_jaxpr(lambda v, t, k: model.apply(v, t, rngs={"dropout": k}))(variables, tokens, jax.random.key(1))
+    assert _drawn(jaxpr.jaxpr.eqns) == 1 + 3 * config["n_layer"]
+    plain = build_model("gpt2-small", **config)
+    assert _drawn(jax.make_jaxpr(plain.apply)(_abstract_params(plain, tokens), tokens).jaxpr.eqns) == 0
+
+
+def _drawn(eqns) -> int:
+    """The `random_bits` equations (one per mask drawn), nested jaxprs included."""
+    return sum((eqn.primitive.name == "random_bits")
+               + sum(_drawn(sub.eqns) for sub in jax.extend.core.jaxprs_in_params(eqn.params)) for eqn in eqns)

@@ -23,7 +23,7 @@ from xla_cost.compiled.hlo import Computation, Instruction, Module, parse_module
 from xla_cost.compiled.kernels import Kernel
 from xla_cost.compiled.shapes import parse_shape, shape_bytes
 
-__all__ = ["EAGER_VIEWS", "eager_groups", "eager_kernels"]
+__all__ = ["EAGER_VIEWS", "call_scope", "eager_groups", "eager_kernels"]
 
 EAGER_VIEWS = frozenset({"broadcast", "reshape", "bitcast"})
 """Operations an eager framework takes as views, launching nothing: PyTorch
@@ -53,8 +53,8 @@ def eager_groups(module: Module, computation: Computation) -> list[list[Instruct
     """The operations of ``computation`` (of an unfused program) an eager framework
     runs as one kernel each: those, neither matrix products nor library calls nor
     collectives, that one call of the model's code made in one pass (the same
-    ``stack_frame_id`` in their metadata, the same ``op_name`` but its last
-    component: ``jvp(GPT)/h_0/attn`` for the forward pass's softmax, its
+    ``stack_frame_id`` in their metadata, the same `call_scope`:
+    ``jvp(GPT)/h_0/attn`` for the forward pass's softmax, its
     recomputation's and its transpose's apart). XLA decomposes PyTorch's
     softmax, apex's fused LayerNorm, a scripted GeLU or a cross-entropy into
     several operations, each a kernel of its own unfused; the framework ran
@@ -70,10 +70,24 @@ def eager_groups(module: Module, computation: Computation) -> list[list[Instruct
         if body is None or any(i.opcode in _NOT_GROUPED for i in body.instructions):
             continue
         frame, op_name = _STACK_FRAME.search(instruction.attributes), instruction.op_name
-        key = (frame.group(1), op_name.rpartition("/")[0]) if frame is not None and "/" in op_name \
+        key = (frame.group(1), call_scope(op_name)) if frame is not None and "/" in op_name \
             else ("", instruction.name)
         groups.setdefault(key, []).append(instruction)
     return list(groups.values())
+
+
+def call_scope(op_name: str) -> str:
+    """The scope of the call of the model's code an operation was made by, from its ``op_name``:
+    the name up to the first function jax traced inside the call (a ``jit(...)`` component after
+    the program's own: ``jit(grad)/jvp(GPT)/h_0/attn/jit(_bernoulli)/jit(_uniform)/.../add`` is
+    ``jit(grad)/jvp(GPT)/h_0/attn``; jax.random's bits, a `jax.numpy` reduction, `jax.nn`'s
+    softmax are jitted functions, nested, whose operations the call made all the same), else the
+    name without its last component (the operation's own)."""
+    parts = op_name.split("/")
+    for index in range(1, len(parts) - 1):
+        if parts[index].startswith("jit("):
+            return "/".join(parts[:index])
+    return op_name.rpartition("/")[0]
 
 
 _NOT_GROUPED = frozenset({"dot", "convolution", "custom-call", "scatter", "dynamic-update-slice"})

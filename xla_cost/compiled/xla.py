@@ -277,7 +277,7 @@ loop fusion after). With them off, the GPU compiler's ``fusion-wrapper`` puts
 each remaining op in a kernel of its own (``wrapped_<opcode>``); cuBLAS calls
 (``cublas-gemm-rewriter``) are made as before."""
 
-EAGER_FORMAT = 2
+EAGER_FORMAT = 3
 """Version of the eager kernel lists (`xla_cost.compiled.eager.eager_kernels`):
 part of the key of an unfused program's cached analyses and of a report with ``unfused``
 phases, beside `ANALYSES_FORMAT`; a change makes only those entries unused."""

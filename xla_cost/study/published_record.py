@@ -84,6 +84,10 @@ class Framework:
         default); False: in the scores' own dtype, as eager PyTorch's
         ``torch.nn.Softmax`` reads and writes float16 (the zoo GPT's
         ``softmax_float32=False``, written out dense attention only).
+      dropout: the dropout rate its layers ran (embeddings, attention
+        probabilities, each block's two outputs), each dropout a kernel of
+        its own where the layers run eager; 0: none priced (a fused kernel's
+        share of the work, or none run).
     """
 
     name: str
@@ -97,6 +101,7 @@ class Framework:
     runtime: str = ""
     loss: str | None = None
     softmax_float32: bool = True
+    dropout: float = 0.0
 
     @property
     def unfused(self) -> tuple[str, ...]:
@@ -115,11 +120,13 @@ FRAMEWORKS: tuple[Framework, ...] = (
                   "mpu/transformer.py's GPT2ParallelTransformer keeps its layers in a torch.nn.ModuleList "
                   "called one after another in eager PyTorch",
               fuses_elementwise=False, fuses_optimizer=True, overlaps_gradient_reduce=False,
-              gradient_reduce_bytes=2, reruns_recomputed_collectives=True, softmax_float32=False,
+              gradient_reduce_bytes=2, reruns_recomputed_collectives=True, softmax_float32=False, dropout=0.1,
               runtime="a0368ddf: mpu/transformer.py lines 117-144, the attention's scores divided by sqrt(hn), "
                       "multiplied by the mask, 10000 (1 - mask) subtracted, softmaxed (line 126, torch.nn.Softmax "
                       "on the float16 scores of the model FP16_Module makes half, pretrain_gpt2.py lines 78-79) and "
-                      "dropped out, each an eager PyTorch operation and kernel, the context permuted and made contiguous (a copy), "
+                      "dropped out (torch.nn.Dropout at --attention-dropout 0.1, arguments.py line 33; the attention's and the "
+                      "MLP's outputs at --hidden-dropout 0.1, line 46, mpu/transformer.py lines 144 and 203, the "
+                      "embeddings model/gpt2_modeling.py line 91), each an eager PyTorch operation and kernel, the context permuted and made contiguous (a copy), "
                       "the output dropped out, lines 280 and 286 the residual additions; apex's FusedLayerNorm "
                       "(line 22) and gelu under torch.jit.script (lines 149-153) are one kernel each where the "
                       "unfused program runs several; the optimizer apex's FusedAdam (pretrain_gpt2.py line 41), "
@@ -140,7 +147,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
                   "megatron/model/transformer.py's ParallelTransformer keeps its layers in a torch.nn.ModuleList "
                   "(lines 369-370) called one after another in eager PyTorch",
               fuses_elementwise=False, fuses_optimizer=True, overlaps_gradient_reduce=False,
-              gradient_reduce_bytes=2, reruns_recomputed_collectives=True, softmax_float32=False,
+              gradient_reduce_bytes=2, reruns_recomputed_collectives=True, softmax_float32=False, dropout=0.1,
               runtime="v1.0 (03d28809): no fused elementwise kernel of its own (megatron/fused_kernels, the "
                       "scaled upper-triangular masked softmax and fused_bias_gelu.py came with 51a2e6b0, "
                       "2020-09-11); megatron/model/transformer.py lines 176-180, the query and the key each divided "
@@ -148,7 +155,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
                       "line 189 torch.nn.Softmax in float16 (--attention-softmax-in-fp32 off, arguments.py line "
                       "259, and --apply-query-key-layer-scaling, which turns it on, lines 110-111, off: neither in "
                       "examples/pretrain_gpt2.sh), lines 192-193 the scores' dropout, line 203 the context permuted and made contiguous "
-                      "(a copy), lines 90 and 215 the outputs' dropouts, lines 333 and 343 the residual additions, "
+                      "(a copy), lines 90 and 215 the outputs' dropouts (each at 0.1: --attention-dropout and "
+                      "--hidden-dropout, arguments.py lines 140-143; the embeddings' too, model/language_model.py "
+                      "line 148), lines 333 and 343 the residual additions, "
                       "each an eager kernel; the mask one in-place masked_fill_ (model/gpt2_model.py line 30, where "
                       "2019 multiplied and subtracted); apex's FusedLayerNorm (transformer.py line 21) and torch's "
                       "F.gelu (model/language_model.py lines 52-54; the scripted OpenAI gelu only with "

@@ -365,6 +365,10 @@ def program(run: PublishedRun) -> RunProgram:
         config.update(softmax_float32=False)
         residual += (f"; the attention's masked softmax in {run.dtype}, as {run.framework}'s torch.nn.Softmax ran it "
                      "on the 16-bit scores (not converted to float32 and back)")
+    if runs.dropout and kind == "gpt":  # off by default: every other program as before
+        config.update(dropout=runs.dropout)
+        residual += (f"; dropout at {runs.dropout:g} on the embeddings, the attention's probabilities and each "
+                     f"block's two outputs, as {run.framework} ran it")
     if runs.unfused:
         residual += (f"; its {' and '.join(runs.unfused)} programs compiled with XLA's fusion passes off, each "
                      f"operation a kernel of its own (broadcasts and reshapes, views in eager PyTorch, left out), as "
