@@ -1014,6 +1014,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/plugins.py", "        if cpu_only:\n            _defer_cuda()\n", ""),),
         tests=("tests/test_plugins.py",),
     ),
+    Mutation(
+        "eager_call_scope_stops_at_the_last_component",
+        "an eager call's operations grouped by their op name without its last component: jax.random's nested "
+        "functions each a kernel of their own, a dropout's mask priced as 32-bit words of the whole shape",
+        (Edit("xla_cost/compiled/eager.py", "key = (frame.group(1), call_scope(op_name)) if",
+              'key = (frame.group(1), op_name.rpartition("/")[0]) if'),),
+        tests=("tests/compiled/test_eager_kernels.py",),
+    ),
+    Mutation(
+        "fork_server_started_with_sigint",
+        "the sweep's fork server started with Python's SIGINT handler: a worker interrupted while it imports the "
+        "main script again prints jax's gc-callback traceback after the sweep's one line",
+        (Edit("xla_cost/runs/sweeps.py", "    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)\n",
+              "    previous = signal.getsignal(signal.SIGINT)\n"),),
+        tests=("tests/runs/test_sweeps.py",),
+    ),
 )
 
 
