@@ -66,27 +66,38 @@ def test_estimate_with_a_pipeline_is_the_api(capsys, tmp_path):
     assert bound["total_flops"] == shown["total_flops"]  # the same work, priced otherwise
 
 
-def test_scaling_with_a_mesh_prints_each_predicted_step_s_range(capsys, tmp_path):
+def test_scaling_prints_each_predicted_step_s_range_where_the_device_s_program_is_priced(capsys, tmp_path):
     import dataclasses
     import math
 
-    from xla_cost.timemodel.calibration import PredictionInterval, use_constants
+    from xla_cost.timemodel.calibration import PROXY_NO_RANGE, PredictionInterval, use_constants
 
     # held-out cases within a factor 1.5 of their predictions (spread log 1.5): each point's step s took s / 1.5
     # to 1.5 s, in the JSON (xla_cost.predict's StepEstimate.interval; the table's "step range" column:
-    # tests/runs/test_predict.py::test_a_prediction_carries_its_held_out_range_and_a_bound_none)
+    # tests/runs/test_predict.py::test_a_prediction_carries_its_held_out_range_and_a_bound_none). Each case was
+    # its device's own program: conv_net compiled for the H100 has the range at every point
     given = PredictionInterval(spread=math.log(1.5), bias=0.0, cases=10, papers=3, how="given here")
-    argv = ["scaling", "gpt2-small", "--devices", "1,2", "--mesh", "model=2,pipeline=2", "--micro-batches", "2",
-            *SETTINGS, "--store", str(tmp_path / "s.sqlite")]
+    store = ["--store", str(tmp_path / "s.sqlite")]
     with use_constants(dataclasses.replace(constants(), interval=given)):
+        code, out, err = run(capsys, "scaling", "conv_net", "--devices", "1,2", "--batch-size", "4", "--target",
+                             "h100", *store, "--format", "json")
+        assert code == 0, err
+        shown = json.loads(out)
+        assert [p["devices"] for p in shown["points"]] == [1, 2] and shown["priced_as"] == "prediction"
+        for point in shown["points"]:
+            assert point["step_low_s"] == pytest.approx(point["step_s"] / 1.5, rel=1e-12)
+            assert point["step_high_s"] == pytest.approx(point["step_s"] * 1.5, rel=1e-12)
+        # a mesh's CPU program, priced from its totals: no range at any point, and the note says why
+        argv = ["scaling", "gpt2-small", "--devices", "1,2", "--mesh", "model=2,pipeline=2", "--micro-batches", "2",
+                *SETTINGS, *store]
         code, out, err = run(capsys, *argv, "--format", "json")
         assert code == 0, err
-    shown = json.loads(out)
-    assert [p["devices"] for p in shown["points"]] == [4, 8] and shown["priced_as"] == "prediction"
-    assert shown["mesh"] == {"model": 2, "pipeline": 2} and shown["micro_batches"] == 2
-    for point in shown["points"]:
-        assert point["step_low_s"] == pytest.approx(point["step_s"] / 1.5, rel=1e-12)
-        assert point["step_high_s"] == pytest.approx(point["step_s"] * 1.5, rel=1e-12)
+        shown = json.loads(out)
+        assert [p["devices"] for p in shown["points"]] == [4, 8] and shown["mesh"] == {"model": 2, "pipeline": 2}
+        assert all(p["step_low_s"] is None and p["step_high_s"] is None for p in shown["points"])
+        code, out, err = run(capsys, *argv, "--format", "markdown")
+        assert code == 0, err
+        assert f"no range beside the predicted step times: {PROXY_NO_RANGE}" in out
 
 
 @pytest.mark.parametrize("argv, expected", [

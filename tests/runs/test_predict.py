@@ -252,20 +252,34 @@ def test_a_dtype_the_device_has_no_peak_for_is_refused(report):
             predict(report, hardware)
 
 
-def test_a_prediction_carries_its_held_out_range_and_a_bound_none(report):
+@pytest.fixture(scope="module")
+def target_report(tmp_path_factory):
+    """conv_net compiled for an H100 by its own compiler (deviceless): its kernel list, as every validated case."""
+    store = tmp_path_factory.mktemp("target_store") / "results.sqlite"
+    return RunConfig("conv_net", batch_size=4, target="h100").canonical().run(cache=str(store))
+
+
+def test_a_prediction_carries_its_held_out_range_and_a_bound_none(report, target_report):
     import dataclasses
     import math
 
-    from xla_cost.timemodel.calibration import PredictionInterval
+    from xla_cost.timemodel.calibration import PROXY_NO_RANGE, PredictionInterval
 
     # the held-out published cases ran within a factor e^0.3 of their predictions in 80% of them (median e^-0.1):
-    # a step predicted at s seconds took s e^-0.3 to s e^0.3
+    # a step predicted at s seconds took s e^-0.3 to s e^0.3. Every one was its device's own program priced
+    # kernel by kernel: a step compiled for the H100 (its kernel list) has the range; the CPU's program, priced
+    # from its totals, has none, and says why (the validation never measured the model there)
     given = PredictionInterval(spread=0.3, bias=0.1, cases=12, papers=4, how="given here")
     with use_constants(dataclasses.replace(CONSTANTS, interval=given)):
-        step = predict(report, Hardware("h100"))
-        bound = predict(report, Hardware("h100").bound())
+        step = predict(target_report, Hardware("h100"))
+        bound = predict(target_report, Hardware("h100").bound())
+        proxy = predict(report, Hardware("h100"))
     with use_constants(CONSTANTS):
-        plain = predict(report, Hardware("h100"))
+        plain = predict(target_report, Hardware("h100"))
+    assert target_report.phases["grad"].kernel_list and report.phases["grad"].kernel_list is None
+    assert proxy.interval is None and proxy.interval_description == PROXY_NO_RANGE
+    assert proxy.to_dict()["step_interval_s"] is None and "--target DEVICE" in proxy.interval_note()
+    assert f"- no range beside the predicted step time: {PROXY_NO_RANGE}" in proxy.to_markdown()
     s = step.prediction.seconds
     assert s == plain.prediction.seconds  # the range moves no prediction
     assert step.interval == pytest.approx((s * math.exp(-0.3), s * math.exp(0.3)), rel=1e-12)

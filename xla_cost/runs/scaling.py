@@ -186,7 +186,7 @@ def predict(
                      "and collectives are that program's" + ("" if hardware.is_bound else
                      "; every kernel of it priced on the device (xla_cost.timemodel.kernel_time)"))
     flops_peak = peak.require(hardware.arithmetic or report.dtype)
-    host = 0.0
+    host, proxy = 0.0, False  # proxy: priced from the CPU program's totals, so no range (calibration.PROXY_NO_RANGE)
     dispatch = 0.0  # the host's dispatch of the step's calls, which the device's work hides when it is longer
     if hardware.is_bound:
         compute = _roofline(grad, flops_peak, peak.bandwidth, hardware.mfu)
@@ -208,7 +208,7 @@ def predict(
         if unknown:  # unknown is not zero: priced once each, said
             notes.append(f"{len(unknown)} kernel(s) in a loop whose trips the program does not say priced once each "
                          f"({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): their time is a lower bound")
-        if priced_grad.source == "totals":
+        if proxy := priced_grad.source == "totals":
             notes.append("priced from the totals of the program the CPU compiled (its products' FLOP and its other "
                          "bytes; its kernels are the CPU's, not charged a launch): pass target= (--target) to price "
                          "the device's own program kernel by kernel")
@@ -280,8 +280,8 @@ def predict(
         notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
         # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
-        interval=None if hardware.is_bound else calibration.interval(seconds),
-        interval_description="" if hardware.is_bound else calibration.interval_description(),
+        interval=None if hardware.is_bound or proxy else calibration.interval(seconds),
+        interval_description="" if hardware.is_bound else calibration.interval_description(proxy=proxy),
     )
 
 

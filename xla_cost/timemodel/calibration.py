@@ -49,7 +49,8 @@ from xla_cost.errors import InputError
 
 __all__ = ["Calibration", "PredictionInterval", "INTERVAL_COVERAGE", "weighted_quantile", "PATH", "BOUNDS",
            "MATMUL_CEILING", "MEMORY_CEILING", "LAUNCH_CEILING", "MEASURED", "FIELDS", "CONSTANTS", "constants",
-           "use_constants", "write_constants", "describe", "interval", "interval_description", "at_bound"]
+           "use_constants", "write_constants", "describe", "interval", "interval_description", "PROXY_NO_RANGE",
+           "at_bound"]
 
 PATH = pathlib.Path(__file__).resolve().parent / "calibrations" / "constants.json"
 """Where the committed constants are."""
@@ -353,6 +354,16 @@ def describe(calibration: Calibration) -> str:
             f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")
 
 
+PROXY_NO_RANGE = (
+    "the step was priced from the totals of the program the CPU compiled (XLA's CPU fusions, not the device's), "
+    "as none of the validation's cases was: each was its device's own program, compiled by that device's compiler "
+    "and priced kernel by kernel (xla_cost.study.validation); --target DEVICE (target=) prices the run so")
+"""Why a prediction priced from the CPU program's totals carries no range: the held-out
+range measures the model on the devices' own programs alone, and the CPU's fusions are
+not a GPU's (a long-context language model's memory-bound bytes come out several times
+the device program's)."""
+
+
 def interval(seconds: float) -> tuple[float, float] | None:
     """The range a step predicted at ``seconds`` took in the validation's held-out cases,
     (shortest, longest) in seconds: the committed constants' `PredictionInterval` (the one
@@ -362,8 +373,16 @@ def interval(seconds: float) -> tuple[float, float] | None:
     return found.seconds(seconds) if found is not None else None
 
 
-def interval_description() -> str:
-    """What `interval` is, in one line (or that the constants in use carry none)."""
+def interval_description(*, proxy: bool = False) -> str:
+    """What `interval` is, in one line (or that the constants in use carry none).
+
+    Args:
+      proxy: the step was priced from the totals of the program the CPU compiled
+        (no compile target): why it has no range, which measures the model on
+        the devices' own programs alone (`PROXY_NO_RANGE`).
+    """
+    if proxy:
+        return PROXY_NO_RANGE
     found = constants().interval
     return found.describe() if found is not None else ("no prediction interval with these constants (python "
                                                        "benchmarks/calibrate.py fits them and writes one)")
