@@ -1,5 +1,6 @@
 """What XLA's compiler writes to standard error while it compiles: held back,
-its slow-operation alarms dropped (`quiet_compiler`, `filter_compiler_log`),
+its slow-operation alarms and the messages xla_cost says in its own words dropped
+(`quiet_compiler`, `filter_compiler_log`, `DROPPED`),
 and read for what the compiler could not do (`remat_shortfall`, `out_of_memory`).
 
 Only the standard library is used.
@@ -16,7 +17,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
-__all__ = ["remat_shortfall", "out_of_memory", "filter_compiler_log", "quiet_compiler"]
+__all__ = ["DROPPED", "remat_shortfall", "out_of_memory", "filter_compiler_log", "quiet_compiler"]
 
 _LOG = logging.getLogger("xla_cost")
 
@@ -58,23 +59,31 @@ def out_of_memory(message: str) -> tuple[str, int | None, int | None] | None:
 # ("Constant folding an instruction is taking > 1s", "The operation took 2.1s")
 # spans several lines, up to the next glog line.
 _GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
-_ALARM = "slow_operation_alarm"
+
+DROPPED: tuple[tuple[str, str], ...] = (
+    ("slow_operation_alarm", "XLA spent a while folding constants: not an error, nothing about the costs"),
+    ("Can't reduce memory use below",
+     "hlo_rematerialization's shortfall of a program too big for the target: read by remat_shortfall and "
+     "reported as the memory's remat_short_of and its verdict"),
+    ("The byte size of input/output arguments",
+     "gpu_hlo_schedule's check that the arguments alone exceed the target's memory (it calls it 'an error in "
+     "the calculation'): the same program's verdict says it does not fit"),
+)
+"""The compiler's log messages that do not reach the user, each a marker in its
+first line and why: every one is either noise or said by xla_cost in its own
+words. Every other line is kept."""
 
 
 def filter_compiler_log(text: str) -> tuple[str, int]:
-    """``text`` without XLA's slow-operation alarms, and how many were dropped.
-
-    The alarms say that XLA spent a while folding constants; they are not
-    errors and say nothing about the costs, so they do not reach the user.
-    Every other line is kept.
-    """
+    """``text`` without the messages of `DROPPED` (each up to the next glog line),
+    and how many were dropped."""
     kept: list[str] = []
-    dropped, in_alarm = 0, False
+    dropped, in_dropped = 0, False
     for line in text.splitlines(keepends=True):
         if _GLOG_LINE.match(line):
-            in_alarm = _ALARM in line
-            dropped += in_alarm
-        if not in_alarm:
+            in_dropped = any(marker in line for marker, _ in DROPPED)
+            dropped += in_dropped
+        if not in_dropped:
             kept.append(line)
     return "".join(kept), dropped
 
@@ -93,7 +102,7 @@ _QUIET_LOCK = threading.Lock()
 @contextlib.contextmanager
 def quiet_compiler() -> Iterator[list[str]]:
     """Holds back what the compiler writes to file descriptor 2 (its C++ logging),
-    then lets all of it but the slow-operation alarms through. Yields a list
+    then lets all of it but `DROPPED`'s messages through. Yields a list
     that holds, once the block ends, the text written while it ran (with that
     of any compile that overlapped it; empty when descriptor 2 was not held).
 
@@ -136,4 +145,4 @@ def quiet_compiler() -> Iterator[list[str]]:
                 if text:
                     os.write(stderr_fd, text.encode("utf-8"))
                 if dropped:
-                    _LOG.info("dropped %d slow_operation_alarm message(s) from XLA", dropped)
+                    _LOG.info("dropped %d message(s) of XLA's log (compiler_log.DROPPED)", dropped)
