@@ -103,7 +103,9 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     assert predicted.step.calibration == describe(CONSTANTS)
     assert predicted.step.calibration.startswith("products at 50.0% of peak")
     assert predicted.to_dict()["calibration"] == predicted.step.calibration
-    assert f"predicted: every kernel priced ({describe(CONSTANTS)})" in predicted.describe()
+    # compiled on the CPU (no target): priced from its program's totals, and the header says so, not "every kernel"
+    assert f"predicted: from the totals of the program the CPU compiled ({describe(CONSTANTS)})" \
+        in predicted.describe()
     # the parts add up to the step
     assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)
 
@@ -500,6 +502,7 @@ def test_a_prediction_carries_the_held_out_interval_beside_each_figure(pipelined
     shortest, longest = s * math.exp(-0.2), s * math.exp(0.2)
     assert result.interval == pytest.approx((shortest, longest), rel=1e-12)
     assert shortest < s < longest  # the range holds its figure
+    assert "compiled for h100" in result.describe() and "predicted: every kernel priced (" in result.describe()
     # the step's own range (xla_cost.predict's), of which the run's is every step's
     step = result.step.prediction.seconds
     assert result.step.interval == pytest.approx((step * math.exp(-0.2), step * math.exp(0.2)), rel=1e-12)

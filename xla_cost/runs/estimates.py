@@ -259,7 +259,7 @@ class TrainingEstimate(Rendered):
             spread = [mesh_text(self.mesh)] if self.mesh else []
             line += f" ({', '.join([*spread, f'{self.micro_batches} micro-batch(es) a step'])})"
         if self.hardware is not None:
-            return f"{line}; {pricing_text(self.hardware, self.step.calibration)}"
+            return f"{line}; {pricing_text(self.hardware, self.step.calibration, proxy=self.target is None)}"
         return f"{line}; {self.priced_as}" + (f" ({self.step.calibration})" if self.step.calibration else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -137,8 +137,15 @@ class StepEstimate:
         return self.to_markdown()
 
 
-def pricing_text(hardware: Hardware, described: str) -> str:
-    """How a result was priced, in words: a prediction with the time model's constants, or a bound."""
+def pricing_text(hardware: Hardware, described: str, *, proxy: bool = False) -> str:
+    """How a result was priced, in words: a prediction with the time model's constants, or a bound.
+
+    Args:
+      hardware: what it was priced on.
+      described: the constants, described (`xla_cost.timemodel.calibration.describe`).
+      proxy: no compile target: the step priced from the totals of the program the CPU
+        compiled, not kernel by kernel (`xla_cost.timemodel.calibration.PROXY_NO_RANGE`).
+    """
     if hardware.overlap is None:
         hidden = "gradients scheduled against the backward pass" + (
             f" in {hardware.bucket_bytes / 2**20:g} MiB buckets" if hardware.bucket_bytes else ", one by one")
@@ -146,7 +153,8 @@ def pricing_text(hardware: Hardware, described: str) -> str:
         hidden = "nothing hidden" if hardware.overlap == 0 else f"{hardware.overlap:g} of the communication hidden"
     levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
     if not hardware.is_bound:
-        return f"predicted: every kernel priced ({described}), {hidden}, {levels}"
+        how = "from the totals of the program the CPU compiled" if proxy else "every kernel priced"
+        return f"predicted: {how} ({described}), {hidden}, {levels}"
     return f"a bound: compute at {hardware.mfu:.0%} of peak (roofline), {hidden}, {levels}"
 
 
@@ -223,7 +231,7 @@ class ScalingResult(Rendered):
         name = f"{self.model} ({step})" if step else self.model
         name += f" compiled for {self.target}" if self.target is not None else ""
         return (f"{name}: {self.mesh_axis} parallel, {batch}{around}, {self.device} ({self.interconnect} "
-                f"interconnect, {self.algorithm} collectives); {pricing_text(self.hardware, self.calibration)}")
+                f"interconnect, {self.algorithm} collectives); {pricing_text(self.hardware, self.calibration, proxy=self.target is None)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
