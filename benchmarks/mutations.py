@@ -1030,6 +1030,32 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    previous = signal.getsignal(signal.SIGINT)\n"),),
         tests=("tests/runs/test_sweeps.py",),
     ),
+    Mutation(
+        "cpu_proxy_given_the_held_out_range",
+        "a step priced from the CPU program's totals given the held-out range the validation measured on the "
+        "devices' own programs: Llama 3 8B on 64 H100s printed 88 days (73 to 107) where its H100 program "
+        "prices 24",
+        (Edit("xla_cost/runs/scaling.py",
+              "interval=None if hardware.is_bound or proxy else calibration.interval(seconds),",
+              "interval=None if hardware.is_bound else calibration.interval(seconds),"),),
+        tests=("tests/runs/test_predict.py", "tests/runs/test_estimate.py", "tests/cli/test_cli_estimate.py"),
+    ),
+    Mutation(
+        "cpu_proxy_said_to_price_every_kernel",
+        "the header of an estimate priced from the CPU program's totals says 'every kernel priced'",
+        (Edit("xla_cost/runs/priced.py",
+              'how = "from the totals of the program the CPU compiled" if proxy else "every kernel priced"',
+              'how = "every kernel priced"'),),
+        tests=("tests/runs/test_estimate.py",),
+    ),
+    Mutation(
+        "remat_shortfall_printed_raw",
+        "XLA's hlo_rematerialization 'Can't reduce memory use below' lines reach the terminal beside the "
+        "memory verdict that says the same in words",
+        (Edit("xla_cost/compiled/compiler_log.py", "    (\"Can't reduce memory use below\",",
+              "    (\"Can't reduce memory use below, never\","),),
+        tests=("tests/cli/test_cli_third_user_targets.py",),
+    ),
 )
 
 
