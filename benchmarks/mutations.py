@@ -1044,7 +1044,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cpu_proxy_said_to_price_every_kernel",
         "the header of an estimate priced from the CPU program's totals says 'every kernel priced'",
         (Edit("xla_cost/runs/priced.py",
-              'how = "from the totals of the program the CPU compiled" if proxy else "every kernel priced"',
+              'how = "from the totals of a program compiled without a target" if proxy else "every kernel priced"',
               'how = "every kernel priced"'),),
         tests=("tests/runs/test_estimate.py",),
     ),

@@ -104,7 +104,7 @@ def test_estimate_predicts_by_default_and_bounds_when_asked(store):
     assert predicted.step.calibration.startswith("products at 50.0% of peak")
     assert predicted.to_dict()["calibration"] == predicted.step.calibration
     # compiled on the CPU (no target): priced from its program's totals, and the header says so, not "every kernel"
-    assert f"predicted: from the totals of the program the CPU compiled ({describe(CONSTANTS)})" \
+    assert f"predicted: from the totals of a program compiled without a target ({describe(CONSTANTS)})" \
         in predicted.describe()
     # the parts add up to the step
     assert sum(predicted.step.parts.values()) == pytest.approx(predicted.step.prediction.seconds, rel=1e-12)

@@ -143,8 +143,9 @@ def pricing_text(hardware: Hardware, described: str, *, proxy: bool = False) -> 
     Args:
       hardware: what it was priced on.
       described: the constants, described (`xla_cost.timemodel.calibration.describe`).
-      proxy: no compile target: the step priced from the totals of the program the CPU
-        compiled, not kernel by kernel (`xla_cost.timemodel.calibration.PROXY_NO_RANGE`).
+      proxy: no compile target: the step priced from its program's totals (the CPU's,
+        where the analysis ran on one), not kernel by kernel
+        (`xla_cost.timemodel.calibration.PROXY_NO_RANGE`).
     """
     if hardware.overlap is None:
         hidden = "gradients scheduled against the backward pass" + (
@@ -153,7 +154,7 @@ def pricing_text(hardware: Hardware, described: str, *, proxy: bool = False) -> 
         hidden = "nothing hidden" if hardware.overlap == 0 else f"{hardware.overlap:g} of the communication hidden"
     levels = "hierarchical all-reduces" if hardware.hierarchical else "flat rings"
     if not hardware.is_bound:
-        how = "from the totals of the program the CPU compiled" if proxy else "every kernel priced"
+        how = "from the totals of a program compiled without a target" if proxy else "every kernel priced"
         return f"predicted: {how} ({described}), {hidden}, {levels}"
     return f"a bound: compute at {hardware.mfu:.0%} of peak (roofline), {hidden}, {levels}"
 

@@ -355,10 +355,12 @@ def describe(calibration: Calibration) -> str:
 
 
 PROXY_NO_RANGE = (
-    "the step was priced from the totals of the program the CPU compiled (XLA's CPU fusions, not the device's), "
-    "as none of the validation's cases was: each was its device's own program, compiled by that device's compiler "
-    "and priced kernel by kernel (xla_cost.study.validation); --target DEVICE (target=) prices the run so")
-"""Why a prediction priced from the CPU program's totals carries no range: the held-out
+    "the step was priced from the totals of a program compiled without a target (on a CPU: XLA's CPU fusions, "
+    "not the device's), as none of the validation's cases was: each was its device's own program, compiled by "
+    "that device's compiler and priced kernel by kernel (xla_cost.study.validation); --target DEVICE (target=) "
+    "prices the run so")
+"""Why a prediction priced from the totals of a program compiled without a target (the
+CPU's, where the analysis ran on one) carries no range: the held-out
 range measures the model on the devices' own programs alone, and the CPU's fusions are
 not a GPU's (a long-context language model's memory-bound bytes come out several times
 the device program's)."""
@@ -377,9 +379,9 @@ def interval_description(*, proxy: bool = False) -> str:
     """What `interval` is, in one line (or that the constants in use carry none).
 
     Args:
-      proxy: the step was priced from the totals of the program the CPU compiled
-        (no compile target): why it has no range, which measures the model on
-        the devices' own programs alone (`PROXY_NO_RANGE`).
+      proxy: the step was priced from the totals of a program compiled without a
+        target (the CPU's, where the analysis ran on one): why it has no range, which
+        measures the model on the devices' own programs alone (`PROXY_NO_RANGE`).
     """
     if proxy:
         return PROXY_NO_RANGE
