@@ -15,6 +15,7 @@ counts them. Only the standard library is used (`module_costs` asks jax).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -629,7 +630,7 @@ class Kernel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Kernel:
         """The inverse of `to_dict`."""
-        fields = {field.name for field in dataclasses.fields(cls)}
+        fields = _field_names(cls)
         values = {key: value for key, value in data.items() if key in fields}
         values["overlaps"] = tuple(values.get("overlaps") or ())
         if values.get("groups") is not None:
@@ -735,3 +736,10 @@ def _fused_op_name(module: Module, instruction: Instruction) -> str:
             if inner.op_name:
                 return inner.op_name
     return ""
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The fields of dataclass ``cls`` by name, read once (`Kernel.from_dict` reads a
+    program's kernels by the thousand: the validation's 141 programs, 117,155)."""
+    return frozenset(field.name for field in dataclasses.fields(cls))
