@@ -209,9 +209,9 @@ def predict(
             notes.append(f"{len(unknown)} kernel(s) in a loop whose trips the program does not say priced once each "
                          f"({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): their time is a lower bound")
         if proxy := priced_grad.source == "totals":
-            notes.append("priced from the totals of the program the CPU compiled (its products' FLOP and its other "
-                         "bytes; its kernels are the CPU's, not charged a launch): pass target= (--target) to price "
-                         "the device's own program kernel by kernel")
+            notes.append(f"priced from the totals of a program compiled without a target (the {report.backend}'s: its "
+                         "products' FLOP and other bytes, its kernels not charged a launch): pass target= (--target) "
+                         "to price the device's own program kernel by kernel")
         _optimal_note(report, notes)
         dispatching, measured = devices.host_dispatch(devices.device(hardware.device))
         if not measured:  # unknown is not zero, nor another device's figure said to be this one's
