@@ -15,7 +15,7 @@ COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 count the jaxprs alone, without compiling (fast; no bytes or memory)."""
 
 OPTIMIZER_NAMES: tuple[str, ...] = (
-    "sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "lamb",
+    "sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "lamb", "muon",
 )
 """The optimizers known by name (`xla_cost.OPTIMIZERS` builds them)."""
 

@@ -161,6 +161,73 @@ def test_lamb_update(zoo_report, name, tensors):
     assert update.transcendentals == transcendentals
 
 
+ONE_NET_MATRICES = ((1, 4096), (4096, 128), (128, 10))
+"""OneNet's 2-D parameters (fc1, fc2, fc3's kernels); its other three tensors are biases."""
+NS_STEPS = 5
+"""optax.contrib.muon's default Newton-Schulz iterations (``ns_steps``)."""
+
+
+def _product(outputs: int, k: int) -> int:
+    """FLOP of a matrix product of ``outputs`` elements, each a contraction of length ``k``: a
+    multiply and an add per term, 2 k; a contraction of length 1 has nothing to add, 1 (XLA's
+    HloCostAnalysis counts so, and the jaxpr rule for ``dot_general`` with it)."""
+    return outputs if k == 1 else 2 * outputs * k
+
+
+def muon_products(matrices: tuple[tuple[int, int], ...]) -> int:
+    """FLOP of the matrix products of optax.contrib.muon's update with its defaults (Jordan et
+    al. 2024, "Muon: an optimizer for hidden layers"; optax's ``orthogonalize_via_newton_schulz``):
+    each 2-D parameter's momentum, as an m x n matrix with m <= n (a taller one is transposed
+    first), goes through `NS_STEPS` iterations X <- c0 X + (c1 A + c2 A A) X with A = X X^T:
+    X X^T (m^2 outputs, contractions of n), A A (m^2 of m), (c1 A + c2 A A) X (m n of m): for
+    m > 1 4 m^2 n + 2 m^3. The other parameters (biases) take Adam, which has no products."""
+    total = 0
+    for shape in matrices:
+        m, n = sorted(shape)
+        total += NS_STEPS * (_product(m * m, n) + _product(m * m, m) + _product(m * n, m))
+    return total
+
+
+def muon_iteration_elementwise(matrices: tuple[tuple[int, int], ...]) -> int:
+    """The Newton-Schulz iterations' elementwise FLOP: c1 A, c2 A (A A), their sum (3 m^2), c0 X
+    and its sum with the last product (2 m n), every iteration."""
+    return sum(NS_STEPS * (3 * min(s) ** 2 + 2 * s[0] * s[1]) for s in matrices)
+
+
+def test_muon_update_is_its_newton_schulz_products(zoo_report):
+    # Muon's update is matrix products, not elementwise work: on OneNet 5 x (4 m^2 n + 2 m^3)
+    # per matrix, 1.36 GFLOP (2,553 per parameter, 196x Adam's 13), most of it fc2's 128 x 4096
+    report = zoo_report("one_net", 2, optimizer="muon")
+    update = report.phases["update"]
+    products = muon_products(ONE_NET_MATRICES)
+    assert update.matmul_flops == products
+    # the rest of the jaxpr's count: the iterations' own elementwise work, then per parameter
+    # no more than Adam's 13 and Muon's momentum (3), Nesterov's mix with its two bias
+    # corrections (5), the Frobenius normalization (3: square, sum, divide), the width scale,
+    # the learning rate and apply_updates (3): 27; per tensor the norm's sqrt and eps and the
+    # scalar bias corrections (a few), bounded by 16 per tensor and 16 per step
+    rest = update.jaxpr_flops - products
+    n = report.parameters
+    assert muon_iteration_elementwise(ONE_NET_MATRICES) <= rest
+    assert rest <= muon_iteration_elementwise(ONE_NET_MATRICES) + 27 * n + 16 * ONE_NET_TENSORS + 16
+    # XLA compiles the same products (the iterations unrolled: no loop to correct). Its fusion never
+    # writes an iterate X_k = c0 X_(k-1) + (.) X_(k-1) out: each of its two consumers (the next
+    # products' operand and its transposed copy) recomputes it from the normalized matrix, 1 + 2k
+    # FLOP per element, where the jaxpr counts each level once; over s iterations 2 s^2 m n more
+    # (s = 5: 50 m n, +26.2 MFLOP on fc2 alone, +1.9% of the update)
+    assert abs(update.flops - update.jaxpr_flops) <= 2 * NS_STEPS ** 2 * sum(m * n for m, n in ONE_NET_MATRICES)
+    # and it is there: more than half of fc2's (XLA's count of the rest of the update, Adam's and the
+    # momentum's elementwise work, is a little below the jaxpr's, where it merges optax's repeated terms)
+    assert update.flops - update.jaxpr_flops >= NS_STEPS ** 2 * 4096 * 128
+    # each matrix's iterations are its layer's update
+    rows = {row.path: row for row in report.layers}
+    for path, shape in zip(("fc1", "fc2", "fc3"), ONE_NET_MATRICES):
+        assert rows[path].update_flops >= muon_products((shape,)), path
+    # like every optimizer's, it does not depend on the batch
+    other = zoo_report("one_net", 64, optimizer="muon", per_layer=False)
+    assert other.phases["update"].flops == update.flops
+
+
 def test_seed_001_adam_estimate_is_above_xla_count(zoo_report):
     # Seed 001 (Appendix B) estimates Adam at ~18 FLOP/parameter; XLA executes
     # 13 + 1 transcendental: the seed counts the sqrt and the epsilon-division

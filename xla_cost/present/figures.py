@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["DPI", "STYLE", "PASS_COLORS", "LINE_COLORS", "style", "figure", "png", "log2_batch_axis", "reference"]
+__all__ = ["DPI", "STYLE", "PASS_COLORS", "LINE_COLORS", "LINE_STYLES", "line_style", "style", "figure", "png", "log2_batch_axis", "reference"]
 
 DPI = 120
 """Figure resolution: a 9-inch-wide figure is 1080 pixels, legible at 100% zoom."""
@@ -44,6 +44,16 @@ PASS_COLORS: Mapping[str, str] = {"forward": "#4C72B0", "backward": "#DD8452", "
 LINE_COLORS: tuple[str, ...] = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3",
                                 "#8C8C8C", "#CCB974", "#64B5CD")
 """Colours of successive lines or bars."""
+
+LINE_STYLES: tuple[str, ...] = ("-", "--", ":", "-.")
+"""Dashes of successive rounds of `LINE_COLORS`: the eleventh line is the first colour, dashed."""
+
+
+def line_style(index: int) -> dict[str, str]:
+    """``color`` and ``linestyle`` of the ``index``-th line of a figure: every line its own pair,
+    however many there are (a colour comes back with other dashes), so none is left out."""
+    colors = len(LINE_COLORS)
+    return {"color": LINE_COLORS[index % colors], "linestyle": LINE_STYLES[index // colors % len(LINE_STYLES)]}
 
 
 @contextlib.contextmanager

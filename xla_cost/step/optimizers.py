@@ -33,6 +33,10 @@ OPTIMIZERS: Mapping[str, Callable[[], optax.GradientTransformation]] = {
     "lion": lambda: optax.lion(1e-4),
     "adafactor": lambda: optax.adafactor(1e-3),
     "lamb": lambda: optax.lamb(1e-3),
+    # Muon (Jordan et al. 2024, optax.contrib): the momentum of each 2-D parameter orthogonalized by 5
+    # Newton-Schulz iterations, each 4 m^2 n + 2 m^3 FLOP of matrix products for an m x n matrix (m <= n);
+    # Adam for the parameters that are not matrices (biases, norms, convolution kernels)
+    "muon": lambda: optax.contrib.muon(1e-3),
 }
 """Optimizers known by name, each with the textbook default hyper-parameters."""
 if tuple(OPTIMIZERS) != OPTIMIZER_NAMES:  # pragma: no cover - a name added in one place only

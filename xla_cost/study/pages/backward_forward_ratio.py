@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from xla_cost.present.figures import LINE_COLORS, PASS_COLORS, figure, log2_batch_axis, png, reference
+from xla_cost.present.figures import PASS_COLORS, figure, line_style, log2_batch_axis, png, reference
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct, pct_sig, ratio, si, sig, value_range
 from xla_cost.study.analytic import textbook_macs
@@ -137,11 +137,13 @@ def _fig_ratio_vs_batch(data: StudyData) -> bytes:
                   ("backward_with_update_to_forward", "(backward + update) / forward  (seed 001's convention)"))
         top = max(3.3, max(r[key] for m in nets for r in runs[m] for key, _ in panels) * 1.08)
         for ax, (key, title) in zip(axes[0], panels):
-            for color, model in zip(LINE_COLORS, nets):
+            for index, model in enumerate(nets):  # every net a line, however many (`line_style`)
                 rows = runs[model]
                 batches = [r["batch_size"] for r in rows]
                 values = [r[key] for r in rows]
-                ax.plot(batches, values, marker="o", markersize=4, color=color, label=net_name(model))
+                drawn = line_style(index)
+                color = drawn["color"]
+                ax.plot(batches, values, marker="o", markersize=4, label=net_name(model), **drawn)
                 ax.annotate(net_name(model), (batches[-1], values[-1]), xytext=(5, 0), textcoords="offset points",
                             va="center", fontsize=9, color=color, fontweight="bold")
             for y, label in ((1, "1:1"), (2, "2:1"), (3, "3:1 (seed 001's maximum)")):

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from xla_cost.present.figures import LINE_COLORS, PASS_COLORS, figure, log2_batch_axis, png
+from xla_cost.present.figures import PASS_COLORS, figure, line_style, log2_batch_axis, png
 from xla_cost.present.markdown import markdown_file, pipe_table
 from xla_cost.present.units import count, join_words, pct_sig, per_parameter, ratio, sig, value_range
 from xla_cost.study.claims import CLAIMS, claim_lines
@@ -176,12 +176,12 @@ def _fig_update_share(data: StudyData) -> bytes:
         for ax, model in zip(flat, models):
             grads = _grad_by_batch(data, model)
             batches = list(grads)
-            for color, name in zip(LINE_COLORS, optimizers):
+            for index, name in enumerate(optimizers):  # every optimizer a line, however many (`line_style`)
                 row = runs.get((model, name))
                 if row is None:
                     continue
                 shares = [100 * row["update_flops"] / (grads[b] + row["update_flops"]) for b in batches]
-                ax.plot(batches, shares, marker="o", markersize=3, color=color, label=name)
+                ax.plot(batches, shares, marker="o", markersize=3, label=name, **line_style(index))
             log2_batch_axis(ax, thin_ticks(batches))
             ax.set_yscale("log")
             ax.set_ylabel("update share of train-step FLOP (%, log)")
@@ -298,10 +298,23 @@ def _optimizer_spread_text(data: StudyData, models: Sequence[str], optimizers: S
     if same:
         out.append(f"- {join_words([f'`{n}`' for n in same])}: the same per parameter on every model — elementwise "
                    "arithmetic on each parameter, its gradient and its moments.")
-    if varies:
-        out.append(f"- {join_words([f'`{n}`' for n in varies])}: the figure depends on the model — per-tensor "
+    breakdown = update_breakdown(data)
+    multiplied = [n for n in varies if n in breakdown and breakdown[n].flops.get(PRODUCT, 0)]
+    reduced = [n for n in varies if n not in multiplied]
+    if reduced:
+        out.append(f"- {join_words([f'`{n}`' for n in reduced])}: the figure depends on the model — per-tensor "
                    "reductions (norms, factored second moments) whose cost depends on the tensors' shapes.")
+    if multiplied:
+        out.append(f"- {join_words([f'`{n}`' for n in multiplied])}: the figure depends on the model — matrix "
+                   f"products on each 2-D parameter (`{PRODUCT}` in the update's jaxpr; Muon's Newton–Schulz "
+                   "iterations take 4m²n + 2m³ FLOP each on an m × n matrix, m ≤ n, so per parameter they grow "
+                   "with the matrix's smaller side, and the parameters that are not matrices take Adam).")
     return out
+
+
+PRODUCT = "dot_general"
+"""The jaxpr's matrix-product primitive: an update that has it multiplies matrices, whose cost per
+parameter depends on their shapes."""
 
 
 def _adam_text(data: StudyData) -> list[str]:
