@@ -1056,6 +1056,22 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    (\"Can't reduce memory use below, never\","),),
         tests=("tests/cli/test_cli_third_user_targets.py",),
     ),
+    Mutation(
+        "eleventh_line_drawn_like_the_first",
+        "a figure's lines past the tenth take the first ones' colour and dashes: the optimizers' share figure "
+        "draws Muon exactly as SGD",
+        (Edit("xla_cost/present/figures.py", "LINE_STYLES[index // colors % len(LINE_STYLES)]",
+              "LINE_STYLES[0]"),),
+        tests=("tests/present/test_figures.py",),
+    ),
+    Mutation(
+        "muon_without_its_momentum_orthogonalized",
+        "the optimizer called muon is optax's Adam: an update of 13 FLOP per parameter instead of Muon's "
+        "matrix products",
+        (Edit("xla_cost/step/optimizers.py", '"muon": lambda: optax.contrib.muon(1e-3),',
+              '"muon": lambda: optax.adam(1e-3),'),),
+        tests=("tests/step/test_optimizers.py",),
+    ),
 )
 
 
