@@ -17,7 +17,7 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
-from xla_cost.zoo import build_model
+from xla_cost.zoo import build_model, example_inputs
 
 # OneNet's parameter tensors: fc1 (1, 4096) and (4096,), fc2 (4096, 128) and
 # (128,), fc3 (128, 10) and (10,)
@@ -226,6 +226,35 @@ def test_muon_update_is_its_newton_schulz_products(zoo_report):
     # like every optimizer's, it does not depend on the batch
     other = zoo_report("one_net", 64, optimizer="muon", per_layer=False)
     assert other.phases["update"].flops == update.flops
+
+
+def hidden_matrices(params):
+    """Muon on the transformer blocks' matrices only, Adam on the embeddings, norms and biases: the
+    split of modded-nanogpt and Moonlight (optax's ``muon_weight_dimension_numbers``, None: Adam)."""
+    from optax.contrib import MuonDimensionNumbers
+
+    def label(path, leaf):
+        return MuonDimensionNumbers() if leaf.ndim == 2 and path[0].key.startswith("h_") else None
+
+    return jax.tree_util.tree_map_with_path(label, params)
+
+
+def test_muon_on_the_hidden_matrices_only_leaves_the_embeddings_to_adam():
+    # docs/conventions.md's example: GPT-2's blocks (d = 768) to Muon, each block's c_attn 768 x 2304,
+    # attention c_proj 768 x 768, c_fc 768 x 3072 and MLP c_proj 3072 x 768; the token embedding
+    # (tied with the head) to optax's Adam with Nesterov momentum
+    config = {"n_layer": 1, "seq_len": 16}
+    muon = optax.contrib.muon(1e-3, muon_weight_dimension_numbers=hidden_matrices)
+    report = xla_cost.analyze(build_model("gpt2-small", **config), example_inputs("gpt2-small", 1, **config),
+                              optimizer=muon, per_layer=True, depth=1, counter="jaxpr")
+    d = 768
+    block = ((d, 3 * d), (d, d), (d, 4 * d), (4 * d, d))
+    assert report.phases["update"].matmul_flops == muon_products(block)
+    # Adam with Nesterov momentum, per parameter: the moments (3 + 4), the step's first moment from
+    # the bias-corrected moment and gradient (2 divisions, 2 multiplies, an add), the second moment's
+    # correction (1), + eps and the division (2, the sqrt a transcendental), -lr (1), p + u (1): 17
+    rows = {row.path: row for row in report.layers}
+    assert rows["wte"].update_flops == 17 * rows["wte"].parameters
 
 
 def test_seed_001_adam_estimate_is_above_xla_count(zoo_report):
