@@ -1072,6 +1072,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               '"muon": lambda: optax.adam(1e-3),'),),
         tests=("tests/step/test_optimizers.py",),
     ),
+    Mutation(
+        "matrix_products_read_as_reductions",
+        "the optimizers page says Muon's figure depends on the model through per-tensor reductions, as "
+        "Adafactor's, where its update multiplies matrices",
+        (Edit("xla_cost/study/pages/optimizers.py", "breakdown[n].flops.get(PRODUCT, 0)]",
+              "breakdown[n].flops.get('dot', 0)]"),),
+        tests=("tests/study/test_pages.py::test_the_optimizers_page_says_why_a_figure_depends_on_the_model",),
+    ),
 )
 
 

@@ -13,3 +13,4 @@ def test_every_line_has_its_own_colour_and_dashes():
     assert len(set(pairs)) == lines
     assert line_style(len(LINE_COLORS))["color"] == LINE_COLORS[0]
     assert line_style(len(LINE_COLORS))["linestyle"] != line_style(0)["linestyle"]
+

@@ -201,6 +201,25 @@ def test_claims_table_has_every_claim_and_derived_verdicts(tiny_pages):
     assert claims.verdict_kind(doubling["verdict"].strip("*")) in ("confirmed", "refuted", "depends")
 
 
+def test_the_optimizers_page_says_why_a_figure_depends_on_the_model(monkeypatch):
+    # the reason is read from each update's jaxpr: an update with matrix products (Muon's Newton-Schulz
+    # iterations) multiplies matrices; one without (Adafactor's factored moments) reduces per tensor
+    from xla_cost.study.pages import optimizers as page
+
+    per_parameter = {("a", "sgd"): 2, ("b", "sgd"): 2, ("a", "adafactor"): 19, ("b", "adafactor"): 17,
+                     ("a", "muon"): 2626, ("b", "muon"): 2016}
+    runs = {key: {"update_flops": flops * 100, "parameters": 100} for key, flops in per_parameter.items()}
+    breakdown = {name: page.UpdateBreakdown(name, "a", 100, flops, {}) for name, flops in (
+        ("sgd", {"mul": 100, "add": 100}), ("adafactor", {"mul": 900, "reduce_sum": 500}),
+        ("muon", {page.PRODUCT: 255_400, "mul": 1200}))}
+    monkeypatch.setattr(page, "optimizer_runs", lambda data: runs)
+    monkeypatch.setattr(page, "update_breakdown", lambda data: breakdown)
+    same, reduced, multiplied = page._optimizer_spread_text(None, ("a", "b"), ("sgd", "adafactor", "muon"))
+    assert same.startswith("- `sgd`: the same per parameter")
+    assert reduced.startswith("- `adafactor`: the figure depends on the model — per-tensor reductions")
+    assert multiplied.startswith("- `muon`: the figure depends on the model — matrix products")
+
+
 def test_optimizers_page_per_parameter(tiny_pages):
     _, _, out = tiny_pages
     rows = {r["optimizer"]: r for r in _table((out / "optimizers.md").read_text(), "optimizer")}
