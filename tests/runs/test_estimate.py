@@ -34,7 +34,7 @@ from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs import estimates, scaling
 from xla_cost.runs.configs import RunConfig
-from xla_cost.runs.scaling import PIECES
+from xla_cost.runs.step_communication import PIECES
 from xla_cost.zoo import build_model, example_inputs
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 simulated devices (tests/conftest.py)")

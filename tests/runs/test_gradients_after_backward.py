@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from xla_cost.runs.configs import RunConfig
-from xla_cost.runs.scaling import PIECES, predict
+from xla_cost.runs.scaling import predict
+from xla_cost.runs.step_communication import PIECES
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import Layout
 

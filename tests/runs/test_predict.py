@@ -24,7 +24,8 @@ from xla_cost.timemodel.calibration import Calibration, describe, use_constants
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
-from xla_cost.runs.scaling import PIECES, predict
+from xla_cost.runs.scaling import predict
+from xla_cost.runs.step_communication import PIECES
 
 from tests.formulas import conv_net_forward_layers, conv_net_params
 

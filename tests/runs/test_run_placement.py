@@ -23,7 +23,8 @@ from xla_cost.errors import InputError
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel.schedule import Layout
 from xla_cost.runs.configs import RunConfig
-from xla_cost.runs.scaling import PIECES, predict
+from xla_cost.runs.scaling import predict
+from xla_cost.runs.step_communication import PIECES
 
 TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
 TENSOR, F32 = 4, 4

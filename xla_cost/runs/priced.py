@@ -51,7 +51,9 @@ class StepEstimate:
         micro-batch's activations sent to the next pipeline stage and their
         gradient back), ``pipeline_bubble`` (the 1F1B schedule's idle slots:
         ``(p - 1) / (v m)`` of the ``m`` micro-batches' time), ``gradients``
-        (the exposed gradient reduction), ``update``; they add up to the step.
+        (the exposed gradient reduction), ``update``, ``update_collectives`` (the
+        update program's own, once a step, blocking it: Muon's gathers under ``fsdp``;
+        absent when it has none); they add up to the step.
       calibration: the time model's constants, described, or "" for a bound.
       interval: the step's seconds as the validation's held-out published cases ran against
         their predictions, (shortest, longest) (`xla_cost.timemodel.calibration.interval`:

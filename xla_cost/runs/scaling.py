@@ -39,7 +39,6 @@ from xla_cost.analysis.options import check_target
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.errors import InputError
 from xla_cost.options import changed_fields, given_fields, split_fields
-from xla_cost.parallel import placement
 from xla_cost.timemodel import calibration, comm, context_exchange, kernel_time, schedule
 from xla_cost.timemodel.hardware import Hardware
 from xla_cost.timemodel import devices
@@ -48,10 +47,13 @@ from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulat
 from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
-    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, fsdp_units, layout_mesh,
+    LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
     mesh_text, point, same_work,
 )
 from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
+from xla_cost.runs.step_communication import (
+    backward_share, gradient_reduction, overlapped, stage_transfers, update_collectives,
+)
 
 __all__ = [
     "MESH_AXES_FOR_SCALING", "unknown_runs", "LAYOUT_AXES", "Parallelism", "layout_mesh", "StepEstimate",
@@ -140,7 +142,7 @@ def predict(
     * a pipeline takes ``(m + p - 1) / v``-style slots of the slowest stage
       (`xla_cost.timemodel.schedule.pipeline_seconds`), each with its transfers to
       the next stage and back, at the node's measured send/recv bus bandwidth where
-      it has one, else the alpha-beta model (`_stage_transfers`; a note says which),
+      it has one, else the alpha-beta model (`stage_transfers`; a note says which),
       hidden behind the stage's compute where the layout overlaps them
       (`xla_cost.timemodel.schedule.Layout.overlap_transfers`);
     * the optimizer's update at the end.
@@ -173,9 +175,13 @@ def predict(
                          "Analyse with counter='xla' on a backend with a cost analysis.")
     narrow = 0.5 if report.backend == "cpu" and report.dtype in _HALF else 1.0
     rerun, reran = schedule.rerun_collectives(report.phases.get("forward"), grad, layout)
-    tensor, gradients, context = _split((*rerun, *update.communication), narrow)
+    tensor, gradients, context = _split(rerun, narrow)
     tensor_s, tensor_times, notes, _ = comm.placed_time(tensor, mesh, cluster)  # kept: the fits price it again
     notes = [*notes, *reran]
+    # the update program's own collectives: once a step, after the gradients (Muon's iterates gathered
+    # over fsdp, a global norm's partial sums), blocking the update (a bound: XLA may overlap some)
+    update_s, update_times, said = update_collectives(update.communication, mesh, cluster)
+    notes += said
     context_s, context_times, said, _ = comm.placed_time(context, mesh, cluster)
     notes += said
     if narrow != 1.0:
@@ -234,11 +240,11 @@ def predict(
         described = calibration.describe(constants)
     m = layout.micro_batches
     # a micro-batch's activations to the next stage and their gradient back
-    transfer, transfers, said = _stage_transfers(layout, report.devices, mesh, cluster)
+    transfer, transfers, said = stage_transfers(layout, report.devices, mesh, cluster)
     if said:
         notes.append(said)
     products = compute if hardware.is_bound else parts["matmul"]
-    tensor_exposed, transfer_exposed, said = _overlapped(layout, tensor_s, transfer, products, compute)
+    tensor_exposed, transfer_exposed, said = overlapped(layout, tensor_s, transfer, products, compute)
     notes += said
     context_exposed, said = context_exchange.exposed(layout, context_s, grad, hardware.device, hardware.arithmetic,
                                                      hardware.is_bound)
@@ -247,10 +253,10 @@ def predict(
     tensor_s += context_s
     slot = compute + tensor_exposed + transfer_exposed  # one micro-batch on the slowest stage
     pipelined = schedule.pipeline_seconds(slot, layout.pipeline, m, layout.chunks)
-    grad_s, grad_times, grad_notes, exposed = _gradients(
-        gradients, report, layout, cluster, hardware, backward=compute * _backward_share(report))
+    grad_s, grad_times, grad_notes, exposed = gradient_reduction(
+        gradients, report, layout, cluster, hardware, backward=compute * backward_share(report))
     notes += grad_notes
-    busy = pipelined + exposed + updating
+    busy = pipelined + exposed + updating + update_s
     waiting = max(dispatch - busy, 0.0)  # a step is never shorter than its host's dispatch of it
     if waiting:
         notes.append(f"host-bound: dispatching the step takes {dispatch * 1e6:,.0f} µs on the host "
@@ -261,10 +267,13 @@ def predict(
     # the bubble is idle, not communication: (p - 1) / (v m) of the m slots
     parts.update(tensor=tensor_exposed * m, update=updating, gradients=exposed, stage_transfers=transfer_exposed * m,
                  pipeline_bubble=pipelined - m * slot, host=host, dispatch_wait=waiting)
+    if update_s:
+        parts["update_collectives"] = update_s
     # every collective and transfer; the tensor-parallel ones and the transfers block the step unless the
-    # layout overlaps them, of the gradients' only what runs past the backward pass shows: never more than all
-    communication = grad_s + (tensor_s + transfer) * m
-    not_hidden = exposed + (tensor_exposed + transfer_exposed) * m
+    # layout overlaps them, of the gradients' only what runs past the backward pass shows: never more than
+    # all; the update's block it
+    communication = grad_s + (tensor_s + transfer) * m + update_s
+    not_hidden = exposed + (tensor_exposed + transfer_exposed) * m + update_s
     prediction = schedule.StepPrediction(
         compute_seconds=m * compute + updating + host,
         communication_seconds=communication,
@@ -276,77 +285,13 @@ def predict(
     return StepEstimate(
         devices=report.devices * replicas, global_batch=report.batch_size * layout.micro_batches * layout.data,
         flops=step.flops, bytes_accessed=step.bytes_accessed, communication_bytes=step.communication_bytes,
-        prediction=prediction, collectives=(*tensor_times, *context_times, *transfers, *grad_times),
+        prediction=prediction, collectives=(*tensor_times, *context_times, *transfers, *grad_times, *update_times),
         notes=tuple(dict.fromkeys(notes)),
         parts=parts, calibration=described,
         # a prediction's range: as the validation's held-out published cases ran against theirs (none for a bound)
         interval=None if hardware.is_bound or proxy else calibration.interval(seconds),
         interval_description="" if hardware.is_bound else calibration.interval_description(proxy=proxy),
     )
-
-
-def _stage_transfers(layout: schedule.Layout, devices: int, mesh: Sequence[tuple[str, int]], cluster: comm.Cluster
-                     ) -> tuple[float, tuple[comm.CollectiveTime, ...], str]:
-    """Seconds a micro-batch's pipeline transfers take on the slowest stage, the transfers as
-    collectives (every micro-batch's), and how they were priced, in words ("" without a pipeline).
-
-    Each of the stage's ``devices`` sends its share of the activations, ``stage_bytes / devices``
-    (Megatron's scatter/gather), to the next stage and receives its gradient back; with ``v``
-    chunks a stage a micro-batch crosses the stage boundaries ``v`` times (Narayanan et al. 2021,
-    2.2): ``2 v`` send/recvs a micro-batch, each `xla_cost.timemodel.comm.Cluster.time`'s
-    ``collective-permute`` between two devices, within a node or across two
-    (`xla_cost.parallel.placement.crosses_nodes`). On a node with measured NCCL curves that is
-    ``S / busbw(S)`` at its send/recv bus bandwidth (`xla_cost.timemodel.bus.Fabric.time`: within a
-    node the curve's, across nodes no more than the device's share of its node's adapters at the
-    measured efficiency); elsewhere the alpha-beta model, ``S / B + alpha`` at the link's line rate.
-    """
-    if layout.pipeline <= 1:
-        return 0.0, (), ""
-    share = layout.stage_bytes / devices
-    crosses = placement.crosses_nodes(mesh, "pipeline", cluster.node_size)
-    once, link = cluster.time("collective-permute", share, 2,
-                              where=placement.Span(2, 1) if crosses else placement.Span(1, 2))
-    per_micro_batch = 2 * layout.chunks
-    sent = comm.CollectiveTime("collective-permute", int(round(share)), 2, per_micro_batch * layout.micro_batches,
-                               link, per_micro_batch * layout.micro_batches * once)
-    where = "across nodes" if crosses else "within a node"
-    how = (f"at the send/recv bus bandwidth NCCL measured ({share / once / 1e9:,.1f} GB/s at that size)"
-           if link.endswith("@nccl") and once > 0 else "nothing to send" if once == 0 else "at line rate, the alpha-beta model (no measured send/recv curve for "
-           f"{link})")
-    return per_micro_batch * once, (sent,), (
-        f"pipeline stage transfers: each device's {share / 1e6:,.3g} MB of activations to the next stage and their "
-        f"gradient back, {per_micro_batch} a micro-batch, {where} on {link}, {how}")
-
-
-def _overlapped(layout: schedule.Layout, tensor: float, transfer: float, products: float, compute: float
-                ) -> tuple[float, float, list[str]]:
-    """What blocks one micro-batch's slot of the tensor-parallel collectives (``tensor`` seconds) and
-    of the stage transfers (``transfer``), and notes saying what the layout overlaps.
-
-    * `schedule.Layout.overlap_tensor`: the collectives run beside the products they feed or
-      follow (Transformer Engine's userbuffers overlap: an all-gather or reduce-scatter in chunks
-      while the product computes the chunks already there), so ``max(tensor - products, 0)``
-      blocks the step, ``products`` the micro-batch's matrix products' seconds;
-    * `schedule.Layout.overlap_transfers`: a stage's send/recv run while it computes its next
-      chunk or micro-batch, so ``max(transfer - compute, 0)`` blocks it.
-
-    Neither prices the products' slow-down from sharing the device with the communication.
-    """
-    notes = []
-    tensor_exposed, transfer_exposed = tensor, transfer
-    if layout.overlap_tensor and tensor > 0:
-        tensor_exposed = max(tensor - products, 0.0)
-        notes.append(f"tensor-parallel collectives overlapped with the matrix products (the layout's overlap_tensor: "
-                     f"Transformer Engine's userbuffers overlap on a GPU, XLA's asynchronous collective fusion on a "
-                     f"TPU): {(tensor - tensor_exposed) * 1e3:,.4g} of their "
-                     f"{tensor * 1e3:,.4g} ms a micro-batch hidden behind {products * 1e3:,.4g} ms of products, the "
-                     "products' slow-down from sharing the device not priced")
-    if layout.overlap_transfers and transfer > 0:
-        transfer_exposed = max(transfer - compute, 0.0)
-        notes.append(f"pipeline transfers overlapped with the stage's compute (the layout's overlap_transfers): "
-                     f"{(transfer - transfer_exposed) * 1e3:,.4g} of their {transfer * 1e3:,.4g} ms a micro-batch "
-                     "hidden")
-    return tensor_exposed, transfer_exposed, notes
 
 
 def _host_note(priced: kernel_time.KernelSeconds, device: str) -> str:
@@ -402,117 +347,6 @@ def _optimal_note(report: Any, notes: list[str]) -> None:
     if all(found):
         notes.append(f"the target compiler's own estimate of one micro-batch's grad and update programs "
                      f"(optimal_seconds): {sum(found):.4g} s")
-
-
-def _backward_share(report: Any) -> float:
-    """The backward pass's share of the grad program's matrix products (2/3
-    for dense layers, whose backward pass has two products for the forward's one)."""
-    grad, backward = report.phases["grad"].matmul_flops, report.phases["backward"].matmul_flops
-    return backward / grad if grad and backward is not None else 2 / 3
-
-
-PIECES = 16
-"""Gradient pieces a reduction not read from the compiled program is split into,
-ready at even steps of the backward pass (`predict`'s replicas); one where the
-framework reduces after the backward pass (`Layout.overlap_gradients` False)."""
-
-
-def _gradients(
-    rows: list[Any], report: Any, layout: schedule.Layout, cluster: comm.Cluster, hardware: Hardware,
-    backward: float,
-) -> tuple[float, tuple[comm.CollectiveTime, ...], list[str], float]:
-    """(seconds, times, notes, exposed seconds) of the gradient reduction.
-
-    Every group lies where the run's devices do (`schedule.run_mesh`: tensor
-    shards innermost, then FSDP shards, stages, replicas): within a node on
-    its link, across nodes on the network (in two levels where several of
-    its devices share each node).
-
-    * Data parallelism: the analysed mesh's gradient collectives, in the order
-      XLA runs them (the backward pass's), and, over the layout's replicas, an
-      all-reduce of the parameter bytes per device, in `PIECES` pieces. Each
-      group of like collectives is reduced in buckets of ``bucket_bytes``, each
-      starting once its gradients exist and the link is free; what runs past
-      the backward pass is exposed. A pipeline reduces after its last
-      micro-batch (Megatron's schedule): nothing hidden.
-    * ZeRO-3 (an ``fsdp`` axis): the program's parameter and gradient
-      collectives over it are priced as ZeRO-3 runs them instead: each unit's
-      parameters all-gathered before its forward and its backward pass, its
-      gradients reduce-scattered after it, each behind the neighbouring unit's
-      compute (`schedule.zero3`), every micro-batch.
-    """
-    mesh = schedule.run_mesh(report.mesh, layout)
-    cluster = comm.staged(cluster, hardware.device) if layout.host_staged_gradients else cluster  # Gloo, 2017
-    units = fsdp_units(report)
-    sharded = [r for r in rows if units and "fsdp" in r.axes
-               and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]
-    apart = {id(r) for r in sharded}
-    priced = [comm.placed_time((r,), mesh, cluster) for r in rows if id(r) not in apart]  # each alone, as before
-    if layout.data > 1:
-        per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
-        if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
-            total = int(report.sharding.get("params_bytes") or 0)  # the device's share of the parameters
-            per_device = int(layout.gradient_bytes * report.parameters * (per_device / total if total else 1.0))
-        where = placement.span(mesh, (schedule.REPLICAS,), cluster.node_size)
-        pieces = PIECES if layout.overlap_gradients else 1  # after the backward pass: one flattened buffer
-        piece = {"kind": "all-reduce", "bytes": per_device // pieces, "group_size": layout.data, "executions": 1,
-                 "span": where}
-        priced += [(*comm.communication_time([piece], cluster), (where,))] * pieces  # the pieces alike: priced once
-    notes: list[str] = []
-    timed = []  # (its span, its time), the rows the model prices
-    for _, times, row_notes, (at,) in priced:
-        notes += row_notes
-        timed += [(at, t) for t in times]
-    total = sum(t.seconds for _, t in timed)
-    m = layout.micro_batches
-    zero3_times, zero3_exposed, hideable = (), 0.0, 0.0
-    if units:
-        share = _backward_share(report)
-        forward = backward * (1 - share) / share if share else 0.0
-        hideable = m * (forward + backward)
-        size = report.mesh["fsdp"]
-        zero3_times, zero3_exposed = schedule.zero3(
-            units, size, placement.span(mesh, ("fsdp",), cluster.node_size), cluster, forward, backward, m)
-        notes.append(f"ZeRO-3 over fsdp={size}: each of {len(units)} units' parameters all-gathered before its "
-                     "forward and its backward pass and its gradients reduce-scattered after it, every micro-batch, "
-                     "behind the neighbouring unit's compute (its share: its share of the parameters); the units "
-                     "and their bytes from the forward program's all-gathers" + (
-                         f"; the program's {len(sharded)} parameter and gradient collectives over fsdp priced so "
-                         "instead" if sharded else ""))
-    zero3_total = sum(t.seconds for t in zero3_times)
-    times = (*(t for _, t in timed), *zero3_times)
-    if not times:
-        return 0.0, (), notes, 0.0
-    if hardware.overlap is not None:
-        hidden = hardware.overlap
-        exposed = (max((1 - hidden) * total, total - backward, 0.0)
-                   + max((1 - hidden) * zero3_total, zero3_total - hideable, 0.0))
-        return total + zero3_total, times, notes, exposed
-    if layout.pipeline > 1 and timed:
-        notes.append("gradients reduced after the pipeline's last micro-batch (Megatron's schedule): nothing hidden")
-        hidden_behind = 0.0
-    elif not layout.overlap_gradients and timed:
-        notes.append("gradients all-reduced after the backward pass, as the run's framework reduced them: nothing "
-                     "hidden")
-        hidden_behind = 0.0
-    else:
-        hidden_behind = backward
-    groups: dict[tuple[Any, ...], list[schedule.Piece]] = {}
-    for index, (at, time) in enumerate(timed):
-        key = (time.kind, time.group_size, at)
-        groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(timed)))
-    slots = []
-    for (kind, size, where), pieces in groups.items():
-        for piece in schedule.bucket(pieces, hardware.bucket_bytes):
-            slots.append((piece.ready * hidden_behind, cluster.time(kind, piece.nbytes, size, where=where)[0]))
-    slots.sort()
-    durations = [d for _, d in slots]
-    exposed = schedule.exposed_after([r for r, _ in slots], durations, hidden_behind)
-    return sum(durations) + zero3_total, times, notes, exposed + zero3_exposed
-
-
-_ZERO3_KINDS = frozenset({"all-gather", "reduce-scatter", "all-reduce"})
-"""The collectives over ``fsdp`` that ZeRO-3's gathers and reduce-scatters stand for."""
 
 
 def speedup(small: StepEstimate, large: StepEstimate) -> float:
