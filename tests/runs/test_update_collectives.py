@@ -73,3 +73,14 @@ def test_the_update_collectives_block_the_step_once_after_the_gradients(reports)
         alone.prediction.exposed_communication_seconds + gathers + reduces, rel=1e-9)
     # Adam's step has none
     assert "update_collectives" not in predict(reports["adam"], Hardware("h100", mfu=1.0)).parts
+
+
+def test_an_estimate_says_the_update_collectives_are_a_bound():
+    run = xla_cost.estimate("gpt2-small", tokens=1e6, config=TINY, batch_size=BATCH, optimizer="muon",
+                            mesh={"fsdp": FSDP})
+    assert run.step.parts["update_collectives"] > 0
+    said = [note for note in run.notes() if note.startswith("update collectives:")]
+    assert len(said) == 1 and "a bound" in said[0]
+    adam = xla_cost.estimate("gpt2-small", tokens=1e6, config=TINY, batch_size=BATCH, optimizer="adam",
+                             mesh={"fsdp": FSDP})
+    assert not [note for note in adam.notes() if note.startswith("update collectives:")]

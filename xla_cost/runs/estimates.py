@@ -37,6 +37,7 @@ from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
 from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.step_communication import UPDATE_PART, UPDATE_PART_NOTE
 from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, ready_devices, run_config, \
     target_pricing
 
@@ -358,6 +359,8 @@ class TrainingEstimate(Rendered):
             why = (f"the whole model is not compiled for one {self.target} device" if self.target is not None else
                    "each device of the pipeline runs a stage, and the whole model is not compiled")
             said.append(f"FLOP per sample {how}: {why}; the priced step is the layout's sharded program")
+        if self.step.parts.get(UPDATE_PART):
+            said.append(f"update collectives: {UPDATE_PART_NOTE}")
         arithmetic = (self.hardware.arithmetic if self.hardware is not None else None) or self.dtype
         if self.peak_flops is None:
             return [*said, "MFU and HFU unknown: no device peak recorded"]

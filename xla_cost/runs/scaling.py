@@ -52,7 +52,7 @@ from xla_cost.runs.layouts import (
 )
 from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
 from xla_cost.runs.step_communication import (
-    backward_share, gradient_reduction, overlapped, stage_transfers, update_collectives,
+    UPDATE_PART, backward_share, gradient_reduction, overlapped, stage_transfers, update_collectives,
 )
 
 __all__ = [
@@ -268,7 +268,7 @@ def predict(
     parts.update(tensor=tensor_exposed * m, update=updating, gradients=exposed, stage_transfers=transfer_exposed * m,
                  pipeline_bubble=pipelined - m * slot, host=host, dispatch_wait=waiting)
     if update_s:
-        parts["update_collectives"] = update_s
+        parts[UPDATE_PART] = update_s
     # every collective and transfer; the tensor-parallel ones and the transfers block the step unless the
     # layout overlaps them, of the gradients' only what runs past the backward pass shows: never more than
     # all; the update's block it

@@ -21,7 +21,16 @@ from xla_cost.runs.layouts import fsdp_units
 from xla_cost.timemodel import comm, schedule
 from xla_cost.timemodel.hardware import Hardware
 
-__all__ = ["PIECES", "backward_share", "gradient_reduction", "overlapped", "stage_transfers", "update_collectives"]
+__all__ = ["PIECES", "UPDATE_PART", "UPDATE_PART_NOTE", "backward_share", "gradient_reduction", "overlapped", "stage_transfers", "update_collectives"]
+
+
+UPDATE_PART = "update_collectives"
+"""The step's part (`xla_cost.runs.priced.StepEstimate.parts`) of the update program's own collectives."""
+
+UPDATE_PART_NOTE = ("the update program's own collectives (Muon's gathers under fsdp, a global norm's sums) priced "
+                    "once a step after the gradients, blocking the update: a bound, as XLA may overlap some with "
+                    "the update's work")
+"""What `UPDATE_PART` is, said beside a run's figures where a step has it."""
 
 
 def update_collectives(collectives: Sequence[Any], mesh: Sequence[tuple[str, int]], cluster: comm.Cluster
