@@ -22,6 +22,9 @@ from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.scaling import predict
 from xla_cost.timemodel.hardware import Hardware
 
+# The estimate below analyses the same programs as the fixture: read back from the module's caches.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 TINY = {"n_layer": 1, "d_model": 64, "n_head": 4, "seq_len": 64, "vocab_size": 256}
 BATCH, FSDP, F32, NS_STEPS = 8, 8, 4, 5
 NVLINK_B, NVLINK_ALPHA = 450e9, 1e-6
@@ -81,6 +84,7 @@ def test_an_estimate_says_the_update_collectives_are_a_bound():
     assert run.step.parts["update_collectives"] > 0
     said = [note for note in run.notes() if note.startswith("update collectives:")]
     assert len(said) == 1 and "a bound" in said[0]
-    adam = xla_cost.estimate("gpt2-small", tokens=1e6, config=TINY, batch_size=BATCH, optimizer="adam",
-                             mesh={"fsdp": FSDP})
-    assert not [note for note in adam.notes() if note.startswith("update collectives:")]
+    # and only where the step has them
+    quiet = dataclasses.replace(run, step=dataclasses.replace(run.step, parts={
+        k: v for k, v in run.step.parts.items() if k != "update_collectives"}))
+    assert not [note for note in quiet.notes() if note.startswith("update collectives:")]
