@@ -21,7 +21,8 @@ from xla_cost.runs.layouts import fsdp_units
 from xla_cost.timemodel import comm, schedule
 from xla_cost.timemodel.hardware import Hardware
 
-__all__ = ["PIECES", "UPDATE_PART", "UPDATE_PART_NOTE", "backward_share", "gradient_reduction", "overlapped", "stage_transfers", "update_collectives"]
+__all__ = ["PIECES", "UPDATE_PART", "UPDATE_PART_NOTE", "backward_share", "gradient_reduction", "overlapped",
+           "stage_transfers", "update_collectives"]
 
 
 UPDATE_PART = "update_collectives"
@@ -34,7 +35,7 @@ UPDATE_PART_NOTE = ("the update program's own collectives (Muon's gathers under 
 
 
 def update_collectives(collectives: Sequence[Any], mesh: Sequence[tuple[str, int]], cluster: comm.Cluster
-                        ) -> tuple[float, tuple[comm.CollectiveTime, ...], list[str]]:
+                       ) -> tuple[float, tuple[comm.CollectiveTime, ...], list[str]]:
     """(seconds, times, notes) of the update program's own collectives, each where its group lies on
     the run's devices (`comm.placed_time`), all of them blocking the update: it runs once a step,
     after the gradients, and needs them (Muon under ``fsdp``: each Newton-Schulz iterate and its Gram
@@ -52,7 +53,7 @@ def update_collectives(collectives: Sequence[Any], mesh: Sequence[tuple[str, int
 
 
 def stage_transfers(layout: schedule.Layout, devices: int, mesh: Sequence[tuple[str, int]], cluster: comm.Cluster
-                     ) -> tuple[float, tuple[comm.CollectiveTime, ...], str]:
+                    ) -> tuple[float, tuple[comm.CollectiveTime, ...], str]:
     """Seconds a micro-batch's pipeline transfers take on the slowest stage, the transfers as
     collectives (every micro-batch's), and how they were priced, in words ("" without a pipeline).
 
@@ -85,7 +86,7 @@ def stage_transfers(layout: schedule.Layout, devices: int, mesh: Sequence[tuple[
 
 
 def overlapped(layout: schedule.Layout, tensor: float, transfer: float, products: float, compute: float
-                ) -> tuple[float, float, list[str]]:
+               ) -> tuple[float, float, list[str]]:
     """What blocks one micro-batch's slot of the tensor-parallel collectives (``tensor`` seconds) and
     of the stage transfers (``transfer``), and notes saying what the layout overlaps.
 
