@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import pathlib
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # No persistent caches while testing: tests that stand in for a backend (a
 # patched cost_analysis) must see it run, and nothing a test patches may reach
 # the user's cache. Tests of the caches run child processes with their own. A module that patches
-# nothing of the compile may turn them on for itself, in a directory of its own (`module_caches`).
+# nothing of the compile may turn them on for itself, in a directory the run's opted-in modules share (`module_caches`).
 os.environ["XLA_COST_NO_CACHE"] = "1"
 
 import xla_cost  # noqa: E402  (first: jax's accelerator plugins start quietly, xla_cost.plugins)
@@ -52,22 +53,41 @@ def zoo_report():
     return get
 
 
+def _shared_cache_dir(factory: pytest.TempPathFactory) -> str:
+    """One directory for the whole run, shared by pytest-xdist's workers (their base directories,
+    ``popen-gwN``, sit side by side in the run's own): xla_cost's caches are made for several
+    processes at once (``sweep --jobs``: files written whole and renamed into place)."""
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "xla_cost_cache"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory) -> pathlib.Path:
+    """The run's shared directory of xla_cost's caches (`_shared_cache_dir`), for the jobs a module
+    runs in processes of their own (tests/test_docs.py)."""
+    return pathlib.Path(_shared_cache_dir(tmp_path_factory))
+
+
 @pytest.fixture(scope="module")
 def module_caches(tmp_path_factory):
-    """xla_cost's own caches on for one module, in a directory of its own, as a user's analyses
-    have them by default (`xla_cost.compiled.xla.use_compilation_cache`): a program the module
-    analysed before (the same forward and update beside two gradients, remat or not; a shallower
-    stack's) is read from the analyses cache instead of compiled again, a target's kernels are
-    reused by XLA's kernel cache (ptxas ran again for every GPU compile), a whole analysis asked
-    again is read from the report cache. Every program is still compiled once in the module, and
-    nothing reaches another module or the user's cache. For modules that patch nothing of the
-    compile or its analyses (a patched backend must see its compile run): opt in with
-    ``pytestmark = pytest.mark.usefixtures("module_caches")``."""
+    """xla_cost's own caches on for one module, as a user's analyses have them by default
+    (`xla_cost.compiled.xla.use_compilation_cache`), in one directory that every module that opts
+    in shares for the run (`_shared_cache_dir`): a program analysed before, in this module or in
+    another (the same forward and update beside two gradients, remat or not; a shallower stack's;
+    the same zoo model at the same shapes), is read from the analyses cache instead of compiled
+    again, a target's kernels are reused by XLA's kernel cache (ptxas ran again for every GPU
+    compile), a whole analysis asked again is read from the report cache. Nothing reaches the
+    modules that do not opt in, nor the user's cache. For modules that patch nothing of the compile
+    or its analyses (a patched backend must see its compile run; a patched rule would be read back
+    from another module's entries): opt in with ``pytestmark = pytest.mark.usefixtures("module_caches")``."""
     from xla_cost.compiled import xla
 
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(xla.NO_CACHE_ENV, raising=False)
-        patch.setenv(xla.CACHE_DIR_ENV, str(tmp_path_factory.mktemp("xla_cost_cache")))
+        patch.setenv(xla.CACHE_DIR_ENV, _shared_cache_dir(tmp_path_factory))
         try:
             yield
         finally:

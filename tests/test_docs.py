@@ -175,36 +175,42 @@ JOBS += [Job(f"{b.id}:xla-cost {' '.join(a[:2])}", (sys.executable, "-m", "xla_c
          for b, a in README_COMMANDS]
 
 
-def _env(here: pathlib.Path | None = None) -> dict[str, str]:
-    """A job's environment: no persistent compilation cache, a results store and caches of its own directory."""
+def _env(here: pathlib.Path | None = None, cache: pathlib.Path | None = None) -> dict[str, str]:
+    """A job's environment: a results store and a cache home of its own directory, and xla_cost's
+    compilation and analyses caches on in ``cache``, which the module's jobs share, as a user's
+    commands share theirs (the README's commands and the pages' snippets analyse the same zoo
+    programs again: read back, not compiled again). Without ``cache``, none."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         "JAX_PLATFORMS": "cpu",
-        "XLA_COST_NO_CACHE": "1",  # no persistent compilation cache
+        "XLA_COST_NO_CACHE": "1",
         "MPLBACKEND": "Agg",
     }
+    if cache is not None:
+        del env["XLA_COST_NO_CACHE"]
+        env["XLA_COST_CACHE_DIR"] = str(cache)
     if here is not None:
         env.update(XLA_COST_STORE=str(here / "results.sqlite"), XDG_CACHE_HOME=str(here / "cache"))
     return env
 
 
-def _run(job: Job, server: forked.Server) -> subprocess.CompletedProcess[str]:
+def _run(job: Job, server: forked.Server, cache: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """The job in a process forked by ``server`` (tests/forked.py: a Python process that imported xla_cost,
     jax, flax and optax once), as ``python -W ... snippet.py`` or ``python -m xla_cost ...`` runs it."""
     with tempfile.TemporaryDirectory(prefix="xla_cost_docs_") as tmp:
         here = pathlib.Path(tmp)
         if job.source is not None:
             (here / "snippet.py").write_text(job.source, encoding="utf-8")
-            return server.run(["snippet.py"], cwd=tmp, env=_env(here), warnings=WARNINGS[1::2],
+            return server.run(["snippet.py"], cwd=tmp, env=_env(here, cache), warnings=WARNINGS[1::2],
                               timeout=SNIPPET_TIMEOUT_S)
         module = job.argv.index("-m") + 1
-        return server.run([job.argv[module], *job.argv[module + 1:]], cwd=tmp, env=_env(here),
+        return server.run([job.argv[module], *job.argv[module + 1:]], cwd=tmp, env=_env(here, cache),
                           module=job.argv[module], timeout=SNIPPET_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
-def results(request):
+def results(request, shared_cache_dir):
     """Runs the jobs the session selected, as many at a time as there are cores, each in a process of its own
     forked from a server's (one server a thread)."""
     selected = {item.callspec.params["job"].id for item in request.session.items
@@ -217,7 +223,7 @@ def results(request):
     def run(job: Job) -> subprocess.CompletedProcess[str]:
         server = servers.get()
         try:
-            return _run(job, server)
+            return _run(job, server, shared_cache_dir)
         finally:
             servers.put(server)
 

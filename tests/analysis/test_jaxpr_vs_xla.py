@@ -17,6 +17,11 @@ import xla_cost
 from tests import custom_models as M
 from tests import formulas as F
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 PHASES = ("forward", "backward", "grad", "update", "train_step")
 
 CASES = [

@@ -9,6 +9,11 @@ import pytest
 
 import xla_cost
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 PHASES = ["forward", "backward", "grad", "update", "train_step"]
 
 

@@ -13,6 +13,11 @@ import pytest
 from xla_cost.cli import main
 from xla_cost.runs import estimates
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 TINY = {"n_layer": 4, "d_model": 64, "n_head": 4, "seq_len": 32, "vocab_size": 256}
 SETTINGS = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
 P, M = 2, 4  # stages, micro-batches

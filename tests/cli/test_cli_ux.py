@@ -20,6 +20,11 @@ from xla_cost.cli import main
 from xla_cost.analysis.report import PHASES
 from xla_cost.analysis.report_tables import layer_frame, phase_frame
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 # Every alias with the parameter count its source publishes for that checkpoint
 # (the Hugging Face architecture in its config.json): an alias must be the same
 # architecture with the same parameter count as its zoo model.

@@ -25,6 +25,11 @@ from xla_cost.present.units import (
 from xla_cost.zoo import build_model
 from tests.formulas import mlp_params
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 # ------------------------------------------------------------------ the column rule
 
 

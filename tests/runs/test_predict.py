@@ -29,6 +29,11 @@ from xla_cost.runs.step_communication import PIECES
 
 from tests.formulas import conv_net_forward_layers, conv_net_params
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 # NVIDIA H100 datasheet, SXM5: TF32 494.7 TFLOPS dense, HBM3 3.35 TB/s; NVLink 4 450 GB/s and
 # InfiniBand NDR 400 Gb/s = 50 GB/s per device and direction
 H100_TF32, H100_HBM = 494.7e12, 3.35e12

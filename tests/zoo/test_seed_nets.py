@@ -8,6 +8,11 @@ import xla_cost
 from xla_cost.zoo import count_parameters
 from tests import formulas as F
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
+
 IMAGE = 224 * 224 * 3
 
 # XLA's compiled count (the headline) against the closed forms. The forward
