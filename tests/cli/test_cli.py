@@ -13,6 +13,10 @@ from tests import formulas as F
 from xla_cost.choices import DEFAULT_OPTIMIZER
 from xla_cost.cli import main
 
+# xla_cost's caches on, shared with the other modules that opt in (tests/conftest.py): the zoo programs
+# this module analyses again are read back, not compiled again.
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -86,6 +90,7 @@ def test_bad_input_one_line_exit_2(capsys, argv, message):
 def test_backend_without_cost_analysis_exits_2(capsys, monkeypatch):
     import jax
 
+    monkeypatch.setenv("XLA_COST_NO_CACHE", "1")  # the patched backend must see its compile run: no cache read
     monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", lambda self: None)
     code, out, err = run(capsys, "analyze", "one_net")
     assert code == 2 and "cost analysis" in err and err.count("\n") == 1
