@@ -3,8 +3,8 @@
 Every ```python block of README.md and docs/*.md runs, each in a Python process
 of its own (forked from one that imported xla_cost, jax, flax and optax:
 tests/forked.py) whose working directory is a new temporary directory (with its own
-results store and no compilation cache, so nothing lands in the repository or
-the user's caches). Every ``xla-cost`` command of a ```bash, ```console or
+results store, and the compilation cache the run's tests share, so nothing lands in the
+repository or the user's caches). Every ``xla-cost`` command of a ```bash, ```console or
 ```sh block parses with the CLI's own parser, and the README's commands run.
 The synopsis of docs/cli.md names exactly the parser's options; relative links,
 repository paths and ``xla_cost.*`` names resolve; the README stays a front
