@@ -113,35 +113,40 @@ _timing.time_workload.__kwdefaults__["options"] = _timing.TimingOptions(
 # addopts turn that order off (`--no-loadscope-reorder`) and the files run longest first (the
 # longest-processing-time rule): the files below, measured, then the rest as collected.
 LONGEST_FILES: tuple[str, ...] = (
-    "tests/test_docs.py",  # 76 s
-    "tests/analysis/test_targets_zoo.py",  # 46 s
-    "tests/cli/test_cli_interrupts.py",  # 39 s
-    "tests/analysis/test_memory.py",  # 37 s
-    "tests/test_doc_figures.py",  # 35 s
-    "tests/compiled/test_scan_bytes.py",  # 34 s
-    "tests/study/test_validation.py",  # 30 s
+    "tests/test_docs.py",  # 64 s
+    "tests/analysis/test_targets_zoo.py",  # 44 s
+    "tests/analysis/test_memory.py",  # 33 s
+    "tests/cli/test_cli_interrupts.py",  # 30 s
+    "tests/test_doc_figures.py",  # 29 s
     "tests/step/test_phases.py",  # 29 s
-    "tests/count/test_coverage.py",  # 28 s
     "tests/runs/test_scan_time.py",  # 26 s
-    "tests/runs/test_sweeps.py",  # 23 s
-    "tests/study/test_pages.py",  # 23 s
-    "tests/parallel/test_sharding.py",  # 22 s
-    "tests/runs/test_estimate.py",  # 19 s
-    "tests/study/test_depth.py",  # 17 s
-    "tests/cli/test_cli_refused_inputs.py",  # 17 s
+    "tests/compiled/test_scan_bytes.py",  # 26 s
+    "tests/study/test_validation.py",  # 25 s
+    "tests/runs/test_estimate.py",  # 24 s
+    "tests/count/test_coverage.py",  # 24 s
+    "tests/study/test_pages.py",  # 24 s
+    "tests/runs/test_sweeps.py",  # 22 s
+    "tests/study/test_depth.py",  # 18 s
+    "tests/parallel/test_sharding.py",  # 18 s
     "tests/count/test_rules.py",  # 16 s
-    "tests/zoo/test_resnet.py",  # 15 s
-    "tests/cli/test_cli_ux.py",  # 12 s
-    "tests/cli/test_cli.py",  # 11 s
-    "tests/analysis/test_remat_forms.py",  # 11 s
-    "tests/step/test_analyze_repo_steps.py",  # 11 s
-    "tests/compiled/test_targets_cache.py",  # 10 s
-    "tests/cli/test_cli_estimate.py",  # 10 s
-    "tests/analysis/test_timing.py",  # 10 s
+    "tests/cli/test_cli_refused_inputs.py",  # 13 s
+    "tests/zoo/test_resnet.py",  # 13 s
+    "tests/step/test_analyze_repo_steps.py",  # 10 s
+    "tests/compiled/test_targets_cache.py",  # 9 s
+    "tests/analysis/test_remat_forms.py",  # 9 s
+    "tests/analysis/test_report_cache.py",  # 9 s
+    "tests/present/test_terminal_tables.py",  # 9 s
+    "tests/cli/test_cli_ux.py",  # 8 s
+    "tests/compiled/test_fp8.py",  # 8 s
+    "tests/analysis/test_timing.py",  # 7 s
+    "tests/analysis/test_import_weight.py",  # 7 s
+    "tests/runs/test_fit_target.py",  # 7 s
+    "tests/cli/test_cli_third_user_output.py",  # 7 s
+    "tests/cli/test_cli_estimate.py",  # 7 s
 )
 """Test files, longest first: the seconds their tests took (setup, call and teardown) in
-`pytest -n 2 --durations=0` on 2 cores (3,396 tests in 458 s, 2026-11-29 22:10 UTC, nothing else
-running); every file not listed took under 10 s."""
+`pytest -n 2 --durations=0` on 2 cores (3,411 tests in 404 s, 2026-11-30 05:50 UTC, nothing else
+running, the opted-in modules on the run's shared caches); every file not listed took under 7 s."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
