@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ import numpy as np
 
 import importlib
 import types
-from ._spec import FP8_FIELD as _FP8_FIELD, ModelSpec, Published, lookup_key
+from ._spec import FLOAT_RANGES, FP8_FIELD as _FP8_FIELD, ModelSpec, Published, describe_range, float_range, lookup_key
 from xla_cost import choices as _choices
 from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import model_rules
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # pandas (0.3 s to import) loads where a table is made, not w
 __all__ = [
     "DTYPES",
     "FAMILIES",
+    "FLOAT_RANGES",
     "REGISTRY",
     "ModelSpec",
     "Published",
@@ -207,14 +209,17 @@ def _check_config(spec: ModelSpec, config: Mapping[str, Any]) -> None:
         elif is_int:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= spec.minimum(key)
         elif isinstance(default, float):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            low, open_low, high = float_range(key)
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                  and (value > low if open_low else value >= low) and value <= high)
         else:
             ok = True
         if not ok:
             kind = type(default).__name__
             raise InputError(
                 f"{key} to be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-                + (f" >= {spec.minimum(key)}" if is_int else ""),
+                + (f" >= {spec.minimum(key)}" if is_int else "")
+                + (f" {describe_range(key)}" if isinstance(default, float) else ""),
                 repr(value),
                 f"Use e.g. --set {key}={default!r}.",
             )

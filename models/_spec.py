@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,34 @@ _NOT_SETTINGS = ("parent", "name", "dtype", "param_dtype", FP8_FIELD)
 
 _SIZE_MINIMUM = 1
 """The least value of an integer field that declares none: fields are sizes."""
+
+FLOAT_RANGES: Mapping[str, tuple[float, bool, float]] = {
+    "dropout": (0.0, False, 1.0),  # a rate
+    "rope_theta": (0.0, True, math.inf),  # RoPE's base wavelength
+    "rope_scaling": (0.0, False, math.inf),  # 0: none
+    "norm_eps": (0.0, True, math.inf),
+    "attn_softcap": (0.0, False, math.inf),  # 0: none
+    "final_softcap": (0.0, False, math.inf),  # 0: none
+    "query_scale": (0.0, False, math.inf),  # 0: the head dimension's
+    "capacity_factor": (0.0, True, math.inf),
+}
+"""The values the zoo's float fields accept, by field name: (low, whether low itself
+is excluded, high); a field not named takes any finite value."""
+
+
+def float_range(key: str) -> tuple[float, bool, float]:
+    """The range of float field ``key`` (`FLOAT_RANGES`; any finite value if it names none)."""
+    return FLOAT_RANGES.get(key, (-math.inf, True, math.inf))
+
+
+def describe_range(key: str) -> str:
+    """`float_range` in words: ``in [0, 1]``, ``> 0``, ``>= 0`` or ``finite``."""
+    low, open_low, high = float_range(key)
+    if math.isinf(low):
+        return "finite"
+    if math.isinf(high):
+        return f"{'>' if open_low else '>='} {low:g}"
+    return f"in {'(' if open_low else '['}{low:g}, {high:g}]"
 
 
 def lookup_key(name: str) -> str:

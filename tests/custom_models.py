@@ -208,6 +208,26 @@ class RematMLP(nn.Module):
         return nn.Dense(C_SCAN, name="head")(x)
 
 
+class TanhCarry(nn.Module):
+    @nn.compact
+    def __call__(self, x, _=None):
+        return jnp.tanh(nn.Dense(D_SCAN, name="dense")(x)), None
+
+
+class ScannedRematMLP(nn.Module):
+    """embed -> 4 TanhCarry blocks under one ``nn.scan``, the block under ``nn.remat`` if ``remat`` -> head."""
+
+    remat: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(D_SCAN, name="embed")(x)
+        block = nn.remat(TanhCarry) if self.remat else TanhCarry
+        stack = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)
+        x, _ = stack(name="blocks")(x, None)
+        return nn.Dense(C_SCAN, name="head")(x)
+
+
 def dies_on_its_first_attempt(attempts: str):
     """A Dense(D_OUT) whose first construction kills the process it runs in, as the
     kernel's out-of-memory killer would a sweep's worker; later ones build it.

@@ -144,6 +144,10 @@ def test_no_hint_names_the_model_as_package_module_alone():
     (["deeper_conv_net", "--set", "depth=-1"], ("depth to be an int >= 0, got -1", "--set depth=100")),
     (["deeper_conv_net", "--set", "depth=0,-1"], ("depth to be an int >= 0, got -1",)),  # 0 does not run either
     (["conv_net", "--set", "image_size=0"], ("image_size to be an int >= 1, got 0",)),
+    # a fourth new user: a dropout rate of 1.5 or -0.5 ran (exit 0), priced as 0.1 is, and was stored as ok
+    (["gpt2-small", "--set", "n_layer=1", "--set", "seq_len=32", "--set", "dropout=-0.5,1.5"],
+     ("dropout to be a float in [0, 1], got -0.5", "--set dropout=0.0")),
+    (["llama3-8b", "--set", "n_layer=1", "--set", "norm_eps=0"], ("norm_eps to be a float > 0, got 0",)),
 ])
 def test_sweep_refuses_a_setting_out_of_range_before_anything_runs(capsys, place, argv, words):
     _refused(capsys, place, "sweep", *argv, "--jobs", "0", "--counter", "jaxpr", "--output", "out.json", words=words)

@@ -97,6 +97,15 @@ def test_a_device_kind_finds_its_most_specific_entry(kind, name):
     assert devices.device(kind).name == name
 
 
+@pytest.mark.parametrize("name", ["RTX A1000", "a1000", "p400", "h1000", "GH200", "a100x"])
+def test_a_name_that_only_contains_a_registry_key_is_not_that_device(name):
+    # a fourth new user's `fit one_net --device "RTX A1000"` was answered with an A100's 40 GB (the key "a100"
+    # is in "a1000"), `p400` with a P40's, `h1000` with an H100's: a typo or another card, silently priced
+    assert devices.match_kind(name) is None
+    with pytest.raises(InputError, match="a device with a known memory"):
+        fit.device_memory(name)
+
+
 def test_every_consumer_answers_for_every_device_that_has_what_it_needs():
     for name in devices.names("cluster"):
         assert comm.cluster(name) == comm.CLUSTERS[name]

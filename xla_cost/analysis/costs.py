@@ -232,11 +232,15 @@ def phase_costs(
     notes += random_note(name, values["flops"], total.flops, random, compiled, plan.devices if plan is not None else 1)
     if recomputed and compiled is None:
         notes.append(
-            f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes; a compiler "
-            "with memory to spare may remove them (XLA on the CPU does)"
+            f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes (counted from the "
+            "jaxpr); a compiler may remove some of them where it has the memory: a compiled program's "
+            "note says whether XLA did"
         )
     elif recomputed and costs.flops is not None:
-        removed = total.flops - costs.flops > recomputed / 2
+        # XLA's raw figure counts each loop body once: it is held against the jaxpr's count with
+        # every body once, and against the recomputation one body of each loop holds
+        once = sum(e.recomputed.flops / e.repeat for e in counted.equations)
+        removed = counted.total_once.flops - costs.flops > once / 2
         notes.append(
             f"{name}: jax.checkpoint recomputes {recomputed:,} FLOP of the forward pass in "
             "the backward pass (in jaxpr_flops); "

@@ -115,6 +115,10 @@ class AnalysisOptions:
                              "Drop cache= (--cache) to time the step, or timed=True (--time) to cache the counts.")
         if self.target is not None:
             check_target(self.target, timed=self.timed, counter=self.counter)
+        if self.exact_train_step and self.counter != "xla":  # it compiles the step whole: nothing to compile
+            raise InputError("exact_train_step (--exact-train-step) with counter='xla': it compiles the train "
+                             "step as one program", f"exact_train_step=True with counter={self.counter!r}",
+                             "Drop --counter jaxpr, or --exact-train-step (the jaxpr's train step is exact).")
         if self.compare_cpu and self.target is None:
             raise InputError("compare_cpu (--compare-cpu) only with a target (--target): it sets the CPU proxy's "
                              "program beside the target's", f"compare_cpu={self.compare_cpu!r} without a target",

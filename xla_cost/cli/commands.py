@@ -51,9 +51,17 @@ def analyze(args: argparse.Namespace) -> str:
     if output is not None:
         output = int(output) if output.lstrip("-").isdigit() else output
     shape = parse_shape(args.input_shape) if args.input_shape is not None else None
+    if shape and args.batch_size is not None and args.batch_size != shape[0]:  # which batch: refused, not guessed
+        raise InputError("--batch-size equal to --input-shape's first (batch) axis, or one of the two",
+                         f"--batch-size {args.batch_size} with --input-shape {args.input_shape}",
+                         f"Drop --batch-size (the batch is {shape[0]}), or give --input-shape "
+                         f"{','.join(map(str, (args.batch_size, *shape[1:])))}.")
     batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else _mesh_batch(args.mesh))
     rules = _partition_rules(args.param_sharding)
     mesh = _mesh(args.mesh, batch, None if args.compare_cpu else args.target)  # the CPU proxy needs its devices
+    if args.remat != "none" and "remat" in config:  # two policies: refused, not one of them dropped
+        raise InputError("one remat policy: --remat or --set remat=", f"--remat {args.remat} with --set remat="
+                         f"{config['remat']}", "Keep one of them (a zoo GPT takes either, per block).")
     config, remat = remat_placement(args.model, args.remat if args.remat != "none" else None, config)
     run = RunConfig(
         args.model, batch, config, optimizer=args.optimizer, dtype=args.dtype,
@@ -295,8 +303,20 @@ def _parse_settings(
             raise InputError(
                 f"{flag} KEY=VALUE with KEY an argument name", repr(item), f"Write e.g. {flag} {example}."
             )
+        if key in config:
+            _twice(flag, key, config[key], raw.strip())
         config[key] = _literal(raw.strip(), f"{flag} {key}=")
     return config
+
+
+def _twice(flag: str, key: str, first: Any, second: str) -> None:
+    """Refuses a key given twice (the last would win unseen)."""
+    from xla_cost.errors import InputError
+
+    raise InputError(f"each {flag} key once", f"{key} twice ({flag} {key}={first}, then {key}={second})",
+                     f"Keep one {flag} {key}=... (the last would win unseen); `xla-cost sweep` takes several "
+                     f"values as {flag} {key}={first},{second}." if flag == "--set" else
+                     f"Keep one {flag} {key}=... (the last would win unseen).")
 
 
 _LITERAL_OPENERS = ("[", "(", "{", "'", '"')
@@ -328,6 +348,8 @@ def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip().isidentifier() or not raw.strip():
             raise InputError("--set KEY=V,V,... with KEY an argument name", repr(item), "Write e.g. --set depth=0,1,3.")
+        if key.strip() in out:
+            _twice("--set", key.strip(), out[key.strip()], raw.strip())
         out[key.strip()] = raw.strip()
     return out
 

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         "analyze", help="forward, backward and update cost of one training step"
     )
     analyze.add_argument("model", help="a zoo name (see `xla-cost models`), FILE.py:ATTR or package.module:ATTR")
-    analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1; on a --mesh, one example per device of its batch axes)")
+    analyze.add_argument("--batch-size", type=int, default=None, help="batch size (default 1, or --input-shape's first axis; on a --mesh, one example per device of its batch axes)")
     analyze.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32); float8: bfloat16 with the projections' and MLPs' products in FP8, current scaling (gpt, llama, gemma, mixtral)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")

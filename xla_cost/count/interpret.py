@@ -14,8 +14,9 @@ figure misses, which `xla_cost.analysis.pipeline` adds back (the loop correction
 Equations that XLA's algebraic simplifier removes before it counts (``x + 0``,
 ``x - 0``, ``x * 1``, ``x / 1`` with a literal) are not counted either, nor are
 those computed from constants alone, also inside a call that receives them
-(``jax.random.uniform``'s jit with the literal bounds 0 and 1): XLA inlines the
-call and folds them.
+(``jax.random.uniform``'s jit with the literal bounds 0 and 1) or a loop that
+reads them unchanged (a scan's or while loop's constants): XLA inlines the
+call, or sinks the constant into the loop's body, and folds them.
 
 Every count keeps the equation's full name stack (``jvp(Net)/fc1``,
 ``transpose(jvp(Net))/fc1``), which `xla_cost.count.attribution` turns into a module
@@ -125,8 +126,9 @@ class JaxprCount:
       total_once: the cost with every loop body counted once, as XLA's compiled
         cost analysis counts it.
       recomputed: the forward-pass work that ``jax.checkpoint`` (remat) repeats
-        inside the backward pass; part of ``total``. XLA may remove it when it
-        compiles for a device with memory to spare (it does on the CPU).
+        inside the backward pass; part of ``total``. XLA may remove some or all
+        of it when it compiles (on the CPU it kept a 4-layer GPT-2's and removed
+        a small MLP's): `xla_cost.analysis.costs.phase_costs` notes which.
       part_recomputed: ``recomputed`` by part of a classified step (`part`):
         the backward part's, in practice.
       part_unsupported: per part of a classified step (`part`), the
@@ -331,7 +333,10 @@ class _Counter:
         if name == "scan":
             length = int(params["length"])
             n = length if self.trip_counts else 1
-            body = self.walk(params["jaxpr"], stack, times * n, owner)
+            # a constant the loop reads unchanged (jax hoists ``zeros`` out of a scanned layer) is one
+            # to XLA too, which sinks it into the body and simplifies there (``x - 0``: nothing)
+            body = self.walk(params["jaxpr"], stack, times * n, owner,
+                             constants=[*(constants or ())][:int(params["num_consts"])])
             # XLA runs a scan as a while loop: each iteration also increments
             # and compares the counter (SCAN_COUNTER_FLOPS).
             counter = Cost(flops=SCAN_COUNTER_FLOPS)
@@ -349,10 +354,13 @@ class _Counter:
                 )
             n = 1 if trip is None or not self.trip_counts else trip
             self.path = (*path, "body")
-            body = self.walk(params["body_jaxpr"], stack, times * n, owner)
+            cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
+            known = [*(constants or ())]
+            body = self.walk(params["body_jaxpr"], stack, times * n, owner,
+                             constants=known[cond_n:cond_n + body_n])
             checks = n + 1 if self.trip_counts else 1
             self.path = (*path, "cond")
-            cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner)
+            cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner, constants=known[:cond_n])
             self.path = path
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
             return body * n + cond * checks

@@ -9,8 +9,11 @@ flow alone, without names the user must add:
   needs, whether or not the loss is returned (``jax.grad`` drops it, and XLA
   its last reduction); an equation that autodiff adds to the forward pass only
   for the backward pass (a ReLU's mask: every reader is under ``transpose``)
-  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`, and
-  so is the rounding jax's checkpoint puts on the values a policy saves (a
+  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`; where
+  the step returns its loss (a float scalar the forward computes), so is every
+  forward equation that no result of the step needs but through the backward
+  pass (a GeLU's ``x**2`` for its derivative's ``3x**2``, a scanned layer's
+  residuals: what ``analyze``'s forward program never computes), and so is the rounding jax's checkpoint puts on the values a policy saves (a
   ``reduce_precision`` to their own type, which the forward then also reads). A
   ``jax.checkpoint`` recomputation whose primal is dead code (``jax.grad`` of
   a checkpointed loss: nothing is saved, so nothing runs before the backward
@@ -139,6 +142,7 @@ class _Classifier:
         self.remat_calls: set[Path] = set()  # the backward pass's checkpoint calls (differentiated)
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
+        self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -331,13 +335,119 @@ class _Classifier:
                 if var is not None:
                     readers.setdefault(var, set()).add(reads_as)
                     stated.setdefault(var, set()).add(before)
-        self.saved = {}
+        self.saved = _saved(level, readers)
+
+    # ------------------------------------------------ the forward the loss needs
+    def residuals(self, top: _Level) -> bool:
+        """Forward work that no result of the step needs except through the backward pass
+        becomes backward, where the step returns its loss; True if any moved.
+
+        A value is *live* when a result of the step reads it through work that is not the
+        backward pass (the loss, a model's new state, a metric of the outputs); forward
+        work none of whose values is live is what autodiff adds for the backward pass
+        alone, and ``analyze``'s forward program, the loss alone, never computes it. Where
+        no float scalar the forward computes is a result (``jax.grad``: the loss is dead
+        code, and the forward's last values are read by the backward pass alone), the
+        step says nothing of where its loss ends, and nothing moves."""
+        if not self.differentiates:
+            return False
+        self._live(top, [var is not None and _float_scalar(var) for var in top.outvars])
+        if not any(node.part == FORWARD and node.path in self.live for node in _every_node(top)):
+            return False
+        self.live = set()
+        self._live(top, [var is not None for var in top.outvars])
+        moved = False
+        for node in _every_node(top):
+            if node.part == FORWARD and not node.levels and node.path not in self.live:
+                node.part, moved = BACKWARD, True
+        return moved
+
+    def _live(self, level: _Level, live_out: Sequence[bool]) -> list[bool]:
+        """Marks the equations of ``level`` (and of its loops) whose values are live
+        (`live`), given which of its results are; returns which of its inputs are.
+        The backward pass's work passes no liveness on (what it reads is residuals), but for
+        the rounding jax's checkpoint puts on a saved value, which the forward reads on."""
+        live = {var for var, flag in zip(level.outvars, live_out) if flag and var is not None}
+        for node in reversed(level.nodes):
+            outs = [var in live for var in node.outs]
+            if node.levels:
+                operands = self._loop_live(node, outs)
+                live.update(var for var, flag in zip(_pad(node.ins, node.eqn.invars), operands)
+                            if flag and var is not None)
+            elif not any(outs) or (node.part == BACKWARD and not _residual_rounding(node.eqn)):
+                self.live.discard(node.path)  # (the rounding of a saved value is on the forward's way)
+            else:
+                self.live.add(node.path)
+                live.update(var for var in node.ins if var is not None)
+        return [var is not None and var in live for var in level.invars]
+
+    def _loop_live(self, node: _Node, outs: list[bool]) -> list[bool]:
+        """Which operands of a loop (or cond) are live, given which of its results are;
+        a carried value that a live iteration reads is live after the iteration before."""
+        eqn, name = node.eqn, node.eqn.primitive.name
+        if name == "cond":
+            branches = [self._live(branch, outs) for branch in node.levels]
+            return [any(outs), *(any(b[j] for b in branches) for j in range(len(eqn.invars) - 1))]
+        if name == "scan":
+            consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
+            wanted = list(outs)
+            while True:  # liveness only grows: at most one round per carried value
+                operands = self._live(node.levels[0], wanted)
+                grown = [w or (j < carry and operands[consts + j]) for j, w in enumerate(wanted)]
+                if grown == wanted:
+                    return operands
+                wanted = grown
+        cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        body, cond = node.levels
+        wanted = list(outs)
+        while True:
+            operands = self._live(body, wanted)
+            grown = [w or operands[body_n + j] for j, w in enumerate(wanted)]
+            if grown == wanted:
+                break
+            wanted = grown
+        counting = self._live(cond, [any(wanted)])  # the trip count, for whatever the loop computes
+        return [*counting[:cond_n], *operands[:body_n],
+                *(w or c for w, c in zip(wanted, counting[cond_n:]))]
+
+
+def _float_scalar(var: Any) -> bool:
+    """Whether a value (a flattened level's key: ``(scope, jaxpr var)``) is a float scalar: a loss."""
+    aval = getattr(var[1] if isinstance(var, tuple) else var, "aval", None)
+    return aval is not None and getattr(aval, "shape", None) == () and jnp.issubdtype(aval.dtype, jnp.floating)
+
+
+def _relabel(level: _Level) -> None:
+    """The labels of ``level`` and its loops, again from their nodes' parts."""
+    for node in level.nodes:
+        level.labels[node.path] = Label(node.part, level.labels[node.path].owner)
+        for inner in node.levels:
+            _relabel(inner)
+            level.labels.update(inner.labels)
+
+
+def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict[Any, int]:
+    """The bytes of the values the forward work of ``level`` computes and the backward
+    work reads (a loop of several parts counts as reading them), by value."""
+    if readers is None:
+        readers = {}
         for node in level.nodes:
-            if node.part != FORWARD:
-                continue
-            for var, out in zip(node.outs, node.eqn.outvars):
-                if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
-                    self.saved[var] = _nbytes(out.aval)
+            if node.levels:
+                parts = set().union(*(inner.parts() for inner in node.levels))
+                part = parts.pop() if len(parts) == 1 else MIXED
+            else:
+                part = node.part
+            for var in node.ins:
+                if var is not None:
+                    readers.setdefault(var, set()).add(part)
+    saved = {}
+    for node in level.nodes:
+        if node.part != FORWARD:
+            continue
+        for var, out in zip(node.outs, node.eqn.outvars):
+            if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
+                saved[var] = _nbytes(out.aval)
+    return saved
 
 
 def _residual_rounding(eqn: Any) -> bool:
@@ -408,6 +518,9 @@ def classify_step(
     classifier.survey(level, jaxpr)
     n = len(level.invars)
     classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
+    if classifier.residuals(level):  # forward work only the backward pass needs moved: labelled again
+        _relabel(level)
+        classifier.saved = _saved(level)
     labels = StepLabels(level.labels)
     labels.saved_bytes = sum(classifier.saved.values())  # the top level is refined last
     labels.tags = {path: METRICS for path in classifier.metrics}

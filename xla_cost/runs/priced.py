@@ -257,6 +257,7 @@ class ScalingResult(Rendered):
                 "flops_per_device": step.flops, "communication_bytes_per_device": step.communication_bytes,
                 "compute_s": at.compute_seconds, "communication_s": at.communication_seconds,
                 "exposed_communication_s": at.exposed_communication_seconds,
+                "host_s": step.parts.get("host", 0.0) + step.parts.get("dispatch_wait", 0.0),
                 "step_s": at.step_seconds,
                 "step_low_s": None if step.interval is None else step.interval[0],
                 "step_high_s": None if step.interval is None else step.interval[1],
@@ -303,6 +304,14 @@ class ScalingResult(Rendered):
             scale, name = time_unit([b for _, b in bubbles])
             notes.append("step = compute + exposed comm. + the pipeline bubble (idle stages): "
                          + ", ".join(f"{d}: {scaled(b, scale, 2)} {name}" for d, b in bubbles))
+        hosts = [(at.devices, step.parts.get("host", 0.0) + step.parts.get("dispatch_wait", 0.0))
+                 for step, at in zip(self.steps, self.points)]
+        if any(h for _, h in hosts):  # a step the host's dispatch bounds: compute and communication end before it
+            scale, name = time_unit([h for _, h in hosts])
+            notes.append("step = compute + exposed comm. + the host's share (its work per step, and the wait "
+                         "for its dispatch of the step where that takes longer than the device's work: "
+                         "host-bound; `host_s` in the points): "
+                         + ", ".join(f"{d}: {scaled(h, scale, 2)} {name}" for d, h in hosts))
         said = self.steps[0].interval_note() if self.steps else ""
         return [*notes, said.replace("predicted step time", "predicted step times")] if said else notes
 

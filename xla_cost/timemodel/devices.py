@@ -17,6 +17,7 @@ imported: the command line builds its help from this module.
 from __future__ import annotations
 
 import dataclasses
+import re
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -550,9 +551,15 @@ def names(has: str | None = None) -> tuple[str, ...]:
 
 def match_kind(kind: str) -> Device | None:
     """The entry whose `Device.kind` substrings all occur in ``kind`` (a
-    ``jax.Device.device_kind``, case-insensitive), the most specific first."""
-    text = kind.lower()
-    return next((d for d in _BY_SPECIFICITY if all(k.lower() in text for k in d.kind)), None)
+    ``jax.Device.device_kind``, case-insensitive) as whole words, the most
+    specific first: ``NVIDIA A100-SXM4-80GB`` is an ``a100-80gb``, an
+    ``RTX A1000`` (or a typed ``a1000``) none, not an A100."""
+    return next((d for d in _BY_SPECIFICITY if all(_word(k).search(kind) for k in d.kind)), None)
+
+
+def _word(text: str) -> re.Pattern[str]:
+    """``text`` as a whole word: no letter or digit just before or after it."""
+    return re.compile(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])", re.IGNORECASE)
 
 
 def device(name: str, has: str | None = None, fix: str | None = None) -> Device:

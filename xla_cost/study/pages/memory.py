@@ -414,8 +414,9 @@ def build(data: StudyData) -> dict[str, bytes]:
                         "recomputed"], rows, "lrrrrr"),
             "",
             f"`full` keeps {pct(dict(remat_reports(data))['full'].memory_breakdown.saved_activations / base.memory_breakdown.saved_activations)} "
-            "of the activations without remat. XLA on the CPU removes the recomputation it has memory for, so its "
-            "peak barely moves; on a GPU, whose compile keeps it, the saved activations are what shrinks.",
+            "of the activations without remat. The CPU's compiled peak does not move with the policy (XLA's CPU "
+            "program keeps all, some or none of the recomputation; its peak is not set by the saved activations); "
+            "on a GPU, whose compile keeps it, the saved activations are what shrinks.",
             "",
         ]
     if data.plan.fit_devices and data.plan.memory_models:
