@@ -1088,6 +1088,35 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    busy = pipelined + exposed + updating\n"),),
         tests=("tests/runs/test_update_collectives.py",),
     ),
+    Mutation(
+        "remat_verdict_on_raw_loop_figure",
+        "the remat note weighs XLA's raw figure (each loop body once) against the jaxpr's multiplied-out "
+        "count: a scanned stack's kept recomputation is said to be removed",
+        (Edit("xla_cost/analysis/costs.py", "removed = counted.total_once.flops - costs.flops > once / 2",
+              "removed = total.flops - costs.flops > recomputed / 2"),),
+        tests=("tests/analysis/test_jaxpr_vs_xla.py::test_the_remat_note_says_what_xlas_figure_shows",),
+    ),
+    Mutation(
+        "step_residuals_kept_in_forward",
+        "analyze_step's forward keeps the work autodiff adds for the backward pass alone (a GeLU's x**2, a "
+        "scanned layer's residuals), where analyze's forward program never computes it",
+        (Edit("xla_cost/count/step_parts.py", "node.part, moved = BACKWARD, True", "moved = True"),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "loop_constants_not_folded",
+        "a constant a scan reads unchanged (a hoisted zeros) is not folded in its body: x - 0 counted there",
+        (Edit("xla_cost/count/interpret.py", 'constants=[*(constants or ())][:int(params["num_consts"])])',
+              "constants=[])"),),
+        tests=("tests/count/test_interpret_loops.py",),
+    ),
+    Mutation(
+        "device_name_substring",
+        "a device name that only contains a registry key is that device: 'RTX A1000' an A100",
+        (Edit("xla_cost/timemodel/devices.py", 'return re.compile(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])", '
+              're.IGNORECASE)', 'return re.compile(re.escape(text), re.IGNORECASE)'),),
+        tests=("tests/timemodel/test_devices.py",),
+    ),
 )
 
 
