@@ -248,8 +248,8 @@ def build_model(name: str, *, dtype: str = "float32", **config: Any) -> nn.Modul
         if _FP8_FIELD not in names:
             families = fp8_families()
             raise InputError(
-                f"--dtype float8 with a model of the {', '.join(families)} families (FP8 matrix products)",
-                f"{spec.name} with --dtype float8", "Use --dtype bfloat16 (or float32, float16) for it, or a "
+                f"float8 (FP8 matrix products) with a model of the {', '.join(families)} families",
+                f"{spec.name} with float8", "Use bfloat16 (or float32, float16) for it, or a "
                 f"model of those families (xla-cost models).",
             )
         kwargs[_FP8_FIELD] = True

@@ -145,7 +145,7 @@ def test_loop_corrected_table_marks_headline(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--depth", "0"], "depth None or an integer >= 1"),
+    (["--depth", "0"], "depth (--depth) an integer >= 1, or None"),
     (["--counter", "hlo"], "invalid choice"),
 ])
 def test_bad_depth_and_counter(capsys, argv, message):

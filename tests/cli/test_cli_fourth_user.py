@@ -96,3 +96,33 @@ def test_a_host_bound_step_says_where_its_time_goes(tmp_path):
     assert (frame["host_s"] > frame["compute_s"]).all()  # host-bound at this size: the note must say so
     [note] = [n for n in curve.notes() if n.startswith("step = compute + exposed comm. + the host's share")]
     assert "host-bound" in note
+
+
+@pytest.mark.parametrize("argv, words, absent", [
+    # before, each advised Python a command-line user cannot type: "an `optax.GradientTransformation`" alone,
+    # "Expected depth None", and sweep's float8 refusal named a --dtype flag sweep does not have
+    (["analyze", "one_net", "--optimizer", "adamm", "--counter", "jaxpr"], ("--optimizer NAME",), ()),
+    (["analyze", "one_net", "--depth", "0", "--per-layer", "--counter", "jaxpr"], ("depth (--depth)",), ()),
+    (["sweep", "one_net", "--dtypes", "float8", "--jobs", "0", "--counter", "jaxpr"],
+     ("float8 (FP8 matrix products)",), ("--dtype",)),
+])
+def test_a_refusal_names_what_the_command_line_can_type(capsys, place, argv, words, absent):
+    line = one_line_refusal(capsys, argv, words)
+    assert not any(word in line for word in absent), line
+
+
+def test_the_train_step_memory_note_points_at_the_breakdown_when_there_is_one():
+    # before: `analyze conv_net --memory` showed the train step compiled as one program (XLA's peak) in its
+    # breakdown and a note saying its memory is unknown until --exact-train-step compiles it
+    import jax
+    import jax.numpy as jnp
+    from xla_cost.zoo import build_model
+
+    x = jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32)
+    model = build_model("conv_net", image_size=32)
+    for memory, words in ((True, "the memory breakdown's XLA peak is the train step compiled as one program"),
+                          (False, "exact_train_step=True (--exact-train-step) compiles it")):
+        report = xla_cost.analyze(model, x, optimizer="sgd", memory=memory, compilation_cache=False)
+        [note] = [n for n in report.notes if n.startswith("train_step: grad + update, not compiled as one")]
+        assert words in note, (memory, note)
+        assert (report.memory_breakdown is not None) == memory

@@ -76,7 +76,7 @@ def test_row_18_every_dtype_the_sweep_accepts_runs(capsys, place):
     assert list(result.runs["dtype"]) == dtypes
     assert list(result.runs["status"]) == ["ok"] * len(dtypes), list(result.runs["error"])
     _refused(capsys, place, "sweep", "one_net", "--dtypes", "float8", "--jobs", "0",
-             words="--dtype float8 with a model of the gpt, llama, gemma, mixtral families")
+             words="float8 (FP8 matrix products) with a model of the gpt, llama, gemma, mixtral families")
 
 
 # ------------------------------------------------------------------ 19: settings read by their field's type

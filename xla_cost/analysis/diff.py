@@ -365,7 +365,7 @@ def diff(
         in common; ``top`` is not None or an integer >= 1; ``labels`` is not two strings.
     """
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-        raise InputError("top None or an integer >= 1 (--top N)", repr(top), "Pass e.g. top=10, or None for every layer.")
+        raise InputError("top None or an integer >= 1 (--top N)", repr(top), "Pass e.g. top=10 (--top 10), or None (no --top) for every layer.")
     if labels is not None and not (isinstance(labels, (tuple, list)) and len(labels) == 2
                                    and all(isinstance(x, str) and x for x in labels)):
         raise InputError("labels as two non-empty strings", repr(labels), "Pass e.g. labels=('float32', 'bfloat16').")

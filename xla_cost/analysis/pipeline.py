@@ -520,8 +520,11 @@ def assemble(request: Request, found: Stages) -> Report:
                 f"{phase.name}: {phase.formula_text}, not compiled as one program: its FLOP "
                 "are within about 1e-5 of the fused program's; its bytes count the gradients "
                 "written by grad and read by update, which the fused step may keep (more on "
-                "small models); its memory is unknown: exact_train_step=True "
-                "(--exact-train-step) compiles it"
+                "small models); "
+                + ("its memory in this table is unknown: the memory breakdown's XLA peak is the train step "
+                   "compiled as one program (its parameters and optimizer state donated)"
+                   if options.memory and options.compiled else
+                   "its memory is unknown: exact_train_step=True (--exact-train-step) compiles it")
             )
     unsupported: dict[str, int] = {}
     for count in found.counted.values():

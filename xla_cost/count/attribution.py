@@ -250,7 +250,7 @@ def check_depth(depth: object) -> None:
     """Raises `xla_cost.InputError` unless ``depth`` is None or an integer >= 1."""
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise InputError(
-            "depth None or an integer >= 1", repr(depth),
+            "depth (--depth) an integer >= 1, or None (every module)", repr(depth),
             "Use depth=1 (--depth 1) for top-level modules.",
         )
 

@@ -255,14 +255,15 @@ def check_logits(outputs: Any, raw_outputs: Any, output: Any) -> None:
             return
     described = describe_tree(outputs)
     if isinstance(raw_outputs, (tuple, list)) and output is None:
-        fix = ("Pick the logits with output=0 (--output-index 0), or use the model's own loss "
+        fix = ("Pick the logits with output=0 (--output-index 0), or, from Python, use the model's own loss "
                "with loss=lambda outputs, targets: outputs[1].")
     elif isinstance(raw_outputs, Mapping) and output is None:
         key = next(iter(raw_outputs), "logits")
-        fix = (f"Pick the logits with output={key!r} (--output-index {key}), or pass "
+        fix = (f"Pick the logits with output={key!r} (--output-index {key}), or, from Python, pass "
                "loss=lambda outputs, targets: ... to use your own loss.")
     else:
-        fix = "Pass loss=lambda outputs, targets: ... for outputs that are not logits."
+        fix = ("From Python, pass loss=lambda outputs, targets: ... for outputs that are not logits "
+               "(xla_cost.analyze; the command line's loss is the default).")
     raise InputError(
         "the model to return one array of logits (classes last) for the default "
         "softmax cross-entropy loss",

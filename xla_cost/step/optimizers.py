@@ -124,7 +124,7 @@ def resolve_optimizer(
             raise InputError(
                 f"an optimizer name, one of {', '.join(OPTIMIZERS)}",
                 repr(optimizer),
-                "Pass one of these names or an `optax.GradientTransformation`.",
+                "Pass one of these names (--optimizer NAME), or from Python an `optax.GradientTransformation`.",
             )
         return key, OPTIMIZERS[key]()
     if isinstance(optimizer, optax.GradientTransformation) or (
