@@ -402,7 +402,8 @@ class ZooListing:
         return self.frame.to_csv()
 
     def to_markdown(self) -> str:
-        return self.frame.to_markdown() + "\n"
+        # a dense model's active parameters are missing: an empty cell, as CSV writes it (not pandas' "<NA>")
+        return self.frame.astype(object).where(self.frame.notna(), "").to_markdown() + "\n"
 
 
 def render_zoo(format: str = "table", width: int | None = None) -> str:  # noqa: A002 - the CLI's --format

@@ -126,3 +126,23 @@ def test_the_train_step_memory_note_points_at_the_breakdown_when_there_is_one():
         [note] = [n for n in report.notes if n.startswith("train_step: grad + update, not compiled as one")]
         assert words in note, (memory, note)
         assert (report.memory_breakdown is not None) == memory
+
+
+def test_the_zoo_in_markdown_leaves_a_dense_models_active_parameters_empty_as_csv_does():
+    # before: `models --format markdown` wrote pandas' "<NA>" in 35 cells where the CSV leaves them empty.
+    # Two rows of zoo_frame()'s columns (the whole zoo takes seconds to count): a dense model, a mixture
+    import pandas as pd
+
+    from xla_cost import zoo
+
+    frame = pd.DataFrame({"name": ["one_net", "mixtral-8x7b"], "description": ["dense", "routed"],
+                          "parameters": [533898, 46702792704], "active_parameters": [None, 12879925248],
+                          "input_shape": ["(B, 1)", "(B, 4096)"], "input_dtype": ["float", "int32"],
+                          "config": ["", ""], "aliases": ["", ""]}).set_index("name")
+    frame["active_parameters"] = frame["active_parameters"].astype("Int64")  # as zoo_frame types it
+    listing = zoo.ZooListing(frame)
+    markdown, csv = listing.to_markdown(), listing.to_csv()
+    assert "<NA>" not in markdown
+    dense, routed = (line.split("|") for line in markdown.splitlines()[2:])
+    assert dense[4].strip() == "" and routed[4].strip() == "12879925248"
+    assert csv.splitlines()[1].split(",")[3] == ""  # the CSV's empty cell, which the markdown now matches
