@@ -146,3 +146,18 @@ def test_the_zoo_in_markdown_leaves_a_dense_models_active_parameters_empty_as_cs
     dense, routed = (line.split("|") for line in markdown.splitlines()[2:])
     assert dense[4].strip() == "" and routed[4].strip() == "12879925248"
     assert csv.splitlines()[1].split(",")[3] == ""  # the CSV's empty cell, which the markdown now matches
+
+
+def test_causal_attention_flops_say_what_they_changed(capsys):
+    # before: `--attention-flops causal` changed JSON's model_flops alone; the table, CSV and markdown were
+    # byte-identical to `full`'s. The note gives the FLOP it leaves out: half of the score and value products
+    # of the train step, forward (2 products of 2*B*T*T*d a layer) and backward (twice the forward's)
+    b, t, d, layers = 2, 64, 768, 2
+    argv = ["analyze", "gpt2-small", "--batch-size", str(b), "--set", f"n_layer={layers}", "--set", f"seq_len={t}",
+            "--counter", "jaxpr", "--quiet"]
+    assert xla_cost.cli.main([*argv, "--attention-flops", "causal"]) == 0
+    causal = capsys.readouterr().out
+    left_out = 3 * layers * 2 * (2 * b * t * t * d) // 2
+    assert f"count half of the attention's score and value products, {left_out:,} FLOP fewer" in causal
+    assert xla_cost.cli.main(argv) == 0
+    assert "attention_flops causal" not in capsys.readouterr().out

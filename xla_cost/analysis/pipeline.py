@@ -501,6 +501,12 @@ def assemble(request: Request, found: Stages) -> Report:
                      "framework launches them")
     if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
         notes += found.target_memory.notes()
+    step = costs.get("train_step")
+    if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
+        notes.append(
+            f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "
+            f"train step) count half of the attention's score and value products, {step.attention_flops // 2:,} "
+            "FLOP fewer a step than computed; the FLOP columns are the program's, every pair of positions")
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
