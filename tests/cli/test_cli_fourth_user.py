@@ -161,3 +161,23 @@ def test_causal_attention_flops_say_what_they_changed(capsys):
     assert f"count half of the attention's score and value products, {left_out:,} FLOP fewer" in causal
     assert xla_cost.cli.main(argv) == 0
     assert "attention_flops causal" not in capsys.readouterr().out
+
+
+def test_the_csv_of_an_analysis_with_memory_has_its_breakdown():
+    # before: `analyze --memory --format csv` had no memory row at all (8 lines in the table, markdown and JSON)
+    import io
+
+    import jax
+    import jax.numpy as jnp
+    import pandas as pd
+    from xla_cost.zoo import build_model
+
+    report = xla_cost.analyze(build_model("conv_net", image_size=32), jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32),
+                              optimizer="adam", memory=True, compilation_cache=False)
+    frame = pd.read_csv(io.StringIO(report.to_csv()))
+    memory = frame[frame["kind"] == "memory"].set_index("name")
+    parameters = report.memory_breakdown.parameters
+    assert parameters == 4 * report.parameters  # float32
+    assert memory.loc["parameters", "program_bytes"] == parameters
+    assert memory.loc["optimizer_state", "program_bytes"] == 2 * parameters + 4  # two moments, an int32 count
+    assert memory.loc["xla_peak", "program_bytes"] == report.memory_breakdown.peak

@@ -640,6 +640,10 @@ class Report:
         phase of kind ``comparison`` follows the phase rows: `comparison`'s
         `TargetComparison.to_frame` columns (``cpu_flops``, ``target_flops``,
         ``flops_ratio``, ...); the reasons are in the table, markdown and JSON.
+        With ``memory``, a row per part of kind ``memory`` comes last
+        (`MemoryBreakdown.to_frame`: ``program_bytes``, ``at_peak_bytes``;
+        ``sum`` and ``xla_peak`` among them). The notes and the header are in
+        the table, markdown and JSON.
         """
         import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
         phases = self.to_frame().reset_index(names="name")
@@ -655,6 +659,10 @@ class Report:
             layers[integers] = layers[integers].astype("Int64")
             layers.insert(0, "kind", "layer")
             frames.append(layers)
+        if self.memory_breakdown is not None:
+            memory = self.memory_breakdown.to_frame().rename(columns={"part": "name"})
+            memory.insert(0, "kind", "memory")
+            frames.append(memory)
         return pd.concat(frames, ignore_index=True).to_csv(index=False)
 
     def to_markdown(self) -> str:
