@@ -181,3 +181,18 @@ def test_the_csv_of_an_analysis_with_memory_has_its_breakdown():
     assert memory.loc["parameters", "program_bytes"] == parameters
     assert memory.loc["optimizer_state", "program_bytes"] == 2 * parameters + 4  # two moments, an int32 count
     assert memory.loc["xla_peak", "program_bytes"] == report.memory_breakdown.peak
+
+
+def test_the_csv_of_a_fit_holds_the_limit_it_was_held_against(tmp_path):
+    # before: `fit --format csv` had the parts at both batches but not the usable memory they were held against
+    import io
+
+    import pandas as pd
+
+    capacity, fraction = 12e6, 0.75
+    found = xla_cost.max_batch_size("one_net", device_memory_bytes=capacity, memory_fraction=fraction,
+                                    optimizer="sgd")
+    frame = pd.read_csv(io.StringIO(found.to_csv())).set_index("part")
+    assert frame.loc["limit"].tolist() == [capacity * fraction] * 2
+    assert frame.loc["peak", f"batch_{found.batch_size}"] <= capacity * fraction
+    assert frame.loc["peak", f"batch_{found.next_size}"] > capacity * fraction

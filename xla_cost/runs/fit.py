@@ -260,10 +260,11 @@ class FitResult(Rendered):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per part: its bytes per device at ``batch_size`` and at ``next_size``
-        (not tried, no column, with ``at_bound``)."""
+        (not tried, no column, with ``at_bound``); the last row, ``limit``, the usable
+        bytes the peak is held against (the same in both columns), as the table's."""
+        rows = [*((name, a, b) for name, _, a, b in self._rows()), ("limit", round(self.limit), round(self.limit))]
         frame = pd.DataFrame(
-            [{"part": name, f"batch_{self.batch_size}": a, f"batch_{self.next_size}": b}
-             for name, _, a, b in self._rows()]
+            [{"part": name, f"batch_{self.batch_size}": a, f"batch_{self.next_size}": b} for name, a, b in rows]
         ).astype({f"batch_{self.batch_size}": "Int64", f"batch_{self.next_size}": "Int64"})
         return frame.drop(columns=[f"batch_{self.next_size}"]) if self.at_bound else frame
 
