@@ -196,3 +196,31 @@ def test_the_csv_of_a_fit_holds_the_limit_it_was_held_against(tmp_path):
     assert frame.loc["limit"].tolist() == [capacity * fraction] * 2
     assert frame.loc["peak", f"batch_{found.batch_size}"] <= capacity * fraction
     assert frame.loc["peak", f"batch_{found.next_size}"] > capacity * fraction
+
+
+def test_a_stored_report_reads_back_in_report_order():
+    # before: `store show KEY` listed the phases as the store's JSON sorts them (backward, forward, grad,
+    # train_step, update); a user's step's `other` stays before the train step it is part of
+    import json
+
+    import jax
+    import jax.numpy as jnp
+
+    def step(w, x):
+        loss, g = jax.value_and_grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+        return w - 0.1 * g, loss
+
+    report = xla_cost.analyze_step(step, jax.ShapeDtypeStruct((4, 4), jnp.float32),
+                                   jax.ShapeDtypeStruct((2, 4), jnp.float32), counter="jaxpr")
+    stored = json.loads(json.dumps(report.to_dict(), sort_keys=True))
+    assert list(xla_cost.Report.from_dict(stored).phases) == list(report.phases) == [
+        "forward", "backward", "grad", "update", "other", "train_step"]
+
+
+def test_store_list_tells_apart_rows_that_differ_in_their_settings(tmp_path):
+    # before: conv_net at image_size 16 and 32, batch 1, SGD: two rows alike but for their keys
+    store = tmp_path / "store.sqlite"
+    xla_cost.sweep("conv_net", settings={"image_size": [16, 32]}, optimizers="sgd", counter="jaxpr", jobs=0,
+                   progress=False, store=store)
+    frame = xla_cost.store_contents(store).to_frame()
+    assert sorted(frame["settings"]) == ["image_size=16", "image_size=32"]

@@ -551,7 +551,10 @@ class Report:
                         Collective.from_dict(c) for c in data.get("communication", {}).get(p, ())
                     ),
                 )
-                for p in data["flops"]
+                # in report order (`xla_cost.step.phases.REPORT_ORDER`): a store's JSON may hold them sorted
+                for p in sorted(data["flops"], key=lambda name: (_phases.REPORT_ORDER.index(name)
+                                                                  if name in _phases.REPORT_ORDER else
+                                                                  len(_phases.REPORT_ORDER), name))
             }
             layers = None
             if data.get("layers") is not None:

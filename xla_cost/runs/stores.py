@@ -54,25 +54,28 @@ class StoreContents(Rendered):
 
     def to_frame(self) -> pd.DataFrame:
         """One row per stored result: its key (the first `KEY_SHOWN` characters), model,
-        status, when it was stored, seconds, batch size, optimizer, dtype, ``target``
+        its ``settings`` (the model's arguments, ``--set``: ``image_size=32``), status,
+        when it was stored, seconds, batch size, optimizer, dtype, ``target``
         and error. The configuration's figures are the sweep's; an ``analyze --cache``
         row (whose configuration holds the model alone) takes them from its report.
         ``target`` is the compile target (``h100``, ``tpu-v5e:2x2``) or, without
         one, the backend it was compiled for (``cpu``)."""
         frame = pd.DataFrame([
-            {"key": r.key[:KEY_SHOWN], "model": r.model, "status": r.status, "created": self.created.get(r.key, ""),
+            {"key": r.key[:KEY_SHOWN], "model": r.model, "settings": _settings(r), "status": r.status,
+             "created": self.created.get(r.key, ""),
              "seconds": r.seconds, **{name: _setting(r, name) for name in ("batch_size", "optimizer", "dtype")},
              "target": _target(r), "error": r.error or ""}
             for r in self.rows
-        ], columns=["key", "model", "status", "created", "seconds", "batch_size", "optimizer", "dtype", "target",
-                    "error"])
+        ], columns=["key", "model", "settings", "status", "created", "seconds", "batch_size", "optimizer", "dtype",
+                    "target", "error"])
         # a count stays a whole number (8, not 8.000) where some rows have none
         return frame.astype({"batch_size": "Int64"})
 
     def sections(self) -> list[Section]:
         frame = self.to_frame().astype(object).where(lambda f: f.notna(), "")
         frame["seconds"] = [f"{v:.2f}" if v != "" else "" for v in frame["seconds"]]
-        return [Section("", frame, left=("model", "status", "created", "optimizer", "dtype", "target", "error"))]
+        return [Section("", frame, left=("model", "settings", "status", "created", "optimizer", "dtype", "target",
+                                          "error"))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "size_bytes": self.size, "selection": self.selection,
@@ -87,6 +90,15 @@ def _setting(row: StoredResult, name: str) -> Any:
     if name in row.config:
         return row.config[name]
     return (row.report or {}).get(name)
+
+
+def _settings(row: StoredResult) -> str:
+    """The model's arguments of a stored row as ``--set`` writes them (``image_size=32, n_layer=2``):
+    its configuration's (a sweep's), else its report's; empty for none."""
+    config = row.config.get("config")
+    if config is None:
+        config = (row.report or {}).get("config") or {}
+    return ", ".join(f"{key}={value}" for key, value in sorted(config.items()))
 
 
 def _target(row: StoredResult) -> str | None:

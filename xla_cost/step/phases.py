@@ -27,6 +27,7 @@ __all__ = [
     "PROGRAMS",
     "SPLIT",
     "STEP_PARTS",
+    "REPORT_ORDER",
     "PART_SUMMARIES",
     "phase",
     "programs",
@@ -135,6 +136,11 @@ STEP_PARTS: tuple[str, ...] = (*SPLIT, "other")
 """The parts a user's own train step splits into (`xla_cost.analyze_step`),
 which add up to the whole step: `SPLIT` and ``other``, what neither feeds the
 loss nor consumes the gradients (`xla_cost.count.step_parts`)."""
+
+REPORT_ORDER: tuple[str, ...] = (*NAMES[:NAMES.index("train_step")], STEP_PARTS[-1],
+                                 *NAMES[NAMES.index("train_step"):])
+"""Every phase a report may hold, in report order: `NAMES`, with a user's step's
+``other`` (`STEP_PARTS`) before the train step it is part of."""
 
 PART_SUMMARIES: dict[str, str] = {
     "forward": "the loss and what it needs: equations under jvp, not transposed",
