@@ -1117,6 +1117,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               're.IGNORECASE)', 'return re.compile(re.escape(text), re.IGNORECASE)'),),
         tests=("tests/timemodel/test_devices.py",),
     ),
+    Mutation(
+        "root_products_unsaid",
+        "a layer's matrix products computed in the root's own code (a tied head as a matmul) sit in the "
+        "remainder row with no note",
+        (Edit("xla_cost/count/attribution.py", "if not whole or left <= ROOT_PRODUCTS_SHARE * whole:",
+              "if True:"),),
+        tests=("tests/analysis/test_root_products.py",),
+    ),
 )
 
 

@@ -36,7 +36,7 @@ from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
-from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, unmatched_note
+from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, root_products_note, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
@@ -454,8 +454,10 @@ def per_layer(
     layers = attribute_step(
         programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
-    note = unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths)
-    return layers, (note,) if note else ()
+    notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths),
+             root_products_note(programs.get("forward", ()), workload.param_paths, root=roots,
+                                known_modules=workload.module_paths))
+    return layers, tuple(note for note in notes if note)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import targets, xla
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, module_tree, \
-    owner, split_name_stack, unmatched_note, with_ancestors
+    owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError
@@ -249,8 +249,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
         layers = attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
-        unmatched = unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules)
-        notes += [unmatched] if unmatched else []
+        said = (unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules),
+                root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
+                                   known_modules=modules))
+        notes += [note for note in said if note]
     breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan) if memory else None
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:

@@ -50,6 +50,8 @@ __all__ = [
     "with_ancestors",
     "unmatched_stacks",
     "unmatched_note",
+    "root_products_note",
+    "ROOT_PRODUCTS_SHARE",
     "HLO_SCOPES",
     "attribute",
     "attribute_step",
@@ -514,6 +516,41 @@ def unmatched_stacks(
         stack = _shown_stack(eqn.name_stack)
         out[stack] = out.get(stack, 0) + eqn.cost.flops
     return out
+
+
+ROOT_PRODUCTS_SHARE = 0.01
+"""The share of a forward pass's matrix-product FLOP that the `REMAINDER` row may hold
+before `root_products_note` says so."""
+
+
+def root_products_note(
+    forward: Iterable[EqnCount],
+    param_paths: Iterable[str],
+    *,
+    root: str | Sequence[str] | None,
+    known_modules: Collection[str] = (),
+) -> str | None:
+    """A report note where the forward pass's matrix products outside every module (the
+    root's own code, which the `REMAINDER` row holds by design) are more than
+    `ROOT_PRODUCTS_SHARE` of its products: a tied head written as
+    ``x @ self.embed.embedding.T`` in the root's ``__call__`` is a layer's work that no
+    row shows. None otherwise.
+
+    Args:
+      forward: the forward program's equation counts; param_paths, root,
+        known_modules: as for `attribute`.
+    """
+    row_of = _rows(param_paths, root, known_modules)
+    products = [(row_of(eqn)[1], eqn.cost.flops) for eqn in forward
+                if eqn.primitive in ("dot_general", "conv_general_dilated")]
+    left = sum(flops for row, flops in products if row == REMAINDER)
+    whole = sum(flops for _, flops in products)
+    if not whole or left <= ROOT_PRODUCTS_SHARE * whole:
+        return None
+    return (f"per-layer rows: {left:,} FLOP of the forward's matrix products ({left / whole:.0%}) are computed "
+            f"outside every module, in the root's own code, and are in the {REMAINDER} row with their backward "
+            "pass (a tied head written as `x @ self.embed.embedding.T`, say): computed in a module's method "
+            "(`self.embed.attend(x)`) they would be on that module's row")
 
 
 def _shown_stack(name_stack: str) -> str:
