@@ -1125,6 +1125,12 @@ MUTATIONS: tuple[Mutation, ...] = (
               "if True:"),),
         tests=("tests/analysis/test_root_products.py",),
     ),
+    Mutation(
+        "depthwise_expansion_kept",
+        "XLA's CPU figure stands for a depthwise convolution's gradient it made dense: backward/forward 90",
+        (Edit("xla_cost/analysis/costs.py", "value - true <= expansion / 2:", "True:"),),
+        tests=("tests/analysis/test_depthwise.py",),
+    ),
 )
 
 

@@ -133,6 +133,10 @@ class JaxprCount:
         the backward part's, in practice.
       part_unsupported: per part of a classified step (`part`), the
         primitives without a rule met there (empty: not classified).
+      dense_expansion: what a compiler that makes the batch-grouped convolutions
+        dense (a depthwise convolution's weight gradient: ``batch_group_count``
+        G > 1) would add: (G - 1) times their cost, loops multiplied out. XLA's
+        CPU compiler does so for a depthwise one (`xla_cost.analysis.costs`).
       tagged: the cost of the equations a classifier tagged, by tag
         (`xla_cost.count.step_parts.StepLabels.tags`: ``metrics`` is the work
         on gradients or new parameters that only metrics read); loops
@@ -148,6 +152,7 @@ class JaxprCount:
     part_recomputed: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
     part_unsupported: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     tagged: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
+    dense_expansion: Cost = Cost()
 
     @property
     def total(self) -> Cost:
@@ -261,6 +266,7 @@ class _Counter:
         self.recomputed_at: dict[_Key, Cost] = collections.defaultdict(Cost)  # by equation group
         self.part_recomputed: dict[str, Cost] = collections.defaultdict(Cost)
         self.tagged: dict[str, Cost] = collections.defaultdict(Cost)
+        self.dense_expansion = Cost()  # `JaxprCount.dense_expansion`
         self.in_remat = False
         self.mapped_step: Any = None  # the shard_map that is the whole step: its body one device's (`_mapped_step`)
 
@@ -401,6 +407,9 @@ class _Counter:
         tag = getattr(self.labels, "tags", {}).get(path)
         if tag is not None:
             self.tagged[tag] = self.tagged[tag] + cost * times
+        groups = int(params.get("batch_group_count", 1)) if name == "conv_general_dilated" else 1
+        if groups > 1:
+            self.dense_expansion = self.dense_expansion + cost * (times * (groups - 1))
         self.executions[key] += times
         return cost
 
@@ -428,6 +437,7 @@ class _Counter:
         for part, missing in chosen.part_unsupported.items():
             self.part_unsupported[part].update(missing)
         self.recomputed = self.recomputed + chosen.recomputed
+        self.dense_expansion = self.dense_expansion + chosen.dense_expansion
         for key, cost in chosen.recomputed_at.items():
             self.recomputed_at[key] = self.recomputed_at[key] + cost
         for part, cost in chosen.part_recomputed.items():
@@ -700,6 +710,7 @@ def count_jaxpr(
         recomputed=counter.recomputed,
         part_recomputed=dict(counter.part_recomputed),
         tagged=dict(counter.tagged),
+        dense_expansion=counter.dense_expansion,
         part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
     )
 
