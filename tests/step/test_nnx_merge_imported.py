@@ -6,6 +6,8 @@ step has its per-layer rows (was: none, and no note)."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
+import optax
 from flax import nnx
 from flax.nnx import merge  # the step below calls this name, bound before any analysis
 
@@ -76,3 +78,32 @@ def test_a_merge_that_is_no_plain_function_is_patched_where_flax_exports_it(monk
     rows = {row.path: row for row in report.layers}
     assert rows["embedder"].forward_flops == L.embedding_forward_flops(CFG, "attend")
     assert nnx.merge is wrapped and nnx.graph.merge is wrapped  # restored to what it was
+
+
+def test_an_nnx_submodule_named_value_keeps_its_row():
+    # nnx.MultiHeadAttention names its value projection `value`; analyze_step took every path entry named
+    # "value" for a Variable's `.value` and dropped it: the projection's row went to the remainder
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.key = nnx.Linear(16, 32, rngs=rngs)
+            self.value = nnx.Linear(32, 32, rngs=rngs)
+            self.head = nnx.Linear(32, 10, rngs=rngs)
+
+        def __call__(self, x):
+            return self.head(self.value(self.key(x)))
+
+    @nnx.jit
+    def step(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(
+            lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean())(model)
+        optimizer.update(model, grads)
+        return loss
+
+    model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Net(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
+    b = 4
+    x, y = jax.ShapeDtypeStruct((b, 16), jnp.float32), jax.ShapeDtypeStruct((b,), jnp.int32)
+    report = xla_cost.analyze_step(step, model, optimizer, x, y, per_layer=True, counter="jaxpr")
+    rows = {r.path: (r.parameters, r.forward_flops) for r in report.layers}
+    assert rows["value"] == (32 * 32 + 32, 2 * b * 32 * 32 + b * 32)  # its kernel and bias; matmul + bias add
+    assert rows[xla_cost.REMAINDER][0] == 0

@@ -289,16 +289,14 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
     owners: list[str | None] = []
     counts: dict[str, int] = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        names = [_key_name(p) for p in path if _key_name(p) != "value"]
+        names = _leaf_names(path)  # a module named value (an attention's) kept: a Variable's .value goes
         # the first entry is the object's position among the NNX arguments; the model's own paths follow
         module = "/".join(names[1:-1]) if objects[int(names[0])] is model else None
         owners.append(module)
         if module is not None:
             counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
-    rest_keys = [[_key_name(p) for p in path if _key_name(p) != "value"]
-                 for path, _ in jax.tree_util.tree_flatten_with_path(rest)[0]]
-    param_keys = [[_key_name(p) for p in path if _key_name(p) != "value"]
-                  for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    rest_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(rest)[0]]
+    param_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
     owners = _follow_params([*param_keys, *rest_keys], owners + [None] * len(rest_keys))
     others = [a for i, a in enumerate(args) if i not in positions]
     owners += [None] * len(jax.tree.leaves(others))
