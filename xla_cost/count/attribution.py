@@ -598,6 +598,8 @@ def unmatched_note(
     work = ", ".join(f"{value:,} FLOP of {name}" for name, value in per_program.items() if value)
     return (
         f"per-layer rows: {len(stacks)} name stack{'s match' if len(stacks) != 1 else ' matches'} no "
-        f"module of the model ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row: "
-        "name each layer's scope after its parameters' path (a jax.named_scope of its params key)"
+        f"module of the model ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row. "
+        "A module without parameters (a Linen Dropout) has a row only where the analysis sees the model "
+        "called (xla_cost.analyze; a step's rows come from its parameters); a scope of your own: name it "
+        "after its parameters' path (a jax.named_scope of its params key)"
     )
