@@ -202,7 +202,7 @@ def test_the_two_dispatches_compute_the_same_function():
 
 @pytest.mark.parametrize(("change", "match"), [
     ({"dispatch": "ragged"}, "dispatch"), ({"top_k": 5}, "top_k between 1 and n_experts"),
-    ({"capacity_factor": 0.0}, "capacity_factor above 0"), ({"n_dense_layers": 2}, "n_dense_layers below"),
+    ({"capacity_factor": 0.0}, "capacity_factor to be a float > 0"), ({"n_dense_layers": 2}, "n_dense_layers below"),
 ])
 def test_bad_options_are_refused_in_one_line(change, match):
     config = {**TINY, "d_model": 32, "d_ff": 32, "n_head": 2, "n_kv_head": 1, **change}

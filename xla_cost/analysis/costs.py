@@ -126,6 +126,30 @@ def library_flops(
     )
 
 
+FUSION_NOTE_GAP = 0.05
+"""How far XLA's FLOP of a program without loops, recomputation or random numbers may be
+from its complete jaxpr count before `fusion_gap_note` says why."""
+
+
+def fusion_gap_note(
+    phase: str, value: int | None, source: str, counted: JaxprCount, compiled: xla.CompiledPhase | None,
+) -> list[str]:
+    """A note where XLA's CPU figure for a program (its headline) is more than `FUSION_NOTE_GAP`
+    from the jaxpr count for none of the reasons another note gives (loops, remat, library
+    calls; a target's own notes): XLA's fusions duplicating cheap producers, as measured
+    (`docs/conventions.md`: a ViT of width 32, its backward +16%, the GeLU's and the
+    LayerNorms' backward passes)."""
+    true = counted.total.flops
+    if (compiled is None or compiled.target is not None or value is None or source != "xla" or not true
+            or counted.unsupported or counted.loops or counted.recomputed.flops or compiled.library_calls
+            or abs(value - true) <= FUSION_NOTE_GAP * true):
+        return []
+    return [f"{phase}: XLA's flops ({value:,}) are {(value - true) / true:+.1%} from the jaxpr count ({true:,}): "
+            "XLA's fusions compute cheap producers (normalisations, broadcasts, masks, an activation's "
+            "derivative) again inside each fusion that reads them and count every copy, which the jaxpr counts "
+            "once (more on narrow layers); the per-layer rows add up to the jaxpr count"]
+
+
 def densified_flops(
     phase: str, value: int | None, source: str, note: str | None, counted: JaxprCount,
 ) -> tuple[int | None, str, str | None]:
@@ -341,6 +365,10 @@ def all_phases(
     for name, program in programs.items():
         costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention)
         notes += found
+        # (a user's step says why by compiling it again without fusion: `step_checks.fusion_note`)
+        if plan is None:  # (sharded, XLA's figure is one device's)
+            notes += fusion_gap_note(name, costs[name].flops, costs[name].sources.get("flops", ""),
+                                     program.counted, program.compiled)
     for phase in phases.DECLARED:
         if phase.name not in costs:
             costs[phase.name] = PhaseCosts.derive(phase, costs)
