@@ -274,3 +274,24 @@ def test_a_constant_a_loop_reads_unchanged_folds_in_its_body(loop):
     xla = jax.jit(f).lower(x).compile().cost_analysis()["flops"]
     assert counted.total_once.flops == xla  # the loop's bookkeeping alone, as XLA counts it
     assert counted.total.flops < rows * cols  # not one subtraction an element
+
+
+def test_the_remainder_row_of_a_root_scan_runs_once():
+    # a GRU scanned at the root: the remainder holds the loss (once) and the scan's counter (every iteration);
+    # its "runs" said x12, the counter's, where most of its work ran once
+    import flax.linen as nn
+
+    class Scanned(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            cell = nn.scan(nn.GRUCell, variable_broadcast="params", split_rngs={"params": False},
+                           in_axes=1, out_axes=1)(features=8, name="gru")
+            carry = jnp.zeros((x.shape[0], 8))
+            _, ys = cell(carry, x)
+            return nn.Dense(10, name="head")(ys[:, -1])
+
+    report = xla_cost.analyze(Scanned(), jax.ShapeDtypeStruct((B, 12, D_IN), jnp.float32), optimizer="sgd",
+                              per_layer=True, counter="jaxpr")
+    rows = {r.path: r for r in report.layers}
+    assert rows["gru"].trip_count == 12
+    assert rows[xla_cost.REMAINDER].trip_count == 1

@@ -324,6 +324,7 @@ def attribute(
     recomputed: dict[str, Cost] = {}
     trips: dict[str, int] = {}
     heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
+    mixed: dict[str, int] = {}  # the repeat all of a row's equation groups share; 0: they differ
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
         row = _truncate(row_of(eqn)[1], depth)
@@ -339,6 +340,9 @@ def attribute(
         first_use.setdefault(row, index)
         if eqn.cost.flops > heaviest.get(row, -1):  # the row runs as often as its bulk
             heaviest[row], trips[row] = eqn.cost.flops, eqn.repeat
+        mixed[row] = mixed.get(row, eqn.repeat) if mixed.get(row, eqn.repeat) == eqn.repeat else 0
+    if mixed.get(REMAINDER) == 0:  # the root's glue in and out of its loops (a loss, a scan's counter): no count
+        trips[REMAINDER] = 1
 
     paths = [p for p in dict.fromkeys([*parameters, *first_use]) if p != REMAINDER]
     paths.sort(key=lambda p: first_use.get(p, len(equations)))
