@@ -281,16 +281,17 @@ def test_the_remainder_row_of_a_root_scan_runs_once():
     # its "runs" said x12, the counter's, where most of its work ran once
     import flax.linen as nn
 
-    class Scanned(nn.Module):
+    class Scanned(nn.Module):  # a hand-written scan over a cell, as repositories write it
         @nn.compact
         def __call__(self, x):
-            cell = nn.scan(nn.GRUCell, variable_broadcast="params", split_rngs={"params": False},
-                           in_axes=1, out_axes=1)(features=8, name="gru")
-            carry = jnp.zeros((x.shape[0], 8))
-            _, ys = cell(carry, x)
-            return nn.Dense(10, name="head")(ys[:, -1])
+            cell = nn.GRUCell(8, name="gru")
+            scan = nn.scan(lambda c, carry, xt: c(carry, xt), variable_broadcast="params",
+                           split_rngs={"params": False}, in_axes=1, out_axes=1)
+            carry, _ = scan(cell, jnp.zeros((x.shape[0], 8)), x)
+            return nn.Dense(10, name="head")(carry)
 
-    report = xla_cost.analyze(Scanned(), jax.ShapeDtypeStruct((B, 12, D_IN), jnp.float32), optimizer="sgd",
+    # batch 2: the scan's counter (2 FLOP x 12) outweighs each of the loss's operations (at batch 4, not)
+    report = xla_cost.analyze(Scanned(), jax.ShapeDtypeStruct((2, 12, D_IN), jnp.float32), optimizer="sgd",
                               per_layer=True, counter="jaxpr")
     rows = {r.path: r for r in report.layers}
     assert rows["gru"].trip_count == 12
