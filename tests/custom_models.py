@@ -194,37 +194,30 @@ class TanhBlock(nn.Module):
         return jnp.tanh(nn.Dense(D_SCAN, name="dense")(x))
 
 
-class RematMLP(nn.Module):
-    """embed -> 4 TanhBlocks, each under ``nn.remat`` (jax.checkpoint) if ``remat`` -> head."""
-
-    remat: bool = True
-
-    @nn.compact
-    def __call__(self, x):
-        x = nn.Dense(D_SCAN, name="embed")(x)
-        block = nn.remat(TanhBlock) if self.remat else TanhBlock
-        for i in range(4):
-            x = block(name=f"b{i}")(x)
-        return nn.Dense(C_SCAN, name="head")(x)
-
-
 class TanhCarry(nn.Module):
     @nn.compact
     def __call__(self, x, _=None):
         return jnp.tanh(nn.Dense(D_SCAN, name="dense")(x)), None
 
 
-class ScannedRematMLP(nn.Module):
-    """embed -> 4 TanhCarry blocks under one ``nn.scan``, the block under ``nn.remat`` if ``remat`` -> head."""
+class RematMLP(nn.Module):
+    """embed -> 4 TanhBlocks, each under ``nn.remat`` (jax.checkpoint) if ``remat`` -> head;
+    ``scanned``: the 4 blocks under one ``nn.scan`` (`TanhCarry`)."""
 
     remat: bool = True
+    scanned: bool = False
 
     @nn.compact
     def __call__(self, x):
         x = nn.Dense(D_SCAN, name="embed")(x)
-        block = nn.remat(TanhCarry) if self.remat else TanhCarry
-        stack = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)
-        x, _ = stack(name="blocks")(x, None)
+        if self.scanned:
+            carry = nn.remat(TanhCarry) if self.remat else TanhCarry
+            x, _ = nn.scan(carry, variable_axes={"params": 0}, split_rngs={"params": True}, length=4)(
+                name="blocks")(x, None)
+        else:
+            block = nn.remat(TanhBlock) if self.remat else TanhBlock
+            for i in range(4):
+                x = block(name=f"b{i}")(x)
         return nn.Dense(C_SCAN, name="head")(x)
 
 
