@@ -224,3 +224,12 @@ def test_store_list_tells_apart_rows_that_differ_in_their_settings(tmp_path):
                    progress=False, store=store)
     frame = xla_cost.store_contents(store).to_frame()
     assert sorted(frame["settings"]) == ["image_size=16", "image_size=32"]
+
+
+def test_fit_names_the_device_whose_share_of_a_given_memory_it_used():
+    # before: `fit one_net --device h100 --device-memory 12e6` said "usable 9.00 MB of 12.00 MB; given": the
+    # device set the usable share (a GPU allocator's 0.75; a TPU's runtime takes all) and was named nowhere
+    found = xla_cost.max_batch_size("one_net", device="tpu-v4", device_memory_bytes=12e6, optimizer="sgd")
+    assert found.limit == 12e6 and "given; tpu-v4's usable share" in found.describe()
+    alone = xla_cost.max_batch_size("one_net", device_memory_bytes=12e6, optimizer="sgd")
+    assert alone.limit == 0.75 * 12e6 and alone.describe().endswith("; given)")

@@ -439,6 +439,7 @@ def max_batch_size(
             f"--device {device}",
             f"Drop --device (device=): the target's {found.device} memory is searched; or compile for {device} "
             f"(--target {device}).")
+    named = device  # a device named beside --device-memory sets the usable share: the header says whose
     device = device if device is not None else found.device if found is not None else DEFAULT_DEVICE
     if device_memory_bytes is None:
         capacity, source = device_memory(device)  # a target's too: the registry's, with its source
@@ -447,7 +448,7 @@ def max_batch_size(
                 or not 0 < device_memory_bytes < math.inf:
             raise InputError("a device memory in bytes, finite and > 0", repr(device_memory_bytes),
                              "Pass e.g. --device-memory 8e9.")
-        capacity, source = float(device_memory_bytes), "given"
+        capacity, source = float(device_memory_bytes), "given" if named is None else f"given; {named}'s usable share"
     if memory_fraction is None:  # a TPU's runtime takes all of its memory (no allocator's share)
         memory_fraction = 1.0 if registry.device(device).tpu is not None else DEFAULT_MEMORY_FRACTION
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) \
