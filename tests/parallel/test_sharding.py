@@ -218,6 +218,36 @@ def test_flax_partitioning_metadata_is_used():
     assert total_bytes(out) == (BATCH // 2) * 16 * F32
 
 
+def test_nnx_partitioning_metadata_is_used():
+    # nnx.with_partitioning, built without a mesh: Flax 0.12.8 keeps the names under `out_sharding` (0.11 had
+    # `sharding_names`), which went unread: every spec replicated and a note that no metadata split anything
+    import flax
+    from flax import nnx
+
+    init = nnx.initializers.lecun_normal()
+
+    class AnnotatedNnx(nnx.Module):
+        def __init__(self, rngs):
+            self.wi = nnx.Linear(64, 256, kernel_init=nnx.with_partitioning(init, (None, "model")), rngs=rngs)
+            self.wo = nnx.Linear(256, 16, kernel_init=nnx.with_partitioning(init, ("model", None)), rngs=rngs)
+
+        def __call__(self, x):
+            return self.wo(nnx.relu(self.wi(x)))
+
+    before = flax.config.flax_always_shard_variable
+    flax.config.update("flax_always_shard_variable", False)  # built without a mesh, as a CPU analysis is
+    try:
+        model = nnx.eval_shape(lambda: AnnotatedNnx(nnx.Rngs(0)))
+    finally:
+        flax.config.update("flax_always_shard_variable", before)
+    report = xla_cost.analyze(model, MLP_INPUTS, optimizer="sgd", mesh={"model": 4, "data": 2})
+    specs = report.sharding["param_specs"]
+    assert specs["wi/kernel"] == {"spec": "(None, 'model')", "source": "metadata"}
+    assert specs["wo/kernel"] == {"spec": "('model', None)", "source": "metadata"}
+    out = collectives(report, "forward", "all-reduce", ("model",))
+    assert total_bytes(out) == (BATCH // 2) * 16 * F32
+
+
 def test_param_sharding_rules_take_precedence():
     report = xla_cost.analyze(
         MLP(), MLP_INPUTS, optimizer="sgd", mesh={"model": 8},

@@ -195,7 +195,9 @@ def _box_names(box: Any) -> tuple[Any, ...] | None:
             meta = box.get_metadata()
         except Exception:  # noqa: BLE001 - metadata is optional
             meta = {}
-        names = meta.get("sharding_names") or meta.get("sharding")
+        # the key has moved with Flax: sharding (0.10), sharding_names (0.11), out_sharding (0.12)
+        names = meta.get("sharding_names") or meta.get("sharding") or meta.get("out_sharding")
+    names = getattr(names, "spec", names)  # a NamedSharding: its spec
     if names is None:
         return None
     if isinstance(names, PartitionSpec):
