@@ -417,3 +417,12 @@ def test_an_expert_axis_without_experts_is_data_parallelism_and_says_so():
     reduced = total_bytes(c for c in collectives(report, "backward", None, ("expert",))
                           if c.kind in ("all-reduce", "reduce-scatter"))
     assert reduced == MLP_PARAMS * F32 + F32
+
+
+def test_a_jaxpr_count_on_a_mesh_says_its_figures_are_the_whole_steps():
+    # counter="jaxpr" with a mesh gave the whole step's FLOP beside a note calling them one device's
+    report = xla_cost.analyze(Annotated(), MLP_INPUTS, optimizer="sgd", mesh={"data": 4}, counter="jaxpr")
+    assert report.phases["forward"].flops == report.phases["forward"].jaxpr_flops
+    assert not [n for n in report.notes if "are per device" in n]
+    [note] = [n for n in report.notes if n.startswith("sharded over 4 devices")]
+    assert "every figure is the whole step's on all devices" in note

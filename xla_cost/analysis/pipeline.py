@@ -514,6 +514,10 @@ def assemble(request: Request, found: Stages) -> Report:
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
             "bytes, memory and communication are per device; jaxpr_* figures and per-layer "
             "rows count the whole step on all devices"
+            if options.compiled else
+            f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}), counted from the jaxpr "
+            "alone (counter jaxpr): every figure is the whole step's on all devices, no program is partitioned "
+            "and no communication is listed; compile (counter xla) for one device's figures and its collectives"
         )
         notes += plan.notes
     if not options.compiled:
