@@ -159,6 +159,9 @@ def test_fsdp_shards_parameters_and_optimizer_state_by_eight():
     # parameters, gradients and optimizer state, each an eighth (the step count whole).
     args = report.phases["update"].memory.argument_bytes
     assert args == 2 * s["params_bytes"] // 8 + (s["opt_state_bytes"] - count) // 8 + count
+    # every parameter split over fsdp says so (a LayerNorm's bias read "replicated" beside its spec ('fsdp'))
+    for path, entry in s["param_specs"].items():
+        assert ("fsdp" in entry["spec"]) == ("fsdp" in entry["source"]), (path, entry)
 
 
 # ---------------------------------------------------------------- tensor parallel

@@ -373,10 +373,13 @@ def param_specs(
                         spec, source = _normalise_spec(rule, "zoo rule"), "zoo"
                         break
         full = _fit(spec, shape, mesh, text, notes)
+        given = any("fsdp" in axes_of(e) for e in full)  # a rule's or the metadata's own fsdp
         if fsdp > 1 and shape and not _add_fsdp(full, shape, fsdp, common):
             unsplit.append(text)
         if all(e is None for e in full) and source != "replicated" and spec:
             source += " (nothing split)"
+        if not given and any("fsdp" in axes_of(e) for e in full):  # split over fsdp here: said so
+            source = "fsdp" if source == "replicated" else f"{source} + fsdp"
         sources[text] = source
         return PartitionSpec(*full)
 
@@ -448,7 +451,8 @@ class ShardingPlan:
       specs: `PartitionSpec` trees by argument-tree name (``params``,
         ``grads``, ``opt_state``, ``state``, ``batch``, ``targets``, ``loss``),
         each with the structure of the workload's tree.
-      sources: where each parameter's spec came from, by path.
+      sources: where each parameter's spec came from, by path: ``rule``, ``metadata``, ``zoo`` or
+        ``replicated``, with `` + fsdp`` (or ``fsdp`` alone) where the fsdp axis split it here.
       notes: what a reader should know (dimensions left whole, fallbacks).
       logical_rules: the logical axis rules (`DEFAULT_LOGICAL_RULES` or the
         user's) under which the model's own ``nn.with_logical_constraint``
