@@ -1138,6 +1138,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               "or True):"),),
         tests=("tests/analysis/test_root_products.py",),
     ),
+    Mutation(
+        "unsplit_products_priced_split",
+        "a mesh axis that splits nothing prices each device's products at 1 / devices of the step's: "
+        "faster than one device",
+        (Edit("xla_cost/runs/scaling.py", "    if abs(share * devices - 1) <= SPLIT_TOLERANCE:\n",
+              "    if True:\n"),),
+        tests=("tests/runs/test_estimate.py",),
+    ),
 )
 
 

@@ -531,3 +531,21 @@ def test_a_prediction_carries_the_held_out_interval_beside_each_figure(pipelined
         bound = estimates.estimate("gpt2-small", tokens=64_000, config=TINY, batch_size=BATCH, mesh=MESH,
                                    micro_batches=4, store=store, bound=True)
     assert bound.interval is None and bound.to_dict()["interval"] is None  # a bound has no such range
+
+
+def test_products_no_rule_splits_are_priced_whole_on_every_device(store):
+    # a fourth new user's `estimate gpt2-small ... --mesh model=5`: no dimension divides by 5, every device
+    # computes the whole step, yet its products were priced at a fifth (1/T of the jaxpr's whole-step FLOP):
+    # a step faster than one device's. Now a device's share is XLA's per-device FLOP over the step's
+    # (scaling.device_share), 1 / T where they split evenly (within 5%)
+    def matmul(mesh):
+        with use_constants(CONSTANTS):
+            run = xla_cost.estimate("gpt2-small", tokens=1e6, config=TINY, batch_size=BATCH, mesh=mesh, store=store)
+        return run.step.parts["matmul"], run
+
+    whole, one = matmul({"model": 1})
+    unsplit, run = matmul({"model": 5})
+    assert unsplit == pytest.approx(whole, rel=0.01)
+    assert run.step.prediction.seconds >= one.step.prediction.seconds * 0.99  # never faster than one device
+    halves, _ = matmul({"model": 2})  # every dimension of TINY divides by 2: an even split
+    assert halves == pytest.approx(whole / 2, rel=1e-9)
