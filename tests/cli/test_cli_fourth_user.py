@@ -96,6 +96,9 @@ def test_a_host_bound_step_says_where_its_time_goes(tmp_path):
     assert (frame["host_s"] > frame["compute_s"]).all()  # host-bound at this size: the note must say so
     [note] = [n for n in curve.notes() if n.startswith("step = compute + exposed comm. + the host's share")]
     assert "host-bound" in note
+    # the model as configured (it read "conv_net (sgd, float32)" after --set image_size=32)
+    assert curve.describe().startswith("conv_net with image_size=32 (sgd, float32)")
+    assert curve.to_dict()["settings"] == {"image_size": 32}
 
 
 @pytest.mark.parametrize("argv, words, absent", [
@@ -233,3 +236,12 @@ def test_fit_names_the_device_whose_share_of_a_given_memory_it_used():
     assert found.limit == 12e6 and "given; tpu-v4's usable share" in found.describe()
     alone = xla_cost.max_batch_size("one_net", device_memory_bytes=12e6, optimizer="sgd")
     assert alone.limit == 0.75 * 12e6 and alone.describe().endswith("; given)")
+
+
+def test_fit_names_the_model_as_configured_and_its_cpu_proxy():
+    # before: `fit llama3-8b --set n_layer=2 --device h100` said "llama3-8b (adam, bfloat16): the largest batch that
+    # fits is 5" (the 8B model does not fit at all), and gave the CPU's peaks as the device's without a word
+    found = xla_cost.max_batch_size("one_net", device="a100", config={"num_classes": 12}, optimizer="sgd")
+    assert found.describe().startswith("one_net with num_classes=12 (sgd, float32)")
+    assert found.to_dict()["settings"] == {"num_classes": 12}
+    assert any(n.startswith("each peak is the CPU's compile of the step, a proxy") for n in found.notes())

@@ -204,6 +204,7 @@ class FitResult(Rendered):
       at_bound: whether ``max_batch`` itself fit, so that the search stopped
         there and not at a batch that does not fit: the largest that fits is
         at least ``batch_size``.
+      settings: the model's arguments as given (``--set``; ``n_layer=2``), named in the header.
     """
 
     model: str
@@ -223,6 +224,7 @@ class FitResult(Rendered):
     remat_short_of: tuple[tuple[int, int, int], ...] = ()
     max_batch: int = DEFAULT_MAX_BATCH
     at_bound: bool = False
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         scale, unit = self._unit()
@@ -230,8 +232,9 @@ class FitResult(Rendered):
         answer = (f"every batch searched fits, up to {self.batch_size:,} (the bound, max_batch / --max-batch): "
                   f"the largest batch that fits is at least {self.batch_size:,}" if self.at_bound
                   else f"the largest batch that fits is {self.batch_size}")
+        changed = ", ".join(f"{key}={value}" for key, value in self.settings.items())
         return (
-            f"{self.model}{f' ({step})' if step else ''}: {answer}"
+            f"{self.model}{f' with {changed}' if changed else ''}{f' ({step})' if step else ''}: {answer}"
             + (f" per step over {'x'.join(f'{k}={v}' for k, v in self.mesh.items())}" if self.mesh else "")
             + f" (usable {scaled(self.limit, scale, 2)} {unit} of {scaled(self.capacity, scale, 2)} {unit}; "
             f"{self.capacity_source})"
@@ -323,8 +326,13 @@ class FitResult(Rendered):
                 "(reports/data/device_check_nvidia-h100-80gb-hbm3_2026-11-26-8.json), and the workspaces measured "
                 "took 0 to 0.87 of it on an H200 (reports/data/conv_workspaces_nvidia-h200_2026-11-26.json): an "
                 "answer that fits, up to a quarter below the largest")
-        if self.target is None:
+        if self.target is None and self.capacity_source == "given":  # a budget of bytes, no device's: the CPU's own
             return [tried, *remat]
+        if self.target is None:
+            return [tried, *remat, "each peak is the CPU's compile of the step, a proxy: its fusions and buffers "
+                    "are not a GPU's or a TPU's (gpt2-small, float32, Adam, on an H100: 19 from the CPU's peaks, where "
+                    "`--target h100`'s 42 ran on an H100, reports/memory.md); --target DEVICE (target=) compiles the "
+                    "device's own program"]
         return [tried, *remat, f"compiled for {self.target_title or self.target} ({self.target}) by its own compiler, with "
                 "no such device here: each peak is that program's memory_analysis() (arguments + outputs + "
                 "temporaries - aliased), its buffers, layouts and kernels the target's"]
@@ -339,7 +347,7 @@ class FitResult(Rendered):
             "does_not_fit": None if self.does_not_fit is None else self.does_not_fit.to_dict(),
             "tried": [list(t) for t in self.tried], "target": self.target,
             "remat_short_of": [list(t) for t in self.remat_short_of],
-            "max_batch": self.max_batch, "at_bound": self.at_bound,
+            "max_batch": self.max_batch, "at_bound": self.at_bound, "settings": dict(self.settings),
         }
 
 
@@ -530,7 +538,7 @@ def max_batch_size(
     return FitResult(
         model=run.name, batch_size=low, limit=limit, capacity=capacity, capacity_source=source,
         fits=cache.get(low), next_size=high, does_not_fit=cache.get(high), tried=tuple(tried), mesh=mesh,
-        optimizer=run.optimizer, dtype=run.dtype,
+        optimizer=run.optimizer, dtype=run.dtype, settings=dict(config or {}),
         target=None if found is None else found.name, target_title="" if found is None else found.title,
         remat_short_of=tuple((b, *cache[b].remat_short_of) for b, _ in tried
                              if getattr(cache[b], "remat_short_of", None) is not None),

@@ -181,6 +181,7 @@ class ScalingResult(Rendered):
         ``scaling`` and ``estimate`` is `xla_cost.choices.DEFAULT_OPTIMIZER`, adam).
       target: the device every point's program was compiled for
         (`xla_cost.RunConfig.target`), None: the default backend (the CPU).
+      settings: the model's arguments as given (``--set``; ``n_layer=2``), named in `describe`.
     """
 
     model: str
@@ -195,6 +196,7 @@ class ScalingResult(Rendered):
     optimizer: str = ""
     dtype: str = ""
     target: str | None = None
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def device(self) -> str:
@@ -231,15 +233,17 @@ class ScalingResult(Rendered):
         around = f" around {mesh_text(self.mesh)}" if self.mesh else ""
         around += f", {self.micro_batches} micro-batches a step" if self.micro_batches > 1 else ""
         step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
-        name = f"{self.model} ({step})" if step else self.model
+        changed = ", ".join(f"{key}={value}" for key, value in self.settings.items())
+        model = f"{self.model} with {changed}" if changed else self.model
+        name = f"{model} ({step})" if step else model
         name += f" compiled for {self.target}" if self.target is not None else ""
         return (f"{name}: {self.mesh_axis} parallel, {batch}{around}, {self.device} ({self.interconnect} "
                 f"interconnect, {self.algorithm} collectives); {pricing_text(self.hardware, self.calibration, proxy=self.target is None)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype, "target": self.target,
-            "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
+            "model": self.model, "settings": dict(self.settings), "optimizer": self.optimizer, "dtype": self.dtype,
+            "target": self.target, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
             "global_batch": self.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
             "device": self.device, "interconnect": self.interconnect, "algorithm": self.algorithm,
             "priced_as": "bound" if self.hardware.is_bound else "prediction",

@@ -653,5 +653,5 @@ def scaling(
     return ScalingResult(
         model=one.name, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
         hardware=hardware, steps=tuple(steps), points=curve, global_batch=global_batch, mesh=mesh,
-        micro_batches=micro, optimizer=one.optimizer, dtype=one.dtype, target=one.target,
+        micro_batches=micro, optimizer=one.optimizer, dtype=one.dtype, target=one.target, settings=dict(one.config),
     )
