@@ -338,3 +338,20 @@ def test_a_kernel_of_unknown_runs_is_priced_once_and_said(report):
         assert said == [f"{len(names)} kernel(s) in a loop whose trips the program does not say priced once each "
                         f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): their time is a lower bound"]
         assert not any("lower bound" in n for n in predict(known, device="h100").notes)
+
+
+def test_the_manual_quotes_todays_interval():
+    # docs/time-model.md quoted an interval of 0.52x to 1.94x on 20 cases of 7 papers, two calibrations old
+    import pathlib
+    import re
+
+    from xla_cost.timemodel import calibration
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "time-model.md").read_text()
+    said = re.search(r"Today's interval is ([\d.]+)× to ([\d.]+)× the predicted time, rests on (\d+) cases of\s+"
+                     r"(\d+) papers, and has a median of ([\d.]+)×", text)
+    assert said, "docs/time-model.md: the interval's sentence"
+    description = calibration.interval_description()
+    low, high = calibration.interval(1.0)
+    assert (said[1], said[2]) == (f"{low:.2f}", f"{high:.2f}")
+    assert f"{said[3]} cases of {said[4]} papers" in description and f"median case ran at {said[5]}x" in description

@@ -50,7 +50,9 @@ class Hardware:
         (`xla_cost.timemodel.kernel_time`, with the time model's global
         constants, `xla_cost.timemodel.calibration`), or a
         fixed share of peak FLOP/s (model FLOP utilisation) in (0, 1] for a
-        roofline: 1.0 is compute at peak, a lower bound on time.
+        roofline: 1.0 is compute at peak (a lower bound on the compute's time
+        where the device's own program's bytes are priced; from a CPU program's
+        totals its bytes include the products' operands, and it may not be).
       bucket_bytes: the gradient buckets' size (default PyTorch DDP's 25 MB;
         0: every gradient reduced on its own).
       hierarchical: all-reduces over several nodes in two levels (within the
