@@ -245,3 +245,19 @@ def test_fit_names_the_model_as_configured_and_its_cpu_proxy():
     assert found.describe().startswith("one_net with num_classes=12 (sgd, float32)")
     assert found.to_dict()["settings"] == {"num_classes": 12}
     assert any(n.startswith("each peak is the CPU's compile of the step, a proxy") for n in found.notes())
+
+
+def test_a_mesh_beyond_the_environments_device_count_says_which_setting_wins(tmp_path):
+    # before: with XLA_FLAGS=--xla_force_host_platform_device_count=2, `--mesh data=4` was told "the xla-cost
+    # CLI does this itself" (simulates the devices), which it cannot: the environment's flag wins
+    import os
+    import subprocess
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-m", "xla_cost", "analyze", "one_net", "--batch-size", "8", "--mesh",
+                           "data=4", "--counter", "jaxpr"], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("xla-cost: error:")]
+    assert "XLA_FLAGS --xla_force_host_platform_device_count=2 wins" in line and "raise it to 4 or unset it" in line
+    assert "does this itself" not in line

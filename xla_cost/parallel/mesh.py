@@ -9,6 +9,7 @@ devices, or a compile target's).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -143,9 +144,13 @@ def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
     if len(devices) < need:
         cpu = jax.devices("cpu") if jax.default_backend() != "cpu" else devices
         if len(cpu) < need:
+            flag = next((f for f in os.environ.get("XLA_FLAGS", "").split()
+                         if f.startswith("--xla_force_host_platform_device_count")), None)
             raise InputError(
                 f"{need} devices for mesh {mesh_text(sizes)}",
                 f"{len(devices)} {jax.default_backend()} device(s)",
+                f"The environment's XLA_FLAGS {flag} wins over the simulation the mesh asks for: raise it to "
+                f"{need} or unset it." if flag is not None else
                 f"Simulate them on the CPU: xla_cost.simulate_devices({need}) right after "
                 f"`import jax`, or XLA_FLAGS=--xla_force_host_platform_device_count={need} "
                 "(the xla-cost CLI does this itself).",

@@ -62,11 +62,10 @@ def simulate_devices(count: int) -> None:
     if started:
         raise InputError(
             f"{count} devices for the mesh",
-            f"{len(jax.devices())} {jax.default_backend()} device(s); JAX's backends started "
-            "before the CPU could be told to simulate more",
-            f"Call xla_cost.simulate_devices({count}) right after `import jax` (before any JAX "
-            f"computation), or set XLA_FLAGS=--xla_force_host_platform_device_count={count} "
-            "before starting Python.",
+            f"{len(jax.devices())} {jax.default_backend()} device(s)",
+            f"JAX's backends started before the CPU could be told to simulate more: call "
+            f"xla_cost.simulate_devices({count}) right after `import jax` (before any JAX computation), or set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={count} before starting Python.",
         )
     flags = " ".join(f for f in _xla_flags() if "xla_force_host_platform_device_count" in f)
     if flags:  # the environment already says how many: it wins

@@ -285,7 +285,7 @@ class ScalingResult(Rendered):
             "devices": frame["devices"],
             "global batch": frame["global_batch"],
             f"{flop_name} per device": frame["flops_per_device"].map(lambda v: scaled(v, flop_scale)),
-            f"sent per device ({byte_name})": frame["communication_bytes_per_device"].map(
+            f"collective buffers per device ({byte_name})": frame["communication_bytes_per_device"].map(
                 lambda v: scaled(v, byte_scale)),
             **{f"{label} ({time_name})": frame[column].map(lambda v: scaled(v, time_scale, 2))
                for label, column in zip(("compute", "exposed comm.", "step"), times)},
