@@ -429,3 +429,30 @@ def test_a_jaxpr_count_on_a_mesh_says_its_figures_are_the_whole_steps():
     assert not [n for n in report.notes if "are per device" in n]
     [note] = [n for n in report.notes if n.startswith("sharded over 4 devices")]
     assert "every figure is the whole step's on all devices" in note
+
+
+def test_a_model_made_under_a_mesh_is_refused_on_none_and_analysed_on_its_axes():
+    # an NNX model made under jax.set_mesh (Flax 0.12's nnx.with_partitioning asks for one) and analysed without
+    # mesh= raised jax's own ValueError ("... only AbstractMesh exists ...") out of analyze
+    import numpy as np
+    from flax import nnx
+    from jax.sharding import Mesh
+
+    init = nnx.initializers.lecun_normal()
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.fc1 = nnx.Linear(64, 64, kernel_init=nnx.with_partitioning(init, (None, "model")), rngs=rngs)
+            self.fc2 = nnx.Linear(64, 16, kernel_init=nnx.with_partitioning(init, ("model", None)), rngs=rngs)
+
+        def __call__(self, x):
+            return self.fc2(jax.nn.relu(self.fc1(x)))
+
+    with jax.set_mesh(Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))):
+        model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+    x = jax.ShapeDtypeStruct((8, 64), jnp.float32)
+    with pytest.raises(InputError, match="variables made under a mesh .* Pass mesh= with the same axes"):
+        xla_cost.analyze(model, x, optimizer="sgd")
+    report = xla_cost.analyze(model, x, optimizer="sgd", mesh={"data": 2, "model": 2})
+    forward = report.phases["forward"]
+    assert forward.flops < forward.jaxpr_flops / 2  # each device its quarter (and the loss's share)

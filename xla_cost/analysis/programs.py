@@ -22,7 +22,7 @@ import jax
 from xla_cost.analysis.memory import MemoryBreakdown, memory_breakdown
 from xla_cost.compiled import targets, xla
 from xla_cost.count.interpret import JaxprCount, count_jaxpr
-from xla_cost.errors import CostAnalysisUnavailableError
+from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.present import progress
 from xla_cost.step import phases
@@ -130,7 +130,7 @@ def run_programs(
                 traces[phase.name] = traced
                 if compiled:
                     pending[phase.name] = pool.submit(  # the lowered program handed over, let go aside once compiled
-                        contextvars.copy_context().run, xla.compile_phase, [traced.lower()],
+                        contextvars.copy_context().run, xla.compile_phase, [_lowered(traced, plan)],
                         compiler_options=xla.EAGER_OPTIONS if phase.name in unfused else options,
                         executable=for_timing, **({"collectives": True} if plan is not None else {}),
                     )
@@ -173,6 +173,23 @@ def run_programs(
                 "alone (--counter jaxpr, analyze(..., counter='jaxpr')).",
             )
     return {phase.name: Program(counted[phase.name], results.get(phase.name)) for phase in declared}
+
+
+def _lowered(traced: Any, plan: _sharding.ShardingPlan | None) -> Any:
+    """``traced.lower()``; a model whose variables were made under a mesh (``jax.set_mesh``, which
+    Flax 0.12 asks of ``nnx.with_partitioning``) and analysed on no mesh is refused in one line."""
+    try:
+        return traced.lower()
+    except ValueError as exc:
+        if plan is not None or "AbstractMesh" not in str(exc):
+            raise
+        raise InputError(
+            "a model whose variables carry no mesh for an analysis on one device",
+            "variables made under a mesh (jax.set_mesh: their shardings name its axes), analysed without mesh=",
+            "Pass mesh= with the same axes (mesh={'data': 2, 'model': 2}, --mesh data=2,model=2), or make the "
+            "model outside jax.set_mesh (flax.config.update('flax_always_shard_variable', False) builds "
+            "nnx.with_partitioning's variables without one).",
+        ) from exc
 
 
 def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compiled: bool) -> MemoryBreakdown:
