@@ -265,8 +265,10 @@ COMMUNICATION_TITLE = "communication per device (collectives of the compiled pro
 
 def communication_frame(report: Any) -> pd.DataFrame | None:
     """The collectives of each compiled phase of a sharded report, by kind,
-    mesh axes and group size: instructions, runs per step and bytes per device
-    (None for a report without collectives)."""
+    mesh axes and group size: how many different ones (by size and layer; a
+    program's instructions of one size and layer are one), their runs per step
+    (each instruction times its loop's trips) and bytes per device (None for a
+    report without collectives)."""
     import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
     rows = []
     # the programs of analyze (backward is grad - forward), or the parts of a user's step (analyze_step)
@@ -280,7 +282,7 @@ def communication_frame(report: Any) -> pd.DataFrame | None:
             moved = None if runs is None else sum(c.bytes * c.executions for c in items)
             rows.append({
                 "phase": phase, "kind": kind, "axes": ",".join(axes) or "?",
-                "group": "unknown" if size is None else str(size), "instructions": len(items),
+                "group": "unknown" if size is None else str(size), "sizes x layers": len(items),
                 "runs / step": "unknown" if runs is None else f"{runs:,}",
                 "MB / device": number(moved, 1e6, 1),
             })

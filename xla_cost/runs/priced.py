@@ -285,7 +285,7 @@ class ScalingResult(Rendered):
             "devices": frame["devices"],
             "global batch": frame["global_batch"],
             f"{flop_name} per device": frame["flops_per_device"].map(lambda v: scaled(v, flop_scale)),
-            f"collective buffers per device ({byte_name})": frame["communication_bytes_per_device"].map(
+            f"comm. per device ({byte_name})": frame["communication_bytes_per_device"].map(
                 lambda v: scaled(v, byte_scale)),
             **{f"{label} ({time_name})": frame[column].map(lambda v: scaled(v, time_scale, 2))
                for label, column in zip(("compute", "exposed comm.", "step"), times)},
@@ -300,7 +300,9 @@ class ScalingResult(Rendered):
 
     def notes(self) -> list[str]:
         scale, name = time_unit([at.communication_seconds for at in self.points])
-        notes = ["exposed comm.: the communication not hidden behind compute; all of it per point: "
+        notes = ["comm. per device: the buffers the step's collectives work on (an all-reduce's input), not the "
+                 "bytes a ring sends (2(n - 1)/n of an all-reduce's)",
+                 "exposed comm.: the communication not hidden behind compute; all of it per point: "
                  + ", ".join(f"{at.devices}: {scaled(at.communication_seconds, scale, 2)} {name}"
                              for at in self.points)]
         bubbles = [(at.devices, step.parts.get("pipeline_bubble", 0.0)) for step, at in zip(self.steps, self.points)]
