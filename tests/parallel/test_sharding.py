@@ -221,10 +221,8 @@ def test_flax_partitioning_metadata_is_used():
     assert total_bytes(out) == (BATCH // 2) * 16 * F32
 
 
-def test_nnx_partitioning_metadata_is_used():
-    # nnx.with_partitioning, built without a mesh: Flax 0.12.8 keeps the names under `out_sharding` (0.11 had
-    # `sharding_names`), which went unread: every spec replicated and a note that no metadata split anything
-    import flax
+def _annotated_nnx():
+    """`Annotated` in NNX: nnx.with_partitioning on its kernels (the class made on call: NNX loads lazily)."""
     from flax import nnx
 
     init = nnx.initializers.lecun_normal()
@@ -237,10 +235,19 @@ def test_nnx_partitioning_metadata_is_used():
         def __call__(self, x):
             return self.wo(nnx.relu(self.wi(x)))
 
+    return AnnotatedNnx
+
+
+def test_nnx_partitioning_metadata_is_used():
+    # nnx.with_partitioning, built without a mesh: Flax 0.12.8 keeps the names under `out_sharding` (0.11 had
+    # `sharding_names`), which went unread: every spec replicated and a note that no metadata split anything
+    import flax
+    from flax import nnx
+
     before = flax.config.flax_always_shard_variable
     flax.config.update("flax_always_shard_variable", False)  # built without a mesh, as a CPU analysis is
     try:
-        model = nnx.eval_shape(lambda: AnnotatedNnx(nnx.Rngs(0)))
+        model = nnx.eval_shape(lambda: _annotated_nnx()(nnx.Rngs(0)))
     finally:
         flax.config.update("flax_always_shard_variable", before)
     report = xla_cost.analyze(model, MLP_INPUTS, optimizer="sgd", mesh={"model": 4, "data": 2})
@@ -438,18 +445,8 @@ def test_a_model_made_under_a_mesh_is_refused_on_none_and_analysed_on_its_axes()
     from flax import nnx
     from jax.sharding import Mesh
 
-    init = nnx.initializers.lecun_normal()
-
-    class Net(nnx.Module):
-        def __init__(self, rngs):
-            self.fc1 = nnx.Linear(64, 64, kernel_init=nnx.with_partitioning(init, (None, "model")), rngs=rngs)
-            self.fc2 = nnx.Linear(64, 16, kernel_init=nnx.with_partitioning(init, ("model", None)), rngs=rngs)
-
-        def __call__(self, x):
-            return self.fc2(jax.nn.relu(self.fc1(x)))
-
     with jax.set_mesh(Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))):
-        model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+        model = nnx.eval_shape(lambda: _annotated_nnx()(nnx.Rngs(0)))
     x = jax.ShapeDtypeStruct((8, 64), jnp.float32)
     with pytest.raises(InputError, match="variables made under a mesh .* Pass mesh= with the same axes"):
         xla_cost.analyze(model, x, optimizer="sgd")
