@@ -453,3 +453,29 @@ def test_a_model_made_under_a_mesh_is_refused_on_none_and_analysed_on_its_axes()
     report = xla_cost.analyze(model, x, optimizer="sgd", mesh={"data": 2, "model": 2})
     forward = report.phases["forward"]
     assert forward.flops < forward.jaxpr_flops / 2  # each device its quarter (and the loss's share)
+
+
+@pytest.mark.parametrize("how", ["constraint", "set_mesh"])
+def test_a_step_sharded_by_its_constraints_alone_is_a_sharded_step(how):
+    # a jit with no in_shardings whose batch is constrained to P("data") inside: XLA partitions it over the mesh,
+    # and analyze_step said 1 device, no communication, and "-67.8% ... XLA's own rewriting" for one device's count
+    from jax.sharding import Mesh, NamedSharding
+
+    mesh = Mesh(jax.devices()[:4], ("data",))
+    d, b = 64, 8
+
+    def step(w, x):
+        spec = P("data")
+        x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec) if how == "constraint" else spec)
+        g = jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+        return w - 0.1 * g
+
+    args = jax.ShapeDtypeStruct((d, d), jnp.float32), jax.ShapeDtypeStruct((b, d), jnp.float32)
+    if how == "constraint":
+        report = xla_cost.analyze_step(jax.jit(step), *args)
+    else:
+        with jax.set_mesh(mesh):
+            report = xla_cost.analyze_step(jax.jit(step), *args)
+    assert report.devices == 4
+    [reduced] = report.phases["train_step"].communication
+    assert (reduced.kind, reduced.axes, reduced.bytes) == ("all-reduce", ("data",), d * d * F32)  # w's gradient

@@ -487,14 +487,34 @@ def _per_device_parameters(prepared: UserStep, body: Any, plan: ShardingPlan) ->
 
 def _mesh(call: Any, prepared: UserStep) -> Any:
     """The mesh of several devices the step is sharded over (the jit's
-    ``in_shardings``, else the arguments'), or None."""
+    ``in_shardings``, else the arguments', else a ``with_sharding_constraint``'s
+    inside it: a step whose only sharding is a constraint is partitioned all
+    the same), or None."""
     shardings = list(call.params.get("in_shardings", ())) if call is not None else []
     shardings += [getattr(leaf, "sharding", None) for leaf in jax.tree.leaves(prepared.args)]
+    if call is not None:
+        shardings += _constraints(call.params.get("jaxpr"))
     for sharding in shardings:
         mesh = getattr(sharding, "mesh", None)
-        if mesh is not None and getattr(mesh, "size", 1) > 1:
+        if isinstance(mesh, AbstractMesh) and mesh.size > 1:  # `jax.set_mesh`'s: its devices are the context's
+            context = jax.sharding.get_mesh()
+            mesh = context if isinstance(context, Mesh) and context.axis_names == mesh.axis_names else None
+        if isinstance(mesh, Mesh) and mesh.size > 1:
             return mesh
     return None
+
+
+def _constraints(jaxpr: Any) -> list[Any]:
+    """The shardings of the ``sharding_constraint`` equations of ``jaxpr`` and the jaxprs it nests."""
+    found: list[Any] = []
+    for eqn in getattr(getattr(jaxpr, "jaxpr", jaxpr), "eqns", ()):
+        if eqn.primitive.name == "sharding_constraint":
+            found.append(eqn.params.get("sharding"))
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(getattr(item, "jaxpr", item), "eqns"):
+                    found += _constraints(item)
+    return found
 
 
 def _stacks(traced: Any) -> dict[str, int]:
