@@ -240,6 +240,18 @@ def test_device_peak_overrides_and_unknown_devices():
     assert given.for_dtype("bfloat16") == 100e12
 
 
+def test_a_cpu_peak_given_whole_is_not_measured(monkeypatch):
+    # measuring the CPU takes a second of matmuls and copies: where both figures are given it is not needed
+    measured = timing.DevicePeak("cpu (measured)", {"float32": 7e10}, 3e10, "measured")
+    calls = []
+    monkeypatch.setattr(timing, "measure_cpu_peak", lambda: calls.append(1) or measured)
+    given = timing.device_peak("cpu", peak_tflops=1.0, peak_bandwidth=1e11)
+    assert calls == [] and given.for_dtype("float32") == 1e12 and given.bandwidth == 1e11
+    assert given.name.startswith("cpu (") and "measured" not in given.name
+    half = timing.device_peak("cpu", peak_tflops=1.0)  # the bandwidth is still the measured one
+    assert calls == [1] and half.bandwidth == 3e10 and half.for_dtype("float32") == 1e12
+
+
 def test_bad_peak_flags(capsys):
     assert main(["analyze", "one_net", "--time", "--peak-tflops", "0"]) == 2
     err = capsys.readouterr().err

@@ -154,10 +154,14 @@ PHASES = ("forward", "grad", "train_step")
 
 
 @functools.lru_cache(maxsize=None)
-def _memory_bound(layers: int, scan: bool, remat: str = "none", target: str | None = None) -> dict[str, int]:
+def _report(layers: int, scan: bool, remat: str = "none", target: str | None = None) -> xla_cost.Report:
     model = build_model("gpt2-small", d_model=D, n_head=HEADS, seq_len=SEQ, vocab_size=VOCAB, n_layer=layers,
                         scan_layers=scan, remat=remat)
-    report = xla_cost.analyze(model, jax.ShapeDtypeStruct((1, SEQ), jnp.int32), optimizer="adam", target=target)
+    return xla_cost.analyze(model, jax.ShapeDtypeStruct((1, SEQ), jnp.int32), optimizer="adam", target=target)
+
+
+def _memory_bound(layers: int, scan: bool, remat: str = "none", target: str | None = None) -> dict[str, int]:
+    report = _report(layers, scan, remat, target)
     return {phase: report.phases[phase].memory_bound_bytes for phase in PHASES}
 
 
@@ -173,6 +177,27 @@ def test_scanned_bytes_per_layer_do_not_grow_with_depth(target):
     shallow, deep = _per_layer(4, 8, True, target=target), _per_layer(8, 16, True, target=target)
     for phase in PHASES:
         assert deep[phase] == pytest.approx(shallow[phase], rel=0.05), phase
+
+
+@pytest.mark.parametrize("target", [None, "h100"], ids=["cpu", "h100"])
+def test_per_layer_time_of_a_scanned_stack_is_constant_in_depth(target):
+    # issue 32's scan defect in time (tests/runs/test_scan_time.py): priced on an H100 from the CPU proxy's totals
+    # or kernel by kernel from the H100's program, one more layer costs the same from 4 to 8 layers as from 8 to
+    # 16 (the slope of the step time in the depth; the embedding and the head cancel). At this width the H100's
+    # step is its kernels' launches: the memory-bound part, where a layer reading the whole stack would grow
+    # with the depth, is held to the same rule
+    from xla_cost.runs.scaling import predict
+
+    def priced(layers: int) -> dict[str, float]:
+        step = predict(_report(layers, True, target=target), device="h100")
+        # a step shorter than the host's measured dispatch waits for the host: a floor per step, not per layer
+        return {"step": step.prediction.seconds - step.parts.get("dispatch_wait", 0.0),
+                "memory": step.parts["memory"]}
+
+    seconds = {n: priced(n) for n in (4, 8, 16)}
+    for part in ("step", "memory"):
+        shallow, deep = ((seconds[b][part] - seconds[a][part]) / (b - a) for a, b in ((4, 8), (8, 16)))
+        assert shallow > 0 and deep == pytest.approx(shallow, rel=0.05), part
 
 
 def test_a_scanned_layer_moves_the_unrolled_layer_and_its_weight_copies():

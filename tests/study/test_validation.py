@@ -339,6 +339,26 @@ def test_the_prediction_interval_maps_residuals_to_seconds():
         assert interval(2.0) is None  # unknown, not a zero-width range
 
 
+def test_the_programs_file_is_parsed_once_while_unchanged(monkeypatch, tmp_path, reports):
+    # about 50 MB of JSON: read_programs and read_refused of one file (the validation, every page of a report
+    # run) parse it once; a file written again is read again
+    import gzip
+    import types
+
+    from xla_cost.study import validation
+
+    key = next(iter(reports))
+    path = write_programs({key: reports[key]}, tmp_path / "programs.json.gz", {"refused-setup": "out of memory"})
+    calls = []
+    monkeypatch.setattr(validation, "gzip", types.SimpleNamespace(
+        compress=gzip.compress, decompress=lambda data: calls.append(1) or gzip.decompress(data)))
+    first = read_programs(path)
+    assert read_refused(path) == {"refused-setup": "out of memory"} and list(read_programs(path)) == [key]
+    assert calls == [1] and first[key].to_dict() == reports[key].to_dict()
+    write_programs({key: reports[key]}, path, {})
+    assert read_refused(path) == {} and calls == [1, 1]
+
+
 def test_a_compiler_refusal_is_kept_with_its_error_and_its_case_left_out(monkeypatch, tmp_path, reports):
     # no compile: the analysis of one setup raises as a compiler's refusal does (an InputError raised from
     # jax's runtime error); it is recorded, not raised, the other setups analysed, and the file keeps it

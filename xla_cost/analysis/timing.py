@@ -133,6 +133,7 @@ def device_peak(
     peak_bandwidth: float | None = None,
 ) -> DevicePeak:
     """The peak of device ``kind`` (default: the default device), overrides applied.
+    A CPU's peak is measured (`measure_cpu_peak`, about a second) unless both figures are given.
 
     Args:
       kind: a ``device_kind`` string; None for ``jax.devices()[0]``.
@@ -147,16 +148,17 @@ def device_peak(
     found = registry.match_kind(kind)
     peak = found.peak if found is not None else None
     if peak is None:
-        if on_default_cpu or kind.lower() == "cpu":
+        cpu = on_default_cpu or kind.lower() == "cpu"
+        if peak_tflops is not None and peak_bandwidth is not None:
+            peak = DevicePeak(f"cpu ({os.cpu_count()} cores)" if cpu else kind, {}, 0.0, "given")
+        elif cpu:
             peak = measure_cpu_peak()
-        elif peak_tflops is None or peak_bandwidth is None:
+        else:
             known = ", ".join(registry.DEVICES[name].title for name in registry.names("peak"))
             raise ValueError(
                 f"Expected a device with a known peak ({known}), "
                 f"got {kind!r} instead. Pass --peak-tflops and --peak-bandwidth."
             )
-        else:
-            peak = DevicePeak(kind, {}, 0.0, "given")
     if peak_tflops is not None:
         peak = dataclasses.replace(
             peak, flops_per_s={d: peak_tflops * 1e12 for d in ("float32", "bfloat16", "float16")},

@@ -239,6 +239,7 @@ def write_programs(reports: Mapping[str, Report], path: str | pathlib.Path,
     temporary = path.with_suffix(".tmp")
     temporary.write_bytes(gzip.compress(json.dumps(body, sort_keys=True).encode(), mtime=0))
     temporary.replace(path)
+    _BODY["key"] = None  # a file written within the clock's resolution of the last read is read again
     return path
 
 
@@ -279,7 +280,7 @@ def read_programs(path: str | pathlib.Path) -> Mapping[str, Report]:
     if not path.is_file():
         raise InputError("the validation's analysed programs (reports/data/" + PROGRAMS_FILE + ")", str(path),
                          "Run python benchmarks/calibrate.py --programs to analyse them.")
-    body = json.loads(gzip.decompress(path.read_bytes()))
+    body = _body(path)
     if body.get("format") != PROGRAMS_FORMAT:
         raise InputError(f"programs of format {PROGRAMS_FORMAT}", repr(body.get("format")),
                          "Run python benchmarks/calibrate.py --programs to analyse them again.")
@@ -292,7 +293,23 @@ def read_refused(path: str | pathlib.Path) -> dict[str, str]:
     path = pathlib.Path(path)
     if not path.is_file():
         return {}
-    return dict(json.loads(gzip.decompress(path.read_bytes())).get("refused") or {})
+    return dict(_body(path).get("refused") or {})
+
+
+_BODY: dict[str, Any] = {"key": None, "body": None}
+
+
+def _body(path: pathlib.Path) -> dict[str, Any]:
+    """The programs file's parsed contents (about 50 MB of JSON, a second to parse), kept for the
+    last file read while it is unchanged (its path, size and modification time): `read_programs`
+    and `read_refused` of one file, and every page of one report run, parse it once. Read only: each
+    `read_programs` makes its own reports from it."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if _BODY["key"] != key:
+        _BODY["key"], _BODY["body"] = None, json.loads(gzip.decompress(path.read_bytes()))
+        _BODY["key"] = key
+    return _BODY["body"]
 
 
 # ---------------------------------------------------------------------------
