@@ -1132,6 +1132,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_depthwise.py",),
     ),
     Mutation(
+        "ragged_dot_expansion_kept",
+        "a ragged_dot MoE at XLA's CPU figure: every row times every expert's matrix, 3.9x its forward FLOP",
+        (Edit("xla_cost/count/interpret.py", 'else rules.ragged_groups(ins) if name == "ragged_dot_general" else 1)',
+              "else 1)"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
         "fusion_gap_unsaid",
         "a CPU program's FLOP 7% over the jaxpr count (a narrow LayerNorm/GeLU stack) with no note",
         (Edit("xla_cost/analysis/costs.py", "or abs(value - true) <= FUSION_NOTE_GAP * true):",

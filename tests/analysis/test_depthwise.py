@@ -45,7 +45,7 @@ def test_a_depthwise_convolutions_backward_is_the_models():
     assert conv.backward_flops == 2 * B * C * per_group * TAPS  # its weight gradient (the first layer: no input's)
     grad = report.phases["grad"]
     assert grad.flops == grad.jaxpr_flops
-    said = [n for n in report.notes if "made the batch-grouped convolutions dense" in n]
+    said = [n for n in report.notes if "made the grouped products (a depthwise" in n]
     if grad.xla_flops - grad.jaxpr_flops > (C - 1) * conv.backward_flops / 2:  # the CPU made it dense
         assert said and grad.sources["flops"] == "jaxpr"
     else:  # a compiler that keeps it grouped: XLA's figure, nothing said
@@ -58,6 +58,6 @@ def test_grouped_convolutions_the_cpu_keeps_grouped_are_xlas(groups):
     report = _analysed(groups)
     grad = report.phases["grad"]
     assert grad.sources["flops"] == "xla"
-    assert not [n for n in report.notes if "made the batch-grouped convolutions dense" in n]
+    assert not [n for n in report.notes if "made the grouped products (a depthwise" in n]
     conv = {r.path: r for r in report.layers}["conv"]
     assert conv.forward_flops == 2 * B * C * (C // groups) * TAPS

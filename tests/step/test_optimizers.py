@@ -318,3 +318,16 @@ def test_global_norm_clipping_is_per_layer_except_the_global_sum():
     for path in ("fc2", "fc3"):
         assert rows[path].update_flops == 17 * rows[path].parameters - 2, path
     assert rows["(remainder)"].update_flops == 4 + 1 + STEP + BIAS_CORRECTION[0]
+
+
+@pytest.mark.parametrize("optimizer, raised", [
+    (optax.lookahead(optax.adam(1e-3), sync_period=5, slow_step_size=0.5), "AttributeError"),  # LookaheadParams
+    (optax.chain(optax.adam(1e-3), optax.contrib.reduce_on_plateau()), "'value'"),  # update(..., value=)
+    (optax.lbfgs(), "'value'"),
+], ids=["lookahead", "reduce_on_plateau", "lbfgs"])
+def test_an_optimizer_that_cannot_update_the_parameters_as_they_are_is_refused_in_one_line(optimizer, raised):
+    # a sixth new user's optax setups: optax's own AttributeError and TypeError escaped analyze()
+    with pytest.raises(xla_cost.InputError) as refused:
+        xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer=optimizer, counter="jaxpr")
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and raised in message and "analyze_step" in message

@@ -17,6 +17,7 @@ from xla_cost.compiled.collectives import group_axes
 from xla_cost.count.attribution import REMAINDER, module_path, module_tree, op_name_path, owner, with_ancestors
 from xla_cost.count.hoisted import Hoisted, hoisted_invariants
 from xla_cost.count.interpret import JaxprCount
+from xla_cost.count.registry import MATRIX_PRODUCTS
 from xla_cost.count.random_rules import RANDOM_PRIMITIVES, THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
@@ -136,47 +137,51 @@ def fusion_gap_note(
 ) -> list[str]:
     """A note where XLA's CPU figure for a program (its headline) is more than `FUSION_NOTE_GAP`
     from the jaxpr count for none of the reasons another note gives (loops, remat, library
-    calls; a target's own notes): XLA's fusions duplicating cheap producers, as measured
-    (`docs/conventions.md`: a ViT of width 32, its backward +16%, the GeLU's and the
-    LayerNorms' backward passes)."""
+    calls; a target's own notes): above it, XLA's fusions duplicating cheap producers, as
+    measured (`docs/conventions.md`: a ViT of width 32, its backward +16%, the GeLU's and the
+    LayerNorms' backward passes); below it, XLA's simplifications (Adafactor's update, -5.6%)."""
     true = counted.total.flops
     if (compiled is None or compiled.target is not None or value is None or source != "xla" or not true
             or counted.unsupported or counted.loops or counted.recomputed.flops or compiled.library_calls
             or abs(value - true) <= FUSION_NOTE_GAP * true):
         return []
+    why = ("XLA's fusions compute cheap producers (normalisations, broadcasts, masks, an activation's "
+           "derivative) again inside each fusion that reads them and count every copy, which the jaxpr counts "
+           "once (more on narrow layers)") if value > true else (
+           "XLA's simplification passes compute fewer operations than the program writes (a multiplication by a "
+           "constant folded into another, an expression computed once for several uses), which the jaxpr counts "
+           "as written")
     return [f"{phase}: XLA's flops ({value:,}) are {(value - true) / true:+.1%} from the jaxpr count ({true:,}): "
-            "XLA's fusions compute cheap producers (normalisations, broadcasts, masks, an activation's "
-            "derivative) again inside each fusion that reads them and count every copy, which the jaxpr counts "
-            "once (more on narrow layers); the per-layer rows add up to the jaxpr count"]
+            f"{why}; the per-layer rows add up to the jaxpr count"]
 
 
 def densified_flops(
     phase: str, value: int | None, source: str, note: str | None, counted: JaxprCount,
 ) -> tuple[int | None, str, str | None]:
-    """The FLOP of a program whose compiler made its batch-grouped convolutions dense.
+    """The FLOP of a program whose compiler made its grouped products dense.
 
     The weight gradient of a depthwise convolution (one input channel a group) is a
-    convolution with ``batch_group_count`` G, the channels. XLA's CPU compiler turns
-    it into a dense one, G times its products (measured, jax 0.10.2: a 3 x 3
-    depthwise convolution of 96 channels, the gradient program 46.9x the jaxpr's
-    count; 48 groups of 2 channels, or 4 of 24, no change). Where XLA's figure
-    exceeds a complete jaxpr count by more than half of what that would add
-    (`JaxprCount.dense_expansion`), the expansion is the CPU's, not the model's: the
-    jaxpr count stands (XLA's stays in ``xla_flops``), and a note says so.
+    convolution with ``batch_group_count`` G, the channels; ``jax.lax.ragged_dot`` (a
+    mixture of experts' grouped matmul) multiplies each group of rows by its own one of
+    G matrices. XLA's CPU compiler makes both dense, G times their products (measured,
+    jax 0.10.2: a 3 x 3 depthwise convolution of 96 channels, the gradient program 46.9x
+    the jaxpr's count; 48 groups of 2 channels, or 4 of 24, no change; a ragged_dot of 4
+    groups 4.2x). Where XLA's figure exceeds a complete jaxpr count by more than half of
+    what that would add (`JaxprCount.dense_expansion`), the expansion is the CPU's, not
+    the model's: the jaxpr count stands (XLA's stays in ``xla_flops``), and a note says so.
     """
     expansion, true = counted.dense_expansion.flops, counted.total.flops
     if not expansion or value is None or source not in ("xla", "xla+loops") or value - true <= expansion / 2:
         return value, source, note
+    what = "the grouped products (a depthwise convolution's weight gradient, a ragged_dot's groups)"
     if counted.unsupported:
         return value, source, "; ".join(filter(None, (note, (
-            f"{phase}: XLA's flops ({value:,}) include its CPU compiler's dense form of the batch-grouped "
-            f"convolutions (a depthwise convolution's weight gradient; up to {expansion:,} FLOP more than the "
-            "model's), which the jaxpr count, incomplete here, cannot replace"))))
+            f"{phase}: XLA's flops ({value:,}) include its CPU compiler's dense form of {what} (up to "
+            f"{expansion:,} FLOP more than the model's), which the jaxpr count, incomplete here, cannot replace"))))
     return true, "jaxpr", "; ".join(filter(None, (note, (
-        f"{phase}: XLA's CPU compiler made the batch-grouped convolutions dense (a depthwise convolution's "
-        f"weight gradient, G x its products): its flops ({value:,}) are {value / true:.1f}x the jaxpr count; "
-        f"the expansion is the CPU's, not the model's: using the jaxpr count ({true:,}); a target's compiler "
-        "(--target) gives its own program's"))))
+        f"{phase}: XLA's CPU compiler made {what} dense, G x their products: its flops ({value:,}) are "
+        f"{value / true:.1f}x the jaxpr count; the expansion is the CPU's, not the model's: using the jaxpr count "
+        f"({true:,}); a target's compiler (--target) gives its own program's"))))
 
 
 def best_sharded(
@@ -430,7 +435,7 @@ def without_negatives(name: str, costs: PhaseCosts) -> tuple[PhaseCosts, list[st
     ]
 
 
-MATMULS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated"})
+MATMULS: frozenset[str] = MATRIX_PRODUCTS
 """The primitives whose work runs on matrix units (tensor cores): `PhaseCosts.matmul_flops`, with
 the products a fused primitive runs inside it (`xla_cost.count.registry.Cost.products`)."""
 

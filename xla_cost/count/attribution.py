@@ -35,7 +35,7 @@ from xla_cost.count.hoisted import hoisted_invariants
 from xla_cost.count.interpret import EqnCount
 from xla_cost.count.stacks import JAX_SCOPES, bare_stack, classify_pass, split_name_stack, unwrap
 from xla_cost.count.layers import LayerCosts
-from xla_cost.count.registry import Cost
+from xla_cost.count.registry import MATRIX_PRODUCTS, Cost
 
 __all__ = [
     "REMAINDER",
@@ -546,7 +546,7 @@ def root_products_note(
     """
     row_of = _rows(param_paths, root, known_modules)
     products = [(row_of(eqn)[1], eqn.cost.flops) for eqn in forward
-                if eqn.primitive in ("dot_general", "conv_general_dilated")]
+                if eqn.primitive in MATRIX_PRODUCTS]
     left = sum(flops for row, flops in products if row == REMAINDER)
     whole = sum(flops for _, flops in products)
     if not whole or left <= ROOT_PRODUCTS_SHARE * whole:

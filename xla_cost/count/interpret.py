@@ -133,10 +133,11 @@ class JaxprCount:
         the backward part's, in practice.
       part_unsupported: per part of a classified step (`part`), the
         primitives without a rule met there (empty: not classified).
-      dense_expansion: what a compiler that makes the batch-grouped convolutions
-        dense (a depthwise convolution's weight gradient: ``batch_group_count``
-        G > 1) would add: (G - 1) times their cost, loops multiplied out. XLA's
-        CPU compiler does so for a depthwise one (`xla_cost.analysis.costs`).
+      dense_expansion: what a compiler that makes the grouped products dense
+        (a depthwise convolution's weight gradient: ``batch_group_count`` G > 1;
+        a ``ragged_dot``'s G groups) would add: (G - 1) times their cost, loops
+        multiplied out. XLA's CPU compiler does so for a depthwise convolution
+        and for ``ragged_dot`` (`xla_cost.analysis.costs`).
       tagged: the cost of the equations a classifier tagged, by tag
         (`xla_cost.count.step_parts.StepLabels.tags`: ``metrics`` is the work
         on gradients or new parameters that only metrics read); loops
@@ -407,7 +408,10 @@ class _Counter:
         tag = getattr(self.labels, "tags", {}).get(path)
         if tag is not None:
             self.tagged[tag] = self.tagged[tag] + cost * times
-        groups = int(params.get("batch_group_count", 1)) if name == "conv_general_dilated" else 1
+        # a grouped product a compiler may make dense: a batch-grouped convolution (a depthwise one's weight
+        # gradient) or a ragged_dot's G groups (XLA's CPU compiler multiplies every row by every group's matrix)
+        groups = (int(params.get("batch_group_count", 1)) if name == "conv_general_dilated"
+                  else rules.ragged_groups(ins) if name == "ragged_dot_general" else 1)
         if groups > 1:
             self.dense_expansion = self.dense_expansion + cost * (times * (groups - 1))
         self.executions[key] += times

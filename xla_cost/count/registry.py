@@ -29,10 +29,16 @@ __all__ = [
     "registered_primitives",
     "size",
     "io_bytes",
+    "MATRIX_PRODUCTS",
 ]
 
 FLOPS_PER_FMA = 2
 """A fused multiply-add is two floating-point operations (one mul, one add)."""
+
+MATRIX_PRODUCTS: frozenset[str] = frozenset({"dot_general", "conv_general_dilated", "ragged_dot_general"})
+"""The primitives whose whole work is matrix products, for the matrix units (tensor cores, the
+MXU): `xla_cost.analysis.costs.MATMULS` and the per-layer checks read it. A fused primitive's
+products inside it are its `Cost.products` instead."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ __all__ = [
     "XLA_EXPANSIONS",
     "COMPOSITES",
     "conv_valid_positions",
+    "ragged_groups",
     "FUSED_ATTENTION",
     "SELECT_AND_SCATTER_STEP_OPS",
     "ARGMAX_STEP_OPS",
@@ -194,6 +195,28 @@ def _dot_general(
     k = math.prod(ins[0].shape[d] for d in lhs_contract)
     flops = size(outs[0]) if k == 1 else FLOPS_PER_FMA * size(outs[0]) * k
     return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), float8=flops if _float8(*ins[:2]) else 0)
+
+
+@register("ragged_dot_general")
+def _ragged_dot_general(
+    ins: Sequence[Aval], outs: Sequence[Aval], *, ragged_dot_dimension_numbers: Any, **_: Any
+) -> Cost:
+    # jax.lax.ragged_dot (a mixture of experts' grouped matmul): the lhs rows are split into G groups
+    # (group_sizes), each group's rows multiplied by its own matrix. Whichever dimension is ragged (the
+    # lhs rows: rhs [G, K, N]; the contraction, a weight gradient: out [G, K, N]; a batch dimension),
+    # every lhs element meets each rhs column of its group once: FLOPS_PER_FMA * prod(lhs) * prod(the
+    # rhs dimensions neither contracted, batched nor grouped). Rows past sum(group_sizes) belong to no
+    # group and are not computed: where the sizes do not cover the rows, this is an upper bound.
+    (_lhs_contract, rhs_contract), (_lhs_batch, rhs_batch) = ragged_dot_dimension_numbers.dot_dimension_numbers
+    taken = {*rhs_contract, *rhs_batch, *ragged_dot_dimension_numbers.rhs_group_dimensions}
+    free = math.prod(n for d, n in enumerate(ins[1].shape) if d not in taken)
+    flops = FLOPS_PER_FMA * size(ins[0]) * free
+    return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), float8=flops if _float8(*ins[:2]) else 0)
+
+
+def ragged_groups(ins: Sequence[Aval]) -> int:
+    """The number of groups of a ``ragged_dot_general`` (its ``group_sizes`` operand's last dimension)."""
+    return int(ins[2].shape[-1]) if len(ins) > 2 and ins[2].shape else 1
 
 
 def _float8(*operands: Aval) -> bool:
@@ -671,9 +694,8 @@ NOT_COSTED: Mapping[str, str] = {
         "XLA's cost analysis reports -1 (unknown) for it on the CPU",
     ),
     **dict.fromkeys(
-        ("ragged_dot_general", "scaled_dot"),
-        "a grouped or block-scaled matmul whose XLA expansion (dense over every group, "
-        "or with scale conversions) is not modelled",
+        ("scaled_dot",),
+        "a block-scaled matmul whose XLA expansion (with scale conversions) is not modelled",
     ),
     # random numbers other than threefry's hashing
     **dict.fromkeys(

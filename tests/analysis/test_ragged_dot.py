@@ -1,0 +1,92 @@
+"""``jax.lax.ragged_dot``, a mixture of experts' grouped matmul, has a rule.
+
+A fifth new user's gather-dispatch MoE (tokens sorted by expert, each expert's rows
+multiplied by its own matrix) was reported at 3.9x its forward FLOP: XLA's CPU compiler
+makes a ragged_dot dense (every row times every group's matrix, G times the products),
+and the primitive had no rule, so the jaxpr count could not stand in, the MoE row left
+its products out with no mark and a step's note blamed XLA's fusions.
+
+A ragged_dot of lhs [M, K] and G matrices [G, K, N] is 2 M K N FLOP (each row meets its
+own group's matrix once); its weight gradient (ragged in the contraction) and its input
+gradient are 2 M K N each. The jaxpr count stands where XLA's figure carries the
+expansion (`xla_cost.analysis.costs.densified_flops`), and a note says so.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+import xla_cost
+from xla_cost.count.interpret import count_function
+
+M, K, N, G = 64, 32, 48, 4  # rows, contraction, columns, groups
+PRODUCT = 2 * M * K * N  # one ragged_dot: every row times its group's K x N matrix
+
+
+def _sds(*shape, dtype=jnp.float32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def test_a_ragged_dot_and_its_two_gradients_are_2_m_k_n_each():
+    lhs, rhs, sizes = _sds(M, K), _sds(G, K, N), _sds(G, dtype=jnp.int32)
+    forward = count_function(lambda a, b, s: jax.lax.ragged_dot(a, b, s), lhs, rhs, sizes)
+    assert forward.unsupported == {} and forward.total.flops == PRODUCT
+    assert forward.dense_expansion.flops == (G - 1) * PRODUCT  # what a compiler making it dense adds
+
+    def grads(a, b, s, t):  # the VJP: d lhs (rhs grouped, contracted over N), d rhs (ragged contraction over M)
+        _, vjp = jax.vjp(lambda x, y: jax.lax.ragged_dot(x, y, s), a, b)
+        return vjp(t)
+
+    backward = count_function(grads, lhs, rhs, sizes, _sds(M, N))  # the forward's output is dead: not counted
+    assert {e.primitive for e in backward.equations if e.cost.flops} == {"ragged_dot_general"}
+    assert backward.unsupported == {} and backward.total.flops == 2 * PRODUCT
+
+
+D, F, EXPERTS, TOP, TOKENS = 32, 48, 4, 2, 16
+ROUTED = 2 * (2 * (TOKENS * TOP) * D * F)  # two ragged_dots (up, down) over the TOKENS x TOP routed rows
+
+
+class Experts(nn.Module):
+    """Each expert's two matrices; rows sorted by expert, ``sizes`` rows each."""
+
+    @nn.compact
+    def __call__(self, rows, sizes):
+        wi = self.param("wi", nn.initializers.lecun_normal(), (EXPERTS, D, F))
+        wo = self.param("wo", nn.initializers.lecun_normal(), (EXPERTS, F, D))
+        return jax.lax.ragged_dot(nn.relu(jax.lax.ragged_dot(rows, wi, sizes)), wo, sizes)
+
+
+class RaggedMoE(nn.Module):
+    """Top-2 routing, the routed rows sorted by expert and multiplied by their experts' matrices."""
+
+    @nn.compact
+    def __call__(self, x):
+        logits = nn.Dense(EXPERTS, use_bias=False, name="router")(x)
+        weights, experts = jax.lax.top_k(jax.nn.softmax(logits), TOP)
+        flat = experts.reshape(-1)
+        order = jnp.argsort(flat)
+        sizes = jnp.bincount(flat, length=EXPERTS).astype(jnp.int32)
+        out = Experts(name="experts")(jnp.repeat(x, TOP, axis=0)[order], sizes)
+        out = jnp.zeros_like(out).at[order].set(out).reshape(TOKENS, TOP, D)
+        return nn.Dense(10, name="head")((out * weights[..., None]).sum(axis=1))
+
+
+def test_a_ragged_moe_is_counted_from_its_jaxpr_with_its_products_in_its_row():
+    report = xla_cost.analyze(RaggedMoE(), _sds(TOKENS, D), optimizer="sgd", per_layer=True,
+                              compilation_cache=False)
+    forward = report.phases["forward"]
+    # XLA's CPU figure holds every group's products for every row; the count is the model's
+    assert forward.sources["flops"] == "jaxpr" and forward.flops == forward.jaxpr_flops
+    assert forward.xla_flops > 2 * forward.flops
+    assert any("made the grouped products" in n and "ragged_dot" in n for n in report.notes)
+    assert not any("ragged_dot_general" in n for n in report.notes)  # no primitive without a rule
+    experts = next(layer for layer in report.layers if layer.path == "experts")
+    # the experts' row: the two ragged_dots and the ReLU between them (TOKENS x TOP x F compares and selects)
+    assert ROUTED <= experts.forward_flops <= ROUTED + 2 * TOKENS * TOP * F, experts.forward_flops
+    # its backward: the down projection's input and weight gradients, the up projection's weight gradient (its
+    # input, routed tokens of the model's input, needs none), the ReLU's
+    assert 3 * ROUTED // 2 <= experts.backward_flops <= 3 * ROUTED // 2 + 2 * TOKENS * TOP * F
+    # the products run on the matrix units: the router's, the experts' and the head's
+    assert forward.matmul_flops == ROUTED + 2 * TOKENS * D * EXPERTS + 2 * TOKENS * D * 10
