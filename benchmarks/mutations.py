@@ -1139,6 +1139,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_ragged_dot.py",),
     ),
     Mutation(
+        "optimizer_state_taken_for_parameters",
+        "Adafactor's factored state judged as parameters: 'every parameter receives no gradient'",
+        (Edit("xla_cost/analysis/step_checks.py", "or module not in shown or id(leaf) not in parameters:",
+              "or module not in shown:"),),
+        tests=("tests/analysis/test_step_checks.py",),
+    ),
+    Mutation(
+        "optimizer_refusal_escapes",
+        "optax.lookahead's AttributeError escapes analyze() instead of a one-line refusal",
+        (Edit("xla_cost/step/workload.py", "    opt_state = _optimizer_state(transform, params, update)",
+              "    opt_state = jax.eval_shape(transform.init, params)"),),
+        tests=("tests/step/test_optimizers.py",),
+    ),
+    Mutation(
         "fusion_gap_unsaid",
         "a CPU program's FLOP 7% over the jaxpr count (a narrow LayerNorm/GeLU stack) with no note",
         (Edit("xla_cost/analysis/costs.py", "or abs(value - true) <= FUSION_NOTE_GAP * true):",

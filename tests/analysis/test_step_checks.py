@@ -55,3 +55,63 @@ def test_adam_with_gradient_accumulation_holds_three_times_the_parameters_and_is
     (note,) = _notes(optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4).gradient_transformation())
     assert f"holds {3 * PARAMS / PARAMS:.1f}x the parameters" in note  # 3.0x, more than 2
     assert "gradient accumulation" in note
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(CLASSES)(nn.relu(nn.Dense(16)(x)))
+
+
+def _mlp_state(tx):
+    def create():
+        params = MLP().init(jax.random.key(0), jnp.ones((1, IN)))["params"]
+        return train_state.TrainState.create(apply_fn=MLP().apply, params=params, tx=tx)
+
+    return jax.eval_shape(create)
+
+
+def _nnx_notes(tx, frozen: bool = False) -> list[str]:
+    from flax import nnx
+
+    class NnxMLP(nnx.Module):
+        def __init__(self, rngs):
+            self.linear1, self.linear2 = nnx.Linear(IN, 16, rngs=rngs), nnx.Linear(16, CLASSES, rngs=rngs)
+
+        def __call__(self, x):
+            h = self.linear1(x)
+            return self.linear2(nnx.relu(jax.lax.stop_gradient(h) if frozen else h))
+
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+
+    @nnx.jit
+    def nnx_step(model, optimizer, x, y):
+        grads = nnx.grad(lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean())(model)
+        optimizer.update(model, grads)
+
+    model = nnx.eval_shape(lambda: NnxMLP(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(NnxMLP(nnx.Rngs(0)), tx, wrt=nnx.Param))
+    return list(xla_cost.analyze_step(nnx_step, model, optimizer, x, y, counter="jaxpr").notes)
+
+
+MLP_PARAMS = IN * 16 + 16 + 16 * CLASSES + CLASSES  # the two Dense layers' kernels and biases
+
+
+def test_an_nnx_optimizers_state_is_read_as_linens_is():
+    # a sixth new user's nnx.Optimizer: NNX holds optax's states as its own nodes, so MultiSteps' 3 x the
+    # parameters went unnoted where Linen's TrainState is noted
+    notes = [n for n in _nnx_notes(optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)) if n.startswith(NOTE)]
+    (note,) = notes
+    assert f"holds {3 * MLP_PARAMS / MLP_PARAMS:.1f}x the parameters" in note and "opt_state." in note
+
+
+def test_adafactors_factored_state_is_not_taken_for_parameters_without_a_gradient():
+    # the same user's Adafactor: its factored rows and columns ((1,) here: no side reaches 128) were judged as
+    # parameters no backward equation makes, "every parameter receives no gradient", in Linen and NNX alike
+    # (NNX naming them linear1/value); the backward pass computes every gradient
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    linen = xla_cost.analyze_step(step, _mlp_state(optax.adafactor(1e-3)), x, y, counter="jaxpr").notes
+    assert not [n for n in (*linen, *_nnx_notes(optax.adafactor(1e-3))) if "receive no gradient" in n]
+    # a layer that truly gets none is named by its variables' names, not NNX's `value`
+    (said,) = [n for n in _nnx_notes(optax.adam(1e-3), frozen=True) if "receive no gradient" in n]
+    assert "linear1/bias, linear1/kernel:" in said and "linear2" not in said

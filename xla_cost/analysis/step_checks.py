@@ -182,41 +182,77 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
                 made.setdefault(module, set()).update(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
     missing: list[str] = []
     flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+    parameters = _parameter_leaves(prepared.args)  # an optimizer's state (Adafactor's factored rows) is no parameter
     for (path, leaf), module in zip(flat, prepared.owners):
-        if module is None or module not in prepared.param_paths or module not in shown:
+        if module is None or module not in prepared.param_paths or module not in shown or id(leaf) not in parameters:
             continue
         shape = tuple(getattr(leaf, "shape", ()))
         if not made.get(module, set()) & {shape, shape[1:]}:
-            name = f"{module}/{jax.tree_util.keystr(path[-1:]).strip('.[]').strip(chr(39))}"
+            keys = [jax.tree_util.keystr((key,)).strip(".[]").strip(chr(39)) for key in path]
+            if len(keys) > 1 and keys[-1] == "value":  # an NNX Variable's array: the variable's name
+                keys.pop()
+            name = f"{module}/{keys[-1]}"
             if name not in missing:
                 missing.append(name)
     return missing
 
 
+def _is_state(x: Any) -> bool:
+    """An optax state (a named tuple of optax's)."""
+    return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
+
+
+STATE_KEY = "opt_state"
+"""The attribute under which a train state holds its optimizer's state: Flax's Linen ``TrainState``
+field and NNX ``nnx.Optimizer``'s attribute (whose optax states NNX holds as its own nodes, not
+optax's named tuples)."""
+
+
+def _state_leaves(args: Any) -> dict[int, str]:
+    """The leaves of ``args`` that an optimizer's state holds, by identity, each with its kind:
+    its optax state's type (``ScaleByAdamState``), or under `STATE_KEY`, where no optax type is
+    left, the field after it (``opt_state.mu``)."""
+    kinds: dict[int, str] = {}
+    for state in jax.tree.leaves(args, is_leaf=_is_state):
+        if _is_state(state):
+            kinds.update((id(leaf), type(state).__name__) for leaf in jax.tree.leaves(state))
+    for path, leaf in jax.tree_util.tree_flatten_with_path(args)[0]:
+        names = [_key_name(key) for key in path]
+        if id(leaf) not in kinds and STATE_KEY in names:
+            field = next((n for n in names[names.index(STATE_KEY) + 1:] if n is not None), "")
+            kinds[id(leaf)] = f"{STATE_KEY}.{field}" if field else STATE_KEY
+    return kinds
+
+
+def _key_name(key: Any) -> str | None:
+    """A path key's name: an attribute's (``.opt_state``) or a mapping's string key (an NNX state's)."""
+    name = getattr(key, "name", None)
+    if name is None:
+        name = getattr(key, "key", None)
+    return name if isinstance(name, str) else None
+
+
+def _parameter_leaves(args: Any) -> set[int]:
+    """The identities of the leaves of ``args`` outside every optimizer state (`_state_leaves`)."""
+    state = _state_leaves(args)
+    return {id(leaf) for leaf in jax.tree.leaves(args) if id(leaf) not in state}
+
+
 def _parameter_elements(prepared: UserStep) -> int:
     """The parameters' array elements in the step's arguments (optimizer states left out)."""
-    def is_state(x: Any) -> bool:
-        return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
-
-    outside = jax.tree.map(lambda x: None if is_state(x) else x, prepared.args, is_leaf=is_state)
-    kept = {id(leaf) for leaf in jax.tree.leaves(outside)}
+    kept = _parameter_leaves(prepared.args)
     return sum(int(getattr(leaf, "size", 0)) for leaf, module in zip(jax.tree.leaves(prepared.args), prepared.owners)
                if module is not None and module in prepared.param_paths and id(leaf) in kept)
 
 
 def _optimizer_states(args: Sequence[Any]) -> dict[str, int]:
-    """Array elements (not scalars) held by each kind of optax state in ``args``."""
-    def is_state(x: Any) -> bool:
-        return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
-
+    """Array elements (not scalars) held by each kind of optimizer state in ``args`` (`_state_leaves`)."""
+    kinds = _state_leaves(args)
     held: dict[str, int] = {}
-    for state in jax.tree.leaves(args, is_leaf=is_state):
-        if not is_state(state):
-            continue
-        elements = sum(int(getattr(leaf, "size", 0)) for leaf in jax.tree.leaves(state)
-                       if getattr(leaf, "ndim", 0) > 0 and jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating))
-        if elements:
-            held[type(state).__name__] = held.get(type(state).__name__, 0) + elements
+    for leaf in jax.tree.leaves(args):
+        kind = kinds.get(id(leaf))
+        if kind is not None and getattr(leaf, "ndim", 0) > 0 and jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating):
+            held[kind] = held.get(kind, 0) + int(leaf.size)
     return held
 
 
