@@ -132,8 +132,8 @@ def device_peak(
     peak_tflops: float | None = None,
     peak_bandwidth: float | None = None,
 ) -> DevicePeak:
-    """The peak of device ``kind`` (default: the default device), overrides applied.
-    A CPU's peak is measured (`measure_cpu_peak`, about a second) unless both figures are given.
+    """The peak of device ``kind`` (default: the default device), overrides applied; a CPU's is
+    measured (`measure_cpu_peak`, about a second) unless both figures are given.
 
     Args:
       kind: a ``device_kind`` string; None for ``jax.devices()[0]``.
@@ -155,10 +155,8 @@ def device_peak(
             peak = measure_cpu_peak()
         else:
             known = ", ".join(registry.DEVICES[name].title for name in registry.names("peak"))
-            raise ValueError(
-                f"Expected a device with a known peak ({known}), "
-                f"got {kind!r} instead. Pass --peak-tflops and --peak-bandwidth."
-            )
+            raise ValueError(f"Expected a device with a known peak ({known}), got {kind!r} instead. "
+                             "Pass --peak-tflops and --peak-bandwidth.")
     if peak_tflops is not None:
         peak = dataclasses.replace(
             peak, flops_per_s={d: peak_tflops * 1e12 for d in ("float32", "bfloat16", "float16")},

@@ -408,8 +408,7 @@ class _Counter:
         tag = getattr(self.labels, "tags", {}).get(path)
         if tag is not None:
             self.tagged[tag] = self.tagged[tag] + cost * times
-        # a grouped product a compiler may make dense: a batch-grouped convolution (a depthwise one's weight
-        # gradient) or a ragged_dot's G groups (XLA's CPU compiler multiplies every row by every group's matrix)
+        # a grouped product a compiler may make dense: a depthwise convolution's weight gradient, a ragged_dot
         groups = (int(params.get("batch_group_count", 1)) if name == "conv_general_dilated"
                   else rules.ragged_groups(ins) if name == "ragged_dot_general" else 1)
         if groups > 1:
