@@ -1153,6 +1153,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_optimizers.py",),
     ),
     Mutation(
+        "cond_branches_not_followed",
+        "optax.MultiSteps' update rows: every layer's work under its lax.cond charged to one layer (fc2 0)",
+        (Edit("xla_cost/count/interpret.py", "costs = [t.walk(b, stack, times, owner, owners=owners, out_owners=r "
+              "if owners is not None else None)", "costs = [t.walk(b, stack, times, owner) if r is not None else None"),),
+        tests=("tests/step/test_optimizers.py",),
+    ),
+    Mutation(
         "fusion_gap_unsaid",
         "a CPU program's FLOP 7% over the jaxpr count (a narrow LayerNorm/GeLU stack) with no note",
         (Edit("xla_cost/analysis/costs.py", "or abs(value - true) <= FUSION_NOTE_GAP * true):",

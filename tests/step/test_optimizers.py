@@ -331,3 +331,16 @@ def test_an_optimizer_that_cannot_update_the_parameters_as_they_are_is_refused_i
         xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2), optimizer=optimizer, counter="jaxpr")
     message = str(refused.value)
     assert len(message.splitlines()) == 1 and raised in message and "analyze_step" in message
+
+
+def test_an_update_under_a_cond_is_attributed_to_each_layer_by_its_data():
+    # optax.MultiSteps applies its inner optimizer under lax.cond (every k-th step): a sixth new user's rows put
+    # all of fc2's update in fc1 (fc2 0). Every tensor takes the same per-element rule, so each layer's update is
+    # its parameters times one per-parameter figure
+    report = xla_cost.analyze(build_model("one_net"), example_inputs("one_net", 2),
+                              optimizer=optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4), counter="jaxpr",
+                              per_layer=True)
+    rows = {layer.path: layer for layer in report.layers}
+    per_parameter = {path: rows[path].update_flops / rows[path].parameters for path in ("fc1", "fc2", "fc3")}
+    assert len(set(per_parameter.values())) == 1 and per_parameter["fc1"] > 13, per_parameter  # more than Adam's
+    assert rows["(remainder)"].update_flops < 100  # the step counters' scalars

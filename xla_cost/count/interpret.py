@@ -36,6 +36,8 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
+from xla_cost.count.folding import Folding
+from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule
 from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
 from xla_cost.present.markdown import markdown_table
@@ -49,28 +51,6 @@ __all__ = [
     "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_PRIMITIVES", "join_stack", "repeated_forward", "eqn_owner",
     "combine_owners", "public_owner",
 ]
-
-CALL_LIKE: frozenset[str] = frozenset(
-    {
-        "jit", "pjit", "closed_call", "core_call", "xla_call", "named_call", "call",
-        "remat", "remat2", "checkpoint",
-        "custom_jvp_call", "custom_jvp_call_jaxpr", "custom_vjp_call",
-        "custom_vjp_call_jaxpr", "custom_lin",
-        "shard_map",
-        "composite",  # lax.composite: XLA runs (and counts) its decomposition
-    }
-)
-"""Primitives that call one nested jaxpr exactly once (walked as if inlined)."""
-
-CALL_PARAMS: tuple[str, ...] = ("jaxpr", "call_jaxpr", "fun_jaxpr")
-"""The parameter of a `CALL_LIKE` equation that holds the jaxpr it calls."""
-
-WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
-"""Higher-order primitives whose nested jaxprs the interpreter walks (no rule of their own)."""
-
-REMAT_PRIMITIVES: frozenset[str] = frozenset({"remat", "remat2", "checkpoint"})
-"""The names ``jax.checkpoint``'s primitive has had; one with ``differentiated=True`` is the
-backward pass's call that recomputes the forward values it needs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,7 +254,7 @@ class _Counter:
     # Returns the cost of one execution of ``jaxpr`` and records it ``times`` times.
     # ``owner``: of every equation (inside a call or loop), or, with ``owners``
     # (one per input variable), followed through the data flow. ``constants``:
-    # per input variable, what the caller knows of it (`_Folding.describe`), so
+    # per input variable, what the caller knows of it (`Folding.describe`), so
     # that a call with literal arguments folds as XLA folds it once inlined;
     # ``out_constants`` receives the same for the outputs.
     def walk(
@@ -286,7 +266,7 @@ class _Counter:
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
         base = self.path  # each equation's path: its index below the equation that holds this jaxpr
         env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
-        folded = _Folding()
+        folded = Folding()
         folded.seed(jaxpr.invars, constants or ())
         total = Cost()
         for index, eqn in enumerate(jaxpr.eqns):
@@ -314,8 +294,10 @@ class _Counter:
                     env[var] = owner_here
             if folded.is_identity(eqn):
                 continue
-            known = []
-            total = total + self.eqn(eqn, stack, times, owner_here, folded.describe(eqn.invars), known)
+            known, branch = [], [] if owners is not None and eqn.primitive.name == "cond" else None
+            total = total + self.eqn(eqn, stack, times, owner_here, folded.describe(eqn.invars), known,
+                                     None if branch is None else [_owner_of(v, env) for v in eqn.invars[1:]], branch)
+            env.update(zip(eqn.outvars, branch or ()))  # a cond's results: its branch's owners
             folded.seed(eqn.outvars, known)  # a call's constant results
         self.path = base
         if out_owners is not None:
@@ -330,6 +312,7 @@ class _Counter:
         self, eqn: Any, stack: str, times: int, owner: str | None = None,
         constants: Sequence[tuple[bool, float | None]] | None = None,
         out_constants: list[tuple[bool, float | None]] | None = None,
+        branch_owners: list[str | None] | None = None, branch_results: list[str | None] | None = None,
     ) -> Cost:
         name = eqn.primitive.name
         path = self.path
@@ -371,8 +354,8 @@ class _Counter:
             self.path = path
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
             return body * n + cond * checks
-        if name == "cond":
-            return self.cond(params["branches"], stack, times, owner)
+        if name == "cond":  # following the data (an optimizer's update): into each branch
+            return self.cond(params["branches"], stack, times, owner, branch_owners, branch_results)
         if name in CALL_LIKE:
             sub = next((params[p] for p in CALL_PARAMS if p in params), None)
             if sub is not None:
@@ -424,15 +407,20 @@ class _Counter:
             self.part_unsupported[part][name] += times
         return Cost()
 
-    def cond(self, branches: Any, stack: str, times: int, owner: str | None) -> Cost:
+    def cond(self, branches: Any, stack: str, times: int, owner: str | None,
+             owners: list[str | None] | None = None, out_owners: list[str | None] | None = None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
         trial = [_Counter(self.trip_counts, self.labels, self.repeated) for _ in branches]
+        results: list[list[str | None]] = [[] for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
             t.path = (*self.path, f"b{k}")
-        costs = [t.walk(b, stack, times, owner) for t, b in zip(trial, branches)]
+        costs = [t.walk(b, stack, times, owner, owners=owners, out_owners=r if owners is not None else None)
+                 for t, b, r in zip(trial, branches, results)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
         chosen = trial[index]
+        if out_owners is not None:
+            out_owners.extend(results[index])
         for key, cost in chosen.costs.items():
             self.costs[key] = self.costs[key] + cost
             self.executions[key] += chosen.executions[key]
@@ -481,109 +469,6 @@ def eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
 
 def _literal(var: Any) -> Any:
     return var.val if isinstance(var, jex_core.Literal) else None
-
-
-_FOLDABLE = {
-    "broadcast_in_dim": lambda x, **_: x,
-    "convert_element_type": lambda x, **_: x,
-    "reshape": lambda x, **_: x,
-    "neg": lambda x, **_: -x,
-    "square": lambda x, **_: x * x,
-    "integer_pow": lambda x, *, y, **_: x**y,
-    "add": lambda x, y, **_: x + y,
-    "sub": lambda x, y, **_: x - y,
-    "mul": lambda x, y, **_: x * y,
-    "max": lambda x, y, **_: max(x, y),
-    "min": lambda x, y, **_: min(x, y),
-}
-"""Primitives whose value `_Folding` tracks when every operand is a known scalar
-(or a broadcast of one), so that ``x + zeros`` can be seen to be ``x``."""
-
-
-class _Folding:
-    """XLA's constant folding and algebraic simplification, for one jaxpr.
-
-    An equation whose operands are all constants (literals, or values computed
-    from literals only, such as ``square(broadcast(0.0))`` in optax's global
-    norm) is evaluated at compile time: it costs nothing. ``x + 0``, ``0 + x``,
-    ``x - 0``, ``x * 1``, ``1 * x`` and ``x / 1``, where the constant is a literal
-    or a broadcast scalar and ``x`` already has the result's shape, are removed.
-    """
-
-    def __init__(self) -> None:
-        self.constant: set[Any] = set()
-        self.value: dict[Any, float] = {}
-
-    def _known(self, var: Any) -> float | None:
-        if isinstance(var, jex_core.Literal):
-            array = np.asarray(var.val)
-            if array.size != 1 or array.dtype.kind not in "biuf":
-                return None
-            return float(array.reshape(()))
-        return self.value.get(var)
-
-    def _is_constant(self, var: Any) -> bool:
-        return isinstance(var, jex_core.Literal) or var in self.constant
-
-    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
-        """(is a constant, its scalar value if known) of each of ``variables``."""
-        return [(self._is_constant(v), self._known(v)) for v in variables]
-
-    def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
-        """Marks ``variables`` known to be constants (`describe`): a called jaxpr's
-        inputs that are constants in the caller, a call's constant results."""
-        for var, (constant, value) in zip(variables, known):
-            if constant:
-                self.constant.add(var)
-            if value is not None:
-                self.value[var] = value
-
-    def fold(self, eqn: Any) -> bool:
-        """Whether ``eqn`` is computed at compile time (then it is recorded)."""
-        name = eqn.primitive.name
-        if name in _NEVER_FOLD or eqn.effects or not eqn.invars:
-            return False
-        if not all(self._is_constant(v) for v in eqn.invars):
-            return False
-        self.constant.update(eqn.outvars)
-        values = [self._known(v) for v in eqn.invars]
-        if name in _FOLDABLE and len(eqn.outvars) == 1 and None not in values:
-            try:
-                self.value[eqn.outvars[0]] = float(_FOLDABLE[name](*values, **eqn.params))
-            except (TypeError, ValueError, ArithmeticError):
-                pass
-        return True
-
-    def is_identity(self, eqn: Any) -> bool:
-        """``x + 0``, ``x * 1`` and the like, which XLA's simplifier removes."""
-        name, invars = eqn.primitive.name, eqn.invars
-        if len(invars) != 2 or name not in ("add", "add_any", "sub", "mul", "div"):
-            return False
-        a, b = invars
-        out_shape = eqn.outvars[0].aval.shape
-
-        def passes(x: Any) -> bool:
-            return not isinstance(x, jex_core.Literal) and x.aval.shape == out_shape
-
-        def equals(x: Any, value: float) -> bool:
-            return self._known(x) == value
-
-        if name in ("add", "add_any"):
-            return (equals(a, 0) and passes(b)) or (equals(b, 0) and passes(a))
-        if name == "sub":
-            return equals(b, 0) and passes(a)
-        if name == "mul":
-            return (equals(a, 1) and passes(b)) or (equals(b, 1) and passes(a))
-        return equals(b, 1) and passes(a)  # div
-
-
-_NEVER_FOLD = frozenset(
-    {
-        "scan", "while", "cond", *CALL_LIKE,
-        "random_bits", "random_seed", "random_wrap", "rng_uniform", "rng_bit_generator",
-    }
-)
-"""Never treated as compile-time constants: loops, calls, random numbers."""
 
 
 def _static_trip_count(eqn: Any) -> int | None:

@@ -1,0 +1,121 @@
+"""XLA's constant folding and algebraic simplification, as the jaxpr interpreter sees them.
+
+`Folding` tracks, for one jaxpr, which values are constants (computed from literals only) and
+which equations XLA turns into their operand (``x + zeros``, ``x * 1``), so that
+`xla_cost.count.interpret` counts neither, as XLA's compiled count does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax.extend import core as jex_core
+
+from xla_cost.count.primitives import CALL_LIKE
+
+__all__ = ["Folding"]
+
+
+_FOLDABLE = {
+    "broadcast_in_dim": lambda x, **_: x,
+    "convert_element_type": lambda x, **_: x,
+    "reshape": lambda x, **_: x,
+    "neg": lambda x, **_: -x,
+    "square": lambda x, **_: x * x,
+    "integer_pow": lambda x, *, y, **_: x**y,
+    "add": lambda x, y, **_: x + y,
+    "sub": lambda x, y, **_: x - y,
+    "mul": lambda x, y, **_: x * y,
+    "max": lambda x, y, **_: max(x, y),
+    "min": lambda x, y, **_: min(x, y),
+}
+"""Primitives whose value `Folding` tracks when every operand is a known scalar
+(or a broadcast of one), so that ``x + zeros`` can be seen to be ``x``."""
+
+
+class Folding:
+    """XLA's constant folding and algebraic simplification, for one jaxpr.
+
+    An equation whose operands are all constants (literals, or values computed
+    from literals only, such as ``square(broadcast(0.0))`` in optax's global
+    norm) is evaluated at compile time: it costs nothing. ``x + 0``, ``0 + x``,
+    ``x - 0``, ``x * 1``, ``1 * x`` and ``x / 1``, where the constant is a literal
+    or a broadcast scalar and ``x`` already has the result's shape, are removed.
+    """
+
+    def __init__(self) -> None:
+        self.constant: set[Any] = set()
+        self.value: dict[Any, float] = {}
+
+    def _known(self, var: Any) -> float | None:
+        if isinstance(var, jex_core.Literal):
+            array = np.asarray(var.val)
+            if array.size != 1 or array.dtype.kind not in "biuf":
+                return None
+            return float(array.reshape(()))
+        return self.value.get(var)
+
+    def _is_constant(self, var: Any) -> bool:
+        return isinstance(var, jex_core.Literal) or var in self.constant
+
+    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
+        """(is a constant, its scalar value if known) of each of ``variables``."""
+        return [(self._is_constant(v), self._known(v)) for v in variables]
+
+    def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
+        """Marks ``variables`` known to be constants (`describe`): a called jaxpr's
+        inputs that are constants in the caller, a call's constant results."""
+        for var, (constant, value) in zip(variables, known):
+            if constant:
+                self.constant.add(var)
+            if value is not None:
+                self.value[var] = value
+
+    def fold(self, eqn: Any) -> bool:
+        """Whether ``eqn`` is computed at compile time (then it is recorded)."""
+        name = eqn.primitive.name
+        if name in _NEVER_FOLD or eqn.effects or not eqn.invars:
+            return False
+        if not all(self._is_constant(v) for v in eqn.invars):
+            return False
+        self.constant.update(eqn.outvars)
+        values = [self._known(v) for v in eqn.invars]
+        if name in _FOLDABLE and len(eqn.outvars) == 1 and None not in values:
+            try:
+                self.value[eqn.outvars[0]] = float(_FOLDABLE[name](*values, **eqn.params))
+            except (TypeError, ValueError, ArithmeticError):
+                pass
+        return True
+
+    def is_identity(self, eqn: Any) -> bool:
+        """``x + 0``, ``x * 1`` and the like, which XLA's simplifier removes."""
+        name, invars = eqn.primitive.name, eqn.invars
+        if len(invars) != 2 or name not in ("add", "add_any", "sub", "mul", "div"):
+            return False
+        a, b = invars
+        out_shape = eqn.outvars[0].aval.shape
+
+        def passes(x: Any) -> bool:
+            return not isinstance(x, jex_core.Literal) and x.aval.shape == out_shape
+
+        def equals(x: Any, value: float) -> bool:
+            return self._known(x) == value
+
+        if name in ("add", "add_any"):
+            return (equals(a, 0) and passes(b)) or (equals(b, 0) and passes(a))
+        if name == "sub":
+            return equals(b, 0) and passes(a)
+        if name == "mul":
+            return (equals(a, 1) and passes(b)) or (equals(b, 1) and passes(a))
+        return equals(b, 1) and passes(a)  # div
+
+
+_NEVER_FOLD = frozenset(
+    {
+        "scan", "while", "cond", *CALL_LIKE,
+        "random_bits", "random_seed", "random_wrap", "rng_uniform", "rng_bit_generator",
+    }
+)
+"""Never treated as compile-time constants: loops, calls, random numbers."""
