@@ -61,6 +61,9 @@ def _nothing_written(place):
       "--counter", "jaxpr"], ("--remat full with --set remat=dots_saveable",)),
     (["analyze", "one_net", "--counter", "jaxpr", "--exact-train-step"],
      ("exact_train_step=True with counter='jaxpr'",)),
+    # a seventh user's: "Expected batch sizes of at least 1, got '2'" for the 'x' of --batch-sizes 2,x
+    (["sweep", "one_net", "--batch-sizes", "2,x", "--counter", "jaxpr", "--jobs", "0"],
+     ("whole numbers", "got 'x' in '2,x'")),
 ])
 def test_a_conflict_or_a_near_name_is_refused_before_anything_runs(capsys, place, argv, words):
     one_line_refusal(capsys, argv, words)
@@ -261,3 +264,19 @@ def test_a_mesh_beyond_the_environments_device_count_says_which_setting_wins(tmp
     [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("xla-cost: error:")]
     assert "XLA_FLAGS --xla_force_host_platform_device_count=2 wins" in line and "raise it to 4 or unset it" in line
     assert "does this itself" not in line
+
+
+@pytest.mark.parametrize("content, said", [("[1]", "a JSON list (another command's output?)"),
+                                           ("{}", "an empty JSON object (another command's output?)")])
+def test_diff_refuses_json_that_is_no_report_in_words(capsys, place, content, said):
+    # a seventh user's: "got 'x.json', a JSON list: another command's output? instead" and "with keys none"
+    (place / "x.json").write_text(content)
+    one_line_refusal(capsys, ["diff", "x.json", "x.json"], said)
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="a directory that takes no new files")
+def test_an_output_in_a_directory_that_takes_no_files_says_so(capsys, place):
+    # the same user's: "nothing can be created in '/proc': No such file or directory", of a directory that is there
+    line = one_line_refusal(capsys, ["analyze", "one_net", "--counter", "jaxpr", "--output", "/proc/x.json"],
+                            "it takes no new files")
+    assert "No such file" not in line

@@ -120,3 +120,14 @@ def test_an_empty_key_or_model_selects_nothing_to_delete(dated, capsys):
     code, out, _ = _run(capsys, "store", "delete", "--key", "abd1", "--store", str(dated))
     assert code == 0 and out == "deleted 1 stored result\n"
     assert [r.key for r in xla_cost.store_contents(dated).rows] == ["xyz0"]
+
+
+def test_a_zoo_model_is_selected_by_any_of_its_names(store, capsys):
+    # a seventh new user's `store list --model gpt2` (an alias `analyze gpt2` takes) matched none of the
+    # gpt2-small rows, and `store delete` deleted nothing, exit 0 both
+    for name in ("One-Net", "ONE_NET"):
+        _, out, _ = _run(capsys, "store", "list", "--store", str(store), "--model", name, "--format", "json")
+        assert [r["model"] for r in json.loads(out)["rows"]] == ["one_net", "one_net"], name
+    assert xla_cost.store_contents(store, model=FAILING).rows  # a model outside the zoo: by its name as given
+    code, out, _ = _run(capsys, "store", "delete", "--store", str(store), "--model", "OneNet")
+    assert code == 0 and xla_cost.store_contents(store, model="one_net").rows == ()

@@ -413,9 +413,9 @@ def _load(value: Any, side: str) -> tuple[Report, dict[str, float], str]:
                          f"(line {exc.lineno} column {exc.colno}: {exc.msg}; a table?)", write) from exc
     if not isinstance(data, dict) or "flops" not in data or "model" not in data:
         what = (f"a JSON {type(data).__name__}" if not isinstance(data, dict)
-                else f"a JSON object with keys {', '.join(list(data)[:6]) or 'none'}")
+                else f"a JSON object with keys {', '.join(list(data)[:6])}" if data else "an empty JSON object")
         raise InputError(f"{side} as a report's JSON file (keys model, flops, ...)",
-                         f"{str(value)!r}, {what}: another command's output?", write)
+                         f"{str(value)!r}, {what} (another command's output?)", write)
     timing = data.pop("timing", None)
     try:
         report = Report.from_dict(data)

@@ -108,7 +108,7 @@ def sweep(args: argparse.Namespace) -> str:
     settings = {key: _list(value, f"--set {key}=") for key, value in _parse_settings_raw(args.settings).items()}
     check_output(args.layers, "--layers", "layers.csv")
     result = sweep(
-        args.models, batch_sizes=_list(args.batch_sizes, "--batch-sizes"), settings=settings,
+        args.models, batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), settings=settings,
         optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
         counter=args.counter, per_layer=args.per_layer or args.depth is not None or args.layers is not None,
         depth=args.depth,
@@ -352,6 +352,20 @@ def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
             _twice("--set", key.strip(), out[key.strip()], raw.strip())
         out[key.strip()] = raw.strip()
     return out
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    """``"1,2,4"`` to ``[1, 2, 4]``; an item that is not a whole number refused by name."""
+    from xla_cost.errors import InputError
+
+    values = []
+    for part in text.split(","):
+        try:
+            values.append(int(part.strip()))
+        except ValueError:
+            raise InputError(f"{flag} as comma-separated whole numbers", f"{part.strip()!r} in {text!r}",
+                             f"Write e.g. {flag} 1,2,4.") from None
+    return values
 
 
 def _list(text: str, flag: str) -> list[Any]:

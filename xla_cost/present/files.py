@@ -17,6 +17,7 @@ written, naming the option it came from.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -151,6 +152,8 @@ def cannot_create_in(directory: str) -> str | None:
     try:
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".xla-cost-", suffix=".probe")
     except OSError as exc:
+        if exc.errno == errno.ENOENT and os.path.isdir(directory):  # /proc: there, but it makes no new files
+            return "it takes no new files (a system directory such as /proc or /sys)"
         return exc.strerror or type(exc).__name__
     os.close(fd)
     os.unlink(probe)

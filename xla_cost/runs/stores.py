@@ -131,6 +131,19 @@ def _open(path: str | os.PathLike[str] | None) -> Store:
     return Store(where)
 
 
+def stored_model_name(model: str | None) -> str | None:
+    """The name the store keeps ``model``'s rows under: a zoo model's canonical name for any of its
+    names (``gpt2``, ``GPT2-small``: ``gpt2-small``), any other name as given."""
+    if not model:
+        return model
+    from xla_cost import zoo
+
+    try:
+        return zoo.get_spec(model).name
+    except InputError:
+        return model
+
+
 def _selection(failed: bool, model: str | None, key: str | None) -> str:
     return ", ".join(part for part in (
         "failed" if failed else "", f"model {model}" if model else "", f"key {key}..." if key else "") if part)
@@ -144,12 +157,13 @@ def store_contents(path: str | os.PathLike[str] | None = None, *, failed: bool =
     Args:
       path: the store's file (None: `xla_cost.default_store_path`, or ``XLA_COST_STORE``).
       failed: only the rows that failed.
-      model: only this model's rows.
+      model: only this model's rows (a zoo model by any of its names: `stored_model_name`).
       key: only the rows whose key starts with this.
 
     Raises:
       InputError: no store at ``path``.
     """
+    model = stored_model_name(model)
     with _open(path) as store:
         rows = tuple(store.select(failed=failed, model=model, key=key))
         created = {r.key: store.created(r.key) or "" for r in rows}
@@ -181,6 +195,7 @@ def store_delete(path: str | os.PathLike[str] | None = None, *, failed: bool = F
     for flag, value in (("--model", model), ("--key", key)):
         if value is not None and not value:
             raise InputError(f"{flag} naming the rows to delete", f"{flag} ''", f"Give {flag} a value, or drop it.")
+    model = stored_model_name(model)
     with _open(path) as store:
         rows = store.select(failed=failed, model=model, key=key)  # no condition: every row
         return store.delete(r.key for r in rows)
