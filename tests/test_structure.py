@@ -49,6 +49,7 @@ LAZY_IMPORTERS: dict[str, str] = {
     "xla_cost.compiled.store": "a sweep answered from the store imports no jax; the environment needs it",
     "xla_cost.runs.configs": "a RunConfig is built and keyed without jax; building its model needs the zoo",
     "xla_cost.runs.sweeps": "a sweep whose every configuration is stored imports no model code",
+    "xla_cost.runs.stores": "`store list` loads the zoo (flax, jax) only to read a --model name's aliases",
     "xla_cost.analysis.pipeline": "an untimed analysis does not load the timing modules (issue 49: analyze's start-up)",
 }
 """The modules (or subpackages) that import other xla_cost modules inside functions, and why."""
