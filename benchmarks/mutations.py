@@ -1147,9 +1147,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "optimizer_refusal_escapes",
-        "optax.lookahead's AttributeError escapes analyze() instead of a one-line refusal",
-        (Edit("xla_cost/step/workload.py", "    opt_state = _optimizer_state(transform, params, update)",
-              "    opt_state = jax.eval_shape(transform.init, params)"),),
+        "optax.reduce_on_plateau's TypeError (value=) escapes analyze() instead of a one-line refusal",
+        (Edit("xla_cost/step/workload.py", "            raise _optimizer_refused(exc) from exc\n        return optax",
+              "            raise\n        return optax"),),
         tests=("tests/step/test_optimizers.py",),
     ),
     Mutation(

@@ -236,29 +236,17 @@ class ModelOptions:
 
 
 @collector_paused()
-def _optimizer_state(transform: Any, params: PyTree, update: Callable[..., Any]) -> PyTree:
-    """The optimizer's state for ``params`` (abstract), its update traced once on them: an optax
-    transformation that wants other parameters (``optax.lookahead``'s `LookaheadParams`) or
-    arguments (``value=`` of ``reduce_on_plateau``, ``lbfgs``) is refused in one line, not
-    with optax's own exception from inside the analysis.
-
-    Raises:
-      InputError: ``init`` or ``update`` fails on the model's parameters.
-    """
-    try:
-        opt_state = jax.eval_shape(transform.init, params)
-        jax.eval_shape(update, params, opt_state, params)  # the gradients: the parameters' shapes
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise InputError(
-            "an optax transformation whose init(params) and update(grads, state, params) run on the model's "
-            "parameters", f"{type(exc).__name__}: {first}",
-            "Pass one that does (optax.lookahead wants optax.LookaheadParams; reduce_on_plateau and lbfgs want "
-            "update(..., value=...)), or analyse your own train step, which calls it as it needs: "
-            "xla_cost.analyze_step (xla-cost step).") from exc
-    return opt_state
+def _optimizer_refused(exc: Exception) -> InputError:
+    """The one-line refusal of an optax transformation whose ``init`` or ``update`` fails on the
+    model's parameters as they are (``optax.lookahead`` wants `LookaheadParams`; ``value=`` of
+    ``reduce_on_plateau`` and ``lbfgs``), in place of optax's own exception from inside the analysis."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return InputError(
+        "an optax transformation whose init(params) and update(grads, state, params) run on the model's "
+        "parameters", f"{type(exc).__name__}: {first}",
+        "Pass one that does (optax.lookahead wants optax.LookaheadParams; reduce_on_plateau and lbfgs want "
+        "update(..., value=...)), or analyse your own train step, which calls it as it needs: "
+        "xla_cost.analyze_step (xla-cost step).")
 
 
 def build_workload(
@@ -352,13 +340,21 @@ def build_workload(
         )
 
     def update(grads: PyTree, opt_state: PyTree, params: PyTree) -> Any:
-        updates, opt_state = transform.update(grads, opt_state, params)
+        try:  # traced with the update's program: no trace of its own
+            updates, opt_state = transform.update(grads, opt_state, params)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
+            raise _optimizer_refused(exc) from exc
         return optax.apply_updates(params, updates), opt_state
 
     grad, train_step = _gradient_phases(forward, update)
     replayed_grad, replayed_step = _gradient_phases(replay(traced_forward, forward), update)
 
-    opt_state = _optimizer_state(transform, params, update)
+    try:
+        opt_state = jax.eval_shape(transform.init, params)
+    except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
+        raise _optimizer_refused(exc) from exc
     notes = []
     if plan.axis_names:
         how = "detected" if plan.detected_axes == plan.axis_names else "bound"
