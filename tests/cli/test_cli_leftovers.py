@@ -84,7 +84,7 @@ def test_cache_with_time_is_refused(capsys, place):
     line = _refused(capsys, place, "analyze", "one_net", "--cache", "--time", "--counter", "jaxpr",
                     "--output", "out.json",
                     words=("cache (--cache) only without timed=True (--time): a timed analysis is never cached",
-                           "got cache=True with timed=True", "Drop cache= (--cache) to time the step"))
+                           "got cache=True (--cache) with timed=True (--time)", "Drop cache= (--cache) to time the step"))
     # the CLI only passes its options on: the refusal is the library's, word for word
     model, inputs = xla_cost.zoo.build_model("one_net"), xla_cost.zoo.example_inputs("one_net", 1)
     with pytest.raises(InputError) as info:
@@ -94,7 +94,8 @@ def test_cache_with_time_is_refused(capsys, place):
 
 def test_cache_with_time_names_the_store_and_makes_none(capsys, place):
     _refused(capsys, place, "analyze", "one_net", "--cache", "--store", "results.sqlite", "--time",
-             "--counter", "jaxpr", "--output", "out.json", words=("got cache='results.sqlite' with timed=True",))
+             "--counter", "jaxpr", "--output", "out.json",
+             words=("got cache='results.sqlite' (--cache) with timed=True (--time)",))
     model, inputs = xla_cost.zoo.build_model("one_net"), xla_cost.zoo.example_inputs("one_net", 1)
     with pytest.raises(InputError, match="only without timed=True"):
         xla_cost.analyze(model, inputs, optimizer="sgd", counter="jaxpr", cache=place / "r.sqlite", timed=True)

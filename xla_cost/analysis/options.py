@@ -111,7 +111,7 @@ class AnalysisOptions:
         if self.timed and self.cache is not False and self.cache is not None:  # a measured time is this run's
             raise InputError("cache (--cache) only without timed=True (--time): a timed analysis is never cached "
                              "(its measured time is this run's, on this machine)",
-                             f"cache={self.cache!r} with timed=True",
+                             f"cache={self.cache!r} (--cache) with timed=True (--time)",
                              "Drop cache= (--cache) to time the step, or timed=True (--time) to cache the counts.")
         if self.target is not None:
             check_target(self.target, timed=self.timed, counter=self.counter)
