@@ -118,6 +118,13 @@ def test_unknown_primitive_is_unsupported_not_zero():
     counted = count_function(lambda x: mystery.bind(x) + 1.0, sds(3))
     assert counted.unsupported == {"mystery_op": 1}
     assert counted.total.flops == 3  # the add only
+    # the totals say they are a lower bound wherever they are shown, never a bare figure
+    assert not counted.complete and count_function(lambda x: x + 1.0, sds(3)).complete
+    shown = counted._repr_markdown_()
+    assert shown.splitlines()[0].startswith("1 operation counted: at least 3 FLOP, at least 0 transcendentals")
+    assert "1 operation has no cost rule: unknown" in shown and "mystery_op x1" in shown
+    alone = count_function(mystery.bind, sds(3))  # nothing but the rule-less primitive: unknown, not 0 FLOP
+    assert alone.total.flops == 0 and not alone.complete and "at least 0 FLOP" in alone._repr_markdown_()
 
 
 def test_duplicate_registration_fails():

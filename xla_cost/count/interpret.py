@@ -137,8 +137,15 @@ class JaxprCount:
 
     @property
     def total(self) -> Cost:
-        """The cost with every loop multiplied by its trip count."""
+        """The cost with every loop multiplied by its trip count: of the counted
+        equations only, a lower bound when `complete` is False."""
         return sum((e.cost for e in self.equations), Cost())
+
+    @property
+    def complete(self) -> bool:
+        """Whether every primitive had a cost rule: when False, ``unsupported``
+        names those that had none, and `total` leaves their unknown cost out."""
+        return not self.unsupported
 
     @property
     def repeated_loops(self) -> tuple[LoopInfo, ...]:
@@ -174,9 +181,15 @@ class JaxprCount:
         import pandas as pd
 
         total = self.total
-        lines = [f"{sum(e.executions for e in self.equations):,} operations counted: {si(total.flops)} FLOP, "
-                 f"{si(total.transcendentals)} transcendentals, {size(total.bytes_accessed)} accessed "
-                 f"(every loop body once, as XLA counts: {si(self.total_once.flops)} FLOP)", ""]
+        least = "" if self.complete else "at least "
+        counted, unknown = sum(e.executions for e in self.equations), sum(self.unsupported.values())
+        lines = [f"{counted:,} operation{'' if counted == 1 else 's'} counted: {least}{si(total.flops)} FLOP, "
+                 f"{least}{si(total.transcendentals)} transcendentals, {least}{size(total.bytes_accessed)} accessed "
+                 f"(every loop body once, as XLA counts: {least}{si(self.total_once.flops)} FLOP)"]
+        if not self.complete:
+            lines.append(f"{unknown:,} operation{' has' if unknown == 1 else 's have'} no cost rule: unknown, "
+                         "left out of these totals (below)")
+        lines.append("")
         frame = self.to_frame()
         if len(frame):
             by = frame.groupby("primitive")[["executions", "flops", "transcendentals", "bytes_accessed"]].sum()
