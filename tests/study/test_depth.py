@@ -10,6 +10,10 @@ from xla_cost.study import depth
 from xla_cost.study.cases import Setup
 from xla_cost.study.validation import analyse_by_depth, extrapolated_depths
 
+# The three GPU programs (2, 3 and 4 blocks) share their kernels: XLA's kernel cache on the run's shared caches
+# assembles each once (19.5 s to 14.9 s for the module alone, 2026-11-30).
+pytestmark = pytest.mark.usefixtures("module_caches")
+
 D, T, V, B, HEADS, LAYERS, TENSOR = 32, 16, 64, 2, 2, 4, 2
 CONFIG = {"n_layer": LAYERS, "d_model": D, "n_head": HEADS, "vocab_size": V, "seq_len": T, "scan_layers": False}
 
