@@ -280,3 +280,36 @@ def test_nnx_model_memory_on_one_device_and_under_fsdp():
     # under, FSDP over 8 devices 8.93% under
     assert one.at_peak_total == pytest.approx(one.peak, rel=0.025)
     assert fsdp.at_peak_total == pytest.approx(fsdp.peak, rel=0.10)
+
+
+class _ScannedBlock(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+        return x + nn.Dense(WIDTHS[1])(jnp.tanh(nn.Dense(2 * WIDTHS[1])(x))), None
+
+
+class _ScannedStack(nn.Module):
+    layers: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(WIDTHS[1], name="inp")(x)
+        stack = nn.scan(nn.remat(_ScannedBlock), variable_axes={"params": 0}, split_rngs={"params": True},
+                        length=self.layers)
+        x, _ = stack(name="layers")(x, None)
+        return nn.Dense(WIDTHS[3], name="head")(x)
+
+
+def test_a_scanned_remat_stack_keeps_its_block_inputs_in_its_own_row():
+    # nn.scan(nn.remat(Block)): the backward pass recomputes each block from its input, stacked by the loop
+    # (the loop's body passes its carry out unchanged): L x B x D float32, the stack's own, not the remainder's
+    layers, d = 3, WIDTHS[1]
+    model = _ScannedStack(layers)
+    x = jax.ShapeDtypeStruct((B, WIDTHS[0]), jnp.float32)
+    params = jax.eval_shape(model.init, jax.random.PRNGKey(0), x)
+    by_layer, _, in_args = memory.saved_activations(
+        lambda p, inputs: (jnp.sum(model.apply(p, inputs)), None), params, (x,), root="_ScannedStack",
+        modules=("inp", "layers/Dense_0", "layers/Dense_1", "head"))
+    # the stacked block inputs, and the head's input (the last block's output, made in the stack)
+    assert by_layer == {"layers": layers * B * d * 4 + B * d * 4}
+    assert in_args == B * WIDTHS[0] * 4  # inp's input: the batch

@@ -244,7 +244,9 @@ the dot that uses it (its dimension numbers)."""
 def _stack_of(eqn: Any, var: Any) -> str:
     """The name stack of the operation that made ``var``: for an output of a loop
     (a scanned layer's stacked activations), the operation inside its body that
-    made the matching output, under the loop's own stack."""
+    made the matching output, under the loop's own stack; where the body passes
+    one of its inputs out unchanged (a remat'd scanned block's input, stacked for
+    the backward pass to recompute from), the first operation that reads it."""
     outer = str(eqn.source_info.name_stack)
     body = eqn.params.get("jaxpr") if eqn.primitive.name == "scan" else None
     if body is None:
@@ -255,9 +257,17 @@ def _stack_of(eqn: Any, var: Any) -> str:
         return outer
     target = inner.outvars[index]
     maker = next((e for e in inner.eqns if any(v is target for v in e.outvars)), None)
-    if maker is None:
-        return outer
-    stack = _stack_of(maker, target)
+    if maker is not None:
+        stack = _stack_of(maker, target)
+    else:  # an input passed through: the scope that holds all its readers (the block, not one of its layers)
+        readers = [str(e.source_info.name_stack).split("/") for e in inner.eqns if any(v is target for v in e.invars)]
+        if not readers:
+            return outer
+        common = readers[0]
+        for parts in readers[1:]:
+            common = common[:next((i for i, (a, b) in enumerate(zip(common, parts)) if a != b),
+                                  min(len(common), len(parts)))]
+        stack = "/".join(common)
     return f"{outer}/{stack}" if outer and stack else (stack or outer)
 
 
