@@ -344,3 +344,32 @@ def test_timed_runs_the_compiled_step():
                                    timed=True)
     run = report.timing.phases["train_step"]
     assert run.median_s > 0 and run.repeats >= 5 and run.low_s <= run.median_s <= run.high_s
+
+
+def test_a_tied_heads_transposed_embedding_is_the_parameter_not_a_saved_activation():
+    # embed.attend(x) multiplies by the embedding's transpose: a view of a parameter, read in place by the dot
+    # (analyze leaves it out by the same rule), never a V x D activation kept for the backward pass
+    vocab, width, tokens = 256, 32, (2, 8)
+    n = tokens[0] * tokens[1]
+
+    class Tied(nn.Module):
+        @nn.compact
+        def __call__(self, ids):
+            embed = nn.Embed(vocab, width, name="embed")
+            return embed.attend(jnp.tanh(embed(ids)))
+
+    model = Tied()
+    ids = jax.ShapeDtypeStruct(tokens, jnp.int32)
+    params = jax.eval_shape(model.init, jax.random.PRNGKey(0), ids)["params"]
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1))
+
+    def step(state, batch):
+        loss, grads = jax.value_and_grad(lambda p: _loss(state.apply_fn({"params": p}, batch["x"]), batch["y"]))(
+            state.params)
+        return state.apply_gradients(grads=grads), loss
+
+    memory = xla_cost.analyze_step(step, state, {"x": ids, "y": ids}, memory=True).memory_breakdown
+    # the gather's clamped ids (n int32), tanh's output (n x width: the head's weight gradient and tanh's
+    # derivative read it), the loss's as in the test above: exp(logits - max) (n x vocab), their sum and its
+    # absolute value (n each), the labels as gather indices (n) and its one-element index
+    assert memory.saved_activations == 4 * (n + n * width + n * vocab + 2 * n + n + 1)  # 18692

@@ -60,6 +60,7 @@ from xla_cost.step.trees import nbytes, tree_bytes
 from xla_cost.count.attribution import (
     REMAINDER, classify_pass, module_path, module_tree, op_name_path, owner, with_ancestors,
 )
+from xla_cost.count.primitives import VIEWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -235,12 +236,6 @@ class MemoryBreakdown:
         )
 
 
-_VIEWS = frozenset({"reshape", "squeeze", "expand_dims", "transpose"})
-"""Primitives whose result of an argument XLA does not copy: a reshape is a
-bitcast of its operand's buffer, and a transposed weight is read in place by
-the dot that uses it (its dimension numbers)."""
-
-
 def _stack_of(eqn: Any, var: Any) -> str:
     """The name stack of the operation that made ``var``: for an output of a loop
     (a scanned layer's stacked activations), the operation inside its body that
@@ -387,7 +382,7 @@ def saved_activations(
         if (source is not None and source.primitive.name == "broadcast_in_dim"
                 and (isinstance(source.invars[0], Literal) or not source.invars[0].aval.shape)):
             continue  # a broadcast scalar (ReLU's zeros): XLA fuses it, no buffer
-        if source is not None and source.primitive.name in _VIEWS and not isinstance(source.invars[0], Literal):
+        if source is not None and source.primitive.name in VIEWS and not isinstance(source.invars[0], Literal):
             origin = id(source.invars[0])  # a reshaped argument is the argument's buffer
         else:
             origin = id(var)

@@ -4,7 +4,7 @@ branches, recomputation (`xla_cost.count.interpret`, `xla_cost.count.folding` an
 
 from __future__ import annotations
 
-__all__ = ["CALL_LIKE", "CALL_PARAMS", "WALKED", "REMAT_PRIMITIVES"]
+__all__ = ["CALL_LIKE", "CALL_PARAMS", "WALKED", "REMAT_PRIMITIVES", "VIEWS"]
 
 CALL_LIKE: frozenset[str] = frozenset(
     {
@@ -27,3 +27,9 @@ WALKED: frozenset[str] = CALL_LIKE | {"scan", "while", "cond"}
 REMAT_PRIMITIVES: frozenset[str] = frozenset({"remat", "remat2", "checkpoint"})
 """The names ``jax.checkpoint``'s primitive has had; one with ``differentiated=True`` is the
 backward pass's call that recomputes the forward values it needs."""
+
+VIEWS: frozenset[str] = frozenset({"reshape", "squeeze", "expand_dims", "transpose"})
+"""Primitives whose result of an argument XLA does not copy: a reshape is a bitcast of its
+operand's buffer, and a transposed weight is read in place by the dot that uses it (its
+dimension numbers). What they make of a parameter is the parameter's buffer, not a saved
+activation (`xla_cost.analysis.memory`, `xla_cost.count.step_parts`)."""

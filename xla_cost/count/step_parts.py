@@ -59,6 +59,7 @@ from jax.extend import core as jex_core
 
 from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
     join_stack, public_owner, repeated_forward
+from xla_cost.count.primitives import VIEWS
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
@@ -441,7 +442,11 @@ def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict
                 if var is not None:
                     readers.setdefault(var, set()).add(part)
     saved = {}
+    arguments = {var for var in level.invars if var is not None}  # and the views of them (`VIEWS`): their buffers
     for node in level.nodes:
+        if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:
+            arguments.update(var for var in node.outs if var is not None)
+            continue
         if node.part != FORWARD:
             continue
         for var, out in zip(node.outs, node.eqn.outvars):
