@@ -3,6 +3,7 @@ called the way their own training loops call them (tests/research_models.py)."""
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import pytest
@@ -251,3 +252,35 @@ def test_batch_beyond_int32_indexing():
     x = jax.ShapeDtypeStruct((10**12, 12), jnp.float32)
     with pytest.raises(xla_cost.InputError, match="at most 2,147,483,647"):
         xla_cost.analyze(R.LogitsOnly(), x, optimizer="sgd", counter="jaxpr")
+
+
+class _OwnKeywordTypo(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return jnp.sum(nn.Dense(8)(x)[:, None, :], axes=1)  # jnp.sum takes axis=: the model's own bug
+
+
+class _OwnMissingArgument(nn.Module):
+    def scale(self, x, factor):
+        return x * factor
+
+    @nn.compact
+    def __call__(self, x):
+        return self.scale(nn.Dense(8)(x))  # the model's own call of its helper lacks `factor`
+
+
+@pytest.mark.parametrize("model", [_OwnKeywordTypo(), _OwnMissingArgument()], ids=["keyword", "missing"])
+def test_a_type_error_in_the_models_own_code_is_not_blamed_on_call_kwargs(model):
+    # the TypeError names the function the model's code called (sum(), scale()), not the model's __call__, and
+    # no call_kwargs were given: the model's own exception, with the hint for any other failure
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(model, jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd", counter="jaxpr")
+    message = str(info.value)
+    assert "TypeError" in message and "--debug" in message
+    assert "call_kwargs" not in message.split("TypeError", 1)[1].split(".", 1)[1]  # not in the fix
+
+
+def test_an_unexpected_keyword_given_in_call_kwargs_is_blamed_on_them():
+    with pytest.raises(xla_cost.InputError, match="Drop that argument from call_kwargs"):
+        xla_cost.analyze(R.MaskedEncoder(), jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32), optimizer="sgd",
+                         call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_), "temperature": 2.0})

@@ -97,20 +97,33 @@ _SHAPE_WORDS = re.compile(
 _MISSING_ARGUMENT = re.compile(r"missing (\d+ )?required (positional |keyword-only )?argument")
 
 
-def trace_error(exc: Exception, inputs: PyTree, what: str = "the model") -> InputError:
-    """One line naming the probable cause of a failure while tracing the model."""
+_CALLED = re.compile(r"^(?:\S+\.)?(\w+)\(\) (?:got an unexpected keyword argument '(\w+)'|missing )")
+"""A TypeError of a call's arguments: the function called (its last name), and the keyword it did not take."""
+
+
+def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
+                call_kwargs: Mapping[str, Any] | None = None, method: str | None = None) -> InputError:
+    """One line naming the probable cause of a failure while tracing the model.
+
+    A TypeError of arguments is blamed on the call into the model (``call_kwargs``,
+    ``method``) only where the call is the model's: a missing argument of the
+    model's ``method`` (``__call__`` when None), or a keyword given in
+    ``call_kwargs``; one raised by a function the model's own code calls is the
+    model's exception, as any other."""
     if isinstance(exc, InputError):
         return exc
     shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
     first = first_line(exc)
     received = f"inputs {shapes}, on which {what} failed with {type(exc).__name__}: {first}"
+    called = _CALLED.match(first) if isinstance(exc, TypeError) else None
+    entry = method if isinstance(method, str) else "__call__"
     if isinstance(exc, NameError) and "axis name" in first:
         fix = ("The model uses a collective axis name xla_cost could not bind; pass it with "
                "axis_names=[...] (--axis-name NAME).")
-    elif isinstance(exc, TypeError) and _MISSING_ARGUMENT.search(first):
+    elif called and called.group(2) is None and _MISSING_ARGUMENT.search(first) and called.group(1) == entry:
         fix = ("The model's call needs more arguments: pass them with call_kwargs={...} "
                "(--call-kwarg KEY=VALUE), or pick another method with method=.")
-    elif isinstance(exc, TypeError) and "unexpected keyword argument" in first:
+    elif called and called.group(2) is not None and called.group(2) in (call_kwargs or {}):
         fix = "Drop that argument from call_kwargs (--call-kwarg), or check method=."
     elif _SHAPE_WORDS.search(first) or "ScopeParamShapeError" in type(exc).__name__:
         fix = ("Check the input shape (--input-shape, batch first) and the model's "

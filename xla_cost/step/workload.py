@@ -312,7 +312,7 @@ def build_workload(
         except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
             if learn(exc, plan):
                 continue
-            raise trace_error(exc, inputs) from exc
+            raise trace_error(exc, inputs, call_kwargs=options.call_kwargs, method=options.method) from exc
         check_params(params, model)
         outputs = select_outputs(select, raw_outputs, inputs)
         check_float_outputs(outputs)
@@ -331,7 +331,7 @@ def build_workload(
         except Exception as exc:  # noqa: BLE001
             if learn(exc, plan):
                 continue
-            raise trace_error(exc, inputs) from exc
+            raise trace_error(exc, inputs, call_kwargs=options.call_kwargs, method=options.method) from exc
         break
     else:  # pragma: no cover - a model asking for ever more names
         raise InputError(
