@@ -71,8 +71,9 @@ def analyze_step(
 
     ``step`` is the function the training loop runs: bare, a
     ``functools.partial``, ``jax.jit``-ed (its ``donate_argnums`` and
-    ``in_shardings``/``out_shardings`` are honoured when it is compiled) or
-    ``nnx.jit``-ed; ``args`` (and ``kwargs``) are its example arguments,
+    ``in_shardings``/``out_shardings`` are honoured when it is compiled),
+    ``nnx.jit``-ed, or made by ``nnx.cached_partial(train_step, model,
+    optimizer)`` (``train_step`` called with what it holds first); ``args`` (and ``kwargs``) are its example arguments,
     concrete or abstract (``jax.eval_shape(create_train_state, ...)``,
     ``jax.ShapeDtypeStruct`` pytrees, ``nnx.eval_shape`` models), NNX models,
     optimizers and metrics included. Nothing the size of the model is

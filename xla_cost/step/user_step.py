@@ -131,6 +131,20 @@ class UserStep:
             return self.jitted.lower(*self.args)
 
 
+def nnx_cached_partial(step: Any) -> tuple[Any, tuple[Any, ...]] | None:
+    """``(function, arguments it holds)`` of a step made by ``nnx.cached_partial(f, model,
+    optimizer)``, whose call runs ``f(model, optimizer, *args)`` on the graph nodes it
+    cloned (sharing their Variables); None for any other step. Read from the wrapper
+    Flax returns (its ``__wrapped__`` and the ``cached_args`` it closes over)."""
+    code = getattr(step, "__code__", None)
+    wrapped = getattr(step, "__wrapped__", None)
+    if code is None or wrapped is None or code.co_name != "cache_args_wrapper" \
+            or "cached_args" not in code.co_freevars or "flax" not in code.co_filename:
+        return None
+    held = step.__closure__[code.co_freevars.index("cached_args")].cell_contents
+    return wrapped, tuple(held)
+
+
 def step_name(step: Any) -> str:
     """The name of the function a (partial, jitted) step runs."""
     seen = 0
@@ -330,8 +344,14 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         raise InputError("a training step function (bare, functools.partial, jax.jit or nnx.jit)",
                          f"{type(step).__name__} {step!r:.60}", "Pass the function the training loop calls.")
     kwargs = dict(kwargs or {})
-    name = step_name(step)
     notes: list[str] = []
+    cached = nnx_cached_partial(step)
+    if cached is not None:  # the function and the graph nodes it holds: the step the training loop runs
+        step, held = cached
+        args = (*held, *args)
+        notes.append(f"nnx.cached_partial of {step_name(step)}: analysed as {step_name(step)} called with the "
+                     f"{len(held)} argument(s) it holds first")
+    name = step_name(step)
     names = check_axis_names(axis_names)
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
