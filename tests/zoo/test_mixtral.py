@@ -235,3 +235,31 @@ def test_a_fine_grained_model_with_shared_experts_and_a_dense_layer_counts_alike
         total = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
         assert (total, active_parameters(params, declared_routing(model, inputs))) == closed_form(config)
         assert ("dense_layers" in params or "dense_layers_0" in params) and "shared_experts" in str(params)
+
+
+def test_a_train_step_of_the_model_reports_its_active_parameters_and_the_padding():
+    # analyze_step finds the model the step calls (a TrainState's apply_fn) and the tokens it hands it: the
+    # routing the model declares gives the same active parameters and capacity note as the model's analysis
+    import optax
+    from flax.training import train_state
+
+    model, tokens = build_model("mixtral-8x7b", **TINY), example_inputs("mixtral-8x7b", BATCH, **TINY)
+    params = jax.eval_shape(lambda x: model.init(jax.random.key(0), x), tokens)["params"]
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1))
+
+    def train_step(state, batch):
+        def loss_fn(p):
+            logits = state.apply_fn({"params": p}, batch["tokens"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(state.params)
+        return state.apply_gradients(grads=grads), loss
+
+    report = xla_cost.analyze_step(train_step, state, {"tokens": tokens, "labels": tokens}, counter="jaxpr")
+    total, active = closed_form(TINY)
+    assert (report.parameters, report.active_parameters) == (total, active)
+    note = next(n for n in report.notes if n.startswith("mixture of experts"))
+    assert "64 assignments for E x C = 4 x 20 = 80 expert slots" in note  # as the model's analysis says
+    plain = xla_cost.analyze_step(lambda p, x: jnp.sum(p["params"]["w"] @ x), {"params": {"w": jnp.ones((2, 2))}},
+                                  jnp.ones(2), counter="jaxpr")
+    assert plain.active_parameters is None  # no model declaring a routing: none, not every parameter

@@ -286,7 +286,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     return Report(
         model=prepared.name, config={}, batch_size=_batch_size(prepared), optimizer=_OPTIMIZER,
         dtype=_dtype(prepared), param_dtype=_dtype(prepared), backend=xla.backend_name(),
-        jax_version=jax.__version__, parameters=prepared.parameters, phases=costs, layers=layers,
+        jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
+        phases=costs, layers=layers,
         unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
         sharding={"mesh": dict(plan.sizes), "devices": plan.devices, "jaxpr": "step" if body is None else "device"}

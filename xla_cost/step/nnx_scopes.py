@@ -30,7 +30,7 @@ import jax
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
-__all__ = ["PATH_TAG", "nnx_name_scopes", "tagged", "tag_modules"]
+__all__ = ["PATH_TAG", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
 
 PATH_TAG = "_xla_cost_path"
 """The attribute holding a module's path (a tuple of strings) while it is tagged."""
@@ -103,11 +103,28 @@ def _methods(cls: type) -> Iterator[tuple[type, str]]:
                 yield klass, name
 
 
+@contextlib.contextmanager
+def recording_root_calls() -> Iterator[list[tuple[Any, tuple[Any, ...], dict[str, Any]]]]:
+    """While the block runs (inside `nnx_name_scopes`), each call of a tagged model's root
+    ``__call__`` from outside the model is appended to the list it yields as ``(module, args,
+    kwargs)``: what the step hands the model (its inputs), as traced values."""
+    previous = getattr(_SCOPE_STATE, "root_calls", None)
+    calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+    _SCOPE_STATE.root_calls = calls
+    try:
+        yield calls
+    finally:
+        _SCOPE_STATE.root_calls = previous
+
+
 def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def scoped_method(self: Any, *args: Any, **kwargs: Any) -> Any:
         stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
         path = getattr(self, PATH_TAG, None)
+        calls = getattr(_SCOPE_STATE, "root_calls", None)
+        if calls is not None and path == () and not stack and original.__name__ == "__call__":
+            calls.append((self, args, kwargs))
         if stack is None or path is None:
             return original(self, *args, **kwargs)
         parent = stack[-1] if stack else None

@@ -32,6 +32,7 @@ from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
+from xla_cost.step.step_routing import recording_model_calls, step_routing
 from xla_cost.step.trees import is_collections, leaf_roles
 
 __all__ = ["UserStep", "prepare_step", "step_name", "load_attribute", "step_arguments", "import_module", "PARAMS_KEY",
@@ -92,6 +93,8 @@ class UserStep:
       notes: what was done to the step to trace it.
       scopes: a context to trace in (NNX modules' name scopes).
       positional: the step's positional parameter names (`_linen_params`).
+      active_parameters: those a token's computation reads, where the model the
+        step calls declares its routed experts (`xla_cost.step.step_routing`); None: none declared.
     """
 
     name: str
@@ -105,6 +108,7 @@ class UserStep:
     notes: tuple[str, ...] = ()
     scopes: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     positional: tuple[str | None, ...] = ()
+    active_parameters: int | None = None
 
     @property
     def parameters(self) -> int:
@@ -379,7 +383,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
                             tuple(notes), scopes, positional)
         try:
-            prepared.trace()
+            with recording_model_calls() as calls:
+                prepared.trace()
         except Exception as exc:  # noqa: BLE001 - the step's own error, reported in one line
             axis = unbound_axis(exc)
             if axis is not None and axis not in names and len(names) < MAX_AXES:
@@ -393,6 +398,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 "Fix the step or its arguments; call it once outside xla_cost to see the full traceback.",
             ) from exc
         break
+    active, routed = step_routing(calls)  # a mixture of experts the step's model declares
+    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed))
     if names:
         given = check_axis_names(axis_names)
         how = "bound" if set(names) <= set(given) else "detected and bound"

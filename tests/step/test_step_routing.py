@@ -1,0 +1,56 @@
+"""analyze_step on an NNX mixture of experts that declares its routing (`xla_cost.Routing`): the step's
+active parameters and capacity note are the model's, as `xla_cost.analyze` gives them (was: none)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+import xla_cost
+
+B, T, D, F, E, K = 2, 8, 16, 32, 4, 2
+
+
+class TinyMoE(nnx.Module):
+    """A router over E experts (one [E, D, F] and one [E, F, D] weight), each token's output the
+    sum of its top-K experts' (computed for every expert and masked: every slot computed)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.router = nnx.Linear(D, E, use_bias=False, rngs=rngs)
+        self.w_in = nnx.Param(jax.random.normal(rngs.params(), (E, D, F)))
+        self.w_out = nnx.Param(jax.random.normal(rngs.params(), (E, F, D)))
+
+    def __call__(self, x):
+        weights, chosen = jax.lax.top_k(jax.nn.softmax(self.router(x)), K)
+        gate = jnp.sum(jax.nn.one_hot(chosen, E) * weights[..., None], axis=-2)  # [B, T, E]
+        hidden = jax.nn.relu(jnp.einsum("btd,edf->btef", x, self.w_in[...]))
+        return jnp.einsum("btef,efd,bte->btd", hidden, self.w_out[...], gate)
+
+    def xla_cost_routing(self, inputs):
+        return [xla_cost.Routing(r"^w_", E, K, capacity=T, group_tokens=T)]
+
+
+def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
+    model = nnx.eval_shape(lambda: TinyMoE(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(TinyMoE(nnx.Rngs(0)), optax.adam(1e-3), wrt=nnx.Param))
+    x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
+
+    @nnx.jit
+    def train_step(model, optimizer, x):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
+    total = D * E + 2 * E * D * F
+    # a token reads K of the E experts' weights, and the whole router
+    assert (report.parameters, report.active_parameters) == (total, D * E + 2 * K * D * F)
+    # T tokens a group, K assignments each, for E x C = E x T slots: 1 - K/E of them padding
+    note = next(n for n in report.notes if n.startswith("mixture of experts"))
+    assert f"makes {K * T} assignments for E x C = {E} x {T} = {E * T} expert slots" in note
+    assert f"at least {1 - K / E:.1%}" in note
+    analysed = xla_cost.analyze(model, x, optimizer="adam", loss=lambda y, _: jnp.mean(y ** 2),
+                                targets=x, counter="jaxpr")
+    assert analysed.active_parameters == report.active_parameters
