@@ -219,9 +219,12 @@ def test_full_remat_recomputes_the_blocks_forward(reports):
     expected = forward_matmul_flops(TINY, BATCH, "einsum")
     combine = TINY["n_layer"] * 2 * BATCH * TINY["seq_len"] * TINY["n_experts"] * 20 * TINY["d_model"]
     blocks = sum(expected.values()) - expected["head"] - combine
-    recomputed = remat.hardware_flops - remat.model_flops
+    # hardware less model FLOP: the recomputation, and the experts' capacity padding (20% of their products in
+    # the forward and the backward's two gradients: test_capacity_padding_is_in_the_flops_but_not_the_model_flops)
+    padding = round((1 - TINY["top_k"] * TINY["seq_len"] / (TINY["n_experts"] * 20)) * 3 * expected["experts"])
+    recomputed = remat.hardware_flops - remat.model_flops - padding
     assert blocks <= recomputed <= 1.01 * blocks
-    assert plain.hardware_flops == plain.model_flops
+    assert plain.hardware_flops == plain.model_flops + padding
 
 
 def test_a_fine_grained_model_with_shared_experts_and_a_dense_layer_counts_alike_scanned_or_not():
@@ -263,3 +266,31 @@ def test_a_train_step_of_the_model_reports_its_active_parameters_and_the_padding
     plain = xla_cost.analyze_step(lambda p, x: jnp.sum(p["params"]["w"] @ x), {"params": {"w": jnp.ones((2, 2))}},
                                   jnp.ones(2), counter="jaxpr")
     assert plain.active_parameters is None  # no model declaring a routing: none, not every parameter
+
+
+def test_capacity_padding_is_in_the_flops_but_not_the_model_flops(reports):
+    # the experts compute on E x C slots a group, k S of them filled: 1 - k S / (E C) = 1 - 64/80 = 20% of their
+    # products (forward, and backward's input and weight gradients: twice the forward) is padding, no model FLOP
+    report, c = reports["none"], TINY
+    slots = math.ceil(c["capacity_factor"] * c["seq_len"] * c["top_k"] / c["n_experts"])
+    padding = 1 - c["top_k"] * c["seq_len"] / (c["n_experts"] * slots)
+    experts = forward_matmul_flops(c, BATCH, "einsum")["experts"]
+    forward, grad = report.phases["forward"], report.phases["grad"]
+    assert forward.flops - forward.model_flops == round(padding * experts)
+    assert grad.flops - grad.model_flops == round(padding * 3 * experts)
+    assert report.hardware_flops == report.phases["train_step"].flops  # the padding is computed all the same
+    assert any("capacity padding" in n and "not in model_flops (MFU)" in n for n in report.notes)
+
+
+def test_an_estimates_mfu_leaves_the_capacity_padding_out_and_says_so():
+    c = TINY
+    run = xla_cost.estimate("mixtral-8x7b", tokens=1e6, config=c, batch_size=BATCH, device="h100")
+    slots = math.ceil(c["capacity_factor"] * c["seq_len"] * c["top_k"] / c["n_experts"])
+    padding = 1 - c["top_k"] * c["seq_len"] / (c["n_experts"] * slots)
+    experts = forward_matmul_flops(c, BATCH, "einsum")["experts"]  # a step's, B sequences
+    # HFU counts the padded slots' products (forward and the backward's two gradients), MFU does not
+    assert (run.hardware_flops_per_sample - run.model_flops_per_sample) * BATCH == pytest.approx(
+        padding * 3 * experts, abs=1)
+    notes = run.notes()
+    assert any(n.startswith("mixture of experts (") for n in notes)
+    assert any("HFU with remat's recomputation and the routed experts' capacity padding" in n for n in notes)

@@ -262,11 +262,31 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     return total
 
 
+def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
+                  padded: Sequence[tuple[frozenset[str], float]]) -> int:
+    """The FLOP of routed experts' products computed on capacity padding (`Workload.padded`: the
+    experts' modules and the share of their slots no routed token fills), remat's recomputation
+    left out as model FLOP leave it out: no model's arithmetic, as MFU counts it."""
+    if not padded:
+        return 0
+    tree = module_tree(modules)
+    total = 0.0
+    for eqn in counted.equations:
+        if eqn.primitive not in MATMULS:
+            continue
+        module = owner(module_path(eqn.name_stack, root, tree), modules)
+        share = next((share for found, share in padded if module in found), 0.0)
+        total += share * (eqn.cost.flops - eqn.recomputed.flops)
+    return round(total)
+
+
 def phase_costs(
     name: str, program: Program, plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
+    padded: Sequence[tuple[frozenset[str], float]] = (),
 ) -> tuple[PhaseCosts, list[str]]:
-    """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes."""
+    """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes;
+    ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`)."""
     counted, compiled = program.counted, program.compiled
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
     notes: list[str] = [f"{name}: {note}" for note in (compiled.notes if compiled is not None else ())]
@@ -322,6 +342,12 @@ def phase_costs(
     attention = attention_flops(counted, modules, root)
     if attention_convention == "causal" and model_flops is not None:
         model_flops -= attention // 2
+    padding = padding_flops(counted, modules, root, padded)
+    if padding and model_flops is not None:
+        model_flops -= round(padding / (plan.devices if plan is not None else 1))
+        notes.append(f"{name}: {padding:,} FLOP of the routed experts' products are computed on capacity padding "
+                     "(slots no token fills, if the router balances the tokens): in flops and hardware_flops, "
+                     "not in model_flops (MFU)")
     if corrected and costs.bytes_accessed is not None:
         notes.append(f"{name}: bytes_accessed is XLA's raw figure, which counts each loop body once")
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
@@ -363,12 +389,13 @@ def phase_costs(
 def all_phases(
     programs: Mapping[str, Program], plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
+    padded: Sequence[tuple[frozenset[str], float]] = (),
 ) -> tuple[dict[str, PhaseCosts], list[str]]:
     """Every declared phase: the programs' costs, then the derived ones by formula."""
     costs: dict[str, PhaseCosts] = {}
     notes: list[str] = []
     for name, program in programs.items():
-        costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention)
+        costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention, padded)
         notes += found
         # (a user's step says why by compiling it again without fusion: `step_checks.fusion_note`)
         if plan is None:  # (sharded, XLA's figure is one device's)

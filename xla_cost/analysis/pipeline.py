@@ -361,7 +361,7 @@ def _run(request: Request) -> Report:
         plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None, unfused=options.unfused,
     )
     costs, phase_notes = all_phases(
-        programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops
+        programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops, workload.padded
     )
     compute_dtype = options.dtype or _dtype_name(workload)
     timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None

@@ -34,6 +34,7 @@ from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
 from xla_cost.present import progress
 from xla_cost.present.document import Rendered, Section
+from xla_cost.step.routing import ROUTING_NOTE
 from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
 from xla_cost.runs.configs import RunConfig
@@ -100,6 +101,8 @@ class TrainingEstimate(Rendered):
         without an interval.
       interval_description: what ``interval`` is computed on, in words (a
         prediction without one: that its constants carry none; "": a bound).
+      routing_notes: a mixture of experts' capacity notes, from the model's analysis
+        (`xla_cost.step.routing.routing_notes`): its padding is in HFU, not in MFU.
     """
 
     model: str
@@ -128,6 +131,7 @@ class TrainingEstimate(Rendered):
     flops_counted: str = "compiled"
     interval: tuple[float, float] | None = None
     interval_description: str = ""
+    routing_notes: tuple[str, ...] = ()
 
     @property
     def priced_as(self) -> str:
@@ -364,8 +368,11 @@ class TrainingEstimate(Rendered):
         arithmetic = (self.hardware.arithmetic if self.hardware is not None else None) or self.dtype
         if self.peak_flops is None:
             return [*said, "MFU and HFU unknown: no device peak recorded"]
-        said.append(f"MFU and HFU: the model's FLOP per sample (forward and backward; HFU with remat's recomputation, "
-                    f"the optimizer's update in neither) x samples per second per device over one device's "
+        said.extend(self.routing_notes)
+        padding = " and the routed experts' capacity padding" if any(
+            "capacity padding" in note for note in self.routing_notes) else ""
+        said.append(f"MFU and HFU: the model's FLOP per sample (forward and backward; HFU with remat's recomputation"
+                    f"{padding}, the optimizer's update in neither) x samples per second per device over one device's "
                     f"{arithmetic} peak, {amount(self.peak_flops, 'FLOP/s')} (Chowdhery et al. 2022, Appendix B)")
         if self.target_memory is not None and (self.micro_batches > 1 or self.mesh.get("pipeline", 1) > 1):
             said.append("memory judged on one micro-batch's program" + (
@@ -519,6 +526,7 @@ def estimate(
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
         target_memory=analyse(where.run).target_memory, flops_counted=counted.counter.replace("xla", "compiled"),
         interval=interval, interval_description=step.interval_description,
+        routing_notes=tuple(note for note in single.notes if note.startswith(ROUTING_NOTE)),
     )
 
 

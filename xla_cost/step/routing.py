@@ -31,7 +31,10 @@ import numpy as np
 from xla_cost.errors import InputError
 from xla_cost.step.trees import PyTree, key_name
 
-__all__ = ["ROUTING_ATTRIBUTE", "Routing", "declared_routing", "active_parameters", "routing_notes"]
+__all__ = ["ROUTING_ATTRIBUTE", "ROUTING_NOTE", "Routing", "declared_routing", "active_parameters", "padded_modules", "routing_notes"]
+
+ROUTING_NOTE = "mixture of experts ("
+"""How each note of `routing_notes` begins (what reads them back finds them by it)."""
 
 ROUTING_ATTRIBUTE = "xla_cost_routing"
 """The attribute in which a model declares its routed parameters: a method (or a
@@ -158,6 +161,22 @@ def active_parameters(params: PyTree, routing: Sequence[Routing]) -> int | None:
     return round(total)
 
 
+def padded_modules(params: PyTree, routing: Sequence[Routing]) -> tuple[tuple[frozenset[str], float], ...]:
+    """For each routing with capacity padding (`Routing.padding` above 0): the module paths that
+    hold its experts' parameters (each matching parameter's path less its own name) and the
+    share of their work that is padding. Their products computed on empty slots are no model
+    FLOP (`xla_cost.analysis.costs`: MFU's model FLOP leave them out)."""
+    compiled = [re.compile(r.pattern) for r in routing]
+    found: list[set[str]] = [set() for _ in routing]
+    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+        text = _path_text(path)
+        index = next((i for i, pattern in enumerate(compiled) if pattern.search(text)), None)
+        if index is not None:
+            found[index].add(text.rsplit("/", 1)[0] if "/" in text else "")
+    return tuple((frozenset(modules), r.padding) for r, modules in zip(routing, found)
+                 if r.padding is not None and r.padding > 0 and modules)
+
+
 def routing_notes(routing: Sequence[Routing]) -> tuple[str, ...]:
     """One note per routing with a capacity: the slots the experts compute on, and
     the share of their FLOP that is capacity padding (`Routing.padding`)."""
@@ -175,7 +194,7 @@ def routing_notes(routing: Sequence[Routing]) -> tuple[str, ...]:
             share = (f"at least {dropped:.1%} of the routed assignments are dropped (the capacity holds "
                      "fewer than the tokens route)")
         notes.append(
-            f"mixture of experts ({r.pattern}, {layers}{how}): each group of {r.group_tokens} tokens routed to "
+            f"{ROUTING_NOTE}{r.pattern}, {layers}{how}): each group of {r.group_tokens} tokens routed to "
             f"top {r.top_k} of {r.experts} experts makes {r.top_k * r.group_tokens} assignments for E x C = "
             f"{r.experts} x {r.capacity} = {r.slots} expert slots, all computed: {share}"
         )

@@ -43,7 +43,7 @@ from xla_cost.step.checks import (
     check_params, default_targets, select_outputs, selector, trace_error,
 )
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
-from xla_cost.step.routing import active_parameters, declared_routing, routing_notes
+from xla_cost.step.routing import active_parameters, declared_routing, padded_modules, routing_notes
 from xla_cost.step.trees import PyTree, abstract, is_collections, key_name, leaf_modules, module_param_counts
 
 __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
@@ -102,6 +102,8 @@ class Workload:
         told to trace the model again.
       active_parameters: the parameters a token's computation reads, where the
         model declares routed experts (`xla_cost.step.routing`); None: none declared.
+      padded: the modules of routed experts with capacity padding, and the share of
+        their work that is padding (`xla_cost.step.routing.padded_modules`).
     """
 
     kind: str
@@ -127,6 +129,7 @@ class Workload:
     traced: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     replayed: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
     active_parameters: int | None = None
+    padded: tuple[tuple[frozenset[str], float], ...] = ()
 
     @property
     def parameters(self) -> int:
@@ -391,6 +394,7 @@ def build_workload(
         traced={"forward": traced_forward},
         replayed={"grad": replayed_grad, "train_step": replayed_step},
         active_parameters=active_parameters(params, routing),
+        padded=padded_modules(params, routing),
     )
     return workload, optimizer_name
 
