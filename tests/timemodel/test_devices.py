@@ -163,3 +163,14 @@ def test_a_dgx_b200_is_eight_gpus_on_nvlink_5_with_an_ndr_adapter_each():
     # DGX B200 user guide: 8 single-port ConnectX-7, 400 Gb/s each, for 8 GPUs: 400e9 / 8 bytes/s per GPU
     assert b200.inter.bandwidth == 8 * 400e9 / 8 / 8 and b200.node_size == 8
     assert devices.node("dgx-b200").source.startswith("NVIDIA DGX B200 user guide")
+
+
+@pytest.mark.parametrize("name", ["tpu-v5e", "tpu-v5p", "tpu-v6e"])
+def test_a_dtype_a_device_publishes_no_peak_for_is_refused_not_priced_at_float32s(name):
+    # TPUs publish bfloat16 (and float32 run at its rate) only: float16's peak is unknown, not float32's renamed
+    peak = DEVICES[name].peak
+    assert set(peak.flops_per_s) == {"bfloat16", "float32"}
+    with pytest.raises(InputError, match=r"a dtype the Google TPU v\w+ has a published peak for \(bfloat16, "
+                                         r"float32\), got 'float16'"):
+        peak.require("float16")
+    assert peak.require("bfloat16") == peak.flops_per_s["bfloat16"]

@@ -63,12 +63,14 @@ class DevicePeak:
         return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
 
     def require(self, dtype: str) -> float:
-        """`for_dtype`, refused where the device has no such units (a P100's bfloat16: 0.0).
+        """The published peak for ``dtype``, refused where the device has no such units (a
+        P100's bfloat16: 0.0) or publishes none (a TPU's float16: not float32's peak under
+        float16's name).
 
         Raises:
           InputError: no published peak for ``dtype``; the message names the dtypes that have one.
         """
-        peak = self.for_dtype(dtype)
+        peak = self.flops_per_s.get(dtype, 0.0)
         if peak > 0:
             return peak
         having = [name for name, value in self.flops_per_s.items() if value > 0]
