@@ -184,8 +184,10 @@ def test_a_pipeline_stage_is_its_share_of_the_layers_on_the_model_axis(pipelined
     # FLOP per sample from the whole model (4 layers) on one device, counted from its jaxpr (no device of a
     # pipeline runs the whole model: it is not compiled); a sample is a sequence of 32 tokens
     whole = xla_cost.analyze(build_model("gpt2-small", **TINY), example_inputs("gpt2-small", BATCH, **TINY),
-                             optimizer="adam", counter="jaxpr").phases["train_step"].flops
-    assert result.flops_counted == "jaxpr" and result.flops_per_sample == pytest.approx(whole / BATCH, rel=1e-12)
+                             optimizer="adam", counter="jaxpr").phases
+    # the update once a step of 4 micro-batches (test_the_update_is_spread_over_a_steps_samples_once_...)
+    per_sample = (whole["train_step"].flops - whole["update"].flops * (1 - 1 / 4)) / BATCH
+    assert result.flops_counted == "jaxpr" and result.flops_per_sample == pytest.approx(per_sample, rel=1e-12)
     assert any("each device of the pipeline runs a stage" in note for note in result.notes())
     assert result.samples == 64_000 // 32 and result.steps == math.ceil(64_000 / 32 / (BATCH * 4 * 2))
     data = result.to_dict()
@@ -450,11 +452,12 @@ def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypat
                       "priced"] and result.flops_counted == "jaxpr"
     # OneNet, 1 -> 4096 -> 128 -> 10 with biases: its parameters; each chip runs the forward and
     # backward pass of its 2 of the 8 samples and updates its quarter of the parameters (the one-device
-    # step's update, batch 2: (train step - grad) per sample x 2), not all 8 samples and the whole update
-    # (4x as much); libtpu counts its program's grad up to 15% above the jaxpr (the loss, its padding)
+    # step's update: a step's 8 samples share one whole update, sharded over the 4 chips, so (train step -
+    # grad) per sample x 8), not all 8 samples and the whole update (4x as much); libtpu counts its
+    # program's grad up to 15% above the jaxpr (the loss, its padding)
     parameters = (1 * 4096 + 4096) + (4096 * 128 + 128) + (128 * 10 + 10)
     assert result.parameters == parameters and result.layers == "unrolled"
-    update = 2 * (result.flops_per_sample - result.model_flops_per_sample)
+    update = 4 * 2 * (result.flops_per_sample - result.model_flops_per_sample)
     assert result.step.flops == pytest.approx(2 * result.model_flops_per_sample + update / 4, rel=0.15)
     # the donated train step's exact peak, judged on one v5e's 16 GB: at least each chip's quarter of
     # the float32 parameters and Adam's two moments, donated in place (3 x 4 bytes a parameter)
@@ -549,3 +552,19 @@ def test_products_no_rule_splits_are_priced_whole_on_every_device(store):
     assert run.step.prediction.seconds >= one.step.prediction.seconds * 0.99  # never faster than one device
     halves, _ = matmul({"model": 2})  # every dimension of TINY divides by 2: an even split
     assert halves == pytest.approx(whole / 2, rel=1e-9)
+
+
+def test_the_update_is_spread_over_a_steps_samples_once_and_over_its_fsdp_shards(store):
+    # per step each device runs M micro-batches' forward and backward and one update (sharded over an FSDP
+    # group): per sample, grad / B + update / (fsdp * B * M), B the micro-batch; the update's share is
+    # flops_per_sample - model_flops_per_sample (no remat)
+    one = RunConfig("one_net", 2, {}, optimizer="adam").canonical().run(cache=store)
+    update, grad = one.phases["update"].flops, one.phases["grad"].flops
+    runs = {name: estimates.estimate("one_net", samples=10_000, batch_size=2, store=store, **kw) for name, kw in (
+        ("replicas", {"devices": 8}), ("micro", {"devices": 8, "micro_batches": 4}),
+        ("fsdp", {"devices": 8, "mesh_axis": "fsdp"}))}
+    for name, shares in (("replicas", 1), ("micro", 4), ("fsdp", 8)):
+        run = runs[name]
+        assert run.flops_per_sample == pytest.approx((grad + update / shares) / 2, rel=1e-12), name
+        assert run.flops_per_sample - run.model_flops_per_sample == pytest.approx(update / shares / 2, rel=1e-9)
+        assert run.total_flops == pytest.approx(run.flops_per_sample * 10_000, rel=1e-12)

@@ -60,7 +60,9 @@ class TrainingEstimate(Rendered):
       devices: devices the run is priced on.
       samples: samples processed (``samples * epochs`` or tokens / sequence length).
       tokens: tokens processed (token models), else None.
-      flops_per_sample: train-step FLOP per sample (forward + backward + update).
+      flops_per_sample: train-step FLOP per sample (forward + backward + update):
+        every device's work, the update's spread over a step's samples (once a step,
+        not once a micro-batch; sharded over an FSDP group, not run whole on each).
       total_flops: the run's FLOP.
       steps: optimizer steps at the global batch.
       step: the sharded step priced on the devices; its ``calibration`` says
@@ -505,7 +507,11 @@ def estimate(
     flops = single.phases["train_step"].flops
     if flops is None:
         raise InputError("a model whose train-step FLOP are known", "unknown", "See the analysis notes.")
-    per_sample = flops / single.batch_size
+    # the update runs once a step, not once a micro-batch, and FSDP shards it: over a step's global batch
+    # (data x B x M samples) the data-parallel copies run data / fsdp whole updates
+    update = single.phases["update"].flops or 0
+    shards = where.run.mesh.get("fsdp", 1) if where.run.mesh else 1
+    per_sample = (flops - update + update / (micro * shards)) / single.batch_size
     compiled = f" compiled for {one.target}" if one.target is not None else ""
     progress.stage(f"the step on {mesh_devices(where.run.mesh)} device(s){compiled}", 1, 2)
     step = priced_step(where, hardware, analyse)
