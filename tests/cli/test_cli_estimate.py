@@ -183,3 +183,20 @@ def test_estimate_shows_progress_on_a_terminal_but_not_in_json(capsys, monkeypat
     assert code == 2 and "mfu in (0, 1]" in err
     # None: a line where stderr is a terminal; False: none (--quiet, or JSON for a program to read)
     assert asked == [("estimate", shown)]
+
+
+@pytest.mark.parametrize("given, samples", [("1.5k", 1500), ("1,500", 1500), ("1_500", 1500), ("1.5e3", 1500)])
+def test_counts_as_planners_write_them(capsys, tmp_path, given, samples):
+    code, out, err = run(capsys, "estimate", "one_net", "--samples", given, "--batch-size", "2", "--format", "json",
+                         "--store", str(tmp_path / "s.sqlite"))
+    assert code == 0, err
+    assert json.loads(out)["samples"] == samples
+
+
+@pytest.mark.parametrize("flag", ["--samples", "--tokens"])
+def test_a_count_that_is_no_number_is_refused_in_one_line(capsys, flag):
+    code, _, err = run(capsys, "estimate", "gpt2-small", flag, "15X")
+    assert code == 2
+    assert err.strip().splitlines() == [f"xla-cost: error: Expected {flag} as a number, in full or with a suffix k, "
+                                        f"M, B (or G) or T, got '15X' instead. Write e.g. {flag} 3e11, {flag} 300B "
+                                        f"or {flag} 300_000_000_000."]

@@ -244,8 +244,8 @@ def estimate(args: argparse.Namespace) -> str:
     from xla_cost.runs.estimates import estimate
 
     result = estimate(
-        args.model, samples=args.samples, epochs=args.epochs,
-        tokens=args.tokens, bound=args.bound, store=args.store, devices=args.devices, mesh_axis=args.mesh_axis,
+        args.model, samples=_amount(args.samples, "--samples"), epochs=args.epochs,
+        tokens=_amount(args.tokens, "--tokens"), bound=args.bound, store=args.store, devices=args.devices, mesh_axis=args.mesh_axis,
         mesh=args.mesh, micro_batches=args.micro_batches, chunks=args.chunks, **_run_options(args), **_hardware(args),
     )
     return render_as(result, args.format, width(args))
@@ -352,6 +352,26 @@ def _parse_settings_raw(settings: Sequence[str]) -> dict[str, str]:
             _twice("--set", key.strip(), out[key.strip()], raw.strip())
         out[key.strip()] = raw.strip()
     return out
+
+
+_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+"""What a count may end in, as planners write them: 15T tokens, 1.2M samples (B and G both a billion)."""
+
+
+def _amount(text: str | None, flag: str) -> float | None:
+    """A count as a number (``3e11``, ``300_000_000_000``, ``15,000,000``) or with a
+    suffix of `_SUFFIXES` (``15T``, ``300B``); None for None. Anything else refused in one line."""
+    from xla_cost.errors import InputError
+
+    if text is None:
+        return None
+    plain = text.strip().replace(",", "")
+    scale = _SUFFIXES.get(plain[-1:], 1.0)
+    try:
+        return float(plain[:-1] if scale != 1.0 else plain) * scale
+    except ValueError:
+        raise InputError(f"{flag} as a number, in full or with a suffix k, M, B (or G) or T",
+                         repr(text), f"Write e.g. {flag} 3e11, {flag} 300B or {flag} 300_000_000_000.") from None
 
 
 def _ints(text: str, flag: str) -> list[int]:

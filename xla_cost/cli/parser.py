@@ -111,9 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         "MFU and HFU, and with --target whether each device's program fits",
     )
     estimate.add_argument("model", help="a zoo name, FILE.py:ATTR or package.module:ATTR")
-    estimate.add_argument("--samples", type=float, default=None, metavar="N", help="samples per epoch (e.g. 1281167 for ImageNet)")
+    estimate.add_argument("--samples", default=None, metavar="N",
+                          help="samples per epoch (e.g. 1281167 for ImageNet, or 1.28M)")
     estimate.add_argument("--epochs", type=float, default=1, metavar="E", help="epochs (default 1)")
-    estimate.add_argument("--tokens", type=float, default=None, metavar="T", help="tokens in all (language models; instead of --samples)")
+    estimate.add_argument("--tokens", default=None, metavar="T",
+                          help="tokens in all (language models; instead of --samples): 3e11, 300B or 15T")
     estimate.add_argument("--devices", type=int, default=1, metavar="K", help="devices (default 1)")
     estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
     _layout_options(estimate, "instead of --devices: ")
