@@ -293,4 +293,8 @@ def test_an_estimates_mfu_leaves_the_capacity_padding_out_and_says_so():
         padding * 3 * experts, abs=1)
     notes = run.notes()
     assert any(n.startswith("mixture of experts (") for n in notes)
+    total, active = closed_form(TINY)
+    assert (run.parameters, run.active_parameters) == (total, active) == tuple(
+        run.to_dict()[k] for k in ("parameters", "active_parameters"))
+    assert f"({short_count(total)} parameters ({short_count(active)} active), layers unrolled;" in run.describe()
     assert any("HFU with remat's recomputation and the routed experts' capacity padding" in n for n in notes)

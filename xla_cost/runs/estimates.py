@@ -105,6 +105,8 @@ class TrainingEstimate(Rendered):
         prediction without one: that its constants carry none; "": a bound).
       routing_notes: a mixture of experts' capacity notes, from the model's analysis
         (`xla_cost.step.routing.routing_notes`): its padding is in HFU, not in MFU.
+      active_parameters: a mixture of experts' parameters a token reads
+        (`xla_cost.Report.active_parameters`); None: no routing declared.
     """
 
     model: str
@@ -134,6 +136,7 @@ class TrainingEstimate(Rendered):
     interval: tuple[float, float] | None = None
     interval_description: str = ""
     routing_notes: tuple[str, ...] = ()
+    active_parameters: int | None = None
 
     @property
     def priced_as(self) -> str:
@@ -254,7 +257,8 @@ class TrainingEstimate(Rendered):
 
     def describe(self) -> str:
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
-        about = [f"{short_count(self.parameters)} parameters" if self.parameters is not None else "",
+        active = f" ({short_count(self.active_parameters)} active)" if self.active_parameters is not None else ""
+        about = [f"{short_count(self.parameters)} parameters{active}" if self.parameters is not None else "",
                  f"layers {self.layers}" if self.layers is not None else "layers scanned or unrolled: unknown"]
         recorded = self.parameters is not None or self.layers is not None  # a result made by hand: neither
         about_text = "; ".join(x for x in (", ".join(a for a in about if a) if recorded else "",
@@ -285,7 +289,8 @@ class TrainingEstimate(Rendered):
             "exposed_communication_seconds": p.exposed_communication_seconds,
             **{f"{part}_seconds": value for part, value in self.step.parts.items()},
             "seconds": self.seconds, "hours": self.seconds / 3600,
-            "parameters": self.parameters, "settings": dict(self.settings), "layers": self.layers,
+            "parameters": self.parameters, "active_parameters": self.active_parameters,
+            "settings": dict(self.settings), "layers": self.layers,
             "sequence_length": self.sequence_length, "flops_counted": self.flops_counted,
             "samples_per_second": self.samples_per_second,
             "samples_per_second_per_device": self.samples_per_second_per_device,
@@ -533,6 +538,7 @@ def estimate(
         target_memory=analyse(where.run).target_memory, flops_counted=counted.counter.replace("xla", "compiled"),
         interval=interval, interval_description=step.interval_description,
         routing_notes=tuple(note for note in single.notes if note.startswith(ROUTING_NOTE)),
+        active_parameters=single.active_parameters,
     )
 
 
