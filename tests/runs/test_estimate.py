@@ -466,6 +466,9 @@ def test_a_tpu_layout_is_compiled_sharded_not_whole_on_one_chip(store, monkeypat
     assert 3 * 4 * parameters / 4 <= memory.peak <= memory.usable == 16e9
     assert result.memory_text() == f"fits: {size(memory.peak)} of 16.0 GB"
     assert "(533.9k parameters, layers unrolled; adam, float32) compiled for tpu-v5e:2x2" in result.describe()
+    # the constants a TPU's pricing reads, not a GPU library's (cuDNN's calls, the CUDA cores' convolutions)
+    assert "products at" in result.describe() and "cuDNN" not in result.describe() \
+        and "CUDA cores" not in result.describe()
 
 
 def test_hfu_counts_the_recomputation_of_a_scanned_remat_model(store):

@@ -237,7 +237,7 @@ def predict(
         if priced_grad.host_bytes:  # offloaded activations: the link's time XLA's schedule does not hide
             parts["host_transfer"] = priced_grad.host
         notes += [_host_note(priced, hardware.device) for priced in (priced_grad, priced_update) if priced.host_bytes]
-        described = calibration.describe(constants)
+        described = calibration.describe(constants, gpu=devices.device(hardware.device).gpu is not None)
     m = layout.micro_batches
     # a micro-batch's activations to the next stage and their gradient back
     transfer, transfers, said = stage_transfers(layout, report.devices, mesh, cluster)

@@ -344,13 +344,14 @@ def write_constants(calibration: Calibration, path: pathlib.Path = PATH) -> path
     return path
 
 
-def describe(calibration: Calibration) -> str:
-    """The constants in one line, with what they were fitted on."""
+def describe(calibration: Calibration, *, gpu: bool = True) -> str:
+    """The constants in one line, with what they were fitted on; ``gpu=False`` (a TPU) leaves
+    out the two a GPU's libraries alone read (cuDNN's call, the CUDA cores' convolutions)."""
+    library = (f"{calibration.launch * 1e6:.2f} µs per cuDNN call (other kernels up to their work), convolutions "
+               f"off the tensor cores at {calibration.vector:.1%} of the CUDA cores, ") if gpu else ""
     return (f"products at {calibration.matmul:.1%} of peak (half rate at k = {calibration.depth:.0f}), "
-            f"other kernels at {calibration.memory:.1%} of the bandwidth, {calibration.launch * 1e6:.2f} µs per "
-            f"cuDNN call (other kernels up to their work), convolutions off the tensor cores at "
-            f"{calibration.vector:.1%} of the CUDA cores, {calibration.host * 1e3:.2f} ms per step; one set for every "
-            f"device, fitted on "
+            f"other kernels at {calibration.memory:.1%} of the bandwidth, {library}"
+            f"{calibration.host * 1e3:.2f} ms per step; one set for every device, fitted on "
             f"{len(calibration.fitted_on)} cases (published runs and this project's measurements)")
 
 
