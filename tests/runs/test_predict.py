@@ -242,7 +242,9 @@ def test_every_device_predicts_with_the_same_constants_and_bounds_as_before(repo
     grad, update = report.phases["grad"], report.phases["update"]
     assert predicted.prediction.seconds == pytest.approx(
         _compute(grad, peak, bandwidth) + _compute(update, peak, bandwidth), rel=1e-12)
-    assert predicted.calibration == on_h100.calibration == describe(CONSTANTS)
+    # the same constants; a TPU's description leaves out the two a GPU's libraries alone read
+    assert on_h100.calibration == describe(CONSTANTS)
+    assert predicted.calibration == describe(CONSTANTS, gpu=not device.startswith("tpu"))
     # a slower device, the same work: more time (every figure of the three is below the H100's)
     assert predicted.prediction.seconds > on_h100.prediction.seconds
     # the roofline at the device's float32 peak, as before
