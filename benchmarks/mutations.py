@@ -331,8 +331,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "estimate: the train step's FLOP not divided by its batch (total FLOP batch x too large)",
         (Edit(
             "xla_cost/runs/estimates.py",
-            "per_sample = flops / single.batch_size",
-            "per_sample = flops",
+            "per_sample = (flops - update + update / (micro * shards)) / single.batch_size",
+            "per_sample = flops - update + update / (micro * shards)",
         ),),
         tests=("tests/runs/test_estimate.py",),
     ),
@@ -1191,6 +1191,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "analyze_step(nnx.cached_partial(train_step, model, optimizer), x, y): refused as a step that does not trace",
         (Edit("xla_cost/step/user_step.py", "    cached = nnx_cached_partial(step)\n", "    cached = None\n"),),
         tests=("tests/step/test_nnx_cached_partial.py",),
+    ),
+    Mutation(
+        "capacity_padding_in_model_flops",
+        "mixtral's einsum dispatch: the experts' products on empty capacity slots counted as model FLOP (MFU rose "
+        "as capacity_factor slowed the run)",
+        (Edit("xla_cost/analysis/costs.py", "    padding = padding_flops(counted, modules, root, padded)\n",
+              "    padding = 0\n"),),
+        tests=("tests/zoo/test_mixtral.py",),
+    ),
+    Mutation(
+        "update_per_micro_batch",
+        "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
+        "run whole on every FSDP shard",
+        (Edit("xla_cost/runs/estimates.py", "update / (micro * shards)", "update"),),
+        tests=("tests/runs/test_estimate.py",),
+    ),
+    Mutation(
+        "unpublished_peak_falls_back_to_float32",
+        "a TPU's float16 priced at, and named as, its float32 peak",
+        (Edit("xla_cost/timemodel/devices.py", "        peak = self.flops_per_s.get(dtype, 0.0)\n        if peak > 0:",
+              "        peak = self.for_dtype(dtype)\n        if peak > 0:"),),
+        tests=("tests/timemodel/test_devices.py",),
+    ),
+    Mutation(
+        "count_suffix_refused",
+        "estimate --samples 1.5k: a count written with a suffix not read (or read as the number without it)",
+        (Edit("xla_cost/cli/commands.py", "    scale = _SUFFIXES.get(plain[-1:], 1.0)", "    scale = 1.0"),),
+        tests=("tests/cli/test_cli_estimate.py",),
     ),
     Mutation(
         "fusion_gap_unsaid",
