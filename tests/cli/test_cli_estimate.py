@@ -200,3 +200,22 @@ def test_a_count_that_is_no_number_is_refused_in_one_line(capsys, flag):
     assert err.strip().splitlines() == [f"xla-cost: error: Expected {flag} as a number, in full or with a suffix k, "
                                         f"M, B (or G) or T, got '15X' instead. Write e.g. {flag} 3e11, {flag} 300B "
                                         f"or {flag} 300_000_000_000."]
+
+
+def test_an_estimates_json_and_csv_carry_its_notes(capsys, tmp_path):
+    # what the terminal prints below the tables (no target: no memory verdict, no range) reaches a machine too
+    store = str(tmp_path / "s.sqlite")
+    code, out, err = run(capsys, "estimate", "one_net", "--samples", "1000", "--batch-size", "2", "--format", "json",
+                         "--store", store)
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("memory per device unknown") for n in notes)
+    assert any(n.startswith("no range beside the predicted figures") for n in notes)
+    code, out, err = run(capsys, "estimate", "one_net", "--samples", "1000", "--batch-size", "2", "--format", "csv",
+                         "--store", store)
+    assert code == 0, err
+    import csv
+    import io
+
+    (row,) = csv.DictReader(io.StringIO(out))
+    assert json.loads(row["notes"]) == notes

@@ -373,3 +373,25 @@ def test_a_tied_heads_transposed_embedding_is_the_parameter_not_a_saved_activati
     # derivative read it), the loss's as in the test above: exp(logits - max) (n x vocab), their sum and its
     # absolute value (n each), the labels as gather indices (n) and its one-element index
     assert memory.saved_activations == 4 * (n + n * width + n * vocab + 2 * n + n + 1)  # 18692
+
+
+def test_a_step_accumulating_over_micro_batches_keeps_one_micro_batchs_activations():
+    # the forward and backward passes inside a lax.scan over M micro-batches: each iteration keeps its own
+    # activations for its backward pass and lets them go before the next, so the step keeps one micro-batch's,
+    # the closed form of test_bare_and_jitted_with_donation_give_the_same_figures at B / M (was: 0)
+    micro = 2
+    b = B // micro
+
+    def accumulating(state, batch):
+        def body(total, chunk):
+            loss, grads = jax.value_and_grad(
+                lambda p: _loss(state.apply_fn({"params": p}, chunk["x"]), chunk["y"]))(state.params)
+            return jax.tree.map(jnp.add, total, grads), loss
+
+        chunks = jax.tree.map(lambda a: a.reshape(micro, b, *a.shape[1:]), batch)
+        grads, losses = lax.scan(body, jax.tree.map(jnp.zeros_like, state.params), chunks)
+        return state.apply_gradients(grads=jax.tree.map(lambda g: g / micro, grads)), losses.mean()
+
+    memory = xla_cost.analyze_step(jax.jit(accumulating, donate_argnums=0), _state(optax.sgd(0.1)), BATCH,
+                                   memory=True, counter="jaxpr").memory_breakdown
+    assert memory.saved_activations == 4 * (2 * b * HIDDEN + b * CLASSES + 2 * b + b + 1)  # 8612 at b = 8

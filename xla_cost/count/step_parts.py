@@ -138,6 +138,7 @@ class _Classifier:
         self.results = results  # per result of the step: its new state (True) or a metric (False)
         self.top: _Level | None = None
         self.saved: dict[Any, int] = {}  # value -> bytes, of the level refined last
+        self.inner_saved = 0  # the most one loop body's own forward keeps for its own backward (`_refine`)
         self.differentiates = True  # some equation is under transpose
         self.first_forward: set[Path] = set()  # recomputations whose primal is dead code
         self.remat_calls: set[Path] = set()  # the backward pass's checkpoint calls (differentiated)
@@ -337,6 +338,10 @@ class _Classifier:
                     readers.setdefault(var, set()).add(reads_as)
                     stated.setdefault(var, set()).add(before)
         self.saved = _saved(level, readers)
+        if level is not self.top and {FORWARD, BACKWARD} <= level.parts():
+            # a loop whose body runs a forward and its backward pass (gradients accumulated over micro-batches
+            # by lax.scan): each iteration keeps its own activations, let go before the next
+            self.inner_saved = max(self.inner_saved, sum(self.saved.values()))
 
     # ------------------------------------------------ the forward the loss needs
     def residuals(self, top: _Level) -> bool:
@@ -527,6 +532,7 @@ def classify_step(
         _relabel(level)
         classifier.saved = _saved(level)
     labels = StepLabels(level.labels)
-    labels.saved_bytes = sum(classifier.saved.values())  # the top level is refined last
+    # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
+    labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
     labels.tags = {path: METRICS for path in classifier.metrics}
     return labels

@@ -18,6 +18,7 @@ is compiled for a target, whether it fits in a device's memory.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -305,6 +306,7 @@ class TrainingEstimate(Rendered):
             "interval": None if self.interval is None else {
                 **{name: list(span) if span is not None else None for name, span in self.intervals().items()},
                 "description": self.interval_description},
+            "notes": self.notes(),
         }
 
     def to_frame(self) -> pd.DataFrame:
@@ -313,7 +315,8 @@ class TrainingEstimate(Rendered):
         row = {key: value for key, value in self.to_dict().items() if key not in ("target_memory", "interval")}
         row.update({f"{name}_{end}": None if span is None else span[i]
                     for name, span in self.intervals().items() for i, end in enumerate(("low", "high"))})
-        row.update(mesh=mesh_text(self.mesh) or None, settings=mesh_text(self.settings) or None)
+        row.update(mesh=mesh_text(self.mesh) or None, settings=mesh_text(self.settings) or None,
+                   notes=json.dumps(row["notes"]))  # a list in one cell, as a sweep's CSV holds a run's notes
         return pd.DataFrame([row])
 
     def sections(self) -> list[Section]:
