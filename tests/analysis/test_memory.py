@@ -198,6 +198,19 @@ def test_full_remat_keeps_only_the_block_inputs_and_recomputes_their_forward():
     assert plain.hardware_flops == plain.model_flops  # no remat, nothing recomputed
 
 
+def test_with_remat_every_phases_model_and_hardware_flops_are_the_jaxprs():
+    # XLA counts the forward program otherwise than the jaxpr (its fusions); with remat the grad's model and
+    # hardware FLOP are the jaxpr's, so the forward's are too: backward = grad - forward subtracts like from
+    # like (was: the jaxpr's grad less XLA's forward, hardware_flops below flops by the difference)
+    full = _gpt("full")
+    for name in ("forward", "grad", "update", "backward"):
+        phase = full.phases[name]
+        assert phase.hardware_flops == phase.jaxpr_flops, name
+    backward, grad = full.phases["backward"], full.phases["grad"]
+    # the recomputation is the backward pass's, all of it
+    assert backward.hardware_flops - backward.model_flops == grad.hardware_flops - grad.model_flops > 0
+
+
 def test_whole_model_remat_for_any_model():
     import xla_cost
     from xla_cost.zoo import build_model, example_inputs

@@ -283,10 +283,12 @@ def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seque
 def phase_costs(
     name: str, program: Program, plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
-    padded: Sequence[tuple[frozenset[str], float]] = (),
+    padded: Sequence[tuple[frozenset[str], float]] = (), jaxpr_model: bool = False,
 ) -> tuple[PhaseCosts, list[str]]:
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes;
-    ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`)."""
+    ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`);
+    ``jaxpr_model``: model and hardware FLOP from the jaxpr even without recomputation here (another
+    program of the step recomputes: a derived phase, backward = grad - forward, subtracts like from like)."""
     counted, compiled = program.counted, program.compiled
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
     notes: list[str] = [f"{name}: {note}" for note in (compiled.notes if compiled is not None else ())]
@@ -333,7 +335,7 @@ def phase_costs(
     # jax.checkpoint writes it: hardware = all of it, model = less the recomputed
     # forward work; unknown where the jaxpr is not complete.
     flops = values["flops"]
-    if not recomputed:
+    if not recomputed and not jaxpr_model:
         model_flops = hardware_flops = flops
     elif counted.unsupported or flops is None:
         model_flops = hardware_flops = None
@@ -394,8 +396,10 @@ def all_phases(
     """Every declared phase: the programs' costs, then the derived ones by formula."""
     costs: dict[str, PhaseCosts] = {}
     notes: list[str] = []
+    recomputing = any(program.counted.recomputed.flops for program in programs.values())
     for name, program in programs.items():
-        costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention, padded)
+        costs[name], found = phase_costs(name, program, plan, modules, root, attention_convention, padded,
+                                         jaxpr_model=recomputing)
         notes += found
         # (a user's step says why by compiling it again without fusion: `step_checks.fusion_note`)
         if plan is None:  # (sharded, XLA's figure is one device's)
