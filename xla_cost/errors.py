@@ -27,7 +27,9 @@ class XlaCostError(Exception):
         self.expected = expected
         self.received = received
         self.fix = fix
-        message = f"Expected {expected}, got {received} instead."
+        # a received that quotes another error ending in "instead" (jax's, numpy's) says it once
+        message = f"Expected {expected}, got {received}" + ("." if received.rstrip().endswith("instead") else
+                                                           " instead.")
         if fix:
             message += f" {fix}"
         super().__init__(message)

@@ -284,3 +284,17 @@ def test_an_unexpected_keyword_given_in_call_kwargs_is_blamed_on_them():
     with pytest.raises(xla_cost.InputError, match="Drop that argument from call_kwargs"):
         xla_cost.analyze(R.MaskedEncoder(), jax.ShapeDtypeStruct((B, R.SEQ), jnp.int32), optimizer="sgd",
                          call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_), "temperature": 2.0})
+
+
+def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_for_them():
+    # an integer-label loss of the user's own, no targets=: the analysis makes targets like the outputs (float),
+    # which the loss refuses; the refusal says so, and quotes jax's own error ("... instead") without doubling it
+    def loss(logits, labels):
+        return jnp.mean(jnp.take_along_axis(logits, labels[..., None], axis=-1))
+
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(nn.Dense(5), jax.ShapeDtypeStruct((B, 12), jnp.float32), loss=loss, counter="jaxpr")
+    message = str(info.value)
+    assert f"on outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given)" in message
+    assert "instead instead" not in message and message.endswith("Pass targets= as the loss takes them, e.g. "
+                                                                 "integer labels of shape batch x positions.")

@@ -217,15 +217,20 @@ def default_targets(outputs: Any, loss: LossFn | None) -> PyTree:
     return jax.ShapeDtypeStruct(out.shape, out.dtype)
 
 
-def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree) -> None:
-    """The loss must take the (abstract) outputs and targets and return a scalar."""
+def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = False) -> None:
+    """The loss must take the (abstract) outputs and targets and return a scalar; ``made``: the
+    targets are `default_targets`' (none given), which the refusal says."""
     try:
         loss_shape = jax.eval_shape(loss_fn, outputs, targets)
     except Exception as exc:  # noqa: BLE001
+        given = (f"targets {describe_tree(targets)} made like the outputs (no targets= given)" if made
+                 else f"targets {describe_tree(targets)}")
+        fix = ("Pass targets= as the loss takes them, e.g. integer labels of shape batch x positions."
+               if made else "Check the loss function and the targets' shape.")
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
-            f"{type(exc).__name__} on outputs {describe_tree(outputs)}: {first_line(exc)}",
-            "Check the loss function and the targets' shape.",
+            f"{type(exc).__name__} on outputs {describe_tree(outputs)} and {given}: {first_line(exc)}",
+            fix,
         ) from exc
     if getattr(loss_shape, "shape", None) != ():
         raise InputError(

@@ -324,7 +324,7 @@ def build_workload(
         targets = abstract(
             user_targets if user_targets is not None else default_targets(outputs, loss)
         )
-        check_loss(loss_fn, outputs, targets)
+        check_loss(loss_fn, outputs, targets, made=user_targets is None)
         forward = _forward_phase(apply, select, loss_fn, remat)
         try:
             with tracing():  # the forward program's trace, kept for the analysis
