@@ -346,7 +346,7 @@ def test_every_device_is_usable_by_every_command_or_refused_in_one_line(capsys, 
             assert main(predicted) == 0, capsys.readouterr().err
             shown = json.loads(capsys.readouterr().out)
             assert (shown["priced_as"], shown["calibration"]) == ("prediction", calibration.describe(
-                calibration.constants()))
+                calibration.constants(), gpu=found.gpu is not None))
         if found.has_cluster:
             assert comm.cluster(name) == comm.CLUSTERS[name]
     assert xla_cost.estimate("one_net", samples=10, device="tpu-v5e", bound=True).hardware.device == "tpu-v5e"
