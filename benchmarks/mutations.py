@@ -1221,6 +1221,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/cli/test_cli_estimate.py",),
     ),
     Mutation(
+        "accumulation_loop_keeps_nothing",
+        "analyze_step of a step that accumulates gradients in a lax.scan: saved activations 0",
+        (Edit("xla_cost/count/step_parts.py", "sum(classifier.saved.values()) + classifier.inner_saved",
+              "sum(classifier.saved.values())"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
+        "remat_backward_mixes_counters",
+        "with remat, backward = the jaxpr's grad less XLA's forward: hardware_flops below flops",
+        (Edit("xla_cost/analysis/costs.py", "                                         jaxpr_model=recomputing)",
+              "                                         jaxpr_model=False)"),),
+        tests=("tests/analysis/test_memory.py",),
+    ),
+    Mutation(
+        "made_targets_unsaid",
+        "a user's loss refusing the float targets made for it: 'check the targets' shape', no word that none were given",
+        (Edit("xla_cost/step/workload.py", "check_loss(loss_fn, outputs, targets, made=user_targets is None)",
+              "check_loss(loss_fn, outputs, targets)"),),
+        tests=("tests/step/test_research_code.py",),
+    ),
+    Mutation(
+        "estimate_json_without_notes",
+        "an estimate's JSON and CSV without the notes its terminal output prints (no range, memory unknown)",
+        (Edit("xla_cost/runs/estimates.py", '            "notes": self.notes(),\n', '            "notes": [],\n'),),
+        tests=("tests/cli/test_cli_estimate.py",),
+    ),
+    Mutation(
         "fusion_gap_unsaid",
         "a CPU program's FLOP 7% over the jaxpr count (a narrow LayerNorm/GeLU stack) with no note",
         (Edit("xla_cost/analysis/costs.py", "or abs(value - true) <= FUSION_NOTE_GAP * true):",
