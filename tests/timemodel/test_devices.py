@@ -174,3 +174,14 @@ def test_a_dtype_a_device_publishes_no_peak_for_is_refused_not_priced_at_float32
                                          r"float32\), got 'float16'"):
         peak.require("float16")
     assert peak.require("bfloat16") == peak.flops_per_s["bfloat16"]
+
+
+def test_a_refusal_suggests_only_devices_with_units_for_the_dtype():
+    # a V100 runs bfloat16 on its FP32 cores (its bfloat16 figure is the FP32 rate, its FP16 tensor cores
+    # 8x faster): no bfloat16 units to suggest; a TPU's bfloat16 is its one rate
+    assert not DEVICES["v100"].peak.has_units("bfloat16") and DEVICES["v100"].peak.has_units("float16")
+    assert DEVICES["tpu-v5e"].peak.has_units("bfloat16") and DEVICES["h100"].peak.has_units("bfloat16")
+    with pytest.raises(InputError) as info:
+        DEVICES["p100"].peak.require("bfloat16")
+    suggested = str(info.value).split("a device with bfloat16 units (", 1)[1]
+    assert "h100" in suggested and "tpu-v5e" in suggested and "v100" not in suggested

@@ -62,6 +62,14 @@ class DevicePeak:
             return self.flops_per_s.get(dtype, 0.0)
         return self.flops_per_s.get(dtype, self.flops_per_s.get("float32", 0.0))
 
+    def has_units(self, dtype: str) -> bool:
+        """Whether the device multiplies ``dtype`` on units of its own: a peak for it that is not
+        merely the float32 rate where another 16-bit dtype runs faster (a V100's bfloat16, run on
+        its FP32 cores beside FP16 tensor cores); a TPU's bfloat16, its one rate, counts."""
+        peak, single = self.flops_per_s.get(dtype, 0.0), self.flops_per_s.get("float32", 0.0)
+        faster = any(value > single for name, value in self.flops_per_s.items() if name not in (dtype, "float32"))
+        return peak > 0 and (dtype == "float32" or peak > single or not faster)
+
     def require(self, dtype: str) -> float:
         """The published peak for ``dtype``, refused where the device has no such units (a
         P100's bfloat16: 0.0) or publishes none (a TPU's float16: not float32's peak under
@@ -74,7 +82,7 @@ class DevicePeak:
         if peak > 0:
             return peak
         having = [name for name, value in self.flops_per_s.items() if value > 0]
-        with_units = [d.name for d in DEVICES.values() if d.peak is not None and d.peak.flops_per_s.get(dtype, 0) > 0]
+        with_units = [d.name for d in DEVICES.values() if d.peak is not None and d.peak.has_units(dtype)]
         among = f" ({', '.join(with_units)})" if with_units else ""
         raise InputError(f"a dtype the {self.name} has a published peak for ({', '.join(having)})", repr(dtype),
                          f"Use --dtype {' or '.join(having)} (dtype=), or a device with {dtype} units{among}.")
