@@ -1248,6 +1248,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/cli/test_cli_estimate.py",),
     ),
     Mutation(
+        "mask_fill_saved",
+        "analyze_step: a mask's finfo.min fill, a broadcast scalar, counted as a saved activation (B x heads x T x T "
+        "for an attention mask)",
+        (Edit("xla_cost/count/step_parts.py", "if node.part != FORWARD or _broadcast_scalar(node.eqn):",
+              "if node.part != FORWARD:"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
         "fusion_gap_unsaid",
         "a CPU program's FLOP 7% over the jaxpr count (a narrow LayerNorm/GeLU stack) with no note",
         (Edit("xla_cost/analysis/costs.py", "or abs(value - true) <= FUSION_NOTE_GAP * true):",

@@ -452,12 +452,22 @@ def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict
         if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:
             arguments.update(var for var in node.outs if var is not None)
             continue
-        if node.part != FORWARD:
+        if node.part != FORWARD or _broadcast_scalar(node.eqn):
             continue
         for var, out in zip(node.outs, node.eqn.outvars):
             if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
                 saved[var] = _nbytes(out.aval)
     return saved
+
+
+def _broadcast_scalar(eqn: Any) -> bool:
+    """A scalar broadcast to an array (a mask's ``finfo.min`` fill, ReLU's zeros): XLA fuses it into
+    what reads it (or sinks it into the loop that does), no buffer held for the backward pass, as
+    `xla_cost.analysis.memory.saved_activations` leaves it out too."""
+    if eqn.primitive.name != "broadcast_in_dim" or not eqn.invars:
+        return False
+    source = eqn.invars[0]
+    return _literal(source) or not getattr(getattr(source, "aval", None), "shape", ())
 
 
 def _residual_rounding(eqn: Any) -> bool:
