@@ -364,12 +364,7 @@ def test_a_tied_heads_transposed_embedding_is_the_parameter_not_a_saved_activati
     params = jax.eval_shape(model.init, jax.random.PRNGKey(0), ids)["params"]
     state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1))
 
-    def step(state, batch):
-        loss, grads = jax.value_and_grad(lambda p: _loss(state.apply_fn({"params": p}, batch["x"]), batch["y"]))(
-            state.params)
-        return state.apply_gradients(grads=grads), loss
-
-    memory = xla_cost.analyze_step(step, state, {"x": ids, "y": ids}, memory=True).memory_breakdown
+    memory = xla_cost.analyze_step(plain_step, state, {"x": ids, "y": ids}, memory=True).memory_breakdown
     # the gather's clamped ids (n int32), tanh's output (n x width: the head's weight gradient and tanh's
     # derivative read it), the loss's as in the test above: exp(logits - max) (n x vocab), their sum and its
     # absolute value (n each), the labels as gather indices (n)
@@ -424,13 +419,8 @@ def test_a_masks_fill_is_no_saved_activation():
     params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
     state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1))
 
-    def step(state, batch):
-        loss, grads = jax.value_and_grad(lambda p: _loss(state.apply_fn({"params": p}, batch["x"]), batch["y"]))(
-            state.params)
-        return state.apply_gradients(grads=grads), loss
-
-    memory = xla_cost.analyze_step(step, state, {"x": x, "y": jax.ShapeDtypeStruct((B,), jnp.int32)}, memory=True,
-                                   counter="jaxpr").memory_breakdown
+    batch = {"x": x, "y": jax.ShapeDtypeStruct((B,), jnp.int32)}
+    memory = xla_cost.analyze_step(plain_step, state, batch, memory=True, counter="jaxpr").memory_breakdown
     # the policy keeps each layer's product (L x B x d) and the loop stacks each layer's input for its weight
     # gradient (L x B x d); the head keeps its input (B x d); the loss as above
     kept = 2 * layers * B * d + B * d
