@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from xla_cost.present.files import cannot_create_in, write_file
 from xla_cost.study.data import StudyData
 from xla_cost.study.model_page import model_files
 from xla_cost.study.pages import BUILDERS, PAGES, SHARDED
-from xla_cost.study.plan import DEFAULT_PLAN, ReportPlan
+from xla_cost.study.plan import COMMAND, DEFAULT_PLAN, ReportPlan
 
 if TYPE_CHECKING:
     from xla_cost.analysis.report import Report
@@ -88,6 +89,15 @@ def check_out(out: str | os.PathLike[str]) -> pathlib.Path:
         raise InputError("--out in a writable place",
                          f"{str(out)!r} (nothing can be created in {str(existing)!r}: {reason})", fix)
     return path
+
+
+def _command(pages: Sequence[str], out: str | os.PathLike[str], directory: pathlib.Path) -> str:
+    """The command the pages say made them: `COMMAND` for the checkout's ``reports/`` (the committed
+    pages, whichever of them a run rewrites), else ``xla-cost report PAGES --out OUT`` as given."""
+    if directory.resolve() == default_data_dir().parent:
+        return COMMAND
+    words = "all" if list(pages) == list(PAGES) else " ".join(pages)
+    return f"xla-cost report {words} --out {shlex.quote(os.fspath(out))}"
 
 
 def _write_files(out: pathlib.Path, files: Mapping[str, bytes]) -> list[pathlib.Path]:
@@ -177,7 +187,8 @@ def write_report(
     own = not isinstance(store, Store)
     db = Store(store) if own else store
     try:
-        data = StudyData(db, resolved, data_path, jobs, progress)
+        data = StudyData(db, resolved, data_path, jobs, progress, out=directory,
+                         command=_command(pages, out, directory))
         files: dict[str, bytes] = {}
         for page in pages:
             files.update(BUILDERS[page](data))

@@ -312,7 +312,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     lines.append("")
     lines += failure_section(data.seed_batch, data.depth, data.resnets, data.transformers)
     lines += environment_section(data)
-    lines += [regenerate_line()]
+    lines += [regenerate_line(data)]
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
 

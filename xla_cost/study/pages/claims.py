@@ -61,6 +61,6 @@ def build(data: StudyData) -> dict[str, bytes]:
         pipe_table(["#", "seed", "claim", "rule", "measured", "page", "verdict"], rows, "rllllll"),
         "",
         *environment_section(data, [p for p, _ in data.timing]),
-        regenerate_line(),
+        regenerate_line(data),
     ]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}

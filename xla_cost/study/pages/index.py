@@ -70,15 +70,15 @@ def build(data: StudyData) -> dict[str, bytes]:
             f"({first.get('cores', '?')} cores, jax {first.get('jax_version', '?')}, {first.get('date', '?')}): "
             f"{join_words(parts)}"
             + (f"; the load average was {join_words(loads)} while they ran" if loads else "")
-            + f" ({data_link(path)}, written by `python benchmarks/time_report.py`).",
+            + f" ({data_link(data, path)}, written by `python benchmarks/time_report.py`).",
             "",
         ]
     else:
         lines += ["Run time: not measured yet (`python benchmarks/time_report.py` writes "
                   "`reports/data/report_time_<device>_<date>.csv`).", ""]
-    files = [p.name for kind in DATA_PATTERNS for p in data.files(kind)]
+    files = [p for kind in DATA_PATTERNS for p in data.files(kind)]
     if files:
-        lines += ["Committed data: " + ", ".join(f"[`{f}`](data/{f})" for f in files) + ".", ""]
+        lines += ["Committed data: " + ", ".join(f"[`{p.name}`]({data.data_href(p)})" for p in files) + ".", ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}
 
 

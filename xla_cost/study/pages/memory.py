@@ -283,7 +283,7 @@ def workspace_section(data: StudyData) -> list[str]:
     lines = [
         f"### Convolutions' workspaces on an {device}",
         "",
-        f"Each train step compiled on the {device} and, without it, for its target ({data_link(path)}, "
+        f"Each train step compiled on the {device} and, without it, for its target ({data_link(data, path)}, "
         "`python benchmarks/conv_workspaces.py`; MB, 10⁶ bytes): the real peak less the deviceless one is what "
         "the autotuned convolutions' workspaces add, against `fit`'s allowance for them (the largest "
         "convolution's operands and result, `xla_cost.compiled.hlo.unsized_conv_scratch`):",
@@ -453,5 +453,5 @@ def build(data: StudyData) -> dict[str, bytes]:
     if data.plan.memory_checks or data.plan.fit_devices:
         lines += target_section(data)
     lines += workspace_section(data)
-    lines += [*environment_section(data, data.files("conv_workspaces")[-1:]), regenerate_line(), ""]
+    lines += [*environment_section(data, data.files("conv_workspaces")[-1:]), regenerate_line(data), ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}

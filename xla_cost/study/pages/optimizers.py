@@ -282,7 +282,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         lines += ["## Seed 001's claims", "", *claim_lines(data, claims), ""]
     lines += failure_section(data.optimizers)
     lines += environment_section(data)
-    lines.append(regenerate_line())
+    lines.append(regenerate_line(data))
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
 

@@ -206,7 +206,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     seed = data.seed004 if plan.seed004_model else None
     if seed is not None:
         lines += _seed004_lines(seed)
-    lines += [*environment_section(data), regenerate_line(), ""]
+    lines += [*environment_section(data), regenerate_line(data), ""]
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
 

@@ -329,7 +329,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         files[f"figures/step-time-{stem}-ratio.png"] = _fig_time_vs_flop(cases, device)
         files[f"figures/step-time-{stem}-mfu.png"] = _fig_mfu(cases, device)
         lines += [
-            f"## {device}: {data_link(path)}",
+            f"## {device}: {data_link(data, path)}",
             "",
             f"{len(cases)} cases measured with jax {cases[0]['jax_version']} on {cases[0]['date']} by "
             + ("`python benchmarks/time_zoo.py --reduced` (the models at CPU-sized shapes)." if on_cpu
@@ -361,7 +361,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     if claims:
         lines += ["## The seeds' claims about time", "", *claim_lines(data, claims), ""]
     lines += environment_section(data, [p for p, _ in data.timing])
-    lines.append(regenerate_line().replace("; the counts come from `xla_cost.sweep` through the results store",
+    lines.append(regenerate_line(data).replace("; the counts come from `xla_cost.sweep` through the results store",
                                            "; the times come from the committed CSV files"))
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files

@@ -111,13 +111,13 @@ def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             *(f"- {_run_title(r)} on `{r['target']}`: {r.get('error') or r.get('status')}" for r in failed), ""]
 
 
-def _file_environment(path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _file_environment(data: StudyData, path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     def values(column: str) -> str:
         found = [str(r[column]) for r in rows if r.get(column)]
         return join_words(list(dict.fromkeys(found))) or "not recorded"
 
     return [
-        f"The compilers and plugins of {data_link(path)}:",
+        f"The compilers and plugins of {data_link(data, path)}:",
         "",
         pipe_table(["", ""], [[name, values(column) if column != "command" else f"`{values(column)}`"]
                               for name, column in _ENVIRONMENT], "ll"),
@@ -154,7 +154,7 @@ def build(data: StudyData) -> dict[str, bytes]:
             f"No compiles committed yet: `{DATA_COMMAND}` (repository root; tens of minutes on 2 cores) writes "
             "`reports/data/targets_<date>.csv`, then `xla-cost report targets` writes this page from it.",
             "",
-            *environment_section(data), regenerate_line(), "",
+            *environment_section(data), regenerate_line(data), "",
         ]
         return {f"{NAME}.md": markdown_file("\n".join(lines))}
     path = files[-1]
@@ -172,5 +172,5 @@ def build(data: StudyData) -> dict[str, bytes]:
             lines += [*(f"- {reason}" for reason in comparison.reasons), ""] if comparison.reasons else [
                 "- No difference the rules name: every figure they read is within their thresholds.", ""]
     lines += _failures(rows)
-    lines += [*environment_section(data, [path]), *_file_environment(path, rows), regenerate_line(), ""]
+    lines += [*environment_section(data, [path]), *_file_environment(data, path, rows), regenerate_line(data), ""]
     return {f"{NAME}.md": markdown_file("\n".join(lines))}

@@ -475,7 +475,7 @@ def build(data: StudyData) -> dict[str, bytes]:
         "",
     ]
     lines += environment_section(data, data.files("gemm"))
-    lines.append(regenerate_line())
+    lines.append(regenerate_line(data))
     return {
         f"{NAME}.md": markdown_file("\n".join(lines)),
         "figures/validation-errors.png": png(lambda: _figure(result)),

@@ -207,7 +207,7 @@ def build(data: StudyData) -> dict[str, bytes]:
     if sources:
         lines += ["Architectures: " + "; ".join(sources) + ".", ""]
     lines += environment_section(data, [time_file[0]] if time_file is not None else [])
-    lines.append(regenerate_line())
+    lines.append(regenerate_line(data))
     files[f"{NAME}.md"] = markdown_file("\n".join(lines))
     return files
 
@@ -279,7 +279,7 @@ def _zoo_text(data: StudyData, rows: Sequence[dict[str, Any]], time_file: tuple[
             f"{first.get('jax_version', '?')}, {first.get('date', '?')}) with the compilation cache off"
             + (f", load average {value_range(loads, lambda v: f'{v:.1f}')} (a shared machine: about ±30% from run to run)"
                if loads else "")
-            + f": {data_link(path)}."
+            + f": {data_link(data, path)}."
         )
     else:
         out.append("- Analysis seconds: no `reports/data/analysis_time_*.csv` is committed "
