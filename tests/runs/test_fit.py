@@ -15,7 +15,10 @@ import pytest
 
 from xla_cost.errors import InputError
 from xla_cost.timemodel import devices
+from xla_cost.present.units import short_count
 from xla_cost.runs import fit
+
+from tests.formulas import mlp_params
 
 # an affine step: parameters and optimizer state 1,000 bytes, 24 bytes more per sample
 BASE, PER_SAMPLE = 1000, 24
@@ -184,6 +187,12 @@ def test_one_net_compiled_takes_at_most_6_compiles(monkeypatch):
     assert (result.batch_size, result.next_size) == (100, 101)
     assert result.fits.peak == limit < result.does_not_fit.peak
     assert len(asked) <= MAX_COMPILES, asked
+    # the header names the model as configured: one_net's parameters (an MLP of one input: mlp_params(1)),
+    # its layers (a family without scan_layers never loops), counted without compiling
+    assert result.parameters == mlp_params(1) and result.layers == "unrolled"
+    assert result.describe().startswith(f"one_net ({short_count(mlp_params(1))} parameters, layers unrolled; adam, "
+                                        "float32): the largest batch that fits is 100")
+    assert result.to_dict()["parameters"] == mlp_params(1)
 
 
 @needs_4

@@ -140,6 +140,16 @@ def _report(curve, devices, store=None):
 _STORE: list = []
 
 
+def test_the_header_names_the_model_as_configured(curve):
+    # the curve's model: its parameters (conv_net_params, its layers' weights) and its layers, beside the optimizer
+    from xla_cost.present.units import short_count
+
+    assert curve.parameters == conv_net_params() and curve.layers == "unrolled"
+    assert curve.describe().startswith(f"conv_net ({short_count(conv_net_params())} parameters, layers unrolled; "
+                                       "adam, float32): data parallel")
+    assert curve.to_dict()["parameters"] == conv_net_params()
+
+
 def test_strong_scaling_keeps_the_global_batch(tmp_path):
     result = scaling.scaling("conv_net", [1, 2, 4], global_batch=8, device="h100", bound=True,
                              store=str(tmp_path / "s.sqlite"))

@@ -37,7 +37,8 @@ from xla_cost.present import progress
 from xla_cost.present.document import Rendered, Section
 from xla_cost.step.routing import ROUTING_NOTE
 from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
-from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, mesh_text, point
+from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, layers_of, mesh_text, \
+    model_facts, point
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.step_communication import UPDATE_PART, UPDATE_PART_NOTE
 from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, ready_devices, run_config, \
@@ -258,11 +259,7 @@ class TrainingEstimate(Rendered):
 
     def describe(self) -> str:
         what = f"{self.tokens:,} tokens" if self.tokens is not None else f"{self.samples:,} samples"
-        active = f" ({short_count(self.active_parameters)} active)" if self.active_parameters is not None else ""
-        about = [f"{short_count(self.parameters)} parameters{active}" if self.parameters is not None else "",
-                 f"layers {self.layers}" if self.layers is not None else "layers scanned or unrolled: unknown"]
-        recorded = self.parameters is not None or self.layers is not None  # a result made by hand: neither
-        about_text = "; ".join(x for x in (", ".join(a for a in about if a) if recorded else "",
+        about_text = "; ".join(x for x in (model_facts(self.parameters, self.layers, self.active_parameters),
                                            ", ".join(x for x in (self.optimizer, self.dtype) if x)) if x)
         compiled = f" compiled for {self.target}" if self.target is not None else ""
         line = (f"{self.model_text()}{f' ({about_text})' if about_text else ''}{compiled}: "
@@ -534,7 +531,7 @@ def estimate(
         flops_per_sample=per_sample, total_flops=per_sample * n, steps=steps, step=step,
         seconds=steps * step.prediction.seconds, hardware=hardware, mesh=mesh, micro_batches=micro,
         optimizer=one.optimizer, dtype=one.dtype, target=one.target,
-        parameters=single.parameters, settings=_settings(one), layers=_layers(one),
+        parameters=single.parameters, settings=_settings(one), layers=layers_of(one),
         sequence_length=one.sequence_length(), model_flops_per_sample=per(grad.model_flops),
         hardware_flops_per_sample=per(grad.hardware_flops),
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
@@ -566,11 +563,3 @@ def _settings(run: RunConfig) -> dict[str, Any]:
     return {key: value for key, value in run.config.items() if defaults.get(key) != value}
 
 
-def _layers(run: RunConfig) -> str | None:
-    """``scanned`` or ``unrolled``: a zoo model's ``scan_layers`` setting (the
-    families without it never loop over their layers); None for a model of
-    your own."""
-    if run.custom:
-        return None
-    config = {**zoo.get_spec(run.model).defaults, **run.config}
-    return "scanned" if config.get("scan_layers") else "unrolled"

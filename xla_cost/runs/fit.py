@@ -87,6 +87,7 @@ from xla_cost.parallel import sharding
 from xla_cost.present.document import Rendered, Section
 from xla_cost.present.units import bytes_unit, scaled
 from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.layouts import layers_of, model_facts
 from xla_cost.step.checks import INT32_MAX
 from xla_cost.step.workload import build_workload
 
@@ -205,6 +206,8 @@ class FitResult(Rendered):
         there and not at a batch that does not fit: the largest that fits is
         at least ``batch_size``.
       settings: the model's arguments as given (``--set``; ``n_layer=2``), named in the header.
+      parameters: the model's parameters as configured (None: not recorded); named in the header.
+      layers: ``scanned`` or ``unrolled`` (the zoo's ``scan_layers``; None: a model of your own).
     """
 
     model: str
@@ -225,10 +228,13 @@ class FitResult(Rendered):
     max_batch: int = DEFAULT_MAX_BATCH
     at_bound: bool = False
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    parameters: int | None = None
+    layers: str | None = None
 
     def describe(self) -> str:
         scale, unit = self._unit()
-        step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
+        step = "; ".join(x for x in (model_facts(self.parameters, self.layers),
+                                     ", ".join(x for x in (self.optimizer, self.dtype) if x)) if x)
         answer = (f"every batch searched fits, up to {self.batch_size:,} (the bound, max_batch / --max-batch): "
                   f"the largest batch that fits is at least {self.batch_size:,}" if self.at_bound
                   else f"the largest batch that fits is {self.batch_size}")
@@ -339,8 +345,8 @@ class FitResult(Rendered):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "optimizer": self.optimizer, "dtype": self.dtype,
-            "batch_size": self.batch_size, "limit": self.limit,
+            "model": self.model, "parameters": self.parameters, "layers": self.layers,
+            "optimizer": self.optimizer, "dtype": self.dtype, "batch_size": self.batch_size, "limit": self.limit,
             "capacity": self.capacity, "capacity_source": self.capacity_source, "mesh": dict(self.mesh),
             "fits": None if self.fits is None else self.fits.to_dict(),
             "next_size": self.next_size,
@@ -381,6 +387,13 @@ def breakdown_at(run: RunConfig, batch: int) -> MemoryBreakdown:
     if sharding.mesh_devices(run.mesh) > 1:
         plan = sharding.plan_sharding(workload, dict(run.mesh), model_rules=sharding.model_rules(built))
     return step_memory(workload, plan, True)
+
+
+def parameter_count(run: RunConfig) -> int:
+    """The parameters of ``run``'s model as configured, from its abstract initialisation (nothing
+    compiled, no array made)."""
+    built, inputs, _, _, _ = run.build()
+    return build_workload(built, inputs, optimizer=run.optimizer)[0].parameters
 
 
 def max_batch_size(
@@ -542,7 +555,8 @@ def max_batch_size(
         target=None if found is None else found.name, target_title="" if found is None else found.title,
         remat_short_of=tuple((b, *cache[b].remat_short_of) for b, _ in tried
                              if getattr(cache[b], "remat_short_of", None) is not None),
-        max_batch=max_batch, at_bound=at_bound,
+        max_batch=max_batch, at_bound=at_bound, layers=layers_of(run),
+        parameters=parameter_count(dataclasses.replace(run, batch_size=step)),
     )
 
 

@@ -26,6 +26,7 @@ from xla_cost.runs.configs import RunConfig
 __all__ = [
     "MESH_AXES_FOR_SCALING", "LAYOUT_AXES", "Parallelism", "layout_mesh", "mesh_text", "check_parallel",
     "pipeline_stage", "activation_bytes", "Point", "point", "same_work", "fsdp_units", "analyser", "data_size",
+    "layers_of", "model_facts",
 ]
 
 MESH_AXES_FOR_SCALING: tuple[str, ...] = ("data", "fsdp")
@@ -155,6 +156,29 @@ def layout_mesh(mesh: Mapping[str, int] | str | None) -> dict[str, int]:
     sizes.update({key: positive(value, f"a size for mesh axis {key}", f"Use e.g. {key}=8.")
                   for key, value in pairs if key == "pipeline"})
     return {axis: sizes[axis] for axis in LAYOUT_AXES if axis in sizes}
+
+
+def layers_of(run: RunConfig) -> str | None:
+    """``scanned`` or ``unrolled``: a zoo model's ``scan_layers`` setting (the
+    families without it never loop over their layers); None for a model of
+    your own."""
+    if run.custom:
+        return None
+    config = {**zoo.get_spec(run.model).defaults, **run.config}
+    return "scanned" if config.get("scan_layers") else "unrolled"
+
+
+def model_facts(parameters: int | None, layers: str | None, active: int | None = None) -> str:
+    """What a result's header says of the model as configured: ``70.1B parameters (12.9B active),
+    layers unrolled``; "" when neither is recorded (a result made by hand)."""
+    from xla_cost.present.units import short_count
+
+    if parameters is None and layers is None:
+        return ""
+    shown = f" ({short_count(active)} active)" if active is not None else ""
+    about = [f"{short_count(parameters)} parameters{shown}" if parameters is not None else "",
+             f"layers {layers}" if layers is not None else "layers scanned or unrolled: unknown"]
+    return ", ".join(a for a in about if a)
 
 
 def mesh_text(mesh: Mapping[str, int]) -> str:

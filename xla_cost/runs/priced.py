@@ -21,7 +21,7 @@ from xla_cost.present.figures import figure, png, style
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import bytes_unit, duration, flop_unit, pct, scaled, si, sig, time_unit
 from xla_cost.present.units import size as bytes_text
-from xla_cost.runs.layouts import mesh_text
+from xla_cost.runs.layouts import mesh_text, model_facts
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -182,6 +182,9 @@ class ScalingResult(Rendered):
       target: the device every point's program was compiled for
         (`xla_cost.RunConfig.target`), None: the default backend (the CPU).
       settings: the model's arguments as given (``--set``; ``n_layer=2``), named in `describe`.
+      parameters: the model's parameters as configured (None: not recorded, or a pipeline's, whose
+        analysed program is one stage); named in `describe`.
+      layers: ``scanned`` or ``unrolled`` (the zoo's ``scan_layers``; None: a model of your own).
     """
 
     model: str
@@ -197,6 +200,8 @@ class ScalingResult(Rendered):
     dtype: str = ""
     target: str | None = None
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    parameters: int | None = None
+    layers: str | None = None
 
     @property
     def device(self) -> str:
@@ -232,7 +237,8 @@ class ScalingResult(Rendered):
                  if self.global_batch is not None else f"{self.batch_size} sample(s) per device")
         around = f" around {mesh_text(self.mesh)}" if self.mesh else ""
         around += f", {self.micro_batches} micro-batches a step" if self.micro_batches > 1 else ""
-        step = ", ".join(x for x in (self.optimizer, self.dtype) if x)
+        step = "; ".join(x for x in (model_facts(self.parameters, self.layers),
+                                     ", ".join(x for x in (self.optimizer, self.dtype) if x)) if x)
         changed = ", ".join(f"{key}={value}" for key, value in self.settings.items())
         model = f"{self.model} with {changed}" if changed else self.model
         name = f"{model} ({step})" if step else model
@@ -242,8 +248,8 @@ class ScalingResult(Rendered):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "settings": dict(self.settings), "optimizer": self.optimizer, "dtype": self.dtype,
-            "target": self.target, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
+            "model": self.model, "settings": dict(self.settings), "parameters": self.parameters, "layers": self.layers,
+            "optimizer": self.optimizer, "dtype": self.dtype, "target": self.target, "mesh_axis": self.mesh_axis, "batch_size": self.batch_size,
             "global_batch": self.global_batch, "mesh": dict(self.mesh), "micro_batches": self.micro_batches,
             "device": self.device, "interconnect": self.interconnect, "algorithm": self.algorithm,
             "priced_as": "bound" if self.hardware.is_bound else "prediction",

@@ -48,7 +48,7 @@ from xla_cost.present import progress
 from xla_cost.runs.configs import RunConfig
 from xla_cost.runs.layouts import (
     LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
-    mesh_text, point, same_work,
+    layers_of, mesh_text, point, same_work,
 )
 from xla_cost.runs.priced import ScalingResult, StepEstimate, pricing_text
 from xla_cost.runs.step_communication import (
@@ -654,4 +654,6 @@ def scaling(
         model=one.name, mesh_axis=mesh_axis, batch_size=None if global_batch is not None else one.batch_size,
         hardware=hardware, steps=tuple(steps), points=curve, global_batch=global_batch, mesh=mesh,
         micro_batches=micro, optimizer=one.optimizer, dtype=one.dtype, target=one.target, settings=dict(one.config),
+        parameters=None if mesh.get("pipeline", 1) > 1 else analyse(points[0].run).parameters,  # a stage's otherwise
+        layers=layers_of(one),
     )
