@@ -2,7 +2,7 @@
 
 The parts, from the abstract trees and the jaxpr (nothing is allocated):
 
-* parameters, gradients (the parameters' shapes and dtypes), optimizer state
+* parameters, gradients (the parameters' shapes and dtypes; none for those an optimizer freezes), optimizer state
   and model state (batch-norm statistics), per device under the mesh's specs;
 * the batch (inputs and targets), split over the batch axes;
 * the activations the backward pass keeps: the residuals of the linearised
@@ -429,7 +429,8 @@ def memory_breakdown(
     notes = []
     if plan is None:
         params = tree_bytes(workload.params)
-        parts = dict(parameters=params, gradients=params, optimizer_state=tree_bytes(workload.opt_state),
+        parts = dict(parameters=params, gradients=tree_bytes(workload.gradients()),
+                     optimizer_state=tree_bytes(workload.opt_state),
                      model_state=tree_bytes(workload.state),
                      inputs=tree_bytes(workload.batch) + tree_bytes(workload.targets), saved_activations=saved)
         devices = 1
@@ -439,7 +440,7 @@ def memory_breakdown(
 
         split = plan.batch_split
         params = per("params", workload.params)
-        parts = dict(parameters=params, gradients=per("grads", workload.params),
+        parts = dict(parameters=params, gradients=per("grads", workload.gradients()),
                      optimizer_state=per("opt_state", workload.opt_state), model_state=per("state", workload.state),
                      inputs=-(-(tree_bytes(workload.batch) + tree_bytes(workload.targets)) // split),
                      saved_activations=-(-saved // split))

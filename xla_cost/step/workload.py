@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -104,6 +105,9 @@ class Workload:
         model declares routed experts (`xla_cost.step.routing`); None: none declared.
       padded: the modules of routed experts with capacity padding, and the share of
         their work that is padding (`xla_cost.step.routing.padded_modules`).
+      read_gradients: a tree like ``params`` of whether the optimizer's update reads each
+        parameter's gradient (`unread_gradients`); None: it reads every one. The ``grad``
+        phase computes only those it reads, as the fused step does.
     """
 
     kind: str
@@ -130,10 +134,19 @@ class Workload:
     replayed: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
     active_parameters: int | None = None
     padded: tuple[tuple[frozenset[str], float], ...] = ()
+    read_gradients: PyTree | None = None
 
     @property
     def parameters(self) -> int:
         return sum(self.param_paths.values())
+
+    def gradients(self) -> PyTree:
+        """The gradients the step makes, abstract: ``params``, each leaf whose gradient the
+        optimizer does not read (`read_gradients`) replaced by an empty array of its dtype."""
+        if self.read_gradients is None:
+            return self.params
+        return jax.tree.map(lambda leaf, read: leaf if read else jax.ShapeDtypeStruct((0,), leaf.dtype),
+                            self.params, self.read_gradients)
 
     @property
     def batch(self) -> PyTree:
@@ -351,14 +364,16 @@ def build_workload(
             raise _optimizer_refused(exc) from exc
         return optax.apply_updates(params, updates), opt_state
 
-    grad, train_step = _gradient_phases(forward, update)
-    replayed_grad, replayed_step = _gradient_phases(replay(traced_forward, forward), update)
-
     try:
         opt_state = jax.eval_shape(transform.init, params)
     except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
         raise _optimizer_refused(exc) from exc
+    read = unread_gradients(update, params, opt_state)
+    grad, train_step = _gradient_phases(forward, update, read)
+    replayed_grad, replayed_step = _gradient_phases(replay(traced_forward, forward), update, read)
     notes = []
+    if read is not None:
+        notes.append(_frozen_note(params, read))
     if plan.axis_names:
         how = "detected" if plan.detected_axes == plan.axis_names else "bound"
         notes.append(
@@ -395,19 +410,59 @@ def build_workload(
         replayed={"grad": replayed_grad, "train_step": replayed_step},
         active_parameters=active_parameters(params, routing),
         padded=padded_modules(params, routing),
+        read_gradients=read,
     )
     return workload, optimizer_name
 
 
+def unread_gradients(update: Callable[..., Any], params: PyTree, opt_state: PyTree) -> PyTree | None:
+    """A tree like ``params`` of whether ``update(grads, opt_state, params)`` reads each
+    gradient; None where it reads every one, or where that cannot be told.
+
+    An optimizer that freezes parameters (``optax.multi_transform`` with ``set_to_zero``,
+    ``optax.transforms.freeze``) never reads their gradients: its update is the same for
+    any. The fused train step then never computes them (XLA removes work no output
+    needs), so the ``grad`` phase leaves them out too. Read from the update's jaxpr with
+    its unused equations removed (jax's own dead-code elimination, as
+    `xla_cost.count.interpret` uses it)."""
+    try:
+        from jax._src.interpreters import partial_eval as pe
+
+        closed = jax.make_jaxpr(update)(params, opt_state, params)
+        _, used = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=False)
+    except Exception:  # noqa: BLE001 - jax internals moved, or an update that does not trace abstractly
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    read = [bool(u) for u in used[:len(leaves)]]
+    if len(used) < len(leaves) or all(read):
+        return None
+    return jax.tree_util.tree_unflatten(tree, read)
+
+
+def _frozen_note(params: PyTree, read: PyTree) -> str:
+    """What leaving the unread gradients out (`unread_gradients`) did, with the parameters named."""
+    paths = jax.tree_util.tree_flatten_with_path(params)[0]
+    frozen = [(jax.tree_util.keystr(path, simple=True, separator="/"), leaf)
+              for (path, leaf), r in zip(paths, jax.tree.leaves(read)) if not r]
+    count = sum(int(math.prod(leaf.shape)) for _, leaf in frozen)
+    names = ", ".join(name for name, _ in frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
+    return (f"frozen by the optimizer: its update reads no gradient of {len(frozen)} parameter array(s) "
+            f"({count:,} parameters: {names}), so grad computes none of them (nor the backward work only they "
+            "need), as the fused train step does; their update is the optimizer's own (set_to_zero: none)")
+
+
 def _gradient_phases(
-    forward: Callable[..., Any], update: Callable[..., Any]
+    forward: Callable[..., Any], update: Callable[..., Any], read: PyTree | None = None,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The ``grad`` and ``train_step`` phases of ``forward`` and ``update``."""
+    """The ``grad`` and ``train_step`` phases of ``forward`` and ``update``; ``read``: the gradients
+    the update reads (`unread_gradients`), the others zeros (nothing computes them)."""
 
     def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
         (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
             params, state, batch, targets
         )
+        if read is not None:
+            grads = jax.tree.map(lambda g, r: g if r else jax.numpy.zeros_like(g), grads, read)
         return value, grads, new_state
 
     def train_step(

@@ -1,0 +1,72 @@
+"""Fine-tuning: an optimizer that freezes parameters never reads their gradients, so the step
+computes none of them (`xla_cost.step.workload.unread_gradients`).
+
+A body Dense(D -> H) and a head Dense(H -> C) on a batch of B rows, the body frozen by
+``optax.multi_transform`` with ``set_to_zero`` (linear probing). The fused train step
+computes only the head's gradients: XLA removes the body's weight gradient (2 B D H) and the
+head's input gradient (2 B H C) that only it needs. The grad phase, compiled alone, must
+count the same work, and the memory breakdown holds only the head's gradients.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+
+import xla_cost
+
+B, D, H, C = 8, 64, 256, 10
+F32 = 4
+
+
+class Probe(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(C, name="head")(nn.relu(nn.Dense(H, name="body")(x)))
+
+
+def _labels(params):
+    return {k: jax.tree.map(lambda _: "train" if k == "head" else "freeze", v) for k, v in params.items()}
+
+
+FROZEN_BODY = optax.multi_transform({"train": optax.adam(1e-3), "freeze": optax.set_to_zero()}, _labels)
+X = jax.ShapeDtypeStruct((B, D), jnp.float32)
+
+
+@pytest.fixture(scope="module")
+def frozen():
+    return xla_cost.analyze(Probe(), X, optimizer=FROZEN_BODY, per_layer=True, memory=True)
+
+
+def test_the_frozen_body_has_no_backward_work_and_the_head_only_its_parameter_gradients(frozen):
+    rows = frozen.layers_frame()
+    assert rows.loc["body", "backward_flops"] == 0
+    # the head's kernel gradient h^T g (2 B H C) and its bias gradient, the column sums of g ((B - 1) C);
+    # not its input gradient g W^T (2 B H C), which only the frozen body would read
+    assert rows.loc["head", "backward_flops"] == 2 * B * H * C + (B - 1) * C
+
+
+def test_grad_plus_update_is_the_fused_step(frozen):
+    fused = xla_cost.analyze(Probe(), X, optimizer=FROZEN_BODY, exact_train_step=True)
+    derived = frozen.phases["grad"].flops + frozen.phases["update"].flops
+    assert derived == pytest.approx(fused.phases["train_step"].flops, rel=1e-5)
+
+
+def test_the_memory_holds_the_head_gradients_only_and_a_note_names_the_frozen_parameters(frozen):
+    assert frozen.memory_breakdown.gradients == F32 * (H * C + C)
+    assert frozen.memory_breakdown.parameters == F32 * (D * H + H + H * C + C)
+    note = next(n for n in frozen.notes if n.startswith("frozen by the optimizer"))
+    assert f"{D * H + H:,} parameters: body/bias, body/kernel" in note
+
+
+def test_an_optimizer_that_reads_every_gradient_keeps_them_all():
+    # optax.masked applies the unmasked gradients raw (it reads them): nothing is frozen
+    masked = optax.masked(optax.adam(1e-3), lambda p: {k: jax.tree.map(lambda _: k == "head", v)
+                                                        for k, v in p.items()})
+    report = xla_cost.analyze(Probe(), X, optimizer=masked, per_layer=True)
+    assert not any(n.startswith("frozen by the optimizer") for n in report.notes)
+    # the body's kernel gradient x^T g (2 B D H) and its bias gradient ((B - 1) H) at least
+    assert report.layers_frame().loc["body", "backward_flops"] >= 2 * B * D * H + (B - 1) * H
