@@ -230,8 +230,10 @@ def test_nested_scan_counts_by_hand():
 def test_unknown_trip_count_is_reported_not_guessed():
     r = xla_cost.analyze(M.DynamicLoopNet(), INPUTS, optimizer="sgd")
     assert any("trip count unknown" in note for note in r.notes)
-    # counted once, as XLA does: nothing to correct, and nothing claimed
+    # counted once, as XLA does: nothing to correct, and nothing claimed (its condition's one check
+    # beside the body's is no iteration XLA unrolled)
     assert not r.phases["forward"].loop_corrected
+    assert not any("it unrolled them" in note for note in r.notes)
 
 
 def test_nnx_scan_over_vmapped_blocks():
@@ -296,3 +298,64 @@ def test_the_remainder_row_of_a_root_scan_runs_once():
     rows = {r.path: r for r in report.layers}
     assert rows["gru"].trip_count == 12
     assert rows[xla_cost.REMAINDER].trip_count == 1
+
+
+class _Selective(__import__("flax").linen.Module):
+    """A selective-scan recurrence as Mamba writes it: per step ``h = a * h + b`` on B x Di x N lanes,
+    ``a`` and ``b`` made before the loop by fused elementwise work (exp, products) that XLA's fusions
+    duplicate: its count of the program, each body once, is nearer the unrolled total than the
+    once-count, yet the compiled program keeps its while loop."""
+
+    di: int = 16
+    n: int = 4
+
+    @__import__("flax").linen.compact
+    def __call__(self, x):
+        nn = __import__("flax").linen
+        u = nn.Dense(self.di)(x)  # (B, T, Di)
+        dt = jax.nn.softplus(nn.Dense(self.di)(u))
+        a_log = self.param("a_log", nn.initializers.zeros, (self.di, self.n))
+        b = nn.Dense(self.n)(u)  # (B, T, N)
+        da = jnp.exp(dt[..., None] * -jnp.exp(a_log)[None, None])  # (B, T, Di, N)
+        db = dt[..., None] * b[:, :, None, :] * u[..., None]
+
+        def step(h, ab):
+            h = ab[0] * h + ab[1]
+            return h, h
+
+        h0 = jnp.zeros((x.shape[0], self.di, self.n), x.dtype)
+        _, hs = jax.lax.scan(step, h0, (jnp.moveaxis(da, 1, 0), jnp.moveaxis(db, 1, 0)))
+        return jnp.sum(hs, axis=(2, 3))
+
+
+def test_a_loop_xla_kept_is_corrected_though_fusion_puts_its_count_near_the_unrolled_total():
+    batch, steps, model = 2, 16, _Selective()
+    report = xla_cost.analyze(model, jax.ShapeDtypeStruct((batch, steps, 8), jnp.float32), optimizer="sgd")
+    forward = report.phases["forward"]
+    assert forward.sources["flops"] == "xla+loops"
+    assert not any("it unrolled them" in note for note in report.notes)
+    # the iterations XLA's count of one body misses: (T - 1) steps of a * h + b on B x Di x N lanes
+    # (2 FLOP each) and the loop counter's 2
+    per_step = FLOPS_PER_FMA * batch * model.di * model.n + SCAN_COUNTER_FLOPS
+    assert forward.flops - forward.xla_flops == (steps - 1) * per_step
+
+
+@pytest.mark.parametrize("unroll", [4, 5])
+def test_a_scan_unrolled_k_times_adds_the_bodies_its_loop_does_not_hold(unroll):
+    # XLA's loop holds `unroll` copies of the body and runs the length % unroll left over outside it:
+    # it counts unroll + length % unroll bodies; the rest are added (and no more)
+    steps, d = 16, 8
+
+    def rnn(w, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h
+        return jnp.sum(jax.lax.scan(step, jnp.zeros((2, d)), xs, unroll=unroll)[1])
+
+    w, xs = jax.ShapeDtypeStruct((d, d), jnp.float32), jax.ShapeDtypeStruct((steps, 2, d), jnp.float32)
+    counted = xla_cost.count_function(rnn, w, xs)
+    body = FLOPS_PER_FMA * 2 * d * d + 2 * d  # h @ w (2 x d by d x d) and + x; tanh is a transcendental
+    held = unroll + steps % unroll
+    assert counted.total.transcendentals - counted.total_once.transcendentals == (steps - held) * 2 * d
+    assert counted.total.flops - counted.total_once.flops == (steps - held) * (body + SCAN_COUNTER_FLOPS)
+

@@ -351,6 +351,25 @@ def test_random_bits_as_xla_counts_it(shape, dtype):
     assert xla_flops(bits, KEY)[0] == expected
 
 
+def test_a_step_that_draws_random_bits_says_what_the_cpus_count_of_the_hash_leaves_out():
+    # a dropout of rate 0.5 on B x D: the CPU's count holds the threefry hash's 5-trip loop body once (41
+    # operations a word of 117 run): the note gives up to (117 / 41 - 1) x the random FLOP more, per program
+    import flax.linen as nn
+
+    class Drop(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dropout(0.5, deterministic=False)(nn.Dense(D)(x))
+
+    report = xla_cost.analyze(Drop(), sds(N, D), optimizer="sgd")
+    forward = report.phases["forward"]
+    assert forward.random_flops >= random_rules.THREEFRY_WORD_OPS * N * D  # every element's word hashed
+    hidden = round((random_rules.THREEFRY_UNROLLED_WORD_OPS / random_rules.THREEFRY_WORD_OPS - 1)
+                   * forward.random_flops)
+    note = next(n for n in report.notes if n.startswith("forward: random numbers counted as XLA's CPU program"))
+    assert f"({forward.random_flops:,} FLOP)" in note and f"up to {hidden:,} FLOP more run than are counted" in note
+
+
 def test_random_bits_of_a_batch_of_keys_share_the_counters():
     # vmap over K keys: K*m words hashed, 2 key operations per key, the
     # counters of the (per-key) shape once

@@ -70,3 +70,49 @@ def test_an_optimizer_that_reads_every_gradient_keeps_them_all():
     assert not any(n.startswith("frozen by the optimizer") for n in report.notes)
     # the body's kernel gradient x^T g (2 B D H) and its bias gradient ((B - 1) H) at least
     assert report.layers_frame().loc["body", "backward_flops"] >= 2 * B * D * H + (B - 1) * H
+
+
+def test_a_step_given_its_frozen_weights_apart_reads_the_batch_from_its_inputs():
+    # train_step(head, body, opt_state, x, y): only the head is differentiated; the frozen body's arrays
+    # (a D x H kernel and an H bias: leading dimensions D and H) hold no differentiated parameter, as x
+    # and y do not, but only x and y share a leading dimension: the batch, B
+    def train_step(head, body, opt_state, x, y):
+        def loss(head):
+            hidden = nn.relu(x @ body["kernel"] + body["bias"][None])
+            return jnp.mean((hidden @ head["kernel"] + head["bias"][None] - y) ** 2)
+
+        grads = jax.grad(loss)(head)
+        updates, opt_state = optax.sgd(0.1).update(grads, opt_state, head)
+        return optax.apply_updates(head, updates), opt_state
+
+    head = {"kernel": jax.ShapeDtypeStruct((H, C), jnp.float32), "bias": jax.ShapeDtypeStruct((C,), jnp.float32)}
+    body = {"kernel": jax.ShapeDtypeStruct((D, H), jnp.float32), "bias": jax.ShapeDtypeStruct((H,), jnp.float32)}
+    report = xla_cost.analyze_step(train_step, head, body, optax.sgd(0.1).init(head), X,
+                                   jax.ShapeDtypeStruct((B, C), jnp.float32))
+    assert report.batch_size == B
+
+
+def test_an_nnx_step_given_an_ema_state_reads_the_batch_and_its_bytes_as_inputs():
+    from flax import nnx
+
+    class Mlp(nnx.Module):
+        def __init__(self, rngs):
+            self.body, self.head = nnx.Linear(D, H, rngs=rngs), nnx.Linear(H, C, rngs=rngs)
+
+        def __call__(self, x):
+            return self.head(nnx.relu(self.body(x)))
+
+    @nnx.jit
+    def step(model, optimizer, ema, batch):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(batch["x"]) - batch["y"]) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss, optax.incremental_update(nnx.state(model, nnx.Param), ema, 1e-3)
+
+    model = nnx.eval_shape(lambda: Mlp(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Mlp(nnx.Rngs(0)), optax.adam(1e-3), wrt=nnx.Param))
+    ema = jax.eval_shape(lambda: nnx.state(Mlp(nnx.Rngs(0)), nnx.Param))
+    batch = {"x": X, "y": jax.ShapeDtypeStruct((B, C), jnp.float32)}
+    report = xla_cost.analyze_step(step, model, optimizer, ema, batch, memory=True)
+    # the EMA's arrays (body/bias of H, body/kernel of D x H, ...) are not the batch: x and y are, B rows
+    assert report.batch_size == B
+    assert report.memory_breakdown.inputs == F32 * (B * D + B * C)

@@ -38,7 +38,7 @@ def describe_loops(counted: JaxprCount) -> str:
 
 def best(
     phase: str, key: str, xla_value: int | None, counted: JaxprCount,
-    sharded: xla.CompiledPhase | None = None, devices: int = 1,
+    sharded: xla.CompiledPhase | None = None, devices: int = 1, *, kept_loops: bool | None = None,
 ) -> tuple[int | None, str, str | None]:
     """The best figure for ``key`` of one phase: (value, source, note or None).
 
@@ -48,6 +48,12 @@ def best(
     (source ``xla+loops``). Without an XLA figure, the jaxpr count stands in
     when it is complete (``jaxpr``); with primitives that have no rule it is
     ``unknown`` (None), never the counted part.
+
+    ``kept_loops``: whether the compiled program kept a ``while`` loop
+    (`xla_cost.compiled.xla.CompiledPhase.has_loops`): False, XLA unrolled
+    every loop and counted every iteration; None (not read), the figure nearer
+    to XLA's says, which XLA's fusions can mislead (a fused body's duplicated
+    producers put XLA's count of one body nearer the unrolled total).
     """
     true, once = getattr(counted.total, key), getattr(counted.total_once, key)
     if xla_value is None:
@@ -63,7 +69,7 @@ def best(
         return xla_value, "xla", None
     if sharded is not None:
         return best_sharded(phase, key, xla_value, counted, sharded, devices)
-    if abs(xla_value - true) < abs(xla_value - once):
+    if kept_loops is False or (kept_loops is None and abs(xla_value - true) < abs(xla_value - once)):
         return xla_value, "xla", (
             f"{phase}: XLA's {key} already include the loop iterations "
             f"({describe_loops(counted)}): it unrolled them; no correction"
@@ -297,7 +303,7 @@ def phase_costs(
     for key in SOURCED:
         value, source, note = best(
             name, key, getattr(costs, key), counted, compiled if plan is not None else None,
-            plan.devices if plan is not None else 1,
+            plan.devices if plan is not None else 1, kept_loops=compiled.has_loops if compiled is not None else None,
         )
         if key == "flops" and compiled is not None and compiled.library_calls:
             value, source, note = library_flops(name, value, source, note, counted, compiled, plan,
@@ -486,9 +492,16 @@ def random_note(
     name: str, flops: int | None, jaxpr: int, random: int, compiled: xla.CompiledPhase | None, devices: int = 1,
 ) -> list[str]:
     """A target program's FLOP over the jaxpr count that its random numbers may account for, named
-    (`random_allowance`). Nothing where the program has no target, draws nothing or is not above the
-    jaxpr count (per device: ``devices``)."""
+    (`random_allowance`); on the CPU (or counted from the jaxpr), what its count of the threefry hash
+    leaves out. Nothing where the program draws nothing, or a target's is not above the jaxpr count
+    (per device: ``devices``)."""
     expected = jaxpr / devices
+    if random and (compiled is None or compiled.target is None):  # the CPU's count, or the jaxpr's alike
+        hidden = round((THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS - 1) * random / devices)
+        return [f"{name}: random numbers counted as XLA's CPU program counts jax's threefry hash ({random:,} FLOP): "
+                f"its 5-trip loop's body once, {THREEFRY_WORD_OPS} operations a 32-bit word of the "
+                f"{THREEFRY_UNROLLED_WORD_OPS} it runs; up to {hidden:,} FLOP more run than are counted "
+                "(a GPU's or TPU's compile unrolls the loop and counts them: --target)"]
     if compiled is None or compiled.target is None or not random or flops is None or flops <= expected:
         return []
     bound = round(random_allowance(name, random) / devices)

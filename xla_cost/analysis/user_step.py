@@ -712,16 +712,34 @@ _MAPPED_SCOPES = frozenset({"shard_map", "pmap", "xla_pmap"})
 """Entries of an HLO ``op_name`` that jax adds for a mapped body, not part of the jaxpr's name stacks."""
 
 
-def _batch_size(prepared: UserStep) -> int:
-    """The leading dimension of the first array argument that holds no parameter."""
+def _arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
+    """The step's arguments with their leaves' owners (`UserStep.owners`); a list or tuple argument
+    element by element (an NNX step's arguments that are no graph objects come as one list:
+    an EMA's ``nnx.State`` beside the batch; a Linen step's ``(x, y)``)."""
+    found = []
     offset = 0
     for arg in prepared.args:
-        leaves = jax.tree.leaves(arg)
-        mine = prepared.owners[offset:offset + len(leaves)]
-        offset += len(leaves)
-        if leaves and not any(mine) and getattr(leaves[0], "shape", ()):
-            return int(leaves[0].shape[0])
-    return 0
+        for part in (arg if isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") else [arg]):
+            n = len(jax.tree.leaves(part))
+            found.append((part, prepared.owners[offset:offset + n]))
+            offset += n
+    return found
+
+
+def _batch_size(prepared: UserStep) -> int:
+    """The leading dimension of the first argument that holds no parameter and whose arrays all
+    share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
+    parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
+    no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
+    bias's width): it is not taken for the batch."""
+    candidates = []
+    for arg, mine in _arguments(prepared):
+        shaped = [leaf for leaf in jax.tree.leaves(arg) if getattr(leaf, "shape", ())]
+        if shaped and not any(mine):
+            leading = {int(leaf.shape[0]) for leaf in shaped}
+            candidates.append((len(leading) == 1, int(shaped[0].shape[0])))
+    alike = [size for same, size in candidates if same]
+    return alike[0] if alike else candidates[0][1] if candidates else 0
 
 
 def _dtype(prepared: UserStep) -> str:
@@ -740,17 +758,14 @@ def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
     ``Param``); model state beside them (other NNX variables, RNG keys included; the rest of
     an argument that holds parameters or state, ``TrainState.step``); else an input."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
-    offset = 0
-    for arg in prepared.args:
+    for arg, owners in _arguments(prepared):
         leaves = jax.tree_util.tree_leaves(arg)
-        owners = prepared.owners[offset:offset + len(leaves)]
         roles = leaf_roles(arg)
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
         for leaf, module, role in zip(leaves, owners, roles):
             if role is None:
                 role = "parameters" if module is not None else "model_state" if holds else "inputs"
             totals[role] += nbytes(leaf)
-        offset += len(leaves)
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     return MemoryBreakdown(
         parameters=totals["parameters"], gradients=totals["parameters"], optimizer_state=totals["optimizer_state"],

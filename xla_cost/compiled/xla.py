@@ -381,10 +381,10 @@ def compile_phase(
                 profile_error = str(exc)
         if collectives:
             found, notes = parse_collectives(text)
-            loops = hlo.has_while_loop(text)
         if backend_name() != "cpu":
             library = tuple(sorted(hlo.custom_call_targets(text).items()))
             library_bytes = hlo.library_call_bytes(text).bytes if library else 0
+    loops = hlo.has_while_loop(text) if text else loops  # whether XLA kept a loop (`xla_cost.analysis.costs.best`)
     memory = dataclasses.replace(normalize_memory_analysis(buffers.result()),  # read aside meanwhile
                                  rematerialized=hlo.remat_clones(text) if text else None,
                                  remat_short_of=remat_shortfall(log),
@@ -452,7 +452,7 @@ def _lowered(program: Any, args: Sequence[Any]) -> Any:
     return jax.jit(program).lower(*args)
 
 
-ANALYSES_FORMAT = 28
+ANALYSES_FORMAT = 29
 """Version of the analyses cache's entries; a change makes old entries unused (21: a GPU
 target's library calls in a loop's body counted once in its FLOP, as XLA counts the body,
 `xla_cost.compiled.kernels.module_costs`; 22: fused attention's exps in its transcendentals;
@@ -464,7 +464,8 @@ kernel's bytes those of the HBM, its arrays on the chip left out, `xla_cost.comp
 kernel's arrays in its host's memory, `xla_cost.compiled.shapes.HOST_SPACE`, not the HBM's, and the
 bytes each kernel moves over the host link, `xla_cost.compiled.kernels.Kernel.host_bytes`; 28: a splash
 attention kernel's products as it runs them, `xla_cost.compiled.products.Product.executed`, its mask named in
-its ``op_name``, its blocks read from its ``kernel_metadata``)."""
+its ``op_name``, its blocks read from its ``kernel_metadata``; 29: whether the program kept a ``while`` loop,
+read on every backend, `CompiledPhase.has_loops`)."""
 
 LIVENESS_FORMAT = 1
 """Version of the replayed schedules (`xla_cost.compiled.liveness`) the analyses cache keeps: an entry's

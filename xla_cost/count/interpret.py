@@ -335,7 +335,11 @@ class _Counter:
             part, owner = self.labels[path]
         if name == "scan":
             length = int(params["length"])
-            n = length if self.trip_counts else 1
+            # with every body once, as XLA's compiled count has it: a scan unrolled k times is a loop whose
+            # body holds k copies, and the length % k left over run outside it (all of them: unroll=True)
+            unroll = params.get("unroll", 1)
+            k = length if unroll is True else max(1, int(unroll or 1))
+            n = length if self.trip_counts else min(length, k + length % k)
             # a constant the loop reads unchanged (jax hoists ``zeros`` out of a scanned layer) is one
             # to XLA too, which sinks it into the body and simplifies there (``x - 0``: nothing)
             body = self.walk(params["jaxpr"], stack, times * n, owner,
@@ -361,7 +365,7 @@ class _Counter:
             known = [*(constants or ())]
             body = self.walk(params["body_jaxpr"], stack, times * n, owner,
                              constants=known[cond_n:cond_n + body_n])
-            checks = n + 1 if self.trip_counts else 1
+            checks = n + 1 if self.trip_counts and trip is not None else 1  # unknown trips: the body's once
             self.path = (*path, "cond")
             cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner, constants=known[:cond_n])
             self.path = path
