@@ -141,7 +141,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "scan trip count ignored: the body is counted once",
         (Edit(
             "xla_cost/count/interpret.py",
-            "n = length if self.trip_counts else 1",
+            "n = length if self.trip_counts else min(length, k + length % k)",
             "n = 1",
         ),),
         tests=("tests/count/test_interpret_loops.py",),
@@ -1269,6 +1269,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/runs/scaling.py", "    if abs(share * devices - 1) <= SPLIT_TOLERANCE:\n",
               "    if True:\n"),),
         tests=("tests/runs/test_estimate.py",),
+    ),
+    Mutation(
+        "frozen_gradients_computed",
+        "an optimizer that freezes parameters (set_to_zero) still has grad compute their gradients: the frozen "
+        "weights' gradients and the input gradients only they need counted (1.8x the fused step)",
+        (Edit("xla_cost/step/workload.py", "    if len(used) < len(leaves) or all(read):\n",
+              "    if True:\n"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "fused_loop_read_as_unrolled",
+        "a program XLA kept a while loop in taken for unrolled where its fusions put the count near the "
+        "unrolled total: no iteration added",
+        (Edit("xla_cost/analysis/costs.py",
+              "    if kept_loops is False or (kept_loops is None and abs(xla_value - true) < abs(xla_value - once)):\n",
+              "    if abs(xla_value - true) < abs(xla_value - once):\n"),),
+        tests=("tests/count/test_interpret_loops.py",),
+    ),
+    Mutation(
+        "unrolled_scan_bodies_once",
+        "a scan unrolled k times counted as if its loop held one body: k - 1 bodies a trip added again",
+        (Edit("xla_cost/count/interpret.py", "            n = length if self.trip_counts else min(length, k + length % k)\n",
+              "            n = length if self.trip_counts else 1\n"),),
+        tests=("tests/count/test_interpret_loops.py",),
+    ),
+    Mutation(
+        "batch_from_a_frozen_tree",
+        "analyze_step takes the batch size from the first argument without parameters, a frozen tree or an EMA "
+        "state passed apart",
+        (Edit("xla_cost/analysis/user_step.py",
+              "    return alike[0] if alike else candidates[0][1] if candidates else 0\n",
+              "    return candidates[0][1] if candidates else 0\n"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "pages_link_data_beside_reports",
+        "a page written outside reports/ links data/NAME, which exists only beside the committed pages",
+        (Edit("xla_cost/study/data.py", "        if self.out is None:\n            return f\"data/{path.name}\"\n",
+              "        if True:\n            return f\"data/{path.name}\"\n"),),
+        tests=("tests/study/test_pages.py",),
     ),
 )
 
