@@ -619,3 +619,21 @@ def test_a_reduction_over_no_elements_counts_nothing_not_a_negative():
         assert count_function(fn, empty).total.flops == 0
     full = jax.ShapeDtypeStruct((4, 10), jnp.float32)
     assert count_function(lambda x: x.sum(0), full).total.flops == (4 - 1) * 10  # n - m adds
+
+
+def test_a_phase_whose_jaxpr_has_a_rule_less_primitive_says_its_flops_are_a_lower_bound():
+    # solve_triangular has no cost rule, and the CPU hands it to LAPACK, whose call XLA counts as nothing:
+    # XLA's figure for the forward stands, said to be at least that
+    import flax.linen as nn
+
+    class Solve(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            a = jnp.tril(x @ jnp.swapaxes(x, -1, -2)) + jnp.eye(x.shape[-1])[None]
+            return nn.Dense(D)(jax.scipy.linalg.solve_triangular(a, x, lower=True))
+
+    report = xla_cost.analyze(Solve(), sds(2, D, D), optimizer="sgd")
+    assert "triangular_solve" in report.unsupported
+    forward = report.phases["forward"]
+    note = next(n for n in report.notes if n.startswith("forward: flops at least"))
+    assert f"at least {forward.flops:,}" in note and "triangular_solve" in note

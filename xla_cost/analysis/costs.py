@@ -315,6 +315,13 @@ def phase_costs(
         if compiled is not None and source == "jaxpr" and getattr(costs, key) is None:
             reasons = "; ".join(costs.unknown_reasons) or "no figure"
             notes.append(f"{name}: XLA gave no {key} figure ({reasons}); using the jaxpr count ({value:,})")
+    if counted.unsupported and sources.get("flops") in ("xla", "xla+loops") and compiled is not None:
+        rule_less = ", ".join(f"{prim} x{n}" for prim, n in sorted(counted.unsupported.items()))
+        notes.append(f"{name}: flops at least {values['flops']:,}: the jaxpr holds primitives without a cost rule "
+                     f"({rule_less}); XLA's figure stands, which leaves out any of them its program hands to a "
+                     "library call (a LAPACK or cuSOLVER custom call counts nothing)"
+                     + (", and the loop correction misses their iterations" if sources["flops"] == "xla+loops"
+                        else ""))
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
     notes += random_note(name, values["flops"], total.flops, random, compiled, plan.devices if plan is not None else 1)
