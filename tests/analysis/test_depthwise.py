@@ -51,6 +51,11 @@ def test_a_depthwise_convolutions_backward_is_the_models():
     else:  # a compiler that keeps it grouped: XLA's figure, nothing said
         assert not said
     assert report.backward_to_forward < 2
+    if said:  # backward = grad - forward from one counter: the forward's FLOP are the jaxpr's too
+        forward, backward = report.phases["forward"], report.phases["backward"]
+        assert forward.sources["flops"] == "jaxpr" and forward.flops == forward.jaxpr_flops
+        assert backward.flops == backward.jaxpr_flops == grad.jaxpr_flops - forward.jaxpr_flops
+        assert any(n.startswith("forward: flops from the jaxpr") for n in report.notes)
 
 
 @pytest.mark.parametrize("groups", [48, 4])

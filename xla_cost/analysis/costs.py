@@ -418,6 +418,8 @@ def all_phases(
         if plan is None:  # (sharded, XLA's figure is one device's)
             notes += fusion_gap_note(name, costs[name].flops, costs[name].sources.get("flops", ""),
                                      program.counted, program.compiled)
+    if plan is None and "forward" in costs and "grad" in costs:  # backward = grad - forward: like from like
+        notes += _one_counter(costs, programs, modules, root, attention_convention, padded, recomputing)
     for phase in phases.DECLARED:
         if phase.name not in costs:
             costs[phase.name] = PhaseCosts.derive(phase, costs)
@@ -430,6 +432,34 @@ def all_phases(
         costs["backward"], found = without_negatives("backward", costs["backward"])
         notes += found
     return {name: costs[name] for name in phases.NAMES}, notes
+
+
+def _one_counter(
+    costs: dict[str, PhaseCosts], programs: Mapping[str, Program], modules: Sequence[str], root: str,
+    attention_convention: str, padded: Sequence[tuple[frozenset[str], float]], recomputing: bool,
+) -> list[str]:
+    """Where one of forward and grad has its FLOP from the jaxpr (XLA's CPU figure set aside: a
+    densified convolution, a library call) and the other from XLA, the other's from the jaxpr too
+    (in ``costs``), so that backward = grad - forward subtracts like from like: XLA's CPU count of a
+    fused program is above the jaxpr's by the producers its fusions duplicate, which the difference
+    would put in the backward pass (or take out of it). Returns the note."""
+    kinds = {name: "jaxpr" if costs[name].sources.get("flops") == "jaxpr" else "xla" for name in ("forward", "grad")}
+    if len(set(kinds.values())) == 1 or any(costs[name].flops is None for name in kinds):
+        return []
+    xla_sourced = next(name for name, kind in kinds.items() if kind == "xla")
+    other = next(name for name in kinds if name != xla_sourced)
+    program = programs[xla_sourced]
+    alone, _ = phase_costs(xla_sourced, dataclasses.replace(program, compiled=None), None, modules, root,
+                           attention_convention, padded, jaxpr_model=recomputing)
+    if alone.flops is None:
+        return []
+    was = costs[xla_sourced]
+    costs[xla_sourced] = dataclasses.replace(
+        was, flops=alone.flops, model_flops=alone.model_flops, hardware_flops=alone.hardware_flops,
+        sources={**was.sources, "flops": "jaxpr"}, loop_corrected=was.sources.get("transcendentals") == "xla+loops")
+    return [f"{xla_sourced}: flops from the jaxpr ({alone.flops:,}), as {other}'s are, not XLA's "
+            f"{was.flops:,}: backward = grad - forward subtracts like from like (XLA's CPU count of a fused "
+            "program holds the producers its fusions duplicate)"]
 
 
 def with_hoisted(backward: PhaseCosts, hoisted: Hoisted, devices: int = 1) -> tuple[PhaseCosts, list[str]]:
