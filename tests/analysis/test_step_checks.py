@@ -115,3 +115,32 @@ def test_adafactors_factored_state_is_not_taken_for_parameters_without_a_gradien
     # a layer that truly gets none is named by its variables' names, not NNX's `value`
     (said,) = [n for n in _nnx_notes(optax.adam(1e-3), frozen=True) if "receive no gradient" in n]
     assert "linear1/bias, linear1/kernel:" in said and "linear2" not in said
+
+
+def test_parameters_an_nnx_optimizer_leaves_alone_are_not_said_to_get_zero_gradients_applied():
+    # a linear probe as NNX writes it: nnx.DiffState restricts the gradient and Optimizer(wrt=) the update to
+    # the head; the frozen layer comes back as it went in (no update touches it), so no zero gradient of it is
+    # applied and the advice to mask it would be wrong. The same layer under stop_gradient with every
+    # parameter updated (above) is still named.
+    from flax import nnx
+
+    class Probe(nnx.Module):
+        def __init__(self, rngs):
+            self.linear1, self.linear2 = nnx.Linear(IN, 16, rngs=rngs), nnx.Linear(16, CLASSES, rngs=rngs)
+
+        def __call__(self, x):
+            return self.linear2(nnx.relu(self.linear1(x)))
+
+    head = nnx.All(nnx.Param, nnx.PathContains("linear2"))
+
+    @nnx.jit
+    def probe_step(model, optimizer, x, y):
+        loss = lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean()  # noqa: E731
+        grads = nnx.grad(loss, argnums=nnx.DiffState(0, head))(model)
+        optimizer.update(model, grads)
+
+    model = nnx.eval_shape(lambda: Probe(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Probe(nnx.Rngs(0)), optax.adam(1e-3), wrt=head))
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    notes = xla_cost.analyze_step(probe_step, model, optimizer, x, y, counter="jaxpr").notes
+    assert not [n for n in notes if "receive no gradient" in n]

@@ -183,8 +183,15 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     missing: list[str] = []
     flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
     parameters = _parameter_leaves(prepared.args)  # an optimizer's state (Adafactor's factored rows) is no parameter
-    for (path, leaf), module in zip(flat, prepared.owners):
+    # a parameter the step returns as it came in is one no optimizer updates (an NNX Optimizer's wrt=
+    # filter, a LoRA's frozen base): nothing of it is applied, nothing to leave out
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    invars = list(getattr(inner, "invars", ()))
+    returned = {id(v) for v in getattr(inner, "outvars", ())} if len(invars) == len(flat) else set()
+    for index, ((path, leaf), module) in enumerate(zip(flat, prepared.owners)):
         if module is None or module not in prepared.param_paths or module not in shown or id(leaf) not in parameters:
+            continue
+        if returned and id(invars[index]) in returned:
             continue
         shape = tuple(getattr(leaf, "shape", ()))
         if not made.get(module, set()) & {shape, shape[1:]}:
