@@ -116,3 +116,20 @@ def test_an_nnx_step_given_an_ema_state_reads_the_batch_and_its_bytes_as_inputs(
     # the EMA's arrays (body/bias of H, body/kernel of D x H, ...) are not the batch: x and y are, B rows
     assert report.batch_size == B
     assert report.memory_breakdown.inputs == F32 * (B * D + B * C)
+    # one gradient a parameter: the EMA's copies of them get none
+    assert report.memory_breakdown.gradients == F32 * (D * H + H + H * C + C)
+
+
+def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_makes():
+    # jax.grad of every parameter, the body's then dropped by set_to_zero: XLA removes its gradient's
+    # computation, so the step holds the head's gradients alone
+    def train_step(params, opt_state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = FROZEN_BODY.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    report = xla_cost.analyze_step(train_step, params, FROZEN_BODY.init(params), X,
+                                   jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True)
+    assert report.memory_breakdown.parameters == F32 * (D * H + H + H * C + C)
+    assert report.memory_breakdown.gradients == F32 * (H * C + C)

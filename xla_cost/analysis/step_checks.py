@@ -11,7 +11,7 @@ arguments; none changes a figure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -23,6 +23,7 @@ from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
+from xla_cost.step.trees import nbytes
 from xla_cost.step.user_step import UserStep
 
 __all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
@@ -163,13 +164,21 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
     return notes
 
 
-def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
-    """The parameters (``module/name``) that no backward equation computes a gradient of: none
-    under ``transpose`` in their module has a result of their shape (or of one layer's slice of
-    it, for a scanned stack). Modules the name stacks never show (parameters of the model's
-    root) are not judged."""
+def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: bool = False,
+                      ) -> tuple[dict[str, set[tuple[int, ...]]], set[str]]:
+    """(the shapes the backward equations under each module make, the modules the name stacks show);
+    ``live``: only the equations some result needs (jax's dead-code elimination, as XLA's: the
+    gradients an optimizer that freezes parameters never reads are not made)."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
+    if live:
+        try:
+            from jax._src.interpreters import partial_eval as pe
+
+            inner = getattr(jaxpr, "jaxpr", jaxpr)
+            jaxpr = pe.dce_jaxpr(inner, [True] * len(inner.outvars), instantiate=True)[0]
+        except Exception:  # noqa: BLE001 - jax internals moved: every equation, as written
+            pass
     for level, prefix in _levels(jaxpr, ""):
         for eqn in level.eqns:
             stack = join_stack(prefix, str(eqn.source_info.name_stack))
@@ -180,28 +189,64 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
             shown.add(module)
             if found == BACKWARD:
                 made.setdefault(module, set()).update(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
-    missing: list[str] = []
+    return made, shown
+
+
+def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
+    """(index among the flattened arguments, leaf, module, ``module/name``) of every parameter of the
+    step's arguments (an optimizer's state left out: Adafactor's factored rows are no parameters)."""
     flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
-    parameters = _parameter_leaves(prepared.args)  # an optimizer's state (Adafactor's factored rows) is no parameter
-    # a parameter the step returns as it came in is one no optimizer updates (an NNX Optimizer's wrt=
-    # filter, a LoRA's frozen base): nothing of it is applied, nothing to leave out
+    parameters = _parameter_leaves(prepared.args)
+    named = []
+    for index, ((path, leaf), module) in enumerate(zip(flat, prepared.owners)):
+        if module is None or module not in prepared.param_paths or id(leaf) not in parameters:
+            continue
+        keys = [jax.tree_util.keystr((key,)).strip(".[]").strip(chr(39)) for key in path]
+        if len(keys) > 1 and keys[-1] == "value":  # an NNX Variable's array: the variable's name
+            keys.pop()
+        named.append((index, leaf, module, f"{module}/{keys[-1]}"))
+    return named
+
+
+def _graded(leaf: Any, module: str, made: Mapping[str, set[tuple[int, ...]]]) -> bool:
+    """Whether a backward equation under ``module`` makes an array of ``leaf``'s shape (or of one
+    layer's slice of it, for a scanned stack)."""
+    shape = tuple(getattr(leaf, "shape", ()))
+    return bool(made.get(module, set()) & {shape, shape[1:]})
+
+
+def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
+    """The parameters (``module/name``) that no backward equation computes a gradient of: none
+    under ``transpose`` in their module has a result of their shape (or of one layer's slice of
+    it, for a scanned stack). Modules the name stacks never show (parameters of the model's
+    root) are not judged; nor are parameters the step returns as they came in, which no
+    optimizer updates (an NNX Optimizer's ``wrt=`` filter, a LoRA's frozen base): nothing of
+    them is applied, nothing to leave out."""
+    made, shown = _made_by_backward(jaxpr, module_of)
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     invars = list(getattr(inner, "invars", ()))
+    flat = jax.tree.leaves(prepared.args)
     returned = {id(v) for v in getattr(inner, "outvars", ())} if len(invars) == len(flat) else set()
-    for index, ((path, leaf), module) in enumerate(zip(flat, prepared.owners)):
-        if module is None or module not in prepared.param_paths or module not in shown or id(leaf) not in parameters:
+    missing: list[str] = []
+    for index, leaf, module, name in _parameter_names(prepared):
+        if module not in shown or (returned and id(invars[index]) in returned):
             continue
-        if returned and id(invars[index]) in returned:
-            continue
-        shape = tuple(getattr(leaf, "shape", ()))
-        if not made.get(module, set()) & {shape, shape[1:]}:
-            keys = [jax.tree_util.keystr((key,)).strip(".[]").strip(chr(39)) for key in path]
-            if len(keys) > 1 and keys[-1] == "value":  # an NNX Variable's array: the variable's name
-                keys.pop()
-            name = f"{module}/{keys[-1]}"
-            if name not in missing:
-                missing.append(name)
+        if not _graded(leaf, module, made) and name not in missing:
+            missing.append(name)
     return missing
+
+
+def gradient_bytes(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> int:
+    """The bytes of the gradients the step's backward pass makes: each parameter (``module/name``)
+    a live backward equation makes an array of its shape for, once (an EMA copy of the parameters
+    passed beside them is no second gradient); a parameter of a module the name stacks never
+    show (the model's root's) is taken to get one."""
+    made, shown = _made_by_backward(jaxpr, module_of, live=True)
+    sized: dict[str, int] = {}
+    for _, leaf, module, name in _parameter_names(prepared):
+        if module not in shown or _graded(leaf, module, made):
+            sized.setdefault(name, nbytes(leaf))
+    return sum(sized.values())
 
 
 def _is_state(x: Any) -> bool:

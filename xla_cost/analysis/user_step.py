@@ -27,7 +27,7 @@ from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_checks import (
-    fusion_note, merged_forward, no_backward_note, second_forward, step_notes,
+    fusion_note, gradient_bytes, merged_forward, no_backward_note, second_forward, step_notes,
 )
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
@@ -254,7 +254,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
                                    known_modules=modules))
         notes += [note for note in said if note]
-    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan) if memory else None
+    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan,
+                        gradient_bytes(traced.jaxpr, prepared, module_of)) if memory else None
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
@@ -749,7 +750,7 @@ def _dtype(prepared: UserStep) -> str:
 
 
 def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
-            plan: ShardingPlan | None) -> MemoryBreakdown:
+            plan: ShardingPlan | None, gradients: int) -> MemoryBreakdown:
     """The step's memory by part, beside XLA's figures for the step as compiled.
 
     A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
@@ -768,12 +769,12 @@ def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
             totals[role] += nbytes(leaf)
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     return MemoryBreakdown(
-        parameters=totals["parameters"], gradients=totals["parameters"], optimizer_state=totals["optimizer_state"],
+        parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
         model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
         argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
         alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
-        notes=("the parts are the whole step's (not split over devices); gradients are taken to be as large as "
-               "the parameters; optimizer state is what an optimizer's state holds (an optax state, an NNX "
+        notes=("the parts are the whole step's (not split over devices); gradients are those of the parameters "
+               "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
                "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
                "batch statistics, RNG keys); saved activations are the forward pass's values the backward pass "
                "reads; XLA's figures are the step compiled with its own jit's donation",),
