@@ -118,6 +118,10 @@ def test_an_nnx_step_given_an_ema_state_reads_the_batch_and_its_bytes_as_inputs(
     assert report.memory_breakdown.inputs == F32 * (B * D + B * C)
     # one gradient a parameter: the EMA's copies of them get none
     assert report.memory_breakdown.gradients == F32 * (D * H + H + H * C + C)
+    # the EMA returned is state fed back, not a metric: its 3 FLOP a parameter ((1 - a) e + a p) are the
+    # update's, and no note calls them metrics to log every N steps
+    assert not any("returned metrics read" in n for n in report.notes)
+    assert report.phases["other"].flops < 3 * (D * H + H + H * C + C)
 
 
 def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_makes():

@@ -454,11 +454,18 @@ def _new_state(prepared: UserStep, shapes: Any) -> list[bool]:
     argument or result position), shape and dtype of an argument (a TrainState's
     parameters, optimizer state and counter; new parameters returned alone)."""
     results = jax.tree_util.tree_flatten_with_path(shapes)[0]
-    if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
-        return [bool(path) and getattr(path[0], "idx", None) == 1 for path, _ in results]
 
     def key(path: Any, leaf: Any) -> tuple[Any, ...]:
         return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
+
+    if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
+        # an own result with the path (below its position), shape and dtype of an array of an argument
+        # that is no NNX object is state too: an EMA's nnx.State passed in and returned updated
+        others = {key(path[2:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+                  if path and getattr(path[0], "idx", None) == 2 and getattr(leaf, "shape", ())}
+        return [bool(path) and (getattr(path[0], "idx", None) == 1
+                                or key(path[1:], leaf) in others or key(path[2:], leaf) in others)
+                for path, leaf in results]
 
     inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
     return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
