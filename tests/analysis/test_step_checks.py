@@ -144,3 +144,52 @@ def test_parameters_an_nnx_optimizer_leaves_alone_are_not_said_to_get_zero_gradi
     x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
     notes = xla_cost.analyze_step(probe_step, model, optimizer, x, y, counter="jaxpr").notes
     assert not [n for n in notes if "receive no gradient" in n]
+
+
+def test_a_scanned_blocks_hoisted_derivative_of_a_loop_invariant_is_no_second_forward_pass():
+    # a DiT-style conditioning: every scanned block applies silu to the same vector c. jax hoists the loop-
+    # invariant work of silu's derivative out of the backward loop, where its name stack loses jvp and
+    # transpose: it is the backward pass's (only the backward reads it), not a second forward pass in other
+    from flax import nnx
+
+    depth, width = 3, 16
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.lin, self.mod = nnx.Linear(width, width, rngs=rngs), nnx.Linear(width, width, rngs=rngs)
+
+        def __call__(self, h, c):
+            return h + self.lin(h) * self.mod(nnx.silu(c))
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.emb = nnx.Linear(width, width, rngs=rngs)
+
+            @nnx.split_rngs(splits=depth)
+            @nnx.vmap(in_axes=(0,), out_axes=0)
+            def make(rngs):
+                return Block(rngs)
+
+            self.blocks = make(rngs)
+
+        def __call__(self, x, t):
+            c = self.emb(t)
+
+            @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+            def run(h, block):
+                return block(h, c)
+
+            return run(x, self.blocks)
+
+    @nnx.jit
+    def train_step(model, optimizer, x, t):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x, t) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Net(nnx.Rngs(0)), optax.adam(1e-3), wrt=nnx.Param))
+    x = jax.ShapeDtypeStruct((B, width), jnp.float32)
+    report = xla_cost.analyze_step(train_step, model, optimizer, x, x, counter="jaxpr")
+    assert not [n for n in report.notes if "a second forward pass" in n]
+    assert report.phases["other"].flops < B * width  # no elementwise pass over the conditioning vector

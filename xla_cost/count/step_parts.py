@@ -323,12 +323,13 @@ class _Classifier:
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
                     self.metrics.add(node.path)
-                elif (node.part == OTHER and bare_stack(node.stack) and seen & {FORWARD, MIXED}
-                      and seen <= {FORWARD, BACKWARD, MIXED}):
+                elif node.part == OTHER and bare_stack(node.stack) and seen and seen <= {FORWARD, BACKWARD, MIXED}:
                     # a model's work outside autodiff that only the passes read: the forward's loop
                     # invariants jax's scan partial evaluation hoisted out of the loop (a rope's sin
-                    # and cos), whose name stack lost its jvp (`xla_cost.count.hoisted`)
-                    node.part = FORWARD
+                    # and cos), whose name stack lost its jvp (`xla_cost.count.hoisted`); where only the
+                    # backward pass reads it, the derivative's own invariants (a silu's sigmoid of a
+                    # conditioning vector every scanned block reads): the backward's
+                    node.part = BACKWARD if seen == {BACKWARD} else FORWARD
                 reads_as = node.part
             else:
                 parts = set().union(*(inner.parts() for inner in node.levels))
