@@ -137,3 +137,26 @@ def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_make
                                    jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True)
     assert report.memory_breakdown.parameters == F32 * (D * H + H + H * C + C)
     assert report.memory_breakdown.gradients == F32 * (H * C + C)
+
+
+def test_the_optimizers_rule_on_a_stop_gradient_layers_zeros_is_the_update():
+    # the body frozen by stop_gradient, every parameter given to Adam: its rule still runs on the body's
+    # zero gradients (moments decayed, the parameters rewritten), which is update work, not other
+    class Stopped(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(C, name="head")(jax.lax.stop_gradient(nn.relu(nn.Dense(H, name="body")(x))))
+
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((Stopped().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params = jax.eval_shape(Stopped().init, jax.random.key(0), X)["params"]
+    report = xla_cost.analyze_step(train_step, params, tx.init(params), X, jax.ShapeDtypeStruct((B, C), jnp.float32),
+                                   counter="jaxpr")
+    body = D * H + H
+    assert report.phases["other"].flops < body  # not one operation a body parameter
+    assert report.phases["update"].flops > body + 2 * (H * C + C)  # the head's rule and at least one on the body's

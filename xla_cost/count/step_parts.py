@@ -318,7 +318,11 @@ class _Classifier:
                 rounding = self.differentiates and _residual_rounding(node.eqn)
                 if node.part == FORWARD and (said == {BACKWARD} or rounding):
                     node.part = BACKWARD
-                elif node.part == OTHER and UPDATE in seen and seen <= {UPDATE, _OUTSIDE}:
+                elif node.part == OTHER and ((UPDATE in seen and seen <= {UPDATE, _OUTSIDE})
+                                             or (seen == {_OUTSIDE} and node.owner is not None)):
+                    # what the update reads, and nothing else but the new state; or a module's new
+                    # parameters or optimizer state made from no gradient (an optimizer's rule on a
+                    # frozen parameter's zeros: Adam's moments decayed, weight decay)
                     node.part = UPDATE
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
