@@ -20,7 +20,7 @@ import pytest
 
 import xla_cost
 from tests import formulas as F
-from xla_cost.count.attribution import module_tree, op_name_path, unmatched_note, unmatched_stacks
+from xla_cost.count.attribution import module_tree, op_name_path, root_products_note, unmatched_note, unmatched_stacks
 from xla_cost.count.interpret import EqnCount
 from xla_cost.count.registry import Cost
 
@@ -48,7 +48,7 @@ def _check_rows(report: xla_cost.Report, forward: dict[str, int]) -> None:
     assert remainder.backward_flops == F.loss_backward_flops(B, CLASSES)
     for column in ("forward", "backward", "update"):
         assert sum(getattr(row, f"{column}_flops") for row in report.layers) == report.phases[column].jaxpr_flops
-    assert not [note for note in report.notes if "match no module" in note or "matches no module" in note]
+    assert not [note for note in report.notes if "match no row's module" in note or "matches no row's module" in note]
 
 
 # ------------------------------------------------------------------ dotted names
@@ -258,9 +258,9 @@ class UnscopedNet(nn.Module):
 
 def test_a_stack_that_matches_nothing_is_named_in_a_note():
     report = _report(UnscopedNet())
-    notes = [note for note in report.notes if "matches no module" in note]
+    notes = [note for note in report.notes if "matches no row's module" in note]
     assert len(notes) == 1
-    assert "1 name stack matches no module" in notes[0] and "`UnscopedNet/projection`" in notes[0]
+    assert "1 name stack matches no row's module" in notes[0] and "`UnscopedNet/projection`" in notes[0]
     # the projection's matmul 2*B*WIDTH*CLASSES, in the forward program
     assert f"{2 * B * WIDTH * CLASSES:,} FLOP of forward" in notes[0]
     rows = {row.path: row for row in report.layers}
@@ -285,9 +285,15 @@ def test_unmatched_stacks_by_hand():
     assert unmatched_stacks(equations, params, root="Net") == {"Net/fc9": 12, "Net/attention/fc": 2}
     note = unmatched_note({"grad": equations}, params, root="Net", shown=1)
     assert note is not None
-    assert "2 name stacks match no module" in note and "`Net/fc9` and 1 more" in note
+    assert "2 name stacks match no row's module" in note and "`Net/fc9` and 1 more" in note
     assert "14 FLOP of grad" in note  # 5 + 7 + 2
     assert unmatched_note({"grad": equations[:4]}, params, root="Net") is None
+    # the products under scopes that are no module (fc9, attention/fc: 7 of the forward's 18 FLOP) are the
+    # note above's: not said to be the root's own code, which holds the einsum's 10 and the loss's 3 (13 of 30)
+    forward = [e for e in equations if not e.name_stack.startswith("transpose")]
+    assert root_products_note(forward, params, root="Net") is not None  # 13 of 30: over 1%
+    assert root_products_note([e for e in forward if e.name_stack not in ("Net/ij,jk->ik", "")], params,
+                              root="Net") is None  # only unmatched scopes left in the remainder
 
 
 # ------------------------------------------------------------------ the parser on literal stacks

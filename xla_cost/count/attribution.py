@@ -545,9 +545,12 @@ def root_products_note(
         known_modules: as for `attribute`.
     """
     row_of = _rows(param_paths, root, known_modules)
-    products = [(row_of(eqn)[1], eqn.cost.flops) for eqn in forward
-                if eqn.primitive in MATRIX_PRODUCTS]
-    left = sum(flops for row, flops in products if row == REMAINDER)
+    products = [(row_of(eqn), eqn.cost.flops) for eqn in forward if eqn.primitive in MATRIX_PRODUCTS]
+
+    def named(path: str) -> bool:  # a scope that is no module of the model: `unmatched_note` says so
+        return not all(_is_jax_scope(name) for name in path.split("/") if name)
+
+    left = sum(flops for (path, row), flops in products if row == REMAINDER and not named(path))
     whole = sum(flops for _, flops in products)
     if not whole or left <= ROOT_PRODUCTS_SHARE * whole:
         return None
@@ -602,7 +605,7 @@ def unmatched_note(
     work = ", ".join(f"{value:,} FLOP of {name}" for name, value in per_program.items() if value)
     return (
         f"per-layer rows: {len(stacks)} name stack{'s match' if len(stacks) != 1 else ' matches'} no "
-        f"module of the model ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row. "
+        f"row's module ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row. "
         "A module without parameters (a Linen Dropout) has a row only where the analysis sees the model "
         "called (xla_cost.analyze; a step's rows come from its parameters); a scope of your own: name it "
         "after its parameters' path (a jax.named_scope of its params key)"
