@@ -137,6 +137,10 @@ def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_make
                                    jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True)
     assert report.memory_breakdown.parameters == F32 * (D * H + H + H * C + C)
     assert report.memory_breakdown.gradients == F32 * (H * C + C)
+    # the header's count is every parameter; a note says how many are trained
+    assert report.parameters == D * H + H + H * C + C
+    assert (f"trained parameters: {H * C + C:,} of the {D * H + H + H * C + C:,} (the backward pass makes "
+            f"gradients for those alone; {D * H + H:,} frozen)") in report.notes
 
 
 def test_the_optimizers_rule_on_a_stop_gradient_layers_zeros_is_the_update():

@@ -236,17 +236,17 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     return missing
 
 
-def gradient_bytes(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> int:
-    """The bytes of the gradients the step's backward pass makes: each parameter (``module/name``)
-    a live backward equation makes an array of its shape for, once (an EMA copy of the parameters
-    passed beside them is no second gradient); a parameter of a module the name stacks never
-    show (the model's root's) is taken to get one."""
+def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> tuple[int, int]:
+    """(the parameters the backward pass makes a gradient for, the bytes of those gradients): each
+    parameter (``module/name``) a live backward equation makes an array of its shape for, once (an
+    EMA copy of the parameters passed beside them is no second gradient); a parameter of a module
+    the name stacks never show (the model's root's) is taken to get one."""
     made, shown = _made_by_backward(jaxpr, module_of, live=True)
-    sized: dict[str, int] = {}
+    sized: dict[str, tuple[int, int]] = {}
     for _, leaf, module, name in _parameter_names(prepared):
         if module not in shown or _graded(leaf, module, made):
-            sized.setdefault(name, nbytes(leaf))
-    return sum(sized.values())
+            sized.setdefault(name, (int(getattr(leaf, "size", 0)), nbytes(leaf)))
+    return sum(n for n, _ in sized.values()), sum(b for _, b in sized.values())
 
 
 def _is_state(x: Any) -> bool:

@@ -27,7 +27,7 @@ from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_checks import (
-    fusion_note, gradient_bytes, merged_forward, no_backward_note, second_forward, step_notes,
+    fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
 )
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
@@ -254,8 +254,11 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
                                    known_modules=modules))
         notes += [note for note in said if note]
-    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan,
-                        gradient_bytes(traced.jaxpr, prepared, module_of)) if memory else None
+    trained, gradients = trained_parameters(traced.jaxpr, prepared, module_of)
+    if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters:
+        notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
+                     f"gradients for those alone; {prepared.parameters - trained:,} frozen)")
+    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan, gradients) if memory else None
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
