@@ -20,7 +20,9 @@ import sys
 import pytest
 
 import xla_cost
+from tests.formulas import conv_net_params
 from tests.refusals import one_line_refusal
+from xla_cost.present.units import short_count
 from xla_cost.errors import InputError
 
 MLP_FILE = '''
@@ -100,7 +102,9 @@ def test_a_host_bound_step_says_where_its_time_goes(tmp_path):
     [note] = [n for n in curve.notes() if n.startswith("step = compute + exposed comm. + the host's share")]
     assert "host-bound" in note
     # the model as configured (it read "conv_net (sgd, float32)" after --set image_size=32)
-    assert curve.describe().startswith("conv_net with image_size=32 (sgd, float32)")
+    # and its parameters, which do not depend on the image size (formulas.conv_net_params: 105.7k)
+    assert curve.describe().startswith(f"conv_net with image_size=32 ({short_count(conv_net_params())} parameters, "
+                                       "layers unrolled; sgd, float32)")
     assert curve.to_dict()["settings"] == {"image_size": 32}
 
 
@@ -245,7 +249,10 @@ def test_fit_names_the_model_as_configured_and_its_cpu_proxy():
     # before: `fit llama3-8b --set n_layer=2 --device h100` said "llama3-8b (adam, bfloat16): the largest batch that
     # fits is 5" (the 8B model does not fit at all), and gave the CPU's peaks as the device's without a word
     found = xla_cost.max_batch_size("one_net", device="a100", config={"num_classes": 12}, optimizer="sgd")
-    assert found.describe().startswith("one_net with num_classes=12 (sgd, float32)")
+    # an MLP of one input with 12 classes: 4096 + 4096 + 4096 x 128 + 128 + 128 x 12 + 12 parameters
+    parameters = 4096 + 4096 + 4096 * 128 + 128 + 128 * 12 + 12
+    assert found.describe().startswith(f"one_net with num_classes=12 ({short_count(parameters)} parameters, "
+                                       "layers unrolled; sgd, float32)")
     assert found.to_dict()["settings"] == {"num_classes": 12}
     assert any(n.startswith("each peak is the CPU's compile of the step, a proxy") for n in found.notes())
 

@@ -164,3 +164,18 @@ def test_the_optimizers_rule_on_a_stop_gradient_layers_zeros_is_the_update():
     body = D * H + H
     assert report.phases["other"].flops < body  # not one operation a body parameter
     assert report.phases["update"].flops > body + 2 * (H * C + C)  # the head's rule and at least one on the body's
+
+
+def test_a_step_computing_in_bfloat16_of_float32_parameters_says_so():
+    # mixed precision as fine-tuning code writes it: float32 parameters, the products in bfloat16
+    def train_step(params, x, y):
+        def loss(p):
+            h = jnp.dot(x.astype(jnp.bfloat16), p["w"].astype(jnp.bfloat16))
+            return jnp.mean((h.astype(jnp.float32) - y) ** 2)
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params))
+
+    params = {"w": jax.ShapeDtypeStruct((D, C), jnp.float32)}
+    report = xla_cost.analyze_step(train_step, params, X, jax.ShapeDtypeStruct((B, C), jnp.float32),
+                                   counter="jaxpr")
+    assert (report.dtype, report.param_dtype) == ("bfloat16", "float32")

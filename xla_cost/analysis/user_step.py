@@ -289,7 +289,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "per-layer rows are the whole step's")
     return Report(
         model=prepared.name, config={}, batch_size=_batch_size(prepared), optimizer=_OPTIMIZER,
-        dtype=_dtype(prepared), param_dtype=_dtype(prepared), backend=xla.backend_name(),
+        dtype=_compute_dtype(traced.jaxpr, _dtype(prepared)), param_dtype=_dtype(prepared),
+        backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
         phases=costs, layers=layers,
         unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
@@ -751,6 +752,30 @@ def _batch_size(prepared: UserStep) -> int:
             candidates.append((len(leading) == 1, int(shaped[0].shape[0])))
     alike = [size for same, size in candidates if same]
     return alike[0] if alike else candidates[0][1] if candidates else 0
+
+
+_PRODUCTS = frozenset({"dot_general", "conv_general_dilated"})
+
+
+def _compute_dtype(jaxpr: Any, fallback: str) -> str:
+    """The dtype the step's matrix products take their operands in, weighted by their operands' and
+    results' elements (a bfloat16 forward of float32 parameters: bfloat16), or ``fallback`` (the
+    parameters') where the step has none."""
+    weight: dict[str, int] = {}
+    stack = [getattr(jaxpr, "jaxpr", jaxpr)]
+    while stack:
+        level = stack.pop()
+        for eqn in level.eqns:
+            for value in eqn.params.values():
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    inner = getattr(item, "jaxpr", item)
+                    if hasattr(inner, "eqns"):
+                        stack.append(inner)
+            if eqn.primitive.name in _PRODUCTS and eqn.invars:
+                dtype = str(getattr(eqn.invars[0].aval, "dtype", ""))
+                weight[dtype] = weight.get(dtype, 0) + sum(
+                    int(np.prod(getattr(v.aval, "shape", ()))) for v in (*eqn.invars, *eqn.outvars))
+    return max(weight, key=weight.__getitem__) if weight else fallback
 
 
 def _dtype(prepared: UserStep) -> str:
