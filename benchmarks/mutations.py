@@ -974,7 +974,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "hoisted_invariants_are_other_in_a_step",
         "analyze_step leaves a scanned model's hoisted loop invariants in other, with a note of a second "
         "forward pass outside the gradient",
-        (Edit("xla_cost/count/step_parts.py", "                    node.part = FORWARD\n", "                    pass\n"),),
+        (Edit("xla_cost/count/step_parts.py",
+              "                    node.part = BACKWARD if seen == {BACKWARD} else FORWARD\n", "                    pass\n"),),
         tests=("tests/analysis/test_hoisted.py",),
     ),
     Mutation(
@@ -1141,8 +1142,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "optimizer_state_taken_for_parameters",
         "Adafactor's factored state judged as parameters: 'every parameter receives no gradient'",
-        (Edit("xla_cost/analysis/step_checks.py", "or module not in shown or id(leaf) not in parameters:",
-              "or module not in shown:"),),
+        (Edit("xla_cost/analysis/step_checks.py",
+              "        if module is None or module not in prepared.param_paths or id(leaf) not in parameters:",
+              "        if module is None or module not in prepared.param_paths:"),),
         tests=("tests/analysis/test_step_checks.py",),
     ),
     Mutation(
@@ -1298,7 +1300,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "batch_from_a_frozen_tree",
         "analyze_step takes the batch size from the first argument without parameters, a frozen tree or an EMA "
         "state passed apart",
-        (Edit("xla_cost/analysis/user_step.py",
+        (Edit("xla_cost/analysis/step_arguments.py",
               "    return alike[0] if alike else candidates[0][1] if candidates else 0\n",
               "    return candidates[0][1] if candidates else 0\n"),),
         tests=("tests/step/test_frozen.py",),
@@ -1309,6 +1311,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/study/data.py", "        if self.out is None:\n            return f\"data/{path.name}\"\n",
               "        if True:\n            return f\"data/{path.name}\"\n"),),
         tests=("tests/study/test_pages.py",),
+    ),
+    Mutation(
+        "backward_of_two_counters",
+        "backward = grad (the jaxpr's, XLA's CPU figure set aside) - forward (XLA's, its fusions' duplicates in it)",
+        (Edit("xla_cost/analysis/costs.py",
+              "    if len(set(kinds.values())) == 1 or any(costs[name].flops is None for name in kinds):\n",
+              "    if True:\n"),),
+        tests=("tests/analysis/test_depthwise.py",),
+    ),
+    Mutation(
+        "every_parameter_gets_a_gradient",
+        "analyze_step's memory holds a gradient for every parameter: a LoRA's frozen base, an EMA copy",
+        (Edit("xla_cost/analysis/step_checks.py",
+              "        if module not in shown or _graded(leaf, module, made):\n            sized.setdefault",
+              "        if True:\n            sized.setdefault"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "ema_state_is_a_metric",
+        "an NNX step's EMA returned updated is read as a metric: its work in other, a note to log it",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "                                or key(path[1:], leaf) in others or key(path[2:], leaf) in others)",
+              "                                and False)"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "frozen_rule_is_other",
+        "the optimizer's rule on a stop_gradient layer's zero gradients left in other",
+        (Edit("xla_cost/count/step_parts.py",
+              "                                             or (seen == {_OUTSIDE} and node.owner is not None)):",
+              "                                             or False):"),),
+        tests=("tests/step/test_frozen.py",),
     ),
 )
 

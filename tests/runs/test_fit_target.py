@@ -290,7 +290,8 @@ def test_the_memory_page_sets_the_workspaces_measured_against_the_allowance(tmp_
          "largest_workspace_bytes": 5_000_000},
     ])
     path = tmp_path / "conv_workspaces_nvidia-h200_2026-11-26.csv"
-    data = SimpleNamespace(latest=lambda kind: (path, frame) if kind == "conv_workspaces" else None)
+    data = SimpleNamespace(latest=lambda kind: (path, frame) if kind == "conv_workspaces" else None,
+                           data_href=lambda found: f"data/{found.name}")  # a page under reports/ (StudyData's)
     text = "\n".join(memory.workspace_section(data))
     # resnet50: 1,000 and 1,040 MB, 40 MB added of a 100 MB allowance (0.40), the allowance 0.100 of the
     # peak (MB to four significant digits)

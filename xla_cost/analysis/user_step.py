@@ -21,11 +21,12 @@ from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 
 from xla_cost.analysis.costs import collective_rows, phase_costs
-from xla_cost.analysis.memory import MemoryBreakdown, target_memory, too_big_for
+from xla_cost.analysis.memory import target_memory, too_big_for
 from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
+from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory
 from xla_cost.analysis.step_checks import (
     fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
 )
@@ -40,7 +41,6 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
 from xla_cost.step import phases
-from xla_cost.step.trees import leaf_roles, nbytes
 from xla_cost.step.user_step import UserStep, check_batch, check_returns, prepare_step
 
 __all__ = ["analyze_step", "STEP_GRAD"]
@@ -195,7 +195,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     invars = len(traced.jaxpr.invars)
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
-    results = _new_state(prepared, shapes)
+    results = new_state(prepared, shapes)
 
     def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
         found.append(classify_step(jaxpr, given, module_of, results=results))
@@ -258,7 +258,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters:
         notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
                      f"gradients for those alone; {prepared.parameters - trained:,} frozen)")
-    breakdown = _memory(prepared, compiled, found[-1].saved_bytes, plan, gradients) if memory else None
+    breakdown = step_memory(prepared, compiled, found[-1].saved_bytes, plan, gradients) if memory else None
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
@@ -288,8 +288,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
     return Report(
-        model=prepared.name, config={}, batch_size=_batch_size(prepared), optimizer=_OPTIMIZER,
-        dtype=_compute_dtype(traced.jaxpr, _dtype(prepared)), param_dtype=_dtype(prepared),
+        model=prepared.name, config={}, batch_size=batch_size(prepared), optimizer=_OPTIMIZER,
+        dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
         phases=costs, layers=layers,
@@ -450,29 +450,6 @@ class _Mover:
         metadata = None if ctx.xla_metadata is None else tuple(sorted(ctx.xla_metadata.items()))
         return type(ctx)._create(ctx.compute_type, ctx.threefry_partitionable, self(mesh),  # jax's own constructor
                                  ctx.remove_size_one_mesh_axis, metadata)
-
-
-def _new_state(prepared: UserStep, shapes: Any) -> list[bool]:
-    """Per result of the step, whether it is part of its new state rather than a
-    metric: an NNX step's objects after it, or a result with the path (below the
-    argument or result position), shape and dtype of an argument (a TrainState's
-    parameters, optimizer state and counter; new parameters returned alone)."""
-    results = jax.tree_util.tree_flatten_with_path(shapes)[0]
-
-    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
-        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
-
-    if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
-        # an own result with the path (below its position), shape and dtype of an array of an argument
-        # that is no NNX object is state too: an EMA's nnx.State passed in and returned updated
-        others = {key(path[2:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]
-                  if path and getattr(path[0], "idx", None) == 2 and getattr(leaf, "shape", ())}
-        return [bool(path) and (getattr(path[0], "idx", None) == 1
-                                or key(path[1:], leaf) in others or key(path[2:], leaf) in others)
-                for path, leaf in results]
-
-    inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
-    return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
 
 
 def _per_device_body(traced: Any) -> Any:
@@ -722,95 +699,3 @@ def _selector(part: str, counted: JaxprCount) -> Any:
 
 _MAPPED_SCOPES = frozenset({"shard_map", "pmap", "xla_pmap"})
 """Entries of an HLO ``op_name`` that jax adds for a mapped body, not part of the jaxpr's name stacks."""
-
-
-def _arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
-    """The step's arguments with their leaves' owners (`UserStep.owners`); a list or tuple argument
-    element by element (an NNX step's arguments that are no graph objects come as one list:
-    an EMA's ``nnx.State`` beside the batch; a Linen step's ``(x, y)``)."""
-    found = []
-    offset = 0
-    for arg in prepared.args:
-        for part in (arg if isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") else [arg]):
-            n = len(jax.tree.leaves(part))
-            found.append((part, prepared.owners[offset:offset + n]))
-            offset += n
-    return found
-
-
-def _batch_size(prepared: UserStep) -> int:
-    """The leading dimension of the first argument that holds no parameter and whose arrays all
-    share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
-    parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
-    no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
-    bias's width): it is not taken for the batch."""
-    candidates = []
-    for arg, mine in _arguments(prepared):
-        shaped = [leaf for leaf in jax.tree.leaves(arg) if getattr(leaf, "shape", ())]
-        if shaped and not any(mine):
-            leading = {int(leaf.shape[0]) for leaf in shaped}
-            candidates.append((len(leading) == 1, int(shaped[0].shape[0])))
-    alike = [size for same, size in candidates if same]
-    return alike[0] if alike else candidates[0][1] if candidates else 0
-
-
-_PRODUCTS = frozenset({"dot_general", "conv_general_dilated"})
-
-
-def _compute_dtype(jaxpr: Any, fallback: str) -> str:
-    """The dtype the step's matrix products take their operands in, weighted by their operands' and
-    results' elements (a bfloat16 forward of float32 parameters: bfloat16), or ``fallback`` (the
-    parameters') where the step has none."""
-    weight: dict[str, int] = {}
-    stack = [getattr(jaxpr, "jaxpr", jaxpr)]
-    while stack:
-        level = stack.pop()
-        for eqn in level.eqns:
-            for value in eqn.params.values():
-                for item in value if isinstance(value, (tuple, list)) else (value,):
-                    inner = getattr(item, "jaxpr", item)
-                    if hasattr(inner, "eqns"):
-                        stack.append(inner)
-            if eqn.primitive.name in _PRODUCTS and eqn.invars:
-                dtype = str(getattr(eqn.invars[0].aval, "dtype", ""))
-                weight[dtype] = weight.get(dtype, 0) + sum(
-                    int(np.prod(getattr(v.aval, "shape", ()))) for v in (*eqn.invars, *eqn.outvars))
-    return max(weight, key=weight.__getitem__) if weight else fallback
-
-
-def _dtype(prepared: UserStep) -> str:
-    leaves = jax.tree.leaves(prepared.args)
-    names = sorted({str(leaf.dtype) for leaf, o in zip(leaves, prepared.owners) if o is not None})
-    return "/".join(names) or "unknown"
-
-
-def _memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
-            plan: ShardingPlan | None, gradients: int) -> MemoryBreakdown:
-    """The step's memory by part, beside XLA's figures for the step as compiled.
-
-    A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
-    state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
-    (``mu['fc1']['kernel']``); a parameter where it is one (its module found, or an NNX
-    ``Param``); model state beside them (other NNX variables, RNG keys included; the rest of
-    an argument that holds parameters or state, ``TrainState.step``); else an input."""
-    totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
-    for arg, owners in _arguments(prepared):
-        leaves = jax.tree_util.tree_leaves(arg)
-        roles = leaf_roles(arg)
-        holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
-        for leaf, module, role in zip(leaves, owners, roles):
-            if role is None:
-                role = "parameters" if module is not None else "model_state" if holds else "inputs"
-            totals[role] += nbytes(leaf)
-    memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
-    return MemoryBreakdown(
-        parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
-        model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
-        argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
-        alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
-        notes=("the parts are the whole step's (not split over devices); gradients are those of the parameters "
-               "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
-               "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
-               "batch statistics, RNG keys); saved activations are the forward pass's values the backward pass "
-               "reads; XLA's figures are the step compiled with its own jit's donation",),
-    )

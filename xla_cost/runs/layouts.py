@@ -21,6 +21,7 @@ from xla_cost.choices import FLOAT8, FLOAT8_ACTIVATIONS
 from xla_cost.errors import InputError
 from xla_cost.timemodel import schedule
 from xla_cost.parallel.sharding import MESH_AXES, parse_mesh
+from xla_cost.present.units import short_count
 from xla_cost.runs.configs import RunConfig
 
 __all__ = [
@@ -171,8 +172,6 @@ def layers_of(run: RunConfig) -> str | None:
 def model_facts(parameters: int | None, layers: str | None, active: int | None = None) -> str:
     """What a result's header says of the model as configured: ``70.1B parameters (12.9B active),
     layers unrolled``; "" when neither is recorded (a result made by hand)."""
-    from xla_cost.present.units import short_count
-
     if parameters is None and layers is None:
         return ""
     shown = f" ({short_count(active)} active)" if active is not None else ""

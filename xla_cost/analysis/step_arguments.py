@@ -1,0 +1,133 @@
+"""What a user's training step's arguments hold: the batch, the parameters' and the products'
+dtypes, which results are new state, and the step's memory by part (`xla_cost.analysis.user_step`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.compiled import xla
+from xla_cost.parallel.sharding import ShardingPlan
+from xla_cost.step.trees import leaf_roles, nbytes
+from xla_cost.step.user_step import UserStep
+
+__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", "parameter_dtype", "step_memory"]
+
+
+def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
+    """Per result of the step, whether it is part of its new state rather than a
+    metric: an NNX step's objects after it, or a result with the path (below the
+    argument or result position), shape and dtype of an argument (a TrainState's
+    parameters, optimizer state and counter; new parameters returned alone)."""
+    results = jax.tree_util.tree_flatten_with_path(shapes)[0]
+
+    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
+        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
+
+    if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
+        # an own result with the path (below its position), shape and dtype of an array of an argument
+        # that is no NNX object is state too: an EMA's nnx.State passed in and returned updated
+        others = {key(path[2:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+                  if path and getattr(path[0], "idx", None) == 2 and getattr(leaf, "shape", ())}
+        return [bool(path) and (getattr(path[0], "idx", None) == 1
+                                or key(path[1:], leaf) in others or key(path[2:], leaf) in others)
+                for path, leaf in results]
+
+    inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
+    return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
+
+
+def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
+    """The step's arguments with their leaves' owners (`UserStep.owners`); a list or tuple argument
+    element by element (an NNX step's arguments that are no graph objects come as one list:
+    an EMA's ``nnx.State`` beside the batch; a Linen step's ``(x, y)``)."""
+    found = []
+    offset = 0
+    for arg in prepared.args:
+        for part in (arg if isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") else [arg]):
+            n = len(jax.tree.leaves(part))
+            found.append((part, prepared.owners[offset:offset + n]))
+            offset += n
+    return found
+
+
+def batch_size(prepared: UserStep) -> int:
+    """The leading dimension of the first argument that holds no parameter and whose arrays all
+    share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
+    parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
+    no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
+    bias's width): it is not taken for the batch."""
+    candidates = []
+    for arg, mine in arguments(prepared):
+        shaped = [leaf for leaf in jax.tree.leaves(arg) if getattr(leaf, "shape", ())]
+        if shaped and not any(mine):
+            leading = {int(leaf.shape[0]) for leaf in shaped}
+            candidates.append((len(leading) == 1, int(shaped[0].shape[0])))
+    alike = [size for same, size in candidates if same]
+    return alike[0] if alike else candidates[0][1] if candidates else 0
+
+
+PRODUCTS = frozenset({"dot_general", "conv_general_dilated"})
+
+
+def compute_dtype(jaxpr: Any, fallback: str) -> str:
+    """The dtype the step's matrix products take their operands in, weighted by their operands' and
+    results' elements (a bfloat16 forward of float32 parameters: bfloat16), or ``fallback`` (the
+    parameters') where the step has none."""
+    weight: dict[str, int] = {}
+    stack = [getattr(jaxpr, "jaxpr", jaxpr)]
+    while stack:
+        level = stack.pop()
+        for eqn in level.eqns:
+            for value in eqn.params.values():
+                for item in value if isinstance(value, (tuple, list)) else (value,):
+                    inner = getattr(item, "jaxpr", item)
+                    if hasattr(inner, "eqns"):
+                        stack.append(inner)
+            if eqn.primitive.name in PRODUCTS and eqn.invars:
+                dtype = str(getattr(eqn.invars[0].aval, "dtype", ""))
+                weight[dtype] = weight.get(dtype, 0) + sum(
+                    int(np.prod(getattr(v.aval, "shape", ()))) for v in (*eqn.invars, *eqn.outvars))
+    return max(weight, key=weight.__getitem__) if weight else fallback
+
+
+def parameter_dtype(prepared: UserStep) -> str:
+    leaves = jax.tree.leaves(prepared.args)
+    names = sorted({str(leaf.dtype) for leaf, o in zip(leaves, prepared.owners) if o is not None})
+    return "/".join(names) or "unknown"
+
+
+def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
+            plan: ShardingPlan | None, gradients: int) -> MemoryBreakdown:
+    """The step's memory by part, beside XLA's figures for the step as compiled.
+
+    A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
+    state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
+    (``mu['fc1']['kernel']``); a parameter where it is one (its module found, or an NNX
+    ``Param``); model state beside them (other NNX variables, RNG keys included; the rest of
+    an argument that holds parameters or state, ``TrainState.step``); else an input."""
+    totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    for arg, owners in arguments(prepared):
+        leaves = jax.tree_util.tree_leaves(arg)
+        roles = leaf_roles(arg)
+        holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
+        for leaf, module, role in zip(leaves, owners, roles):
+            if role is None:
+                role = "parameters" if module is not None else "model_state" if holds else "inputs"
+            totals[role] += nbytes(leaf)
+    memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
+    return MemoryBreakdown(
+        parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
+        model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
+        argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
+        alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
+        notes=("the parts are the whole step's (not split over devices); gradients are those of the parameters "
+               "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
+               "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
+               "batch statistics, RNG keys); saved activations are the forward pass's values the backward pass "
+               "reads; XLA's figures are the step compiled with its own jit's donation",),
+    )
