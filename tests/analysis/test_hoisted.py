@@ -96,3 +96,32 @@ def test_a_negative_derived_count_is_unknown_and_noted(reports):
     assert fixed.transcendentals is None and fixed.flops == backward.flops
     assert notes == ["backward: transcendentals unknown: its formula gives -512 (below zero: the programs it is "
                      "derived from do not split as the formula assumes)"]
+
+
+def test_a_modules_own_scan_hoisting_a_parameters_invariant_adds_it_back():
+    # a decay recurrence as a module writes it: exp(w) of a parameter of D inside its own lax.scan over T
+    # steps. The forward program runs it T times (T * D transcendentals); jax's grad runs it once, outside
+    # the loop and outside every scope. backward = grad - forward adds the T - 1 runs back: no exp in the
+    # backward pass (it read -(T - 1) * D), and no row below zero
+    import flax.linen as nn
+
+    batch, steps, width = 2, 8, 16
+
+    class Decay(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            u = nn.Dense(width, use_bias=False, name="inp")(x)
+            w = self.param("w", nn.initializers.zeros, (width,))
+
+            def body(h, ut):
+                h = jnp.exp(w)[None] * h + ut
+                return h, h
+
+            return jnp.swapaxes(jax.lax.scan(body, jnp.zeros((batch, width)), jnp.swapaxes(u, 0, 1))[1], 0, 1)
+
+    report = xla_cost.analyze(Decay(), jax.ShapeDtypeStruct((batch, steps, width), jnp.float32), optimizer="sgd",
+                              loss=lambda o, t: jnp.mean(o ** 2), per_layer=True)
+    assert report.phases["forward"].transcendentals == steps * width
+    assert report.phases["backward"].transcendentals == 0
+    assert all(row.backward_transcendentals >= 0 for row in report.layers)
+    assert any(f"exp at <top> x{steps}" in n for n in report.notes)

@@ -60,10 +60,20 @@ def _times(cost: Cost, runs: int) -> Cost:
     return cost * runs
 
 
-def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], int]) -> int:
+def _per_run(eqn: EqnCount) -> tuple[int, int]:
+    """(FLOP, transcendentals) of one execution of ``eqn``."""
+    runs = max(1, eqn.executions)
+    return eqn.cost.flops // runs, eqn.cost.transcendentals // runs
+
+
+def _matched_repeat(eqn: EqnCount, forward: dict[tuple[str, tuple[str, ...]], int],
+                    each: dict[tuple[str, tuple[str, ...]], set[tuple[int, int]]]) -> int:
     scopes = model_scopes(eqn.name_stack)
     if not scopes:
-        return 1
+        # hoisted to no scope at all (a module's own lax.scan whose invariant reads a parameter alone:
+        # exp(w)): the one looped forward equation of its primitive that does the same work a run
+        matched = [repeat for key, repeat in forward.items() if key[0] == eqn.primitive and _per_run(eqn) in each[key]]
+        return matched[0] if len(matched) == 1 else 1
     return max((repeat for (primitive, stack), repeat in forward.items()
                 if primitive == eqn.primitive and len(stack) >= len(scopes)
                 and stack[len(stack) - len(scopes):] == scopes), default=1)
@@ -82,22 +92,24 @@ def hoisted_invariants(forward: JaxprCount | Iterable[EqnCount], grad: JaxprCoun
     """
     forward = forward.equations if isinstance(forward, JaxprCount) else forward
     grad = grad.equations if isinstance(grad, JaxprCount) else grad
-    looped = {}
+    looped: dict[tuple[str, tuple[str, ...]], int] = {}
+    each: dict[tuple[str, tuple[str, ...]], set[tuple[int, int]]] = {}
     for eqn in forward:
         if eqn.repeat > 1:
             key = (eqn.primitive, model_scopes(eqn.name_stack))
             looped[key] = max(looped.get(key, 1), eqn.repeat)
+            each.setdefault(key, set()).add(_per_run(eqn))
     if not looped:
         return Hoisted()
     cost, matmul, where, lost_runs = Cost(), 0, [], []
     for eqn in grad:
         if classify_pass(eqn.name_stack) is not None:
             continue
-        lost = _matched_repeat(eqn, looped) // eqn.repeat - 1
+        lost = _matched_repeat(eqn, looped, each) // eqn.repeat - 1
         if lost <= 0:
             continue
         cost += _times(eqn.cost, lost)
         matmul += (eqn.cost.flops if eqn.primitive in matmuls else eqn.cost.products) * lost
-        where.append(f"{eqn.primitive} at {eqn.name_stack} x{lost + 1}")
+        where.append(f"{eqn.primitive} at {eqn.name_stack or '<top>'} x{lost + 1}")
         lost_runs.append((eqn, lost))
     return Hoisted(cost, matmul, tuple(where), tuple(lost_runs))
