@@ -179,11 +179,14 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
             jaxpr = pe.dce_jaxpr(inner, [True] * len(inner.outvars), instantiate=True)[0]
         except Exception:  # noqa: BLE001 - jax internals moved: every equation, as written
             pass
+    read: dict[str, tuple[str | None, str | None]] = {}  # a stack's pass and module, read once per stack
     for level, prefix in _levels(jaxpr, ""):
         for eqn in level.eqns:
             stack = join_stack(prefix, str(eqn.source_info.name_stack))
-            found = classify_pass(stack)
-            module = module_of(stack) if found is not None else None
+            if stack not in read:
+                found = classify_pass(stack)
+                read[stack] = (found, module_of(stack) if found is not None else None)
+            found, module = read[stack]
             if module is None:
                 continue
             shown.add(module)
