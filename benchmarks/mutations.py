@@ -1344,6 +1344,31 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                                             or False):"),),
         tests=("tests/step/test_frozen.py",),
     ),
+    Mutation(
+        "hoisted_to_no_scope_ignored",
+        "a module's own scan whose invariant reads a parameter alone, hoisted to no scope, is not added back: "
+        "backward transcendentals below zero",
+        (Edit("xla_cost/count/hoisted.py", "        return matched[0] if len(matched) == 1 else 1\n",
+              "        return 1\n"),),
+        tests=("tests/analysis/test_hoisted.py",),
+    ),
+    Mutation(
+        "rule_less_primitive_reads_exact",
+        "a phase whose jaxpr holds a primitive without a rule shows XLA's figure as exact (a library call counts "
+        "nothing)",
+        (Edit("xla_cost/analysis/costs.py",
+              '    if counted.unsupported and sources.get("flops") in ("xla", "xla+loops") and compiled is not None:\n',
+              "    if False:\n"),),
+        tests=("tests/count/test_rules.py",),
+    ),
+    Mutation(
+        "returned_parameters_said_applied",
+        "the step checker says an NNX optimizer applies zero gradients to parameters its wrt= filter leaves alone",
+        (Edit("xla_cost/analysis/step_checks.py",
+              "        if module not in shown or (returned and id(invars[index]) in returned):\n",
+              "        if module not in shown:\n"),),
+        tests=("tests/analysis/test_step_checks.py",),
+    ),
 )
 
 
