@@ -1301,8 +1301,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "analyze_step takes the batch size from the first argument without parameters, a frozen tree or an EMA "
         "state passed apart",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "    return alike[0] if alike else candidates[0][1] if candidates else 0\n",
-              "    return candidates[0][1] if candidates else 0\n"),),
+              "    chosen = alike[0] if alike else candidates[0][1] if candidates else None\n",
+              "    chosen = candidates[0][1] if candidates else None\n"),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -1368,6 +1368,13 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        if module not in shown or (returned and id(invars[index]) in returned):\n",
               "        if module not in shown:\n"),),
         tests=("tests/analysis/test_step_checks.py",),
+    ),
+    Mutation(
+        "micro_batched_batch_is_its_count",
+        "a batch handed to the step as (micro_batches, b, ...) arrays it scans over reads as micro_batches samples",
+        (Edit("xla_cost/analysis/step_arguments.py", "        return int(first.shape[0]) * int(first.shape[1])\n",
+              "        return int(first.shape[0])\n"),),
+        tests=("tests/step/test_analyze_step.py",),
     ),
 )
 

@@ -371,6 +371,24 @@ def test_a_tied_heads_transposed_embedding_is_the_parameter_not_a_saved_activati
     assert memory.saved_activations == 4 * (n + n * width + n * vocab + 2 * n + n)  # 18688
 
 
+def test_a_batch_given_split_into_micro_batches_is_all_of_their_samples():
+    # the data loader hands the step (micro, B / micro, ...) arrays that it scans over: a step's batch is
+    # micro x B / micro = B samples, not micro
+    micro = 4
+
+    def step(state, x, y):
+        def accumulate(total, mb):
+            grads = jax.grad(lambda p: _loss(state.apply_fn({"params": p}, mb[0]), mb[1]))(state.params)
+            return jax.tree.map(jnp.add, total, grads), None
+
+        grads, _ = lax.scan(accumulate, jax.tree.map(jnp.zeros_like, state.params), (x, y))
+        return state.apply_gradients(grads=jax.tree.map(lambda g: g / micro, grads))
+
+    x = jax.ShapeDtypeStruct((micro, B // micro, IN), jnp.float32)
+    y = jax.ShapeDtypeStruct((micro, B // micro), jnp.int32)
+    assert xla_cost.analyze_step(step, _state(optax.sgd(0.1)), x, y, counter="jaxpr").batch_size == B
+
+
 def test_a_step_accumulating_over_micro_batches_keeps_one_micro_batchs_activations():
     # the forward and backward passes inside a lax.scan over M micro-batches: each iteration keeps its own
     # activations for its backward pass and lets them go before the next, so the step keeps one micro-batch's,

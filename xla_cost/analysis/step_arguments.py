@@ -55,20 +55,48 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
     return found
 
 
-def batch_size(prepared: UserStep) -> int:
+def batch_size(prepared: UserStep, jaxpr: Any = None) -> int:
     """The leading dimension of the first argument that holds no parameter and whose arrays all
     share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
     parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
     no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
-    bias's width): it is not taken for the batch."""
+    bias's width): it is not taken for the batch. Where the step's ``jaxpr`` scans that argument's
+    arrays over their leading axis (gradient accumulation over ``(micro_batches, b, ...)``
+    batches), the batch is both axes: ``micro_batches x b`` samples a step."""
     candidates = []
+    offset = 0
     for arg, mine in arguments(prepared):
-        shaped = [leaf for leaf in jax.tree.leaves(arg) if getattr(leaf, "shape", ())]
+        leaves = jax.tree.leaves(arg)
+        shaped = [(offset + i, leaf) for i, leaf in enumerate(leaves) if getattr(leaf, "shape", ())]
+        offset += len(leaves)
         if shaped and not any(mine):
-            leading = {int(leaf.shape[0]) for leaf in shaped}
-            candidates.append((len(leading) == 1, int(shaped[0].shape[0])))
-    alike = [size for same, size in candidates if same]
-    return alike[0] if alike else candidates[0][1] if candidates else 0
+            leading = {int(leaf.shape[0]) for _, leaf in shaped}
+            candidates.append((len(leading) == 1, shaped))
+    alike = [shaped for same, shaped in candidates if same]
+    chosen = alike[0] if alike else candidates[0][1] if candidates else None
+    if chosen is None:
+        return 0
+    first = chosen[0][1]
+    if alike and jaxpr is not None and len(first.shape) > 1 and _scanned_over(jaxpr, [i for i, _ in chosen],
+                                                                              int(first.shape[0])):
+        return int(first.shape[0]) * int(first.shape[1])
+    return int(first.shape[0])
+
+
+def _scanned_over(jaxpr: Any, indices: Sequence[int], length: int) -> bool:
+    """Whether the step's own scans of ``length`` iterations take every one of the arguments' leaves
+    at ``indices`` (in the flattened arguments' order) as what they iterate over."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    invars = list(inner.invars)
+    if not indices or max(indices) >= len(invars):
+        return False
+    wanted = {id(invars[i]) for i in indices}
+    iterated: set[int] = set()
+    for eqn in inner.eqns:
+        if eqn.primitive.name == "scan" and int(eqn.params["length"]) == length:
+            start = int(eqn.params["num_consts"]) + int(eqn.params["num_carry"])
+            iterated |= {id(v) for v in eqn.invars[start:]}
+    return wanted <= iterated
 
 
 PRODUCTS = frozenset({"dot_general", "conv_general_dilated"})

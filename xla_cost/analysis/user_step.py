@@ -288,7 +288,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
     return Report(
-        model=prepared.name, config={}, batch_size=batch_size(prepared), optimizer=_OPTIMIZER,
+        model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr), optimizer=_OPTIMIZER,
         dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
