@@ -116,12 +116,37 @@ def test_an_nnx_step_given_an_ema_state_reads_the_batch_and_its_bytes_as_inputs(
     # the EMA's arrays (body/bias of H, body/kernel of D x H, ...) are not the batch: x and y are, B rows
     assert report.batch_size == B
     assert report.memory_breakdown.inputs == F32 * (B * D + B * C)
-    # one gradient a parameter: the EMA's copies of them get none
+    # one gradient a parameter: the EMA's copies of them get none; and the EMA is no second set of
+    # parameters: its P = D H + H + H C + C floats are model state the step keeps
     assert report.memory_breakdown.gradients == F32 * (D * H + H + H * C + C)
+    assert report.memory_breakdown.parameters == F32 * (D * H + H + H * C + C)
+    assert report.memory_breakdown.model_state == F32 * (D * H + H + H * C + C)
     # the EMA returned is state fed back, not a metric: its 3 FLOP a parameter ((1 - a) e + a p) are the
     # update's, and no note calls them metrics to log every N steps
     assert not any("returned metrics read" in n for n in report.notes)
     assert report.phases["other"].flops < 3 * (D * H + H + H * C + C)
+
+
+def test_a_linen_steps_ema_passed_beside_its_train_state_is_model_state_not_parameters():
+    # step(state, ema_params, batch): the EMA mirrors state.params (same modules, names and shapes); the
+    # parameters are counted once, P = D H + H + H C + C floats, and the copy as model state, with the
+    # TrainState's step counter (one int32)
+    from flax.training import train_state
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    state = jax.eval_shape(lambda p: train_state.TrainState.create(apply_fn=Probe().apply, params=p,
+                                                                   tx=optax.adam(1e-3)), params)
+
+    def step(state, ema, x, y):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, x) - y) ** 2))(state.params)
+        state = state.apply_gradients(grads=grads)
+        return state, optax.incremental_update(state.params, ema, 1e-3)
+
+    report = xla_cost.analyze_step(step, state, params, X, jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True)
+    parameters = D * H + H + H * C + C
+    assert report.memory_breakdown.parameters == F32 * parameters
+    assert report.memory_breakdown.model_state == F32 * parameters + 4
+    assert report.memory_breakdown.gradients == F32 * parameters
 
 
 def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_makes():

@@ -129,6 +129,21 @@ def parameter_dtype(prepared: UserStep) -> str:
     return "/".join(names) or "unknown"
 
 
+def _leaf_names(path: Any) -> list[str]:
+    """A leaf's path as names, its own last (an NNX variable's array, ``.value``, named as the
+    variable); positions in a list or tuple left out."""
+    keys = [jax.tree_util.keystr((key,)).strip(".[]'") for key in path if not hasattr(key, "idx")]
+    if len(keys) > 1 and keys[-1] == "value":
+        keys.pop()
+    return keys
+
+
+def _same_module(one: str, other: str) -> bool:
+    """Whether two module paths name one module: equal, or one the other below a collection's or a
+    state's keys (``params/Dense_0`` and ``Dense_0``)."""
+    return one == other or one.endswith("/" + other) or other.endswith("/" + one)
+
+
 def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
             plan: ShardingPlan | None, gradients: int) -> MemoryBreakdown:
     """The step's memory by part, beside XLA's figures for the step as compiled.
@@ -136,16 +151,25 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
     state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
     (``mu['fc1']['kernel']``); a parameter where it is one (its module found, or an NNX
-    ``Param``); model state beside them (other NNX variables, RNG keys included; the rest of
-    an argument that holds parameters or state, ``TrainState.step``); else an input."""
+    ``Param``), each once: a second array of a parameter already counted (its module, name and
+    shape: an EMA of the parameters passed or kept beside them) is model state; model state
+    beside them (other NNX variables, RNG keys included; the rest of an argument that holds
+    parameters or state, ``TrainState.step``); else an input."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for arg, owners in arguments(prepared):
-        leaves = jax.tree_util.tree_leaves(arg)
+        flat = jax.tree_util.tree_flatten_with_path(arg)[0]
         roles = leaf_roles(arg)
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
-        for leaf, module, role in zip(leaves, owners, roles):
-            if role is None:
-                role = "parameters" if module is not None else "model_state" if holds else "inputs"
+        for (path, leaf), module, role in zip(flat, owners, roles):
+            if role == "parameters" or (role is None and module is not None):
+                names = _leaf_names(path)
+                here = module if module is not None else "/".join(names[:-1])
+                seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
+                role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"
+                seen.append(here)
+            elif role is None:
+                role = "model_state" if holds else "inputs"
             totals[role] += nbytes(leaf)
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     return MemoryBreakdown(
@@ -156,6 +180,6 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
         notes=("the parts are the whole step's (not split over devices); gradients are those of the parameters "
                "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
                "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
-               "batch statistics, RNG keys); saved activations are the forward pass's values the backward pass "
+               "batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the forward pass's values the backward pass "
                "reads; XLA's figures are the step compiled with its own jit's donation",),
     )
