@@ -30,12 +30,21 @@ def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
 
     if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
         # an own result with the path (below its position), shape and dtype of an array of an argument
-        # that is no NNX object is state too: an EMA's nnx.State passed in and returned updated
-        others = {key(path[2:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]
-                  if path and getattr(path[0], "idx", None) == 2 and getattr(leaf, "shape", ())}
-        return [bool(path) and (getattr(path[0], "idx", None) == 1
-                                or key(path[1:], leaf) in others or key(path[2:], leaf) in others)
-                for path, leaf in results]
+        # is state too: an EMA's nnx.State passed in and returned updated; the objects' own state
+        # returned as ``nnx.state((model, optimizer))`` from a ``jax.jit`` step for the caller to
+        # ``nnx.update`` (Flax's examples/gemma/train.py), which carries no NNX object's change out itself
+        given = set()
+        for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]:
+            if not path:
+                continue
+            if getattr(path[0], "idx", None) != 2:  # an NNX object's state
+                given.update((key(path[1:], leaf), key(path[2:], leaf)))
+            elif getattr(leaf, "shape", ()):  # an argument that is no NNX object: its arrays
+                given.add(key(path[2:], leaf))
+        metric = _metric_leaves(shapes)
+        return [bool(path) and not is_metric and (getattr(path[0], "idx", None) == 1
+                                                  or key(path[1:], leaf) in given or key(path[2:], leaf) in given)
+                for (path, leaf), is_metric in zip(results, metric)]
 
     inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
     return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
@@ -127,6 +136,18 @@ def parameter_dtype(prepared: UserStep) -> str:
     leaves = jax.tree.leaves(prepared.args)
     names = sorted({str(leaf.dtype) for leaf, o in zip(leaves, prepared.owners) if o is not None})
     return "/".join(names) or "unknown"
+
+
+def _metric_leaves(shapes: Any) -> list[bool]:
+    """Per leaf of ``shapes``, whether it is an NNX metric's state (``nnx.metrics.MetricState``: an
+    ``nnx.MultiMetric`` the step updates, Flax's examples' accuracy and loss averages): a metric the
+    step keeps, not the model's or its optimizer's new state."""
+    from flax import nnx
+
+    flags: list[bool] = []
+    for node in jax.tree.leaves(shapes, is_leaf=lambda x: isinstance(x, nnx.Variable)):
+        flags += [isinstance(node, nnx.metrics.MetricState)] * len(jax.tree.leaves(node))
+    return flags
 
 
 def _leaf_names(path: Any) -> list[str]:

@@ -64,15 +64,29 @@ def zero_gradients(jaxpr: Any, prepared: UserStep) -> list[str]:
 
 
 def no_backward_note(traced: Any, prepared: UserStep) -> str:
-    """Why no work is under transpose: the step takes no gradient, or it takes one of a loss
-    that nothing differentiable reaches (jax then builds the gradients as zeros)."""
+    """Why no work is under transpose: the step takes no gradient, it takes one of a loss that
+    nothing differentiable reaches (jax then builds the gradients as zeros), or it takes one that
+    nothing it returns reads (its backward pass and update are dead code: a ``jax.jit`` step that
+    updates NNX objects in place and returns the loss alone)."""
     zeros = zero_gradients(traced.jaxpr, prepared)
     treated = "the work under the model's modules is reported as forward, the rest as other"
     if zeros:
         return (f"no backward: the gradients are zeros ({', '.join(zeros)}): nothing the loss depends on is "
                 "differentiable (an integer output, argmax, a comparison or stop_gradient between the "
                 f"parameters and the loss), so jax builds no backward pass; {treated}")
+    if _takes_a_gradient(traced.jaxpr):
+        carried = ("jax.jit carries no change made to an NNX object inside the step out of it: use nnx.jit, or "
+                   "return nnx.state((model, optimizer)) for the caller to nnx.update, as Flax's examples do"
+                   if prepared.kind == "nnx" else "return the new parameters and optimizer state")
+        return (f"no backward: the step takes a gradient but returns nothing that reads it, so its backward pass "
+                f"and update are dead code that XLA removes ({carried}); {treated}")
     return f"no backward found: the step takes no gradient (no equation under transpose); {treated}"
+
+
+def _takes_a_gradient(jaxpr: Any) -> bool:
+    """Whether an equation of ``jaxpr`` (at any level, dead or live) is under a transpose."""
+    return any(classify_pass(join_stack(prefix, str(eqn.source_info.name_stack))) == BACKWARD
+               for level, prefix in _levels(jaxpr, "") for eqn in level.eqns)
 
 
 def _levels(jaxpr: Any, prefix: str) -> Any:

@@ -1,0 +1,116 @@
+"""What a step returns decides what it computes: XLA removes whatever no result reads.
+
+Flax's examples/gemma/train.py jits its NNX step with ``jax.jit`` (not ``nnx.jit``), which carries
+no change made to an NNX object inside the step out of it; the step returns
+``nnx.state((model, optimizer))`` for the caller to ``nnx.update``. Those results are the
+objects' new state, so the optimizer's work on them is the update, as `xla_cost.analyze` counts
+it, not metrics. The same step written to update the objects in place and return only the loss
+computes its forward pass alone, and a note says why.
+
+One ``nnx.Linear(D, C)`` on a batch of B rows, Adam: P = D C + C parameters.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from flax import nnx
+
+import xla_cost
+
+B, D, C = 8, 64, 10
+P = D * C + C
+
+
+def _loss(logits, y):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+
+def _objects():
+    def build():
+        model = nnx.Linear(D, C, rngs=nnx.Rngs(0))
+        return model, nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+
+    return nnx.eval_shape(build)
+
+
+X, Y = jax.ShapeDtypeStruct((B, D), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+
+
+def _split_step(model, optimizer, x, y):
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    loss, grads = jax.value_and_grad(lambda p: _loss(nnx.merge(graphdef, p, rest)(x), y))(params)
+    optimizer.update(model, grads)
+    return loss, grads
+
+
+def test_a_jax_jit_step_returning_the_objects_state_has_adams_update():
+    def train_step(model, optimizer, x, y):
+        _split_step(model, optimizer, x, y)
+        return nnx.state((model, optimizer))
+
+    report = xla_cost.analyze_step(jax.jit(train_step), *_objects(), X, Y, counter="jaxpr")
+    reference = xla_cost.analyze(nnx.eval_shape(lambda: nnx.Linear(D, C, rngs=nnx.Rngs(0))), X,
+                                 optimizer="adam", counter="jaxpr")
+    # Adam's rule over the P parameters: the same work `analyze` counts for the same optimizer (13 P and
+    # its step counter's few), all of it the update; no metric is returned, so nothing is other
+    assert reference.phases["update"].flops >= 13 * P
+    assert report.phases["update"].flops == pytest.approx(reference.phases["update"].flops, abs=8)
+    assert report.phases["other"].flops <= 8
+    assert not any("returned metrics read" in n for n in report.notes)
+
+
+def test_a_jax_jit_step_that_updates_nnx_objects_in_place_computes_its_forward_alone_and_says_why():
+    def train_step(model, optimizer, x, y):
+        return _split_step(model, optimizer, x, y)[0]
+
+    report = xla_cost.analyze_step(jax.jit(train_step), *_objects(), X, Y)
+    # the loss is all it returns: x W + b and the cross-entropy, no backward pass, no update
+    assert report.phases["backward"].flops == 0 and report.phases["update"].flops == 0
+    assert report.phases["forward"].flops >= 2 * B * D * C
+    note = report.notes[0]
+    assert note.startswith("no backward: the step takes a gradient but returns nothing that reads it")
+    assert "nnx.jit" in note and "nnx.state((model, optimizer))" in note
+
+
+def test_a_linen_step_returning_the_loss_alone_is_told_to_return_its_new_state():
+    model = nn.Dense(C)
+    params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(lambda p: _loss(model.apply({"params": p}, x), y))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        optax.apply_updates(params, updates)
+        return loss
+
+    report = xla_cost.analyze_step(train_step, params, tx.init(params), X, Y)
+    assert report.phases["backward"].flops == 0 and report.phases["update"].flops == 0
+    assert report.notes[0].startswith("no backward: the step takes a gradient but returns nothing that reads it")
+    assert "return the new parameters and optimizer state" in report.notes[0]
+
+
+def test_an_nnx_metrics_objects_update_is_other_not_the_models_update():
+    # Flax's NNX steps update an nnx.MultiMetric (accuracy, average loss) beside the optimizer: its state is
+    # a metric the step keeps, so the accuracy's argmax over the B x C logits is other, and the update is
+    # Adam's alone, as `analyze` counts it for the same optimizer
+    @nnx.jit
+    def train_step(model, optimizer, metrics, x, y):
+        def loss_fn(model):
+            logits = model(x)
+            return _loss(logits, y), logits
+
+        (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+        optimizer.update(model, grads)
+        metrics.update(loss=loss, logits=logits, labels=y)
+
+    metrics = nnx.MultiMetric(accuracy=nnx.metrics.Accuracy(), loss=nnx.metrics.Average("loss"))
+    report = xla_cost.analyze_step(train_step, *_objects(), metrics, X, Y, per_layer=True, counter="jaxpr")
+    reference = xla_cost.analyze(nnx.eval_shape(lambda: nnx.Linear(D, C, rngs=nnx.Rngs(0))), X,
+                                 optimizer="adam", counter="jaxpr")
+    assert report.phases["update"].flops == pytest.approx(reference.phases["update"].flops, abs=8)
+    argmax = xla_cost.count_function(lambda a: jnp.argmax(a, -1), jax.ShapeDtypeStruct((B, C), jnp.float32))
+    assert report.phases["other"].flops >= argmax.total.flops
