@@ -204,3 +204,22 @@ def test_a_step_computing_in_bfloat16_of_float32_parameters_says_so():
     report = xla_cost.analyze_step(train_step, params, X, jax.ShapeDtypeStruct((B, C), jnp.float32),
                                    counter="jaxpr")
     assert (report.dtype, report.param_dtype) == ("bfloat16", "float32")
+
+
+def test_adams_moments_kept_in_bfloat16_are_not_the_parameters_dtype():
+    # optax.adam(mu_dtype=bfloat16), as big_vision's ViT configs set it: the first moment is bfloat16, every
+    # parameter float32; the parameters' dtype is float32, and the moment's bytes are the optimizer state's:
+    # P floats of 2 bytes (mu), P of 4 (nu) and Adam's int32 count, P = D H + H + H C + C
+    tx = optax.adam(1e-3, mu_dtype=jnp.bfloat16)
+
+    def train_step(params, opt_state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    report = xla_cost.analyze_step(train_step, params, tx.init(params), X, jax.ShapeDtypeStruct((B, C), jnp.float32),
+                                   counter="jaxpr", memory=True)
+    parameters = D * H + H + H * C + C
+    assert report.param_dtype == "float32"
+    assert report.memory_breakdown.optimizer_state == 2 * parameters + F32 * parameters + 4

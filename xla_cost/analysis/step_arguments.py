@@ -133,9 +133,15 @@ def compute_dtype(jaxpr: Any, fallback: str) -> str:
 
 
 def parameter_dtype(prepared: UserStep) -> str:
-    leaves = jax.tree.leaves(prepared.args)
-    names = sorted({str(leaf.dtype) for leaf, o in zip(leaves, prepared.owners) if o is not None})
-    return "/".join(names) or "unknown"
+    """The parameters' dtypes (``float32``; ``bfloat16/float32`` where they differ): of the leaves
+    that are parameters as `step_memory` reads them, not an optimizer state's copies of them (Adam's
+    moments kept in bfloat16 by ``mu_dtype``)."""
+    names: set[str] = set()
+    for arg, owners in arguments(prepared):
+        for leaf, module, role in zip(jax.tree.leaves(arg), owners, leaf_roles(arg)):
+            if role == "parameters" or (role is None and module is not None):
+                names.add(str(leaf.dtype))
+    return "/".join(sorted(names)) or "unknown"
 
 
 def _metric_leaves(shapes: Any) -> list[bool]:
