@@ -804,3 +804,17 @@ def test_entry_arguments_are_the_arrays_a_call_is_passed():
     text = jax.jit(step).lower(params, state, jnp.ones((2, 4))).compile().as_text()
     assert hlo.entry_arguments(text) == 2 + 2 + 1
     assert hlo.entry_arguments("HloModule m\n") is None  # no entry computation: unknown, not zero
+
+
+def test_an_op_names_escaped_quotes_are_read_as_the_name_stack_has_them():
+    # XLA prints the metadata's strings with their quotes escaped: an NNX state's path as a jitted function's
+    # argument, args[0]['layers'][1]['kernel'], reads \' in the text; the name is the stack's own
+    text = (
+        "HloModule m\n\nENTRY %main (p: f32[4]) -> f32[4] {\n"
+        "  %p = f32[4]{0} parameter(0), "
+        "metadata={op_name=\"args[0][\\'layers\\'][1][\\'kernel\\'].value\"}\n"
+        "  ROOT %n = f32[4]{0} negate(%p), metadata={op_name=\"jit(f)/say \\\"hi\\\"/neg\"}\n}\n"
+    )
+    module = hlo.parse_module(text)
+    names = [i.op_name for c in module.computations.values() for i in c.instructions]
+    assert names == ["args[0]['layers'][1]['kernel'].value", 'jit(f)/say "hi"/neg']

@@ -203,7 +203,7 @@ def layer_frame(report: Any) -> pd.DataFrame:
 
 MEMORY_WHAT = {
     "parameters": "parameters", "gradients": "gradients (at the peak: those made so far)",
-    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics)",
+    "optimizer_state": "optimizer state", "model_state": "model state (batch statistics, step counters, RNG keys, an EMA)",
     "inputs": "batch (inputs, targets)",
     "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
     "workspace": "XLA's other temporaries (cotangents, copies, indices)",

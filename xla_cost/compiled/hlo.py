@@ -52,8 +52,10 @@ class Instruction:
 
     @property
     def op_name(self) -> str:
+        """The jax name stack of the instruction's metadata, its text's escapes undone (XLA prints
+        ``\\'`` and ``\\"``: an NNX state's ``args[0]['layers']`` path)."""
         match = _OP_NAME.search(self.attributes)
-        return match.group(1).replace('\\"', '"') if match else ""
+        return _ESCAPED.sub(r"\1", match.group(1)) if match else ""
 
     @functools.cached_property
     def callees(self) -> tuple[tuple[str, str], ...]:
@@ -115,6 +117,7 @@ NAME_PATTERN = r"%?([A-Za-z_][\w.\-]*)"
 _INSTRUCTION_START = re.compile(r"^\s*(ROOT\s+)?" + NAME_PATTERN + r"\s*=\s+")
 
 _OP_NAME = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+_ESCAPED = re.compile(r"\\(.)")
 
 _OPERAND_NAME = re.compile(r"^%?([A-Za-z_][\w.\-]*)$")
 
