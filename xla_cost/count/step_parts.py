@@ -373,6 +373,39 @@ class _Classifier:
                 node.part, moved = BACKWARD, True
         return moved
 
+    def aux_metrics(self, top: _Level, owners: Sequence[str | None]) -> bool:
+        """Forward work that carries no derivative of the loss and that only the step's metrics
+        read is other, not forward: an accuracy computed inside the differentiated function and
+        returned beside the loss (``has_aux``: EasyLM's ``cross_entropy_loss_and_accuracy``),
+        its argmax, comparison and mean. A value carries a derivative where it is a float the
+        forward work computes from a parameter through floats (the loss and everything it is
+        made of); an integer, a comparison and what is computed from them alone do not. Only at
+        the step's top level, where its results say which are metrics, and only where the step's
+        parameters are known (``owners``); a loop is taken as a whole. True if any moved."""
+        if not self.differentiates or self.results is None or not any(o is not None for o in owners):
+            return False
+        carries = {var for var, o in zip(top.invars, owners) if var is not None and o is not None}
+        for node in top.nodes:
+            if any(v in carries for v in node.ins if v is not None):
+                carries.update(var for var, out in zip(node.outs, node.eqn.outvars)
+                               if jnp.issubdtype(out.aval.dtype, jnp.inexact))
+        readers: dict[Any, set[str]] = {}
+        for j, var in enumerate(top.outvars):
+            if var is not None:
+                readers.setdefault(var, set()).add(_OUTSIDE if j >= len(self.results) or self.results[j] else _METRIC)
+        moved = False
+        for node in reversed(top.nodes):
+            seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
+            if (node.part == FORWARD and not node.levels and seen and seen <= {OTHER, _METRIC}
+                    and not any(v in carries for v in node.outs)):
+                node.part, moved = OTHER, True
+            parts = {node.part} if not node.levels else set().union(*(inner.parts() for inner in node.levels))
+            reads_as = parts.pop() if len(parts) == 1 else MIXED
+            for var in node.ins:
+                if var is not None:
+                    readers.setdefault(var, set()).add(reads_as)
+        return moved
+
     def _live(self, level: _Level, live_out: Sequence[bool]) -> list[bool]:
         """Marks the equations of ``level`` (and of its loops) whose values are live
         (`live`), given which of its results are; returns which of its inputs are.
@@ -546,6 +579,8 @@ def classify_step(
     if classifier.residuals(level):  # forward work only the backward pass needs moved: labelled again
         _relabel(level)
         classifier.saved = _saved(level)
+    if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
+        _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
     labels = StepLabels(level.labels)
     # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
     labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
