@@ -298,3 +298,23 @@ def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_fo
     assert f"on outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given)" in message
     assert "instead instead" not in message and message.endswith("Pass targets= as the loss takes them, e.g. "
                                                                  "integer labels of shape batch x positions.")
+
+
+def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_works():
+    # a model built as Flax's examples/gemma builds it: parameters partitioned over a jax.make_mesh of Explicit
+    # axes (its default), so the logits are sharded over "tensor"; the default loss's gather cannot resolve
+    # that sharding. The refusal names the cause and a loss that works, which then does.
+    from flax import nnx
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tensor"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+    with jax.set_mesh(mesh):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("fsdp", "tensor"))
+        model = nnx.eval_shape(lambda: nnx.Linear(12, 5, kernel_init=init, rngs=nnx.Rngs(0)))
+        x = jax.ShapeDtypeStruct((B, 12), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec("fsdp", None)))
+        with pytest.raises(xla_cost.InputError, match="sharded over a mesh's Explicit axes") as info:
+            xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr")
+        assert "one-hot cross-entropy" in str(info.value)
+        report = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", targets=jax.ShapeDtypeStruct((B,), jnp.int32),
+                                  loss=lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean())
+    assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W

@@ -114,3 +114,58 @@ def test_an_nnx_metrics_objects_update_is_other_not_the_models_update():
     assert report.phases["update"].flops == pytest.approx(reference.phases["update"].flops, abs=8)
     argmax = xla_cost.count_function(lambda a: jnp.argmax(a, -1), jax.ShapeDtypeStruct((B, C), jnp.float32))
     assert report.phases["other"].flops >= argmax.total.flops
+
+
+@pytest.mark.parametrize("counter", ["jaxpr", "xla"])
+def test_an_accuracy_returned_beside_the_loss_is_other_as_one_computed_outside(counter):
+    # EasyLM's cross_entropy_loss_and_accuracy: the accuracy computed inside the differentiated function and
+    # returned through has_aux carries no derivative of the loss; it is a metric, other, as the same accuracy
+    # computed after value_and_grad from the logits is: the two steps split alike, the argmax of the B x C
+    # logits in other, and the forward the loss's alone
+    model = nn.Dense(C)
+    params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]
+
+    def step_of(inside: bool):
+        def train_step(params, x, y):
+            def loss_fn(p):
+                logits = model.apply({"params": p}, x)
+                accuracy = jnp.mean(jnp.argmax(logits, -1) == y) if inside else logits
+                return _loss(logits, y), accuracy
+
+            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+            accuracy = aux if inside else jnp.mean(jnp.argmax(aux, -1) == y)
+            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), {"loss": loss, "accuracy": accuracy}
+
+        return train_step
+
+    inside, outside = (xla_cost.analyze_step(step_of(flag), params, X, Y, counter=counter) for flag in (True, False))
+    for part in ("forward", "backward", "update", "other"):
+        assert inside.phases[part].flops == outside.phases[part].flops, part
+    argmax = xla_cost.count_function(lambda a: jnp.argmax(a, -1), jax.ShapeDtypeStruct((B, C), jnp.float32))
+    assert inside.phases["other"].flops >= argmax.total.flops
+
+
+@pytest.mark.parametrize("form", ["nnx.jit", "jax.jit"])
+def test_xlas_memory_figures_are_those_of_the_users_own_jit_with_its_donation(form):
+    # The step as the training loop compiles it donates the model and the optimizer: XLA writes the new
+    # parameters and Adam's moments over them, 3 P floats and the two int32 counters (Adam's count, the
+    # optimizer's step) aliased. The same step jitted without donation aliases nothing.
+    def in_place(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    def returning_state(model, optimizer, x, y):
+        _split_step(model, optimizer, x, y)
+        return nnx.state((model, optimizer))
+
+    def jitted(donate: bool):
+        names = ("model", "optimizer") if donate else ()
+        if form == "nnx.jit":
+            return nnx.jit(in_place, donate_argnames=names)
+        return jax.jit(returning_state, donate_argnames=names)
+
+    donated, kept = (xla_cost.analyze_step(jitted(flag), *_objects(), X, Y, memory=True).memory_breakdown
+                     for flag in (True, False))
+    assert donated.alias_bytes == 4 * 3 * P + 2 * 4
+    assert kept.alias_bytes == 0

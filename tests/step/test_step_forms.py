@@ -328,6 +328,35 @@ def test_xla_above_the_parts_is_explained_by_fusion():
     assert not [n for n in report.notes if n.startswith("step checker")]
 
 
+def test_a_recomputed_steps_gap_to_xla_is_noted_without_an_unfused_compile():
+    # the same step with the block under nn.remat: the backward pass recomputes the forward (in the parts), which
+    # XLA's CPU compile merges with the forward it keeps; the gap is said, not split by a compile without fusion
+    model = nn.remat(ConvBN)()
+
+    class State(train_state.TrainState):
+        batch_stats: dict
+
+    def create():
+        variables = model.init(jax.random.key(0), jnp.ones((1, 16, 16, 3)))
+        return State.create(apply_fn=model.apply, params=variables["params"], tx=optax.sgd(0.1),
+                            batch_stats=variables["batch_stats"])
+
+    def step(state, image, label):
+        def loss_fn(params):
+            logits, updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, image,
+                                             mutable=["batch_stats"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, label).mean(), updates
+        (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        return state.apply_gradients(grads=grads, batch_stats=updates["batch_stats"]), loss
+
+    report = xla_cost.analyze_step(step, jax.eval_shape(create), jax.ShapeDtypeStruct((8, 16, 16, 3), jnp.float32),
+                                   jax.ShapeDtypeStruct((8,), jnp.int32))
+    step_costs = report.phases["train_step"]
+    assert abs(step_costs.flops - step_costs.jaxpr_flops) > 0.02 * step_costs.jaxpr_flops
+    note = next(n for n in report.notes if n.startswith("train_step: XLA counts"))
+    assert f"{step_costs.flops:,} FLOP" in note and "not split further: with the step's recomputation" in note
+
+
 def _plain_params():
     return jax.eval_shape(lambda: MLP().init(jax.random.key(0), jnp.ones((1, IN)))["params"])
 

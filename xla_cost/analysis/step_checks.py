@@ -337,14 +337,20 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, ma
     ``merged``: FLOP below the parts that are a second forward pass XLA computes once
     (`merged_forward`), named as such rather than as XLA's rewriting."""
     xla_flops, parts = step.flops, counted.total.flops
-    if (xla_flops is None or not parts or step.loop_corrected or counted.loops or counted.recomputed.flops
-            or mapped or abs(xla_flops - parts) <= _FUSION_GAP * parts):
+    if xla_flops is None or not parts or mapped or abs(xla_flops - parts) <= _FUSION_GAP * parts:
         return []
+    head = (f"train_step: XLA counts {xla_flops:,} FLOP, {(xla_flops - parts) / parts:+.1%} against the parts' "
+            f"{parts:,} (the jaxpr's; the difference is in no part)")
+    if step.loop_corrected or counted.loops or counted.recomputed.flops:
+        # XLA's count of a looped step is corrected for its loops, and a recomputation is one XLA may
+        # merge with the forward: a compile without fusion would need the same reading to compare
+        what = "loops" if step.loop_corrected or counted.loops else "recomputation"
+        return [head + f"; not split further: with the step's {what}, XLA's count is not one a compile without "
+                       "fusion compares with as it is (XLA's fusions computing cheap producers again, its own "
+                       "rewriting and, for a recomputation, its merging with the forward are the usual difference)"]
     with prepared.scopes():
         lowered = prepared.lower()
     unfused = xla.compile_phase(lowered, compiler_options=xla.UNFUSED_OPTIONS, executable=False).costs.flops
-    head = (f"train_step: XLA counts {xla_flops:,} FLOP, {(xla_flops - parts) / parts:+.1%} against the parts' "
-            f"{parts:,} (the jaxpr's; the difference is in no part)")
     if unfused is None:
         return [head + "; compiled without fusion, XLA gave no count"]
     explained = abs(unfused - parts) <= _FUSION_GAP * parts

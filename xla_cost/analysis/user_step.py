@@ -258,7 +258,16 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters:
         notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
                      f"gradients for those alone; {prepared.parameters - trained:,} frozen)")
-    breakdown = step_memory(prepared, compiled, found[-1].saved_bytes, plan, gradients) if memory else None
+    breakdown = None
+    if memory:
+        # XLA's figures of the program the user's jit compiles (its donation, its outputs), where it is
+        # not the one traced here: an NNX step under nnx.jit or jax.jit
+        held = compiled
+        if compiled is not None and target is None and prepared.own_program is not None:
+            progress.stage("compiling the step as its jit does (memory)")
+            held = xla.compile_phase([prepared.own_program()], compiler_options=None if timed else xla.COMPILER_OPTIONS,
+                                     executable=False)
+        breakdown = step_memory(prepared, held, found[-1].saved_bytes, plan, gradients)
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")

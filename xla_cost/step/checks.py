@@ -227,6 +227,11 @@ def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = F
                  else f"targets {describe_tree(targets)}")
         fix = ("Pass targets= as the loss takes them, e.g. integer labels of shape batch x positions."
                if made else "Check the loss function and the targets' shape.")
+        if type(exc).__name__ == "ShardingTypeError":  # outputs sharded over a mesh's Explicit axes
+            fix = ("The outputs are sharded over a mesh's Explicit axes (jax.make_mesh's default), which the loss's "
+                   "indexing cannot resolve: pass loss= one that works under them (a one-hot cross-entropy: "
+                   "-(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()), or build the model "
+                   "under a mesh of AxisType.Auto axes.")
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
             f"{type(exc).__name__} on outputs {describe_tree(outputs)} and {given}: {first_line(exc)}",

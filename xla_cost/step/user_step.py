@@ -95,6 +95,11 @@ class UserStep:
       positional: the step's positional parameter names (`_linen_params`).
       active_parameters: those a token's computation reads, where the model the
         step calls declares its routed experts (`xla_cost.step.step_routing`); None: none declared.
+      own_program: for an NNX step the user jitted (``nnx.jit`` or ``jax.jit``), a function
+        that lowers it as that jit compiles it, on the NNX objects themselves: its donated
+        arguments and its own outputs (the traced function of ``args`` donates nothing and
+        returns the objects' state beside the step's results); None for any other step, whose
+        ``jitted`` is that program.
     """
 
     name: str
@@ -109,6 +114,7 @@ class UserStep:
     scopes: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     positional: tuple[str | None, ...] = ()
     active_parameters: int | None = None
+    own_program: Callable[[], Any] | None = None
 
     @property
     def parameters(self) -> int:
@@ -167,6 +173,17 @@ def step_name(step: Any) -> str:
 
 def _is_jax_jit(step: Any) -> bool:
     return isinstance(step, jax.stages.Wrapped) and hasattr(step, "trace") and hasattr(step, "lower")
+
+
+def _own_lowered(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> jax.stages.Lowered:
+    """``step`` lowered by its own jit (nnx.jit's wraps jax's ``Lowered``)."""
+    lowered = step.lower(*args, **kwargs)
+    return lowered if isinstance(lowered, jax.stages.Lowered) else lowered.lowered
+
+
+def _is_nnx_jit(step: Any) -> bool:
+    return type(step).__module__.startswith("flax.nnx") and callable(getattr(step, "fun", None)) and hasattr(
+        step, "lower")
 
 
 def _is_graph(value: Any) -> bool:
@@ -375,13 +392,16 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             "parameter count is 0 and the update has no per-layer rows"
         )
     user_jit = kind == "jax" and _is_jax_jit(step) and not names
+    own_program = None
+    if kind == "nnx" and cached is None and not names and (_is_jax_jit(step) or _is_nnx_jit(step)):
+        own_program = functools.partial(_own_lowered, step, args, kwargs)
     while True:
         if user_jit:
             jitted = step if not kwargs else _JitWithKwargs(step, kwargs)
         else:
             jitted = jax.jit(bind_axes(function, names) if names else function)
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
-                            tuple(notes), scopes, positional)
+                            tuple(notes), scopes, positional, own_program=own_program)
         try:
             with recording_model_calls() as calls:
                 prepared.trace()
