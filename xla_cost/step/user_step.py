@@ -366,12 +366,23 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                          f"{type(step).__name__} {step!r:.60}", "Pass the function the training loop calls.")
     kwargs = dict(kwargs or {})
     notes: list[str] = []
-    cached = nnx_cached_partial(step)
-    if cached is not None:  # the function and the graph nodes it holds: the step the training loop runs
-        step, held = cached
-        args = (*held, *args)
-        notes.append(f"nnx.cached_partial of {step_name(step)}: analysed as {step_name(step)} called with the "
-                     f"{len(held)} argument(s) it holds first")
+    cached = None
+    for _ in range(8):  # the graph nodes a step holds, taken out as the arguments they are to its function
+        found = nnx_cached_partial(step)
+        if found is not None:  # the function and the graph nodes it holds: the step the training loop runs
+            step, held = cached = found
+            args = (*held, *args)
+            notes.append(f"nnx.cached_partial of {step_name(step)}: analysed as {step_name(step)} called with the "
+                         f"{len(held)} argument(s) it holds first")
+        elif isinstance(step, functools.partial) and any(_is_graph(a) for a in step.args):
+            # functools.partial(nnx.jit(f), model, optimizer), as tunix's PeftTrainer hands its step over: traced
+            # as it is, the held objects would be mutated from inside the trace
+            held, kwargs = step.args, {**step.keywords, **kwargs}
+            step, args = step.func, (*held, *args)
+            notes.append(f"functools.partial of {step_name(step)} holding NNX objects: analysed as {step_name(step)} "
+                         f"called with the {len(held)} argument(s) it holds first")
+        else:
+            break
     name = step_name(step)
     names = check_axis_names(axis_names)
     if any(_is_graph(a) for a in args):
@@ -412,10 +423,14 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 user_jit = False
                 continue
             first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
+            fix = "Fix the step or its arguments; call it once outside xla_cost to see the full traceback."
+            if type(exc).__name__ == "TraceContextError" or "different trace level" in str(exc):
+                # flax: an NNX object the step holds, used or mutated from inside the trace
+                fix = ("The step updates NNX objects it holds rather than takes (a closure, a bound method): pass the "
+                       "model and optimizer as the step's arguments, as nnx.jit steps take them.")
             raise InputError(
                 f"a step that traces with these arguments (jax.jit({name})(*args))",
-                f"{type(exc).__name__}: {first}"[:300],
-                "Fix the step or its arguments; call it once outside xla_cost to see the full traceback.",
+                f"{type(exc).__name__}: {first}"[:300], fix,
             ) from exc
         break
     active, routed = step_routing(calls)  # a mixture of experts the step's model declares
