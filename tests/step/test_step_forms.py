@@ -391,3 +391,34 @@ def test_parameters_of_a_step_of_plain_pytrees():
     report = xla_cost.analyze_step(variables_step, variables, jax.eval_shape(optax.adam(1e-3).init, variables), X, Y,
                                    counter="jaxpr")
     assert report.parameters == PARAMS
+
+
+class _Config:  # a training config object as repositories pass one (ml_collections, a dataclass): no arrays
+    label_smoothing = 0.0
+
+
+def _configured_step(state, batch, config, learning_rate_fn, dropout_rate, rng):
+    # Flax's lm1b writes its step so: jax.jit(train_step, static_argnums=(2, 3, 4)) over (state, batch, config,
+    # learning_rate_fn, dropout_rate, rng); the config and the schedule are no arrays, the rate a static float
+    del rng, dropout_rate
+    lr = learning_rate_fn(state.step)
+
+    def loss_fn(params):
+        logits = state.apply_fn({"params": params}, batch["x"])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean() + config.label_smoothing
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    return state.apply_gradients(grads=grads), {"loss": loss, "learning_rate": lr}
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+def test_static_and_untraceable_arguments_are_bound_as_given(jitted):
+    step = jax.jit(_configured_step, static_argnums=(2, 3, 4)) if jitted else _configured_step
+    args = (_state(), {"x": X, "y": Y}, _Config(), optax.constant_schedule(1e-3), 0.1, jax.random.key(0))
+    report = xla_cost.analyze_step(step, *args, counter="jaxpr")
+    assert report.parameters == PARAMS and report.batch_size == B
+    # the step's forward is the model's and the loss's; Adam's 13 a parameter (and its counter's few) the update
+    assert report.phases["forward"].flops == FORWARD
+    assert 13 * PARAMS <= report.phases["update"].flops <= 13 * PARAMS + 16
+    bound = "argument(s) 2, 3, 4 bound" if jitted else "argument(s) 2, 3 bound"
+    assert any(n.startswith(bound) for n in report.notes)

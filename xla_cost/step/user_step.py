@@ -385,14 +385,22 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             break
     name = step_name(step)
     names = check_axis_names(axis_names)
+    held: dict[int, Any] = {}
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind, positional = "nnx", ()
         roots = (type(model).__name__,) if model is not None else ()
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
+        held = _held_arguments(step, args)
         function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
         positional = tuple(_positional_names(step))
+        if held:  # a jit's static arguments, and objects jax cannot trace (a config, a schedule): bound
+            function = _Held(function, held)
+            traced_args = tuple(a for i, a in enumerate(args) if i not in held)
+            positional = tuple(n for i, n in enumerate(positional) if i not in held)
+            notes.append(f"argument(s) {', '.join(str(i) for i in sorted(held))} bound as they are given (static: "
+                         "a jit's static_argnums, or no arrays jax can trace): not inputs of the analysed program")
         owners, counts = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
@@ -408,7 +416,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         own_program = functools.partial(_own_lowered, step, args, kwargs)
     while True:
         if user_jit:
-            jitted = step if not kwargs else _JitWithKwargs(step, kwargs)
+            jitted = step if not kwargs and not held else _JitWithKwargs(step, kwargs, held)
         else:
             jitted = jax.jit(bind_axes(function, names) if names else function)
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
@@ -447,16 +455,60 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
 
 
 class _JitWithKwargs:
-    """A user's jitted step with keyword arguments bound (its jit options kept)."""
+    """A user's jitted step with keyword arguments and held positional ones bound (its jit options kept)."""
 
-    def __init__(self, jitted: Any, kwargs: Mapping[str, Any]) -> None:
-        self.jitted, self.kwargs = jitted, dict(kwargs)
+    def __init__(self, jitted: Any, kwargs: Mapping[str, Any], held: Mapping[int, Any] | None = None) -> None:
+        self.jitted, self.kwargs, self.held = jitted, dict(kwargs), dict(held or {})
+
+    def _all(self, args: Sequence[Any]) -> list[Any]:
+        return _merged(args, self.held)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.jitted(*self._all(args), **self.kwargs)
 
     def trace(self, *args: Any) -> Any:
-        return self.jitted.trace(*args, **self.kwargs)
+        return self.jitted.trace(*self._all(args), **self.kwargs)
 
     def lower(self, *args: Any) -> Any:
-        return self.jitted.lower(*args, **self.kwargs)
+        return self.jitted.lower(*self._all(args), **self.kwargs)
+
+
+class _Held:
+    """A step's function with its held positional arguments bound in their places."""
+
+    def __init__(self, function: Callable[..., Any], held: Mapping[int, Any]) -> None:
+        self.function, self.held = function, dict(held)
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.function(*_merged(args, self.held))
+
+
+def _merged(args: Sequence[Any], held: Mapping[int, Any]) -> list[Any]:
+    """``args`` with ``held`` (position: value) put back in their positions."""
+    merged, rest = [], iter(args)
+    for i in range(len(args) + len(held)):
+        merged.append(held[i] if i in held else next(rest))
+    return merged
+
+
+def _traceable(leaf: Any) -> bool:
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype") or isinstance(leaf, (bool, int, float, complex))
+
+
+def _held_arguments(step: Any, args: Sequence[Any]) -> dict[int, Any]:
+    """The positional arguments the analysed program does not take as inputs: a user's
+    ``jax.jit``'s ``static_argnums`` and ``static_argnames`` (given positionally), and any
+    argument holding something jax cannot trace (a config object, a learning-rate schedule,
+    a string): Flax's lm1b ``jit_train_step(state, batch, config, learning_rate_fn, 0.0, rng)``."""
+    static: set[int] = set()
+    info = getattr(step, "_jit_info", None)  # jax.jit's own record of its options
+    if info is not None:
+        static.update(i % len(args) for i in (info.static_argnums or ()) if -len(args) <= i < len(args))
+        names = _positional_names(step)
+        static.update(names.index(n) for n in (info.static_argnames or ()) if n in names and names.index(n) < len(args))
+    return {i: a for i, a in enumerate(args)
+            if i in static or not all(_traceable(leaf) for leaf in jax.tree.leaves(a))}
 
 
 
