@@ -1093,8 +1093,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "remat_verdict_on_raw_loop_figure",
         "the remat note weighs XLA's raw figure (each loop body once) against the jaxpr's multiplied-out "
         "count: a scanned stack's kept recomputation is said to be removed",
-        (Edit("xla_cost/analysis/costs.py", "removed = counted.total_once.flops - costs.flops > once / 2",
-              "removed = total.flops - costs.flops > recomputed / 2"),),
+        (Edit("xla_cost/analysis/costs.py",
+              "        gone = min(max(counted.total_once.flops - costs.flops, 0.0), once) / once if once else 0.0\n",
+              "        gone = min(max(total.flops - costs.flops, 0.0), recomputed) / recomputed\n"),),
         tests=("tests/analysis/test_jaxpr_vs_xla.py::test_the_remat_note_says_what_xlas_figure_shows",),
     ),
     Mutation(
@@ -1191,8 +1192,50 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cached_partial_not_unwrapped",
         "analyze_step(nnx.cached_partial(train_step, model, optimizer), x, y): refused as a step that does not trace",
-        (Edit("xla_cost/step/user_step.py", "    cached = nnx_cached_partial(step)\n", "    cached = None\n"),),
+        (Edit("xla_cost/step/user_step.py", "        found = nnx_cached_partial(step)\n", "        found = None\n"),),
         tests=("tests/step/test_nnx_cached_partial.py",),
+    ),
+    Mutation(
+        "partial_holding_objects_traced_as_is",
+        "a functools.partial(nnx.jit(f), model, optimizer) step traced as it is: refused, the user's model emptied",
+        (Edit("xla_cost/step/user_step.py",
+              "        elif isinstance(step, functools.partial) and any(_is_graph(a) for a in step.args):\n",
+              "        elif False:\n"),),
+        tests=("tests/step/test_nnx_cached_partial.py",),
+    ),
+    Mutation(
+        "static_arguments_traced",
+        "a jax.jit's static arguments and a config or schedule argument traced as inputs: the step refused",
+        (Edit("xla_cost/step/user_step.py", "        if held:  # a jit's static arguments", "        if False:  # "),),
+        tests=("tests/step/test_step_forms.py",),
+    ),
+    Mutation(
+        "dropped_loss_softmax_is_backward",
+        "a step that drops its loss has the loss's softmax counted as backward (any float scalar result is the loss)",
+        (Edit("xla_cost/count/step_parts.py",
+              "_float_scalar(var) and made.get(var) == FORWARD for var in top.outvars])",
+              "_float_scalar(var) for var in top.outvars])"),),
+        tests=("tests/step/test_returned_state.py",),
+    ),
+    Mutation(
+        "pure_jax_update_to_remainder",
+        "a pure-JAX model's optimizer arithmetic on its gradients lands in the remainder row, not the layer's",
+        (Edit("xla_cost/count/step_parts.py", "        _owners_from_readers(level)\n", ""),),
+        tests=("tests/step/test_step_forms.py",),
+    ),
+    Mutation(
+        "update_per_parameter_over_all",
+        "the update's FLOP per parameter over every parameter where only some are trained (a LoRA reads 1)",
+        (Edit("xla_cost/analysis/report_tables.py", '    if phase == "update" and getattr(report, "trained_parameters", None):\n',
+              "    if False:\n"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "bfloat16_gap_blamed_on_fusion",
+        "a bfloat16 step's CPU emulation converts are said to be fusion duplicates",
+        (Edit("xla_cost/analysis/costs.py", '           "once (more on narrow layers)") if value > true and not narrow else (',
+              '           "once (more on narrow layers)") if value > true else ('),),
+        tests=("tests/analysis/test_root_products.py",),
     ),
     Mutation(
         "capacity_padding_in_model_flops",

@@ -150,9 +150,15 @@ def test_the_remat_note_says_what_xlas_figure_shows(scanned):
     recomputed = remat.phases["grad"].jaxpr_flops - plain.phases["grad"].jaxpr_flops
     block = xla_cost.FLOPS_PER_FMA * 16 * M.D_SCAN * M.D_SCAN + 16 * M.D_SCAN  # a block's matmul + bias
     assert recomputed == 4 * block
-    kept = remat.phases["grad"].flops - plain.phases["grad"].flops > recomputed / 2
+    kept = (remat.phases["grad"].flops - plain.phases["grad"].flops) / recomputed
     [note] = [n for n in remat.notes if n.startswith("grad: jax.checkpoint recomputes")]
-    assert note.endswith("keeps it" if kept else "(flops is XLA's: no recompute)"), (note, kept)
+    if kept >= 0.95:
+        assert note.endswith("keeps it"), (note, kept)
+    elif kept <= 0.05:
+        assert note.endswith("(flops is XLA's: no recompute)"), (note, kept)
+    else:  # XLA kept part of it: the note gives the share, within its fusions' few percent of the grown figure
+        share = int(note.split("keeps about ")[1].split("%")[0])
+        assert abs(share - 100 * kept) <= 10, (note, kept)
 
 
 def test_checkpointed_blocks_recompute_their_forward_pass():

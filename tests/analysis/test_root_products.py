@@ -112,3 +112,16 @@ def test_xla_below_the_jaxpr_is_said_to_be_xlas_simplification_not_duplication()
     assert update.flops < 0.95 * update.jaxpr_flops
     [said] = [n for n in report.notes if n.startswith("update: XLA's flops (")]
     assert "simplification" in said and "count every copy" not in said
+
+
+def test_a_bfloat16_models_gap_on_the_cpu_is_said_to_be_its_emulation():
+    # a tunix user's Gemma with bfloat16 parameters: Adam's update on the CPU counted 3x the jaxpr's (XLA's CPU
+    # compiler emulates bfloat16 arithmetic in float32, a convert around each operation, counted as FLOP), and
+    # the note blamed fusions duplicating cheap producers
+    model = nn.Dense(64, param_dtype=jnp.bfloat16, dtype=jnp.bfloat16)
+    report = xla_cost.analyze(model, jax.ShapeDtypeStruct((8, 64), jnp.bfloat16), optimizer="adam",
+                              compilation_cache=False)
+    update = report.phases["update"]
+    assert update.flops > 1.05 * update.jaxpr_flops
+    [note] = [n for n in report.notes if n.startswith("update: XLA's flops (")]
+    assert "emulates 16-bit float arithmetic in float32" in note

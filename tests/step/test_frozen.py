@@ -223,3 +223,25 @@ def test_adams_moments_kept_in_bfloat16_are_not_the_parameters_dtype():
     parameters = D * H + H + H * C + C
     assert report.param_dtype == "float32"
     assert report.memory_breakdown.optimizer_state == 2 * parameters + F32 * parameters + 4
+
+
+def test_the_updates_flop_per_parameter_is_over_the_trained_parameters(frozen):
+    # Adam on the head alone (H C + C parameters), set_to_zero on the body: 13 FLOP a trained parameter (and
+    # Adam's counter's few), not 13 (H C + C) spread over every parameter; the report says how many it trains
+    from xla_cost.analysis.report_tables import flop_per_parameter
+
+    head = H * C + C
+    assert frozen.trained_parameters == head
+    assert 13 <= flop_per_parameter(frozen, "update") < 13 + 16 / head
+    assert xla_cost.Report.from_dict(frozen.to_dict()).trained_parameters == head
+    # a step whose backward pass grades the head alone says the same
+    def train_step(params, opt_state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = FROZEN_BODY.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    step = xla_cost.analyze_step(train_step, params, FROZEN_BODY.init(params), X,
+                                 jax.ShapeDtypeStruct((B, C), jnp.float32), counter="jaxpr")
+    assert step.trained_parameters == head
+    assert 13 <= flop_per_parameter(step, "update") < 13 + 16 / head

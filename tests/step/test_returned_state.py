@@ -179,3 +179,31 @@ def test_xlas_memory_figures_are_those_of_the_users_own_jit_with_its_donation(fo
                      for flag in (True, False))
     assert donated.alias_bytes == 4 * 3 * P + 2 * 4
     assert kept.alias_bytes == 0
+
+
+def test_a_loss_the_step_drops_keeps_its_softmax_in_the_forward_pass():
+    # Flax's lm1b drops the loss value_and_grad returns and recomputes its metrics from the logits: the loss's
+    # log-softmax still runs (its exps, B C of them, are what the backward's softmax reads), so they are the
+    # forward's, as they are where the step returns its loss; only the loss's last reductions (the log of each
+    # row's sum: B logarithms, and the mean) are dead code, never computed. The backward pass computes no exp.
+    model = nn.Dense(C)
+    params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]
+
+    def step_of(returns_loss: bool):
+        def train_step(params, x, y):
+            def loss_fn(p):
+                logits = model.apply({"params": p}, x)
+                return _loss(logits, y), logits
+
+            (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+            metrics = {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+            if returns_loss:
+                metrics["loss"] = loss
+            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), metrics
+
+        return train_step
+
+    dropped, returned = (xla_cost.analyze_step(step_of(flag), params, X, Y, counter="jaxpr") for flag in (False, True))
+    assert dropped.phases["forward"].transcendentals == B * C
+    assert returned.phases["forward"].transcendentals == B * C + B
+    assert dropped.phases["backward"].transcendentals == returned.phases["backward"].transcendentals == 0

@@ -422,3 +422,28 @@ def test_static_and_untraceable_arguments_are_bound_as_given(jitted):
     assert 13 * PARAMS <= report.phases["update"].flops <= 13 * PARAMS + 16
     bound = "argument(s) 2, 3, 4 bound" if jitted else "argument(s) 2, 3 bound"
     assert any(n.startswith(bound) for n in report.notes)
+
+
+@pytest.mark.parametrize("optimizer, per_parameter", [(optax.adam(1e-3), 13), (optax.adamw(1e-3), 15)])
+def test_a_pure_jax_models_layers_each_carry_their_whole_update(optimizer, per_parameter):
+    # a pure-JAX model (jax-llm-examples' form): weights in a pytree, no modules, no name scopes; the backward
+    # pass's gradients belong to no module, but the optimizer's arithmetic on each (Adam's (1 - b1) g and g g)
+    # updates that layer's moments: every row carries its layer's whole rule, 13 (Adam) or 15 (AdamW) FLOP a
+    # parameter, the remainder only the step counter's few
+    def loss_fn(params, x):
+        h = x @ params["layers"][0]["w"]
+        return jnp.mean((h @ params["layers"][1]["w"]) ** 2)
+
+    def train_step(params, opt_state, x):
+        grads = jax.grad(loss_fn)(params, x)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    w = jax.ShapeDtypeStruct((IN, IN), jnp.float32)
+    params = {"layers": [{"w": w}, {"w": w}]}
+    report = xla_cost.analyze_step(train_step, params, jax.eval_shape(optimizer.init, params), X, per_layer=True,
+                                   counter="jaxpr")
+    rows = report.layers_frame()
+    for layer in ("layers/0", "layers/1"):
+        assert rows.loc[layer, "update_flops"] == per_parameter * IN * IN, layer
+    assert rows.loc["(remainder)", "update_flops"] <= 8

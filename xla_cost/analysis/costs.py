@@ -28,6 +28,12 @@ __all__ = [
 ]
 
 
+RECOMPUTE_SHARE = 0.05
+"""How close to none or all of a recomputation XLA's count must fall short of the jaxpr's for
+the note to say XLA kept it or removed it; between, it gives the shares (XLA's count also
+differs from the jaxpr's by its fusions' own duplication, a few percent)."""
+
+
 def describe_loops(counted: JaxprCount) -> str:
     loops = counted.repeated_loops
     kinds = ", ".join(
@@ -140,12 +146,15 @@ from its complete jaxpr count before `fusion_gap_note` says why."""
 
 def fusion_gap_note(
     phase: str, value: int | None, source: str, counted: JaxprCount, compiled: xla.CompiledPhase | None,
+    narrow: bool = False,
 ) -> list[str]:
     """A note where XLA's CPU figure for a program (its headline) is more than `FUSION_NOTE_GAP`
     from the jaxpr count for none of the reasons another note gives (loops, remat, library
     calls; a target's own notes): above it, XLA's fusions duplicating cheap producers, as
     measured (`docs/conventions.md`: a ViT of width 32, its backward +16%, the GeLU's and the
-    LayerNorms' backward passes); below it, XLA's simplifications (Adafactor's update, -5.6%)."""
+    LayerNorms' backward passes), and in a step of 16-bit floats (``narrow``) on the CPU, its
+    emulation of their arithmetic in float32 (Adam on bfloat16 parameters: the update 3x the
+    jaxpr's, converts around each operation); below it, XLA's simplifications (Adafactor's update, -5.6%)."""
     true = counted.total.flops
     if (compiled is None or compiled.target is not None or value is None or source != "xla" or not true
             or counted.unsupported or counted.loops or counted.recomputed.flops or compiled.library_calls
@@ -153,7 +162,10 @@ def fusion_gap_note(
         return []
     why = ("XLA's fusions compute cheap producers (normalisations, broadcasts, masks, an activation's "
            "derivative) again inside each fusion that reads them and count every copy, which the jaxpr counts "
-           "once (more on narrow layers)") if value > true else (
+           "once (more on narrow layers)") if value > true and not narrow else (
+           "the CPU's compiler emulates 16-bit float arithmetic in float32, a convert around each operation, and "
+           "counts them as FLOP (a GPU's or TPU's compile computes in bfloat16: --target); XLA's fusions "
+           "computing cheap producers again add to it") if value > true else (
            "XLA's simplification passes compute fewer operations than the program writes (a multiplication by a "
            "constant folded into another, an expression computed once for several uses), which the jaxpr counts "
            "as written")
@@ -335,12 +347,17 @@ def phase_costs(
         # XLA's raw figure counts each loop body once: it is held against the jaxpr's count with
         # every body once, and against the recomputation one body of each loop holds
         once = sum(e.recomputed.flops / e.repeat for e in counted.equations)
-        removed = counted.total_once.flops - costs.flops > once / 2
+        gone = min(max(counted.total_once.flops - costs.flops, 0.0), once) / once if once else 0.0
+        if gone >= 1 - RECOMPUTE_SHARE:
+            kept = "XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
+        elif gone <= RECOMPUTE_SHARE:
+            kept = "XLA's compiled program keeps it"
+        else:  # XLA's count below the jaxpr's by part of the recomputation: it kept the rest
+            kept = (f"XLA's compiled program removed about {gone:.0%} of it and keeps about {1 - gone:.0%} (read "
+                    "from its count's shortfall against the jaxpr's; flops is XLA's)")
         notes.append(
             f"{name}: jax.checkpoint recomputes {recomputed:,} FLOP of the forward pass in "
-            "the backward pass (in jaxpr_flops); "
-            + ("XLA's compiled program removed the recomputation (flops is XLA's: no recompute)"
-               if removed else "XLA's compiled program keeps it")
+            f"the backward pass (in jaxpr_flops); {kept}"
         )
     # Model and hardware FLOP: without remat both are the best figure. With it,
     # XLA may keep all, some or none of the recomputation (the CPU removes what
@@ -404,9 +421,10 @@ def phase_costs(
 def all_phases(
     programs: Mapping[str, Program], plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
-    padded: Sequence[tuple[frozenset[str], float]] = (),
+    padded: Sequence[tuple[frozenset[str], float]] = (), narrow: bool = False,
 ) -> tuple[dict[str, PhaseCosts], list[str]]:
-    """Every declared phase: the programs' costs, then the derived ones by formula."""
+    """Every declared phase: the programs' costs, then the derived ones by formula; ``narrow``: the
+    step's parameters or computation are a 16-bit float (`fusion_gap_note`)."""
     costs: dict[str, PhaseCosts] = {}
     notes: list[str] = []
     recomputing = any(program.counted.recomputed.flops for program in programs.values())
@@ -417,7 +435,7 @@ def all_phases(
         # (a user's step says why by compiling it again without fusion: `step_checks.fusion_note`)
         if plan is None:  # (sharded, XLA's figure is one device's)
             notes += fusion_gap_note(name, costs[name].flops, costs[name].sources.get("flops", ""),
-                                     program.counted, program.compiled)
+                                     program.counted, program.compiled, narrow=narrow)
     if plan is None and "forward" in costs and "grad" in costs:  # backward = grad - forward: like from like
         notes += _one_counter(costs, programs, modules, root, attention_convention, padded, recomputing)
     for phase in phases.DECLARED:

@@ -18,6 +18,7 @@ With ``cache=`` the pipeline runs inside the results store's wrapper
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -360,10 +361,11 @@ def _run(request: Request) -> Report:
         workload, phases.programs(options.exact_train_step), compiled=options.compiled, for_timing=timed,
         plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None, unfused=options.unfused,
     )
-    costs, phase_notes = all_phases(
-        programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops, workload.padded
-    )
     compute_dtype = options.dtype or _dtype_name(workload)
+    costs, phase_notes = all_phases(
+        programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops, workload.padded,
+        narrow=bool({compute_dtype, *_param_dtype_name(workload).split("/")} & NARROW_FLOATS),
+    )
     timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None
     breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
     counted = {name: program.counted for name, program in programs.items()}
@@ -567,6 +569,7 @@ def assemble(request: Request, found: Stages) -> Report:
         jax_version=jax.__version__,
         parameters=workload.parameters,
         active_parameters=workload.active_parameters,
+        trained_parameters=_trained(workload),
         phases=costs,
         layers=found.layers,
         unsupported=unsupported,
@@ -611,6 +614,11 @@ def _param_dtype_name(workload: Workload) -> str:
     return "/".join(names) or "unknown"
 
 
+NARROW_FLOATS = frozenset({"bfloat16", "float16"})
+"""The 16-bit floats whose arithmetic XLA's CPU compiler emulates in float32 (a convert around each
+operation, counted as FLOP)."""
+
+
 def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
     if compute == params:
         return None
@@ -646,6 +654,15 @@ def _step_equations(counted: Mapping[str, JaxprCount]) -> list[tuple[int, EqnCou
     if "train_step" in counted:
         return [(1, e) for e in counted["train_step"].equations]
     return [(k, e) for name, k in step.formula.items() for e in counted[name].equations]
+
+
+def _trained(workload: Workload) -> int | None:
+    """The parameters whose gradients the optimizer reads, where it freezes some
+    (`xla_cost.step.workload.unread_gradients`); None: it trains every one."""
+    if workload.read_gradients is None:
+        return None
+    return sum(int(math.prod(getattr(leaf, "shape", ()))) for leaf, read in
+               zip(jax.tree.leaves(workload.params), jax.tree.leaves(workload.read_gradients)) if read)
 
 
 def _collectives(step: Sequence[tuple[int, EqnCount]]) -> dict[str, int]:

@@ -364,6 +364,10 @@ class Report:
         that declares routed experts (`xla_cost.step.routing`: a mixture of
         experts' ``top_k / experts`` of its experts, everything else whole);
         None where none are declared (``parameters`` is the total).
+      trained_parameters: the parameters the step trains where it trains only some (a LoRA,
+        a linear probe, an optimizer that freezes parameters): those the backward pass makes a
+        gradient for, or whose gradient the optimizer reads; the update's FLOP per parameter
+        is over them. None: every parameter is trained.
     """
 
     model: str
@@ -390,6 +394,7 @@ class Report:
     cpu: Report | None = None
     target_memory: TargetMemory | None = None
     active_parameters: int | None = None
+    trained_parameters: int | None = None
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -459,6 +464,7 @@ class Report:
             "counter": self.counter,
             "parameters": self.parameters,
             "active_parameters": self.active_parameters,
+            "trained_parameters": self.trained_parameters,
         }
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
@@ -578,7 +584,7 @@ class Report:
                 model=data["model"], config=dict(data["config"]), batch_size=data["batch_size"],
                 optimizer=data["optimizer"], dtype=data["dtype"], backend=data["backend"],
                 jax_version=data["jax_version"], parameters=data["parameters"], phases=phases,
-                active_parameters=data.get("active_parameters"),
+                active_parameters=data.get("active_parameters"), trained_parameters=data.get("trained_parameters"),
                 layers=layers, unsupported=dict(data["unsupported"]), notes=tuple(data["notes"]),
                 counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
                 collectives=dict(data["collectives"]),

@@ -123,18 +123,22 @@ def phase_frame(report: Any) -> pd.DataFrame:
 
 PER_PARAMETER_HEADER = "FLOP / parameter"
 """The phase table's column of each phase's FLOP over the parameters: the
-update's is what the optimizer does per parameter (SGD 2: a multiply and a
+update's is what the optimizer does per parameter it trains (SGD 2: a multiply and a
 subtract; Adam 13); a transformer's train step about 6 per token (6N) plus it."""
 
 
 def flop_per_parameter(report: Any, phase: str) -> float | None:
     """``phase``'s FLOP over the report's parameters (None: either unknown or no
-    parameters). On a mesh whose jaxpr counts the whole step (`jaxpr_devices`),
-    its jaxpr figure over all the parameters; else the phase's headline figure
-    (one device's, over the parameters it holds)."""
+    parameters); the update's over the parameters it trains (`Report.trained_parameters`,
+    where only some are: a LoRA's adapters). On a mesh whose jaxpr counts the whole step
+    (`jaxpr_devices`), its jaxpr figure over all the parameters; else the phase's headline
+    figure (one device's, over the parameters it holds)."""
     c = report.phases[phase]
     flops = c.jaxpr_flops if jaxpr_devices(report) > 1 else c.flops
-    return None if flops is None or not report.parameters else flops / report.parameters
+    over = report.parameters
+    if phase == "update" and getattr(report, "trained_parameters", None):
+        over = report.trained_parameters
+    return None if flops is None or not over else flops / over
 
 
 def jaxpr_devices(report: Any) -> int:

@@ -254,6 +254,7 @@ class _Classifier:
             for var in node.outs:
                 tainted[var], owner[var] = out_taint, node.owner
         self._refine(level)
+        _owners_from_readers(level)
         for node in level.nodes:
             level.labels[node.path] = Label(node.part, public_owner(node.owner))
             for inner in node.levels:
@@ -362,7 +363,10 @@ class _Classifier:
         step says nothing of where its loss ends, and nothing moves."""
         if not self.differentiates:
             return False
-        self._live(top, [var is not None and _float_scalar(var) for var in top.outvars])
+        # the loss: a float scalar result the forward work makes (a metric computed from the outputs, an
+        # accuracy, is other work: `aux_metrics`), not any float scalar the step returns
+        made = {var: node.part for node in top.nodes for var in node.outs}
+        self._live(top, [var is not None and _float_scalar(var) and made.get(var) == FORWARD for var in top.outvars])
         if not any(node.part == FORWARD and node.path in self.live for node in _every_node(top)):
             return False
         self.live = set()
@@ -521,6 +525,24 @@ def _residual_rounding(eqn: Any) -> bool:
     return (eqn.params.get("exponent_bits"), eqn.params.get("mantissa_bits")) == (info.nexp, info.nmant)
 
 
+def _owners_from_readers(level: _Level) -> None:
+    """Update work on a value of no module's, read by one module's update work alone, is that
+    module's: an optimizer's arithmetic on a gradient that a backward pass outside every module
+    made (a pure-JAX model's ``params['layers'][0]['w']``, no name scope: AdamW's ``(1 - b1) g``,
+    ``g * g``) belongs to the layer whose moments it updates, as in a model of modules. Consumers
+    first, so a chain of such work follows its last reader."""
+    readers: dict[Any, set[str | None]] = {}
+    for node in reversed(level.nodes):
+        if node.part == UPDATE and node.owner is None and not node.levels and node.outs:
+            found = set().union(*(readers.get(v, set()) for v in node.outs))
+            if len(found) == 1 and None not in found:
+                node.owner = next(iter(found))
+        if node.part == UPDATE:
+            for var in node.ins:
+                if var is not None:
+                    readers.setdefault(var, set()).add(node.owner)
+
+
 def _every_node(level: _Level) -> Any:
     for node in level.nodes:
         yield node
@@ -576,11 +598,11 @@ def classify_step(
     classifier.survey(level, jaxpr)
     n = len(level.invars)
     classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
+    if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
+        _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
     if classifier.residuals(level):  # forward work only the backward pass needs moved: labelled again
         _relabel(level)
         classifier.saved = _saved(level)
-    if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
-        _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
     labels = StepLabels(level.labels)
     # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
     labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
