@@ -340,6 +340,44 @@ def test_a_data_parallel_step_jitted_with_shardings_is_split_per_device():
     assert rows["forward"] == rows["update"] == rows["other"] == []
 
 
+def test_a_tensor_parallel_steps_memory_and_update_are_one_devices():
+    # a pure-JAX step (jax-llm-examples' form) whose parameters carry their shardings over a mesh of 2 on "y":
+    # w1 (D x F) split by columns, w2sh (F x D) by rows, w2 (D x D) replicated. One device holds
+    # D F / 2 + F D / 2 + D D parameters; Adam's moments follow them; the replicated x is whole on each.
+    # Its update runs Adam's 13 a parameter over its own shards (a replicated parameter's whole).
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+    mesh = jax.make_mesh((2,), ("y",), axis_types=(AxisType.Explicit,))
+    d, f, n = 64, 256, 8
+    tx = optax.adam(1e-3)
+
+    def loss_fn(params, x):
+        h = jnp.einsum("nd,df->nf", x, params["w1"], out_sharding=P(None, "y"))
+        h = jnp.einsum("nf,fd->nd", jnp.tanh(h), params["w2sh"], out_sharding=P(None, None))
+        return (h @ params["w2"]).mean()
+
+    @jax.jit
+    def train_step(params, opt_state, x):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    def sds(shape, spec):
+        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+
+    params = {"w1": sds((d, f), P(None, "y")), "w2sh": sds((f, d), P("y", None)), "w2": sds((d, d), P())}
+    with jax.set_mesh(mesh):
+        opt_state = jax.eval_shape(tx.init, params)
+        report = xla_cost.analyze_step(train_step, params, opt_state, sds((n, d), P()), memory=True)
+    one_device = d * f // 2 + f * d // 2 + d * d
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == 4 * one_device
+    assert memory.optimizer_state == 2 * 4 * one_device + 4  # mu, nu and Adam's int32 count
+    assert memory.inputs == 4 * n * d
+    assert memory.argument_bytes == memory.parameters + memory.optimizer_state + memory.inputs
+    assert 13 * one_device <= report.phases["update"].flops <= 13 * one_device + 8
+
+
 def test_timed_runs_the_compiled_step():
     report = xla_cost.analyze_step(jax.jit(plain_step, donate_argnums=0), _state(optax.sgd(0.1)), BATCH,
                                    timed=True)

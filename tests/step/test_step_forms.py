@@ -447,3 +447,24 @@ def test_a_pure_jax_models_layers_each_carry_their_whole_update(optimizer, per_p
     for layer in ("layers/0", "layers/1"):
         assert rows.loc[layer, "update_flops"] == per_parameter * IN * IN, layer
     assert rows.loc["(remainder)", "update_flops"] <= 8
+
+
+def test_a_pure_jax_models_own_scopes_are_scopes_that_match_no_module_not_the_roots_code():
+    # jax.named_scope("attn") and ("ffn", "up") around a pure-JAX model's products: scopes of the user's own
+    # over no module (no parameter path starts with them), not a model class whose own code computes them
+    def loss_fn(params, x):
+        with jax.named_scope("attn"):
+            h = x @ params["layers"][0]["w"]
+        with jax.named_scope("ffn"), jax.named_scope("up"):
+            h = h @ params["layers"][1]["w"]
+        return jnp.mean(h ** 2)
+
+    def train_step(params, x):
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss_fn)(params, x))
+
+    w = jax.ShapeDtypeStruct((IN, IN), jnp.float32)
+    report = xla_cost.analyze_step(train_step, {"layers": [{"w": w}, {"w": w}]}, X, per_layer=True, counter="jaxpr")
+    [unmatched] = [n for n in report.notes if "match no row's module" in n]
+    assert unmatched.startswith("per-layer rows: 2 name stacks match no row's module")
+    assert "`attn`" in unmatched and "`ffn/up`" in unmatched
+    assert not [n for n in report.notes if "in the root's own code" in n]

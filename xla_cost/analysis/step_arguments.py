@@ -172,7 +172,7 @@ def _same_module(one: str, other: str) -> bool:
 
 
 def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
-            plan: ShardingPlan | None, gradients: int) -> MemoryBreakdown:
+                plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = ()) -> MemoryBreakdown:
     """The step's memory by part, beside XLA's figures for the step as compiled.
 
     A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
@@ -181,9 +181,12 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     ``Param``), each once: a second array of a parameter already counted (its module, name and
     shape: an EMA of the parameters passed or kept beside them) is model state; model state
     beside them (other NNX variables, RNG keys included; the rest of an argument that holds
-    parameters or state, ``TrainState.step``); else an input."""
+    parameters or state, ``TrainState.step``); else an input. ``shards``: per flattened argument
+    leaf, the shards a mesh splits it into (its sharding's axes): each leaf's bytes are one
+    device's."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
     counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    index = 0
     for arg, owners in arguments(prepared):
         flat = jax.tree_util.tree_flatten_with_path(arg)[0]
         roles = leaf_roles(arg)
@@ -197,14 +200,17 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                 seen.append(here)
             elif role is None:
                 role = "model_state" if holds else "inputs"
-            totals[role] += nbytes(leaf)
+            totals[role] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))
+            index += 1
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     return MemoryBreakdown(
         parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
         model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
         argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
         alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
-        notes=("the parts are the whole step's (not split over devices); gradients are those of the parameters "
+        notes=(("the parts are one device's: each argument by its sharding's shards, the saved activations by the "
+                "forward work's; " if plan is not None and plan.devices > 1 else "")
+               + "gradients are those of the parameters "
                "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
                "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
                "batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the forward pass's values the backward pass "

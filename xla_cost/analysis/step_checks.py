@@ -253,16 +253,19 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     return missing
 
 
-def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> tuple[int, int]:
+def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None],
+                       shards: Sequence[int] = ()) -> tuple[int, int]:
     """(the parameters the backward pass makes a gradient for, the bytes of those gradients): each
     parameter (``module/name``) a live backward equation makes an array of its shape for, once (an
     EMA copy of the parameters passed beside them is no second gradient); a parameter of a module
-    the name stacks never show (the model's root's) is taken to get one."""
+    the name stacks never show (the model's root's) is taken to get one. ``shards``: per flattened
+    argument leaf, the shards a mesh splits it into: the bytes are one device's."""
     made, shown = _made_by_backward(jaxpr, module_of, live=True)
     sized: dict[str, tuple[int, int]] = {}
-    for _, leaf, module, name in _parameter_names(prepared):
+    for index, leaf, module, name in _parameter_names(prepared):
         if module not in shown or _graded(leaf, module, made):
-            sized.setdefault(name, (int(getattr(leaf, "size", 0)), nbytes(leaf)))
+            split = shards[index] if index < len(shards) else 1
+            sized.setdefault(name, (int(getattr(leaf, "size", 0)), round(nbytes(leaf) / split)))
     return sum(n for n, _ in sized.values()), sum(b for _, b in sized.values())
 
 

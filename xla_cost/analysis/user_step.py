@@ -254,7 +254,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
                                    known_modules=modules))
         notes += [note for note in said if note]
-    trained, gradients = trained_parameters(traced.jaxpr, prepared, module_of)
+    trained, gradients = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
     if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters:
         notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
                      f"gradients for those alone; {prepared.parameters - trained:,} frozen)")
@@ -267,7 +267,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             progress.stage("compiling the step as its jit does (memory)")
             held = xla.compile_phase([prepared.own_program()], compiler_options=None if timed else xla.COMPILER_OPTIONS,
                                      executable=False)
-        breakdown = step_memory(prepared, held, found[-1].saved_bytes, plan, gradients)
+        # on a mesh each part is one device's: the arguments by their shardings, the saved activations
+        # by the forward work's shards
+        breakdown = step_memory(prepared, held, round(found[-1].saved_bytes / split.compute()), plan, gradients,
+                                shards=split.leaves)
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
@@ -540,10 +543,17 @@ def _stacks(traced: Any) -> dict[str, int]:
 def _roots(stacks: Mapping[str, int], prepared: UserStep) -> tuple[str, ...]:
     """Name-stack entries that stand for the whole model: the model classes'
     names (the first entry of forward and backward stacks that is not a
-    top-level module holding parameters)."""
+    top-level module holding parameters and that opens one: ``GPT`` of
+    ``GPT/h_0/attn``; where every parameter is the root's own, any first entry).
+    A scope of the user's own over no module (a pure-JAX model's
+    ``jax.named_scope("attn")``) is no root: its work matches no module."""
     top = {path.split("/")[0] for path in prepared.param_paths if path}
-    firsts = {first for stack in stacks if (first := module_path(stack).split("/")[0])}
-    return tuple(dict.fromkeys([*prepared.roots, *sorted(f for f in firsts if f not in top)]))
+    firsts = set()
+    for stack in stacks:
+        entries = module_path(stack).split("/")
+        if entries[0] and entries[0] not in top and (not top or (len(entries) > 1 and entries[1] in top)):
+            firsts.add(entries[0])
+    return tuple(dict.fromkeys([*prepared.roots, *sorted(firsts)]))
 
 
 def _matched(stacks: Mapping[str, int], prepared: UserStep) -> int:
@@ -592,20 +602,26 @@ def _parts(counted: JaxprCount, notes: list[str]) -> dict[str, JaxprCount]:
 @dataclasses.dataclass(frozen=True)
 class _Split:
     """How a sharded step's work divides over its devices: the batch's shards
-    (forward, backward, other) and each module's parameters' shards (the update)."""
+    (forward, backward, other), each module's share of its parameters on one device (the
+    update), each argument leaf's shards (the memory) and the most shards of a parameter
+    (tensor parallelism)."""
 
     devices: int = 1
     batch: int = 1
-    modules: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    share: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    leaves: tuple[int, ...] = ()
+    tensor: int = 1
 
     def compute(self) -> int:
         """Shards of the forward and backward work: the batch's, times the parameters' (tensor
         parallelism), at most every device."""
-        return min(self.devices, self.batch * max(self.modules.values(), default=1))
+        return min(self.devices, self.batch * self.tensor)
 
     def update(self, part: JaxprCount, key: str) -> float:
-        """The update's figure on one device: each module's share over its parameters' shards."""
-        return sum(getattr(e.cost, key) / self.modules.get(e.owner or "", 1) for e in part.equations)
+        """The update's figure on one device: each module's work times the share of its parameters
+        one device holds (a replicated parameter's update runs whole on every device, a sharded
+        one's on its shard)."""
+        return sum(getattr(e.cost, key) * self.share.get(e.owner or "", 1.0) for e in part.equations)
 
 
 def _split(call: Any, prepared: UserStep, plan: ShardingPlan | None) -> _Split:
@@ -613,21 +629,27 @@ def _split(call: Any, prepared: UserStep, plan: ShardingPlan | None) -> _Split:
         return _Split()
     given = list(call.params.get("in_shardings", ())) if call is not None else []
     leaves = jax.tree.leaves(prepared.args)
-    batch, modules = 1, {}
+    batch, tensor, held, whole = 1, 1, {}, {}
+    shards: list[int] = []
     for i, leaf in enumerate(leaves):
         sharding = given[i] if i < len(given) and getattr(given[i], "spec", None) is not None else None
         sharding = sharding or getattr(leaf, "sharding", None)
         spec = getattr(sharding, "spec", None)
         if spec is None:
+            shards.append(1)
             continue
         axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
-        shards = math.prod(int(plan.sizes.get(str(a), 1)) for a in axes)
+        shards.append(math.prod(int(plan.sizes.get(str(a), 1)) for a in axes))
         module = prepared.owners[i] if i < len(prepared.owners) else None
-        if module is not None and i < len(leaves) and prepared.param_paths.get(module):
-            modules[module] = max(modules.get(module, 1), shards)
+        if module is not None and prepared.param_paths.get(module):
+            size = math.prod(getattr(leaf, "shape", ()))
+            whole[module] = whole.get(module, 0) + size
+            held[module] = held.get(module, 0) + size / shards[-1]
+            tensor = max(tensor, shards[-1])
         elif module is None:
-            batch = max(batch, shards)
-    return _Split(plan.devices, batch, modules)
+            batch = max(batch, shards[-1])
+    share = {m: held[m] / whole[m] for m in whole if whole[m]}
+    return _Split(plan.devices, batch, share, tuple(shards), tensor)
 
 
 def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.CompiledPhase | None,
