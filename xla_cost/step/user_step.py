@@ -499,16 +499,21 @@ def _traceable(leaf: Any) -> bool:
 def _held_arguments(step: Any, args: Sequence[Any]) -> dict[int, Any]:
     """The positional arguments the analysed program does not take as inputs: a user's
     ``jax.jit``'s ``static_argnums`` and ``static_argnames`` (given positionally), and any
-    argument holding something jax cannot trace (a config object, a learning-rate schedule,
-    a string): Flax's lm1b ``jit_train_step(state, batch, config, learning_rate_fn, 0.0, rng)``."""
+    argument holding no array and something jax cannot trace (a config object, a learning-rate
+    schedule, a string): Flax's lm1b ``jit_train_step(state, batch, config, learning_rate_fn, 0.0,
+    rng)``. An argument mixing arrays with such objects is traced as it is."""
     static: set[int] = set()
     info = getattr(step, "_jit_info", None)  # jax.jit's own record of its options
     if info is not None:
         static.update(i % len(args) for i in (info.static_argnums or ()) if -len(args) <= i < len(args))
         names = _positional_names(step)
         static.update(names.index(n) for n in (info.static_argnames or ()) if n in names and names.index(n) < len(args))
-    return {i: a for i, a in enumerate(args)
-            if i in static or not all(_traceable(leaf) for leaf in jax.tree.leaves(a))}
+    def untraceable(arg: Any) -> bool:  # holds no array, and something that is no number either
+        leaves = jax.tree.leaves(arg)
+        return bool(leaves) and not any(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in leaves) \
+            and not all(_traceable(leaf) for leaf in leaves)
+
+    return {i: a for i, a in enumerate(args) if i in static or untraceable(a)}
 
 
 
