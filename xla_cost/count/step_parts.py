@@ -533,14 +533,14 @@ def _owners_from_readers(level: _Level) -> None:
     first, so a chain of such work follows its last reader."""
     readers: dict[Any, set[str | None]] = {}
     for node in reversed(level.nodes):
-        if node.part == UPDATE and node.owner is None and not node.levels and node.outs:
+        if (node.part == UPDATE and node.owner is None and not node.levels and node.outs
+                and all(getattr(out.aval, "shape", ()) for out in node.eqn.outvars)):  # (a scalar is no layer's)
             found = set().union(*(readers.get(v, set()) for v in node.outs))
             if len(found) == 1 and None not in found:
                 node.owner = next(iter(found))
-        if node.part == UPDATE:
-            for var in node.ins:
-                if var is not None:
-                    readers.setdefault(var, set()).add(node.owner)
+        for var in node.ins:
+            if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
+                readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
 
 
 def _every_node(level: _Level) -> Any:
