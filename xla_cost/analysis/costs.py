@@ -149,15 +149,17 @@ def fusion_gap_note(
     narrow: bool = False,
 ) -> list[str]:
     """A note where XLA's CPU figure for a program (its headline) is more than `FUSION_NOTE_GAP`
-    from the jaxpr count for none of the reasons another note gives (loops, remat, library
-    calls; a target's own notes): above it, XLA's fusions duplicating cheap producers, as
+    from the jaxpr count for none of the reasons another note gives (loops XLA kept, remat,
+    library calls; a target's own notes; a loop XLA unrolled whole is its program's, as the
+    jaxpr counts it: recurrentgemma's ``lax.scan(unroll=128)`` over 32 steps): above it, XLA's fusions duplicating cheap producers, as
     measured (`docs/conventions.md`: a ViT of width 32, its backward +16%, the GeLU's and the
     LayerNorms' backward passes), and in a step of 16-bit floats (``narrow``) on the CPU, its
     emulation of their arithmetic in float32 (Adam on bfloat16 parameters: the update 3x the
     jaxpr's, converts around each operation); below it, XLA's simplifications (Adafactor's update, -5.6%)."""
     true = counted.total.flops
     if (compiled is None or compiled.target is not None or value is None or source != "xla" or not true
-            or counted.unsupported or counted.loops or counted.recomputed.flops or compiled.library_calls
+            or counted.unsupported or (counted.loops and compiled.has_loops is not False)
+            or counted.recomputed.flops or compiled.library_calls
             or abs(value - true) <= FUSION_NOTE_GAP * true):
         return []
     why = ("XLA's fusions compute cheap producers (normalisations, broadcasts, masks, an activation's "

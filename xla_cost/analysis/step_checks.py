@@ -344,10 +344,11 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, ma
         return []
     head = (f"train_step: XLA counts {xla_flops:,} FLOP, {(xla_flops - parts) / parts:+.1%} against the parts' "
             f"{parts:,} (the jaxpr's; the difference is in no part)")
-    if step.loop_corrected or counted.loops or counted.recomputed.flops:
-        # XLA's count of a looped step is corrected for its loops, and a recomputation is one XLA may
-        # merge with the forward: a compile without fusion would need the same reading to compare
-        what = "loops" if step.loop_corrected or counted.loops else "recomputation"
+    if step.loop_corrected or counted.recomputed.flops:
+        # XLA's count of a step whose loops it kept is corrected for them, and a recomputation is one XLA
+        # may merge with the forward: a compile without fusion would need the same reading to compare (a
+        # loop XLA unrolled whole is counted as the jaxpr counts it: compared as it is)
+        what = "loops" if step.loop_corrected else "recomputation"
         return [head + f"; not split further: with the step's {what}, XLA's count is not one a compile without "
                        "fusion compares with as it is (XLA's fusions computing cheap producers again, its own "
                        "rewriting and, for a recomputation, its merging with the forward are the usual difference)"]
