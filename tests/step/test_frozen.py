@@ -36,6 +36,16 @@ FROZEN_BODY = optax.multi_transform({"train": optax.adam(1e-3), "freeze": optax.
 X = jax.ShapeDtypeStruct((B, D), jnp.float32)
 
 
+def _optax_step(module: type[nn.Module], tx: optax.GradientTransformation):
+    """A step as optax's docs write one: the squared error's gradient of ``module``'s parameters, ``tx``'s update."""
+    def train_step(params, opt_state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((module().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    return train_step
+
+
 @pytest.fixture(scope="module")
 def frozen():
     return xla_cost.analyze(Probe(), X, optimizer=FROZEN_BODY, per_layer=True, memory=True)
@@ -152,10 +162,7 @@ def test_a_linen_steps_ema_passed_beside_its_train_state_is_model_state_not_para
 def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_makes():
     # jax.grad of every parameter, the body's then dropped by set_to_zero: XLA removes its gradient's
     # computation, so the step holds the head's gradients alone
-    def train_step(params, opt_state, x, y):
-        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
-        updates, opt_state = FROZEN_BODY.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+    train_step = _optax_step(Probe, FROZEN_BODY)
 
     params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
     report = xla_cost.analyze_step(train_step, params, FROZEN_BODY.init(params), X,
@@ -178,10 +185,7 @@ def test_the_optimizers_rule_on_a_stop_gradient_layers_zeros_is_the_update():
 
     tx = optax.adam(1e-3)
 
-    def train_step(params, opt_state, x, y):
-        grads = jax.grad(lambda p: jnp.mean((Stopped().apply({"params": p}, x) - y) ** 2))(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+    train_step = _optax_step(Stopped, tx)
 
     params = jax.eval_shape(Stopped().init, jax.random.key(0), X)["params"]
     report = xla_cost.analyze_step(train_step, params, tx.init(params), X, jax.ShapeDtypeStruct((B, C), jnp.float32),
@@ -212,10 +216,7 @@ def test_adams_moments_kept_in_bfloat16_are_not_the_parameters_dtype():
     # P floats of 2 bytes (mu), P of 4 (nu) and Adam's int32 count, P = D H + H + H C + C
     tx = optax.adam(1e-3, mu_dtype=jnp.bfloat16)
 
-    def train_step(params, opt_state, x, y):
-        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+    train_step = _optax_step(Probe, tx)
 
     params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
     report = xla_cost.analyze_step(train_step, params, tx.init(params), X, jax.ShapeDtypeStruct((B, C), jnp.float32),
@@ -235,10 +236,7 @@ def test_the_updates_flop_per_parameter_is_over_the_trained_parameters(frozen):
     assert 13 <= flop_per_parameter(frozen, "update") < 13 + 16 / head
     assert xla_cost.Report.from_dict(frozen.to_dict()).trained_parameters == head
     # a step whose backward pass grades the head alone says the same
-    def train_step(params, opt_state, x, y):
-        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
-        updates, opt_state = FROZEN_BODY.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+    train_step = _optax_step(Probe, FROZEN_BODY)
 
     params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
     step = xla_cost.analyze_step(train_step, params, FROZEN_BODY.init(params), X,

@@ -126,29 +126,34 @@ def test_an_nnx_metrics_objects_update_is_other_not_the_models_update():
     assert report.phases["other"].flops >= argmax.total.flops
 
 
+DENSE = nn.Dense(C)
+
+
+def _dense_step(accuracy_inside: bool, returns_loss: bool = True):
+    """An SGD step of a Dense layer returning its accuracy, computed inside the differentiated function
+    (through has_aux) or after it from the logits, and its loss or not."""
+    def train_step(params, x, y):
+        def loss_fn(p):
+            logits = DENSE.apply({"params": p}, x)
+            return _loss(logits, y), (jnp.mean(jnp.argmax(logits, -1) == y) if accuracy_inside else logits)
+
+        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        metrics = {"accuracy": aux if accuracy_inside else jnp.mean(jnp.argmax(aux, -1) == y)}
+        if returns_loss:
+            metrics["loss"] = loss
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), metrics
+
+    return train_step
+
+
 @pytest.mark.parametrize("counter", ["jaxpr", "xla"])
 def test_an_accuracy_returned_beside_the_loss_is_other_as_one_computed_outside(counter):
     # EasyLM's cross_entropy_loss_and_accuracy: the accuracy computed inside the differentiated function and
     # returned through has_aux carries no derivative of the loss; it is a metric, other, as the same accuracy
     # computed after value_and_grad from the logits is: the two steps split alike, the argmax of the B x C
     # logits in other, and the forward the loss's alone
-    model = nn.Dense(C)
-    params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]
-
-    def step_of(inside: bool):
-        def train_step(params, x, y):
-            def loss_fn(p):
-                logits = model.apply({"params": p}, x)
-                accuracy = jnp.mean(jnp.argmax(logits, -1) == y) if inside else logits
-                return _loss(logits, y), accuracy
-
-            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            accuracy = aux if inside else jnp.mean(jnp.argmax(aux, -1) == y)
-            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), {"loss": loss, "accuracy": accuracy}
-
-        return train_step
-
-    inside, outside = (xla_cost.analyze_step(step_of(flag), params, X, Y, counter=counter) for flag in (True, False))
+    params = jax.eval_shape(DENSE.init, jax.random.key(0), X)["params"]
+    inside, outside = (xla_cost.analyze_step(_dense_step(flag), params, X, Y, counter=counter) for flag in (True, False))
     for part in ("forward", "backward", "update", "other"):
         assert inside.phases[part].flops == outside.phases[part].flops, part
     argmax = xla_cost.count_function(lambda a: jnp.argmax(a, -1), jax.ShapeDtypeStruct((B, C), jnp.float32))
@@ -186,24 +191,9 @@ def test_a_loss_the_step_drops_keeps_its_softmax_in_the_forward_pass():
     # log-softmax still runs (its exps, B C of them, are what the backward's softmax reads), so they are the
     # forward's, as they are where the step returns its loss; only the loss's last reductions (the log of each
     # row's sum: B logarithms, and the mean) are dead code, never computed. The backward pass computes no exp.
-    model = nn.Dense(C)
-    params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]
-
-    def step_of(returns_loss: bool):
-        def train_step(params, x, y):
-            def loss_fn(p):
-                logits = model.apply({"params": p}, x)
-                return _loss(logits, y), logits
-
-            (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            metrics = {"accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
-            if returns_loss:
-                metrics["loss"] = loss
-            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), metrics
-
-        return train_step
-
-    dropped, returned = (xla_cost.analyze_step(step_of(flag), params, X, Y, counter="jaxpr") for flag in (False, True))
+    params = jax.eval_shape(DENSE.init, jax.random.key(0), X)["params"]
+    dropped, returned = (xla_cost.analyze_step(_dense_step(False, returns_loss=flag), params, X, Y, counter="jaxpr")
+                         for flag in (False, True))
     assert dropped.phases["forward"].transcendentals == B * C
     assert returned.phases["forward"].transcendentals == B * C + B
     assert dropped.phases["backward"].transcendentals == returned.phases["backward"].transcendentals == 0
