@@ -243,3 +243,36 @@ def test_the_updates_flop_per_parameter_is_over_the_trained_parameters(frozen):
                                  jax.ShapeDtypeStruct((B, C), jnp.float32), counter="jaxpr")
     assert step.trained_parameters == head
     assert 13 <= flop_per_parameter(step, "update") < 13 + 16 / head
+
+
+def test_an_ema_kept_in_a_second_train_state_is_counted_once():
+    # kvfrans/jax-diffusion-transformer keeps its EMA as a second TrainState's params beside the trained one:
+    # the model has P = D H + H + H C + C parameters, all trained; the EMA's copy is no second set, frozen or not
+    import flax
+    from typing import Any
+
+    class Holder(flax.struct.PyTreeNode):
+        params: Any
+        opt_state: Any
+
+    class Trainer(flax.struct.PyTreeNode):
+        model: Holder
+        model_eps: Holder
+
+    tx = optax.adam(1e-3)
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    trainer = Trainer(Holder(params, jax.eval_shape(tx.init, params)), Holder(params, None))
+
+    def update(trainer, x, y):
+        grads = jax.grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(trainer.model.params)
+        updates, opt_state = tx.update(grads, trainer.model.opt_state, trainer.model.params)
+        new = optax.apply_updates(trainer.model.params, updates)
+        ema = jax.tree.map(lambda p, e: 1e-4 * p + (1 - 1e-4) * e, new, trainer.model_eps.params)
+        return trainer.replace(model=Holder(new, opt_state), model_eps=Holder(ema, None))
+
+    report = xla_cost.analyze_step(update, trainer, X, jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True,
+                                   counter="jaxpr")
+    parameters = D * H + H + H * C + C
+    assert report.parameters == parameters and report.trained_parameters is None
+    assert not [n for n in report.notes if n.startswith("trained parameters")]
+    assert report.memory_breakdown.parameters == F32 * parameters

@@ -452,3 +452,50 @@ def test_a_pure_jax_models_own_scopes_are_scopes_that_match_no_module_not_the_ro
     assert unmatched.startswith("per-layer rows: 2 name stacks match no row's module")
     assert "`attn`" in unmatched and "`ffn/up`" in unmatched
     assert not [n for n in report.notes if "in the root's own code" in n]
+
+
+@pytest.mark.parametrize("form", ["positional", "keyword"])
+def test_an_abstract_key_given_by_keyword_is_an_input_as_one_given_by_position(form):
+    # Flax's wmt loop calls its step as p_train_step(state, batch, dropout_rng=rng): an abstract key given by
+    # keyword is an input of the traced program, as one given by position (was bound as a constant and refused)
+    def train_step(params, x, dropout_rng=None):
+        def loss(p):
+            keep = jax.random.bernoulli(jax.random.fold_in(dropout_rng, 0), 0.9, (B, CLASSES))
+            return jnp.mean(jnp.where(keep, x @ p["w"], 0.0) ** 2)
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params))
+
+    params, key = {"w": jax.ShapeDtypeStruct((IN, CLASSES), jnp.float32)}, jax.eval_shape(lambda: jax.random.key(0))
+    args, kwargs = ((params, X, key), {}) if form == "positional" else ((params, X), {"dropout_rng": key})
+    report = xla_cost.analyze_step(train_step, *args, counter="jaxpr", **kwargs)
+    assert report.parameters == IN * CLASSES and report.batch_size == B
+    assert report.phases["forward"].flops >= 2 * B * IN * CLASSES  # the product x W
+
+
+def test_a_pmapped_steps_batch_is_one_devices_samples():
+    # jax.pmap(train_step) over arrays with a leading device axis (Flax's wmt and DiT steps): the figures are one
+    # device's, and so is the batch, the arrays' second axis (was the device axis, 1)
+    def train_step(state, batch):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, batch["x"]) - 1.0) ** 2))(state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"))
+
+    devices = 1
+    state = jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), _state(optax.sgd(0.1)))
+    batch = {"x": jax.ShapeDtypeStruct((devices, B, IN), jnp.float32)}
+    report = xla_cost.analyze_step(jax.pmap(train_step, axis_name="batch"), state, batch, counter="jaxpr")
+    assert report.batch_size == B
+
+
+def test_a_root_modules_parameters_are_not_taken_for_the_batch():
+    # a Dense as the whole model: its parameters' module is the root's (""), and its kernel and bias share their
+    # leading dimension with nothing; the batch is x's B rows, not the kernel's IN (was IN when IN = HIDDEN)
+    model = nn.Dense(IN)
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.ones((1, IN)))["params"], tx=optax.sgd(0.1)))
+
+    def train_step(state, x, y):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, x) - y) ** 2))(state.params)
+        return state.apply_gradients(grads=grads)
+
+    report = xla_cost.analyze_step(train_step, state, X, X, counter="jaxpr")
+    assert report.batch_size == B and report.parameters == IN * IN + IN

@@ -64,21 +64,22 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
     return found
 
 
-def batch_size(prepared: UserStep, jaxpr: Any = None) -> int:
+def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: bool = False) -> int:
     """The leading dimension of the first argument that holds no parameter and whose arrays all
     share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
     parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
     no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
     bias's width): it is not taken for the batch. Where the step's ``jaxpr`` scans that argument's
     arrays over their leading axis (gradient accumulation over ``(micro_batches, b, ...)``
-    batches), the batch is both axes: ``micro_batches x b`` samples a step."""
+    batches), the batch is both axes: ``micro_batches x b`` samples a step. ``device_axis``: the
+    arrays' leading axis is a ``pmap``'s devices, and the batch one device's, their second."""
     candidates = []
     offset = 0
     for arg, mine in arguments(prepared):
         leaves = jax.tree.leaves(arg)
         shaped = [(offset + i, leaf) for i, leaf in enumerate(leaves) if getattr(leaf, "shape", ())]
         offset += len(leaves)
-        if shaped and not any(mine):
+        if shaped and all(o is None for o in mine):  # (a root module's parameters' owner is "")
             leading = {int(leaf.shape[0]) for _, leaf in shaped}
             candidates.append((len(leading) == 1, shaped))
     alike = [shaped for same, shaped in candidates if same]
@@ -86,6 +87,8 @@ def batch_size(prepared: UserStep, jaxpr: Any = None) -> int:
     if chosen is None:
         return 0
     first = chosen[0][1]
+    if device_axis and len(first.shape) > 1:
+        return int(first.shape[1])
     if alike and jaxpr is not None and len(first.shape) > 1 and _scanned_over(jaxpr, [i for i, _ in chosen],
                                                                               int(first.shape[0])):
         return int(first.shape[0]) * int(first.shape[1])

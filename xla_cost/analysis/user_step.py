@@ -300,7 +300,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
     return Report(
-        model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr), optimizer=_OPTIMIZER,
+        model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced)),
+        optimizer=_OPTIMIZER,
         dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
@@ -463,6 +464,22 @@ class _Mover:
         metadata = None if ctx.xla_metadata is None else tuple(sorted(ctx.xla_metadata.items()))
         return type(ctx)._create(ctx.compute_type, ctx.threefry_partitionable, self(mesh),  # jax's own constructor
                                  ctx.remove_size_one_mesh_axis, metadata)
+
+
+def _pmapped(traced: Any) -> bool:
+    """Whether the step is a ``jax.pmap`` (a ``shard_map`` of the whole step, any number of devices, in
+    this jax): every argument split on its leading axis, which its body sees as 1 (the device axis),
+    so that a batch's samples are its second axis."""
+    jaxpr = traced.jaxpr
+    while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    if len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name != "shard_map":
+        return False
+    body = jaxpr.eqns[0]
+    inner = body.params["jaxpr"]
+    return bool(body.invars) and all(
+        len(spec) >= 1 and spec[0] is not None and getattr(v.aval, "shape", (0,))[:1] == (1,)
+        for spec, v in zip(body.params["in_specs"], inner.invars))
 
 
 def _per_device_body(traced: Any) -> Any:

@@ -216,6 +216,7 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
+    counted: set[tuple[str, str, tuple[int, ...]]] = set()
     flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
     keys = [_leaf_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
@@ -228,7 +229,11 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
             continue
         module = "/".join(names_here[start:-1][strip:])
         owners.append(module)
-        counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
+        shape = tuple(getattr(leaf, "shape", ()))
+        if (module, names_here[-1] if names_here else "", shape) in counted:
+            continue  # a second array of one parameter (an EMA's copy beside it: DiT's model_eps.params) counts once
+        counted.add((module, names_here[-1] if names_here else "", shape))
+        counts[module] = counts.get(module, 0) + math.prod(shape)
     return _follow_params(keys, owners), counts
 
 
@@ -333,16 +338,17 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
     rest_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(rest)[0]]
     param_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
     owners = _follow_params([*param_keys, *rest_keys], owners + [None] * len(rest_keys))
-    others = [a for i, a in enumerate(args) if i not in positions]
+    traced = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as the step's inputs, not constants
+    others = [a for i, a in enumerate(args) if i not in positions] + ([traced] if traced else [])
     owners += [None] * len(jax.tree.leaves(others))
-    function = _traced_function(step, kwargs)
+    function = _traced_function(step, {k: v for k, v in kwargs.items() if k not in traced})
 
     def on_state(params: Any, rest: Any, others: list[Any]) -> Any:
         merged = nnx.merge(graphdef, params, rest)
         call, it = [], iter(others)
         for i in range(len(args)):
             call.append(merged[positions.index(i)] if i in positions else next(it))
-        out = function(*call)
+        out = function(*call, **(others[-1] if traced else {}))
         return out, nnx.split(merged)[1:]
 
     return on_state, (params, rest, others), owners, counts, model
@@ -386,6 +392,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     name = step_name(step)
     names = check_axis_names(axis_names)
     held: dict[int, Any] = {}
+    keywords: dict[str, Any] = {}
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind, positional = "nnx", ()
@@ -393,6 +400,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
         held = _held_arguments(step, args)
+        keywords = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as inputs, not constants
+        kwargs = {k: v for k, v in kwargs.items() if k not in keywords}
         function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
         positional = tuple(_positional_names(step))
         if held:  # a jit's static arguments, and objects jax cannot trace (a config, a schedule): bound
@@ -401,6 +410,11 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             positional = tuple(n for i, n in enumerate(positional) if i not in held)
             notes.append(f"argument(s) {', '.join(str(i) for i in sorted(held))} bound as they are given (static: "
                          "a jit's static_argnums, or no arrays jax can trace): not inputs of the analysed program")
+        if keywords:  # the keyword arguments that hold arrays: one more input, a dict, passed by their names
+            function = _KeywordsLast(function)
+            traced_args = (*traced_args, keywords)
+            positional = (*positional[:len(traced_args) - 1], *[None] * max(0, len(traced_args) - 1 - len(positional)),
+                          None)
         owners, counts = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
@@ -416,7 +430,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         own_program = functools.partial(_own_lowered, step, args, kwargs)
     while True:
         if user_jit:
-            jitted = step if not kwargs and not held else _JitWithKwargs(step, kwargs, held)
+            jitted = step if not kwargs and not held and not keywords else _JitWithKwargs(step, kwargs, held, bool(keywords))
         else:
             jitted = jax.jit(bind_axes(function, names) if names else function)
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
@@ -455,22 +469,41 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
 
 
 class _JitWithKwargs:
-    """A user's jitted step with keyword arguments and held positional ones bound (its jit options kept)."""
+    """A user's jitted step with keyword arguments and held positional ones bound (its jit options kept);
+    ``keywords``: its last argument is a dict of keyword arguments traced as inputs (`_KeywordsLast`)."""
 
-    def __init__(self, jitted: Any, kwargs: Mapping[str, Any], held: Mapping[int, Any] | None = None) -> None:
-        self.jitted, self.kwargs, self.held = jitted, dict(kwargs), dict(held or {})
+    def __init__(self, jitted: Any, kwargs: Mapping[str, Any], held: Mapping[int, Any] | None = None,
+                 keywords: bool = False) -> None:
+        self.jitted, self.kwargs, self.held, self.keywords = jitted, dict(kwargs), dict(held or {}), keywords
 
-    def _all(self, args: Sequence[Any]) -> list[Any]:
-        return _merged(args, self.held)
+    def _call(self, how: Callable[..., Any], args: Sequence[Any]) -> Any:
+        given = dict(args[-1]) if self.keywords else {}
+        return how(*_merged(args[:-1] if self.keywords else args, self.held), **self.kwargs, **given)
 
     def __call__(self, *args: Any) -> Any:
-        return self.jitted(*self._all(args), **self.kwargs)
+        return self._call(self.jitted, args)
 
     def trace(self, *args: Any) -> Any:
-        return self.jitted.trace(*self._all(args), **self.kwargs)
+        return self._call(self.jitted.trace, args)
 
     def lower(self, *args: Any) -> Any:
-        return self.jitted.lower(*self._all(args), **self.kwargs)
+        return self._call(self.jitted.lower, args)
+
+
+class _KeywordsLast:
+    """A step's function taking its array keyword arguments as one last positional dict, so that they are
+    inputs of the traced program (abstract ones included: a dropout key given as ``dropout_rng=``)."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.function(*args[:-1], **args[-1])
+
+
+def _holds_arrays(value: Any) -> bool:
+    return any(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in jax.tree.leaves(value))
 
 
 class _Held:
