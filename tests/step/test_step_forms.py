@@ -499,3 +499,22 @@ def test_a_root_modules_parameters_are_not_taken_for_the_batch():
 
     report = xla_cost.analyze_step(train_step, state, X, X, counter="jaxpr")
     assert report.batch_size == B and report.parameters == IN * IN + IN
+
+
+def test_a_pmapped_partial_given_its_key_by_keyword_analyses():
+    # Flax wmt's loop: jax.pmap(functools.partial(train_step, config=..., label_smoothing=...)) called as
+    # p_train_step(state, batch, dropout_rng=keys); the keyword must reach the step by its name, not be bound
+    # to the partial's next parameter (was "got multiple values for argument 'scale'")
+    import functools
+
+    def train_step(state, batch, scale, dropout_rng=None):
+        keep = jax.random.bernoulli(dropout_rng, 0.9, (B, IN))
+        grads = jax.grad(lambda p: scale * jnp.mean(state.apply_fn({"params": p}, jnp.where(keep, batch, 0.0)) ** 2))(
+            state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"))
+
+    step = jax.pmap(functools.partial(train_step, scale=2.0), axis_name="batch")
+    state = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1, *a.shape), a.dtype), _state(optax.sgd(0.1)))
+    keys = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), 1))
+    report = xla_cost.analyze_step(step, state, jax.ShapeDtypeStruct((1, B, IN), jnp.float32), dropout_rng=keys)
+    assert report.batch_size == B and report.parameters == PARAMS

@@ -476,10 +476,11 @@ def _pmapped(traced: Any) -> bool:
     if len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name != "shard_map":
         return False
     body = jaxpr.eqns[0]
-    inner = body.params["jaxpr"]
-    return bool(body.invars) and all(
-        len(spec) >= 1 and spec[0] is not None and getattr(v.aval, "shape", (0,))[:1] == (1,)
-        for spec, v in zip(body.params["in_specs"], inner.invars))
+    inner, given = body.params["jaxpr"], {id(v) for v in jaxpr.invars}
+    mapped = [(spec, v) for spec, v, outer in zip(body.params["in_specs"], inner.invars, body.invars)
+              if id(outer) in given]  # (the arrays the step closes over are passed whole: P())
+    return bool(mapped) and all(len(spec) >= 1 and spec[0] is not None and getattr(v.aval, "shape", (0,))[:1] == (1,)
+                                for spec, v in mapped)
 
 
 def _per_device_body(traced: Any) -> Any:

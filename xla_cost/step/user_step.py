@@ -496,7 +496,8 @@ class _KeywordsLast:
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
-        functools.update_wrapper(self, function)
+        functools.update_wrapper(self, function, updated=())
+        del self.__wrapped__  # (its signature is not this one's: jax binds the arguments by it)
 
     def __call__(self, *args: Any) -> Any:
         return self.function(*args[:-1], **args[-1])
@@ -511,7 +512,8 @@ class _Held:
 
     def __init__(self, function: Callable[..., Any], held: Mapping[int, Any]) -> None:
         self.function, self.held = function, dict(held)
-        functools.update_wrapper(self, function)
+        functools.update_wrapper(self, function, updated=())
+        del self.__wrapped__  # (its signature is not this one's: jax binds the arguments by it)
 
     def __call__(self, *args: Any) -> Any:
         return self.function(*_merged(args, self.held))
