@@ -13,11 +13,14 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
 import xla_cost
 from tests import formulas as F
+from xla_cost.errors import InputError
 
 # A primitive with no cost rule, registered nowhere in xla_cost: doubling, as
 # far as XLA is concerned.
@@ -162,3 +165,29 @@ def test_library_calls_with_an_unknown_primitive_are_unknown(monkeypatch):
     forward = report.phases["forward"]
     assert forward.flops is None and forward.sources["flops"] == "unknown"
     assert any("whose FLOP XLA's analysis leaves out" in n for n in report.notes)
+
+
+# ------------------------------------------------- a kernel the CPU cannot lower
+
+
+def _add_one_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+
+
+class PallasNet(nn.Module):
+    """A Dense layer after a Pallas kernel written for an accelerator (no ``interpret=True``)."""
+
+    @nn.compact
+    def __call__(self, x):
+        y = pl.pallas_call(_add_one_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        return nn.Dense(D_OUT, name="fc")(y)
+
+
+def test_a_pallas_kernel_the_cpu_cannot_lower_is_refused_in_one_line_and_the_jaxpr_counts_around_it():
+    with pytest.raises(InputError) as refused:  # was jax's ValueError from deep in the lowering
+        xla_cost.analyze(PallasNet(), INPUTS, loss=total)
+    message = str(refused.value)
+    assert "\n" not in message and "Pallas kernel (pallas_call)" in message and "counter='jaxpr'" in message
+    # the fix it names works: the pallas_call is unknown (never 0), the Dense layer after it still counted
+    report = xla_cost.analyze(PallasNet(), INPUTS, loss=total, counter="jaxpr")
+    assert report.unsupported.get("pallas_call") == 1 and report.phases["forward"].flops is None

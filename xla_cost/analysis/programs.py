@@ -20,7 +20,7 @@ from typing import Any
 import jax
 
 from xla_cost.analysis.memory import MemoryBreakdown, memory_breakdown
-from xla_cost.compiled import targets, xla
+from xla_cost.compiled import lowering, targets, xla
 from xla_cost.count.interpret import JaxprCount, count_jaxpr
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.parallel import sharding as _sharding
@@ -179,7 +179,8 @@ def _lowered(traced: Any, plan: _sharding.ShardingPlan | None) -> Any:
     """``traced.lower()``; a model whose variables were made under a mesh (``jax.set_mesh``, which
     Flax 0.12 asks of ``nnx.with_partitioning``) and analysed on no mesh is refused in one line."""
     try:
-        return traced.lower()
+        with lowering.kernels_it_lowers():
+            return traced.lower()
     except ValueError as exc:
         if plan is not None or "AbstractMesh" not in str(exc):
             raise
@@ -211,7 +212,7 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
             options["out_shardings"] = tuple(plan.shardings(n) for n in declared.results)
         else:
             options.update(placement())
-        with workload.tracing(), constraints(plan, workload):
+        with workload.tracing(), constraints(plan, workload), lowering.kernels_it_lowers():
             lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
         step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)
         target = targets.active()

@@ -18,7 +18,7 @@ import jax
 from jax.extend import core as jex_core
 
 from xla_cost.analysis.report import PhaseCosts
-from xla_cost.compiled import xla
+from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.step_parts import METRICS
@@ -352,7 +352,7 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, ma
         return [head + f"; not split further: with the step's {what}, XLA's count is not one a compile without "
                        "fusion compares with as it is (XLA's fusions computing cheap producers again, its own "
                        "rewriting and, for a recomputation, its merging with the forward are the usual difference)"]
-    with prepared.scopes():
+    with prepared.scopes(), lowering.kernels_it_lowers():
         lowered = prepared.lower()
     unfused = xla.compile_phase(lowered, compiler_options=xla.UNFUSED_OPTIONS, executable=False).costs.flops
     if unfused is None:

@@ -32,7 +32,7 @@ from xla_cost.analysis.step_checks import (
 )
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
-from xla_cost.compiled import targets, xla
+from xla_cost.compiled import lowering, targets, xla
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, module_tree, \
     owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
@@ -215,7 +215,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     if counter == "xla":
         progress.stage("compiling the step")
         if target is None:
-            with prepared.scopes():
+            with prepared.scopes(), lowering.kernels_it_lowers():
                 lowered = prepared.lower()
         else:
             try:

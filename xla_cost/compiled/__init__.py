@@ -1,6 +1,7 @@
 """Compiled programs: the one place that lowers, compiles and reads XLA's analyses, and the caches.
 
-`xla` compiles a phase and normalises ``cost_analysis()`` and
+`lowering` refuses in one line a kernel the backend cannot lower (a Pallas
+kernel on the CPU); `xla` compiles a phase and normalises ``cost_analysis()`` and
 ``memory_analysis()`` across backends and jax versions (unknown is None, never
 0), and turns JAX's persistent compilation cache on; `compiler_log` holds back
 what the compiler writes while it compiles and reads it; `hlo` reads a compiled
