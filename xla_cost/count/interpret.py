@@ -236,11 +236,15 @@ _SHARED = "\0shared"  # the owner of values computed from several modules' data
 
 def combine_owners(owners: Sequence[str | None]) -> str | None:
     """The one owner of values computed from data of ``owners``; a sentinel
-    for several (`public_owner` turns it into None), None for none known."""
+    for several (`public_owner` turns it into None), None for none known.
+    Owners on one line of descent are one: the innermost module's (a layer's
+    momentum plus its gradient split from the fused gradient of the module
+    around it, an ``nn.OptimizedLSTMCell``'s gates')."""
     known = {o for o in owners if o is not None}
     if not known:
         return None
-    return known.pop() if len(known) == 1 else _SHARED
+    inner = max(known, key=len)
+    return inner if all(o == inner or (o and inner.startswith(o + "/")) for o in known) else _SHARED
 
 
 def public_owner(owner: str | None) -> str | None:
