@@ -1,10 +1,13 @@
 """The matrix products' share of a phase (`PhaseCosts.matmul_flops`/`matmul_bytes`),
-from OneNet's closed form (seed 001: 1 -> 4096 -> 128 -> 10, ReLU)."""
+from OneNet's closed form (seed 001: 1 -> 4096 -> 128 -> 10, ReLU), and the attention's
+(`PhaseCosts.attention_flops`) from a Flax attention's shapes."""
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import pytest
 
 import xla_cost
 from xla_cost.zoo import build_model
@@ -31,3 +34,32 @@ def test_matmul_flops_and_bytes_of_a_dense_stack():
     assert phases["forward"].matmul_flops < phases["forward"].jaxpr_flops  # ReLU, bias, loss: the rest
     assert report.to_dict()["matmul_flops"]["grad"] == forward + backward
     assert xla_cost.Report.from_dict(report.to_dict()).phases["grad"].matmul_bytes == phases["grad"].matmul_bytes
+
+
+class _WithToken(nn.Module):
+    """A module with a parameter of its own (a ViT's ``cls`` token) around an attention."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = x + self.param("cls", nn.initializers.zeros, (1, 1, x.shape[-1]))
+        x = nn.MultiHeadDotProductAttention(num_heads=2)(x, x)
+        return nn.Dense(10)(x.mean(1))
+
+
+class _Tower(nn.Module):
+    """The token's module one level down (LiT's image tower inside its two-tower model)."""
+
+    @nn.compact
+    def __call__(self, x):
+        return _WithToken()(x)
+
+
+@pytest.mark.parametrize("model", [_WithToken(), _Tower()], ids=["root", "wrapped"])
+def test_attention_below_a_module_with_its_own_parameter_is_attention(model):
+    b, t, d = 2, 8, 16
+    x = jax.ShapeDtypeStruct((b, t, d), jnp.float32)
+    full = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr")
+    causal = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", attention_flops="causal")
+    attention = 2 * (2 * b * t * t * d)  # scores q k^T and outputs p v: 2·B·T·T·D each
+    assert full.phases["forward"].attention_flops == attention
+    assert full.phases["forward"].model_flops - causal.phases["forward"].model_flops == attention // 2

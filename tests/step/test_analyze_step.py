@@ -204,6 +204,29 @@ def test_accumulation_loop_counts_every_micro_batch():
     assert {row.path: row.trip_count for row in report.layers}["fc1"] == micro
 
 
+@pytest.mark.parametrize("micro", [2, 3])
+def test_a_first_micro_batch_before_the_loop_is_one_more_run(micro):
+    """vision_transformer's accumulate_gradient: micro-batch 0 outside, 1..micro-1 in a
+    fori_loop (one trip with micro = 2): each layer runs micro times, its row's runs say so."""
+
+    def step(state, batch):
+        b = B // micro
+
+        def grads_of(i):
+            x, y = lax.dynamic_slice_in_dim(batch["x"], i * b, b), lax.dynamic_slice_in_dim(batch["y"], i * b, b)
+            return jax.grad(lambda p: _loss(state.apply_fn({"params": p}, x), y))(state.params)
+
+        total = lax.fori_loop(1, micro, lambda i, g: jax.tree.map(jnp.add, g, grads_of(i)), grads_of(0))
+        return state.apply_gradients(grads=jax.tree.map(lambda g: g / micro, total))
+
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), BATCH, per_layer=True, counter="jaxpr")
+    rows = {row.path: row for row in report.layers}
+    b = B // micro
+    for name, n_in, n_out in (("fc1", IN, HIDDEN), ("fc2", HIDDEN, CLASSES)):
+        assert rows[name].forward_flops == micro * dense_flops(b, n_in, n_out)  # every run's FLOP
+        assert rows[name].trip_count == micro  # and as many runs: 1 outside the loop + micro - 1 in it
+
+
 def test_custom_vjp_backward_and_remat_recomputation_are_backward():
     @jax.custom_vjp
     def scaled(x):

@@ -121,6 +121,41 @@ def test_a_cond_given_params_then_grads_charges_the_update_to_their_layer():
     assert rows["(remainder)"].update_flops == 1
 
 
+# ------------------------------------------------------------------ a gradient split from a fused one
+
+class _FusedGates(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        carry = (jnp.zeros((x.shape[0], WIDTH)), jnp.zeros((x.shape[0], WIDTH)))
+        return nn.OptimizedLSTMCell(WIDTH)(carry, x)[1].mean()
+
+
+@pytest.mark.parametrize(("tx", "per_parameter"), [
+    (optax.sgd(0.1), 2),  # -lr * g, p + u
+    (optax.sgd(0.1, momentum=0.9), 4),  # m * 0.9 + g, -lr * m, p + u
+    (optax.adam(1e-3), 13),  # docs/api.md: Adam's 13 FLOP per parameter
+], ids=["sgd", "momentum", "adam"])
+def test_a_gradient_split_from_the_cells_fused_one_is_each_gates_update(tx, per_parameter):
+    """nn.OptimizedLSTMCell concatenates its gates' kernels into one product: their gradients are
+    split from one in the cell's scope, and each gate's update is still that gate's."""
+    model = _FusedGates()
+    x = jax.ShapeDtypeStruct((B, IN), jnp.float32)
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.ones((B, IN)))["params"], tx=tx))
+
+    def step(state, x):
+        return state.apply_gradients(grads=jax.grad(lambda p: state.apply_fn({"params": p}, x))(state.params))
+
+    report = xla_cost.analyze_step(step, state, x, per_layer=True, counter="jaxpr")
+    gates = [row for row in report.layers if row.parameters]
+    # i* gates: an IN x WIDTH kernel; h* gates: a WIDTH x WIDTH kernel and a bias
+    assert sorted(row.parameters for row in gates) == [IN * WIDTH] * 4 + [WIDTH * WIDTH + WIDTH] * 4
+    for row in gates:
+        assert row.update_flops == per_parameter * row.parameters, row.path
+    if per_parameter < 13:  # (Adam's bias corrections are scalars: the remainder's)
+        assert {row.path: row for row in report.layers}["(remainder)"].update_flops == 0
+
+
 # ------------------------------------------------------------------ a combined collective
 
 DEVICES = 8  # tests/conftest.py simulates eight CPU devices

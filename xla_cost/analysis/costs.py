@@ -268,16 +268,22 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     their own (an attention core: scores = q k^T, outputs = p v) and of the
     products of fused attention wherever it runs (`xla_cost.count.attention`:
     the same products, without the softmax), loops multiplied out; the update's
-    optimizer arithmetic has none."""
+    optimizer arithmetic has none.
+
+    A product's module is the innermost module on its path that holds
+    parameters or contains one that does; it counts when that module holds
+    none of its own, whatever its ancestors hold (a ViT's ``cls`` token in the
+    module around the encoder leaves its attention cores attention)."""
     containing = with_ancestors(modules)
+    holding = frozenset(modules)
     tree = module_tree(modules)
     total = 0
     for eqn in counted.equations:
         if eqn.primitive != "dot_general":
             total += eqn.cost.products
             continue
-        path = module_path(eqn.name_stack, root, tree)
-        if owner(path, modules) == REMAINDER and owner(path, containing) != REMAINDER:
+        module = owner(module_path(eqn.name_stack, root, tree), containing)
+        if module != REMAINDER and module not in holding:
             total += eqn.cost.flops
     return total
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from xla_cost.step import phases
 from xla_cost.choices import REMAINDER
@@ -322,8 +323,7 @@ def attribute(
 
     passes = {"forward": {}, "backward": {}, "update": {}}
     recomputed: dict[str, Cost] = {}
-    trips: dict[str, int] = {}
-    heaviest: dict[str, int] = {}  # the FLOP of the equation group that set trips
+    contexts: dict[str, dict[tuple[Any, ...], Cost]] = {}  # (pass, loop, repeat) -> the row's cost there
     mixed: dict[str, int] = {}  # the repeat all of a row's equation groups share; 0: they differ
     first_use: dict[str, int] = {}
     for index, eqn in enumerate(equations):
@@ -338,9 +338,10 @@ def attribute(
         if eqn.recomputed.flops or eqn.recomputed.transcendentals or eqn.recomputed.bytes_accessed:
             recomputed[row] = recomputed.get(row, Cost()) + eqn.recomputed
         first_use.setdefault(row, index)
-        if eqn.cost.flops > heaviest.get(row, -1):  # the row runs as often as its bulk
-            heaviest[row], trips[row] = eqn.cost.flops, eqn.repeat
+        where = contexts.setdefault(row, {})
+        where[(which, eqn.loop, eqn.repeat)] = where.get((which, eqn.loop, eqn.repeat), Cost()) + eqn.cost
         mixed[row] = mixed.get(row, eqn.repeat) if mixed.get(row, eqn.repeat) == eqn.repeat else 0
+    trips = {row: _runs(where) for row, where in contexts.items()}
     if mixed.get(REMAINDER) == 0:  # the root's glue in and out of its loops (a loss, a scan's counter): no count
         trips[REMAINDER] = 1
 
@@ -359,6 +360,28 @@ def attribute(
         )
 
     return (*[row(p) for p in paths], row(REMAINDER))
+
+
+def _runs(contexts: Mapping[tuple[Any, ...], Cost]) -> int:
+    """How many times a row's work runs in a program (`LayerCosts.trip_count`), from its
+    cost by (pass, innermost loop, repeat): in the pass that holds most of its FLOP, the
+    repeats (1 outside every loop) of the places that each hold a whole run of it, at least
+    half the largest per-run cost there, summed: a scanned layer group's length, its first
+    micro-batch outside a ``fori_loop`` over the rest counted as one more run; not the loop
+    invariants a grad program computes once outside its loop (a small share of a run)."""
+    if not contexts:
+        return 1
+    weight = (lambda c: c.flops) if any(c.flops for c in contexts.values()) else (lambda c: c.bytes_accessed)
+    passes: dict[str, float] = {}
+    for (which, _, _), cost in contexts.items():
+        passes[which] = passes.get(which, 0) + weight(cost)
+    bulk = max(passes, key=passes.__getitem__)
+    here = {(loop, repeat): weight(cost) / max(repeat, 1)
+            for (which, loop, repeat), cost in contexts.items() if which == bulk}
+    most = max(here.values())
+    if not most:
+        return max(repeat for _, repeat in here)
+    return sum(repeat for (_, repeat), per_run in here.items() if 2 * per_run >= most)
 
 
 def _cost_sum(terms: Sequence[tuple[int, Cost]]) -> Cost:

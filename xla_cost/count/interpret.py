@@ -71,6 +71,11 @@ class EqnCount:
         ``classify``; `xla_cost.step.phases.STEP_PARTS`), None when not asked.
       recomputed: the part of ``cost`` that is forward work ``jax.checkpoint``
         repeats in the backward pass (`JaxprCount.recomputed`, by equation group).
+      loop: where the innermost loop around it sits (its equation's path, as
+        `count_jaxpr` walks; ``()``: outside every loop): two loops, or a loop
+        and the code outside it, are told apart even when their trip counts
+        (``repeat``) are equal (a layer's first micro-batch run before a
+        ``fori_loop`` that runs the rest).
     """
 
     name_stack: str
@@ -81,6 +86,7 @@ class EqnCount:
     owner: str | None = None
     part: str | None = None
     recomputed: Cost = Cost()
+    loop: tuple[Any, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,18 +228,23 @@ SCAN_COUNTER_FLOPS = 2
 """FLOP per scan iteration for the loop counter (an add and a compare), which XLA
 counts in the while loop a scan becomes."""
 
-_Key = tuple[str, str, int, "str | None", "str | None"]  # (name stack, primitive, loop repeat, owner, part)
+# (name stack, primitive, loop repeat, owner, part, innermost loop's path: `EqnCount.loop`)
+_Key = tuple[str, str, int, "str | None", "str | None", tuple[Any, ...]]
 
 _SHARED = "\0shared"  # the owner of values computed from several modules' data
 
 
 def combine_owners(owners: Sequence[str | None]) -> str | None:
     """The one owner of values computed from data of ``owners``; a sentinel
-    for several (`public_owner` turns it into None), None for none known."""
+    for several (`public_owner` turns it into None), None for none known.
+    Owners on one line of descent are one: the innermost module's (a layer's
+    momentum plus its gradient split from the fused gradient of the module
+    around it, an ``nn.OptimizedLSTMCell``'s gates')."""
     known = {o for o in owners if o is not None}
     if not known:
         return None
-    return known.pop() if len(known) == 1 else _SHARED
+    inner = max(known, key=len)
+    return inner if all(o == inner or (o and inner.startswith(o + "/")) for o in known) else _SHARED
 
 
 def public_owner(owner: str | None) -> str | None:
@@ -250,6 +261,7 @@ class _Counter:
         self.labels = labels  # path -> (part, owner) of a classified step
         self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
+        self.loop: tuple[Any, ...] = ()  # the path of the innermost loop being walked (`EqnCount.loop`)
         self.part_unsupported: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
         self.executions: collections.Counter[_Key] = collections.Counter()
@@ -342,12 +354,16 @@ class _Counter:
             n = length if self.trip_counts else min(length, k + length % k)
             # a constant the loop reads unchanged (jax hoists ``zeros`` out of a scanned layer) is one
             # to XLA too, which sinks it into the body and simplifies there (``x - 0``: nothing)
-            body = self.walk(params["jaxpr"], stack, times * n, owner,
-                             constants=[*(constants or ())][:int(params["num_consts"])])
+            outer, self.loop = self.loop, path
+            try:
+                body = self.walk(params["jaxpr"], stack, times * n, owner,
+                                 constants=[*(constants or ())][:int(params["num_consts"])])
+            finally:
+                self.loop = outer
             # XLA runs a scan as a while loop: each iteration also increments
             # and compares the counter (SCAN_COUNTER_FLOPS).
             counter = Cost(flops=SCAN_COUNTER_FLOPS)
-            key = (stack, "scan", times * n, public_owner(owner), part)
+            key = (stack, "scan", times * n, public_owner(owner), part, path)  # once per iteration
             self.costs[key] = self.costs[key] + counter * (times * n)
             self.executions[key] += times * n
             self.loops.append(LoopInfo(stack, "scan", length, body + counter))
@@ -363,11 +379,15 @@ class _Counter:
             self.path = (*path, "body")
             cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
             known = [*(constants or ())]
-            body = self.walk(params["body_jaxpr"], stack, times * n, owner,
-                             constants=known[cond_n:cond_n + body_n])
-            checks = n + 1 if self.trip_counts and trip is not None else 1  # unknown trips: the body's once
-            self.path = (*path, "cond")
-            cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner, constants=known[:cond_n])
+            outer, self.loop = self.loop, path
+            try:
+                body = self.walk(params["body_jaxpr"], stack, times * n, owner,
+                                 constants=known[cond_n:cond_n + body_n])
+                checks = n + 1 if self.trip_counts and trip is not None else 1  # unknown trips: the body's once
+                self.path = (*path, "cond")
+                cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner, constants=known[:cond_n])
+            finally:
+                self.loop = outer
             self.path = path
             self.loops.append(LoopInfo(stack, "while", trip, body + cond))
             return body * n + cond * checks
@@ -398,7 +418,7 @@ class _Counter:
         cost = rule(ins, outs, constant_operands=constant, **params)
         if cost is None:  # the rule cannot cost these operands: unknown, not 0
             return self._unknown(name, times, part)
-        key = (stack, name, times, public_owner(owner), part)
+        key = (stack, name, times, public_owner(owner), part, self.loop)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
             self.recomputed = self.recomputed + cost * times
@@ -431,7 +451,7 @@ class _Counter:
         results: list[list[str | None]] = [[] for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
-            t.path = (*self.path, f"b{k}")
+            t.path, t.loop = (*self.path, f"b{k}"), self.loop
         costs = [t.walk(b, stack, times, owner, owners=owners, out_owners=r if owners is not None else None)
                  for t, b, r in zip(trial, branches, results)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))
@@ -581,7 +601,7 @@ def count_jaxpr(
         then has its part and that owner.
 
     Returns:
-      A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner).
+      A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner, part, loop).
     """
     original = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
     if owners is not None and len(owners) != len(original.invars):
@@ -601,9 +621,9 @@ def count_jaxpr(
     total_once = once.walk(jaxpr, "", 1) if counter.loops else None
     equations = tuple(
         EqnCount(stack, prim, counter.executions[key], cost, repeat, owner, part,
-                 counter.recomputed_at.get(key, Cost()))
+                 counter.recomputed_at.get(key, Cost()), loop)
         for key, cost in counter.costs.items()
-        for stack, prim, repeat, owner, part in [key]
+        for stack, prim, repeat, owner, part, loop in [key]
     )
     total = sum((e.cost for e in equations), Cost())
     return JaxprCount(

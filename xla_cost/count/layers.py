@@ -28,8 +28,11 @@ class LayerCosts:
       path: module path, or ``(remainder)``.
       parameters: parameters the row stands for.
       forward, backward, update: the row's `xla_cost.Cost` in each pass.
-      trip_count: how often the row's operations run per step when they sit in
-        a loop (a scanned layer group: its length), else 1. Its FLOP include it.
+      trip_count: how many times the row's work runs per step: the trip
+        counts of the loops that each hold a whole run of it (a scanned layer
+        group: its length), plus one per run outside every loop (a first
+        micro-batch run before a ``fori_loop`` over the rest); 1 for a layer
+        run once. Its FLOP include every run.
       saved_activation_bytes: bytes of the activations the backward pass keeps
         from this row's forward operations (the whole step's; None: not
         asked, ``memory=True`` fills it).

@@ -529,15 +529,18 @@ def _owners_from_readers(level: _Level) -> None:
     """Update work on a value of no module's, read by one module's update work alone, is that
     module's: an optimizer's arithmetic on a gradient that a backward pass outside every module
     made (a pure-JAX model's ``params['layers'][0]['w']``, no name scope: AdamW's ``(1 - b1) g``,
-    ``g * g``) belongs to the layer whose moments it updates, as in a model of modules. Consumers
+    ``g * g``) belongs to the layer whose moments it updates, as in a model of modules; so is
+    update work on a value of a module around that layer's (a gradient split from the fused
+    gradient an ``nn.OptimizedLSTMCell`` computes for its gates' kernels concatenated). Consumers
     first, so a chain of such work follows its last reader."""
     readers: dict[Any, set[str | None]] = {}
     for node in reversed(level.nodes):
-        if (node.part == UPDATE and node.owner is None and not node.levels and node.outs
+        if (node.part == UPDATE and not node.levels and node.outs
                 and all(getattr(out.aval, "shape", ()) for out in node.eqn.outvars)):  # (a scalar is no layer's)
             found = set().union(*(readers.get(v, set()) for v in node.outs))
-            if len(found) == 1 and None not in found:
-                node.owner = next(iter(found))
+            reader = next(iter(found)) if len(found) == 1 else None
+            if reader is not None and (node.owner is None or reader.startswith(f"{node.owner}/")):
+                node.owner = reader
         for var in node.ins:
             if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
                 readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
