@@ -486,6 +486,20 @@ def test_a_pmapped_steps_batch_is_one_devices_samples():
     assert report.batch_size == B
 
 
+def test_a_pmapped_step_whose_state_is_not_mapped_reads_its_batch_from_the_mapped_inputs():
+    # Flax's ImageNet example: jax.pmap(train_step, axis_name="batch", in_axes=(None, 0)), the state passed whole
+    # (P()), the batch mapped: the batch is one device's, the mapped arrays' second axis (was their first, devices)
+    def train_step(state, batch):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, batch["x"]) - 1.0) ** 2))(state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"))
+
+    devices = 1
+    batch = {"x": jax.ShapeDtypeStruct((devices, B, IN), jnp.float32)}
+    step = jax.pmap(train_step, axis_name="batch", in_axes=(None, 0))
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), batch, counter="jaxpr")
+    assert report.batch_size == B and report.parameters == PARAMS
+
+
 def test_a_root_modules_parameters_are_not_taken_for_the_batch():
     # a Dense as the whole model: its parameters' module is the root's (""), and its kernel and bias share their
     # leading dimension with nothing; the batch is x's B rows, not the kernel's IN (was IN when IN = HIDDEN)

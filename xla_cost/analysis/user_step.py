@@ -466,21 +466,26 @@ class _Mover:
                                  ctx.remove_size_one_mesh_axis, metadata)
 
 
-def _pmapped(traced: Any) -> bool:
-    """Whether the step is a ``jax.pmap`` (a ``shard_map`` of the whole step, any number of devices, in
-    this jax): every argument split on its leading axis, which its body sees as 1 (the device axis),
-    so that a batch's samples are its second axis."""
+def _pmapped(traced: Any) -> frozenset[int]:
+    """Where the step is a ``jax.pmap`` (a ``shard_map`` of the whole step, any number of devices, in
+    this jax), the positions among its flattened arguments of the arrays it maps: each split on its
+    leading axis, which its body sees as 1 (the device axis), so that a batch's samples are its
+    second axis; else none. An argument ``in_axes`` leaves unmapped (``None``: Flax's ImageNet
+    example's ``in_axes=(None, 0)`` state) is passed whole (``P()``), as are the arrays the step
+    closes over, and is no evidence either way."""
     jaxpr = traced.jaxpr
     while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):
         jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
     if len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name != "shard_map":
-        return False
+        return frozenset()
     body = jaxpr.eqns[0]
-    inner, given = body.params["jaxpr"], {id(v) for v in jaxpr.invars}
-    mapped = [(spec, v) for spec, v, outer in zip(body.params["in_specs"], inner.invars, body.invars)
-              if id(outer) in given]  # (the arrays the step closes over are passed whole: P())
-    return bool(mapped) and all(len(spec) >= 1 and spec[0] is not None and getattr(v.aval, "shape", (0,))[:1] == (1,)
-                                for spec, v in mapped)
+    given = {id(v): i for i, v in enumerate(jaxpr.invars)}
+    mapped = [(given[id(outer)], v) for spec, v, outer in zip(body.params["in_specs"], body.params["jaxpr"].invars,
+                                                                body.invars)
+              if id(outer) in given and len(spec) >= 1 and spec[0] is not None]
+    if mapped and all(getattr(v.aval, "shape", (0,))[:1] == (1,) for _, v in mapped):
+        return frozenset(i for i, _ in mapped)
+    return frozenset()
 
 
 def _per_device_body(traced: Any) -> Any:
