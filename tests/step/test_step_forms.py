@@ -500,6 +500,28 @@ def test_a_pmapped_step_whose_state_is_not_mapped_reads_its_batch_from_the_mappe
     assert report.batch_size == B and report.parameters == PARAMS
 
 
+@pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
+def test_a_pmapped_steps_memory_parts_are_one_devices():
+    # jax.pmap over 2 devices, every argument led by the device axis: the table is "on each of 2 devices", so its
+    # parts are one device's, each argument over its 2 shards (were both devices' summed: parameters 2 D D floats)
+    devices = 2
+
+    def train_step(params, x):
+        grads = jax.lax.pmean(jax.grad(lambda p: jnp.mean((x @ p["w"]) ** 2))(params), "batch")
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    params = {"w": jax.ShapeDtypeStruct((devices, IN, IN), jnp.float32)}
+    x = jax.ShapeDtypeStruct((devices, B, IN), jnp.float32)
+    report = xla_cost.analyze_step(jax.pmap(train_step, axis_name="batch"), params, x, memory=True)
+    memory = report.memory_breakdown
+    assert memory.devices == devices and report.batch_size == B
+    assert memory.parameters == memory.gradients == 4 * IN * IN  # one device's float32 (IN, IN) kernel
+    assert memory.inputs == 4 * B * IN  # one device's (B, IN) rows
+    # the pmap's axis is named "batch": the note must not read as a batch of 2
+    assert any("mapped over 2 devices along axis 'batch'" in n for n in report.notes)
+    assert not any("batch=2" in n for n in report.notes)
+
+
 def test_a_root_modules_parameters_are_not_taken_for_the_batch():
     # a Dense as the whole model: its parameters' module is the root's (""), and its kernel and bias share their
     # leading dimension with nothing; the batch is x's B rows, not the kernel's IN (was IN when IN = HIDDEN)
