@@ -522,6 +522,40 @@ def test_a_pmapped_steps_memory_parts_are_one_devices():
     assert not any("batch=2" in n for n in report.notes)
 
 
+def test_a_pmean_of_batchnorm_statistics_is_model_state_not_the_update():
+    # Flax's ImageNet example: batch_stats=lax.pmean(new_model_state["batch_stats"], "batch") beside the pmean of the
+    # gradients: the running mean and variance (IN each) averaged over devices are model state the forward made,
+    # not parameters or optimizer state; the BatchNorm's update is SGD's on its scale and bias alone
+    class Normed(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(CLASSES)(nn.BatchNorm(use_running_average=False, axis_name="batch", name="bn")(x))
+
+    class State(train_state.TrainState):
+        batch_stats: dict
+
+    model = Normed()
+
+    def create():
+        variables = model.init(jax.random.key(0), jnp.ones((B, IN)))
+        return State.create(apply_fn=model.apply, params=variables["params"], batch_stats=variables["batch_stats"],
+                            tx=optax.sgd(0.1))
+
+    def train_step(state, x):
+        def loss_fn(params):
+            y, new = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, x, mutable=["batch_stats"])
+            return jnp.mean(y ** 2), new
+
+        grads, new = jax.grad(loss_fn, has_aux=True)(state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"),
+                                     batch_stats=jax.lax.pmean(new["batch_stats"], "batch"))
+
+    report = xla_cost.analyze_step(train_step, jax.eval_shape(create), X, per_layer=True, counter="jaxpr")
+    bn = report.layers_frame().loc["bn"]
+    # per parameter (scale and bias: 2 IN): the pmean's division by the devices, -lr g, p + u
+    assert bn["parameters"] == 2 * IN and bn["update_flops"] == 3 * 2 * IN
+
+
 def test_a_root_modules_parameters_are_not_taken_for_the_batch():
     # a Dense as the whole model: its parameters' module is the root's (""), and its kernel and bias share their
     # leading dimension with nothing; the batch is x's B rows, not the kernel's IN (was IN when IN = HIDDEN)
