@@ -276,3 +276,50 @@ def test_an_ema_kept_in_a_second_train_state_is_counted_once():
     assert report.parameters == parameters and report.trained_parameters is None
     assert not [n for n in report.notes if n.startswith("trained parameters")]
     assert report.memory_breakdown.parameters == F32 * parameters
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_layers_stacked_on_any_axis_get_their_gradients(axis):
+    # MaxText's NNX scan (param_scan_axis=1) stacks a block's kernels on axis 1, moves it to 0 and scans one
+    # layer's slice: its backward makes the (D, H) and (H, D) slices of the (D, L, H) and (H, L, D) stacks
+    from flax import nnx
+
+    L = 2
+
+    class Block(nnx.Module):
+        def __init__(self, layer):
+            self.wi = nnx.Param(jnp.zeros((D, H)))
+            self.wo = nnx.Param(jnp.zeros((H, D)))
+
+        def __call__(self, h):
+            return h + jax.nn.relu(h @ self.wi[...]) @ self.wo[...]
+
+    class Stack(nnx.Module):
+        def __init__(self, rngs):
+            self.layers = nnx.vmap(Block, in_axes=0, out_axes=axis)(jnp.arange(L))
+            self.head = nnx.Linear(D, C, rngs=rngs)
+
+        def __call__(self, x):
+            graph, params = nnx.split(self.layers, nnx.Param)
+            params = jax.tree.map(lambda p: jnp.moveaxis(p, axis, 0), params)
+            h, _ = jax.lax.scan(lambda h, p: (nnx.merge(graph, p)(h), None), x, params)
+            return self.head(h)
+
+    def make():
+        model = Stack(nnx.Rngs(0))
+        return model, nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+
+    graph, state = nnx.split(nnx.eval_shape(make))
+
+    def train_step(state, x, y):
+        model, optimizer = nnx.merge(graph, state)
+        grads = nnx.grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+        optimizer.update(model, grads)
+        return nnx.state((model, optimizer))
+
+    report = xla_cost.analyze_step(train_step, state, X, jax.ShapeDtypeStruct((B, C), jnp.float32), memory=True,
+                                   per_layer=True)
+    parameters = L * (D * H + H * D) + D * C + C  # the stacks' kernels and the head's
+    assert report.parameters == parameters and report.trained_parameters is None
+    assert not any("receive no gradient" in n for n in report.notes)
+    assert report.memory_breakdown.gradients == F32 * parameters

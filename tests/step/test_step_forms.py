@@ -486,6 +486,76 @@ def test_a_pmapped_steps_batch_is_one_devices_samples():
     assert report.batch_size == B
 
 
+def test_a_pmapped_step_whose_state_is_not_mapped_reads_its_batch_from_the_mapped_inputs():
+    # Flax's ImageNet example: jax.pmap(train_step, axis_name="batch", in_axes=(None, 0)), the state passed whole
+    # (P()), the batch mapped: the batch is one device's, the mapped arrays' second axis (was their first, devices)
+    def train_step(state, batch):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, batch["x"]) - 1.0) ** 2))(state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"))
+
+    devices = 1
+    batch = {"x": jax.ShapeDtypeStruct((devices, B, IN), jnp.float32)}
+    step = jax.pmap(train_step, axis_name="batch", in_axes=(None, 0))
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), batch, counter="jaxpr")
+    assert report.batch_size == B and report.parameters == PARAMS
+
+
+@pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
+def test_a_pmapped_steps_memory_parts_are_one_devices():
+    # jax.pmap over 2 devices, every argument led by the device axis: the table is "on each of 2 devices", so its
+    # parts are one device's, each argument over its 2 shards (were both devices' summed: parameters 2 D D floats)
+    devices = 2
+
+    def train_step(params, x):
+        grads = jax.lax.pmean(jax.grad(lambda p: jnp.mean((x @ p["w"]) ** 2))(params), "batch")
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    params = {"w": jax.ShapeDtypeStruct((devices, IN, IN), jnp.float32)}
+    x = jax.ShapeDtypeStruct((devices, B, IN), jnp.float32)
+    report = xla_cost.analyze_step(jax.pmap(train_step, axis_name="batch"), params, x, memory=True)
+    memory = report.memory_breakdown
+    assert memory.devices == devices and report.batch_size == B
+    assert memory.parameters == memory.gradients == 4 * IN * IN  # one device's float32 (IN, IN) kernel
+    assert memory.inputs == 4 * B * IN  # one device's (B, IN) rows
+    # the pmap's axis is named "batch": the note must not read as a batch of 2
+    assert any("mapped over 2 devices along axis 'batch'" in n for n in report.notes)
+    assert not any("batch=2" in n for n in report.notes)
+
+
+def test_a_pmean_of_batchnorm_statistics_is_model_state_not_the_update():
+    # Flax's ImageNet example: batch_stats=lax.pmean(new_model_state["batch_stats"], "batch") beside the pmean of the
+    # gradients: the running mean and variance (IN each) averaged over devices are model state the forward made,
+    # not parameters or optimizer state; the BatchNorm's update is SGD's on its scale and bias alone
+    class Normed(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(CLASSES)(nn.BatchNorm(use_running_average=False, axis_name="batch", name="bn")(x))
+
+    class State(train_state.TrainState):
+        batch_stats: dict
+
+    model = Normed()
+
+    def create():
+        variables = model.init(jax.random.key(0), jnp.ones((B, IN)))
+        return State.create(apply_fn=model.apply, params=variables["params"], batch_stats=variables["batch_stats"],
+                            tx=optax.sgd(0.1))
+
+    def train_step(state, x):
+        def loss_fn(params):
+            y, new = state.apply_fn({"params": params, "batch_stats": state.batch_stats}, x, mutable=["batch_stats"])
+            return jnp.mean(y ** 2), new
+
+        grads, new = jax.grad(loss_fn, has_aux=True)(state.params)
+        return state.apply_gradients(grads=jax.lax.pmean(grads, "batch"),
+                                     batch_stats=jax.lax.pmean(new["batch_stats"], "batch"))
+
+    report = xla_cost.analyze_step(train_step, jax.eval_shape(create), X, per_layer=True, counter="jaxpr")
+    bn = report.layers_frame().loc["bn"]
+    # per parameter (scale and bias: 2 IN): the pmean's division by the devices, -lr g, p + u
+    assert bn["parameters"] == 2 * IN and bn["update_flops"] == 3 * 2 * IN
+
+
 def test_a_root_modules_parameters_are_not_taken_for_the_batch():
     # a Dense as the whole model: its parameters' module is the root's (""), and its kernel and bias share their
     # leading dimension with nothing; the batch is x's B rows, not the kernel's IN (was IN when IN = HIDDEN)

@@ -3,7 +3,7 @@ dtypes, which results are new state, and the step's memory by part (`xla_cost.an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import jax
@@ -64,7 +64,7 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
     return found
 
 
-def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: bool = False) -> int:
+def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[int] = ()) -> int:
     """The leading dimension of the first argument that holds no parameter and whose arrays all
     share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
     parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
@@ -72,7 +72,8 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: bool = False)
     bias's width): it is not taken for the batch. Where the step's ``jaxpr`` scans that argument's
     arrays over their leading axis (gradient accumulation over ``(micro_batches, b, ...)``
     batches), the batch is both axes: ``micro_batches x b`` samples a step. ``device_axis``: the
-    arrays' leading axis is a ``pmap``'s devices, and the batch one device's, their second."""
+    positions (in the flattened arguments' order) of the arrays a ``pmap`` maps: their leading axis
+    is its devices, and where the batch is one of them, the batch is one device's, their second."""
     candidates = []
     offset = 0
     for arg, mine in arguments(prepared):
@@ -87,7 +88,7 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: bool = False)
     if chosen is None:
         return 0
     first = chosen[0][1]
-    if device_axis and len(first.shape) > 1:
+    if chosen[0][0] in device_axis and len(first.shape) > 1:
         return int(first.shape[1])
     if alike and jaxpr is not None and len(first.shape) > 1 and _scanned_over(jaxpr, [i for i, _ in chosen],
                                                                               int(first.shape[0])):

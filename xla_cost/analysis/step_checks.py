@@ -226,16 +226,19 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
 
 
 def _graded(leaf: Any, module: str, made: Mapping[str, set[tuple[int, ...]]]) -> bool:
-    """Whether a backward equation under ``module`` makes an array of ``leaf``'s shape (or of one
-    layer's slice of it, for a scanned stack)."""
+    """Whether a backward equation under ``module`` makes an array of ``leaf``'s shape or of one
+    layer's slice of it, for a scanned stack: the shape less one axis, whichever axis the layers
+    are stacked on (Flax's ``nn.scan`` and NNX's ``vmap`` stack on axis 0 by default, MaxText's
+    ``param_scan_axis=1`` on axis 1; the scan's body takes one layer's slice)."""
     shape = tuple(getattr(leaf, "shape", ()))
-    return bool(made.get(module, set()) & {shape, shape[1:]})
+    slices = {shape[:axis] + shape[axis + 1:] for axis in range(len(shape))}
+    return bool(made.get(module, set()) & ({shape} | slices))
 
 
 def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
     """The parameters (``module/name``) that no backward equation computes a gradient of: none
     under ``transpose`` in their module has a result of their shape (or of one layer's slice of
-    it, for a scanned stack). Modules the name stacks never show (parameters of the model's
+    it, for a stack scanned along any axis: `_graded`). Modules the name stacks never show (parameters of the model's
     root) are not judged; nor are parameters the step returns as they came in, which no
     optimizer updates (an NNX Optimizer's ``wrt=`` filter, a LoRA's frozen base): nothing of
     them is applied, nothing to leave out."""

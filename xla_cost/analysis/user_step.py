@@ -235,7 +235,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             if refused is None:
                 raise
             raise refused from exc
-    split = _split(call, prepared, plan) if body is None else _Split()
+    # a mapped body's figures are already one device's; its arguments' bytes are split by its in_specs
+    split = _split(call, prepared, plan) if body is None else _Split(leaves=_body_shards(body, plan))
     costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, no_backward_note(traced, prepared))
@@ -290,11 +291,11 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             notes += fitted.notes()
     if plan is not None and body is not None:
         notes.append(
-            f"mapped over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
+            f"mapped over {plan.devices} devices {_along(plan)}: "
             "every figure is one device's (XLA's per-device program, the jaxpr of the mapped body)")
     elif plan is not None:
         notes.append(
-            f"sharded over {plan.devices} devices ({', '.join(f'{k}={v}' for k, v in plan.sizes.items())}): "
+            f"sharded over {plan.devices} devices {_along(plan)}: "
             "train_step's XLA figures are one device's; the parts' are the jaxpr's shared out: forward, backward "
             f"and other over {split.compute()} (the batch's shards times the parameters'), the update over each "
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
@@ -466,21 +467,26 @@ class _Mover:
                                  ctx.remove_size_one_mesh_axis, metadata)
 
 
-def _pmapped(traced: Any) -> bool:
-    """Whether the step is a ``jax.pmap`` (a ``shard_map`` of the whole step, any number of devices, in
-    this jax): every argument split on its leading axis, which its body sees as 1 (the device axis),
-    so that a batch's samples are its second axis."""
+def _pmapped(traced: Any) -> frozenset[int]:
+    """Where the step is a ``jax.pmap`` (a ``shard_map`` of the whole step, any number of devices, in
+    this jax), the positions among its flattened arguments of the arrays it maps: each split on its
+    leading axis, which its body sees as 1 (the device axis), so that a batch's samples are its
+    second axis; else none. An argument ``in_axes`` leaves unmapped (``None``: Flax's ImageNet
+    example's ``in_axes=(None, 0)`` state) is passed whole (``P()``), as are the arrays the step
+    closes over, and is no evidence either way."""
     jaxpr = traced.jaxpr
     while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):
         jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
     if len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name != "shard_map":
-        return False
+        return frozenset()
     body = jaxpr.eqns[0]
-    inner, given = body.params["jaxpr"], {id(v) for v in jaxpr.invars}
-    mapped = [(spec, v) for spec, v, outer in zip(body.params["in_specs"], inner.invars, body.invars)
-              if id(outer) in given]  # (the arrays the step closes over are passed whole: P())
-    return bool(mapped) and all(len(spec) >= 1 and spec[0] is not None and getattr(v.aval, "shape", (0,))[:1] == (1,)
-                                for spec, v in mapped)
+    given = {id(v): i for i, v in enumerate(jaxpr.invars)}
+    mapped = [(given[id(outer)], v) for spec, v, outer in zip(body.params["in_specs"], body.params["jaxpr"].invars,
+                                                                body.invars)
+              if id(outer) in given and len(spec) >= 1 and spec[0] is not None]
+    if mapped and all(getattr(v.aval, "shape", (0,))[:1] == (1,) for _, v in mapped):
+        return frozenset(i for i, _ in mapped)
+    return frozenset()
 
 
 def _per_device_body(traced: Any) -> Any:
@@ -496,15 +502,32 @@ def _per_device_body(traced: Any) -> Any:
     return None
 
 
+def _body_shards(body: Any, plan: ShardingPlan) -> tuple[int, ...]:
+    """Per argument leaf of a mapped step, the shards its ``in_specs`` entry splits it into: a
+    pmap's mapped array over its devices (its leading axis), an unmapped one (``P()``) whole."""
+    shards = []
+    for spec in body.params["in_specs"]:
+        axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
+        shards.append(math.prod(int(plan.sizes.get(str(a), 1)) for a in axes))
+    return tuple(shards)
+
+
 def _per_device_parameters(prepared: UserStep, body: Any, plan: ShardingPlan) -> dict[str, int]:
     """Parameter counts per module on one device of a mapped step: each leaf over the shards its
     ``in_specs`` entry splits it into (a pmap's replicated state: its leading device axis)."""
     shards: dict[str, int] = {}
-    for module, spec in zip(prepared.owners, body.params["in_specs"]):
+    for module, split in zip(prepared.owners, _body_shards(body, plan)):
         if module is not None and module not in shards:
-            axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
-            shards[module] = math.prod(int(plan.sizes.get(str(a), 1)) for a in axes)
+            shards[module] = split
     return {module: count // shards.get(module, 1) for module, count in prepared.param_paths.items()}
+
+
+def _along(plan: ShardingPlan) -> str:
+    """The mesh's axes in words, not to be read as a size (a pmap's axis is often named ``batch``):
+    ``along axis 'batch'``, ``along axes 'data' (2) x 'model' (4)``."""
+    if len(plan.sizes) == 1:
+        return f"along axis '{next(iter(plan.sizes))}'"
+    return "along axes " + " x ".join(f"'{k}' ({v})" for k, v in plan.sizes.items())
 
 
 def _mesh(call: Any, prepared: UserStep) -> Any:

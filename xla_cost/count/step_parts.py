@@ -32,7 +32,8 @@ flow alone, without names the user must add:
   state (an optimizer's step counter, the learning rate its schedule gives);
 * **other**: the rest: metrics (a gradient norm or a parameter norm that only
   a returned metric reads, given the step's ``results``), a schedule also
-  logged, data reshapes.
+  logged, data reshapes, model state made outside autodiff from the forward's
+  values alone (a pmapped step's ``pmean`` of BatchNorm's batch statistics).
 
 Calls (nested jits, custom derivatives, checkpoints) are followed as if
 inlined; a loop's body (``scan``, ``while``) and each branch of a ``cond`` are
@@ -306,6 +307,7 @@ class _Classifier:
         readers: dict[Any, set[str]] = {}  # the parts that read a value, as refined
         stated: dict[Any, set[str]] = {}  # ... as their name stacks say
         marks = self.results if level is self.top and self.results is not None else None
+        model_state = _made_from_forward(level)
         for j, var in enumerate(level.outvars):
             if var is not None:
                 mark = _OUTSIDE if marks is None or j >= len(marks) or marks[j] else _METRIC
@@ -320,10 +322,13 @@ class _Classifier:
                 if node.part == FORWARD and (said == {BACKWARD} or rounding):
                     node.part = BACKWARD
                 elif node.part == OTHER and ((UPDATE in seen and seen <= {UPDATE, _OUTSIDE})
-                                             or (seen == {_OUTSIDE} and node.owner is not None)):
+                                             or (seen == {_OUTSIDE} and node.owner is not None
+                                                 and not any(v in model_state for v in node.ins))):
                     # what the update reads, and nothing else but the new state; or a module's new
                     # parameters or optimizer state made from no gradient (an optimizer's rule on a
-                    # frozen parameter's zeros: Adam's moments decayed, weight decay)
+                    # frozen parameter's zeros: Adam's moments decayed, weight decay), not the model
+                    # state its forward pass made (a pmapped step's pmean of BatchNorm's batch
+                    # statistics: other, as TrainState.step + 1)
                     node.part = UPDATE
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
@@ -457,6 +462,16 @@ class _Classifier:
         counting = self._live(cond, [any(wanted)])  # the trip count, for whatever the loop computes
         return [*counting[:cond_n], *operands[:body_n],
                 *(w or c for w, c in zip(wanted, counting[cond_n:]))]
+
+
+def _made_from_forward(level: _Level) -> set[Any]:
+    """The values of ``level`` its forward work computes, and those work outside autodiff makes of
+    them alone (no gradient: a BatchNorm's new batch statistics averaged over devices)."""
+    made: set[Any] = set()
+    for node in level.nodes:
+        if not node.levels and (node.part == FORWARD or (node.part == OTHER and any(v in made for v in node.ins))):
+            made.update(v for v in node.outs if v is not None)
+    return made
 
 
 def _float_scalar(var: Any) -> bool:
