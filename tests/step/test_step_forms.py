@@ -454,6 +454,29 @@ def test_a_pure_jax_models_own_scopes_are_scopes_that_match_no_module_not_the_ro
     assert not [n for n in report.notes if "in the root's own code" in n]
 
 
+def test_an_eval_steps_root_work_is_the_models_not_a_scope_that_matches_no_module():
+    # Flax ImageNet's eval_step differentiates nothing: its name stacks carry no jvp or transpose, and the
+    # model class's own work (a relu before its Dense: B x IN maxima, in the remainder as a train step's)
+    # was reported as a scope of the user's own over no module ("rename it"), which a model's root cannot be
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(CLASSES)(nn.relu(x))
+
+    model = Net()
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.ones((1, IN)))["params"], tx=optax.sgd(0.1)))
+
+    def eval_step(state, x):
+        return state.apply_fn({"params": state.params}, x).mean()
+
+    report = xla_cost.analyze_step(eval_step, state, X, per_layer=True, counter="jaxpr")
+    rows = report.layers_frame()
+    assert rows.loc["Dense_0", "forward_flops"] == dense_flops(B, IN, CLASSES)
+    assert rows.loc["(remainder)", "forward_flops"] == B * IN  # the relu's maxima
+    assert not [n for n in report.notes if "match" in n and "no row's module" in n]
+
+
 @pytest.mark.parametrize("form", ["positional", "keyword"])
 def test_an_abstract_key_given_by_keyword_is_an_input_as_one_given_by_position(form):
     # Flax's wmt loop calls its step as p_train_step(state, batch, dropout_rng=rng): an abstract key given by

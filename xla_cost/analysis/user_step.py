@@ -564,12 +564,15 @@ def _constraints(jaxpr: Any) -> list[Any]:
 
 def _stacks(traced: Any) -> dict[str, int]:
     """The name stacks of the step's forward and backward equations (under a ``jvp`` or a
-    ``transpose``), nested jaxprs' included, with how many equations carry each."""
+    ``transpose``), nested jaxprs' included, with how many equations carry each; in a step
+    that differentiates nothing (an eval step: the model's forward alone), every equation's."""
     found: dict[str, int] = {}
+    every: dict[str, int] = {}
 
     def walk(jaxpr: Any, prefix: str) -> None:
         for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
             stack = join_stack(prefix, str(eqn.source_info.name_stack))
+            every[stack] = every.get(stack, 0) + 1
             if classify_pass(stack) is not None:
                 found[stack] = found.get(stack, 0) + 1
             for value in eqn.params.values():
@@ -578,7 +581,7 @@ def _stacks(traced: Any) -> dict[str, int]:
                         walk(item, stack)
 
     walk(traced, "")
-    return found
+    return found or every
 
 
 def _roots(stacks: Mapping[str, int], prepared: UserStep) -> tuple[str, ...]:
