@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -181,6 +182,35 @@ class DictOutput(nn.Module):
     def __call__(self, x):
         logits = nn.Dense(CLASSES, name="head")(nn.relu(nn.Dense(WIDTH, name="body")(x)))
         return {"logits": logits, "hidden": x}
+
+
+@flax.struct.dataclass
+class Output:
+    """A model's outputs as a record, as gemma's Transformer returns them (``gm.nn.Output``)."""
+
+    logits: jax.Array
+    cache: dict | None
+
+
+class StructOutput(nn.Module):
+    """Returns a `flax.struct.dataclass` ``Output(logits=..., cache=None)``, as gemma does."""
+
+    @nn.compact
+    def __call__(self, x):
+        return Output(logits=nn.Dense(CLASSES, name="head")(nn.relu(nn.Dense(WIDTH, name="body")(x))), cache=None)
+
+
+class Logits(NamedTuple):
+    hidden: jax.Array
+    logits: jax.Array
+
+
+class NamedTupleOutput(nn.Module):
+    """Returns a NamedTuple whose logits are not its first field."""
+
+    @nn.compact
+    def __call__(self, x):
+        return Logits(hidden=x, logits=nn.Dense(CLASSES, name="head")(nn.relu(nn.Dense(WIDTH, name="body")(x))))
 
 
 class LogitsOnly(nn.Module):

@@ -90,6 +90,18 @@ def test_output_index_picks_the_logits(capsys):
     assert json.loads(out)["jaxpr_flops"]["forward"] == plain.phases["forward"].jaxpr_flops
 
 
+def test_output_index_names_a_dataclass_field(capsys):
+    code, out, err = run(
+        capsys, "analyze", f"{M}:StructOutput", "--input-shape", "3,12", "--counter", "jaxpr",
+        "--output-index", "logits", "--format", "json",
+    )
+    assert code == 0, err
+    plain = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((3, 12), jnp.float32), optimizer="sgd", counter="jaxpr")
+    assert json.loads(out)["jaxpr_flops"]["forward"] == plain.phases["forward"].jaxpr_flops
+    code, _, err = run(capsys, "analyze", f"{M}:StructOutput", "--input-shape", "3,12", "--output-index", "logit")
+    assert code == 2 and "'logits', 'cache'" in one_error_line(err)
+
+
 def test_tuple_output_without_a_choice_is_one_line(capsys):
     code, _, err = run(capsys, "analyze", f"{M}:TupleOutput", "--input-shape", "3,12")
     line = one_error_line(err)

@@ -220,6 +220,18 @@ def test_algebraic_identities_cost_nothing():
     assert count_function(lambda x: x * 2.0, sds(n)).total.flops == n
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float8_e4m3fn, jnp.float8_e5m2,
+                                   jnp.float8_e4m3fnuz, jnp.float8_e5m2fnuz])
+def test_algebraic_identities_of_narrow_floats_cost_nothing(dtype):
+    # bfloat16's and float8's NumPy kind is 'V', not 'f': their literal 0 and 1 are still 0 and 1
+    # (optax's set_to_zero update of a frozen bfloat16 parameter is `p + 0`, a copy in XLA's program).
+    n = 10
+    x = jax.ShapeDtypeStruct((n,), dtype)
+    assert count_function(lambda x: x + jnp.zeros((), dtype), x).total.flops == 0
+    assert count_function(lambda x: (x * jnp.ones((), dtype)) - jnp.zeros((), dtype), x).total.flops == 0
+    assert count_function(lambda x: x + jnp.ones((), dtype), x).total.flops == n  # one add an element
+
+
 @pytest.mark.parametrize(
     "strides, padding, lhs_dil, rhs_dil, groups",
     [

@@ -323,3 +323,22 @@ def test_layers_stacked_on_any_axis_get_their_gradients(axis):
     assert report.parameters == parameters and report.trained_parameters is None
     assert not any("receive no gradient" in n for n in report.notes)
     assert report.memory_breakdown.gradients == F32 * parameters
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_a_frozen_parameters_update_is_no_work_in_bfloat16_as_in_float32(dtype):
+    # set_to_zero's update of a frozen parameter p is `p + 0`, which XLA's program returns as p (in bfloat16 too,
+    # whose literal 0 has NumPy kind 'V'); SGD on the T trained ones: -lr g (a multiply) and p + u (an add), 2 T
+    frozen, trained = 1000, 10
+    params = {"frozen": jax.ShapeDtypeStruct((frozen,), dtype), "trained": jax.ShapeDtypeStruct((trained,), dtype)}
+    tx = optax.multi_transform({"train": optax.sgd(1e-3), "freeze": optax.set_to_zero()},
+                               {"frozen": "freeze", "trained": "train"})
+
+    def train_step(params, opt_state, x):
+        grads = jax.grad(lambda p: jnp.sum(p["frozen"] * x) + jnp.sum(p["trained"] * x[:trained]))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    step = xla_cost.analyze_step(train_step, params, jax.eval_shape(tx.init, params),
+                                 jax.ShapeDtypeStruct((frozen,), dtype), counter="jaxpr")
+    assert step.phases["update"].flops == 2 * trained

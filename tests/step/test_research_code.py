@@ -161,7 +161,8 @@ def test_tuple_output_error_names_the_structure_and_the_fix():
     assert len(message.splitlines()) == 1
 
 
-@pytest.mark.parametrize("model, output", [(R.TupleOutput(), 0), (R.DictOutput(), "logits")])
+@pytest.mark.parametrize("model, output", [(R.TupleOutput(), 0), (R.DictOutput(), "logits"),
+                                           (R.StructOutput(), "logits"), (R.NamedTupleOutput(), "logits")])
 def test_output_picks_the_logits(model, output):
     x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
     picked = xla_cost.analyze(model, x, optimizer="sgd", output=output, counter="jaxpr")
@@ -186,6 +187,18 @@ def test_bad_output_selector():
     x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
     with pytest.raises(xla_cost.InputError, match="output= naming one of the model's outputs"):
         xla_cost.analyze(R.TupleOutput(), x, optimizer="sgd", output=5, counter="jaxpr")
+
+
+@pytest.mark.parametrize("output", [None, "logit", 0])
+def test_a_dataclass_output_is_answered_with_its_fields(output):
+    # gemma's Output(logits=..., cache=...): the default loss, a misspelt field, an index all say which fields
+    # there are and name the logits' field
+    x = jax.ShapeDtypeStruct((B, 12), jnp.float32)
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(R.StructOutput(), x, optimizer="sgd", output=output, counter="jaxpr")
+    message = str(info.value)
+    assert f"Output(logits=float32[{B},{R.CLASSES}], cache=NoneType)" in message
+    assert "--output-index logits" in message and len(message.splitlines()) == 1
 
 
 # ------------------------------------------------------------------ apply functions

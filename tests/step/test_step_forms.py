@@ -404,7 +404,8 @@ def test_static_and_untraceable_arguments_are_bound_as_given(jitted):
     # the step's forward is the model's and the loss's; Adam's 13 a parameter (and its counter's few) the update
     assert report.phases["forward"].flops == FORWARD
     assert 13 * PARAMS <= report.phases["update"].flops <= 13 * PARAMS + 16
-    bound = "argument(s) 2, 3, 4 bound" if jitted else "argument(s) 2, 3 bound"
+    bound = ("argument(s) 2 (config), 3 (learning_rate_fn), 4 (dropout_rate) bound" if jitted
+             else "argument(s) 2 (config), 3 (learning_rate_fn) bound")
     assert any(n.startswith(bound) for n in report.notes)
 
 
@@ -611,3 +612,34 @@ def test_a_pmapped_partial_given_its_key_by_keyword_analyses():
     keys = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), 1))
     report = xla_cost.analyze_step(step, state, jax.ShapeDtypeStruct((1, B, IN), jnp.float32), dropout_rng=keys)
     assert report.batch_size == B and report.parameters == PARAMS
+
+
+def _sized_step(params, x, width):
+    # Flax's VAE example calls train_step(state, batch, key, config.latents): a Python int that sets a layer's width
+    loss, grads = jax.value_and_grad(lambda p: nn.Dense(width).apply({"params": p}, x).sum())(params)
+    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+
+def test_a_python_int_the_trace_needs_concrete_is_bound_as_static_argnums_binds_it():
+    width = 20
+    params = jax.eval_shape(nn.Dense(width).init, jax.random.key(0), X)["params"]
+    for args, kwargs, bound in [((width,), {}, "argument(s) 2 (width) bound as they are given (Python numbers"),
+                                ((), {"width": width}, "keyword argument(s) width bound as they are given")]:
+        report = xla_cost.analyze_step(_sized_step, params, X, *args, counter="jaxpr", **kwargs)
+        assert report.parameters == IN * width + width
+        # x W + b at the model's own width, and the loss's sum of its B x width outputs
+        assert report.phases["forward"].flops == dense_flops(B, IN, width) + B * width - 1
+        assert any(n.startswith(bound) for n in report.notes)
+
+
+@pytest.mark.parametrize("form", ["array", "jit"])
+def test_a_value_the_trace_needs_that_cannot_be_bound_is_refused_naming_it(form):
+    # an int32 array, or a Python int given to the user's own jax.jit without static_argnums: jax traces it
+    width = 20
+    params = jax.eval_shape(nn.Dense(width).init, jax.random.key(0), X)["params"]
+    step, arg = (_sized_step, jnp.int32(width)) if form == "array" else (jax.jit(_sized_step), width)
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze_step(step, params, X, arg, counter="jaxpr")
+    message = str(info.value)
+    assert "the trace needs width concrete" in message and len(message.splitlines()) == 1
+    assert "functools.partial(_sized_step, width=...)" in message and "static_argnames=('width',)" in message

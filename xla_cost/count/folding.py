@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count.primitives import CALL_LIKE
 
 __all__ = ["Folding"]
+
+
+def _is_number(dtype: np.dtype) -> bool:
+    """Whether a literal of ``dtype`` has a scalar value: a bool, an integer or a
+    float, the narrow ones included (bfloat16, the float8 and int4 types of
+    ml_dtypes, whose NumPy kind is 'V', not 'f' or 'i')."""
+    return dtype == np.bool_ or jnp.issubdtype(dtype, np.integer) or jnp.issubdtype(dtype, np.floating)
 
 
 _FOLDABLE = {
@@ -52,7 +60,7 @@ class Folding:
     def _known(self, var: Any) -> float | None:
         if isinstance(var, jex_core.Literal):
             array = np.asarray(var.val)
-            if array.size != 1 or array.dtype.kind not in "biuf":
+            if array.size != 1 or not _is_number(array.dtype):
                 return None
             return float(array.reshape(()))
         return self.value.get(var)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # an NNX model comes with flax.nnx imported: `_nnx_apply` imp
     from flax import nnx
 
 __all__ = ["RNG_KEY", "MAX_RESOLVE", "CallPlan", "split_call_kwargs", "prepare", "learn", "method_of", "bind_axes",
-           "unbound_axis"]
+           "unbound_axis", "concrete_arguments"]
 
 # Keyword arguments of ``__call__`` that select training mode, and their value.
 _TRAIN_KWARGS = {
@@ -302,6 +302,21 @@ def unbound_axis(exc: BaseException) -> str | None:
         if isinstance(cause, NameError) and match:
             return match.group(1)
     return None
+
+
+_CONCRETE = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:$|\n)", re.M)
+"""jax's line naming the arguments a value the trace needs concrete comes from (a shape, a
+Python ``if``, ``range(n)``): ``... because it depends on the value of the argument latents.``"""
+
+
+def concrete_arguments(exc: BaseException) -> list[str]:
+    """The arguments ``exc`` (or an exception it was raised from) says the trace needed
+    concrete, as jax names them (``latents``, ``config['size']``); [] where it names none."""
+    for cause in _cause_chain(exc):
+        match = _CONCRETE.search(str(cause))
+        if match:
+            return [n.strip() for n in re.split(r", and |, | and ", match.group(1)) if n.strip()]
+    return []
 
 
 def _cause_chain(exc: BaseException) -> Iterator[BaseException]:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from xla_cost.errors import InputError
 from xla_cost.step.optimizers import LOSSES, LossFn
-from xla_cost.step.trees import PyTree, abstract, describe_tree, is_array, key_name, loaded_nnx
+from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
 
 __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
@@ -149,16 +149,39 @@ def selector(output: OutputSelector | None) -> Callable[[Any], Any]:
         return output
 
     def pick(outputs: Any) -> Any:
-        try:
-            return outputs[output]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise InputError(
-                "output= naming one of the model's outputs",
-                f"{output!r} for outputs {describe_tree(abstract(outputs))}",
-                "Use an index of a tuple (--output-index 0) or a key of a dict.",
-            ) from exc
+        fields = None if isinstance(outputs, Mapping) else field_names(outputs)
+        if fields is not None and isinstance(output, str):  # a dataclass's or NamedTuple's field, by name
+            if output in fields:
+                return getattr(outputs, output)
+        else:
+            try:
+                return outputs[output]
+            except (KeyError, IndexError, TypeError):
+                pass
+        raise InputError(
+            "output= naming one of the model's outputs",
+            f"{output!r} for outputs {describe_tree(abstract(outputs))}", _output_fix(outputs, fields),
+        )
 
     return pick
+
+
+def _output_fix(outputs: Any, fields: list[str] | None) -> str:
+    """How to name one of ``outputs``: its fields, keys or indices."""
+    if fields is not None:
+        return (f"Name one of its fields: {', '.join(map(repr, fields))} "
+                f"(--output-index {_logits_name(fields)}).")
+    if isinstance(outputs, Mapping):
+        return f"Name one of its keys: {', '.join(map(repr, outputs))} (--output-index KEY)."
+    if isinstance(outputs, (tuple, list)):
+        return f"Use an index from 0 to {len(outputs) - 1} (--output-index 0)."
+    return ("The model returns one output: drop output= (--output-index); or, from Python, pass "
+            "output=lambda outputs: ... to pick the logits.")
+
+
+def _logits_name(names: Sequence[str]) -> str:
+    """The field or key most likely the logits: ``logits`` where there is one, else the first."""
+    return "logits" if "logits" in names else str(names[0])
 
 
 def check_model(model: Any, params: PyTree | None) -> None:
@@ -277,7 +300,11 @@ def check_logits(outputs: Any, raw_outputs: Any, output: Any) -> None:
         if len(outputs.shape) >= 1:
             return
     described = describe_tree(outputs)
-    if isinstance(raw_outputs, (tuple, list)) and output is None:
+    if field_names(raw_outputs) and output is None:
+        name = _logits_name(field_names(raw_outputs))
+        fix = (f"Pick the logits by their field with output={name!r} (--output-index {name}), or, from Python, "
+               "pass loss=lambda outputs, targets: ... to use your own loss.")
+    elif isinstance(raw_outputs, (tuple, list)) and output is None:
         fix = ("Pick the logits with output=0 (--output-index 0), or, from Python, use the model's own loss "
                "with loss=lambda outputs, targets: outputs[1].")
     elif isinstance(raw_outputs, Mapping) and output is None:

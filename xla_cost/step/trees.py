@@ -8,6 +8,7 @@ each parameter, `leaf_roles` what holds each leaf (an optimizer's state, an NNX 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import types
@@ -20,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "PyTree", "abstract", "loaded_nnx", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
+    "field_names",
     "is_array", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
@@ -92,14 +94,29 @@ def module_param_counts(params: PyTree, offset: int = 0, collections: bool = Fal
     return counts
 
 
+def field_names(tree: Any) -> list[str] | None:
+    """The fields of a record a model may return, by name: a dataclass instance's
+    (a ``flax.struct.dataclass`` among them) or a NamedTuple's; None for anything else."""
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return [f.name for f in dataclasses.fields(tree)]
+    if isinstance(tree, tuple) and isinstance(getattr(type(tree), "_fields", None), tuple):
+        return list(type(tree)._fields)
+    return None
+
+
 def describe_tree(tree: PyTree) -> str:
-    """``(float32[8,10], float32[])``: a pytree's structure with abstract leaves."""
+    """``(float32[8,10], float32[])``: a pytree's structure with abstract leaves; a
+    dataclass or NamedTuple as ``Output(logits=float32[8,10], cache=NoneType)``."""
 
     def leaf(x: Any) -> str:
         if hasattr(x, "shape") and hasattr(x, "dtype"):
             return f"{x.dtype}[{','.join(map(str, x.shape))}]"
         return type(x).__name__
 
+    fields = None if is_array(tree) else field_names(tree)
+    if fields is not None:
+        inner = ", ".join(f"{name}={describe_tree(getattr(tree, name))}" for name in fields)
+        return f"{type(tree).__name__}({inner})"
     if isinstance(tree, (tuple, list)):
         inner = ", ".join(describe_tree(x) for x in tree)
         return f"({inner})" if isinstance(tree, tuple) else f"[{inner}]"

@@ -20,6 +20,7 @@ import importlib.util
 import inspect
 import math
 import pathlib
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from flax import nnx
 from flax.nnx import graph as nnx_graph
 
 from xla_cost.errors import InputError
-from xla_cost.step.adapters import bind_axes, unbound_axis
+from xla_cost.step.adapters import bind_axes, concrete_arguments, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
 from xla_cost.step.step_routing import recording_model_calls, step_routing
@@ -393,28 +394,15 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     names = check_axis_names(axis_names)
     held: dict[int, Any] = {}
     keywords: dict[str, Any] = {}
+    bound: list[str] = []  # notes of the arguments bound to a plain jax step
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind, positional = "nnx", ()
         roots = (type(model).__name__,) if model is not None else ()
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
-        held = _held_arguments(step, args)
-        keywords = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as inputs, not constants
-        kwargs = {k: v for k, v in kwargs.items() if k not in keywords}
-        function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
-        positional = tuple(_positional_names(step))
-        if held:  # a jit's static arguments, and objects jax cannot trace (a config, a schedule): bound
-            function = _Held(function, held)
-            traced_args = tuple(a for i, a in enumerate(args) if i not in held)
-            positional = tuple(n for i, n in enumerate(positional) if i not in held)
-            notes.append(f"argument(s) {', '.join(str(i) for i in sorted(held))} bound as they are given (static: "
-                         "a jit's static_argnums, or no arrays jax can trace): not inputs of the analysed program")
-        if keywords:  # the keyword arguments that hold arrays: one more input, a dict, passed by their names
-            function = _KeywordsLast(function)
-            traced_args = (*traced_args, keywords)
-            positional = (*positional[:len(traced_args) - 1], *[None] * max(0, len(traced_args) - 1 - len(positional)),
-                          None)
+        held, given_kwargs, kind, scopes = _held_arguments(step, args), kwargs, "jax", contextlib.nullcontext
+        function, traced_args, positional, keywords, kwargs, bound = _jax_step(step, args, given_kwargs, held, ())
         owners, counts = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
@@ -425,6 +413,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             "parameter count is 0 and the update has no per-layer rows"
         )
     user_jit = kind == "jax" and _is_jax_jit(step) and not names
+    concrete: tuple[int, ...] | None = None  # the Python numbers bound once the trace needed them concrete
     own_program = None
     if kind == "nnx" and cached is None and not names and (_is_jax_jit(step) or _is_nnx_jit(step)):
         own_program = functools.partial(_own_lowered, step, args, kwargs)
@@ -434,7 +423,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         else:
             jitted = jax.jit(bind_axes(function, names) if names else function)
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
-                            tuple(notes), scopes, positional, own_program=own_program)
+                            (*bound, *notes), scopes, positional, own_program=own_program)
         try:
             with recording_model_calls() as calls:
                 prepared.trace()
@@ -444,15 +433,34 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 names.append(axis)
                 user_jit = False
                 continue
+            numbers = _python_numbers(args, held) if kind == "jax" and concrete is None else []
+            needed = concrete_arguments(exc)  # as jax names them; none for some errors (a traced slice's end)
+            named = {i for i, n in enumerate(_positional_names(step)) for a in needed
+                     if n is not None and re.match(rf"{re.escape(n)}\b", a)}
+            if needed and named:
+                numbers = [i for i in numbers if i in named]
+            if numbers:  # a Python int the trace needs concrete (a layer's width): bound, as static_argnums would
+                concrete = tuple(numbers)
+                held = {**held, **{i: args[i] for i in concrete}}
+                function, traced_args, positional, keywords, kwargs, bound = _jax_step(step, args, given_kwargs, held,
+                                                                                       concrete)
+                owners = _linen_params(traced_args, positional)[0]
+                continue
             first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
             fix = "Fix the step or its arguments; call it once outside xla_cost to see the full traceback."
+            if needed:  # jax's own line naming the arguments the trace needed concrete, and how to bind them
+                listed = " and ".join(needed)
+                first = f"{first} (the trace needs {listed} concrete)"
+                fix = (f"Bind {listed} before the trace: functools.partial({name}, {needed[0]}=...), or "
+                       f"jax.jit({name}, static_argnames=('{needed[0]}',)) on a jitted step (a Python number given "
+                       "to a step xla_cost jits itself is bound as given).")
             if type(exc).__name__ == "TraceContextError" or "different trace level" in str(exc):
                 # flax: an NNX object the step holds, used or mutated from inside the trace
                 fix = ("The step updates NNX objects it holds rather than takes (a closure, a bound method): pass the "
                        "model and optimizer as the step's arguments, as nnx.jit steps take them.")
             raise InputError(
                 f"a step that traces with these arguments (jax.jit({name})(*args))",
-                f"{type(exc).__name__}: {first}"[:300], fix,
+                f"{type(exc).__name__}: {first}"[:400], fix,
             ) from exc
         break
     active, routed = step_routing(calls)  # a mixture of experts the step's model declares
@@ -466,6 +474,56 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             + ("; the step's own jax.jit options (donation, shardings) are not used" if _is_jax_jit(step) else "")
         )))
     return prepared
+
+
+def _jax_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], held: Mapping[int, Any],
+              concrete: Sequence[int]) -> tuple[Callable[..., Any], tuple[Any, ...], tuple[str | None, ...],
+                                                dict[str, Any], dict[str, Any], list[str]]:
+    """A step of plain jax arguments as the function traced: ``held`` positional arguments bound
+    (``concrete``: the Python numbers among them bound because the trace needed them concrete),
+    keyword arguments holding arrays traced as one more input, the others bound. Returns the
+    function, its traced arguments and their parameters' names, the traced keywords, the bound
+    ones and notes saying what was bound."""
+    keywords = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as inputs, not constants
+    kwargs = {k: v for k, v in kwargs.items() if k not in keywords}
+    function, traced_args, notes = _traced_function(step, kwargs), tuple(args), []
+    positional = tuple(_positional_names(step))
+    if kwargs:
+        notes.append(f"keyword argument(s) {', '.join(kwargs)} bound as they are given (no arrays): not inputs of "
+                     "the analysed program")
+    if held:  # a jit's static arguments, and objects jax cannot trace (a config, a schedule): bound
+        function = _Held(function, held)
+        traced_args = tuple(a for i, a in enumerate(args) if i not in held)
+        static = [i for i in sorted(held) if i not in concrete]
+        if static:
+            notes.append(f"argument(s) {_named(static, positional)} bound as they are given (static: a jit's "
+                         "static_argnums, or no arrays jax can trace): not inputs of the analysed program")
+        if concrete:
+            notes.append(f"argument(s) {_named(concrete, positional)} bound as they are given (Python numbers; the "
+                         "trace needs a concrete one: a shape, a loop's length), as jax.jit's static_argnums would "
+                         "bind them: not inputs of the analysed program")
+        positional = tuple(n for i, n in enumerate(positional) if i not in held)
+    if keywords:  # the keyword arguments that hold arrays: one more input, a dict, passed by their names
+        function = _KeywordsLast(function)
+        traced_args = (*traced_args, keywords)
+        positional = (*positional[:len(traced_args) - 1], *[None] * max(0, len(traced_args) - 1 - len(positional)),
+                      None)
+    return function, traced_args, positional, keywords, kwargs, notes
+
+
+def _named(positions: Sequence[int], names: Sequence[str | None]) -> str:
+    """``2 (latents), 3``: argument positions with their parameters' names where known."""
+    return ", ".join(f"{i} ({names[i]})" if i < len(names) and names[i] else str(i) for i in positions)
+
+
+def _python_numbers(args: Sequence[Any], held: Mapping[int, Any]) -> list[int]:
+    """The positions of the arguments not held that are Python numbers (or trees of them, a shape
+    tuple), no arrays: jax.jit traces them, and a step may need them concrete."""
+    def number(leaf: Any) -> bool:
+        return isinstance(leaf, (bool, int, float, complex)) and not hasattr(leaf, "shape")
+
+    return [i for i, a in enumerate(args) if i not in held and (leaves := jax.tree.leaves(a))
+            and all(number(leaf) for leaf in leaves)]
 
 
 class _JitWithKwargs:
