@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ import jax
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
-__all__ = ["PATH_TAG", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
+__all__ = ["PATH_TAG", "bridged_name_scopes", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
 
 PATH_TAG = "_xla_cost_path"
 """The attribute holding a module's path (a tuple of strings) while it is tagged."""
@@ -202,6 +203,51 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
         _SCOPE_STATE.stack = previous
         if restore_merge is not None:
             restore_merge()
+        wrapped.restore()
+
+
+@contextlib.contextmanager
+def bridged_name_scopes() -> Iterator[None]:
+    """Runs the NNX modules that a Linen model holds through ``flax.nnx.bridge.ToLinen``
+    (MaxText's layers) under name scopes of their paths below the Linen module's own
+    scope: ``Top/layers_0/query`` for the ``query`` of an NNX block wrapped as ``layers_0``,
+    whose work Linen names ``Top/layers_0`` alone otherwise.
+
+    ToLinen builds its NNX module afresh in each call and asks ``flax.nnx.bridge``'s
+    method lookup for the method to run on it: while the block runs that lookup tags the
+    module's submodules by their paths below it (`tag_modules`), wraps their classes'
+    methods as `nnx_name_scopes` does, and runs the method with the module itself as the
+    scope it is called from (its own work stays the Linen module's). Nothing is done where
+    ``flax.nnx.bridge`` is not loaded (a model without ToLinen) or has no such lookup."""
+    wrappers = sys.modules.get("flax.nnx.bridge.wrappers")
+    original = getattr(wrappers, "_get_module_method", None)
+    if original is None or getattr(original, "__xla_cost_scoped__", False):  # (an enclosing block patched it)
+        yield
+        return
+    wrapped = _Wrapped()
+
+    def get_method(module: Any, method: Any) -> Any:
+        found = original(module, method)
+        tag_modules(module)
+        wrapped.wrap(_module_classes(module))
+        path = getattr(module, PATH_TAG, ())
+
+        def scoped(*args: Any, **kwargs: Any) -> Any:
+            previous = getattr(_SCOPE_STATE, "stack", None)
+            _SCOPE_STATE.stack = [path]  # called from the module itself: its children scoped below it
+            try:
+                return found(*args, **kwargs)
+            finally:
+                _SCOPE_STATE.stack = previous
+
+        return scoped
+
+    get_method.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
+    wrappers._get_module_method = get_method  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        wrappers._get_module_method = original  # type: ignore[union-attr]
         wrapped.restore()
 
 

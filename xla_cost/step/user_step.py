@@ -31,7 +31,7 @@ from flax.nnx import graph as nnx_graph
 from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, unbound_axis
 from xla_cost.step.checks import check_axis_names
-from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
+from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
 from xla_cost.step.step_routing import recording_model_calls, step_routing
 from xla_cost.step.trees import is_collections, leaf_roles
 
@@ -402,7 +402,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         held = _held_arguments(step, args)
         keywords = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as inputs, not constants
         kwargs = {k: v for k, v in kwargs.items() if k not in keywords}
-        function, traced_args, kind, scopes = _traced_function(step, kwargs), tuple(args), "jax", contextlib.nullcontext
+        function, traced_args, kind = _traced_function(step, kwargs), tuple(args), "jax"
+        scopes = bridged_name_scopes  # NNX modules a Linen model holds through nnx.bridge.ToLinen
         positional = tuple(_positional_names(step))
         if held:  # a jit's static arguments, and objects jax cannot trace (a config, a schedule): bound
             function = _Held(function, held)
