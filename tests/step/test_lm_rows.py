@@ -323,6 +323,11 @@ def test_an_update_run_by_a_method_of_an_nnx_container_is_each_layers():
         merged.apply_gradients(grads)
         return nnx.state(merged), value
 
-    rows = _update_rows(_step(step, state, *_batch()))
+    report = _step(step, state, *_batch())
+    rows = _update_rows(report)
     assert rows["model/fc1"] == _ADAM * _IN * _WIDTH
     assert rows["model/fc2"] == _ADAM * _WIDTH * _OUT
+    # the step counter (3 FLOP: test_optimizers.STEP) and Adam's bias corrections (2) are the remainder's:
+    # the container's class opens the stack as the root's does, no note that it matches no module
+    assert rows[xla_cost.REMAINDER] == 3 + 2
+    assert not [note for note in report.notes if "row's module" in note]

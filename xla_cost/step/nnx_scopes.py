@@ -133,6 +133,9 @@ def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         if not path:
             scope = type(self).__name__
+            roots = getattr(_SCOPE_STATE, "roots", None)
+            if roots is not None:  # the scope that opens a root's stacks: no module of its own
+                roots.add(scope)
         elif parent is not None and path[: len(parent)] == parent:
             scope = "/".join(path[len(parent):])
         else:  # called from outside its parent (a shared module, the step itself)
@@ -170,7 +173,8 @@ class _Wrapped:
 
 
 @contextlib.contextmanager
-def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) -> Iterator[None]:
+def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False,
+                    roots: set[str] | None = None) -> Iterator[None]:
     """Runs every method of the model's NNX modules under a ``jax.named_scope`` of
     the module's path, for modules tagged with it (`tagged`, or merged while
     ``merged``).
@@ -188,9 +192,14 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
         by their paths below each merged object, and wrap their classes: a step
         that merges its own model from a state, whether it calls ``nnx.merge`` or
         a ``merge`` it imported from ``flax.nnx`` (the function itself is patched).
+      roots: a set that receives the class names scoping a root object's methods (a
+        container of the model a step merges, whose method runs the optimizer's update):
+        the names that open stacks without being modules.
     """
     wrapped = _Wrapped()
     previous = getattr(_SCOPE_STATE, "stack", None)
+    previous_roots = getattr(_SCOPE_STATE, "roots", None)
+    _SCOPE_STATE.roots = roots
     restore_merge = None
     try:
         if model is not None:
@@ -201,6 +210,7 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
         yield
     finally:
         _SCOPE_STATE.stack = previous
+        _SCOPE_STATE.roots = previous_roots
         if restore_merge is not None:
             restore_merge()
         wrapped.restore()

@@ -393,6 +393,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     names = check_axis_names(axis_names)
     held: dict[int, Any] = {}
     keywords: dict[str, Any] = {}
+    merged_roots: set[str] = set()  # the class names of the root objects a step merges itself (their scopes)
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind, positional = "nnx", ()
@@ -419,7 +420,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         owners, counts = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
-            scopes = functools.partial(nnx_name_scopes, None, merged=True)
+            scopes = functools.partial(nnx_name_scopes, None, merged=True, roots=merged_roots)
     if not counts:
         notes.append(
             "no parameters found in the arguments (a `params` key or attribute, or NNX Params): the "
@@ -457,7 +458,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             ) from exc
         break
     active, routed = step_routing(calls)  # a mixture of experts the step's model declares
-    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed))
+    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed),
+                                   roots=tuple(dict.fromkeys([*prepared.roots, *sorted(merged_roots)])))
     if names:
         given = check_axis_names(axis_names)
         how = "bound" if set(names) <= set(given) else "detected and bound"
