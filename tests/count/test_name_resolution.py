@@ -444,10 +444,12 @@ def test_module_path_of_a_wrapped_call():
 # ------------------------------------------------------------------ an NNX module held by a Linen model
 
 
-def test_nnx_modules_under_to_linen_have_their_rows():
-    """``nnx.bridge.ToLinen`` (MaxText's Linen path) builds its NNX module in the call: its
-    Linears' products are their rows' (were: all in ``layers_0``, 0 parameters, and 0 FLOP
-    in the Linears' rows)."""
+@pytest.mark.parametrize("wrapper", ["to_linen", "own"])
+def test_nnx_modules_under_to_linen_have_their_rows(wrapper):
+    """``nnx.bridge.ToLinen`` (MaxText's Linen path, which has its own copy of it) builds its NNX
+    module in the call: its Linears' products are their rows' (were: all in ``layers_0``, 0
+    parameters, and 0 FLOP in the Linears' rows). ``own``: a Linen module of the user's own that
+    builds the NNX block and loads its parameters from its variables."""
     from flax import nnx
     from flax.nnx import bridge
 
@@ -459,10 +461,24 @@ def test_nnx_modules_under_to_linen_have_their_rows():
         def __call__(self, x):
             return self.mlp(self.query(x))
 
+    class OwnBridge(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            block = Block(nnx.Rngs(0))
+            state = nnx.state(block, nnx.Param)
+            if self.is_initializing():
+                for name, value in nnx.to_pure_dict(state).items():
+                    self.put_variable("params", name, value)
+            else:
+                nnx.replace_by_pure_dict(state, dict(self.variables["params"]))
+                nnx.update(block, state)
+            return block(x)
+
     class Top(nn.Module):
         @nn.compact
         def __call__(self, x):
-            return _dense(CLASSES, "head")(bridge.ToLinen(Block, name="layers_0")(x))
+            layer = bridge.ToLinen(Block, name="layers_0") if wrapper == "to_linen" else OwnBridge(name="layers_0")
+            return _dense(CLASSES, "head")(layer(x))
 
     report = _report(Top())
     _check_rows(report, {

@@ -124,13 +124,18 @@ def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
         stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
         path = getattr(self, PATH_TAG, None)
         calls = getattr(_SCOPE_STATE, "root_calls", None)
-        if calls is not None and path == () and not stack and original.__name__ == "__call__":
+        bridged = path == () and getattr(self, _BRIDGED_TAG, False)  # built inside a Linen module's call
+        if calls is not None and path == () and not stack and original.__name__ == "__call__" and not bridged:
             calls.append((self, args, kwargs))
         if stack is None or path is None:
             return original(self, *args, **kwargs)
         parent = stack[-1] if stack else None
-        if path == parent:  # a method of the module calling another of its own
-            return original(self, *args, **kwargs)
+        if path == parent or bridged:  # a method of the module calling another of its own; a bridged root
+            stack.append(path)  # (the Linen module's scope names it already)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                stack.pop()
         if not path:
             scope = type(self).__name__
             roots = getattr(_SCOPE_STATE, "roots", None)
@@ -216,48 +221,55 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False,
         wrapped.restore()
 
 
+_BRIDGED_TAG = "_xla_cost_bridged"
+"""Set on an NNX module built while `bridged_name_scopes` is active: a root whose own scope is the
+Linen module's that built it."""
+
+
 @contextlib.contextmanager
 def bridged_name_scopes() -> Iterator[None]:
-    """Runs the NNX modules that a Linen model holds through ``flax.nnx.bridge.ToLinen``
-    (MaxText's layers) under name scopes of their paths below the Linen module's own
-    scope: ``Top/layers_0/query`` for the ``query`` of an NNX block wrapped as ``layers_0``,
-    whose work Linen names ``Top/layers_0`` alone otherwise.
+    """Runs the NNX modules that a Linen model builds in its call (``flax.nnx.bridge.ToLinen``,
+    MaxText's own copy of it: its layers) under name scopes of their paths below the Linen
+    module's own scope: ``Top/layers_0/query`` for the ``query`` of an NNX block wrapped as
+    ``layers_0``, whose work Linen names ``Top/layers_0`` alone otherwise.
 
-    ToLinen builds its NNX module afresh in each call and asks ``flax.nnx.bridge``'s
-    method lookup for the method to run on it: while the block runs that lookup tags the
-    module's submodules by their paths below it (`tag_modules`), wraps their classes'
-    methods as `nnx_name_scopes` does, and runs the method with the module itself as the
-    scope it is called from (its own work stays the Linen module's). Nothing is done where
-    ``flax.nnx.bridge`` is not loaded (a model without ToLinen) or has no such lookup."""
-    wrappers = sys.modules.get("flax.nnx.bridge.wrappers")
-    original = getattr(wrappers, "_get_module_method", None)
-    if original is None or getattr(original, "__xla_cost_scoped__", False):  # (an enclosing block patched it)
+    While the block runs, each NNX module built outside the construction of another (the
+    wrapper's, afresh in each call) is tagged with its submodules' paths below it
+    (`tag_modules`) and their classes' methods are wrapped as `nnx_name_scopes` wraps them;
+    its own methods open no scope (its work stays the Linen module's) and are no call of a
+    step's model (`recording_root_calls`). Nothing is done where Flax NNX is not loaded."""
+    nnx = sys.modules.get("flax.nnx")
+    module_class = getattr(nnx, "Module", None)
+    meta = next((k for k in type(module_class).__mro__ if "__call__" in vars(k)), type) if module_class else type
+    if meta is type or getattr(vars(meta)["__call__"], "__xla_cost_scoped__", False):  # (none, or patched above)
         yield
         return
+    original = vars(meta)["__call__"]
     wrapped = _Wrapped()
 
-    def get_method(module: Any, method: Any) -> Any:
-        found = original(module, method)
-        tag_modules(module)
-        wrapped.wrap(_module_classes(module))
-        path = getattr(module, PATH_TAG, ())
+    def build(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_SCOPE_STATE, "building", 0)
+        _SCOPE_STATE.building = depth + 1
+        try:
+            made = original(cls, *args, **kwargs)
+        finally:
+            _SCOPE_STATE.building = depth
+        if depth == 0 and isinstance(made, module_class) and not hasattr(made, PATH_TAG):
+            tag_modules(made)
+            with contextlib.suppress(Exception):  # (a module that refuses attributes: unscoped below)
+                setattr(made, _BRIDGED_TAG, True)
+            wrapped.wrap(_module_classes(made))
+        return made
 
-        def scoped(*args: Any, **kwargs: Any) -> Any:
-            previous = getattr(_SCOPE_STATE, "stack", None)
-            _SCOPE_STATE.stack = [path]  # called from the module itself: its children scoped below it
-            try:
-                return found(*args, **kwargs)
-            finally:
-                _SCOPE_STATE.stack = previous
-
-        return scoped
-
-    get_method.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
-    wrappers._get_module_method = get_method  # type: ignore[union-attr]
+    build.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
+    previous = getattr(_SCOPE_STATE, "stack", None)
+    meta.__call__ = build  # type: ignore[method-assign]
+    _SCOPE_STATE.stack = [] if previous is None else previous
     try:
         yield
     finally:
-        wrappers._get_module_method = original  # type: ignore[union-attr]
+        meta.__call__ = original  # type: ignore[method-assign]
+        _SCOPE_STATE.stack = previous
         wrapped.restore()
 
 
