@@ -331,3 +331,44 @@ def test_an_update_run_by_a_method_of_an_nnx_container_is_each_layers():
     # the container's class opens the stack as the root's does, no note that it matches no module
     assert rows[xla_cost.REMAINDER] == 3 + 2
     assert not [note for note in report.notes if "row's module" in note]
+
+
+def test_nnx_layers_scanned_over_a_parameter_axis_after_the_first_get_their_gradients():
+    """MaxText's Linen path scans its ToLinen layers with ``variable_axes={"params": 1}``: each
+    layer's weight gradient (``_WIDTH x _WIDTH``) is the stacked kernel's slice along axis 1, so it
+    is a gradient (was, once the layer's stacks named it: 'parameters that receive no gradient:
+    layers/fc/kernel' and 192 of 232 parameters frozen)."""
+    from flax.nnx import bridge
+
+    layers = 3
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.fc = nnx.Linear(_WIDTH, _WIDTH, use_bias=False, rngs=rngs)
+
+        def __call__(self, x, _):
+            return nnx.relu(self.fc(x)), None
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            stack = nn.scan(bridge.ToLinen, variable_axes={"params": 1}, split_rngs={"params": True}, length=layers)
+            x, _ = stack(Block, name="layers")(x, None)
+            return nn.Dense(_OUT, use_bias=False, name="head")(x)
+
+    model = Net()
+    x, y = jax.ShapeDtypeStruct((_BATCH, _WIDTH), jnp.float32), jax.ShapeDtypeStruct((_BATCH,), jnp.int32)
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+
+    def step(state, x, y):
+        def loss(p):
+            return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
+        value, grads = jax.value_and_grad(loss)(state.params)
+        return state.apply_gradients(grads=grads), value
+
+    report = _step(step, state, x, y)
+    assert not [note for note in report.notes if "receive no gradient" in note or "trained parameters" in note]
+    rows = {row.path: row for row in report.layers}
+    assert rows["layers/fc"].forward_flops == layers * 2 * _BATCH * _WIDTH * _WIDTH
+    assert rows["layers/fc"].update_flops == _ADAM * layers * _WIDTH * _WIDTH

@@ -227,9 +227,10 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
 
 def _graded(leaf: Any, module: str, made: Mapping[str, set[tuple[int, ...]]]) -> bool:
     """Whether a backward equation under ``module`` makes an array of ``leaf``'s shape (or of one
-    layer's slice of it, for a scanned stack)."""
+    layer's slice of it, for a scanned stack, whose layers' axis may be any: MaxText's
+    ``param_scan_axis=1``)."""
     shape = tuple(getattr(leaf, "shape", ()))
-    return bool(made.get(module, set()) & {shape, shape[1:]})
+    return bool(made.get(module, set()) & {shape, *(shape[:i] + shape[i + 1:] for i in range(len(shape)))})
 
 
 def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
