@@ -352,3 +352,169 @@ def test_op_names_resolve_as_name_stacks_do():
     # a module named like a loop scope is a module where one exists
     assert op_name_path("jit(grad)/jvp(Net)/stage/body/conv/conv_general_dilated", "Net", MODULES) == "stage/body/conv"
     assert op_name_path("jit(grad)/jvp(Net)/h_0/while/body/attn/dot_general", "Net") == "h_0/attn"
+
+
+# ------------------------------------------------------------------ wrappers around a module's call
+
+RANK = 2
+"""An adapter's rank."""
+
+
+class _Proj(nn.Module):
+    """A weight in its parent's scope (``nn.share_scope``), as gemma's Einsum in its FeedForward."""
+
+    features: int
+    weight: str
+
+    @nn.compact
+    def __call__(self, x):
+        return x @ self.param(self.weight, nn.initializers.lecun_normal(), (x.shape[-1], self.features))
+
+
+class _SharedMlp(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        up, down = _Proj(WIDTH, "up"), _Proj(CLASSES, "down")
+        nn.share_scope(self, up)
+        nn.share_scope(self, down)
+        return down(nn.relu(up(x)))
+
+
+class _Adapter(nn.Module):
+    """A low-rank adapter that calls the module it wraps (gemma's ``_LoRAEinsum``)."""
+
+    wrapped: nn.Module
+
+    @nn.compact
+    def __call__(self, x):
+        a = self.param("a", nn.initializers.lecun_normal(), (x.shape[-1], RANK))
+        b = self.param("b", nn.initializers.zeros, (RANK, self.wrapped.features))
+        return self.wrapped(x) + x @ a @ b
+
+
+class InterceptedNet(nn.Module):
+    """Each ``_Proj`` call replaced by an interceptor (``nn.intercept_methods``, as gemma's
+    ``gm.nn.LoRA``) with an ``_Adapter`` around it: the stack of the wrapped call enters the
+    ``_Proj`` again inside the adapter, ``InterceptedNet/mlp/_Proj_0/_Adapter_up/_Proj_0``."""
+
+    @nn.compact
+    def __call__(self, x):
+        inside: set[int] = set()
+
+        def intercept(next_fun, args, kwargs, context):
+            module = context.module
+            if not isinstance(module, _Proj) or context.method_name != "__call__" or id(module) in inside:
+                return next_fun(*args, **kwargs)
+            inside.add(id(module))
+            try:
+                return _Adapter(wrapped=module, name=f"_Adapter_{module.weight}")(*args, **kwargs)
+            finally:
+                inside.discard(id(module))
+
+        with nn.intercept_methods(intercept):
+            return _SharedMlp(name="mlp")(x)
+
+
+def test_a_call_an_interceptor_wraps_is_its_own_modules_work():
+    """The wrapped products read the ``mlp``'s weights and are its row's; the adapters' rows
+    hold their own low-rank products and the add (were: the base products in the adapters'
+    rows, 0 parameters, and ``mlp`` the ReLU alone)."""
+    report = _report(InterceptedNet())
+    _check_rows(report, {
+        # the two products on its own weights, and the ReLU between them (one max an element)
+        "mlp": 2 * B * D_IN * WIDTH + 2 * B * WIDTH * CLASSES + B * WIDTH,
+        # x a (in x RANK), then (x a) b (RANK x out), then the add to the wrapped call's output
+        "mlp/_Adapter_up": 2 * B * D_IN * RANK + 2 * B * RANK * WIDTH + B * WIDTH,
+        "mlp/_Adapter_down": 2 * B * WIDTH * RANK + 2 * B * RANK * CLASSES + B * CLASSES,
+    })
+    rows = {row.path: row for row in report.layers}
+    # backward: both weights' gradients and the input gradient of down are mlp's products
+    assert rows["mlp"].backward_flops >= 2 * B * D_IN * WIDTH + 2 * (2 * B * WIDTH * CLASSES)
+
+
+def test_module_path_of_a_wrapped_call():
+    modules = module_tree(["mlp", "mlp/_LoRAEinsum_gating_einsum/lora"])
+    # gemma's LoRA around a shared-scope Einsum: the wrapped call is mlp's, the adapter's own its row's
+    assert xla_cost.module_path("Net/mlp/Einsum_0/_LoRAEinsum_gating_einsum/Einsum_0/ab,bc->ac", "Net",
+                                modules) == "mlp/Einsum_0/ab,bc->ac"
+    assert xla_cost.module_path("Net/mlp/Einsum_0/_LoRAEinsum_gating_einsum/lora/ab,bc->ac", "Net",
+                                modules) == "mlp/_LoRAEinsum_gating_einsum/lora/ab,bc->ac"
+
+
+# ------------------------------------------------------------------ an NNX module held by a Linen model
+
+
+@pytest.mark.parametrize("wrapper", ["to_linen", "own"])
+def test_nnx_modules_under_to_linen_have_their_rows(wrapper):
+    """``nnx.bridge.ToLinen`` (MaxText's Linen path, which has its own copy of it) builds its NNX
+    module in the call: its Linears' products are their rows' (were: all in ``layers_0``, 0
+    parameters, and 0 FLOP in the Linears' rows). ``own``: a Linen module of the user's own that
+    builds the NNX block and loads its parameters from its variables."""
+    from flax import nnx
+    from flax.nnx import bridge
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.query = nnx.Linear(D_IN, WIDTH, use_bias=False, rngs=rngs)
+            self.mlp = nnx.Linear(WIDTH, WIDTH, use_bias=False, rngs=rngs)
+
+        def __call__(self, x):
+            return self.mlp(self.query(x))
+
+    class OwnBridge(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            block = Block(nnx.Rngs(0))
+            state = nnx.state(block, nnx.Param)
+            if self.is_initializing():
+                for name, value in nnx.to_pure_dict(state).items():
+                    self.put_variable("params", name, value)
+            else:
+                nnx.replace_by_pure_dict(state, dict(self.variables["params"]))
+                nnx.update(block, state)
+            return block(x)
+
+    class Top(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            layer = bridge.ToLinen(Block, name="layers_0") if wrapper == "to_linen" else OwnBridge(name="layers_0")
+            return _dense(CLASSES, "head")(layer(x))
+
+    report = _report(Top())
+    _check_rows(report, {
+        "layers_0/query": 2 * B * D_IN * WIDTH,
+        "layers_0/mlp": 2 * B * WIDTH * WIDTH,
+        "head": 2 * B * WIDTH * CLASSES,
+    })
+    rows = {row.path: row for row in report.layers}
+    # backward: the weight gradient of query (x is no parameter: no input gradient), and mlp's two products
+    assert rows["layers_0/query"].backward_flops == 2 * B * D_IN * WIDTH
+    assert rows["layers_0/mlp"].backward_flops == 2 * (2 * B * WIDTH * WIDTH)
+
+
+# ------------------------------------------------------------------ stacks that name no module from the root
+
+
+def test_a_stack_ending_one_modules_path_is_that_modules():
+    """Work jax hoisted out of a scanned stack's loop keeps the scopes inside the loop alone
+    (``layers/attn/rope``): the one module whose path ends so (``decoder/layers/attn/rope``)
+    has it; where several do, the remainder (and the note)."""
+    params = {"decoder/layers/attn/q": 64, "decoder/layers/mlp": 64}
+    known = ["decoder/layers/attn/rope", "decoder/layers/attn/q", "decoder/layers/mlp"]
+    rows = xla_cost.attribute([_eqn("transpose(jvp(Net))/layers/attn/rope", 7)], params, root="Net",
+                              known_modules=known)
+    assert {row.path: row.backward_flops for row in rows if row.backward_flops} == {"decoder/layers/attn/rope": 7}
+    twice = ["encoder/layers/attn/rope", *known]
+    assert unmatched_stacks([_eqn("jvp(Net)/layers/attn/rope", 7)], params, root="Net",
+                            known_modules=twice) == {"Net/layers/attn/rope": 7}
+
+
+def test_a_stack_that_names_no_module_goes_to_its_datas_owner():
+    """An optimizer's update run in a method of an NNX container of the model (MaxText's
+    ``TrainStateNNX.apply_gradients``: stack ``TrainState``) follows its data to the layer
+    whose parameters it updates (was: the remainder)."""
+    params = {"model/fc1": 10, "model/fc2": 10}
+    equations = [EqnCount("TrainState", "mul", 1, Cost(flops=5), owner="model/fc1"),
+                 EqnCount("TrainState", "add", 1, Cost(flops=3))]
+    rows = xla_cost.attribute(equations, params, root=(), default_pass="update")
+    assert {row.path: row.update_flops for row in rows if row.update_flops} == {"model/fc1": 5, xla_cost.REMAINDER: 3}

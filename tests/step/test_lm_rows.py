@@ -244,3 +244,131 @@ def test_remat_forms_match_a_train_state_holding_the_variables_dict(model, runs)
     # its weight gradient, 2*B*d*d a run, is in its row (the recomputation's accounting is step_parts')
     assert rows["blocks/inp"].backward_flops >= runs * 2 * CFG.batch * CFG.d_model ** 2
     assert not [note for note in report.notes if "match no row's module" in note or "matches no row's module" in note]
+
+
+# ---------------------------------------------------------------- the optimizer's rows, wherever it runs
+
+_ADAM = 13
+"""Adam's FLOP per parameter (tests/step/test_optimizers.py): mu 3, nu 4, two bias corrections 2,
++ eps 1, mu_hat / . 1, -lr 1, p + u 1."""
+_IN, _WIDTH, _OUT, _BATCH = 16, 32, 8, 4
+
+
+class _NnxMlp(nnx.Module):
+    def __init__(self, rngs):
+        self.fc1 = nnx.Linear(_IN, _WIDTH, use_bias=False, rngs=rngs)
+        self.fc2 = nnx.Linear(_WIDTH, _OUT, use_bias=False, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+def _batch():
+    return jax.ShapeDtypeStruct((_BATCH, _IN), jnp.float32), jax.ShapeDtypeStruct((_BATCH,), jnp.int32)
+
+
+def _update_rows(report) -> dict[str, int]:
+    return {row.path: row.update_flops for row in report.layers}
+
+
+def test_the_update_of_nnx_layers_under_to_linen_is_theirs():
+    """A Linen model holding an NNX block through ``nnx.bridge.ToLinen`` (MaxText's Linen path), a
+    TrainState step: each Linear's Adam update is its row's (was: fc2 3 FLOP a parameter, the rest in
+    ``layers_0`` (0 parameters) and the remainder)."""
+    from flax.nnx import bridge
+
+    class Top(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return bridge.ToLinen(_NnxMlp, name="layers_0")(x)
+
+    model, (x, y) = Top(), _batch()
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+
+    def step(state, x, y):
+        def loss(p):
+            return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
+        value, grads = jax.value_and_grad(loss)(state.params)
+        return state.apply_gradients(grads=grads), value
+
+    rows = _update_rows(_step(step, state, x, y))
+    assert rows["layers_0/fc1"] == _ADAM * _IN * _WIDTH
+    assert rows["layers_0/fc2"] == _ADAM * _WIDTH * _OUT
+
+
+def test_an_update_run_by_a_method_of_an_nnx_container_is_each_layers():
+    """MaxText's ``TrainStateNNX``: an nnx.Module holding the model and its nnx.Optimizer, whose
+    method ``apply_gradients`` updates them (stack ``TrainState``, no module of the model): each
+    layer's Adam update is its row's (was: all in the remainder, a note that ``TrainState``
+    matches no row's module)."""
+
+    class TrainState(nnx.Module):
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        def apply_gradients(self, grads):
+            self.optimizer.update(self.model, grads)
+
+    def make():
+        model = _NnxMlp(nnx.Rngs(0))
+        return TrainState(model, nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param))
+
+    graphdef, state = nnx.split(nnx.eval_shape(make))
+
+    def step(state, x, y):
+        merged = nnx.merge(graphdef, state)
+        value, grads = nnx.value_and_grad(
+            lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean())(merged.model)
+        merged.apply_gradients(grads)
+        return nnx.state(merged), value
+
+    report = _step(step, state, *_batch())
+    rows = _update_rows(report)
+    assert rows["model/fc1"] == _ADAM * _IN * _WIDTH
+    assert rows["model/fc2"] == _ADAM * _WIDTH * _OUT
+    # the step counter (3 FLOP: test_optimizers.STEP) and Adam's bias corrections (2) are the remainder's:
+    # the container's class opens the stack as the root's does, no note that it matches no module
+    assert rows[xla_cost.REMAINDER] == 3 + 2
+    assert not [note for note in report.notes if "row's module" in note]
+
+
+def test_nnx_layers_scanned_over_a_parameter_axis_after_the_first_get_their_gradients():
+    """MaxText's Linen path scans its ToLinen layers with ``variable_axes={"params": 1}``: each
+    layer's weight gradient (``_WIDTH x _WIDTH``) is the stacked kernel's slice along axis 1, so it
+    is a gradient (was, once the layer's stacks named it: 'parameters that receive no gradient:
+    layers/fc/kernel' and 192 of 232 parameters frozen)."""
+    from flax.nnx import bridge
+
+    layers = 3
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.fc = nnx.Linear(_WIDTH, _WIDTH, use_bias=False, rngs=rngs)
+
+        def __call__(self, x, _):
+            return nnx.relu(self.fc(x)), None
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            stack = nn.scan(bridge.ToLinen, variable_axes={"params": 1}, split_rngs={"params": True}, length=layers)
+            x, _ = stack(Block, name="layers")(x, None)
+            return nn.Dense(_OUT, use_bias=False, name="head")(x)
+
+    model = Net()
+    x, y = jax.ShapeDtypeStruct((_BATCH, _WIDTH), jnp.float32), jax.ShapeDtypeStruct((_BATCH,), jnp.int32)
+    state = jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+
+    def step(state, x, y):
+        def loss(p):
+            return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
+        value, grads = jax.value_and_grad(loss)(state.params)
+        return state.apply_gradients(grads=grads), value
+
+    report = _step(step, state, x, y)
+    assert not [note for note in report.notes if "receive no gradient" in note or "trained parameters" in note]
+    rows = {row.path: row for row in report.layers}
+    assert rows["layers/fc"].forward_flops == layers * 2 * _BATCH * _WIDTH * _WIDTH
+    assert rows["layers/fc"].update_flops == _ADAM * layers * _WIDTH * _WIDTH

@@ -132,11 +132,17 @@ def _path(
         names = [_method_call_module(n) for n in names]
         return "/".join(n for n in names if n and n not in roots and n not in skip)
     current, rest = "", []  # the innermost module found, and what follows it
+    called: dict[str, tuple[str, list[str]]] = {}  # an entry that names no module: where it was called
     for name in names:
         found = _resolve(name, current, roots, modules) if name else None
         if found is not None:
             current, rest = found, []
         elif name and name not in roots and name not in skip:
+            where = called.setdefault(name, (current, list(rest)))
+            if where[0] != current and (not where[0] or current.startswith(where[0] + "/")):
+                # the same call again, inside a module it called (a wrapper an interceptor put around it:
+                # ``mlp/Einsum_0/_LoRAEinsum_gating_einsum/Einsum_0``): the wrapped call's work is its own
+                current, rest = where[0], list(where[1])
             rest.append(name)
     return "/".join(n for n in (current, *rest) if n)
 
@@ -158,7 +164,10 @@ def module_path(
     ``X.method`` of that module itself or of its child ``X``
     (``moe/moe._call_experts/vmap(expert)/expert.layer_fn/inp`` ->
     ``moe/expert/inp``); a module constructed in an ancestor and called here
-    (``layers_0/moe/expert`` -> ``layers_0/expert``). Entries that resolve to
+    (``layers_0/moe/expert`` -> ``layers_0/expert``); an entry that names no module,
+    entered again inside a module its first call went through (an interceptor's
+    wrapper: ``mlp/Einsum_0/_LoRAEinsum_gating_einsum/Einsum_0`` -> ``mlp/Einsum_0``),
+    is where it was first called. Entries that resolve to
     nothing (jax's own scopes, an einsum's spec, a ``jax.named_scope`` inside a
     module) stay after the module found before them, the root names and
     ``rematted_computation`` left out: ``GPT/h/attn/bqhd,bkhd->bhqk`` ->
@@ -243,10 +252,36 @@ def _rows(
         key = (eqn.name_stack, eqn.owner)
         if key not in found:
             path = module_path(eqn.name_stack, root, tree) or (eqn.owner or "")
-            found[key] = (path, owner(path, modules, tree))
+            row = owner(path, modules, tree)
+            if row == REMAINDER and not _unnamed(path):  # a stack that names no module of the model
+                path = _below(path, tree) or eqn.owner or path
+                row = owner(path, modules, tree)
+            found[key] = (path, row)
         return found[key]
 
     return row_of
+
+
+def _unnamed(path: str) -> bool:
+    """A module path of jax's own scopes alone (an einsum's spec in the root module), or none."""
+    return all(_is_jax_scope(name) for name in path.split("/") if name)
+
+
+def _below(path: str, tree: Collection[str]) -> str | None:
+    """``path``, which names no module from the root, as the path of the one module whose path ends
+    with its leading entries (the rest kept after it), the most entries first: work that jax
+    hoisted out of a scanned stack's loop keeps the scopes inside the loop alone
+    (``layers/self_attention/rotary_embedding`` for ``decoder/layers/self_attention/rotary_embedding``).
+    None where no such module, or several, end so."""
+    names = path.split("/")
+    for k in range(len(names), 0, -1):
+        tail = "/" + "/".join(names[:k])
+        found = [module for module in tree if module.endswith(tail)]
+        if len(found) == 1:
+            return "/".join([found[0], *names[k:]])
+        if found:
+            return None
+    return None
 
 
 def check_depth(depth: object) -> None:
@@ -286,8 +321,10 @@ def attribute(
     `EqnCount.owner` (optimizer arithmetic on one module's parameters, traced
     from the data) goes to that module. What is left (the loss, glue in the root
     module, optimizer work shared by all modules such as a global norm) goes to
-    the `REMAINDER` row, and so does work whose name stack names no module of
-    the model (`unmatched_note` says which).
+    the `REMAINDER` row. A name stack that names no module from the root goes to
+    the one module whose path ends with its entries (work hoisted out of a scanned
+    stack's loop), else to the equation's owner; failing both, to the `REMAINDER`
+    (`unmatched_note` says which).
 
     Args:
       equations: counts from `xla_cost.count.interpret.count_jaxpr` of one phase.
@@ -538,7 +575,7 @@ def unmatched_stacks(
     out: dict[str, int] = {}
     for eqn in equations:
         path, row = row_of(eqn)
-        if row != REMAINDER or all(_is_jax_scope(name) for name in path.split("/") if name):
+        if row != REMAINDER or _unnamed(path):
             continue
         stack = _shown_stack(eqn.name_stack)
         out[stack] = out.get(stack, 0) + eqn.cost.flops

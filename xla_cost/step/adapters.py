@@ -24,7 +24,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from xla_cost.errors import InputError
 from xla_cost.step.checks import check_arrays
-from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
+from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
 from xla_cost.step.trees import PyTree, abstract, is_array, loaded_nnx
 
 if TYPE_CHECKING:  # an NNX model comes with flax.nnx imported: `_nnx_apply` imports it then
@@ -281,6 +281,7 @@ def prepare(
     if isinstance(model, nn.Module):
         kind, root_name = "linen", type(model).__name__
         apply, params, state, outputs = _linen_apply(model, inputs, extras, plan)
+        tracing = bridged_name_scopes  # NNX modules it holds through nnx.bridge.ToLinen
     elif (nnx := loaded_nnx()) is not None and isinstance(model, nnx.Module):
         kind, root_name = "nnx", type(model).__name__
         apply, params, state, tracing = _nnx_apply(model, plan)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ import jax
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
-__all__ = ["PATH_TAG", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
+__all__ = ["PATH_TAG", "bridged_name_scopes", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
 
 PATH_TAG = "_xla_cost_path"
 """The attribute holding a module's path (a tuple of strings) while it is tagged."""
@@ -123,15 +124,23 @@ def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
         stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
         path = getattr(self, PATH_TAG, None)
         calls = getattr(_SCOPE_STATE, "root_calls", None)
-        if calls is not None and path == () and not stack and original.__name__ == "__call__":
+        bridged = path == () and getattr(self, _BRIDGED_TAG, False)  # built inside a Linen module's call
+        if calls is not None and path == () and not stack and original.__name__ == "__call__" and not bridged:
             calls.append((self, args, kwargs))
         if stack is None or path is None:
             return original(self, *args, **kwargs)
         parent = stack[-1] if stack else None
-        if path == parent:  # a method of the module calling another of its own
-            return original(self, *args, **kwargs)
+        if path == parent or bridged:  # a method of the module calling another of its own; a bridged root
+            stack.append(path)  # (the Linen module's scope names it already)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                stack.pop()
         if not path:
             scope = type(self).__name__
+            roots = getattr(_SCOPE_STATE, "roots", None)
+            if roots is not None:  # the scope that opens a root's stacks: no module of its own
+                roots.add(scope)
         elif parent is not None and path[: len(parent)] == parent:
             scope = "/".join(path[len(parent):])
         else:  # called from outside its parent (a shared module, the step itself)
@@ -169,7 +178,8 @@ class _Wrapped:
 
 
 @contextlib.contextmanager
-def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) -> Iterator[None]:
+def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False,
+                    roots: set[str] | None = None) -> Iterator[None]:
     """Runs every method of the model's NNX modules under a ``jax.named_scope`` of
     the module's path, for modules tagged with it (`tagged`, or merged while
     ``merged``).
@@ -187,9 +197,14 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
         by their paths below each merged object, and wrap their classes: a step
         that merges its own model from a state, whether it calls ``nnx.merge`` or
         a ``merge`` it imported from ``flax.nnx`` (the function itself is patched).
+      roots: a set that receives the class names scoping a root object's methods (a
+        container of the model a step merges, whose method runs the optimizer's update):
+        the names that open stacks without being modules.
     """
     wrapped = _Wrapped()
     previous = getattr(_SCOPE_STATE, "stack", None)
+    previous_roots = getattr(_SCOPE_STATE, "roots", None)
+    _SCOPE_STATE.roots = roots
     restore_merge = None
     try:
         if model is not None:
@@ -200,8 +215,61 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False) ->
         yield
     finally:
         _SCOPE_STATE.stack = previous
+        _SCOPE_STATE.roots = previous_roots
         if restore_merge is not None:
             restore_merge()
+        wrapped.restore()
+
+
+_BRIDGED_TAG = "_xla_cost_bridged"
+"""Set on an NNX module built while `bridged_name_scopes` is active: a root whose own scope is the
+Linen module's that built it."""
+
+
+@contextlib.contextmanager
+def bridged_name_scopes() -> Iterator[None]:
+    """Runs the NNX modules that a Linen model builds in its call (``flax.nnx.bridge.ToLinen``,
+    MaxText's own copy of it: its layers) under name scopes of their paths below the Linen
+    module's own scope: ``Top/layers_0/query`` for the ``query`` of an NNX block wrapped as
+    ``layers_0``, whose work Linen names ``Top/layers_0`` alone otherwise.
+
+    While the block runs, each NNX module built outside the construction of another (the
+    wrapper's, afresh in each call) is tagged with its submodules' paths below it
+    (`tag_modules`) and their classes' methods are wrapped as `nnx_name_scopes` wraps them;
+    its own methods open no scope (its work stays the Linen module's) and are no call of a
+    step's model (`recording_root_calls`). Nothing is done where Flax NNX is not loaded."""
+    nnx = sys.modules.get("flax.nnx")
+    module_class = getattr(nnx, "Module", None)
+    meta = next((k for k in type(module_class).__mro__ if "__call__" in vars(k)), type) if module_class else type
+    if meta is type or getattr(vars(meta)["__call__"], "__xla_cost_scoped__", False):  # (none, or patched above)
+        yield
+        return
+    original = vars(meta)["__call__"]
+    wrapped = _Wrapped()
+
+    def build(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_SCOPE_STATE, "building", 0)
+        _SCOPE_STATE.building = depth + 1
+        try:
+            made = original(cls, *args, **kwargs)
+        finally:
+            _SCOPE_STATE.building = depth
+        if depth == 0 and isinstance(made, module_class) and not hasattr(made, PATH_TAG):
+            tag_modules(made)
+            with contextlib.suppress(Exception):  # (a module that refuses attributes: unscoped below)
+                setattr(made, _BRIDGED_TAG, True)
+            wrapped.wrap(_module_classes(made))
+        return made
+
+    build.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
+    previous = getattr(_SCOPE_STATE, "stack", None)
+    meta.__call__ = build  # type: ignore[method-assign]
+    _SCOPE_STATE.stack = [] if previous is None else previous
+    try:
+        yield
+    finally:
+        meta.__call__ = original  # type: ignore[method-assign]
+        _SCOPE_STATE.stack = previous
         wrapped.restore()
 
 

@@ -32,7 +32,7 @@ from flax.nnx import graph as nnx_graph
 from xla_cost.errors import InputError
 from xla_cost.step.adapters import bind_axes, concrete_arguments, unbound_axis
 from xla_cost.step.checks import check_axis_names
-from xla_cost.step.nnx_scopes import nnx_name_scopes, tagged
+from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
 from xla_cost.step.step_routing import recording_model_calls, step_routing
 from xla_cost.step.trees import is_collections, leaf_roles
 
@@ -395,18 +395,19 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     held: dict[int, Any] = {}
     keywords: dict[str, Any] = {}
     bound: list[str] = []  # notes of the arguments bound to a plain jax step
+    merged_roots: set[str] = set()  # the class names of the root objects a step merges itself (their scopes)
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
         kind, positional = "nnx", ()
         roots = (type(model).__name__,) if model is not None else ()
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
-        held, given_kwargs, kind, scopes = _held_arguments(step, args), kwargs, "jax", contextlib.nullcontext
+        held, given_kwargs, kind, scopes = _held_arguments(step, args), kwargs, "jax", bridged_name_scopes
         function, traced_args, positional, keywords, kwargs, bound = _jax_step(step, args, given_kwargs, held, ())
         owners, counts = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
-            scopes = functools.partial(nnx_name_scopes, None, merged=True)
+            scopes = functools.partial(nnx_name_scopes, None, merged=True, roots=merged_roots)
     if not counts:
         notes.append(
             "no parameters found in the arguments (a `params` key or attribute, or NNX Params): the "
@@ -464,7 +465,8 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             ) from exc
         break
     active, routed = step_routing(calls)  # a mixture of experts the step's model declares
-    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed))
+    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed),
+                                   roots=tuple(dict.fromkeys([*prepared.roots, *sorted(merged_roots)])))
     if names:
         given = check_axis_names(axis_names)
         how = "bound" if set(names) <= set(given) else "detected and bound"
