@@ -17,8 +17,7 @@ def _library_flops(value: int) -> str | None:
     counted = SimpleNamespace(total=SimpleNamespace(flops=WHOLE), unsupported={})
     compiled = SimpleNamespace(library_calls=(("a_custom_call", 1),), target="tpu-v5e:2x2",
                                costs=SimpleNamespace(source="cost_analysis"))
-    found, source, note = library_flops("update", value, "xla", None, counted, compiled,
-                                        SimpleNamespace(devices=DEVICES))
+    found, source, note = library_flops("update", value, "xla", None, counted, compiled, DEVICES)
     assert found == value and source == "xla"  # a target's own count stands either way
     return note
 

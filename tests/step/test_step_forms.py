@@ -546,6 +546,41 @@ def test_a_pmapped_steps_memory_parts_are_one_devices():
     assert not any("batch=2" in n for n in report.notes)
 
 
+@pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
+def test_a_pmapped_steps_notes_compare_one_devices_figures():
+    # jax.pmap of a dropout step over 2 devices: the mapped body's jaxpr and XLA's program are both one device's.
+    # The random numbers' note of train_step (which draws the forward's mask, once) says what the forward's says
+    # (was half of it: divided by the devices again); XLA's count of the step against the parts' sum is compared
+    # as it is and noted where more than 2% off (was never noted on a mapped step)
+    devices = 2
+
+    class Dropped(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(CLASSES)(nn.Dropout(0.1, deterministic=False)(nn.Dense(HIDDEN)(x)))
+
+    model = Dropped()
+
+    def train_step(params, x, y, rng):
+        def loss(p):
+            logits = model.apply({"params": p}, x, rngs={"dropout": rng})
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.lax.pmean(jax.grad(loss)(params), "batch"))
+
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((B, IN)))["params"])
+    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), params)
+    keys = jax.eval_shape(lambda: jax.random.split(jax.random.key(1), devices))
+    report = xla_cost.analyze_step(jax.pmap(train_step, "batch"), params, jax.ShapeDtypeStruct((devices, B, IN),
+                                   jnp.float32), jax.ShapeDtypeStruct((devices, B), jnp.int32), keys)
+    hidden = {n.split(":")[0]: n.split("up to ")[1].split(" FLOP")[0] for n in report.notes if "more run than" in n}
+    assert hidden["train_step"] == hidden["forward"]
+    step = report.phases["train_step"]
+    # XLA's fusions count the dropout's mask and scaling again: more than 2% over the parts here, so noted
+    assert abs(step.flops - step.jaxpr_flops) > 0.02 * step.jaxpr_flops
+    assert any(n.startswith(f"train_step: XLA counts {step.flops:,} FLOP on one device") for n in report.notes)
+
+
 def test_a_pmean_of_batchnorm_statistics_is_model_state_not_the_update():
     # Flax's ImageNet example: batch_stats=lax.pmean(new_model_state["batch_stats"], "batch") beside the pmean of the
     # gradients: the running mean and variance (IN each) averaged over devices are model state the forward made,

@@ -93,11 +93,12 @@ library calls is taken to have left their FLOP out."""
 
 def library_flops(
     phase: str, value: int | None, source: str, note: str | None, counted: JaxprCount,
-    compiled: xla.CompiledPhase, plan: _sharding.ShardingPlan | None, random: float = 0,
+    compiled: xla.CompiledPhase, devices: int = 1, random: float = 0,
 ) -> tuple[int | None, str, str | None]:
     """The FLOP of a program whose compiled HLO hands work to libraries.
 
-    ``random``: the most a target's count may exceed the jaxpr's by its random
+    ``devices``: the devices the jaxpr's count is shared over, XLA's figure being one
+    device's (`Program.shared`). ``random``: the most a target's count may exceed the jaxpr's by its random
     numbers (`random_allowance`), which `random_note` names instead of the
     compiler's added work.
 
@@ -111,8 +112,7 @@ def library_flops(
     """
     calls = ", ".join(f"{n} {t}" for t, n in compiled.library_calls or ())
     true = counted.total.flops
-    devices = plan.devices if plan is not None else 1
-    expected = true / devices
+    expected = true / devices  # the devices the jaxpr's count is shared over (`phase_costs`)
     if value is not None and expected and abs(value - expected) <= LIBRARY_TOLERANCE * expected:
         return value, source, note
     if compiled.target is not None and value is not None:  # a target's own count has its library calls in it
@@ -314,8 +314,11 @@ def phase_costs(
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes;
     ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`);
     ``jaxpr_model``: model and hardware FLOP from the jaxpr even without recomputation here (another
-    program of the step recomputes: a derived phase, backward = grad - forward, subtracts like from like)."""
+    program of the step recomputes: a derived phase, backward = grad - forward, subtracts like from like).
+    The jaxpr's figures are divided by the devices its count is shared over (`Program.shared`: the
+    plan's unless the program says) to compare with XLA's per-device ones."""
     counted, compiled = program.counted, program.compiled
+    devices = program.shared if program.shared is not None else plan.devices if plan is not None else 1
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
     notes: list[str] = [f"{name}: {note}" for note in (compiled.notes if compiled is not None else ())]
     values, sources = {}, {}
@@ -323,10 +326,10 @@ def phase_costs(
     for key in SOURCED:
         value, source, note = best(
             name, key, getattr(costs, key), counted, compiled if plan is not None else None,
-            plan.devices if plan is not None else 1, kept_loops=compiled.has_loops if compiled is not None else None,
+            devices, kept_loops=compiled.has_loops if compiled is not None else None,
         )
         if key == "flops" and compiled is not None and compiled.library_calls:
-            value, source, note = library_flops(name, value, source, note, counted, compiled, plan,
+            value, source, note = library_flops(name, value, source, note, counted, compiled, devices,
                                                 random_allowance(name, random))
         if key == "flops" and compiled is not None and compiled.target is None and plan is None:
             value, source, note = densified_flops(name, value, source, note, counted)
@@ -344,7 +347,7 @@ def phase_costs(
                         else ""))
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
-    notes += random_note(name, values["flops"], total.flops, random, compiled, plan.devices if plan is not None else 1)
+    notes += random_note(name, values["flops"], total.flops, random, compiled, devices)
     if recomputed and compiled is None:
         notes.append(
             f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes (counted from the "

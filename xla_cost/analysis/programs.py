@@ -33,10 +33,13 @@ __all__ = ["COMPILE_THREADS", "Program", "jit_phase", "placement", "constraints"
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """One phase's program: its jaxpr count and, when compiled, XLA's analyses."""
+    """One phase's program: its jaxpr count and, when compiled, XLA's analyses; ``shared``: the devices
+    the jaxpr's count is shared over, XLA's figures being one device's (None: the mesh's, its plan's
+    devices; 1 for a mapped body, ``pmap`` or a ``shard_map`` step, whose jaxpr is one device's)."""
 
     counted: JaxprCount
     compiled: xla.CompiledPhase | None
+    shared: int | None = None
 
 
 COMPILE_THREADS = 2

@@ -179,12 +179,14 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
 
 
 def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: bool = False,
-                      ) -> tuple[dict[str, set[tuple[int, ...]]], set[str]]:
-    """(the shapes the backward equations under each module make, the modules the name stacks show);
+                      ) -> tuple[dict[str, set[tuple[int, ...]]], set[str], bool]:
+    """(the shapes the backward equations under each module make, the modules the name stacks show,
+    whether any equation is the backward pass's, under a module or not);
     ``live``: only the equations some result needs (jax's dead-code elimination, as XLA's: the
     gradients an optimizer that freezes parameters never reads are not made)."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
+    backward = False
     if live:
         try:
             from jax._src.interpreters import partial_eval as pe
@@ -201,12 +203,13 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
                 found = classify_pass(stack)
                 read[stack] = (found, module_of(stack) if found is not None else None)
             found, module = read[stack]
+            backward = backward or found == BACKWARD
             if module is None:
                 continue
             shown.add(module)
             if found == BACKWARD:
                 made.setdefault(module, set()).update(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
-    return made, shown
+    return made, shown, backward
 
 
 def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
@@ -242,7 +245,7 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     root) are not judged; nor are parameters the step returns as they came in, which no
     optimizer updates (an NNX Optimizer's ``wrt=`` filter, a LoRA's frozen base): nothing of
     them is applied, nothing to leave out."""
-    made, shown = _made_by_backward(jaxpr, module_of)
+    made, shown, _ = _made_by_backward(jaxpr, module_of)
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     invars = list(getattr(inner, "invars", ()))
     flat = jax.tree.leaves(prepared.args)
@@ -261,9 +264,12 @@ def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str]
     """(the parameters the backward pass makes a gradient for, the bytes of those gradients): each
     parameter (``module/name``) a live backward equation makes an array of its shape for, once (an
     EMA copy of the parameters passed beside them is no second gradient); a parameter of a module
-    the name stacks never show (the model's root's) is taken to get one. ``shards``: per flattened
-    argument leaf, the shards a mesh splits it into: the bytes are one device's."""
-    made, shown = _made_by_backward(jaxpr, module_of, live=True)
+    the name stacks never show (the model's root's) is taken to get one where the step has a live
+    backward pass at all: a step that takes no gradient (an evaluation or decode step) makes none.
+    ``shards``: per flattened argument leaf, the shards a mesh splits it into: the bytes are one device's."""
+    made, shown, backward = _made_by_backward(jaxpr, module_of, live=True)
+    if not backward:
+        return 0, 0
     sized: dict[str, tuple[int, int]] = {}
     for index, leaf, module, name in _parameter_names(prepared):
         if module not in shown or _graded(leaf, module, made):
@@ -336,17 +342,32 @@ _FUSION_GAP = 0.02
 note explains it."""
 
 
-def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, mapped: bool,
-                merged: int = 0) -> list[str]:
+def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, devices: int = 1,
+                shared: int = 1, parts_per_device: int | None = None, merged: int = 0) -> list[str]:
     """Explains XLA's train_step count where it differs from the parts' (the jaxpr's) by more
     than `_FUSION_GAP`: compiled again without fusion, the duplication XLA's fusions add;
     ``merged``: FLOP below the parts that are a second forward pass XLA computes once
-    (`merged_forward`), named as such rather than as XLA's rewriting."""
+    (`merged_forward`), named as such rather than as XLA's rewriting. ``devices``: the devices a
+    mapped body (``pmap``, a ``shard_map`` step) runs on, whose jaxpr and XLA program are both one
+    device's: compared as they are, said to be one device's. ``shared``: the devices a sharded
+    step's whole jaxpr is shared over, whose XLA count is one device's: held against the parts'
+    per-device sum (``parts_per_device``) and, where that is off, said why it is not split further."""
     xla_flops, parts = step.flops, counted.total.flops
-    if xla_flops is None or not parts or mapped or abs(xla_flops - parts) <= _FUSION_GAP * parts:
+    if shared > 1:
+        each = parts_per_device
+        if xla_flops is None or not each or abs(xla_flops - each) <= _FUSION_GAP * each:
+            return []
+        return [f"train_step: XLA counts {xla_flops:,} FLOP on one device, {(xla_flops - each) / each:+.1%} "
+                f"against the parts' per-device sum {each:,}; not split further: the parts are the "
+                f"whole step's jaxpr shared out over {shared} devices by the batch's and the parameters' shards, "
+                "which a compile without fusion does not check (the partitioner's replicated work and "
+                "collectives' adds are the usual difference beside XLA's fusions)"]
+    if xla_flops is None or not parts or abs(xla_flops - parts) <= _FUSION_GAP * parts:
         return []
-    head = (f"train_step: XLA counts {xla_flops:,} FLOP, {(xla_flops - parts) / parts:+.1%} against the parts' "
-            f"{parts:,} (the jaxpr's; the difference is in no part)")
+    where = f" on one device (the step mapped over {devices})" if devices > 1 else ""
+    head = (f"train_step: XLA counts {xla_flops:,} FLOP{where}, {(xla_flops - parts) / parts:+.1%} against the "
+            f"parts' {parts:,} (the jaxpr's{', one device' + chr(39) + 's' if devices > 1 else ''}; the "
+            "difference is in no part)")
     if step.loop_corrected or counted.recomputed.flops:
         # XLA's count of a step whose loops it kept is corrected for them, and a recomputation is one XLA
         # may merge with the forward: a compile without fusion would need the same reading to compare (a

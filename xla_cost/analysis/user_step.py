@@ -244,7 +244,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     whole = costs["train_step"] if compiled is not None and not mapped else None  # XLA's count of the step
     merged = merged_forward(counted, whole, second_forward(counted, module_of)[0])
     if compiled is not None:
-        notes += fusion_note(prepared, counted, costs["train_step"], mapped=mapped, merged=merged)
+        per_device = [costs[p].flops for p in phases.STEP_PARTS]
+        notes += fusion_note(prepared, counted, costs["train_step"], merged=merged, devices=plan.devices
+                             if body is not None else 1, shared=split.devices,
+                             parts_per_device=None if None in per_device else sum(per_device))
     notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
                         step=whole)
     layers = None
@@ -700,7 +703,8 @@ def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.C
            plan: ShardingPlan | None, modules: tuple[str, ...], roots: tuple[str, ...], notes: list[str],
            split: _Split = _Split()) -> dict[str, PhaseCosts]:
     """Each part's figures (the jaxpr's; per device on a mesh), grad, and the whole step (XLA's)."""
-    step, found = phase_costs("train_step", Program(counted, compiled), plan, modules, roots)
+    # the jaxpr's count is shared over the devices the step is split over; a mapped body's is one device's
+    step, found = phase_costs("train_step", Program(counted, compiled, split.devices), plan, modules, roots)
     notes += found
     out: dict[str, PhaseCosts] = {}
     for name in phases.STEP_PARTS:
