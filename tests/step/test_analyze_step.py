@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
+from flax import nnx
 from flax.training import train_state
 from jax import lax
 
@@ -265,6 +266,17 @@ def test_a_step_without_a_gradient_says_so_and_is_reported_whole():
     assert report.phases["backward"].flops == 0 and report.phases["forward"].flops == 0
     # the matmul, tanh (a transcendental), the mean's B * HIDDEN - 1 adds and one divide
     assert report.phases["other"].flops == report.phases["train_step"].flops == 2 * B * IN * HIDDEN + B * HIDDEN
+
+
+def test_a_step_without_a_gradient_holds_no_gradients_in_memory():
+    # an evaluation or decode step of an NNX model that is the root module (its parameters under no name stack):
+    # no backward pass, so no gradient is made (was one per parameter taken as made: 4 IN HIDDEN bytes)
+    infer = jax.jit(lambda model, x: model(x))
+    model = nnx.eval_shape(lambda: nnx.Linear(IN, HIDDEN, use_bias=False, rngs=nnx.Rngs(0)))
+    report = xla_cost.analyze_step(infer, model, jax.ShapeDtypeStruct((B, IN), jnp.float32), memory=True)
+    memory = report.memory_breakdown
+    assert report.notes[0].startswith("no backward found")
+    assert memory.parameters == 4 * IN * HIDDEN and memory.gradients == 0
 
 
 def test_a_step_that_fails_to_trace_gives_its_own_error_in_one_line():
