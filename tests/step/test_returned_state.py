@@ -186,6 +186,29 @@ def test_xlas_memory_figures_are_those_of_the_users_own_jit_with_its_donation(fo
     assert kept.alias_bytes == 0
 
 
+@pytest.mark.parametrize("donate", [True, False])
+def test_the_outputs_row_is_what_the_step_returns_outside_the_donated_buffers(donate):
+    # a jax.jit step returning (loss, nnx.state((model, optimizer))): not donated, the new state (3 P floats:
+    # parameters, Adam's mu and nu; two int32 counters) and the float32 loss are returned outside any donated
+    # buffer; donated, the new state is written over the arguments and the loss alone is (the outputs row was
+    # empty, the parts alike in both). XLA's outputs add its result tuple's pointer table: 8 bytes an array.
+    from xla_cost.analysis.report_tables import memory_frame
+
+    def step(model, optimizer, x, y):
+        loss, _ = _split_step(model, optimizer, x, y)
+        return loss, nnx.state((model, optimizer))
+
+    jitted = jax.jit(step, donate_argnames=("model", "optimizer") if donate else ())
+    memory = xla_cost.analyze_step(jitted, *_objects(), X, Y, memory=True).memory_breakdown
+    state, loss = 4 * 3 * P + 2 * 4, 4
+    results = len(jax.tree.leaves(nnx.state(_objects()))) + 1
+    returned = loss if donate else state + loss
+    assert returned <= memory.outputs <= returned + 8 * results
+    assert memory.parts_total == sum(memory.parts.values()) + memory.outputs
+    what = memory_frame(memory).loc["outputs", "what"]
+    assert ("outside the donated buffers" in what) == donate and ("nothing donated" in what) != donate
+
+
 def test_a_loss_the_step_drops_keeps_its_softmax_in_the_forward_pass():
     # Flax's lm1b drops the loss value_and_grad returns and recomputes its metrics from the logits: the loss's
     # log-softmax still runs (its exps, B C of them, are what the backward's softmax reads), so they are the

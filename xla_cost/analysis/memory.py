@@ -28,7 +28,9 @@ the same parts (`PEAK_PARTS`), by where XLA says each buffer came from (the
 * workspace: the rest (the backward pass's cotangents and temporaries, the
   update's, and buffers XLA made without a source: layout copies, the
   parameters' copies a donated step makes, index tensors);
-* outputs: what the step returns outside the donated buffers (the loss).
+* outputs: what the step returns outside the donated buffers: the loss and metrics where the new
+  state is written into the donated arguments, every result (the new state too) where nothing is
+  donated. Beside the program's parts it is XLA's ``outputs - aliased`` (`MemoryBreakdown.outputs`).
 
 The two views differ where XLA departs from the program: it recomputes
 elementwise residuals inside backward fusions (fewer saved activations than the
@@ -139,9 +141,21 @@ class MemoryBreakdown:
         return {name: getattr(self, name) for name in PARTS}
 
     @property
+    def outputs(self) -> int | None:
+        """What the step returns outside the donated buffers, XLA's ``outputs - aliased`` (its
+        tuple's pointer table included): the loss where the new state is written into the donated
+        arguments, the new state with it where nothing is donated (None: XLA's figures unknown)."""
+        return None if self.output_bytes is None else self.output_bytes - (self.alias_bytes or 0)
+
+    @property
+    def donated(self) -> bool | None:
+        """Whether any result is written into a donated argument's buffer (None: unknown)."""
+        return None if self.alias_bytes is None else self.alias_bytes > 0
+
+    @property
     def parts_total(self) -> int:
-        """The sum of the parts."""
-        return sum(self.parts.values())
+        """The sum of the parts, and the `outputs` where XLA's figures give them."""
+        return sum(self.parts.values()) + (self.outputs or 0)
 
     @property
     def peak(self) -> int | None:
@@ -174,7 +188,8 @@ class MemoryBreakdown:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **self.parts, "saved_by_layer": dict(self.saved_by_layer), "parts_total": self.parts_total,
+            **self.parts, "outputs": self.outputs, "saved_by_layer": dict(self.saved_by_layer),
+            "parts_total": self.parts_total,
             "peak": self.peak, "gap": self.gap,
             "xla": {"argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
                     "temp_bytes": self.temp_bytes, "alias_bytes": self.alias_bytes},
@@ -191,7 +206,7 @@ class MemoryBreakdown:
     def to_frame(self) -> pd.DataFrame:
         """One row per part (`PEAK_PARTS`), then ``sum`` and ``xla_peak``, raw
         bytes: ``program_bytes`` as the program holds them (None for
-        ``workspace`` and ``outputs``, which only XLA's schedule has) and
+        ``workspace``, which only XLA's schedule has; ``outputs`` XLA's outputs - aliased) and
         ``at_peak_bytes`` live at XLA's peak (None: the schedule not replayed)."""
         import pandas as pd
 
@@ -200,7 +215,8 @@ class MemoryBreakdown:
 
     def _rows(self) -> list[tuple[str, int | None, int | None]]:
         at_peak = self.at_peak or {}
-        return [*((part, self.parts.get(part), at_peak.get(part)) for part in PEAK_PARTS),
+        program = {**self.parts, "outputs": self.outputs}
+        return [*((part, program.get(part), at_peak.get(part)) for part in PEAK_PARTS),
                 ("sum", self.parts_total, self.at_peak_total), ("xla_peak", self.peak, self.peak)]
 
     def _repr_markdown_(self) -> str:
@@ -209,7 +225,7 @@ class MemoryBreakdown:
         import pandas as pd
 
         where = "one device" if self.devices == 1 else f"each of {self.devices} devices"
-        shown = pd.DataFrame([(part, "—" if part in ("workspace", "outputs") else bytes_text(program),
+        shown = pd.DataFrame([(part, "—" if part == "workspace" else bytes_text(program),
                                bytes_text(peak))
                               for part, program, peak in self._rows()],
                              columns=["part", "program", "at XLA's peak"]).set_index("part")

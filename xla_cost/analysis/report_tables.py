@@ -211,8 +211,19 @@ MEMORY_WHAT = {
     "inputs": "batch (inputs, targets)",
     "saved_activations": "kept for the backward pass (program: jaxpr residuals; peak: forward buffers held)",
     "workspace": "XLA's other temporaries (cotangents, copies, indices)",
-    "outputs": "returned outside the donated buffers (the loss)",
+    "outputs": "returned outside the donated buffers (the loss, metrics; the new state too where not donated)",
 }
+
+
+def outputs_what(breakdown: Any) -> str:
+    """What the ``outputs`` row holds: the results outside the donated buffers, which are the loss
+    and metrics where the step donates its state, every result (the new state too) where nothing is."""
+    donated = getattr(breakdown, "donated", None)
+    if donated is None:
+        return MEMORY_WHAT["outputs"]
+    if donated:
+        return "returned outside the donated buffers (the loss, metrics: XLA's outputs - aliased)"
+    return "returned, nothing donated: every result, the new state with the loss (XLA's outputs)"
 
 
 def memory_unit(breakdown: Any) -> tuple[float, str]:
@@ -228,10 +239,10 @@ def memory_frame(breakdown: Any) -> pd.DataFrame:
     """Each part as the program has it (trees and jaxpr) and as XLA holds it at
     its peak (the compiled schedule replayed); their sums; XLA's peak."""
     import pandas as pd  # noqa: PLC0415 - see TYPE_CHECKING above
-    program, at_peak = breakdown.parts, breakdown.at_peak
+    program, at_peak = {**breakdown.parts, "outputs": getattr(breakdown, "outputs", None)}, breakdown.at_peak
     scale, name = memory_unit(breakdown)
     replayed, written = f"at XLA's peak ({name})", f"program ({name})"
-    rows = [{"part": key, "what": MEMORY_WHAT[key],
+    rows = [{"part": key, "what": outputs_what(breakdown) if key == "outputs" else MEMORY_WHAT[key],
              written: scaled(program[key], scale, 1) if key in program else "—",
              replayed: scaled(at_peak[key], scale, 1) if at_peak else "unknown"}
             for key in PEAK_PARTS]
