@@ -678,3 +678,20 @@ def test_a_value_the_trace_needs_that_cannot_be_bound_is_refused_naming_it(form)
     message = str(info.value)
     assert "the trace needs width concrete" in message and len(message.splitlines()) == 1
     assert "functools.partial(_sized_step, width=...)" in message and "static_argnames=('width',)" in message
+
+
+def test_a_sharded_steps_count_off_its_parts_per_device_sum_says_why_it_is_not_split_further():
+    # a jit step sharded over 4 devices: XLA's count is one device's, the parts the whole jaxpr's shared out; held
+    # against the parts' per-device sum, a count 10% over it is noted with the reason it is not split further (a
+    # compile without fusion does not check how the work is shared out), one within 2% is not (was: no note)
+    from types import SimpleNamespace
+
+    from xla_cost.analysis.step_checks import fusion_note
+
+    devices, whole = 4, 4_000_000
+    counted = SimpleNamespace(total=SimpleNamespace(flops=whole))
+    each = whole // devices
+    off = fusion_note(None, counted, SimpleNamespace(flops=each * 110 // 100), shared=devices, parts_per_device=each)
+    assert len(off) == 1 and "+10.0% against the parts' per-device sum" in off[0] and "not split further" in off[0]
+    assert fusion_note(None, counted, SimpleNamespace(flops=each * 101 // 100), shared=devices,
+                       parts_per_device=each) == []
