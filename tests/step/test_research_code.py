@@ -246,7 +246,7 @@ def test_error_hint_for_an_unrelated_failure():
     with pytest.raises(xla_cost.InputError) as info:
         xla_cost.analyze(R.Failing(), jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd")
     message = str(info.value)
-    assert "RuntimeError: the config file was not found" in message
+    assert "RuntimeError: 'the config file was not found'" in message
     assert "input shape" not in message and "--debug" in message
 
 
@@ -299,6 +299,25 @@ def test_an_unexpected_keyword_given_in_call_kwargs_is_blamed_on_them():
                          call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_), "temperature": 2.0})
 
 
+class _RefusesItsWidth(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Dense(8)(x)
+        if y.shape[-1] % 128:  # a kernel's block-size check (MaxDiffusion's flash attention)
+            raise ValueError(f"bkv_compute={y.shape[-1]} must be a multiple of 128")
+        return y
+
+
+def test_the_models_own_error_is_quoted_so_the_refusal_reads_apart_from_it():
+    # "...failed with ValueError: bkv_compute=8 must be a multiple of 128 instead." read as the model's words
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(_RefusesItsWidth(), jax.ShapeDtypeStruct((2, 4), jnp.float32), optimizer="sgd",
+                         counter="jaxpr")
+    message = str(info.value)
+    assert "on which the model failed with ValueError: 'bkv_compute=8 must be a multiple of 128' instead." in message
+    assert "128 instead" not in message and "\n" not in message
+
+
 def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_for_them():
     # an integer-label loss of the user's own, no targets=: the analysis makes targets like the outputs (float),
     # which the loss refuses; the refusal says so, and quotes jax's own error ("... instead") without doubling it
@@ -308,7 +327,8 @@ def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_fo
     with pytest.raises(xla_cost.InputError) as info:
         xla_cost.analyze(nn.Dense(5), jax.ShapeDtypeStruct((B, 12), jnp.float32), loss=loss, counter="jaxpr")
     message = str(info.value)
-    assert f"on outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given)" in message
+    assert (f"outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given), on which the "
+            "loss failed with " in message)
     assert "instead instead" not in message and message.endswith("Pass targets= as the loss takes them, e.g. "
                                                                  "integer labels of shape batch x positions.")
 

@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
 
@@ -114,7 +114,7 @@ def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
         return exc
     shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
     first = first_line(exc)
-    received = f"inputs {shapes}, on which {what} failed with {type(exc).__name__}: {first}"
+    received = f"inputs {shapes}, on which {what} failed with {quoted(exc, first)}"
     called = _CALLED.match(first) if isinstance(exc, TypeError) else None
     entry = method if isinstance(method, str) else "__call__"
     if isinstance(exc, NameError) and "axis name" in first:
@@ -257,7 +257,7 @@ def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = F
                    "under a mesh of AxisType.Auto axes.")
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
-            f"{type(exc).__name__} on outputs {describe_tree(outputs)} and {given}: {first_line(exc)}",
+            f"outputs {describe_tree(outputs)} and {given}, on which the loss failed with {quoted(exc, first_line(exc))}",
             fix,
         ) from exc
     if getattr(loss_shape, "shape", None) != ():
