@@ -351,3 +351,30 @@ def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_
         report = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", targets=jax.ShapeDtypeStruct((B,), jnp.int32),
                                   loss=lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean())
     assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
+
+
+def test_a_model_mixing_explicit_mesh_arrays_with_unsharded_ones_is_refused_for_the_mesh_not_the_inputs():
+    # bonsai's Qwen3 pattern: a call argument made under jax.set_mesh of Explicit axes (concrete: analyze keeps
+    # no sharding of it) meets an array the model reshards onto the caller's mesh; jax's ShardingTypeError was
+    # blamed on the inputs ("Expected inputs and call arguments the model accepts, got inputs float32[...]")
+    from jax.sharding import AxisType, get_abstract_mesh, reshard
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.fc = nnx.Linear(12, 5, rngs=nnx.Rngs(0))
+
+        def __call__(self, x, *, start):
+            pads = jnp.sum(x, -1).astype(jnp.int32)
+            if not get_abstract_mesh().empty:
+                pads = reshard(pads, jax.P("fsdp"))
+            return self.fc(x) * jnp.where(start < 0, pads, start)[:, None]
+
+    mesh = jax.make_mesh((1,), ("fsdp",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        net, start = Net(), jnp.full((B,), -1, jnp.int32, out_sharding=jax.P("fsdp"))
+        with pytest.raises(xla_cost.InputError) as info:
+            xla_cost.analyze(net, jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd", counter="jaxpr",
+                             call_kwargs={"start": start})
+    message = str(info.value)
+    assert "a mesh of Explicit axes (the caller's: fsdp=1; Explicit)" in message and "ShardingTypeError" in message
+    assert "the model accepts" not in message and "xla_cost.analyze_step" in message and "\n" not in message
