@@ -10,6 +10,7 @@ __all__ = [
     "XlaCostError",
     "InputError",
     "CostAnalysisUnavailableError",
+    "quoted",
 ]
 
 
@@ -49,3 +50,25 @@ class CostAnalysisUnavailableError(XlaCostError, RuntimeError):
     Args:
       expected, received, fix: as `XlaCostError` takes them.
     """
+
+
+def quoted(exc: BaseException, text: str | None = None, limit: int | None = None) -> str:
+    """Another error's message as a refusal quotes it: ``ValueError: 'its first line'``.
+
+    Quoted, the foreign message reads apart from the refusal's own words around it (its
+    ``instead.`` and fix), whatever punctuation it ends with.
+
+    Args:
+      exc: the error.
+      text: its message as the refusal shows it (None: the first non-empty line of ``str(exc)``).
+      limit: the most characters of ``text`` shown (the rest cut, with ``...``); None: all.
+    """
+    if text is None:
+        text = next((line for line in str(exc).splitlines() if line.strip()), "")
+    text = text.strip()
+    if limit is not None and len(text) > limit:
+        text = text[:limit].rstrip() + "..."
+    if not text:
+        return type(exc).__name__
+    mark = "'" if "'" not in text or '"' in text else '"'
+    return f"{type(exc).__name__}: {mark}{text}{mark}"

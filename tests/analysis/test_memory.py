@@ -326,3 +326,35 @@ def test_a_scanned_remat_stack_keeps_its_block_inputs_in_its_own_row():
     # the stacked block inputs, and the head's input (the last block's output, made in the stack)
     assert by_layer == {"layers": layers * B * d * 4 + B * d * 4}
     assert in_args == B * WIDTHS[0] * 4  # inp's input: the batch
+
+
+def test_a_mutable_nnx_cache_among_the_call_arguments_is_updated_inside_the_traced_pass():
+    # An NNX model that writes a KV cache passed to its call (bonsai's Qwen3 decode): the cache is rebuilt
+    # inside the differentiated function, as jit rebuilds it, so the write is allowed (it raised Flax's
+    # TraceContextError: "Cannot mutate Cache from a different trace level"). fc1 keeps its input, fc0's
+    # B x 16 output, for its weight gradient; fc0's input is the batch (an argument)
+    from flax import nnx
+
+    class Cache(nnx.Module):
+        def __init__(self):
+            self.k = nnx.Cache(jnp.zeros((B, WIDTHS[1])))
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.fc0 = nnx.Linear(WIDTHS[0], WIDTHS[1], rngs=nnx.Rngs(0))
+            self.fc1 = nnx.Linear(WIDTHS[1], WIDTHS[2], rngs=nnx.Rngs(1))
+
+        def __call__(self, x, *, cache):
+            h = self.fc0(x)
+            cache.k.set_value(h)
+            return self.fc1(h)
+
+    graphdef, params, rest = nnx.split(Net(), nnx.Param, ...)
+
+    def forward(p, inputs, cache):
+        return jnp.sum(nnx.merge(graphdef, p, rest)(inputs, cache=cache)), None
+
+    x = jax.ShapeDtypeStruct((B, WIDTHS[0]), jnp.float32)
+    by_layer, _, in_args = memory.saved_activations(forward, params, (x, Cache()))
+    assert sum(by_layer.values()) == B * WIDTHS[1] * 4
+    assert in_args == B * WIDTHS[0] * 4

@@ -273,10 +273,10 @@ def test_report_model_from_the_directory_that_holds_the_package(place):
 
 
 @pytest.mark.parametrize("module, words", [
-    ("mypkg.needs_dep", "mypkg.needs_dep was found and failed while importing: ModuleNotFoundError: No module "
-                        "named 'a_dependency_not_installed' instead. Install what it imports, or fix the import."),
-    ("mypkg.own_error", "mypkg.own_error was found and failed while importing: ImportError: needs the CUDA build"),
-    ("mypkg.divides", "mypkg.divides was found and failed while importing: ZeroDivisionError: division by zero "
+    ("mypkg.needs_dep", "mypkg.needs_dep was found and failed while importing: ModuleNotFoundError: \"No module "
+                        "named 'a_dependency_not_installed'\" instead. Install what it imports, or fix the import."),
+    ("mypkg.own_error", "mypkg.own_error was found and failed while importing: ImportError: 'needs the CUDA build'"),
+    ("mypkg.divides", "mypkg.divides was found and failed while importing: ZeroDivisionError: 'division by zero' "
                       "instead. Fix the module"),
 ])
 def test_a_module_that_fails_while_importing_says_so(capsys, place, module, words):

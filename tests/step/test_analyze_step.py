@@ -286,7 +286,7 @@ def test_a_step_that_fails_to_trace_gives_its_own_error_in_one_line():
     with pytest.raises(xla_cost.InputError) as caught:
         xla_cost.analyze_step(broken, {"w": jnp.ones(2)}, jnp.ones(2))
     message = str(caught.value)
-    assert "ValueError: the batch has no 'image' key" in message and "\n" not in message
+    assert "ValueError: \"the batch has no 'image' key\"" in message and "\n" not in message
 
 
 def test_a_non_function_is_an_input_error():

@@ -246,7 +246,7 @@ def test_error_hint_for_an_unrelated_failure():
     with pytest.raises(xla_cost.InputError) as info:
         xla_cost.analyze(R.Failing(), jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd")
     message = str(info.value)
-    assert "RuntimeError: the config file was not found" in message
+    assert "RuntimeError: 'the config file was not found'" in message
     assert "input shape" not in message and "--debug" in message
 
 
@@ -299,6 +299,25 @@ def test_an_unexpected_keyword_given_in_call_kwargs_is_blamed_on_them():
                          call_kwargs={"mask": jnp.ones((B, R.SEQ), jnp.bool_), "temperature": 2.0})
 
 
+class _RefusesItsWidth(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Dense(8)(x)
+        if y.shape[-1] % 128:  # a kernel's block-size check (MaxDiffusion's flash attention)
+            raise ValueError(f"bkv_compute={y.shape[-1]} must be a multiple of 128")
+        return y
+
+
+def test_the_models_own_error_is_quoted_so_the_refusal_reads_apart_from_it():
+    # "...failed with ValueError: bkv_compute=8 must be a multiple of 128 instead." read as the model's words
+    with pytest.raises(xla_cost.InputError) as info:
+        xla_cost.analyze(_RefusesItsWidth(), jax.ShapeDtypeStruct((2, 4), jnp.float32), optimizer="sgd",
+                         counter="jaxpr")
+    message = str(info.value)
+    assert "on which the model failed with ValueError: 'bkv_compute=8 must be a multiple of 128' instead." in message
+    assert "128 instead" not in message and "\n" not in message
+
+
 def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_for_them():
     # an integer-label loss of the user's own, no targets=: the analysis makes targets like the outputs (float),
     # which the loss refuses; the refusal says so, and quotes jax's own error ("... instead") without doubling it
@@ -308,7 +327,8 @@ def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_fo
     with pytest.raises(xla_cost.InputError) as info:
         xla_cost.analyze(nn.Dense(5), jax.ShapeDtypeStruct((B, 12), jnp.float32), loss=loss, counter="jaxpr")
     message = str(info.value)
-    assert f"on outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given)" in message
+    assert (f"outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given), on which the "
+            "loss failed with " in message)
     assert "instead instead" not in message and message.endswith("Pass targets= as the loss takes them, e.g. "
                                                                  "integer labels of shape batch x positions.")
 
@@ -331,3 +351,30 @@ def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_
         report = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", targets=jax.ShapeDtypeStruct((B,), jnp.int32),
                                   loss=lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean())
     assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
+
+
+def test_a_model_mixing_explicit_mesh_arrays_with_unsharded_ones_is_refused_for_the_mesh_not_the_inputs():
+    # bonsai's Qwen3 pattern: a call argument made under jax.set_mesh of Explicit axes (concrete: analyze keeps
+    # no sharding of it) meets an array the model reshards onto the caller's mesh; jax's ShardingTypeError was
+    # blamed on the inputs ("Expected inputs and call arguments the model accepts, got inputs float32[...]")
+    from jax.sharding import AxisType, get_abstract_mesh, reshard
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.fc = nnx.Linear(12, 5, rngs=nnx.Rngs(0))
+
+        def __call__(self, x, *, start):
+            pads = jnp.sum(x, -1).astype(jnp.int32)
+            if not get_abstract_mesh().empty:
+                pads = reshard(pads, jax.P("fsdp"))
+            return self.fc(x) * jnp.where(start < 0, pads, start)[:, None]
+
+    mesh = jax.make_mesh((1,), ("fsdp",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        net, start = Net(), jnp.full((B,), -1, jnp.int32, out_sharding=jax.P("fsdp"))
+        with pytest.raises(xla_cost.InputError) as info:
+            xla_cost.analyze(net, jax.ShapeDtypeStruct((B, 12), jnp.float32), optimizer="sgd", counter="jaxpr",
+                             call_kwargs={"start": start})
+    message = str(info.value)
+    assert "a mesh of Explicit axes (the caller's: fsdp=1; Explicit)" in message and "ShardingTypeError" in message
+    assert "the model accepts" not in message and "xla_cost.analyze_step" in message and "\n" not in message

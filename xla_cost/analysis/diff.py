@@ -28,7 +28,7 @@ import pandas as pd
 from xla_cost.analysis.report import Report
 from xla_cost.analysis.report_tables import describe
 from xla_cost.count.layers import LayerCosts
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.present.markdown import pipe_table
 from xla_cost.present.text import TextTable, render, resolve_width
 from xla_cost.present.units import UNKNOWN, count, duration, ratio, si
@@ -420,7 +420,8 @@ def _load(value: Any, side: str) -> tuple[Report, dict[str, float], str]:
     try:
         report = Report.from_dict(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a hand-edited or damaged file
-        raise InputError(f"{side} as a report's JSON file", f"{str(value)!r}: {exc}", write) from exc
+        raise InputError(f"{side} as a report's JSON file", f"{str(value)!r}, which failed to load with {quoted(exc)}",
+                         write) from exc
     wrong = _not_a_number(report)
     if wrong is not None:  # a hand-edited file: "1.5e9" where the number was
         raise InputError(f"{side} as a report's JSON file whose figures are numbers (or null: unknown)",

@@ -370,7 +370,12 @@ def saved_activations(
       that are other arguments)``; the first excludes the other two.
     """
     def linearized(p: Any, *r: Any) -> Any:
-        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *r), p, has_aux=True)
+        # The other arguments are rebuilt inside the differentiated function, as jit rebuilds them
+        # inside its trace: a mutable object among them (an NNX KV cache passed as a call argument)
+        # is then one of this trace level's, which the model may update (Flax refuses a write to a
+        # Variable of the outer trace: TraceContextError).
+        leaves, tree = jax.tree_util.tree_flatten(r)
+        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *jax.tree_util.tree_unflatten(tree, leaves)), p, has_aux=True)
         return vjp_fn
 
     with context if context is not None else contextlib.nullcontext():

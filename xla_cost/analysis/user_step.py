@@ -37,7 +37,7 @@ from xla_cost.count.attribution import attribute_parts, check_depth, classify_pa
     owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.step_parts import StepLabels, classify_step
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
 from xla_cost.step import phases
@@ -225,7 +225,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             except Exception as exc:  # noqa: BLE001 - jax's own error, in one line
                 first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
                 raise InputError(f"a step that can be moved to the {target.name}'s devices (its meshes and "
-                                 "shardings laid over them)", f"{type(exc).__name__}: {first}"[:300],
+                                 "shardings laid over them)", quoted(exc, first, 280),
                                  "Analyse it without --target (target=).") from exc
         try:
             compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,

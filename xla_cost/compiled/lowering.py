@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import jax
 
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 
 __all__ = ["PALLAS_REFUSALS", "kernels_it_lowers"]
 
@@ -39,10 +39,9 @@ def kernels_it_lowers() -> Iterator[None]:
         message = str(exc)
         if not any(text in message for text in PALLAS_REFUSALS):
             raise
-        first = next((line.strip() for line in message.splitlines() if line.strip()), "")
         raise InputError(
             "a program whose kernels the backend can compile",
-            f"a Pallas kernel (pallas_call) on backend {jax.default_backend()!r}: {first}",
+            f"a Pallas kernel (pallas_call) on backend {jax.default_backend()!r}, which it refused: {quoted(exc)}",
             "Count the jaxpr alone (counter='jaxpr', --counter jaxpr: the pallas_call is reported as "
             "unsupported, its work unknown), or run the kernel in interpret mode "
             "(pl.pallas_call(..., interpret=True)) to count its body.",

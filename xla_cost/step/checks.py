@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
 
@@ -101,6 +101,20 @@ _CALLED = re.compile(r"^(?:\S+\.)?(\w+)\(\) (?:got an unexpected keyword argumen
 """A TypeError of a call's arguments: the function called (its last name), and the keyword it did not take."""
 
 
+_MESHES = re.compile(r"AbstractMesh\(.*AbstractMesh\(", re.DOTALL)
+"""jax's words of two arrays on different meshes (``... AbstractMesh('fsdp': 2, ...) but ... AbstractMesh(())``)."""
+
+
+def _active_mesh() -> str:
+    """`` (the caller's: fsdp=2, Explicit)``: the mesh the call runs under (`jax.set_mesh`), or nothing."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return ""
+    axes = ", ".join(f"{name}={size}" for name, size in mesh.shape.items())
+    kinds = ", ".join(sorted({str(kind).rsplit(".", 1)[-1] for kind in mesh.axis_types}))
+    return f" (the caller's: {axes}; {kinds})"
+
+
 def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
                 call_kwargs: Mapping[str, Any] | None = None, method: str | None = None) -> InputError:
     """One line naming the probable cause of a failure while tracing the model.
@@ -114,9 +128,20 @@ def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
         return exc
     shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
     first = first_line(exc)
-    received = f"inputs {shapes}, on which {what} failed with {type(exc).__name__}: {first}"
+    received = f"inputs {shapes}, on which {what} failed with {quoted(exc, first)}"
     called = _CALLED.match(first) if isinstance(exc, TypeError) else None
     entry = method if isinstance(method, str) else "__call__"
+    if type(exc).__name__ == "ShardingTypeError" or _MESHES.search(first):
+        # arrays on a mesh's Explicit axes meeting others on none: the call's concrete arrays come in without their
+        # shardings (abstract), while the model reshards under the caller's mesh (jax.set_mesh), or its
+        # ShapeDtypeStructs keep theirs; it is the mesh, not the inputs' shapes
+        return InputError(
+            f"{what} traced on arrays of one mesh",
+            f"{what} mixing arrays on a mesh of Explicit axes{_active_mesh()} with arrays on none, where it failed "
+            f"with {quoted(exc, first, 160)}",
+            "analyze keeps no concrete array's sharding (it lays its own from mesh=): analyse your own train step under "
+            "your mesh with xla_cost.analyze_step (xla-cost step), which keeps them; or, where the model's code allows it, "
+            "build the model and its call arguments outside the Explicit mesh and pass mesh= with its axes.")
     if isinstance(exc, NameError) and "axis name" in first:
         fix = ("The model uses a collective axis name xla_cost could not bind; pass it with "
                "axis_names=[...] (--axis-name NAME).")
@@ -257,7 +282,7 @@ def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = F
                    "under a mesh of AxisType.Auto axes.")
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
-            f"{type(exc).__name__} on outputs {describe_tree(outputs)} and {given}: {first_line(exc)}",
+            f"outputs {describe_tree(outputs)} and {given}, on which the loss failed with {quoted(exc, first_line(exc))}",
             fix,
         ) from exc
     if getattr(loss_shape, "shape", None) != ():

@@ -29,7 +29,7 @@ import jax
 from flax import nnx
 from flax.nnx import graph as nnx_graph
 
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.step.adapters import bind_axes, concrete_arguments, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
@@ -449,9 +449,10 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 continue
             first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
             fix = "Fix the step or its arguments; call it once outside xla_cost to see the full traceback."
+            needs = ""
             if needed:  # jax's own line naming the arguments the trace needed concrete, and how to bind them
                 listed = " and ".join(needed)
-                first = f"{first} (the trace needs {listed} concrete)"
+                needs = f" (the trace needs {listed} concrete)"
                 fix = (f"Bind {listed} before the trace: functools.partial({name}, {needed[0]}=...), or "
                        f"jax.jit({name}, static_argnames=('{needed[0]}',)) on a jitted step (a Python number given "
                        "to a step xla_cost jits itself is bound as given).")
@@ -461,7 +462,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                        "model and optimizer as the step's arguments, as nnx.jit steps take them.")
             raise InputError(
                 f"a step that traces with these arguments (jax.jit({name})(*args))",
-                f"{type(exc).__name__}: {first}"[:400], fix,
+                quoted(exc, first, 300) + needs, fix,
             ) from exc
         break
     active, routed = step_routing(calls)  # a mixture of experts the step's model declares
@@ -641,7 +642,7 @@ def _failed_import(what: str, where: str, exc: BaseException) -> InputError:
     fix = ("Install what it imports, or fix the import." if isinstance(exc, ImportError) else
            "Fix the module; import it once in Python to see the traceback.")
     return InputError(f"{what}'s module to import", f"{where} was found and failed while importing: "
-                      f"{type(exc).__name__}: {first}".rstrip(": "), fix)
+                      f"{quoted(exc, first)}", fix)
 
 
 def load_attribute(spec: str, what: str, expected: str | None = None,
@@ -749,7 +750,7 @@ def step_arguments(make_args: Any, spec: str) -> tuple[Any, ...]:
         given = make_args()
     except Exception as exc:  # noqa: BLE001 - the user's own error, in one line
         first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
-        raise InputError(f"{spec}() to return the step's arguments", f"{type(exc).__name__}: {first}",
+        raise InputError(f"{spec}() to return the step's arguments", quoted(exc, first),
                          "Fix the function; call it once in Python to see the traceback.") from exc
     if isinstance(given, (tuple, list)):
         return tuple(given)

@@ -33,7 +33,7 @@ import jax
 import jax.extend.core
 import optax
 
-from xla_cost.errors import InputError
+from xla_cost.errors import InputError, quoted
 from xla_cost.options import changed_fields
 from xla_cost.step import phases
 from xla_cost.step import remat as _remat
@@ -256,10 +256,9 @@ def _optimizer_refused(exc: Exception) -> InputError:
     """The one-line refusal of an optax transformation whose ``init`` or ``update`` fails on the
     model's parameters as they are (``optax.lookahead`` wants `LookaheadParams`; ``value=`` of
     ``reduce_on_plateau`` and ``lbfgs``), in place of optax's own exception from inside the analysis."""
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
     return InputError(
         "an optax transformation whose init(params) and update(grads, state, params) run on the model's "
-        "parameters", f"{type(exc).__name__}: {first}",
+        "parameters", quoted(exc, limit=200),
         "Pass one that does (optax.lookahead wants optax.LookaheadParams; reduce_on_plateau and lbfgs want "
         "update(..., value=...)), or analyse your own train step, which calls it as it needs: "
         "xla_cost.analyze_step (xla-cost step).")
