@@ -342,3 +342,76 @@ def test_a_frozen_parameters_update_is_no_work_in_bfloat16_as_in_float32(dtype):
     step = xla_cost.analyze_step(train_step, params, jax.eval_shape(tx.init, params),
                                  jax.ShapeDtypeStruct((frozen,), dtype), counter="jaxpr")
     assert step.phases["update"].flops == 2 * trained
+
+
+def _two_layer_nnx_step(stopped: bool):
+    """An NNX model of two Linear(D, D) layers (no bias) under AdamW, the second unused or under stop_gradient."""
+    from flax import nnx
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.used, self.unused = nnx.Linear(D, D, use_bias=False, rngs=rngs), nnx.Linear(D, D, use_bias=False,
+                                                                                             rngs=rngs)
+
+        def __call__(self, x):
+            return self.used(x) + jax.lax.stop_gradient(self.unused(x)) if stopped else self.used(x)
+
+    @nnx.jit
+    def train_step(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean())(
+            model)
+        optimizer.update(model, grads)
+        return loss
+
+    model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Net(nnx.Rngs(0)), optax.adamw(1e-3), wrt=nnx.Param))
+    return xla_cost.analyze_step(train_step, model, optimizer, X, jax.ShapeDtypeStruct((B,), jnp.int32),
+                                 counter="jaxpr", memory=True)
+
+
+def test_an_unused_modules_parameters_get_no_gradient_and_are_said_so():
+    # Gemma3 run text-only leaves its vision tower unused: no name stack shows it, so it went unjudged (no note,
+    # its gradients counted in memory); it is the stop_gradient case's: D D of the 2 D D parameters trained
+    report = _two_layer_nnx_step(stopped=False)
+    assert any("receive no gradient: unused/kernel:" in n for n in report.notes)
+    assert report.trained_parameters == D * D
+    assert report.memory_breakdown.gradients == F32 * D * D
+
+
+def test_the_updates_flop_per_parameter_is_over_every_parameter_adam_runs_on():
+    # AdamW runs on the frozen layer's zero gradients as on the trained one's: the update's FLOP over the 2 D D
+    # parameters it updates (about 12.5 each), not over the D D it trains (twice as many, 25)
+    from xla_cost.analysis.report_tables import flop_per_parameter
+
+    for stopped in (True, False):
+        report = _two_layer_nnx_step(stopped)
+        assert (report.trained_parameters, report.updated_parameters) == (D * D, 2 * D * D)
+        assert flop_per_parameter(report, "update") == report.phases["update"].flops / (2 * D * D)
+        assert any("the optimizer still updates" in n and f"{2 * D * D:,}" in n for n in report.notes)
+        assert xla_cost.Report.from_dict(report.to_dict()).updated_parameters == 2 * D * D
+
+
+def test_a_noise_schedule_passed_as_params_is_not_trained_and_its_integers_no_parameters():
+    # maxdiffusion's _train_step(state, batch, rng, params={"scheduler": ...}): the schedule's tables are read
+    # outside the loss. Its int32 timesteps (S) can have no gradient: no parameter; its float32 table (S) gets
+    # none: not trained, and never returned, so not said to have zeros applied. Trained: the D x C weight.
+    from flax.training import train_state
+
+    S = 100
+
+    def step(state, x, rng, params):
+        a = params["scheduler"]["alphas_cumprod"][jax.random.randint(rng, (B,), 0, S)][:, None]
+        loss = lambda p: jnp.mean((a * x @ p["w"]) ** 2)  # noqa: E731
+        return state.apply_gradients(grads=jax.grad(loss)(state.params))
+
+    tx = optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: train_state.TrainState.create(apply_fn=None, params={"w": jnp.zeros((D, C))},
+                                                                 tx=tx))
+    sched = {"scheduler": {"alphas_cumprod": jax.ShapeDtypeStruct((S,), jnp.float32),
+                           "timesteps": jax.ShapeDtypeStruct((S,), jnp.int32)}}
+    report = xla_cost.analyze_step(jax.jit(step), state, X, jax.ShapeDtypeStruct((2,), jnp.uint32), params=sched,
+                                   counter="jaxpr", memory=True)
+    assert report.parameters == D * C + S
+    assert report.trained_parameters == D * C and report.updated_parameters is None
+    assert report.memory_breakdown.gradients == F32 * D * C
+    assert not any("receive no gradient" in n for n in report.notes)

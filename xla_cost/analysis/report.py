@@ -368,6 +368,9 @@ class Report:
         a linear probe, an optimizer that freezes parameters): those the backward pass makes a
         gradient for, or whose gradient the optimizer reads; the update's FLOP per parameter
         is over them. None: every parameter is trained.
+      updated_parameters: where the optimizer also updates parameters it trains not (the zero
+        gradients of a module under stop_gradient or unused: its work on them is in the update),
+        the parameters it updates, over which the update's FLOP per parameter is; else None.
     """
 
     model: str
@@ -395,6 +398,7 @@ class Report:
     target_memory: TargetMemory | None = None
     active_parameters: int | None = None
     trained_parameters: int | None = None
+    updated_parameters: int | None = None
 
     @property
     def mesh(self) -> dict[str, int]:
@@ -465,6 +469,7 @@ class Report:
             "parameters": self.parameters,
             "active_parameters": self.active_parameters,
             "trained_parameters": self.trained_parameters,
+            "updated_parameters": self.updated_parameters,
         }
         for key in (
             "flops", "xla_flops", "jaxpr_flops", "loop_corrected", "xla_to_jaxpr",
@@ -585,6 +590,7 @@ class Report:
                 optimizer=data["optimizer"], dtype=data["dtype"], backend=data["backend"],
                 jax_version=data["jax_version"], parameters=data["parameters"], phases=phases,
                 active_parameters=data.get("active_parameters"), trained_parameters=data.get("trained_parameters"),
+                updated_parameters=data.get("updated_parameters"),
                 layers=layers, unsupported=dict(data["unsupported"]), notes=tuple(data["notes"]),
                 counter=data["counter"], depth=data.get("depth"), param_dtype=data["param_dtype"],
                 collectives=dict(data["collectives"]),

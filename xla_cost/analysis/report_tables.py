@@ -130,14 +130,16 @@ subtract; Adam 13); a transformer's train step about 6 per token (6N) plus it.""
 def flop_per_parameter(report: Any, phase: str) -> float | None:
     """``phase``'s FLOP over the report's parameters (None: either unknown or no
     parameters); the update's over the parameters it trains (`Report.trained_parameters`,
-    where only some are: a LoRA's adapters). On a mesh whose jaxpr counts the whole step
+    where only some are: a LoRA's adapters), or, where it also runs on frozen ones' zero
+    gradients, over every parameter it updates (`Report.updated_parameters`). On a mesh
+    whose jaxpr counts the whole step
     (`jaxpr_devices`), its jaxpr figure over all the parameters; else the phase's headline
     figure (one device's, over the parameters it holds)."""
     c = report.phases[phase]
     flops = c.jaxpr_flops if jaxpr_devices(report) > 1 else c.flops
     over = report.parameters
     if phase == "update" and getattr(report, "trained_parameters", None):
-        over = report.trained_parameters
+        over = getattr(report, "updated_parameters", None) or report.trained_parameters
     return None if flops is None or not over else flops / over
 
 

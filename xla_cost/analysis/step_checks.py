@@ -179,14 +179,14 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
 
 
 def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: bool = False,
-                      ) -> tuple[dict[str, set[tuple[int, ...]]], set[str], bool]:
+                      ) -> tuple[dict[str, set[tuple[int, ...]]], set[str], set[tuple[int, ...]]]:
     """(the shapes the backward equations under each module make, the modules the name stacks show,
-    whether any equation is the backward pass's, under a module or not);
-    ``live``: only the equations some result needs (jax's dead-code elimination, as XLA's: the
-    gradients an optimizer that freezes parameters never reads are not made)."""
+    the shapes any backward equation makes, under a module or not); ``live``: only the equations
+    some result needs (jax's dead-code elimination, as XLA's: the gradients an optimizer that
+    freezes parameters never reads are not made)."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
-    backward = False
+    anywhere: set[tuple[int, ...]] = set()
     if live:
         try:
             from jax._src.interpreters import partial_eval as pe
@@ -203,13 +203,59 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
                 found = classify_pass(stack)
                 read[stack] = (found, module_of(stack) if found is not None else None)
             found, module = read[stack]
-            backward = backward or found == BACKWARD
+            shapes = {tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars}
+            if found == BACKWARD:
+                anywhere |= shapes
             if module is None:
                 continue
             shown.add(module)
             if found == BACKWARD:
-                made.setdefault(module, set()).update(tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars)
-    return made, shown, backward
+                made.setdefault(module, set()).update(shapes)
+    return made, shown, anywhere
+
+
+_MAPPED = frozenset({"shard_map", "xla_pmap"})
+"""Primitives whose body computes on one device's shards: the shapes it makes are no parameter's."""
+
+
+def _read_by_a_pass(jaxpr: Any, reached: set[Any], prefix: str = "") -> tuple[bool, set[Any]]:
+    """(whether an equation of the gradient's passes, forward or backward, reads a value of
+    ``reached`` or one computed from it by equations outside the passes, the values so
+    computed): a parameter whose array no pass reads gets no gradient (an unused module, a
+    table read only outside the loss). A nested jaxpr that takes its equation's operands one
+    for one (a jit, a remat, a scan's consts and carries) is followed into; any other an operand
+    reaches is taken to read it (unknown is not "unread")."""
+    reached = set(reached)
+    for eqn in jaxpr.eqns:
+        hit = [i for i, v in enumerate(eqn.invars) if not isinstance(v, jex_core.Literal) and v in reached]
+        if not hit:
+            continue
+        stack = join_stack(prefix, str(eqn.source_info.name_stack))
+        if classify_pass(stack) is not None:
+            return True, reached
+        inner = [getattr(item, "jaxpr", item) for value in eqn.params.values()
+                 for item in (value if isinstance(value, (tuple, list)) else (value,))
+                 if hasattr(getattr(item, "jaxpr", item), "eqns")]
+        if not inner:
+            reached.update(eqn.outvars)
+            continue
+        body = inner[0]
+        if len(inner) > 1 or len(body.invars) != len(eqn.invars) or len(body.outvars) != len(eqn.outvars):
+            return True, reached
+        carries = (int(eqn.params["num_consts"]), int(eqn.params["num_carry"])) \
+            if eqn.primitive.name == "scan" else (0, 0)
+        given = set(hit)
+        while True:  # a scan's carry that the body makes from a reached value is reached on the next trip
+            found, inside = _read_by_a_pass(body, {body.invars[i] for i in given}, stack)
+            if found:
+                return True, reached
+            out = {i for i, v in enumerate(body.outvars) if not isinstance(v, jex_core.Literal) and v in inside}
+            again = {carries[0] + i for i in out if i < carries[1]} - given
+            if not again:
+                break
+            given |= again
+        reached.update(eqn.outvars[i] for i in out)
+    return False, reached
 
 
 def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
@@ -228,54 +274,90 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
     return named
 
 
+def _slices(leaf: Any) -> set[tuple[int, ...]]:
+    """``leaf``'s shape and its shape less one axis, whichever (one layer's slice of a scanned stack)."""
+    shape = tuple(getattr(leaf, "shape", ()))
+    return {shape} | {shape[:axis] + shape[axis + 1:] for axis in range(len(shape))}
+
+
 def _graded(leaf: Any, module: str, made: Mapping[str, set[tuple[int, ...]]]) -> bool:
     """Whether a backward equation under ``module`` makes an array of ``leaf``'s shape or of one
     layer's slice of it, for a scanned stack: the shape less one axis, whichever axis the layers
     are stacked on (Flax's ``nn.scan`` and NNX's ``vmap`` stack on axis 0 by default, MaxText's
     ``param_scan_axis=1`` on axis 1; the scan's body takes one layer's slice)."""
-    shape = tuple(getattr(leaf, "shape", ()))
-    slices = {shape[:axis] + shape[axis + 1:] for axis in range(len(shape))}
-    return bool(made.get(module, set()) & ({shape} | slices))
+    return bool(made.get(module, set()) & _slices(leaf))
 
 
-def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
-    """The parameters (``module/name``) that no backward equation computes a gradient of: none
-    under ``transpose`` in their module has a result of their shape (or of one layer's slice of
-    it, for a stack scanned along any axis: `_graded`). Modules the name stacks never show (parameters of the model's
-    root) are not judged; nor are parameters the step returns as they came in, which no
-    optimizer updates (an NNX Optimizer's ``wrt=`` filter, a LoRA's frozen base): nothing of
-    them is applied, nothing to leave out."""
-    made, shown, _ = _made_by_backward(jaxpr, module_of)
+def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None], live: bool = False,
+            ) -> list[tuple[int, Any, str, str, bool, bool]]:
+    """Per parameter (`_parameter_names`): (its index, leaf, module, name, whether the backward pass
+    makes it a gradient, whether the optimizer updates it: the step returns an array of its shape
+    and dtype, and not it as it came in, as an NNX Optimizer's ``wrt=`` filter or a LoRA's frozen
+    base are; a table passed among the params and never returned is not). A gradient is made where
+
+    * some equation of the passes reads the parameter (`_read_by_a_pass`; where the jaxpr's inputs
+      are the flattened arguments): none reads an unused module's, whatever its name;
+    * a backward equation under its module makes an array of its shape or one layer's slice
+      (`_graded`), where the name stacks show the module;
+    * a module the name stacks never show (a model's root, a pure-JAX params dict): some backward
+      equation, under any module, makes one (a per-device body's shapes are no parameter's: taken
+      to), else none (a noise schedule's table passed among the params, read outside the loss)."""
+    made, shown, anywhere = _made_by_backward(jaxpr, module_of, live=live)
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     invars = list(getattr(inner, "invars", ()))
     flat = jax.tree.leaves(prepared.args)
-    returned = {id(v) for v in getattr(inner, "outvars", ())} if len(invars) == len(flat) else set()
-    missing: list[str] = []
+    aligned = len(invars) == len(flat)
+    outvars = [v for v in getattr(inner, "outvars", ()) if not isinstance(v, jex_core.Literal)]
+    returned = {id(v) for v in outvars}
+    results = {(tuple(v.aval.shape), str(v.aval.dtype)) for v in outvars if v not in invars}
+    mapped = any(eqn.primitive.name in _MAPPED for level, _ in _levels(jaxpr, "") for eqn in level.eqns)
+    judged = []
     for index, leaf, module, name in _parameter_names(prepared):
-        if module not in shown or (returned and id(invars[index]) in returned):
-            continue
-        if not _graded(leaf, module, made) and name not in missing:
+        if aligned and not _read_by_a_pass(inner, {invars[index]})[0]:
+            graded = False
+        elif module in shown:
+            graded = _graded(leaf, module, made)
+        else:
+            # (a vector's slice, a scalar, is made by any backward pass: its own shape alone is asked)
+            graded = mapped or bool(anywhere & (_slices(leaf) if getattr(leaf, "ndim", 0) > 1 else
+                                                {tuple(getattr(leaf, "shape", ()))}))
+        updated = not aligned or (id(invars[index]) not in returned
+                                  and (tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))) in results)
+        judged.append((index, leaf, module, name, graded, updated))
+    return judged
+
+
+def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None]) -> list[str]:
+    """The parameters (``module/name``) that no backward equation computes a gradient of (`_judged`)
+    and the optimizer updates all the same; not those it updates not (an NNX Optimizer's ``wrt=``
+    filter, a LoRA's frozen base, a table passed among the params): nothing of them is applied,
+    nothing to leave out."""
+    missing: list[str] = []
+    for _, _, _, name, graded, updated in _judged(jaxpr, prepared, module_of):
+        if not graded and updated and name not in missing:
             missing.append(name)
     return missing
 
 
 def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None],
-                       shards: Sequence[int] = ()) -> tuple[int, int]:
-    """(the parameters the backward pass makes a gradient for, the bytes of those gradients): each
-    parameter (``module/name``) a live backward equation makes an array of its shape for, once (an
-    EMA copy of the parameters passed beside them is no second gradient); a parameter of a module
-    the name stacks never show (the model's root's) is taken to get one where the step has a live
-    backward pass at all: a step that takes no gradient (an evaluation or decode step) makes none.
-    ``shards``: per flattened argument leaf, the shards a mesh splits it into: the bytes are one device's."""
-    made, shown, backward = _made_by_backward(jaxpr, module_of, live=True)
-    if not backward:
-        return 0, 0
+                       shards: Sequence[int] = ()) -> tuple[int, int, int]:
+    """(the parameters the backward pass makes a gradient for, the bytes of those gradients, the
+    parameters the optimizer updates: those and the ones whose zero gradients it applies,
+    `ungraded_parameters`; not those whose gradients an optimizer that freezes them never reads,
+    ``set_to_zero``): each parameter (``module/name``) once (an EMA copy of
+    the parameters passed beside them is no second gradient), judged by `_judged` over the live
+    equations. ``shards``: per flattened argument leaf, the shards a mesh splits it into: the
+    bytes are one device's."""
     sized: dict[str, tuple[int, int]] = {}
-    for index, leaf, module, name in _parameter_names(prepared):
-        if module not in shown or _graded(leaf, module, made):
+    updated: dict[str, int] = {}
+    zeros = set(ungraded_parameters(jaxpr, prepared, module_of))
+    for index, leaf, _, name, graded, _ in _judged(jaxpr, prepared, module_of, live=True):
+        if graded:
             split = shards[index] if index < len(shards) else 1
             sized.setdefault(name, (int(getattr(leaf, "size", 0)), round(nbytes(leaf) / split)))
-    return sum(n for n, _ in sized.values()), sum(b for _, b in sized.values())
+        if graded or name in zeros:
+            updated.setdefault(name, int(getattr(leaf, "size", 0)))
+    return sum(n for n, _ in sized.values()), sum(b for _, b in sized.values()), sum(updated.values())
 
 
 def _is_state(x: Any) -> bool:

@@ -258,10 +258,14 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
                                    known_modules=modules))
         notes += [note for note in said if note]
-    trained, gradients = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
-    if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters:
+    trained, gradients, updated = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
+    some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters
+    updated = updated if some and trained < updated else None  # the optimizer also runs on zero gradients
+    if some:
         notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
-                     f"gradients for those alone; {prepared.parameters - trained:,} frozen)")
+                     f"gradients for those alone; {prepared.parameters - trained:,} frozen)"
+                     + (f"; the optimizer still updates {updated:,} (the frozen ones' zero gradients too): the "
+                        "update's FLOP per parameter is over those" if updated else ""))
     breakdown = None
     if memory:
         # XLA's figures of the program the user's jit compiles (its donation, its outputs), where it is
@@ -309,7 +313,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
-        trained_parameters=trained if parts[BACKWARD].total.flops and 0 < trained < prepared.parameters else None,
+        trained_parameters=trained if some else None, updated_parameters=updated,
         phases=costs, layers=layers,
         unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),

@@ -225,7 +225,7 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
         start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
         if start is None and role == "parameters":  # an NNX Param in a state: its path below the argument
             start = 1
-        if start is None:
+        if start is None or not _differentiable(leaf):  # an integer array has no gradient: no parameter
             owners.append(None)
             continue
         module = "/".join(names_here[start:-1][strip:])
@@ -236,6 +236,13 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
         counted.add((module, names_here[-1] if names_here else "", shape))
         counts[module] = counts.get(module, 0) + math.prod(shape)
     return _follow_params(keys, owners), counts
+
+
+def _differentiable(leaf: Any) -> bool:
+    """Whether a leaf can take a gradient: a floating or complex array (an integer one, a schedule's
+    timesteps passed among the params, has none; a leaf of no known dtype is taken to)."""
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is None or bool(jax.numpy.issubdtype(dtype, jax.numpy.inexact))
 
 
 def _leaf_names(path: Sequence[Any]) -> list[str]:
