@@ -456,7 +456,8 @@ def per_layer(
     layers = attribute_step(
         programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
-    notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths),
+    notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths,
+                            called=bool(workload.module_paths)),
              root_products_note(programs.get("forward", ()), workload.param_paths, root=roots,
                                 known_modules=workload.module_paths))
     return layers, tuple(note for note in notes if note)
