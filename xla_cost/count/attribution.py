@@ -669,8 +669,9 @@ def unmatched_note(
     work = ", ".join(f"{value:,} FLOP of {name}" for name, value in per_program.items() if value)
     why = ("Every module the model's call reached has a row, with parameters or without: these are scopes "
            "of no module (a jax.named_scope of your own); " if called else
-           "A module without parameters (a Linen Dropout) has a row only where the analysis sees the model "
-           "called (xla_cost.analyze; a step's rows come from its parameters); a scope of your own: ")
+           "A module without parameters (a Linen Dropout) has a row only where the analysis calls the Linen or "
+           "NNX model itself (xla_cost.analyze of a module; the rows of a step or an apply function come from its "
+           "parameters); a scope of your own: ")
     return (
         f"per-layer rows: {len(stacks)} name stack{'s match' if len(stacks) != 1 else ' matches'} no "
         f"row's module ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row. "
