@@ -127,6 +127,27 @@ def test_a_bfloat16_models_gap_on_the_cpu_is_said_to_be_its_emulation():
     assert "emulates 16-bit float arithmetic in float32" in note
 
 
+def test_a_model_computing_in_bfloat16_by_its_own_dtype_is_reported_so():
+    # maxdiffusion's UNet: Linen layers with dtype=jnp.bfloat16 on float32 parameters, its last layer float32:
+    # the report said float32 (its outputs'), no mixed-precision note, and blamed fusions for the CPU's bf16
+    # emulation, where analyze(..., dtype="bfloat16") of the same model explained it. The compute dtype is
+    # its products' operands': bfloat16 for the first Dense (8x64 @ 64x64), float32 for the last (8x64 @ 64x10)
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.gelu(nn.Dense(64, dtype=jnp.bfloat16)(nn.LayerNorm(dtype=jnp.bfloat16)(x)))
+            return nn.Dense(10, dtype=jnp.float32)(x)
+
+    report = xla_cost.analyze(Model(), jax.ShapeDtypeStruct((8, 64), jnp.float32), optimizer="sgd",
+                              compilation_cache=False)
+    assert (report.dtype, report.param_dtype) == ("bfloat16", "float32")
+    assert any(n.startswith("mixed precision: parameters float32, computation bfloat16") for n in report.notes)
+    forward = report.phases["forward"]
+    assert forward.flops > 1.05 * forward.jaxpr_flops
+    [note] = [n for n in report.notes if n.startswith("forward: XLA's flops (")]
+    assert "emulates 16-bit float arithmetic in float32" in note
+
+
 def test_a_scan_xla_unrolled_whole_is_held_against_the_jaxpr_and_its_gap_said():
     # recurrentgemma's RG-LRU: lax.scan(..., unroll=128) over 32 steps after a gate chain; XLA unrolls the loop
     # whole (no loop kept: nothing to correct), and each step's fusion holds the chain again at full width,

@@ -241,6 +241,29 @@ def test_a_module_called_from_another_parent_keeps_its_row():
     })
 
 
+class TiedHeadNet(nn.Module):
+    """Hugging Face Flax's tied LM head (modeling_flax_gpt2.py): a Dense declared in setup and applied
+    on another's weight, ``self.head.apply({"params": {"kernel": w.T}}, x)``, in a root scope of its own."""
+
+    def setup(self):
+        self.embed = nn.Dense(WIDTH, use_bias=False)
+        self.head = nn.Dense(CLASSES, use_bias=False)
+        self.tied = self.param("tied", nn.initializers.lecun_normal(), (CLASSES, WIDTH))
+
+    def __call__(self, x):
+        return self.head.apply({"params": {"kernel": self.tied.T}}, self.embed(x))
+
+
+def test_a_module_applied_on_variables_of_its_callers_making_has_its_row():
+    # its name stack `TiedHeadNet/head` matched no module (the interceptor saw it at the empty path of its
+    # own root scope): the head's 2*B*WIDTH*CLASSES were in the remainder, with a note sending the user to
+    # xla_cost.analyze, the call they had made
+    report = _report(TiedHeadNet())
+    _check_rows(report, {"embed": 2 * B * D_IN * WIDTH, "head": 2 * B * WIDTH * CLASSES})
+    assert {row.path: row.parameters for row in report.layers}["head"] == 0  # its kernel is the root's
+
+
+# ------------------------------------------------------------------ unmatched stacks
 # ------------------------------------------------------------------ unmatched stacks
 
 
@@ -261,6 +284,8 @@ def test_a_stack_that_matches_nothing_is_named_in_a_note():
     notes = [note for note in report.notes if "matches no row's module" in note]
     assert len(notes) == 1
     assert "1 name stack matches no row's module" in notes[0] and "`UnscopedNet/projection`" in notes[0]
+    # xla_cost.analyze saw the model called: the note does not say a row needs that call
+    assert "jax.named_scope of your own" in notes[0] and "xla_cost.analyze" not in notes[0]
     # the projection's matmul 2*B*WIDTH*CLASSES, in the forward program
     assert f"{2 * B * WIDTH * CLASSES:,} FLOP of forward" in notes[0]
     rows = {row.path: row for row in report.layers}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -451,6 +452,21 @@ def test_uniform_folds_its_literal_bounds_inside_the_call():
     bits = _hash_ops(m, 1) + _counter_ops(shape) + random_rules.RANDOM_BITS_COMBINE_OPS[32] * m
     assert count_function(uniform, KEY).total.flops == bits + 5 * m
     assert xla_flops(uniform, KEY)[0] == bits + 5 * m
+
+
+@pytest.mark.parametrize("where", ["closure", "jit of a partial"])
+def test_work_on_a_closed_over_table_folds_as_xla_folds_it(where):
+    # maxdiffusion's compute_snr: a step closes over a noise-schedule table and takes
+    # sqrt(1 - table) of all of it before indexing; the table is a constant of the compiled
+    # program and XLA folds that work. The jaxpr counted the n subtractions and n square
+    # roots (n FLOP, n transcendentals) on top of the n multiplications with the input.
+    n = 1000
+    table = jnp.linspace(0.999, 0.01, n, dtype=F32)
+    scaled = lambda x, sched: x * (1.0 - sched) ** 0.5  # noqa: E731
+    fn = (lambda x: scaled(x, table)) if where == "closure" else jax.jit(functools.partial(scaled, sched=table))
+    counted = count_function(fn, sds(n)).total
+    assert (counted.flops, counted.transcendentals) == (n, 0)  # the multiplication alone
+    assert xla_flops(fn, sds(n)) == (n, 0)
 
 
 def test_other_generators_are_unknown_not_zero():

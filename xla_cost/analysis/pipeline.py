@@ -34,6 +34,7 @@ from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memor
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
+from xla_cost.analysis.step_arguments import compute_dtype as program_compute_dtype
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
@@ -361,7 +362,7 @@ def _run(request: Request) -> Report:
         workload, phases.programs(options.exact_train_step), compiled=options.compiled, for_timing=timed,
         plan=plan, meanwhile=layer_rows if options.per_layer or options.depth else None, unfused=options.unfused,
     )
-    compute_dtype = options.dtype or _dtype_name(workload)
+    compute_dtype = options.dtype or _program_dtype(workload)
     costs, phase_notes = all_phases(
         programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops, workload.padded,
         narrow=bool({compute_dtype, *_param_dtype_name(workload).split("/")} & NARROW_FLOATS),
@@ -456,7 +457,8 @@ def per_layer(
     layers = attribute_step(
         programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
-    notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths),
+    notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths,
+                            called=bool(workload.module_paths)),
              root_products_note(programs.get("forward", ()), workload.param_paths, root=roots,
                                 known_modules=workload.module_paths))
     return layers, tuple(note for note in notes if note)
@@ -607,6 +609,16 @@ def _roots(workload: Workload, counted: Mapping[str, JaxprCount]) -> tuple[str, 
 def _dtype_name(workload: Workload) -> str:
     leaves = jax.tree.leaves(workload.outputs) or jax.tree.leaves(workload.params)
     return str(leaves[0].dtype) if leaves else "unknown"
+
+
+def _program_dtype(workload: Workload) -> str:
+    """The dtype the model computes in, read from its forward program: its matrix products'
+    operands' (`step_arguments.compute_dtype`; a Linen model whose layers set ``dtype=jnp.bfloat16``
+    on float32 parameters, as maxdiffusion's UNet: bfloat16, whatever its last layer returns), or
+    its outputs' where it has no products."""
+    traced = workload.traced.get("forward")
+    fallback = _dtype_name(workload)
+    return fallback if traced is None else program_compute_dtype(traced.jaxpr, fallback)
 
 
 def _param_dtype_name(workload: Workload) -> str:

@@ -639,6 +639,7 @@ def unmatched_note(
     root: str | Sequence[str] | None,
     known_modules: Collection[str] = (),
     shown: int = 3,
+    called: bool = False,
 ) -> str | None:
     """A report note naming the name stacks that match no module of the model
     (`unmatched_stacks`), whose work the per-layer rows leave in the
@@ -648,6 +649,9 @@ def unmatched_note(
       programs: each program's equation counts (``forward``, ``grad``, ...).
       param_paths, root, known_modules: as for `unmatched_stacks`.
       shown: how many stacks to name, the ones with the most FLOP first.
+      called: whether ``known_modules`` are every module the analysis saw the
+        model's call reach (`xla_cost.analyze`'s), so that the note does not
+        send the user to the call they made.
     """
     param_paths = list(param_paths)
     flops: dict[str, int] = {}
@@ -663,10 +667,13 @@ def unmatched_note(
     names = ", ".join(f"`{stack}`" for stack in stacks[:shown])
     more = f" and {len(stacks) - shown} more" if len(stacks) > shown else ""
     work = ", ".join(f"{value:,} FLOP of {name}" for name, value in per_program.items() if value)
+    why = ("Every module the model's call reached has a row, with parameters or without: these are scopes "
+           "of no module (a jax.named_scope of your own); " if called else
+           "A module without parameters (a Linen Dropout) has a row only where the analysis calls the Linen or "
+           "NNX model itself (xla_cost.analyze of a module; the rows of a step or an apply function come from its "
+           "parameters); a scope of your own: ")
     return (
         f"per-layer rows: {len(stacks)} name stack{'s match' if len(stacks) != 1 else ' matches'} no "
         f"row's module ({names}{more}); their work ({work or 'no FLOP'}) is in the {REMAINDER} row. "
-        "A module without parameters (a Linen Dropout) has a row only where the analysis sees the model "
-        "called (xla_cost.analyze; a step's rows come from its parameters); a scope of your own: name it "
-        "after its parameters' path (a jax.named_scope of its params key)"
+        f"{why}name it after its parameters' path (a jax.named_scope of its params key)"
     )

@@ -1,6 +1,8 @@
 """XLA's constant folding and algebraic simplification, as the jaxpr interpreter sees them.
 
-`Folding` tracks, for one jaxpr, which values are constants (computed from literals only) and
+`Folding` tracks, for one jaxpr, which values are constants (computed from literals and the
+jaxpr's own constants only: the arrays a function closes over, which XLA's program holds as
+constants, not arguments) and
 which equations XLA turns into their operand (``x + zeros``, ``x * 1``), so that
 `xla_cost.count.interpret` counts neither, as XLA's compiled count does not.
 """
@@ -46,9 +48,11 @@ _FOLDABLE = {
 class Folding:
     """XLA's constant folding and algebraic simplification, for one jaxpr.
 
-    An equation whose operands are all constants (literals, or values computed
-    from literals only, such as ``square(broadcast(0.0))`` in optax's global
-    norm) is evaluated at compile time: it costs nothing. ``x + 0``, ``0 + x``,
+    An equation whose operands are all constants (literals, the jaxpr's
+    closed-over constants, or values computed from them only, such as
+    ``square(broadcast(0.0))`` in optax's global norm or the square root of a
+    closed-over noise-schedule table) is evaluated at compile time: it costs
+    nothing. ``x + 0``, ``0 + x``,
     ``x - 0``, ``x * 1``, ``1 * x`` and ``x / 1``, where the constant is a literal
     or a broadcast scalar and ``x`` already has the result's shape, are removed.
     """
@@ -71,6 +75,21 @@ class Folding:
     def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
         """(is a constant, its scalar value if known) of each of ``variables``."""
         return [(self._is_constant(v), self._known(v)) for v in variables]
+
+    def seed_constants(self, constvars: Sequence[Any], consts: Sequence[Any] | None = None) -> None:
+        """Marks a jaxpr's ``constvars`` as constants: the arrays the traced function
+        closes over (a ``functools.partial``'s table, a global), which the compiled
+        program holds as literals and XLA folds what is computed from them alone.
+        ``consts``, their values where known, give a one-element number's value."""
+        values = list(consts) if consts is not None and len(consts) == len(constvars) else [None] * len(constvars)
+        for var, const in zip(constvars, values):
+            self.constant.add(var)
+            try:
+                array = np.asarray(const) if const is not None else None
+            except Exception:  # noqa: BLE001 - an extended dtype (a PRNG key) has no NumPy value
+                array = None
+            if array is not None and array.size == 1 and _is_number(array.dtype):
+                self.value[var] = float(array.reshape(()))
 
     def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
         """Marks ``variables`` known to be constants (`describe`): a called jaxpr's

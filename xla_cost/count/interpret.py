@@ -288,11 +288,13 @@ class _Counter:
         constants: Sequence[tuple[bool, float | None]] | None = None,
         out_constants: list[tuple[bool, float | None]] | None = None,
     ) -> Cost:
+        consts = getattr(jaxpr, "consts", None)
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # ClosedJaxpr -> Jaxpr
         base = self.path  # each equation's path: its index below the equation that holds this jaxpr
         env: dict[Any, str | None] = dict(zip(jaxpr.invars, owners or []))
         folded = Folding()
         folded.seed(jaxpr.invars, constants or ())
+        folded.seed_constants(jaxpr.constvars, consts)  # closed-over arrays: constants of the program
         total = Cost()
         for index, eqn in enumerate(jaxpr.eqns):
             self.path = (*base, index)

@@ -191,10 +191,25 @@ def _linen_apply(
         )
 
     paths: set[str] = set()
+    # A module applied on variables of the call's own making inside another's call (Hugging Face's tied
+    # head: `self.lm_head.apply({"params": {"kernel": wte.T}}, x)`) runs in a root scope of its own, its
+    # path empty; its name stack is the caller's with its name below it, and so is its path here.
+    roots: dict[int, tuple[Any, str]] = {}  # id of a root scope -> (that scope, kept alive; its path)
+    calling: list[str] = []  # the paths of the calls under way, innermost last
 
     def record(next_fun: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
-        paths.add("/".join(str(p) for p in context.module.path))
-        return next_fun(*args, **kwargs)
+        module = context.module
+        root = getattr(getattr(module, "scope", None), "root", None)
+        if id(root) not in roots:  # the model's own root first (no call under way), then any nested apply's
+            where = "/".join(p for p in (*calling[-1:], module.name or type(module).__name__) if p)
+            roots[id(root)] = (root, where if calling and not module.path else "")
+        here = "/".join(p for p in (roots[id(root)][1], *(str(p) for p in module.path)) if p)
+        paths.add(here)
+        calling.append(here)
+        try:
+            return next_fun(*args, **kwargs)
+        finally:
+            calling.pop()
 
     with nn.intercept_methods(record):  # every module the call reaches, parameters or not
         outputs, variables = jax.eval_shape(bind_axes(init, plan.axis_names), inputs, extras)
