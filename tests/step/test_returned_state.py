@@ -220,3 +220,18 @@ def test_a_loss_the_step_drops_keeps_its_softmax_in_the_forward_pass():
     assert dropped.phases["forward"].transcendentals == B * C
     assert returned.phases["forward"].transcendentals == B * C + B
     assert dropped.phases["backward"].transcendentals == returned.phases["backward"].transcendentals == 0
+
+
+def test_an_inference_steps_output_of_its_inputs_shape_is_no_new_state():
+    # a jax.jit NNX step that only calls its model (an inference or decode step): the output of a square layer
+    # has the batch's shape and dtype, and was taken for state handed back (an argument's arrays), its
+    # product counted as the update: B x D x D multiply-adds (no bias: 2 B D^2 FLOP), no optimizer's work
+    model = nnx.eval_shape(lambda: nnx.Linear(D, D, use_bias=False, rngs=nnx.Rngs(0)))
+
+    @jax.jit
+    def infer(model, x):
+        return model(x)
+
+    report = xla_cost.analyze_step(infer, model, jax.ShapeDtypeStruct((B, D), jnp.float32), counter="jaxpr")
+    assert report.phases["train_step"].flops == 2 * B * D * D
+    assert report.phases["update"].flops == 0  # was all of it

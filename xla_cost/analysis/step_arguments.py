@@ -4,7 +4,7 @@ dtypes, which results are new state, and the step's memory by part (`xla_cost.an
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -13,7 +13,9 @@ from xla_cost.analysis.memory import MemoryBreakdown
 from xla_cost.compiled import xla
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.step.trees import leaf_roles, nbytes
-from xla_cost.step.user_step import UserStep
+
+if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
+    from xla_cost.step.user_step import UserStep
 
 __all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", "parameter_dtype", "step_memory"]
 
@@ -39,7 +41,8 @@ def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
                 continue
             if getattr(path[0], "idx", None) != 2:  # an NNX object's state
                 given.update((key(path[1:], leaf), key(path[2:], leaf)))
-            elif getattr(leaf, "shape", ()):  # an argument that is no NNX object: its arrays
+            elif getattr(leaf, "shape", ()) and path[2:]:  # an argument that is no NNX object: the arrays it holds
+                # (not a bare array, the batch: a result of its shape and dtype is a layer's output as often)
                 given.add(key(path[2:], leaf))
         metric = _metric_leaves(shapes)
         return [bool(path) and not is_metric and (getattr(path[0], "idx", None) == 1
