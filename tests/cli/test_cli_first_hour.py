@@ -80,24 +80,19 @@ def test_method_flag(capsys):
     assert json.loads(out)["parameters"] == R.VOCAB * R.D_MODEL
 
 
-def test_output_index_picks_the_logits(capsys):
+@pytest.mark.parametrize(("model", "index"), [("TupleOutput", "0"), ("StructOutput", "logits")])
+def test_output_index_picks_the_logits(capsys, model, index):
+    # by position in a tuple, by name in a dataclass's fields (gemma's Output.logits)
     code, out, err = run(
-        capsys, "analyze", f"{M}:TupleOutput", "--input-shape", "3,12", "--counter", "jaxpr",
-        "--output-index", "0", "--format", "json",
+        capsys, "analyze", f"{M}:{model}", "--input-shape", "3,12", "--counter", "jaxpr",
+        "--output-index", index, "--format", "json",
     )
     assert code == 0, err
     plain = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((3, 12), jnp.float32), optimizer="sgd", counter="jaxpr")
     assert json.loads(out)["jaxpr_flops"]["forward"] == plain.phases["forward"].jaxpr_flops
 
 
-def test_output_index_names_a_dataclass_field(capsys):
-    code, out, err = run(
-        capsys, "analyze", f"{M}:StructOutput", "--input-shape", "3,12", "--counter", "jaxpr",
-        "--output-index", "logits", "--format", "json",
-    )
-    assert code == 0, err
-    plain = xla_cost.analyze(R.LogitsOnly(), jax.ShapeDtypeStruct((3, 12), jnp.float32), optimizer="sgd", counter="jaxpr")
-    assert json.loads(out)["jaxpr_flops"]["forward"] == plain.phases["forward"].jaxpr_flops
+def test_output_index_naming_no_field_lists_the_fields(capsys):
     code, _, err = run(capsys, "analyze", f"{M}:StructOutput", "--input-shape", "3,12", "--output-index", "logit")
     assert code == 2 and "'logits', 'cache'" in one_error_line(err)
 

@@ -267,6 +267,19 @@ def _batch():
     return jax.ShapeDtypeStruct((_BATCH, _IN), jnp.float32), jax.ShapeDtypeStruct((_BATCH,), jnp.int32)
 
 
+def _adam_state(model, x):
+    """A Linen model's TrainState with Adam, abstract."""
+    return jax.eval_shape(lambda: train_state.TrainState.create(
+        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+
+
+def _cross_entropy_step(state, x, y):
+    def loss(p):
+        return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
+    value, grads = jax.value_and_grad(loss)(state.params)
+    return state.apply_gradients(grads=grads), value
+
+
 def _update_rows(report) -> dict[str, int]:
     return {row.path: row.update_flops for row in report.layers}
 
@@ -283,16 +296,9 @@ def test_the_update_of_nnx_layers_under_to_linen_is_theirs():
             return bridge.ToLinen(_NnxMlp, name="layers_0")(x)
 
     model, (x, y) = Top(), _batch()
-    state = jax.eval_shape(lambda: train_state.TrainState.create(
-        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+    state = _adam_state(model, x)
 
-    def step(state, x, y):
-        def loss(p):
-            return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
-        value, grads = jax.value_and_grad(loss)(state.params)
-        return state.apply_gradients(grads=grads), value
-
-    rows = _update_rows(_step(step, state, x, y))
+    rows = _update_rows(_step(_cross_entropy_step, state, x, y))
     assert rows["layers_0/fc1"] == _ADAM * _IN * _WIDTH
     assert rows["layers_0/fc2"] == _ADAM * _WIDTH * _OUT
 
@@ -358,16 +364,9 @@ def test_nnx_layers_scanned_over_a_parameter_axis_after_the_first_get_their_grad
 
     model = Net()
     x, y = jax.ShapeDtypeStruct((_BATCH, _WIDTH), jnp.float32), jax.ShapeDtypeStruct((_BATCH,), jnp.int32)
-    state = jax.eval_shape(lambda: train_state.TrainState.create(
-        apply_fn=model.apply, params=model.init(jax.random.key(0), jnp.zeros(x.shape)), tx=optax.adam(1e-3)))
+    state = _adam_state(model, x)
 
-    def step(state, x, y):
-        def loss(p):
-            return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, x), y).mean()
-        value, grads = jax.value_and_grad(loss)(state.params)
-        return state.apply_gradients(grads=grads), value
-
-    report = _step(step, state, x, y)
+    report = _step(_cross_entropy_step, state, x, y)
     assert not [note for note in report.notes if "receive no gradient" in note or "trained parameters" in note]
     rows = {row.path: row for row in report.layers}
     assert rows["layers/fc"].forward_flops == layers * 2 * _BATCH * _WIDTH * _WIDTH

@@ -327,7 +327,8 @@ def build(data: StudyData) -> dict[str, bytes]:
                 m = report.memory_breakdown
                 rows.append([
                     count(report.batch_size), gb(m.parameters), gb(m.gradients), gb(m.optimizer_state),
-                    gb(m.inputs), gb(m.saved_activations), gb(m.parts_total), gb(m.peak),
+                    gb(m.inputs), gb(m.saved_activations), gb(m.outputs) if m.outputs is not None else "—",
+                    gb(m.parts_total), gb(m.peak),
                     ratio(m.parts_total / m.peak, 3) if m.peak else "—",
                 ])
             top = max(reports[-1].layers or (), key=lambda l: l.saved_activation_bytes or 0, default=None)
@@ -337,7 +338,7 @@ def build(data: StudyData) -> dict[str, bytes]:
                 "The program's parts:",
                 "",
                 pipe_table(["batch", "parameters", "gradients", "optimizer state", "batch data", "saved activations",
-                            "sum of parts", "XLA peak", "parts / peak"], rows, "rrrrrrrrr"),
+                            "returned", "sum of parts", "XLA peak", "parts / peak"], rows, "rrrrrrrrrr"),
                 "",
             ]
             peak_rows = []
