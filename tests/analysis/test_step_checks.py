@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+import pytest
 from flax.training import train_state
 
 import xla_cost
@@ -117,16 +118,20 @@ def test_adafactors_factored_state_is_not_taken_for_parameters_without_a_gradien
     assert "linear1/bias, linear1/kernel:" in said and "linear2" not in said
 
 
-def test_parameters_an_nnx_optimizer_leaves_alone_are_not_said_to_get_zero_gradients_applied():
+@pytest.mark.parametrize("hidden", [16, IN])
+def test_parameters_an_nnx_optimizer_leaves_alone_are_not_said_to_get_zero_gradients_applied(hidden):
     # a linear probe as NNX writes it: nnx.DiffState restricts the gradient and Optimizer(wrt=) the update to
     # the head; the frozen layer comes back as it went in (no update touches it), so no zero gradient of it is
     # applied and the advice to mask it would be wrong. The same layer under stop_gradient with every
-    # parameter updated (above) is still named.
+    # parameter updated (above) is still named. With hidden = IN and CLASSES = IN the frozen layer has the
+    # head's shapes: the head's new arrays are no evidence that the frozen one is updated
     from flax import nnx
+
+    classes = CLASSES if hidden != IN else IN
 
     class Probe(nnx.Module):
         def __init__(self, rngs):
-            self.linear1, self.linear2 = nnx.Linear(IN, 16, rngs=rngs), nnx.Linear(16, CLASSES, rngs=rngs)
+            self.linear1, self.linear2 = nnx.Linear(IN, hidden, rngs=rngs), nnx.Linear(hidden, classes, rngs=rngs)
 
         def __call__(self, x):
             return self.linear2(nnx.relu(self.linear1(x)))
