@@ -1667,8 +1667,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "closed_cache_mutated_across_traces",
         "memory's saved-activations pass closes over the call's arguments: a model writing its NNX cache fails",
         (Edit("xla_cost/analysis/memory.py",
-              "        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *jax.tree_util.tree_unflatten(tree, leaves)), p, has_aux=True)",
-              "        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *r), p, has_aux=True)"),),
+              "            return forward(jax.tree_util.tree_unflatten(p_tree, whole), *jax.tree_util.tree_unflatten(tree, leaves))",
+              "            return forward(jax.tree_util.tree_unflatten(p_tree, whole), *r)"),),
         tests=("tests/analysis/test_memory.py",),
     ),
     Mutation(
@@ -1727,6 +1727,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/analysis/step_arguments.py", '            elif getattr(leaf, "shape", ()) and path[2:]:',
               '            elif getattr(leaf, "shape", ()):'),),
         tests=("tests/step/test_returned_state.py",),
+    ),
+    Mutation(
+        "frozen_parameters_differentiated_for_saved",
+        "analyze's saved activations a vjp over every parameter: a frozen tower's own residuals counted "
+        "(its backward never computed)",
+        (Edit("xla_cost/analysis/memory.py",
+              "context=_both(workload.tracing(), constraints), read=workload.read_gradients,",
+              "context=_both(workload.tracing(), constraints),"),),
+        tests=("tests/analysis/test_memory.py",),
     ),
 )
 

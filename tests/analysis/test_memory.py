@@ -358,3 +358,65 @@ def test_a_mutable_nnx_cache_among_the_call_arguments_is_updated_inside_the_trac
     by_layer, _, in_args = memory.saved_activations(forward, params, (x, Cache()))
     assert sum(by_layer.values()) == B * WIDTHS[1] * 4
     assert in_args == B * WIDTHS[0] * 4
+
+
+class _Tower(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return jnp.tanh(nn.Dense(WIDTHS[1], name="fc1")(jnp.tanh(nn.Dense(WIDTHS[1], name="fc0")(x))))
+
+
+class _TowerHead(nn.Module):
+    """x[B, 12] -> tower (Dense 16, tanh, Dense 16, tanh) -> head Dense 5."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(WIDTHS[3], name="head")(_Tower(name="tower")(x))
+
+
+@pytest.mark.parametrize("frozen", [None, "tower", "tower/fc0"])
+def test_saved_activations_are_those_of_the_backward_of_the_read_gradients_only(frozen):
+    # Only the parameters whose gradient is computed are differentiated (a frozen layer's are constants),
+    # as the grad program does. H = 16 float32; jax keeps a tanh's output a and 1 - a (its derivative is
+    # computed as (g + g a)(1 - a) in the backward)
+    x = jax.ShapeDtypeStruct((B, WIDTHS[0]), jnp.float32)
+    params = jax.eval_shape(_TowerHead().init, jax.random.PRNGKey(0), x)["params"]
+    read = None if frozen is None else jax.tree_util.tree_map_with_path(
+        lambda path, _: not jax.tree_util.keystr(path, simple=True, separator="/").startswith(frozen), params)
+    by_layer, in_params, in_args = memory.saved_activations(
+        lambda p, inputs: (jnp.sum(_TowerHead().apply({"params": p}, inputs)), None), params, (x,),
+        root="_TowerHead", modules=("tower/fc0", "tower/fc1", "head"), read=read)
+    h, kernels = B * WIDTHS[1] * 4, (WIDTHS[1] * WIDTHS[3] + WIDTHS[1] ** 2) * 4  # head's and fc1's kernels
+    if frozen is None:
+        # a1, 1 - a1, a2, 1 - a2 (made in the tower); the head's and fc1's kernels for the input
+        # cotangents; the batch for fc0's kernel gradient
+        assert (by_layer, in_params, in_args) == ({"tower": 4 * h}, kernels, B * WIDTHS[0] * 4)
+    elif frozen == "tower":
+        # only the head's input a2, for its kernel gradient: nothing of the frozen tower's backward (was 4 h,
+        # its kernels and the batch)
+        assert (by_layer, in_params, in_args) == ({"tower": h}, 0, 0)
+    else:
+        # fc0 frozen, fc1 and the head trained: nothing below fc1 needs a cotangent, so a1 (fc1's kernel
+        # gradient's operand), a2 and 1 - a2 are kept, not 1 - a1, fc1's kernel or the batch; the head's kernel
+        assert (by_layer, in_params, in_args) == ({"tower": 3 * h}, WIDTHS[1] * WIDTHS[3] * 4, 0)
+
+
+def test_analyze_keeps_only_the_trained_heads_input_where_the_optimizer_freezes_the_tower():
+    # analyze with optax.multi_transform freezing the tower (set_to_zero): the program's saved activations
+    # and the rows are the head's input a2 alone, B x 16 float32, in the tower's row (the layer that made
+    # it); the loss sum(out * t) keeps only the targets (an argument). Before: 4 x B x 16 x 4, a vjp over
+    # every parameter (the frozen tower's tanh outputs and derivatives), though its backward FLOP were 0
+    import optax
+
+    import xla_cost
+
+    x = jax.ShapeDtypeStruct((B, WIDTHS[0]), jnp.float32)
+    params = jax.eval_shape(_TowerHead().init, jax.random.PRNGKey(0), x)["params"]
+    labels = {k: jax.tree.map(lambda _, k=k: "frozen" if k == "tower" else "sgd", v) for k, v in params.items()}
+    tx = optax.multi_transform({"sgd": optax.sgd(0.1), "frozen": optax.set_to_zero()}, labels)
+    report = xla_cost.analyze(_TowerHead(), x, optimizer=tx, loss=lambda out, t: jnp.sum(out * t),
+                              targets=jax.ShapeDtypeStruct((B, WIDTHS[3]), jnp.float32), memory=True,
+                              per_layer=True, depth=1, counter="jaxpr")
+    assert report.memory_breakdown.saved_activations == B * WIDTHS[1] * 4
+    rows = {layer.path: (layer.backward_flops, layer.saved_activation_bytes) for layer in report.layers}
+    assert rows["tower"] == (0, B * WIDTHS[1] * 4) and rows["head"][1] == 0

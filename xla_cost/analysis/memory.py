@@ -353,7 +353,7 @@ def peak_parts(
 
 def saved_activations(
     forward: Any, params: Any, rest: Sequence[Any], *, root: str | Sequence[str] = "",
-    modules: Sequence[str] = (), context: Any = None,
+    modules: Sequence[str] = (), context: Any = None, read: Any = None,
 ) -> tuple[dict[str, int], int, int]:
     """What the backward pass of ``forward`` keeps, by layer.
 
@@ -364,6 +364,11 @@ def saved_activations(
       modules: module paths that hold parameters (rows are the longest that
         contains a residual's name stack, as per-layer FLOP rows are).
       context: a context manager to trace under (a workload's ``tracing``).
+      read: a tree like ``params`` of whether each parameter's gradient is computed (a workload's
+        ``read_gradients``: an optimizer that freezes some reads none of theirs); None: every one.
+        Only those are differentiated, the others are constants: the residuals are those of the
+        backward the ``grad`` program computes (a frozen layer before every trained one saves
+        nothing; a frozen layer after one saves what its input's cotangent needs).
 
     Returns:
       ``(bytes by layer, residual bytes that are parameters, residual bytes
@@ -375,13 +380,28 @@ def saved_activations(
         # is then one of this trace level's, which the model may update (Flax refuses a write to a
         # Variable of the outer trace: TraceContextError).
         leaves, tree = jax.tree_util.tree_flatten(r)
-        _, vjp_fn, _ = jax.vjp(lambda q: forward(q, *jax.tree_util.tree_unflatten(tree, leaves)), p, has_aux=True)
+        # Only the parameters whose gradient is computed are differentiated; the frozen ones are
+        # closed over (this trace's arguments still: a frozen parameter the backward reads is a
+        # parameter's residual, counted there).
+        p_leaves, p_tree = jax.tree_util.tree_flatten(p)
+
+        def of_trained(trained: list[Any]) -> Any:
+            given = iter(trained)
+            whole = [next(given) if flag else leaf for leaf, flag in zip(p_leaves, flags)]
+            return forward(jax.tree_util.tree_unflatten(p_tree, whole), *jax.tree_util.tree_unflatten(tree, leaves))
+
+        _, vjp_fn, _ = jax.vjp(of_trained, [leaf for leaf, flag in zip(p_leaves, flags) if flag], has_aux=True)
         return vjp_fn
+
+    n_params = len(jax.tree_util.tree_leaves(params))
+    flags = [True] * n_params if read is None else [bool(flag) for flag in jax.tree_util.tree_leaves(read)]
+    if len(flags) != n_params:
+        raise ValueError(f"Expected a read tree of {n_params} leaves (one per parameter), got {len(flags)}; "
+                         "pass the workload's read_gradients")
 
     with context if context is not None else contextlib.nullcontext():
         closed = jax.make_jaxpr(linearized)(params, *rest)
     jaxpr = closed.jaxpr
-    n_params = len(jax.tree_util.tree_leaves(params))
     param_vars = {id(v) for v in jaxpr.invars[:n_params]}
     other_vars = {id(v) for v in jaxpr.invars[n_params:]} | {id(v) for v in jaxpr.constvars}
     made_by = {id(v): eqn for eqn in jaxpr.eqns for v in eqn.outvars}
@@ -444,7 +464,7 @@ def memory_breakdown(
     """
     by_layer, _, _ = saved_activations(
         workload.forward, workload.params, (workload.state, workload.batch, workload.targets),
-        root=root, modules=modules, context=_both(workload.tracing(), constraints),
+        root=root, modules=modules, context=_both(workload.tracing(), constraints), read=workload.read_gradients,
     )
     saved = sum(by_layer.values())
     notes = []

@@ -449,7 +449,8 @@ def _frozen_note(params: PyTree, read: PyTree) -> str:
     names = ", ".join(name for name, _ in frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
     return (f"frozen by the optimizer: its update reads no gradient of {len(frozen)} parameter array(s) "
             f"({count:,} parameters: {names}), so grad computes none of them (nor the backward work only they "
-            "need), as the fused train step does; their update is the optimizer's own (set_to_zero: none)")
+            "need, nor keeps the activations only that work reads), as the fused train step does; their update "
+            "is the optimizer's own (set_to_zero: none)")
 
 
 def _gradient_phases(
