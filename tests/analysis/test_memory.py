@@ -245,6 +245,36 @@ def test_attention_flops_full_or_causal():
         xla_cost.analyze(*args, optimizer="sgd", attention_flops="half")
 
 
+def test_causal_model_flops_are_the_same_with_and_without_remat():
+    # model FLOP leave remat's recomputation out, so the causal convention halves the model's attention products
+    # alone: a remat'd backward's recomputed scores and outputs were halved too (EasyLM's causal backward
+    # 12,055,424 without remat, 11,924,352 with remat_block; GPT-2 small 24,087,976,000 -> 24,078,538,816)
+    import xla_cost
+    from xla_cost.zoo import build_model, example_inputs
+
+    layers, t, d, b = 2, 16, 64, 2
+    small = dict(n_layer=layers, seq_len=t, d_model=d, n_head=4, vocab_size=128)
+    x = example_inputs("gpt2-small", b, **small)
+    reports = {(remat, conv): xla_cost.analyze(build_model("gpt2-small", remat=remat, **small), x, optimizer="sgd",
+                                               counter="jaxpr", attention_flops=conv)
+               for remat in ("none", "full") for conv in ("full", "causal")}
+    # forward attention: scores q k^T and outputs p v, 2·B·T²·D each (2·B·H·T²·dh, H·dh = D) per layer
+    forward = layers * 2 * (2 * b * t * t * d)
+    backward = 2 * forward  # two products per product (dQ and dK, dP and dV)
+    for conv in ("full", "causal"):
+        plain, remat = reports["none", conv], reports["full", conv]
+        assert remat.phases["backward"].model_flops == plain.phases["backward"].model_flops, conv
+        assert remat.model_flops == plain.model_flops, conv
+        assert remat.hardware_flops > remat.model_flops  # the recomputation is the hardware's alone
+    # the remat'd backward recomputes the forward's attention products, which model FLOP leave out
+    assert reports["full", "full"].phases["backward"].attention_flops == backward + forward
+    full, causal = reports["full", "full"].phases["backward"], reports["full", "causal"].phases["backward"]
+    assert full.model_flops - causal.model_flops == backward // 2
+    assert reports["full", "full"].model_flops - reports["full", "causal"].model_flops == (forward + backward) // 2
+    # and the causal note says by how much (was half the step's attention_flops, the recomputation's included)
+    assert any(f"{(forward + backward) // 2:,} FLOP fewer a step" in n for n in reports["full", "causal"].notes)
+
+
 def test_timing_reports_hfu_from_the_recomputed_flop():
     """MFU divides the model FLOP by time and peak, HFU the hardware FLOP: under
     remat their ratio is the recomputation's, without remat they are equal."""

@@ -630,6 +630,34 @@ def test_a_root_modules_parameters_are_not_taken_for_the_batch():
     assert report.batch_size == B and report.parameters == IN * IN + IN
 
 
+@pytest.mark.parametrize("key", ["raw", "split raw", "split typed", "pmapped raw"])
+def test_a_random_key_or_a_scalar_before_the_batch_is_not_taken_for_it(key):
+    # EasyLM's train_step(train_state, rng, batch) with rng a jax.random.PRNGKey: a uint32[2] (jax's legacy raw
+    # key layout) holds no parameter and comes before the batch; it is keys, not samples (was batch 2 for B rows).
+    # Keys split ahead ((4, 2) raw, (4,) typed) and a learning rate (a scalar, one per device under a pmap) neither
+    devices, splits = 1, 4  # (splits != B: a split key array taken for the batch would read 4)
+    raw = jax.ShapeDtypeStruct((2,), jnp.uint32)  # jax.random.PRNGKey(0): two uint32 words of threefry
+    rng = {"raw": raw, "split raw": jax.ShapeDtypeStruct((splits, 2), jnp.uint32),
+           "split typed": jax.eval_shape(lambda: jax.random.split(jax.random.key(0), splits)),
+           "pmapped raw": jax.ShapeDtypeStruct((devices, 2), jnp.uint32)}[key]
+
+    def train_step(state, lr, rng, batch):
+        grads = jax.grad(lambda p: jnp.mean((state.apply_fn({"params": p}, batch["x"]) - 1.0) ** 2))(state.params)
+        return state.apply_gradients(grads=jax.tree.map(lambda g: lr * g, grads)), rng  # (the key handed on)
+
+    state, batch = _state(optax.sgd(0.1)), {"x": X, "y": Y}
+    lr = jax.ShapeDtypeStruct((), jnp.float32)
+    if key == "pmapped raw":  # every argument led by the device axis: the rate is one scalar per device
+        state = jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), state)
+        batch = jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), batch)
+        lr = jax.ShapeDtypeStruct((devices,), jnp.float32)
+        step = jax.pmap(lambda s, lr, r, b: train_step(s, lr, r, b)[0], axis_name="batch")
+    else:
+        step = train_step
+    report = xla_cost.analyze_step(step, state, lr, rng, batch, counter="jaxpr")
+    assert report.batch_size == B and report.parameters == PARAMS
+
+
 def test_a_pmapped_partial_given_its_key_by_keyword_analyses():
     # Flax wmt's loop: jax.pmap(functools.partial(train_step, config=..., label_smoothing=...)) called as
     # p_train_step(state, batch, dropout_rng=keys); the keyword must reach the step by its name, not be bound

@@ -266,6 +266,49 @@ def test_each_row_of_a_linen_scan_stack_runs_the_stack_s_length():
         assert row.update_flops == 2 * row.parameters, path  # SGD: -lr * g, p + u
 
 
+CHUNKS, SEQ = 4, 8  # EasyLM's scan_mlp: the MLP run over the sequence in CHUNKS chunks of SEQ / CHUNKS positions
+SCAN_COUNTER = 2  # FLOP per iteration of a scan's own counter (docs/conventions.md)
+
+
+class _ChunkedBlock(nn.Module):
+    """A block whose Dense runs in a scan over chunks of the sequence, its residual add outside the scan."""
+
+    @nn.compact
+    def __call__(self, x):
+        scan = nn.scan(lambda mdl, carry, chunk: (carry, mdl(chunk)), variable_broadcast="params",
+                       split_rngs={"params": False}, in_axes=1, out_axes=1, length=CHUNKS)
+        _, y = scan(nn.Dense(WIDTH, name="w"), None, x.reshape(B, CHUNKS, SEQ // CHUNKS, WIDTH))
+        return x + y.reshape(x.shape)
+
+
+class _Chunked(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return _ChunkedBlock(name="block")(x)
+
+
+def test_a_rows_runs_are_those_of_most_of_its_work_in_analyze_and_analyze_step_alike():
+    # the block's own forward work is its residual add, B x SEQ x WIDTH adds run once, and the scan's counter,
+    # SCAN_COUNTER a chunk; its backward part holds only the counter's CHUNKS x 2 (the add's gradient passes
+    # through): the block runs once, its Dense CHUNKS times. analyze_step took the most of any part's runs, the
+    # backward's loop: x4 (analyze: x1)
+    model, x = _Chunked(), jax.ShapeDtypeStruct((B, SEQ, WIDTH), jnp.float32)
+    params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+
+    def step(params, x):
+        grads = jax.grad(lambda p: jnp.mean(model.apply({"params": p}, x) ** 2))(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    whole = xla_cost.analyze(model, x, optimizer="sgd", per_layer=True, counter="jaxpr")
+    stepped = xla_cost.analyze_step(step, params, x, per_layer=True, counter="jaxpr")
+    for report in (whole, stepped):
+        rows = {row.path: row for row in report.layers}
+        assert rows["block"].forward_flops == B * SEQ * WIDTH + SCAN_COUNTER * CHUNKS
+        assert rows["block"].trip_count == 1
+        assert rows["block/w"].trip_count == CHUNKS
+        assert rows["block/w"].forward_flops == dense_flops(B * SEQ, WIDTH, WIDTH)
+
+
 # ------------------------------------------------------------------ the forward analyze's forward program computes
 
 ACTIVATIONS = {"gelu": lambda x: jax.nn.gelu(x, approximate=True), "cube": lambda x: x ** 3, "relu": jax.nn.relu}

@@ -23,6 +23,7 @@ from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
 
 __all__ = [
+    "causal_halves",
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
     "attention_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives", "conversions", "MATMULS",
 ]
@@ -263,12 +264,16 @@ T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
 of them for a causal mask (MaxText's convention)."""
 
 
-def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str]) -> int:
+def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
+                    recompute: bool = True) -> int:
     """FLOP of the matrix products computed in modules without parameters of
     their own (an attention core: scores = q k^T, outputs = p v) and of the
     products of fused attention wherever it runs (`xla_cost.count.attention`:
     the same products, without the softmax), loops multiplied out; the update's
-    optimizer arithmetic has none.
+    optimizer arithmetic has none. ``recompute``: with the forward attention
+    ``jax.checkpoint`` (remat) repeats in the backward pass (as computed), or
+    without it (the model's, as ``model_flops`` counts: the causal convention
+    halves those alone, so that remat leaves ``model_flops`` as it is).
 
     A product's module is the innermost module on its path that holds
     parameters or contains one that does; it counts when that module holds
@@ -280,12 +285,24 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     total = 0
     for eqn in counted.equations:
         if eqn.primitive != "dot_general":
-            total += eqn.cost.products
+            total += eqn.cost.products - (0 if recompute else eqn.recomputed.products)
             continue
         module = owner(module_path(eqn.name_stack, root, tree), containing)
         if module != REMAINDER and module not in holding:
-            total += eqn.cost.flops
+            total += eqn.cost.flops - (0 if recompute else eqn.recomputed.flops)
     return total
+
+
+def causal_halves(counted: Mapping[str, JaxprCount], modules: Sequence[str], root: str,
+                  phase: str = "train_step") -> int | None:
+    """The FLOP ``attention_flops="causal"`` takes out of ``phase``'s ``model_flops``: half of the
+    model's attention products (`attention_flops` without remat's recomputation), from the phase's
+    program's count, else by its formula over the programs' (``train_step = grad + update``)."""
+    halves = {name: attention_flops(count, modules, root, recompute=False) // 2 for name, count in counted.items()}
+    if phase in halves:
+        return halves[phase]
+    formula = next((p.formula for p in phases.DECLARED if p.name == phase), None)
+    return phases.combine(formula, halves) if formula else None
 
 
 def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
@@ -383,8 +400,8 @@ def phase_costs(
     else:
         model_flops, hardware_flops = total.flops - recomputed, total.flops
     attention = attention_flops(counted, modules, root)
-    if attention_convention == "causal" and model_flops is not None:
-        model_flops -= attention // 2
+    if attention_convention == "causal" and model_flops is not None:  # half the model's pairs, no recompute
+        model_flops -= attention_flops(counted, modules, root, recompute=False) // 2
     padding = padding_flops(counted, modules, root, padded)
     if padding and model_flops is not None:
         model_flops -= round(padding / (plan.devices if plan is not None else 1))

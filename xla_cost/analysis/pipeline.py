@@ -29,7 +29,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases
+from xla_cost.analysis.costs import all_phases, causal_halves
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -511,8 +511,10 @@ def assemble(request: Request, found: Stages) -> Report:
     if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
         notes.append(
             f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "
-            f"train step) count half of the attention's score and value products, {step.attention_flops // 2:,} "
-            "FLOP fewer a step than computed; the FLOP columns are the program's, every pair of positions")
+            f"train step) count half of the attention's score and value products, "
+            f"{causal_halves(found.counted, tuple(workload.param_paths), workload.root_name):,} FLOP fewer a step than "
+            "computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are the "
+            "program's, every pair of positions")
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "

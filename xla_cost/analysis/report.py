@@ -173,8 +173,9 @@ class PhaseCosts:
       attention_flops: the jaxpr's FLOP of the attention's score and value
         products (matrix products of activations by activations, in a module
         without parameters of its own, and those inside fused attention), all
-        T x T pairs counted; with ``attention_flops="causal"`` ``model_flops``
-        counts half of them.
+        T x T pairs counted, remat's recomputation of them included; with
+        ``attention_flops="causal"`` ``model_flops`` counts half of those it
+        holds (none recomputed: remat changes no ``model_flops``).
       matmul_flops, matmul_bytes: the jaxpr's FLOP of its matrix products and
         convolutions (``dot_general``, ``conv_general_dilated``, the products
         inside fused attention; remat's recomputation and loops included) and

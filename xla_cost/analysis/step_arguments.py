@@ -70,7 +70,9 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
 def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[int] = ()) -> int:
     """The leading dimension of the first argument that holds no parameter and whose arrays all
     share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
-    parameter. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
+    parameter; 0 where none does. Scalars (a step count, a learning rate) and random keys (a
+    ``jax.random.PRNGKey``'s ``uint32[2]``, a typed key array: `_random_key`) are no batch: an
+    argument of those alone is passed over. A tree of frozen weights or an EMA copy of the parameters passed on its own holds
     no module's parameter either, but its arrays' leading dimensions differ (a kernel's rows, a
     bias's width): it is not taken for the batch. Where the step's ``jaxpr`` scans that argument's
     arrays over their leading axis (gradient accumulation over ``(micro_batches, b, ...)``
@@ -81,7 +83,11 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[in
     offset = 0
     for arg, mine in arguments(prepared):
         leaves = jax.tree.leaves(arg)
-        shaped = [(offset + i, leaf) for i, leaf in enumerate(leaves) if getattr(leaf, "shape", ())]
+        # arrays of data: no scalar (judged by one device's shape where a pmap maps it: a per-device
+        # step count) and no random key (a batch dict's dropout key beside its arrays)
+        shaped = [(offset + i, leaf) for i, leaf in enumerate(leaves)
+                  if tuple(getattr(leaf, "shape", ()))[1 if offset + i in device_axis else 0:]
+                  and not _random_key(leaf)]
         offset += len(leaves)
         if shaped and all(o is None for o in mine):  # (a root module's parameters' owner is "")
             leading = {int(leaf.shape[0]) for _, leaf in shaped}
@@ -97,6 +103,25 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[in
                                                                               int(first.shape[0])):
         return int(first.shape[0]) * int(first.shape[1])
     return int(first.shape[0])
+
+
+def _random_key(leaf: Any) -> bool:
+    """Whether an array is random keys, not data: a typed key array (``jax.random.key``), or keys in
+    jax's legacy raw layout (``jax.random.PRNGKey``, ``jax.random.split``'s): ``uint32`` whose last
+    axis holds one key's words (2 for the default threefry implementation, as
+    ``jax.random.key_data`` gives them)."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is None:
+        return False
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return True
+    shape = tuple(getattr(leaf, "shape", ()))
+    return np.dtype(dtype) == np.uint32 and bool(shape) and shape[-1] == _key_words()
+
+
+def _key_words() -> int:
+    """How many ``uint32`` words one raw key of jax's default PRNG implementation holds."""
+    return int(jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape[-1])
 
 
 def _scanned_over(jaxpr: Any, indices: Sequence[int], length: int) -> bool:
