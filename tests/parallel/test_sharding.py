@@ -101,6 +101,23 @@ def test_data_parallel_flop_per_device_is_an_eighth():
     assert eight.devices == 8 and eight.mesh == {"data": 8}
 
 
+def test_model_flops_on_a_mesh_are_one_devices_with_remat_and_the_causal_convention():
+    # Under remat, model_flops come from the jaxpr (less the recomputed forward work). On a mesh they were the
+    # whole step's count beside XLA's one-device flops (data=2: backward model_flops equal to the unsharded
+    # step's), and the causal convention took half of the whole step's attention (2*2*B*H*T^2*dh*L / 2)
+    # from one device's figure. Each device of data=2 runs half the batch: half the model FLOP, exactly.
+    cfg = dict(n_layer=2, seq_len=16, d_model=64, n_head=2, vocab_size=128)
+
+    def run(mesh):
+        return xla_cost.analyze(build_model("gpt2-small", **cfg), example_inputs("gpt2-small", 4, **cfg),
+                                optimizer="sgd", remat="full", attention_flops="causal", mesh=mesh)
+
+    one, two = run(None), run({"data": 2})
+    for phase in ("forward", "backward"):
+        assert two.phases[phase].model_flops == pytest.approx(one.phases[phase].model_flops / 2, abs=1), phase
+        assert two.phases[phase].hardware_flops == pytest.approx(one.phases[phase].hardware_flops / 2, abs=1), phase
+
+
 def test_data_parallel_gradient_all_reduce_moves_the_parameter_bytes():
     report = mlp_report((("data", 8),))
     grads = collectives(report, "backward")

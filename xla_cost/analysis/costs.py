@@ -391,20 +391,23 @@ def phase_costs(
     # XLA may keep all, some or none of the recomputation (the CPU removes what
     # it has memory for), so both come from the jaxpr, which counts the step as
     # jax.checkpoint writes it: hardware = all of it, model = less the recomputed
-    # forward work; unknown where the jaxpr is not complete.
+    # forward work; unknown where the jaxpr is not complete. Beside XLA's figures, which are one device's,
+    # the jaxpr's are too: its count divided by the devices it is shared over (without a compile, every
+    # figure is the whole step's).
+    share = devices if compiled is not None else 1
     flops = values["flops"]
     if not recomputed and not jaxpr_model:
         model_flops = hardware_flops = flops
     elif counted.unsupported or flops is None:
         model_flops = hardware_flops = None
     else:
-        model_flops, hardware_flops = total.flops - recomputed, total.flops
+        model_flops, hardware_flops = round((total.flops - recomputed) / share), round(total.flops / share)
     attention = attention_flops(counted, modules, root)
     if attention_convention == "causal" and model_flops is not None:  # half the model's pairs, no recompute
-        model_flops -= attention_flops(counted, modules, root, recompute=False) // 2
+        model_flops -= round(attention_flops(counted, modules, root, recompute=False) // 2 / share)
     padding = padding_flops(counted, modules, root, padded)
     if padding and model_flops is not None:
-        model_flops -= round(padding / (plan.devices if plan is not None else 1))
+        model_flops -= round(padding / share)
         notes.append(f"{name}: {padding:,} FLOP of the routed experts' products are computed on capacity padding "
                      "(slots no token fills, if the router balances the tokens): in flops and hardware_flops, "
                      "not in model_flops (MFU)")
