@@ -480,11 +480,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "step_layer_trip_count_min",
-        "a step's per-layer row takes the smallest trip count of its parts: a scanned layer runs once",
+        "a step's per-layer row takes the smallest trip count of its parts (the update's, once): a scanned "
+        "layer runs once",
         (Edit(
             "xla_cost/count/attribution.py",
-            "trip_count=max(row.trip_count for row in found),",
-            "trip_count=min(row.trip_count for row in found),",
+            "    return max(passes.values(), key=weight).trip_count",
+            "    return min(row.trip_count for row in found.values())",
         ),),
         tests=("tests/step/test_step_parts.py",),
     ),
@@ -1736,6 +1737,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               "context=_both(workload.tracing(), constraints), read=workload.read_gradients,",
               "context=_both(workload.tracing(), constraints),"),),
         tests=("tests/analysis/test_memory.py",),
+    ),
+    Mutation(
+        "jaxpr_model_flops_whole_step_on_a_mesh",
+        "under remat on a mesh, model_flops the jaxpr's whole-step count beside XLA's one-device flops",
+        (Edit("xla_cost/analysis/costs.py",
+              "round((total.flops - recomputed) / share), round(total.flops / share)",
+              "total.flops - recomputed, total.flops"),),
+        tests=("tests/parallel/test_sharding.py",),
     ),
 )
 
