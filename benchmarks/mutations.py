@@ -1152,8 +1152,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "optimizer_refusal_escapes",
         "optax.reduce_on_plateau's TypeError (value=) escapes analyze() instead of a one-line refusal",
-        (Edit("xla_cost/step/workload.py", "            raise _optimizer_refused(exc) from exc\n        return optax",
-              "            raise\n        return optax"),),
+        (Edit("xla_cost/step/workload.py", "            raise mesh_error(exc, \"the optimizer's update\") or "
+              "_optimizer_refused(exc) from exc\n        return optax", "            raise\n        return optax"),),
         tests=("tests/step/test_optimizers.py",),
     ),
     Mutation(

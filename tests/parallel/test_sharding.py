@@ -496,3 +496,70 @@ def test_a_step_sharded_by_its_constraints_alone_is_a_sharded_step(how):
     assert report.devices == 4
     [reduced] = report.phases["train_step"].communication
     assert (reduced.kind, reduced.axes, reduced.bytes) == ("all-reduce", ("data",), d * d * F32)  # w's gradient
+
+
+def _explicit_mlp():
+    from flax import nnx
+
+    class Net(nnx.Module):  # 16 -> 32 -> 10, as the jax >= 0.7 / Flax 0.12 docs make models: under jax.set_mesh
+        def __init__(self, rngs):
+            self.fc1, self.fc2 = nnx.Linear(16, 32, rngs=rngs), nnx.Linear(32, 10, rngs=rngs)
+
+        def __call__(self, x):
+            return self.fc2(jax.nn.relu(self.fc1(x)))
+
+    return Net
+
+
+def test_a_model_made_on_a_mesh_of_explicit_axes_is_analysed_as_one_made_on_none():
+    # jax.make_mesh's default axes are Explicit; a model and batch made under jax.set_mesh of them were refused
+    # inside the with, blaming the optimizer ("Expected an optax transformation ... context mesh AbstractMesh(...
+    # Auto) should match the aval mesh AbstractMesh(... Explicit)"): the step is now traced on a mesh laid with the
+    # caller's axis types, its arguments typed with the plan's shardings, and costs what the same model made on no
+    # mesh costs. Without mesh=, inside the with, the active mesh's axes are taken (a note says so).
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    b = 8
+    net = _explicit_mlp()
+    plain = xla_cost.analyze(net(nnx.Rngs(0)), jax.ShapeDtypeStruct((b, 16), jnp.float32), optimizer="sgd",
+                             mesh={"data": 2})
+    mesh = jax.make_mesh((2,), ("data",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        model, x = net(nnx.Rngs(0)), jax.device_put(jnp.ones((b, 16)), P("data"))
+        inside = xla_cost.analyze(model, x, optimizer="sgd", mesh={"data": 2})
+        active = xla_cost.analyze(model, x, optimizer="sgd")
+    outside = xla_cost.analyze(model, x, optimizer="sgd", mesh={"data": 2})
+    matmuls = 2 * (b // 2) * 16 * 32 + 2 * (b // 2) * 32 * 10  # one device's half of the batch through both layers
+    for report in (inside, active, outside):
+        assert report.devices == 2
+        assert {p: report.phases[p].flops for p in report.phase_names} == {
+            p: plain.phases[p].flops for p in plain.phase_names}
+        assert matmuls <= report.phases["forward"].flops < 2 * matmuls  # + biases, ReLU and the loss, not a second half
+    assert [n for n in active.notes if n.startswith("mesh data=2: the active jax.set_mesh's axes")]
+
+
+def test_a_model_typed_on_explicit_axes_under_a_mesh_of_auto_ones_is_refused_for_the_axis_types():
+    # variables typed on Explicit axes (nnx.eval_shape under jax.set_mesh) analysed with a jax.sharding.Mesh of
+    # Auto axes: the refusal names the mesh's axis types, not the inputs nor the optimizer
+    import numpy as np
+    from flax import nnx
+    from jax.sharding import AxisType, Mesh
+
+    with jax.set_mesh(jax.make_mesh((2,), ("data",), axis_types=(AxisType.Explicit,))):
+        model = nnx.eval_shape(lambda: _explicit_mlp()(nnx.Rngs(0)))
+    with pytest.raises(InputError) as info:
+        xla_cost.analyze(model, jax.ShapeDtypeStruct((8, 16), jnp.float32), optimizer="sgd",
+                         mesh=Mesh(np.array(jax.devices()[:2]), ("data",)), counter="jaxpr")
+    message = str(info.value)
+    assert "typed on a mesh of Explicit axes traced under one of Auto axes" in message and "\n" not in message
+    assert "optax" not in message and "input shape" not in message and "pass mesh= as a dict of sizes" in message
+
+
+def test_analyze_inside_a_mesh_of_foreign_axes_without_mesh_says_to_pass_one():
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    with jax.set_mesh(jax.make_mesh((2,), ("batch",), axis_types=(AxisType.Explicit,))):
+        with pytest.raises(InputError, match=r"the active mesh batch=2 and no mesh=.*mesh=\{'data': 2\}"):
+            xla_cost.analyze(_explicit_mlp()(nnx.Rngs(0)), jax.ShapeDtypeStruct((8, 16), jnp.float32))

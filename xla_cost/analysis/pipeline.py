@@ -17,6 +17,7 @@ With ``cache=`` the pipeline runs inside the results store's wrapper
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -77,6 +78,8 @@ class Request:
     model_options: ModelOptions = ModelOptions()
     options: AnalysisOptions = AnalysisOptions()
     sharding: ShardingOptions = ShardingOptions()
+    explicit: tuple[str, ...] = ()
+    caller_mesh: bool = False
 
     def arguments(self) -> dict[str, Any]:
         """Every argument that determines the result (the results store's key):
@@ -103,6 +106,8 @@ class Request:
         if self.sharding.sharded:
             arguments.update(mesh=self.sharding.sizes(), param_sharding=self.sharding.param_sharding,
                              logical_axis_rules=self.sharding.logical_axis_rules)
+        if self.explicit:
+            arguments["explicit_axes"] = list(self.explicit)
         return arguments
 
 
@@ -317,6 +322,7 @@ def analyze(
                       ShardingOptions(**given_fields(ShardingOptions, given)))
     request.options.check()
     request.sharding.sizes()  # a bad mesh is refused before anything runs
+    request = on_callers_mesh(request)
     if request.options.cached:
         return cached(request.arguments(), request.options.cache, lambda: run(request))
     return run(request)
@@ -340,10 +346,58 @@ def run(request: Request) -> Report:
     return report
 
 
+def on_callers_mesh(request: Request) -> Request:
+    """``request`` on the caller's mesh: without mesh=, inside a `jax.set_mesh` of more than one device,
+    on the active mesh's axes (`ShardingPlan.notes` says so); its axes laid Explicit where the caller's
+    mesh (the active one, or that of the model's arrays) has Explicit axes (`_sharding.explicit_axes`).
+
+    Raises:
+      InputError: an active mesh whose axes are not `xla_cost.MESH_AXES`, without mesh=.
+    """
+    sharding, active, taken = request.sharding, jax.sharding.get_abstract_mesh(), False
+    if sharding.mesh is None and not active.empty and math.prod(active.shape.values()) > 1:
+        sizes = {str(axis): int(size) for axis, size in active.shape.items()}
+        unknown = [axis for axis in sizes if axis not in _sharding.MESH_AXES]
+        if unknown:
+            raise InputError(
+                f"analyze inside jax.set_mesh on a mesh of xla_cost's axes ({', '.join(_sharding.MESH_AXES)}), "
+                "or mesh= naming them", f"the active mesh {_sharding.mesh_text(sizes)} and no mesh=",
+                f"Pass mesh= with xla_cost's axes for the same devices (e.g. mesh={{'data': {math.prod(sizes.values())}}}"
+                "), or call analyze outside the with for one device.")
+        sharding, taken = dataclasses.replace(sharding, mesh=_sharding.parse_mesh(sizes)), True
+    if not sharding.sharded:
+        return request
+    mesh = sharding.mesh
+    if isinstance(mesh, Mesh):  # the user's own mesh, as its axes are typed
+        explicit = tuple(str(a) for a, kind in zip(mesh.axis_names, mesh.axis_types)
+                         if kind == jax.sharding.AxisType.Explicit)
+    else:
+        m = request.model_options
+        explicit = _sharding.explicit_axes(sharding.sizes(), _sharding.caller_axis_types(
+            request.model, request.inputs, m.params, m.call_kwargs, m.targets))
+    return dataclasses.replace(request, sharding=sharding, explicit=explicit, caller_mesh=taken)
+
+
 def _run(request: Request) -> Report:
+    mesh, notes = None, []
+    if request.sharding.sharded:  # made first: the step is traced on its axes' types
+        mesh = request.sharding.mesh
+        if not isinstance(mesh, Mesh):
+            mesh, notes = _sharding.make_mesh(request.sharding.sizes(), request.explicit)
+        if request.caller_mesh:
+            notes.insert(0, f"mesh {_sharding.mesh_text(request.sharding.sizes())}: the active jax.set_mesh's "
+                         "axes (no mesh= given; pass mesh= to analyse another)")
+    # a step on Explicit axes, or called under the caller's mesh, is traced under its own: its arrays' types
+    # name that mesh's axes (the caller's mesh would type them on its own, Explicit or not)
+    ours = mesh is not None and (request.explicit or not jax.sharding.get_abstract_mesh().empty)
+    with jax.set_mesh(mesh) if ours else contextlib.nullcontext():
+        return _run_on(request, mesh, notes)
+
+
+def _run_on(request: Request, mesh: Mesh | None, mesh_notes: Sequence[str]) -> Report:
     options = request.options
     workload, optimizer_name = build_step(request)
-    plan = plan_mesh(request, workload)
+    plan = plan_mesh(request, workload, mesh, mesh_notes)
     timed = options.timed and plan is None
     if options.timed and plan is not None:
         workload = dataclasses.replace(workload, notes=(
@@ -390,8 +444,10 @@ def build_step(request: Request) -> tuple[Workload, str]:
     return build_workload(request.model, request.inputs, optimizer=request.optimizer, options=request.model_options)
 
 
-def plan_mesh(request: Request, workload: Workload) -> ShardingPlan | None:
-    """Stage 2: the sharding of every tree on the mesh; None on one device."""
+def plan_mesh(request: Request, workload: Workload, mesh: Mesh | None = None,
+              mesh_notes: Sequence[str] = ()) -> ShardingPlan | None:
+    """Stage 2: the sharding of every tree on the mesh (``mesh``: the one `_run` made, and what it said
+    of it); None on one device."""
     if not request.sharding.sharded:
         return None
     if workload.axis_names:
@@ -401,11 +457,12 @@ def plan_mesh(request: Request, workload: Workload) -> ShardingPlan | None:
             "Analyse it on one device (no --mesh), where its collectives are bound, or "
             "drop its axis_name: on a mesh XLA inserts the collectives itself.",
         )
-    mesh = request.sharding.mesh
+    if mesh is None:
+        mesh = request.sharding.mesh
     return _sharding.plan_sharding(
         workload, mesh if isinstance(mesh, jax.sharding.Mesh) else request.sharding.sizes(),
         param_sharding=request.sharding.param_sharding, logical_axis_rules=request.sharding.logical_axis_rules,
-        model_rules=_sharding.model_rules(request.model),
+        model_rules=_sharding.model_rules(request.model), mesh_notes=mesh_notes,
     )
 
 

@@ -26,9 +26,10 @@ from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.present import progress
 from xla_cost.step import phases
+from xla_cost.step.checks import mesh_error
 from xla_cost.step.workload import Workload, collector_paused
 
-__all__ = ["COMPILE_THREADS", "Program", "jit_phase", "placement", "constraints", "run_programs", "step_memory"]
+__all__ = ["COMPILE_THREADS", "Program", "jit_phase", "arguments", "placement", "constraints", "run_programs", "step_memory"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,26 @@ def jit_phase(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingP
         in_shardings=tuple(plan.shardings(n) for n in phase.arguments),
         out_shardings=tuple(plan.shardings(n) for n in phase.results),
     )
+
+
+def arguments(workload: Workload, phase: phases.Phase, plan: _sharding.ShardingPlan | None) -> tuple[Any, ...]:
+    """The phase's abstract arguments; on a mesh of Explicit axes typed with their shardings
+    (`ShardingPlan.typed`)."""
+    args = workload.phase_args(phase.name)
+    return tuple(args) if plan is None else plan.typed(phase.arguments, args)
+
+
+@contextlib.contextmanager
+def _mesh_refused(name: str) -> Any:
+    """A phase whose trace fails on the mesh's axis types is refused in one line that says so
+    (`xla_cost.step.checks.mesh_error`), not with jax's exception."""
+    try:
+        yield
+    except Exception as exc:
+        refused = None if isinstance(exc, InputError) else mesh_error(exc, f"the {name} phase")
+        if refused is None:
+            raise
+        raise refused from exc
 
 
 def placement() -> dict[str, Any]:
@@ -128,8 +149,8 @@ def run_programs(
                 progress.stage(f"tracing {phase.name}", index, steps)
                 traced = ready.get(phase.name)
                 if traced is None:
-                    with workload.tracing(), constraints(plan, workload):
-                        traced = jit_phase(workload, phase, plan).trace(*workload.phase_args(phase.name))
+                    with workload.tracing(), constraints(plan, workload), _mesh_refused(phase.name):
+                        traced = jit_phase(workload, phase, plan).trace(*arguments(workload, phase, plan))
                 traces[phase.name] = traced
                 if compiled:
                     pending[phase.name] = pool.submit(  # the lowered program handed over, let go aside once compiled
@@ -216,7 +237,7 @@ def step_memory(workload: Workload, plan: _sharding.ShardingPlan | None, compile
         else:
             options.update(placement())
         with workload.tracing(), constraints(plan, workload), lowering.kernels_it_lowers():
-            lowered = jax.jit(train_step, **options).lower(*workload.phase_args("train_step"))
+            lowered = jax.jit(train_step, **options).lower(*arguments(workload, declared, plan))
         step = xla.compile_phase(lowered, compiler_options=xla.COMPILER_OPTIONS, executable=False, liveness=True)
         target = targets.active()
         if target is not None and target.memory_options and (step.memory.rematerialized

@@ -15,14 +15,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import AxisType, Mesh, NamedSharding
 
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.parallel.simulated import check_device_count
 
 __all__ = ["CONTEXT", "MESH_AXES", "BATCH_AXES", "parse_mesh", "check_mesh", "check_batch_split", "mesh_devices",
-           "make_mesh", "mesh_text"]
+           "make_mesh", "mesh_text", "caller_axis_types", "explicit_axes"]
 
 CONTEXT = "context"
 """The mesh axis a sequence's positions are split over: context parallelism (`xla_cost.parallel.context`)."""
@@ -119,8 +119,9 @@ def mesh_devices(mesh: Mapping[str, int]) -> int:
     return math.prod(mesh.values()) if mesh else 1
 
 
-def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
-    """A `jax.sharding.Mesh` of ``sizes`` over the default backend's devices, and notes.
+def make_mesh(sizes: Mapping[str, int], explicit: tuple[str, ...] = ()) -> tuple[Mesh, list[str]]:
+    """A `jax.sharding.Mesh` of ``sizes`` over the default backend's devices, and notes; the axes
+    named in ``explicit`` of `jax.sharding.AxisType.Explicit` (`explicit_axes`), the others Auto.
 
     Under a compile target (`xla_cost.compiled.targets.use`) the mesh is the
     target's devices instead, from its deviceless topology (GPU hosts of
@@ -139,7 +140,7 @@ def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
     if target is not None:  # the compile target's devices, from its deviceless topology
         check_device_count(need)
         array = np.array(target.devices(need), dtype=object).reshape(tuple(sizes.values()))
-        return Mesh(array, tuple(sizes)), notes
+        return Mesh(array, tuple(sizes), axis_types=_types(sizes, explicit)), notes
     devices = jax.devices()
     if len(devices) < need:
         cpu = jax.devices("cpu") if jax.default_backend() != "cpu" else devices
@@ -162,7 +163,35 @@ def make_mesh(sizes: Mapping[str, int]) -> tuple[Mesh, list[str]]:
         )
         devices = cpu
     array = np.array(devices[:need], dtype=object).reshape(tuple(sizes.values()))
-    return Mesh(array, tuple(sizes)), notes
+    return Mesh(array, tuple(sizes), axis_types=_types(sizes, explicit)), notes
+
+
+def _types(sizes: Mapping[str, int], explicit: tuple[str, ...]) -> tuple[AxisType, ...]:
+    return tuple(AxisType.Explicit if axis in explicit else AxisType.Auto for axis in sizes)
+
+
+def caller_axis_types(*trees: Any) -> dict[str, AxisType]:
+    """The axis types of the mesh the caller works on: the active one (`jax.set_mesh`), else the
+    mesh of the first array (or ``jax.ShapeDtypeStruct``) of ``trees`` placed with a
+    `NamedSharding` (a model's variables made under the mesh and used outside it); {} for none."""
+    mesh: Any = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        shardings = (getattr(leaf, "sharding", None) for leaf in jax.tree.leaves(trees)
+                     if isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct)))
+        mesh = next((s.mesh for s in shardings if isinstance(s, NamedSharding)), None)
+        if mesh is None:
+            return {}
+    return {str(name): kind for name, kind in zip(mesh.axis_names, mesh.axis_types)}
+
+
+def explicit_axes(sizes: Mapping[str, int], caller: Mapping[str, AxisType]) -> tuple[str, ...]:
+    """The axes of ``sizes`` a mesh laid for the caller makes Explicit: each axis of the caller's
+    mesh as the caller typed it, any other as the caller's axes all are where they agree (Auto
+    where they do not): a model written for Explicit axes (``reshard``, ``out_sharding=``) runs only
+    under them, and one whose arrays are typed on Explicit axes meets the laid mesh's."""
+    kinds = set(caller.values())
+    default = kinds.pop() if len(kinds) == 1 else AxisType.Auto
+    return tuple(axis for axis in sizes if caller.get(axis, default) == AxisType.Explicit)
 
 
 def mesh_text(sizes: Mapping[str, int]) -> str:

@@ -58,8 +58,8 @@ import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from xla_cost.errors import InputError
-from xla_cost.parallel.mesh import (BATCH_AXES, CONTEXT, MESH_AXES, check_batch_split, check_mesh, make_mesh,
-                                    mesh_devices, mesh_text, parse_mesh)
+from xla_cost.parallel.mesh import (BATCH_AXES, CONTEXT, MESH_AXES, caller_axis_types, check_batch_split, check_mesh,
+                                    explicit_axes, make_mesh, mesh_devices, mesh_text, parse_mesh)
 from xla_cost.parallel.simulated import MAX_SIMULATED_DEVICES, check_device_count, simulate_devices
 from xla_cost.step.trees import key_name, nbytes
 
@@ -78,6 +78,8 @@ __all__ = [
     "check_batch_split",
     "compile_rules",
     "make_mesh",
+    "caller_axis_types",
+    "explicit_axes",
     "mesh_text",
     "active_mesh",
     "axes_of",
@@ -485,6 +487,21 @@ class ShardingPlan:
             is_leaf=lambda x: isinstance(x, PartitionSpec),
         )
 
+    def typed(self, names: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """``args``, the trees named ``names``, as ``jax.ShapeDtypeStruct`` leaves typed with their shardings
+        where the mesh has Explicit axes (jax types an argument by the sharding it comes with, not by
+        ``jit``'s in_shardings, which would leave the batch replicated); as they are on Auto axes."""
+        if jax.sharding.AxisType.Explicit not in tuple(self.mesh.axis_types):
+            return tuple(args)
+
+        def place(sharding: NamedSharding, tree: Any) -> Any:
+            return jax.tree.map(lambda a: jax.ShapeDtypeStruct(
+                a.shape, a.dtype, sharding=sharding, weak_type=getattr(a, "weak_type", False),
+            ) if hasattr(a, "shape") and hasattr(a, "dtype") else a, tree)
+
+        return tuple(jax.tree.map(place, self.shardings(name), arg, is_leaf=lambda x: isinstance(x, NamedSharding))
+                     for name, arg in zip(names, args))
+
     def constraints(self, batch: int) -> Any:
         """A context in which every Linen module method's outputs with the batch on
         their leading axis are constrained to be split over the batch axes
@@ -529,10 +546,14 @@ class ShardingPlan:
             return jax.tree.map(constrain, next_fun(*args, **kwargs))
 
         logical = self.logical_rules is not None
+        # on Explicit axes alone every array's type carries its sharding from the arguments' (`typed`): nothing
+        # to constrain, and no UNCONSTRAINED dimension such a mesh allows
+        typed = jax.sharding.AxisType.Auto not in tuple(self.mesh.axis_types)
         token = _ACTIVE_MESH.set(self.mesh)
         with _reset(_ACTIVE_MESH, token), (jax.set_mesh(self.mesh) if logical else contextlib.nullcontext()), (
                 nn.logical_axis_rules(rules) if logical else contextlib.nullcontext()), (
-                nn.intercept_methods(interceptor) if axes or sequence is not None else contextlib.nullcontext()):
+                nn.intercept_methods(interceptor) if (axes or sequence is not None) and not typed
+                else contextlib.nullcontext()):
             yield
 
     def param_table(self) -> dict[str, str]:
@@ -595,8 +616,10 @@ def plan_sharding(
     param_sharding: PartitionRules | None = None,
     logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
     model_rules: PartitionRules | None = None,
+    mesh_notes: Sequence[str] = (),
 ) -> ShardingPlan:
-    """The shardings of every tree of a `xla_cost.step.workload.Workload` on ``mesh``.
+    """The shardings of every tree of a `xla_cost.step.workload.Workload` on ``mesh``
+    (``mesh_notes``: what `make_mesh` said of a ``mesh`` it made).
 
     Parameters (and gradients) follow `param_specs`; optimizer state follows
     the parameters it mirrors; the batch (inputs, targets, array call
@@ -605,7 +628,7 @@ def plan_sharding(
     random key and the loss are replicated.
     """
     if isinstance(mesh, Mesh):
-        sizes, jax_mesh, notes = check_mesh(mesh), mesh, []
+        sizes, jax_mesh, notes = check_mesh(mesh), mesh, list(mesh_notes)
     else:
         sizes = check_mesh(mesh)
         jax_mesh, notes = make_mesh(sizes)

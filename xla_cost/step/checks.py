@@ -23,7 +23,7 @@ __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
     "check_float_params", "check_logits", "check_float_outputs", "check_loss", "selector", "select_outputs",
     "default_targets",
-    "first_line", "trace_error",
+    "first_line", "mesh_error", "trace_error",
 ]
 
 
@@ -115,6 +115,38 @@ def _active_mesh() -> str:
     return f" (the caller's: {axes}; {kinds})"
 
 
+_AXIS_TYPES = re.compile(r"context mesh .*axis_types=\((.*?)\).* should match the aval mesh .*axis_types=\((.*?)\)")
+"""jax's words of an array typed on a mesh of other axis types than the mesh the trace runs under."""
+
+
+def mesh_error(exc: BaseException, what: str = "the model") -> InputError | None:
+    """The one-line refusal of a failure that is the mesh's, not the inputs' or the optimizer's: arrays typed on
+    a mesh of other axis types (Explicit, Auto) than the one the step is traced under, or arrays on a mesh's
+    Explicit axes meeting others on none (jax's ShardingTypeError); None for any other failure."""
+    first = first_line(exc)
+    types = _AXIS_TYPES.search(first)
+    if types:
+        return InputError(
+            f"{what} traced on arrays typed on the mesh it runs under",
+            f"arrays typed on a mesh of {types.group(2).strip(',')} axes traced under one of "
+            f"{types.group(1).strip(',')} axes: {quoted(exc, first, 160)}",
+            "Make the mesh's axis types agree: pass mesh= as a dict of sizes (xla_cost lays it with the axis "
+            "types of your arrays' mesh), or a jax.sharding.Mesh of your arrays' axis_types; or analyse your own "
+            "train step under your mesh with xla_cost.analyze_step (xla-cost step).")
+    if type(exc).__name__ == "ShardingTypeError" or _MESHES.search(first):
+        # arrays on a mesh's Explicit axes meeting others on none: the call's concrete arrays come in without their
+        # shardings (abstract), while the model reshards under the caller's mesh (jax.set_mesh), or its
+        # ShapeDtypeStructs keep theirs; it is the mesh, not the inputs' shapes
+        return InputError(
+            f"{what} traced on arrays of one mesh",
+            f"{what} mixing arrays on a mesh of Explicit axes{_active_mesh()} with arrays on none, where it failed "
+            f"with {quoted(exc, first, 160)}",
+            "analyze keeps no concrete array's sharding (it lays its own from mesh=): analyse your own train step under "
+            "your mesh with xla_cost.analyze_step (xla-cost step), which keeps them; or, where the model's code allows it, "
+            "build the model and its call arguments outside the Explicit mesh and pass mesh= with its axes.")
+    return None
+
+
 def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
                 call_kwargs: Mapping[str, Any] | None = None, method: str | None = None) -> InputError:
     """One line naming the probable cause of a failure while tracing the model.
@@ -131,17 +163,9 @@ def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
     received = f"inputs {shapes}, on which {what} failed with {quoted(exc, first)}"
     called = _CALLED.match(first) if isinstance(exc, TypeError) else None
     entry = method if isinstance(method, str) else "__call__"
-    if type(exc).__name__ == "ShardingTypeError" or _MESHES.search(first):
-        # arrays on a mesh's Explicit axes meeting others on none: the call's concrete arrays come in without their
-        # shardings (abstract), while the model reshards under the caller's mesh (jax.set_mesh), or its
-        # ShapeDtypeStructs keep theirs; it is the mesh, not the inputs' shapes
-        return InputError(
-            f"{what} traced on arrays of one mesh",
-            f"{what} mixing arrays on a mesh of Explicit axes{_active_mesh()} with arrays on none, where it failed "
-            f"with {quoted(exc, first, 160)}",
-            "analyze keeps no concrete array's sharding (it lays its own from mesh=): analyse your own train step under "
-            "your mesh with xla_cost.analyze_step (xla-cost step), which keeps them; or, where the model's code allows it, "
-            "build the model and its call arguments outside the Explicit mesh and pass mesh= with its axes.")
+    refused = mesh_error(exc, what)
+    if refused is not None:
+        return refused
     if isinstance(exc, NameError) and "axis name" in first:
         fix = ("The model uses a collective axis name xla_cost could not bind; pass it with "
                "axis_names=[...] (--axis-name NAME).")

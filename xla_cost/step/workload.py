@@ -41,7 +41,7 @@ from xla_cost.step.remat import check as check_remat
 from xla_cost.step.adapters import MAX_RESOLVE, RNG_KEY, CallPlan, learn, prepare, split_call_kwargs
 from xla_cost.step.checks import (
     OutputSelector, check_axis_names, check_float_outputs, check_inputs, check_logits, check_loss, check_model,
-    check_params, default_targets, select_outputs, selector, trace_error,
+    check_params, default_targets, mesh_error, select_outputs, selector, trace_error,
 )
 from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.routing import active_parameters, declared_routing, padded_modules, routing_notes
@@ -359,14 +359,14 @@ def build_workload(
             updates, opt_state = transform.update(grads, opt_state, params)
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
-            raise _optimizer_refused(exc) from exc
+        except Exception as exc:  # noqa: BLE001 - reported as bad input, chained; the mesh's failure as the mesh's
+            raise mesh_error(exc, "the optimizer's update") or _optimizer_refused(exc) from exc
         return optax.apply_updates(params, updates), opt_state
 
     try:
         opt_state = jax.eval_shape(transform.init, params)
     except Exception as exc:  # noqa: BLE001 - reported as bad input, chained
-        raise _optimizer_refused(exc) from exc
+        raise mesh_error(exc, "the optimizer's init") or _optimizer_refused(exc) from exc
     # a named optimizer of `xla_cost.OPTIMIZERS` reads every gradient; a transformation of the user's
     # may freeze some (one more trace of its update: 0.2-0.5 s for ResNet-50's Adam on 2 cores)
     read = None if isinstance(optimizer, str) else unread_gradients(update, params, opt_state)
