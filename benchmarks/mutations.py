@@ -1746,6 +1746,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "total.flops - recomputed, total.flops"),),
         tests=("tests/parallel/test_sharding.py",),
     ),
+    Mutation(
+        "explicit_arguments_untyped",
+        "a phase on a mesh of Explicit axes traced on its arguments as given: the batch comes in replicated "
+        "and is gathered (each device computes the whole batch)",
+        (Edit("xla_cost/analysis/programs.py",
+              "    return tuple(args) if plan is None else plan.typed(phase.arguments, args)",
+              "    return tuple(args)"),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
 )
 
 
