@@ -1644,7 +1644,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "to_linen_unscoped",
         "NNX modules under nnx.bridge.ToLinen open no scopes: their work lands on the Linen wrapper's row",
-        (Edit("xla_cost/step/nnx_scopes.py", "        if depth == 0 and isinstance(made, module_class) and not hasattr(made, PATH_TAG):",
+        (Edit("xla_cost/step/nnx_scopes.py", "        if depth == 0 and isinstance(made, module_class) and _tag_of(made) is None:",
               "        if False:"),),
         tests=("tests/step/test_lm_rows.py", "tests/count/test_name_resolution.py"),
     ),
