@@ -1688,7 +1688,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "unread_parameters_graded",
         "a parameter no pass reads (an unused module, a table read outside the loss) is taken to get a gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not _read_by_a_pass(inner, {invars[index]})[0]:",
+        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
               "        if False:"),),
         tests=("tests/step/test_frozen.py",),
     ),
