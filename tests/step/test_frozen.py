@@ -470,3 +470,55 @@ def test_an_ema_beside_the_params_in_one_nnx_train_state_is_model_state_not_para
     assert report.memory_breakdown.parameters == F32 * parameters
     assert report.memory_breakdown.model_state == F32 * parameters + 4  # the EMA and the int32 step
 
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_a_frozen_norm_scale_under_remat_is_not_trained(remat):
+    # openpi's Gemma: RMSNorm's x * rsqrt(mean(x^2)) * (1 + scale), the scale frozen by a DiffState filter,
+    # a Linear(D, D) beside it trained, the block under nnx.remat. The backward pass recomputes 1 + scale
+    # (an array of the scale's shape) but makes it no gradient: D D + D trained of D D + 2 D, gradients
+    # 4 (D D + D) bytes, as without remat (was, with remat: every parameter trained, 4 (D D + 2 D) bytes)
+    import re
+
+    from flax import nnx
+
+    class Norm(nnx.Module):
+        def __init__(self):
+            self.scale = nnx.Param(jnp.zeros((D,), jnp.bfloat16))
+
+        def __call__(self, x):
+            return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * (1 + self.scale[...])[None]
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.norm, self.fc = Norm(), nnx.Linear(D, D, rngs=rngs)
+
+        def __call__(self, x):
+            return x + self.fc(self.norm(x))
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.block = Block(rngs)
+
+        def __call__(self, x):
+            run = nnx.remat(lambda block, x: block(x)) if remat else (lambda block, x: block(x))
+            return jnp.mean(run(self.block, x) ** 2)
+
+    trainable = nnx.All(nnx.Param, nnx.Not(lambda path, _: re.fullmatch(".*norm.*", "/".join(map(str, path)))
+                                           is not None))
+    graphdef, params = nnx.split(nnx.eval_shape(lambda: Model(nnx.Rngs(0))))
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x):
+        model = nnx.merge(graphdef, params)
+        loss, grads = nnx.value_and_grad(lambda m: m(x), argnums=nnx.DiffState(0, trainable))(model)
+        updates, opt_state = tx.update(grads, opt_state, nnx.filter_state(params, trainable))
+        nnx.update(model, optax.apply_updates(nnx.filter_state(params, trainable), updates))
+        return nnx.state(model), opt_state, loss
+
+    report = xla_cost.analyze_step(train_step, params, jax.eval_shape(tx.init, nnx.filter_state(params, trainable)), X,
+                                   counter="jaxpr", memory=True)
+    assert report.parameters == D * D + 2 * D
+    assert report.trained_parameters == D * D + D
+    assert report.memory_breakdown.gradients == F32 * (D * D + D)
+    assert (f"trained parameters: {D * D + D:,} of the {D * D + 2 * D:,} (the backward pass makes gradients for "
+            f"those alone; {D:,} frozen)") in report.notes

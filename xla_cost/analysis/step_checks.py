@@ -25,6 +25,7 @@ from xla_cost.analysis.report import PhaseCosts
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
+from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
 from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes
@@ -187,7 +188,9 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
     """(the shapes the backward equations under each module make, the modules the name stacks show,
     the shapes any backward equation makes, under a module or not); ``live``: only the equations
     some result needs (jax's dead-code elimination, as XLA's: the gradients an optimizer that
-    freezes parameters never reads are not made)."""
+    freezes parameters never reads are not made). A ``jax.checkpoint``'s recomputation of its
+    forward pass in the backward (under jax's remat scope) makes no gradient: a frozen norm scale's
+    ``1 + scale`` computed again there has the scale's shape, and is no evidence it is trained."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
     anywhere: set[tuple[int, ...]] = set()
@@ -207,6 +210,8 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
                 found = classify_pass(stack)
                 read[stack] = (found, module_of(stack) if found is not None else None)
             found, module = read[stack]
+            if found == BACKWARD and REMAT_SCOPE in split_name_stack(stack):  # forward work, done again
+                found = None
             shapes = {tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars}
             if found == BACKWARD:
                 anywhere |= shapes
