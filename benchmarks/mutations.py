@@ -1645,7 +1645,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "to_linen_unscoped",
         "NNX modules under nnx.bridge.ToLinen open no scopes: their work lands on the Linen wrapper's row",
-        (Edit("xla_cost/step/nnx_scopes.py", "        if depth == 0 and isinstance(made, module_class) and not hasattr(made, PATH_TAG):",
+        (Edit("xla_cost/step/nnx_scopes.py", "        if depth == 0 and isinstance(made, module_class) and _tag_of(made) is None:",
               "        if False:"),),
         tests=("tests/step/test_lm_rows.py", "tests/count/test_name_resolution.py"),
     ),
@@ -1689,7 +1689,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "unread_parameters_graded",
         "a parameter no pass reads (an unused module, a table read outside the loss) is taken to get a gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not _read_by_a_pass(inner, {invars[index]})[0]:",
+        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
               "        if False:"),),
         tests=("tests/step/test_frozen.py",),
     ),

@@ -517,6 +517,51 @@ def test_nnx_modules_under_to_linen_have_their_rows(wrapper):
     assert rows["layers_0/mlp"].backward_flops == 2 * (2 * B * WIDTH * WIDTH)
 
 
+@pytest.mark.parametrize("entry", ["analyze", "analyze_step"])
+def test_nnx_model_holding_to_nnx_has_its_rows(entry):
+    """``nnx.bridge.ToNNX`` (openpi's Gemma inside its NNX model) reads every attribute of itself as a
+    Linen variable in its call: the path xla_cost tags each module with must be no attribute
+    (was: ``ValueError: Cannot infer collection name from value: ('enc',)``, both entries). The
+    model's attributes seen inside the traced call are the ones it had before."""
+    import optax
+    from flax import nnx
+    from flax.nnx import bridge
+
+    seen = []
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.enc = bridge.ToNNX(_dense(WIDTH, "enc"))
+            self.enc.lazy_init(jnp.ones((1, D_IN)), rngs=rngs)
+            self.head = nnx.Linear(WIDTH, CLASSES, use_bias=False, rngs=rngs)
+
+        def __call__(self, x):
+            seen.append((sorted(vars(self)), sorted(vars(self.enc)), sorted(vars(self.head))))
+            return self.head(self.enc(x))
+
+    model = Model(nnx.Rngs(0))
+    before = (sorted(vars(model)), sorted(vars(model.enc)), sorted(vars(model.head)))
+    x = jax.ShapeDtypeStruct((B, D_IN), jnp.float32)
+    if entry == "analyze":
+        report = xla_cost.analyze(model, x, optimizer="sgd", per_layer=True, counter="jaxpr")
+    else:
+        optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
+
+        @nnx.jit
+        def train_step(model, optimizer, x):
+            loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+            optimizer.update(model, grads)
+            return loss
+
+        report = xla_cost.analyze_step(train_step, model, optimizer, x, per_layer=True, counter="jaxpr")
+    assert seen and all(attributes == before for attributes in seen)
+    assert (sorted(vars(model)), sorted(vars(model.enc)), sorted(vars(model.head))) == before
+    assert report.parameters == D_IN * WIDTH + WIDTH * CLASSES
+    rows = {row.path: row for row in report.layers}
+    assert rows["enc"].forward_flops == 2 * B * D_IN * WIDTH
+    assert rows["head"].forward_flops == 2 * B * WIDTH * CLASSES
+
+
 # ------------------------------------------------------------------ stacks that name no module from the root
 
 

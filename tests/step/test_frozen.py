@@ -415,3 +415,110 @@ def test_a_noise_schedule_passed_as_params_is_not_trained_and_its_integers_no_pa
     assert report.trained_parameters == D * C and report.updated_parameters is None
     assert report.memory_breakdown.gradients == F32 * D * C
     assert not any("receive no gradient" in n for n in report.notes)
+
+
+def test_an_ema_beside_the_params_in_one_nnx_train_state_is_model_state_not_parameters():
+    # openpi's TrainState: params and ema_params, two NNX states of one model, side by side; the step merges
+    # params alone into the model and differentiates it, then updates the EMA from the new params. The
+    # parameters are P = D H + H + H C + C, all trained (was: 2 P, P of them "frozen", "receive no
+    # gradient" notes and ema_params/... rows); the EMA's P floats are model state, beside the step counter
+    import dataclasses
+
+    from flax import nnx, struct
+
+    @struct.dataclass
+    class TrainState:
+        step: jax.Array
+        params: nnx.State
+        model_def: nnx.GraphDef = struct.field(pytree_node=False)
+        opt_state: optax.OptState = None
+        ema_params: nnx.State | None = None
+
+    class Mlp(nnx.Module):
+        def __init__(self, rngs):
+            self.body, self.head = nnx.Linear(D, H, rngs=rngs), nnx.Linear(H, C, rngs=rngs)
+
+        def __call__(self, x):
+            return self.head(nnx.relu(self.body(x)))
+
+    tx, decay = optax.sgd(0.1), 0.99
+
+    def init():
+        model = Mlp(nnx.Rngs(0))
+        params = nnx.state(model)
+        return TrainState(step=jnp.zeros((), jnp.int32), params=params, model_def=nnx.graphdef(model),
+                          opt_state=tx.init(params), ema_params=params)
+
+    def train_step(state, x, y):
+        model = nnx.merge(state.model_def, state.params)
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        ema = jax.tree.map(lambda old, new: decay * old + (1 - decay) * new, state.ema_params, params)
+        return dataclasses.replace(state, step=state.step + 1, params=params, opt_state=opt_state,
+                                   ema_params=ema), loss
+
+    report = xla_cost.analyze_step(train_step, jax.eval_shape(init), X, jax.ShapeDtypeStruct((B, C), jnp.float32),
+                                   per_layer=True, memory=True, counter="jaxpr")
+    parameters = D * H + H + H * C + C
+    assert report.parameters == parameters
+    assert report.trained_parameters is None and report.updated_parameters is None
+    assert not [n for n in report.notes if "no gradient" in n or n.startswith("trained parameters")]
+    assert {row.path for row in report.layers} == {"body", "head", xla_cost.REMAINDER}
+    # SGD's p - lr g (2 FLOP a parameter) and the EMA's a e + (1 - a) p (3) are the update
+    assert report.phases["update"].jaxpr_flops == (2 + 3) * parameters
+    assert report.memory_breakdown.parameters == F32 * parameters
+    assert report.memory_breakdown.model_state == F32 * parameters + 4  # the EMA and the int32 step
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_a_frozen_norm_scale_under_remat_is_not_trained(remat):
+    # openpi's Gemma: RMSNorm's x * rsqrt(mean(x^2)) * (1 + scale), the scale frozen by a DiffState filter,
+    # a Linear(D, D) beside it trained, the block under nnx.remat. The backward pass recomputes 1 + scale
+    # (an array of the scale's shape) but makes it no gradient: D D + D trained of D D + 2 D, gradients
+    # 4 (D D + D) bytes, as without remat (was, with remat: every parameter trained, 4 (D D + 2 D) bytes)
+    import re
+
+    from flax import nnx
+
+    class Norm(nnx.Module):
+        def __init__(self):
+            self.scale = nnx.Param(jnp.zeros((D,), jnp.bfloat16))
+
+        def __call__(self, x):
+            return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * (1 + self.scale[...])[None]
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.norm, self.fc = Norm(), nnx.Linear(D, D, rngs=rngs)
+
+        def __call__(self, x):
+            return x + self.fc(self.norm(x))
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.block = Block(rngs)
+
+        def __call__(self, x):
+            run = nnx.remat(lambda block, x: block(x)) if remat else (lambda block, x: block(x))
+            return jnp.mean(run(self.block, x) ** 2)
+
+    trainable = nnx.All(nnx.Param, nnx.Not(lambda path, _: re.fullmatch(".*norm.*", "/".join(map(str, path)))
+                                           is not None))
+    graphdef, params = nnx.split(nnx.eval_shape(lambda: Model(nnx.Rngs(0))))
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x):
+        model = nnx.merge(graphdef, params)
+        loss, grads = nnx.value_and_grad(lambda m: m(x), argnums=nnx.DiffState(0, trainable))(model)
+        updates, opt_state = tx.update(grads, opt_state, nnx.filter_state(params, trainable))
+        nnx.update(model, optax.apply_updates(nnx.filter_state(params, trainable), updates))
+        return nnx.state(model), opt_state, loss
+
+    report = xla_cost.analyze_step(train_step, params, jax.eval_shape(tx.init, nnx.filter_state(params, trainable)), X,
+                                   counter="jaxpr", memory=True)
+    assert report.parameters == D * D + 2 * D
+    assert report.trained_parameters == D * D + D
+    assert report.memory_breakdown.gradients == F32 * (D * D + D)
+    assert (f"trained parameters: {D * D + D:,} of the {D * D + 2 * D:,} (the backward pass makes gradients for "
+            f"those alone; {D:,} frozen)") in report.notes

@@ -6,11 +6,15 @@ larger than the optimizers that hold it).
 
 Each check reads the counted step (`xla_cost.count.interpret.JaxprCount`, its
 equations classified by `xla_cost.count.step_parts`), its jaxpr and its
-arguments; none changes a figure.
+arguments; none changes a figure. Before the count, `without_parameter_copies`
+reads the traced jaxpr for which of the arguments' parameter-like leaves are a
+copy of the parameters kept beside them (an EMA in the same state): state, not
+parameters.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,13 +25,14 @@ from xla_cost.analysis.report import PhaseCosts
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
+from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
 from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes
 from xla_cost.step.user_step import UserStep
 
 __all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
-           "second_forward", "merged_forward"]
+           "second_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
@@ -183,7 +188,9 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
     """(the shapes the backward equations under each module make, the modules the name stacks show,
     the shapes any backward equation makes, under a module or not); ``live``: only the equations
     some result needs (jax's dead-code elimination, as XLA's: the gradients an optimizer that
-    freezes parameters never reads are not made)."""
+    freezes parameters never reads are not made). A ``jax.checkpoint``'s recomputation of its
+    forward pass in the backward (under jax's remat scope) makes no gradient: a frozen norm scale's
+    ``1 + scale`` computed again there has the scale's shape, and is no evidence it is trained."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
     anywhere: set[tuple[int, ...]] = set()
@@ -203,6 +210,8 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
                 found = classify_pass(stack)
                 read[stack] = (found, module_of(stack) if found is not None else None)
             found, module = read[stack]
+            if found == BACKWARD and REMAT_SCOPE in split_name_stack(stack):  # forward work, done again
+                found = None
             shapes = {tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars}
             if found == BACKWARD:
                 anywhere |= shapes
@@ -218,7 +227,7 @@ _MAPPED = frozenset({"shard_map", "xla_pmap"})
 """Primitives whose body computes on one device's shards: the shapes it makes are no parameter's."""
 
 
-def _read_by_a_pass(jaxpr: Any, reached: set[Any], prefix: str = "") -> tuple[bool, set[Any]]:
+def read_by_a_pass(jaxpr: Any, reached: set[Any], prefix: str = "") -> tuple[bool, set[Any]]:
     """(whether an equation of the gradient's passes, forward or backward, reads a value of
     ``reached`` or one computed from it by equations outside the passes, the values so
     computed): a parameter whose array no pass reads gets no gradient (an unused module, a
@@ -246,7 +255,7 @@ def _read_by_a_pass(jaxpr: Any, reached: set[Any], prefix: str = "") -> tuple[bo
             if eqn.primitive.name == "scan" else (0, 0)
         given = set(hit)
         while True:  # a scan's carry that the body makes from a reached value is reached on the next trip
-            found, inside = _read_by_a_pass(body, {body.invars[i] for i in given}, stack)
+            found, inside = read_by_a_pass(body, {body.invars[i] for i in given}, stack)
             if found:
                 return True, reached
             out = {i for i, v in enumerate(body.outvars) if not isinstance(v, jex_core.Literal) and v in inside}
@@ -256,6 +265,63 @@ def _read_by_a_pass(jaxpr: Any, reached: set[Any], prefix: str = "") -> tuple[bo
             given |= again
         reached.update(eqn.outvars[i] for i in out)
     return False, reached
+
+
+def without_parameter_copies(jaxpr: Any, prepared: UserStep) -> UserStep:
+    """The step with the copies of its parameters that its arguments hold beside them (openpi's
+    ``TrainState.ema_params`` beside ``params``, both NNX ``Param`` states) left out of its
+    parameters: their leaves own no module and their modules' counts drop them. The parameters
+    are the leaves the loss is differentiated with respect to, and those the model holds but
+    freezes; a copy that the update alone reads is model state.
+
+    A copy is a subtree ``prefix/`` of parameter leaves each of which mirrors a parameter outside
+    it (``prefix/fc1/kernel`` and ``fc1/kernel``: the path below the prefix, the name, the shape and
+    the dtype the same) and none of which an equation of the gradient's passes reads
+    (`read_by_a_pass`): a frozen copy the forward reads (a teacher, a LoRA's base) stays a
+    parameter, and so does a module of the model's own that no pass reads (an unused one: it is no
+    mirror of another subtree). The step as it is where the jaxpr's inputs are not the flattened
+    arguments."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    invars = list(getattr(inner, "invars", ()))
+    if len(invars) != len(jax.tree.leaves(prepared.args)):
+        return prepared
+    named = [(index, leaf, module, name.rsplit("/", 1)[-1]) for index, leaf, module, name in _parameter_names(prepared)]
+
+    def key(module: str, name: str, leaf: Any) -> tuple[str, str, tuple[int, ...], str]:
+        return module, name, tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
+
+    where = {key(module, name, leaf): index for index, leaf, module, name in named}
+    # per leaf, the prefixes below which it mirrors another parameter: (prefix, the other's index)
+    mirrors: dict[int, dict[str, int]] = {}
+    for index, leaf, module, name in named:
+        parts = module.split("/") if module else []
+        for cut in range(1, len(parts) + 1):
+            other = where.get(key("/".join(parts[cut:]), name, leaf))
+            if other is not None and other != index:
+                mirrors.setdefault(index, {})["/".join(parts[:cut])] = other
+    copies: set[int] = set()
+    for prefix in sorted({p for found in mirrors.values() for p in found}, key=lambda p: p.count("/")):
+        members = [index for index, _, module, _ in named
+                   if (module == prefix or module.startswith(prefix + "/")) and index not in copies]
+        if not members or any(prefix not in mirrors.get(i, {}) or mirrors[i][prefix] in members for i in members):
+            continue
+        if read_by_a_pass(inner, {invars[i] for i in members})[0]:
+            continue
+        copies.update(members)
+    if not copies:
+        return prepared
+    owners = list(prepared.owners)
+    counts = dict(prepared.param_paths)
+    dropped: set[tuple[str, str, tuple[int, ...], str]] = set()
+    for index, leaf, module, name in named:
+        if index not in copies:
+            continue
+        owners[index] = None
+        if key(module, name, leaf) not in dropped and module in counts:
+            dropped.add(key(module, name, leaf))
+            counts[module] -= int(getattr(leaf, "size", 0))
+    counts = {module: n for module, n in counts.items() if n > 0 or module not in {k[0] for k in dropped}}
+    return dataclasses.replace(prepared, owners=tuple(owners), param_paths=counts)
 
 
 def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
@@ -295,7 +361,7 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
     and dtype, and not it as it came in, as an NNX Optimizer's ``wrt=`` filter or a LoRA's frozen
     base are; a table passed among the params and never returned is not). A gradient is made where
 
-    * some equation of the passes reads the parameter (`_read_by_a_pass`; where the jaxpr's inputs
+    * some equation of the passes reads the parameter (`read_by_a_pass`; where the jaxpr's inputs
       are the flattened arguments): none reads an unused module's, whatever its name;
     * a backward equation under its module makes an array of its shape or one layer's slice
       (`_graded`), where the name stacks show the module;
@@ -313,7 +379,7 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
     mapped = any(eqn.primitive.name in _MAPPED for level, _ in _levels(jaxpr, "") for eqn in level.eqns)
     judged = []
     for index, leaf, module, name in _parameter_names(prepared):
-        if aligned and not _read_by_a_pass(inner, {invars[index]})[0]:
+        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:
             graded = False
         elif module in shown:
             graded = _graded(leaf, module, made)

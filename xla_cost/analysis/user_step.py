@@ -29,6 +29,7 @@ from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory
 from xla_cost.analysis.step_checks import (
     fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
+    without_parameter_copies,
 )
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
@@ -181,7 +182,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     traced = inner if inner is not None else prepared.trace().jaxpr
     check_returns(traced, prepared.name)
     stacks = _stacks(traced)
-    prepared = _aligned(prepared, stacks)
+    # a copy of the parameters kept beside them (an EMA) is state, before and after their paths are matched
+    prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(stacks, prepared)
 

@@ -6,13 +6,22 @@ other, under the module's name); NNX does not, so per-layer attribution needs
 (``__call__``, ``nnx.Embed.attend``, a user's ``decode``: the work of any method
 is its module's) runs under a ``jax.named_scope`` of the module's path.
 
-A module knows its path by a tag (`tagged`): a static attribute set on each
-module of the model while it is split, which the graph definition keeps, so
-that every copy merged from it (``nnx.jit``, ``nnx.grad``, ``nnx.remat``,
+A module knows its path by a tag (`tagged`), which the graph definition keeps,
+so that every copy merged from it (``nnx.jit``, ``nnx.grad``, ``nnx.remat``,
 ``nnx.scan`` hand their functions such copies) carries it. A step that merges
 its model itself from a state it split (``model, opt = nnx.merge(graphdef,
 state)`` inside a ``jax.jit``) has its merged modules tagged by their paths as
 they are merged (``merged=True``).
+
+The tag is no attribute of the module: code that walks a module's attributes
+(``flax.nnx.bridge.ToNNX`` reads each one as a Linen variable, a user's
+``vars(module)``) must not see it. Flax keeps, in each module's ``_pytree__nodes``
+(its own static record of which attributes are data), a hashable mapping that
+the graph definition holds by reference and hands every merged copy; the tag is
+that mapping replaced by an equal one of a subclass (`_Tag`) that also carries
+the path. Where Flax keeps no such mapping (releases before 0.11) the path is
+held in a side table of the module objects themselves (their merged copies then
+carry none: unscoped, their work is their caller's).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import inspect
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +41,90 @@ import jax
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
-__all__ = ["PATH_TAG", "bridged_name_scopes", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
-
-PATH_TAG = "_xla_cost_path"
-"""The attribute holding a module's path (a tuple of strings) while it is tagged."""
+__all__ = ["bridged_name_scopes", "module_path", "nnx_name_scopes", "recording_root_calls", "tagged", "tag_modules"]
 
 _SCOPE_STATE = threading.local()
+
+_NODES = "_pytree__nodes"
+"""Flax's own attribute of an NNX module: the mapping that the tag replaces by an equal one carrying it."""
+
+_SIDE_TABLE: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...] | None, bool]] = weakref.WeakKeyDictionary()
+"""Tags of modules whose Flax keeps no ``_pytree__nodes`` mapping: (path, bridged) by module."""
+
+_TAG_CLASSES: dict[type, type] = {}
+
+
+def _tag_class(base: type) -> type:
+    """The subclass of Flax's mapping type ``base`` that carries a tag: equal to another only with
+    the same tag (as a tagged module's graph definition differs from an untagged one's), and whose
+    ``update`` (Flax's, as the module gains an attribute) keeps it."""
+    if base not in _TAG_CLASSES:
+        def __init__(self: Any, mapping: Any, path: tuple[str, ...] | None, bridged: bool) -> None:  # noqa: N807
+            base.__init__(self, mapping)
+            self.xla_cost_tag = (path, bridged)
+
+        def __eq__(self: Any, other: object) -> bool:  # noqa: N807
+            return isinstance(other, _TAG_CLASSES[base]) and self.xla_cost_tag == other.xla_cost_tag \
+                and base.__eq__(self, other)
+
+        def __hash__(self: Any) -> int:  # noqa: N807
+            return hash((base.__hash__(self), self.xla_cost_tag))
+
+        def update(self: Any, other: Any) -> Any:
+            return _TAG_CLASSES[base](dict(base.update(self, other)), *self.xla_cost_tag)
+
+        def plain(self: Any) -> Any:
+            return base(dict(self))
+
+        _TAG_CLASSES[base] = type("_Tag", (base,), {"__init__": __init__, "__eq__": __eq__, "__hash__": __hash__,
+                                                   "update": update, "plain": plain, "__module__": __name__})
+    return _TAG_CLASSES[base]
+
+
+def _tag_of(module: Any) -> tuple[tuple[str, ...] | None, bool] | None:
+    nodes = vars(module).get(_NODES) if hasattr(module, "__dict__") else None
+    tag = getattr(nodes, "xla_cost_tag", None)
+    if tag is not None:
+        return tag
+    try:
+        return _SIDE_TABLE.get(module)
+    except TypeError:  # (an object that takes no weak reference: never tagged)
+        return None
+
+
+def module_path(module: Any) -> tuple[str, ...] | None:
+    """The path of a tagged module (a copy merged from one included); None: untagged."""
+    tag = _tag_of(module)
+    return None if tag is None else tag[0]
+
+
+def _is_bridged(module: Any) -> bool:
+    tag = _tag_of(module)
+    return bool(tag and tag[1])
+
+
+def _set_tag(module: Any, path: tuple[str, ...] | None, bridged: bool = False) -> bool:
+    """Tags ``module`` (no attribute of it changes but Flax's own mapping); False where it cannot be."""
+    from flax.typing import HashableMapping  # noqa: PLC0415 - see the import above
+
+    nodes = vars(module).get(_NODES) if hasattr(module, "__dict__") else None
+    if isinstance(nodes, HashableMapping):
+        base = next(k for k in type(nodes).__mro__ if k.__name__ != "_Tag" or k.__module__ != __name__)
+        object.__setattr__(module, _NODES, _tag_class(base)(dict(nodes), path, bridged))
+        return True
+    try:
+        _SIDE_TABLE[module] = (path, bridged)
+    except TypeError:
+        return False
+    return True
+
+
+def _clear_tag(module: Any) -> None:
+    nodes = vars(module).get(_NODES) if hasattr(module, "__dict__") else None
+    if hasattr(nodes, "xla_cost_tag"):
+        object.__setattr__(module, _NODES, nodes.plain())
+    with contextlib.suppress(TypeError):
+        _SIDE_TABLE.pop(module, None)
 
 
 def tag_modules(node: Any) -> list[Any]:
@@ -52,13 +140,10 @@ def tag_modules(node: Any) -> list[Any]:
         if not isinstance(root, (nnx.Module, nnx.Pytree)):
             continue
         for path, module in nnx.iter_modules(root):
-            if hasattr(module, PATH_TAG):  # the first object holding a module names it
+            if _tag_of(module) is not None:  # the first object holding a module names it
                 continue
-            try:
-                setattr(module, PATH_TAG, tuple(str(p) for p in path))
-            except Exception:  # noqa: BLE001 - a module that refuses attributes is left unscoped
-                continue
-            fresh.append(module)
+            if _set_tag(module, tuple(str(p) for p in path)):  # (one that cannot be tagged: left unscoped)
+                fresh.append(module)
     return fresh
 
 
@@ -71,8 +156,7 @@ def tagged(node: Any) -> Iterator[None]:
         yield
     finally:
         for module in fresh:
-            with contextlib.suppress(Exception):
-                delattr(module, PATH_TAG)
+            _clear_tag(module)
 
 
 def _module_classes(node: Any) -> set[type]:
@@ -122,9 +206,9 @@ def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def scoped_method(self: Any, *args: Any, **kwargs: Any) -> Any:
         stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
-        path = getattr(self, PATH_TAG, None)
+        path = module_path(self)
         calls = getattr(_SCOPE_STATE, "root_calls", None)
-        bridged = path == () and getattr(self, _BRIDGED_TAG, False)  # built inside a Linen module's call
+        bridged = path == () and _is_bridged(self)  # built inside a Linen module's call
         if calls is not None and path == () and not stack and original.__name__ == "__call__" and not bridged:
             calls.append((self, args, kwargs))
         if stack is None or path is None:
@@ -221,11 +305,6 @@ def nnx_name_scopes(model: nnx.Module | None = None, *, merged: bool = False,
         wrapped.restore()
 
 
-_BRIDGED_TAG = "_xla_cost_bridged"
-"""Set on an NNX module built while `bridged_name_scopes` is active: a root whose own scope is the
-Linen module's that built it."""
-
-
 @contextlib.contextmanager
 def bridged_name_scopes() -> Iterator[None]:
     """Runs the NNX modules that a Linen model builds in its call (``flax.nnx.bridge.ToLinen``,
@@ -254,10 +333,9 @@ def bridged_name_scopes() -> Iterator[None]:
             made = original(cls, *args, **kwargs)
         finally:
             _SCOPE_STATE.building = depth
-        if depth == 0 and isinstance(made, module_class) and not hasattr(made, PATH_TAG):
-            tag_modules(made)
-            with contextlib.suppress(Exception):  # (a module that refuses attributes: unscoped below)
-                setattr(made, _BRIDGED_TAG, True)
+        if depth == 0 and isinstance(made, module_class) and _tag_of(made) is None:
+            tag_modules(made)  # (its tag marked bridged: a root whose own scope is the Linen module's that built it)
+            _set_tag(made, (), bridged=True)
             wrapped.wrap(_module_classes(made))
         return made
 
