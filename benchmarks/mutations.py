@@ -1755,6 +1755,30 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return tuple(args)"),),
         tests=("tests/parallel/test_sharding.py",),
     ),
+    Mutation(
+        "remat_recompute_makes_gradients",
+        "a checkpoint's forward recomputed in the backward read as gradient work: a frozen norm scale's "
+        "1 + scale there has the scale's shape and makes it trained",
+        (Edit("xla_cost/analysis/step_checks.py",
+              "            if found == BACKWARD and REMAT_SCOPE in split_name_stack(stack):  # forward work, done again",
+              "            if False:  # forward work, done again"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "parameter_copies_kept",
+        "an EMA kept beside the parameters in the same train state counted as (frozen) parameters",
+        (Edit("xla_cost/analysis/user_step.py",
+              "    prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))",
+              "    prepared = _aligned(prepared, stacks)"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "nnx_tag_in_side_table",
+        "NNX modules' paths kept beside them, not in Flax's own node mapping: the copies nnx.jit, grad and "
+        "remat merge carry none (their work goes to the caller's row)",
+        (Edit("xla_cost/step/nnx_scopes.py", '_NODES = "_pytree__nodes"', '_NODES = "_pytree__nodes_absent"'),),
+        tests=("tests/count/test_name_resolution.py",),
+    ),
 )
 
 
