@@ -90,3 +90,19 @@ def test_a_ragged_moe_is_counted_from_its_jaxpr_with_its_products_in_its_row():
     assert 3 * ROUTED // 2 <= experts.backward_flops <= 3 * ROUTED // 2 + 2 * TOKENS * TOP * F
     # the products run on the matrix units: the router's, the experts' and the head's
     assert forward.matmul_flops == ROUTED + 2 * TOKENS * D * EXPERTS + 2 * TOKENS * D * 10
+
+
+def test_a_targets_dense_ragged_dot_is_hardware_flop_not_model_flop():
+    """A GPU target's compiler makes a ragged_dot dense too (every row times every group's matrix): that
+    is its program's work, so flops and hardware_flops keep it, but model_flops (MFU's numerator) is the
+    model's arithmetic, 2 M K N, and a note says which is which (was: G x 2 M K N as model_flops, no note)."""
+    groups, rows = 16, 128  # enough groups that the dense form stands out of the count
+    report = xla_cost.analyze(lambda p, xs: jax.lax.ragged_dot(xs[0], p["w"], xs[1]),
+                              (_sds(rows, K), _sds(groups, dtype=jnp.int32)), params={"w": _sds(groups, K, N)},
+                              optimizer="sgd", loss=lambda o, t: jnp.sum(o), target="h100", compilation_cache=False)
+    forward = report.phases["forward"]
+    model = 2 * rows * K * N + (rows * N - 1)  # the ragged_dot's products, and the loss's sum of its rows x N outputs
+    assert forward.model_flops == model
+    assert forward.hardware_flops == forward.flops > (groups // 2) * model  # the program's dense G x products
+    assert any(n.startswith("forward: the compiled program computes the grouped products") and "ragged_dot" in n
+               and f"the jaxpr count ({model:,})" in n for n in report.notes)
