@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 import xla_cost
 from xla_cost.count.interpret import count_function
+from xla_cost.present.units import size as bytes_text
 
 M, K, N, G = 64, 32, 48, 4  # rows, contraction, columns, groups
 PRODUCT = 2 * M * K * N  # one ragged_dot: every row times its group's K x N matrix
@@ -106,3 +107,17 @@ def test_a_targets_dense_ragged_dot_is_hardware_flop_not_model_flop():
     assert forward.hardware_flops == forward.flops > (groups // 2) * model  # the program's dense G x products
     assert any(n.startswith("forward: the compiled program computes the grouped products") and "ragged_dot" in n
                and f"the jaxpr count ({model:,})" in n for n in report.notes)
+
+
+def test_the_cpus_dense_ragged_dot_buffers_at_the_peak_are_noted():
+    """XLA's CPU program computes a ragged_dot's gradients densely: its peak holds G x the cotangent [M, N]
+    and G x the lhs [M, K]. The peak is that program's real one; a memory note says which buffers are the
+    dense form and how large (was: the workspace held them with no word)."""
+    report = xla_cost.analyze(lambda p, xs: jax.lax.ragged_dot(xs[0], p["w"], xs[1]),
+                              (_sds(M, K), _sds(G, dtype=jnp.int32)), params={"w": _sds(G, K, N)},
+                              optimizer="sgd", loss=lambda o, t: jnp.sum(o), memory=True, compilation_cache=False)
+    breakdown = report.memory_breakdown
+    dense = G * M * N * 4 + G * M * K * 4  # f32[G, M, N] and f32[G, M, K]: the dense input and weight gradients
+    note = next(n for n in breakdown.notes if "expands ragged_dot densely" in n)
+    assert f"ragged_dot's lhs or result {G} times over" in note and f"{bytes_text(dense)} in all" in note
+    assert breakdown.at_peak["workspace"] >= dense  # in the peak as compiled, not taken out of it
