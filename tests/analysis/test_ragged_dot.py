@@ -45,6 +45,30 @@ def test_a_ragged_dot_and_its_two_gradients_are_2_m_k_n_each():
     assert backward.unsupported == {} and backward.total.flops == 2 * PRODUCT
 
 
+
+def test_constant_group_sizes_count_the_grouped_rows_exactly_and_traced_ones_are_noted_as_a_bound():
+    """Rows past sum(group_sizes) belong to no group: with constant sizes covering half the rows a ragged_dot
+    is 2 sum(group_sizes) K N, and so are its two gradients (was: 2 M K N each, every row); with sizes
+    computed at run time 2 M K N stays, an upper bound, and a note says so (was: no word)."""
+    import numpy as np
+
+    sizes = np.full(G, M // (2 * G), np.int32)  # G groups of M / 2G rows: half the M rows in a group
+    grouped = int(sizes.sum())  # M / 2
+    lhs, rhs = _sds(M, K), _sds(G, K, N)
+
+    def grads(a, b, t):
+        _, vjp = jax.vjp(lambda x, y: jax.lax.ragged_dot(x, y, jnp.asarray(sizes)), a, b)
+        return vjp(t)
+
+    forward = count_function(lambda a, b: jax.lax.ragged_dot(a, b, jnp.asarray(sizes)), lhs, rhs)
+    assert forward.total.flops == 2 * grouped * K * N and forward.notes == ()
+    backward = count_function(grads, lhs, rhs, _sds(M, N))  # d lhs and d rhs, 2 sum(sizes) K N each
+    assert backward.total.flops == 2 * (2 * grouped * K * N) and backward.notes == ()
+    traced = count_function(lambda a, b, s: jax.lax.ragged_dot(a, b, s), lhs, rhs, _sds(G, dtype=jnp.int32))
+    assert traced.total.flops == PRODUCT
+    assert any("group_sizes computed at run time" in n and "an upper bound" in n for n in traced.notes)
+
+
 D, F, EXPERTS, TOP, TOKENS = 32, 48, 4, 2, 16
 ROUTED = 2 * (2 * (TOKENS * TOP) * D * F)  # two ragged_dots (up, down) over the TOKENS x TOP routed rows
 
@@ -83,6 +107,8 @@ def test_a_ragged_moe_is_counted_from_its_jaxpr_with_its_products_in_its_row():
     assert forward.xla_flops > 2 * forward.flops
     assert any("made the grouped products" in n and "ragged_dot" in n for n in report.notes)
     assert not any("ragged_dot_general" in n for n in report.notes)  # no primitive without a rule
+    # the router's bincount gives the group sizes at run time: the count is an upper bound, and says so
+    assert any(n.startswith("forward: ragged_dot with group_sizes computed at run time") for n in report.notes)
     experts = next(layer for layer in report.layers if layer.path == "experts")
     # the experts' row: the two ragged_dots and the ReLU between them (TOKENS x TOP x F compares and selects)
     assert ROUTED <= experts.forward_flops <= ROUTED + 2 * TOKENS * TOP * F, experts.forward_flops
