@@ -147,3 +147,29 @@ def test_the_cpus_dense_ragged_dot_buffers_at_the_peak_are_noted():
     note = next(n for n in breakdown.notes if "expands ragged_dot densely" in n)
     assert f"ragged_dot's lhs or result {G} times over" in note and f"{bytes_text(dense)} in all" in note
     assert breakdown.at_peak["workspace"] >= dense  # in the peak as compiled, not taken out of it
+
+
+class RaggedContraction(nn.Module):
+    """A ragged_dot_general ragged in its contraction (the rows split into G groups, each group's product
+    apart): its forward traces, but jax has no gradient of it in that mode."""
+
+    @nn.compact
+    def __call__(self, x):  # [M, K] -> [K, N], summed over the groups
+        w = self.param("w", nn.initializers.lecun_normal(), (M, N))
+        numbers = jax.lax.RaggedDotDimensionNumbers(dot_dimension_numbers=(([1], [0]), ([], [])),
+                                                    lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
+        return jax.lax.ragged_dot_general(x.T, w, jnp.full((G,), M // G, jnp.int32), numbers).sum(axis=0)
+
+
+def test_a_model_jax_cannot_differentiate_is_refused_in_one_line():
+    """A failure while differentiating the model is an InputError saying so, as a forward failure is
+    (was: jax's own NotImplementedError from inside the analysis)."""
+    import pytest
+
+    from xla_cost.errors import InputError
+
+    with pytest.raises(InputError, match="while differentiating the model") as refused:
+        xla_cost.analyze(RaggedContraction(), _sds(M, K), optimizer="sgd", loss=lambda o, t: o.sum(),
+                         counter="jaxpr")
+    assert "NotImplementedError" in str(refused.value) and "\n" not in str(refused.value)
+    assert isinstance(refused.value.__cause__, NotImplementedError)
