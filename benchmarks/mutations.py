@@ -1653,8 +1653,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mapped_body_divided_again",
         "a pmapped step's one-device jaxpr count divided by the devices again (its random-number note halved)",
         (Edit("xla_cost/analysis/user_step.py",
-              '    step, found = phase_costs("train_step", Program(counted, compiled, split.devices), plan, modules, roots)',
-              '    step, found = phase_costs("train_step", Program(counted, compiled, None), plan, modules, roots)'),),
+              '    step, found = phase_costs("train_step", Program(counted, compiled, split.devices), plan, modules, roots,',
+              '    step, found = phase_costs("train_step", Program(counted, compiled, None), plan, modules, roots,'),),
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(

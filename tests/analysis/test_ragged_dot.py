@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 import xla_cost
 from xla_cost.count.interpret import count_function
+from xla_cost.present.units import size as bytes_text
 
 M, K, N, G = 64, 32, 48, 4  # rows, contraction, columns, groups
 PRODUCT = 2 * M * K * N  # one ragged_dot: every row times its group's K x N matrix
@@ -42,6 +43,30 @@ def test_a_ragged_dot_and_its_two_gradients_are_2_m_k_n_each():
     backward = count_function(grads, lhs, rhs, sizes, _sds(M, N))  # the forward's output is dead: not counted
     assert {e.primitive for e in backward.equations if e.cost.flops} == {"ragged_dot_general"}
     assert backward.unsupported == {} and backward.total.flops == 2 * PRODUCT
+
+
+
+def test_constant_group_sizes_count_the_grouped_rows_exactly_and_traced_ones_are_noted_as_a_bound():
+    """Rows past sum(group_sizes) belong to no group: with constant sizes covering half the rows a ragged_dot
+    is 2 sum(group_sizes) K N, and so are its two gradients (was: 2 M K N each, every row); with sizes
+    computed at run time 2 M K N stays, an upper bound, and a note says so (was: no word)."""
+    import numpy as np
+
+    sizes = np.full(G, M // (2 * G), np.int32)  # G groups of M / 2G rows: half the M rows in a group
+    grouped = int(sizes.sum())  # M / 2
+    lhs, rhs = _sds(M, K), _sds(G, K, N)
+
+    def grads(a, b, t):
+        _, vjp = jax.vjp(lambda x, y: jax.lax.ragged_dot(x, y, jnp.asarray(sizes)), a, b)
+        return vjp(t)
+
+    forward = count_function(lambda a, b: jax.lax.ragged_dot(a, b, jnp.asarray(sizes)), lhs, rhs)
+    assert forward.total.flops == 2 * grouped * K * N and forward.notes == ()
+    backward = count_function(grads, lhs, rhs, _sds(M, N))  # d lhs and d rhs, 2 sum(sizes) K N each
+    assert backward.total.flops == 2 * (2 * grouped * K * N) and backward.notes == ()
+    traced = count_function(lambda a, b, s: jax.lax.ragged_dot(a, b, s), lhs, rhs, _sds(G, dtype=jnp.int32))
+    assert traced.total.flops == PRODUCT
+    assert any("group_sizes computed at run time" in n and "an upper bound" in n for n in traced.notes)
 
 
 D, F, EXPERTS, TOP, TOKENS = 32, 48, 4, 2, 16
@@ -82,6 +107,8 @@ def test_a_ragged_moe_is_counted_from_its_jaxpr_with_its_products_in_its_row():
     assert forward.xla_flops > 2 * forward.flops
     assert any("made the grouped products" in n and "ragged_dot" in n for n in report.notes)
     assert not any("ragged_dot_general" in n for n in report.notes)  # no primitive without a rule
+    # the router's bincount gives the group sizes at run time: the count is an upper bound, and says so
+    assert any(n.startswith("forward: ragged_dot with group_sizes computed at run time") for n in report.notes)
     experts = next(layer for layer in report.layers if layer.path == "experts")
     # the experts' row: the two ragged_dots and the ReLU between them (TOKENS x TOP x F compares and selects)
     assert ROUTED <= experts.forward_flops <= ROUTED + 2 * TOKENS * TOP * F, experts.forward_flops
@@ -90,3 +117,59 @@ def test_a_ragged_moe_is_counted_from_its_jaxpr_with_its_products_in_its_row():
     assert 3 * ROUTED // 2 <= experts.backward_flops <= 3 * ROUTED // 2 + 2 * TOKENS * TOP * F
     # the products run on the matrix units: the router's, the experts' and the head's
     assert forward.matmul_flops == ROUTED + 2 * TOKENS * D * EXPERTS + 2 * TOKENS * D * 10
+
+
+def test_a_targets_dense_ragged_dot_is_hardware_flop_not_model_flop():
+    """A GPU target's compiler makes a ragged_dot dense too (every row times every group's matrix): that
+    is its program's work, so flops and hardware_flops keep it, but model_flops (MFU's numerator) is the
+    model's arithmetic, 2 M K N, and a note says which is which (was: G x 2 M K N as model_flops, no note)."""
+    groups, rows = 16, 128  # enough groups that the dense form stands out of the count
+    report = xla_cost.analyze(lambda p, xs: jax.lax.ragged_dot(xs[0], p["w"], xs[1]),
+                              (_sds(rows, K), _sds(groups, dtype=jnp.int32)), params={"w": _sds(groups, K, N)},
+                              optimizer="sgd", loss=lambda o, t: jnp.sum(o), target="h100", compilation_cache=False)
+    forward = report.phases["forward"]
+    model = 2 * rows * K * N + (rows * N - 1)  # the ragged_dot's products, and the loss's sum of its rows x N outputs
+    assert forward.model_flops == model
+    assert forward.hardware_flops == forward.flops > (groups // 2) * model  # the program's dense G x products
+    assert any(n.startswith("forward: the compiled program computes the grouped products") and "ragged_dot" in n
+               and f"the jaxpr count ({model:,})" in n for n in report.notes)
+
+
+def test_the_cpus_dense_ragged_dot_buffers_at_the_peak_are_noted():
+    """XLA's CPU program computes a ragged_dot's gradients densely: its peak holds G x the cotangent [M, N]
+    and G x the lhs [M, K]. The peak is that program's real one; a memory note says which buffers are the
+    dense form and how large (was: the workspace held them with no word)."""
+    report = xla_cost.analyze(lambda p, xs: jax.lax.ragged_dot(xs[0], p["w"], xs[1]),
+                              (_sds(M, K), _sds(G, dtype=jnp.int32)), params={"w": _sds(G, K, N)},
+                              optimizer="sgd", loss=lambda o, t: jnp.sum(o), memory=True, compilation_cache=False)
+    breakdown = report.memory_breakdown
+    dense = G * M * N * 4 + G * M * K * 4  # f32[G, M, N] and f32[G, M, K]: the dense input and weight gradients
+    note = next(n for n in breakdown.notes if "expands ragged_dot densely" in n)
+    assert f"ragged_dot's lhs or result {G} times over" in note and f"{bytes_text(dense)} in all" in note
+    assert breakdown.at_peak["workspace"] >= dense  # in the peak as compiled, not taken out of it
+
+
+class RaggedContraction(nn.Module):
+    """A ragged_dot_general ragged in its contraction (the rows split into G groups, each group's product
+    apart): its forward traces, but jax has no gradient of it in that mode."""
+
+    @nn.compact
+    def __call__(self, x):  # [M, K] -> [K, N], summed over the groups
+        w = self.param("w", nn.initializers.lecun_normal(), (M, N))
+        numbers = jax.lax.RaggedDotDimensionNumbers(dot_dimension_numbers=(([1], [0]), ([], [])),
+                                                    lhs_ragged_dimensions=[1], rhs_group_dimensions=[])
+        return jax.lax.ragged_dot_general(x.T, w, jnp.full((G,), M // G, jnp.int32), numbers).sum(axis=0)
+
+
+def test_a_model_jax_cannot_differentiate_is_refused_in_one_line():
+    """A failure while differentiating the model is an InputError saying so, as a forward failure is
+    (was: jax's own NotImplementedError from inside the analysis)."""
+    import pytest
+
+    from xla_cost.errors import InputError
+
+    with pytest.raises(InputError, match="while differentiating the model") as refused:
+        xla_cost.analyze(RaggedContraction(), _sds(M, K), optimizer="sgd", loss=lambda o, t: o.sum(),
+                         counter="jaxpr")
+    assert "NotImplementedError" in str(refused.value) and "\n" not in str(refused.value)
+    assert isinstance(refused.value.__cause__, NotImplementedError)

@@ -54,3 +54,54 @@ def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
     analysed = xla_cost.analyze(model, x, optimizer="adam", loss=lambda y, _: jnp.mean(y ** 2),
                                 targets=x, counter="jaxpr")
     assert analysed.active_parameters == report.active_parameters
+
+
+class Experts(nnx.Module):
+    """E experts' weights, one [E, D, F] and one [E, F, D], in a module of their own."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.w_in = nnx.Param(jax.random.normal(rngs.params(), (E, D, F)))
+        self.w_out = nnx.Param(jax.random.normal(rngs.params(), (E, F, D)))
+
+    def __call__(self, x):  # [B, T, D] -> [B, T, E, D]: every token through every expert
+        hidden = jax.nn.relu(jnp.einsum("btd,edf->btef", x, self.w_in[...]))
+        return jnp.einsum("btef,efd->bted", hidden, self.w_out[...])
+
+
+class PaddedMoE(nnx.Module):
+    """Every token through every expert (E x C slots with C = T, filled or not), its top-K gated in."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.router = nnx.Linear(D, E, use_bias=False, rngs=rngs)
+        self.experts = Experts(rngs)
+
+    def __call__(self, x):
+        weights, chosen = jax.lax.top_k(jax.nn.softmax(self.router(x)), K)
+        gate = jnp.sum(jax.nn.one_hot(chosen, E) * weights[..., None], axis=-2)  # [B, T, E]
+        return jnp.sum(self.experts(x) * gate[..., None], axis=2)
+
+    def xla_cost_routing(self, inputs):
+        return [xla_cost.Routing(r"experts/", E, K, capacity=T, group_tokens=T)]
+
+
+def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flops():
+    """analyze_step's model FLOP leave the experts' products on capacity padding out, as analyze's do
+    (was: analyze_step's model_flops were its flops, padding and all, beside the note saying it is padding)."""
+    model = nnx.eval_shape(lambda: PaddedMoE(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(PaddedMoE(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
+    x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
+
+    @nnx.jit
+    def train_step(model, optimizer, x):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
+    padding = 1 - K * T / (E * T)  # 1 - k S / (E C): the share of the E x C slots no assignment fills
+    experts = 2 * (2 * B * T * E * D * F)  # the forward's two expert products, every slot
+    forward = report.phases["forward"]
+    assert forward.flops - forward.model_flops == round(padding * experts)
+    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
+                                targets=x, counter="jaxpr")
+    assert analysed.phases["forward"].flops - analysed.phases["forward"].model_flops == round(padding * experts)

@@ -63,11 +63,12 @@ from xla_cost.count.attribution import (
     REMAINDER, classify_pass, module_path, module_tree, op_name_path, owner, with_ancestors,
 )
 from xla_cost.count.primitives import VIEWS
+from xla_cost.count.rules import ragged_groups
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MemoryBreakdown", "TargetMemory", "saved_activations", "memory_breakdown", "peak_parts", "target_memory",
+__all__ = ["MemoryBreakdown", "TargetMemory", "saved_activations", "dense_ragged_note", "memory_breakdown", "peak_parts", "target_memory",
            "too_big_for"]
 
 PARTS: tuple[str, ...] = (
@@ -374,6 +375,14 @@ def saved_activations(
       ``(bytes by layer, residual bytes that are parameters, residual bytes
       that are other arguments)``; the first excludes the other two.
     """
+    with context if context is not None else contextlib.nullcontext():
+        closed = _linearized(forward, params, rest, read)
+    return _residuals(closed, params, root, modules)
+
+
+def _linearized(forward: Any, params: Any, rest: Sequence[Any], read: Any = None) -> Any:
+    """The closed jaxpr of ``forward``'s VJP function (its outputs: the residuals the backward pass reads),
+    differentiated in the parameters ``read`` marks (`saved_activations`)."""
     def linearized(p: Any, *r: Any) -> Any:
         # The other arguments are rebuilt inside the differentiated function, as jit rebuilds them
         # inside its trace: a mutable object among them (an NNX KV cache passed as a call argument)
@@ -398,10 +407,14 @@ def saved_activations(
     if len(flags) != n_params:
         raise ValueError(f"Expected a read tree of {n_params} leaves (one per parameter), got {len(flags)}; "
                          "pass the workload's read_gradients")
+    return jax.make_jaxpr(linearized)(params, *rest)
 
-    with context if context is not None else contextlib.nullcontext():
-        closed = jax.make_jaxpr(linearized)(params, *rest)
+
+def _residuals(closed: Any, params: Any, root: str | Sequence[str], modules: Sequence[str],
+               ) -> tuple[dict[str, int], int, int]:
+    """`saved_activations` of the VJP's closed jaxpr (`_linearized`)."""
     jaxpr = closed.jaxpr
+    n_params = len(jax.tree_util.tree_leaves(params))
     param_vars = {id(v) for v in jaxpr.invars[:n_params]}
     other_vars = {id(v) for v in jaxpr.invars[n_params:]} | {id(v) for v in jaxpr.constvars}
     made_by = {id(v): eqn for eqn in jaxpr.eqns for v in eqn.outvars}
@@ -448,6 +461,45 @@ def saved_activations(
     return ordered, in_params, in_args
 
 
+def _ragged_dots(jaxpr: Any) -> list[tuple[int, Any, Any, Any]]:
+    """``(G, lhs aval, result aval, rhs aval)`` of each ``ragged_dot_general`` in ``jaxpr`` and the jaxprs it calls."""
+    found = []
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        if eqn.primitive.name == "ragged_dot_general":
+            ins = [v.aval for v in eqn.invars]
+            found.append((ragged_groups(ins), ins[0], eqn.outvars[0].aval, ins[1]))
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(getattr(inner, "jaxpr", inner), "eqns"):
+                    found += _ragged_dots(inner)
+    return found
+
+
+def dense_ragged_note(jaxpr: Any, buffers: Sequence[LiveBuffer]) -> str | None:
+    """A note on the buffers live at a compiled peak that are a ``ragged_dot``'s lhs or result G
+    times over (their dimensions in any order), G its groups: the program computes it densely
+    (XLA's CPU compiler: every row times every group's matrix), so its peak holds them. That is
+    the program's real peak on its backend; a compiler that keeps the groups apart needs none of
+    them. None where no such buffer is live."""
+    dense, weights = {}, set()
+    for groups, lhs, out, rhs in _ragged_dots(jaxpr):
+        weights.add(tuple(sorted(rhs.shape)))  # a matrix of each group (its gradient): no expansion
+        if groups > 1:
+            for aval in (lhs, out):
+                dense[tuple(sorted((groups, *aval.shape)))] = (groups, aval)
+    dense = {dims: found for dims, found in dense.items() if dims not in weights}
+    held = [b for b in buffers if tuple(sorted(_dims(b.shape))) in dense]
+    if not held:
+        return None
+    groups, aval = dense[tuple(sorted(_dims(held[0].shape)))]
+    shapes = ", ".join(dict.fromkeys(b.shape for b in held))
+    return (f"{len(held)} buffer(s) at XLA's peak are a ragged_dot's lhs or result {groups} times over ({shapes}: "
+            f"{bytes_text(sum(b.nbytes for b in held))} in all; one {aval.str_short()} is {bytes_text(nbytes(aval))}): "
+            "the compiler's program expands ragged_dot densely (every row times each of the G "
+            "groups' matrices, G x the lhs); this peak is that program's real one on this backend, and a compiler "
+            "that keeps the groups apart (a grouped-matmul kernel) needs none of them")
+
+
 def memory_breakdown(
     workload: Any, plan: Any = None, *, root: str | Sequence[str] = "", modules: Sequence[str] = (),
     compiled: Any = None, constraints: Any = None,
@@ -462,10 +514,10 @@ def memory_breakdown(
         (XLA's figures), or None for the parts alone.
       constraints: the plan's activation constraints (a context manager).
     """
-    by_layer, _, _ = saved_activations(
-        workload.forward, workload.params, (workload.state, workload.batch, workload.targets),
-        root=root, modules=modules, context=_both(workload.tracing(), constraints), read=workload.read_gradients,
-    )
+    with _both(workload.tracing(), constraints):
+        closed = _linearized(workload.forward, workload.params, (workload.state, workload.batch, workload.targets),
+                             workload.read_gradients)
+    by_layer, _, _ = _residuals(closed, workload.params, root, modules)
     saved = sum(by_layer.values())
     notes = []
     if plan is None:
@@ -507,6 +559,7 @@ def memory_breakdown(
         replay = dict(at_peak=at_peak, held_by_layer=held, largest_workspace=largest,
                       peak_instruction=profile.peak_instruction)
         notes.extend(replay_notes)
+        notes.extend(filter(None, [dense_ragged_note(closed.jaxpr, profile.at_peak)]))
     elif compiled is not None and getattr(compiled, "liveness_error", ""):
         notes.append(f"XLA's peak not explained buffer by buffer: {compiled.liveness_error}")
     return MemoryBreakdown(

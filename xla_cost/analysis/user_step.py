@@ -239,7 +239,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             raise refused from exc
     # a mapped body's figures are already one device's; its arguments' bytes are split by its in_specs
     split = _split(call, prepared, plan) if body is None else _Split(leaves=_body_shards(body, plan))
-    costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split)
+    costs = _costs(counted, parts, compiled, plan, tuple(prepared.param_paths), roots, notes, split, prepared.padded)
     if parts[BACKWARD].total.flops == 0 and not any(e.part == BACKWARD for e in counted.equations):
         notes.insert(0, no_backward_note(traced, prepared))
     mapped = split.devices > 1 or body is not None
@@ -707,14 +707,16 @@ def _split(call: Any, prepared: UserStep, plan: ShardingPlan | None) -> _Split:
 
 def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.CompiledPhase | None,
            plan: ShardingPlan | None, modules: tuple[str, ...], roots: tuple[str, ...], notes: list[str],
-           split: _Split = _Split()) -> dict[str, PhaseCosts]:
-    """Each part's figures (the jaxpr's; per device on a mesh), grad, and the whole step (XLA's)."""
+           split: _Split = _Split(), padded: Sequence[tuple[frozenset[str], float]] = ()) -> dict[str, PhaseCosts]:
+    """Each part's figures (the jaxpr's; per device on a mesh), grad, and the whole step (XLA's);
+    ``padded``: the routed experts whose capacity padding is no model FLOP (`UserStep.padded`)."""
     # the jaxpr's count is shared over the devices the step is split over; a mapped body's is one device's
-    step, found = phase_costs("train_step", Program(counted, compiled, split.devices), plan, modules, roots)
+    step, found = phase_costs("train_step", Program(counted, compiled, split.devices), plan, modules, roots,
+                              padded=padded)
     notes += found
     out: dict[str, PhaseCosts] = {}
     for name in phases.STEP_PARTS:
-        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots)
+        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots, padded=padded)
         notes += found
         if split.devices > 1:
             costs = _per_device(costs, split, parts[name] if name == UPDATE else None)

@@ -60,6 +60,7 @@ class Folding:
     def __init__(self) -> None:
         self.constant: set[Any] = set()
         self.value: dict[Any, float] = {}
+        self.arrays: dict[Any, np.ndarray] = {}  # small integer arrays' values (`integer_array`)
 
     def _known(self, var: Any) -> float | None:
         if isinstance(var, jex_core.Literal):
@@ -72,9 +73,17 @@ class Folding:
     def _is_constant(self, var: Any) -> bool:
         return isinstance(var, jex_core.Literal) or var in self.constant
 
-    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | None]]:
-        """(is a constant, its scalar value if known) of each of ``variables``."""
-        return [(self._is_constant(v), self._known(v)) for v in variables]
+    def integer_array(self, var: Any) -> np.ndarray | None:
+        """The value of ``var`` where it is a constant integer array of at most `ARRAY_LIMIT`
+        elements (a closed-over table, a literal; a ragged_dot's constant group sizes), else None."""
+        if isinstance(var, jex_core.Literal):
+            return _small_integers(var.val)
+        return self.arrays.get(var)
+
+    def describe(self, variables: Sequence[Any]) -> list[tuple[bool, float | np.ndarray | None]]:
+        """(is a constant, its scalar value if known, else its value as a small integer array
+        if known (`integer_array`)) of each of ``variables``."""
+        return [(self._is_constant(v), _either(self._known(v), self.integer_array(v))) for v in variables]
 
     def seed_constants(self, constvars: Sequence[Any], consts: Sequence[Any] | None = None) -> None:
         """Marks a jaxpr's ``constvars`` as constants: the arrays the traced function
@@ -90,6 +99,8 @@ class Folding:
                 array = None
             if array is not None and array.size == 1 and _is_number(array.dtype):
                 self.value[var] = float(array.reshape(()))
+            elif (integers := _small_integers(array)) is not None:
+                self.arrays[var] = integers
 
     def seed(self, variables: Sequence[Any], known: Sequence[tuple[bool, float | None]]) -> None:
         """Marks ``variables`` known to be constants (`describe`): a called jaxpr's
@@ -97,7 +108,9 @@ class Folding:
         for var, (constant, value) in zip(variables, known):
             if constant:
                 self.constant.add(var)
-            if value is not None:
+            if isinstance(value, np.ndarray):
+                self.arrays[var] = value
+            elif value is not None:
                 self.value[var] = value
 
     def fold(self, eqn: Any) -> bool:
@@ -108,6 +121,9 @@ class Folding:
         if not all(self._is_constant(v) for v in eqn.invars):
             return False
         self.constant.update(eqn.outvars)
+        if (name in _PASSES_ARRAY and len(eqn.outvars) == 1 and jnp.issubdtype(eqn.outvars[0].aval.dtype, np.integer)
+                and (array := self.integer_array(eqn.invars[0])) is not None):
+            self.arrays[eqn.outvars[0]] = array.reshape(eqn.outvars[0].aval.shape)  # sizes cast to int32, reshaped
         values = [self._known(v) for v in eqn.invars]
         if name in _FOLDABLE and len(eqn.outvars) == 1 and None not in values:
             try:
@@ -137,6 +153,28 @@ class Folding:
         if name == "mul":
             return (equals(a, 1) and passes(b)) or (equals(b, 1) and passes(a))
         return equals(b, 1) and passes(a)  # div
+
+
+ARRAY_LIMIT = 1 << 16
+"""The most elements of an integer array whose value `Folding` keeps."""
+
+_PASSES_ARRAY = frozenset({"convert_element_type", "reshape", "copy", "copy_p"})
+"""Primitives through which `Folding` follows a constant integer array's value (same elements)."""
+
+
+def _small_integers(value: Any) -> np.ndarray | None:
+    """``value`` as a NumPy integer array of 2 to `ARRAY_LIMIT` elements, else None."""
+    try:
+        array = np.asarray(value) if value is not None else None
+    except Exception:  # noqa: BLE001 - an extended dtype (a PRNG key) has no NumPy value
+        return None
+    if array is None or not 1 < array.size <= ARRAY_LIMIT or not jnp.issubdtype(array.dtype, np.integer):
+        return None
+    return array
+
+
+def _either(scalar: float | None, array: np.ndarray | None) -> float | np.ndarray | None:
+    return scalar if scalar is not None else array
 
 
 _NEVER_FOLD = frozenset(

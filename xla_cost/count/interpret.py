@@ -38,7 +38,7 @@ from jax.extend import core as jex_core
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
 from xla_cost.count.folding import Folding
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
-from xla_cost.count.registry import ZERO_COST, Cost, get_rule
+from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
 from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import count, si, size
@@ -252,6 +252,14 @@ def public_owner(owner: str | None) -> str | None:
     return None if owner == _SHARED else owner
 
 
+RAGGED_BOUND_NOTE = (
+    "ragged_dot with group_sizes computed at run time (data-dependent): counted as every lhs row, 2 M K N FLOP "
+    "(and so its gradients), an upper bound: rows past sum(group_sizes) belong to no group and are not computed "
+    "(a router's rows padded to a tile, dropped tokens); with constant group_sizes the count is exact, "
+    "2 sum(group_sizes) K N")
+"""The note of a count holding a ``ragged_dot`` whose group sizes are not known when counted."""
+
+
 class _Counter:
     """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
 
@@ -417,7 +425,11 @@ class _Counter:
         ins = [v.aval for v in eqn.invars]
         outs = [v.aval for v in eqn.outvars]
         constant = tuple(c for c, _ in constants) if constants else (False,) * len(ins)
-        cost = rule(ins, outs, constant_operands=constant, **params)
+        arrays = tuple(v if isinstance(v, np.ndarray) else None for _, v in constants) if constants else ()
+        if any(a is not None for a in arrays) and takes_values(rule):  # a constant array's value (group sizes)
+            cost = rule(ins, outs, constant_operands=constant, constant_values=arrays, **params)
+        else:
+            cost = rule(ins, outs, constant_operands=constant, **params)
         if cost is None:  # the rule cannot cost these operands: unknown, not 0
             return self._unknown(name, times, part)
         key = (stack, name, times, public_owner(owner), part, self.loop)
@@ -435,6 +447,8 @@ class _Counter:
                   else rules.ragged_groups(ins) if name == "ragged_dot_general" else 1)
         if groups > 1:
             self.dense_expansion = self.dense_expansion + cost * (times * (groups - 1))
+        if name == "ragged_dot_general" and not (len(arrays) > 2 and arrays[2] is not None):
+            self.notes.append(RAGGED_BOUND_NOTE)
         self.executions[key] += times
         return cost
 
@@ -615,6 +629,9 @@ def count_jaxpr(
     if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
         owners = [o for o, keep in zip(owners, used) if keep]
     labels = classify(jaxpr, owners) if classify is not None else None
+    consts = getattr(closed_jaxpr, "consts", None)
+    if consts is not None and len(consts) == len(jaxpr.constvars) == len(original.constvars):
+        jaxpr = jex_core.ClosedJaxpr(jaxpr, consts)  # the closed-over arrays' values (constant group sizes)
     counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr))
     counter.mapped_step = _mapped_step(jaxpr)
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))

@@ -11,6 +11,7 @@ are in `xla_cost.count.rules` and `xla_cost.count.random_rules`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ __all__ = [
     "DuplicateRuleError",
     "register",
     "get_rule",
+    "takes_values",
     "registered_primitives",
     "size",
     "io_bytes",
@@ -114,7 +116,10 @@ class Rule(Protocol):
 
     Besides the equation's params, the interpreter passes ``constant_operands``:
     for each operand, whether it is a compile-time constant (a literal, or
-    computed from literals only), which XLA folds into the operation.
+    computed from literals only), which XLA folds into the operation; and, to a
+    rule that names it (`takes_values`), ``constant_values`` where some operand is a
+    small constant integer array: per operand its NumPy value, or None (a
+    ``ragged_dot``'s constant group sizes, which say how many rows it computes).
     """
 
     def __call__(self, ins: Sequence[Aval], outs: Sequence[Aval], **params: Any) -> Cost | None: ...
@@ -166,6 +171,14 @@ def register(*primitives: Any) -> Callable[[Rule], Rule]:
         return rule
 
     return decorator
+
+
+def takes_values(rule: Rule) -> bool:
+    """Whether ``rule`` names a ``constant_values`` parameter (`Rule`)."""
+    try:
+        return "constant_values" in inspect.signature(rule).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
 
 
 def get_rule(primitive: Any) -> Rule | None:

@@ -199,18 +199,27 @@ def _dot_general(
 
 @register("ragged_dot_general")
 def _ragged_dot_general(
-    ins: Sequence[Aval], outs: Sequence[Aval], *, ragged_dot_dimension_numbers: Any, **_: Any
+    ins: Sequence[Aval], outs: Sequence[Aval], *, ragged_dot_dimension_numbers: Any,
+    constant_values: Sequence[Any] = (), **_: Any
 ) -> Cost:
     # jax.lax.ragged_dot (a mixture of experts' grouped matmul): the lhs rows are split into G groups
     # (group_sizes), each group's rows multiplied by its own matrix. Whichever dimension is ragged (the
     # lhs rows: rhs [G, K, N]; the contraction, a weight gradient: out [G, K, N]; a batch dimension),
-    # every lhs element meets each rhs column of its group once: FLOPS_PER_FMA * prod(lhs) * prod(the
-    # rhs dimensions neither contracted, batched nor grouped). Rows past sum(group_sizes) belong to no
-    # group and are not computed: where the sizes do not cover the rows, this is an upper bound.
+    # every lhs element in a group meets each rhs column of its group once: FLOPS_PER_FMA * prod(lhs) *
+    # prod(the rhs dimensions neither contracted, batched nor grouped) * the share of the ragged
+    # dimension's rows in a group. Rows past sum(group_sizes) belong to no group and are not computed:
+    # with constant group sizes (`constant_values`) that share is exact, sum(group_sizes) / rows; with
+    # sizes computed at run time it is taken as 1, an upper bound (the interpreter notes it).
     (_lhs_contract, rhs_contract), (_lhs_batch, rhs_batch) = ragged_dot_dimension_numbers.dot_dimension_numbers
     taken = {*rhs_contract, *rhs_batch, *ragged_dot_dimension_numbers.rhs_group_dimensions}
     free = math.prod(n for d, n in enumerate(ins[1].shape) if d not in taken)
     flops = FLOPS_PER_FMA * size(ins[0]) * free
+    sizes = constant_values[2] if len(constant_values) > 2 else None
+    ragged = ragged_dot_dimension_numbers.lhs_ragged_dimensions
+    if sizes is not None and len(ragged) == 1 and ins[0].shape[ragged[0]]:
+        rows = ins[0].shape[ragged[0]]
+        covered = np.minimum(np.maximum(np.asarray(sizes), 0).sum(axis=-1), rows)  # per batch of groups
+        flops = round(flops * float(np.mean(covered)) / rows)
     return Cost(flops=flops, bytes_accessed=io_bytes(ins, outs), float8=flops if _float8(*ins[:2]) else 0)
 
 

@@ -5,7 +5,8 @@ model it calls is found by recording the calls of a model's root ``__call__`` wh
 traced (`recording_model_calls`: an NNX model's through `xla_cost.step.nnx_scopes`, a Linen
 module's through Flax's method interceptor); the first such call names the model and its inputs,
 and a model that declares its routing (`xla_cost.step.routing.ROUTING_ATTRIBUTE`) gives the step's
-active parameters and capacity notes as it gives an analysis of the model.
+active parameters, capacity notes and padded modules (their capacity padding is no model FLOP) as it
+gives an analysis of the model.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 import jax
 
 from xla_cost.step.nnx_scopes import recording_root_calls
-from xla_cost.step.routing import ROUTING_ATTRIBUTE, active_parameters, declared_routing, routing_notes
+from xla_cost.step.routing import ROUTING_ATTRIBUTE, active_parameters, declared_routing, padded_modules, routing_notes
 
-__all__ = ["ModelCall", "recording_model_calls", "step_routing"]
+__all__ = ["ModelCall", "Padded", "recording_model_calls", "step_routing"]
 
 ModelCall = tuple[Any, Any, tuple[Any, ...], dict[str, Any]]
 """``(kind, module, args, kwargs)`` of one call of a model's root ``__call__`` (``kind``: ``nnx`` or ``linen``)."""
@@ -50,27 +51,35 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a, tree)
 
 
-def step_routing(calls: list[ModelCall]) -> tuple[int | None, tuple[str, ...]]:
-    """``(active parameters, capacity notes)`` of the first model the step called, where it
-    declares its routing (`xla_cost.step.routing.declared_routing`, handed the inputs the step
-    gave it); ``(None, ())`` where it declares none or the step called no model.
+Padded = tuple[tuple[frozenset[str], float], ...]
+"""The modules of routed experts with capacity padding and the share of their work that is padding
+(`xla_cost.step.routing.padded_modules`)."""
+
+
+def step_routing(calls: list[ModelCall]) -> tuple[int | None, tuple[str, ...], Padded]:
+    """``(active parameters, capacity notes, padded modules)`` of the first model the step called,
+    where it declares its routing (`xla_cost.step.routing.declared_routing`, handed the inputs the
+    step gave it); ``(None, (), ())`` where it declares none or the step called no model. The padded
+    modules are the model's own paths, as an analysis of the model finds them
+    (`xla_cost.step.workload.Workload.padded`): their products on empty slots are no model FLOP.
 
     Raises:
       InputError: the declaration is not a sequence of `Routing`, or its pattern matches no parameter.
     """
     if not calls:
-        return None, ()
+        return None, (), ()
     kind, module, args, kwargs = calls[0]
     if getattr(module, ROUTING_ATTRIBUTE, None) is None or not (args or kwargs):
-        return None, ()
+        return None, (), ()
     inputs = _abstract(args[0] if args else next(iter(kwargs.values())))
     routing = declared_routing(module, inputs)
     if not routing:
-        return None, ()
+        return None, (), ()
     if kind == "nnx":
         from flax import nnx
 
         params = nnx.state(module, nnx.Param)
     else:
         params = module.variables.get("params", {})
-    return active_parameters(_abstract(params), routing), routing_notes(routing)
+    params = _abstract(params)
+    return active_parameters(params, routing), routing_notes(routing), padded_modules(params, routing)

@@ -96,6 +96,8 @@ class UserStep:
       positional: the step's positional parameter names (`_linen_params`).
       active_parameters: those a token's computation reads, where the model the
         step calls declares its routed experts (`xla_cost.step.step_routing`); None: none declared.
+      padded: the modules of those routed experts with capacity padding and the share of their
+        work that is padding (`xla_cost.step.step_routing.step_routing`): no model FLOP.
       own_program: for an NNX step the user jitted (``nnx.jit`` or ``jax.jit``), a function
         that lowers it as that jit compiles it, on the NNX objects themselves: its donated
         arguments and its own outputs (the traced function of ``args`` donates nothing and
@@ -115,6 +117,7 @@ class UserStep:
     scopes: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     positional: tuple[str | None, ...] = ()
     active_parameters: int | None = None
+    padded: tuple[tuple[frozenset[str], float], ...] = ()
     own_program: Callable[[], Any] | None = None
 
     @property
@@ -472,8 +475,9 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 quoted(exc, first, 300) + needs, fix,
             ) from exc
         break
-    active, routed = step_routing(calls)  # a mixture of experts the step's model declares
-    prepared = dataclasses.replace(prepared, active_parameters=active, notes=(*prepared.notes, *routed),
+    active, routed, padded = step_routing(calls)  # a mixture of experts the step's model declares
+    prepared = dataclasses.replace(prepared, active_parameters=active, padded=padded,
+                                   notes=(*prepared.notes, *routed),
                                    roots=tuple(dict.fromkeys([*prepared.roots, *sorted(merged_roots)])))
     if names:
         given = check_axis_names(axis_names)

@@ -264,6 +264,18 @@ def _optimizer_refused(exc: Exception) -> InputError:
         "xla_cost.analyze_step (xla-cost step).")
 
 
+def _gradient_refused(exc: Exception) -> InputError:
+    """The one-line refusal of a model whose forward pass traces but whose gradient jax cannot build (a
+    primitive without a differentiation rule: ``ragged_dot_general`` ragged in its contraction), in place of
+    jax's own exception from inside the analysis."""
+    return InputError(
+        "a model jax can differentiate (the loss's gradient in the parameters; its forward pass traced)",
+        f"a failure while differentiating the model: {quoted(exc, limit=200)}",
+        "Write the operation in a form jax differentiates (a ragged contraction as jax.lax.ragged_dot over "
+        "ragged rows, or a dense einsum), or analyse the forward pass alone: xla_cost.analyze_step of a step "
+        "that calls the model without a gradient.")
+
+
 def build_workload(
     model: Any,
     inputs: PyTree,
@@ -460,9 +472,14 @@ def _gradient_phases(
     the update reads (`unread_gradients`), the others zeros (nothing computes them)."""
 
     def grad(params: PyTree, state: PyTree, batch: PyTree, targets: PyTree) -> Any:
-        (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
-            params, state, batch, targets
-        )
+        try:
+            (value, new_state), grads = jax.value_and_grad(forward, has_aux=True)(
+                params, state, batch, targets
+            )
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - jax's refusal to differentiate (the forward traced), in one line
+            raise _gradient_refused(exc) from exc
         if read is not None:
             grads = jax.tree.map(lambda g, r: g if r else jax.numpy.zeros_like(g), grads, read)
         return value, grads, new_state
