@@ -1734,8 +1734,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "analyze's saved activations a vjp over every parameter: a frozen tower's own residuals counted "
         "(its backward never computed)",
         (Edit("xla_cost/analysis/memory.py",
-              "context=_both(workload.tracing(), constraints), read=workload.read_gradients,",
-              "context=_both(workload.tracing(), constraints),"),),
+              "                             workload.read_gradients)",
+              "                             None)"),),
         tests=("tests/analysis/test_memory.py",),
     ),
     Mutation(
@@ -1778,6 +1778,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         "remat merge carry none (their work goes to the caller's row)",
         (Edit("xla_cost/step/nnx_scopes.py", '_NODES = "_pytree__nodes"', '_NODES = "_pytree__nodes_absent"'),),
         tests=("tests/count/test_name_resolution.py",),
+    ),
+    Mutation(
+        "step_capacity_padding_kept",
+        "analyze_step keeps routed experts' capacity padding in model_flops (analyze takes it out)",
+        (Edit("xla_cost/analysis/user_step.py",
+              "        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots, padded=padded)",
+              "        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots)"),),
+        tests=("tests/step/test_step_routing.py",),
+    ),
+    Mutation(
+        "target_dense_ragged_model_flops",
+        "a target's program that computes ragged_dot densely: its G x figure taken as model_flops (MFU)",
+        (Edit("xla_cost/analysis/costs.py",
+              "        expanded = expanded_model_flops(name, flops, sources[\"flops\"], counted, devices)",
+              "        expanded = None"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
+        "constant_group_sizes_ignored",
+        "ragged_dot with constant group_sizes counted as every lhs row (rows past their sum are no group's)",
+        (Edit("xla_cost/count/rules.py",
+              "        flops = round(flops * float(np.mean(covered)) / rows)",
+              "        flops = round(flops)"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
+        "gradient_failure_raw",
+        "a model jax cannot differentiate raises jax's own exception from inside the analysis",
+        (Edit("xla_cost/step/workload.py",
+              "            raise _gradient_refused(exc) from exc",
+              "            raise"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
     ),
 )
 
