@@ -1250,10 +1250,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "own_scopes_as_model_roots",
         "a pure-JAX model's named scopes taken for model classes: their products said to be the root's own code",
-        (Edit("xla_cost/analysis/user_step.py",
+        (Edit("xla_cost/count/attribution.py",
               "        if entries[0] and entries[0] not in top and (not top or (len(entries) > 1 and entries[1] in top)):\n",
               "        if entries[0] and entries[0] not in top:\n"),),
-        tests=("tests/step/test_step_forms.py",),
+        tests=("tests/step/test_step_forms.py", "tests/analysis/test_root_products.py"),
     ),
     Mutation(
         "unrolled_scan_gap_unsaid",
@@ -1754,6 +1754,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return tuple(args) if plan is None else plan.typed(phase.arguments, args)",
               "    return tuple(args)"),),
         tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
+        "apply_function_scopes_as_roots",
+        "analyze of an apply function takes every first name-stack entry that is no parameter key for a model "
+        "class: a pure-JAX model's jax.named_scope products said to be the root's own code (analyze_step not)",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "    return (workload.root_name, *model_roots(stacks, workload.param_paths))",
+              "    return (workload.root_name, *model_roots(stacks, ()))"),),
+        tests=("tests/analysis/test_root_products.py",),
     ),
 )
 

@@ -39,7 +39,7 @@ from xla_cost.analysis.step_arguments import compute_dtype as program_compute_dt
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
-from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, root_products_note, unmatched_note
+from xla_cost.count.attribution import REMAINDER, attribute_step, model_roots, root_products_note, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
@@ -651,18 +651,15 @@ def _roots(workload: Workload, counted: Mapping[str, JaxprCount]) -> tuple[str, 
 
     A module's root is its class name. An apply function that calls a Linen
     ``model.apply`` puts that model's class name first on every name stack,
-    while its parameter paths start at the model's children: the first entries
-    of the stacks that are not top-level modules are such roots.
+    while its parameter paths start at the model's children: `model_roots` of the
+    stacks (the rule `xla_cost.analyze_step` follows), so that a pure-JAX function's
+    ``jax.named_scope("ffn")`` is a scope over no module, not a root.
     """
     if workload.kind != "function":
         return (workload.root_name,)
-    top = {path.split("/")[0] for path in workload.param_paths if path}
-    firsts = {
-        module_path(e.name_stack).split("/")[0]
-        for name, count in counted.items() if not phases.phase(name).follow_data
-        for e in count.equations
-    }
-    return (workload.root_name, *sorted(f for f in firsts if f and f not in top))
+    stacks = (e.name_stack for name, count in counted.items() if not phases.phase(name).follow_data
+              for e in count.equations)
+    return (workload.root_name, *model_roots(stacks, workload.param_paths))
 
 
 def _dtype_name(workload: Workload) -> str:
