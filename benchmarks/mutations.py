@@ -1764,6 +1764,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return (workload.root_name, *model_roots(stacks, ()))"),),
         tests=("tests/analysis/test_root_products.py",),
     ),
+    Mutation(
+        "user_loss_targets_only_like_outputs",
+        "a loss of the user's own without targets= gets outputs-shaped targets only: the one-hot cross-entropy of "
+        "integer t a refusal suggests is refused again",
+        (Edit("xla_cost/step/checks.py",
+              "    if out.ndim and not _takes(loss, outputs, like) and _takes(loss, outputs, labels):",
+              "    if False:"),),
+        tests=("tests/step/test_research_code.py",),
+    ),
 )
 
 
