@@ -1773,6 +1773,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if False:"),),
         tests=("tests/step/test_research_code.py",),
     ),
+    Mutation(
+        "foreign_mesh_refusal_without_analyze_step",
+        "analyze inside jax.set_mesh of the user's own axes refused with mesh= or one device only: pure-JAX code "
+        "whose PartitionSpecs name those axes is not sent to analyze_step",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "analyse your train step under your mesh with xla_cost.analyze_step ",
+              "pass mesh= with xla_cost's axes "),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
 )
 
 

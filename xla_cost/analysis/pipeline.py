@@ -363,7 +363,9 @@ def on_callers_mesh(request: Request) -> Request:
                 f"analyze inside jax.set_mesh on a mesh of xla_cost's axes ({', '.join(_sharding.MESH_AXES)}), "
                 "or mesh= naming them", f"the active mesh {_sharding.mesh_text(sizes)} and no mesh=",
                 f"Pass mesh= with xla_cost's axes for the same devices (e.g. mesh={{'data': {math.prod(sizes.values())}}}"
-                "), or call analyze outside the with for one device.")
+                "), or call analyze outside the with for one device; for code whose PartitionSpecs name your own axes "
+                f"({', '.join(unknown)}), analyse your train step under your mesh with xla_cost.analyze_step "
+                "(xla-cost step).")
         sharding, taken = dataclasses.replace(sharding, mesh=_sharding.parse_mesh(sizes)), True
     if not sharding.sharded:
         return request
