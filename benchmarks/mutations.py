@@ -1782,6 +1782,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "pass mesh= with xla_cost's axes "),),
         tests=("tests/parallel/test_sharding.py",),
     ),
+    Mutation(
+        "causal_with_no_attention_unsaid",
+        "attention_flops causal where no attention product is found: the note says 0 FLOP fewer than computed, "
+        "not that none was found",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "step.model_flops is not None and halved == 0:",
+              "step.model_flops is not None and halved is None:"),),
+        tests=("tests/analysis/test_costs.py",),
+    ),
 )
 
 

@@ -567,13 +567,16 @@ def assemble(request: Request, found: Stages) -> Report:
     if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
         notes += found.target_memory.notes()
     step = costs.get("train_step")
-    if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
+    halved = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
+    if options.attention_flops == "causal" and step is not None and step.model_flops is not None and halved == 0:
+        notes.append("attention_flops causal: no attention products found (products in a module without parameters "
+                     "of its own, or fused attention): causal changes nothing, model_flops are as computed")
+    elif options.attention_flops == "causal" and step is not None and step.model_flops is not None:
         notes.append(
             f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "
-            f"train step) count half of the attention's score and value products, "
-            f"{causal_halves(found.counted, tuple(workload.param_paths), workload.root_name):,} FLOP fewer a step than "
-            "computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are the "
-            "program's, every pair of positions")
+            f"train step) count half of the attention's score and value products, {halved:,} FLOP fewer a step "
+            "than computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are "
+            "the program's, every pair of positions")
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
