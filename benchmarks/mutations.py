@@ -1250,10 +1250,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "own_scopes_as_model_roots",
         "a pure-JAX model's named scopes taken for model classes: their products said to be the root's own code",
-        (Edit("xla_cost/analysis/user_step.py",
+        (Edit("xla_cost/count/attribution.py",
               "        if entries[0] and entries[0] not in top and (not top or (len(entries) > 1 and entries[1] in top)):\n",
               "        if entries[0] and entries[0] not in top:\n"),),
-        tests=("tests/step/test_step_forms.py",),
+        tests=("tests/step/test_step_forms.py", "tests/analysis/test_root_products.py"),
     ),
     Mutation(
         "unrolled_scan_gap_unsaid",
@@ -1810,6 +1810,42 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            raise _gradient_refused(exc) from exc",
               "            raise"),),
         tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
+        "apply_function_scopes_as_roots",
+        "analyze of an apply function takes every first name-stack entry that is no parameter key for a model "
+        "class: a pure-JAX model's jax.named_scope products said to be the root's own code (analyze_step not)",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "    return (workload.root_name, *model_roots(stacks, workload.param_paths))",
+              "    return (workload.root_name, *model_roots(stacks, ()))"),),
+        tests=("tests/analysis/test_root_products.py",),
+    ),
+    Mutation(
+        "user_loss_targets_only_like_outputs",
+        "a loss of the user's own without targets= gets outputs-shaped targets only: the one-hot cross-entropy of "
+        "integer t a refusal suggests is refused again",
+        (Edit("xla_cost/step/checks.py",
+              "    if out.ndim and not _takes(loss, outputs, like) and _takes(loss, outputs, labels):",
+              "    if False:"),),
+        tests=("tests/step/test_research_code.py",),
+    ),
+    Mutation(
+        "foreign_mesh_refusal_without_analyze_step",
+        "analyze inside jax.set_mesh of the user's own axes refused with mesh= or one device only: pure-JAX code "
+        "whose PartitionSpecs name those axes is not sent to analyze_step",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "analyse your train step under your mesh with xla_cost.analyze_step ",
+              "pass mesh= with xla_cost's axes "),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
+        "causal_with_no_attention_unsaid",
+        "attention_flops causal where no attention product is found: the note says 0 FLOP fewer than computed, "
+        "not that none was found",
+        (Edit("xla_cost/analysis/pipeline.py",
+              "step.model_flops is not None and halved == 0:",
+              "step.model_flops is not None and halved is None:"),),
+        tests=("tests/analysis/test_costs.py",),
     ),
 )
 

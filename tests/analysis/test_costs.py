@@ -63,3 +63,22 @@ def test_attention_below_a_module_with_its_own_parameter_is_attention(model):
     attention = 2 * (2 * b * t * t * d)  # scores q k^T and outputs p v: 2·B·T·T·D each
     assert full.phases["forward"].attention_flops == attention
     assert full.phases["forward"].model_flops - causal.phases["forward"].model_flops == attention // 2
+
+
+def test_causal_attention_flops_with_no_attention_found_says_it_changes_nothing():
+    # jax-llm-examples' qwen3 forward: attention_flops read 0, and the causal note said "0 FLOP fewer than
+    # computed" without saying no attention was found. A model without attention (an MLP over a params pytree):
+    # causal halves nothing, and the note says so
+    b, d, f = 4, 8, 16
+    params = {"fc1": {"w": jax.ShapeDtypeStruct((d, f), jnp.float32)}, "fc2": {"w": jax.ShapeDtypeStruct((f, d),
+                                                                                                          jnp.float32)}}
+
+    def mlp(params, x):
+        return jnp.tanh(x @ params["fc1"]["w"]) @ params["fc2"]["w"]
+
+    x = jax.ShapeDtypeStruct((b, d), jnp.float32)
+    full = xla_cost.analyze(mlp, x, params=params, optimizer="sgd", counter="jaxpr")
+    causal = xla_cost.analyze(mlp, x, params=params, optimizer="sgd", counter="jaxpr", attention_flops="causal")
+    assert causal.phases["forward"].model_flops == full.phases["forward"].model_flops  # 2·B·D·F·2 + B·F, as computed
+    [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
+    assert "no attention products found" in note and "causal changes nothing" in note

@@ -172,3 +172,30 @@ def test_a_scan_xla_unrolled_whole_is_held_against_the_jaxpr_and_its_gap_said():
     forward = report.phases["forward"]
     assert not forward.loop_corrected and forward.flops > 1.05 * forward.jaxpr_flops
     assert any(n.startswith("forward: XLA's flops (") and "from the jaxpr count" in n for n in report.notes)
+
+
+def test_an_apply_functions_own_scopes_match_no_module_as_in_analyze_step():
+    # jax-llm-examples' pure-JAX models: analyze of an apply function over a params pytree took the first entry of
+    # every stack that is no top-level parameter key (`qkv`, `ffn`) for a model class's name and stripped it, so
+    # their products were "in the root's own code" (49,152 FLOP, 60%) where analyze_step of the same function said
+    # scopes of no module. Both now follow `model_roots`: a root opens a top-level module's stack
+    def apply(params, x):
+        for layer in params["layers"]:
+            with jax.named_scope("qkv"):
+                x = x @ layer["q"]
+            with jax.named_scope("ffn"), jax.named_scope("gate"):
+                x = x @ layer["w_in"]
+            with jax.named_scope("ffn"):
+                x = x @ layer["w_out"]
+        return x
+
+    S = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    layers = 2
+    params = {"layers": [{"q": S(D, D), "w_in": S(D, V), "w_out": S(V, D)} for _ in range(layers)]}
+    report = xla_cost.analyze(apply, S(B, D), params=params, optimizer="sgd", per_layer=True, counter="jaxpr")
+    forward = layers * (2 * B * D * D + 2 * B * D * V + 2 * B * V * D)  # every product is under a scope of no module
+    [unmatched] = [n for n in report.notes if "no row's module" in n]
+    assert unmatched.startswith("per-layer rows: 3 name stacks match no row's module")
+    assert "`qkv`" in unmatched and "`ffn`" in unmatched and "`ffn/gate`" in unmatched
+    assert f"{forward:,} FLOP of forward" in unmatched
+    assert not [n for n in report.notes if "in the root's own code" in n]

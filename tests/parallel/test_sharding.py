@@ -561,5 +561,28 @@ def test_analyze_inside_a_mesh_of_foreign_axes_without_mesh_says_to_pass_one():
     from jax.sharding import AxisType
 
     with jax.set_mesh(jax.make_mesh((2,), ("batch",), axis_types=(AxisType.Explicit,))):
-        with pytest.raises(InputError, match=r"the active mesh batch=2 and no mesh=.*mesh=\{'data': 2\}"):
+        with pytest.raises(InputError, match=r"the active mesh batch=2 and no mesh=.*mesh=\{'data': 2\}") as info:
             xla_cost.analyze(_explicit_mlp()(nnx.Rngs(0)), jax.ShapeDtypeStruct((8, 16), jnp.float32))
+    # pure-JAX code whose PartitionSpecs name its own axes fits neither mesh= nor one device: the refusal, one
+    # line, names the path that analyses it under its own mesh
+    message = str(info.value)
+    assert "\n" not in message and "own axes (batch)" in message
+    assert message.endswith("with xla_cost.analyze_step (xla-cost step).")
+
+
+def test_analyze_step_under_a_mesh_of_foreign_axes_is_the_step_on_that_mesh():
+    # what the refusal above points to: analyze_step of the user's step inside jax.set_mesh of its own axis
+    # ("batch", 2 devices, Explicit), the batch sharded over it: each device's forward is half the batch's products
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    batch, width = 8, 16
+    mesh = jax.make_mesh((2,), ("batch",), axis_types=(AxisType.Explicit,))
+    w = jax.ShapeDtypeStruct((width, width), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec()))
+    x = jax.ShapeDtypeStruct((batch, width), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec("batch", None)))
+
+    def step(w, x):
+        return w - 0.1 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+
+    with jax.set_mesh(mesh):
+        report = xla_cost.analyze_step(step, w, x, counter="jaxpr")
+    assert report.phases["forward"].matmul_flops == 2 * batch * width * width // 2  # x @ w, per device

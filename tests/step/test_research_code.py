@@ -319,18 +319,33 @@ def test_the_models_own_error_is_quoted_so_the_refusal_reads_apart_from_it():
 
 
 def test_a_loss_refusing_the_targets_made_for_it_says_they_were_made_and_asks_for_them():
-    # an integer-label loss of the user's own, no targets=: the analysis makes targets like the outputs (float),
-    # which the loss refuses; the refusal says so, and quotes jax's own error ("... instead") without doubling it
-    def loss(logits, labels):
-        return jnp.mean(jnp.take_along_axis(logits, labels[..., None], axis=-1))
+    # a loss of the user's own, no targets=: the analysis makes targets like the outputs (float), else integer
+    # labels, both of which this one refuses (it wants them B x 5 x 2); the refusal says they were made, and
+    # quotes jax's own error ("... instead") without doubling it
+    def loss(logits, pairs):
+        return jnp.mean(logits[..., None] * pairs.reshape(B, 5, 2))
 
     with pytest.raises(xla_cost.InputError) as info:
         xla_cost.analyze(nn.Dense(5), jax.ShapeDtypeStruct((B, 12), jnp.float32), loss=loss, counter="jaxpr")
     message = str(info.value)
-    assert (f"outputs float32[{B},5] and targets float32[{B},5] made like the outputs (no targets= given), on which the "
+    assert (f"outputs float32[{B},5] and targets float32[{B},5] made by default (no targets= given), on which the "
             "loss failed with " in message)
     assert "instead instead" not in message and message.endswith("Pass targets= as the loss takes them, e.g. "
                                                                  "integer labels of shape batch x positions.")
+
+
+def test_a_loss_of_integer_labels_gets_integer_targets_by_default_and_says_so():
+    # an integer-label loss of the user's own, no targets=: targets made like the outputs (float) were refused
+    # (jax-llm-examples' one-hot cross-entropy on integer t, the loss a refusal suggests); integer labels of the
+    # outputs' shape without its last axis are made where the loss takes those alone, and a note says so
+    def loss(logits, labels):
+        return jnp.mean(jnp.take_along_axis(logits, labels[..., None], axis=-1))
+
+    report = xla_cost.analyze(nn.Dense(5), jax.ShapeDtypeStruct((B, 12), jnp.float32), loss=loss, counter="jaxpr",
+                              optimizer="sgd")
+    [note] = [n for n in report.notes if n.startswith("targets: none given")]
+    assert f"integer labels int32[{B}]" in note
+    assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
 
 
 def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_works():
@@ -348,9 +363,13 @@ def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_
         with pytest.raises(xla_cost.InputError, match="sharded over a mesh's Explicit axes") as info:
             xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr")
         assert "one-hot cross-entropy" in str(info.value)
-        report = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", targets=jax.ShapeDtypeStruct((B,), jnp.int32),
-                                  loss=lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean())
-    assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
+        assert f"integer targets t (jax.ShapeDtypeStruct(({B},), jnp.int32)" in str(info.value)  # the labels' shape
+        hint = lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()  # noqa: E731
+        given = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=hint,
+                                 targets=jax.ShapeDtypeStruct((B,), jnp.int32))
+        made = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=hint)  # as the refusal words it
+    for report in (given, made):
+        assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
 
 
 def test_a_model_mixing_explicit_mesh_arrays_with_unsharded_ones_is_refused_for_the_mesh_not_the_inputs():

@@ -39,7 +39,7 @@ from xla_cost.analysis.step_arguments import compute_dtype as program_compute_dt
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
-from xla_cost.count.attribution import REMAINDER, attribute_step, module_path, root_products_note, unmatched_note
+from xla_cost.count.attribution import REMAINDER, attribute_step, model_roots, root_products_note, unmatched_note
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
@@ -363,7 +363,9 @@ def on_callers_mesh(request: Request) -> Request:
                 f"analyze inside jax.set_mesh on a mesh of xla_cost's axes ({', '.join(_sharding.MESH_AXES)}), "
                 "or mesh= naming them", f"the active mesh {_sharding.mesh_text(sizes)} and no mesh=",
                 f"Pass mesh= with xla_cost's axes for the same devices (e.g. mesh={{'data': {math.prod(sizes.values())}}}"
-                "), or call analyze outside the with for one device.")
+                "), or call analyze outside the with for one device; for code whose PartitionSpecs name your own axes "
+                f"({', '.join(unknown)}), analyse your train step under your mesh with xla_cost.analyze_step "
+                "(xla-cost step).")
         sharding, taken = dataclasses.replace(sharding, mesh=_sharding.parse_mesh(sizes)), True
     if not sharding.sharded:
         return request
@@ -565,13 +567,16 @@ def assemble(request: Request, found: Stages) -> Report:
     if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
         notes += found.target_memory.notes()
     step = costs.get("train_step")
-    if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
+    halved = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
+    if options.attention_flops == "causal" and step is not None and step.model_flops is not None and halved == 0:
+        notes.append("attention_flops causal: no attention products found (products in a module without parameters "
+                     "of its own, or fused attention): causal changes nothing, model_flops are as computed")
+    elif options.attention_flops == "causal" and step is not None and step.model_flops is not None:
         notes.append(
             f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "
-            f"train step) count half of the attention's score and value products, "
-            f"{causal_halves(found.counted, tuple(workload.param_paths), workload.root_name):,} FLOP fewer a step than "
-            "computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are the "
-            "program's, every pair of positions")
+            f"train step) count half of the attention's score and value products, {halved:,} FLOP fewer a step "
+            "than computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are "
+            "the program's, every pair of positions")
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "
@@ -651,18 +656,15 @@ def _roots(workload: Workload, counted: Mapping[str, JaxprCount]) -> tuple[str, 
 
     A module's root is its class name. An apply function that calls a Linen
     ``model.apply`` puts that model's class name first on every name stack,
-    while its parameter paths start at the model's children: the first entries
-    of the stacks that are not top-level modules are such roots.
+    while its parameter paths start at the model's children: `model_roots` of the
+    stacks (the rule `xla_cost.analyze_step` follows), so that a pure-JAX function's
+    ``jax.named_scope("ffn")`` is a scope over no module, not a root.
     """
     if workload.kind != "function":
         return (workload.root_name,)
-    top = {path.split("/")[0] for path in workload.param_paths if path}
-    firsts = {
-        module_path(e.name_stack).split("/")[0]
-        for name, count in counted.items() if not phases.phase(name).follow_data
-        for e in count.equations
-    }
-    return (workload.root_name, *sorted(f for f in firsts if f and f not in top))
+    stacks = (e.name_stack for name, count in counted.items() if not phases.phase(name).follow_data
+              for e in count.equations)
+    return (workload.root_name, *model_roots(stacks, workload.param_paths))
 
 
 def _dtype_name(workload: Workload) -> str:

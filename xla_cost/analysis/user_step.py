@@ -34,8 +34,8 @@ from xla_cost.analysis.step_checks import (
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
-from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, module_path, module_tree, \
-    owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
+from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
+    module_tree, owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError, quoted
@@ -594,19 +594,9 @@ def _stacks(traced: Any) -> dict[str, int]:
 
 
 def _roots(stacks: Mapping[str, int], prepared: UserStep) -> tuple[str, ...]:
-    """Name-stack entries that stand for the whole model: the model classes'
-    names (the first entry of forward and backward stacks that is not a
-    top-level module holding parameters and that opens one: ``GPT`` of
-    ``GPT/h_0/attn``; where every parameter is the root's own, any first entry).
-    A scope of the user's own over no module (a pure-JAX model's
-    ``jax.named_scope("attn")``) is no root: its work matches no module."""
-    top = {path.split("/")[0] for path in prepared.param_paths if path}
-    firsts = set()
-    for stack in stacks:
-        entries = module_path(stack).split("/")
-        if entries[0] and entries[0] not in top and (not top or (len(entries) > 1 and entries[1] in top)):
-            firsts.add(entries[0])
-    return tuple(dict.fromkeys([*prepared.roots, *sorted(firsts)]))
+    """Name-stack entries that stand for the whole model: the step's model classes' names
+    and `model_roots` of the forward and backward stacks."""
+    return tuple(dict.fromkeys([*prepared.roots, *model_roots(stacks, prepared.param_paths)]))
 
 
 def _matched(stacks: Mapping[str, int], prepared: UserStep) -> int:

@@ -49,6 +49,7 @@ __all__ = [
     "op_name_path",
     "owner",
     "with_ancestors",
+    "model_roots",
     "unmatched_stacks",
     "unmatched_note",
     "root_products_note",
@@ -235,6 +236,22 @@ def owner(path: str, modules: Sequence[str], known: Collection[str] = ()) -> str
         if child in known:
             return child
     return best or REMAINDER
+
+
+def model_roots(stacks: Iterable[str], param_paths: Iterable[str]) -> list[str]:
+    """The name-stack entries that stand for the whole model (its class name), in sorted
+    order: the first entry of a stack (transforms left out) that is no top-level module
+    holding parameters and that opens one (``GPT`` of ``GPT/h_0/attn``; a Linen
+    ``model.apply`` inside an apply function puts the model's class name there); where every
+    parameter is the root's own, any first entry. A scope of the user's own over no module
+    (a pure-JAX model's ``jax.named_scope("ffn")``) is no root: its work matches no module."""
+    top = {path.split("/")[0] for path in param_paths if path}
+    firsts = set()
+    for stack in stacks:
+        entries = module_path(stack).split("/")
+        if entries[0] and entries[0] not in top and (not top or (len(entries) > 1 and entries[1] in top)):
+            firsts.add(entries[0])
+    return sorted(firsts)
 
 
 def _rows(

@@ -281,12 +281,25 @@ def select_outputs(select: Callable[[Any], Any], raw_outputs: Any, inputs: PyTre
 
 
 def default_targets(outputs: Any, loss: LossFn | None) -> PyTree:
-    """Integer labels for the default loss and every loss known by name (`xla_cost.step.optimizers.LOSSES`);
-    outputs-shaped targets for a user's loss."""
+    """Integer labels (the outputs' shape without its last axis, int32) for the default loss and every
+    loss known by name (`xla_cost.step.optimizers.LOSSES`); for a user's loss, outputs-shaped targets,
+    or the integer labels where the loss takes those alone (a one-hot cross-entropy of integer ``t``)."""
     out = jax.tree.leaves(outputs)[0]
+    labels = jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
     if loss is None or any(loss is known for known in LOSSES.values()):
-        return jax.ShapeDtypeStruct(out.shape[:-1], jnp.int32)
-    return jax.ShapeDtypeStruct(out.shape, out.dtype)
+        return labels
+    like = jax.ShapeDtypeStruct(out.shape, out.dtype)
+    if out.ndim and not _takes(loss, outputs, like) and _takes(loss, outputs, labels):
+        return labels
+    return like
+
+
+def _takes(loss: LossFn, outputs: Any, targets: PyTree) -> bool:
+    """Whether ``loss(outputs, targets)`` traces to a scalar."""
+    try:
+        return getattr(jax.eval_shape(loss, outputs, targets), "shape", None) == ()
+    except Exception:  # noqa: BLE001 - a loss that fails on these targets
+        return False
 
 
 def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = False) -> None:
@@ -295,15 +308,18 @@ def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = F
     try:
         loss_shape = jax.eval_shape(loss_fn, outputs, targets)
     except Exception as exc:  # noqa: BLE001
-        given = (f"targets {describe_tree(targets)} made like the outputs (no targets= given)" if made
+        given = (f"targets {describe_tree(targets)} made by default (no targets= given)" if made
                  else f"targets {describe_tree(targets)}")
+        out = jax.tree.leaves(outputs)[0]
+        labels = f"jax.ShapeDtypeStruct({tuple(out.shape[:-1])}, jnp.int32)"
         fix = ("Pass targets= as the loss takes them, e.g. integer labels of shape batch x positions."
                if made else "Check the loss function and the targets' shape.")
         if type(exc).__name__ == "ShardingTypeError":  # outputs sharded over a mesh's Explicit axes
             fix = ("The outputs are sharded over a mesh's Explicit axes (jax.make_mesh's default), which the loss's "
                    "indexing cannot resolve: pass loss= one that works under them (a one-hot cross-entropy: "
-                   "-(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()), or build the model "
-                   "under a mesh of AxisType.Auto axes.")
+                   "-(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()) on integer "
+                   f"targets t ({labels}, made so where no targets= given), or build the model under a mesh of "
+                   "AxisType.Auto axes.")
         raise InputError(
             "a loss(outputs, targets) that accepts the model's outputs",
             f"outputs {describe_tree(outputs)} and {given}, on which the loss failed with {quoted(exc, first_line(exc))}",

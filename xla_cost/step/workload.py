@@ -43,9 +43,11 @@ from xla_cost.step.checks import (
     OutputSelector, check_axis_names, check_float_outputs, check_inputs, check_logits, check_loss, check_model,
     check_params, default_targets, mesh_error, select_outputs, selector, trace_error,
 )
-from xla_cost.step.optimizers import LossFn, resolve_optimizer, softmax_cross_entropy
+from xla_cost.step.optimizers import LOSSES, LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.routing import active_parameters, declared_routing, padded_modules, routing_notes
-from xla_cost.step.trees import PyTree, abstract, is_collections, key_name, leaf_modules, module_param_counts
+from xla_cost.step.trees import (
+    PyTree, abstract, describe_tree, is_collections, key_name, leaf_modules, module_param_counts,
+)
 
 __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
 
@@ -348,6 +350,8 @@ def build_workload(
         targets = abstract(
             user_targets if user_targets is not None else default_targets(outputs, loss)
         )
+        labelled = (user_targets is None and loss is not None and not any(loss is k for k in LOSSES.values())
+                    and jax.tree.leaves(targets)[0].dtype == jax.numpy.int32)  # a user's loss took integer labels
         check_loss(loss_fn, outputs, targets, made=user_targets is None)
         forward = _forward_phase(apply, select, loss_fn, remat)
         try:
@@ -385,6 +389,9 @@ def build_workload(
     grad, train_step = _gradient_phases(forward, update, read)
     replayed_grad, replayed_step = _gradient_phases(replay(traced_forward, forward), update, read)
     notes = []
+    if labelled:
+        notes.append(f"targets: none given, and the loss refuses outputs-shaped ones: analysed on integer labels "
+                     f"{describe_tree(targets)} (the outputs' shape without its last axis); pass targets= to change")
     if read is not None:
         notes.append(_frozen_note(params, read))
     if plan.axis_names:
