@@ -420,8 +420,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "accumulator is 'other'",
         (Edit(
             "xla_cost/count/step_parts.py",
-            "            for _ in range(_rounds(carry)):",
-            "            for _ in range(1):",
+            "            for _ in range(_rounds(carry)):\n                out_taint, out_owner",
+            "            for _ in range(1):\n                out_taint, out_owner",
         ),),
         tests=("tests/step/test_step_parts.py",),
     ),
@@ -1754,6 +1754,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return tuple(args) if plan is None else plan.typed(phase.arguments, args)",
               "    return tuple(args)"),),
         tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
+        "inference_work_as_update",
+        "a pure-JAX step without a gradient (prefill, decode over a params pytree): the work computing its "
+        "results from the parameters is the update, as if it made new parameters",
+        (Edit("xla_cost/count/step_parts.py",
+              "    if classifier.undifferentiated(level, given, result_owners):",
+              "    if False:"),),
+        tests=("tests/step/test_analyze_step.py",),
     ),
 )
 
