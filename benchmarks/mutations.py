@@ -1280,8 +1280,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "root_parameters_as_batch",
         "a root module's parameters (owner \"\") taken for an argument with no parameter: the batch read from a kernel",
-        (Edit("xla_cost/analysis/step_arguments.py", "        if shaped and all(o is None for o in mine):",
-              "        if shaped and not any(mine):"),),
+        (Edit("xla_cost/analysis/step_arguments.py", "        if shaped and all(o is None for o in mine) and not (",
+              "        if shaped and not any(mine) and not ("),),
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(
@@ -1763,6 +1763,18 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if classifier.undifferentiated(level, given, result_owners):",
               "    if False:"),),
         tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
+        "written_cache_is_the_batch",
+        "an argument the step returns written back (a decode step's KV cache) is taken for the batch: its "
+        "leading axis the batch size, its bytes the inputs",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "        holds = holds or (position < len(written) and written[position])\n",
+              ""),
+         Edit("xla_cost/analysis/step_arguments.py",
+              "all(o is None for o in mine) and not (index < len(written) and written[index]):",
+              "all(o is None for o in mine):")),
+        tests=("tests/analysis/test_step_memory_and_time.py",),
     ),
 )
 
