@@ -28,6 +28,7 @@ from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory, \
     written_arguments
+from xla_cost.analysis.quantized import with_quantized_weights
 from xla_cost.analysis.step_checks import (
     fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
     without_parameter_copies,
@@ -184,6 +185,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     check_returns(traced, prepared.name)
     stacks = _stacks(traced)
     # a copy of the parameters kept beside them (an EMA) is state, before and after their paths are matched
+    prepared = with_quantized_weights(traced, prepared)  # (int8 weights: parameters, though no gradient)
     prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(stacks, prepared)
