@@ -420,8 +420,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "accumulator is 'other'",
         (Edit(
             "xla_cost/count/step_parts.py",
-            "            for _ in range(_rounds(carry)):",
-            "            for _ in range(1):",
+            "            for _ in range(_rounds(carry)):\n                out_taint, out_owner",
+            "            for _ in range(1):\n                out_taint, out_owner",
         ),),
         tests=("tests/step/test_step_parts.py",),
     ),
@@ -1280,8 +1280,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "root_parameters_as_batch",
         "a root module's parameters (owner \"\") taken for an argument with no parameter: the batch read from a kernel",
-        (Edit("xla_cost/analysis/step_arguments.py", "        if shaped and all(o is None for o in mine):",
-              "        if shaped and not any(mine):"),),
+        (Edit("xla_cost/analysis/step_arguments.py", "        if shaped and all(o is None for o in mine) and not (",
+              "        if shaped and not any(mine) and not ("),),
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(
@@ -1846,6 +1846,36 @@ MUTATIONS: tuple[Mutation, ...] = (
               "step.model_flops is not None and halved == 0:",
               "step.model_flops is not None and halved is None:"),),
         tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
+        "inference_work_as_update",
+        "a pure-JAX step without a gradient (prefill, decode over a params pytree): the work computing its "
+        "results from the parameters is the update, as if it made new parameters",
+        (Edit("xla_cost/count/step_parts.py",
+              "    if classifier.undifferentiated(level, given, result_owners):",
+              "    if False:"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
+        "written_cache_is_the_batch",
+        "an argument the step returns written back (a decode step's KV cache) is taken for the batch: its "
+        "leading axis the batch size, its bytes the inputs",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "        holds = holds or (position < len(written) and written[position])\n",
+              ""),
+         Edit("xla_cost/analysis/step_arguments.py",
+              "all(o is None for o in mine) and not (index < len(written) and written[index]):",
+              "all(o is None for o in mine):")),
+        tests=("tests/analysis/test_step_memory_and_time.py",),
+    ),
+    Mutation(
+        "int8_weight_scale_ignored",
+        "an int8 weight that is only multiplied by its float scale (a quantized embedding's rows) is no "
+        "parameter: the weight's values left out of the count",
+        (Edit("xla_cost/analysis/quantized.py",
+              "            if (of(a) and scaled(b)) or (of(b) and scaled(a)):",
+              "            if False:"),),
+        tests=("tests/step/test_frozen.py",),
     ),
 )
 

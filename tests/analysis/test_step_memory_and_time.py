@@ -190,6 +190,32 @@ def test_plain_pytrees_params_opt_state_batch():
     assert (memory.model_state, memory.inputs) == (0, INPUTS)
 
 
+def test_a_kv_cache_the_step_returns_written_is_state_not_the_batch():
+    # decode(params, cache, tokens) -> (logits, cache): the cache (L layers' k and v, its position) goes back
+    # written; it was taken for the batch (its leading L, the inputs its bytes), the tokens are the batch
+    layers, length = 3, 16
+    params = {"embed": jax.ShapeDtypeStruct((CLASSES, IN), jnp.float32),
+              "w": jax.ShapeDtypeStruct((IN, IN), jnp.float32)}
+    kv = jax.ShapeDtypeStruct((layers, B, length, IN), jnp.float32)
+    cache = {"k": kv, "v": kv, "index": jax.ShapeDtypeStruct((), jnp.int32)}
+
+    def decode(params, cache, tokens):
+        x = params["embed"][tokens] @ params["w"]
+        row = jnp.broadcast_to(x[None, :, None, :], (layers, B, 1, IN))
+        k = jax.lax.dynamic_update_slice(cache["k"], row, (0, 0, cache["index"], 0))
+        v = jax.lax.dynamic_update_slice(cache["v"], row, (0, 0, cache["index"], 0))
+        logits = (x + k.sum((0, 2)) + v.sum((0, 2))) @ params["embed"].T
+        return logits, {"k": k, "v": v, "index": cache["index"] + 1}
+
+    report = xla_cost.analyze_step(decode, params, cache, jax.ShapeDtypeStruct((B,), jnp.int32), counter="jaxpr",
+                                   memory=True)
+    memory = report.memory_breakdown
+    assert report.batch_size == B
+    assert memory.model_state == 2 * layers * B * length * IN * F32 + I32  # k, v and the index
+    assert memory.inputs == B * I32  # the tokens
+    assert memory.parameters == (CLASSES * IN + IN * IN) * F32
+
+
 # ------------------------------------------------------------------ row 6: NNX with RNG keys
 
 

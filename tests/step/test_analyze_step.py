@@ -263,9 +263,57 @@ def test_a_step_without_a_gradient_says_so_and_is_reported_whole():
     params = {"w": jax.ShapeDtypeStruct((IN, HIDDEN), jnp.float32)}
     report = xla_cost.analyze_step(evaluate, params, jax.ShapeDtypeStruct((B, IN), jnp.float32), counter="jaxpr")
     assert report.notes[0].startswith("no backward found")
-    assert report.phases["backward"].flops == 0 and report.phases["forward"].flops == 0
+    assert report.phases["backward"].flops == 0 and report.phases["update"].flops == 0
+    # no module opens a scope: the work computing the result from the parameters is the forward (was other):
     # the matmul, tanh (a transcendental), the mean's B * HIDDEN - 1 adds and one divide
-    assert report.phases["other"].flops == report.phases["train_step"].flops == 2 * B * IN * HIDDEN + B * HIDDEN
+    assert report.phases["forward"].flops == report.phases["train_step"].flops == 2 * B * IN * HIDDEN + B * HIDDEN
+    assert report.phases["other"].flops == 0
+
+
+def _two_layers(params, x):
+    return jnp.tanh(x @ params["fc1"]["w"]) @ params["fc2"]["w"]
+
+
+_TWO = {"fc1": {"w": jax.ShapeDtypeStruct((IN, IN), jnp.float32)},
+        "fc2": {"w": jax.ShapeDtypeStruct((IN, IN), jnp.float32)}}
+_TWO_FORWARD = 2 * (2 * B * IN * IN)  # two B x IN x IN products (tanh: transcendentals)
+
+
+@pytest.mark.parametrize("scope", [None, "mlp"])
+def test_a_pure_jax_inference_step_is_the_forward_not_the_update(scope):
+    # an apply function over a params pytree (jax-llm-examples' prefill): no module's scope, or one that names
+    # no parameter's path; its work was the update (32,768 FLOP), as if it made new parameters
+    def infer(params, x):
+        if scope is None:
+            return _two_layers(params, x)
+        with jax.named_scope(scope):
+            return _two_layers(params, x)
+
+    report = xla_cost.analyze_step(infer, _TWO, jax.ShapeDtypeStruct((B, IN), jnp.float32), counter="jaxpr")
+    flops = {part: report.phases[part].flops for part in ("forward", "backward", "update", "other")}
+    assert flops == {"forward": _TWO_FORWARD, "backward": 0, "update": 0, "other": 0}
+
+
+def test_a_decode_steps_kv_cache_is_written_by_the_forward_and_an_ema_is_the_update():
+    # decode(params, cache, ema, x): the KV cache returned written (its new row x W1) is the forward's state,
+    # not an update; the EMA of the parameters made from them alone is the update: 0.9 e, 0.1 p and their sum
+    S = 8
+
+    def decode(params, cache, ema, x, index):
+        k = x @ params["fc1"]["w"]
+        cache = jax.lax.dynamic_update_slice(cache, k[:, None, :], (0, index, 0))
+        y = _two_layers(params, x) + cache.sum(1)
+        ema = jax.tree.map(lambda e, p: 0.9 * e + 0.1 * p, ema, params)
+        return y, cache, ema
+
+    report = xla_cost.analyze_step(decode, _TWO, jax.ShapeDtypeStruct((B, S, IN), jnp.float32), _TWO,
+                                   jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32),
+                                   counter="jaxpr")
+    flops = {part: report.phases[part].flops for part in ("forward", "backward", "update", "other")}
+    # the forward: the two layers, the cache's row (B x IN x IN products), its sum over S rows and the add,
+    # and the index's wrap that jax writes for the written row (index < 0, index + S, a select: 3)
+    assert flops["forward"] == _TWO_FORWARD + 2 * B * IN * IN + B * (S - 1) * IN + B * IN + 3
+    assert flops["update"] == 3 * 2 * IN * IN and flops["backward"] == 0
 
 
 def test_a_step_without_a_gradient_holds_no_gradients_in_memory():

@@ -417,6 +417,32 @@ def test_a_noise_schedule_passed_as_params_is_not_trained_and_its_integers_no_pa
     assert not any("receive no gradient" in n for n in report.notes)
 
 
+def test_int8_weights_read_as_weights_are_quantized_parameters_an_index_table_is_not():
+    # jax-llm-examples' QuantArray: an int8 weight and its float scale. The fc1 weight goes into the product
+    # converted; the embedding's int8 rows are multiplied by their scale; an int32 table of lengths only masks.
+    # Were 8-bit weights no parameter (no gradient): only the scales and fc2 counted, the int8 bytes state.
+    V, T = 32, 4
+    i8 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int8)  # noqa: E731
+    f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)  # noqa: E731
+    params = {"embed": {"quant": i8(V, D), "scale": f32(D)}, "fc1": {"quant": i8(D, H), "scale": f32(H)},
+              "fc2": {"w": f32(H, C)}, "lengths": jax.ShapeDtypeStruct((B,), jnp.int32)}
+
+    def prefill(params, tokens):
+        x = params["embed"]["quant"][tokens].astype(jnp.float32) * params["embed"]["scale"][None, None, :]
+        x = jnp.where(jnp.arange(T)[None, :, None] < params["lengths"][:, None, None], x, 0.0)
+        h = (x @ params["fc1"]["quant"].astype(jnp.float32)) * params["fc1"]["scale"][None, None, :]
+        return jax.nn.relu(h) @ params["fc2"]["w"]
+
+    report = xla_cost.analyze_step(prefill, params, jax.ShapeDtypeStruct((B, T), jnp.int32), counter="jaxpr",
+                                   memory=True)
+    int8 = V * D + D * H  # the embedding's and fc1's int8 values
+    assert report.parameters == int8 + D + H + H * C  # with the two scales and fc2, not the B lengths
+    assert report.memory_breakdown.parameters == 1 * int8 + F32 * (D + H + H * C)  # int8: one byte each
+    assert report.memory_breakdown.model_state == 4 * B  # the int32 lengths
+    (note,) = [n for n in report.notes if n.startswith("quantized parameters")]
+    assert f"{int8:,} of them int8 (quantized)" in note
+
+
 def test_an_ema_beside_the_params_in_one_nnx_train_state_is_model_state_not_parameters():
     # openpi's TrainState: params and ema_params, two NNX states of one model, side by side; the step merges
     # params alone into the model and differentiates it, then updates the EMA from the new params. The

@@ -17,7 +17,8 @@ from xla_cost.step.trees import leaf_roles, nbytes
 if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
     from xla_cost.step.user_step import UserStep
 
-__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", "parameter_dtype", "step_memory"]
+__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", "parameter_dtype", "step_memory",
+           "written_arguments"]
 
 
 def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
@@ -67,7 +68,27 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
     return found
 
 
-def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[int] = ()) -> int:
+def written_arguments(prepared: UserStep, shapes: Any) -> list[bool]:
+    """Per argument (as `arguments` splits them), whether the step returns it written back: it holds
+    no parameter, it is a tree (not a bare array, whose shape an output shares as often), and every
+    one of its leaves is a result's, at the same path below the argument and the result's position,
+    with its shape and dtype (a KV cache a decode step returns with its new rows, its counters).
+    Such an argument is state the step carries from one call to the next, not the batch."""
+    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
+        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
+
+    returned = {key(path[k:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]
+                for k in range(min(len(path), 2) + 1)}  # (returned alone, at a position, an NNX step's own)
+    flags = []
+    for part, owners in arguments(prepared):
+        flat = jax.tree_util.tree_flatten_with_path(part)[0]
+        flags.append(bool(flat) and all(o is None for o in owners)
+                     and all(path and key(path, leaf) in returned for path, leaf in flat))
+    return flags
+
+
+def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[int] = (),
+               written: Sequence[bool] = ()) -> int:
     """The leading dimension of the first argument that holds no parameter and whose arrays all
     share it (a batch: ``x`` and ``y``, ``{'image', 'label'}``), else of the first that holds no
     parameter; 0 where none does. Scalars (a step count, a learning rate) and random keys (a
@@ -78,10 +99,12 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[in
     arrays over their leading axis (gradient accumulation over ``(micro_batches, b, ...)``
     batches), the batch is both axes: ``micro_batches x b`` samples a step. ``device_axis``: the
     positions (in the flattened arguments' order) of the arrays a ``pmap`` maps: their leading axis
-    is its devices, and where the batch is one of them, the batch is one device's, their second."""
+    is its devices, and where the batch is one of them, the batch is one device's, their second.
+    ``written``: per argument, whether the step returns it written back (`written_arguments`: a KV
+    cache), which is state, no batch."""
     candidates = []
     offset = 0
-    for arg, mine in arguments(prepared):
+    for index, (arg, mine) in enumerate(arguments(prepared)):
         leaves = jax.tree.leaves(arg)
         # arrays of data: no scalar (judged by one device's shape where a pmap maps it: a per-device
         # step count) and no random key (a batch dict's dropout key beside its arrays)
@@ -89,7 +112,8 @@ def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[in
                   if tuple(getattr(leaf, "shape", ()))[1 if offset + i in device_axis else 0:]
                   and not _random_key(leaf)]
         offset += len(leaves)
-        if shaped and all(o is None for o in mine):  # (a root module's parameters' owner is "")
+        if shaped and all(o is None for o in mine) and not (index < len(written) and written[index]):
+            # (a root module's parameters' owner is "")
             leading = {int(leaf.shape[0]) for _, leaf in shaped}
             candidates.append((len(leading) == 1, shaped))
     alike = [shaped for same, shaped in candidates if same]
@@ -204,7 +228,8 @@ def _same_module(one: str, other: str) -> bool:
 
 
 def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
-                plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = ()) -> MemoryBreakdown:
+                plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = (),
+                written: Sequence[bool] = ()) -> MemoryBreakdown:
     """The step's memory by part, beside XLA's figures for the step as compiled.
 
     A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
@@ -213,16 +238,18 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     ``Param``), each once: a second array of a parameter already counted (its module, name and
     shape: an EMA of the parameters passed or kept beside them) is model state; model state
     beside them (other NNX variables, RNG keys included; the rest of an argument that holds
-    parameters or state, ``TrainState.step``); else an input. ``shards``: per flattened argument
+    parameters or state, ``TrainState.step``, an argument the step returns written back: ``written``,
+    `written_arguments`, a KV cache); else an input. ``shards``: per flattened argument
     leaf, the shards a mesh splits it into (its sharding's axes): each leaf's bytes are one
     device's."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
     counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     index = 0
-    for arg, owners in arguments(prepared):
+    for position, (arg, owners) in enumerate(arguments(prepared)):
         flat = jax.tree_util.tree_flatten_with_path(arg)[0]
         roles = leaf_roles(arg)
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
+        holds = holds or (position < len(written) and written[position])
         for (path, leaf), module, role in zip(flat, owners, roles):
             if role == "parameters" or (role is None and module is not None):
                 names = _leaf_names(path)

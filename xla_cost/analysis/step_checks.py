@@ -74,7 +74,9 @@ def no_backward_note(traced: Any, prepared: UserStep) -> str:
     nothing it returns reads (its backward pass and update are dead code: a ``jax.jit`` step that
     updates NNX objects in place and returns the loss alone)."""
     zeros = zero_gradients(traced.jaxpr, prepared)
-    treated = "the work under the model's modules is reported as forward, the rest as other"
+    treated = ("the model's work is reported as forward (under its modules' scopes; where no work is under one, "
+               "what computes the step's results from the parameters), new parameters made from the old alone "
+               "(an EMA) as update, the rest as other")
     if zeros:
         return (f"no backward: the gradients are zeros ({', '.join(zeros)}): nothing the loss depends on is "
                 "differentiable (an integer output, argmax, a comparison or stop_gradient between the "

@@ -26,7 +26,9 @@ from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
-from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory
+from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory, \
+    written_arguments
+from xla_cost.analysis.quantized import with_quantized_weights
 from xla_cost.analysis.step_checks import (
     fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
     without_parameter_copies,
@@ -183,6 +185,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     check_returns(traced, prepared.name)
     stacks = _stacks(traced)
     # a copy of the parameters kept beside them (an EMA) is state, before and after their paths are matched
+    prepared = with_quantized_weights(traced, prepared)  # (int8 weights: parameters, though no gradient)
     prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(stacks, prepared)
@@ -198,6 +201,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
     results = new_state(prepared, shapes)
+    written = written_arguments(prepared, shapes)  # (a KV cache returned written: state, not the batch)
 
     def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
         found.append(classify_step(jaxpr, given, module_of, results=results))
@@ -280,7 +284,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         # on a mesh each part is one device's: the arguments by their shardings, the saved activations
         # by the forward work's shards
         breakdown = step_memory(prepared, held, round(found[-1].saved_bytes / split.compute()), plan, gradients,
-                                shards=split.leaves)
+                                shards=split.leaves, written=written)
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")
@@ -310,7 +314,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
     return Report(
-        model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced)),
+        model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced),
+                                                                written=written),
         optimizer=_OPTIMIZER,
         dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),

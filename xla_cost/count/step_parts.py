@@ -19,7 +19,9 @@ flow alone, without names the user must add:
   a checkpointed loss: nothing is saved, so nothing runs before the backward
   pass; no equation of that checkpoint's repeats one that ran) is the forward,
   the only one that runs. In a step with no gradient at all, the work under
-  the model's modules is the forward;
+  the model's modules is the forward; where no work is under one (a pure-JAX
+  model: an apply function over a params pytree), the work that computes the
+  step's results from its parameters is (`_Classifier.undifferentiated`);
 * **backward**: under ``transpose(...)``: the gradient computation, a custom
   VJP's backward rule and ``jax.checkpoint``'s recomputation of a forward that
   also ran (matched equation by equation: scope, primitive, result shapes),
@@ -30,6 +32,8 @@ flow alone, without names the user must add:
   the new parameters and optimizer state, an accumulation over
   micro-batches), and what the update reads and nothing else but the new
   state (an optimizer's step counter, the learning rate its schedule gives);
+  in a step with no gradient, only new parameters made from the old (an EMA
+  of them): a KV cache returned written is the forward's state;
 * **other**: the rest: metrics (a gradient norm or a parameter norm that only
   a returned metric reads, given the step's ``results``), a schedule also
   logged, data reshapes, model state made outside autodiff from the forward's
@@ -354,6 +358,81 @@ class _Classifier:
             # by lax.scan): each iteration keeps its own activations, let go before the next
             self.inner_saved = max(self.inner_saved, sum(self.saved.values()))
 
+    # ------------------------------------------- a step without a gradient
+    def undifferentiated(self, top: _Level, owners: Sequence[str | None],
+                         result_owners: Sequence[str | None]) -> bool:
+        """In a step that takes no gradient and whose model's work is under no scope of its modules
+        (a pure-JAX model: an apply function over a params pytree, `inference` of a decoder), the
+        forward is the work that computes the step's results from its parameters: what reads a
+        parameter, directly or through other work, and is needed by a result that is no new
+        parameter. With no gradient there is no backward pass and no update by gradients; the
+        update is only the work that makes new parameters from the old ones alone (an EMA of them:
+        a result of a parameter's shape and dtype owned by its module), and a KV cache or a logit
+        returned is the forward's. The work that reads no parameter (a step counter) stays other.
+        True if any moved."""
+        if self.differentiates or self.model_scopes:
+            return False
+        shapes = {(o, _aval_key(v)) for v, o in zip(top.invars, owners) if v is not None and o is not None}
+        if not shapes:
+            return False
+        made = [var is not None and (self.results is None or j >= len(self.results) or self.results[j])
+                and o is not None and (o, _aval_key(var)) in shapes
+                for j, (var, o) in enumerate(zip(top.outvars, result_owners))]
+        read: set[Path] = set()
+        self._flows(top, [v is not None and o is not None for v, o in zip(top.invars, owners)], read)
+        self.live = set()
+        self._live(top, [var is not None and not new for var, new in zip(top.outvars, made)])
+        moved = False
+        for node in _every_node(top):
+            if not node.levels and node.part in (OTHER, UPDATE) and node.path in read and node.path in self.live:
+                node.part, moved = FORWARD, True
+        self.live = set()
+        if moved:
+            _feeds_forward(top, False)
+        return moved
+
+    def _flows(self, level: _Level, given: Sequence[bool], found: set[Path]) -> list[bool]:
+        """Adds to ``found`` the paths of the equations of ``level`` (and of its loops) that read a
+        value made from a parameter, given which of its inputs are; returns which of its results are.
+        A loop's carry that holds one after an iteration holds one before."""
+        made = {var for var, flag in zip(level.invars, given) if flag and var is not None}
+        for node in level.nodes:
+            ins = [var is not None and var in made for var in node.ins]
+            if node.levels:
+                outs = self._loop_flows(node, ins, found)
+            else:
+                outs = [any(ins)] * len(node.outs)
+            if any(ins) or any(outs):
+                found.add(node.path)
+            made.update(var for var, flag in zip(node.outs, outs) if flag and var is not None)
+        return [var is not None and var in made for var in level.outvars]
+
+    def _loop_flows(self, node: _Node, ins: list[bool], found: set[Path]) -> list[bool]:
+        eqn, name = node.eqn, node.eqn.primitive.name
+        if name == "cond":
+            branches = [self._flows(branch, ins[1:], found) for branch in node.levels]
+            return [ins[0] or any(b[j] for b in branches) for j in range(len(eqn.outvars))]
+        if name == "scan":
+            consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
+            for _ in range(_rounds(carry)):
+                outs = self._flows(node.levels[0], ins, found)
+                grown = [f or (consts <= j < consts + carry and outs[j - consts]) for j, f in enumerate(ins)]
+                if grown == ins:
+                    break
+                ins = grown
+            return outs
+        cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        carry = ins[cond_n + body_n:]
+        body, cond = node.levels
+        for _ in range(_rounds(len(carry))):
+            outs = self._flows(body, [*ins[cond_n:cond_n + body_n], *carry], found)
+            grown = [a or b for a, b in zip(carry, outs)]
+            if grown == carry:
+                break
+            carry = grown
+        self._flows(cond, [*ins[:cond_n], *carry], found)
+        return carry
+
     # ------------------------------------------------ the forward the loss needs
     def residuals(self, top: _Level) -> bool:
         """Forward work that no result of the step needs except through the backward pass
@@ -472,6 +551,41 @@ def _made_from_forward(level: _Level) -> set[Any]:
         if not node.levels and (node.part == FORWARD or (node.part == OTHER and any(v in made for v in node.ins))):
             made.update(v for v in node.outs if v is not None)
     return made
+
+
+def _feeds_forward(level: _Level, results_forward: bool) -> None:
+    """Work outside the forward that forward work reads (in a step without a gradient: the
+    positions, rope tables and masks a pure-JAX model makes of its inputs) is the forward's too, as
+    is a loop that holds forward work (its counter). ``results_forward``: the forward reads the
+    level's results (a loop's, outside it). Consumers first."""
+    readers: dict[Any, set[str]] = {}
+    if results_forward:
+        for var in level.outvars:
+            if var is not None:
+                readers.setdefault(var, set()).add(FORWARD)
+    for node in reversed(level.nodes):
+        read = any(FORWARD in readers.get(var, ()) for var in node.outs if var is not None)
+        if node.levels:
+            for inner in node.levels:
+                _feeds_forward(inner, read)
+            if any(inner.part == FORWARD for level_ in node.levels for inner in _every_node(level_)):
+                node.part = FORWARD if node.part in (OTHER, UPDATE) else node.part
+                reads_as = FORWARD
+            else:
+                reads_as = node.part
+        else:
+            if read and node.part in (OTHER, UPDATE):
+                node.part = FORWARD
+            reads_as = node.part
+        for var in node.ins:
+            if var is not None:
+                readers.setdefault(var, set()).add(reads_as)
+
+
+def _aval_key(var: Any) -> tuple[tuple[int, ...], str]:
+    """A value's (a flattened level's key: ``(scope, jaxpr var)``) shape and dtype."""
+    aval = getattr(var[1] if isinstance(var, tuple) else var, "aval", None)
+    return tuple(getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))
 
 
 def _float_scalar(var: Any) -> bool:
@@ -615,7 +729,10 @@ def classify_step(
     classifier.top = level
     classifier.survey(level, jaxpr)
     n = len(level.invars)
-    classifier.classify(level, [False] * n, list(owners) if owners is not None else [None] * n)
+    given = list(owners) if owners is not None else [None] * n
+    _, result_owners = classifier.classify(level, [False] * n, given)
+    if classifier.undifferentiated(level, given, result_owners):
+        _relabel(level)
     if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
         _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
     if classifier.residuals(level):  # forward work only the backward pass needs moved: labelled again

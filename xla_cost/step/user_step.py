@@ -22,7 +22,7 @@ import math
 import pathlib
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -98,6 +98,8 @@ class UserStep:
         step calls declares its routed experts (`xla_cost.step.step_routing`); None: none declared.
       padded: the modules of those routed experts with capacity padding and the share of their
         work that is padding (`xla_cost.step.step_routing.step_routing`): no model FLOP.
+      quantized: flattened leaves of ``args`` that are parameters though of an integer dtype
+        (int8 weights the forward reads as weights: `with_quantized`).
       own_program: for an NNX step the user jitted (``nnx.jit`` or ``jax.jit``), a function
         that lowers it as that jit compiles it, on the NNX objects themselves: its donated
         arguments and its own outputs (the traced function of ``args`` donates nothing and
@@ -119,10 +121,25 @@ class UserStep:
     active_parameters: int | None = None
     padded: tuple[tuple[frozenset[str], float], ...] = ()
     own_program: Callable[[], Any] | None = None
+    quantized: frozenset[int] = frozenset()
 
     @property
     def parameters(self) -> int:
         return sum(self.param_paths.values())
+
+    def integer_parameters(self) -> list[int]:
+        """The flattened leaves of ``args`` where parameters are (a plain jax step's) but of an
+        integer dtype, which takes no gradient: int8 weights, a schedule's timesteps."""
+        if self.kind != "jax":
+            return []
+        ints = {i for i, leaf in enumerate(jax.tree.leaves(self.args)) if not _differentiable(leaf)}
+        return [i for i, module in enumerate(_linen_params(self.args, self.positional, 0, ints)[0])
+                if i in ints and module is not None]
+
+    def with_quantized(self, leaves: Collection[int]) -> UserStep:
+        """The step with the integer leaves ``leaves`` (`integer_parameters`) counted as parameters."""
+        owners, counts = _linen_params(self.args, self.positional, 0, leaves)
+        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, quantized=frozenset(leaves))
 
     def stripped(self, strip: int) -> UserStep:
         """The step with ``strip`` leading components left out of every parameter's
@@ -131,7 +148,7 @@ class UserStep:
         objects); itself for 0 or an NNX step (its paths are the model's own)."""
         if strip <= 0 or self.kind != "jax":
             return self
-        owners, counts = _linen_params(self.args, self.positional, strip)
+        owners, counts = _linen_params(self.args, self.positional, strip, self.quantized)
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts)
 
     def trace(self) -> Any:
@@ -201,8 +218,8 @@ def _key_name(entry: Any) -> str:
     return str(entry)
 
 
-def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0) -> tuple[
-        list[str | None], dict[str, int]]:
+def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0,
+                  quantized: Collection[int] = ()) -> tuple[list[str | None], dict[str, int]]:
     """The module of every parameter leaf, and the counts; then `_follow_params`.
 
     A parameter is a leaf under a ``params`` key (a TrainState's, a variables
@@ -216,7 +233,8 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     of times) is looked into: its ``params`` collection holds the parameters,
     its other collections none. ``strip``: leading components of every module
     path to leave out (a prefix the model's name stacks do not carry: the
-    position of the model in a state of several objects).
+    position of the model in a state of several objects). ``quantized``: integer leaves (by
+    flattened index) that are parameters (int8 weights), which no gradient makes otherwise.
     """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
@@ -224,11 +242,11 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
     keys = [_leaf_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
-    for names_here, (path, leaf), role in zip(keys, flat, roles):
+    for index, (names_here, (path, leaf), role) in enumerate(zip(keys, flat, roles)):
         start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
         if start is None and role == "parameters":  # an NNX Param in a state: its path below the argument
             start = 1
-        if start is None or not _differentiable(leaf):  # an integer array has no gradient: no parameter
+        if start is None or not (_differentiable(leaf) or index in quantized):  # an integer array: no parameter
             owners.append(None)
             continue
         module = "/".join(names_here[start:-1][strip:])
