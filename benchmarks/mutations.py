@@ -1847,6 +1847,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "step.model_flops is not None and halved is None:"),),
         tests=("tests/analysis/test_costs.py",),
     ),
+    Mutation(
+        "cli_run_options_drop_input_dtype",
+        "estimate and scaling on the command line drop --input-dtype: a custom token model's int32 ids become "
+        "--dtype's floats and its embedding refuses them",
+        (Edit("xla_cost/cli/commands.py",
+              "input_shape=shape, input_dtype=args.input_dtype, target=args.target)",
+              "input_shape=shape, target=args.target)"),),
+        tests=("tests/cli/test_cli_estimate.py::test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does",),
+    ),
 )
 
 

@@ -139,8 +139,10 @@ _KINDS: dict[str, tuple[tuple[type, ...], str, Callable[[str], Any]]] = {
 
 
 def _no_input_shape() -> InputError:
-    return InputError("--input-shape for a custom model (input_shape= in Python)", "none",
-                      "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)).")
+    return InputError("--input-shape for a custom model (input_shape= in Python), and --input-dtype for inputs "
+                      "that are not --dtype's floats (input_dtype=)", "no --input-shape",
+                      "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)), or for token ids "
+                      "--input-shape 8,512 --input-dtype int32 (input_dtype='int32').")
 
 
 def _module_object(model: Any, config: Mapping[str, Any]) -> tuple[Any, str, bool]:
