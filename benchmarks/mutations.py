@@ -1856,6 +1856,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "input_shape=shape, target=args.target)"),),
         tests=("tests/cli/test_cli_estimate.py::test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does",),
     ),
+    Mutation(
+        "cli_custom_model_records_float32",
+        "a custom model built without --dtype is recorded as --dtype's float32: a module computing in bfloat16 "
+        "is labelled float32 on the command line (and gets float32's notes) where analyze says bfloat16",
+        (Edit("xla_cost/runs/configs.py",
+              "            if not cast:  # built without --dtype",
+              "            if False:  # built without --dtype"),),
+        tests=("tests/cli/test_cli_first_hour.py::test_a_module_computing_in_bfloat16_is_reported_so_as_analyze_does",),
+    ),
 )
 
 

@@ -340,10 +340,13 @@ class RunConfig:
             model, name, cast = (load_custom(self.model, config, self.dtype) if isinstance(self.model, str)
                                  else _module_object(self.model, config))
             inputs = jax.ShapeDtypeStruct(*self.input_spec())
+            if not cast:  # built without --dtype (float32 is never passed): it computes in its own dtype
+                dtype = None  # the report reads the dtype the model computes in, as analyze does
             if self.dtype != "float32" and not cast:
-                dtype = None  # the report reads the dtype the model computes in
+                cast_inputs = (f"only the inputs were cast (to {inputs.dtype})" if self.input_dtype is None
+                               else f"nothing was cast (the inputs are {inputs.dtype}, --input-dtype)")
                 notes.append(
-                    f"--dtype {self.dtype}: only the inputs were cast; {name} is not a class or "
+                    f"--dtype {self.dtype}: {cast_inputs}; {name} is not a class or "
                     "factory with a dtype argument, so its layers compute in their own dtype "
                     "(see dtype); pass the model's own dtype option with --set to change that"
                 )
