@@ -221,3 +221,45 @@ def test_an_estimates_json_and_csv_carry_its_notes(capsys, tmp_path):
 
     (row,) = csv.DictReader(io.StringIO(out))
     assert json.loads(row["notes"]) == notes
+
+
+_TOKEN_MODEL = '''
+import flax.linen as nn
+
+
+class TokenLM(nn.Module):  # token ids in, logits out: an embedding of 16 x 8 and a head of 8 x 16
+    @nn.compact
+    def __call__(self, ids):
+        return nn.Dense(16)(nn.Embed(16, 8)(ids))
+'''
+
+
+def test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does(capsys, tmp_path):
+    # the options analyze has, declared once (parser._input_options), for every command that takes a model
+    for command in ("analyze", "estimate", "scaling", "fit"):
+        args = build_parser().parse_args([command, "m.py:M", "--input-shape", "2,16", "--input-dtype", "int32"])
+        assert (args.input_shape, args.input_dtype) == ("2,16", "int32"), command
+    model = tmp_path / "tokens.py"
+    model.write_text(_TOKEN_MODEL)
+    store = str(tmp_path / "s.sqlite")
+    shape = ["--input-shape", "2,16", "--input-dtype", "int32"]
+    # without --input-shape: one line naming both options
+    code, out, err = run(capsys, "estimate", f"{model}:TokenLM", "--tokens", "320", "--store", store)
+    assert code == 2 and "--input-shape" in err and "--input-dtype int32" in err and len(err.splitlines()) == 1
+    code, out, err = run(capsys, "estimate", f"{model}:TokenLM", "--tokens", "320", *shape, "--store", store,
+                         "--format", "json")
+    assert code == 0, err
+    shown = json.loads(out)
+    api = estimates.estimate(f"{model}:TokenLM", tokens=320, batch_size=2, input_shape=(2, 16),
+                             input_dtype="int32", store=store).to_dict()
+    assert shown == json.loads(json.dumps(api))  # a thin layer: the batch is --input-shape's first axis
+    # 320 tokens of 16 positions: 20 sequences, 2 a step on one device
+    assert (shown["samples"], shown["steps"], shown["global_batch"]) == (320 / 16, 320 / 16 / 2, 2)
+    code, out, err = run(capsys, "scaling", f"{model}:TokenLM", "--devices", "1,2", *shape, "--store", store,
+                         "--format", "json")
+    assert code == 0, err
+    assert [p["devices"] for p in json.loads(out)["points"]] == [1, 2]
+    # the embedding (16 x 8) and the head (16 x 8 + 16) in float32, twice for adam's moments, fit in any H100
+    code, out, err = run(capsys, "fit", f"{model}:TokenLM", *shape, "--max-batch", "4", "--quiet", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["batch_size"] == 4

@@ -125,6 +125,46 @@ def test_bfloat16_on_a_model_without_one_says_only_inputs_are_cast(capsys):
     assert any("only the inputs were cast" in note for note in data["notes"])
 
 
+_BF16_TOKEN_MODEL = '''
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class Bf16LM(nn.Module):  # nanodo's shape: float32 parameters, its layers computing in bfloat16, token ids in
+    @nn.compact
+    def __call__(self, ids):
+        x = nn.Embed(16, 8, dtype=jnp.bfloat16)(ids)
+        return nn.Dense(16, dtype=jnp.bfloat16)(nn.Dense(8, dtype=jnp.bfloat16)(x))
+
+
+MODEL = Bf16LM()
+'''
+
+
+def test_a_module_computing_in_bfloat16_is_reported_so_as_analyze_does(capsys, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "bf16lm.py"
+    path.write_text(_BF16_TOKEN_MODEL)
+    spec = importlib.util.spec_from_file_location("bf16lm", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shape = ["--input-shape", "2,4", "--input-dtype", "int32", "--format", "json"]
+    code, out, err = run(capsys, "analyze", f"{path}:MODEL", *shape)
+    assert code == 0, err
+    shown = json.loads(out)
+    api = xla_cost.analyze(module.MODEL, jax.ShapeDtypeStruct((2, 4), jnp.int32))
+    # the model's compute dtype, not --dtype's default float32; the same notes (the CPU's 16-bit emulation)
+    assert (shown["dtype"], shown["param_dtype"]) == ("bfloat16", "float32") == (api.dtype, api.param_dtype)
+    assert shown["notes"] == list(api.notes)
+    code, out, err = run(capsys, "analyze", f"{path}:MODEL", *shape, "--dtype", "bfloat16")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    # int32 token ids: nothing was cast, and the note says so rather than "only the inputs were cast"
+    assert any("--dtype bfloat16: nothing was cast (the inputs are int32" in note for note in notes), notes
+    assert not any("only the inputs were cast" in note for note in notes)
+
+
 # ------------------------------------------------------------------ bad input
 
 

@@ -238,6 +238,28 @@ def test_flax_partitioning_metadata_is_used():
     assert total_bytes(out) == (BATCH // 2) * 16 * F32
 
 
+class HeadsAnnotated(nn.Module):
+    """nanodo's attention projection: DenseGeneral to (heads, head size) with a 3-axis partitioning spec, which
+    Flax applies to the rank-2 kernel it flattens, under any mesh."""
+
+    @nn.compact
+    def __call__(self, x):
+        init = nn.with_partitioning(nn.initializers.lecun_normal(), ("data", None, None))
+        return nn.DenseGeneral((4, 16), kernel_init=init, name="qkv")(x).reshape(x.shape[0], -1)
+
+
+def test_a_models_own_sharding_annotation_failing_under_the_mesh_is_named():
+    with pytest.raises(InputError) as info:
+        xla_cost.analyze(HeadsAnnotated(), MLP_INPUTS, optimizer="sgd", mesh={"data": 8})
+    message = str(info.value)
+    # the model's annotation, jax's words of its ranks (3 axes on the rank-2 kernel), the ways out; not the
+    # Explicit-axes refusal on this mesh of Auto axes
+    assert "sharding annotations of the model's own code" in message and "data=8 (Auto axes)" in message
+    assert "only valid for values of rank at least 3, but was applied to a value of rank 2" in message
+    assert "without a mesh" in message and "analyze_step" in message
+    assert "Explicit" not in message and "\n" not in message
+
+
 def _annotated_nnx():
     """`Annotated` in NNX: nnx.with_partitioning on its kernels (the class made on call: NNX loads lazily)."""
     from flax import nnx

@@ -36,7 +36,7 @@ __all__ = ["analyze", "step", "sweep", "store", "models", "report", "scaling", "
 def analyze(args: argparse.Namespace) -> str:
     from xla_cost.errors import InputError
     from xla_cost.present.formats import render_as
-    from xla_cost.runs.configs import RunConfig, parse_shape, remat_placement
+    from xla_cost.runs.configs import RunConfig, remat_placement
 
     if args.store is not None and not args.cache:  # it would be ignored: nothing is stored without --cache
         raise InputError("--store only with --cache (the store --cache reads and writes)",
@@ -50,13 +50,8 @@ def analyze(args: argparse.Namespace) -> str:
     output = args.output_index
     if output is not None:
         output = int(output) if output.lstrip("-").isdigit() else output
-    shape = parse_shape(args.input_shape) if args.input_shape is not None else None
-    if shape and args.batch_size is not None and args.batch_size != shape[0]:  # which batch: refused, not guessed
-        raise InputError("--batch-size equal to --input-shape's first (batch) axis, or one of the two",
-                         f"--batch-size {args.batch_size} with --input-shape {args.input_shape}",
-                         f"Drop --batch-size (the batch is {shape[0]}), or give --input-shape "
-                         f"{','.join(map(str, (args.batch_size, *shape[1:])))}.")
-    batch = args.batch_size if args.batch_size is not None else (shape[0] if shape else _mesh_batch(args.mesh))
+    shape, batch = _input_batch(args)
+    batch = batch if batch is not None else _mesh_batch(args.mesh)
     rules = _partition_rules(args.param_sharding)
     mesh = _mesh(args.mesh, batch, None if args.compare_cpu else args.target)  # the CPU proxy needs its devices
     if args.remat != "none" and "remat" in config:  # two policies: refused, not one of them dropped
@@ -263,6 +258,7 @@ def fit(args: argparse.Namespace) -> str:
         optimizer=args.optimizer, max_batch=args.max_batch,
         dtype=args.dtype, config=_parse_settings(args.settings),
         input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None,
+        input_dtype=args.input_dtype,
     )
     return render_as(result, args.format, width(args))
 
@@ -281,12 +277,31 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
                 **({"device": device} if device is not None else {}))
 
 
+def _input_batch(args: argparse.Namespace) -> tuple[tuple[int, ...] | None, int | None]:
+    """``--input-shape`` parsed, and the batch: ``--batch-size``, else the shape's first axis, else None;
+    the two given and different are refused (which batch is not guessed)."""
+    from xla_cost.errors import InputError
+    from xla_cost.runs.configs import parse_shape
+
+    shape = parse_shape(args.input_shape) if args.input_shape is not None else None
+    if shape and args.batch_size is not None and args.batch_size != shape[0]:
+        raise InputError("--batch-size equal to --input-shape's first (batch) axis, or one of the two",
+                         f"--batch-size {args.batch_size} with --input-shape {args.input_shape}",
+                         f"Drop --batch-size (the batch is {shape[0]}), or give --input-shape "
+                         f"{','.join(map(str, (args.batch_size, *shape[1:])))}.")
+    return shape, args.batch_size if args.batch_size is not None else (shape[0] if shape else None)
+
+
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The run's `xla_cost.RunConfig` fields the command line sets (``batch_size``
-    only when given: `xla_cost.scaling` refuses it beside ``global_batch``)."""
-    given = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    only when given, or as ``--input-shape``'s first axis without ``--global-batch``:
+    `xla_cost.scaling` refuses it beside ``global_batch``)."""
+    shape, batch = _input_batch(args)
+    if getattr(args, "global_batch", None) is not None and args.batch_size is None:
+        batch = None  # strong scaling: each point's batch is the global batch's share
+    given = {} if batch is None else {"batch_size": batch}
     return dict(given, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings),
-                target=args.target)
+                input_shape=shape, input_dtype=args.input_dtype, target=args.target)
 
 
 def _parse_settings(

@@ -40,8 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     analyze.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype (parameters stay float32); float8: bfloat16 with the projections' and MLPs' products in FP8, current scaling (gpt, llama, gemma, mixtral)")
     analyze.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help="a model argument, e.g. depth=10 (repeatable)")
-    analyze.add_argument("--input-shape", default=None, metavar="B,D1,...", help="input shape including the batch axis (required for custom models)")
-    analyze.add_argument("--input-dtype", default=None, metavar="DTYPE", help="a custom model's input dtype, e.g. int32 for token ids (default: --dtype)")
+    _input_options(analyze)
     analyze.add_argument("--per-layer", action="store_true", help="attribute forward, backward and update FLOP to each module")
     analyze.add_argument("--depth", type=int, default=None, metavar="N", help="merge per-layer rows to the first N components of the module path (implies --per-layer; default: one row per module that holds parameters)")
     analyze.add_argument("--counter", default=COUNTERS[0], choices=COUNTERS, help="xla: compile and correct XLA's figures for loops (default); jaxpr: count the jaxpr alone, no compilation (fast; no XLA bytes or memory)")
@@ -100,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     scaling.add_argument("--global-batch", type=int, default=None, metavar="B", help="keep B samples per step over all devices instead (strong scaling: B/K per device; every K must divide B)")
     _layout_options(scaling, "the rest of the layout around each point (without the grown axis): ")
     _settings_option(scaling)
+    _input_options(scaling, "; the batch axis is --batch-size's, or each point's with --global-batch")
     _hardware_options(scaling, OPTIMIZERS, DTYPES)
     scaling.add_argument("--plot", default=None, metavar="PNG", help="also write the speed-up and efficiency curve to this PNG")
     scaling.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal)")
@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--mesh-axis", default="data", choices=("data", "fsdp"), help="how the K devices split the step (default data)")
     _layout_options(estimate, "instead of --devices: ")
     _settings_option(estimate)
+    _input_options(estimate)
     _hardware_options(estimate, OPTIMIZERS, DTYPES)
     estimate.add_argument("--quiet", action="store_true", help="no progress line (none either when stderr is not a terminal, nor with --format json)")
     _target_option(estimate)
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, metavar="NAME", help=f"{', '.join(OPTIMIZERS)} (default {DEFAULT_OPTIMIZER})")
     fit.add_argument("--dtype", default="float32", choices=DTYPES, help="computation dtype")
     _settings_option(fit)
-    fit.add_argument("--input-shape", default=None, metavar="B,D1,...", help="a custom model's input shape (its batch is searched)")
+    _input_options(fit, "; its batch axis is searched")
     fit.add_argument("--max-batch", dest="max_batch", type=int, default=65_536, metavar="N", help="the largest batch searched (default 65,536, the largest batches published for training); where it fits the answer says so and nothing larger is compiled")
     fit.add_argument("--quiet", action="store_true", help="no line on stderr per batch compiled (shown even when piped), no progress line")
     _target_option(fit)
@@ -221,6 +222,15 @@ def _debug_option(parser: argparse.ArgumentParser) -> None:
 def _settings_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a model argument (repeatable)")
+
+
+def _input_options(parser: argparse.ArgumentParser, batch: str = "") -> None:
+    """``--input-shape`` and ``--input-dtype``, declared once for every command that takes a custom model
+    (`xla_cost.RunConfig`'s ``input_shape`` and ``input_dtype``); ``batch``: what becomes of the batch axis."""
+    parser.add_argument("--input-shape", default=None, metavar="B,D1,...",
+                        help=f"input shape including the batch axis (required for custom models{batch})")
+    parser.add_argument("--input-dtype", default=None, metavar="DTYPE",
+                        help="a custom model's input dtype, e.g. int32 for token ids (default: --dtype)")
 
 
 def _layout_options(parser: argparse.ArgumentParser, what: str) -> None:

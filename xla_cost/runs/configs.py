@@ -139,8 +139,10 @@ _KINDS: dict[str, tuple[tuple[type, ...], str, Callable[[str], Any]]] = {
 
 
 def _no_input_shape() -> InputError:
-    return InputError("--input-shape for a custom model (input_shape= in Python)", "none",
-                      "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)).")
+    return InputError("--input-shape for a custom model (input_shape= in Python), and --input-dtype for inputs "
+                      "that are not --dtype's floats (input_dtype=)", "no --input-shape",
+                      "Add e.g. --input-shape 8,224,224,3 (input_shape=(8, 224, 224, 3)), or for token ids "
+                      "--input-shape 8,512 --input-dtype int32 (input_dtype='int32').")
 
 
 def _module_object(model: Any, config: Mapping[str, Any]) -> tuple[Any, str, bool]:
@@ -338,10 +340,13 @@ class RunConfig:
             model, name, cast = (load_custom(self.model, config, self.dtype) if isinstance(self.model, str)
                                  else _module_object(self.model, config))
             inputs = jax.ShapeDtypeStruct(*self.input_spec())
+            if not cast:  # built without --dtype (float32 is never passed): it computes in its own dtype
+                dtype = None  # the report reads the dtype the model computes in, as analyze does
             if self.dtype != "float32" and not cast:
-                dtype = None  # the report reads the dtype the model computes in
+                cast_inputs = (f"only the inputs were cast (to {inputs.dtype})" if self.input_dtype is None
+                               else f"nothing was cast (the inputs are {inputs.dtype}, --input-dtype)")
                 notes.append(
-                    f"--dtype {self.dtype}: only the inputs were cast; {name} is not a class or "
+                    f"--dtype {self.dtype}: {cast_inputs}; {name} is not a class or "
                     "factory with a dtype argument, so its layers compute in their own dtype "
                     "(see dtype); pass the model's own dtype option with --set to change that"
                 )

@@ -102,7 +102,8 @@ _CALLED = re.compile(r"^(?:\S+\.)?(\w+)\(\) (?:got an unexpected keyword argumen
 
 
 _MESHES = re.compile(r"AbstractMesh\(.*AbstractMesh\(", re.DOTALL)
-"""jax's words of two arrays on different meshes (``... AbstractMesh('fsdp': 2, ...) but ... AbstractMesh(())``)."""
+"""jax's words of two arrays on different meshes (``... AbstractMesh('fsdp': 2, ...) but ... AbstractMesh(())``);
+the Explicit branch of `mesh_error` takes them only where the message names Explicit axes."""
 
 
 def _active_mesh() -> str:
@@ -113,6 +114,16 @@ def _active_mesh() -> str:
     axes = ", ".join(f"{name}={size}" for name, size in mesh.shape.items())
     kinds = ", ".join(sorted({str(kind).rsplit(".", 1)[-1] for kind in mesh.axis_types}))
     return f" (the caller's: {axes}; {kinds})"
+
+
+_ANNOTATION = re.compile(r"incompatible with its sharding annotation|only valid for values of rank at least \d+, "
+                         r"but was applied to a value of rank \d+")
+"""jax's words of a sharding constraint whose spec does not fit the array it is applied to (a model's
+``nn.with_partitioning`` spec of 3 axes on the rank-2 kernel Flax's DenseGeneral makes of it, under any mesh)."""
+
+_ANNOTATION_DETAIL = re.compile(r"spec=(P\([^()]*\))\) is (only valid for values of rank at least \d+, but was "
+                                r"applied to a value of rank \d+)")
+"""The spec and the ranks in jax's words, quoted in the refusal (the meshes before them are long)."""
 
 
 _AXIS_TYPES = re.compile(r"context mesh .*axis_types=\((.*?)\).* should match the aval mesh .*axis_types=\((.*?)\)")
@@ -133,7 +144,21 @@ def mesh_error(exc: BaseException, what: str = "the model") -> InputError | None
             "Make the mesh's axis types agree: pass mesh= as a dict of sizes (xla_cost lays it with the axis "
             "types of your arrays' mesh), or a jax.sharding.Mesh of your arrays' axis_types; or analyse your own "
             "train step under your mesh with xla_cost.analyze_step (xla-cost step).")
-    if type(exc).__name__ == "ShardingTypeError" or _MESHES.search(first):
+    if _ANNOTATION.search(first):  # the model's own sharding annotation, applied under the mesh, does not fit
+        detail = _ANNOTATION_DETAIL.search(first)
+        mesh = jax.sharding.get_abstract_mesh()  # xla_cost's own (mesh=) or the caller's: not said which
+        under = "" if mesh.empty else " " + ", ".join(f"{name}={size}" for name, size in mesh.shape.items()) + (
+            f" ({', '.join(sorted({str(kind).rsplit('.', 1)[-1] for kind in mesh.axis_types}))} axes)")
+        return InputError(
+            f"sharding annotations of the model's own code that fit the arrays they constrain ({what})",
+            f"an annotation of its own that fails under the mesh{under}: "
+            + (f"{detail.group(1)}, which jax says is {detail.group(2)} ({quoted(exc, first, 100)})" if detail
+               else quoted(exc, first, 240)),
+            "The model's code applies it (e.g. nn.with_partitioning's spec, which Flax's DenseGeneral applies to "
+            "its flattened kernel), not xla_cost's layout: analyse it without a mesh (no mesh=, --mesh), or fix "
+            "the annotation (a PartitionSpec of the rank of the array it constrains), or analyse your own train "
+            "step under your mesh with xla_cost.analyze_step (xla-cost step).")
+    if type(exc).__name__ == "ShardingTypeError" or (_MESHES.search(first) and "Explicit" in first):
         # arrays on a mesh's Explicit axes meeting others on none: the call's concrete arrays come in without their
         # shardings (abstract), while the model reshards under the caller's mesh (jax.set_mesh), or its
         # ShapeDtypeStructs keep theirs; it is the mesh, not the inputs' shapes
