@@ -1306,6 +1306,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/zoo/test_mixtral.py",),
     ),
     Mutation(
+        "root_experts_padding_as_remainder",
+        "routed experts whose weights sit on the root module: their products on capacity padding read as the "
+        "remainder's, kept in model_flops",
+        (Edit("xla_cost/analysis/costs.py", "    at_root = any(\"\" in found for found, _ in padded)\n",
+              "    at_root = False\n"),),
+        tests=("tests/step/test_step_routing.py",),
+    ),
+    Mutation(
         "update_per_micro_batch",
         "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
         "run whole on every FSDP shard",
