@@ -1314,6 +1314,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_routing.py",),
     ),
     Mutation(
+        "step_memory_without_dense_ragged_note",
+        "analyze_step's memory: the buffers at XLA's peak that are a ragged_dot's lhs or result G times over, unsaid",
+        (Edit("xla_cost/analysis/user_step.py", "shards=split.leaves, written=written, jaxpr=traced)",
+              "shards=split.leaves, written=written, jaxpr=None)"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
         "update_per_micro_batch",
         "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
         "run whole on every FSDP shard",
