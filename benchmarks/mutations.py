@@ -1321,6 +1321,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_ragged_dot.py",),
     ),
     Mutation(
+        "nnx_integer_params_all_counted",
+        "an NNX model's integer nnx.Param: every one counted as a parameter (an index table too), none noted quantized",
+        (Edit("xla_cost/analysis/quantized.py", "        prepared = _without(prepared, [i for i in integers if i not in found], leaves)\n",
+              "        prepared = _without(prepared, [], leaves)\n"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
         "update_per_micro_batch",
         "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
         "run whole on every FSDP shard",

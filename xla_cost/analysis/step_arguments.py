@@ -253,6 +253,8 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])
         for (path, leaf), module, role in zip(flat, owners, roles):
+            if role == "parameters" and module is None and index not in prepared.quantized and _integer(leaf):
+                role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
             if role == "parameters" or (role is None and module is not None):
                 names = _leaf_names(path)
                 here = module if module is not None else "/".join(names[:-1])
@@ -279,3 +281,8 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                "batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the forward pass's values the backward pass "
                "reads; XLA's figures are the step compiled with its own jit's donation",) + ((dense,) if dense else ()),
     )
+
+
+def _integer(leaf: Any) -> bool:
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and not np.issubdtype(dtype, np.inexact)
