@@ -1306,6 +1306,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/zoo/test_mixtral.py",),
     ),
     Mutation(
+        "root_experts_padding_as_remainder",
+        "routed experts whose weights sit on the root module: their products on capacity padding read as the "
+        "remainder's, kept in model_flops",
+        (Edit("xla_cost/analysis/costs.py", "    at_root = any(\"\" in found for found, _ in padded)\n",
+              "    at_root = False\n"),),
+        tests=("tests/step/test_step_routing.py",),
+    ),
+    Mutation(
+        "step_memory_without_dense_ragged_note",
+        "analyze_step's memory: the buffers at XLA's peak that are a ragged_dot's lhs or result G times over, unsaid",
+        (Edit("xla_cost/analysis/user_step.py", "shards=split.leaves, written=written, jaxpr=traced)",
+              "shards=split.leaves, written=written, jaxpr=None)"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
+    ),
+    Mutation(
+        "nnx_integer_params_all_counted",
+        "an NNX model's integer nnx.Param: every one counted as a parameter (an index table too), none noted quantized",
+        (Edit("xla_cost/analysis/quantized.py", "        prepared = _without(prepared, [i for i in integers if i not in found], leaves)\n",
+              "        prepared = _without(prepared, [], leaves)\n"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
         "update_per_micro_batch",
         "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
         "run whole on every FSDP shard",

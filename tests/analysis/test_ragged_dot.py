@@ -17,6 +17,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import optax
 
 import xla_cost
 from xla_cost.count.interpret import count_function
@@ -147,6 +148,25 @@ def test_the_cpus_dense_ragged_dot_buffers_at_the_peak_are_noted():
     note = next(n for n in breakdown.notes if "expands ragged_dot densely" in n)
     assert f"ragged_dot's lhs or result {G} times over" in note and f"{bytes_text(dense)} in all" in note
     assert breakdown.at_peak["workspace"] >= dense  # in the peak as compiled, not taken out of it
+
+
+def test_analyze_steps_memory_notes_the_cpus_dense_ragged_dot_buffers_at_the_peak_too():
+    """analyze_step's memory of a train step over the same ragged_dot says which buffers at XLA's peak are the
+    dense form, as analyze's does (was: no word: its compile replayed no schedule)."""
+    opt = optax.sgd(0.1)
+
+    @jax.jit
+    def step(params, opt_state, x, sizes):
+        loss, grads = jax.value_and_grad(lambda p: jnp.sum(jax.lax.ragged_dot(x, p["w"], sizes)))(params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    params = {"w": _sds(G, K, N)}
+    report = xla_cost.analyze_step(step, params, jax.eval_shape(opt.init, params), _sds(M, K),
+                                   _sds(G, dtype=jnp.int32), memory=True)
+    dense = G * M * N * 4 + G * M * K * 4  # f32[G, M, N] and f32[G, M, K]: the dense input and weight gradients
+    note = next(n for n in report.memory_breakdown.notes if "expands ragged_dot densely" in n)
+    assert f"ragged_dot's lhs or result {G} times over" in note and f"{bytes_text(dense)} in all" in note
 
 
 class RaggedContraction(nn.Module):

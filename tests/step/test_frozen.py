@@ -443,6 +443,38 @@ def test_int8_weights_read_as_weights_are_quantized_parameters_an_index_table_is
     assert f"{int8:,} of them int8 (quantized)" in note
 
 
+def test_an_nnx_models_int8_param_read_as_a_weight_is_a_parameter_its_index_table_is_not():
+    # The same in NNX: an int8 nnx.Param weight converted into the product, its float scale, a head; an
+    # int32 nnx.Param table of lengths only masks, a step counter is a Variable. Was: every Param counted,
+    # the table too (D H + H + H C + C + B), and no note; xla_cost.analyze refuses integer Params in one line.
+    from flax import nnx
+
+    class QuantNet(nnx.Module):
+        def __init__(self, rngs):
+            self.quant = nnx.Param(jnp.zeros((D, H), jnp.int8))
+            self.scale = nnx.Param(jnp.ones((H,), jnp.float32))
+            self.lengths = nnx.Param(jnp.zeros((B,), jnp.int32))
+            self.count = nnx.Variable(jnp.zeros((), jnp.int32))
+            self.head = nnx.Linear(H, C, rngs=rngs)
+
+        def __call__(self, x):
+            self.count[...] += 1
+            h = (x @ self.quant[...].astype(jnp.float32)) * self.scale[...][None, :]
+            h = jnp.where(jnp.arange(B)[:, None] < self.lengths[...][:, None], jax.nn.relu(h), 0.0)
+            return self.head(h)
+
+    model = nnx.eval_shape(lambda: QuantNet(nnx.Rngs(0)))
+    report = xla_cost.analyze_step(nnx.jit(lambda m, x: m(x)), model, X, counter="jaxpr", memory=True)
+    int8 = D * H  # the quantized weight's values
+    assert report.parameters == int8 + H + H * C + C  # with its scale and the head, not the B lengths
+    assert report.memory_breakdown.parameters == 1 * int8 + F32 * (H + H * C + C)  # int8: one byte each
+    assert report.memory_breakdown.model_state == 4 * B + 4  # the int32 lengths and the int32 counter
+    (note,) = [n for n in report.notes if n.startswith("quantized parameters")]
+    assert f"{int8:,} of them int8 (quantized)" in note
+    with pytest.raises(xla_cost.InputError, match="floating-point parameters"):
+        xla_cost.analyze(model, X, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2), targets=X, counter="jaxpr")
+
+
 def test_an_ema_beside_the_params_in_one_nnx_train_state_is_model_state_not_parameters():
     # openpi's TrainState: params and ema_params, two NNX states of one model, side by side; the step merges
     # params alone into the model and differentiates it, then updates the EMA from the new params. The

@@ -105,3 +105,47 @@ def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flo
     analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
                                 targets=x, counter="jaxpr")
     assert analysed.phases["forward"].flops - analysed.phases["forward"].model_flops == round(padding * experts)
+
+
+class RootExperts(nnx.Module):
+    """`PaddedMoE` with the experts' weights its own (the routed module is the model: parameters at the root)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.router = nnx.Linear(D, E, use_bias=False, rngs=rngs)
+        self.w_in = nnx.Param(jax.random.normal(rngs.params(), (E, D, F)))
+        self.w_out = nnx.Param(jax.random.normal(rngs.params(), (E, F, D)))
+
+    def __call__(self, x):
+        weights, chosen = jax.lax.top_k(jax.nn.softmax(self.router(x)), K)
+        gate = jnp.sum(jax.nn.one_hot(chosen, E) * weights[..., None], axis=-2)  # [B, T, E]
+        hidden = jax.nn.relu(jnp.einsum("btd,edf->btef", x, self.w_in[...]))
+        return jnp.sum(jnp.einsum("btef,efd->bted", hidden, self.w_out[...]) * gate[..., None], axis=2)
+
+    def xla_cost_routing(self, inputs):
+        return [xla_cost.Routing(r"^w_", E, K, capacity=T, group_tokens=T)]
+
+
+def test_capacity_padding_of_experts_at_the_root_module_is_out_of_model_flops():
+    """Experts whose weights the root module holds (path "") leave their padding out of model_flops, as
+    in a submodule (was: the root's products read as the remainder's, model_flops = flops)."""
+    model = nnx.eval_shape(lambda: RootExperts(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(RootExperts(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
+    x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
+
+    @nnx.jit
+    def train_step(model, optimizer, x):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    padding = 1 - K * T / (E * T)  # 1 - k S / (E C)
+    experts = 2 * (2 * B * T * E * D * F)  # the forward's two expert products, every slot
+    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
+    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
+                                targets=x, counter="jaxpr")
+    for result in (report, analysed):
+        forward = result.phases["forward"]
+        assert forward.flops - forward.model_flops == round(padding * experts)
+        # the step: the forward's two products, the backward's three (w_out's weight and input gradients,
+        # w_in's weight gradient: x takes none), each 2 B T E D F
+        assert result.hardware_flops - result.model_flops == round(padding * (2 + 3) * (2 * B * T * E * D * F))

@@ -14,7 +14,7 @@ from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCosts
 from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
-from xla_cost.count.attribution import REMAINDER, module_path, module_tree, op_name_path, owner, with_ancestors
+from xla_cost.count.attribution import REMAINDER, in_root, module_path, module_tree, op_name_path, owner, with_ancestors
 from xla_cost.count.hoisted import Hoisted, hoisted_invariants
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.count.registry import MATRIX_PRODUCTS
@@ -336,15 +336,20 @@ def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seque
                   padded: Sequence[tuple[frozenset[str], float]]) -> int:
     """The FLOP of routed experts' products computed on capacity padding (`Workload.padded`: the
     experts' modules and the share of their slots no routed token fills), remat's recomputation
-    left out as model FLOP leave it out: no model's arithmetic, as MFU counts it."""
+    left out as model FLOP leave it out: no model's arithmetic, as MFU counts it. Experts whose
+    parameters are the root module's own (module ``""``) own the products inside the model's call
+    that no module below the root holds (`in_root`), not those outside it (a loss's)."""
     if not padded:
         return 0
     tree = module_tree(modules)
+    at_root = any("" in found for found, _ in padded)
     total = 0.0
     for eqn in counted.equations:
         if eqn.primitive not in MATMULS:
             continue
         module = owner(module_path(eqn.name_stack, root, tree), modules)
+        if module == REMAINDER and at_root and in_root(eqn.name_stack, root):
+            module = ""
         share = next((share for found, share in padded if module in found), 0.0)
         total += share * (eqn.cost.flops - eqn.recomputed.flops)
     return round(total)

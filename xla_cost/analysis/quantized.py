@@ -8,6 +8,9 @@ the compute dtype, a reshape, a transpose, a broadcast, a slice or gather of it:
 slice of a scanned stack, an embedding's rows), an operand of a product (``dot_general``, a
 convolution, a ``ragged_dot``) or a multiplication by a float parameter (its scale: a dequantized
 weight). Such leaves are counted as parameters, at their own itemsize in memory, with a note.
+An NNX model's integer ``nnx.Param`` (which NNX counts with the rest) is read the same way: an
+int8 weight stays a parameter, an integer index table or counter the forward does not read as a
+weight is none (model state).
 """
 
 from __future__ import annotations
@@ -119,11 +122,15 @@ def with_quantized_weights(jaxpr: Any, prepared: UserStep) -> UserStep:
     leaves = jax.tree.leaves(prepared.args)
     if not integers or len(inner.invars) != len(leaves):
         return prepared
-    floats = {i for i, module in enumerate(prepared.owners) if module is not None}
+    floats = {i for i, module in enumerate(prepared.owners) if module is not None and i not in integers}
     found = sorted(read_as_weights(inner, set(integers), floats))
+    if prepared.kind != "jax":  # an NNX model's integer Params: those not read as weights are none
+        prepared = _without(prepared, [i for i in integers if i not in found], leaves)
+        step = dataclasses.replace(prepared, quantized=frozenset(found))
+    elif found:
+        step = prepared.with_quantized(found)
     if not found:
         return prepared
-    step = prepared.with_quantized(found)
     by_dtype: dict[str, int] = {}
     for i in found:
         dtype = str(leaves[i].dtype)
@@ -133,3 +140,16 @@ def with_quantized_weights(jaxpr: Any, prepared: UserStep) -> UserStep:
             "reads as weights (into a product, or multiplied by their float scale), counted at their own "
             "itemsize in memory")
     return dataclasses.replace(step, notes=(*step.notes, note))
+
+
+def _without(prepared: UserStep, leaves: Collection[int], flat: Sequence[Any]) -> UserStep:
+    """The step with the parameter leaves ``leaves`` (by flattened index) no parameters: no module, not counted."""
+    if not leaves:
+        return prepared
+    owners, counts = list(prepared.owners), dict(prepared.param_paths)
+    for i in leaves:
+        module, owners[i] = owners[i], None
+        counts[module] -= int(np.prod(flat[i].shape))
+    holding = set(owners)  # a module left holding no parameter (an index table's alone) has no row
+    return dataclasses.replace(prepared, owners=tuple(owners),
+                               param_paths={m: n for m, n in counts.items() if m in holding})

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from xla_cost.analysis.memory import MemoryBreakdown
+from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.step.trees import leaf_roles, nbytes
@@ -229,7 +229,7 @@ def _same_module(one: str, other: str) -> bool:
 
 def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
                 plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = (),
-                written: Sequence[bool] = ()) -> MemoryBreakdown:
+                written: Sequence[bool] = (), jaxpr: Any = None) -> MemoryBreakdown:
     """The step's memory by part, beside XLA's figures for the step as compiled.
 
     A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
@@ -241,7 +241,9 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     parameters or state, ``TrainState.step``, an argument the step returns written back: ``written``,
     `written_arguments`, a KV cache); else an input. ``shards``: per flattened argument
     leaf, the shards a mesh splits it into (its sharding's axes): each leaf's bytes are one
-    device's."""
+    device's. ``jaxpr``: the step's, with ``compiled``'s replayed schedule (its ``liveness``) read
+    for the buffers at XLA's peak that are a ragged_dot's lhs or result G times over
+    (`dense_ragged_note`, as `xla_cost.analyze` says it)."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
     counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     index = 0
@@ -251,6 +253,8 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])
         for (path, leaf), module, role in zip(flat, owners, roles):
+            if role == "parameters" and module is None and index not in prepared.quantized and _integer(leaf):
+                role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
             if role == "parameters" or (role is None and module is not None):
                 names = _leaf_names(path)
                 here = module if module is not None else "/".join(names[:-1])
@@ -262,6 +266,8 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
             totals[role] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))
             index += 1
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
+    profile = getattr(compiled, "liveness", None)
+    dense = dense_ragged_note(jaxpr, profile.at_peak) if profile is not None and jaxpr is not None else None
     return MemoryBreakdown(
         parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
         model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
@@ -273,5 +279,10 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
                "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
                "batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the forward pass's values the backward pass "
-               "reads; XLA's figures are the step compiled with its own jit's donation",),
+               "reads; XLA's figures are the step compiled with its own jit's donation",) + ((dense,) if dense else ()),
     )
+
+
+def _integer(leaf: Any) -> bool:
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and not np.issubdtype(dtype, np.inexact)

@@ -235,7 +235,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                                  "Analyse it without --target (target=).") from exc
         try:
             compiled = xla.compile_phase(lowered, compiler_options=None if timed else xla.COMPILER_OPTIONS,
-                                         executable=timed, collectives=plan is not None)
+                                         executable=timed, collectives=plan is not None,
+                                         liveness=memory and (target is not None or prepared.own_program is None))
         except Exception as exc:  # a target's compiler out of memory: the step is too big for it, in one line
             refused = None if target is None else too_big_for(target, exc)
             if refused is None:
@@ -280,11 +281,11 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         if compiled is not None and target is None and prepared.own_program is not None:
             progress.stage("compiling the step as its jit does (memory)")
             held = xla.compile_phase([prepared.own_program()], compiler_options=None if timed else xla.COMPILER_OPTIONS,
-                                     executable=False)
+                                     executable=False, liveness=True)
         # on a mesh each part is one device's: the arguments by their shardings, the saved activations
         # by the forward work's shards
         breakdown = step_memory(prepared, held, round(found[-1].saved_bytes / split.compute()), plan, gradients,
-                                shards=split.leaves, written=written)
+                                shards=split.leaves, written=written, jaxpr=traced)
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")

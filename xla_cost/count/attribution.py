@@ -46,6 +46,7 @@ __all__ = [
     "bare_stack",
     "module_tree",
     "module_path",
+    "in_root",
     "op_name_path",
     "owner",
     "with_ancestors",
@@ -185,6 +186,15 @@ def module_path(
     """
     roots = {root} if isinstance(root, str) else set(root or ())
     return _path(split_name_stack(name_stack), roots, modules)
+
+
+def in_root(name_stack: str, root: str | Sequence[str] | None) -> bool:
+    """Whether a name stack lies inside the model's call: one of its entries (transforms stripped) is a
+    root name (``jvp(MoE)/btd,edf->btef`` with root ``MoE``); work outside it (a loss after the model)
+    has none. `module_path` strips the root, so that the root module's own work and the work outside
+    the model both read as path ``""``: this tells them apart."""
+    roots = {root} if isinstance(root, str) else set(root or ())
+    return any(_method_call_module(unwrap(c)[0]) in roots for c in split_name_stack(name_stack))
 
 
 LayerCount = LayerCosts

@@ -129,9 +129,10 @@ class UserStep:
 
     def integer_parameters(self) -> list[int]:
         """The flattened leaves of ``args`` where parameters are (a plain jax step's) but of an
-        integer dtype, which takes no gradient: int8 weights, a schedule's timesteps."""
+        integer dtype, which takes no gradient: int8 weights, a schedule's timesteps (an NNX model's integer Params)."""
         if self.kind != "jax":
-            return []
+            return [i for i, (leaf, module) in enumerate(zip(jax.tree.leaves(self.args), self.owners))
+                    if module is not None and not _differentiable(leaf)]
         ints = {i for i, leaf in enumerate(jax.tree.leaves(self.args)) if not _differentiable(leaf)}
         return [i for i, module in enumerate(_linen_params(self.args, self.positional, 0, ints)[0])
                 if i in ints and module is not None]
