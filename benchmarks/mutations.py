@@ -1636,6 +1636,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_costs.py",),
     ),
     Mutation(
+        "attention_softmax_of_any_pass",
+        "a softmax read by products between activations in another pass only (a loss's softmax of an MoE "
+        "layer's combine, read by its backward) is taken for attention's",
+        (Edit("xla_cost/count/attention_flow.py", "for seed in seeds if self.exps.get(seed) == pass_}",
+              "for seed in seeds}"),),
+        tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
         "fused_gradient_update_in_remainder",
         "update work on a gradient a module around the layer split off (nn.OptimizedLSTMCell) goes to the remainder",
         (Edit("xla_cost/count/step_parts.py",

@@ -82,3 +82,89 @@ def test_causal_attention_flops_with_no_attention_found_says_it_changes_nothing(
     assert causal.phases["forward"].model_flops == full.phases["forward"].model_flops  # 2·B·D·F·2 + B·F, as computed
     [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
     assert "no attention products found" in note and "causal changes nothing" in note
+
+
+# Pure JAX attention (no modules: jax-llm-examples' qwen3, a jax.named_scope around einsums) read
+# attention_flops 0, and attention_flops="causal" halved nothing. Tiny GQA shapes:
+B_, T_, D_, H_, KV_, DH_, L_ = 2, 8, 16, 4, 2, 8, 2
+
+
+def _attention_params():
+    w = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    return {"layers": [{"wq": w(D_, H_ * DH_), "wk": w(D_, KV_ * DH_), "wv": w(D_, KV_ * DH_),
+                        "wo": w(H_ * DH_, D_)} for _ in range(L_)]}
+
+
+def _gqa_einsum(q, k, v):
+    """qwen3's attention: the query heads grouped over the key heads, a causal mask, a softmax."""
+    q = q.reshape(B_, T_, KV_, H_ // KV_, DH_)
+    scores = jnp.einsum("btkgh,bskh->bkgts", q, k) / jnp.sqrt(DH_)
+    scores = jnp.where(jnp.tril(jnp.ones((T_, T_), bool)), scores, -1e9)
+    return jnp.einsum("bkgts,bskh->btkgh", jax.nn.softmax(scores, axis=-1), v).reshape(B_, T_, H_ * DH_)
+
+
+def _dot_product_attention(q, k, v):
+    return jax.nn.dot_product_attention(q.reshape(B_, T_, H_, DH_), k, v, is_causal=True).reshape(B_, T_, H_ * DH_)
+
+
+@pytest.mark.parametrize("core", [_gqa_einsum, _dot_product_attention], ids=["einsum", "dot_product_attention"])
+def test_pure_jax_attention_is_found_by_its_data_flow(core):
+    def model(params, x):
+        for layer in params["layers"]:
+            with jax.named_scope("attention"):
+                k = (x @ layer["wk"]).reshape(B_, T_, KV_, DH_)
+                v = (x @ layer["wv"]).reshape(B_, T_, KV_, DH_)
+                x = x + core(x @ layer["wq"], k, v) @ layer["wo"]
+        return x
+
+    x = jax.ShapeDtypeStruct((B_, T_, D_), jnp.float32)
+    full = xla_cost.analyze(model, x, params=_attention_params(), optimizer="sgd", counter="jaxpr")
+    causal = xla_cost.analyze(model, x, params=_attention_params(), optimizer="sgd", counter="jaxpr",
+                              attention_flops="causal")
+    forward = L_ * 2 * (2 * B_ * H_ * T_ * T_ * DH_)  # per layer q k^T and p v, 2·B·H·T·T·dh each
+    assert full.phases["forward"].attention_flops == forward
+    assert full.phases["backward"].attention_flops == 2 * forward  # dP, dV, dQ, dK
+    assert full.phases["update"].attention_flops == 0
+    assert full.phases["forward"].model_flops - causal.phases["forward"].model_flops == forward // 2
+
+
+def test_moe_products_between_activations_are_not_attention():
+    # an MoE layer: a softmax router, einsum dispatch and combine (products between activations batched over
+    # B, the combine's weights a softmax), experts batched over E and their weight gradients x_e^T dy_e: no attention
+    b, t, d, f, e, c = 2, 8, 16, 32, 4, 4
+    w = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    params = {"router": w(d, e), "w1": w(e, d, f), "w2": w(e, f, d)}
+
+    def moe(params, x):
+        gates = jax.nn.softmax(x @ params["router"], axis=-1)  # [b, t, e]
+        slot = jax.nn.one_hot(jnp.arange(t) % c, c)[None, :, None]  # token t's slot in its expert
+        slots = jax.nn.one_hot(jnp.argmax(gates, -1), e)[..., None] * slot  # [b, t, e, c]
+        xe = jnp.einsum("btd,btec->becd", x, slots)  # dispatch, batched over b
+        h = jax.nn.gelu(jnp.einsum("becd,edf->becf", xe, params["w1"]))
+        ye = jnp.einsum("becf,efd->becd", h, params["w2"])
+        return jnp.einsum("becd,btec->btd", ye, slots * gates[..., None])  # combine, weighted by the gates
+
+    x = jax.ShapeDtypeStruct((b, t, d), jnp.float32)
+    report = xla_cost.analyze(moe, x, params=params, optimizer="sgd", counter="jaxpr")
+    assert all(phase.attention_flops == 0 for phase in report.phases.values())
+
+
+class _SinkAttention(nn.Module):
+    """gpt-oss's attention: a parameter of its own (a sink logit per head) joins the softmax."""
+
+    @nn.compact
+    def __call__(self, x):
+        q, k, v = (nn.DenseGeneral((H_, DH_), name=n)(x) for n in "qkv")
+        sinks = jnp.broadcast_to(self.param("sinks", nn.initializers.zeros, (H_,))[None, :, None, None],
+                                 (B_, H_, T_, 1))
+        scores = jnp.concatenate([jnp.einsum("bthd,bshd->bhts", q, k), sinks], -1)
+        o = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, -1)[..., :T_], v)
+        return nn.DenseGeneral(D_, axis=(-2, -1), name="o")(o)
+
+
+def test_attention_in_a_module_with_its_own_parameter_is_found_by_its_data_flow():
+    report = xla_cost.analyze(_SinkAttention(), jax.ShapeDtypeStruct((B_, T_, D_), jnp.float32), optimizer="sgd",
+                              counter="jaxpr")
+    forward = 2 * (2 * B_ * H_ * T_ * T_ * DH_)  # q k^T and p v, 2·B·H·T·T·dh each
+    assert report.phases["forward"].attention_flops == forward
+    assert report.phases["backward"].attention_flops == 2 * forward

@@ -294,7 +294,10 @@ of them for a causal mask (MaxText's convention)."""
 def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
                     recompute: bool = True) -> int:
     """FLOP of the matrix products computed in modules without parameters of
-    their own (an attention core: scores = q k^T, outputs = p v) and of the
+    their own (an attention core: scores = q k^T, outputs = p v), of those the
+    data flow finds to be attention's wherever they run (a pure JAX model's,
+    a module's with a parameter of its own: `xla_cost.count.attention_flow`,
+    `Cost.attention`; each product counted once) and of the
     products of fused attention wherever it runs (`xla_cost.count.attention`:
     the same products, without the softmax), loops multiplied out; the update's
     optimizer arithmetic has none. ``recompute``: with the forward attention
@@ -317,6 +320,8 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
         module = owner(module_path(eqn.name_stack, root, tree), containing)
         if module != REMAINDER and module not in holding:
             total += eqn.cost.flops - (0 if recompute else eqn.recomputed.flops)
+        else:
+            total += eqn.cost.attention - (0 if recompute else eqn.recomputed.attention)
     return total
 
 

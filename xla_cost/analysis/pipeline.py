@@ -570,7 +570,8 @@ def assemble(request: Request, found: Stages) -> Report:
     halved = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
     if options.attention_flops == "causal" and step is not None and step.model_flops is not None and halved == 0:
         notes.append("attention_flops causal: no attention products found (products in a module without parameters "
-                     "of its own, or fused attention): causal changes nothing, model_flops are as computed")
+                     "of its own, products of activations with a softmax between them, or fused attention): causal "
+                     "changes nothing, model_flops are as computed")
     elif options.attention_flops == "causal" and step is not None and step.model_flops is not None:
         notes.append(
             f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "

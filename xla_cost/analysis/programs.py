@@ -161,8 +161,10 @@ def run_programs(
             counted: dict[str, JaxprCount] = {}
             for phase in order:  # while the compiles run
                 # The optimizer's arithmetic has no module on its name stack: follow the data.
-                owners = workload.input_owners(phase.name) if phase.follow_data else None
-                counted[phase.name] = count_jaxpr(traces[phase.name].jaxpr, owners=owners)
+                modules = workload.input_owners(phase.name)
+                owners = modules if phase.follow_data else None
+                counted[phase.name] = count_jaxpr(traces[phase.name].jaxpr, owners=owners,
+                                                  weights=[module is not None for module in modules])
             names = list(pending)
             if names:
                 progress.stage(f"compiling {names[0]}", len(order), steps)

@@ -172,7 +172,9 @@ class PhaseCosts:
         removes recomputation it has the memory to avoid; a GPU compile keeps it.
       attention_flops: the jaxpr's FLOP of the attention's score and value
         products (matrix products of activations by activations, in a module
-        without parameters of its own, and those inside fused attention), all
+        without parameters of its own or, wherever they run, two such products
+        with batch dimensions and a softmax between them as the data flows:
+        pure JAX, `xla_cost.count.attention_flow`; and those inside fused attention), all
         T x T pairs counted, remat's recomputation of them included; with
         ``attention_flops="causal"`` ``model_flops`` counts half of those it
         holds (none recomputed: remat changes no ``model_flops``).

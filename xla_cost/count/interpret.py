@@ -36,6 +36,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
+from xla_cost.count.attention_flow import attention_products
 from xla_cost.count.folding import Folding
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
@@ -264,8 +265,10 @@ class _Counter:
     """Walks a jaxpr; with ``trip_counts=False`` every loop body counts once."""
 
     def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None,
-                 repeated: frozenset[tuple[Any, ...]] = frozenset()) -> None:
+                 repeated: frozenset[tuple[Any, ...]] = frozenset(),
+                 attention: frozenset[tuple[Any, ...]] = frozenset()) -> None:
         self.trip_counts = trip_counts
+        self.attention = attention  # paths of attention's products (`attention_products`): `Cost.attention`
         self.labels = labels  # path -> (part, owner) of a classified step
         self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
@@ -432,6 +435,8 @@ class _Counter:
             cost = rule(ins, outs, constant_operands=constant, **params)
         if cost is None:  # the rule cannot cost these operands: unknown, not 0
             return self._unknown(name, times, part)
+        if path in self.attention:
+            cost = dataclasses.replace(cost, attention=cost.flops)
         key = (stack, name, times, public_owner(owner), part, self.loop)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
@@ -463,7 +468,7 @@ class _Counter:
     def cond(self, branches: Any, stack: str, times: int, owner: str | None,
              owners: list[str | None] | None = None, out_owners: list[str | None] | None = None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
-        trial = [_Counter(self.trip_counts, self.labels, self.repeated) for _ in branches]
+        trial = [_Counter(self.trip_counts, self.labels, self.repeated, self.attention) for _ in branches]
         results: list[list[str | None]] = [[] for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
@@ -599,6 +604,7 @@ def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:
 def count_jaxpr(
     closed_jaxpr: Any, owners: Sequence[str | None] | None = None,
     classify: Callable[[Any, Sequence[str | None] | None], Mapping[tuple[Any, ...], Any]] | None = None,
+    weights: Sequence[bool] | None = None,
 ) -> JaxprCount:
     """Counts every equation of ``closed_jaxpr`` (loops multiplied out).
 
@@ -615,6 +621,10 @@ def count_jaxpr(
         ``(part, owner)`` by its path (`xla_cost.count.step_parts.classify_step`),
         called on the jaxpr as counted (dead code removed): each `EqnCount`
         then has its part and that owner.
+      weights: optionally, for each input variable, whether it is a weight (a
+        parameter, its gradient, an optimizer's state) rather than data; None:
+        those with an owner. Attention's products are found by following the
+        data from the others (`xla_cost.count.attention_flow`: `Cost.attention`).
 
     Returns:
       A `JaxprCount` with costs per (name stack, primitive, loop repeat, owner, part, loop).
@@ -625,14 +635,23 @@ def count_jaxpr(
             f"Expected one owner per jaxpr input ({len(original.invars)}), got "
             f"{len(owners)} instead. Pass one entry (or None) per flattened argument."
         )
+    if weights is None and owners is not None:
+        weights = [o is not None for o in owners]
+    if weights is not None and len(weights) != len(original.invars):
+        raise ValueError(
+            f"Expected one weight flag per jaxpr input ({len(original.invars)}), got "
+            f"{len(weights)} instead. Pass one bool per flattened argument."
+        )
     jaxpr, used = _dead_code_eliminated(original)
     if owners is not None and len(used) == len(owners) and len(jaxpr.invars) < len(owners):
         owners = [o for o, keep in zip(owners, used) if keep]
+    if weights is not None and len(used) == len(weights) and len(jaxpr.invars) < len(weights):
+        weights = [w for w, keep in zip(weights, used) if keep]
     labels = classify(jaxpr, owners) if classify is not None else None
     consts = getattr(closed_jaxpr, "consts", None)
     if consts is not None and len(consts) == len(jaxpr.constvars) == len(original.constvars):
         jaxpr = jex_core.ClosedJaxpr(jaxpr, consts)  # the closed-over arrays' values (constant group sizes)
-    counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr))
+    counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr), attention=attention_products(jaxpr, weights))
     counter.mapped_step = _mapped_step(jaxpr)
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)

@@ -61,6 +61,9 @@ class Cost:
         8-bit floats (``float8_e4m3fn``, ``float8_e5m2``): work for FP8 tensor
         cores, priced at a device's float8 peak; a detail of ``flops`` as
         ``products`` is, not compared.
+      attention: of ``flops``, those of a ``dot_general`` that is dense attention's
+        (``Q K^T``, ``P V`` and their gradients) by the data flow
+        (`xla_cost.count.attention_flow`); a detail of ``flops``, not compared.
     """
 
     flops: int = 0
@@ -68,6 +71,7 @@ class Cost:
     bytes_accessed: int = 0
     products: int = dataclasses.field(default=0, compare=False)
     float8: int = dataclasses.field(default=0, compare=False)
+    attention: int = dataclasses.field(default=0, compare=False)
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
@@ -78,6 +82,7 @@ class Cost:
             self.bytes_accessed + other.bytes_accessed,
             self.products + other.products,
             self.float8 + other.float8,
+            self.attention + other.attention,
         )
 
     def __sub__(self, other: "Cost") -> "Cost":
@@ -89,6 +94,7 @@ class Cost:
             self.bytes_accessed - other.bytes_accessed,
             self.products - other.products,
             self.float8 - other.float8,
+            self.attention - other.attention,
         )
 
     def __mul__(self, times: int) -> "Cost":
@@ -96,7 +102,7 @@ class Cost:
             return NotImplemented
         return Cost(
             self.flops * times, self.transcendentals * times, self.bytes_accessed * times,
-            self.products * times, self.float8 * times,
+            self.products * times, self.float8 * times, self.attention * times,
         )
 
     __rmul__ = __mul__

@@ -1,0 +1,188 @@
+"""Attention's matrix products found by following the data through a jaxpr, whatever
+modules (or none) the code has: `attention_products`.
+
+Dense attention written out (pure JAX: ``jnp.einsum`` under a ``jax.named_scope``,
+``jax.nn.dot_product_attention``'s XLA implementation, a Linen or NNX module with a
+parameter of its own such as gpt-oss's sinks) is, in the data flow:
+
+* two matrix products between activations: values that depend on the program's data
+  inputs (not on its weights alone), each with batch dimensions (batch, heads); the
+  scores ``S = Q K^T`` and the outputs ``O = P V``;
+* between them, the softmax: ``P`` is computed from ``S`` by an ``exp`` and other
+  operations that are no matrix product (scale, mask, max, subtract, sum, divide,
+  concatenate a sink, cast).
+
+So a product between activations with batch dimensions is attention when one of its
+operands comes, through no other matrix product, from an ``exp`` of a value that comes,
+through no other matrix product, from such a product (``P V``); so is every such
+product its operands come from (``Q K^T``). The ``exp`` must be a softmax that such a
+product reads in the pass that computes it (forward, or backward: the name stack's
+``jvp``/``transpose``): a loss's softmax of a product between activations (an MoE layer
+whose combine is the model's output) is read by the backward pass's products alone.
+The backward pass has the same shape: ``dV = P^T dO`` reads ``P``; ``dQ = dS K`` and
+``dK = dS^T Q`` read ``dS = P (dP - sum(P dP))``, which comes from ``P`` and from
+``dP = dO V^T``; all four are attention.
+
+What this leaves out: a weight's product (one operand computed from weights alone),
+an MLP's and a router's (a router's softmax is of a product with a weight), an MoE
+layer's expert products and their weight gradients (``x_e^T dy_e`` reads no softmax of
+scores), a contrastive loss's logits (no batch dimension). Attention without an ``exp``
+(linear attention, a sigmoid's) and an unbatched single-head attention (no batch
+dimension) are not found. The weights are the program's inputs the caller names (a
+model's parameters, their gradients, an optimizer's state); with none named every
+input is data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from jax.extend import core as jex_core
+
+from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
+from xla_cost.count.stacks import classify_pass
+
+__all__ = ["attention_products", "SOFTMAX_EXP"]
+
+SOFTMAX_EXP: frozenset[str] = frozenset({"exp", "exp2"})
+"""The primitives of a softmax's exponential (``exp2``: a flash attention written with base 2)."""
+
+_PRODUCTS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot_general",
+                       "dot_product_attention_fwd_wrapper", "dot_product_attention_bwd_wrapper", "pallas_call"})
+"""Primitives whose results come from no operand elementwise: the data's origins stop there."""
+
+_Path = tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    """What is known of one variable: whether it depends on a data input (``data``); the
+    products between activations it comes from through no other product (``origins``, their
+    paths); the ``exp`` equations of values with such origins among its sources (``softmax``)."""
+
+    data: bool = False
+    origins: frozenset[_Path] = frozenset()
+    softmax: frozenset[_Path] = frozenset()
+
+    def __or__(self, other: "_Value") -> "_Value":
+        return _Value(self.data or other.data, self.origins | other.origins, self.softmax | other.softmax)
+
+
+@dataclasses.dataclass
+class _Found:
+    """What the walk meets: each softmax's ``exp`` with its pass; each product between activations
+    that reads a softmax, with its pass, the ``exp`` equations and the origins its operands come from."""
+
+    exps: dict[_Path, str | None] = dataclasses.field(default_factory=dict)
+    readers: list[tuple[_Path, str | None, frozenset[_Path], frozenset[_Path]]] = dataclasses.field(
+        default_factory=list)
+
+    def products(self) -> frozenset[_Path]:
+        """Attention's products: those that read a softmax read in its own pass, and their origins."""
+        read = {seed for _, pass_, seeds, _ in self.readers for seed in seeds if self.exps.get(seed) == pass_}
+        found: set[_Path] = set()
+        for path, _, seeds, origins in self.readers:
+            if seeds & read:
+                found.add(path)
+                found.update(origins)
+        return frozenset(found)
+
+
+_NOTHING = _Value()
+
+
+def attention_products(jaxpr: Any, weights: Sequence[bool] | None = None) -> frozenset[_Path]:
+    """The paths (as `xla_cost.count.interpret.count_jaxpr` walks: an index per level,
+    ``"body"``/``"cond"`` of a while loop, ``"b0"``.. of a cond's branches) of the
+    ``dot_general`` equations of ``jaxpr`` that are attention's products (the module's
+    docstring), forward and backward. ``weights``: per input variable of ``jaxpr``, whether it
+    is a weight (a parameter, its gradient, an optimizer's state) rather than data; None:
+    every input is data."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    flags = list(weights) if weights is not None and len(weights) == len(inner.invars) else [False] * len(inner.invars)
+    found = _Found()
+    _walk(inner, (), "", [_Value(data=not w) for w in flags], found)
+    return found.products()
+
+
+def _walk(jaxpr: Any, base: _Path, prefix: str, ins: Sequence[_Value], found: _Found) -> list[_Value]:
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    env: dict[Any, _Value] = dict(zip(jaxpr.invars, ins))
+
+    def read(var: Any) -> _Value:
+        return _NOTHING if isinstance(var, jex_core.Literal) else env.get(var, _NOTHING)
+
+    for index, eqn in enumerate(jaxpr.eqns):
+        path, name = (*base, index), eqn.primitive.name
+        scope = str(eqn.source_info.name_stack)
+        stack = f"{prefix}/{scope}" if prefix and scope else prefix or scope
+        operands = [read(v) for v in eqn.invars]
+        outs = _equation(eqn, name, path, stack, operands, found)
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _join(values: Sequence[_Value]) -> _Value:
+    joined = _NOTHING
+    for value in values:
+        joined = joined | value
+    return joined
+
+
+def _equation(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Value], found: _Found) -> list[_Value]:
+    """The values of ``eqn``'s results, adding the attention products met to ``found``."""
+    params, n = eqn.params, len(eqn.outvars)
+    if name in CALL_LIKE:
+        sub = next((params[p] for p in CALL_PARAMS if p in params), None)
+        inner = getattr(sub, "jaxpr", sub)
+        if inner is not None and len(inner.invars) == len(operands) and len(inner.outvars) == n:
+            return _walk(inner, path, stack, operands, found)
+    elif name == "scan":
+        consts, carried = int(params["num_consts"]), int(params["num_carry"])
+        return _loop(params["jaxpr"], path, stack, operands, consts, carried, found)
+    elif name == "while":
+        cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
+        carry = _loop(params["body_jaxpr"], (*path, "body"), stack, operands[cond_n:], body_n, n, found)
+        _walk(params["cond_jaxpr"], (*path, "cond"), stack, [*operands[:cond_n], *carry], found)
+        return carry
+    elif name == "cond":
+        results = [_walk(b, (*path, f"b{k}"), stack, operands[1:], found) for k, b in enumerate(params["branches"])]
+        return [_join(values) for values in zip(*results)] if results else [_join(operands)] * n
+    elif name in _PRODUCTS:
+        return [_product(eqn, name, path, stack, operands, found)] * n
+    joined = _join(operands)
+    if name in SOFTMAX_EXP and joined.origins:
+        found.exps[path] = classify_pass(stack)
+        joined = dataclasses.replace(joined, softmax=joined.softmax | {path})
+    return [joined] * n
+
+
+def _product(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Value], found: _Found) -> _Value:
+    """A matrix product's result: the origin of what follows when it is one between activations
+    with batch dimensions, attention when one of its operands comes from a softmax."""
+    data = any(o.data for o in operands)
+    if name != "dot_general" or len(operands) < 2:
+        return _Value(data=data)
+    lhs, rhs = operands[:2]
+    (_, _), (batch, _) = eqn.params["dimension_numbers"]
+    if not (lhs.data and rhs.data and batch):
+        return _Value(data=data)
+    if lhs.softmax or rhs.softmax:
+        found.readers.append((path, classify_pass(stack), lhs.softmax | rhs.softmax, lhs.origins | rhs.origins))
+    return _Value(data=True, origins=frozenset({path}))
+
+
+def _loop(body: Any, path: _Path, stack: str, operands: Sequence[_Value], consts: int, carried: int,
+          found: _Found) -> list[_Value]:
+    """A loop body's results (a scan's carry then its stacked outputs; a while loop's carry), its
+    carry's values joined over the iterations until they hold (at most one pass per bit known)."""
+    ins = list(operands)
+    for _ in range(4):
+        outs = _walk(body, path, stack, ins, found)
+        carry = [a | b for a, b in zip(ins[consts:consts + carried], outs[:carried])]
+        if carry == ins[consts:consts + carried]:
+            return outs
+        ins[consts:consts + carried] = carry
+    return outs
