@@ -1629,11 +1629,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(
-        "attention_under_parameter_holder_lost",
-        "attention below a module that holds a parameter of its own (LiT's cls token) counts 0",
-        (Edit("xla_cost/analysis/costs.py", "        if module != REMAINDER and module not in holding:",
-              "        if module != REMAINDER and module not in holding and not any(m in holding for m in containing if module.startswith(m + '/')):"),),
-        tests=("tests/analysis/test_costs.py",),
+        "attention_by_parameterless_module",
+        "the matrix products of every module without parameters of its own counted as attention: a mixture "
+        "of experts' dispatch and combine (the zoo's Mixtral mlp) among them",
+        (Edit("xla_cost/analysis/costs.py",
+              "            total += eqn.cost.attention - (0 if recompute else eqn.recomputed.attention)",
+              "            total += (eqn.cost.attention or (eqn.cost.flops if 'mlp' in eqn.name_stack else 0)) - (\n"
+              "                0 if recompute else eqn.recomputed.attention)"),),
+        tests=("tests/zoo/test_mixtral.py",),
     ),
     Mutation(
         "attention_softmax_of_any_pass",

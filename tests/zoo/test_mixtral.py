@@ -187,6 +187,20 @@ def test_the_analysis_reports_active_parameters_and_the_padding(reports):
     assert dense.active_parameters is None and "active" not in dense.to_table(width=400)
 
 
+@pytest.mark.parametrize("dispatch", ["einsum", "gather"])
+def test_attention_flops_are_the_attentions_products_alone(dispatch):
+    # The MoE block ("mlp") holds no parameter of its own, only its router's and experts' submodules: a
+    # module rule took its dispatch and combine einsums for attention (einsum dispatch: 3.6x the attention's
+    # forward FLOP), and attention_flops="causal" halved them out of model_flops. Attention is q k^T and
+    # probs v over all T x T pairs, 2*2*B*H*T^2*dh per layer (forward_matmul_flops' "attention"); the
+    # backward computes two products for each (dq, dk; dprobs, dv).
+    report = xla_cost.analyze(build_model("mixtral-8x7b", dispatch=dispatch, **TINY),
+                              example_inputs("mixtral-8x7b", BATCH, **TINY), optimizer="sgd", counter="jaxpr")
+    attention = forward_matmul_flops(TINY, BATCH, dispatch)["attention"]
+    assert report.phases["forward"].attention_flops == attention
+    assert report.phases["backward"].attention_flops == 2 * attention
+
+
 def test_the_two_dispatches_compute_the_same_function():
     config = {**TINY, "n_layer": 1, "d_model": 32, "d_ff": 32, "n_head": 2, "n_kv_head": 1, "seq_len": 16,
               "capacity_factor": 1.0}

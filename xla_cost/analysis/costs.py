@@ -14,7 +14,7 @@ from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCosts
 from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
-from xla_cost.count.attribution import REMAINDER, in_root, module_path, module_tree, op_name_path, owner, with_ancestors
+from xla_cost.count.attribution import REMAINDER, in_root, module_path, module_tree, op_name_path, owner
 from xla_cost.count.hoisted import Hoisted, hoisted_invariants
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.count.registry import MATRIX_PRODUCTS
@@ -293,33 +293,26 @@ of them for a causal mask (MaxText's convention)."""
 
 def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
                     recompute: bool = True) -> int:
-    """FLOP of the matrix products computed in modules without parameters of
-    their own (an attention core: scores = q k^T, outputs = p v), of those the
-    data flow finds to be attention's wherever they run (a pure JAX model's,
-    a module's with a parameter of its own: `xla_cost.count.attention_flow`,
-    `Cost.attention`; each product counted once) and of the
-    products of fused attention wherever it runs (`xla_cost.count.attention`:
-    the same products, without the softmax), loops multiplied out; the update's
-    optimizer arithmetic has none. ``recompute``: with the forward attention
-    ``jax.checkpoint`` (remat) repeats in the backward pass (as computed), or
-    without it (the model's, as ``model_flops`` counts: the causal convention
-    halves those alone, so that remat leaves ``model_flops`` as it is).
+    """FLOP of the attention products: the matrix products the data flow finds to be
+    attention's wherever they run (`xla_cost.count.attention_flow`, `Cost.attention`:
+    scores = q k^T between two activations, a softmax's exp of them read by the next
+    product, outputs = p v, and their gradients; a pure JAX model's, a module's with a
+    parameter of its own), and the products of fused attention wherever it runs
+    (`xla_cost.count.attention`: the same products, without the softmax), loops
+    multiplied out; the update's optimizer arithmetic has none. ``recompute``: with
+    the forward attention ``jax.checkpoint`` (remat) repeats in the backward pass (as
+    computed), or without it (the model's, as ``model_flops`` counts: the causal
+    convention halves those alone, so that remat leaves ``model_flops`` as it is).
 
-    A product's module is the innermost module on its path that holds
-    parameters or contains one that does; it counts when that module holds
-    none of its own, whatever its ancestors hold (a ViT's ``cls`` token in the
-    module around the encoder leaves its attention cores attention)."""
-    containing = with_ancestors(modules)
-    holding = frozenset(modules)
-    tree = module_tree(modules)
+    Not a module's products: a module without parameters of its own also holds a
+    mixture of experts' dispatch and combine (the zoo's Mixtral, whose ``mlp`` holds
+    only its router's and experts' submodules: its einsums were counted as attention,
+    3.6x the attention's forward FLOP, and the causal convention halved them out of
+    ``model_flops``). Attention without a softmax (linear attention) is not found."""
     total = 0
     for eqn in counted.equations:
         if eqn.primitive != "dot_general":
             total += eqn.cost.products - (0 if recompute else eqn.recomputed.products)
-            continue
-        module = owner(module_path(eqn.name_stack, root, tree), containing)
-        if module != REMAINDER and module not in holding:
-            total += eqn.cost.flops - (0 if recompute else eqn.recomputed.flops)
         else:
             total += eqn.cost.attention - (0 if recompute else eqn.recomputed.attention)
     return total
