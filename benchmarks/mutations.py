@@ -1755,6 +1755,16 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return tuple(args)"),),
         tests=("tests/parallel/test_sharding.py",),
     ),
+    Mutation(
+        "step_traced_before_reuses_jax_trace",
+        "a step merging its NNX model, traced before analyze_step (a jax.eval_shape, the training loop's call of "
+        "its jax.jit): jax's kept trace, without the modules' name scopes, is counted (every row 0)",
+        (Edit("xla_cost/step/user_step.py",
+              "            jitted = jax.jit(_fresh(bind_axes(function, names) if names else function))",
+              "            jitted = jax.jit(bind_axes(function, names) if names else function)"),
+         Edit("xla_cost/step/user_step.py", "        _forget_traces(step)\n", "        pass\n")),
+        tests=("tests/step/test_nnx_merge_imported.py",),
+    ),
 )
 
 
