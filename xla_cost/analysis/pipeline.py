@@ -46,7 +46,7 @@ from xla_cost.options import given_fields
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.parallel.sharding import PartitionRules, ShardingOptions, ShardingPlan
 from xla_cost.step import phases
-from xla_cost.step.checks import OutputSelector
+from xla_cost.step.checks import OutputSelector, needs_mesh
 from xla_cost.step.optimizers import LossFn
 from xla_cost.step.trees import PyTree
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
@@ -390,7 +390,16 @@ def _run(request: Request) -> Report:
     # a step on Explicit axes, or called under the caller's mesh, is traced under its own: its arrays' types
     # name that mesh's axes (the caller's mesh would type them on its own, Explicit or not)
     ours = mesh is not None and (request.explicit or not jax.sharding.get_abstract_mesh().empty)
-    with jax.set_mesh(mesh) if ours else contextlib.nullcontext():
+    try:
+        with jax.set_mesh(mesh) if ours else contextlib.nullcontext():
+            return _run_on(request, mesh, notes)
+    except InputError as exc:
+        if ours or mesh is None or not needs_mesh(exc):
+            raise
+    # a model whose own shardings name mesh axes (with_sharding_constraint(x, P('fsdp')), an out_sharding=),
+    # which jax resolves only under a mesh: traced under the plan's (on Auto axes, traced on none, Flax's
+    # Partitioned metadata constrains nothing: its names may be logical ones the plan maps)
+    with jax.set_mesh(mesh):
         return _run_on(request, mesh, notes)
 
 
