@@ -326,14 +326,16 @@ def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seque
 def phase_costs(
     name: str, program: Program, plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
-    padded: Sequence[tuple[frozenset[str], float]] = (), jaxpr_model: bool = False,
+    padded: Sequence[tuple[frozenset[str], float]] = (), jaxpr_model: bool = False, shown_over: int | None = None,
 ) -> tuple[PhaseCosts, list[str]]:
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes;
     ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`);
     ``jaxpr_model``: model and hardware FLOP from the jaxpr even without recomputation here (another
     program of the step recomputes: a derived phase, backward = grad - forward, subtracts like from like).
     The jaxpr's figures are divided by the devices its count is shared over (`Program.shared`: the
-    plan's unless the program says) to compare with XLA's per-device ones."""
+    plan's unless the program says) to compare with XLA's per-device ones. ``shown_over``: the devices
+    an uncompiled program's figures are divided over once returned (a part of ``analyze_step``'s step on a
+    mesh), the basis of its notes' figures; None: those the figures here are on."""
     counted, compiled = program.counted, program.compiled
     devices = program.shared if program.shared is not None else plan.devices if plan is not None else 1
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
@@ -364,7 +366,8 @@ def phase_costs(
                         else ""))
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
-    notes += random_note(name, values["flops"], total.flops, random, compiled, devices)
+    basis = devices if compiled is not None else shown_over or 1  # the devices the figures are each one's share of
+    notes += random_note(name, values["flops"], total.flops, random, compiled, basis)
     if recomputed and compiled is None:
         notes.append(
             f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes (counted from the "
@@ -580,11 +583,12 @@ def random_note(
     """A target program's FLOP over the jaxpr count that its random numbers may account for, named
     (`random_allowance`); on the CPU (or counted from the jaxpr), what its count of the threefry hash
     leaves out. Nothing where the program draws nothing, or a target's is not above the jaxpr count
-    (per device: ``devices``)."""
+    (every figure one device's share of ``devices``, the random numbers' too)."""
     expected = jaxpr / devices
+    drawn = f"{round(random / devices):,} FLOP" + (" per device" if devices > 1 else "")
     if random and (compiled is None or compiled.target is None):  # the CPU's count, or the jaxpr's alike
         hidden = round((THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS - 1) * random / devices)
-        return [f"{name}: random numbers counted as XLA's CPU program counts jax's threefry hash ({random:,} FLOP): "
+        return [f"{name}: random numbers counted as XLA's CPU program counts jax's threefry hash ({drawn}): "
                 f"its 5-trip loop's body once, {THREEFRY_WORD_OPS} operations a 32-bit word of the "
                 f"{THREEFRY_UNROLLED_WORD_OPS} it runs; up to {hidden:,} FLOP more run than are counted "
                 "(a GPU's or TPU's compile unrolls the loop and counts them: --target)"]
@@ -594,7 +598,7 @@ def random_note(
     return [
         f"{name}: the {compiled.target} program counts {round(flops - expected):,} FLOP over the jaxpr count "
         f"({(flops - expected) / expected:+.1%}); its random-number generator accounts for up to {bound:,}: "
-        f"the jaxpr counts jax's threefry hash ({random:,} FLOP) as XLA's CPU program does, its 5-trip loop's "
+        f"the jaxpr counts jax's threefry hash ({drawn}) as XLA's CPU program does, its 5-trip loop's "
         f"body once ({THREEFRY_WORD_OPS} operations a word), where the {compiled.target} compiler unrolls the "
         f"loop ({THREEFRY_UNROLLED_WORD_OPS})"
         + (" and may draw the bits again where the backward pass reads them (a dropout mask)"
