@@ -326,16 +326,14 @@ def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seque
 def phase_costs(
     name: str, program: Program, plan: _sharding.ShardingPlan | None = None,
     modules: Sequence[str] = (), root: str = "", attention_convention: str = "full",
-    padded: Sequence[tuple[frozenset[str], float]] = (), jaxpr_model: bool = False, shown_over: int | None = None,
+    padded: Sequence[tuple[frozenset[str], float]] = (), jaxpr_model: bool = False,
 ) -> tuple[PhaseCosts, list[str]]:
     """The best figures of one program, XLA's raw and the jaxpr's beside them, and its notes;
     ``padded``: the routed experts whose capacity padding is no model FLOP (`padding_flops`);
     ``jaxpr_model``: model and hardware FLOP from the jaxpr even without recomputation here (another
     program of the step recomputes: a derived phase, backward = grad - forward, subtracts like from like).
     The jaxpr's figures are divided by the devices its count is shared over (`Program.shared`: the
-    plan's unless the program says) to compare with XLA's per-device ones. ``shown_over``: the devices
-    an uncompiled program's figures are divided over once returned (a part of ``analyze_step``'s step on a
-    mesh), the basis of its notes' figures; None: those the figures here are on."""
+    plan's unless the program says) to compare with XLA's per-device ones."""
     counted, compiled = program.counted, program.compiled
     devices = program.shared if program.shared is not None else plan.devices if plan is not None else 1
     costs = compiled.costs if compiled is not None else xla.XlaCosts(None, None, None)
@@ -366,7 +364,7 @@ def phase_costs(
                         else ""))
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
-    basis = devices if compiled is not None else shown_over or 1  # the devices the figures are each one's share of
+    basis = devices if compiled is not None else program.shown_over or 1  # the devices the figures are each one's share of
     notes += random_note(name, values["flops"], total.flops, random, compiled, basis)
     if recomputed and compiled is None:
         notes.append(

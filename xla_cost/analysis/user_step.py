@@ -714,8 +714,8 @@ def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.C
     notes += found
     out: dict[str, PhaseCosts] = {}
     for name in phases.STEP_PARTS:
-        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots,
-                                   shown_over=split.compute() if split.devices > 1 else None)
+        shown_over = split.compute() if split.devices > 1 else None  # (`_per_device`, below)
+        costs, found = phase_costs(name, Program(parts[name], None, shown_over=shown_over), None, modules, roots)
         notes += found
         if split.devices > 1:
             costs = _per_device(costs, split, parts[name] if name == UPDATE else None)

@@ -101,8 +101,7 @@ class XlaMemory:
     alias_bytes: int | None = None
     """Output bytes that share an argument's buffer (donated arguments)."""
     output_array_bytes: int | None = None
-    """The returned arrays' own bytes (`xla_cost.compiled.hlo.entry_output_bytes`): ``output_bytes``
-    without the output tuple's index table; None: not read."""
+    """The returned arrays' own bytes (`xla_cost.compiled.hlo.entry_output_bytes`), no tuple table; None: unread."""
     rematerialized: int | None = None
     """Instructions XLA's rematerialization pass recomputed to bring the peak
     under the device's memory (clones named ``*.remat*`` in the optimized
