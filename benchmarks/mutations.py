@@ -1791,6 +1791,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        returned = self.output_bytes"),),
         tests=("tests/analysis/test_memory.py",),
     ),
+    Mutation(
+        "step_without_update_says_own_optimizer",
+        "analyze_step's header says 'its own optimizer' for a step that takes no gradient and updates nothing "
+        "(a decode)",
+        (Edit("xla_cost/analysis/user_step.py",
+              "        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,",
+              "        optimizer=_OPTIMIZER,"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
 )
 
 

@@ -53,6 +53,8 @@ STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FO
 
 _OPTIMIZER = "its own optimizer"
 """What a user step's report says for its optimizer (it is in the step)."""
+_NO_OPTIMIZER = "no optimizer"
+"""What it says for a step that takes no gradient and updates nothing (a decode, an evaluation)."""
 
 
 def analyze_step(
@@ -311,7 +313,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             "per-layer rows are the whole step's")
     return Report(
         model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced)),
-        optimizer=_OPTIMIZER,
+        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,
         dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
