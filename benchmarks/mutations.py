@@ -1800,6 +1800,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        optimizer=_OPTIMIZER,"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
+    Mutation(
+        "step_without_precision_note",
+        "analyze_step gives no mixed-precision note for a step computing in bfloat16 on float32 parameters "
+        "(analyze does)",
+        (Edit("xla_cost/analysis/user_step.py",
+              "    precision = precision_note(dtype, param_dtype, costs, xla.backend_name())  # as analyze's",
+              "    precision = None"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
 )
 
 

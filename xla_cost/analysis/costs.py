@@ -26,6 +26,7 @@ __all__ = [
     "causal_halves",
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
     "attention_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives", "conversions", "MATMULS",
+    "precision_note",
 ]
 
 
@@ -607,3 +608,24 @@ def random_note(
 
 def conversions(counted: JaxprCount) -> int:
     return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")
+
+
+def precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
+    """The mixed-precision note of a step computing in ``compute`` on parameters of ``params`` (None: the
+    same dtype), with the dtype conversions of its ``train_step`` phase; ``backend``: where it is compiled."""
+    if compute == params:
+        return None
+    conversions = phases["train_step"].conversion_flops or 0
+    note = (
+        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
+        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
+        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
+        "activations at their narrower width"
+    )
+    if backend == "cpu":
+        note += (
+            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
+            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
+            "the bytes a bfloat16 step moves"
+        )
+    return note

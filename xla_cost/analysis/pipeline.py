@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases, causal_halves
+from xla_cost.analysis.costs import all_phases, causal_halves, precision_note
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -615,7 +615,7 @@ def assemble(request: Request, found: Stages) -> Report:
         for prim, n in count.unsupported.items():
             unsupported[prim] = max(unsupported.get(prim, 0), n)
     param_dtype = _param_dtype_name(workload)
-    precision = _precision_note(found.compute_dtype, param_dtype, costs, xla.backend_name())
+    precision = precision_note(found.compute_dtype, param_dtype, costs, xla.backend_name())
     if precision:
         notes.insert(0, precision)
     if timing is not None and timing.skipped:
@@ -699,23 +699,6 @@ NARROW_FLOATS = frozenset({"bfloat16", "float16"})
 operation, counted as FLOP)."""
 
 
-def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
-    if compute == params:
-        return None
-    conversions = phases["train_step"].conversion_flops or 0
-    note = (
-        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
-        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
-        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
-        "activations at their narrower width"
-    )
-    if backend == "cpu":
-        note += (
-            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
-            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
-            "the bytes a bfloat16 step moves"
-        )
-    return note
 
 
 COLLECTIVES: frozenset[str] = frozenset(
