@@ -589,9 +589,13 @@ def test_a_model_constraining_its_activations_to_the_meshs_axes_is_analysed_on_i
 def test_a_models_sharding_naming_an_axis_the_mesh_lacks_is_refused_for_the_mesh():
     x = jax.ShapeDtypeStruct((8, 16), jnp.float32)
     with pytest.raises(InputError) as info:
+        xla_cost.analyze(_Constrained(("data", "model")), x, optimizer="sgd", mesh={"data": 2}, counter="jaxpr")
+    message = str(info.value)
+    assert "axis 'model' the analysed mesh (data) lacks" in message and "mesh={'data': ..., 'model': 1}" in message
+    assert "inputs float32" not in message and "\n" not in message
+    with pytest.raises(InputError) as info:  # an axis xla_cost's meshes do not have (Gemma's 'tensor')
         xla_cost.analyze(_Constrained(("data", "tensor")), x, optimizer="sgd", mesh={"data": 2}, counter="jaxpr")
     message = str(info.value)
-    assert "axis 'tensor' the analysed mesh (data) lacks" in message and "mesh={'data': ..., 'tensor': 1}" in message
-    assert "inputs float32" not in message and "\n" not in message
+    assert "axis 'tensor' the analysed mesh (data) lacks" in message and "'model' for a tensor-parallel one" in message
     with pytest.raises(InputError, match=r"by mesh axis names .* on no mesh.* Pass mesh= with the axes"):
         xla_cost.analyze(_Constrained(), x, optimizer="sgd", counter="jaxpr")

@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from xla_cost.choices import MESH_AXES
 from xla_cost.errors import InputError, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
@@ -152,13 +153,18 @@ def mesh_error(exc: BaseException, what: str = "the model") -> InputError | None
     if missing:
         axis, spec = missing.group(1), missing.group(2)
         axes = [a.strip(" '\",") for a in missing.group(3).split(",") if a.strip(" '\",")]
-        sizes = ", ".join([*(f"'{a}': ..." for a in axes), f"'{axis}': 1"])
+        if axis in MESH_AXES:
+            sizes = ", ".join([*(f"'{a}': ..." for a in axes), f"'{axis}': 1"])
+            fix = (f"Analyse it on a mesh with that axis (mesh={{{sizes}}}: size 1 leaves it unsplit), or configure "
+                   "the model's shardings with the mesh's axes (its sharding config).")
+        else:
+            fix = (f"Configure the model's shardings with xla_cost's mesh axes ({', '.join(MESH_AXES)}; 'model' "
+                   f"for a tensor-parallel one) in place of '{axis}', in its sharding config, and pass mesh= with "
+                   "them (size 1 leaves an axis unsplit).")
         return InputError(
             f"the mesh axes {what}'s own shardings name",
             f"{what} constraining an array to {spec}, whose axis '{axis}' the analysed mesh "
-            f"({', '.join(axes) or 'no axes'}) lacks",
-            f"Analyse it on a mesh with that axis (mesh={{{sizes}}}: size 1 leaves it unsplit), or configure the "
-            f"model's shardings with the mesh's axes (its sharding config; logical_axis_rules= for Flax logical names).")
+            f"({', '.join(axes) or 'no axes'}) lacks", fix)
     auto = _AUTO_AXIS.search(first)
     if auto:
         return InputError(
