@@ -1817,8 +1817,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "step_capacity_padding_kept",
         "analyze_step keeps routed experts' capacity padding in model_flops (analyze takes it out)",
         (Edit("xla_cost/analysis/user_step.py",
-              "        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots, padded=padded)",
-              "        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots)"),),
+              "        costs, found = phase_costs(name, Program(parts[name], None, shown_over=shown_over), None, modules, roots,\n"
+              "                                   padded=padded)",
+              "        costs, found = phase_costs(name, Program(parts[name], None, shown_over=shown_over), None, modules, roots)"),),
         tests=("tests/step/test_step_routing.py",),
     ),
     Mutation(
@@ -1939,6 +1940,60 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if False:  # the model's own sharding annotation"),
          Edit("xla_cost/step/checks.py", '(_MESHES.search(first) and "Explicit" in first)', "_MESHES.search(first)")),
         tests=("tests/parallel/test_sharding.py::test_a_models_own_sharding_annotation_failing_under_the_mesh_is_named",),
+    ),
+    Mutation(
+        "step_traced_before_reuses_jax_trace",
+        "a step merging its NNX model, traced before analyze_step (a jax.eval_shape, the training loop's call of "
+        "its jax.jit): jax's kept trace, without the modules' name scopes, is counted (every row 0)",
+        (Edit("xla_cost/step/user_step.py",
+              "            jitted = jax.jit(_fresh(bind_axes(function, names) if names else function))",
+              "            jitted = jax.jit(bind_axes(function, names) if names else function)"),
+         Edit("xla_cost/step/user_step.py", "        _forget_traces(step)\n", "        pass\n")),
+        tests=("tests/step/test_nnx_merge_imported.py",),
+    ),
+    Mutation(
+        "model_constraint_traced_on_no_mesh",
+        "a model constraining its activations to the mesh's axes (with_sharding_constraint(x, P('data'))) on "
+        "mesh={'data': 2} is traced under no mesh and refused, the inputs blamed",
+        (Edit("xla_cost/analysis/pipeline.py", "        if ours or mesh is None or not needs_mesh(exc):",
+              "        if True:"),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
+        "random_note_drawn_whole_step",
+        "a sharded step's random-number note gives the whole step's threefry FLOP beside one device's uncounted "
+        "ones (24,148 against 22,381 where each device draws 12,074)",
+        (Edit("xla_cost/analysis/costs.py",
+              '    drawn = f"{round(random / devices):,} FLOP" + (" per device" if devices > 1 else "")',
+              '    drawn = f"{random:,} FLOP" + (" per device" if devices > 1 else "")'),),
+        tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
+        "outputs_part_counts_tuple_table",
+        "the memory breakdown's outputs part is XLA's outputs - aliased, its output tuple's index table "
+        "(8 bytes an array) counted: 68 bytes for Adam on 2 parameter arrays where the loss is 4",
+        (Edit("xla_cost/analysis/memory.py",
+              "        returned = self.output_array_bytes if self.output_array_bytes is not None else self.output_bytes",
+              "        returned = self.output_bytes"),),
+        tests=("tests/analysis/test_memory.py",),
+    ),
+    Mutation(
+        "step_without_update_says_own_optimizer",
+        "analyze_step's header says 'its own optimizer' for a step that takes no gradient and updates nothing "
+        "(a decode)",
+        (Edit("xla_cost/analysis/user_step.py",
+              "        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,",
+              "        optimizer=_OPTIMIZER,"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
+        "step_without_precision_note",
+        "analyze_step gives no mixed-precision note for a step computing in bfloat16 on float32 parameters "
+        "(analyze does)",
+        (Edit("xla_cost/analysis/user_step.py",
+              "    precision = precision_note(dtype, param_dtype, costs, xla.backend_name())  # as analyze's",
+              "    precision = None"),),
+        tests=("tests/step/test_analyze_step.py",),
     ),
 )
 

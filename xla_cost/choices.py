@@ -8,7 +8,14 @@ these.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "DTYPES", "FLOAT8", "FLOAT8_ACTIVATIONS", "OPTIMIZER_NAMES", "DEFAULT_OPTIMIZER", "REMAINDER"]
+__all__ = ["COUNTERS", "DTYPES", "FLOAT8", "FLOAT8_ACTIVATIONS", "OPTIMIZER_NAMES", "DEFAULT_OPTIMIZER", "REMAINDER",
+           "MESH_AXES"]
+
+MESH_AXES: tuple[str, ...] = ("data", "fsdp", "expert", "context", "model")
+"""The mesh axes, outermost first: ``model`` is innermost, so a tensor-parallel
+group is consecutive devices (one node's NVLink domain), then ``context``
+(Megatron-Core's order, tensor then context; Llama 3's [TP, CP, PP, DP],
+Dubey et al. 2024 §3.3.2)."""
 
 COUNTERS: tuple[str, ...] = ("xla", "jaxpr")
 """``xla``: compile every phase and correct XLA's figures for loops; ``jaxpr``:

@@ -168,3 +168,55 @@ def test_attention_in_a_module_with_its_own_parameter_is_found_by_its_data_flow(
     forward = 2 * (2 * B_ * H_ * T_ * T_ * DH_)  # q k^T and p v, 2·B·H·T·T·dh each
     assert report.phases["forward"].attention_flops == forward
     assert report.phases["backward"].attention_flops == 2 * forward
+
+
+class _Dropout(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dropout(0.1, deterministic=False)(nn.Dense(16)(x))
+
+
+def _random_figures(note: str) -> tuple[int, int]:
+    """(the threefry hash's FLOP, the FLOP more it runs than are counted) a random-number note states."""
+    import re
+
+    drawn = re.search(r"threefry hash \(([\d,]+) FLOP", note).group(1)
+    hidden = re.search(r"up to ([\d,]+) FLOP more", note).group(1)
+    return int(drawn.replace(",", "")), int(hidden.replace(",", ""))
+
+
+def test_the_random_number_note_states_its_figures_per_device_on_a_mesh():
+    # on mesh={'data': 2} the note gave the whole step's threefry FLOP beside one device's uncounted ones
+    from xla_cost.analysis.costs import THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
+
+    x = jax.ShapeDtypeStruct((8, 16), jnp.float32)
+    whole = xla_cost.analyze(_Dropout(), x, optimizer="sgd", counter="jaxpr")
+    sharded = xla_cost.analyze(_Dropout(), x, optimizer="sgd", mesh={"data": 2})
+    [one] = [n for n in whole.notes if n.startswith("forward: random numbers")]
+    [each] = [n for n in sharded.notes if n.startswith("forward: random numbers")]
+    drawn, hidden = _random_figures(each)
+    assert "per device" in each and abs(2 * drawn - _random_figures(one)[0]) <= 1  # each device draws its half
+    # the loop unrolled runs 117 operations a word where its body once counts 41: both figures one device's
+    assert abs(hidden - (THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS - 1) * drawn) <= 2
+
+
+def test_analyze_steps_random_number_notes_share_the_step_and_its_parts_basis():
+    # a step whose batch is split over 2 devices: the train_step's note was one device's, its forward's (the
+    # jaxpr's part, shown shared out over the devices) the whole step's, twice as much for the same bits
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(jax.devices()[:2], ("data",))
+    d, b = 16, 8
+
+    def step(w, x, key):
+        def loss(w):
+            h = x @ w
+            return jnp.mean(jnp.where(jax.random.bernoulli(key, 0.9, h.shape), h, 0.0) ** 2)
+
+        return w - 0.1 * jax.grad(loss)(w)
+
+    args = jax.ShapeDtypeStruct((d, d), jnp.float32), jax.ShapeDtypeStruct((b, d), jnp.float32), jax.random.key(0)
+    report = xla_cost.analyze_step(jax.jit(step, in_shardings=(None, NamedSharding(mesh, P("data")), None)), *args)
+    assert report.devices == 2
+    notes = {n.split(":")[0]: _random_figures(n) for n in report.notes if ": random numbers counted" in n}
+    assert notes["forward"] == notes["train_step"]  # the mask is drawn in the forward: the same bits, one device's

@@ -450,3 +450,16 @@ def test_analyze_keeps_only_the_trained_heads_input_where_the_optimizer_freezes_
     assert report.memory_breakdown.saved_activations == B * WIDTHS[1] * 4
     rows = {layer.path: (layer.backward_flops, layer.saved_activation_bytes) for layer in report.layers}
     assert rows["tower"] == (0, B * WIDTHS[1] * 4) and rows["head"][1] == 0
+
+
+def test_the_outputs_part_is_the_loss_alone_whatever_the_parameter_count():
+    # with Adam and the state donated, the outputs part was XLA's outputs - aliased, which counts the output
+    # tuple's index table (8 bytes an array): 68 bytes for 2 parameter arrays, 500 for 20, 1,940 for 80
+    import xla_cost
+
+    x = jax.ShapeDtypeStruct((B, WIDTHS[0]), jnp.float32)
+    report = xla_cost.analyze(DenseStack(), x, optimizer="adam", memory=True)
+    m = report.memory_breakdown
+    assert m.alias_bytes > 0  # the new parameters and Adam's state written into the donated buffers
+    assert m.outputs == 4  # the float32 loss alone
+    assert xla_cost.Report.from_dict(report.to_dict()).memory_breakdown.outputs == 4

@@ -608,3 +608,39 @@ def test_analyze_step_under_a_mesh_of_foreign_axes_is_the_step_on_that_mesh():
     with jax.set_mesh(mesh):
         report = xla_cost.analyze_step(step, w, x, counter="jaxpr")
     assert report.phases["forward"].matmul_flops == 2 * batch * width * width // 2  # x @ w, per device
+
+
+class _Constrained(nn.Module):
+    """16 -> 32, its activation constrained by mesh axis names (as Gemma's and MaxText's layers do)."""
+
+    spec: tuple = ("data",)
+
+    @nn.compact
+    def __call__(self, x):
+        return jax.lax.with_sharding_constraint(nn.Dense(32)(x), P(*self.spec))
+
+
+def test_a_model_constraining_its_activations_to_the_meshs_axes_is_analysed_on_it():
+    # with_sharding_constraint(x, P("data")) on mesh={"data": 2} was refused, blaming the inputs ("... requires a
+    # non-empty mesh in context"): such a model is traced under the analysed mesh
+    b = 8
+    x = jax.ShapeDtypeStruct((b, 16), jnp.float32)
+    report = xla_cost.analyze(_Constrained(), x, optimizer="sgd", mesh={"data": 2})
+    matmul = 2 * (b // 2) * 16 * 32  # one device's half of the batch
+    assert report.devices == 2
+    assert matmul <= report.phases["forward"].flops < 2 * matmul  # + bias and the loss, not the whole batch
+
+
+def test_a_models_sharding_naming_an_axis_the_mesh_lacks_is_refused_for_the_mesh():
+    x = jax.ShapeDtypeStruct((8, 16), jnp.float32)
+    with pytest.raises(InputError) as info:
+        xla_cost.analyze(_Constrained(("data", "model")), x, optimizer="sgd", mesh={"data": 2}, counter="jaxpr")
+    message = str(info.value)
+    assert "axis 'model' the analysed mesh (data) lacks" in message and "mesh={'data': ..., 'model': 1}" in message
+    assert "inputs float32" not in message and "\n" not in message
+    with pytest.raises(InputError) as info:  # an axis xla_cost's meshes do not have (Gemma's 'tensor')
+        xla_cost.analyze(_Constrained(("data", "tensor")), x, optimizer="sgd", mesh={"data": 2}, counter="jaxpr")
+    message = str(info.value)
+    assert "axis 'tensor' the analysed mesh (data) lacks" in message and "'model' for a tensor-parallel one" in message
+    with pytest.raises(InputError, match=r"by mesh axis names .* on no mesh.* Pass mesh= with the axes"):
+        xla_cost.analyze(_Constrained(), x, optimizer="sgd", counter="jaxpr")

@@ -564,3 +564,42 @@ def test_a_masks_fill_is_no_saved_activation():
     # gradient (L x B x d); the head keeps its input (B x d); the loss as above
     kept = 2 * layers * B * d + B * d
     assert memory.saved_activations == 4 * (kept + B * CLASSES + 2 * B + B)
+
+
+def test_a_step_that_takes_no_gradient_and_updates_nothing_says_no_optimizer():
+    # a decode or evaluation step's header said "its own optimizer"
+    d_in, d_out, b = 8, 16, 2
+
+    def infer(params, x):
+        return x @ params["w"]
+
+    params = {"w": jax.ShapeDtypeStruct((d_in, d_out), jnp.float32)}
+    report = xla_cost.analyze_step(infer, params, jax.ShapeDtypeStruct((b, d_in), jnp.float32), counter="jaxpr")
+    assert report.phases["train_step"].flops == 2 * b * d_in * d_out  # the product alone
+    assert report.optimizer == "no optimizer" and "no optimizer" in str(report).splitlines()[0]
+
+    def train(params, x):
+        g = jax.grad(lambda p: jnp.sum(infer(p, x)))(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, g)
+
+    assert xla_cost.analyze_step(train, params, jax.ShapeDtypeStruct((b, d_in), jnp.float32),
+                                 counter="jaxpr").optimizer == "its own optimizer"
+
+
+def test_a_mixed_precision_step_has_analyzes_precision_note():
+    # analyze notes a step computing in bfloat16 on float32 parameters, with its conversions; analyze_step did not
+    b, d, e = 2, 8, 16
+
+    def step(params, x):
+        def loss(p):
+            h = x.astype(jnp.bfloat16) @ p["w"].astype(jnp.bfloat16)
+            return jnp.mean(h.astype(jnp.float32) ** 2)
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params))
+
+    params = {"w": jax.ShapeDtypeStruct((d, e), jnp.float32)}
+    report = xla_cost.analyze_step(step, params, jax.ShapeDtypeStruct((b, d), jnp.float32), counter="jaxpr")
+    # one convert an element: x, w and h in the forward, h's and w's cotangents in the backward
+    converts = b * d + d * e + b * e + b * e + d * e
+    [note] = [n for n in report.notes if n.startswith("mixed precision:")]
+    assert "parameters float32, computation bfloat16" in note and f"({converts:,} in the train step's jaxpr)" in note

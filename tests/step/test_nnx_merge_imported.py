@@ -107,3 +107,34 @@ def test_an_nnx_submodule_named_value_keeps_its_row():
     rows = {r.path: (r.parameters, r.forward_flops) for r in report.layers}
     assert rows["value"] == (32 * 32 + 32, 2 * b * 32 * 32 + b * 32)  # its kernel and bias; matmul + bias add
     assert rows[xla_cost.REMAINDER][0] == 0
+
+
+class _MLP(nnx.Module):
+    def __init__(self, d_in: int, d_hidden: int, d_out: int, rngs: nnx.Rngs):
+        self.fc1, self.fc2 = nnx.Linear(d_in, d_hidden, rngs=rngs), nnx.Linear(d_hidden, d_out, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+def test_a_merging_step_traced_before_the_analysis_keeps_its_rows():
+    """A step that merges its model (``jax.jit``, or a plain function) traced once before
+    ``analyze_step`` (the training loop's call, a ``jax.eval_shape``): jax's trace of it, kept by
+    the function, has no name scopes; the analysis traces afresh (was: every row 0, all of it in
+    the remainder)."""
+    batch, d_in, d_hidden, d_out = 4, 32, 64, 10
+    graphdef, params = nnx.split(_MLP(d_in, d_hidden, d_out, nnx.Rngs(0)), nnx.Param)
+    x = jax.ShapeDtypeStruct((batch, d_in), jnp.float32)
+
+    def infer(x, params):
+        return nnx.merge(graphdef, params)(x)
+
+    jitted = jax.jit(infer)
+    jax.eval_shape(infer, x, params)  # traced before, as the user checks the output's shape
+    jitted.trace(x, params)
+    fc1 = 2 * batch * d_in * d_hidden + batch * d_hidden  # the matrix product and the bias
+    fc2 = 2 * batch * d_hidden * d_out + batch * d_out
+    for step in (infer, jitted):
+        report = xla_cost.analyze_step(step, x, params, per_layer=True, counter="jaxpr")
+        rows = {row.path: row.forward_flops for row in report.layers}
+        assert (rows["fc1"], rows["fc2"]) == (fc1, fc2), step

@@ -25,7 +25,8 @@ from xla_cost.step import phases
 __all__ = [
     "causal_halves",
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
-    "attention_flops", "expanded_model_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives", "conversions", "MATMULS",
+    "attention_flops", "expanded_model_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives",
+    "conversions", "MATMULS", "precision_note",
 ]
 
 
@@ -394,7 +395,8 @@ def phase_costs(
                         else ""))
     corrected = "xla+loops" in sources.values()
     total, recomputed = counted.total, counted.recomputed.flops
-    notes += random_note(name, values["flops"], total.flops, random, compiled, devices)
+    basis = devices if compiled is not None else program.shown_over or 1  # the devices the figures are each one's share of
+    notes += random_note(name, values["flops"], total.flops, random, compiled, basis)
     if recomputed and compiled is None:
         notes.append(
             f"{name}: includes {recomputed:,} FLOP that jax.checkpoint recomputes (counted from the "
@@ -614,11 +616,12 @@ def random_note(
     """A target program's FLOP over the jaxpr count that its random numbers may account for, named
     (`random_allowance`); on the CPU (or counted from the jaxpr), what its count of the threefry hash
     leaves out. Nothing where the program draws nothing, or a target's is not above the jaxpr count
-    (per device: ``devices``)."""
+    (every figure one device's share of ``devices``, the random numbers' too)."""
     expected = jaxpr / devices
+    drawn = f"{round(random / devices):,} FLOP" + (" per device" if devices > 1 else "")
     if random and (compiled is None or compiled.target is None):  # the CPU's count, or the jaxpr's alike
         hidden = round((THREEFRY_UNROLLED_WORD_OPS / THREEFRY_WORD_OPS - 1) * random / devices)
-        return [f"{name}: random numbers counted as XLA's CPU program counts jax's threefry hash ({random:,} FLOP): "
+        return [f"{name}: random numbers counted as XLA's CPU program counts jax's threefry hash ({drawn}): "
                 f"its 5-trip loop's body once, {THREEFRY_WORD_OPS} operations a 32-bit word of the "
                 f"{THREEFRY_UNROLLED_WORD_OPS} it runs; up to {hidden:,} FLOP more run than are counted "
                 "(a GPU's or TPU's compile unrolls the loop and counts them: --target)"]
@@ -628,7 +631,7 @@ def random_note(
     return [
         f"{name}: the {compiled.target} program counts {round(flops - expected):,} FLOP over the jaxpr count "
         f"({(flops - expected) / expected:+.1%}); its random-number generator accounts for up to {bound:,}: "
-        f"the jaxpr counts jax's threefry hash ({random:,} FLOP) as XLA's CPU program does, its 5-trip loop's "
+        f"the jaxpr counts jax's threefry hash ({drawn}) as XLA's CPU program does, its 5-trip loop's "
         f"body once ({THREEFRY_WORD_OPS} operations a word), where the {compiled.target} compiler unrolls the "
         f"loop ({THREEFRY_UNROLLED_WORD_OPS})"
         + (" and may draw the bits again where the backward pass reads them (a dropout mask)"
@@ -639,3 +642,24 @@ def random_note(
 
 def conversions(counted: JaxprCount) -> int:
     return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")
+
+
+def precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
+    """The mixed-precision note of a step computing in ``compute`` on parameters of ``params`` (None: the
+    same dtype), with the dtype conversions of its ``train_step`` phase; ``backend``: where it is compiled."""
+    if compute == params:
+        return None
+    conversions = phases["train_step"].conversion_flops or 0
+    note = (
+        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
+        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
+        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
+        "activations at their narrower width"
+    )
+    if backend == "cpu":
+        note += (
+            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
+            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
+            "the bytes a bfloat16 step moves"
+        )
+    return note

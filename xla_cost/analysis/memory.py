@@ -30,7 +30,8 @@ the same parts (`PEAK_PARTS`), by where XLA says each buffer came from (the
   parameters' copies a donated step makes, index tensors);
 * outputs: what the step returns outside the donated buffers: the loss and metrics where the new
   state is written into the donated arguments, every result (the new state too) where nothing is
-  donated. Beside the program's parts it is XLA's ``outputs - aliased`` (`MemoryBreakdown.outputs`).
+  donated. Beside the program's parts it is the returned arrays' bytes less XLA's aliased ones
+  (`MemoryBreakdown.outputs`: XLA's ``outputs`` also counts the output tuple's index table).
 
 The two views differ where XLA departs from the program: it recomputes
 elementwise residuals inside backward fusions (fewer saved activations than the
@@ -97,6 +98,8 @@ class MemoryBreakdown:
         before the split over devices), largest first.
       argument_bytes, output_bytes, temp_bytes, alias_bytes: XLA's
         ``memory_analysis()`` of the donated train step (None: unknown).
+      output_array_bytes: the bytes of the arrays the compiled step returns, by their own shapes
+        (XLA's ``output_bytes`` less its output tuple's index table; None: not read).
       devices: devices of the mesh (1: one device).
       notes: what the figures assume.
       at_peak: what is live when XLA's temporaries peak, by `PEAK_PARTS`
@@ -127,6 +130,7 @@ class MemoryBreakdown:
     output_bytes: int | None = None
     temp_bytes: int | None = None
     alias_bytes: int | None = None
+    output_array_bytes: int | None = None
     devices: int = 1
     notes: tuple[str, ...] = ()
     at_peak: Mapping[str, int] = dataclasses.field(default_factory=dict)
@@ -143,10 +147,13 @@ class MemoryBreakdown:
 
     @property
     def outputs(self) -> int | None:
-        """What the step returns outside the donated buffers, XLA's ``outputs - aliased`` (its
-        tuple's pointer table included): the loss where the new state is written into the donated
-        arguments, the new state with it where nothing is donated (None: XLA's figures unknown)."""
-        return None if self.output_bytes is None else self.output_bytes - (self.alias_bytes or 0)
+        """What the step returns outside the donated buffers, the returned arrays' bytes less XLA's
+        aliased ones (not XLA's ``outputs``, which counts the output tuple's index table, 8 bytes an
+        array: where the program's arrays are not read, those): the loss where the new state is written
+        into the donated arguments, the new state with it where nothing is donated (None: XLA's figures
+        unknown)."""
+        returned = self.output_array_bytes if self.output_array_bytes is not None else self.output_bytes
+        return None if returned is None else max(returned - (self.alias_bytes or 0), 0)
 
     @property
     def donated(self) -> bool | None:
@@ -193,7 +200,8 @@ class MemoryBreakdown:
             "parts_total": self.parts_total,
             "peak": self.peak, "gap": self.gap,
             "xla": {"argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
-                    "temp_bytes": self.temp_bytes, "alias_bytes": self.alias_bytes},
+                    "temp_bytes": self.temp_bytes, "alias_bytes": self.alias_bytes,
+                    "output_array_bytes": self.output_array_bytes},
             "at_peak": dict(self.at_peak), "at_peak_total": self.at_peak_total,
             "held_by_layer": dict(self.held_by_layer),
             "largest_workspace": [b.to_dict() for b in self.largest_workspace],
@@ -207,7 +215,7 @@ class MemoryBreakdown:
     def to_frame(self) -> pd.DataFrame:
         """One row per part (`PEAK_PARTS`), then ``sum`` and ``xla_peak``, raw
         bytes: ``program_bytes`` as the program holds them (None for
-        ``workspace``, which only XLA's schedule has; ``outputs`` XLA's outputs - aliased) and
+        ``workspace``, which only XLA's schedule has; ``outputs`` the returned arrays less the aliased) and
         ``at_peak_bytes`` live at XLA's peak (None: the schedule not replayed)."""
         import pandas as pd
 
@@ -241,6 +249,7 @@ class MemoryBreakdown:
             saved_by_layer={str(k): int(v) for k, v in (data.get("saved_by_layer") or {}).items()},
             argument_bytes=xla.get("argument_bytes"), output_bytes=xla.get("output_bytes"),
             temp_bytes=xla.get("temp_bytes"), alias_bytes=xla.get("alias_bytes"),
+            output_array_bytes=xla.get("output_array_bytes"),
             devices=int(data.get("devices", 1)), notes=tuple(data.get("notes", ())),
             at_peak={str(k): int(v) for k, v in (data.get("at_peak") or {}).items()},
             held_by_layer={str(k): int(v) for k, v in (data.get("held_by_layer") or {}).items()},
@@ -568,6 +577,7 @@ def memory_breakdown(
         output_bytes=None if memory is None else memory.output_bytes,
         temp_bytes=None if memory is None else memory.temp_bytes,
         alias_bytes=None if memory is None else memory.alias_bytes,
+        output_array_bytes=None if memory is None else memory.output_array_bytes,
         rematerialized=None if memory is None else memory.rematerialized,
         remat_short_of=None if memory is None else memory.remat_short_of,
         unsized_scratch=0 if memory is None else memory.unsized_scratch,

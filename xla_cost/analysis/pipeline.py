@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases, causal_halves
+from xla_cost.analysis.costs import all_phases, causal_halves, precision_note
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -46,7 +46,7 @@ from xla_cost.options import given_fields
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.parallel.sharding import PartitionRules, ShardingOptions, ShardingPlan
 from xla_cost.step import phases
-from xla_cost.step.checks import OutputSelector
+from xla_cost.step.checks import OutputSelector, needs_mesh
 from xla_cost.step.optimizers import LossFn
 from xla_cost.step.trees import PyTree
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
@@ -392,7 +392,16 @@ def _run(request: Request) -> Report:
     # a step on Explicit axes, or called under the caller's mesh, is traced under its own: its arrays' types
     # name that mesh's axes (the caller's mesh would type them on its own, Explicit or not)
     ours = mesh is not None and (request.explicit or not jax.sharding.get_abstract_mesh().empty)
-    with jax.set_mesh(mesh) if ours else contextlib.nullcontext():
+    try:
+        with jax.set_mesh(mesh) if ours else contextlib.nullcontext():
+            return _run_on(request, mesh, notes)
+    except InputError as exc:
+        if ours or mesh is None or not needs_mesh(exc):
+            raise
+    # a model whose own shardings name mesh axes (with_sharding_constraint(x, P('fsdp')), an out_sharding=),
+    # which jax resolves only under a mesh: traced under the plan's (on Auto axes, traced on none, Flax's
+    # Partitioned metadata constrains nothing: its names may be logical ones the plan maps)
+    with jax.set_mesh(mesh):
         return _run_on(request, mesh, notes)
 
 
@@ -612,7 +621,7 @@ def assemble(request: Request, found: Stages) -> Report:
         for prim, n in count.unsupported.items():
             unsupported[prim] = max(unsupported.get(prim, 0), n)
     param_dtype = _param_dtype_name(workload)
-    precision = _precision_note(found.compute_dtype, param_dtype, costs, xla.backend_name())
+    precision = precision_note(found.compute_dtype, param_dtype, costs, xla.backend_name())
     if precision:
         notes.insert(0, precision)
     if timing is not None and timing.skipped:
@@ -693,23 +702,6 @@ NARROW_FLOATS = frozenset({"bfloat16", "float16"})
 operation, counted as FLOP)."""
 
 
-def _precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
-    if compute == params:
-        return None
-    conversions = phases["train_step"].conversion_flops or 0
-    note = (
-        f"mixed precision: parameters {params}, computation {compute}; FLOP are the same "
-        f"arithmetic as in {params} plus dtype conversions ({conversions:,} in the train "
-        "step's jaxpr); where the backend computes in bfloat16, bytes_accessed counts its "
-        "activations at their narrower width"
-    )
-    if backend == "cpu":
-        note += (
-            ". On the CPU, XLA emulates bfloat16 arithmetic in float32 (it adds converts, "
-            "counted as FLOP, and its bytes_accessed grows): compile for a GPU or TPU for "
-            "the bytes a bfloat16 step moves"
-        )
-    return note
 
 
 COLLECTIVES: frozenset[str] = frozenset(

@@ -36,11 +36,14 @@ __all__ = ["COMPILE_THREADS", "Program", "jit_phase", "arguments", "placement", 
 class Program:
     """One phase's program: its jaxpr count and, when compiled, XLA's analyses; ``shared``: the devices
     the jaxpr's count is shared over, XLA's figures being one device's (None: the mesh's, its plan's
-    devices; 1 for a mapped body, ``pmap`` or a ``shard_map`` step, whose jaxpr is one device's)."""
+    devices; 1 for a mapped body, ``pmap`` or a ``shard_map`` step, whose jaxpr is one device's).
+    ``shown_over``: the devices an uncompiled program's figures are divided over once counted (a part
+    of ``analyze_step``'s step on a mesh), the basis of its notes' figures (None: the whole step's)."""
 
     counted: JaxprCount
     compiled: xla.CompiledPhase | None
     shared: int | None = None
+    shown_over: int | None = None
 
 
 COMPILE_THREADS = 2

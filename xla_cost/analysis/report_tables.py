@@ -224,7 +224,7 @@ def outputs_what(breakdown: Any) -> str:
     if donated is None:
         return MEMORY_WHAT["outputs"]
     if donated:
-        return "returned outside the donated buffers (the loss, metrics: XLA's outputs - aliased)"
+        return "returned outside the donated buffers (the loss, metrics: the returned arrays - aliased)"
     return "returned, nothing donated: every result, the new state with the loss (XLA's outputs)"
 
 

@@ -272,7 +272,7 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
         parameters=totals["parameters"], gradients=gradients, optimizer_state=totals["optimizer_state"],
         model_state=totals["model_state"], inputs=totals["inputs"], saved_activations=saved,
         argument_bytes=memory.argument_bytes, output_bytes=memory.output_bytes, temp_bytes=memory.temp_bytes,
-        alias_bytes=memory.alias_bytes, devices=plan.devices if plan is not None else 1,
+        alias_bytes=memory.alias_bytes, output_array_bytes=memory.output_array_bytes, devices=plan.devices if plan is not None else 1,
         notes=(("the parts are one device's: each argument by its sharding's shards, the saved activations by the "
                 "forward work's; " if plan is not None and plan.devices > 1 else "")
                + "gradients are those of the parameters "

@@ -20,7 +20,7 @@ import numpy as np
 from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 
-from xla_cost.analysis.costs import collective_rows, phase_costs
+from xla_cost.analysis.costs import collective_rows, phase_costs, precision_note
 from xla_cost.analysis.memory import target_memory, too_big_for
 from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
@@ -55,6 +55,8 @@ STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FO
 
 _OPTIMIZER = "its own optimizer"
 """What a user step's report says for its optimizer (it is in the step)."""
+_NO_OPTIMIZER = "no optimizer"
+"""What it says for a step that takes no gradient and updates nothing (a decode, an evaluation)."""
 
 
 def analyze_step(
@@ -314,16 +316,19 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             f"and other over {split.compute()} (the batch's shards times the parameters'), the update over each "
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
+    dtype, param_dtype = compute_dtype(traced.jaxpr, parameter_dtype(prepared)), parameter_dtype(prepared)
+    precision = precision_note(dtype, param_dtype, costs, xla.backend_name())  # as analyze's
     return Report(
         model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced),
                                                                 written=written),
-        optimizer=_OPTIMIZER,
-        dtype=compute_dtype(traced.jaxpr, parameter_dtype(prepared)), param_dtype=parameter_dtype(prepared),
+        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,
+        dtype=dtype, param_dtype=param_dtype,
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,
         trained_parameters=trained if some else None, updated_parameters=updated,
         phases=costs, layers=layers,
-        unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys(notes)), counter=counter,
+        unsupported=dict(counted.unsupported), notes=tuple(dict.fromkeys([precision] * bool(precision) + notes)),
+        counter=counter,
         depth=depth, timing=timing, collectives=dict(sorted(collectives.items())),
         sharding={"mesh": dict(plan.sizes), "devices": plan.devices, "jaxpr": "step" if body is None else "device"}
         if plan is not None else {},
@@ -712,7 +717,9 @@ def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.C
     notes += found
     out: dict[str, PhaseCosts] = {}
     for name in phases.STEP_PARTS:
-        costs, found = phase_costs(name, Program(parts[name], None), None, modules, roots, padded=padded)
+        shown_over = split.compute() if split.devices > 1 else None  # (`_per_device`, below)
+        costs, found = phase_costs(name, Program(parts[name], None, shown_over=shown_over), None, modules, roots,
+                                   padded=padded)
         notes += found
         if split.devices > 1:
             costs = _per_device(costs, split, parts[name] if name == UPDATE else None)

@@ -31,7 +31,7 @@ __all__ = [
     "Array", "Shape", "parse_shape", "shape_leaves", "shape_bytes", "shape_dtypes", "element_bits",
     "split_top_level", "attribute_value", "Instruction", "Computation", "Module", "parse_module",
     "parse_instruction", "describe_instruction", "program_order", "Runs", "computation_runs", "merge_names",
-    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "has_while_loop", "remat_clones", "LibraryBytes",
+    "NAME_PATTERN", "matching_bracket", "custom_call_targets", "entry_output_bytes", "has_while_loop", "remat_clones", "LibraryBytes",
     "library_call_bytes", "library_call_target", "instruction_bytes",
     "entry_arguments", "unsized_conv_scratch", "CONTROL_FLOW", "ASYNC_WRAPPERS", "code_computations",
     "AsyncChain", "async_chains",
@@ -722,6 +722,19 @@ def code_computations(module: Module) -> list[str]:
         seen.update(callees)
         stack.extend(reversed(callees))
     return found
+
+
+def entry_output_bytes(hlo_text: str) -> int | None:
+    """The bytes of the arrays the program returns: its entry computation's root's leaves, each by
+    its own shape and dtype (the output tuple's index table, 8 bytes an array that
+    ``memory_analysis()``'s ``output_size_in_bytes`` counts, left out). None: no entry root, or a
+    leaf of unknown size."""
+    module = parse_module(hlo_text)
+    if module.entry is None:
+        return None
+    root = module.computations[module.entry].root()
+    shape = None if root is None else parse_shape(root.shape_text)
+    return None if shape is None else shape_bytes(shape)
 
 
 def entry_arguments(hlo_text: str) -> int | None:

@@ -100,6 +100,8 @@ class XlaMemory:
     temp_bytes: int | None
     alias_bytes: int | None = None
     """Output bytes that share an argument's buffer (donated arguments)."""
+    output_array_bytes: int | None = None
+    """The returned arrays' own bytes (`xla_cost.compiled.hlo.entry_output_bytes`), no tuple table; None: unread."""
     rematerialized: int | None = None
     """Instructions XLA's rematerialization pass recomputed to bring the peak
     under the device's memory (clones named ``*.remat*`` in the optimized
@@ -387,6 +389,7 @@ def compile_phase(
     loops = hlo.has_while_loop(text) if text else loops  # whether XLA kept a loop (`xla_cost.analysis.costs.best`)
     memory = dataclasses.replace(normalize_memory_analysis(buffers.result()),  # read aside meanwhile
                                  rematerialized=hlo.remat_clones(text) if text else None,
+                                 output_array_bytes=hlo.entry_output_bytes(text) if text else None,
                                  remat_short_of=remat_shortfall(log),
                                  unsized_scratch=hlo.unsized_conv_scratch(text) if text and target is not None else 0)
     result = CompiledPhase(

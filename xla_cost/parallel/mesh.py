@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 
+from xla_cost.choices import MESH_AXES
 from xla_cost.compiled import targets
 from xla_cost.errors import InputError
 from xla_cost.parallel.simulated import check_device_count
@@ -27,11 +28,7 @@ __all__ = ["CONTEXT", "MESH_AXES", "BATCH_AXES", "parse_mesh", "check_mesh", "ch
 CONTEXT = "context"
 """The mesh axis a sequence's positions are split over: context parallelism (`xla_cost.parallel.context`)."""
 
-MESH_AXES: tuple[str, ...] = ("data", "fsdp", "expert", CONTEXT, "model")
-"""The mesh axes, outermost first: ``model`` is innermost, so a tensor-parallel
-group is consecutive devices (one node's NVLink domain), then ``context``
-(Megatron-Core's order, tensor then context; Llama 3's [TP, CP, PP, DP],
-Dubey et al. 2024 §3.3.2)."""
+assert CONTEXT in MESH_AXES  # (`xla_cost.choices.MESH_AXES`: the step's refusals name them too)
 
 BATCH_AXES: tuple[str, ...] = ("data", "fsdp", "expert")
 """The axes the batch is split over."""

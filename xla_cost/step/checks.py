@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from xla_cost.choices import MESH_AXES
 from xla_cost.errors import InputError, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
@@ -23,7 +24,7 @@ __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
     "check_float_params", "check_logits", "check_float_outputs", "check_loss", "selector", "select_outputs",
     "default_targets",
-    "first_line", "mesh_error", "trace_error",
+    "first_line", "mesh_error", "needs_mesh", "trace_error",
 ]
 
 
@@ -130,11 +131,65 @@ _AXIS_TYPES = re.compile(r"context mesh .*axis_types=\((.*?)\).* should match th
 """jax's words of an array typed on a mesh of other axis types than the mesh the trace runs under."""
 
 
+_MISSING_AXIS = re.compile(r"Resource axis: (\S+) of (.*?) is not found in mesh: \((.*?)\)")
+"""jax's words of a sharding (``with_sharding_constraint``, an ``out_sharding=``) naming an axis the mesh lacks."""
+
+_NO_MESH = re.compile(r"requires a non-empty mesh in context|PartitionSpec when you are not under a mesh context")
+"""jax's words of a sharding given by mesh axis names (a ``PartitionSpec``) traced under no mesh."""
+
+
+_AUTO_AXIS = re.compile(r"cannot contain axis names that are of type Auto.*?axis name: (\S+) of type")
+"""jax's words of a sharding that takes Explicit axes only (``dot_general``'s ``out_sharding``) given an Auto one."""
+
+
+def needs_mesh(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is jax's refusal of a sharding given by mesh
+    axis names traced under no mesh: the model's own shardings, which a mesh in context resolves."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if _NO_MESH.search(str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def mesh_error(exc: BaseException, what: str = "the model") -> InputError | None:
     """The one-line refusal of a failure that is the mesh's, not the inputs' or the optimizer's: arrays typed on
     a mesh of other axis types (Explicit, Auto) than the one the step is traced under, or arrays on a mesh's
     Explicit axes meeting others on none (jax's ShardingTypeError); None for any other failure."""
     first = first_line(exc)
+    missing = _MISSING_AXIS.search(first)
+    if missing:
+        axis, spec = missing.group(1), missing.group(2)
+        axes = [a.strip(" '\",") for a in missing.group(3).split(",") if a.strip(" '\",")]
+        if axis in MESH_AXES:
+            sizes = ", ".join([*(f"'{a}': ..." for a in axes), f"'{axis}': 1"])
+            fix = (f"Analyse it on a mesh with that axis (mesh={{{sizes}}}: size 1 leaves it unsplit), or configure "
+                   "the model's shardings with the mesh's axes (its sharding config).")
+        else:
+            fix = (f"Configure the model's shardings with xla_cost's mesh axes ({', '.join(MESH_AXES)}; 'model' "
+                   f"for a tensor-parallel one) in place of '{axis}', in its sharding config, and pass mesh= with "
+                   "them (size 1 leaves an axis unsplit).")
+        return InputError(
+            f"the mesh axes {what}'s own shardings name",
+            f"{what} constraining an array to {spec}, whose axis '{axis}' the analysed mesh "
+            f"({', '.join(axes) or 'no axes'}) lacks", fix)
+    auto = _AUTO_AXIS.search(first)
+    if auto:
+        return InputError(
+            f"mesh axes of the type {what}'s own shardings need",
+            f"{what} naming the mesh's Auto axis '{auto.group(1)}' where jax takes Explicit ones only (an "
+            f"out_sharding=): {quoted(exc, first, 120)}",
+            "Pass mesh= as a mesh of Explicit axes: mesh=jax.make_mesh(sizes, names, "
+            "axis_types=(jax.sharding.AxisType.Explicit,) * len(names)).")
+    if _NO_MESH.search(first):
+        return InputError(
+            f"{what}'s own shardings traced under a mesh",
+            f"{what} constraining an array by mesh axis names ({quoted(exc, first, 120)}) in an analysis on no mesh",
+            "Pass mesh= with the axes the model's shardings name (e.g. mesh={'data': 2}; size 1 leaves an axis "
+            "unsplit), or analyse your own train step under your mesh with xla_cost.analyze_step.")
     types = _AXIS_TYPES.search(first)
     if types:
         return InputError(

@@ -193,6 +193,27 @@ def step_name(step: Any) -> str:
     return getattr(step, "__name__", type(step).__name__)
 
 
+def _fresh(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` as a new function object: jax keeps the traces of a jitted function by the
+    function object, and a trace made before the analysis (``jax.eval_shape(step, ...)``, a
+    ``jax.jit(step)`` the training loop called) has none of the name scopes the analysis traces
+    it under (`nnx_name_scopes`: the modules of a model the step merges itself)."""
+
+    @functools.wraps(function)
+    def fresh(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return fresh
+
+
+def _forget_traces(step: Any) -> None:
+    """Drops the traces jax keeps of the user's ``jax.jit`` step (``clear_cache``: its own
+    compiled calls and traces), for the reason of `_fresh`: the step's next call traces again."""
+    clear = getattr(step, "clear_cache", None)
+    if callable(clear):
+        clear()
+
+
 def _is_jax_jit(step: Any) -> bool:
     return isinstance(step, jax.stages.Wrapped) and hasattr(step, "trace") and hasattr(step, "lower")
 
@@ -447,11 +468,13 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     own_program = None
     if kind == "nnx" and cached is None and not names and (_is_jax_jit(step) or _is_nnx_jit(step)):
         own_program = functools.partial(_own_lowered, step, args, kwargs)
+    if user_jit:  # a trace of it made before (the training loop's call): without this trace's name scopes
+        _forget_traces(step)
     while True:
         if user_jit:
             jitted = step if not kwargs and not held and not keywords else _JitWithKwargs(step, kwargs, held, bool(keywords))
         else:
-            jitted = jax.jit(bind_axes(function, names) if names else function)
+            jitted = jax.jit(_fresh(bind_axes(function, names) if names else function))
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
                             (*bound, *notes), scopes, positional, own_program=own_program)
         try:
