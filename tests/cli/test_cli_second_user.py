@@ -278,7 +278,7 @@ def test_report_takes_file_py_attr_like_step(capsys, place):
 
 
 def test_python_gives_what_the_file_form_loads(place):
-    from xla_cost.step.user_step import load_attribute
+    from xla_cost.step.loading import load_attribute
 
     net = load_attribute("mynet.py:MLP", "MODEL")()
     params = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((2, FEATURES)))

@@ -82,7 +82,7 @@ def analyze(args: argparse.Namespace) -> str:
 def step(args: argparse.Namespace) -> str:
     from xla_cost.analysis.user_step import analyze_step
     from xla_cost.present.formats import render_as
-    from xla_cost.step.user_step import load_attribute, step_arguments
+    from xla_cost.step.loading import load_attribute, step_arguments
 
     function = load_attribute(args.function, "the step")
     arguments = step_arguments(load_attribute(args.make_args, "--args", example="train.py:make_args"), args.make_args)

@@ -58,7 +58,7 @@ def _input_dtype(name: str) -> Any:
 def _custom_target(spec: str) -> tuple[Any, str]:
     """``FILE.py:attribute`` or ``package.module:attribute`` to the attribute (not
     called) and its name, loaded as ``xla-cost step`` loads a step (`load_attribute`)."""
-    from xla_cost.step.user_step import load_attribute  # loads jax: only when a model is built
+    from xla_cost.step.loading import load_attribute
 
     attribute = spec.rpartition(":")[2]
     target = load_attribute(spec, "MODEL", "MODEL as a zoo name, FILE.py:attribute or an importable "
