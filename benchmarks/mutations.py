@@ -1248,6 +1248,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py",),
     ),
     Mutation(
+        "combined_gradients_ready_at_the_end",
+        "a data-parallel all-reduce XLA combined from every gradient (the CPU's one) priced as one piece ready when "
+        "the backward pass ends: none of it hidden under the header's buckets",
+        (Edit("xla_cost/runs/step_communication.py",
+              "    counts = [int(p.nbytes // bucket_bytes) if bucket_bytes > 0 else 1 for p in pieces]\n",
+              "    counts = [1 for p in pieces]\n"),),
+        tests=("tests/runs/test_predict.py",),
+    ),
+    Mutation(
+        "mesh_step_whole_beside_parts",
+        "analyze_step's train_step on a mesh left on the whole step's basis (counter=jaxpr: every device's FLOP; "
+        "counter=xla: the matmul, attention and conversion figures) beside its per-device parts",
+        (Edit("xla_cost/analysis/user_step.py",
+              "_step_per_device(step, out, compiled is not None) if split.devices > 1 else step",
+              "step"),),
+        tests=("tests/parallel/test_sharding.py",),
+    ),
+    Mutation(
         "own_scopes_as_model_roots",
         "a pure-JAX model's named scopes taken for model classes: their products said to be the root's own code",
         (Edit("xla_cost/count/attribution.py",

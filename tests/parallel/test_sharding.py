@@ -644,3 +644,30 @@ def test_a_models_sharding_naming_an_axis_the_mesh_lacks_is_refused_for_the_mesh
     assert "axis 'tensor' the analysed mesh (data) lacks" in message and "'model' for a tensor-parallel one" in message
     with pytest.raises(InputError, match=r"by mesh axis names .* on no mesh.* Pass mesh= with the axes"):
         xla_cost.analyze(_Constrained(), x, optimizer="sgd", counter="jaxpr")
+
+
+@pytest.mark.parametrize("counter", ["jaxpr", "xla"])
+def test_analyze_steps_train_step_on_a_mesh_is_one_devices_like_its_parts(counter):
+    # nanodo's step on its 8-device 'data' mesh: train_step counted all 8 devices with counter="jaxpr" (65.36 MFLOP
+    # beside parts summing to 8.18) and, with "xla", its matmul/attention/conversion figures were the whole step's
+    # (matmul 59,768,832 beside forward's 2,490,368 per device), above its own flops
+    from jax.sharding import Mesh, NamedSharding
+
+    devices, b, d = 4, 8, 64
+    mesh = Mesh(jax.devices()[:devices], ("data",))
+
+    def step(w, x):
+        return w - 0.1 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+
+    jitted = jax.jit(step, in_shardings=(NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))))
+    args = jax.ShapeDtypeStruct((d, d), jnp.float32), jax.ShapeDtypeStruct((b, d), jnp.float32)
+    report = xla_cost.analyze_step(jitted, *args, counter=counter)
+    step_, parts = report.phases["train_step"], [report.phases[p] for p in ("forward", "backward", "update", "other")]
+    # x @ w forward and x.T @ dy backward, each 2*b*d*d over the batch's 4 shards
+    assert step_.matmul_flops == 2 * (2 * b * d * d) // devices
+    if counter == "jaxpr":  # every figure the parts' per-device sum; the update (2*d*d: scale, subtract) replicated
+        assert step_.flops == sum(p.flops for p in parts) == (step_.jaxpr_flops - 2 * d * d) // devices + 2 * d * d
+        assert step_.transcendentals == sum(p.transcendentals for p in parts)
+        assert any("train_step is one device's, the parts' sum" in n for n in report.notes)
+    else:
+        assert step_.matmul_flops <= step_.flops

@@ -312,7 +312,9 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     elif plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices {_along(plan)}: "
-            "train_step's XLA figures are one device's; the parts' are the jaxpr's shared out: forward, backward "
+            + ("train_step's XLA figures are one device's, its matmul, attention and conversion figures the parts' "
+               "sum" if compiled is not None else "train_step is one device's, the parts' sum")
+            + "; the parts' are the jaxpr's shared out: forward, backward "
             f"and other over {split.compute()} (the batch's shards times the parameters'), the update over each "
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
@@ -728,7 +730,7 @@ def _costs(counted: JaxprCount, parts: Mapping[str, JaxprCount], compiled: xla.C
             costs = dataclasses.replace(costs, communication=rows)
         out[name] = costs
     out["grad"] = PhaseCosts.derive(STEP_GRAD, out)
-    out["train_step"] = step
+    out["train_step"] = _step_per_device(step, out, compiled is not None) if split.devices > 1 else step
     order = (FORWARD, BACKWARD, "grad", UPDATE, OTHER, "train_step")
     return {name: out[name] for name in order}
 
@@ -749,6 +751,24 @@ def _per_device(costs: PhaseCosts, split: _Split, update: JaxprCount | None) -> 
                 out[key] = round(split.update(update, key))
         out["model_flops"] = out["hardware_flops"] = out["flops"]
     return dataclasses.replace(costs, **out)
+
+
+_XLA_FIGURES = ("flops", "transcendentals", "model_flops", "hardware_flops")
+"""The figures of a compiled step that are XLA's, already one device's (unless XLA gave none: `PhaseCosts.sources`)."""
+
+
+def _step_per_device(step: PhaseCosts, parts: Mapping[str, PhaseCosts], compiled: bool) -> PhaseCosts:
+    """The whole step on a mesh on the parts' basis, one device's: each figure counted from the jaxpr
+    (every one without a compile; the matmul, attention and conversion figures beside XLA's) is the
+    parts' per-device sum, as they add up to the jaxpr's count of the step; XLA's stay."""
+    out = {}
+    for key in _PER_DEVICE:
+        xla_figure = key in _XLA_FIGURES and step.sources.get("flops" if key.endswith("_flops") else key) != "jaxpr"
+        if compiled and xla_figure:
+            continue
+        values = [getattr(parts[name], key) for name in phases.STEP_PARTS]
+        out[key] = None if None in values else sum(values)
+    return dataclasses.replace(step, **out)
 
 
 def _selector(part: str, counted: JaxprCount) -> Any:

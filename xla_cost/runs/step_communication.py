@@ -21,8 +21,8 @@ from xla_cost.runs.layouts import fsdp_units
 from xla_cost.timemodel import comm, schedule
 from xla_cost.timemodel.hardware import Hardware
 
-__all__ = ["PIECES", "UPDATE_PART", "UPDATE_PART_NOTE", "backward_share", "gradient_reduction", "overlapped",
-           "stage_transfers", "update_collectives"]
+__all__ = ["PIECES", "UPDATE_PART", "UPDATE_PART_NOTE", "backward_share", "gradient_reduction",
+           "made_through_backward", "overlapped", "stage_transfers", "update_collectives"]
 
 
 UPDATE_PART = "update_collectives"
@@ -159,7 +159,10 @@ def gradient_reduction(
     sharded = [r for r in rows if units and "fsdp" in r.axes
                and r.kind.replace("_", "-").removesuffix("-start") in _ZERO3_KINDS]
     apart = {id(r) for r in sharded}
-    priced = [comm.placed_time((r,), mesh, cluster) for r in rows if id(r) not in apart]  # each alone, as before
+    read = [r for r in rows if id(r) not in apart]
+    priced = [comm.placed_time((r,), mesh, cluster) for r in read]  # each alone, as before
+    # the analysed mesh's data-parallel gradients: made through the backward pass however XLA combined them
+    spread = [r.kind.replace("_", "-").removesuffix("-start") == "all-reduce" and set(r.axes) <= _DATA for r in read]
     if layout.data > 1:
         per_device = int(report.sharding.get("params_bytes_per_device") or 0) or 4 * report.parameters
         if layout.gradient_bytes is not None:  # the gradients as the framework reduces them (float16: 2 bytes)
@@ -171,11 +174,11 @@ def gradient_reduction(
                  "span": where}
         priced += [(*comm.communication_time([piece], cluster), (where,))] * pieces  # the pieces alike: priced once
     notes: list[str] = []
-    timed = []  # (its span, its time), the rows the model prices
-    for _, times, row_notes, (at,) in priced:
+    timed = []  # (its span, its time, whether spread), the rows the model prices
+    for i, (_, times, row_notes, (at,)) in enumerate(priced):
         notes += row_notes
-        timed += [(at, t) for t in times]
-    total = sum(t.seconds for _, t in timed)
+        timed += [(at, t, i < len(spread) and spread[i]) for t in times]
+    total = sum(t.seconds for _, t, _ in timed)
     m = layout.micro_batches
     zero3_times, zero3_exposed, hideable = (), 0.0, 0.0
     if units:
@@ -192,7 +195,7 @@ def gradient_reduction(
                          f"; the program's {len(sharded)} parameter and gradient collectives over fsdp priced so "
                          "instead" if sharded else ""))
     zero3_total = sum(t.seconds for t in zero3_times)
-    times = (*(t for _, t in timed), *zero3_times)
+    times = (*(t for _, t, _ in timed), *zero3_times)
     if not times:
         return 0.0, (), notes, 0.0
     if hardware.overlap is not None:
@@ -210,17 +213,49 @@ def gradient_reduction(
     else:
         hidden_behind = backward
     groups: dict[tuple[Any, ...], list[schedule.Piece]] = {}
-    for index, (at, time) in enumerate(timed):
-        key = (time.kind, time.group_size, at)
+    for index, (at, time, even) in enumerate(timed):
+        key = (time.kind, time.group_size, at, even)
         groups.setdefault(key, []).append(schedule.Piece(time.nbytes * time.executions, (index + 1) / len(timed)))
     slots = []
-    for (kind, size, where), pieces in groups.items():
+    for (kind, size, where, even), pieces in groups.items():
+        if even:
+            pieces, said = made_through_backward(pieces, hardware.bucket_bytes)
+            notes += [said] if said else []
         for piece in schedule.bucket(pieces, hardware.bucket_bytes):
             slots.append((piece.ready * hidden_behind, cluster.time(kind, piece.nbytes, size, where=where)[0]))
     slots.sort()
     durations = [d for _, d in slots]
     exposed = schedule.exposed_after([r for r, _ in slots], durations, hidden_behind)
     return sum(durations) + zero3_total, times, notes, exposed + zero3_exposed
+
+
+def made_through_backward(pieces: Sequence[schedule.Piece], bucket_bytes: float
+                          ) -> tuple[list[schedule.Piece], str]:
+    """A data-parallel group's gradient pieces (in the backward pass's order) as the backward pass makes
+    their bytes, and what was done, in words ("" when nothing was). Where XLA's all-reduce combiner
+    merged many gradients into a piece of several buckets' bytes (the CPU's: every gradient in one, at
+    the end of the backward pass), that piece is split into ``bytes // bucket_bytes`` even pieces and
+    every piece of the group is ready at its bytes' cumulative share of the group's (the gradients
+    made evenly through the backward pass); a group with no such piece, or buckets of 0 bytes, is kept."""
+    counts = [int(p.nbytes // bucket_bytes) if bucket_bytes > 0 else 1 for p in pieces]
+    combined = [p.nbytes for p, count in zip(pieces, counts) if count >= 2]
+    total = sum(p.nbytes for p in pieces)
+    if not combined or not total:
+        return list(pieces), ""
+    out: list[schedule.Piece] = []
+    made = 0.0
+    for piece, count in zip(pieces, counts):
+        count = max(count, 1)
+        for _ in range(count):
+            made += piece.nbytes / count
+            out.append(schedule.Piece(piece.nbytes / count, made / total))
+    return out, (f"{len(combined)} gradient all-reduce(s) over data the compiler combined ({sum(combined) / 1e6:,.4g} "
+                 f"MB) reduced as the backward pass makes their bytes: in even pieces of at least "
+                 f"{bucket_bytes / 2**20:,.4g} MiB, each ready at its bytes' share of the backward pass")
+
+
+_DATA = frozenset({"data"})
+"""The analysed mesh's data-parallel axis: its all-reduces are the gradients' (`made_through_backward`)."""
 
 
 _ZERO3_KINDS = frozenset({"all-gather", "reduce-scatter", "all-reduce"})
