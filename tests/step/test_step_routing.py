@@ -84,11 +84,10 @@ class PaddedMoE(nnx.Module):
         return [xla_cost.Routing(r"experts/", E, K, capacity=T, group_tokens=T)]
 
 
-def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flops():
-    """analyze_step's model FLOP leave the experts' products on capacity padding out, as analyze's do
-    (was: analyze_step's model_flops were its flops, padding and all, beside the note saying it is padding)."""
-    model = nnx.eval_shape(lambda: PaddedMoE(nnx.Rngs(0)))
-    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(PaddedMoE(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
+def _step_and_analysis(module: type) -> tuple[xla_cost.Report, xla_cost.Report]:
+    """``analyze_step`` of an SGD step on the mean square of ``module``'s output, and ``analyze`` of the same."""
+    model = nnx.eval_shape(lambda: module(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(module(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
     x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
 
     @nnx.jit
@@ -98,12 +97,19 @@ def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flo
         return loss
 
     report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
+    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
+                                targets=x, counter="jaxpr")
+    return report, analysed
+
+
+def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flops():
+    """analyze_step's model FLOP leave the experts' products on capacity padding out, as analyze's do
+    (was: analyze_step's model_flops were its flops, padding and all, beside the note saying it is padding)."""
+    report, analysed = _step_and_analysis(PaddedMoE)
     padding = 1 - K * T / (E * T)  # 1 - k S / (E C): the share of the E x C slots no assignment fills
     experts = 2 * (2 * B * T * E * D * F)  # the forward's two expert products, every slot
     forward = report.phases["forward"]
     assert forward.flops - forward.model_flops == round(padding * experts)
-    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
-                                targets=x, counter="jaxpr")
     assert analysed.phases["forward"].flops - analysed.phases["forward"].model_flops == round(padding * experts)
 
 
@@ -128,21 +134,9 @@ class RootExperts(nnx.Module):
 def test_capacity_padding_of_experts_at_the_root_module_is_out_of_model_flops():
     """Experts whose weights the root module holds (path "") leave their padding out of model_flops, as
     in a submodule (was: the root's products read as the remainder's, model_flops = flops)."""
-    model = nnx.eval_shape(lambda: RootExperts(nnx.Rngs(0)))
-    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(RootExperts(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
-    x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
-
-    @nnx.jit
-    def train_step(model, optimizer, x):
-        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
-        optimizer.update(model, grads)
-        return loss
-
     padding = 1 - K * T / (E * T)  # 1 - k S / (E C)
     experts = 2 * (2 * B * T * E * D * F)  # the forward's two expert products, every slot
-    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
-    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
-                                targets=x, counter="jaxpr")
+    report, analysed = _step_and_analysis(RootExperts)
     for result in (report, analysed):
         forward = result.phases["forward"]
         assert forward.flops - forward.model_flops == round(padding * experts)
