@@ -32,9 +32,12 @@ class TinyMoE(nnx.Module):
         return [xla_cost.Routing(r"^w_", E, K, capacity=T, group_tokens=T)]
 
 
-def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
-    model = nnx.eval_shape(lambda: TinyMoE(nnx.Rngs(0)))
-    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(TinyMoE(nnx.Rngs(0)), optax.adam(1e-3), wrt=nnx.Param))
+def _step_and_analysis(module: type, optimizer: str = "sgd") -> tuple[xla_cost.Report, xla_cost.Report]:
+    """``analyze_step`` of a step (``optimizer``: sgd or adam) on the mean square of ``module``'s output,
+    and ``analyze`` of the same."""
+    model = nnx.eval_shape(lambda: module(nnx.Rngs(0)))
+    transform = optax.adam(1e-3) if optimizer == "adam" else optax.sgd(0.1)
+    state = nnx.eval_shape(lambda: nnx.Optimizer(module(nnx.Rngs(0)), transform, wrt=nnx.Param))
     x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
 
     @nnx.jit
@@ -43,7 +46,14 @@ def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
         optimizer.update(model, grads)
         return loss
 
-    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
+    report = xla_cost.analyze_step(train_step, model, state, x, counter="jaxpr")
+    analysed = xla_cost.analyze(model, x, optimizer=optimizer, loss=lambda y, _: jnp.mean(y ** 2),
+                                targets=x, counter="jaxpr")
+    return report, analysed
+
+
+def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
+    report, analysed = _step_and_analysis(TinyMoE, "adam")
     total = D * E + 2 * E * D * F
     # a token reads K of the E experts' weights, and the whole router
     assert (report.parameters, report.active_parameters) == (total, D * E + 2 * K * D * F)
@@ -51,8 +61,6 @@ def test_the_step_of_a_routed_nnx_model_has_the_models_active_parameters():
     note = next(n for n in report.notes if n.startswith("mixture of experts"))
     assert f"makes {K * T} assignments for E x C = {E} x {T} = {E * T} expert slots" in note
     assert f"at least {1 - K / E:.1%}" in note
-    analysed = xla_cost.analyze(model, x, optimizer="adam", loss=lambda y, _: jnp.mean(y ** 2),
-                                targets=x, counter="jaxpr")
     assert analysed.active_parameters == report.active_parameters
 
 
@@ -84,24 +92,6 @@ class PaddedMoE(nnx.Module):
         return [xla_cost.Routing(r"experts/", E, K, capacity=T, group_tokens=T)]
 
 
-def _step_and_analysis(module: type) -> tuple[xla_cost.Report, xla_cost.Report]:
-    """``analyze_step`` of an SGD step on the mean square of ``module``'s output, and ``analyze`` of the same."""
-    model = nnx.eval_shape(lambda: module(nnx.Rngs(0)))
-    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(module(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
-    x = jax.ShapeDtypeStruct((B, T, D), jnp.float32)
-
-    @nnx.jit
-    def train_step(model, optimizer, x):
-        loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
-        optimizer.update(model, grads)
-        return loss
-
-    report = xla_cost.analyze_step(train_step, model, optimizer, x, counter="jaxpr")
-    analysed = xla_cost.analyze(model, x, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2),
-                                targets=x, counter="jaxpr")
-    return report, analysed
-
-
 def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flops():
     """analyze_step's model FLOP leave the experts' products on capacity padding out, as analyze's do
     (was: analyze_step's model_flops were its flops, padding and all, beside the note saying it is padding)."""
@@ -113,22 +103,15 @@ def test_the_step_of_a_routed_nnx_model_leaves_capacity_padding_out_of_model_flo
     assert analysed.phases["forward"].flops - analysed.phases["forward"].model_flops == round(padding * experts)
 
 
-class RootExperts(nnx.Module):
-    """`PaddedMoE` with the experts' weights its own (the routed module is the model: parameters at the root)."""
-
-    def __init__(self, rngs: nnx.Rngs):
-        self.router = nnx.Linear(D, E, use_bias=False, rngs=rngs)
-        self.w_in = nnx.Param(jax.random.normal(rngs.params(), (E, D, F)))
-        self.w_out = nnx.Param(jax.random.normal(rngs.params(), (E, F, D)))
+class RootExperts(TinyMoE):
+    """`PaddedMoE` with the experts' weights its own (the routed module is the model: parameters at the
+    root, as `TinyMoE`'s), each expert's output a product of its own, then weighted by the gate."""
 
     def __call__(self, x):
         weights, chosen = jax.lax.top_k(jax.nn.softmax(self.router(x)), K)
         gate = jnp.sum(jax.nn.one_hot(chosen, E) * weights[..., None], axis=-2)  # [B, T, E]
         hidden = jax.nn.relu(jnp.einsum("btd,edf->btef", x, self.w_in[...]))
         return jnp.sum(jnp.einsum("btef,efd->bted", hidden, self.w_out[...]) * gate[..., None], axis=2)
-
-    def xla_cost_routing(self, inputs):
-        return [xla_cost.Routing(r"^w_", E, K, capacity=T, group_tokens=T)]
 
 
 def test_capacity_padding_of_experts_at_the_root_module_is_out_of_model_flops():
