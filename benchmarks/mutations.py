@@ -2013,6 +2013,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    precision = None"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
+    Mutation(
+        "sweep_drops_input_dtype",
+        "sweep on the command line drops --input-dtype: a custom token model's int32 ids become --dtypes' "
+        "floats and its embedding refuses them",
+        (Edit("xla_cost/cli/commands.py",
+              "        input_dtype=args.input_dtype, store=args.store, jobs=args.jobs,",
+              "        store=args.store, jobs=args.jobs,"),),
+        tests=("tests/cli/test_cli_estimate.py::test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does",),
+    ),
 )
 
 

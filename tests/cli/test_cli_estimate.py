@@ -236,7 +236,7 @@ class TokenLM(nn.Module):  # token ids in, logits out: an embedding of 16 x 8 an
 
 def test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does(capsys, tmp_path):
     # the options analyze has, declared once (parser._input_options), for every command that takes a model
-    for command in ("analyze", "estimate", "scaling", "fit"):
+    for command in ("analyze", "estimate", "scaling", "fit", "sweep"):
         args = build_parser().parse_args([command, "m.py:M", "--input-shape", "2,16", "--input-dtype", "int32"])
         assert (args.input_shape, args.input_dtype) == ("2,16", "int32"), command
     model = tmp_path / "tokens.py"
@@ -263,3 +263,11 @@ def test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does(caps
     code, out, err = run(capsys, "fit", f"{model}:TokenLM", *shape, "--max-batch", "4", "--quiet", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["batch_size"] == 4
+    # sweep too (it had --input-shape alone: the int32 ids became --dtypes' floats, refused by the embedding);
+    code, out, err = run(capsys, "sweep", f"{model}:TokenLM", "--batch-sizes", "1,2", *shape, "--jobs", "0",
+                         "--store", store, "--quiet", "--format", "json")
+    assert code == 0, err
+    rows = {row["batch_size"]: row for row in json.loads(out)["runs"]}
+    assert sorted(rows) == [1, 2] and all(row["status"] == "ok" for row in rows.values())
+    # the embedding V x D, the head D x V and its bias V: 16 * 8 + 8 * 16 + 16
+    assert all(row["parameters"] == 16 * 8 + 8 * 16 + 16 for row in rows.values())

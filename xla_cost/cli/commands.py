@@ -107,8 +107,8 @@ def sweep(args: argparse.Namespace) -> str:
         optimizers=_list(args.optimizers, "--optimizers"), dtypes=_list(args.dtypes, "--dtypes"),
         counter=args.counter, per_layer=args.per_layer or args.depth is not None or args.layers is not None,
         depth=args.depth,
-        input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None, store=args.store,
-        jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
+        input_shape=parse_shape(args.input_shape) if args.input_shape is not None else None,
+        input_dtype=args.input_dtype, store=args.store, jobs=args.jobs, scheduler=args.scheduler, progress=False if args.quiet else None,
         retry_failed=args.retry_failed, target=args.target,
     )
     result.raise_if_all_failed()  # nothing analysed: no table, no --output, no header-only --layers file

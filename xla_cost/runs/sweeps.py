@@ -228,6 +228,8 @@ class Grid:
       per_layer, depth: also the per-layer rows.
       input_shape: a custom model's input shape, batch first (the batch axis is
         replaced by each batch size).
+      input_dtype: a custom model's input dtype (``int32`` for token ids); None:
+        the run's dtype.
       target: compile every configuration for this device
         (`xla_cost.timemodel.devices.target`: ``h100``, ``tpu-v5e:2x2``) with its
         own compiler; each row records it and the store keys its results apart
@@ -242,6 +244,7 @@ class Grid:
     per_layer: bool = False
     depth: int | None = None
     input_shape: Sequence[int] | None = None
+    input_dtype: str | None = None
     target: str | None = None
 
 
@@ -263,6 +266,7 @@ def configurations(
     per_layer: bool = False,
     depth: int | None = None,
     input_shape: Sequence[int] | None = None,
+    input_dtype: str | None = None,
     target: str | None = None,
 ) -> list[RunConfig]:
     """Every combination, in order (models outermost, then settings, optimizers,
@@ -272,8 +276,8 @@ def configurations(
       models: zoo names, ``FILE.py:attr`` or ``package.module:attr``.
       grid: the values combined (`Grid`), as one object.
       batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
-        input_shape, target: the fields of `Grid` (documented there); each one not at
-        its default replaces ``grid``'s.
+        input_shape, input_dtype, target: the fields of `Grid` (documented there); each one
+        not at its default replaces ``grid``'s.
 
     A setting given as text (``"1"``, as ``--set depth=1,x`` gives it) is read by
     the type of the zoo model's field: ``1`` for an int field.
@@ -329,7 +333,8 @@ def _grid(models: Sequence[str] | str, grid: Grid) -> list[RunConfig]:
                 out.append(RunConfig(
                     model, batch, dict(zip(keys, values)), optimizer=optimizer, dtype=dtype,
                     counter=grid.counter, per_layer=grid.per_layer, depth=grid.depth,
-                    input_shape=tuple(grid.input_shape) if grid.input_shape else None, target=grid.target,
+                    input_shape=tuple(grid.input_shape) if grid.input_shape else None,
+                    input_dtype=grid.input_dtype, target=grid.target,
                 ))
     return _dedupe(out)
 
@@ -598,6 +603,7 @@ def sweep(
     per_layer: bool = False,
     depth: int | None = None,
     input_shape: Sequence[int] | None = None,
+    input_dtype: str | None = None,
     target: str | None = None,
 ) -> SweepResult:
     """Analyses every combination of the arguments; results go through the store.
@@ -615,8 +621,8 @@ def sweep(
       retry_failed: analyse again configurations stored as failed.
       on_result: called with each configuration and its stored row as it is stored.
       batch_sizes, settings, optimizers, dtypes, counter, per_layer, depth,
-        input_shape, target: the fields of `Grid` (documented there); each one not at
-        its default replaces ``grid``'s.
+        input_shape, input_dtype, target: the fields of `Grid` (documented there); each
+        one not at its default replaces ``grid``'s.
 
     Returns:
       A `SweepResult`: ``runs`` (a row per configuration) and ``layers``.
