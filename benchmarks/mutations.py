@@ -2014,6 +2014,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py",),
     ),
     Mutation(
+        "step_ignores_nested_jits_shardings",
+        "analyze_step of an NNX step the user jitted with in_shardings (nested in xla_cost's own jit) reads no "
+        "sharding: its parts are the whole step's beside train_step's one device's",
+        (Edit("xla_cost/analysis/user_step.py",
+              '    nested = _nested(call.params["jaxpr"]) if call is not None else {}',
+              "    nested = {}"),),
+        tests=("tests/step/test_analyze_step.py::test_an_nnx_step_the_user_jitted_with_a_split_batch_has_per_device_parts",),
+    ),
+    Mutation(
         "sweep_drops_input_dtype",
         "sweep on the command line drops --input-dtype: a custom token model's int32 ids become --dtypes' "
         "floats and its embedding refuses them",

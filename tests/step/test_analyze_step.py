@@ -423,6 +423,41 @@ def test_a_data_parallel_step_jitted_with_shardings_is_split_per_device():
     assert rows["forward"] == rows["update"] == rows["other"] == []
 
 
+class NnxMLP(nnx.Module):
+    """`MLP` in NNX."""
+
+    def __init__(self, rngs):
+        self.fc1, self.fc2 = nnx.Linear(IN, HIDDEN, rngs=rngs), nnx.Linear(HIDDEN, CLASSES, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+def nnx_sgd_step(model, batch):
+    loss, grads = nnx.value_and_grad(lambda m: _loss(m(batch["x"]), batch["y"]))(model)
+    return jax.tree.map(lambda p, g: p - 0.1 * g, nnx.state(model, nnx.Param), grads), loss
+
+
+@pytest.mark.parametrize("jit", [jax.jit, nnx.jit])
+def test_an_nnx_step_the_user_jitted_with_a_split_batch_has_per_device_parts(jit):
+    # the user's own jit (jax.jit, nnx.jit) shards the batch over 2 devices; xla_cost traces the NNX step in a
+    # function of the model's state of its own, inside which the user's jit (and its in_shardings) is nested
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = 2
+    mesh = Mesh(np.array(jax.devices()[:devices]), ("data",))
+    step = jit(nnx_sgd_step, in_shardings=(None, NamedSharding(mesh, PartitionSpec("data"))))
+    report = xla_cost.analyze_step(step, nnx.eval_shape(lambda: NnxMLP(nnx.Rngs(0))), BATCH)
+    assert report.devices == devices
+    forward = report.phases["forward"]
+    assert forward.flops == _forward() / devices  # the batch's B / 2 samples on one device
+    assert forward.matmul_flops == 2 * (B // devices) * (IN * HIDDEN + HIDDEN * CLASSES)
+    assert report.phases["backward"].flops == _backward() / devices
+    assert report.phases["update"].flops == 2 * PARAMS  # replicated: every device updates every parameter
+    assert any(f"sharded over {devices} devices" in note for note in report.notes)
+
+
 def test_a_tensor_parallel_steps_memory_and_update_are_one_devices():
     # a pure-JAX step (jax-llm-examples' form) whose parameters carry their shardings over a mesh of 2 on "y":
     # w1 (D x F) split by columns, w2sh (F x D) by rows, w2 (D x D) replicated. One device holds

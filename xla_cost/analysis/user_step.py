@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh
 
 from xla_cost.analysis.costs import collective_rows, phase_costs, precision_note
@@ -140,8 +141,9 @@ def analyze_step(
     Returns:
       A `Report` whose ``phases`` are forward, backward, grad, update, other
       and train_step; on a sharded step (a jit with ``in_shardings`` over a
-      mesh of several devices) FLOP are per device and each part lists its
-      collectives.
+      mesh of several devices, ``jax.jit`` or ``nnx.jit``, an NNX step's
+      included) FLOP are per device, the parts' and their notes' as
+      train_step's, and each part lists its collectives.
 
     Raises:
       InputError: ``step`` is not callable; it fails to trace (its own
@@ -414,12 +416,10 @@ def _along(plan: ShardingPlan) -> str:
 
 
 def _mesh(call: Any, prepared: UserStep) -> Any:
-    """The mesh of several devices the step is sharded over (the jit's
-    ``in_shardings``, else the arguments', else a ``with_sharding_constraint``'s
-    inside it: a step whose only sharding is a constraint is partitioned all
-    the same), or None."""
-    shardings = list(call.params.get("in_shardings", ())) if call is not None else []
-    shardings += [getattr(leaf, "sharding", None) for leaf in jax.tree.leaves(prepared.args)]
+    """The mesh of several devices the step is sharded over (its arguments' shardings: `_given`, else
+    a ``with_sharding_constraint``'s inside it: a step whose only sharding is a constraint is
+    partitioned all the same), or None."""
+    shardings = _given(call, prepared)
     if call is not None:
         shardings += _constraints(call.params.get("jaxpr"))
     for sharding in shardings:
@@ -430,6 +430,45 @@ def _mesh(call: Any, prepared: UserStep) -> Any:
         if isinstance(mesh, Mesh) and mesh.size > 1:
             return mesh
     return None
+
+
+def _given(call: Any, prepared: UserStep) -> list[Any]:
+    """Per flattened argument leaf, the ``NamedSharding`` the step gives it, or None: its jit's
+    ``in_shardings`` entry, else the leaf's own (a placed array's), else the one a jit nested in the
+    step gives it where it passes the leaf on as it is (`_nested`: the user's ``jax.jit(...,
+    in_shardings=...)`` or ``nnx.jit``'s inside the function xla_cost traces for an NNX step)."""
+    leaves = jax.tree.leaves(prepared.args)
+    jitted = list(call.params.get("in_shardings", ())) if call is not None else []
+    nested = _nested(call.params["jaxpr"]) if call is not None else {}
+    given = []
+    for i, leaf in enumerate(leaves):
+        found = (jitted[i] if i < len(jitted) else None, getattr(leaf, "sharding", None), nested.get(i))
+        given.append(next((s for s in found if getattr(s, "spec", None) is not None), None))
+    return given
+
+
+def _nested(jaxpr: Any) -> dict[int, Any]:
+    """Of the inputs of ``jaxpr`` (by position), those a jit equation in it (or nested in such a jit)
+    receives as they are, with the ``NamedSharding`` its ``in_shardings`` gives them (the first)."""
+    found: dict[int, Any] = {}
+
+    def walk(inner: Any, position: Mapping[Any, int]) -> None:
+        for eqn in getattr(inner, "jaxpr", inner).eqns:
+            if eqn.primitive.name not in ("jit", "pjit"):
+                continue
+            body = eqn.params["jaxpr"]
+            passed = {}
+            for var, sharding, inside in zip(eqn.invars, eqn.params.get("in_shardings", ()), body.jaxpr.invars):
+                at = position.get(var) if not isinstance(var, jex_core.Literal) else None
+                if at is None:
+                    continue
+                passed[inside] = at
+                if getattr(sharding, "spec", None) is not None:
+                    found.setdefault(at, sharding)
+            walk(body, passed)
+
+    walk(jaxpr, {v: i for i, v in enumerate(getattr(jaxpr, "jaxpr", jaxpr).invars)})
+    return found
 
 
 def _constraints(jaxpr: Any) -> list[Any]:
@@ -544,13 +583,10 @@ class _Split:
 def _split(call: Any, prepared: UserStep, plan: ShardingPlan | None) -> _Split:
     if plan is None:
         return _Split()
-    given = list(call.params.get("in_shardings", ())) if call is not None else []
     leaves = jax.tree.leaves(prepared.args)
     batch, tensor, held, whole = 1, 1, {}, {}
     shards: list[int] = []
-    for i, leaf in enumerate(leaves):
-        sharding = given[i] if i < len(given) and getattr(given[i], "spec", None) is not None else None
-        sharding = sharding or getattr(leaf, "sharding", None)
+    for i, (leaf, sharding) in enumerate(zip(leaves, _given(call, prepared))):
         spec = getattr(sharding, "spec", None)
         if spec is None:
             shards.append(1)

@@ -223,6 +223,13 @@ def _is_nnx_jit(step: Any) -> bool:
         step, "lower")
 
 
+def _sharded_nnx_jit(step: Any) -> bool:
+    """Whether ``step`` is an ``nnx.jit`` given ``in_shardings``: run as it is on the objects merged
+    here (a jit nested in the traced function, whose shardings the analysis reads), not its function."""
+    return _is_nnx_jit(step) and any(s is not None for s in jax.tree.leaves(getattr(step, "in_shardings", None),
+                                                                         is_leaf=lambda s: s is None))
+
+
 def _is_graph(value: Any) -> bool:
     return nnx_graph.is_graph_node(value) and not isinstance(value, (list, tuple, dict))
 
@@ -364,7 +371,7 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
     """The step as a function of the NNX objects' state: it merges them, runs
     the step (which updates them in place) and returns their state after it
     with the step's own results, so that the updates are part of the program."""
-    if hasattr(step, "fun") and callable(step.fun) and type(step).__module__.startswith("flax.nnx"):
+    if _is_nnx_jit(step) and not _sharded_nnx_jit(step):
         step = step.fun  # nnx.jit: its function, run on objects merged here (they update in place)
     positions = [i for i, a in enumerate(args) if _is_graph(a)]
     objects = tuple(args[i] for i in positions)
