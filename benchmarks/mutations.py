@@ -1660,8 +1660,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "attention_softmax_of_any_pass",
         "a softmax read by products between activations in another pass only (a loss's softmax of an MoE "
         "layer's combine, read by its backward) is taken for attention's",
-        (Edit("xla_cost/count/attention_flow.py", "for seed in seeds if self.exps.get(seed) == pass_}",
-              "for seed in seeds}"),),
+        (Edit("xla_cost/count/attention_flow.py", "for seed in fits if self.exps.get(seed) == pass_}",
+              "for seed in fits}"),),
+        tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
+        "attention_normaliser_through_reduction",
+        "a square, max or logistic of a product between activations passes a reduction: an RMSNorm's mean(x**2) of "
+        "the residual stream an MoE combine wrote, read by the next layer's dispatch, is taken for attention's scores",
+        (Edit("xla_cost/count/attention_flow.py",
+              '    if dropped and _elements(getattr(var.aval, "shape", ())) > size:',
+              "    if False:"),),
         tests=("tests/analysis/test_costs.py",),
     ),
     Mutation(

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import xla_cost
+from xla_cost.count.interpret import count_jaxpr
 from xla_cost.zoo import build_model
 
 B = 8
@@ -168,6 +169,59 @@ def test_attention_in_a_module_with_its_own_parameter_is_found_by_its_data_flow(
     forward = 2 * (2 * B_ * H_ * T_ * T_ * DH_)  # q k^T and p v, 2·B·H·T·T·dh each
     assert report.phases["forward"].attention_flops == forward
     assert report.phases["backward"].attention_flops == 2 * forward
+
+
+# Attention normalised without a softmax's exp read attention_flops 0: sigmoid attention (Apple 2024, "Theory,
+# Analysis, and Best Practices for Sigmoid Self-Attention": P = sigmoid(Q K^T / sqrt(dh) + b), jax.nn.sigmoid's
+# `logistic`) and ReLU attention (P = relu(Q K^T / sqrt(dh)) / T). Each layer is that attention beside an MoE layer
+# (an RMSNorm squaring the residual stream the previous combine wrote; einsum dispatch and combine from a
+# router's softmax over the experts and its top-1; experts whose nonlinearity is the same normaliser: SiLU's
+# logistic, ReLU's max): the attention alone is attention.
+_NORMALISERS = {"sigmoid": lambda s: jax.nn.sigmoid(s - jnp.log(T_)), "relu": lambda s: jax.nn.relu(s) / T_}
+_ACTIVATIONS = {"sigmoid": jax.nn.silu, "relu": jax.nn.relu}
+E_, C_, F_ = 4, 4, 32  # experts, capacity (tokens per expert), expert hidden size
+
+
+def _attention_and_moe(normaliser):
+    score, act = _NORMALISERS[normaliser], _ACTIVATIONS[normaliser]
+
+    def model(params, x):
+        for layer in params["layers"]:
+            with jax.named_scope("attention"):
+                q = (x @ layer["wq"]).reshape(B_, T_, H_, DH_)
+                k, v = ((x @ layer[w]).reshape(B_, T_, KV_, DH_).repeat(H_ // KV_, axis=2) for w in ("wk", "wv"))
+                s = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(DH_) + layer["bias"]
+                p = jnp.where(jnp.tril(jnp.ones((T_, T_), bool)), score(s), 0.0)
+                x = x + jnp.einsum("bhts,bshd->bthd", p, v).reshape(B_, T_, H_ * DH_) @ layer["wo"]
+            with jax.named_scope("moe"):
+                x = x * jax.lax.rsqrt(jnp.maximum(jnp.mean(x ** 2, -1, keepdims=True), 1e-6))  # RMSNorm: x², max
+                gates = jax.nn.softmax(x @ layer["router"], axis=-1)  # [b, t, e]: over the experts
+                slot = jax.nn.one_hot(jnp.arange(T_) % C_, C_)[None, :, None]  # token t's slot in its expert
+                slots = jax.nn.one_hot(jnp.argmax(gates, -1), E_)[..., None] * slot  # [b, t, e, c]
+                xe = jnp.einsum("btd,btec->becd", x, slots)  # dispatch
+                ye = jnp.einsum("becf,efd->becd", act(jnp.einsum("becd,edf->becf", xe, layer["w1"])), layer["w2"])
+                x = x + jnp.einsum("becd,btec->btd", ye, slots * gates[..., None])  # combine
+        return x
+
+    w = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    params = _attention_params()
+    for layer in params["layers"]:
+        layer.update(bias=w(), router=w(D_, E_), w1=w(E_, D_, F_), w2=w(E_, F_, D_))
+    return model, params
+
+
+@pytest.mark.parametrize("normaliser", sorted(_NORMALISERS))
+def test_attention_normalised_without_a_softmax_is_attention_and_an_moe_beside_it_is_not(normaliser):
+    model, params = _attention_and_moe(normaliser)
+    x = jax.ShapeDtypeStruct((B_, T_, D_), jnp.float32)
+    report = xla_cost.analyze(model, x, params=params, optimizer="sgd", counter="jaxpr")
+    forward = L_ * 2 * (2 * B_ * H_ * T_ * T_ * DH_)  # per layer q k^T and p v, 2·B·H·T·T·dh each
+    assert report.phases["forward"].attention_flops == forward
+    assert report.phases["backward"].attention_flops == 2 * forward  # dP, dV, dQ, dK
+    # no input named a weight (every one data): the experts' x_e W1 (W1 an input, no projection) is no score
+    loss = lambda params, x: model(params, x).sum()  # noqa: E731
+    counted = count_jaxpr(jax.make_jaxpr(jax.grad(loss))(params, x))
+    assert counted.total.attention == 3 * forward
 
 
 class _Dropout(nn.Module):

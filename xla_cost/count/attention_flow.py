@@ -23,14 +23,44 @@ The backward pass has the same shape: ``dV = P^T dO`` reads ``P``; ``dQ = dS K``
 ``dK = dS^T Q`` read ``dS = P (dP - sum(P dP))``, which comes from ``P`` and from
 ``dP = dO V^T``; all four are attention.
 
+Attention normalised without an ``exp`` (sigmoid attention, Apple 2024's
+``P = sigmoid(S / sqrt(d) + b)``, whose ``jax.nn.sigmoid`` lowers to ``logistic``; ReLU and
+ReLU² attention, ``max(S, 0)`` and its ``square``/``integer_pow``) is found the same way,
+but ``logistic``, ``max`` with a constant and a square are everywhere in a network (SiLU
+experts, ReLU MLPs, a norm's ``x**2``), so one of them seeds attention only where the data
+has attention's shape, which an MoE layer's products do not (an ``exp`` needs no shape: one
+between products between activations is a softmax of scores, a router's is of a product
+with a weight):
+
+* the normaliser's input comes from a *score*: a product between activations with batch
+  dimensions whose two operands each keep free dimensions of more than one element (query
+  positions x key positions), both operands coming from a matrix product (projections of
+  activations) or being data inputs known as such (with no weights named an input may be a
+  weight, so ``x_e W_1`` of an expert, an input ``W_1``, is no score);
+* a product between activations reads the normalised tensor in its own pass with all of it
+  (as many elements as the score) and contracts its query or key positions (as many elements
+  as either free side of the score), as ``P V`` contracts the keys with values of the same
+  sequence.
+
+An MoE layer's dispatch and combine masks come from a ``top_k`` or a softmax over experts of
+a router's product with a weight (no score), and what its one-hot dispatch products compute
+(``[tokens, experts, capacity]``) reaches no normaliser before the experts' products with
+weights; its experts' ``silu``/ReLU read products with a weight. Once such a normaliser is
+read so, every product between activations one of whose operands comes, through no other
+product, from its score is attention too, in any pass: ReLU's backward masks ``dP`` by
+``S > 0`` and a square's by ``2 S``, reading ``S`` and not ``P``, so ``dQ = dS K`` and
+``dK = dS^T Q`` are found from ``S`` (and ``dP`` as their origin).
+
 What this leaves out: a weight's product (one operand computed from weights alone),
 an MLP's and a router's (a router's softmax is of a product with a weight), an MoE
 layer's expert products and their weight gradients (``x_e^T dy_e`` reads no softmax of
-scores), a contrastive loss's logits (no batch dimension). Attention without an ``exp``
-(linear attention, a sigmoid's) and an unbatched single-head attention (no batch
-dimension) are not found. The weights are the program's inputs the caller names (a
-model's parameters, their gradients, an optimizer's state); with none named every
-input is data.
+scores), a contrastive loss's logits (no batch dimension). Linear attention
+(``phi(Q) (phi(K)^T V)``) forms no T x T score matrix at all: it has no quadratic term
+and none of its products is attention here. Not found either: an unbatched single-head
+attention (no batch dimension), and a non-softmax attention whose queries and keys are the
+program's inputs themselves when no weights are named. The weights are the program's inputs
+the caller names (a model's parameters, their gradients, an optimizer's state); with none
+named every input is data.
 """
 
 from __future__ import annotations
@@ -44,10 +74,15 @@ from jax.extend import core as jex_core
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
 
-__all__ = ["attention_products", "SOFTMAX_EXP"]
+__all__ = ["attention_products", "SOFTMAX_EXP", "NORMALISERS"]
 
 SOFTMAX_EXP: frozenset[str] = frozenset({"exp", "exp2"})
 """The primitives of a softmax's exponential (``exp2``: a flash attention written with base 2)."""
+
+NORMALISERS: frozenset[str] = frozenset({"logistic", "max", "integer_pow", "square", "mul"})
+"""The other primitives that may normalise attention's scores (`_normaliser` says when they do):
+a sigmoid's ``logistic``, ReLU's ``max`` with a constant, ReLU²'s square (``integer_pow`` with
+``y=2``, ``square``, ``mul`` of a value by itself)."""
 
 _PRODUCTS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot_general",
                        "dot_product_attention_fwd_wrapper", "dot_product_attention_bwd_wrapper", "pallas_call"})
@@ -60,34 +95,60 @@ _Path = tuple[Any, ...]
 class _Value:
     """What is known of one variable: whether it depends on a data input (``data``); the
     products between activations it comes from through no other product (``origins``, their
-    paths); the ``exp`` equations of values with such origins among its sources (``softmax``)."""
+    paths); the normalisers (an ``exp``, `NORMALISERS`) of values with such origins among its
+    sources (``softmax``); whether it comes from a matrix product or a data input known as
+    such (``derived``: a score's operands)."""
 
     data: bool = False
     origins: frozenset[_Path] = frozenset()
     softmax: frozenset[_Path] = frozenset()
+    derived: bool = False
 
     def __or__(self, other: "_Value") -> "_Value":
-        return _Value(self.data or other.data, self.origins | other.origins, self.softmax | other.softmax)
+        return _Value(self.data or other.data, self.origins | other.origins, self.softmax | other.softmax,
+                      self.derived or other.derived)
 
 
 @dataclasses.dataclass
 class _Found:
-    """What the walk meets: each softmax's ``exp`` with its pass; each product between activations
-    that reads a softmax, with its pass, the ``exp`` equations and the origins its operands come from."""
+    """What the walk meets: each normaliser with its pass (``exps``); the scores (``scores``: the
+    score's elements, its two free sides'); the scores each normaliser other than an ``exp``
+    normalises (``normalised``); each product between activations that reads a normaliser, with
+    its pass, the normalisers, the origins its operands come from and the normalisers it reads
+    with attention's shape (``readers``); every product between activations and those origins
+    (``between``)."""
 
     exps: dict[_Path, str | None] = dataclasses.field(default_factory=dict)
-    readers: list[tuple[_Path, str | None, frozenset[_Path], frozenset[_Path]]] = dataclasses.field(
-        default_factory=list)
+    scores: dict[_Path, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    normalised: dict[_Path, frozenset[_Path]] = dataclasses.field(default_factory=dict)
+    readers: list[tuple[_Path, str | None, frozenset[_Path], frozenset[_Path], frozenset[_Path]]] = (
+        dataclasses.field(default_factory=list))
+    between: list[tuple[_Path, frozenset[_Path]]] = dataclasses.field(default_factory=list)
 
     def products(self) -> frozenset[_Path]:
-        """Attention's products: those that read a softmax read in its own pass, and their origins."""
-        read = {seed for _, pass_, seeds, _ in self.readers for seed in seeds if self.exps.get(seed) == pass_}
+        """Attention's products: those that read a normaliser read in its own pass (with attention's
+        shape), and their origins; those that read the scores of such a normaliser other than an ``exp``."""
+        read = {seed for _, pass_, _, _, fits in self.readers for seed in fits if self.exps.get(seed) == pass_}
         found: set[_Path] = set()
-        for path, _, seeds, origins in self.readers:
+        for path, _, seeds, origins, _ in self.readers:
             if seeds & read:
                 found.add(path)
                 found.update(origins)
+        scores = frozenset().union(*(self.normalised.get(seed, ()) for seed in read))
+        for path, origins in self.between:
+            if origins & scores:
+                found.add(path)
+                found.update(origins)
         return frozenset(found)
+
+    def fits(self, seed: _Path, shape: Sequence[int], contracting: Sequence[int]) -> bool:
+        """Whether a product reads the normaliser ``seed`` with attention's shape through an operand of
+        ``shape`` contracting its dimensions ``contracting`` (an ``exp``: always)."""
+        if seed not in self.normalised:
+            return True
+        size, contracted = _elements(shape), _elements([shape[d] for d in contracting])
+        return any(self.scores[score][0] == size and contracted in self.scores[score][1:]
+                   for score in self.normalised[seed])
 
 
 _NOTHING = _Value()
@@ -101,9 +162,10 @@ def attention_products(jaxpr: Any, weights: Sequence[bool] | None = None) -> fro
     is a weight (a parameter, its gradient, an optimizer's state) rather than data; None:
     every input is data."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
-    flags = list(weights) if weights is not None and len(weights) == len(inner.invars) else [False] * len(inner.invars)
+    named = weights is not None and len(weights) == len(inner.invars)
+    flags = list(weights) if named else [False] * len(inner.invars)
     found = _Found()
-    _walk(inner, (), "", [_Value(data=not w) for w in flags], found)
+    _walk(inner, (), "", [_Value(data=not w, derived=named and not w) for w in flags], found)
     return found.products()
 
 
@@ -152,26 +214,74 @@ def _equation(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Valu
         return [_join(values) for values in zip(*results)] if results else [_join(operands)] * n
     elif name in _PRODUCTS:
         return [_product(eqn, name, path, stack, operands, found)] * n
-    joined = _join(operands)
+    size = _elements(getattr(eqn.outvars[0].aval, "shape", ())) if n else 0
+    joined = _join([_reaching(var, value, size, found) for var, value in zip(eqn.invars, operands)])
     if name in SOFTMAX_EXP and joined.origins:
         found.exps[path] = classify_pass(stack)
         joined = dataclasses.replace(joined, softmax=joined.softmax | {path})
+    elif name in NORMALISERS and _normaliser(eqn, name, operands):
+        scores = frozenset(s for s in joined.origins if s in found.scores and found.scores[s][0] == size)
+        if scores:
+            found.exps[path] = classify_pass(stack)
+            found.normalised[path] = scores
+            joined = dataclasses.replace(joined, softmax=joined.softmax | {path})
     return [joined] * n
+
+
+def _reaching(var: Any, value: _Value, size: int, found: _Found) -> _Value:
+    """An operand's value as it reaches a result of ``size`` elements: a normaliser other than an
+    ``exp`` does not pass a reduction or a slice (a result smaller than the operand): a statistic
+    of its tensor (a norm's ``mean(x**2)``) is no normalised score."""
+    dropped = value.softmax & found.normalised.keys()
+    if dropped and _elements(getattr(var.aval, "shape", ())) > size:
+        return dataclasses.replace(value, softmax=value.softmax - dropped)
+    return value
+
+
+def _normaliser(eqn: Any, name: str, operands: list[_Value]) -> bool:
+    """Whether ``eqn`` (a `NORMALISERS` primitive) is one: a ``logistic``; a ``max`` with a constant
+    (ReLU's, ``max(S, 0)``); a square (``integer_pow`` with ``y=2``, ``square``, ``x * x``)."""
+    if name == "max":
+        return any(not o.data for o in operands)
+    if name == "integer_pow":
+        return eqn.params.get("y") == 2
+    if name == "mul":
+        a, b = eqn.invars
+        return a is b and not isinstance(a, jex_core.Literal)
+    return True
+
+
+def _elements(shape: Sequence[int]) -> int:
+    """The number of elements of an array of ``shape``."""
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    return count
 
 
 def _product(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Value], found: _Found) -> _Value:
     """A matrix product's result: the origin of what follows when it is one between activations
-    with batch dimensions, attention when one of its operands comes from a softmax."""
+    with batch dimensions (a score too when both operands are derived and keep more than one element
+    of free dimensions each), attention when one of its operands comes from a normaliser."""
     data = any(o.data for o in operands)
     if name != "dot_general" or len(operands) < 2:
-        return _Value(data=data)
+        return _Value(data=data, derived=True)
     lhs, rhs = operands[:2]
-    (_, _), (batch, _) = eqn.params["dimension_numbers"]
+    (lhs_contracting, rhs_contracting), (batch, rhs_batch) = eqn.params["dimension_numbers"]
     if not (lhs.data and rhs.data and batch):
-        return _Value(data=data)
+        return _Value(data=data, derived=True)
+    shapes = [tuple(v.aval.shape) for v in eqn.invars[:2]]
+    sides = [_elements([extent for d, extent in enumerate(shape) if d not in {*contracting, *batched}])
+             for shape, contracting, batched in zip(shapes, (lhs_contracting, rhs_contracting), (batch, rhs_batch))]
+    if lhs.derived and rhs.derived and lhs_contracting and min(sides) > 1:
+        found.scores[path] = (_elements(eqn.outvars[0].aval.shape), *sides)
     if lhs.softmax or rhs.softmax:
-        found.readers.append((path, classify_pass(stack), lhs.softmax | rhs.softmax, lhs.origins | rhs.origins))
-    return _Value(data=True, origins=frozenset({path}))
+        fits = frozenset(seed for value, shape, contracting in zip((lhs, rhs), shapes,
+                                                                   (lhs_contracting, rhs_contracting))
+                         for seed in value.softmax if found.fits(seed, shape, contracting))
+        found.readers.append((path, classify_pass(stack), lhs.softmax | rhs.softmax, lhs.origins | rhs.origins, fits))
+    found.between.append((path, lhs.origins | rhs.origins))
+    return _Value(data=True, origins=frozenset({path}), derived=True)
 
 
 def _loop(body: Any, path: _Path, stack: str, operands: Sequence[_Value], consts: int, carried: int,
@@ -179,7 +289,7 @@ def _loop(body: Any, path: _Path, stack: str, operands: Sequence[_Value], consts
     """A loop body's results (a scan's carry then its stacked outputs; a while loop's carry), its
     carry's values joined over the iterations until they hold (at most one pass per bit known)."""
     ins = list(operands)
-    for _ in range(4):
+    for _ in range(5):
         outs = _walk(body, path, stack, ins, found)
         carry = [a | b for a, b in zip(ins[consts:consts + carried], outs[:carried])]
         if carry == ins[consts:consts + carried]:
