@@ -2040,6 +2040,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        store=args.store, jobs=args.jobs,"),),
         tests=("tests/cli/test_cli_estimate.py::test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does",),
     ),
+    Mutation(
+        "default_loss_gathers_explicit_sharded_classes_as_optax",
+        "the default loss takes each label's logit by optax's gather whatever the logits' type: logits whose "
+        "vocabulary is sharded over Explicit axes (Flax's Gemma under jax.make_mesh) are refused with jax's "
+        "ShardingTypeError",
+        (Edit("xla_cost/step/optimizers.py", "    if not _classes_sharded(logits):\n", "    if True:\n"),),
+        tests=("tests/step/test_research_code.py::"
+               "test_the_default_loss_takes_logits_sharded_over_explicit_axes_on_their_classes",),
+    ),
 )
 
 

@@ -11,7 +11,7 @@ from flax import nnx
 
 import xla_cost
 from tests import research_models as R
-from tests.formulas import dense_flops
+from tests.formulas import dense_flops, loss_flops
 
 B = 4
 
@@ -348,27 +348,56 @@ def test_a_loss_of_integer_labels_gets_integer_targets_by_default_and_says_so():
     assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
 
 
-def test_the_default_loss_on_outputs_sharded_over_explicit_axes_says_which_loss_works():
-    # a model built as Flax's examples/gemma builds it: parameters partitioned over a jax.make_mesh of Explicit
-    # axes (its default), so the logits are sharded over "tensor"; the default loss's gather cannot resolve
-    # that sharding. The refusal names the cause and a loss that works, which then does.
-    from flax import nnx
+def test_the_default_loss_takes_logits_sharded_over_explicit_axes_on_their_classes():
+    # Flax's examples/gemma built under jax.set_mesh of Explicit axes (jax.make_mesh's default) shards its logits'
+    # vocabulary over the tensor axis: the default loss's gather of each label's logit was refused (jax's
+    # ShardingTypeError "Use `.at[...].get(out_sharding=)` ..."). It is now that gather partitioned as on Auto axes.
+    from jax.sharding import AxisType, PartitionSpec
+
+    t, d, v = 8, 8, 16  # positions, width, vocabulary (split over the 2 devices of "model")
+    mesh = jax.make_mesh((2,), ("model",), axis_types=(AxisType.Explicit,))
+    x = jax.ShapeDtypeStruct((B, t, d), jnp.float32)
+    with jax.set_mesh(mesh):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+        head = nnx.eval_shape(lambda: nnx.Linear(d, v, use_bias=False, kernel_init=init, rngs=nnx.Rngs(0)))
+        logits = jax.eval_shape(lambda m, x: m(x), head, x)
+        assert logits.sharding.spec == PartitionSpec(None, None, "model")  # the classes sharded
+        whole = xla_cost.analyze(head, x, optimizer="sgd", counter="jaxpr")
+        per_device = xla_cost.analyze(head, x, optimizer="sgd")
+    n = B * t
+    # the whole step (jaxpr): the head's product 2 n d v and optax's cross-entropy over n positions of v classes
+    assert whole.phases["forward"].flops == 2 * n * d * v + loss_flops(n, v)
+    # each device: the product over its half of the classes, and its share of the loss (less than all of it)
+    share = 2 * n * d * (v // 2)
+    assert share < per_device.phases["forward"].flops < share + loss_flops(n, v)
+    # no device gathers the logits (n x v floats): all-reduces of the n maxima, sums and label logits alone
+    collectives = per_device.phases["forward"].communication
+    assert collectives and all(c.kind == "all-reduce" and c.bytes <= 2 * n * 4 for c in collectives)
+
+
+def test_a_loss_of_ones_own_indexing_logits_sharded_over_explicit_axes_is_refused_naming_one_that_works():
+    # a user's loss taking each label's logit as optax does, on logits sharded over a mesh's Explicit axes as
+    # Flax's examples/gemma builds them: the refusal names the cause and losses that work, which then do
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    def gathering(o, t):
+        return -jnp.take_along_axis(jax.nn.log_softmax(o), t[..., None], axis=-1).mean()
 
     mesh = jax.make_mesh((1, 1), ("fsdp", "tensor"), axis_types=(AxisType.Explicit, AxisType.Explicit))
     with jax.set_mesh(mesh):
         init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("fsdp", "tensor"))
         model = nnx.eval_shape(lambda: nnx.Linear(12, 5, kernel_init=init, rngs=nnx.Rngs(0)))
         x = jax.ShapeDtypeStruct((B, 12), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec("fsdp", None)))
+        labels = jax.ShapeDtypeStruct((B,), jnp.int32)
         with pytest.raises(xla_cost.InputError, match="sharded over a mesh's Explicit axes") as info:
-            xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr")
-        assert "one-hot cross-entropy" in str(info.value)
+            xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=gathering, targets=labels)
+        assert "the default, loss=None, or a one-hot cross-entropy" in str(info.value)
         assert f"integer targets t (jax.ShapeDtypeStruct(({B},), jnp.int32)" in str(info.value)  # the labels' shape
         hint = lambda o, t: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()  # noqa: E731
-        given = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=hint,
-                                 targets=jax.ShapeDtypeStruct((B,), jnp.int32))
+        given = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=hint, targets=labels)
         made = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr", loss=hint)  # as the refusal words it
-    for report in (given, made):
+        default = xla_cost.analyze(model, x, optimizer="sgd", counter="jaxpr")
+    for report in (given, made, default):
         assert report.phases["forward"].flops >= 2 * B * 12 * 5  # the product x W
 
 

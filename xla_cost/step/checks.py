@@ -396,8 +396,9 @@ def check_loss(loss_fn: LossFn, outputs: Any, targets: PyTree, *, made: bool = F
                if made else "Check the loss function and the targets' shape.")
         if type(exc).__name__ == "ShardingTypeError":  # outputs sharded over a mesh's Explicit axes
             fix = ("The outputs are sharded over a mesh's Explicit axes (jax.make_mesh's default), which the loss's "
-                   "indexing cannot resolve: pass loss= one that works under them (a one-hot cross-entropy: "
-                   "-(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()) on integer "
+                   "indexing cannot resolve: pass loss= one that works under them (the default, loss=None, or a "
+                   "one-hot cross-entropy: -(jax.nn.one_hot(t, o.shape[-1]) * jax.nn.log_softmax(o)).sum(-1).mean()) "
+                   "on integer "
                    f"targets t ({labels}, made so where no targets= given), or build the model under a mesh of "
                    "AxisType.Auto axes.")
         raise InputError(

@@ -49,9 +49,32 @@ def softmax_cross_entropy(outputs: jax.Array, targets: jax.Array) -> jax.Array:
     Args:
       outputs: logits, classes on the last axis (cast to float32 first).
       targets: integer labels of shape ``outputs.shape[:-1]``.
+
+    Logits typed with a sharding over a mesh's Explicit axes (a model built under ``jax.set_mesh`` of
+    ``jax.make_mesh``'s default axes) take each label's logit by the same gather given its result's
+    sharding, the log-normalizers' (`_label_logits`): jax cannot infer it (``ShardingTypeError``).
     """
     logits = outputs.astype(jnp.float32)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+    if not _classes_sharded(logits):
+        return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+    log_normalizers = jax.nn.logsumexp(logits, axis=-1)  # optax's, in the same order
+    return (log_normalizers - _label_logits(logits, targets, jax.typeof(log_normalizers).sharding.spec)).mean()
+
+
+def _classes_sharded(logits: jax.Array) -> bool:
+    """Whether the logits' type shards their last axis over mesh axes (Explicit ones: Auto axes
+    leave the type's spec empty)."""
+    spec = tuple(getattr(getattr(jax.typeof(logits), "sharding", None), "spec", None) or ())
+    return len(spec) == logits.ndim and logits.ndim > 0 and spec[-1] is not None
+
+
+def _label_logits(logits: jax.Array, labels: jax.Array, spec: jax.sharding.PartitionSpec) -> jax.Array:
+    """optax's gather of each label's logit, ``take_along_axis(logits, labels[..., None], -1)[..., 0]``,
+    traced on the mesh's axes made Auto (``jax.sharding.auto_axes``) and typed ``spec`` after it: the
+    compiler partitions it as it does on a mesh of Auto axes (each device gathers from its slice of the
+    classes, an all-reduce of the N label logits), the same operations as on no mesh."""
+    take = lambda z, t: jnp.take_along_axis(z, t[..., None], axis=-1)[..., 0]  # noqa: E731
+    return jax.sharding.auto_axes(take, out_sharding=spec)(logits, labels)
 
 
 @jax.custom_vjp
