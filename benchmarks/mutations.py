@@ -1741,8 +1741,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "unread_parameters_graded",
         "a parameter no pass reads (an unused module, a table read outside the loss) is taken to get a gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
-              "        if False:"),),
+        (Edit("xla_cost/analysis/step_checks.py", "        elif aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
+              "        elif False:"),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -1928,6 +1928,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/analysis/quantized.py",
               "            if (of(a) and scaled(b)) or (of(b) and scaled(a)):",
               "            if False:"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "int8_weight_trained",
+        "an int8 (quantized) weight, which takes no gradient, is judged by the backward's shapes like a float "
+        "parameter: counted among the trained parameters and its bytes among the gradients",
+        (Edit("xla_cost/analysis/step_checks.py",
+              "        if not differentiable(leaf):  # an int8 (quantized) weight",
+              "        if False:  # an int8 (quantized) weight"),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
