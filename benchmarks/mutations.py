@@ -1940,6 +1940,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
+        "python_batch_not_from_input_shape",
+        "xla_cost.estimate and xla_cost.scaling without batch_size= run batch 1 where the command line takes "
+        "--input-shape's first axis: the same run, other steps and figures",
+        (Edit("xla_cost/runs/configs.py",
+              "    return batch_size if batch_size is not None else (input_shape[0] if input_shape else None)",
+              "    return batch_size"),),
+        tests=("tests/runs/test_estimate.py", "tests/cli/test_cli_estimate.py"),
+    ),
+    Mutation(
         "cli_run_options_drop_input_dtype",
         "estimate and scaling on the command line drop --input-dtype: a custom token model's int32 ids become "
         "--dtype's floats and its embedding refuses them",
