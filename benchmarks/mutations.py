@@ -1750,8 +1750,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "unread_parameters_graded",
         "a parameter no pass reads (an unused module, a table read outside the loss) is taken to get a gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
-              "        if False:"),),
+        (Edit("xla_cost/analysis/step_checks.py", "        elif aligned and not read_by_a_pass(inner, {invars[index]})[0]:",
+              "        elif False:"),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -1938,6 +1938,24 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            if (of(a) and scaled(b)) or (of(b) and scaled(a)):",
               "            if False:"),),
         tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "int8_weight_trained",
+        "an int8 (quantized) weight, which takes no gradient, is judged by the backward's shapes like a float "
+        "parameter: counted among the trained parameters and its bytes among the gradients",
+        (Edit("xla_cost/analysis/step_checks.py",
+              "        if not differentiable(leaf):  # an int8 (quantized) weight",
+              "        if False:  # an int8 (quantized) weight"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
+        "python_batch_not_from_input_shape",
+        "xla_cost.estimate and xla_cost.scaling without batch_size= run batch 1 where the command line takes "
+        "--input-shape's first axis: the same run, other steps and figures",
+        (Edit("xla_cost/runs/configs.py",
+              "    return batch_size if batch_size is not None else (input_shape[0] if input_shape else None)",
+              "    return batch_size"),),
+        tests=("tests/runs/test_estimate.py", "tests/cli/test_cli_estimate.py"),
     ),
     Mutation(
         "cli_run_options_drop_input_dtype",

@@ -250,9 +250,9 @@ def test_estimate_scaling_and_fit_take_a_custom_token_model_as_analyze_does(caps
                          "--format", "json")
     assert code == 0, err
     shown = json.loads(out)
-    api = estimates.estimate(f"{model}:TokenLM", tokens=320, batch_size=2, input_shape=(2, 16),
+    api = estimates.estimate(f"{model}:TokenLM", tokens=320, input_shape=(2, 16),
                              input_dtype="int32", store=store).to_dict()
-    assert shown == json.loads(json.dumps(api))  # a thin layer: the batch is --input-shape's first axis
+    assert shown == json.loads(json.dumps(api))  # a thin layer: the batch is input_shape's first axis in both
     # 320 tokens of 16 positions: 20 sequences, 2 a step on one device
     assert (shown["samples"], shown["steps"], shown["global_batch"]) == (320 / 16, 320 / 16 / 2, 2)
     code, out, err = run(capsys, "scaling", f"{model}:TokenLM", "--devices", "1,2", *shape, "--store", store,

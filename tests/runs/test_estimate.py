@@ -157,6 +157,27 @@ def test_estimate_refuses_what_it_cannot_price(store):
         estimates.estimate("conv_net", samples=10, micro_batches=0)
 
 
+def test_the_batch_is_the_input_shapes_first_axis_as_on_the_command_line(store):
+    # `xla-cost estimate/scaling --input-shape 8,16` take the batch from the shape's first axis; from Python
+    # the same call without batch_size= ran batch 1 (64 samples: 64 steps, each point of a curve 1 per device)
+    import flax.linen as nn
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(10)(nn.relu(nn.Dense(16)(x)))
+
+    samples, shape = 64, (8, 16)
+    run = estimates.estimate(MLP(), samples=samples, input_shape=shape, bound=True, store=store)
+    assert (run.step.global_batch, run.steps) == (shape[0], samples // shape[0])
+    given = estimates.estimate(MLP(), samples=samples, input_shape=shape, batch_size=4, bound=True, store=store)
+    assert (given.step.global_batch, given.steps) == (4, samples // 4)  # a batch_size given replaces it
+    curve = scaling.scaling(MLP(), devices=(1, 2), input_shape=shape, bound=True, store=store)
+    assert curve.batch_size == shape[0] and [s.global_batch for s in curve.steps] == [shape[0], 2 * shape[0]]
+    strong = scaling.scaling(MLP(), devices=(1, 2), input_shape=shape, global_batch=16, bound=True, store=store)
+    assert [s.global_batch for s in strong.steps] == [16, 16]  # global_batch= splits, the shape's axis aside
+
+
 def test_layout_mesh_reads_the_pipeline_axis():
     assert scaling.layout_mesh("pipeline=8,model=8,data=16") == {"data": 16, "model": 8, "pipeline": 8}
     assert scaling.layout_mesh({"pipeline": 2}) == {"pipeline": 2}

@@ -475,6 +475,83 @@ def test_an_nnx_models_int8_param_read_as_a_weight_is_a_parameter_its_index_tabl
         xla_cost.analyze(model, X, optimizer="sgd", loss=lambda y, _: jnp.mean(y ** 2), targets=X, counter="jaxpr")
 
 
+def _int8_head_step(kind: str):
+    """A float32 body Linear(D, H) and a head of an int8 kernel (H, C) with its float32 per-channel scale (C),
+    dequantized in the call, trained by Adam on the float parameters alone (an int8 array takes no gradient):
+    NNX as its users write it (nnx.Optimizer and nnx.value_and_grad with a floating-Param filter), or a plain
+    jax step on a params dict."""
+    if kind == "nnx":
+        from flax import nnx
+
+        class QuantLinear(nnx.Module):
+            def __init__(self):
+                self.kernel = nnx.Param(jnp.zeros((H, C), jnp.int8))
+                self.scale = nnx.Param(jnp.ones((C,), jnp.float32))
+
+            def __call__(self, x):
+                return (x @ self.kernel[...].astype(jnp.float32)) * self.scale[...][None, :]
+
+        class Net(nnx.Module):
+            def __init__(self, rngs):
+                self.body, self.head = nnx.Linear(D, H, rngs=rngs), QuantLinear()
+
+            def __call__(self, x):
+                return self.head(jax.nn.relu(self.body(x)))
+
+        floating = nnx.All(nnx.Param, lambda _, v: jnp.issubdtype(v.dtype, jnp.floating))
+
+        @nnx.jit
+        def train_step(model, optimizer, x, y):
+            loss_fn = lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean()  # noqa: E731
+            loss, grads = nnx.value_and_grad(loss_fn, argnums=nnx.DiffState(0, floating))(model)
+            optimizer.update(model, grads)
+            return loss
+
+        model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
+        optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Net(nnx.Rngs(0)), optax.adam(1e-3), wrt=floating))
+        return xla_cost.analyze_step(train_step, model, optimizer, X, jax.ShapeDtypeStruct((B,), jnp.int32),
+                                     counter="jaxpr", memory=True)
+    f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)  # noqa: E731
+    params = {"body": {"w": f32(D, H), "b": f32(H)},
+              "head": {"kernel": jax.ShapeDtypeStruct((H, C), jnp.int8), "scale": f32(C)}}
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x, y):
+        def loss_fn(p):
+            h = jax.nn.relu(x @ p["body"]["w"] + p["body"]["b"][None, :])
+            logits = (h @ params["head"]["kernel"].astype(jnp.float32)) * p["head"]["scale"][None, :]
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        floats = {"body": params["body"], "head": {"scale": params["head"]["scale"]}}
+        loss, grads = jax.value_and_grad(loss_fn)(floats)
+        updates, opt_state = tx.update(grads, opt_state, floats)
+        new = optax.apply_updates(floats, updates)
+        return {"body": new["body"], "head": {**params["head"], "scale": new["head"]["scale"]}}, opt_state, loss
+
+    opt_state = jax.eval_shape(lambda: tx.init({"body": params["body"], "head": {"scale": params["head"]["scale"]}}))
+    return xla_cost.analyze_step(jax.jit(train_step), params, opt_state, X, jax.ShapeDtypeStruct((B,), jnp.int32),
+                                 counter="jaxpr", memory=True)
+
+
+@pytest.mark.parametrize("kind", ["nnx", "jax"])
+def test_an_int8_weight_is_a_parameter_but_not_trained(kind):
+    # An int8 kernel takes no gradient (jax: float0): a (quantized) parameter, but no gradient bytes and no part of
+    # the trained parameters. Was: every parameter trained (trained_parameters None), gradients 4 D H + 4 H +
+    # 1 H C + 4 C bytes, the int8 kernel's included; in NNX and in a plain jax step alike.
+    report = _int8_head_step(kind)
+    int8, trained = H * C, D * H + H + C  # the head's kernel; the body's weight and bias, the head's scale
+    assert report.parameters == int8 + trained
+    assert report.trained_parameters == trained and report.updated_parameters is None
+    assert report.memory_breakdown.parameters == 1 * int8 + F32 * trained
+    assert report.memory_breakdown.gradients == F32 * trained
+    counts = 4 + 4 * (kind == "nnx")  # adam's int32 count (and nnx.Optimizer's uint32 step)
+    assert report.memory_breakdown.optimizer_state == 2 * F32 * trained + counts  # mu and nu of the floats alone
+    (note,) = [n for n in report.notes if n.startswith("quantized parameters")]
+    assert f"{int8:,} of them int8 (quantized)" in note and "not trained" in note
+    (said,) = [n for n in report.notes if n.startswith("trained parameters")]
+    assert f"{trained:,} of the {int8 + trained:,}" in said and f"{int8:,} of them integer (quantized)" in said
+
+
 def test_an_ema_beside_the_params_in_one_nnx_train_state_is_model_state_not_parameters():
     # openpi's TrainState: params and ema_params, two NNX states of one model, side by side; the step merges
     # params alone into the model and differentiates it, then updates the EMA from the new params. The

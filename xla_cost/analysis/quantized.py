@@ -7,7 +7,8 @@ A leaf is read as a weight where it reaches, through copies that keep its values
 the compute dtype, a reshape, a transpose, a broadcast, a slice or gather of it: one layer's
 slice of a scanned stack, an embedding's rows), an operand of a product (``dot_general``, a
 convolution, a ``ragged_dot``) or a multiplication by a float parameter (its scale: a dequantized
-weight). Such leaves are counted as parameters, at their own itemsize in memory, with a note.
+weight). Such leaves are counted as parameters, at their own itemsize in memory, with a note;
+they are never trained (no gradient, no optimizer update: `xla_cost.analysis.step_checks`).
 An NNX model's integer ``nnx.Param`` (which NNX counts with the rest) is read the same way: an
 int8 weight stays a parameter, an integer index table or counter the forward does not read as a
 weight is none (model state).
@@ -138,7 +139,7 @@ def with_quantized_weights(jaxpr: Any, prepared: UserStep) -> UserStep:
     said = ", ".join(f"{n:,} of them {dtype} (quantized)" for dtype, n in by_dtype.items())
     note = (f"{QUANTIZED_NOTE}{step.parameters:,} parameters, {said}: integer arrays of the params the forward "
             "reads as weights (into a product, or multiplied by their float scale), counted at their own "
-            "itemsize in memory")
+            "itemsize in memory; an integer array takes no gradient: they are not trained")
     return dataclasses.replace(step, notes=(*step.notes, note))
 
 

@@ -29,7 +29,7 @@ from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
 from xla_cost.count.step_parts import METRICS
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes
-from xla_cost.step.user_step import UserStep
+from xla_cost.step.user_step import UserStep, differentiable
 
 __all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
            "second_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
@@ -363,6 +363,8 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
     and dtype, and not it as it came in, as an NNX Optimizer's ``wrt=`` filter or a LoRA's frozen
     base are; a table passed among the params and never returned is not). A gradient is made where
 
+    * the parameter is of a floating (or complex) dtype: an integer one (an int8 quantized weight,
+      a parameter by `xla_cost.analysis.quantized`) takes none, jax's float0 at most;
     * some equation of the passes reads the parameter (`read_by_a_pass`; where the jaxpr's inputs
       are the flattened arguments): none reads an unused module's, whatever its name;
     * a backward equation under its module makes an array of its shape or one layer's slice
@@ -381,7 +383,9 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
     mapped = any(eqn.primitive.name in _MAPPED for level, _ in _levels(jaxpr, "") for eqn in level.eqns)
     judged = []
     for index, leaf, module, name in _parameter_names(prepared):
-        if aligned and not read_by_a_pass(inner, {invars[index]})[0]:
+        if not differentiable(leaf):  # an int8 (quantized) weight: jax makes it no gradient, float0 at most
+            graded = False
+        elif aligned and not read_by_a_pass(inner, {invars[index]})[0]:
             graded = False
         elif module in shown:
             graded = _graded(leaf, module, made)

@@ -272,8 +272,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters
     updated = updated if some and trained < updated else None  # the optimizer also runs on zero gradients
     if some:
+        integer = sum(int(leaf.size) for i, leaf in enumerate(jax.tree.leaves(prepared.args)) if i in prepared.quantized)
         notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
-                     f"gradients for those alone; {prepared.parameters - trained:,} frozen)"
+                     f"gradients for those alone; {prepared.parameters - trained:,} frozen"
+                     + (f", {integer:,} of them integer (quantized), which take no gradient" if integer else "") + ")"
                      + (f"; the optimizer still updates {updated:,} (the frozen ones' zero gradients too): the "
                         "update's FLOP per parameter is over those" if updated else ""))
     breakdown = None

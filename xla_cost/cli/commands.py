@@ -278,10 +278,11 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _input_batch(args: argparse.Namespace) -> tuple[tuple[int, ...] | None, int | None]:
-    """``--input-shape`` parsed, and the batch: ``--batch-size``, else the shape's first axis, else None;
-    the two given and different are refused (which batch is not guessed)."""
+    """``--input-shape`` parsed, and the batch: ``--batch-size``, else the shape's first axis, else None
+    (`xla_cost.runs.configs.input_batch`, the Python functions' rule); the two given and different are
+    refused (which batch is not guessed)."""
     from xla_cost.errors import InputError
-    from xla_cost.runs.configs import parse_shape
+    from xla_cost.runs.configs import input_batch, parse_shape
 
     shape = parse_shape(args.input_shape) if args.input_shape is not None else None
     if shape and args.batch_size is not None and args.batch_size != shape[0]:
@@ -289,17 +290,15 @@ def _input_batch(args: argparse.Namespace) -> tuple[tuple[int, ...] | None, int 
                          f"--batch-size {args.batch_size} with --input-shape {args.input_shape}",
                          f"Drop --batch-size (the batch is {shape[0]}), or give --input-shape "
                          f"{','.join(map(str, (args.batch_size, *shape[1:])))}.")
-    return shape, args.batch_size if args.batch_size is not None else (shape[0] if shape else None)
+    return shape, input_batch(args.batch_size, shape)
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's `xla_cost.RunConfig` fields the command line sets (``batch_size``
-    only when given, or as ``--input-shape``'s first axis without ``--global-batch``:
-    `xla_cost.scaling` refuses it beside ``global_batch``)."""
-    shape, batch = _input_batch(args)
-    if getattr(args, "global_batch", None) is not None and args.batch_size is None:
-        batch = None  # strong scaling: each point's batch is the global batch's share
-    given = {} if batch is None else {"batch_size": batch}
+    """The run's `xla_cost.RunConfig` fields the command line sets, as the Python functions take them
+    (``batch_size`` only when given: `xla_cost.estimate` and `xla_cost.scaling` take the batch from
+    ``input_shape``'s first axis without it, and `xla_cost.scaling` refuses it beside ``global_batch``)."""
+    shape, _ = _input_batch(args)  # (a --batch-size beside another --input-shape batch refused)
+    given = {} if args.batch_size is None else {"batch_size": args.batch_size}
     return dict(given, optimizer=args.optimizer, dtype=args.dtype, config=_parse_settings(args.settings),
                 input_shape=shape, input_dtype=args.input_dtype, target=args.target)
 

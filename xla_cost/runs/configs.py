@@ -20,7 +20,7 @@ from typing import Any
 from xla_cost.choices import DEFAULT_OPTIMIZER, FLOAT8, FLOAT8_ACTIVATIONS
 from xla_cost.errors import InputError
 
-__all__ = ["RunConfig", "load_custom", "parse_shape"]
+__all__ = ["RunConfig", "load_custom", "parse_shape", "input_batch"]
 
 
 def parse_shape(text: str, flag: str = "--input-shape") -> tuple[int, ...]:
@@ -36,6 +36,14 @@ def parse_shape(text: str, flag: str = "--input-shape") -> tuple[int, ...]:
             f"Write e.g. {flag} 8,224,224,3.",
         )
     return shape
+
+
+def input_batch(batch_size: int | None, input_shape: tuple[int, ...] | None) -> int | None:
+    """A run's batch: ``batch_size`` where given, else ``input_shape``'s first axis (the batch, as
+    ``--input-shape``'s on the command line), else None (the run's default, 1). The one rule of
+    `xla_cost.estimate`, `xla_cost.scaling` and their commands (which also refuse ``--batch-size``
+    beside an ``--input-shape`` of another batch)."""
+    return batch_size if batch_size is not None else (input_shape[0] if input_shape else None)
 
 
 def _accepts_dtype(target: Any) -> bool:

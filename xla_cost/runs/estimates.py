@@ -39,7 +39,7 @@ from xla_cost.step.routing import ROUTING_NOTE
 from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, layers_of, mesh_text, \
     model_facts, point
-from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.configs import RunConfig, input_batch
 from xla_cost.runs.step_communication import UPDATE_PART, UPDATE_PART_NOTE
 from xla_cost.runs.scaling import StepEstimate, priced_step, pricing, pricing_text, ready_devices, run_config, \
     target_pricing
@@ -467,7 +467,8 @@ def estimate(
       store: the results store (None: the default).
       devices, mesh_axis, mesh, micro_batches, chunks: the fields of `Parallelism`
         (documented there); each one not at its default replaces ``parallelism``'s.
-      batch_size: samples per micro-batch per data-parallel rank (None: 1).
+      batch_size: samples per micro-batch per data-parallel rank (None: ``input_shape``'s first axis,
+        as ``--input-shape``'s on the command line; 1 without it).
       config, optimizer, dtype, input_shape, input_dtype, target: the run's
         `xla_cost.RunConfig` fields (the model's arguments, adam:
         `xla_cost.choices.DEFAULT_OPTIMIZER`, ``float32``, a custom model's
@@ -487,6 +488,7 @@ def estimate(
         device without a published peak for the dtype, or a ``target``
         unknown, without its compiler, or beside another ``device``.
     """
+    batch_size = input_batch(batch_size, input_shape)  # the shape's first axis, as the command line takes it
     given = locals()
     options = {**changed_fields(Hardware, given), **changed_fields(Parallelism, given),
                **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None

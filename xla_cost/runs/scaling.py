@@ -45,7 +45,7 @@ from xla_cost.timemodel import devices
 from xla_cost.parallel.mesh import CONTEXT
 from xla_cost.parallel.sharding import check_device_count, mesh_devices, simulate_devices
 from xla_cost.present import progress
-from xla_cost.runs.configs import RunConfig
+from xla_cost.runs.configs import RunConfig, input_batch
 from xla_cost.runs.layouts import (
     LAYOUT_AXES, MESH_AXES_FOR_SCALING, Parallelism, Point, analyser, check_parallel, layout_mesh,
     layers_of, mesh_text, point, same_work,
@@ -594,7 +594,9 @@ def scaling(
       mesh, micro_batches, chunks: the layout around each point (`Parallelism`'s
         fields; ``chunks`` model chunks a pipeline stage, the interleaved schedule).
       batch_size: samples per micro-batch per data-parallel rank (weak
-        scaling; None: 1); not with ``global_batch``.
+        scaling; None: ``input_shape``'s first axis, as ``--input-shape``'s on
+        the command line, 1 without it); not with
+        ``global_batch``.
       config, optimizer, dtype, input_shape, input_dtype, target: the run's
         `xla_cost.RunConfig` fields (the model's arguments, adam:
         `xla_cost.choices.DEFAULT_OPTIMIZER`, ``float32``, a custom model's
@@ -614,6 +616,8 @@ def scaling(
         without a published peak for the dtype, or a ``target`` unknown,
         without its compiler, or beside another ``device``.
     """
+    if global_batch is None:  # weak scaling: the shape's first axis, as the command line takes it
+        batch_size = input_batch(batch_size, input_shape)
     given = locals()
     options = {**changed_fields(Hardware, given), "mesh": mesh, "micro_batches": micro_batches, "chunks": chunks,
                **given_fields(RunConfig, given, exclude=("model", "mesh", *(("batch_size",) if batch_size is None

@@ -31,7 +31,8 @@ from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagge
 from xla_cost.step.step_routing import recording_model_calls, step_routing
 from xla_cost.step.trees import is_collections, leaf_roles
 
-__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES", "check_batch", "check_returns"]
+__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES", "check_batch", "check_returns",
+           "differentiable"]
 
 def check_batch(prepared: UserStep) -> None:
     """Refuses a batch without examples: an array argument holding no parameter whose leading
@@ -126,8 +127,8 @@ class UserStep:
         integer dtype, which takes no gradient: int8 weights, a schedule's timesteps (an NNX model's integer Params)."""
         if self.kind != "jax":
             return [i for i, (leaf, module) in enumerate(zip(jax.tree.leaves(self.args), self.owners))
-                    if module is not None and not _differentiable(leaf)]
-        ints = {i for i, leaf in enumerate(jax.tree.leaves(self.args)) if not _differentiable(leaf)}
+                    if module is not None and not differentiable(leaf)]
+        ints = {i for i, leaf in enumerate(jax.tree.leaves(self.args)) if not differentiable(leaf)}
         return [i for i, module in enumerate(_linen_params(self.args, self.positional, 0, ints)[0])
                 if i in ints and module is not None]
 
@@ -269,7 +270,7 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
         start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
         if start is None and role == "parameters":  # an NNX Param in a state: its path below the argument
             start = 1
-        if start is None or not (_differentiable(leaf) or index in quantized):  # an integer array: no parameter
+        if start is None or not (differentiable(leaf) or index in quantized):  # an integer array: no parameter
             owners.append(None)
             continue
         module = "/".join(names_here[start:-1][strip:])
@@ -282,9 +283,10 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     return _follow_params(keys, owners), counts
 
 
-def _differentiable(leaf: Any) -> bool:
+def differentiable(leaf: Any) -> bool:
     """Whether a leaf can take a gradient: a floating or complex array (an integer one, a schedule's
-    timesteps passed among the params, has none; a leaf of no known dtype is taken to)."""
+    timesteps passed among the params, an int8 weight, has none: jax gives it float0 at most; a leaf
+    of no known dtype is taken to)."""
     dtype = getattr(leaf, "dtype", None)
     return dtype is None or bool(jax.numpy.issubdtype(dtype, jax.numpy.inexact))
 
