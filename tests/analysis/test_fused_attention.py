@@ -127,6 +127,23 @@ def test_the_jaxpr_rule_counts_every_pair_of_grouped_query_attention():
     assert rule([q, kv, kv, jax.ShapeDtypeStruct((0,), jnp.bfloat16)], [q], dropout_rate=0.1) is None
 
 
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_cudnns_mask_type_says_whether_causal_halves_its_products(is_causal):
+    # attention_flops="causal" halves a fused call's products (Cost.causal) only where its mask_type is causal
+    b, t, n, h = 2, 16, 4, 32
+    q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16)
+
+    def loss(q, key, value):
+        out = jax.nn.dot_product_attention(q, key, value, is_causal=is_causal, implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    counted = count_function(jax.grad(loss, argnums=(0, 1, 2)), q, q, q)
+    fused = [e.cost for e in counted.equations if e.primitive.startswith("dot_product")]
+    products = 3 * 2 * (b * n * t * t) * (h + h)  # forward Q K^T and P V, 2·B·N·T·T·h each; backward twice
+    assert sum(c.products for c in fused) == products
+    assert sum(c.causal for c in fused) == (products if is_causal else 0)
+
+
 def test_the_target_declares_the_kernel_and_a_form_cudnn_refuses_is_one_line():
     assert targets.fused_attention() == "xla"  # no target: the CPU, XLA's own attention
     with targets.use(target("h100")):

@@ -168,7 +168,8 @@ def test_causal_attention_flops_say_what_they_changed(capsys):
     assert xla_cost.cli.main([*argv, "--attention-flops", "causal"]) == 0
     causal = capsys.readouterr().out
     left_out = 3 * layers * 2 * (2 * b * t * t * d) // 2
-    assert f"count half of the attention's score and value products, {left_out:,} FLOP fewer" in causal
+    assert (f"count half of the score and value products of the causally masked attention, {left_out:,} FLOP "
+            "fewer") in causal
     assert xla_cost.cli.main(argv) == 0
     assert "attention_flops causal" not in capsys.readouterr().out
 

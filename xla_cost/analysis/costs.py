@@ -23,7 +23,7 @@ from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
 
 __all__ = [
-    "causal_halves",
+    "causal_halves", "causal_attention", "causal_note",
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
     "attention_flops", "expanded_model_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives",
     "conversions", "MATMULS", "precision_note",
@@ -289,7 +289,8 @@ def collective_rows(
 ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
 """How ``model_flops`` counts the attention's score and value products: every
 T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
-of them for a causal mask (MaxText's convention)."""
+of those of an attention a causal mask masks (MaxText's convention;
+`xla_cost.count.attention_flow.attention_masks`)."""
 
 
 def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
@@ -319,16 +320,50 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     return total
 
 
+def causal_attention(counted: JaxprCount) -> tuple[int, int]:
+    """FLOP of the model's attention products (remat's recomputation left out) whose scores a causal
+    mask masks, and of those whose mask the data flow cannot see (`Cost.causal`, `Cost.unseen`:
+    `xla_cost.count.attention_flow.attention_masks`): what ``attention_flops="causal"`` halves."""
+    causal = sum(e.cost.causal - e.recomputed.causal for e in counted.equations)
+    return causal, sum(e.cost.unseen - e.recomputed.unseen for e in counted.equations)
+
+
 def causal_halves(counted: Mapping[str, JaxprCount], modules: Sequence[str], root: str,
-                  phase: str = "train_step") -> int | None:
-    """The FLOP ``attention_flops="causal"`` takes out of ``phase``'s ``model_flops``: half of the
-    model's attention products (`attention_flops` without remat's recomputation), from the phase's
-    program's count, else by its formula over the programs' (``train_step = grad + update``)."""
-    halves = {name: attention_flops(count, modules, root, recompute=False) // 2 for name, count in counted.items()}
-    if phase in halves:
-        return halves[phase]
+                  phase: str = "train_step") -> tuple[int, int, int] | None:
+    """``phase``'s model attention FLOP (no remat's recomputation) as ``attention_flops="causal"`` reads
+    them: (causal, mask unseen, neither: every pair the model's), from the phase's program's count,
+    else by its formula over the programs' (``train_step = grad + update``); it halves the first two."""
+    parts = {}
+    for name, count in counted.items():
+        causal, unseen = causal_attention(count)
+        parts[name] = (causal, unseen, attention_flops(count, modules, root, recompute=False) - causal - unseen)
+    if phase in parts:
+        return parts[phase]
     formula = next((p.formula for p in phases.DECLARED if p.name == phase), None)
-    return phases.combine(formula, halves) if formula else None
+    if not formula:
+        return None
+    split = [phases.combine(formula, {name: part[k] for name, part in parts.items()}) for k in range(3)]
+    return None if None in split else (split[0], split[1], split[2])
+
+
+def causal_note(split: tuple[int, int, int] | None, model_flops: int) -> str:
+    """The note of ``attention_flops="causal"``: what it halved, and what it left whole (not causal)."""
+    causal, unseen, whole = split or (0, 0, 0)
+    if not causal + unseen + whole:
+        return ("attention_flops causal: no attention products found (products in a module without parameters "
+                "of its own, products of activations with a softmax between them, or fused attention): causal "
+                "changes nothing, model_flops are as computed")
+    note = (f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {model_flops:,} a train "
+            f"step) count half of the score and value products of the causally masked attention, "
+            f"{(causal + unseen) // 2:,} FLOP fewer a step than computed (half of {causal + unseen:,}); "
+            f"{whole:,} FLOP of attention not causally masked (unmasked, or masked by the data alone: "
+            "an encoder's, a cross-attention's) are left whole")
+    if unseen:
+        note += (f"; {unseen:,} of those halved are of attention whose mask is passed in (an argument the data "
+                 "flow cannot see: a mask or a bias), halved as if causal: pass a mask made inside the step "
+                 "(jnp.tril, an arange comparison) for it to be seen, or use attention_flops='full'")
+    return note + ("; remat's recomputation is no model FLOP, halved or not; the FLOP columns are the "
+                   "program's, every pair of positions")
 
 
 def padding_flops(counted: JaxprCount, modules: Sequence[str], root: str | Sequence[str],
@@ -439,8 +474,8 @@ def phase_costs(
     else:
         model_flops, hardware_flops = round((total.flops - recomputed) / share), round(total.flops / share)
     attention = attention_flops(counted, modules, root)
-    if attention_convention == "causal" and model_flops is not None:  # half the model's pairs, no recompute
-        model_flops -= round(attention_flops(counted, modules, root, recompute=False) // 2 / share)
+    if attention_convention == "causal" and model_flops is not None:  # half the causal pairs, no recompute
+        model_flops -= round(sum(causal_attention(counted)) // 2 / share)
     padding = padding_flops(counted, modules, root, padded)
     if padding and model_flops is not None:
         model_flops -= round(padding / share)

@@ -26,7 +26,8 @@ __all__ = ["ATTENTION_CONVENTIONS", "UNFUSED_PHASES", "AnalysisOptions", "check_
 ATTENTION_CONVENTIONS: tuple[str, ...] = ("full", "causal")
 """How ``model_flops`` counts the attention's score and value products: every
 T x T pair as computed (PaLM, Appendix B: 6N + 12 L H Q T per token), or half
-of them for a causal mask (MaxText's convention)."""
+of those of an attention a causal mask masks (MaxText's convention;
+`xla_cost.count.attention_flow.attention_masks`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases, causal_halves, precision_note
+from xla_cost.analysis.costs import all_phases, causal_halves, causal_note, precision_note
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -294,7 +294,7 @@ def analyze(
         ``--set remat=...``.
       attention_flops: how ``model_flops`` counts the attention's score and
         value products (`ATTENTION_CONVENTIONS`): ``full`` (every T x T pair,
-        as computed) or ``causal`` (half of them, for causal masks).
+        as computed) or ``causal`` (half of those of causally masked attention).
 
     Returns:
       A `Report`.
@@ -576,17 +576,9 @@ def assemble(request: Request, found: Stages) -> Report:
     if found.target_memory is not None:  # a step too big for its target, and what its compiler recomputed
         notes += found.target_memory.notes()
     step = costs.get("train_step")
-    halved = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
-    if options.attention_flops == "causal" and step is not None and step.model_flops is not None and halved == 0:
-        notes.append("attention_flops causal: no attention products found (products in a module without parameters "
-                     "of its own, products of activations with a softmax between them, or fused attention): causal "
-                     "changes nothing, model_flops are as computed")
-    elif options.attention_flops == "causal" and step is not None and step.model_flops is not None:
-        notes.append(
-            f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {step.model_flops:,} a "
-            f"train step) count half of the attention's score and value products, {halved:,} FLOP fewer a step "
-            "than computed (remat's recomputation of them is no model FLOP, halved or not); the FLOP columns are "
-            "the program's, every pair of positions")
+    if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
+        split = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
+        notes.append(causal_note(split, step.model_flops))
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "

@@ -16,7 +16,8 @@ Every ``T x S`` pair is counted, a causal mask's or a sliding window's skipped
 pairs included, as the dense model counts them (its masked scores are
 computed, then replaced): the two ways of writing attention count alike, and
 ``attention_flops="causal"`` (`xla_cost.analysis.costs.ATTENTION_CONVENTIONS`)
-halves the products of both. Flash attention's recomputation of the scores in
+halves the products of both where the mask is causal
+(`xla_cost.count.attention_flow.attention_masks`). Flash attention's recomputation of the scores in
 the backward pass is not counted either (the model's arithmetic, as the dense
 model's backward pass does it). Only the standard library is used: the
 compiled programs' reader (`xla_cost.compiled.kernels`) prices the custom

@@ -66,15 +66,19 @@ named every input is data.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from jax.extend import core as jex_core
 
+from xla_cost.count.attention import splash_mask
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
 
-__all__ = ["attention_products", "SOFTMAX_EXP", "NORMALISERS"]
+__all__ = ["attention_products", "SOFTMAX_EXP", "NORMALISERS", "attention_masks", "CAUSAL", "FULL", "UNSEEN"]
 
 SOFTMAX_EXP: frozenset[str] = frozenset({"exp", "exp2"})
 """The primitives of a softmax's exponential (``exp2``: a flash attention written with base 2)."""
@@ -296,3 +300,164 @@ def _loop(body: Any, path: _Path, stack: str, operands: Sequence[_Value], consts
             return outs
         ins[consts:consts + carried] = carry
     return outs
+
+
+# ------------------------------------------------------------------ masks: causal or not
+
+CAUSAL, FULL, UNSEEN = "causal", "full", "unseen"
+"""How `attention_masks` classes each attention: its scores masked causally (a mask compares two
+positions), masked by data alone or not at all (every pair is the model's), or masked by what the
+data flow cannot see (a mask or a bias passed in as an argument)."""
+
+_IOTA, _CAUSAL, _UNSEEN, _DATA = 1, 2, 4, 8
+_LARGEST = 1 << 24  # elements of the largest constant read as a mask (a weight closed over is none)
+_ORDER = frozenset({"lt", "le", "gt", "ge"})
+_FUSED_MASKED = frozenset({"dot_product_attention_fwd_wrapper", "dot_product_attention_bwd_wrapper",
+                           "dot_product_attention_fwd", "dot_product_attention_bwd"})
+
+
+def attention_masks(jaxpr: Any, weights: Sequence[bool] | None = None) -> dict[_Path, str]:
+    """Each attention product's mask (`CAUSAL`, `FULL`, `UNSEEN`), by its path as `attention_products`
+    gives it, and each fused attention call's (cuDNN's primitives, jax's splash kernels).
+
+    A dense attention's class is its softmax's: what the ``exp`` reads besides the scores. A value
+    that comes from two positions compared in order (``<``, ``<=``, ``>``, ``>=``: two values both
+    from an ``iota``: ``jnp.arange``, ``broadcasted_iota``, ``jnp.tril``, flax's
+    ``make_causal_mask``), or a constant that is lower-triangular (one value on and below the
+    diagonal, another above), is a causal mask, whatever it is combined with (a padding mask from
+    the tokens: ``and``, ``*``) and however it meets the scores (``where``/``select``, an added
+    large negative bias): `CAUSAL`. Without such a mask, a mask of the integer data (token ids
+    compared with the padding id) or none: `FULL`. A float or boolean data input (a mask or a bias
+    passed in), integer data compared with each other in order (positions passed in), a constant of
+    unknown value: `UNSEEN`. A mask applied after the ``exp`` is not seen. Fused attention: cuDNN's
+    ``mask_type`` (causal) or its bias operand as above; a splash kernel by the mask its scope names
+    (`xla_cost.count.attention.SPLASH_MASK_SCOPE`: causal, or a local window open to the past
+    alone; full; a window open to the future, or none named: `UNSEEN`)."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    flags = list(weights) if weights is not None and len(weights) == len(inner.invars) else [False] * len(inner.invars)
+    found = _Found()
+    _walk(inner, (), "", [_Value(data=not w) for w in flags], found)
+    seen: dict[_Path, int] = {}
+    fused: dict[_Path, str] = {}
+    ins = [0 if w else _input_flags(v.aval) for v, w in zip(inner.invars, flags)]
+    _mask_walk(jaxpr, (), "", ins, seen, fused)
+    products = found.products()
+    masks: dict[_Path, str] = dict(fused)
+    rank = {FULL: 0, UNSEEN: 1, CAUSAL: 2}
+    for path, _, seeds, origins in found.readers:
+        if path not in products:
+            continue
+        kind = max((_kind(seen.get(seed, 0)) for seed in seeds), key=rank.__getitem__, default=FULL)
+        for product in (path, *origins):
+            if product in products and rank[kind] >= rank[masks.get(product, FULL)]:
+                masks[product] = kind
+    return masks
+
+
+def _kind(flags: int) -> str:
+    return CAUSAL if flags & _CAUSAL else UNSEEN if flags & _UNSEEN else FULL
+
+
+def _input_flags(aval: Any) -> int:
+    """A data input's: a float or boolean one may be a mask or a bias passed in (unseen)."""
+    kind = getattr(getattr(aval, "dtype", None), "kind", "")
+    return _DATA | (_UNSEEN if kind in ("f", "b", "c", "V") else 0)
+
+
+def _constant_flags(value: Any) -> int:
+    """A constant's: causal where lower-triangular (one value on and below the diagonal, another above)."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001 - an opaque constant (a PRNG key): no mask
+        return 0
+    if array.ndim < 2 or min(array.shape[-2:]) < 2 or array.dtype.kind not in "biuf" or array.size > _LARGEST:
+        return 0
+    rows, columns = array.shape[-2:]
+    above = np.triu(np.ones((rows, columns), bool), k=1 + columns - rows)
+    upper, lower = array[..., above], array[..., ~above]
+    if upper.size and lower.size and (upper == upper.flat[0]).all() and (lower == lower.flat[0]).all() \
+            and upper.flat[0] != lower.flat[0]:
+        return _CAUSAL
+    return 0
+
+
+def _mask_walk(jaxpr: Any, base: _Path, prefix: str, ins: Sequence[int], seen: dict[_Path, int],
+               fused: dict[_Path, str]) -> list[int]:
+    """The mask flags of ``jaxpr``'s results; ``seen``: each equation's operands' flags joined (non-zero
+    ones); ``fused``: each fused attention call's class."""
+    consts = getattr(jaxpr, "consts", None)
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    env: dict[Any, int] = dict(zip(jaxpr.invars, ins))
+    values = consts if consts is not None and len(consts) == len(jaxpr.constvars) else [None] * len(jaxpr.constvars)
+    env.update((v, _constant_flags(c) if c is not None else _UNSEEN if len(v.aval.shape) >= 2 else 0)
+               for v, c in zip(jaxpr.constvars, values))
+
+    def read(var: Any) -> int:
+        return _constant_flags(var.val) if isinstance(var, jex_core.Literal) else env.get(var, 0)
+
+    for index, eqn in enumerate(jaxpr.eqns):
+        path, name, params = (*base, index), eqn.primitive.name, eqn.params
+        scope = str(eqn.source_info.name_stack)
+        stack = f"{prefix}/{scope}" if prefix and scope else prefix or scope
+        operands = [read(v) for v in eqn.invars]
+        joined = 0
+        for flags in operands:
+            joined |= flags
+        if joined:
+            seen[path] = joined
+        n = len(eqn.outvars)
+        outs: list[int] | None = None
+        if name in CALL_LIKE:
+            sub = next((params[p] for p in CALL_PARAMS if p in params), None)
+            inner = getattr(sub, "jaxpr", sub)
+            if inner is not None and len(inner.invars) == len(operands) and len(inner.outvars) == n:
+                outs = _mask_walk(sub, path, stack, operands, seen, fused)
+        elif name == "scan":
+            outs = _mask_loop(params["jaxpr"], path, stack, operands, int(params["num_consts"]),
+                              int(params["num_carry"]), seen, fused)
+        elif name == "while":
+            cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
+            outs = _mask_loop(params["body_jaxpr"], (*path, "body"), stack, operands[cond_n:], body_n, n, seen, fused)
+        elif name == "cond":
+            results = [_mask_walk(b, (*path, f"b{k}"), stack, operands[1:], seen, fused)
+                       for k, b in enumerate(params["branches"])]
+            outs = [functools.reduce(operator.or_, values, 0) for values in zip(*results)] if results else None
+        elif name in _PRODUCTS:
+            _fused_mask(eqn, name, path, stack, operands, fused)
+            outs = [0] * n
+        elif name == "iota":
+            outs = [_IOTA] * n
+        elif name in _ORDER and len(operands) == 2:
+            lhs, rhs = operands
+            if lhs & rhs & _IOTA:
+                joined |= _CAUSAL
+            elif lhs & rhs & _DATA and not (lhs | rhs) & _IOTA and all(
+                    getattr(getattr(v.aval, "dtype", None), "kind", "") in "iu" for v in eqn.invars):
+                joined |= _UNSEEN  # positions passed in, compared: a causal mask or not, unseen
+        env.update(zip(eqn.outvars, outs if outs is not None else [joined] * n))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _mask_loop(body: Any, path: _Path, stack: str, operands: Sequence[int], consts: int, carried: int,
+               seen: dict[_Path, int], fused: dict[_Path, str]) -> list[int]:
+    """A loop body's results, its carry's flags joined over the iterations until they hold."""
+    ins = list(operands)
+    for _ in range(4):
+        outs = _mask_walk(body, path, stack, ins, seen, fused)
+        carry = [a | b for a, b in zip(ins[consts:consts + carried], outs[:carried])]
+        if carry == ins[consts:consts + carried]:
+            return outs
+        ins[consts:consts + carried] = carry
+    return outs
+
+
+def _fused_mask(eqn: Any, name: str, path: _Path, stack: str, operands: Sequence[int],
+                fused: dict[_Path, str]) -> None:
+    """A fused attention call's class: cuDNN's ``mask_type`` or bias; a splash kernel's scope."""
+    if name in _FUSED_MASKED:
+        mask = str(getattr(eqn.params.get("mask_type"), "name", eqn.params.get("mask_type", ""))).upper()
+        bias = operands[3] if len(operands) > 3 and getattr(eqn.invars[3].aval, "size", 0) else 0
+        fused[path] = CAUSAL if "CAUSAL" in mask else _kind(bias)
+    elif name == "pallas_call" and "splash" in str(eqn.params.get("name", "")):
+        window = splash_mask(stack)
+        fused[path] = CAUSAL if window is not None and window[1] == 0 else FULL if window == (None, None) else UNSEEN

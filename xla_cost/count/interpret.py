@@ -36,7 +36,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
-from xla_cost.count.attention_flow import attention_products
+from xla_cost.count.attention_flow import CAUSAL, UNSEEN, attention_masks, attention_products
 from xla_cost.count.folding import Folding
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
@@ -266,9 +266,11 @@ class _Counter:
 
     def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None,
                  repeated: frozenset[tuple[Any, ...]] = frozenset(),
-                 attention: frozenset[tuple[Any, ...]] = frozenset()) -> None:
+                 attention: frozenset[tuple[Any, ...]] = frozenset(),
+                 masks: Mapping[tuple[Any, ...], str] | None = None) -> None:
         self.trip_counts = trip_counts
         self.attention = attention  # paths of attention's products (`attention_products`): `Cost.attention`
+        self.masks = masks or {}  # path -> an attention's mask (`attention_masks`): `Cost.causal`, `Cost.unseen`
         self.labels = labels  # path -> (part, owner) of a classified step
         self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
@@ -437,6 +439,9 @@ class _Counter:
             return self._unknown(name, times, part)
         if path in self.attention:
             cost = dataclasses.replace(cost, attention=cost.flops)
+        mask = self.masks.get(path)
+        if mask in (CAUSAL, UNSEEN):
+            cost = dataclasses.replace(cost, **{mask: cost.attention or cost.products})
         key = (stack, name, times, public_owner(owner), part, self.loop)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
@@ -468,7 +473,8 @@ class _Counter:
     def cond(self, branches: Any, stack: str, times: int, owner: str | None,
              owners: list[str | None] | None = None, out_owners: list[str | None] | None = None) -> Cost:
         # Count each branch on the side, charge the most expensive one.
-        trial = [_Counter(self.trip_counts, self.labels, self.repeated, self.attention) for _ in branches]
+        trial = [_Counter(self.trip_counts, self.labels, self.repeated, self.attention, self.masks)
+                 for _ in branches]
         results: list[list[str | None]] = [[] for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
@@ -651,7 +657,8 @@ def count_jaxpr(
     consts = getattr(closed_jaxpr, "consts", None)
     if consts is not None and len(consts) == len(jaxpr.constvars) == len(original.constvars):
         jaxpr = jex_core.ClosedJaxpr(jaxpr, consts)  # the closed-over arrays' values (constant group sizes)
-    counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr), attention=attention_products(jaxpr, weights))
+    counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr), attention=attention_products(jaxpr, weights),
+                       masks=attention_masks(jaxpr, weights))
     counter.mapped_step = _mapped_step(jaxpr)
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)

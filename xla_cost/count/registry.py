@@ -64,6 +64,11 @@ class Cost:
       attention: of ``flops``, those of a ``dot_general`` that is dense attention's
         (``Q K^T``, ``P V`` and their gradients) by the data flow
         (`xla_cost.count.attention_flow`); a detail of ``flops``, not compared.
+      causal: of ``attention`` (or of a fused attention primitive's ``products``), those of an
+        attention whose scores a causal mask masks (`xla_cost.count.attention_flow.attention_masks`):
+        what ``attention_flops="causal"`` halves; a detail of ``flops``, not compared.
+      unseen: of ``attention`` (or ``products``), those of an attention whose mask the data flow
+        cannot see (passed in as an argument): halved too, and said so; a detail, not compared.
     """
 
     flops: int = 0
@@ -72,6 +77,8 @@ class Cost:
     products: int = dataclasses.field(default=0, compare=False)
     float8: int = dataclasses.field(default=0, compare=False)
     attention: int = dataclasses.field(default=0, compare=False)
+    causal: int = dataclasses.field(default=0, compare=False)
+    unseen: int = dataclasses.field(default=0, compare=False)
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
@@ -83,6 +90,8 @@ class Cost:
             self.products + other.products,
             self.float8 + other.float8,
             self.attention + other.attention,
+            self.causal + other.causal,
+            self.unseen + other.unseen,
         )
 
     def __sub__(self, other: "Cost") -> "Cost":
@@ -95,6 +104,8 @@ class Cost:
             self.products - other.products,
             self.float8 - other.float8,
             self.attention - other.attention,
+            self.causal - other.causal,
+            self.unseen - other.unseen,
         )
 
     def __mul__(self, times: int) -> "Cost":
@@ -103,6 +114,7 @@ class Cost:
         return Cost(
             self.flops * times, self.transcendentals * times, self.bytes_accessed * times,
             self.products * times, self.float8 * times, self.attention * times,
+            self.causal * times, self.unseen * times,
         )
 
     __rmul__ = __mul__
