@@ -344,7 +344,7 @@ def attention_masks(jaxpr: Any, weights: Sequence[bool] | None = None) -> dict[_
     products = found.products()
     masks: dict[_Path, str] = dict(fused)
     rank = {FULL: 0, UNSEEN: 1, CAUSAL: 2}
-    for path, _, seeds, origins in found.readers:
+    for path, _, seeds, origins, _fits in found.readers:
         if path not in products:
             continue
         kind = max((_kind(seen.get(seed, 0)) for seed in seeds), key=rank.__getitem__, default=FULL)
