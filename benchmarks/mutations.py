@@ -1901,6 +1901,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_costs.py",),
     ),
     Mutation(
+        "step_gap_emulation_as_rewriting",
+        "analyze_step's train_step note calls what a bfloat16 step's compile without fusion counts above the "
+        "parts XLA's own rewriting, where analyze's note (the same rule) says the CPU's emulation of bfloat16",
+        (Edit("xla_cost/analysis/costs.py",
+              "        if emulated and rest > 0:",
+              "        if False:"),),
+        tests=("tests/analysis/test_root_products.py",),
+    ),
+    Mutation(
         "inference_work_as_update",
         "a pure-JAX step without a gradient (prefill, decode over a params pytree): the work computing its "
         "results from the parameters is the update, as if it made new parameters",
