@@ -1311,8 +1311,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bfloat16_gap_blamed_on_fusion",
         "a bfloat16 step's CPU emulation converts are said to be fusion duplicates",
-        (Edit("xla_cost/analysis/costs.py", '           "once (more on narrow layers)") if value > true and not narrow else (',
-              '           "once (more on narrow layers)") if value > true else ('),),
+        (Edit("xla_cost/analysis/costs.py", "    if value > true and emulated:\n        return _EMULATION",
+              "    if False:\n        return _EMULATION"),),
         tests=("tests/analysis/test_root_products.py",),
     ),
     Mutation(
