@@ -1311,8 +1311,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bfloat16_gap_blamed_on_fusion",
         "a bfloat16 step's CPU emulation converts are said to be fusion duplicates",
-        (Edit("xla_cost/analysis/costs.py", '           "once (more on narrow layers)") if value > true and not narrow else (',
-              '           "once (more on narrow layers)") if value > true else ('),),
+        (Edit("xla_cost/analysis/costs.py", "    if value > true and emulated:\n        return _EMULATION",
+              "    if False:\n        return _EMULATION"),),
         tests=("tests/analysis/test_root_products.py",),
     ),
     Mutation(
@@ -1918,6 +1918,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return CAUSAL if flags & _CAUSAL else UNSEEN if flags & _UNSEEN else FULL",
               "    return CAUSAL"),),
         tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
+        "step_gap_emulation_as_rewriting",
+        "analyze_step's train_step note calls what a bfloat16 step's compile without fusion counts above the "
+        "parts XLA's own rewriting, where analyze's note (the same rule) says the CPU's emulation of bfloat16",
+        (Edit("xla_cost/analysis/costs.py",
+              "        if emulated and rest > 0:",
+              "        if False:"),),
+        tests=("tests/analysis/test_root_products.py",),
     ),
     Mutation(
         "inference_work_as_update",

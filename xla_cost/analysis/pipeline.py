@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases, causal_halves, causal_note, precision_note
+from xla_cost.analysis.costs import all_phases, causal_halves, causal_note, emulates_narrow_floats, precision_note
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -430,7 +430,7 @@ def _run_on(request: Request, mesh: Mesh | None, mesh_notes: Sequence[str]) -> R
     compute_dtype = options.dtype or _program_dtype(workload)
     costs, phase_notes = all_phases(
         programs, plan, tuple(workload.param_paths), workload.root_name, options.attention_flops, workload.padded,
-        narrow=bool({compute_dtype, *_param_dtype_name(workload).split("/")} & NARROW_FLOATS),
+        narrow=emulates_narrow_floats(compute_dtype, _param_dtype_name(workload)),
     )
     timing = time_step(workload, programs, costs, compute_dtype, options) if timed else None
     breakdown = step_memory(workload, plan, options.compiled) if options.memory else None
@@ -688,10 +688,6 @@ def _param_dtype_name(workload: Workload) -> str:
     names = sorted({str(x.dtype) for x in jax.tree.leaves(workload.params)})
     return "/".join(names) or "unknown"
 
-
-NARROW_FLOATS = frozenset({"bfloat16", "float16"})
-"""The 16-bit floats whose arithmetic XLA's CPU compiler emulates in float32 (a convert around each
-operation, counted as FLOP)."""
 
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import jax
 from jax.extend import core as jex_core
 
+from xla_cost.analysis.costs import flop_gap_reason
 from xla_cost.analysis.report import PhaseCosts
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
@@ -497,7 +498,8 @@ note explains it."""
 
 
 def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, devices: int = 1,
-                shared: int = 1, parts_per_device: int | None = None, merged: int = 0) -> list[str]:
+                shared: int = 1, parts_per_device: int | None = None, merged: int = 0,
+                narrow: bool = False) -> list[str]:
     """Explains XLA's train_step count where it differs from the parts' (the jaxpr's) by more
     than `_FUSION_GAP`: compiled again without fusion, the duplication XLA's fusions add;
     ``merged``: FLOP below the parts that are a second forward pass XLA computes once
@@ -505,7 +507,10 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, de
     mapped body (``pmap``, a ``shard_map`` step) runs on, whose jaxpr and XLA program are both one
     device's: compared as they are, said to be one device's. ``shared``: the devices a sharded
     step's whole jaxpr is shared over, whose XLA count is one device's: held against the parts'
-    per-device sum (``parts_per_device``) and, where that is off, said why it is not split further."""
+    per-device sum (``parts_per_device``) and, where that is off, said why it is not split further.
+    ``narrow``: the CPU computes the step's 16-bit floats in float32 (`costs.emulates_narrow_floats`):
+    what the unfused compile counts above the parts is that emulation's converts (`costs.flop_gap_reason`,
+    which `analyze`'s phase notes read too)."""
     xla_flops, parts = step.flops, counted.total.flops
     if shared > 1:
         each = parts_per_device
@@ -535,13 +540,10 @@ def fusion_note(prepared: UserStep, counted: JaxprCount, step: PhaseCosts, *, de
     unfused = xla.compile_phase(lowered, compiler_options=xla.UNFUSED_OPTIONS, executable=False).costs.flops
     if unfused is None:
         return [head + "; compiled without fusion, XLA gave no count"]
-    explained = abs(unfused - parts) <= _FUSION_GAP * parts
-    rest = ("; the rest is XLA's own rewriting of the program (simplification, common subexpressions, its own "
-            "expansion of some operations)")
     if merged and abs(unfused - (parts - merged)) <= _FUSION_GAP * parts:
-        rest = (f"; the rest, {parts - unfused:,} below the parts, is the model's second forward pass outside the "
-                "gradient, which XLA computes once with the gradient's (the step checker's note)")
-    return [head + f": compiled without fusion XLA counts {unfused:,} ({(unfused - parts) / parts:+.1%}), so "
-            f"{xla_flops - unfused:,} FLOP are XLA's fusions computing cheap producers (normalisations, "
-            "broadcasts, masks) again inside each fusion that reads them, and counting every copy"
-            + ("" if explained else rest)]
+        return [head + f": compiled without fusion XLA counts {unfused:,} ({(unfused - parts) / parts:+.1%}), so "
+                f"{xla_flops - unfused:,} FLOP are XLA's fusions computing cheap producers (normalisations, "
+                f"broadcasts, masks) again inside each fusion that reads them, and counting every copy; the rest, "
+                f"{parts - unfused:,} below the parts, is the model's second forward pass outside the gradient, "
+                "which XLA computes once with the gradient's (the step checker's note)"]
+    return [head + ": " + flop_gap_reason(xla_flops, parts, narrow, unfused, tolerance=_FUSION_GAP)]

@@ -19,7 +19,7 @@ import jax
 from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh
 
-from xla_cost.analysis.costs import collective_rows, phase_costs, precision_note
+from xla_cost.analysis.costs import collective_rows, emulates_narrow_floats, phase_costs, precision_note
 from xla_cost.analysis.memory import target_memory, too_big_for
 from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
@@ -253,11 +253,13 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     mapped = split.devices > 1 or body is not None
     whole = costs["train_step"] if compiled is not None and not mapped else None  # XLA's count of the step
     merged = merged_forward(counted, whole, second_forward(counted, module_of)[0])
+    dtype, param_dtype = compute_dtype(traced.jaxpr, parameter_dtype(prepared)), parameter_dtype(prepared)
     if compiled is not None:
         per_device = [costs[p].flops for p in phases.STEP_PARTS]
         notes += fusion_note(prepared, counted, costs["train_step"], merged=merged, devices=plan.devices
                              if body is not None else 1, shared=split.devices,
-                             parts_per_device=None if None in per_device else sum(per_device))
+                             parts_per_device=None if None in per_device else sum(per_device),
+                             narrow=target is None and emulates_narrow_floats(dtype, param_dtype))
     notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
                         step=whole)
     layers = None
@@ -321,7 +323,6 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             f"and other over {split.compute()} (the batch's shards times the parameters'), the update over each "
             "module's parameter shards (a replicated update runs whole on every device); jaxpr_* figures and "
             "per-layer rows are the whole step's")
-    dtype, param_dtype = compute_dtype(traced.jaxpr, parameter_dtype(prepared)), parameter_dtype(prepared)
     precision = precision_note(dtype, param_dtype, costs, xla.backend_name())  # as analyze's
     return Report(
         model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced),
