@@ -1303,6 +1303,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(
+        "parameters_by_name_only",
+        "a step's parameters found by their argument's name alone: `lambda p, o, b: step(p, o, b)` has none (its "
+        "weights model state, no gradients), though its loss is differentiated with respect to them",
+        (Edit("xla_cost/analysis/differentiated.py",
+              "    return prepared.with_differentiated(found) if found else prepared\n",
+              "    return prepared\n"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
+        "passed_through_batch_written_back",
+        "a batch the step returns as it came in taken as written back (a KV cache): batch size 0, its bytes model state",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "        flags.append(bool(flat) and all(o is None for o in owners) and anew\n",
+              "        flags.append(bool(flat) and all(o is None for o in owners)\n"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
         "ema_train_state_counted_twice",
         "an EMA kept as a second TrainState's params counted as parameters: half said frozen",
         (Edit("xla_cost/step/user_step.py", "            continue  # a second array of one parameter", "            pass  # "),),

@@ -316,6 +316,50 @@ def test_a_decode_steps_kv_cache_is_written_by_the_forward_and_an_ema_is_the_upd
     assert flops["update"] == 3 * 2 * IN * IN and flops["backward"] == 0
 
 
+def _mse_step(tx, returns_batch=False):
+    def step(weights, opt_state, batch):  # no argument named params
+        x, y = batch["x"], batch["y"]
+        loss, grads = jax.value_and_grad(lambda w: jnp.mean((_two_layers(w, x) - y) ** 2))(weights)
+        updates, opt_state = tx.update(grads, opt_state, weights)
+        return (optax.apply_updates(weights, updates), opt_state, loss) + ((batch,) if returns_batch else ())
+    return step
+
+
+@pytest.mark.parametrize("form", ["named", "lambda"])
+def test_the_parameters_are_the_leaves_the_loss_is_differentiated_by_whatever_the_arguments_are_named(form):
+    # kauldron's step called as `lambda p, o, b: step(p, o, b)`: no argument named params; the leaves the loss is
+    # differentiated with respect to are the parameters (were none: 0 parameters and gradients, their bytes model
+    # state). The batch's arrays have a weight's shape (IN x IN) and are read by the forward pass: still the batch
+    tx = optax.adam(1e-3)
+    step = _mse_step(tx)
+    fn = {"named": lambda params, opt_state, batch: step(params, opt_state, batch),
+          "lambda": lambda p, o, b: step(p, o, b)}[form]
+    batch = {"x": jax.ShapeDtypeStruct((IN, IN), jnp.float32), "y": jax.ShapeDtypeStruct((IN, IN), jnp.float32)}
+    report = xla_cost.analyze_step(fn, _TWO, jax.eval_shape(tx.init, _TWO), batch, counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    weights = 2 * IN * IN  # fc1 and fc2, IN x IN each
+    assert report.parameters == weights and report.batch_size == IN
+    assert (memory.parameters, memory.gradients) == (4 * weights, 4 * weights)  # float32
+    assert memory.optimizer_state == 2 * 4 * weights + 4  # Adam's mu and nu, and its int32 count
+    assert (memory.model_state, memory.inputs) == (0, 2 * 4 * IN * IN)  # x and y
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_batch_the_step_returns_as_it_came_in_is_the_batch_not_state_written_back(nested):
+    # kauldron's Context carries the batch out of the step unchanged: a value passed through (directly, or out of
+    # a jit the step calls) is not written back as a KV cache is (was batch size 0, the batch model state)
+    tx = optax.sgd(0.1)
+    step = _mse_step(tx, returns_batch=True)
+    fn = jax.jit(step) if nested else step
+    batch = {"x": jax.ShapeDtypeStruct((B, IN), jnp.float32), "y": jax.ShapeDtypeStruct((B, IN), jnp.float32)}
+    report = xla_cost.analyze_step(lambda params, opt_state, batch: fn(params, opt_state, batch), _TWO,
+                                   jax.eval_shape(tx.init, _TWO), batch, counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    assert report.batch_size == B
+    assert (memory.model_state, memory.inputs) == (0, 2 * 4 * B * IN)  # x and y, float32
+
+
+
 def test_a_step_without_a_gradient_holds_no_gradients_in_memory():
     # an evaluation or decode step of an NNX model that is the root module (its parameters under no name stack):
     # no backward pass, so no gradient is made (was one per parameter taken as made: 4 IN HIDDEN bytes)

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
+from jax.extend import core as jex_core
 
 from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
+from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.step.trees import leaf_roles, nbytes
 
@@ -68,23 +70,62 @@ def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
     return found
 
 
-def written_arguments(prepared: UserStep, shapes: Any) -> list[bool]:
+def written_arguments(prepared: UserStep, shapes: Any, jaxpr: Any = None) -> list[bool]:
     """Per argument (as `arguments` splits them), whether the step returns it written back: it holds
-    no parameter, it is a tree (not a bare array, whose shape an output shares as often), and every
+    no parameter, it is a tree (not a bare array, whose shape an output shares as often), every
     one of its leaves is a result's, at the same path below the argument and the result's position,
-    with its shape and dtype (a KV cache a decode step returns with its new rows, its counters).
-    Such an argument is state the step carries from one call to the next, not the batch."""
+    with its shape and dtype (a KV cache a decode step returns with its new rows, its counters),
+    and the step computes at least one of those results anew: an argument every leaf of which the
+    step's ``jaxpr`` returns as it came in (the same value passed through, `_passed_through`: a batch
+    kauldron's ``Context`` carries out) is not written. Such an argument is state the step carries
+    from one call to the next, not the batch. Without the jaxpr, or where its inputs and results are
+    not the flattened arguments and results, every result is taken as computed anew."""
     def key(path: Any, leaf: Any) -> tuple[Any, ...]:
         return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
 
-    returned = {key(path[k:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]
-                for k in range(min(len(path), 2) + 1)}  # (returned alone, at a position, an NNX step's own)
+    results = jax.tree_util.tree_flatten_with_path(shapes)[0]
+    sources = _passed_through(jaxpr, len(jax.tree.leaves(prepared.args)), len(results))
+    returned: dict[tuple[Any, ...], list[int | None]] = {}
+    for (path, leaf), source in zip(results, sources):
+        for k in range(min(len(path), 2) + 1):  # (returned alone, at a position, an NNX step's own)
+            returned.setdefault(key(path[k:], leaf), []).append(source)
     flags = []
+    offset = 0
     for part, owners in arguments(prepared):
         flat = jax.tree_util.tree_flatten_with_path(part)[0]
-        flags.append(bool(flat) and all(o is None for o in owners)
+        anew = any(any(source != offset + i for source in returned.get(key(path, leaf), ()))
+                   for i, (path, leaf) in enumerate(flat))
+        flags.append(bool(flat) and all(o is None for o in owners) and anew
                      and all(path and key(path, leaf) in returned for path, leaf in flat))
+        offset += len(flat)
     return flags
+
+
+def _passed_through(jaxpr: Any, inputs: int, outputs: int) -> list[int | None]:
+    """Per result of the step's ``jaxpr``, the input (by index) it returns as it came in, through
+    the calls it passes one for one (a jit's), or None where it computes it; all None where the
+    jaxpr takes or returns other than ``inputs`` and ``outputs`` values."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    if inner is None or len(inner.invars) != inputs or len(inner.outvars) != outputs:
+        return [None] * outputs
+
+    def sources(level: Any) -> list[Any]:  # per result, the level's input variable it is, or None
+        given = {v: v for v in level.invars}
+        for eqn in level.eqns:
+            sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) \
+                if eqn.primitive.name in CALL_LIKE else None
+            called = getattr(sub, "jaxpr", sub)
+            if called is None or len(called.invars) != len(eqn.invars):
+                continue
+            for out, made in zip(eqn.outvars, sources(called)):
+                if made is not None:
+                    operand = eqn.invars[called.invars.index(made)]
+                    if not isinstance(operand, jex_core.Literal) and operand in given:
+                        given[out] = given[operand]
+        return [None if isinstance(v, jex_core.Literal) else given.get(v) for v in level.outvars]
+
+    position = {v: i for i, v in enumerate(inner.invars)}
+    return [None if v is None else position[v] for v in sources(inner)]
 
 
 def batch_size(prepared: UserStep, jaxpr: Any = None, device_axis: Collection[int] = (),

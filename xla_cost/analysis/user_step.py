@@ -20,6 +20,7 @@ from jax.extend import core as jex_core
 from jax.sharding import AbstractMesh, Mesh
 
 from xla_cost.analysis.costs import collective_rows, emulates_narrow_floats, phase_costs, precision_note
+from xla_cost.analysis.differentiated import with_differentiated_parameters
 from xla_cost.analysis.memory import target_memory, too_big_for
 from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
@@ -188,7 +189,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     check_returns(traced, prepared.name)
     stacks = _stacks(traced)
     # a copy of the parameters kept beside them (an EMA) is state, before and after their paths are matched
-    prepared = with_quantized_weights(traced, prepared)  # (int8 weights: parameters, though no gradient)
+    # the leaves the loss is differentiated with respect to are parameters, whatever the arguments' names
+    prepared = with_quantized_weights(traced, with_differentiated_parameters(traced, prepared))  # (int8 weights too)
     prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(stacks, prepared)
@@ -204,7 +206,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
     results = new_state(prepared, shapes)
-    written = written_arguments(prepared, shapes)  # (a KV cache returned written: state, not the batch)
+    # (a KV cache returned written: state, not the batch; a batch returned as it came in is the batch)
+    written = written_arguments(prepared, shapes, traced)
 
     def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
         found.append(classify_step(jaxpr, given, module_of, results=results))

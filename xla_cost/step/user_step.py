@@ -31,8 +31,8 @@ from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagge
 from xla_cost.step.step_routing import recording_model_calls, step_routing
 from xla_cost.step.trees import is_collections, leaf_roles
 
-__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES", "check_batch", "check_returns",
-           "differentiable"]
+__all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES", "NO_PARAMETERS_NOTE", "check_batch",
+           "check_returns", "differentiable"]
 
 def check_batch(prepared: UserStep) -> None:
     """Refuses a batch without examples: an array argument holding no parameter whose leading
@@ -65,6 +65,11 @@ PARAMS_KEY = "params"
 """The key (attribute or dict key) under which Linen code keeps the parameters:
 ``TrainState.params``, ``variables["params"]``."""
 
+NO_PARAMETERS_NOTE = ("no parameters found in the arguments (the leaves the loss is differentiated with respect to, a "
+                      "`params` key or attribute, or NNX Params): the parameter count is 0 and the update has no "
+                      "per-layer rows")
+"""The note of a step whose arguments hold no parameter, by name or by its gradient (`UserStep.with_differentiated`)."""
+
 MAX_AXES = 8
 """Unbound collective axis names bound before giving up."""
 
@@ -95,6 +100,9 @@ class UserStep:
         work that is padding (`xla_cost.step.step_routing.step_routing`): no model FLOP.
       quantized: flattened leaves of ``args`` that are parameters though of an integer dtype
         (int8 weights the forward reads as weights: `with_quantized`).
+      differentiated: flattened leaves of ``args`` that are parameters because the step's loss is
+        differentiated with respect to them, where no name says so (``lambda p, o, b: ...``:
+        `with_differentiated`); their module path is their keys below the argument.
       own_program: for an NNX step the user jitted (``nnx.jit`` or ``jax.jit``), a function
         that lowers it as that jit compiles it, on the NNX objects themselves: its donated
         arguments and its own outputs (the traced function of ``args`` donates nothing and
@@ -117,6 +125,7 @@ class UserStep:
     padded: tuple[tuple[frozenset[str], float], ...] = ()
     own_program: Callable[[], Any] | None = None
     quantized: frozenset[int] = frozenset()
+    differentiated: frozenset[int] = frozenset()
 
     @property
     def parameters(self) -> int:
@@ -129,13 +138,24 @@ class UserStep:
             return [i for i, (leaf, module) in enumerate(zip(jax.tree.leaves(self.args), self.owners))
                     if module is not None and not differentiable(leaf)]
         ints = {i for i, leaf in enumerate(jax.tree.leaves(self.args)) if not differentiable(leaf)}
-        return [i for i, module in enumerate(_linen_params(self.args, self.positional, 0, ints)[0])
+        return [i for i, module in enumerate(_linen_params(self.args, self.positional, 0, ints, self.differentiated)[0])
                 if i in ints and module is not None]
 
     def with_quantized(self, leaves: Collection[int]) -> UserStep:
         """The step with the integer leaves ``leaves`` (`integer_parameters`) counted as parameters."""
-        owners, counts = _linen_params(self.args, self.positional, 0, leaves)
+        owners, counts = _linen_params(self.args, self.positional, 0, leaves, self.differentiated)
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, quantized=frozenset(leaves))
+
+    def with_differentiated(self, leaves: Collection[int]) -> UserStep:
+        """The step with the leaves ``leaves`` (by flattened index), which its loss is differentiated
+        with respect to, parameters as well as those a name marks (a plain jax step's; an NNX step's
+        are its Params); the note that none was found dropped where some are now."""
+        if self.kind != "jax" or not leaves:
+            return self
+        owners, counts = _linen_params(self.args, self.positional, 0, self.quantized, leaves)
+        notes = tuple(n for n in self.notes if n != NO_PARAMETERS_NOTE) if counts else self.notes
+        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, notes=notes,
+                                   differentiated=frozenset(leaves))
 
     def stripped(self, strip: int) -> UserStep:
         """The step with ``strip`` leading components left out of every parameter's
@@ -144,7 +164,7 @@ class UserStep:
         objects); itself for 0 or an NNX step (its paths are the model's own)."""
         if strip <= 0 or self.kind != "jax":
             return self
-        owners, counts = _linen_params(self.args, self.positional, strip, self.quantized)
+        owners, counts = _linen_params(self.args, self.positional, strip, self.quantized, self.differentiated)
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts)
 
     def trace(self) -> Any:
@@ -243,7 +263,8 @@ def _key_name(entry: Any) -> str:
 
 
 def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0,
-                  quantized: Collection[int] = ()) -> tuple[list[str | None], dict[str, int]]:
+                  quantized: Collection[int] = (), differentiated: Collection[int] = (),
+                  ) -> tuple[list[str | None], dict[str, int]]:
     """The module of every parameter leaf, and the counts; then `_follow_params`.
 
     A parameter is a leaf under a ``params`` key (a TrainState's, a variables
@@ -259,6 +280,9 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     path to leave out (a prefix the model's name stacks do not carry: the
     position of the model in a state of several objects). ``quantized``: integer leaves (by
     flattened index) that are parameters (int8 weights), which no gradient makes otherwise.
+    ``differentiated``: leaves (by flattened index) the step's loss is differentiated with respect
+    to, parameters whatever their names (`UserStep.with_differentiated`): their module path starts
+    below the argument, as an argument named ``params``'s does.
     """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
@@ -268,8 +292,8 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     roles = leaf_roles(tuple(args))
     for index, (names_here, (path, leaf), role) in enumerate(zip(keys, flat, roles)):
         start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
-        if start is None and role == "parameters":  # an NNX Param in a state: its path below the argument
-            start = 1
+        if start is None and (role == "parameters" or (index in differentiated and role != "optimizer_state")):
+            start = 1  # an NNX Param in a state, a leaf the loss is differentiated by: its path below the argument
         if start is None or not (differentiable(leaf) or index in quantized):  # an integer array: no parameter
             owners.append(None)
             continue
@@ -462,10 +486,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
             scopes = functools.partial(nnx_name_scopes, None, merged=True, roots=merged_roots)
     if not counts:
-        notes.append(
-            "no parameters found in the arguments (a `params` key or attribute, or NNX Params): the "
-            "parameter count is 0 and the update has no per-layer rows"
-        )
+        notes.append(NO_PARAMETERS_NOTE)  # (until the trace finds the leaves the loss is differentiated by)
     user_jit = kind == "jax" and _is_jax_jit(step) and not names
     concrete: tuple[int, ...] | None = None  # the Python numbers bound once the trace needed them concrete
     own_program = None

@@ -1,0 +1,149 @@
+"""Which of a user's step's arguments its loss is differentiated with respect to, read from the
+traced program rather than from names (`xla_cost.analysis.user_step`).
+
+The parameters of a step are the leaves the loss is differentiated with respect to: a step
+called as ``lambda p, o, b: step(p, o, b)`` names no argument ``params``, and its parameters
+are those all the same. jax keeps no mark of what it differentiated once a step is traced
+(``value_and_grad`` leaves the primal computation under ``jvp(...)`` and the gradients'
+under ``transpose(jvp(...))``), so a leaf is taken as differentiated where the program shows the
+three things a gradient step does with it:
+
+* the gradient's passes read it (the loss depends on it);
+* the backward pass hands back an array of its shape and dtype (an array made under the
+  transpose that an equation outside the passes reads, or that the step returns): its gradient;
+* the step returns an array of its shape and dtype computed, outside the passes, both from it
+  and from such a gradient: its new value (``p - lr * g``, any optax update).
+
+A batch is read by the forward pass but never combined with a gradient into a result; an
+optimizer's moments are combined with the gradients but read by neither pass; an EMA of the
+parameters is neither. Scalars are left out (a learning rate passed beside the parameters meets a
+scalar parameter's gradient in its update as the parameter does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jex_core
+
+from xla_cost.count.interpret import join_stack
+from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
+from xla_cost.count.stacks import classify_pass
+from xla_cost.step.trees import leaf_roles
+from xla_cost.step.user_step import UserStep
+
+__all__ = ["differentiated_leaves", "with_differentiated_parameters"]
+
+_BACKWARD = "backward"
+
+
+class _Flow:
+    """The step's equations as (the values read, the values made, the gradient's pass or None), with
+    the calls a value passes through one for one (a jit, a remat, a custom derivative's call)
+    followed in as if inlined, and every other equation that holds a jaxpr (a scan, a loop, a
+    cond, a mapped body) taken whole: its results made from all its operands, in the backward
+    pass where any equation of it is, else in the forward where any is."""
+
+    def __init__(self, jaxpr: Any) -> None:
+        self.nodes: list[tuple[list[Any], list[Any], str | None]] = []
+        self.alias: dict[Any, Any] = {}
+        self.walk(jaxpr, "")
+        self.outs = [self.at(v) for v in jaxpr.outvars if not isinstance(v, jex_core.Literal)]
+
+    def at(self, var: Any) -> Any:
+        return self.alias.get(var, var)
+
+    def walk(self, jaxpr: Any, prefix: str) -> None:
+        for eqn in jaxpr.eqns:
+            stack = join_stack(prefix, str(eqn.source_info.name_stack))
+            ins = [self.at(v) for v in eqn.invars if not isinstance(v, jex_core.Literal)]
+            sub = next((eqn.params[p] for p in CALL_PARAMS if p in eqn.params), None) \
+                if eqn.primitive.name in CALL_LIKE else None
+            inner = getattr(sub, "jaxpr", sub)
+            if inner is not None and len(inner.invars) == len(eqn.invars) and len(inner.outvars) == len(eqn.outvars):
+                for var, outer in zip(inner.invars, eqn.invars):
+                    if not isinstance(outer, jex_core.Literal):
+                        self.alias[var] = self.at(outer)
+                self.walk(inner, stack)
+                for var, made in zip(eqn.outvars, inner.outvars):
+                    if not isinstance(made, jex_core.Literal):
+                        self.alias[var] = self.at(made)
+                continue
+            passes = {classify_pass(stack)} | set(_passes(eqn, stack))
+            found = _BACKWARD if _BACKWARD in passes else next((p for p in passes if p is not None), None)
+            self.nodes.append((ins, list(eqn.outvars), found))
+
+    def outside(self, start: Iterable[Any]) -> set[Any]:
+        """``start`` and every value computed from it by equations outside the gradient's passes."""
+        reached = set(start)
+        for ins, outs, found in self.nodes:
+            if found is None and any(v in reached for v in ins):
+                reached.update(outs)
+        return reached
+
+
+def _passes(eqn: Any, prefix: str) -> Iterable[str | None]:
+    """The passes of the equations nested in ``eqn``'s jaxprs, at any depth."""
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                for nested in inner.eqns:
+                    stack = join_stack(prefix, str(nested.source_info.name_stack))
+                    yield classify_pass(stack)
+                    yield from _passes(nested, stack)
+
+
+def _key(aval: Any) -> tuple[tuple[int, ...], str]:
+    return tuple(getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))
+
+
+def differentiated_leaves(jaxpr: Any, prepared: UserStep) -> set[int]:
+    """The flattened leaves of the step's arguments (by index) that its loss is differentiated with
+    respect to and that the step updates from their gradients (the module's docstring), among those
+    no name marks as parameters; none where the jaxpr's inputs are not the flattened arguments."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    leaves = jax.tree.leaves(prepared.args)
+    if len(inner.invars) != len(leaves):
+        return set()
+    roles = leaf_roles(prepared.args)
+    candidates = [i for i, (leaf, owner, role) in enumerate(zip(leaves, prepared.owners, roles))
+                  if owner is None and role != "optimizer_state" and getattr(leaf, "ndim", 0) > 0
+                  and jax.numpy.issubdtype(getattr(leaf, "dtype", np.int32), jax.numpy.inexact)]
+    if not candidates:
+        return set()
+    flow = _Flow(inner)
+    made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
+    if not made:
+        return set()
+    read = {v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs)
+    gradients: dict[tuple[tuple[int, ...], str], list[Any]] = {}
+    for var in made & read:  # the arrays the backward pass hands back
+        gradients.setdefault(_key(var.aval), []).append(var)
+    from_gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
+    found: set[int] = set()
+    for index in candidates:
+        var, key = inner.invars[index], _key(inner.invars[index].aval)
+        if key not in gradients:
+            continue
+        mine = flow.outside([var])
+        if not any(found_pass is not None and any(v in mine for v in ins) for ins, _, found_pass in flow.nodes):
+            continue  # no pass reads it: the loss does not depend on it (an optimizer's moment, an EMA)
+        if key not in from_gradients:
+            from_gradients[key] = flow.outside(gradients[key])
+        both = mine & from_gradients[key]
+        if any(v in both and v is not var and _key(v.aval) == key for v in flow.outs):
+            found.add(index)
+    return found
+
+
+def with_differentiated_parameters(jaxpr: Any, prepared: UserStep) -> UserStep:
+    """The step with the leaves its loss is differentiated with respect to (`differentiated_leaves`)
+    parameters, as well as those its arguments' names mark (`UserStep.with_differentiated`)."""
+    if prepared.kind != "jax":
+        return prepared
+    found = differentiated_leaves(jaxpr, prepared)
+    return prepared.with_differentiated(found) if found else prepared
