@@ -712,6 +712,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/compiled/test_hlo.py::test_group_axes",),
     ),
     Mutation(
+        "combined_collective_fusion_unread",
+        "a nameless collective's operands are not traced through the fusion that packs them (a GPU's wrapped "
+        "concatenate): its combined gradient all-reduce is named by nothing, and a user's step puts it in 'other'",
+        (Edit(
+            "xla_cost/compiled/collectives.py",
+            "        elif not (instruction.opcode in _PASSES_ON or _moves_only(module, instruction)):\n",
+            "        elif instruction.opcode not in _PASSES_ON:\n",
+        ),),
+        tests=("tests/compiled/test_hlo.py::test_a_nameless_collective_is_named_by_the_operands_it_combines",
+               "tests/parallel/test_sharding.py::test_a_user_steps_gpu_combined_gradient_all_reduce_is_backwards"),
+    ),
+    Mutation(
         "calibration_share_of_one_refused",
         "a time-model constant at its upper bound (a matmul share of exactly 1, all of peak) refused",
         (Edit(

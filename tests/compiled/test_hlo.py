@@ -818,3 +818,40 @@ def test_an_op_names_escaped_quotes_are_read_as_the_name_stack_has_them():
     module = hlo.parse_module(text)
     names = [i.op_name for c in module.computations.values() for i in c.instructions]
     assert names == ["args[0]['layers'][1]['kernel'].value", 'jit(f)/say "hi"/neg']
+
+
+def test_a_nameless_collective_is_named_by_the_operands_it_combines():
+    # a GPU's combined all-reduce: a fusion of a concatenate of bitcasts packs the gradients, and neither it nor the
+    # all-reduce has an op_name (it read "", so a user's step put the gradients' reduction under "other"): the
+    # named operands are found through them, in XLA's own combiner's form (the CPU's "jit(f)/(a:b)"); through a
+    # tuple's element, one name alone; an argument's reduction keeps none
+    wrapped = """\
+%wrapped_concatenate_computation (a: f32[2048], b: f32[32], c: f32[1]) -> f32[2081] {
+  %a = f32[2048]{0} parameter(0)
+  %b = f32[32]{0} parameter(1)
+  %c = f32[1]{0} parameter(2)
+  ROOT %cat = f32[2081]{0} concatenate(%a, %b, %c), dimensions={0}
+}
+"""
+    body = (
+        '  %dw = f32[64,32]{1,0} multiply(%p, %p), metadata={op_name="jit(step)/transpose(jvp(M))/fc/dot_general"}\n'
+        '  %db = f32[32]{0} reduce(%p, %c), dimensions={0}, to_apply=%add, '
+        'metadata={op_name="jit(step)/transpose(jvp(M))/fc/reduce_sum"}\n'
+        '  %loss = f32[] reduce(%p, %c), dimensions={0,1}, to_apply=%add, metadata={op_name="jit(step)/jvp()/reduce_sum"}\n'
+        "  %w = f32[2048]{0} bitcast(%dw)\n"
+        "  %l = f32[1]{0} bitcast(%loss)\n"
+        "  %packed = f32[2081]{0} fusion(%w, %db, %l), kind=kLoop, calls=%wrapped_concatenate_computation\n"
+        "  %ars = f32[2081]{0} all-reduce-start(%packed), channel_id=1, replica_groups={}, to_apply=%add\n"
+        "  %ard = f32[2081]{0} all-reduce-done(%ars)\n"
+        "  %t = (f32[32]{0}, f32[64,32]{1,0}) tuple(%db, %p)\n"
+        "  %g = f32[32]{0} get-tuple-element(%t), index=0\n"
+        "  %one = f32[32]{0} all-reduce(%g), channel_id=2, replica_groups={}, to_apply=%add\n"
+        "  %arg = f32[64,32]{1,0} all-reduce(%p), channel_id=3, replica_groups={}, to_apply=%add"
+    )
+    found, _ = parse_collectives(_module(body, before=wrapped))
+    assert [c.op_name for c in found] == [
+        "jit(step)/(transpose(jvp(M))/fc/dot_general:transpose(jvp(M))/fc/reduce_sum:jvp()/reduce_sum)",
+        "jit(step)/transpose(jvp(M))/fc/reduce_sum",
+        "",
+    ]
+    assert found[0].bytes == (64 * 32 + 32 + 1) * 4  # the packed gradients and loss, float32

@@ -164,6 +164,37 @@ def test_a_tied_embeddings_gradient_is_all_reduced_once_per_use_where_xla_does(o
     assert reduced == (params + (uses - 1) * TIED_V * TIED_D) * F32 + F32
 
 
+@pytest.mark.parametrize("model, uses", [("mlp", 0), ("tied", 2)])
+def test_a_user_steps_gpu_combined_gradient_all_reduce_is_backwards(model, uses):
+    # analyze_step of a user's jit step on data=8 compiled for an H100: the GPU's all-reduce combiner packs the
+    # gradients (and the loss) by a concatenate of bitcasts, and neither it nor the all-reduce has an op_name; the
+    # combined all-reduce went to "other" (the plain MLP's every gradient byte; of the tied model's, 4*(V*D+D*D+D+1)
+    # of 4*(2*V*D+D*D+D+1)) and backward listed only the tied table's attend product's own all-reduce
+    import optax
+    from jax.sharding import Mesh, NamedSharding
+
+    mesh = Mesh(jax.devices()[:8], ("data",))
+    module, x = ((MLP(), jax.ShapeDtypeStruct((BATCH, 64), jnp.float32)) if model == "mlp"
+                 else (TiedEmbedding(), jax.ShapeDtypeStruct((8, TIED_T), jnp.int32)))
+    params = jax.eval_shape(module.init, jax.random.PRNGKey(0), x)
+    tx = optax.sgd(0.1)
+
+    def step(params, opt, x):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean(module.apply(p, x) ** 2))(params)
+        updates, opt = tx.update(grads, opt, params)
+        return optax.apply_updates(params, updates), opt, loss
+
+    replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
+    jitted = jax.jit(step, in_shardings=(replicated, replicated, batch), out_shardings=(replicated,) * 3)
+    report = xla_cost.analyze_step(jitted, params, jax.eval_shape(tx.init, params), x, target="h100")
+    count = MLP_PARAMS if model == "mlp" else TIED_V * TIED_D + TIED_D * TIED_D + TIED_D
+    # every parameter's float32 gradient (the tied table's once per use XLA reduces apart, as the test above
+    # says) and the returned mean loss's float32 (combined with them), all in backward; nothing in "other"
+    reduced = total_bytes(collectives(report, "backward", "all-reduce", ("data",)))
+    assert reduced == (count + max(uses - 1, 0) * TIED_V * TIED_D) * F32 + F32
+    assert not report.phases["other"].communication
+
+
 def test_one_device_has_no_communication():
     report = mlp_report(())
     assert report.sharding == {} and report.devices == 1

@@ -55,8 +55,9 @@ class HloCollective:
       name: the HLO instruction name without ``%`` (``all-reduce.4``); for an
         asynchronous pair, the name of the ``*-start`` (or ``async-start``).
       computation: the HLO computation that holds the instruction.
-      op_name: the ``op_name`` of its metadata (the jax name stack), ``""``
-        when it has none.
+      op_name: the ``op_name`` of its metadata (the jax name stack); where it
+        has none (a GPU's combined all-reduce), its operands' (`_combined_name`),
+        ``""`` where none of them has one.
       dtype: element type(s) of the result, ``"f32"``, or ``"f32,bf16"`` for a
         tuple of several types (in order of first appearance).
       result_bytes: bytes of the result per device (a tuple: the sum of its
@@ -417,7 +418,7 @@ def _collective(
         kind=kind,
         name=instruction.name,
         computation=computation.name,
-        op_name=instruction.op_name or source.op_name,
+        op_name=instruction.op_name or source.op_name or _combined_name(module, computation, instruction),
         dtype=dtype,
         result_bytes=result_bytes,
         bytes=nbytes,
@@ -426,6 +427,71 @@ def _collective(
         executions=executions,
         asynchronous=asynchronous,
     )
+
+
+_PASSES_ON = frozenset({"bitcast", "copy", "reshape", "concatenate", "tuple", "get-tuple-element"})
+"""Opcodes that pass their operands' elements on unchanged: the packing of the buffers XLA's
+combiner reduces in one collective (a concatenate of bitcasts, on a GPU fused alone)."""
+
+
+def _combined_name(module: Module, computation: Computation, collective: Instruction) -> str:
+    """The ``op_name`` of a collective that has none (a GPU's combined all-reduce): its operands',
+    found through instructions that only pass elements on (`_PASSES_ON`, a fusion of nothing
+    else) and have no name of their own. One name where they all have it; else XLA's combiner's
+    own form, ``jit(f)/(a/dot_general:b/reduce_sum)``, one member per buffer packed (their common
+    ``jit(...)`` entries before the parentheses); ``""`` where none is named (an argument's)."""
+    by_name = {instruction.name: instruction for instruction in computation.instructions}
+    members: list[str] = []
+    seen: set[str] = set()
+    pending = list(reversed(collective.operand_names()))
+    while pending:
+        name = pending.pop()
+        instruction = by_name.get(name)
+        if instruction is None or name in seen or instruction.opcode == "parameter":
+            continue
+        seen.add(name)
+        if instruction.op_name:
+            members.append(instruction.op_name)
+            continue
+        operands = instruction.operand_names()
+        if instruction.opcode == "get-tuple-element" and operands:
+            inner = by_name.get(operands[0])
+            index = re.search(r"\bindex=(\d+)", instruction.attributes)
+            if inner is not None and inner.opcode == "tuple" and not inner.op_name and index is not None:
+                operands = inner.operand_names()[int(index.group(1)):][:1]
+        elif not (instruction.opcode in _PASSES_ON or _moves_only(module, instruction)):
+            continue
+        pending.extend(reversed(operands))
+    if len(set(members)) <= 1:
+        return members[0] if members else ""
+    entries = [_entries(member) for member in members]
+    common = 0
+    while all(len(e) > common + 1 and e[common] == entries[0][common] and e[common].startswith("jit(")
+              for e in entries):
+        common += 1
+    prefix = "".join(entry + "/" for entry in entries[0][:common])
+    return prefix + "(" + ":".join("/".join(e[common:]) for e in entries) + ")"
+
+
+def _moves_only(module: Module, instruction: Instruction) -> bool:
+    """Whether ``instruction`` is a fusion of parameters and `_PASSES_ON` alone (a wrapped concatenate)."""
+    if instruction.opcode != "fusion":
+        return False
+    called = [module.computations.get(callee) for key, callee in instruction.callees if key == "calls"]
+    return len(called) == 1 and called[0] is not None and all(
+        i.opcode in _PASSES_ON or i.opcode == "parameter" for i in called[0].instructions)
+
+
+def _entries(op_name: str) -> list[str]:
+    """An ``op_name`` split on the ``/`` outside parentheses."""
+    entries, depth, start = [], 0, 0
+    for position, char in enumerate(op_name):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "/" and depth == 0:
+            entries.append(op_name[start:position])
+            start = position + 1
+    entries.append(op_name[start:])
+    return [entry for entry in entries if entry]
 
 
 def _groups(
