@@ -2115,6 +2115,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_research_code.py::"
                "test_the_default_loss_takes_logits_sharded_over_explicit_axes_on_their_classes",),
     ),
+    Mutation(
+        "explicit_fsdp_splits_parameters_as_on_auto_axes",
+        "on a mesh whose fsdp axis is Explicit, every parameter its annotations leave whole over fsdp is split "
+        "over it as on Auto axes: Flax's Gemma (a norm's scale on fsdp times activations whose batch is) is "
+        "refused by jax in its forward",
+        (Edit("xla_cost/parallel/sharding.py",
+              '    fsdp = mesh.get("fsdp", 1) if "fsdp" not in explicit else 1  # Explicit: the model\'s own layout\n',
+              '    fsdp = mesh.get("fsdp", 1)\n'),),
+        tests=("tests/parallel/test_sharding.py::"
+               "test_a_model_annotated_with_the_explicit_meshs_axes_is_laid_out_as_its_annotations_say",),
+    ),
+    Mutation(
+        "one_hot_loss_types_targets_cotangent_as_logits",
+        "the one-hot loss's backward rule returns the targets' cotangent typed as the logits: logits whose "
+        "vocabulary is sharded over Explicit axes are refused by jax (the bwd rule's output type differs)",
+        (Edit("xla_cost/step/optimizers.py",
+              "            _typed_as(jnp.asarray(-g[..., None] * log_softmax, targets.dtype), targets))\n",
+              "            jnp.asarray(-g[..., None] * log_softmax, targets.dtype))\n"),),
+        tests=("tests/step/test_research_code.py::"
+               "test_the_one_hot_loss_takes_logits_sharded_over_explicit_axes_on_their_classes",),
+    ),
 )
 
 

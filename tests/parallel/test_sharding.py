@@ -624,6 +624,68 @@ def test_a_model_made_on_a_mesh_of_explicit_axes_is_analysed_as_one_made_on_none
     assert [n for n in active.notes if n.startswith("mesh data=2: the active jax.set_mesh's axes")]
 
 
+def _annotated_lm(scale_spec=None):
+    from flax import nnx
+
+    v, d, f = 32, 16, 24  # vocabulary (over model), width (over fsdp), outputs (over model)
+
+    class Net(nnx.Module):  # Flax's examples/gemma in small: an embedding, an RMSNorm-like scale, a head
+        def __init__(self, rngs):
+            table = nnx.with_partitioning(nnx.initializers.normal(), ("model", "fsdp"))
+            self.embed = nnx.Embed(v, d, embedding_init=table, rngs=rngs)
+            self.scale = nnx.Param(jnp.ones((d,)), **({"out_sharding": scale_spec} if scale_spec else {}))
+            kernel = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("fsdp", "model"))
+            self.out = nnx.Linear(d, f, kernel_init=kernel, use_bias=False, rngs=rngs)
+
+        def __call__(self, ids):
+            x = self.embed(ids, out_sharding=P("fsdp", None, "model"))
+            x = x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * self.scale[None, None]
+            return self.out(x, out_sharding=P("fsdp", None, "model"))
+
+    return Net, (v, d, f)
+
+
+def test_a_model_annotated_with_the_explicit_meshs_axes_is_laid_out_as_its_annotations_say():
+    # Flax's examples/gemma under jax.set_mesh of Explicit axes (fsdp=4, model=2): analyze split every parameter
+    # the annotations left whole over fsdp as well (a norm's scale, unannotated), which jax refused in the forward
+    # ("mul ... produces an illegally sharded result": the scale on fsdp times activations whose batch is). The
+    # parameters are now laid as the annotations say, as the model's own jax.jit lays them (the rest replicated).
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    b, t = 8, 4
+    mesh = jax.make_mesh((4, 2), ("fsdp", "model"), axis_types=(AxisType.Explicit,) * 2)
+    for scale in (None, ("model",)):  # unannotated (replicated, as nnx lays it) and annotated
+        net, (v, d, f) = _annotated_lm(scale)
+        with jax.set_mesh(mesh):
+            model = net(nnx.Rngs(0))
+            ids = jax.ShapeDtypeStruct((b, t), jnp.int32)
+            whole = xla_cost.analyze(model, ids, optimizer="sgd", mesh={"fsdp": 4, "model": 2}, counter="jaxpr")
+            report = xla_cost.analyze(model, ids, optimizer="sgd", mesh={"fsdp": 4, "model": 2})
+        specs = report.sharding["param_specs"]
+        assert specs["embed/embedding"]["spec"] == "('model', 'fsdp')"
+        assert specs["out/kernel"]["spec"] == "('fsdp', 'model')"
+        assert specs["scale"]["spec"] == ("('model')" if scale else "(None)")
+        assert [n for n in report.notes if n.startswith("fsdp=4 on Explicit axes: the parameters are laid as")]
+        product = 2 * b * t * d * f  # the head's product, the whole step
+        rest = whole.phases["forward"].flops - product  # the lookup, the norm and the loss, all devices
+        assert 0 < rest < product
+        share = product // 8  # each device: its quarter of the batch, its half of the outputs
+        assert share < report.phases["forward"].flops < share + rest
+
+
+def test_an_explicit_meshs_model_annotated_with_axes_it_lacks_is_refused_naming_them():
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    with jax.set_mesh(jax.make_mesh((2, 1), ("fsdp", "tensor"), axis_types=(AxisType.Explicit,) * 2)):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("fsdp", "tensor"))
+        model = nnx.Linear(8, 4, kernel_init=init, rngs=nnx.Rngs(0))  # its kernel typed on ('fsdp', 'tensor')
+    with pytest.raises(InputError, match=r"annotations naming axes it lacks: 'tensor' \(kernel\)") as info:
+        xla_cost.analyze(model, jax.ShapeDtypeStruct((4, 8), jnp.float32), mesh={"fsdp": 2}, counter="jaxpr")
+    assert "\n" not in str(info.value) and "logical_axis_rules=" in str(info.value)
+
+
 def test_a_model_typed_on_explicit_axes_under_a_mesh_of_auto_ones_is_refused_for_the_axis_types():
     # variables typed on Explicit axes (nnx.eval_shape under jax.set_mesh) analysed with a jax.sharding.Mesh of
     # Auto axes: the refusal names the mesh's axis types, not the inputs nor the optimizer

@@ -375,6 +375,31 @@ def test_the_default_loss_takes_logits_sharded_over_explicit_axes_on_their_class
     assert collectives and all(c.kind == "all-reduce" and c.bytes <= 2 * n * 4 for c in collectives)
 
 
+def test_the_one_hot_loss_takes_logits_sharded_over_explicit_axes_on_their_classes():
+    # the named one-hot loss (MaxText's, T5X's custom gradient) on the same head: its backward rule returned the
+    # targets' cotangent typed like the logits (classes over model), which jax refused ("Custom VJP bwd rule must
+    # produce an output with the same type as the args"); it is now typed as the targets
+    from jax.sharding import AxisType
+
+    t, d, v = 8, 8, 16  # positions, width, vocabulary (split over the 2 devices of "model")
+    mesh = jax.make_mesh((2,), ("model",), axis_types=(AxisType.Explicit,))
+    x, labels = jax.ShapeDtypeStruct((B, t, d), jnp.float32), jax.ShapeDtypeStruct((B, t), jnp.int32)
+    with jax.set_mesh(mesh):
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+        head = nnx.eval_shape(lambda: nnx.Linear(d, v, use_bias=False, kernel_init=init, rngs=nnx.Rngs(0)))
+        kw = dict(optimizer="sgd", loss=xla_cost.one_hot_cross_entropy, targets=labels)
+        whole = xla_cost.analyze(head, x, counter="jaxpr", **kw)
+        per_device = xla_cost.analyze(head, x, **kw)
+    n = B * t
+    # the loss op by op: one-hot eq + convert 2nv; max-shift n(v-1) + nv; exp (transcendental); sum n(v-1);
+    # log (transcendental); log-softmax nv; x targets nv; sum n(v-1); neg n; mean n - 1 + 1 = 8nv - n
+    one_hot_loss = 8 * n * v - n
+    assert whole.phases["forward"].flops == 2 * n * d * v + one_hot_loss
+    assert whole.phases["backward"].flops > 2 * n * d * v  # the kernel's gradient at least
+    share = 2 * n * d * (v // 2)  # each device: the product over its half of the classes, a share of the loss
+    assert share < per_device.phases["forward"].flops < share + one_hot_loss
+
+
 def test_a_loss_of_ones_own_indexing_logits_sharded_over_explicit_axes_is_refused_naming_one_that_works():
     # a user's loss taking each label's logit as optax does, on logits sharded over a mesh's Explicit axes as
     # Flax's examples/gemma builds them: the refusal names the cause and losses that work, which then do

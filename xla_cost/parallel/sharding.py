@@ -207,6 +207,19 @@ def _box_names(box: Any) -> tuple[Any, ...] | None:
     return tuple(names)
 
 
+def _logical_box(box: Any) -> bool:
+    """Whether a box's names are logical ones (Linen ``nn.with_logical_partitioning``, an NNX Variable
+    with ``sharding_rules``), which the logical rules map and Flax leaves whole where they map none."""
+    import flax.linen as nn
+
+    if isinstance(box, nn.LogicallyPartitioned):
+        return True
+    try:
+        return bool(box.get_metadata().get("sharding_rules")) if hasattr(box, "get_metadata") else False
+    except Exception:  # noqa: BLE001 - metadata is optional
+        return False
+
+
 def _normalise_spec(spec: Any, where: str) -> tuple[Any, ...]:
     if isinstance(spec, PartitionSpec):
         return tuple(spec)
@@ -322,6 +335,7 @@ def param_specs(
     param_sharding: PartitionRules | None = None,
     logical_axis_rules: Sequence[tuple[str, Any]] | None = None,
     model_rules: PartitionRules | None = None,
+    explicit: Sequence[str] = (),
 ) -> tuple[Any, dict[str, str], list[str]]:
     """A `PartitionSpec` for every parameter leaf, where each came from, and notes.
 
@@ -331,7 +345,19 @@ def param_specs(
     `DEFAULT_LOGICAL_RULES`); the first ``model_rules`` rule (source ``zoo``:
     the zoo's families declare theirs, `model_rules`); else replicated.
     Then, on an ``fsdp`` mesh, the largest dimension ``fsdp`` divides that is
-    not split yet is split over it.
+    not split yet is split over it, unless ``fsdp`` is among ``explicit``, the
+    mesh's axes of `jax.sharding.AxisType.Explicit`: there jax types every array
+    with its sharding and the model's code computes on the layout its own
+    annotations give (as the user's ``jax.jit`` lays it), which a split of
+    xla_cost's own would break (jax refuses a norm's scale split over ``fsdp``
+    times activations whose batch is: ``illegally sharded result``), so the
+    parameters keep their annotations', rules' or zoo's specs, the rest
+    replicated.
+
+    Raises:
+      InputError: on a mesh with Explicit axes, annotations that name axes
+        neither the mesh has nor the logical rules map (``tensor`` on a mesh of
+        ``fsdp`` and ``model``): the model's code, typed on them, cannot run on it.
 
     Returns:
       ``(specs, sources, notes)``: a tree of `PartitionSpec` with the
@@ -346,12 +372,17 @@ def param_specs(
     notes: list[str] = []
     sources: dict[str, str] = {}
     box_names: dict[str, tuple[Any, ...]] = {}
+    mesh_named: dict[str, tuple[Any, ...]] = {}  # the boxes whose names are mesh axes, not logical ones
     for path, leaf in jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_box)[0]:
         if _is_box(leaf):
             names = _box_names(leaf)
             if names is not None:
                 box_names[_path_text(path)] = names
-    fsdp = mesh.get("fsdp", 1)
+                if not _logical_box(leaf):
+                    mesh_named[_path_text(path)] = names
+    if explicit:
+        _check_box_axes(mesh_named, logical, mesh)
+    fsdp = mesh.get("fsdp", 1) if "fsdp" not in explicit else 1  # Explicit: the model's own layout
     common = _dimension_counts(params)
     unsplit: list[str] = []
 
@@ -395,6 +426,28 @@ def param_specs(
     return specs, sources, notes
 
 
+def _check_box_axes(box_names: Mapping[str, tuple[Any, ...]], logical: Sequence[tuple[str, Any]],
+                    mesh: Mapping[str, int]) -> None:
+    """Refuses parameters' mesh-axis annotations (``box_names``: not logical ones) naming axes that are
+    neither xla_cost's mesh axes (`MESH_AXES`) nor names the logical rules map: on Explicit axes the
+    model's code is typed on them."""
+    table = dict(logical)
+    lacking: dict[str, str] = {}
+    for path, names in box_names.items():
+        for name in names:
+            for axis in (name if isinstance(name, tuple) else (name,)):
+                if isinstance(axis, str) and axis not in MESH_AXES and axis not in table:
+                    lacking.setdefault(axis, path)
+    if lacking:
+        shown = ", ".join(f"{axis!r} ({path})" for axis, path in lacking.items())
+        raise InputError(
+            f"parameters' sharding annotations naming this mesh's axes ({mesh_text(mesh)}; Explicit)",
+            f"annotations naming axes it lacks: {shown}",
+            "Rename them in the model's sharding config to the mesh's axes (xla_cost's: "
+            f"{', '.join(MESH_AXES)}), or map each to one with logical_axis_rules=[(name, axis)].",
+        )
+
+
 def _check_rules_used(rules: Sequence[tuple[re.Pattern[str], Any]], used: set[int], found: set[int],
                       paths: Sequence[str]) -> None:
     """Refuses ``param_sharding`` rules that gave no parameter its spec: a
@@ -413,16 +466,17 @@ def _check_rules_used(rules: Sequence[tuple[re.Pattern[str], Any]], used: set[in
 
 
 def _match_params(
-    tree: Any, params: Any, specs: Any, mesh: Mapping[str, int]
+    tree: Any, params: Any, specs: Any, mesh: Mapping[str, int], explicit: Sequence[str] = ()
 ) -> Any:
     """Specs for a params-like tree (optimizer state): a leaf whose path ends with a
     parameter's path and has its shape takes its spec; other leaves are split over
-    ``fsdp`` alone (Adafactor's factored moments) or replicated (counters)."""
+    ``fsdp`` alone (Adafactor's factored moments; not where ``fsdp`` is Explicit, as
+    in `param_specs`) or replicated (counters)."""
     by_path: dict[tuple[str, ...], tuple[tuple[int, ...], PartitionSpec]] = {}
     spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
     for (path, leaf), spec in zip(jax.tree_util.tree_flatten_with_path(params)[0], spec_leaves):
         by_path[tuple(_path_text(path).split("/"))] = (tuple(leaf.shape), spec)
-    fsdp = mesh.get("fsdp", 1)
+    fsdp = mesh.get("fsdp", 1) if "fsdp" not in explicit else 1
     common = _dimension_counts(params)
 
     def leaf_spec(path: Sequence[Any], leaf: Any) -> PartitionSpec:
@@ -632,11 +686,20 @@ def plan_sharding(
     else:
         sizes = check_mesh(mesh)
         jax_mesh, notes = make_mesh(sizes)
+    explicit = tuple(axis for axis, kind in zip(jax_mesh.axis_names, getattr(jax_mesh, "axis_types", ()))
+                     if kind == jax.sharding.AxisType.Explicit)
     specs, sources, param_notes = param_specs(
         workload.params, sizes, param_sharding=param_sharding,
-        logical_axis_rules=logical_axis_rules, model_rules=model_rules,
+        logical_axis_rules=logical_axis_rules, model_rules=model_rules, explicit=explicit,
     )
     notes += param_notes
+    if sizes.get("fsdp", 1) > 1 and "fsdp" in explicit:
+        kept = sum(1 for spec in jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+                   if not any("fsdp" in axes_of(e) for e in spec))
+        notes.append(
+            f"fsdp={sizes['fsdp']} on Explicit axes: the parameters are laid as the model's own annotations (and "
+            "param_sharding= rules) say, as its jax.jit would lay them, xla_cost adding no fsdp split of its own "
+            f"(jax types the model's code on that layout); {kept} parameter(s) not split over fsdp")
     batch = int(jax.tree.leaves(workload.inputs)[0].shape[0])
     sequence = _context_sequence(workload.inputs, sizes)
     replicated = PartitionSpec()
@@ -651,7 +714,7 @@ def plan_sharding(
     tree_specs = {
         "params": specs,
         "grads": specs,
-        "opt_state": _match_params(workload.opt_state, workload.params, specs, sizes),
+        "opt_state": _match_params(workload.opt_state, workload.params, specs, sizes, explicit),
         "state": replicated,  # a prefix: every leaf, whatever the new state's structure
         "batch": (inputs_specs, extras_specs),
         "targets": _batch_specs(workload.targets, batch, sizes, "targets", sequence),

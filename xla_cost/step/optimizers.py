@@ -94,7 +94,19 @@ def _one_hot_xent_fwd(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array,
 def _one_hot_xent_bwd(res: tuple[jax.Array, ...], g: jax.Array) -> tuple[jax.Array, jax.Array]:
     logits, targets, exp_shifted, sum_exp, log_softmax = res
     deriv = exp_shifted / sum_exp - targets
-    return (jnp.asarray(g[..., None] * deriv, logits.dtype), jnp.asarray(-g[..., None] * log_softmax, targets.dtype))
+    return (jnp.asarray(g[..., None] * deriv, logits.dtype),
+            _typed_as(jnp.asarray(-g[..., None] * log_softmax, targets.dtype), targets))
+
+
+def _typed_as(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
+    """``cotangent`` resharded to ``primal``'s type where their shardings differ: on a mesh's Explicit
+    axes the targets' cotangent, computed from the log-softmax, carries the logits' sharding (their
+    classes over ``model``), and jax refuses a backward rule whose output's type is not its primal's."""
+    want = getattr(jax.typeof(primal), "sharding", None)
+    have = getattr(jax.typeof(cotangent), "sharding", None)
+    if want is None or have is None or tuple(want.spec) == tuple(have.spec):
+        return cotangent
+    return jax.sharding.reshard(cotangent, want.spec)
 
 
 _one_hot_xent.defvjp(_one_hot_xent_fwd, _one_hot_xent_bwd)
