@@ -1119,6 +1119,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_parts.py",),
     ),
     Mutation(
+        "step_dead_loss_ignored",
+        "analyze_step splits a jax.grad step (its loss dead code) by the jaxpr without that loss: a GeLU's "
+        "x**2 for its derivative stays forward and the softmax's abs the dead log read is backward",
+        (Edit("xla_cost/count/step_parts.py", "classifier.residuals(level) or classifier.dead_loss(level, whole)",
+              "classifier.residuals(level)"),),
+        tests=("tests/step/test_step_parts.py::test_a_steps_forward_is_what_analyze_counts_as_the_forward",),
+    ),
+    Mutation(
         "loop_constants_not_folded",
         "a constant a scan reads unchanged (a hoisted zeros) is not folded in its body: x - 0 counted there",
         (Edit("xla_cost/count/interpret.py", 'constants=[*(constants or ())][:int(params["num_consts"])])',
@@ -1226,8 +1234,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dropped_loss_softmax_is_backward",
         "a step that drops its loss has the loss's softmax counted as backward (any float scalar result is the loss)",
         (Edit("xla_cost/count/step_parts.py",
-              "_float_scalar(var) and made.get(var) == FORWARD for var in top.outvars])",
-              "_float_scalar(var) for var in top.outvars])"),),
+              "_float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]",
+              "_float_scalar(var) for var in top.outvars]"),),
         tests=("tests/step/test_returned_state.py",),
     ),
     Mutation(

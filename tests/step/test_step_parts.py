@@ -337,14 +337,24 @@ class _ScannedTanh(nn.Module):
         return nn.Dense(OUT, use_bias=False, name="head")(x)
 
 
+DEAD_LOSS = 4 * B + B + B + (B - 1) + 1
+"""What a step that drops its loss (``jax.grad``) never computes of optax's mean softmax cross-entropy
+(`tests.formulas.loss_flops`): the label logit's gather with its fill mode's 4 checks per example, the
+logsumexp's + max, - the label logit, and the mean's sum and / B (the log is a transcendental)."""
+
+
+@pytest.mark.parametrize("returns_loss", [True, False], ids=["value_and_grad", "grad"])
 @pytest.mark.parametrize("model", [_Activated("gelu"), _Activated("cube"), _Activated("relu"), _ScannedTanh()],
                          ids=["gelu", "cube", "relu", "scanned"])
-def test_a_steps_forward_is_what_analyze_counts_as_the_forward(model):
+def test_a_steps_forward_is_what_analyze_counts_as_the_forward(model, returns_loss):
     # Forward work that no result of the step needs but through the backward pass (x**2 of x**3's derivative
     # 3x**2, computed beside the forward; a scanned layer's residuals, the forward scan's outputs) is the
     # backward's, as analyze's grad - forward counts it: analyze's forward program never computes it. Before, a
     # fourth new user's step said +128 FLOP for x**3 on 4 x 16 activations (one B*FC multiply: x*x of the
     # derivative), +16,384 a block of a GeLU LM, and +256 for this scanned stack (4 layers' 1 - tanh**2 terms).
+    # The same whether the step returns its loss or not (jax.grad: kauldron's TrainStep), but for the loss's
+    # last reductions (DEAD_LOSS): before, the jax.grad form's forward kept the GeLU's and the cube's x*x
+    # (+B*FC) and gave the backward the abs of the softmax's sums (-B) that the dead log had read.
     x = jax.ShapeDtypeStruct((B, IN), jnp.float32)
     y = jax.ShapeDtypeStruct((B,), jnp.int32)
     params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
@@ -353,20 +363,24 @@ def test_a_steps_forward_is_what_analyze_counts_as_the_forward(model):
     def step(state, x, y):
         def loss_fn(p):
             return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn({"params": p}, x), y).mean()
+        if not returns_loss:
+            return state.apply_gradients(grads=jax.grad(loss_fn)(state.params))
         loss, grads = jax.value_and_grad(loss_fn)(state.params)
         return state.apply_gradients(grads=grads), loss
 
     analysed = xla_cost.analyze(model, x, optimizer=optax.sgd(0.1), counter="jaxpr", per_layer=True)
     stepped = xla_cost.analyze_step(step, state, x, y, counter="jaxpr", per_layer=True)
-    for phase in ("forward", "backward"):
-        assert stepped.phases[phase].jaxpr_flops == analysed.phases[phase].jaxpr_flops, phase
-    rows = {r.path: (r.forward_flops, r.backward_flops) for r in analysed.layers}
+    dead = 0 if returns_loss else DEAD_LOSS
+    assert stepped.phases["forward"].jaxpr_flops == analysed.phases["forward"].jaxpr_flops - dead
+    assert stepped.phases["backward"].jaxpr_flops == analysed.phases["backward"].jaxpr_flops
+    rows = {r.path: (r.forward_flops - (dead if r.path == "(remainder)" else 0), r.backward_flops)
+            for r in analysed.layers}  # (the loss is no module's)
     assert {r.path: (r.forward_flops, r.backward_flops) for r in stepped.layers} == rows
 
 
 def test_a_step_whose_loss_is_dead_keeps_its_forward():
-    # jax.grad drops the loss: the forward's last values are read by the backward pass alone, and the step
-    # says nothing of where the loss ends, so nothing moves: the last Dense stays the forward's
+    # jax.grad drops the loss: the forward's last values are read by the backward pass alone, and the dead
+    # loss (in the jaxpr before dead-code elimination) still needs them: the last Dense stays the forward's
     model = _Activated("relu")
     x = jax.ShapeDtypeStruct((B, IN), jnp.float32)
     params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]

@@ -210,7 +210,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     written = written_arguments(prepared, shapes, traced)
 
     def classify(jaxpr: Any, given: Sequence[str | None] | None) -> StepLabels:
-        found.append(classify_step(jaxpr, given, module_of, results=results))
+        found.append(classify_step(jaxpr, given, module_of, results=results, whole=traced))
         return found[-1]
 
     counted = count_jaxpr(traced, owners=owners, classify=classify)

@@ -9,11 +9,13 @@ flow alone, without names the user must add:
   needs, whether or not the loss is returned (``jax.grad`` drops it, and XLA
   its last reduction); an equation that autodiff adds to the forward pass only
   for the backward pass (a ReLU's mask: every reader is under ``transpose``)
-  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`; where
-  the step returns its loss (a float scalar the forward computes), so is every
-  forward equation that no result of the step needs but through the backward
-  pass (a GeLU's ``x**2`` for its derivative's ``3x**2``, a scanned layer's
-  residuals: what ``analyze``'s forward program never computes), and so is the rounding jax's checkpoint puts on the values a policy saves (a
+  is **backward**, as ``grad - forward`` counts it for `xla_cost.analyze`; so
+  is every forward equation that neither the loss nor a result of the step
+  needs but through the backward pass (a GeLU's ``x**2`` for its derivative's
+  ``3x**2``, a scanned layer's residuals: what ``analyze``'s forward program
+  never computes), the loss being a float scalar the forward computes, returned
+  or dead (``jax.grad``: found in the jaxpr before dead-code elimination), and
+  so is the rounding jax's checkpoint puts on the values a policy saves (a
   ``reduce_precision`` to their own type, which the forward then also reads). A
   ``jax.checkpoint`` recomputation whose primal is dead code (``jax.grad`` of
   a checkpointed loss: nothing is saved, so nothing runs before the backward
@@ -150,6 +152,7 @@ class _Classifier:
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
+        self.seeds: set[Any] = set()  # values live whoever reads them: a dead loss (`dead_loss`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -444,13 +447,10 @@ class _Classifier:
         alone, and ``analyze``'s forward program, the loss alone, never computes it. Where
         no float scalar the forward computes is a result (``jax.grad``: the loss is dead
         code, and the forward's last values are read by the backward pass alone), the
-        step says nothing of where its loss ends, and nothing moves."""
+        step says nothing of where its loss ends here, and nothing moves (`dead_loss`)."""
         if not self.differentiates:
             return False
-        # the loss: a float scalar result the forward work makes (a metric computed from the outputs, an
-        # accuracy, is other work: `aux_metrics`), not any float scalar the step returns
-        made = {var: node.part for node in top.nodes for var in node.outs}
-        self._live(top, [var is not None and _float_scalar(var) and made.get(var) == FORWARD for var in top.outvars])
+        self._live(top, _losses(top))
         if not any(node.part == FORWARD and node.path in self.live for node in _every_node(top)):
             return False
         self.live = set()
@@ -459,6 +459,40 @@ class _Classifier:
         for node in _every_node(top):
             if node.part == FORWARD and not node.levels and node.path not in self.live:
                 node.part, moved = BACKWARD, True
+        return moved
+
+    def dead_loss(self, top: _Level, whole: Any) -> bool:
+        """Where the step returns no loss (``jax.grad``: its value is dead code, which the jaxpr
+        counted drops), the forward is still what that loss needs: ``whole``, the step's jaxpr
+        before dead-code elimination, computes it: a float scalar the forward makes that no backward
+        work reads, at any level (a micro-batch's, in a loop). Its forward work that neither that
+        loss nor a result needs but through the backward pass (a GeLU's ``x**2`` for its
+        derivative's ``3x**2``) is backward, and what the loss
+        needed that only the backward pass reads once its last reductions are dropped (the
+        ``abs`` of a softmax's sums, which the dead ``log`` read) is forward: the parts of the
+        ``value_and_grad`` form. Equations matched as themselves (dead-code elimination keeps
+        those it keeps); True if any moved."""
+        if whole is None or not self.differentiates or any(_losses(top)):
+            return False
+        undead = _Classifier(self.module_of, self.results)
+        level = undead.top = undead.flatten(whole, (), "")
+        undead.survey(level, whole)
+        undead.classify(level, [False] * len(level.invars), [None] * len(level.invars))
+        nodes = list(_every_node(level))
+        backward = {var for node in nodes if node.part == BACKWARD for var in node.ins}
+        # the losses, at any level (a micro-batch's in a loop): float scalars of the forward no backward work reads
+        undead.seeds = {var for node in nodes if node.part == FORWARD and not node.levels for var in node.outs
+                        if _float_scalar(var) and var not in backward}
+        if not undead.seeds:
+            return False
+        undead._live(level, [var is not None for var in level.outvars])
+        wanted = {id(node.eqn): FORWARD if node.path in undead.live else BACKWARD for node in _every_node(level)
+                  if not node.levels and classify_pass(node.stack) == FORWARD and not _residual_rounding(node.eqn)}
+        moved = False
+        for node in _every_node(top):
+            part = wanted.get(id(node.eqn))
+            if not node.levels and node.part in (FORWARD, BACKWARD) and part not in (None, node.part):
+                node.part, moved = part, True
         return moved
 
     def aux_metrics(self, top: _Level, owners: Sequence[str | None]) -> bool:
@@ -499,7 +533,7 @@ class _Classifier:
         (`live`), given which of its results are; returns which of its inputs are.
         The backward pass's work passes no liveness on (what it reads is residuals), but for
         the rounding jax's checkpoint puts on a saved value, which the forward reads on."""
-        live = {var for var, flag in zip(level.outvars, live_out) if flag and var is not None}
+        live = {var for var, flag in zip(level.outvars, live_out) if flag and var is not None} | self.seeds
         for node in reversed(level.nodes):
             outs = [var in live for var in node.outs]
             if node.levels:
@@ -586,6 +620,13 @@ def _aval_key(var: Any) -> tuple[tuple[int, ...], str]:
     """A value's (a flattened level's key: ``(scope, jaxpr var)``) shape and dtype."""
     aval = getattr(var[1] if isinstance(var, tuple) else var, "aval", None)
     return tuple(getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))
+
+
+def _losses(top: _Level) -> list[bool]:
+    """Per result of the step, whether it is its loss: a float scalar the forward work makes (a metric
+    computed from the outputs, an accuracy, is other work: `aux_metrics`), not any float scalar."""
+    made = {var: node.part for node in top.nodes for var in node.outs}
+    return [var is not None and _float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]
 
 
 def _float_scalar(var: Any) -> bool:
@@ -706,7 +747,7 @@ def _resolve(alias: Mapping[Any, Any], key: Any) -> Any:
 def classify_step(
     jaxpr: Any, owners: Sequence[str | None] | None = None,
     module_of: Callable[[str], str | None] = lambda stack: None,
-    results: Sequence[bool] | None = None,
+    results: Sequence[bool] | None = None, whole: Any = None,
 ) -> dict[Path, Label]:
     """The `Label` of every equation of a train step's jaxpr, by its path.
 
@@ -720,6 +761,8 @@ def classify_step(
         (parameters, optimizer state, a counter: True) or a metric (False);
         None: all are state, and update work that only metrics read stays
         the update's.
+      whole: the step's jaxpr before dead-code elimination, or None: where the
+        step returns no loss, its dead loss says what the forward is (`dead_loss`).
 
     Returns:
       `StepLabels`: the `Label` of every equation, and the saved activations' bytes.
@@ -735,7 +778,7 @@ def classify_step(
         _relabel(level)
     if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
         _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
-    if classifier.residuals(level):  # forward work only the backward pass needs moved: labelled again
+    if classifier.residuals(level) or classifier.dead_loss(level, whole):  # forward work moved: labelled again
         _relabel(level)
         classifier.saved = _saved(level)
     labels = StepLabels(level.labels)
