@@ -2144,6 +2144,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_research_code.py::"
                "test_the_one_hot_loss_takes_logits_sharded_over_explicit_axes_on_their_classes",),
     ),
+    Mutation(
+        "tag_lookup_hashes_the_module",
+        "the NNX tag lookup hashes each module it merges (as a WeakKeyDictionary does): a module whose "
+        "__hash__ reads its traced state (EasyDeL's) makes a step jax.jit traces refused",
+        (Edit("xla_cost/step/nnx_scopes.py",
+              "    return tag if tag is not None else _SIDE_TABLE.get(module)",
+              "    return tag if tag is not None else (hash(module), _SIDE_TABLE.get(module))[1]"),),
+        tests=("tests/step/test_nnx_merge_imported.py::test_a_module_whose_hash_fails_on_traced_state_is_analysed",),
+    ),
+    Mutation(
+        "own_failure_blamed_on_the_step",
+        "a failure of xla_cost's own tagging inside the step's trace refused as the step's (InputError: fix the step)",
+        (Edit("xla_cost/step/user_step.py", "            own = own_failure(exc, name)", "            own = None"),),
+        tests=("tests/step/test_nnx_merge_imported.py::"
+               "test_a_failure_of_xla_costs_own_tagging_names_xla_cost_not_the_step",),
+    ),
+    Mutation(
+        "borrowed_parameters_below_the_row_unsaid",
+        "a module's products on a child's parameters count as the child's own reads: a mixture of experts's block "
+        "computing with experts.w1's kernel gets no note, the experts' rows parameters and update with no work",
+        (Edit("xla_cost/count/attribution.py",
+              "        if REMAINDER not in (held, computed) and held != computed:",
+              "        if REMAINDER not in (held, computed) and not held.startswith(computed):"),),
+        tests=("tests/analysis/test_root_products.py::"
+               "test_rows_whose_parameters_another_modules_method_computes_with_are_named",),
+    ),
 )
 
 

@@ -103,6 +103,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.study.write import write_report as write_report
     from xla_cost.errors import CostAnalysisUnavailableError as CostAnalysisUnavailableError
     from xla_cost.errors import InputError as InputError
+    from xla_cost.errors import InternalError as InternalError
     from xla_cost.errors import XlaCostError as XlaCostError
 
 _EXPORTS: dict[str, str] = {
@@ -191,6 +192,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "CostAnalysisUnavailableError": "xla_cost.errors",
     "InputError": "xla_cost.errors",
+    "InternalError": "xla_cost.errors",
     "XlaCostError": "xla_cost.errors",
 }
 """Each public name and the module that defines it (``module:attribute`` where the names differ)."""

@@ -10,6 +10,9 @@ __all__ = [
     "XlaCostError",
     "InputError",
     "CostAnalysisUnavailableError",
+    "InternalError",
+    "mark_own",
+    "own_failure",
     "quoted",
 ]
 
@@ -50,6 +53,44 @@ class CostAnalysisUnavailableError(XlaCostError, RuntimeError):
     Args:
       expected, received, fix: as `XlaCostError` takes them.
     """
+
+
+class InternalError(XlaCostError, RuntimeError):
+    """A failure of xla_cost's own code (a bug to report), not of the input: one raised in the
+    bookkeeping xla_cost runs inside a user's trace (`mark_own`), the user's code not at fault.
+
+    Args:
+      expected, received, fix: as `XlaCostError` takes them.
+    """
+
+
+_OWN = "__xla_cost_own_work__"
+"""The attribute that marks an exception as raised in xla_cost's own work (`mark_own`)."""
+
+
+def mark_own(exc: BaseException, what: str) -> None:
+    """Marks ``exc``, escaping xla_cost's own work ``what`` (a phrase: ``tagging the modules
+    nnx.merge returns``) that runs inside a user's trace, as xla_cost's, whatever it called that
+    raised it (a user module's ``__hash__``): `own_failure` finds the mark where the trace's
+    failure is reported. The innermost mark is kept; an exception that takes no attribute is left."""
+    if getattr(exc, _OWN, None) is None:
+        try:
+            setattr(exc, _OWN, what)
+        except (AttributeError, TypeError):  # (an exception type with __slots__)
+            pass
+
+
+def own_failure(exc: BaseException, during: str) -> InternalError | None:
+    """The refusal of an exception `mark_own` marked, raised while xla_cost traced ``during``
+    (``train_step``, ``the model``), naming xla_cost's work as the failure; None: unmarked (the
+    user's own exception, or jax's)."""
+    what = getattr(exc, _OWN, None)
+    if what is None:
+        return None
+    return InternalError(
+        f"xla_cost's own work while tracing {during} ({what}) to succeed", quoted(exc, limit=300),
+        f"The failure is xla_cost's, not {during}'s: report it with the traceback chained to this error.",
+    )
 
 
 def quoted(exc: BaseException, text: str | None = None, limit: int | None = None) -> str:

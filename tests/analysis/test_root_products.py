@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+from flax import nnx
 import pytest
 from flax.training import train_state
 
@@ -239,3 +240,66 @@ def test_an_apply_functions_own_scopes_match_no_module_as_in_analyze_step():
     assert "`qkv`" in unmatched and "`ffn`" in unmatched and "`ffn/gate`" in unmatched
     assert f"{forward:,} FLOP of forward" in unmatched
     assert not [n for n in report.notes if "in the root's own code" in n]
+
+
+# A mixture of experts whose block computes with its experts' weights in its own method (EasyDeL's
+# Mixtral passes experts.w1.kernel to its routed product): the products are the block's work (the work
+# of any method is its module's), and the experts' rows held parameters, an update and no forward or
+# backward work, with no note. `xla_cost.count.attribution.borrowed_note` now names where their work is.
+E, N, DM, F, C = 4, 6, 8, 16, 5  # experts, tokens, width, expert width, classes
+
+
+class _ExpertWeights(nnx.Module):
+    def __init__(self, d_in: int, d_out: int, rngs: nnx.Rngs):
+        self.kernel = nnx.Param(jax.random.normal(rngs.params(), (E, d_in, d_out)))
+
+
+class _Experts(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.w1, self.w2 = _ExpertWeights(DM, F, rngs), _ExpertWeights(F, DM, rngs)
+
+
+class _MoE(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.router = nnx.Linear(DM, E, use_bias=False, rngs=rngs)
+        self.experts = _Experts(rngs)
+
+    def __call__(self, x):  # every expert on every token (dense), combined by the router's weights
+        h = jnp.einsum("nd,edf->enf", x, self.experts.w1.kernel[...])
+        y = jnp.einsum("enf,efd->end", h, self.experts.w2.kernel[...])
+        return jnp.einsum("end,ne->nd", y, self.router(x))
+
+
+class _MoENet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.moe, self.head = _MoE(rngs), nnx.Linear(DM, C, use_bias=False, rngs=rngs)
+
+    def __call__(self, x):
+        return self.head(self.moe(x))
+
+
+def test_rows_whose_parameters_another_modules_method_computes_with_are_named():
+    x, y = jax.ShapeDtypeStruct((N, DM), jnp.float32), jax.ShapeDtypeStruct((N,), jnp.int32)
+    model = nnx.eval_shape(lambda: _MoENet(nnx.Rngs(0)))
+    loss = lambda o, t: optax.softmax_cross_entropy_with_integer_labels(o, t).mean()  # noqa: E731
+    analysed = xla_cost.analyze(model, x, loss=loss, targets=y, optimizer="sgd", counter="jaxpr", per_layer=True)
+
+    @nnx.jit
+    def step(model, optimizer, x, y):
+        value, grads = nnx.value_and_grad(lambda m: loss(m(x), y))(model)
+        optimizer.update(model, grads)
+        return value
+
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(_MoENet(nnx.Rngs(0)), optax.sgd(0.1), wrt=nnx.Param))
+    stepped = xla_cost.analyze_step(step, model, optimizer, x, y, counter="jaxpr", per_layer=True)
+    # the block's own products: x by w1 (2 N DM F per expert), by w2 (2 N F DM per expert), the router's combine
+    block = E * 2 * N * DM * F + E * 2 * N * F * DM + 2 * N * E * DM
+    for report in (analysed, stepped):
+        rows = {r.path: r for r in report.layers}
+        assert rows["moe"].forward_flops == block
+        assert rows["moe/router"].forward_flops == 2 * N * DM * E  # its own method's product, on its row
+        for name, size in (("w1", DM * F), ("w2", F * DM)):
+            assert (rows[f"moe/experts/{name}"].parameters, rows[f"moe/experts/{name}"].forward_flops) == (E * size, 0)
+        [note] = [n for n in report.notes if "whose method computes them" in n]
+        assert "the products of experts/w1, w2's parameters are counted in moe," in note
+        assert "router" not in note and "head" not in note

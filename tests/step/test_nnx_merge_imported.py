@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import optax
+import pytest
 from flax import nnx
 from flax.nnx import merge  # the step below calls this name, bound before any analysis
 
@@ -138,3 +139,67 @@ def test_a_merging_step_traced_before_the_analysis_keeps_its_rows():
         report = xla_cost.analyze_step(step, x, params, per_layer=True, counter="jaxpr")
         rows = {row.path: row.forward_flops for row in report.layers}
         assert (rows["fc1"], rows["fc2"]) == (fc1, fc2), step
+
+
+class _HashesItsState(nnx.Module):
+    """A module whose ``__hash__`` hashes its state (as EasyDeL's ``EasyDeLBaseModule`` does): it
+    fails on a traced copy, as the one ``nnx.merge`` returns inside a step holds."""
+
+    def __init__(self, d_in: int, d_out: int, rngs: nnx.Rngs):
+        self.fc = nnx.Linear(d_in, d_out, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc(x)
+
+    def __hash__(self):
+        leaves = jax.tree.leaves(nnx.state(self))
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+            raise ValueError("cannot hash a traced module")
+        return hash(tuple(leaf.shape for leaf in leaves))
+
+
+def _hashing_step(d_in: int = 8, d_out: int = 4):
+    graphdef, params = nnx.split(_HashesItsState(d_in, d_out, nnx.Rngs(0)))
+
+    def train_step(params, x, y):
+        def loss_fn(p):
+            return optax.softmax_cross_entropy_with_integer_labels(nnx.merge(graphdef, p)(x), y).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        return jax.tree.map(lambda a, g: a - 0.1 * g, params, grads), loss
+
+    return train_step, params
+
+
+def test_a_module_whose_hash_fails_on_traced_state_is_analysed():
+    """xla_cost's tagging of merged modules hashed each one (a weak-keyed side table's lookup):
+    the step, which jax.jit traces, was refused as failing with the module's own ValueError."""
+    b, d_in, d_out = 2, 8, 4
+    train_step, params = _hashing_step(d_in, d_out)
+    x, y = jax.ShapeDtypeStruct((b, d_in), jnp.float32), jax.ShapeDtypeStruct((b,), jnp.int32)
+    jax.jit(train_step).trace(params, x, y)  # jax traces it
+    report = xla_cost.analyze_step(train_step, params, x, y, per_layer=True, counter="jaxpr")
+    rows = {row.path: row for row in report.layers}
+    assert rows["fc"].forward_flops == 2 * b * d_in * d_out + b * d_out  # the matrix product and the bias
+    n = d_in * d_out + d_out
+    assert report.parameters == n
+    assert report.phases["update"].flops == 2 * n  # a - 0.1 * g: a multiply and a subtract per parameter
+
+
+def test_a_failure_of_xla_costs_own_tagging_names_xla_cost_not_the_step(monkeypatch):
+    """An exception of xla_cost's bookkeeping inside the trace (here its tagging of what nnx.merge
+    returns, made to fail) is xla_cost's: the refusal told the user to fix the step."""
+    from xla_cost.step import nnx_scopes
+
+    def failing(node):
+        raise RuntimeError("tagging failed")
+
+    monkeypatch.setattr(nnx_scopes, "tag_modules", failing)
+    train_step, params = _hashing_step()
+    x, y = jax.ShapeDtypeStruct((2, 8), jnp.float32), jax.ShapeDtypeStruct((2,), jnp.int32)
+    with pytest.raises(xla_cost.InternalError) as info:
+        xla_cost.analyze_step(train_step, params, x, y, counter="jaxpr")
+    message = str(info.value)
+    assert "xla_cost's own work" in message and "tagging the modules nnx.merge returns" in message
+    assert "RuntimeError: 'tagging failed'" in message and "Fix the step" not in message
+    assert not isinstance(info.value, xla_cost.InputError)

@@ -39,7 +39,8 @@ from xla_cost.analysis.step_arguments import compute_dtype as program_compute_dt
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
-from xla_cost.count.attribution import REMAINDER, attribute_step, model_roots, root_products_note, unmatched_note
+from xla_cost.count.attribution import (REMAINDER, attribute_step, borrowed_note, model_roots, root_products_note,
+                                        unmatched_note)
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
@@ -528,7 +529,9 @@ def per_layer(
     notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths,
                             called=bool(workload.module_paths)),
              root_products_note(programs.get("forward", ()), workload.param_paths, root=roots,
-                                known_modules=workload.module_paths))
+                                known_modules=workload.module_paths),
+             borrowed_note(counted["forward"].parameter_reads if "forward" in counted else (), workload.param_paths,
+                           root=roots, known_modules=workload.module_paths))
     return layers, tuple(note for note in notes if note)
 
 

@@ -22,6 +22,7 @@ import jax
 from xla_cost.analysis.memory import MemoryBreakdown, memory_breakdown
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.count.interpret import JaxprCount, count_jaxpr
+from xla_cost.count.param_reads import parameter_reads
 from xla_cost.errors import CostAnalysisUnavailableError, InputError
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.present import progress
@@ -168,6 +169,9 @@ def run_programs(
                 owners = modules if phase.follow_data else None
                 counted[phase.name] = count_jaxpr(traces[phase.name].jaxpr, owners=owners,
                                                   weights=[module is not None for module in modules])
+                if phase.name == "forward":  # whose parameters its products read: `borrowed_note`
+                    counted[phase.name] = dataclasses.replace(
+                        counted[phase.name], parameter_reads=parameter_reads(traces[phase.name].jaxpr, modules))
             names = list(pending)
             if names:
                 progress.stage(f"compiling {names[0]}", len(order), steps)

@@ -38,8 +38,9 @@ from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
-    module_tree, owner, root_products_note, split_name_stack, unmatched_note, with_ancestors
+    module_tree, owner, root_products_note, split_name_stack, unmatched_note, with_ancestors, borrowed_note
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
+from xla_cost.count.param_reads import parameter_reads
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
@@ -271,7 +272,9 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         layers = attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
         said = (unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules),
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
-                                   known_modules=modules))
+                                   known_modules=modules),
+                borrowed_note(parameter_reads(traced, owners or ()), prepared.param_paths, root=roots,
+                              known_modules=modules))
         notes += [note for note in said if note]
     trained, gradients, updated = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
     some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters

@@ -54,6 +54,7 @@ __all__ = [
     "unmatched_stacks",
     "unmatched_note",
     "root_products_note",
+    "borrowed_note",
     "ROOT_PRODUCTS_SHARE",
     "HLO_SCOPES",
     "attribute",
@@ -658,6 +659,53 @@ def root_products_note(
             f"outside every module, in the root's own code, and are in the {REMAINDER} row with their backward "
             "pass (a tied head written as `x @ self.embed.embedding.T`, say): computed in a module's method "
             "(`self.embed.attend(x)`) they would be on that module's row")
+
+
+def borrowed_note(
+    reads: Iterable[tuple[str, str]],
+    param_paths: Iterable[str],
+    *,
+    root: str | Sequence[str] | None,
+    known_modules: Collection[str] = (),
+    shown: int = 3,
+) -> str | None:
+    """A report note naming the rows whose parameters matrix products read on another
+    module's row (`xla_cost.count.param_reads.parameter_reads`): a block whose own method
+    computes with its child's weights (a mixture of experts's ``self.experts.w1.kernel``) has
+    the products on its row, and the child's row parameters (and their update) with no forward
+    or backward work. None where every product reading a row's parameters is on that row.
+
+    Args:
+      reads: ``(module, name stack)`` of each product reading a module's parameter.
+      param_paths, root, known_modules: as for `attribute`.
+      shown: how many groups of rows to name (rows alike but for a layer's index: one group).
+    """
+    row_of = _rows(param_paths, root, known_modules)
+    modules = with_ancestors(p for p in param_paths if p)
+    tree = module_tree(modules, known_modules)
+    borrowed: dict[str, set[str]] = {}
+    for module, stack in reads:
+        held = owner(module, modules, tree)
+        computed = row_of(EqnCount(stack, "dot_general", 1, Cost()))[1]
+        if REMAINDER not in (held, computed) and held != computed:  # (the root's own: `root_products_note`)
+            borrowed.setdefault(computed, set()).add(held)
+    if not borrowed:
+        return None
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for computed, held in sorted(borrowed.items()):
+        relative = tuple(sorted(h[len(computed) + 1:] if h.startswith(computed + "/") else h for h in held))
+        groups.setdefault((re.sub(r"(?<![^/])\d+(?![^/])", "N", computed), relative), []).append(computed)
+    said = []
+    for (_, relative), rows in list(groups.items())[:shown]:
+        parent = {r.rpartition("/")[0] for r in relative}
+        names = (f"{relative[0]}, " + ", ".join(r.rpartition("/")[2] for r in relative[1:])
+                 if len(parent) == 1 and "" not in parent else ", ".join(relative)).rstrip(", ")
+        alike = f" (and likewise {len(rows) - 1} more: {', '.join(rows[1:3])}{', ...' if len(rows) > 3 else ''})" \
+            if len(rows) > 1 else ""
+        said.append(f"the products of {names}'s parameters are counted in {rows[0]}{alike}")
+    more = f"; and {len(groups) - shown} more such rows" if len(groups) > shown else ""
+    return (f"per-layer rows: {'; '.join(said)}{more}, whose method computes them (the work of any method is "
+            "its module's): the rows holding those parameters count their update, not those products")
 
 
 def _shown_stack(name_stack: str) -> str:

@@ -129,6 +129,8 @@ class JaxprCount:
         (`xla_cost.count.step_parts.StepLabels.tags`: ``metrics`` is the work
         on gradients or new parameters that only metrics read); loops
         multiplied out; each is also in its part's figures.
+      parameter_reads: ``(module, name stack)`` of each matrix product reading a
+        module's parameter (`xla_cost.count.param_reads`), where the counter's caller asked.
     """
 
     equations: tuple[EqnCount, ...]
@@ -141,6 +143,7 @@ class JaxprCount:
     part_unsupported: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     tagged: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
     dense_expansion: Cost = Cost()
+    parameter_reads: tuple[tuple[str, str], ...] = ()
 
     @property
     def total(self) -> Cost:

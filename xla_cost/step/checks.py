@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from xla_cost.choices import MESH_AXES
-from xla_cost.errors import InputError, quoted
+from xla_cost.errors import InputError, XlaCostError, own_failure, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
 from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
 
@@ -228,7 +228,7 @@ def mesh_error(exc: BaseException, what: str = "the model") -> InputError | None
 
 
 def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
-                call_kwargs: Mapping[str, Any] | None = None, method: str | None = None) -> InputError:
+                call_kwargs: Mapping[str, Any] | None = None, method: str | None = None) -> XlaCostError:
     """One line naming the probable cause of a failure while tracing the model.
 
     A TypeError of arguments is blamed on the call into the model (``call_kwargs``,
@@ -238,6 +238,9 @@ def trace_error(exc: Exception, inputs: PyTree, what: str = "the model", *,
     model's exception, as any other."""
     if isinstance(exc, InputError):
         return exc
+    own = own_failure(exc, what)  # xla_cost's bookkeeping inside the trace failed, not the model
+    if own is not None:
+        return own
     shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in jax.tree.leaves(inputs))
     first = first_line(exc)
     received = f"inputs {shapes}, on which {what} failed with {quoted(exc, first)}"

@@ -21,7 +21,12 @@ the graph definition holds by reference and hands every merged copy; the tag is
 that mapping replaced by an equal one of a subclass (`_Tag`) that also carries
 the path. Where Flax keeps no such mapping (releases before 0.11) the path is
 held in a side table of the module objects themselves (their merged copies then
-carry none: unscoped, their work is their caller's).
+carry none: unscoped, their work is their caller's), keyed by identity: no module's
+own ``__hash__`` or ``__eq__`` runs (a library's that hashes the module's state fails
+on traced values, as a module merged inside a step holds them).
+
+An exception escaping this bookkeeping, run inside the user's trace, is marked as
+xla_cost's own (`xla_cost.errors.mark_own`): the refusal names xla_cost, not the step.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from xla_cost.errors import mark_own
+
 if TYPE_CHECKING:  # imported where an NNX model is scoped: a Linen analysis never loads it
     from flax import nnx
 
@@ -48,8 +55,36 @@ _SCOPE_STATE = threading.local()
 _NODES = "_pytree__nodes"
 """Flax's own attribute of an NNX module: the mapping that the tag replaces by an equal one carrying it."""
 
-_SIDE_TABLE: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...] | None, bool]] = weakref.WeakKeyDictionary()
-"""Tags of modules whose Flax keeps no ``_pytree__nodes`` mapping: (path, bridged) by module."""
+class _IdentityTable:
+    """Values by object identity while the object lives: a weak reference per entry, removed as
+    the object dies, and no ``__hash__`` or ``__eq__`` of the object called (``weakref.
+    WeakKeyDictionary`` calls both)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: Any) -> Any:
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def set(self, obj: Any, value: Any) -> None:
+        """Raises TypeError for an object that takes no weak reference."""
+        key = id(obj)
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            if (entry := self._entries.get(key)) is not None and entry[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(obj, forget), value)
+
+    def pop(self, obj: Any) -> None:
+        entry = self._entries.get(id(obj))
+        if entry is not None and entry[0]() is obj:
+            del self._entries[id(obj)]
+
+
+_SIDE_TABLE = _IdentityTable()
+"""Tags of modules whose Flax keeps no ``_pytree__nodes`` mapping: (path, bridged) by module identity."""
 
 _TAG_CLASSES: dict[type, type] = {}
 
@@ -84,12 +119,7 @@ def _tag_class(base: type) -> type:
 def _tag_of(module: Any) -> tuple[tuple[str, ...] | None, bool] | None:
     nodes = vars(module).get(_NODES) if hasattr(module, "__dict__") else None
     tag = getattr(nodes, "xla_cost_tag", None)
-    if tag is not None:
-        return tag
-    try:
-        return _SIDE_TABLE.get(module)
-    except TypeError:  # (an object that takes no weak reference: never tagged)
-        return None
+    return tag if tag is not None else _SIDE_TABLE.get(module)
 
 
 def module_path(module: Any) -> tuple[str, ...] | None:
@@ -113,8 +143,8 @@ def _set_tag(module: Any, path: tuple[str, ...] | None, bridged: bool = False) -
         object.__setattr__(module, _NODES, _tag_class(base)(dict(nodes), path, bridged))
         return True
     try:
-        _SIDE_TABLE[module] = (path, bridged)
-    except TypeError:
+        _SIDE_TABLE.set(module, (path, bridged))
+    except TypeError:  # (an object that takes no weak reference)
         return False
     return True
 
@@ -123,8 +153,7 @@ def _clear_tag(module: Any) -> None:
     nodes = vars(module).get(_NODES) if hasattr(module, "__dict__") else None
     if hasattr(nodes, "xla_cost_tag"):
         object.__setattr__(module, _NODES, nodes.plain())
-    with contextlib.suppress(TypeError):
-        _SIDE_TABLE.pop(module, None)
+    _SIDE_TABLE.pop(module)
 
 
 def tag_modules(node: Any) -> list[Any]:
@@ -202,35 +231,48 @@ def recording_root_calls() -> Iterator[list[tuple[Any, tuple[Any, ...], dict[str
         _SCOPE_STATE.root_calls = previous
 
 
+def _scope_for(module: Any, name: str, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[list[tuple[str, ...]] | None, tuple[str, ...], str | None]:
+    """``(stack, path, scope)`` of a call of ``module``'s method ``name``: the stack to push its
+    path on (None: unscoped) and the name scope to open (None: none, its caller's names it);
+    a root's call from outside the model recorded (`recording_root_calls`)."""
+    stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
+    path = module_path(module)
+    calls = getattr(_SCOPE_STATE, "root_calls", None)
+    bridged = path == () and _is_bridged(module)  # built inside a Linen module's call
+    if calls is not None and path == () and not stack and name == "__call__" and not bridged:
+        calls.append((module, args, kwargs))
+    if stack is None or path is None:
+        return None, (), None
+    parent = stack[-1] if stack else None
+    if path == parent or bridged:  # a method of the module calling another of its own; a bridged root
+        return stack, path, None  # (the Linen module's scope names it already)
+    if not path:
+        scope = type(module).__name__
+        roots = getattr(_SCOPE_STATE, "roots", None)
+        if roots is not None:  # the scope that opens a root's stacks: no module of its own
+            roots.add(scope)
+    elif parent is not None and path[: len(parent)] == parent:
+        scope = "/".join(path[len(parent):])
+    else:  # called from outside its parent (a shared module, the step itself)
+        scope = "/".join(path)
+    return stack, path, scope
+
+
 def _scoped(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def scoped_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        stack: list[tuple[str, ...]] | None = getattr(_SCOPE_STATE, "stack", None)
-        path = module_path(self)
-        calls = getattr(_SCOPE_STATE, "root_calls", None)
-        bridged = path == () and _is_bridged(self)  # built inside a Linen module's call
-        if calls is not None and path == () and not stack and original.__name__ == "__call__" and not bridged:
-            calls.append((self, args, kwargs))
-        if stack is None or path is None:
+        try:
+            stack, path, scope = _scope_for(self, original.__name__, args, kwargs)
+        except Exception as exc:
+            mark_own(exc, f"naming the scope of an NNX module's {original.__name__}")
+            raise
+        if stack is None:
             return original(self, *args, **kwargs)
-        parent = stack[-1] if stack else None
-        if path == parent or bridged:  # a method of the module calling another of its own; a bridged root
-            stack.append(path)  # (the Linen module's scope names it already)
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                stack.pop()
-        if not path:
-            scope = type(self).__name__
-            roots = getattr(_SCOPE_STATE, "roots", None)
-            if roots is not None:  # the scope that opens a root's stacks: no module of its own
-                roots.add(scope)
-        elif parent is not None and path[: len(parent)] == parent:
-            scope = "/".join(path[len(parent):])
-        else:  # called from outside its parent (a shared module, the step itself)
-            scope = "/".join(path)
         stack.append(path)
         try:
+            if scope is None:
+                return original(self, *args, **kwargs)
             with jax.named_scope(scope):
                 return original(self, *args, **kwargs)
         finally:
@@ -333,10 +375,14 @@ def bridged_name_scopes() -> Iterator[None]:
             made = original(cls, *args, **kwargs)
         finally:
             _SCOPE_STATE.building = depth
-        if depth == 0 and isinstance(made, module_class) and _tag_of(made) is None:
-            tag_modules(made)  # (its tag marked bridged: a root whose own scope is the Linen module's that built it)
-            _set_tag(made, (), bridged=True)
-            wrapped.wrap(_module_classes(made))
+        try:
+            if depth == 0 and isinstance(made, module_class) and _tag_of(made) is None:
+                tag_modules(made)  # (its tag marked bridged: a root whose own scope is the Linen module's)
+                _set_tag(made, (), bridged=True)
+                wrapped.wrap(_module_classes(made))
+        except Exception as exc:
+            mark_own(exc, "tagging the NNX modules a Linen module builds")
+            raise
         return made
 
     build.__xla_cost_scoped__ = True  # type: ignore[attr-defined]
@@ -385,8 +431,12 @@ def _patch_merge(wrapped: _Wrapped) -> Callable[[], None] | None:
 
     def merge(*args: Any, **kwargs: Any) -> Any:
         node = inner(*args, **kwargs)
-        tag_modules(node)
-        wrapped.wrap(_module_classes(node))
+        try:
+            tag_modules(node)
+            wrapped.wrap(_module_classes(node))
+        except Exception as exc:
+            mark_own(exc, "tagging the modules nnx.merge returns")
+            raise
         return node
 
     if not plain:  # a Flax whose merge is no plain function: the attributes alone (a merge imported before is not)

@@ -24,7 +24,7 @@ import jax
 from flax import nnx
 from flax.nnx import graph as nnx_graph
 
-from xla_cost.errors import InputError, quoted
+from xla_cost.errors import InputError, own_failure, quoted
 from xla_cost.step.adapters import bind_axes, concrete_arguments, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
@@ -505,6 +505,9 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
             with recording_model_calls() as calls:
                 prepared.trace()
         except Exception as exc:  # noqa: BLE001 - the step's own error, reported in one line
+            own = own_failure(exc, name)  # xla_cost's bookkeeping inside the trace failed, not the step
+            if own is not None:
+                raise own from exc
             axis = unbound_axis(exc)
             if axis is not None and axis not in names and len(names) < MAX_AXES:
                 names.append(axis)
