@@ -1383,6 +1383,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
+        "train_states_merged_by_module_path",
+        "analyze_step: two arguments' parameters of one module path, name and shape (TD3's two critics of one "
+        "class) counted once, as an EMA's copy within one state is",
+        (Edit("xla_cost/step/user_step.py", "        if (argument, module, name, shape) in counted:",
+              "        if (argument := (), module, name, shape) in counted:"),),
+        tests=("tests/step/test_frozen.py",),
+    ),
+    Mutation(
         "update_per_micro_batch",
         "estimate: the optimizer's update spread over one micro-batch's samples (counted M times a step) and "
         "run whole on every FSDP shard",

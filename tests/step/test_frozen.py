@@ -657,3 +657,99 @@ def test_a_frozen_norm_scale_under_remat_is_not_trained(remat):
     assert report.memory_breakdown.gradients == F32 * (D * D + D)
     assert (f"trained parameters: {D * D + D:,} of the {D * D + 2 * D:,} (the backward pass makes gradients for "
             f"those alone; {D:,} frozen)") in report.notes
+
+
+class _Mlp(nn.Module):
+    out: int
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(self.out)(nn.relu(nn.Dense(H)(x)))
+
+
+def _mlp_state(n_in, out, target=False):
+    from flax.training.train_state import TrainState
+
+    class WithTarget(TrainState):  # cleanrl's TD3: a target network's copy beside the params
+        target_params: dict
+
+    def make(key):
+        model = _Mlp(out)
+        params = model.init(key, jnp.ones((1, n_in)))
+        if target:
+            return WithTarget.create(apply_fn=model.apply, params=params, target_params=params, tx=optax.adam(1e-3))
+        return TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
+
+    return jax.eval_shape(make, jax.random.key(0))
+
+
+def test_two_train_states_of_one_network_class_are_two_sets_of_parameters():
+    # TD3's critics: two TrainStates of one MLP (the same module paths Dense_0, Dense_1), both trained by Adam
+    # in one step: 2 P parameters (P = D H + H + H C + C each), params and gradients 2 P floats, Adam's
+    # 13 FLOP a parameter (its update FLOP over 2 P, not P)
+    s1, s2 = _mlp_state(D, C), _mlp_state(D, C)
+    y = jax.ShapeDtypeStruct((B, C), jnp.float32)
+
+    def step(s1, s2, x, y):
+        def loss(p, s):
+            return jnp.mean((s.apply_fn(p, x) - y) ** 2)
+        return s1.apply_gradients(grads=jax.grad(loss)(s1.params, s1)), s2.apply_gradients(
+            grads=jax.grad(loss)(s2.params, s2))
+
+    report = xla_cost.analyze_step(step, s1, s2, X, y, counter="jaxpr", memory=True)
+    P = D * H + H + H * C + C
+    assert report.parameters == 2 * P
+    assert report.memory_breakdown.parameters == report.memory_breakdown.gradients == F32 * 2 * P
+    assert 13 <= report.phases["update"].flops / (2 * P) < 13 + 16 / P
+    assert not [n for n in report.notes if "receive no gradient" in n]
+
+
+def test_an_actor_beside_two_critics_of_one_class_is_read_not_trained():
+    # TD3's update_critic, cleanrl's form: update_critic(actor_state, qf1_state, qf2_state, ...) returning
+    # ((qf1_state, qf2_state), losses): the actor (D -> H -> A, A = 2) runs outside the gradient; the critics
+    # (D + A -> H -> 1) are trained, each with its target network's copy beside it (read outside the gradient)
+    A = 2
+    actor, q1, q2 = _mlp_state(D, A, target=True), _mlp_state(D + A, 1, target=True), _mlp_state(D + A, 1, target=True)
+    y = jax.ShapeDtypeStruct((B,), jnp.float32)
+
+    def update_critic(actor, q1, q2, obs, y):
+        a = actor.apply_fn(actor.target_params, obs)
+        x = jnp.concatenate([obs, a], -1)
+        target = jnp.minimum(q1.apply_fn(q1.target_params, x), q2.apply_fn(q2.target_params, x))[:, 0] + y
+
+        def loss(p, s):
+            return jnp.mean((s.apply_fn(p, x)[:, 0] - target) ** 2)
+        (l1, g1), (l2, g2) = jax.value_and_grad(loss)(q1.params, q1), jax.value_and_grad(loss)(q2.params, q2)
+        return (q1.apply_gradients(grads=g1), q2.apply_gradients(grads=g2)), (l1, l2)
+
+    report = xla_cost.analyze_step(update_critic, actor, q1, q2, X, y, counter="jaxpr")
+    Pa, Pq = D * H + H + H * A + A, (D + A) * H + H + H + 1  # the actor's, one critic's
+    assert report.parameters == Pa + 2 * Pq  # each target network a copy of its own state's params
+    assert report.trained_parameters == 2 * Pq
+    # the critics' Adam (13 FLOP a parameter) is the update, not metrics
+    assert 13 <= report.phases["update"].flops / (2 * Pq) < 13 + 16 / Pq
+    assert not [n for n in report.notes if "receive no gradient" in n or "returned metrics read" in n]
+
+
+def test_an_actor_step_names_no_critic_as_receiving_zero_gradients():
+    # TD3's update_actor: the actor trained through qf1; both critics' target copies moved towards their params
+    # (3 FLOP a parameter) and the critics returned as they came otherwise: no optimizer runs on them
+    A = 2
+    actor, q1, q2 = _mlp_state(D, A, target=True), _mlp_state(D + A, 1, target=True), _mlp_state(D + A, 1, target=True)
+
+    def update_actor(actor, q1, q2, obs):
+        grads = jax.grad(lambda p: -q1.apply_fn(q1.params, jnp.concatenate([obs, actor.apply_fn(p, obs)], -1)).mean())(
+            actor.params)
+        actor = actor.apply_gradients(grads=grads)
+        moved = [s.replace(target_params=optax.incremental_update(s.params, s.target_params, 0.005))
+                 for s in (actor, q1, q2)]
+        return moved[0], (moved[1], moved[2])
+
+    report = xla_cost.analyze_step(update_actor, actor, q1, q2, X, counter="jaxpr")
+    Pa, Pq = D * H + H + H * A + A, (D + A) * H + H + H + 1
+    assert report.parameters == Pa + 2 * Pq
+    assert report.trained_parameters == Pa
+    assert not [n for n in report.notes if "receive no gradient" in n]
+    # Adam on the actor, 13 a parameter, and three targets' incremental updates, 3 a parameter each
+    update = report.phases["update"].flops
+    assert 13 * Pa + 3 * (Pa + 2 * Pq) <= update < 13 * Pa + 3 * (Pa + 2 * Pq) + 64

@@ -35,7 +35,7 @@ from xla_cost.count.stacks import classify_pass
 from xla_cost.step.trees import leaf_roles
 from xla_cost.step.user_step import UserStep
 
-__all__ = ["differentiated_leaves", "with_differentiated_parameters"]
+__all__ = ["differentiated_leaves", "trained_and_rewritten", "with_differentiated_parameters"]
 
 _BACKWARD = "backward"
 
@@ -113,9 +113,33 @@ def differentiated_leaves(jaxpr: Any, prepared: UserStep) -> set[int]:
     candidates = [i for i, (leaf, owner, role) in enumerate(zip(leaves, prepared.owners, roles))
                   if owner is None and role != "optimizer_state" and getattr(leaf, "ndim", 0) > 0
                   and jax.numpy.issubdtype(getattr(leaf, "dtype", np.int32), jax.numpy.inexact)]
-    if not candidates:
-        return set()
+    return _from_gradients(inner, _Flow(inner), candidates) if candidates else set()
+
+
+def trained_and_rewritten(jaxpr: Any, count: int, indices: Iterable[int]) -> tuple[set[int], set[int]]:
+    """Of the flattened argument leaves ``indices`` (of ``count``): (those the step updates from
+    their gradients, as `differentiated_leaves` finds them, those it returns an array of their
+    shape and dtype computed anew from, outside the passes: a new value, from a gradient, zeros or
+    none); both empty where the jaxpr's inputs are not the ``count`` leaves. Read by data flow, not
+    by name or shape alone: the parameters of two trees of one network class (TD3's critics, its
+    actor beside them) have the same modules and shapes, and only the flow tells which the step
+    trains and which it returns rewritten."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    indices = list(indices)
+    if len(inner.invars) != count or not indices:
+        return set(), set()
     flow = _Flow(inner)
+    rewritten = set()
+    for index in indices:
+        var, key = inner.invars[index], _key(inner.invars[index].aval)
+        mine = flow.outside([var])
+        if any(v in mine and v is not var and _key(v.aval) == key for v in flow.outs):
+            rewritten.add(index)
+    return _from_gradients(inner, flow, indices), rewritten
+
+
+def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:
+    """The ``candidates`` (flattened leaves, by index) that the step updates from their gradients."""
     made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
     if not made:
         return set()

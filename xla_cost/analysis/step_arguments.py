@@ -53,7 +53,18 @@ def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
                 for (path, leaf), is_metric in zip(results, metric)]
 
     inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
-    return [key(path, leaf) in inputs or key(path[1:], leaf) in inputs for path, leaf in results]
+    # (at a result's position, or in a tuple there: ``return (qf1_state, qf2_state), losses``, the
+    # path below the tuple's positions, not empty: a scalar in a tuple is a metric as often)
+    return [any(key(path[k:], leaf) in inputs for k in range(_positions(path) + 1) if k < 2 or path[k:])
+            for path, leaf in results]
+
+
+def _positions(path: Any) -> int:
+    """How many of a result's path's first keys are positions in a tuple or list."""
+    count = 0
+    while count < len(path) and isinstance(path[count], jax.tree_util.SequenceKey):
+        count += 1
+    return count
 
 
 def arguments(prepared: UserStep) -> list[tuple[Any, Sequence[str | None]]]:
@@ -298,7 +309,7 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                 role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
             if role == "parameters" or (role is None and module is not None):
                 names = _leaf_names(path)
-                here = module if module is not None else "/".join(names[:-1])
+                here = prepared.labelled(index, module) if module is not None else "/".join(names[:-1])
                 seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
                 role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"
                 seen.append(here)

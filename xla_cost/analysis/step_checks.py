@@ -22,6 +22,7 @@ import jax
 from jax.extend import core as jex_core
 
 from xla_cost.analysis.costs import flop_gap_reason
+from xla_cost.analysis.differentiated import trained_and_rewritten
 from xla_cost.analysis.report import PhaseCosts
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
@@ -44,12 +45,12 @@ def zero_gradients(jaxpr: Any, prepared: UserStep) -> list[str]:
     parameters of that shape and dtype. Zeros that a loop carries (an accumulator's start) are
     not gradients and are left out."""
     modules: dict[tuple[tuple[int, ...], str], list[str]] = {}
-    for leaf, module in zip(jax.tree.leaves(prepared.args), prepared.owners):
+    for index, (leaf, module) in enumerate(zip(jax.tree.leaves(prepared.args), prepared.owners)):
         if module is not None and module in prepared.param_paths:
             key = (tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", "")))
             modules.setdefault(key, [])
-            if module not in modules[key]:
-                modules[key].append(module)
+            if prepared.labelled(index, module) not in modules[key]:  # (two critics' Dense_0: two modules)
+                modules[key].append(prepared.labelled(index, module))
     found: list[str] = []
     for level, prefix in _levels(jaxpr, ""):
         looped = {v for eqn in level.eqns if eqn.primitive.name in ("scan", "while", "cond")
@@ -329,7 +330,9 @@ def without_parameter_copies(jaxpr: Any, prepared: UserStep) -> UserStep:
 
 def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
     """(index among the flattened arguments, leaf, module, ``module/name``) of every parameter of the
-    step's arguments (an optimizer's state left out: Adafactor's factored rows are no parameters)."""
+    step's arguments (an optimizer's state left out: Adafactor's factored rows are no parameters);
+    the name after its tree's where several trees share module paths (``qf1_state/Dense_0/kernel``:
+    `UserStep.labelled`), the module as the name stacks show it."""
     flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
     parameters = _parameter_leaves(prepared.args)
     named = []
@@ -339,7 +342,7 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
         keys = [jax.tree_util.keystr((key,)).strip(".[]").strip(chr(39)) for key in path]
         if len(keys) > 1 and keys[-1] == "value":  # an NNX Variable's array: the variable's name
             keys.pop()
-        named.append((index, leaf, module, f"{module}/{keys[-1]}"))
+        named.append((index, leaf, module, f"{prepared.labelled(index, module)}/{keys[-1]}"))
     return named
 
 
@@ -372,7 +375,13 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
       (`_graded`), where the name stacks show the module;
     * a module the name stacks never show (a model's root, a pure-JAX params dict): some backward
       equation, under any module, makes one (a per-device body's shapes are no parameter's: taken
-      to), else none (a noise schedule's table passed among the params, read outside the loss)."""
+      to), else none (a noise schedule's table passed among the params, read outside the loss).
+
+    Where several trees share module paths (`UserStep.trees`: TD3's actor and two critics, under
+    one name stack each class), a module's name and a shape tell no tree from another: the data
+    flow does (`trained_and_rewritten`): a gradient of its shape and the parameter make its new value,
+    and the optimizer updates it where the step returns a value of its shape computed from it, and
+    not it as it came in."""
     made, shown, anywhere = _made_by_backward(jaxpr, module_of, live=live)
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     invars = list(getattr(inner, "invars", ()))
@@ -383,7 +392,13 @@ def _judged(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | Non
     results = {(tuple(v.aval.shape), str(v.aval.dtype)) for v in outvars if v not in invars}
     mapped = any(eqn.primitive.name in _MAPPED for level, _ in _levels(jaxpr, "") for eqn in level.eqns)
     judged = []
-    for index, leaf, module, name in _parameter_names(prepared):
+    named = _parameter_names(prepared)
+    flows = trained_and_rewritten(jaxpr, len(flat), [n[0] for n in named]) if any(prepared.trees) else None
+    for index, leaf, module, name in named:
+        if flows is not None and aligned:
+            judged.append((index, leaf, module, name, differentiable(leaf) and index in flows[0],
+                           index in flows[1] and id(invars[index]) not in returned))
+            continue
         if not differentiable(leaf):  # an int8 (quantized) weight: jax makes it no gradient, float0 at most
             graded = False
         elif aligned and not read_by_a_pass(inner, {invars[index]})[0]:
@@ -405,11 +420,14 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     and the optimizer updates all the same; not those it updates not (an NNX Optimizer's ``wrt=``
     filter, a LoRA's frozen base, a table passed among the params): nothing of them is applied,
     nothing to leave out."""
-    missing: list[str] = []
-    for _, _, _, name, graded, updated in _judged(jaxpr, prepared, module_of):
-        if not graded and updated and name not in missing:
-            missing.append(name)
-    return missing
+    judged = _judged(jaxpr, prepared, module_of)
+    # each parameter once, judged by its first array: a second of one name (a target network's or an
+    # EMA's copy in its state, rewritten from it) is no parameter the optimizer applies zeros to
+    graded = {name for _, _, _, name, grades, _ in judged if grades}
+    first: dict[str, tuple[bool, bool]] = {}
+    for _, _, _, name, grades, updated in judged:
+        first.setdefault(name, (grades, updated))
+    return [name for name, (grades, updated) in first.items() if not grades and updated and name not in graded]
 
 
 def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None],

@@ -108,6 +108,10 @@ class UserStep:
         arguments and its own outputs (the traced function of ``args`` donates nothing and
         returns the objects' state beside the step's results); None for any other step, whose
         ``jitted`` is that program.
+      trees: per flattened leaf of ``args``, the tree its parameter belongs to where several
+        arguments hold parameters of one module path and name (TD3's two critics, two TrainStates
+        of one network class): the argument's name (``qf1_state``); '' for every leaf otherwise (one
+        model: its modules' paths name its parameters) and () for an NNX step (`labelled`).
     """
 
     name: str
@@ -126,6 +130,14 @@ class UserStep:
     own_program: Callable[[], Any] | None = None
     quantized: frozenset[int] = frozenset()
     differentiated: frozenset[int] = frozenset()
+    trees: tuple[str, ...] = ()
+
+    def labelled(self, index: int, module: str) -> str:
+        """The name of the module of the parameter at flattened leaf ``index``: its path, after its
+        tree's name where several trees share module paths (``qf1_state/Dense_0``; `trees`). The
+        name stacks match the path alone (``owners``): two critics of one class run under one."""
+        tree = self.trees[index] if index < len(self.trees) else ""
+        return f"{tree}/{module}" if tree and module else tree or module
 
     @property
     def parameters(self) -> int:
@@ -143,8 +155,9 @@ class UserStep:
 
     def with_quantized(self, leaves: Collection[int]) -> UserStep:
         """The step with the integer leaves ``leaves`` (`integer_parameters`) counted as parameters."""
-        owners, counts = _linen_params(self.args, self.positional, 0, leaves, self.differentiated)
-        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, quantized=frozenset(leaves))
+        owners, counts, trees = _linen_params(self.args, self.positional, 0, leaves, self.differentiated)
+        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, quantized=frozenset(leaves),
+                                   trees=trees)
 
     def with_differentiated(self, leaves: Collection[int]) -> UserStep:
         """The step with the leaves ``leaves`` (by flattened index), which its loss is differentiated
@@ -152,10 +165,10 @@ class UserStep:
         are its Params); the note that none was found dropped where some are now."""
         if self.kind != "jax" or not leaves:
             return self
-        owners, counts = _linen_params(self.args, self.positional, 0, self.quantized, leaves)
+        owners, counts, trees = _linen_params(self.args, self.positional, 0, self.quantized, leaves)
         notes = tuple(n for n in self.notes if n != NO_PARAMETERS_NOTE) if counts else self.notes
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, notes=notes,
-                                   differentiated=frozenset(leaves))
+                                   differentiated=frozenset(leaves), trees=trees)
 
     def stripped(self, strip: int) -> UserStep:
         """The step with ``strip`` leading components left out of every parameter's
@@ -164,8 +177,8 @@ class UserStep:
         objects); itself for 0 or an NNX step (its paths are the model's own)."""
         if strip <= 0 or self.kind != "jax":
             return self
-        owners, counts = _linen_params(self.args, self.positional, strip, self.quantized, self.differentiated)
-        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts)
+        owners, counts, trees = _linen_params(self.args, self.positional, strip, self.quantized, self.differentiated)
+        return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, trees=trees)
 
     def trace(self) -> Any:
         """``jax.stages.Traced`` of the step (its ``jaxpr`` is what is counted)."""
@@ -264,8 +277,9 @@ def _key_name(entry: Any) -> str:
 
 def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0,
                   quantized: Collection[int] = (), differentiated: Collection[int] = (),
-                  ) -> tuple[list[str | None], dict[str, int]]:
-    """The module of every parameter leaf, and the counts; then `_follow_params`.
+                  ) -> tuple[list[str | None], dict[str, int], tuple[str, ...]]:
+    """The module of every parameter leaf, and the counts; then `_follow_params`; and the
+    trees the parameters belong to (`UserStep.trees`: `_trees`).
 
     A parameter is a leaf under a ``params`` key (a TrainState's, a variables
     dict's) or in a positional argument the step names ``params`` (``names``:
@@ -283,10 +297,16 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     ``differentiated``: leaves (by flattened index) the step's loss is differentiated with respect
     to, parameters whatever their names (`UserStep.with_differentiated`): their module path starts
     below the argument, as an argument named ``params``'s does.
+
+    Each parameter is a leaf of its own: two arguments' parameters of one module path, name and
+    shape (two TrainStates of one network class) are two, and count twice; within one argument a
+    second array of one parameter (an EMA's or a target network's copy beside it) counts once. (An
+    argument's positions in a tuple or list, ``step((state_1, state_2), batch)``, are arguments.)
     """
     owners: list[str | None] = []
     counts: dict[str, int] = {}
-    counted: set[tuple[str, str, tuple[int, ...]]] = set()
+    counted: set[tuple[tuple[int, ...], str, str, tuple[int, ...]]] = set()
+    held: dict[tuple[int, ...], set[tuple[str, str]]] = {}  # per argument, its parameters' (module, name)
     flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
     keys = [_leaf_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
@@ -300,11 +320,45 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
         module = "/".join(names_here[start:-1][strip:])
         owners.append(module)
         shape = tuple(getattr(leaf, "shape", ()))
-        if (module, names_here[-1] if names_here else "", shape) in counted:
+        argument = _argument_of(path)
+        name = names_here[-1] if names_here else ""
+        held.setdefault(argument, set()).add((module, name))
+        if (argument, module, name, shape) in counted:
             continue  # a second array of one parameter (an EMA's copy beside it: DiT's model_eps.params) counts once
-        counted.add((module, names_here[-1] if names_here else "", shape))
+        counted.add((argument, module, name, shape))
         counts[module] = counts.get(module, 0) + math.prod(shape)
-    return _follow_params(keys, owners), counts
+    return _follow_params(keys, owners), counts, _trees(flat, owners, held, names)
+
+
+def _argument_of(path: Sequence[Any]) -> tuple[int, ...]:
+    """The argument a leaf is in: its position among the step's arguments, and its positions in a
+    tuple or list there (``states[1]`` of ``step(states, batch)``)."""
+    found: list[int] = []
+    for entry in path:
+        if not isinstance(entry, jax.tree_util.SequenceKey):
+            break
+        found.append(entry.idx)
+    return tuple(found)
+
+
+def _trees(flat: Sequence[tuple[Any, Any]], owners: Sequence[str | None],
+           held: Mapping[tuple[int, ...], set[tuple[str, str]]], positional: Sequence[str | None]) -> tuple[str, ...]:
+    """`UserStep.trees`: per leaf (``flat``, with its module in ``owners``: a parameter's, or
+    an optimizer state's that mirrors it), the name of its argument (`_argument_of`: its
+    positional name, else ``args[i]``, with its positions in a tuple: ``states[1]``) where two
+    arguments hold parameters of one module path and name (``held``), else ''."""
+    sets = list(held.values())
+    if not any(one & other for i, one in enumerate(sets) for other in sets[i + 1:]):
+        return ("",) * len(flat)
+    trees = []
+    for (path, _), module in zip(flat, owners):
+        argument = _argument_of(path)
+        if module is None or not argument:
+            trees.append("")
+            continue
+        named = positional[argument[0]] if argument[0] < len(positional) else None
+        trees.append((named or f"args[{argument[0]}]") + "".join(f"[{i}]" for i in argument[1:]))
+    return tuple(trees)
 
 
 def differentiable(leaf: Any) -> bool:
@@ -475,13 +529,13 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     merged_roots: set[str] = set()  # the class names of the root objects a step merges itself (their scopes)
     if any(_is_graph(a) for a in args):
         function, traced_args, owners, counts, model = _nnx_step(step, args, kwargs)
-        kind, positional = "nnx", ()
+        kind, positional, trees = "nnx", (), ()
         roots = (type(model).__name__,) if model is not None else ()
         scopes = functools.partial(nnx_name_scopes, model)  # its modules' methods under their paths' scopes
     else:
         held, given_kwargs, kind, scopes = _held_arguments(step, args), kwargs, "jax", bridged_name_scopes
         function, traced_args, positional, keywords, kwargs, bound = _jax_step(step, args, given_kwargs, held, ())
-        owners, counts = _linen_params(traced_args, positional)
+        owners, counts, trees = _linen_params(traced_args, positional)
         roots = ()
         if "parameters" in leaf_roles(traced_args):  # NNX Params in a state the step merges itself
             scopes = functools.partial(nnx_name_scopes, None, merged=True, roots=merged_roots)
@@ -500,7 +554,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         else:
             jitted = jax.jit(_fresh(bind_axes(function, names) if names else function))
         prepared = UserStep(name, tuple(traced_args), jitted, kind, tuple(owners), counts, roots, tuple(names),
-                            (*bound, *notes), scopes, positional, own_program=own_program)
+                            (*bound, *notes), scopes, positional, own_program=own_program, trees=trees)
         try:
             with recording_model_calls() as calls:
                 prepared.trace()
@@ -524,7 +578,7 @@ def prepare_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
                 held = {**held, **{i: args[i] for i in concrete}}
                 function, traced_args, positional, keywords, kwargs, bound = _jax_step(step, args, given_kwargs, held,
                                                                                        concrete)
-                owners = _linen_params(traced_args, positional)[0]
+                owners, _, trees = _linen_params(traced_args, positional)
                 continue
             first = next((line for line in str(exc).strip().splitlines() if line.strip()), "")
             fix = "Fix the step or its arguments; call it once outside xla_cost to see the full traceback."
