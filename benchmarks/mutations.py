@@ -2115,6 +2115,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_research_code.py::"
                "test_the_default_loss_takes_logits_sharded_over_explicit_axes_on_their_classes",),
     ),
+    Mutation(
+        "target_network_forward_as_metrics_pass",
+        "the model's work outside the gradient is never tagged as feeding the loss: a DQN's target network, "
+        "whose TD target the loss reads, is called a second forward pass for metrics to return with has_aux",
+        (Edit("xla_cost/count/step_parts.py", "    if classifier.differentiates:\n        classifier.feeding(level)\n",
+              "    if False:\n        classifier.feeding(level)\n"),),
+        tests=("tests/step/test_step_forms.py::test_a_target_networks_forward_that_the_loss_reads_is_no_second_forward_pass",),
+    ),
 )
 
 

@@ -69,12 +69,16 @@ from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
 
-__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS"]
+__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS", "FEEDS_LOSS"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
 
 METRICS = "metrics"
 """The tag (`StepLabels.tags`) of update work that only metrics read."""
+
+FEEDS_LOSS = "feeds the loss"
+"""The tag of the model's work outside the gradient whose values the gradient's passes read: a
+target or teacher network's forward computing what the loss compares with (`_Classifier.feeding`)."""
 
 MIXED = "mixed"
 """The consumer label of a loop whose body holds several parts: it keeps its
@@ -103,7 +107,8 @@ class StepLabels(dict):  # type: ignore[type-arg]
     first_forward: frozenset[Path] = frozenset()
     tags: Mapping[Path, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
     """Equations worth a note, by path: ``metrics`` for update work (on gradients or new
-    parameters) that only metrics read, which is other."""
+    parameters) that only metrics read, which is other; ``feeds the loss`` for other work under
+    the model's modules whose values the passes read (`FEEDS_LOSS`)."""
     """Paths of the ``jax.checkpoint`` recomputations that are the step's
     forward (their primal is dead code): not a recomputation."""
 
@@ -150,6 +155,7 @@ class _Classifier:
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
+        self.feeds: set[Path] = set()  # the model's work outside autodiff that the passes read (`feeding`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -494,6 +500,25 @@ class _Classifier:
                     readers.setdefault(var, set()).add(reads_as)
         return moved
 
+    def feeding(self, level: _Level, outs: Sequence[bool] = ()) -> list[bool]:
+        """Adds to `feeds` the other work under the model's modules, outside autodiff, whose values an
+        equation of the forward or backward pass reads, directly or through other work outside them (a
+        target network's forward making a TD target, a teacher's logits), given which of ``level``'s
+        results are so read (a loop's, by the work after it); returns which of its inputs are."""
+        read = {var for var, flag in zip(level.outvars, outs) if flag and var is not None}
+        for node in reversed(level.nodes):
+            flags = [var in read for var in node.outs]
+            if node.levels:
+                operands = self._loop_dataflow(node, flags, self.feeding)
+                read.update(v for v, flag in zip(_pad(node.ins, node.eqn.invars), operands) if flag and v is not None)
+                continue
+            if node.part not in (FORWARD, BACKWARD) and not any(flags):
+                continue
+            if node.part == OTHER and classify_pass(node.stack) is None and self.module_of(node.stack) is not None:
+                self.feeds.add(node.path)
+            read.update(var for var in node.ins if var is not None)
+        return [var is not None and var in read for var in level.invars]
+
     def _live(self, level: _Level, live_out: Sequence[bool]) -> list[bool]:
         """Marks the equations of ``level`` (and of its loops) whose values are live
         (`live`), given which of its results are; returns which of its inputs are.
@@ -503,7 +528,7 @@ class _Classifier:
         for node in reversed(level.nodes):
             outs = [var in live for var in node.outs]
             if node.levels:
-                operands = self._loop_live(node, outs)
+                operands = self._loop_dataflow(node, outs, self._live)
                 live.update(var for var, flag in zip(_pad(node.ins, node.eqn.invars), operands)
                             if flag and var is not None)
             elif not any(outs) or (node.part == BACKWARD and not _residual_rounding(node.eqn)):
@@ -513,18 +538,20 @@ class _Classifier:
                 live.update(var for var in node.ins if var is not None)
         return [var is not None and var in live for var in level.invars]
 
-    def _loop_live(self, node: _Node, outs: list[bool]) -> list[bool]:
-        """Which operands of a loop (or cond) are live, given which of its results are;
-        a carried value that a live iteration reads is live after the iteration before."""
+    def _loop_dataflow(self, node: _Node, outs: list[bool],
+                       through: Callable[[_Level, Sequence[bool]], list[bool]]) -> list[bool]:
+        """Which operands of a loop (or cond) are live (``through``: `_live`; or read by the passes,
+        `feeding`), given which of its results are; a carried value that a live iteration reads is
+        live after the iteration before."""
         eqn, name = node.eqn, node.eqn.primitive.name
         if name == "cond":
-            branches = [self._live(branch, outs) for branch in node.levels]
+            branches = [through(branch, outs) for branch in node.levels]
             return [any(outs), *(any(b[j] for b in branches) for j in range(len(eqn.invars) - 1))]
         if name == "scan":
             consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
             wanted = list(outs)
             while True:  # liveness only grows: at most one round per carried value
-                operands = self._live(node.levels[0], wanted)
+                operands = through(node.levels[0], wanted)
                 grown = [w or (j < carry and operands[consts + j]) for j, w in enumerate(wanted)]
                 if grown == wanted:
                     return operands
@@ -533,12 +560,12 @@ class _Classifier:
         body, cond = node.levels
         wanted = list(outs)
         while True:
-            operands = self._live(body, wanted)
+            operands = through(body, wanted)
             grown = [w or operands[body_n + j] for j, w in enumerate(wanted)]
             if grown == wanted:
                 break
             wanted = grown
-        counting = self._live(cond, [any(wanted)])  # the trip count, for whatever the loop computes
+        counting = through(cond, [any(wanted)])  # the trip count, for whatever the loop computes
         return [*counting[:cond_n], *operands[:body_n],
                 *(w or c for w, c in zip(wanted, counting[cond_n:]))]
 
@@ -741,5 +768,7 @@ def classify_step(
     labels = StepLabels(level.labels)
     # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
     labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
-    labels.tags = {path: METRICS for path in classifier.metrics}
+    if classifier.differentiates:
+        classifier.feeding(level)
+    labels.tags = {**{path: FEEDS_LOSS for path in classifier.feeds}, **{path: METRICS for path in classifier.metrics}}
     return labels
