@@ -2123,6 +2123,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if False:\n        classifier.feeding(level)\n"),),
         tests=("tests/step/test_step_forms.py::test_a_target_networks_forward_that_the_loss_reads_is_no_second_forward_pass",),
     ),
+    Mutation(
+        "unknown_parameter_dtype_as_mixed_precision",
+        "a step whose arguments hold no parameter (it makes its own) gets a mixed-precision note of "
+        "'parameters None, computation float32'",
+        (Edit("xla_cost/analysis/costs.py", "    if params is None or compute == params:\n",
+              "    if compute == params:\n"),),
+        tests=("tests/step/test_analyze_step.py::"
+               "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
+    ),
 )
 
 
