@@ -944,7 +944,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the rounding a checkpoint policy puts on the values it saves (reduce_precision to their own type) "
         "stays in analyze_step's forward",
         (Edit("xla_cost/count/step_parts.py",
-              "                rounding = self.differentiates and _residual_rounding(node.eqn)",
+              "                rounding = self.differentiates and residual_rounding(node.eqn)",
               "                rounding = False"),),
         tests=("tests/analysis/test_remat_forms.py",),
     ),
@@ -1234,8 +1234,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dropped_loss_softmax_is_backward",
         "a step that drops its loss has the loss's softmax counted as backward (any float scalar result is the loss)",
         (Edit("xla_cost/count/step_parts.py",
-              "_float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]",
-              "_float_scalar(var) for var in top.outvars]"),),
+              "float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]",
+              "float_scalar(var) for var in top.outvars]"),),
         tests=("tests/step/test_returned_state.py",),
     ),
     Mutation(
@@ -1441,7 +1441,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mask_fill_saved",
         "analyze_step: a mask's finfo.min fill, a broadcast scalar, counted as a saved activation (B x heads x T x T "
         "for an attention mask)",
-        (Edit("xla_cost/count/step_parts.py", "if node.part != FORWARD or _broadcast_scalar(node.eqn):",
+        (Edit("xla_cost/count/step_parts.py", "if node.part != FORWARD or broadcast_scalar(node.eqn):",
               "if node.part != FORWARD:"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
@@ -2177,6 +2177,23 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        if REMAINDER not in (held, computed) and not held.startswith(computed):"),),
         tests=("tests/analysis/test_root_products.py::"
                "test_rows_whose_parameters_another_modules_method_computes_with_are_named",),
+    ),
+    Mutation(
+        "target_network_forward_as_metrics_pass",
+        "the model's work outside the gradient is never tagged as feeding the loss: a DQN's target network, "
+        "whose TD target the loss reads, is called a second forward pass for metrics to return with has_aux",
+        (Edit("xla_cost/count/step_parts.py", "    if classifier.differentiates:\n        classifier.feeding(level)\n",
+              "    if False:\n        classifier.feeding(level)\n"),),
+        tests=("tests/step/test_step_forms.py::test_a_target_networks_forward_that_the_loss_reads_is_no_second_forward_pass",),
+    ),
+    Mutation(
+        "unknown_parameter_dtype_as_mixed_precision",
+        "a step whose arguments hold no parameter (it makes its own) gets a mixed-precision note of "
+        "'parameters None, computation float32'",
+        (Edit("xla_cost/analysis/costs.py", "    if params is None or compute == params:\n",
+              "    if compute == params:\n"),),
+        tests=("tests/step/test_analyze_step.py::"
+               "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
     ),
 )
 

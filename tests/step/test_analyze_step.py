@@ -682,3 +682,26 @@ def test_a_mixed_precision_step_has_analyzes_precision_note():
     converts = b * d + d * e + b * e + b * e + d * e
     [note] = [n for n in report.notes if n.startswith("mixed precision:")]
     assert "parameters float32, computation bfloat16" in note and f"({converts:,} in the train step's jaxpr)" in note
+
+
+def test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note():
+    """purejaxrl's train(rng) initialises its network inside the jit: no parameter is in the arguments,
+    so their dtype is unknown, not different from the computation's (before: 'mixed precision:
+    parameters unknown, computation float32; FLOP are the same arithmetic as in unknown ...' and a
+    header 'float32 (parameters unknown)'); the 'no parameters found' note says what is missing."""
+    d_in, d_out, b = 4, 4, 8
+
+    def train(rng):
+        model = nn.Dense(d_out)
+        x = jnp.ones((b, d_in))
+        params = model.init(rng, x)
+        grads = jax.grad(lambda p: jnp.mean(model.apply(p, x) ** 2))(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    report = xla_cost.analyze_step(train, jax.random.PRNGKey(0), counter="jaxpr")
+    assert not [n for n in report.notes if n.startswith("mixed precision") or "unknown plus" in n]
+    assert report.param_dtype is None and report.dtype == "float32"
+    header = str(report).splitlines()[0]
+    assert ", float32, 0 (0) parameters" in header and "parameters unknown" not in header
+    assert [n for n in report.notes if n.startswith("no parameters found in the arguments")]
+    assert report.to_dict()["param_dtype"] is None

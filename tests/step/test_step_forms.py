@@ -9,6 +9,9 @@ optax's mean softmax cross-entropy with integer labels).
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -186,6 +189,57 @@ def test_the_checker_names_a_second_forward_pass():
     # fc1 and fc2 (matmuls and biases) under their modules; the ReLU is under the model's own scope
     assert f"{dense_flops(B, IN, HIDDEN) + dense_flops(B, HIDDEN, CLASSES):,} FLOP in other" in note
     assert "fc1" in note and "fc2" in note
+    assert "has_aux=True" in note  # only a metric reads it: the loss could return it
+    assert not [n for n in report.notes if "the loss reads as a constant" in n]
+
+
+class TargetState(train_state.TrainState):
+    target_params: Any  # a DQN's target network: a copy of the parameters the update does not train
+
+
+def _target_state():
+    model = MLP()
+
+    def create():
+        params = model.init(jax.random.key(0), jnp.ones((1, IN)))["params"]
+        return TargetState.create(apply_fn=model.apply, params=params, target_params=params, tx=optax.sgd(0.1))
+
+    return jax.eval_shape(create)
+
+
+def target_network_step(state, x, y, next_x, metrics=False):
+    """cleanrl's dqn_jax.py update: the TD target is the target network's forward on the next inputs,
+    outside the gradient, and the loss reads it; ``metrics``: the model again on ``x``, for an accuracy."""
+    target = jnp.max(state.apply_fn({"params": state.target_params}, next_x), -1)
+
+    def loss_fn(params):
+        q = state.apply_fn({"params": params}, x)[jnp.arange(x.shape[0]), y]
+        return jnp.mean((q - target) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    if not metrics:
+        return state.apply_gradients(grads=grads), loss
+    logits = state.apply_fn({"params": state.params}, x)
+    return state.apply_gradients(grads=grads), {"loss": loss, "accuracy": jnp.mean(jnp.argmax(logits, -1) == y)}
+
+
+@pytest.mark.parametrize("metrics", [False, True])
+def test_a_target_networks_forward_that_the_loss_reads_is_no_second_forward_pass(metrics):
+    """A target network's forward outside the gradient makes the TD target the loss reads: work the loss
+    needs, which has_aux cannot return (before: 'a second forward pass (for metrics?) ... has_aux=True');
+    a metrics forward beside it keeps that advice, for its own FLOP."""
+    step = functools.partial(target_network_step, metrics=metrics)
+    report = xla_cost.analyze_step(step, _target_state(), X, Y, X, counter="jaxpr")
+    once = dense_flops(B, IN, HIDDEN) + dense_flops(B, HIDDEN, CLASSES)  # fc1 and fc2 under their modules
+    (fed,) = [n for n in report.notes if "the loss reads as a constant" in n]
+    assert fed.startswith(f"other: {once:,} FLOP") and "target or teacher network" in fed
+    assert "fc1" in fed and "fc2" in fed
+    again = [n for n in report.notes if n.startswith("step checker: the model also runs outside the gradient")]
+    if not metrics:
+        assert again == [] and not [n for n in report.notes if "has_aux" in n]
+    else:  # the accuracy's forward on x: the same FLOP as the target's on next_x, only a metric reads it
+        (note,) = again
+        assert f"{once:,} FLOP in other" in note and "has_aux=True" in note
 
 
 def test_a_second_forward_pass_that_xla_merges_is_not_said_to_cost_every_step():

@@ -723,10 +723,11 @@ def conversions(counted: JaxprCount) -> int:
     return sum(e.cost.flops for e in counted.equations if e.primitive == "convert_element_type")
 
 
-def precision_note(compute: str, params: str, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
+def precision_note(compute: str, params: str | None, phases: Mapping[str, PhaseCosts], backend: str) -> str | None:
     """The mixed-precision note of a step computing in ``compute`` on parameters of ``params`` (None: the
-    same dtype), with the dtype conversions of its ``train_step`` phase; ``backend``: where it is compiled."""
-    if compute == params:
+    same dtype, or no parameters known: a step that makes its own, a model without any), with the dtype
+    conversions of its ``train_step`` phase; ``backend``: where it is compiled."""
+    if params is None or compute == params:
         return None
     conversions = phases["train_step"].conversion_flops or 0
     note = (

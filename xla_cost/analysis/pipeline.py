@@ -687,9 +687,10 @@ def _program_dtype(workload: Workload) -> str:
     return fallback if traced is None else program_compute_dtype(traced.jaxpr, fallback)
 
 
-def _param_dtype_name(workload: Workload) -> str:
+def _param_dtype_name(workload: Workload) -> str | None:
+    """The parameters' dtypes (``bfloat16/float32`` where they differ); None for a model without any."""
     names = sorted({str(x.dtype) for x in jax.tree.leaves(workload.params)})
-    return "/".join(names) or "unknown"
+    return "/".join(names) or None
 
 
 

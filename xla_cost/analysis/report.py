@@ -342,7 +342,8 @@ class Report:
       unsupported: primitives without a cost rule, with how often they run.
       notes: caveats worth reading (unknown figures, loops, branches).
       counter: ``xla`` (compiled, loop-corrected) or ``jaxpr`` (jaxpr alone).
-      param_dtype: the parameters' dtype (``dtype`` is the computation's).
+      param_dtype: the parameters' dtype (``dtype`` is the computation's); None where the
+        step's arguments hold no parameter (a step that makes its own: their dtype is unknown).
       timing: measured seconds per phase (`xla_cost.analysis.timing.Timing`), if asked.
       depth: the module depth of ``layers`` (None: one row per module).
       collectives: collective primitives (``psum``, ``all_gather``, ...) and how

@@ -219,10 +219,10 @@ def _scanned_over(jaxpr: Any, indices: Sequence[int], length: int) -> bool:
 PRODUCTS = frozenset({"dot_general", "conv_general_dilated"})
 
 
-def compute_dtype(jaxpr: Any, fallback: str) -> str:
+def compute_dtype(jaxpr: Any, fallback: str | None) -> str:
     """The dtype the step's matrix products take their operands in, weighted by their operands' and
     results' elements (a bfloat16 forward of float32 parameters: bfloat16), or ``fallback`` (the
-    parameters') where the step has none."""
+    parameters') where the step has none (``unknown`` where neither is known)."""
     weight: dict[str, int] = {}
     stack = [getattr(jaxpr, "jaxpr", jaxpr)]
     while stack:
@@ -237,19 +237,20 @@ def compute_dtype(jaxpr: Any, fallback: str) -> str:
                 dtype = str(getattr(eqn.invars[0].aval, "dtype", ""))
                 weight[dtype] = weight.get(dtype, 0) + sum(
                     int(np.prod(getattr(v.aval, "shape", ()))) for v in (*eqn.invars, *eqn.outvars))
-    return max(weight, key=weight.__getitem__) if weight else fallback
+    return max(weight, key=weight.__getitem__) if weight else fallback or "unknown"
 
 
-def parameter_dtype(prepared: UserStep) -> str:
+def parameter_dtype(prepared: UserStep) -> str | None:
     """The parameters' dtypes (``float32``; ``bfloat16/float32`` where they differ): of the leaves
     that are parameters as `step_memory` reads them, not an optimizer state's copies of them (Adam's
-    moments kept in bfloat16 by ``mu_dtype``)."""
+    moments kept in bfloat16 by ``mu_dtype``); None where the arguments hold no parameter (a step
+    that makes its parameters inside itself: their dtype is not known, and no mixed precision is)."""
     names: set[str] = set()
     for arg, owners in arguments(prepared):
         for leaf, module, role in zip(jax.tree.leaves(arg), owners, leaf_roles(arg)):
             if role == "parameters" or (role is None and module is not None):
                 names.add(str(leaf.dtype))
-    return "/".join(sorted(names)) or "unknown"
+    return "/".join(sorted(names)) or None
 
 
 def _metric_leaves(shapes: Any) -> list[bool]:

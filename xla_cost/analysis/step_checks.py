@@ -28,13 +28,13 @@ from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
-from xla_cost.count.step_parts import METRICS
+from xla_cost.count.step_parts import FEEDS_LOSS, METRICS
 from xla_cost.step import phases
 from xla_cost.step.trees import nbytes
 from xla_cost.step.user_step import UserStep, differentiable
 
 __all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
-           "second_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
+           "second_forward", "fed_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
@@ -117,10 +117,20 @@ _MOMENTS = 2
 
 def second_forward(counted: JaxprCount, module_of: Callable[[str], str | None]) -> tuple[int, list[str]]:
     """The FLOP of the model's work outside the gradient (in other, under the model's modules, in
-    neither pass: a second forward pass) and the modules it runs under."""
+    neither pass: a second forward pass) that the loss does not read (`fed_forward`), and the modules
+    the model's work outside the gradient runs under."""
     again = [e for e in counted.equations
              if e.part == OTHER and classify_pass(e.name_stack) is None and module_of(e.name_stack) is not None]
-    return sum(e.cost.flops for e in again), list(dict.fromkeys(str(module_of(e.name_stack)) for e in again))
+    flops = sum(e.cost.flops for e in again)
+    return flops - min(fed_forward(counted), flops), list(dict.fromkeys(str(module_of(e.name_stack)) for e in again))
+
+
+def fed_forward(counted: JaxprCount) -> int:
+    """The FLOP of the model's work outside the gradient whose values the gradient's passes read
+    (`xla_cost.count.step_parts.FEEDS_LOSS`): a target or teacher network computing what the loss
+    compares with, a constant to the gradient; no second forward pass the loss could return."""
+    fed = counted.tagged.get(FEEDS_LOSS)
+    return fed.flops if fed is not None else 0
 
 
 _MERGED = 0.9
@@ -156,6 +166,12 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
     if differentiates:
         flops, where = second_forward(counted, module_of)
         forward = sum(e.cost.flops for e in counted.equations if e.part == FORWARD)
+        fed = fed_forward(counted)
+        if fed and forward:
+            notes.append(f"other: {fed:,} FLOP ({fed / forward:.0%} of the forward) are the model run outside the "
+                         f"gradient under {', '.join(where)}, whose result the loss reads as a constant (no "
+                         "gradient flows through it): a target or teacher network's forward (a TD target, "
+                         "distillation's logits), work the loss needs, not a second forward pass to return from it")
         if flops and forward:
             head = (f"step checker: the model also runs outside the gradient: {flops:,} FLOP in other "
                     f"({flops / forward:.0%} of the forward) under {', '.join(where)}: a second forward pass (for "

@@ -62,21 +62,25 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
-from jax.extend import core as jex_core
 
 from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
     join_stack, public_owner, repeated_forward
+from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.primitives import VIEWS
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
 
-__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS"]
+__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS", "FEEDS_LOSS"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
 
 METRICS = "metrics"
 """The tag (`StepLabels.tags`) of update work that only metrics read."""
+
+FEEDS_LOSS = "feeds the loss"
+"""The tag of the model's work outside the gradient whose values the gradient's passes read: a
+target or teacher network's forward computing what the loss compares with (`_Classifier.feeding`)."""
 
 MIXED = "mixed"
 """The consumer label of a loop whose body holds several parts: it keeps its
@@ -105,7 +109,8 @@ class StepLabels(dict):  # type: ignore[type-arg]
     first_forward: frozenset[Path] = frozenset()
     tags: Mapping[Path, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
     """Equations worth a note, by path: ``metrics`` for update work (on gradients or new
-    parameters) that only metrics read, which is other."""
+    parameters) that only metrics read, which is other; ``feeds the loss`` for other work under
+    the model's modules whose values the passes read (`FEEDS_LOSS`)."""
     """Paths of the ``jax.checkpoint`` recomputations that are the step's
     forward (their primal is dead code): not a recomputation."""
 
@@ -135,9 +140,6 @@ class _Level:
         return {label.part for label in self.labels.values()}
 
 
-def _literal(var: Any) -> bool:
-    return isinstance(var, jex_core.Literal)
-
 
 class _Classifier:
     def __init__(self, module_of: Callable[[str], str | None], results: Sequence[bool] | None = None) -> None:
@@ -153,6 +155,7 @@ class _Classifier:
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
         self.seeds: set[Any] = set()  # values live whoever reads them: a dead loss (`dead_loss`)
+        self.feeds: set[Path] = set()  # the model's work outside autodiff that the passes read (`feeding`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -193,14 +196,14 @@ class _Classifier:
         self._inline(jaxpr, path, (), stack, alias, nodes)
 
         def top(v: Any) -> Any:
-            return None if _literal(v) else _resolve(alias, ((), v))
+            return None if literal(v) else resolve_alias(alias, ((), v))
 
         return _Level(nodes, [top(v) for v in jaxpr.invars], [top(v) for v in jaxpr.outvars])
 
     def _inline(self, jaxpr: Any, path: Path, scope: Path, stack: str, alias: dict[Any, Any],
                 nodes: list[_Node]) -> None:
         def key(v: Any) -> Any:
-            return None if _literal(v) else _resolve(alias, (scope, v))
+            return None if literal(v) else resolve_alias(alias, (scope, v))
 
         for i, eqn in enumerate(jaxpr.eqns):
             here = (*path, i)
@@ -212,12 +215,12 @@ class _Classifier:
                     self.remat_calls.add(here)
                 inner = getattr(sub, "jaxpr", sub)
                 for inner_var, outer_var in zip(inner.invars, eqn.invars):
-                    if not _literal(outer_var):
+                    if not literal(outer_var):
                         alias[(here, inner_var)] = key(outer_var)
                 self._inline(inner, here, here, eqn_stack, alias, nodes)
                 for outer_var, inner_var in zip(eqn.outvars, inner.outvars):
-                    if not _literal(inner_var):
-                        alias[(scope, outer_var)] = _resolve(alias, (here, inner_var))
+                    if not literal(inner_var):
+                        alias[(scope, outer_var)] = resolve_alias(alias, (here, inner_var))
                 continue
             node = _Node(here, eqn, eqn_stack, [key(v) for v in eqn.invars], [(scope, v) for v in eqn.outvars])
             if name == "scan":
@@ -272,7 +275,7 @@ class _Classifier:
     def _loop(self, node: _Node, tainted: Mapping[Any, bool], owner: Mapping[Any, str | None]) -> tuple[
             list[bool], list[str | None]]:
         eqn, name = node.eqn, node.eqn.primitive.name
-        operands = [None if _literal(v) else k for v, k in zip(eqn.invars, _pad(node.ins, eqn.invars))]
+        operands = [None if literal(v) else k for v, k in zip(eqn.invars, _pad(node.ins, eqn.invars))]
         taint = [tainted.get(k, False) if k is not None else False for k in operands]
         owners = [owner.get(k) if k is not None else None for k in operands]
         if name == "cond":
@@ -325,7 +328,7 @@ class _Classifier:
                 seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
                 said = set().union(*(stated.get(v, set()) for v in node.outs)) if node.outs else set()
                 before = node.part
-                rounding = self.differentiates and _residual_rounding(node.eqn)
+                rounding = self.differentiates and residual_rounding(node.eqn)
                 if node.part == FORWARD and (said == {BACKWARD} or rounding):
                     node.part = BACKWARD
                 elif node.part == OTHER and ((UPDATE in seen and seen <= {UPDATE, _OUTSIDE})
@@ -375,11 +378,11 @@ class _Classifier:
         True if any moved."""
         if self.differentiates or self.model_scopes:
             return False
-        shapes = {(o, _aval_key(v)) for v, o in zip(top.invars, owners) if v is not None and o is not None}
+        shapes = {(o, aval_key(v)) for v, o in zip(top.invars, owners) if v is not None and o is not None}
         if not shapes:
             return False
         made = [var is not None and (self.results is None or j >= len(self.results) or self.results[j])
-                and o is not None and (o, _aval_key(var)) in shapes
+                and o is not None and (o, aval_key(var)) in shapes
                 for j, (var, o) in enumerate(zip(top.outvars, result_owners))]
         read: set[Path] = set()
         self._flows(top, [v is not None and o is not None for v, o in zip(top.invars, owners)], read)
@@ -482,12 +485,12 @@ class _Classifier:
         backward = {var for node in nodes if node.part == BACKWARD for var in node.ins}
         # the losses, at any level (a micro-batch's in a loop): float scalars of the forward no backward work reads
         undead.seeds = {var for node in nodes if node.part == FORWARD and not node.levels for var in node.outs
-                        if _float_scalar(var) and var not in backward}
+                        if float_scalar(var) and var not in backward}
         if not undead.seeds:
             return False
         undead._live(level, [var is not None for var in level.outvars])
         wanted = {id(node.eqn): FORWARD if node.path in undead.live else BACKWARD for node in _every_node(level)
-                  if not node.levels and classify_pass(node.stack) == FORWARD and not _residual_rounding(node.eqn)}
+                  if not node.levels and classify_pass(node.stack) == FORWARD and not residual_rounding(node.eqn)}
         moved = False
         for node in _every_node(top):
             part = wanted.get(id(node.eqn))
@@ -528,6 +531,25 @@ class _Classifier:
                     readers.setdefault(var, set()).add(reads_as)
         return moved
 
+    def feeding(self, level: _Level, outs: Sequence[bool] = ()) -> list[bool]:
+        """Adds to `feeds` the other work under the model's modules, outside autodiff, whose values an
+        equation of the forward or backward pass reads, directly or through other work outside them (a
+        target network's forward making a TD target, a teacher's logits), given which of ``level``'s
+        results are so read (a loop's, by the work after it); returns which of its inputs are."""
+        read = {var for var, flag in zip(level.outvars, outs) if flag and var is not None}
+        for node in reversed(level.nodes):
+            flags = [var in read for var in node.outs]
+            if node.levels:
+                operands = self._loop_dataflow(node, flags, self.feeding)
+                read.update(v for v, flag in zip(_pad(node.ins, node.eqn.invars), operands) if flag and v is not None)
+                continue
+            if node.part not in (FORWARD, BACKWARD) and not any(flags):
+                continue
+            if node.part == OTHER and classify_pass(node.stack) is None and self.module_of(node.stack) is not None:
+                self.feeds.add(node.path)
+            read.update(var for var in node.ins if var is not None)
+        return [var is not None and var in read for var in level.invars]
+
     def _live(self, level: _Level, live_out: Sequence[bool]) -> list[bool]:
         """Marks the equations of ``level`` (and of its loops) whose values are live
         (`live`), given which of its results are; returns which of its inputs are.
@@ -537,28 +559,30 @@ class _Classifier:
         for node in reversed(level.nodes):
             outs = [var in live for var in node.outs]
             if node.levels:
-                operands = self._loop_live(node, outs)
+                operands = self._loop_dataflow(node, outs, self._live)
                 live.update(var for var, flag in zip(_pad(node.ins, node.eqn.invars), operands)
                             if flag and var is not None)
-            elif not any(outs) or (node.part == BACKWARD and not _residual_rounding(node.eqn)):
+            elif not any(outs) or (node.part == BACKWARD and not residual_rounding(node.eqn)):
                 self.live.discard(node.path)  # (the rounding of a saved value is on the forward's way)
             else:
                 self.live.add(node.path)
                 live.update(var for var in node.ins if var is not None)
         return [var is not None and var in live for var in level.invars]
 
-    def _loop_live(self, node: _Node, outs: list[bool]) -> list[bool]:
-        """Which operands of a loop (or cond) are live, given which of its results are;
-        a carried value that a live iteration reads is live after the iteration before."""
+    def _loop_dataflow(self, node: _Node, outs: list[bool],
+                       through: Callable[[_Level, Sequence[bool]], list[bool]]) -> list[bool]:
+        """Which operands of a loop (or cond) are live (``through``: `_live`; or read by the passes,
+        `feeding`), given which of its results are; a carried value that a live iteration reads is
+        live after the iteration before."""
         eqn, name = node.eqn, node.eqn.primitive.name
         if name == "cond":
-            branches = [self._live(branch, outs) for branch in node.levels]
+            branches = [through(branch, outs) for branch in node.levels]
             return [any(outs), *(any(b[j] for b in branches) for j in range(len(eqn.invars) - 1))]
         if name == "scan":
             consts, carry = eqn.params["num_consts"], eqn.params["num_carry"]
             wanted = list(outs)
             while True:  # liveness only grows: at most one round per carried value
-                operands = self._live(node.levels[0], wanted)
+                operands = through(node.levels[0], wanted)
                 grown = [w or (j < carry and operands[consts + j]) for j, w in enumerate(wanted)]
                 if grown == wanted:
                     return operands
@@ -567,12 +591,12 @@ class _Classifier:
         body, cond = node.levels
         wanted = list(outs)
         while True:
-            operands = self._live(body, wanted)
+            operands = through(body, wanted)
             grown = [w or operands[body_n + j] for j, w in enumerate(wanted)]
             if grown == wanted:
                 break
             wanted = grown
-        counting = self._live(cond, [any(wanted)])  # the trip count, for whatever the loop computes
+        counting = through(cond, [any(wanted)])  # the trip count, for whatever the loop computes
         return [*counting[:cond_n], *operands[:body_n],
                 *(w or c for w, c in zip(wanted, counting[cond_n:]))]
 
@@ -616,23 +640,13 @@ def _feeds_forward(level: _Level, results_forward: bool) -> None:
                 readers.setdefault(var, set()).add(reads_as)
 
 
-def _aval_key(var: Any) -> tuple[tuple[int, ...], str]:
-    """A value's (a flattened level's key: ``(scope, jaxpr var)``) shape and dtype."""
-    aval = getattr(var[1] if isinstance(var, tuple) else var, "aval", None)
-    return tuple(getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))
-
 
 def _losses(top: _Level) -> list[bool]:
     """Per result of the step, whether it is its loss: a float scalar the forward work makes (a metric
     computed from the outputs, an accuracy, is other work: `aux_metrics`), not any float scalar."""
     made = {var: node.part for node in top.nodes for var in node.outs}
-    return [var is not None and _float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]
+    return [var is not None and float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]
 
-
-def _float_scalar(var: Any) -> bool:
-    """Whether a value (a flattened level's key: ``(scope, jaxpr var)``) is a float scalar: a loss."""
-    aval = getattr(var[1] if isinstance(var, tuple) else var, "aval", None)
-    return aval is not None and getattr(aval, "shape", None) == () and jnp.issubdtype(aval.dtype, jnp.floating)
 
 
 def _relabel(level: _Level) -> None:
@@ -664,7 +678,7 @@ def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict
         if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:
             arguments.update(var for var in node.outs if var is not None)
             continue
-        if node.part != FORWARD or _broadcast_scalar(node.eqn):
+        if node.part != FORWARD or broadcast_scalar(node.eqn):
             continue
         for var, out in zip(node.outs, node.eqn.outvars):
             if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
@@ -672,27 +686,6 @@ def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict
     return saved
 
 
-def _broadcast_scalar(eqn: Any) -> bool:
-    """A scalar broadcast to an array (a mask's ``finfo.min`` fill, ReLU's zeros): XLA fuses it into
-    what reads it (or sinks it into the loop that does), no buffer held for the backward pass, as
-    `xla_cost.analysis.memory.saved_activations` leaves it out too."""
-    if eqn.primitive.name != "broadcast_in_dim" or not eqn.invars:
-        return False
-    source = eqn.invars[0]
-    return _literal(source) or not getattr(getattr(source, "aval", None), "shape", ())
-
-
-def _residual_rounding(eqn: Any) -> bool:
-    """A ``reduce_precision`` to its operand's own type: the rounding ``jax.checkpoint`` puts
-    on a value its policy saves for the backward pass (so that both passes read the same
-    bits), not the model's arithmetic."""
-    if eqn.primitive.name != "reduce_precision":
-        return False
-    try:
-        info = jnp.finfo(eqn.outvars[0].aval.dtype)
-    except (TypeError, ValueError, AttributeError):
-        return False
-    return (eqn.params.get("exponent_bits"), eqn.params.get("mantissa_bits")) == (info.nexp, info.nmant)
 
 
 def _owners_from_readers(level: _Level) -> None:
@@ -738,11 +731,6 @@ def _pad(keys: list[Any], invars: Sequence[Any]) -> list[Any]:
     return keys if len(keys) == len(invars) else [None] * len(invars)
 
 
-def _resolve(alias: Mapping[Any, Any], key: Any) -> Any:
-    while key in alias and alias[key] != key:
-        key = alias[key]
-    return key
-
 
 def classify_step(
     jaxpr: Any, owners: Sequence[str | None] | None = None,
@@ -784,5 +772,7 @@ def classify_step(
     labels = StepLabels(level.labels)
     # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
     labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
-    labels.tags = {path: METRICS for path in classifier.metrics}
+    if classifier.differentiates:
+        classifier.feeding(level)
+    labels.tags = {**{path: FEEDS_LOSS for path in classifier.feeds}, **{path: METRICS for path in classifier.metrics}}
     return labels
