@@ -447,6 +447,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_parts.py",),
     ),
     Mutation(
+        "step_rollout_of_updated_params_is_update",
+        "the model run outside autodiff on parameters an earlier iteration updated (a rollout of the policy in "
+        "a jitted loop of training iterations) is the update: purejaxrl's update holds its rollout's network calls",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "node.part = autodiff or (UPDATE if any_taint and not self.runs_model(node.stack) else OTHER)",
+            "node.part = autodiff or (UPDATE if any_taint else OTHER)",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
         "step_combined_collective_first_member",
         "a collective XLA combined goes to its first member's part, not the majority's: the gradients' "
         "all-reduce combined after the loss's is 'other'",

@@ -121,6 +121,41 @@ def test_a_cond_given_params_then_grads_charges_the_update_to_their_layer():
     assert rows["(remainder)"].update_flops == 1
 
 
+# ------------------------------------------------------------------ a rollout of the updated policy
+
+ROLLOUT, ITERATIONS = 3, 2  # the rollout's steps, the training iterations of one jitted loop
+
+
+def test_a_rollout_of_the_parameters_an_earlier_iteration_updated_is_other_not_update():
+    # purejaxrl's train(): one scan over training iterations, each a rollout of the policy (a scan of its
+    # forward) then a gradient and Adam's update. From the second iteration the policy's parameters are
+    # made from a gradient (the carry), but running the model on them is a forward outside the gradient:
+    # other, as the step checker says, never the update. Before, a purejaxrl PPO step's update held its
+    # rollout's 628,556 FLOP of network calls (1,294,104 for 2 epochs of 2 minibatches, 4 x 164,810 after)
+    model, tx = _Tanh(), optax.adam(1e-3)
+
+    def train(variables, opt_state, obs):
+        def iteration(carry, _):
+            params, opt = carry
+            _, acts = lax.scan(lambda c, o: (c, model.apply({"params": params}, o)), 0, obs)  # the rollout
+            grads = jax.grad(lambda p: jnp.sum((model.apply({"params": p}, obs) - acts) ** 2))(params)
+            updates, opt = tx.update(grads, opt, params)
+            return (optax.apply_updates(params, updates), opt), None
+
+        return lax.scan(iteration, (variables["params"], opt_state), None, ITERATIONS)[0]
+
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, IN))))
+    report = xla_cost.analyze_step(train, variables, jax.eval_shape(tx.init, variables["params"]),
+                                   jax.ShapeDtypeStruct((ROLLOUT, B, IN), jnp.float32), counter="jaxpr")
+    params = IN * FC + FC  # 144
+    # Adam's 13 FLOP per parameter (tests/step/test_optimizers.py), its step counter (3) and bias corrections
+    # (2), once per iteration
+    assert report.phases["update"].flops == ITERATIONS * (13 * params + 3 + 2)
+    # the rollout's Dense per step (tanh is a transcendental) and its loop's counter (an add and a compare
+    # per step); the training loop's counter
+    assert report.phases["other"].flops == ITERATIONS * ROLLOUT * (dense_flops(B, IN, FC) + 2) + 2 * ITERATIONS
+
+
 # ------------------------------------------------------------------ a gradient split from a fused one
 
 class _FusedGates(nn.Module):
