@@ -447,6 +447,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_parts.py",),
     ),
     Mutation(
+        "step_rollout_of_updated_params_is_update",
+        "the model run outside autodiff on parameters an earlier iteration updated (a rollout of the policy in "
+        "a jitted loop of training iterations) is the update: purejaxrl's update holds its rollout's network calls",
+        (Edit(
+            "xla_cost/count/step_parts.py",
+            "node.part = autodiff or (UPDATE if any_taint and not self.runs_model(node.stack) else OTHER)",
+            "node.part = autodiff or (UPDATE if any_taint else OTHER)",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "step_class_trees_kept_when_worse",
+        "the trees named after their classes only where that resolves fewer of the passes' stacks: several "
+        "models' trees side by side (cleanrl's AgentParams) keep paths no stack names, every row 0 FLOP",
+        (Edit(
+            "xla_cost/analysis/step_classes.py",
+            "return candidate if matched(candidate) > matched(prepared) else prepared",
+            "return candidate if matched(candidate) < matched(prepared) else prepared",
+        ),),
+        tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "nested_scan_not_named_inside",
+        "a scan's loops are recorded without the scans they run inside: the loop note lists a minibatch "
+        "scan inside an epoch scan as 'scan x2 at <top>, scan x2 at <top>'",
+        (Edit(
+            "xla_cost/count/interpret.py",
+            "within, self.within = self.within, (*self.within, f\"scan x{length} at {stack or '<top>'}\")",
+            "within, self.within = self.within, self.within",
+        ),),
+        tests=("tests/count/test_interpret_loops.py",),
+    ),
+    Mutation(
         "step_combined_collective_first_member",
         "a collective XLA combined goes to its first member's part, not the majority's: the gradients' "
         "all-reduce combined after the loss's is 'other'",
@@ -1687,8 +1720,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "batch_statistics_pmean_is_update",
         "a pmean of BatchNorm's batch statistics is counted as the BatchNorm's update",
-        (Edit("xla_cost/count/step_parts.py", "                                                 and not any(v in model_state for v in node.ins))):",
-              "                                                 )):"),),
+        (Edit("xla_cost/count/step_parts.py", "                                                 and not any(v in model_state for v in node.ins)\n",
+              "\n"),),
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(

@@ -12,6 +12,7 @@ import xla_cost
 from tests import custom_models as M
 from tests import formulas as F
 from xla_cost import FLOPS_PER_FMA
+from xla_cost.analysis.costs import describe_loops
 from xla_cost.count import interpret
 
 B = 4  # batch
@@ -225,6 +226,24 @@ def test_nested_scan_counts_by_hand():
     assert counted.total_once.flops == FLOPS_PER_FMA * d**3 + 2 * step  # what XLA sees
     compiled = jax.jit(f).lower(sds, sds).compile().cost_analysis()["flops"]
     assert compiled == counted.total_once.flops
+
+
+def test_a_nested_loop_is_named_with_the_loop_it_runs_inside():
+    # purejaxrl's and cleanrl's PPO: a minibatch scan inside an epoch scan. The loop note once listed them
+    # as 'scan x2 at <top>, scan x2 at <top>', as if one ran after the other
+    outer, inner, beside = 3, 5, 2
+
+    def f(x):
+        def epoch(c, _):
+            return jax.lax.scan(lambda h, _: (h * 2.0, None), c, None, length=inner)[0], None
+
+        x = jax.lax.scan(lambda h, _: (h + 1.0, None), x, None, length=beside)[0]
+        return jax.lax.scan(epoch, x, None, length=outer)[0]
+
+    counted = xla_cost.count_function(f, jax.ShapeDtypeStruct((4,), jnp.float32))
+    # in the order their walks end: an inner loop's before its outer one's
+    assert describe_loops(counted) == (f"scan x{beside} at <top>, scan x{inner} at <top> inside scan x{outer} at "
+                                       f"<top>, scan x{outer} at <top>")
 
 
 def test_unknown_trip_count_is_reported_not_guessed():

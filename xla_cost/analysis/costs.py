@@ -38,9 +38,7 @@ differs from the jaxpr's by its fusions' own duplication, a few percent)."""
 
 def describe_loops(counted: JaxprCount) -> str:
     loops = counted.repeated_loops
-    kinds = ", ".join(
-        f"{loop.kind} x{loop.trip_count} at {loop.name_stack or '<top>'}" for loop in loops[:3]
-    )
+    kinds = ", ".join(loop.describe() for loop in loops[:3])  # a nested loop with those it runs inside
     return kinds + (f" and {len(loops) - 3} more" if len(loops) > 3 else "")
 
 

@@ -37,6 +37,7 @@ from xla_cost.analysis.step_target import target_lowered
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
+from xla_cost.analysis.step_classes import with_class_names
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
     module_tree, owner, root_products_note, split_name_stack, unmatched_note, with_ancestors, borrowed_note
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
@@ -193,6 +194,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     # the leaves the loss is differentiated with respect to are parameters, whatever the arguments' names
     prepared = with_quantized_weights(traced, with_differentiated_parameters(traced, prepared))  # (int8 weights too)
     prepared = without_parameter_copies(traced, _aligned(without_parameter_copies(traced, prepared), stacks))
+    # several models' trees side by side (cleanrl's AgentParams): each named after the class applied to it
+    prepared = with_class_names(traced, prepared, lambda candidate: _matched(stacks, candidate))
     modules = with_ancestors(prepared.param_paths)
     roots = _roots(stacks, prepared)
 

@@ -98,6 +98,12 @@ class LoopInfo:
     kind: str
     trip_count: int | None
     body_cost: Cost  # one iteration, nested loops included
+    within: tuple[str, ...] = ()  # the loops it is nested in, outermost first (``scan x2 at <top>``)
+
+    def describe(self) -> str:
+        """``scan x2 at <top>``, and the loops it runs inside (``inside scan x2 at <top>``)."""
+        where = f"{self.kind} x{self.trip_count} at {self.name_stack or '<top>'}"
+        return where + "".join(f" inside {outer}" for outer in reversed(self.within))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,6 +284,7 @@ class _Counter:
         self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
         self.loop: tuple[Any, ...] = ()  # the path of the innermost loop being walked (`EqnCount.loop`)
+        self.within: tuple[str, ...] = ()  # the loops being walked, outermost first (`LoopInfo.within`)
         self.part_unsupported: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.costs: dict[_Key, Cost] = collections.defaultdict(Cost)
         self.executions: collections.Counter[_Key] = collections.Counter()
@@ -373,18 +380,19 @@ class _Counter:
             # a constant the loop reads unchanged (jax hoists ``zeros`` out of a scanned layer) is one
             # to XLA too, which sinks it into the body and simplifies there (``x - 0``: nothing)
             outer, self.loop = self.loop, path
+            within, self.within = self.within, (*self.within, f"scan x{length} at {stack or '<top>'}")
             try:
                 body = self.walk(params["jaxpr"], stack, times * n, owner,
                                  constants=[*(constants or ())][:int(params["num_consts"])])
             finally:
-                self.loop = outer
+                self.loop, self.within = outer, within
             # XLA runs a scan as a while loop: each iteration also increments
             # and compares the counter (SCAN_COUNTER_FLOPS).
             counter = Cost(flops=SCAN_COUNTER_FLOPS)
             key = (stack, "scan", times * n, public_owner(owner), part, path)  # once per iteration
             self.costs[key] = self.costs[key] + counter * (times * n)
             self.executions[key] += times * n
-            self.loops.append(LoopInfo(stack, "scan", length, body + counter))
+            self.loops.append(LoopInfo(stack, "scan", length, body + counter, within))
             return (body + counter) * n
         if name == "while":
             trip = _static_trip_count(eqn)
@@ -398,6 +406,7 @@ class _Counter:
             cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
             known = [*(constants or ())]
             outer, self.loop = self.loop, path
+            within, self.within = self.within, (*self.within, f"while x{trip} at {stack or '<top>'}")
             try:
                 body = self.walk(params["body_jaxpr"], stack, times * n, owner,
                                  constants=known[cond_n:cond_n + body_n])
@@ -405,9 +414,9 @@ class _Counter:
                 self.path = (*path, "cond")
                 cond = self.walk(params["cond_jaxpr"], stack, times * checks, owner, constants=known[:cond_n])
             finally:
-                self.loop = outer
+                self.loop, self.within = outer, within
             self.path = path
-            self.loops.append(LoopInfo(stack, "while", trip, body + cond))
+            self.loops.append(LoopInfo(stack, "while", trip, body + cond, within))
             return body * n + cond * checks
         if name == "cond":  # following the data (an optimizer's update): into each branch
             return self.cond(params["branches"], stack, times, owner, branch_owners, branch_results)
@@ -481,7 +490,7 @@ class _Counter:
         results: list[list[str | None]] = [[] for _ in branches]
         for k, t in enumerate(trial):
             t.in_remat = self.in_remat
-            t.path, t.loop = (*self.path, f"b{k}"), self.loop
+            t.path, t.loop, t.within = (*self.path, f"b{k}"), self.loop, self.within
         costs = [t.walk(b, stack, times, owner, owners=owners, out_owners=r if owners is not None else None)
                  for t, b, r in zip(trial, branches, results)]
         index = max(range(len(costs)), key=lambda i: (costs[i].flops, costs[i].transcendentals))

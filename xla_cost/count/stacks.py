@@ -14,7 +14,7 @@ import functools
 import re
 
 __all__ = ["REMAT_SCOPE", "JAX_SCOPES", "split_name_stack", "unwrap", "classify_pass", "bare_stack", "call_site_once",
-           "model_scopes"]
+           "model_scopes", "differentiated_scopes"]
 
 REMAT_SCOPE = "rematted_computation"
 """jax's name scope for the body of a ``jax.checkpoint`` it recomputes."""
@@ -73,6 +73,23 @@ def classify_pass(name_stack: str) -> str | None:
     if "jvp" in transforms or "linearize" in transforms:
         return "forward"
     return None
+
+
+_AUTODIFF = frozenset({"jvp", "transpose", "linearize"})  # the transforms of the gradient's passes
+
+
+@functools.lru_cache(maxsize=8192)
+def differentiated_scopes(name_stack: str) -> tuple[str, ...]:
+    """The scopes of a name stack from the first one a ``jvp`` or ``transpose`` wraps: the code
+    the differentiated function calls (``ActorCritic``, ``Dense_0`` of
+    ``train/jvp(ActorCritic)/Dense_0``, and of ``jvp()/ActorCritic/Dense_0``, a jit's call
+    inside the differentiated function); () outside the passes or where none follows (the
+    loss's own work: ``jvp()``)."""
+    entries = [unwrap(c) for c in _split(name_stack)]
+    first = next((i for i, (_, transforms) in enumerate(entries) if _AUTODIFF & set(transforms)), None)
+    if first is None:
+        return ()
+    return tuple(name for name, _ in entries[first:] if name and name not in JAX_SCOPES)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -35,7 +35,10 @@ flow alone, without names the user must add:
   micro-batches), and what the update reads and nothing else but the new
   state (an optimizer's step counter, the learning rate its schedule gives);
   in a step with no gradient, only new parameters made from the old (an EMA
-  of them): a KV cache returned written is the forward's state;
+  of them): a KV cache returned written is the forward's state; never the
+  model run outside autodiff (under the scopes its passes run it under) on
+  parameters an earlier update made (a rollout of the policy in a loop of
+  training iterations): that is other;
 * **other**: the rest: metrics (a gradient norm or a parameter norm that only
   a returned metric reads, given the step's ``results``), a schedule also
   logged, data reshapes, model state made outside autodiff from the forward's
@@ -67,7 +70,7 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, c
     join_stack, public_owner, repeated_forward
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.primitives import VIEWS
-from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass
+from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
 
@@ -153,6 +156,7 @@ class _Classifier:
         self.remat_calls: set[Path] = set()  # the backward pass's checkpoint calls (differentiated)
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
+        self.model_calls: set[tuple[str, ...]] = set()  # the scopes the gradient's passes run the model under
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
         self.seeds: set[Any] = set()  # values live whoever reads them: a dead loss (`dead_loss`)
         self.feeds: set[Path] = set()  # the model's work outside autodiff that the passes read (`feeding`)
@@ -166,6 +170,8 @@ class _Classifier:
         nodes = list(_every_node(level))
         passes = {node.path: classify_pass(node.stack) for node in nodes}
         self.differentiates = BACKWARD in passes.values()
+        self.model_calls = {scopes for n in nodes if passes[n.path] is not None
+                            for scopes in [differentiated_scopes(n.stack)] if scopes}
         if not self.differentiates:  # the model's work: under a module, or under the scope that opens them
             self.model_scopes = {scope for n in nodes if self.module_of(n.stack) is not None
                                  for scope in bare_stack(n.stack)[:1]}
@@ -187,6 +193,15 @@ class _Classifier:
                 bare_stack(node.stack)[0] in self.model_scopes):
             return FORWARD
         return found
+
+    def runs_model(self, stack: str) -> bool:
+        """Whether work outside autodiff runs the model: its name stack ends with the scopes the
+        gradient's passes run a model's code under (``ActorCritic/Dense_0`` of ``jvp(ActorCritic)/Dense_0``).
+        Such work on parameters made by an earlier update (a rollout's policy in a loop of training
+        iterations, a loss evaluated on the new parameters) is a forward outside the gradient, other:
+        the update is the optimizer's arithmetic, under none of the model's scopes."""
+        bare = bare_stack(stack)
+        return any(bare[len(bare) - len(scopes):] == scopes for scopes in self.model_calls if len(scopes) <= len(bare))
 
     # -------------------------------------------------------------- flattening
     def flatten(self, jaxpr: Any, path: Path, stack: str) -> _Level:
@@ -249,13 +264,16 @@ class _Classifier:
             any_taint = any(in_taint)
             if node.levels:
                 outs_taint, outs_owner = self._loop(node, tainted, owner)
-                node.part = self.autodiff_pass(node) or (UPDATE if any_taint else OTHER)
+                # its counter: the update's where its body updates from what it is given, else other
+                # (a rollout's loop over the parameters an earlier iteration updated)
+                updates = any(UPDATE in inner.parts() for inner in node.levels)
+                node.part = self.autodiff_pass(node) or (UPDATE if any_taint and updates else OTHER)
                 node.owner = combine_owners([owner.get(v) for v in node.ins if v is not None])
                 for var, t, o in zip(node.outs, outs_taint, outs_owner):
                     tainted[var], owner[var] = t, o
                 continue
             autodiff = self.autodiff_pass(node)
-            node.part = autodiff or (UPDATE if any_taint else OTHER)
+            node.part = autodiff or (UPDATE if any_taint and not self.runs_model(node.stack) else OTHER)
             if autodiff is not None:
                 node.owner = self.module_of(node.stack)
             else:
@@ -333,12 +351,13 @@ class _Classifier:
                     node.part = BACKWARD
                 elif node.part == OTHER and ((UPDATE in seen and seen <= {UPDATE, _OUTSIDE})
                                              or (seen == {_OUTSIDE} and node.owner is not None
-                                                 and not any(v in model_state for v in node.ins))):
+                                                 and not any(v in model_state for v in node.ins)
+                                                 and not self.runs_model(node.stack))):
                     # what the update reads, and nothing else but the new state; or a module's new
                     # parameters or optimizer state made from no gradient (an optimizer's rule on a
                     # frozen parameter's zeros: Adam's moments decayed, weight decay), not the model
                     # state its forward pass made (a pmapped step's pmean of BatchNorm's batch
-                    # statistics: other, as TrainState.step + 1)
+                    # statistics: other, as TrainState.step + 1), nor the model run on them (`runs_model`)
                     node.part = UPDATE
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
