@@ -2228,6 +2228,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py::"
                "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
     ),
+    Mutation(
+        "pmapped_closed_over_array_unmapped",
+        "a pmapped step that closes over a concrete array (scenic's constant learning rate) is not read as a mapped "
+        "body: its replicated parameters counted once per device, no note of the devices",
+        (Edit("xla_cost/analysis/user_step.py",
+              "        elif not (id(var) in closed or isinstance(var, jex_core.Literal)):",
+              "        elif True:"),),
+        tests=("tests/step/test_step_forms.py::"
+               "test_a_pmapped_step_that_closes_over_an_array_counts_one_devices_parameters",),
+    ),
 )
 
 

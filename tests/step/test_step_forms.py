@@ -601,6 +601,39 @@ def test_a_pmapped_steps_memory_parts_are_one_devices():
 
 
 @pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
+@pytest.mark.parametrize("closes_over", [False, True])
+def test_a_pmapped_step_that_closes_over_an_array_counts_one_devices_parameters(closes_over):
+    # scenic's classification step: lr_schedules makes a constant learning rate a concrete jnp.asarray that the
+    # pmapped step closes over, an operand of the shard_map that is none of the step's arguments. The parameters and
+    # the memory parts are still one device's (were counted once per device: 2 * (IN * CLASSES + CLASSES)), and the
+    # mapped step is still noted (was not)
+    devices, model, tx, lr = 2, nn.Dense(CLASSES), optax.adam(1e-3), jnp.asarray(1e-3, jnp.float32)
+
+    def train_step(params, opt_state, x, y):
+        loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": p}, x), y).mean()
+        grads = jax.lax.pmean(jax.grad(loss)(params), "batch")
+        updates, opt_state = tx.update(grads, opt_state, params)
+        updates = jax.tree.map(lambda u: u * lr, updates) if closes_over else updates
+        return optax.apply_updates(params, updates), opt_state
+
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, IN)))["params"])
+    opt_state = jax.eval_shape(tx.init, params)
+    lead = lambda t: jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), t)
+    report = xla_cost.analyze_step(jax.pmap(train_step, "batch"), lead(params), lead(opt_state),
+                                   jax.ShapeDtypeStruct((devices, B, IN), jnp.float32),
+                                   jax.ShapeDtypeStruct((devices, B), jnp.int32), memory=True)
+    dense = IN * CLASSES + CLASSES  # one Dense layer's kernel and bias
+    assert report.parameters == dense
+    assert report.memory_breakdown.parameters == 4 * dense  # one device's float32 parameters
+    assert report.memory_breakdown.optimizer_state >= 4 * ADAM_MOMENTS * dense  # one device's mu and nu
+    # Adam's 13 a parameter, the pmean's sum and division 2, the closed-over rate's product 1, its counter's few
+    update = (13 + 2 + closes_over) * dense
+    assert update <= report.phases["update"].jaxpr_flops <= update + 16
+    assert any(n.startswith(f"the step maps its body over {devices} devices") for n in report.notes)
+    assert any(f"mapped over {devices} devices along axis 'batch'" in n for n in report.notes)
+
+
+@pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
 def test_a_pmapped_steps_notes_compare_one_devices_figures():
     # jax.pmap of a dropout step over 2 devices: the mapped body's jaxpr and XLA's program are both one device's.
     # The random numbers' note of train_step (which draws the forward's mask, once) says what the forward's says

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 from jax.extend import core as jex_core
@@ -221,7 +221,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     notes = list(prepared.notes)
     parts = _parts(counted, notes)
     body = _per_device_body(traced)
-    mesh = body.params["mesh"] if body is not None else _mesh(call, prepared)
+    mesh = body.eqn.params["mesh"] if body is not None else _mesh(call, prepared)
     plan = ShardingPlan(mesh, {str(k): int(v) for k, v in mesh.shape.items()}, {}, {}) if mesh is not None else None
     if body is not None:  # pmap (a jit of shard_map in this jax) or a shard_map step: its body is one device's
         prepared = dataclasses.replace(prepared, param_paths=_per_device_parameters(prepared, body, plan))
@@ -386,30 +386,49 @@ def _pmapped(traced: Any) -> frozenset[int]:
     return frozenset()
 
 
-def _per_device_body(traced: Any) -> Any:
+class _Mapped(NamedTuple):
+    """A step that is one ``shard_map`` over several devices: its equation, and the ``in_specs``
+    of the step's own arguments, in their order (the arrays the step closes over left out)."""
+    eqn: Any
+    specs: tuple[Any, ...]
+
+
+def _per_device_body(traced: Any) -> _Mapped | None:
     """The ``shard_map`` equation that is the whole step (``jax.pmap`` traces to one in this jax),
-    over several devices, or None."""
+    over several devices, or None. Its operands are the step's arguments, each once and in order,
+    and the arrays the step closes over (a concrete ``jnp.asarray`` learning rate: constants of the
+    jit around it, or literals), which are no argument and are left out of ``specs``."""
     jaxpr = traced.jaxpr
     while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in ("jit", "pjit"):  # pmap's own jit
         jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
-    if len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name == "shard_map":
-        body = jaxpr.eqns[0]
-        if getattr(body.params.get("mesh"), "size", 1) > 1 and len(body.invars) == len(traced.jaxpr.invars):
-            return body
-    return None
+    if len(jaxpr.eqns) != 1 or jaxpr.eqns[0].primitive.name != "shard_map":
+        return None
+    body = jaxpr.eqns[0]
+    if getattr(body.params.get("mesh"), "size", 1) <= 1 or len(jaxpr.invars) != len(traced.jaxpr.invars):
+        return None
+    given = {id(v): i for i, v in enumerate(jaxpr.invars)}
+    closed = {id(v) for v in jaxpr.constvars}
+    specs, order = [], []
+    for var, spec in zip(body.invars, body.params["in_specs"]):
+        if id(var) in given:
+            specs.append(spec)
+            order.append(given[id(var)])
+        elif not (id(var) in closed or isinstance(var, jex_core.Literal)):
+            return None  # an operand computed before the map: the body is not the whole step
+    return _Mapped(body, tuple(specs)) if order == list(range(len(jaxpr.invars))) else None
 
 
-def _body_shards(body: Any, plan: ShardingPlan) -> tuple[int, ...]:
+def _body_shards(body: _Mapped, plan: ShardingPlan) -> tuple[int, ...]:
     """Per argument leaf of a mapped step, the shards its ``in_specs`` entry splits it into: a
     pmap's mapped array over its devices (its leading axis), an unmapped one (``P()``) whole."""
     shards = []
-    for spec in body.params["in_specs"]:
+    for spec in body.specs:
         axes = [a for entry in spec if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))]
         shards.append(math.prod(int(plan.sizes.get(str(a), 1)) for a in axes))
     return tuple(shards)
 
 
-def _per_device_parameters(prepared: UserStep, body: Any, plan: ShardingPlan) -> dict[str, int]:
+def _per_device_parameters(prepared: UserStep, body: _Mapped, plan: ShardingPlan) -> dict[str, int]:
     """Parameter counts per module on one device of a mapped step: each leaf over the shards its
     ``in_specs`` entry splits it into (a pmap's replicated state: its leading device axis)."""
     shards: dict[str, int] = {}
