@@ -2238,6 +2238,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_forms.py::"
                "test_a_pmapped_step_that_closes_over_an_array_counts_one_devices_parameters",),
     ),
+    Mutation(
+        "learned_queries_as_weights",
+        "a projection of parameters alone is no activation: learned queries (DETR's object queries, Perceiver's "
+        "latents) attending to the data read attention_flops 0",
+        (Edit("xla_cost/count/attention_flow.py", "    return value.data or value.derived\n",
+              "    return value.data\n"),),
+        tests=("tests/analysis/test_costs.py::test_attention_whose_queries_come_from_parameters_alone_is_attention",),
+    ),
 )
 
 

@@ -303,6 +303,50 @@ def test_attention_normalised_without_a_softmax_is_attention_and_an_moe_beside_i
     assert counted.total.attention == 3 * forward
 
 
+# Queries computed from parameters alone: learned queries (DETR's object queries, Perceiver's latents, a
+# Q-Former's query tokens) broadcast over the batch, projected, attend to the data. attention_flops was 0 (a
+# product of a parameter's projection was no product between activations); a raw weight (an MoE's router and
+# experts above, a Dense layer's kernel here) stays a weight.
+LQ_B, LQ_S, LQ_Q, LQ_D, LQ_H = 2, 16, 8, 32, 4  # batch, image tokens, queries, width, heads
+
+
+class _LearnedQueries(nn.Module):
+    """Learned queries, broadcast over the batch, cross-attend to the image tokens."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(LQ_D)(x)
+        queries = self.param("queries", nn.initializers.normal(1.0), (LQ_Q, LQ_D))
+        q = jnp.broadcast_to(queries[None], (x.shape[0], LQ_Q, LQ_D))
+        return nn.Dense(10)(nn.MultiHeadDotProductAttention(num_heads=LQ_H)(q, x))
+
+
+class _DetrFirstDecoderLayer(nn.Module):
+    """DETR's first decoder layer: its target is zeros and its queries the learned query embedding added to
+    them, so its self-attention's q, k and v all come from parameters alone; then it cross-attends to the data."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(LQ_D)(x)
+        query_pos = self.param("query_pos", nn.initializers.normal(1.0), (1, LQ_Q, LQ_D))
+        target = jnp.zeros((x.shape[0], LQ_Q, LQ_D))
+        y = target + nn.MultiHeadDotProductAttention(num_heads=LQ_H)(target + query_pos, target + query_pos, target)
+        y = nn.LayerNorm()(y)
+        return nn.Dense(10)(nn.MultiHeadDotProductAttention(num_heads=LQ_H)(y + query_pos, x))
+
+
+@pytest.mark.parametrize("model", ["cross", "detr"])
+def test_attention_whose_queries_come_from_parameters_alone_is_attention(model):
+    module = _LearnedQueries() if model == "cross" else _DetrFirstDecoderLayer()
+    report = xla_cost.analyze(module, jax.ShapeDtypeStruct((LQ_B, LQ_S, LQ_D), jnp.float32), optimizer="sgd",
+                              counter="jaxpr")
+    cross = 2 * (2 * LQ_B * LQ_Q * LQ_S * LQ_D)  # q k^T and p v over Q x S pairs, 2·B·H·Q·S·dh = 2·B·Q·S·D each
+    own = 2 * (2 * LQ_B * LQ_Q * LQ_Q * LQ_D)  # DETR's self-attention of the queries, over Q x Q pairs
+    forward = cross + (own if model == "detr" else 0)
+    assert report.phases["forward"].attention_flops == forward
+    assert report.phases["backward"].attention_flops == 2 * forward  # dP, dV, dQ, dK
+
+
 class _Dropout(nn.Module):
     @nn.compact
     def __call__(self, x):

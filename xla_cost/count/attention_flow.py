@@ -6,7 +6,10 @@ Dense attention written out (pure JAX: ``jnp.einsum`` under a ``jax.named_scope`
 parameter of its own such as gpt-oss's sinks) is, in the data flow:
 
 * two matrix products between activations: values that depend on the program's data
-  inputs (not on its weights alone), each with batch dimensions (batch, heads); the
+  inputs, or that come from its weights alone through a matrix product (learned queries after
+  their query projection: DETR's object queries, whose first decoder layer attends with no
+  data at all, Perceiver's latents, a Q-Former's query tokens), each with batch dimensions
+  (batch, heads); a weight itself, or a view of it (reshaped, sliced, broadcast), is none; the
   scores ``S = Q K^T`` and the outputs ``O = P V``;
 * between them, the softmax: ``P`` is computed from ``S`` by an ``exp`` and other
   operations that are no matrix product (scale, mask, max, subtract, sum, divide,
@@ -51,7 +54,7 @@ product, from its score is attention too, in any pass: ReLU's backward masks ``d
 ``S > 0`` and a square's by ``2 S``, reading ``S`` and not ``P``, so ``dQ = dS K`` and
 ``dK = dS^T Q`` are found from ``S`` (and ``dP`` as their origin).
 
-What this leaves out: a weight's product (one operand computed from weights alone),
+What this leaves out: a weight's product (one operand a weight or a view of it, unprojected),
 an MLP's and a router's (a router's softmax is of a product with a weight), an MoE
 layer's expert products and their weight gradients (``x_e^T dy_e`` reads no softmax of
 scores), a contrastive loss's logits (no batch dimension). Linear attention
@@ -272,7 +275,7 @@ def _product(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Value
         return _Value(data=data, derived=True)
     lhs, rhs = operands[:2]
     (lhs_contracting, rhs_contracting), (batch, rhs_batch) = eqn.params["dimension_numbers"]
-    if not (lhs.data and rhs.data and batch):
+    if not (_activation(lhs) and _activation(rhs) and batch):
         return _Value(data=data, derived=True)
     shapes = [tuple(v.aval.shape) for v in eqn.invars[:2]]
     sides = [_elements([extent for d, extent in enumerate(shape) if d not in {*contracting, *batched}])
@@ -285,7 +288,16 @@ def _product(eqn: Any, name: str, path: _Path, stack: str, operands: list[_Value
                          for seed in value.softmax if found.fits(seed, shape, contracting))
         found.readers.append((path, classify_pass(stack), lhs.softmax | rhs.softmax, lhs.origins | rhs.origins, fits))
     found.between.append((path, lhs.origins | rhs.origins))
-    return _Value(data=True, origins=frozenset({path}), derived=True)
+    return _Value(data=data, origins=frozenset({path}), derived=True)
+
+
+def _activation(value: _Value) -> bool:
+    """Whether a product's operand is an activation: a value that depends on the data, or one
+    computed from weights alone through a matrix product (learned queries after their query
+    projection: DETR's object queries, Perceiver's latents, a Q-Former's query tokens); not a raw
+    weight (an input named a weight, or a view of one: reshaped, sliced, broadcast, cast) nor a
+    constant."""
+    return value.data or value.derived
 
 
 def _loop(body: Any, path: _Path, stack: str, operands: Sequence[_Value], consts: int, carried: int,
