@@ -1998,6 +1998,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_costs.py",),
     ),
     Mutation(
+        "causal_ignores_the_window",
+        "attention_flops causal halves a sliding-window layer as a global one, whatever its window (EasyDeL's "
+        "Gemma 3, B=2 T=16 H=4 dh=16: 65,536 of 131,072 forward FLOP kept for a window of 16, 8 or 2 keys; "
+        "47,104 for 8, 11,776 for 2 with the evaluated mask)",
+        (Edit("xla_cost/count/interpret.py",
+              "        if share is not None:  # causal (1/2 - share), floored",
+              "        if False:"),),
+        tests=("tests/analysis/test_costs.py",),
+    ),
+    Mutation(
         "step_gap_emulation_as_rewriting",
         "analyze_step's train_step note calls what a bfloat16 step's compile without fusion counts above the "
         "parts XLA's own rewriting, where analyze's note (the same rule) says the CPU's emulation of bfloat16",

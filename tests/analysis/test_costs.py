@@ -11,7 +11,7 @@ import pytest
 
 import xla_cost
 from xla_cost.count.interpret import count_jaxpr
-from xla_cost.zoo import build_model
+from xla_cost.zoo import build_model, example_inputs
 
 B = 8
 DENSE = [(1, 4096), (4096, 128), (128, 10)]
@@ -206,6 +206,95 @@ def test_causal_halves_an_attention_whose_mask_is_passed_in_and_says_so():
     assert full.model_flops - causal.model_flops == step // 2
     [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
     assert f"{step:,} of those halved are of attention whose mask is passed in" in note
+
+
+# attention_flops="causal" counted a sliding-window layer as a global one, whatever its window (EasyDeL's Gemma 3:
+# 65,536 of 131,072 forward FLOP kept for W = 16, 8 and 2). A mask from iotas alone is evaluated: a causal mask
+# keeps the pairs it allows less half its diagonal, of T² (a plain causal mask: half, as before).
+B3, T3, H3, DH3 = 2, 16, 4, 16
+
+
+def _windowed(window, padded=False):
+    def model(params, x, tokens):
+        q, k, v = (jnp.einsum("btd,dhe->bthe", x, params[n]) for n in ("wq", "wk", "wv"))
+        scores = jnp.einsum("bqhe,bkhe->bhqk", q, k)
+        i, j = jnp.arange(T3)[:, None], jnp.arange(T3)[None, :]
+        mask = (i >= j) & (i - j < window)  # causal, a sliding window of `window` keys
+        mask = mask[None, None] & (tokens > 0)[:, None, None, :] if padded else mask  # the tokens' padding too
+        p = jax.nn.softmax(jnp.where(mask, scores, -1e9), axis=-1)
+        return jnp.einsum("bhqk,bkhe->bqhe", p, v).reshape(B3, T3, H3 * DH3)
+    return model
+
+
+def _window_kept(window):
+    """Forward attention FLOP the causal convention keeps: scores and outputs, 2·B·H·dh per pair each, over the
+    pairs a window of W < T allows (T W - W (W - 1) / 2) less half the diagonal (T / 2); half of T² for W >= T."""
+    pairs = T3 * T3 / 2 if window >= T3 else T3 * window - window * (window - 1) / 2 - T3 / 2
+    return int(2 * (2 * B3 * H3 * DH3) * pairs)
+
+
+@pytest.mark.parametrize("window,padded", [(T3, False), (T3 // 2, False), (2, False), (4, True)])
+def test_causal_keeps_the_pairs_a_sliding_window_allows(window, padded):
+    params = {n: jax.ShapeDtypeStruct((H3 * DH3, H3, DH3), jnp.float32) for n in ("wq", "wk", "wv")}
+    x = jax.ShapeDtypeStruct((B3, T3, H3 * DH3), jnp.float32)
+    kw = dict(params=params, call_kwargs={"tokens": jax.ShapeDtypeStruct((B3, T3), jnp.int32)}, optimizer="sgd",
+              counter="jaxpr")
+    full = xla_cost.analyze(_windowed(window, padded), x, **kw)
+    causal = xla_cost.analyze(_windowed(window, padded), x, attention_flops="causal", **kw)
+    forward = 2 * (2 * B3 * H3 * T3 * T3 * DH3)  # q k^T and p v, 2·B·H·T·T·dh each
+    assert full.phases["forward"].attention_flops == forward
+    kept = _window_kept(window)
+    assert full.phases["forward"].model_flops - causal.phases["forward"].model_flops == forward - kept
+    assert full.model_flops - causal.model_flops == 3 * (forward - kept)  # the backward: two products per one
+    [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
+    assert (f"sliding window of {window} keys ({T3} x {T3}): {3 * kept:,} FLOP kept of {3 * forward:,}" in note) \
+        == (window < T3)
+    assert f"{3 * (forward - kept):,} FLOP fewer a step" in note
+
+
+def test_causal_halves_a_sliding_window_too_large_to_evaluate_and_says_so(monkeypatch):
+    from xla_cost.count import mask_values
+
+    monkeypatch.setattr(mask_values, "EVALUATED_LARGEST", T3 * T3 - 1)  # the T x T mask is past the bound
+    params = {n: jax.ShapeDtypeStruct((H3 * DH3, H3, DH3), jnp.float32) for n in ("wq", "wk", "wv")}
+    x = jax.ShapeDtypeStruct((B3, T3, H3 * DH3), jnp.float32)
+    kw = dict(params=params, call_kwargs={"tokens": jax.ShapeDtypeStruct((B3, T3), jnp.int32)}, optimizer="sgd",
+              counter="jaxpr")
+    full = xla_cost.analyze(_windowed(2), x, **kw)
+    causal = xla_cost.analyze(_windowed(2), x, attention_flops="causal", **kw)
+    step = 3 * 2 * (2 * B3 * H3 * T3 * T3 * DH3)  # forward q k^T and p v, 2·B·H·T·T·dh each; backward twice that
+    assert full.model_flops - causal.model_flops == step // 2
+    [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
+    assert f"a causal mask not evaluated: a value of {T3 * T3:,} elements" in note
+    assert f"halved, {step // 2:,} FLOP kept of {step:,}" in note
+
+
+def test_causal_keeps_a_local_layers_window_and_halves_a_global_one():
+    # the zoo's Gemma 2: a local layer (a window of W keys) and a global one, scanned as one pair
+    b, t, heads, dh, window = 2, 16, 4, 32, 6
+    config = dict(vocab_size=128, seq_len=t, n_layer=2, d_model=64, n_head=heads, n_kv_head=2, d_ff=96,
+                  head_dim=dh, local_window=window)
+    args = (build_model("gemma2-2b", **config), example_inputs("gemma2-2b", b, **config))
+    full = xla_cost.analyze(*args, optimizer="sgd", counter="jaxpr")
+    causal = xla_cost.analyze(*args, optimizer="sgd", counter="jaxpr", attention_flops="causal")
+    layer = 2 * (2 * b * heads * t * t * dh)  # q k^T and p v, 2·B·N·T·T·H each, per layer forward
+    assert full.phases["forward"].attention_flops == 2 * layer
+    kept = 2 * (2 * b * heads * dh) * (t * window - window * (window - 1) // 2 - t // 2)  # the local layer's
+    assert full.phases["forward"].model_flops - causal.phases["forward"].model_flops == layer // 2 + layer - kept
+    assert full.model_flops - causal.model_flops == 3 * (layer // 2 + layer - kept)
+
+
+def test_causal_halves_the_zoo_gpt_as_before():
+    # a plain causal mask (j <= i) evaluated keeps half, as MaxText's convention: no window, no note of one
+    layers, t, d, b = 2, 16, 64, 2
+    small = dict(n_layer=layers, seq_len=t, d_model=d, n_head=4, vocab_size=128)
+    args = (build_model("gpt2-small", **small), example_inputs("gpt2-small", b, **small))
+    full = xla_cost.analyze(*args, optimizer="sgd", counter="jaxpr")
+    causal = xla_cost.analyze(*args, optimizer="sgd", counter="jaxpr", attention_flops="causal")
+    forward = layers * 2 * (2 * b * t * t * d)  # scores q k^T and outputs p v, 2·B·T²·D each per layer
+    assert full.model_flops - causal.model_flops == 3 * forward // 2
+    [note] = [n for n in causal.notes if n.startswith("attention_flops causal")]
+    assert "window" not in note and "not evaluated" not in note
 
 
 def test_moe_products_between_activations_are_not_attention():

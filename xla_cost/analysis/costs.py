@@ -23,7 +23,7 @@ from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
 
 __all__ = [
-    "causal_halves", "causal_attention", "causal_note",
+    "causal_halves", "causal_attention", "causal_note", "causal_windows", "window_flops",
     "LIBRARY_TOLERANCE", "ATTENTION_CONVENTIONS", "best", "library_flops", "best_sharded", "collective_rows",
     "attention_flops", "expanded_model_flops", "phase_costs", "all_phases", "with_hoisted", "without_negatives",
     "conversions", "MATMULS", "precision_note", "NARROW_FLOATS", "emulates_narrow_floats", "flop_gap_reason",
@@ -370,36 +370,66 @@ def causal_attention(counted: JaxprCount) -> tuple[int, int]:
     return causal, sum(e.cost.unseen - e.recomputed.unseen for e in counted.equations)
 
 
+def window_flops(counted: JaxprCount) -> int:
+    """Of `causal_attention`'s causal FLOP, those ``attention_flops="causal"`` leaves out beyond half where
+    their mask was evaluated (`Cost.window`: a sliding window keeps less than half), remat's left out."""
+    return sum(e.cost.window - e.recomputed.window for e in counted.equations)
+
+
 def causal_halves(counted: Mapping[str, JaxprCount], modules: Sequence[str], root: str,
-                  phase: str = "train_step") -> tuple[int, int, int] | None:
+                  phase: str = "train_step") -> tuple[int, int, int, int] | None:
     """``phase``'s model attention FLOP (no remat's recomputation) as ``attention_flops="causal"`` reads
-    them: (causal, mask unseen, neither: every pair the model's), from the phase's program's count,
-    else by its formula over the programs' (``train_step = grad + update``); it halves the first two."""
+    them: (causal, mask unseen, neither: every pair the model's, left out beyond half of the causal ones:
+    `window_flops`), from the phase's program's count, else by its formula over the programs'
+    (``train_step = grad + update``); it halves the first two, and leaves out the last too."""
     parts = {}
     for name, count in counted.items():
         causal, unseen = causal_attention(count)
-        parts[name] = (causal, unseen, attention_flops(count, modules, root, recompute=False) - causal - unseen)
+        parts[name] = (causal, unseen, attention_flops(count, modules, root, recompute=False) - causal - unseen,
+                       window_flops(count))
     if phase in parts:
         return parts[phase]
     formula = next((p.formula for p in phases.DECLARED if p.name == phase), None)
     if not formula:
         return None
-    split = [phases.combine(formula, {name: part[k] for name, part in parts.items()}) for k in range(3)]
-    return None if None in split else (split[0], split[1], split[2])
+    split = [phases.combine(formula, {name: part[k] for name, part in parts.items()}) for k in range(4)]
+    return None if None in split else (split[0], split[1], split[2], split[3])
 
 
-def causal_note(split: tuple[int, int, int] | None, model_flops: int) -> str:
-    """The note of ``attention_flops="causal"``: what it halved, and what it left whole (not causal)."""
-    causal, unseen, whole = split or (0, 0, 0)
+def causal_windows(counted: Mapping[str, JaxprCount], phase: str = "train_step") -> dict[str, tuple[int, int]]:
+    """``phase``'s masks that are no plain causal ones (`JaxprCount.windows`), each with its attention's
+    causal FLOP and those ``attention_flops="causal"`` keeps of them: from the phase's program's count,
+    else by its formula over the programs'."""
+    formula = {phase: 1} if phase in counted else next((p.formula for p in phases.DECLARED if p.name == phase), {})
+    found: dict[str, tuple[int, int]] = {}
+    for name, k in (formula or {}).items():
+        for words, cost in getattr(counted.get(name), "windows", {}).items():
+            causal, kept = found.get(words, (0, 0))
+            found[words] = (causal + k * cost.causal, kept + k * (cost.causal - cost.causal // 2 - cost.window))
+    return {words: figures for words, figures in found.items() if figures[0]}
+
+
+def causal_note(split: tuple[int, int, int, int] | None, model_flops: int,
+                windows: Mapping[str, tuple[int, int]] | None = None) -> str:
+    """The note of ``attention_flops="causal"``: what it halved, what it kept of a mask evaluated (a sliding
+    window), and what it left whole (not causal)."""
+    causal, unseen, whole, window = split or (0, 0, 0, 0)
     if not causal + unseen + whole:
         return ("attention_flops causal: no attention products found (products in a module without parameters "
                 "of its own, products of activations with a softmax between them, or fused attention): causal "
                 "changes nothing, model_flops are as computed")
     note = (f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {model_flops:,} a train "
             f"step) count half of the score and value products of the causally masked attention, "
-            f"{(causal + unseen) // 2:,} FLOP fewer a step than computed (half of {causal + unseen:,}); "
+            f"{(causal + unseen) // 2 + window:,} FLOP fewer a step than computed (half of {causal + unseen:,}"
+            + (f", and {window:,} more that a sliding window masks" if window else "") + "); "
             f"{whole:,} FLOP of attention not causally masked (unmasked, or masked by the data alone: "
             "an encoder's, a cross-attention's) are left whole")
+    for words, (flops, kept) in (windows or {}).items():
+        if words.startswith("not evaluated"):
+            note += f"; a causal mask {words}: halved, {flops - flops // 2:,} FLOP kept of {flops:,}"
+        else:
+            note += (f"; {words}: {kept:,} FLOP kept of {flops:,} (the pairs it allows, less half its diagonal, "
+                     "as a causal mask's T²/2)")
     if unseen:
         note += (f"; {unseen:,} of those halved are of attention whose mask is passed in (an argument the data "
                  "flow cannot see: a mask or a bias), halved as if causal: pass a mask made inside the step "
@@ -517,7 +547,7 @@ def phase_costs(
         model_flops, hardware_flops = round((total.flops - recomputed) / share), round(total.flops / share)
     attention = attention_flops(counted, modules, root)
     if attention_convention == "causal" and model_flops is not None:  # half the causal pairs, no recompute
-        model_flops -= round(sum(causal_attention(counted)) // 2 / share)
+        model_flops -= round((sum(causal_attention(counted)) // 2 + window_flops(counted)) / share)
     padding = padding_flops(counted, modules, root, padded)
     if padding and model_flops is not None:
         model_flops -= round(padding / share)

@@ -30,7 +30,8 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import all_phases, causal_halves, causal_note, emulates_narrow_floats, precision_note
+from xla_cost.analysis.costs import (all_phases, causal_halves, causal_note, causal_windows, emulates_narrow_floats,
+                                     precision_note)
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
@@ -581,7 +582,7 @@ def assemble(request: Request, found: Stages) -> Report:
     step = costs.get("train_step")
     if options.attention_flops == "causal" and step is not None and step.model_flops is not None:
         split = causal_halves(found.counted, tuple(workload.param_paths), workload.root_name)
-        notes.append(causal_note(split, step.model_flops))
+        notes.append(causal_note(split, step.model_flops, causal_windows(found.counted)))
     if plan is not None:
         notes.append(
             f"sharded over {plan.devices} devices ({_sharding.mesh_text(plan.sizes)}): flops, "

@@ -72,16 +72,19 @@ import dataclasses
 import functools
 import operator
 from collections.abc import Sequence
-from typing import Any
+from fractions import Fraction
+from typing import Any, NamedTuple
 
 import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count.attention import splash_mask
+from xla_cost.count.mask_values import HALF, Static, constant, mask_share, result
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
 
-__all__ = ["attention_products", "SOFTMAX_EXP", "NORMALISERS", "attention_masks", "CAUSAL", "FULL", "UNSEEN"]
+__all__ = ["attention_products", "SOFTMAX_EXP", "NORMALISERS", "attention_masks", "attention_windows", "CAUSAL",
+           "FULL", "UNSEEN"]
 
 SOFTMAX_EXP: frozenset[str] = frozenset({"exp", "exp2"})
 """The primitives of a softmax's exponential (``exp2``: a flash attention written with base 2)."""
@@ -345,25 +348,65 @@ def attention_masks(jaxpr: Any, weights: Sequence[bool] | None = None) -> dict[_
     ``mask_type`` (causal) or its bias operand as above; a splash kernel by the mask its scope names
     (`xla_cost.count.attention.SPLASH_MASK_SCOPE`: causal, or a local window open to the past
     alone; full; a window open to the future, or none named: `UNSEEN`)."""
+    return attention_windows(jaxpr, weights)[0]
+
+
+def attention_windows(jaxpr: Any, weights: Sequence[bool] | None = None
+                      ) -> tuple[dict[_Path, str], dict[_Path, tuple[Fraction | None, str]]]:
+    """`attention_masks`, and for each `CAUSAL` dense attention product whose mask is no plain causal
+    one, the share of its products ``attention_flops="causal"`` keeps and the mask in words
+    (`xla_cost.count.mask_values.mask_share`: a sliding window of W keys keeps
+    ``(T W - W (W - 1) / 2 - T / 2) / T²``), or None and why the mask was not evaluated (halved).
+    The part of a mask made from ``iota`` s and constants alone is evaluated (a padding mask from the
+    tokens combined with it is not), once per distinct mask (a scanned layer's, every iteration's)."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     flags = list(weights) if weights is not None and len(weights) == len(inner.invars) else [False] * len(inner.invars)
     found = _Found()
     _walk(inner, (), "", [_Value(data=not w) for w in flags], found)
-    seen: dict[_Path, int] = {}
-    fused: dict[_Path, str] = {}
-    ins = [0 if w else _input_flags(v.aval) for v, w in zip(inner.invars, flags)]
-    _mask_walk(jaxpr, (), "", ins, seen, fused)
+    walked = _Masks()
+    ins = [_Mask(0 if w else _input_flags(v.aval)) for v, w in zip(inner.invars, flags)]
+    _mask_walk(jaxpr, (), "", ins, walked)
     products = found.products()
-    masks: dict[_Path, str] = dict(fused)
+    masks: dict[_Path, str] = dict(walked.fused)
+    windows: dict[_Path, tuple[Fraction | None, str]] = {}
     rank = {FULL: 0, UNSEEN: 1, CAUSAL: 2}
     for path, _, seeds, origins, _fits in found.readers:
         if path not in products:
             continue
-        kind = max((_kind(seen.get(seed, 0)) for seed in seeds), key=rank.__getitem__, default=FULL)
+        kind = max((_kind(walked.seen.get(seed, 0)) for seed in seeds), key=rank.__getitem__, default=FULL)
+        window = None
+        if kind == CAUSAL:
+            window = mask_share(list(dict.fromkeys(s for seed in seeds for s in walked.reach.get(seed, ()))))
         for product in (path, *origins):
             if product in products and rank[kind] >= rank[masks.get(product, FULL)]:
                 masks[product] = kind
-    return masks
+                if window is not None and window[0] != HALF:
+                    windows[product] = window
+    return masks, windows
+
+
+class _Mask(NamedTuple):
+    """What is known of a variable's mask: its flags (`_IOTA`, `_CAUSAL`, `_UNSEEN`, `_DATA`); how its
+    value is computed where no input changes it (``static``); the causal masks made so that meet the
+    data on its way (``reach``: `mask_share` evaluates them)."""
+
+    flags: int = 0
+    static: Static | None = None
+    reach: frozenset[Static] = frozenset()
+
+    def join(self, other: "_Mask") -> "_Mask":
+        return _Mask(self.flags | other.flags, None, self.reach | other.reach)
+
+
+@dataclasses.dataclass
+class _Masks:
+    """What the mask walk meets: each equation's operands' flags joined (``seen``, non-zero ones) and
+    the causal masks made from ``iota`` s and constants that reach them (``reach``); each fused
+    attention call's class (``fused``)."""
+
+    seen: dict[_Path, int] = dataclasses.field(default_factory=dict)
+    reach: dict[_Path, frozenset[Static]] = dataclasses.field(default_factory=dict)
+    fused: dict[_Path, str] = dataclasses.field(default_factory=dict)
 
 
 def _kind(flags: int) -> str:
@@ -393,70 +436,84 @@ def _constant_flags(value: Any) -> int:
     return 0
 
 
-def _mask_walk(jaxpr: Any, base: _Path, prefix: str, ins: Sequence[int], seen: dict[_Path, int],
-               fused: dict[_Path, str]) -> list[int]:
-    """The mask flags of ``jaxpr``'s results; ``seen``: each equation's operands' flags joined (non-zero
-    ones); ``fused``: each fused attention call's class."""
+def _mask_walk(jaxpr: Any, base: _Path, prefix: str, ins: Sequence[_Mask], walked: _Masks) -> list[_Mask]:
+    """The masks of ``jaxpr``'s results, noting in ``walked`` what each equation reads."""
     consts = getattr(jaxpr, "consts", None)
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    env: dict[Any, int] = dict(zip(jaxpr.invars, ins))
+    env: dict[Any, _Mask] = dict(zip(jaxpr.invars, ins))
     values = consts if consts is not None and len(consts) == len(jaxpr.constvars) else [None] * len(jaxpr.constvars)
-    env.update((v, _constant_flags(c) if c is not None else _UNSEEN if len(v.aval.shape) >= 2 else 0)
-               for v, c in zip(jaxpr.constvars, values))
+    env.update((v, _Mask(_constant_flags(c), constant(c)) if c is not None
+                else _Mask(_UNSEEN if len(v.aval.shape) >= 2 else 0)) for v, c in zip(jaxpr.constvars, values))
 
-    def read(var: Any) -> int:
-        return _constant_flags(var.val) if isinstance(var, jex_core.Literal) else env.get(var, 0)
+    def read(var: Any) -> _Mask:
+        if isinstance(var, jex_core.Literal):
+            return _Mask(_constant_flags(var.val), constant(var.val))
+        return env.get(var, _NO_MASK)
 
     for index, eqn in enumerate(jaxpr.eqns):
         path, name, params = (*base, index), eqn.primitive.name, eqn.params
         scope = str(eqn.source_info.name_stack)
         stack = f"{prefix}/{scope}" if prefix and scope else prefix or scope
         operands = [read(v) for v in eqn.invars]
-        joined = 0
-        for flags in operands:
-            joined |= flags
+        joined = functools.reduce(operator.or_, (o.flags for o in operands), 0)
+        static = all(o.static is not None for o in operands) and not eqn.effects
+        # a causal mask made from iotas and constants, meeting what the inputs change: the mask to evaluate
+        reach = functools.reduce(operator.or_, (o.reach for o in operands), frozenset()) | frozenset(
+            o.static for o in operands if not static and o.static is not None and o.flags & _CAUSAL)
         if joined:
-            seen[path] = joined
+            walked.seen[path] = joined
+        if reach:
+            walked.reach[path] = reach
         n = len(eqn.outvars)
-        outs: list[int] | None = None
+        outs: list[_Mask] | None = None
         if name in CALL_LIKE:
             sub = next((params[p] for p in CALL_PARAMS if p in params), None)
             inner = getattr(sub, "jaxpr", sub)
             if inner is not None and len(inner.invars) == len(operands) and len(inner.outvars) == n:
-                outs = _mask_walk(sub, path, stack, operands, seen, fused)
+                outs = _mask_walk(sub, path, stack, operands, walked)
+            static = False
         elif name == "scan":
             outs = _mask_loop(params["jaxpr"], path, stack, operands, int(params["num_consts"]),
-                              int(params["num_carry"]), seen, fused)
+                              int(params["num_carry"]), walked)
         elif name == "while":
             cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
-            outs = _mask_loop(params["body_jaxpr"], (*path, "body"), stack, operands[cond_n:], body_n, n, seen, fused)
+            outs = _mask_loop(params["body_jaxpr"], (*path, "body"), stack, operands[cond_n:], body_n, n, walked)
         elif name == "cond":
-            results = [_mask_walk(b, (*path, f"b{k}"), stack, operands[1:], seen, fused)
+            results = [_mask_walk(b, (*path, f"b{k}"), stack, operands[1:], walked)
                        for k, b in enumerate(params["branches"])]
-            outs = [functools.reduce(operator.or_, values, 0) for values in zip(*results)] if results else None
+            outs = [functools.reduce(_Mask.join, values) for values in zip(*results)] if results else None
+            static = False
         elif name in _PRODUCTS:
-            _fused_mask(eqn, name, path, stack, operands, fused)
-            outs = [0] * n
+            _fused_mask(eqn, name, path, stack, [o.flags for o in operands], walked.fused)
+            outs = [_Mask(0, s) for s in result(eqn, [o.static for o in operands])] if static else [_NO_MASK] * n
         elif name == "iota":
-            outs = [_IOTA] * n
+            joined = _IOTA
         elif name in _ORDER and len(operands) == 2:
-            lhs, rhs = operands
+            lhs, rhs = (o.flags for o in operands)
             if lhs & rhs & _IOTA:
                 joined |= _CAUSAL
             elif lhs & rhs & _DATA and not (lhs | rhs) & _IOTA and all(
                     getattr(getattr(v.aval, "dtype", None), "kind", "") in "iu" for v in eqn.invars):
                 joined |= _UNSEEN  # positions passed in, compared: a causal mask or not, unseen
-        env.update(zip(eqn.outvars, outs if outs is not None else [joined] * n))
+        if outs is None:
+            statics = result(eqn, [o.static for o in operands]) if static else [None] * n
+            outs = [_Mask(joined, s, reach) for s in statics]
+        env.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
 
 
-def _mask_loop(body: Any, path: _Path, stack: str, operands: Sequence[int], consts: int, carried: int,
-               seen: dict[_Path, int], fused: dict[_Path, str]) -> list[int]:
-    """A loop body's results, its carry's flags joined over the iterations until they hold."""
-    ins = list(operands)
+_NO_MASK = _Mask()
+
+
+def _mask_loop(body: Any, path: _Path, stack: str, operands: Sequence[_Mask], consts: int, carried: int,
+               walked: _Masks) -> list[_Mask]:
+    """A loop body's results, its carry's masks joined over the iterations until they hold; the constants
+    alone keep their static values (a mask made outside the loop is every iteration's)."""
+    ins = [o if k < consts else o._replace(static=None) for k, o in enumerate(operands)]
+    outs = ins
     for _ in range(4):
-        outs = _mask_walk(body, path, stack, ins, seen, fused)
-        carry = [a | b for a, b in zip(ins[consts:consts + carried], outs[:carried])]
+        outs = [o._replace(static=None) for o in _mask_walk(body, path, stack, ins, walked)]
+        carry = [a.join(b) for a, b in zip(ins[consts:consts + carried], outs[:carried])]
         if carry == ins[consts:consts + carried]:
             return outs
         ins[consts:consts + carried] = carry

@@ -36,7 +36,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
-from xla_cost.count.attention_flow import CAUSAL, UNSEEN, attention_masks, attention_products
+from xla_cost.count.attention_flow import CAUSAL, UNSEEN, attention_products, attention_windows
 from xla_cost.count.folding import Folding
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
@@ -137,6 +137,9 @@ class JaxprCount:
         multiplied out; each is also in its part's figures.
       parameter_reads: ``(module, name stack)`` of each matrix product reading a
         module's parameter (`xla_cost.count.param_reads`), where the counter's caller asked.
+      windows: per causal mask that is no plain causal one (`attention_windows`: a sliding window
+        in words, or why it was not evaluated), the cost of its attention products (`Cost.causal`,
+        `Cost.window`), loops multiplied out, remat's recomputation left out.
     """
 
     equations: tuple[EqnCount, ...]
@@ -150,6 +153,7 @@ class JaxprCount:
     tagged: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
     dense_expansion: Cost = Cost()
     parameter_reads: tuple[tuple[str, str], ...] = ()
+    windows: Mapping[str, Cost] = dataclasses.field(default_factory=dict)
 
     @property
     def total(self) -> Cost:
@@ -276,10 +280,12 @@ class _Counter:
     def __init__(self, trip_counts: bool = True, labels: Mapping[tuple[Any, ...], Any] | None = None,
                  repeated: frozenset[tuple[Any, ...]] = frozenset(),
                  attention: frozenset[tuple[Any, ...]] = frozenset(),
-                 masks: Mapping[tuple[Any, ...], str] | None = None) -> None:
+                 masks: Mapping[tuple[Any, ...], str] | None = None, windows: Mapping[Any, Any] | None = None) -> None:
         self.trip_counts = trip_counts
         self.attention = attention  # paths of attention's products (`attention_products`): `Cost.attention`
         self.masks = masks or {}  # path -> an attention's mask (`attention_masks`): `Cost.causal`, `Cost.unseen`
+        self.windows = windows or {}  # path -> (share kept, words) of a mask no plain causal one: `Cost.window`
+        self.windowed: dict[str, Cost] = collections.defaultdict(Cost)  # `JaxprCount.windows`
         self.labels = labels  # path -> (part, owner) of a classified step
         self.repeated = repeated  # paths of the recomputations that repeat a forward (`repeated_forward`)
         self.path: tuple[Any, ...] = ()  # of the equation being counted (`xla_cost.count.step_parts`)
@@ -454,6 +460,12 @@ class _Counter:
         mask = self.masks.get(path)
         if mask in (CAUSAL, UNSEEN):
             cost = dataclasses.replace(cost, **{mask: cost.attention or cost.products})
+        share, words = self.windows.get(path, (None, None)) if mask == CAUSAL else (None, None)
+        if share is not None:  # causal (1/2 - share), floored
+            cost = dataclasses.replace(cost, window=cost.causal * (share.denominator - 2 * share.numerator)
+                                       // (2 * share.denominator))
+        if words and not (self.in_remat and path in self.repeated):
+            self.windowed[words] = self.windowed[words] + cost * times
         key = (stack, name, times, public_owner(owner), part, self.loop)
         self.costs[key] = self.costs[key] + cost * times
         if self.in_remat and path in self.repeated:  # forward work, done again
@@ -669,8 +681,9 @@ def count_jaxpr(
     consts = getattr(closed_jaxpr, "consts", None)
     if consts is not None and len(consts) == len(jaxpr.constvars) == len(original.constvars):
         jaxpr = jex_core.ClosedJaxpr(jaxpr, consts)  # the closed-over arrays' values (constant group sizes)
+    masks, windows = attention_windows(jaxpr, weights)
     counter = _Counter(labels=labels, repeated=repeated_forward(jaxpr), attention=attention_products(jaxpr, weights),
-                       masks=attention_masks(jaxpr, weights))
+                       masks=masks, windows=windows)
     counter.mapped_step = _mapped_step(jaxpr)
     counter.walk(jaxpr, "", 1, owners=None if owners is None or labels is not None else list(owners))
     once = _Counter(trip_counts=False)
@@ -694,6 +707,7 @@ def count_jaxpr(
         tagged=dict(counter.tagged),
         dense_expansion=counter.dense_expansion,
         part_unsupported={part: dict(missing) for part, missing in counter.part_unsupported.items()},
+        windows=dict(counter.windowed),
     )
 
 

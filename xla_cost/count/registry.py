@@ -69,6 +69,10 @@ class Cost:
         what ``attention_flops="causal"`` halves; a detail of ``flops``, not compared.
       unseen: of ``attention`` (or ``products``), those of an attention whose mask the data flow
         cannot see (passed in as an argument): halved too, and said so; a detail, not compared.
+      window: of ``causal``, what ``attention_flops="causal"`` leaves out beyond half of them where
+        the mask was evaluated (`xla_cost.count.mask_values`: a sliding window of W < T keys keeps
+        ``(T W - W (W - 1) / 2 - T / 2) / T²`` of them, so ``causal (1/2 - that)``); 0 for a causal
+        mask's; a detail, not compared.
     """
 
     flops: int = 0
@@ -79,6 +83,7 @@ class Cost:
     attention: int = dataclasses.field(default=0, compare=False)
     causal: int = dataclasses.field(default=0, compare=False)
     unseen: int = dataclasses.field(default=0, compare=False)
+    window: int = dataclasses.field(default=0, compare=False)
 
     def __add__(self, other: "Cost") -> "Cost":
         if not isinstance(other, Cost):
@@ -92,6 +97,7 @@ class Cost:
             self.attention + other.attention,
             self.causal + other.causal,
             self.unseen + other.unseen,
+            self.window + other.window,
         )
 
     def __sub__(self, other: "Cost") -> "Cost":
@@ -106,6 +112,7 @@ class Cost:
             self.attention - other.attention,
             self.causal - other.causal,
             self.unseen - other.unseen,
+            self.window - other.window,
         )
 
     def __mul__(self, times: int) -> "Cost":
@@ -114,7 +121,7 @@ class Cost:
         return Cost(
             self.flops * times, self.transcendentals * times, self.bytes_accessed * times,
             self.products * times, self.float8 * times, self.attention * times,
-            self.causal * times, self.unseen * times,
+            self.causal * times, self.unseen * times, self.window * times,
         )
 
     __rmul__ = __mul__
