@@ -2256,6 +2256,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return value.data\n"),),
         tests=("tests/analysis/test_costs.py::test_attention_whose_queries_come_from_parameters_alone_is_attention",),
     ),
+    Mutation(
+        "step_rows_without_parameters_unnamed",
+        "a step that makes its parameters inside itself (purejaxrl's train) has no rows from its name stacks: "
+        "every module's work is in the (remainder)",
+        (Edit("xla_cost/analysis/user_step.py", "        if not paths and stack_modules(stacks, prepared.roots):\n",
+              "        if False:\n"),),
+        tests=("tests/step/test_step_parts.py::"
+               "test_a_step_that_makes_its_parameters_inside_itself_has_a_row_per_module_of_its_name_stacks",),
+    ),
 )
 
 

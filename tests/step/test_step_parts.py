@@ -491,3 +491,45 @@ def test_a_step_whose_loss_is_dead_keeps_its_forward():
     # the last Dense is Dense_0 (`nn.Dense(OUT)` is made before its argument's `nn.Dense(FC)`): its matmul
     assert rows["Dense_0"] == 2 * B * FC * OUT
     assert rows["Dense_1"] == 2 * B * IN * FC
+
+
+def test_a_step_that_makes_its_parameters_inside_itself_has_a_row_per_module_of_its_name_stacks():
+    """purejaxrl's train(rng) calls network.init inside the jit: no parameter is in the arguments, so the
+    rows came from none and every module's work was in the (remainder) (before: one row, (remainder),
+    forward 2*N*in*h + N*h + 2*N*h*o + N*o + the loss). The rows are the modules the passes' name stacks
+    name, the class name kept, each with its parameters unknown (None), not 0."""
+    n, d_in, h, o = 8, 4, 5, 3
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            normal = nn.initializers.normal(0.1)  # (a zero bias made in the step is an add XLA folds away)
+            x = jnp.tanh(nn.Dense(h, bias_init=normal)(x))
+            return nn.Dense(o, bias_init=normal)(x)
+
+    model = MLP()
+
+    def train(rng, x):
+        params = model.init(rng, x)
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean(model.apply(p, x) ** 2))(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+    report = xla_cost.analyze_step(train, jax.random.PRNGKey(0), jax.ShapeDtypeStruct((n, d_in), jnp.float32),
+                                   per_layer=True, counter="jaxpr")
+    rows = {row.path: row for row in report.layers}
+    assert list(rows) == ["MLP/Dense_0", "MLP", "MLP/Dense_1", "(remainder)"]
+    assert rows["MLP/Dense_0"].forward_flops == dense_flops(n, d_in, h)
+    assert rows["MLP/Dense_1"].forward_flops == dense_flops(n, h, o)
+    # backward: the kernel's gradient 2*N*in*out, the bias's a sum over the N rows ((N-1)*out adds), and the
+    # input's gradient 2*N*in*out where the input is an activation (not the first layer's x)
+    assert rows["MLP/Dense_0"].backward_flops == 2 * n * d_in * h + (n - 1) * h
+    assert rows["MLP/Dense_1"].backward_flops == 2 * 2 * n * h * o + (n - 1) * o
+    assert rows["MLP"].forward.transcendentals == n * h  # the tanh between the layers, in their parent
+    # the remainder's forward is the loss alone: the square (N*o), the sum (N*o - 1 adds), the mean's division (1)
+    assert rows["(remainder)"].forward_flops == n * o + (n * o - 1) + 1
+    assert all(row.parameters is None for path, row in rows.items() if path != "(remainder)")
+    [shown] = [line for line in str(report).splitlines() if "MLP/Dense_0" in line]  # the layer table's row
+    assert "unknown" in shown
+    [note] = [x for x in report.notes if x.startswith("no parameters found in the arguments")]
+    assert "name stacks" in note and "parameters unknown" in note
+    assert not [x for x in report.notes if "match no row's module" in x]

@@ -639,9 +639,12 @@ def _markdown(frame: pd.DataFrame, left: int) -> str:
 def _parameters(row: LayerChange) -> str:
     a = None if row.a is None else row.a.parameters
     b = None if row.b is None else row.b.parameters
-    if a is None or b is None or a == b:
-        return count(a if b is None else b)
-    return f"{count(a)} -> {count(b)}"
+    def shown(n: int | None) -> str:  # (None: a row of a step whose parameters are unknown)
+        return "unknown" if n is None else count(n)
+
+    if row.a is None or row.b is None or a == b:
+        return shown(a if row.b is None else b)
+    return f"{shown(a)} -> {shown(b)}"
 
 
 def _layer_table(result: ReportDiff) -> pd.DataFrame:

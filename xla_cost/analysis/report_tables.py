@@ -188,7 +188,7 @@ def layer_frame(report: Any) -> pd.DataFrame:
     rows = []
     for layer in layers:
         ratio = layer.backward_to_forward
-        row = {"layer": layer.path, "parameters": f"{layer.parameters:,}"}
+        row = {"layer": layer.path, "parameters": "unknown" if layer.parameters is None else f"{layer.parameters:,}"}
         if looped:
             row["runs"] = f"x{layer.trip_count}"
         row.update(

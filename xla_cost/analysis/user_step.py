@@ -39,7 +39,8 @@ from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.analysis.step_classes import with_class_names
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
-    module_tree, owner, root_products_note, split_name_stack, unmatched_note, with_ancestors, borrowed_note
+    module_tree, owner, root_products_note, split_name_stack, stack_modules, unmatched_note, with_ancestors, \
+    borrowed_note
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.param_reads import parameter_reads
 from xla_cost.count.step_parts import StepLabels, classify_step
@@ -47,7 +48,7 @@ from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
 from xla_cost.step import phases
-from xla_cost.step.user_step import UserStep, check_batch, check_returns, prepare_step
+from xla_cost.step.user_step import NO_PARAMETERS_NOTE, UserStep, check_batch, check_returns, prepare_step
 
 __all__ = ["analyze_step", "STEP_GRAD"]
 
@@ -55,6 +56,13 @@ FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
 STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FORWARD: 1, BACKWARD: 1})
 """``grad`` of a user's step: its forward and backward parts (no program of its own)."""
+
+STACK_ROWS_NOTE = ("no parameters found in the arguments (the leaves the loss is differentiated with respect to, a "
+                   "`params` key or attribute, or NNX Params; a step that makes its own inside itself, a Linen "
+                   "`init` in the jitted step, has none): the parameter count is 0, the per-layer rows are the "
+                   "modules the forward and backward passes' name stacks name, their parameters unknown, and the "
+                   f"update, whose stack names no module, is in the {REMAINDER} row")
+"""`NO_PARAMETERS_NOTE` where the per-layer rows come from the step's name stacks (`stack_modules`)."""
 
 _OPTIMIZER = "its own optimizer"
 """What a user step's report says for its optimizer (it is in the step)."""
@@ -272,12 +280,17 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
-        layers = attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
-        said = (unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules),
-                root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
-                                   known_modules=modules),
-                borrowed_note(parameter_reads(traced, owners or ()), prepared.param_paths, root=roots,
-                              known_modules=modules))
+        paths: Mapping[str, int | None] = prepared.param_paths
+        root, known = roots, modules
+        # parameters made inside the step (purejaxrl's train calls network.init): its modules are its stacks'
+        if not paths and stack_modules(stacks, prepared.roots):
+            root, paths = prepared.roots, stack_modules(stacks, prepared.roots)
+            known = list(paths)
+            notes = [STACK_ROWS_NOTE if note == NO_PARAMETERS_NOTE else note for note in notes]
+        layers = attribute_parts(equations, paths, root=root, depth=depth, known_modules=known)
+        said = (unmatched_note(equations, paths, root=root, known_modules=known),
+                root_products_note(equations[phases.SPLIT[0]], paths, root=root, known_modules=known),
+                borrowed_note(parameter_reads(traced, owners or ()), paths, root=root, known_modules=known))
         notes += [note for note in said if note]
     trained, gradients, updated = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
     some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters

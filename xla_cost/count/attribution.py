@@ -51,6 +51,7 @@ __all__ = [
     "owner",
     "with_ancestors",
     "model_roots",
+    "stack_modules",
     "unmatched_stacks",
     "unmatched_note",
     "root_products_note",
@@ -265,6 +266,21 @@ def model_roots(stacks: Iterable[str], param_paths: Iterable[str]) -> list[str]:
     return sorted(firsts)
 
 
+def stack_modules(stacks: Iterable[str], root: str | Sequence[str] | None) -> dict[str, None]:
+    """The modules a step's name stacks name, for rows where no parameter says which
+    modules there are (a step that makes its parameters inside itself: purejaxrl's
+    ``network.init`` in its jitted ``train``): each stack's `module_path` up to its first
+    einsum spec (``jvp(ActorCritic)/Dense_0`` -> ``ActorCritic/Dense_0``), the class
+    names kept (two models' ``Dense_0`` are two rows), with its ancestors, each with an
+    unknown (None) parameter count, as `attribute`'s ``param_paths``."""
+    found: dict[str, None] = {}
+    for stack in stacks:
+        names = module_path(stack, root).split("/")
+        cut = next((i for i, name in enumerate(names) if _is_jax_scope(name)), len(names))
+        found.update(dict.fromkeys(with_ancestors(["/".join(names[:cut])])))
+    return found
+
+
 def _rows(
     param_paths: Iterable[str], root: str | Sequence[str] | None, known_modules: Collection[str],
 ) -> Callable[[EqnCount], tuple[str, str]]:
@@ -329,7 +345,7 @@ def _truncate(path: str, depth: int | None) -> str:
 
 def attribute(
     equations: Iterable[EqnCount],
-    param_paths: Mapping[str, int],
+    param_paths: Mapping[str, int | None],
     *,
     root: str | Sequence[str] | None,
     depth: int | None = None,
@@ -357,7 +373,7 @@ def attribute(
     Args:
       equations: counts from `xla_cost.count.interpret.count_jaxpr` of one phase.
       param_paths: parameter count per module path that owns parameters directly,
-        in model order.
+        in model order; None: unknown (`stack_modules`), and so the row's.
       root: the model's class name (the first name-stack entry to strip), or
         several such names.
       depth: None (default): one row per module as above. N >= 1: module paths
@@ -381,10 +397,10 @@ def attribute(
     equations = list(equations)
     leaves = [p for p in param_paths if p != ""]
     row_of = _rows(leaves, root, known_modules)
-    parameters: dict[str, int] = {}
+    parameters: dict[str, int | None] = {}
     for leaf in leaves:
         row = _truncate(leaf, depth)
-        parameters[row] = parameters.get(row, 0) + int(param_paths[leaf])
+        parameters[row] = _add(parameters.get(row, 0), param_paths[leaf])
 
     passes = {"forward": {}, "backward": {}, "update": {}}
     recomputed: dict[str, Cost] = {}
@@ -416,7 +432,7 @@ def attribute(
     def row(path: str) -> LayerCosts:
         return LayerCosts(
             path=path,
-            parameters=parameters.get(path, 0) + (int(param_paths.get("", 0)) if path == REMAINDER else 0),
+            parameters=_add(parameters.get(path, 0), param_paths.get("", 0) if path == REMAINDER else 0),
             forward=passes["forward"].get(path, Cost()),
             backward=passes["backward"].get(path, Cost()),
             update=passes["update"].get(path, Cost()),
@@ -425,6 +441,17 @@ def attribute(
         )
 
     return (*[row(p) for p in paths], row(REMAINDER))
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    """Two parameter counts added; None (unknown) where either is."""
+    return None if a is None or b is None else a + int(b)
+
+
+def _most(rows: Iterable[LayerCosts]) -> int | None:
+    """The most parameters of a row's shares; None (unknown) where any is."""
+    counts = [row.parameters for row in rows]
+    return None if None in counts else max(counts)
 
 
 def _runs(contexts: Mapping[tuple[Any, ...], Cost]) -> int:
@@ -455,7 +482,7 @@ def _cost_sum(terms: Sequence[tuple[int, Cost]]) -> Cost:
 
 def attribute_step(
     programs: Mapping[str, Iterable[EqnCount]],
-    param_paths: Mapping[str, int],
+    param_paths: Mapping[str, int | None],
     *,
     root: str | Sequence[str] | None,
     depth: int | None = None,
@@ -516,7 +543,7 @@ def attribute_step(
         merged.append(
             LayerCosts(
                 path=path,
-                parameters=max(row.parameters for row in found),
+                parameters=_most(found),
                 forward=cost["forward"],
                 backward=cost["backward"],
                 update=cost["update"],
@@ -529,7 +556,7 @@ def attribute_step(
 
 def attribute_parts(
     parts: Mapping[str, Iterable[EqnCount]],
-    param_paths: Mapping[str, int],
+    param_paths: Mapping[str, int | None],
     *,
     root: str | Sequence[str] | None,
     depth: int | None = None,
@@ -559,7 +586,7 @@ def attribute_parts(
         found = [rows[path] for rows in shares.values() if path in rows]
         column = {name: rows[path].total if path in rows else Cost() for name, rows in shares.items()}
         merged.append(LayerCosts(
-            path=path, parameters=max(row.parameters for row in found),
+            path=path, parameters=_most(found),
             forward=column.get("forward", Cost()), backward=column.get("backward", Cost()),
             update=column.get("update", Cost()),
             trip_count=_bulk_runs({name: rows[path] for name, rows in shares.items() if path in rows}),

@@ -26,7 +26,8 @@ class LayerCosts:
 
     Attributes:
       path: module path, or ``(remainder)``.
-      parameters: parameters the row stands for.
+      parameters: parameters the row stands for; None: unknown (a step that
+        makes its parameters inside itself, whose rows come from its name stacks).
       forward, backward, update: the row's `xla_cost.Cost` in each pass.
       trip_count: how many times the row's work runs per step: the trip
         counts of the loops that each hold a whole run of it (a scanned layer
@@ -42,7 +43,7 @@ class LayerCosts:
     """
 
     path: str
-    parameters: int
+    parameters: int | None
     forward: Cost = Cost()
     backward: Cost = Cost()
     update: Cost = Cost()
