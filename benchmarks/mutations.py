@@ -2246,6 +2246,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_step_checks.py::"
                "test_a_reference_models_scan_is_all_work_the_loss_reads_not_a_second_forward_pass",),
     ),
+    Mutation(
+        "analyze_trains_unread_parameters",
+        "analyze counts a parameter the loss never reads (a tied model's unused lm_head) as trained, silently",
+        (Edit("xla_cost/step/workload.py", "        loss_reads=loss_reads(traced_forward, params),\n", ""),),
+        tests=("tests/step/test_frozen.py::"
+               "test_analyze_trains_only_what_the_loss_reads_and_names_the_unread_parameters_as_analyze_step_does",),
+    ),
 )
 
 
