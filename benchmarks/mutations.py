@@ -1274,7 +1274,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pure_jax_update_to_remainder",
         "a pure-JAX model's optimizer arithmetic on its gradients lands in the remainder row, not the layer's",
-        (Edit("xla_cost/count/step_parts.py", "        _owners_from_readers(level)\n", ""),),
+        (Edit("xla_cost/count/step_parts.py", "        owners_from_readers(level)\n", ""),),
         tests=("tests/step/test_step_forms.py",),
     ),
     Mutation(
@@ -1754,7 +1754,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "fused_gradient_update_in_remainder",
         "update work on a gradient a module around the layer split off (nn.OptimizedLSTMCell) goes to the remainder",
-        (Edit("xla_cost/count/step_parts.py",
+        (Edit("xla_cost/count/update_work.py",
               '            if reader is not None and (node.owner is None or reader.startswith(f"{node.owner}/")):',
               "            if reader is not None and node.owner is None:"),),
         tests=("tests/step/test_step_parts.py",),
@@ -2264,6 +2264,31 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        if False:\n"),),
         tests=("tests/step/test_step_parts.py::"
                "test_a_step_that_makes_its_parameters_inside_itself_has_a_row_per_module_of_its_name_stacks",),
+    ),
+    Mutation(
+        "loop_body_update_unconfirmed",
+        "a frozen reference's log-sum-exp summed in a fori_loop over checkpointed chunks (EasyDeL's DPO) is "
+        "counted as the update: its body's work, made from no gradient, is taken for new state",
+        (Edit("xla_cost/count/step_parts.py", "                revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs],",
+              "                0 and revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs],"),),
+        tests=("tests/step/test_step_parts.py::"
+               "test_a_frozen_references_chunked_log_sum_exp_is_other_and_the_policys_forward",),
+    ),
+    Mutation(
+        "fed_scan_counter_untagged",
+        "a reference model's scan counter (the loss reads what the scan computes) is left out of the work that "
+        "feeds the loss: a second 'the model also runs outside the gradient' note of its few FLOP",
+        (Edit("xla_cost/count/interpret.py", "            if tag is not None:\n                self.tagged[tag] = self.tagged[tag] + counter * (times * n)\n",
+              ""),),
+        tests=("tests/analysis/test_step_checks.py::"
+               "test_a_reference_models_scan_is_all_work_the_loss_reads_not_a_second_forward_pass",),
+    ),
+    Mutation(
+        "analyze_trains_unread_parameters",
+        "analyze counts a parameter the loss never reads (a tied model's unused lm_head) as trained, silently",
+        (Edit("xla_cost/step/workload.py", "        loss_reads=loss_reads(traced_forward, params),\n", ""),),
+        tests=("tests/step/test_frozen.py::"
+               "test_analyze_trains_only_what_the_loss_reads_and_names_the_unread_parameters_as_analyze_step_does",),
     ),
 )
 

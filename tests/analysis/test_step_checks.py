@@ -198,3 +198,45 @@ def test_a_scanned_blocks_hoisted_derivative_of_a_loop_invariant_is_no_second_fo
     report = xla_cost.analyze_step(train_step, model, optimizer, x, x, counter="jaxpr")
     assert not [n for n in report.notes if "a second forward pass" in n]
     assert report.phases["other"].flops < B * width  # no elementwise pass over the conditioning vector
+
+
+def test_a_reference_models_scan_is_all_work_the_loss_reads_not_a_second_forward_pass():
+    # DPO: a frozen reference model (its own parameters, outside the gradient) whose forward runs a
+    # lax.scan over the sequence (EasyDeL's Qwen3 computes its positions so); the loss reads its log-probs
+    # as a constant. All of its work, the scan's counter included, feeds the loss: one note, no
+    # "second forward pass (for metrics?)" for the counter's FLOP alone
+    from flax import nnx
+
+    steps, width = 4, 8
+
+    class Recurrent(nnx.Module):
+        def __init__(self, rngs):
+            self.cell = nnx.Linear(width, width, rngs=rngs)
+
+        def __call__(self, xs):  # xs: (steps, B, width); the scan runs under this module
+            return jax.lax.scan(lambda h, x: (jnp.tanh(self.cell(h) + x), None), jnp.zeros(xs.shape[1:]), xs)[0]
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.rnn, self.head = Recurrent(rngs), nnx.Linear(width, CLASSES, rngs=rngs)
+
+        def __call__(self, xs):
+            return self.head(self.rnn(xs))
+
+    tx = optax.adamw(1e-3)
+
+    def logp(model, xs, y):
+        return jnp.take_along_axis(jax.nn.log_softmax(model(xs)), y[:, None], -1).sum()
+
+    def dpo_step(graphdef, params, opt_state, ref_params, xs, y):
+        ref = jax.lax.stop_gradient(logp(nnx.merge(graphdef, ref_params), xs, y))
+        loss, g = jax.value_and_grad(lambda p: -jax.nn.log_sigmoid(logp(nnx.merge(graphdef, p), xs, y) - ref))(params)
+        u, opt_state = tx.update(g, opt_state, params)
+        return optax.apply_updates(params, u), opt_state, loss
+
+    graphdef, params = nnx.split(nnx.eval_shape(lambda: Net(nnx.Rngs(0))))
+    report = xla_cost.analyze_step(lambda *a: dpo_step(graphdef, *a), params, jax.eval_shape(tx.init, params), params,
+                                   jax.ShapeDtypeStruct((steps, B, width), jnp.float32),
+                                   jax.ShapeDtypeStruct((B,), jnp.int32), counter="jaxpr")
+    assert not [n for n in report.notes if "the model also runs outside the gradient" in n]
+    assert len([n for n in report.notes if "whose result the loss reads as a constant" in n]) == 1

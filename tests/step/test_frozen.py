@@ -391,6 +391,28 @@ def test_the_updates_flop_per_parameter_is_over_every_parameter_adam_runs_on():
         assert xla_cost.Report.from_dict(report.to_dict()).updated_parameters == 2 * D * D
 
 
+def test_analyze_trains_only_what_the_loss_reads_and_names_the_unread_parameters_as_analyze_step_does():
+    # a tied Gemma3 keeps an unused lm_head; a DETR analysed on pred_logits leaves its box head dead. The loss
+    # reads the used layer's D D weights alone: D D trained, the unused layer's D D get zero gradients that AdamW
+    # still applies (2 D D updated), said with analyze_step's notes
+    from flax import nnx
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.used, self.unused = nnx.Linear(D, C, use_bias=False, rngs=rngs), nnx.Linear(D, D, rngs=rngs)
+
+        def __call__(self, x):
+            return self.used(x)
+
+    report = xla_cost.analyze(nnx.eval_shape(lambda: Net(nnx.Rngs(0))), X, optimizer="adamw", counter="jaxpr")
+    assert report.parameters == D * C + D * D + D
+    assert (report.trained_parameters, report.updated_parameters) == (D * C, D * C + D * D + D)
+    assert any("receive no gradient: unused/bias, unused/kernel:" in n and "zeros the optimizer still applies" in n
+               for n in report.notes)
+    assert any(n.startswith(f"trained parameters: {D * C:,} of the {D * C + D * D + D:,}")
+               and "the optimizer still updates" in n for n in report.notes)
+
+
 def test_a_noise_schedule_passed_as_params_is_not_trained_and_its_integers_no_parameters():
     # maxdiffusion's _train_step(state, batch, rng, params={"scheduler": ...}): the schedule's tables are read
     # outside the loss. Its int32 timesteps (S) can have no gradient: no parameter; its float32 table (S) gets

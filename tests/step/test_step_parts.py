@@ -533,3 +533,50 @@ def test_a_step_that_makes_its_parameters_inside_itself_has_a_row_per_module_of_
     [note] = [x for x in report.notes if x.startswith("no parameters found in the arguments")]
     assert "name stacks" in note and "parameters unknown" in note
     assert not [x for x in report.notes if "match no row's module" in x]
+
+
+# ------------------------------------------- a log-sum-exp in a fori_loop over checkpointed chunks
+
+TOKENS, HIDDEN, VOCAB = 8, 4, 16
+
+
+def _chunked_logps(logits, targets):
+    """EasyDeL's DPO ``_compute_token_logps_chunked`` (one chunk): the running max and the running
+    sum of exps, each a ``fori_loop`` over a ``jax.checkpoint``-ed chunk."""
+    def max_step(running):
+        return jnp.maximum(running, jnp.max(logits, axis=-1))
+
+    def sum_step(running):
+        return running + jnp.sum(jnp.exp(logits - top[..., None]), axis=-1)
+
+    max_step, sum_step = jax.checkpoint(max_step, prevent_cse=False), jax.checkpoint(sum_step, prevent_cse=False)
+    top = lax.fori_loop(0, 1, lambda i, m: max_step(m), jnp.full(logits.shape[:-1], -jnp.inf))
+    total = lax.fori_loop(0, 1, lambda i, s: sum_step(s), jnp.zeros_like(top))
+    return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0] - (jnp.log(total) + top)
+
+
+def test_a_frozen_references_chunked_log_sum_exp_is_other_and_the_policys_forward():
+    # DPO: the reference's log-probs (outside the gradient, read by the loss as a constant) and the
+    # policy's both computed by the chunked log-sum-exp. The reference's loops made no new state: other,
+    # not the update; the policy's exps, which jax hoists out of its differentiated loop, stay forward
+    tx = optax.adam(1e-3)
+
+    def logps(w, x, y):
+        return _chunked_logps(x @ w["head"], y).sum()
+
+    def step(params, opt_state, ref_params, x, y):
+        ref = lax.stop_gradient(logps(ref_params, x, y))
+        loss, g = jax.value_and_grad(lambda p: -jax.nn.log_sigmoid(0.1 * (logps(p, x, y) - ref)))(params)
+        u, opt_state = tx.update(g, opt_state, params)
+        return optax.apply_updates(params, u), opt_state, loss
+
+    params = {"head": jax.ShapeDtypeStruct((HIDDEN, VOCAB), jnp.float32)}
+    report = xla_cost.analyze_step(step, params, jax.eval_shape(tx.init, params), params,
+                                   jax.ShapeDtypeStruct((TOKENS, HIDDEN), jnp.float32),
+                                   jax.ShapeDtypeStruct((TOKENS,), jnp.int32), counter="jaxpr")
+    logits = TOKENS * VOCAB
+    # Adam: a sqrt per parameter, and its two bias corrections' b1**t and b2**t
+    assert report.phases["update"].transcendentals == HIDDEN * VOCAB + 2
+    # an exp per logit, a log per token, and log_sigmoid's exp and log1p
+    assert report.phases["forward"].transcendentals == logits + TOKENS + 2
+    assert report.phases["other"].transcendentals == logits + TOKENS  # the reference's own

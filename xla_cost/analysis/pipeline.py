@@ -37,6 +37,7 @@ from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report
 from xla_cost.analysis.step_arguments import compute_dtype as program_compute_dtype
+from xla_cost.analysis.trained_notes import trained_note, ungraded_note
 from xla_cost.choices import COUNTERS, DEFAULT_OPTIMIZER
 from xla_cost.compiled import targets, xla
 from xla_cost.compiled.store import Store
@@ -50,7 +51,7 @@ from xla_cost.parallel.sharding import PartitionRules, ShardingOptions, Sharding
 from xla_cost.step import phases
 from xla_cost.step.checks import OutputSelector, needs_mesh
 from xla_cost.step.optimizers import LossFn
-from xla_cost.step.trees import PyTree
+from xla_cost.step.trees import PyTree, key_name
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
 
 if TYPE_CHECKING:  # the timing modules load where a step is timed (`time_step`), not with every analysis
@@ -629,6 +630,8 @@ def assemble(request: Request, found: Stages) -> Report:
     collectives = _collectives(step)
     if collectives:
         notes.append(_collective_note(collectives, step))
+    trained, updated, said = _trained(workload)
+    notes += said
     first = jax.tree.leaves(workload.inputs)[0]
     return Report(
         model=options.name or workload.root_name,
@@ -641,7 +644,7 @@ def assemble(request: Request, found: Stages) -> Report:
         jax_version=jax.__version__,
         parameters=workload.parameters,
         active_parameters=workload.active_parameters,
-        trained_parameters=_trained(workload),
+        trained_parameters=trained, updated_parameters=updated,
         phases=costs,
         layers=found.layers,
         unsupported=unsupported,
@@ -715,13 +718,24 @@ def _step_equations(counted: Mapping[str, JaxprCount]) -> list[tuple[int, EqnCou
     return [(k, e) for name, k in step.formula.items() for e in counted[name].equations]
 
 
-def _trained(workload: Workload) -> int | None:
-    """The parameters whose gradients the optimizer reads, where it freezes some
-    (`xla_cost.step.workload.unread_gradients`); None: it trains every one."""
-    if workload.read_gradients is None:
-        return None
-    return sum(int(math.prod(getattr(leaf, "shape", ()))) for leaf, read in
-               zip(jax.tree.leaves(workload.params), jax.tree.leaves(workload.read_gradients)) if read)
+def _trained(workload: Workload) -> tuple[int | None, int | None, list[str]]:
+    """(the parameters trained: those whose gradients the optimizer reads, where it freezes some
+    (`xla_cost.step.workload.unread_gradients`), and that the loss reads (`Workload.loss_reads`),
+    None: every one; the parameters the optimizer updates where that is more: the zero gradients
+    of those the loss never reads (a tied model's unused ``lm_head``); the notes on them, worded
+    as `xla_cost.analyze_step`'s)."""
+    paths = jax.tree_util.tree_flatten_with_path(workload.params)[0]
+    every = [True] * len(paths)
+    grads = every if workload.read_gradients is None else jax.tree.leaves(workload.read_gradients)
+    reads = every if workload.loss_reads is None else jax.tree.leaves(workload.loss_reads)
+    sizes = [int(math.prod(getattr(leaf, "shape", ()))) for _, leaf in paths]
+    updated = sum(n for n, g in zip(sizes, grads) if g)
+    trained = sum(n for n, g, r in zip(sizes, grads, reads) if g and r)
+    if workload.loss_reads is None or trained == updated:
+        return (None if workload.read_gradients is None else trained), None, []
+    unread = ["/".join(n for k, n in enumerate(map(key_name, path)) if k < len(path) - 1 or n != "value")
+              for (path, _), g, r in zip(paths, grads, reads) if g and not r]  # (an NNX leaf's own .value left out)
+    return trained, updated, [ungraded_note(unread), trained_note(trained, workload.parameters, updated)]
 
 
 def _collectives(step: Sequence[tuple[int, EqnCount]]) -> dict[str, int]:

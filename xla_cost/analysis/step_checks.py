@@ -24,6 +24,7 @@ from jax.extend import core as jex_core
 from xla_cost.analysis.costs import flop_gap_reason
 from xla_cost.analysis.differentiated import trained_and_rewritten
 from xla_cost.analysis.report import PhaseCosts
+from xla_cost.analysis.trained_notes import ungraded_note
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.interpret import JaxprCount, join_stack
@@ -188,10 +189,7 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
                              "pass")
         ungraded = ungraded_parameters(traced.jaxpr, prepared, module_of)
         if ungraded:
-            notes.append(f"step checker: parameters that receive no gradient: {', '.join(ungraded)}: no equation "
-                         "of the backward pass computes them (stop_gradient, a frozen or unused module), so their "
-                         "gradients are zeros the optimizer still applies; optax.masked or optax.set_to_zero "
-                         "leaves them out")
+            notes.append(ungraded_note(ungraded))
     states = _optimizer_states(prepared.args)
     total = sum(states.values())
     elements = _parameter_elements(prepared)  # as the arguments hold them (a pmap's copies included)

@@ -35,6 +35,7 @@ from xla_cost.analysis.step_checks import (
 )
 from xla_cost.analysis.step_target import target_lowered
 from xla_cost.analysis.step_timing import time_user_step
+from xla_cost.analysis.trained_notes import trained_note
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.analysis.step_classes import with_class_names
@@ -297,11 +298,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     updated = updated if some and trained < updated else None  # the optimizer also runs on zero gradients
     if some:
         integer = sum(int(leaf.size) for i, leaf in enumerate(jax.tree.leaves(prepared.args)) if i in prepared.quantized)
-        notes.append(f"trained parameters: {trained:,} of the {prepared.parameters:,} (the backward pass makes "
-                     f"gradients for those alone; {prepared.parameters - trained:,} frozen"
-                     + (f", {integer:,} of them integer (quantized), which take no gradient" if integer else "") + ")"
-                     + (f"; the optimizer still updates {updated:,} (the frozen ones' zero gradients too): the "
-                        "update's FLOP per parameter is over those" if updated else ""))
+        notes.append(trained_note(trained, prepared.parameters, updated, integer))
     breakdown = None
     if memory:
         # XLA's figures of the program the user's jit compiles (its donation, its outputs), where it is

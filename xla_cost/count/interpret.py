@@ -398,6 +398,9 @@ class _Counter:
             key = (stack, "scan", times * n, public_owner(owner), part, path)  # once per iteration
             self.costs[key] = self.costs[key] + counter * (times * n)
             self.executions[key] += times * n
+            tag = getattr(self.labels, "tags", {}).get(path)  # (a target network's scan: its counter too)
+            if tag is not None:
+                self.tagged[tag] = self.tagged[tag] + counter * (times * n)
             self.loops.append(LoopInfo(stack, "scan", length, body + counter, within))
             return (body + counter) * n
         if name == "while":

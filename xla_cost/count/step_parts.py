@@ -38,7 +38,9 @@ flow alone, without names the user must add:
   of them): a KV cache returned written is the forward's state; never the
   model run outside autodiff (under the scopes its passes run it under) on
   parameters an earlier update made (a rollout of the policy in a loop of
-  training iterations): that is other;
+  training iterations): that is other; in a loop's body, only where the
+  loop's results are new state (`xla_cost.count.update_work`): a frozen
+  reference's log-sum-exp summed in a ``fori_loop`` is other;
 * **other**: the rest: metrics (a gradient norm or a parameter norm that only
   a returned metric reads, given the step's ``results``), a schedule also
   logged, data reshapes, model state made outside autodiff from the forward's
@@ -69,6 +71,7 @@ import jax.numpy as jnp
 from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
     join_stack, public_owner, repeated_forward
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
+from xla_cost.count.update_work import owners_from_readers, revert_unconfirmed
 from xla_cost.count.primitives import VIEWS
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
@@ -160,6 +163,7 @@ class _Classifier:
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
         self.seeds: set[Any] = set()  # values live whoever reads them: a dead loss (`dead_loss`)
         self.feeds: set[Path] = set()  # the model's work outside autodiff that the passes read (`feeding`)
+        self.provisional: set[Path] = set()  # update work in a loop's body its results alone read (`_refine`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -283,7 +287,7 @@ class _Classifier:
             for var in node.outs:
                 tainted[var], owner[var] = out_taint, node.owner
         self._refine(level)
-        _owners_from_readers(level)
+        owners_from_readers(level)
         for node in level.nodes:
             level.labels[node.path] = Label(node.part, public_owner(node.owner))
             for inner in node.levels:
@@ -357,20 +361,27 @@ class _Classifier:
                     # parameters or optimizer state made from no gradient (an optimizer's rule on a
                     # frozen parameter's zeros: Adam's moments decayed, weight decay), not the model
                     # state its forward pass made (a pmapped step's pmean of BatchNorm's batch
-                    # statistics: other, as TrainState.step + 1), nor the model run on them (`runs_model`)
+                    # statistics: other, as TrainState.step + 1), nor the model run on them (`runs_model`);
+                    # in a loop's body, until what reads the loop's results says (`revert_unconfirmed`)
                     node.part = UPDATE
+                    if level is not self.top:
+                        self.provisional.add(node.path)
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
                     self.metrics.add(node.path)
-                elif node.part == OTHER and bare_stack(node.stack) and seen and seen <= {FORWARD, BACKWARD, MIXED}:
+                elif node.part == OTHER and (bare_stack(node.stack) or any(v in model_state for v in node.ins)) \
+                        and seen and seen <= {FORWARD, BACKWARD, MIXED}:
                     # a model's work outside autodiff that only the passes read: the forward's loop
                     # invariants jax's scan partial evaluation hoisted out of the loop (a rope's sin
-                    # and cos), whose name stack lost its jvp (`xla_cost.count.hoisted`); where only the
-                    # backward pass reads it, the derivative's own invariants (a silu's sigmoid of a
-                    # conditioning vector every scanned block reads): the backward's
+                    # and cos), whose name stack lost its jvp (`xla_cost.count.hoisted`), or, under no
+                    # scope, that reads the forward's values (a log-sum-exp's exp before a checkpointed
+                    # fori_loop sums it); where only the backward pass reads it, the derivative's own
+                    # invariants (a silu's sigmoid of a conditioning vector every scanned block reads)
                     node.part = BACKWARD if seen == {BACKWARD} else FORWARD
                 reads_as = node.part
             else:
+                revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs], self.provisional,
+                                   {UPDATE, _OUTSIDE})
                 parts = set().union(*(inner.parts() for inner in node.levels))
                 reads_as = before = parts.pop() if len(parts) == 1 else MIXED
             for var in node.ins:
@@ -558,15 +569,16 @@ class _Classifier:
         read = {var for var, flag in zip(level.outvars, outs) if flag and var is not None}
         for node in reversed(level.nodes):
             flags = [var in read for var in node.outs]
-            if node.levels:
+            if node.levels:  # and the loop's own work, its counter (a scan over positions in the model)
                 operands = self._loop_dataflow(node, flags, self.feeding)
                 read.update(v for v, flag in zip(_pad(node.ins, node.eqn.invars), operands) if flag and v is not None)
+            elif node.part not in (FORWARD, BACKWARD) and not any(flags):
                 continue
-            if node.part not in (FORWARD, BACKWARD) and not any(flags):
-                continue
-            if node.part == OTHER and classify_pass(node.stack) is None and self.module_of(node.stack) is not None:
+            if node.part == OTHER and any(flags) and classify_pass(node.stack) is None \
+                    and self.module_of(node.stack) is not None:
                 self.feeds.add(node.path)
-            read.update(var for var in node.ins if var is not None)
+            if not node.levels:
+                read.update(var for var in node.ins if var is not None)
         return [var is not None and var in read for var in level.invars]
 
     def _live(self, level: _Level, live_out: Sequence[bool]) -> list[bool]:
@@ -705,27 +717,6 @@ def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict
     return saved
 
 
-
-
-def _owners_from_readers(level: _Level) -> None:
-    """Update work on a value of no module's, read by one module's update work alone, is that
-    module's: an optimizer's arithmetic on a gradient that a backward pass outside every module
-    made (a pure-JAX model's ``params['layers'][0]['w']``, no name scope: AdamW's ``(1 - b1) g``,
-    ``g * g``) belongs to the layer whose moments it updates, as in a model of modules; so is
-    update work on a value of a module around that layer's (a gradient split from the fused
-    gradient an ``nn.OptimizedLSTMCell`` computes for its gates' kernels concatenated). Consumers
-    first, so a chain of such work follows its last reader."""
-    readers: dict[Any, set[str | None]] = {}
-    for node in reversed(level.nodes):
-        if (node.part == UPDATE and not node.levels and node.outs
-                and all(getattr(out.aval, "shape", ()) for out in node.eqn.outvars)):  # (a scalar is no layer's)
-            found = set().union(*(readers.get(v, set()) for v in node.outs))
-            reader = next(iter(found)) if len(found) == 1 else None
-            if reader is not None and (node.owner is None or reader.startswith(f"{node.owner}/")):
-                node.owner = reader
-        for var in node.ins:
-            if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
-                readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
 
 
 def _every_node(level: _Level) -> Any:

@@ -110,6 +110,9 @@ class Workload:
       read_gradients: a tree like ``params`` of whether the optimizer's update reads each
         parameter's gradient (`unread_gradients`); None: it reads every one. The ``grad``
         phase computes only those it reads, as the fused step does.
+      loss_reads: a tree like ``params`` of whether the loss reads each parameter (`loss_reads`);
+        None: it reads every one (or that could not be told). One it never reads (a tied model's
+        unused ``lm_head``, a head the selected output leaves out) gets a zero gradient.
     """
 
     kind: str
@@ -137,6 +140,7 @@ class Workload:
     active_parameters: int | None = None
     padded: tuple[tuple[frozenset[str], float], ...] = ()
     read_gradients: PyTree | None = None
+    loss_reads: PyTree | None = None
 
     @property
     def parameters(self) -> int:
@@ -431,6 +435,7 @@ def build_workload(
         active_parameters=active_parameters(params, routing),
         padded=padded_modules(params, routing),
         read_gradients=read,
+        loss_reads=loss_reads(traced_forward, params),
     )
     return workload, optimizer_name
 
@@ -446,17 +451,35 @@ def unread_gradients(update: Callable[..., Any], params: PyTree, opt_state: PyTr
     its unused equations removed (jax's own dead-code elimination, as
     `xla_cost.count.interpret` uses it)."""
     try:
+        closed = jax.make_jaxpr(update)(params, opt_state, params)
+    except Exception:  # noqa: BLE001 - an update that does not trace abstractly
+        return None
+    return _reads(closed.jaxpr, len(closed.jaxpr.outvars), params)
+
+
+def _reads(jaxpr: Any, results: int, params: PyTree) -> PyTree | None:
+    """A tree like ``params`` (the jaxpr's first inputs) of whether its first ``results`` results read each
+    leaf, from the jaxpr with the equations they do not need removed (jax's own dead-code elimination,
+    as `xla_cost.count.interpret` uses it); None where they read every one, or where jax's internals moved."""
+    try:
         from jax._src.interpreters import partial_eval as pe
 
-        closed = jax.make_jaxpr(update)(params, opt_state, params)
-        _, used = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=False)
-    except Exception:  # noqa: BLE001 - jax internals moved, or an update that does not trace abstractly
+        wanted = [True] * results + [False] * (len(jaxpr.outvars) - results)
+        _, used = pe.dce_jaxpr(jaxpr, wanted, instantiate=False)
+    except Exception:  # noqa: BLE001 - jax internals moved
         return None
     leaves, tree = jax.tree_util.tree_flatten(params)
     read = [bool(u) for u in used[:len(leaves)]]
     if len(used) < len(leaves) or all(read):
         return None
     return jax.tree_util.tree_unflatten(tree, read)
+
+
+def loss_reads(traced: Any, params: PyTree) -> PyTree | None:
+    """A tree like ``params`` of whether the forward program's loss (its first result) reads each
+    parameter (`_reads`); None where it reads every one, or where that cannot be told. The
+    gradient of a parameter it never reads is zeros: no backward work computes it."""
+    return _reads(traced.jaxpr.jaxpr, 1, params)
 
 
 def _frozen_note(params: PyTree, read: PyTree) -> str:

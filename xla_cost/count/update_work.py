@@ -1,0 +1,98 @@
+"""Two refinements of the update's work that the step classifier makes once a level's parts are known.
+
+Whose module an optimizer's arithmetic is (`owners_from_readers`): the module whose update reads it.
+
+Update work in a loop's body that no gradient made, kept only where the loop's results are new state
+(`revert_unconfirmed`). The step classifier (`xla_cost.count.step_parts`) classifies a loop's body (``scan``, ``while``, each
+branch of a ``cond``) on its own, before the work after the loop: there the body's results are only
+"read by the caller". Work that no gradient reaches but that a module's values make and only those
+results read is the update's *provisionally* (an optimizer's rule on a frozen parameter's zeros inside
+a loop of training iterations: Adam's moments decayed). Whether it is depends on what reads the loop's
+results: a loop that makes new parameters or optimizer state keeps it, a loop whose results other
+work reads (a frozen reference model's log-sum-exp computed in a ``fori_loop`` over chunks, whose
+result the loss reads as a constant: EasyDeL's DPO ``_compute_token_logps_chunked``) is other work,
+and so is its body. `revert_unconfirmed` takes those back, given the readers of the loop's results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from xla_cost.step.phases import STEP_PARTS
+
+__all__ = ["owners_from_readers", "revert_unconfirmed"]
+
+_FORWARD, _BACKWARD, UPDATE, OTHER = STEP_PARTS
+_SEVERAL = "mixed"  # what a loop of several parts reads a value as
+
+
+def revert_unconfirmed(node: Any, outer: Sequence[Collection[str]], provisional: Collection[Any],
+                       confirming: Collection[str]) -> bool:
+    """Turns back into other work the provisional update work in the loop ``node``'s body (and in
+    the loops nested in it) whose values reach no result of the loop that only ``confirming``
+    readers read (the update, the step's new state); a result that nothing reads keeps what made it.
+
+    Args:
+      node: a loop or cond of the classifier's flattened levels (its ``levels``: the bodies, whose
+        results are the loop's results in order, a ``while``'s condition last).
+      outer: per result of the loop, the parts (and marks) of what reads it after the loop.
+      provisional: paths of the equations turned update only because a level's results read them.
+      confirming: the readers that make a value new state: the update, the caller's results.
+
+    Returns:
+      Whether any equation changed part (the bodies' labels are updated; the caller's are not).
+    """
+    bodies = node.levels[:1] if node.eqn.primitive.name == "while" else node.levels
+    changed = False
+    for body in bodies:
+        changed |= _revert(body, outer, provisional, confirming)
+    return changed
+
+
+def _revert(level: Any, marks: Sequence[Collection[str]], provisional: Collection[Any],
+            confirming: Collection[str]) -> bool:
+    readers: dict[Any, set[str]] = {}
+    for var, mark in zip(level.outvars, marks):
+        if var is not None:
+            readers.setdefault(var, set()).update(mark or confirming)
+    changed = False
+    for node in reversed(level.nodes):
+        seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
+        if node.levels:
+            if revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs], provisional, confirming):
+                changed = True
+                for inner in node.levels:
+                    level.labels.update(inner.labels)
+            parts = {label.part for inner in node.levels for label in inner.labels.values()}
+            reads_as = parts.pop() if len(parts) == 1 else None
+        else:
+            if node.part == UPDATE and node.path in provisional and not (seen and seen <= set(confirming)):
+                node.part, changed = OTHER, True
+                level.labels[node.path] = level.labels[node.path]._replace(part=OTHER)
+            reads_as = node.part
+        for var in node.ins:
+            if var is not None:
+                readers.setdefault(var, set()).add(reads_as if reads_as is not None else _SEVERAL)
+    return changed
+
+
+def owners_from_readers(level: Any) -> None:
+    """Update work on a value of no module's, read by one module's update work alone, is that
+    module's: an optimizer's arithmetic on a gradient that a backward pass outside every module
+    made (a pure-JAX model's ``params['layers'][0]['w']``, no name scope: AdamW's ``(1 - b1) g``,
+    ``g * g``) belongs to the layer whose moments it updates, as in a model of modules; so is
+    update work on a value of a module around that layer's (a gradient split from the fused
+    gradient an ``nn.OptimizedLSTMCell`` computes for its gates' kernels concatenated). Consumers
+    first, so a chain of such work follows its last reader."""
+    readers: dict[Any, set[str | None]] = {}
+    for node in reversed(level.nodes):
+        if (node.part == UPDATE and not node.levels and node.outs
+                and all(getattr(out.aval, "shape", ()) for out in node.eqn.outvars)):  # (a scalar is no layer's)
+            found = set().union(*(readers.get(v, set()) for v in node.outs))
+            reader = next(iter(found)) if len(found) == 1 else None
+            if reader is not None and (node.owner is None or reader.startswith(f"{node.owner}/")):
+                node.owner = reader
+        for var in node.ins:
+            if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
+                readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
