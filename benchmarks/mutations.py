@@ -2195,6 +2195,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py::"
                "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
     ),
+    Mutation(
+        "parameters_made_inside_the_step_updated_as_metrics",
+        "a step that initialises its parameters inside itself returns them updated, matching no argument: "
+        "its update is taken for work only the returned metrics read (other), update 0 FLOP",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "    updated = new_values(jaxpr) if jaxpr is not None and not all(found) else set()\n",
+              "    updated = set()\n"),),
+        tests=("tests/step/test_analyze_step.py::"
+               "test_the_update_of_parameters_a_step_makes_inside_itself_is_the_update",),
+    ),
 )
 
 

@@ -206,7 +206,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     invars = len(traced.jaxpr.invars)
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
-    results = new_state(prepared, shapes)
+    results = new_state(prepared, shapes, traced)
     # (a KV cache returned written: state, not the batch; a batch returned as it came in is the batch)
     written = written_arguments(prepared, shapes, traced)
 
