@@ -35,6 +35,7 @@ from xla_cost.analysis.step_checks import (
 )
 from xla_cost.analysis.step_target import target_lowered
 from xla_cost.analysis.step_timing import time_user_step
+from xla_cost.analysis.tree_layers import layers_by_tree
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
@@ -269,7 +270,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}
-        layers = attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
+        layers = layers_by_tree(traced, prepared, owners, classify, root=roots, depth=depth, known_modules=modules) \
+            or attribute_parts(equations, prepared.param_paths, root=roots, depth=depth, known_modules=modules)
         said = (unmatched_note(equations, prepared.param_paths, root=roots, known_modules=modules),
                 root_products_note(equations[phases.SPLIT[0]], prepared.param_paths, root=roots,
                                    known_modules=modules),
