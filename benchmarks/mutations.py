@@ -2290,6 +2290,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_frozen.py::"
                "test_analyze_trains_only_what_the_loss_reads_and_names_the_unread_parameters_as_analyze_step_does",),
     ),
+    Mutation(
+        "parameters_made_inside_the_step_updated_as_metrics",
+        "a step that initialises its parameters inside itself returns them updated, matching no argument: "
+        "its update is taken for work only the returned metrics read (other), update 0 FLOP",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "    updated = new_values(jaxpr) if jaxpr is not None and not all(found) else set()\n",
+              "    updated = set()\n"),),
+        tests=("tests/step/test_analyze_step.py::"
+               "test_the_update_of_parameters_a_step_makes_inside_itself_is_the_update",),
+    ),
+    Mutation(
+        "weight_gradient_not_tied_to_its_forward_product",
+        "a weight's gradient (x^T g) takes the trees of its operands, not of the forward product that read x "
+        "with the weight: the actor's last layer's dW, which reads qf1's cotangent, leaves the actor's row",
+        (Edit("xla_cost/count/tree_split.py",
+              "                    tree = _mirrored(frozenset().union(*held), tree)\n",
+              "                    tree = tree\n"),),
+        tests=("tests/step/test_frozen.py::test_an_actors_rows_and_each_critics_are_their_own_in_its_step",),
+    ),
 )
 
 

@@ -775,3 +775,88 @@ def test_an_actor_step_names_no_critic_as_receiving_zero_gradients():
     # Adam on the actor, 13 a parameter, and three targets' incremental updates, 3 a parameter each
     update = report.phases["update"].flops
     assert 13 * Pa + 3 * (Pa + 2 * Pq) <= update < 13 * Pa + 3 * (Pa + 2 * Pq) + 64
+
+
+def _columns_add_up(report):
+    for part in ("forward", "backward", "update"):
+        assert sum(getattr(row, part).flops for row in report.layers) == report.phases[part].jaxpr_flops, part
+
+
+def test_two_train_states_of_one_network_class_get_rows_of_their_own():
+    # _Mlp(C) names its output layer Dense_0 (H -> C, made first) and its input layer Dense_1 (D -> H): both
+    # states run under one name stack (_Mlp/Dense_1); each state's rows hold its own parameters and work
+    s1, s2 = _mlp_state(D, C), _mlp_state(D, C)
+    y = jax.ShapeDtypeStruct((B, C), jnp.float32)
+
+    def step(s1, s2, x, y):
+        def loss(p, s):
+            return jnp.mean((s.apply_fn(p, x) - y) ** 2)
+        return s1.apply_gradients(grads=jax.grad(loss)(s1.params, s1)), s2.apply_gradients(
+            grads=jax.grad(loss)(s2.params, s2))
+
+    report = xla_cost.analyze_step(step, s1, s2, X, y, counter="jaxpr", per_layer=True)
+    rows = {row.path: row for row in report.layers}
+    assert set(rows) == {"s1/Dense_0", "s1/Dense_1", "s2/Dense_0", "s2/Dense_1", "(remainder)"}
+    for tree in ("s1", "s2"):
+        first, last = rows[f"{tree}/Dense_1"], rows[f"{tree}/Dense_0"]
+        assert (first.parameters, last.parameters) == (D * H + H, H * C + C)
+        assert first.forward.flops == 2 * B * D * H + B * H  # x @ W, + b
+        assert last.forward.flops == 2 * B * H * C + B * C
+        # the input layer's gradients: dW = x^T g (2 B D H), db = sum over the batch ((B - 1) H); no dX
+        assert first.backward.flops == 2 * B * D * H + (B - 1) * H
+        # the output layer's: dW and dX (2 B H C each), db ((B - 1) C)
+        assert last.backward.flops == 2 * (2 * B * H * C) + (B - 1) * C
+        assert first.update.flops == 13 * first.parameters and last.update.flops == 13 * last.parameters  # Adam
+    _columns_add_up(report)
+
+
+def test_an_actors_rows_and_each_critics_are_their_own_in_its_step():
+    # TD3's update_actor: the actor (D -> H -> A) trained through qf1 (D + A -> H -> 1); qf2 only has its
+    # target moved (3 FLOP a parameter). The critic's forward and its input's cotangent (dX, reading its kernels)
+    # are qf1's rows; the actor's weight gradients, which read qf1's cotangent and the actor's own
+    # activations, are the actor's
+    A = 2
+    actor, q1, q2 = _mlp_state(D, A, target=True), _mlp_state(D + A, 1, target=True), _mlp_state(D + A, 1, target=True)
+
+    def update_actor(actor, q1, q2, obs):
+        grads = jax.grad(lambda p: -q1.apply_fn(q1.params, jnp.concatenate([obs, actor.apply_fn(p, obs)], -1)).mean())(
+            actor.params)
+        actor = actor.apply_gradients(grads=grads)
+        moved = [s.replace(target_params=optax.incremental_update(s.params, s.target_params, 0.005))
+                 for s in (actor, q1, q2)]
+        return moved[0], (moved[1], moved[2])
+
+    report = xla_cost.analyze_step(update_actor, actor, q1, q2, X, counter="jaxpr", per_layer=True)
+    rows = {row.path: row for row in report.layers}
+    assert {f"{t}/Dense_{k}" for t in ("actor", "q1", "q2") for k in (0, 1)} <= set(rows)
+    # (known limit: the actor's output layer's bias gradient, a sum of the cotangent qf1's dX made, and Adam's
+    # first steps on it go by that cotangent's tree: a few FLOP to q1/Dense_0 and to a row Dense_0 of several trees)
+    assert {row.path for row in report.layers if row.parameters == 0} <= {"Dense_0", "(remainder)"}
+    Pa1, Pq1 = D * H + H, (D + A) * H + H  # the input layers' parameters
+    assert rows["actor/Dense_1"].parameters == Pa1 and rows["q1/Dense_1"].parameters == rows["q2/Dense_1"].parameters == Pq1
+    assert rows["actor/Dense_1"].forward.flops == 2 * B * D * H + B * H
+    assert rows["q1/Dense_1"].forward.flops == 2 * B * (D + A) * H + B * H
+    assert rows["actor/Dense_1"].backward.flops == 2 * B * D * H + (B - 1) * H  # dW, db (obs: no dX)
+    assert rows["q1/Dense_1"].backward.flops == 2 * B * H * (D + A)  # dX alone (qf1 is not differentiated)
+    # the actor's output layer: dW (reading qf1's cotangent and the actor's activations) and dX, 2 B H A each
+    # (its bias gradient, the known limit above, goes by the cotangent's tree)
+    assert rows["actor/Dense_0"].backward.flops == 2 * (2 * B * H * A)
+    assert rows["actor/Dense_1"].update.flops == (13 + 3) * Pa1  # Adam, then the target's move
+    for k, n in ((1, Pq1), (0, H + 1)):
+        q2_row = rows[f"q2/Dense_{k}"]
+        assert (q2_row.forward.flops, q2_row.backward.flops, q2_row.update.flops) == (0, 0, 3 * n)
+    assert rows["q1/Dense_1"].update.flops == 3 * Pq1
+    _columns_add_up(report)
+
+
+def test_one_model_keeps_its_rows_by_module_path():
+    # a single TrainState: no tree is named, rows are the module paths alone
+    s1 = _mlp_state(D, C)
+    y = jax.ShapeDtypeStruct((B, C), jnp.float32)
+
+    def step(s1, x, y):
+        return s1.apply_gradients(grads=jax.grad(lambda p: jnp.mean((s1.apply_fn(p, x) - y) ** 2))(s1.params))
+
+    report = xla_cost.analyze_step(step, s1, X, y, counter="jaxpr", per_layer=True)
+    assert [row.path for row in report.layers] == ["Dense_1", "Dense_0", "(remainder)"]
+    assert report.layers[0].forward.flops == 2 * B * D * H + B * H

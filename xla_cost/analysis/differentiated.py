@@ -35,7 +35,7 @@ from xla_cost.count.stacks import classify_pass
 from xla_cost.step.trees import leaf_roles
 from xla_cost.step.user_step import UserStep
 
-__all__ = ["differentiated_leaves", "trained_and_rewritten", "with_differentiated_parameters"]
+__all__ = ["differentiated_leaves", "new_values", "trained_and_rewritten", "with_differentiated_parameters"]
 
 _BACKWARD = "backward"
 
@@ -136,6 +136,45 @@ def trained_and_rewritten(jaxpr: Any, count: int, indices: Iterable[int]) -> tup
         if any(v in mine and v is not var and _key(v.aval) == key for v in flow.outs):
             rewritten.add(index)
     return _from_gradients(inner, flow, indices), rewritten
+
+
+def new_values(jaxpr: Any) -> set[int]:
+    """The step's results (by index among its outputs) that are the new value of an array the
+    gradient's passes read and that the step makes or takes outside them: a result of its shape and
+    dtype computed, outside the passes, from such an array and from a gradient of that shape and
+    dtype (the module's docstring), and the results these are computed from outside the passes (an
+    optimizer's new state). The parameters of a step that initialises them inside itself (purejaxrl's
+    ``train(rng)``) match no argument, and their update is the update all the same."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    flow = _Flow(inner)
+    made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
+    if not made:
+        return set()
+    read = {v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs)
+    gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
+    for var in made & read:  # the arrays the backward pass hands back
+        if getattr(var.aval, "ndim", 0) > 0:  # (scalars left out, as in `differentiated_leaves`)
+            gradients.setdefault(_key(var.aval), set()).add(var)
+    in_passes = {v for _, outs, found in flow.nodes if found is not None for v in outs}
+    primals: dict[tuple[tuple[int, ...], str], set[Any]] = {}
+    for ins, _, found in flow.nodes:  # what the passes read, made outside them (or an argument)
+        for var in ins:
+            key = _key(getattr(var, "aval", None))
+            if found is not None and key in gradients and var not in in_passes:
+                primals.setdefault(key, set()).add(var)
+    outs = [None if isinstance(v, jex_core.Literal) else flow.at(v) for v in inner.outvars]
+    found_results: set[int] = set()
+    for key, values in primals.items():
+        both = flow.outside(values) & flow.outside(gradients[key])
+        found_results.update(j for j, v in enumerate(outs)
+                             if v is not None and v in both and v not in values and _key(v.aval) == key)
+    # and the results the new values are computed from outside the passes: the optimizer's new
+    # state (Adam's moments and step count, which its update reads)
+    needed = {outs[j] for j in found_results}
+    for ins, made_here, found in reversed(flow.nodes):
+        if found is None and any(v in needed for v in made_here):
+            needed.update(ins)
+    return found_results | {j for j, v in enumerate(outs) if v is not None and v in needed}
 
 
 def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from xla_cost.analysis.differentiated import new_values
 from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
@@ -23,11 +24,20 @@ __all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", 
            "written_arguments"]
 
 
-def new_state(prepared: UserStep, shapes: Any) -> list[bool]:
+def new_state(prepared: UserStep, shapes: Any, jaxpr: Any = None) -> list[bool]:
     """Per result of the step, whether it is part of its new state rather than a
     metric: an NNX step's objects after it, or a result with the path (below the
     argument or result position), shape and dtype of an argument (a TrainState's
-    parameters, optimizer state and counter; new parameters returned alone)."""
+    parameters, optimizer state and counter; new parameters returned alone); with the
+    step's ``jaxpr``, also the new value of an array the gradient's passes read, made
+    from it and its gradient (`new_values`: parameters the step initialises itself)."""
+    found = _state_by_path(prepared, shapes)
+    updated = new_values(jaxpr) if jaxpr is not None and not all(found) else set()
+    return [state or j in updated for j, state in enumerate(found)]
+
+
+def _state_by_path(prepared: UserStep, shapes: Any) -> list[bool]:
+    """`new_state` read from the results' and the arguments' paths, shapes and dtypes."""
     results = jax.tree_util.tree_flatten_with_path(shapes)[0]
 
     def key(path: Any, leaf: Any) -> tuple[Any, ...]:

@@ -36,6 +36,7 @@ from xla_cost.analysis.step_checks import (
 from xla_cost.analysis.step_target import target_lowered
 from xla_cost.analysis.step_timing import time_user_step
 from xla_cost.analysis.trained_notes import trained_note
+from xla_cost.analysis.tree_layers import layers_by_tree
 from xla_cost.choices import COUNTERS, REMAINDER
 from xla_cost.compiled import lowering, targets, xla
 from xla_cost.analysis.step_classes import with_class_names
@@ -218,7 +219,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     invars = len(traced.jaxpr.invars)
     owners = owners + [None] * (invars - len(owners)) if len(owners) <= invars else None
     found: list[StepLabels] = []
-    results = new_state(prepared, shapes)
+    results = new_state(prepared, shapes, traced)
     # (a KV cache returned written: state, not the batch; a batch returned as it came in is the batch)
     written = written_arguments(prepared, shapes, traced)
 
@@ -288,7 +289,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             root, paths = prepared.roots, stack_modules(stacks, prepared.roots)
             known = list(paths)
             notes = [STACK_ROWS_NOTE if note == NO_PARAMETERS_NOTE else note for note in notes]
-        layers = attribute_parts(equations, paths, root=root, depth=depth, known_modules=known)
+        layers = layers_by_tree(traced, prepared, owners, classify, root=root, depth=depth, known_modules=known) \
+            or attribute_parts(equations, paths, root=root, depth=depth, known_modules=known)
         said = (unmatched_note(equations, paths, root=root, known_modules=known),
                 root_products_note(equations[phases.SPLIT[0]], paths, root=root, known_modules=known),
                 borrowed_note(parameter_reads(traced, owners or ()), paths, root=root, known_modules=known))
