@@ -2008,6 +2008,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/analysis/test_costs.py",),
     ),
     Mutation(
+        "fused_window_halved",
+        "attention_flops causal halves a fused kernel's local window as a global causal mask (a splash "
+        "LocalMask, cuDNN's sliding_window_length): cuDNN B=2 T=16 N=4 h=32 W=8 keeps 393,216 of 786,432 "
+        "attention FLOP, not 282,624 = 786,432 x (T W - W(W-1)/2 - T/2)/T²",
+        (Edit("xla_cost/count/attention_flow.py",
+              "    if window is not None and window != (None, 0):",
+              "    if False:"),),
+        tests=("tests/analysis/test_fused_attention.py", "tests/compiled/test_splash_attention.py"),
+    ),
+    Mutation(
         "step_gap_emulation_as_rewriting",
         "analyze_step's train_step note calls what a bfloat16 step's compile without fusion counts above the "
         "parts XLA's own rewriting, where analyze's note (the same rule) says the CPU's emulation of bfloat16",

@@ -154,3 +154,45 @@ def test_the_target_declares_the_kernel_and_a_form_cudnn_refuses_is_one_line():
     with pytest.raises(xla_cost.InputError, match="bfloat16 or float16 q, k, v.*float32"):
         xla_cost.analyze(build_model("llama3-8b", attention="fused", **small),
                          example_inputs("llama3-8b", B, **small), optimizer="sgd", target="h100")
+
+
+@pytest.mark.parametrize("window", [8, 2, 16])
+def test_cudnns_sliding_window_keeps_the_pairs_it_allows(window):
+    # jax.nn.dot_product_attention(..., local_window_size=(W - 1, 0)) passes cuDNN sliding_window_length W:
+    # query i sees keys (i - W, i]. attention_flops="causal" keeps (A - D/2)/T² of its products, A the
+    # pairs allowed, D = T its bounded diagonal, as a dense sliding window's (docs/memory.md)
+    from xla_cost.analysis import costs
+
+    b, t, n, h = 2, 16, 4, 32
+    q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16)
+
+    def loss(q, key, value):
+        out = jax.nn.dot_product_attention(q, key, value, is_causal=True, local_window_size=(window - 1, 0),
+                                           implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    counted = count_function(jax.grad(loss, argnums=(0, 1, 2)), q, q, q)
+    causal = 3 * 2 * (b * n * t * t) * (h + h)  # forward Q K^T and P V, 2·B·N·T·T·h each; backward twice
+    assert sum(e.cost.causal for e in counted.equations) == causal
+    allowed = t * window - window * (window - 1) // 2  # every query's W keys, less those before position 0
+    kept = causal * (2 * allowed - t) // (2 * t * t)  # (A - T/2) / T²
+    assert causal - causal // 2 - costs.window_flops(counted) == kept
+    if window < t:
+        words = f"sliding window of {window} keys ({t} x {t})"
+        assert costs.causal_windows({"train_step": counted}) == {words: (causal, kept)}
+        assert f"{words}: {kept:,} FLOP kept of {causal:,}" in costs.causal_note(
+            (causal, 0, 0, costs.window_flops(counted)), causal, costs.causal_windows({"train_step": counted}))
+    else:  # a window of every key: the causal mask, half kept
+        assert kept == causal // 2 and counted.windows == {}
+
+
+def test_a_cudnn_window_over_more_keys_than_queries_is_halved_and_said_so():
+    b, t, s, n, h = 1, 16, 24, 2, 32
+    q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((b, s, n, h), jnp.bfloat16)
+    counted = count_function(lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, is_causal=True, local_window_size=(3, 0), implementation="cudnn"), q, kv, kv)
+    causal = 2 * (b * n * t * s) * (h + h)  # Q K^T and P V, every T x S pair
+    assert sum(e.cost.causal for e in counted.equations) == causal
+    assert sum(e.cost.window for e in counted.equations) == 0  # halved, as a causal mask
+    assert list(counted.windows) == [f"not evaluated: a window over {t} queries and {s} keys, no square T x T one"]

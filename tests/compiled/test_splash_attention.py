@@ -95,3 +95,41 @@ def test_a_kernel_mapped_over_the_mesh_counts_on_every_device():
     attention = [e for e in counted.equations if e.primitive == "pallas_call"]
     assert sum(e.cost.flops for e in attention) == batch * FORWARD_KERNEL  # the step's, not one chip's
     assert not counted.unsupported
+
+
+@pytest.mark.parametrize("causal, window", [(True, 64), (False, 64), (False, 192)])
+def test_a_splash_local_mask_keeps_the_pairs_its_window_allows(causal, window):
+    # a LocalMask of W keys before each query (and W - 1 after it where not causal), named in the kernels'
+    # scope (splash_local_mask_<left>_<right>): attention_flops="causal" keeps (A - D/2)/T² of the products,
+    # as a dense mask's (docs/memory.md); traced without a TPU (the jaxpr alone, no compile)
+    from fractions import Fraction
+
+    import jax
+    import jax.numpy as jnp
+
+    from xla_cost.analysis import costs
+    from xla_cost.count.interpret import count_function
+    from xla_cost.zoo import _transformer
+
+    q = jax.ShapeDtypeStruct((B, T, N, H), jnp.bfloat16)
+
+    def loss(q, k, v):
+        return _transformer.splash_attention(q, k, v, causal=causal, window=window).astype(jnp.float32).sum()
+
+    counted = count_function(jax.grad(loss, argnums=(0, 1, 2)), q, q, q)
+    kernels = FORWARD_KERNEL + DQ_KERNEL + DKV_KERNEL - 2 * SOFTMAX  # the products, forward and backward
+    assert sum(e.cost.causal for e in counted.equations if e.primitive == "pallas_call") == kernels
+    if causal:  # keys i - W + 1 .. i: every query's W, less those before position 0; its diagonal bounded
+        allowed, diagonal = T * window - window * (window - 1) // 2, T
+        words = f"sliding window of {window} keys ({T} x {T})"
+    else:  # keys i - W + 1 .. i + W - 1, less those past either end (W <= T); no diagonal bounded
+        allowed, diagonal = T * (2 * window - 1) - window * (window - 1), 0
+        words = f"a mask allowing {allowed:,} of {T * T:,} pairs (kept {Fraction(allowed, T * T)})"
+    kept = kernels * (2 * allowed - diagonal) // (2 * T * T)  # (A - D/2) / T²
+    assert kernels - kernels // 2 - costs.window_flops(counted) == kept
+    assert costs.causal_windows({"train_step": counted}) == {words: (kernels, kept)}
+    beyond = kernels // 2 - kept  # left out beyond half: negative where the window keeps more than half
+    note = costs.causal_note((kernels, 0, 0, beyond), kernels, {words: (kernels, kept)})
+    assert (f"and {beyond:,} more that a sliding window masks" if beyond > 0 else
+            f"less {-beyond:,} that a two-sided window keeps beyond half") in note
+    assert f"{words}: {kept:,} FLOP kept of {kernels:,}" in note

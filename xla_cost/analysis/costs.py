@@ -421,7 +421,8 @@ def causal_note(split: tuple[int, int, int, int] | None, model_flops: int,
     note = (f"attention_flops causal: model_flops (MFU's numerator, Report.model_flops: {model_flops:,} a train "
             f"step) count half of the score and value products of the causally masked attention, "
             f"{(causal + unseen) // 2 + window:,} FLOP fewer a step than computed (half of {causal + unseen:,}"
-            + (f", and {window:,} more that a sliding window masks" if window else "") + "); "
+            + (f", and {window:,} more that a sliding window masks" if window > 0 else
+               f", less {-window:,} that a two-sided window keeps beyond half" if window else "") + "); "
             f"{whole:,} FLOP of attention not causally masked (unmasked, or masked by the data alone: "
             "an encoder's, a cross-attention's) are left whole")
     for words, (flops, kept) in (windows or {}).items():

@@ -16,8 +16,9 @@ Every ``T x S`` pair is counted, a causal mask's or a sliding window's skipped
 pairs included, as the dense model counts them (its masked scores are
 computed, then replaced): the two ways of writing attention count alike, and
 ``attention_flops="causal"`` (`xla_cost.analysis.costs.ATTENTION_CONVENTIONS`)
-halves the products of both where the mask is causal
-(`xla_cost.count.attention_flow.attention_masks`). Flash attention's recomputation of the scores in
+halves the products of both where the mask is causal, and keeps a window's share of them where
+the mask is a window (`xla_cost.count.attention_flow.attention_masks`; a fused kernel's
+window in closed form: `xla_cost.count.mask_values.window_share`). Flash attention's recomputation of the scores in
 the backward pass is not counted either (the model's arithmetic, as the dense
 model's backward pass does it). Only the standard library is used: the
 compiled programs' reader (`xla_cost.compiled.kernels`) prices the custom

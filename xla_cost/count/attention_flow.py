@@ -75,11 +75,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
 from xla_cost.count.attention import splash_mask
-from xla_cost.count.mask_values import HALF, Static, constant, mask_share, result
+from xla_cost.count.mask_values import HALF, Static, constant, mask_share, result, window_share
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
 
@@ -345,9 +346,10 @@ def attention_masks(jaxpr: Any, weights: Sequence[bool] | None = None) -> dict[_
     compared with the padding id) or none: `FULL`. A float or boolean data input (a mask or a bias
     passed in), integer data compared with each other in order (positions passed in), a constant of
     unknown value: `UNSEEN`. A mask applied after the ``exp`` is not seen. Fused attention: cuDNN's
-    ``mask_type`` (causal) or its bias operand as above; a splash kernel by the mask its scope names
-    (`xla_cost.count.attention.SPLASH_MASK_SCOPE`: causal, or a local window open to the past
-    alone; full; a window open to the future, or none named: `UNSEEN`)."""
+    ``mask_type`` (causal) or ``sliding_window_length``, or its bias operand as above; a splash kernel
+    by the mask its scope names (`xla_cost.count.attention.SPLASH_MASK_SCOPE`: causal, or a local
+    window; full; none named, or a window open to the future over keys as many as the queries:
+    `UNSEEN`)."""
     return attention_windows(jaxpr, weights)[0]
 
 
@@ -358,7 +360,9 @@ def attention_windows(jaxpr: Any, weights: Sequence[bool] | None = None
     (`xla_cost.count.mask_values.mask_share`: a sliding window of W keys keeps
     ``(T W - W (W - 1) / 2 - T / 2) / T²``), or None and why the mask was not evaluated (halved).
     The part of a mask made from ``iota`` s and constants alone is evaluated (a padding mask from the
-    tokens combined with it is not), once per distinct mask (a scanned layer's, every iteration's)."""
+    tokens combined with it is not), once per distinct mask (a scanned layer's, every iteration's).
+    A fused call's window (a splash ``LocalMask``, cuDNN's ``sliding_window_length``) is counted in
+    closed form over the sequence lengths of its operands (`xla_cost.count.mask_values.window_share`)."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     flags = list(weights) if weights is not None and len(weights) == len(inner.invars) else [False] * len(inner.invars)
     found = _Found()
@@ -368,7 +372,8 @@ def attention_windows(jaxpr: Any, weights: Sequence[bool] | None = None
     _mask_walk(jaxpr, (), "", ins, walked)
     products = found.products()
     masks: dict[_Path, str] = dict(walked.fused)
-    windows: dict[_Path, tuple[Fraction | None, str]] = {}
+    windows = {path: window for path, window in walked.windows.items()
+               if masks.get(path) == CAUSAL and window[0] != HALF}
     rank = {FULL: 0, UNSEEN: 1, CAUSAL: 2}
     for path, _, seeds, origins, _fits in found.readers:
         if path not in products:
@@ -402,11 +407,13 @@ class _Mask(NamedTuple):
 class _Masks:
     """What the mask walk meets: each equation's operands' flags joined (``seen``, non-zero ones) and
     the causal masks made from ``iota`` s and constants that reach them (``reach``); each fused
-    attention call's class (``fused``)."""
+    attention call's class (``fused``) and, where a window its parameters name bounds it, the share
+    ``attention_flops="causal"`` keeps and the window in words (``windows``: `window_share`'s)."""
 
     seen: dict[_Path, int] = dataclasses.field(default_factory=dict)
     reach: dict[_Path, frozenset[Static]] = dataclasses.field(default_factory=dict)
     fused: dict[_Path, str] = dataclasses.field(default_factory=dict)
+    windows: dict[_Path, tuple[Fraction | None, str]] = dataclasses.field(default_factory=dict)
 
 
 def _kind(flags: int) -> str:
@@ -484,7 +491,7 @@ def _mask_walk(jaxpr: Any, base: _Path, prefix: str, ins: Sequence[_Mask], walke
             outs = [functools.reduce(_Mask.join, values) for values in zip(*results)] if results else None
             static = False
         elif name in _PRODUCTS:
-            _fused_mask(eqn, name, path, stack, [o.flags for o in operands], walked.fused)
+            _fused_mask(eqn, name, path, stack, [o.flags for o in operands], walked)
             outs = [_Mask(0, s) for s in result(eqn, [o.static for o in operands])] if static else [_NO_MASK] * n
         elif name == "iota":
             joined = _IOTA
@@ -520,13 +527,34 @@ def _mask_loop(body: Any, path: _Path, stack: str, operands: Sequence[_Mask], co
     return outs
 
 
-def _fused_mask(eqn: Any, name: str, path: _Path, stack: str, operands: Sequence[int],
-                fused: dict[_Path, str]) -> None:
-    """A fused attention call's class: cuDNN's ``mask_type`` or bias; a splash kernel's scope."""
+def _fused_mask(eqn: Any, name: str, path: _Path, stack: str, operands: Sequence[int], walked: _Masks) -> None:
+    """A fused attention call's class: cuDNN's ``mask_type``, ``sliding_window_length`` or bias; a splash
+    kernel's scope. A window bounded on a side (a splash ``LocalMask`` (left, right); cuDNN's
+    ``sliding_window_length`` W: the keys ``(i - W, i]``, left ``W - 1``, right 0, as jax's
+    ``dot_product_attention`` passes ``local_window_size``'s left + 1) is `CAUSAL`, its share counted over
+    its operands' sequence lengths (`window_share`); where those differ, a window open to the past alone
+    is halved as a causal mask, one open to the future is `UNSEEN`."""
+    window: tuple[int | None, int | None] | None = None
+    lengths: list[int] | None = None
     if name in _FUSED_MASKED:
-        mask = str(getattr(eqn.params.get("mask_type"), "name", eqn.params.get("mask_type", ""))).upper()
+        params = eqn.params
+        mask = str(getattr(params.get("mask_type"), "name", params.get("mask_type", ""))).upper()
         bias = operands[3] if len(operands) > 3 and getattr(eqn.invars[3].aval, "size", 0) else 0
-        fused[path] = CAUSAL if "CAUSAL" in mask else _kind(bias)
+        sliding = params.get("sliding_window_length") or 0
+        window = (int(sliding) - 1, 0) if sliding > 0 else (None, 0) if "CAUSAL" in mask else None
+        sequence = 1 if int(getattr(params.get("layout", 0), "value", params.get("layout", 0))) == 0 else 2
+        shapes = [tuple(v.aval.shape) for v in eqn.invars[:2]]
+        lengths = [s[sequence] for s in shapes] if all(len(s) == 4 for s in shapes) else None
+        walked.fused[path] = CAUSAL if window is not None else _kind(bias)
     elif name == "pallas_call" and "splash" in str(eqn.params.get("name", "")):
         window = splash_mask(stack)
-        fused[path] = CAUSAL if window is not None and window[1] == 0 else FULL if window == (None, None) else UNSEEN
+        floating = [tuple(v.aval.shape) for v in eqn.invars  # q [..., T, H], k [..., S, H]
+                    if jnp.issubdtype(getattr(v.aval, "dtype", np.int8), jnp.floating)][:2]
+        lengths = [s[-2] for s in floating] if len(floating) == 2 and min(map(len, floating)) >= 2 else None
+        square = lengths is not None and lengths[0] == lengths[1]
+        bounded = window is not None and window != (None, None) and (window[1] == 0 or square)
+        walked.fused[path] = CAUSAL if bounded else FULL if window == (None, None) else UNSEEN
+        window = window if bounded else None
+    if window is not None and window != (None, 0):
+        walked.windows[path] = window_share(*lengths, window) if lengths else (
+            None, "not evaluated: a window over operands of no known sequence length")

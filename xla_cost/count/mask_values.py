@@ -1,5 +1,5 @@
 """The pairs an attention mask made from positions alone allows, evaluated when counted: `Static`,
-`mask_share`.
+`mask_share`; a fused kernel's window in closed form: `window_share`.
 
 A mask built from ``iota`` s and constants (``jnp.arange(T)[:, None] >= jnp.arange(T)[None, :]``, a
 sliding window ``(i >= j) & (i - j < W)``, ``jnp.tril``, a closed-over lower-triangular array) reads
@@ -24,6 +24,10 @@ factor), and otherwise (ALiBi's slopes with a causal bias) the pairs above its m
 What is not evaluated says why (`mask_share`'s second value): the mask depends on the data or on a
 loop's counter, it is no square ``T x T`` mask, a value on its way has more than `EVALUATED_LARGEST`
 elements, or its values allow no reading above.
+
+A fused attention kernel's mask is no value of the program but a window its parameters name (a splash
+kernel's ``LocalMask`` (left, right), cuDNN's ``sliding_window_length``): `window_share` counts its
+pairs in closed form by the same convention, no ``T x T`` array made.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["Static", "constant", "result", "mask_share", "EVALUATED_LARGEST", "HALF"]
+__all__ = ["Static", "constant", "result", "mask_share", "window_share", "EVALUATED_LARGEST", "HALF"]
 
 EVALUATED_LARGEST = 1 << 26
 """Elements of the largest value a mask's evaluation makes (a ``8192 x 8192`` mask and the ``iota`` s
@@ -183,3 +187,28 @@ def _share(candidates: Sequence[Static]) -> tuple[Fraction | None, str]:
     diagonal = int((allowed[:, rows, rows] & ~two_sided).sum())
     share = Fraction(2 * int(allowed.sum()) - diagonal, 2 * allowed.shape[0] * t * t)
     return share, _describe(allowed, share)
+
+
+def window_share(length_q: int, length_k: int, window: tuple[int | None, int | None]
+                 ) -> tuple[Fraction | None, str]:
+    """`mask_share` of a fused kernel's window: query ``i`` sees the keys ``i - left .. i + right``
+    (``window`` (left, right), None unbounded) of ``length_q == length_k == T`` positions, counted in
+    closed form (no ``T x T`` array): ``A = sum_i (min(T-1, i+r) - max(0, i-l) + 1)
+    = T (T - 1) / 2 + T r - r (r + 1) / 2 - (T - 1 - l) (T - l) / 2 + T`` (``l``, ``r`` clipped to
+    ``T - 1``); its diagonal is bounded (``D = T``) where one side sees no key (``l = 0`` or ``r = 0``),
+    else ``D = 0``. A causal window (``l >= T - 1``, ``r = 0``) keeps half; a sliding window of
+    ``W = l + 1 < T`` keys, ``(T W - W (W - 1) / 2 - T / 2) / T²``. None and why where the lengths
+    differ (no square ``T x T`` mask) or a side is negative: halved as a causal mask."""
+    left, right = window
+    t = length_q
+    if length_q != length_k or t < 2:
+        return None, f"not evaluated: a window over {length_q} queries and {length_k} keys, no square T x T one"
+    if any(side is not None and side < 0 for side in window):
+        return None, f"not evaluated: a window {window} with a negative side"
+    l, r = (t - 1 if side is None else min(side, t - 1) for side in (left, right))
+    allowed = t * (t - 1) // 2 + t * r - r * (r + 1) // 2 - (t - 1 - l) * (t - l) // 2 + t
+    diagonal = t if l == 0 or r == 0 else 0
+    share = Fraction(2 * allowed - diagonal, 2 * t * t)
+    if r == 0 and l < t - 1:
+        return share, f"sliding window of {l + 1} keys ({t} x {t})"
+    return share, f"a mask allowing {allowed:,} of {t * t:,} pairs (kept {share})"
