@@ -705,18 +705,21 @@ def _mlp_state(n_in, out, target=False):
     return jax.eval_shape(make, jax.random.key(0))
 
 
+def _two_states_step(s1, s2, x, y):
+    """Two TrainStates of one network class, each trained by its own gradient of one squared error."""
+    def loss(p, s):
+        return jnp.mean((s.apply_fn(p, x) - y) ** 2)
+    return s1.apply_gradients(grads=jax.grad(loss)(s1.params, s1)), s2.apply_gradients(
+        grads=jax.grad(loss)(s2.params, s2))
+
+
 def test_two_train_states_of_one_network_class_are_two_sets_of_parameters():
     # TD3's critics: two TrainStates of one MLP (the same module paths Dense_0, Dense_1), both trained by Adam
     # in one step: 2 P parameters (P = D H + H + H C + C each), params and gradients 2 P floats, Adam's
     # 13 FLOP a parameter (its update FLOP over 2 P, not P)
     s1, s2 = _mlp_state(D, C), _mlp_state(D, C)
     y = jax.ShapeDtypeStruct((B, C), jnp.float32)
-
-    def step(s1, s2, x, y):
-        def loss(p, s):
-            return jnp.mean((s.apply_fn(p, x) - y) ** 2)
-        return s1.apply_gradients(grads=jax.grad(loss)(s1.params, s1)), s2.apply_gradients(
-            grads=jax.grad(loss)(s2.params, s2))
+    step = _two_states_step
 
     report = xla_cost.analyze_step(step, s1, s2, X, y, counter="jaxpr", memory=True)
     P = D * H + H + H * C + C
@@ -787,12 +790,7 @@ def test_two_train_states_of_one_network_class_get_rows_of_their_own():
     # states run under one name stack (_Mlp/Dense_1); each state's rows hold its own parameters and work
     s1, s2 = _mlp_state(D, C), _mlp_state(D, C)
     y = jax.ShapeDtypeStruct((B, C), jnp.float32)
-
-    def step(s1, s2, x, y):
-        def loss(p, s):
-            return jnp.mean((s.apply_fn(p, x) - y) ** 2)
-        return s1.apply_gradients(grads=jax.grad(loss)(s1.params, s1)), s2.apply_gradients(
-            grads=jax.grad(loss)(s2.params, s2))
+    step = _two_states_step
 
     report = xla_cost.analyze_step(step, s1, s2, X, y, counter="jaxpr", per_layer=True)
     rows = {row.path: row for row in report.layers}

@@ -23,7 +23,7 @@ scalar parameter's gradient in its update as the parameter does).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -33,7 +33,9 @@ from xla_cost.count.interpret import join_stack
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
 from xla_cost.step.trees import leaf_roles
-from xla_cost.step.user_step import UserStep
+
+if TYPE_CHECKING:  # (the step's arguments module imports flax.nnx, which a Linen analysis never loads)
+    from xla_cost.step.user_step import UserStep
 
 __all__ = ["differentiated_leaves", "new_values", "trained_and_rewritten", "with_differentiated_parameters"]
 
@@ -147,14 +149,9 @@ def new_values(jaxpr: Any) -> set[int]:
     ``train(rng)``) match no argument, and their update is the update all the same."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     flow = _Flow(inner)
-    made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
-    if not made:
+    gradients = _handed_back(flow, scalars=False)  # (scalars left out, as in `differentiated_leaves`)
+    if not gradients:
         return set()
-    read = {v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs)
-    gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
-    for var in made & read:  # the arrays the backward pass hands back
-        if getattr(var.aval, "ndim", 0) > 0:  # (scalars left out, as in `differentiated_leaves`)
-            gradients.setdefault(_key(var.aval), set()).add(var)
     in_passes = {v for _, outs, found in flow.nodes if found is not None for v in outs}
     primals: dict[tuple[tuple[int, ...], str], set[Any]] = {}
     for ins, _, found in flow.nodes:  # what the passes read, made outside them (or an argument)
@@ -177,15 +174,23 @@ def new_values(jaxpr: Any) -> set[int]:
     return found_results | {j for j, v in enumerate(outs) if v is not None and v in needed}
 
 
-def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:
-    """The ``candidates`` (flattened leaves, by index) that the step updates from their gradients."""
+def _handed_back(flow: _Flow, scalars: bool) -> dict[tuple[tuple[int, ...], str], list[Any]]:
+    """The arrays the backward pass hands back (made by it, read outside the passes or returned), by
+    shape and dtype; ``scalars``: scalars too."""
     made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
-    if not made:
-        return set()
     read = {v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs)
     gradients: dict[tuple[tuple[int, ...], str], list[Any]] = {}
-    for var in made & read:  # the arrays the backward pass hands back
-        gradients.setdefault(_key(var.aval), []).append(var)
+    for var in made & read:
+        if scalars or getattr(var.aval, "ndim", 0) > 0:
+            gradients.setdefault(_key(var.aval), []).append(var)
+    return gradients
+
+
+def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:
+    """The ``candidates`` (flattened leaves, by index) that the step updates from their gradients."""
+    gradients = _handed_back(flow, scalars=True)
+    if not gradients:
+        return set()
     from_gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
     found: set[int] = set()
     for index in candidates:
