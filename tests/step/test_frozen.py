@@ -756,19 +756,25 @@ def test_an_actor_beside_two_critics_of_one_class_is_read_not_trained():
     assert not [n for n in report.notes if "receive no gradient" in n or "returned metrics read" in n]
 
 
+ACTIONS = 2
+
+
+def _td3_update_actor(actor, q1, q2, obs):
+    """TD3's update_actor: the actor trained through qf1; every state's target copy moved towards its params."""
+    grads = jax.grad(lambda p: -q1.apply_fn(q1.params, jnp.concatenate([obs, actor.apply_fn(p, obs)], -1)).mean())(
+        actor.params)
+    actor = actor.apply_gradients(grads=grads)
+    moved = [s.replace(target_params=optax.incremental_update(s.params, s.target_params, 0.005))
+             for s in (actor, q1, q2)]
+    return moved[0], (moved[1], moved[2])
+
+
 def test_an_actor_step_names_no_critic_as_receiving_zero_gradients():
     # TD3's update_actor: the actor trained through qf1; both critics' target copies moved towards their params
     # (3 FLOP a parameter) and the critics returned as they came otherwise: no optimizer runs on them
-    A = 2
+    A = ACTIONS
     actor, q1, q2 = _mlp_state(D, A, target=True), _mlp_state(D + A, 1, target=True), _mlp_state(D + A, 1, target=True)
-
-    def update_actor(actor, q1, q2, obs):
-        grads = jax.grad(lambda p: -q1.apply_fn(q1.params, jnp.concatenate([obs, actor.apply_fn(p, obs)], -1)).mean())(
-            actor.params)
-        actor = actor.apply_gradients(grads=grads)
-        moved = [s.replace(target_params=optax.incremental_update(s.params, s.target_params, 0.005))
-                 for s in (actor, q1, q2)]
-        return moved[0], (moved[1], moved[2])
+    update_actor = _td3_update_actor
 
     report = xla_cost.analyze_step(update_actor, actor, q1, q2, X, counter="jaxpr")
     Pa, Pq = D * H + H + H * A + A, (D + A) * H + H + H + 1
@@ -813,16 +819,9 @@ def test_an_actors_rows_and_each_critics_are_their_own_in_its_step():
     # target moved (3 FLOP a parameter). The critic's forward and its input's cotangent (dX, reading its kernels)
     # are qf1's rows; the actor's weight gradients, which read qf1's cotangent and the actor's own
     # activations, are the actor's
-    A = 2
+    A = ACTIONS
     actor, q1, q2 = _mlp_state(D, A, target=True), _mlp_state(D + A, 1, target=True), _mlp_state(D + A, 1, target=True)
-
-    def update_actor(actor, q1, q2, obs):
-        grads = jax.grad(lambda p: -q1.apply_fn(q1.params, jnp.concatenate([obs, actor.apply_fn(p, obs)], -1)).mean())(
-            actor.params)
-        actor = actor.apply_gradients(grads=grads)
-        moved = [s.replace(target_params=optax.incremental_update(s.params, s.target_params, 0.005))
-                 for s in (actor, q1, q2)]
-        return moved[0], (moved[1], moved[2])
+    update_actor = _td3_update_actor
 
     report = xla_cost.analyze_step(update_actor, actor, q1, q2, X, counter="jaxpr", per_layer=True)
     rows = {row.path: row for row in report.layers}
