@@ -2319,6 +2319,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    tree = tree\n"),),
         tests=("tests/step/test_frozen.py::test_an_actors_rows_and_each_critics_are_their_own_in_its_step",),
     ),
+    Mutation(
+        "block_scaled_product_as_attention",
+        "attention_flops counts every non-dot_general primitive's matrix products as attention's: a block-scaled "
+        "FP8 product (jax.nn.scaled_matmul) is counted as attention and the causal convention may halve it",
+        (Edit("xla_cost/analysis/costs.py",
+              '        if eqn.primitive in FUSED_ATTENTION or eqn.primitive == "pallas_call":',
+              '        if eqn.primitive != "dot_general":'),),
+        tests=("tests/compiled/test_fp8.py::test_a_block_scaled_product_is_its_multiply_adds",),
+    ),
 )
 
 

@@ -17,6 +17,7 @@ import pytest
 from jax import lax
 
 from xla_cost.analysis import programs
+from xla_cost.analysis.costs import attention_flops
 from xla_cost.compiled import kernels, targets
 from xla_cost.count.interpret import count_function
 from xla_cost.timemodel import calibration, kernel_time
@@ -59,6 +60,8 @@ def test_a_block_scaled_product_is_its_multiply_adds():
     counted = count_function(lambda *a: jax.nn.scaled_matmul(*a, preferred_element_type=jnp.float32), *operands)
     assert counted.unsupported == {}
     assert counted.total.flops == counted.total.products == 2 * b * m * n * k
+    # its products are matrix-unit work, not attention's: attention_flops (and the causal convention) leave it
+    assert attention_flops(counted, (), "") == 0
 
 
 # dense FP8 and bfloat16 peaks: NVIDIA H100 datasheet, SXM5 (FP8 3,958 TFLOPS with sparsity, BF16 989.4 dense);

@@ -18,6 +18,7 @@ from xla_cost.count.attribution import REMAINDER, in_root, module_path, module_t
 from xla_cost.count.hoisted import Hoisted, hoisted_invariants
 from xla_cost.count.interpret import JaxprCount
 from xla_cost.count.registry import MATRIX_PRODUCTS
+from xla_cost.count.rules import FUSED_ATTENTION
 from xla_cost.count.random_rules import RANDOM_PRIMITIVES, THREEFRY_UNROLLED_WORD_OPS, THREEFRY_WORD_OPS
 from xla_cost.parallel import sharding as _sharding
 from xla_cost.step import phases
@@ -352,12 +353,13 @@ def attention_flops(counted: JaxprCount, modules: Sequence[str], root: str | Seq
     mixture of experts' dispatch and combine (the zoo's Mixtral, whose ``mlp`` holds
     only its router's and experts' submodules: its einsums were counted as attention,
     3.6x the attention's forward FLOP, and the causal convention halved them out of
-    ``model_flops``). Attention without a softmax (linear attention) is not found."""
+    ``model_flops``). Attention without a softmax (linear attention) is not found. A block-scaled
+    product (``jax.nn.scaled_matmul``, whose ``products`` are its whole work) is no attention."""
     total = 0
     for eqn in counted.equations:
-        if eqn.primitive != "dot_general":
+        if eqn.primitive in FUSED_ATTENTION or eqn.primitive == "pallas_call":  # (a splash kernel's products)
             total += eqn.cost.products - (0 if recompute else eqn.recomputed.products)
-        else:
+        elif eqn.primitive == "dot_general":
             total += eqn.cost.attention - (0 if recompute else eqn.recomputed.attention)
     return total
 
