@@ -2328,6 +2328,16 @@ MUTATIONS: tuple[Mutation, ...] = (
               '        if eqn.primitive != "dot_general":'),),
         tests=("tests/compiled/test_fp8.py::test_a_block_scaled_product_is_its_multiply_adds",),
     ),
+    Mutation(
+        "unknown_parameter_count_shown_as_zero",
+        "a step whose arguments hold no parameter (it makes its own inside itself) heads its report '0 (0) "
+        "parameters', an unknown count shown as zero",
+        (Edit("xla_cost/analysis/report_tables.py",
+              '    counted = (f"{report.parameters:,} ({short_count(report.parameters)}) parameters" if report.parameters\n',
+              '    counted = (f"{report.parameters:,} ({short_count(report.parameters)}) parameters" if True\n'),),
+        tests=("tests/step/test_analyze_step.py::"
+               "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
+    ),
 )
 
 

@@ -51,10 +51,14 @@ def describe(report: Any) -> str:
     where = report.backend if report.target is None else f"target {report.target} ({report.backend}, deviceless)"
     active = "" if report.active_parameters is None else (
         f", {report.active_parameters:,} ({short_count(report.active_parameters)}) active per token")
+    # no parameter is a count of none found (a step that makes its own inside itself: analyze refuses a model
+    # without any), not a model of none: unknown, as its note says
+    counted = (f"{report.parameters:,} ({short_count(report.parameters)}) parameters" if report.parameters
+               else "parameters unknown (none in the arguments)")
+    batch = f"batch {report.batch_size}" if report.batch_size else "no batch in the arguments"  # (0 is refused)
     return (
-        f"{report.model}({config}) batch {report.batch_size}, {report.optimizer}, "
-        f"{report.dtype}{param_dtype(report)}, {report.parameters:,} ({short_count(report.parameters)}) "
-        f"parameters{active}, {where}, "
+        f"{report.model}({config}) {batch}, {report.optimizer}, "
+        f"{report.dtype}{param_dtype(report)}, {counted}{active}, {where}, "
         f"jax {report.jax_version}, counter {report.counter}"
     )
 

@@ -61,7 +61,8 @@ STEP_GRAD = phases.Phase("grad", "forward and backward of the step", formula={FO
 
 STACK_ROWS_NOTE = ("no parameters found in the arguments (the leaves the loss is differentiated with respect to, a "
                    "`params` key or attribute, or NNX Params; a step that makes its own inside itself, a Linen "
-                   "`init` in the jitted step, has none): the parameter count is 0, the per-layer rows are the "
+                   "`init` in the jitted step, has none): the parameter count is unknown (0 in the report's figures), "
+                   "the per-layer rows are the "
                    "modules the forward and backward passes' name stacks name, their parameters unknown, and the "
                    f"update, whose stack names no module, is in the {REMAINDER} row")
 """`NO_PARAMETERS_NOTE` where the per-layer rows come from the step's name stacks (`stack_modules`)."""

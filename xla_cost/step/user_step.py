@@ -66,8 +66,8 @@ PARAMS_KEY = "params"
 ``TrainState.params``, ``variables["params"]``."""
 
 NO_PARAMETERS_NOTE = ("no parameters found in the arguments (the leaves the loss is differentiated with respect to, a "
-                      "`params` key or attribute, or NNX Params): the parameter count is 0 and the update has no "
-                      "per-layer rows")
+                      "`params` key or attribute, or NNX Params): the parameter count is unknown (0 in the report's "
+                      "figures, no FLOP per parameter) and the update has no per-layer rows")
 """The note of a step whose arguments hold no parameter, by name or by its gradient (`UserStep.with_differentiated`)."""
 
 MAX_AXES = 8
