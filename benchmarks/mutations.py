@@ -2232,6 +2232,26 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_rows_whose_parameters_another_modules_method_computes_with_are_named",),
     ),
     Mutation(
+        "embedding_lookup_as_borrowed_parameter",
+        "rows picked from a parameter (an embedding lookup's gather) count as a view of it: a Dense after nn.Embed "
+        "gets the note 'the products of embed's parameters are counted in mix'",
+        (Edit("xla_cost/count/param_reads.py",
+              "            elif name in _VIEWS_OF_FIRST and not picks_rows(eqn):",
+              "            elif name in _VIEWS_OF_FIRST:"),),
+        tests=("tests/analysis/test_root_products.py::"
+               "test_an_embedding_lookup_read_by_another_modules_products_is_no_borrowed_parameter",),
+    ),
+    Mutation(
+        "borrowed_module_named_once_per_row",
+        "a module whose parameters products read on two rows is named once per row ('the products of proj's "
+        "parameters are counted in layers/0; the products of layers/0/proj's parameters are counted in layers/0/sub')",
+        (Edit("xla_cost/count/attribution.py",
+              "        borrowed.setdefault(tuple(sorted(rows)), set()).add(held)",
+              "        for row in rows:\n            borrowed.setdefault((row,), set()).add(held)"),),
+        tests=("tests/analysis/test_root_products.py::"
+               "test_a_modules_parameters_read_on_several_rows_are_named_once_with_the_rows",),
+    ),
+    Mutation(
         "target_network_forward_as_metrics_pass",
         "the model's work outside the gradient is never tagged as feeding the loss: a DQN's target network, "
         "whose TD target the loss reads, is called a second forward pass for metrics to return with has_aux",

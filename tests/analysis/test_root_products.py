@@ -20,6 +20,7 @@ from flax.training import train_state
 
 import xla_cost
 from xla_cost.count.attribution import ROOT_PRODUCTS_SHARE
+from xla_cost.count.param_reads import parameter_reads
 
 V, D, B, T = 64, 16, 2, 8  # vocabulary, width, batch, sequence
 
@@ -303,3 +304,153 @@ def test_rows_whose_parameters_another_modules_method_computes_with_are_named():
         [note] = [n for n in report.notes if "whose method computes them" in n]
         assert "the products of experts/w1, w2's parameters are counted in moe," in note
         assert "router" not in note and "head" not in note
+
+
+# An embedding lookup is rows of the table: activations. A Dense after nn.Embed reads them with its own kernel,
+# yet the lookup (a gather) was followed back to the table as a view of it, and a note said "the products of
+# embed's parameters are counted in mix" (a sweep of google/flaxformer's MoE: "counted in moe"). Rows picked
+# from a parameter (`xla_cost.count.param_reads.picks_rows`) are no view of it; a slab (an expert's matrix picked
+# from the stack) still is, and a product with the table itself (a tied head) still reads it.
+class _Dispatch(nn.Module):  # a parametrised block multiplying its input by a data-dependent matrix
+    @nn.compact
+    def __call__(self, x):
+        m = jax.nn.one_hot(jnp.argmax(nn.Dense(E, name="router")(x), -1), E)
+        return jnp.einsum("bed,bte->btd", jnp.einsum("btd,bte->bed", x, m), m)
+
+
+class _EmbedThen(nn.Module):
+    then: str
+
+    @nn.compact
+    def __call__(self, tokens):
+        x = nn.Embed(V, D, name="embed")(tokens)
+        y = nn.Dense(D, name="mix")(x) if self.then == "dense" else _Dispatch(name="block")(x)
+        return nn.Dense(V, name="head")(x + y)
+
+
+@pytest.mark.parametrize("then", ["dense", "dispatch"])
+def test_an_embedding_lookup_read_by_another_modules_products_is_no_borrowed_parameter(then):
+    report = xla_cost.analyze(_EmbedThen(then), TOKENS, optimizer="sgd", per_layer=True, counter="jaxpr")
+    rows = {r.path: r.forward_flops for r in report.layers}
+    if then == "dense":  # its kernel by the B*T looked-up rows, and its bias
+        assert rows["mix"] == 2 * B * T * D * D + B * T * D
+    else:  # the router, then the two dispatch einsums (B*T*D*E multiply-adds each) on the block's row
+        assert rows["block/router"] == 2 * B * T * D * E + B * T * E
+        assert rows["block"] >= 2 * (2 * B * T * D * E)
+    assert not [n for n in report.notes if "whose method" in n]
+
+
+def test_parameter_reads_follow_slabs_and_whole_tables_not_rows_picked():
+    H = 5  # an expert's width
+
+    def f(table, stack, w, tokens, i, experts, x):
+        with jax.named_scope("lookup"):
+            a = table[tokens] @ w  # rows picked (a gather (1, D)): w read, the table not
+        with jax.named_scope("take"):
+            a = a + jnp.take(table, tokens, axis=0) @ w
+        with jax.named_scope("along"):
+            a = a + jnp.take_along_axis(table, jnp.zeros((B * T, D), jnp.int32), axis=0).reshape(B, T, D) @ w
+        with jax.named_scope("row"):
+            a = a + (table[i] @ w)[None, None]  # one row: a dynamic slice (1, D)
+        with jax.named_scope("picked"):
+            e = jnp.einsum("nd,ndh->nh", x, stack[experts])  # each token's expert: a gather (1, D, H)
+        with jax.named_scope("one"):
+            e = e + x @ stack[i]  # one expert: a dynamic slice (1, D, H)
+        with jax.named_scope("tied"):
+            t = x @ table.T  # the table itself
+        return a, e, t
+
+    S = jax.ShapeDtypeStruct
+    args = (S((V, D), jnp.float32), S((E, D, H), jnp.float32), S((D, D), jnp.float32), S((B, T), jnp.int32),
+            S((), jnp.int32), S((N,), jnp.int32), S((N, D), jnp.float32))
+    reads = parameter_reads(jax.make_jaxpr(f)(*args), ["embed", "experts", "mix", None, None, None, None])
+    by_stack: dict[str, set[str]] = {}
+    for module, stack in reads:
+        by_stack.setdefault(stack.split("/")[0], set()).add(module)
+    assert by_stack == {"lookup": {"mix"}, "take": {"mix"}, "along": {"mix"}, "row": {"mix"},
+                        "picked": {"experts"}, "one": {"experts"}, "tied": {"embed"}}
+
+
+class _Stack(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.kernel = nnx.Param(jax.random.normal(rngs.params(), (E, DM, F)))
+
+
+class _PickingMoE(nnx.Module):  # each token's expert matrix picked from its child's stack (a gather (1, DM, F))
+    def __init__(self, rngs: nnx.Rngs):
+        self.router, self.experts = nnx.Linear(DM, E, use_bias=False, rngs=rngs), _Stack(rngs)
+
+    def __call__(self, x):
+        return jnp.einsum("nd,ndf->nf", x, self.experts.kernel[...][jnp.argmax(self.router(x), -1)])
+
+
+class _TiedLM(nnx.Module):  # looks up, routes, and multiplies by the embedding's table in its own method
+    def __init__(self, rngs: nnx.Rngs):
+        self.embed, self.moe = nnx.Embed(V, DM, rngs=rngs), _PickingMoE(rngs)
+        self.out = nnx.Linear(F, DM, use_bias=False, rngs=rngs)
+
+    def __call__(self, tokens):
+        return self.out(self.moe(self.embed(tokens))) @ self.embed.embedding[...].T
+
+
+class _TiedNet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.lm = _TiedLM(rngs)
+
+    def __call__(self, tokens):
+        return self.lm(tokens)
+
+
+def test_an_expert_picked_from_the_stack_and_a_tied_head_in_a_blocks_method_are_named():
+    tokens = jax.ShapeDtypeStruct((N,), jnp.int32)
+    report = xla_cost.analyze(nnx.eval_shape(lambda: _TiedNet(nnx.Rngs(0))), tokens, optimizer="sgd",
+                              counter="jaxpr", per_layer=True)
+    rows = {r.path: r.forward_flops for r in report.layers}
+    assert rows["lm/moe"] >= 2 * N * DM * F  # each token by its expert's (DM, F) matrix (and the argmax, gather)
+    assert rows["lm"] == 2 * N * DM * V  # the tied head: N outputs of width DM by the (V, DM) table
+    assert rows["lm/moe/experts"] == 0
+    [note] = [n for n in report.notes if "whose method" in n]
+    # the lookup feeding the block's product is no read of the embedding's table: only the head is
+    assert note.startswith("per-layer rows: the products of embed's parameters are counted in lm; "
+                           "the products of experts's parameters are counted in lm/moe, whose method computes them")
+
+
+# A module whose parameters products read on several rows was named once per row ("the products of embed's
+# parameters are counted in moe; the products of embed's parameters are counted in moe/router/router_weights/w",
+# flaxformer's MoE): it is named once, the rows listed.
+class _Reader(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.out = nnx.Linear(DM, DM, rngs=rngs)
+
+    def __call__(self, h, w):
+        return self.out(h @ w)
+
+
+class _SharedBlock(nnx.Module):  # reads its child's kernel itself, and hands it to another child
+    def __init__(self, rngs: nnx.Rngs):
+        self.proj, self.sub = nnx.Linear(DM, DM, use_bias=False, rngs=rngs), _Reader(rngs)
+
+    def __call__(self, x):
+        return self.sub(x @ self.proj.kernel[...], self.proj.kernel[...])
+
+
+class _SharedNet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.layers = nnx.List([_SharedBlock(rngs) for _ in range(2)])
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_modules_parameters_read_on_several_rows_are_named_once_with_the_rows():
+    report = xla_cost.analyze(nnx.eval_shape(lambda: _SharedNet(nnx.Rngs(0))), jax.ShapeDtypeStruct((N, DM), jnp.float32),
+                              optimizer="sgd", counter="jaxpr", per_layer=True)
+    rows = {r.path: r.forward_flops for r in report.layers}
+    for i in range(2):
+        assert rows[f"layers/{i}"] == rows[f"layers/{i}/sub"] == 2 * N * DM * DM  # x by proj's kernel; h by it
+        assert rows[f"layers/{i}/proj"] == 0
+    [note] = [n for n in report.notes if "whose method" in n]
+    assert note.startswith("per-layer rows: the products of proj's parameters are counted in layers/0 and "
+                           "layers/0/sub (and likewise 1 more: layers/1), whose methods compute them")

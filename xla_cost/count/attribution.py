@@ -25,6 +25,7 @@ to the jaxpr total. Rows can be merged to a module depth.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -700,7 +701,8 @@ def borrowed_note(
     module's row (`xla_cost.count.param_reads.parameter_reads`): a block whose own method
     computes with its child's weights (a mixture of experts's ``self.experts.w1.kernel``) has
     the products on its row, and the child's row parameters (and their update) with no forward
-    or backward work. None where every product reading a row's parameters is on that row.
+    or backward work. None where every product reading a row's parameters is on that row. A module
+    read on several rows is named once, its rows listed (``counted in moe and moe/router``).
 
     Args:
       reads: ``(module, name stack)`` of each product reading a module's parameter.
@@ -710,29 +712,33 @@ def borrowed_note(
     row_of = _rows(param_paths, root, known_modules)
     modules = with_ancestors(p for p in param_paths if p)
     tree = module_tree(modules, known_modules)
-    borrowed: dict[str, set[str]] = {}
+    computing: dict[str, set[str]] = {}  # each borrowed module: the rows whose products read it
     for module, stack in reads:
         held = owner(module, modules, tree)
         computed = row_of(EqnCount(stack, "dot_general", 1, Cost()))[1]
         if REMAINDER not in (held, computed) and held != computed:  # (the root's own: `root_products_note`)
-            borrowed.setdefault(computed, set()).add(held)
-    if not borrowed:
-        return None
-    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for computed, held in sorted(borrowed.items()):
-        relative = tuple(sorted(h[len(computed) + 1:] if h.startswith(computed + "/") else h for h in held))
-        groups.setdefault((re.sub(r"(?<![^/])\d+(?![^/])", "N", computed), relative), []).append(computed)
+            computing.setdefault(held, set()).add(computed)
+    borrowed: dict[tuple[str, ...], set[str]] = {}  # the rows computing alike: the modules they read
+    for held, rows in computing.items():
+        borrowed.setdefault(tuple(sorted(rows)), set()).add(held)
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, ...]]] = {}
+    for rows, held in sorted(borrowed.items()):  # named below the rows' common module
+        base = posixpath.commonpath(rows)
+        relative = tuple(sorted(h[len(base) + 1:] if base and h.startswith(base + "/") else h for h in held))
+        groups.setdefault((tuple(re.sub(r"(?<![^/])\d+(?![^/])", "N", r) for r in rows), relative), []).append(rows)
     said = []
-    for (_, relative), rows in list(groups.items())[:shown]:
+    for (_, relative), alike in list(groups.items())[:shown]:
         parent = {r.rpartition("/")[0] for r in relative}
         names = (f"{relative[0]}, " + ", ".join(r.rpartition("/")[2] for r in relative[1:])
                  if len(parent) == 1 and "" not in parent else ", ".join(relative)).rstrip(", ")
-        alike = f" (and likewise {len(rows) - 1} more: {', '.join(rows[1:3])}{', ...' if len(rows) > 3 else ''})" \
-            if len(rows) > 1 else ""
-        said.append(f"the products of {names}'s parameters are counted in {rows[0]}{alike}")
+        rows = " and ".join(filter(None, (", ".join(alike[0][:-1]), alike[0][-1])))
+        others = [r[0] for r in alike[1:]]
+        likewise = f" (and likewise {len(others)} more: {', '.join(others[:2])}{', ...' * (len(others) > 2)})"
+        said.append(f"the products of {names}'s parameters are counted in {rows}{likewise * bool(others)}")
     more = f"; and {len(groups) - shown} more such rows" if len(groups) > shown else ""
-    return (f"per-layer rows: {'; '.join(said)}{more}, whose method computes them (the work of any method is "
-            "its module's): the rows holding those parameters count their update, not those products")
+    whose = "method computes" if all(len(a[0]) == 1 for a in list(groups.values())[:shown]) else "methods compute"
+    return (f"per-layer rows: {'; '.join(said)}{more}, whose {whose} them (the work of any method is "
+            "its module's): the rows holding those parameters count their update, not those products") if said else None
 
 
 def _shown_stack(name_stack: str) -> str:
