@@ -506,10 +506,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "shard_map's default pmean (psum_invariant) has no rule: the step's backward and update unknown",
         (Edit(
             "xla_cost/count/rules.py",
-            '@register("psum", "psum_invariant", "pmax", "pmin")',
-            '@register("psum", "pmax", "pmin")',
+            '@register("psum", "psum_invariant", "pmax", "pmin", "reduce_scatter")',
+            '@register("psum", "pmax", "pmin", "reduce_scatter")',
         ),),
         tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "psum_scatter_unknown",
+        "lax.psum_scatter (reduce_scatter) has no rule: a step holding one has forward, backward and grad unknown",
+        (Edit(
+            "xla_cost/count/rules.py",
+            '@register("psum", "psum_invariant", "pmax", "pmin", "reduce_scatter")',
+            '@register("psum", "psum_invariant", "pmax", "pmin")',
+        ),),
+        tests=("tests/count/test_rules.py", "tests/step/test_step_parts.py"),
     ),
     Mutation(
         "step_layer_trip_count_min",
