@@ -506,10 +506,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "shard_map's default pmean (psum_invariant) has no rule: the step's backward and update unknown",
         (Edit(
             "xla_cost/count/rules.py",
-            '@register("psum", "psum_invariant", "pmax", "pmin")',
-            '@register("psum", "pmax", "pmin")',
+            '@register("psum", "psum_invariant", "pmax", "pmin", "reduce_scatter")',
+            '@register("psum", "pmax", "pmin", "reduce_scatter")',
         ),),
         tests=("tests/step/test_step_parts.py",),
+    ),
+    Mutation(
+        "psum_scatter_unknown",
+        "lax.psum_scatter (reduce_scatter) has no rule: a step holding one has forward, backward and grad unknown",
+        (Edit(
+            "xla_cost/count/rules.py",
+            '@register("psum", "psum_invariant", "pmax", "pmin", "reduce_scatter")',
+            '@register("psum", "psum_invariant", "pmax", "pmin")',
+        ),),
+        tests=("tests/count/test_rules.py", "tests/step/test_step_parts.py"),
     ),
     Mutation(
         "step_layer_trip_count_min",
@@ -1580,6 +1590,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               '    if counted.unsupported and sources.get("flops") in ("xla", "xla+loops") and compiled is not None:\n',
               "    if False:\n"),),
         tests=("tests/count/test_rules.py",),
+    ),
+    Mutation(
+        "rule_less_bound_keeps_the_dense_excess",
+        "a phase with a rule-less primitive is 'at least' XLA's whole CPU figure, beside the note that it holds up "
+        "to a dense ragged_dot's excess more than the model's",
+        (Edit("xla_cost/analysis/costs.py",
+              '        excess = cpu_dense_excess(values["flops"], sources["flops"], counted) if cpu else 0\n',
+              "        excess = 0\n"),),
+        tests=("tests/analysis/test_ragged_dot.py",),
     ),
     Mutation(
         "returned_parameters_said_applied",

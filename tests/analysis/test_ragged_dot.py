@@ -193,3 +193,27 @@ def test_a_model_jax_cannot_differentiate_is_refused_in_one_line():
                          counter="jaxpr")
     assert "NotImplementedError" in str(refused.value) and "\n" not in str(refused.value)
     assert isinstance(refused.value.__cause__, NotImplementedError)
+
+
+def test_a_rule_less_primitive_beside_the_cpus_dense_ragged_dot_bounds_the_flops_below_xlas_less_the_expansion():
+    """XLA's CPU figure stands where the jaxpr count is incomplete (a primitive without a rule: here
+    rng_bit_generator), and it holds the dense ragged_dot's G - 1 extra products: the model's FLOP are at
+    least that figure less them, and the notes say so together (was: "flops at least" XLA's whole figure,
+    beside "XLA's flops include up to ... more than the model's")."""
+    groups, rows = 16, 128  # enough groups that the dense form stands out of the count
+
+    def noisy(p, xs):
+        _, bits = jax.lax.rng_bit_generator(xs[2], (rows, K), dtype=jnp.uint32)
+        return jax.lax.ragged_dot(xs[0] + bits.astype(jnp.float32), p["w"], xs[1])
+
+    report = xla_cost.analyze(noisy, (_sds(rows, K), _sds(groups, dtype=jnp.int32), _sds(4, dtype=jnp.uint32)),
+                              params={"w": _sds(groups, K, N)}, optimizer="sgd", loss=lambda o, t: jnp.sum(o),
+                              compilation_cache=False)
+    assert report.unsupported == {"rng_bit_generator": 1}
+    forward = report.phases["forward"]
+    assert forward.sources["flops"] == "xla" and forward.flops == forward.xla_flops
+    excess = (groups - 1) * 2 * rows * K * N  # the dense form: every row times the G - 1 other groups' matrices
+    assert any(n.startswith("forward: XLA's flops") and f"up to {excess:,} FLOP more than the model's" in n
+               for n in report.notes)
+    bound = next(n for n in report.notes if n.startswith("forward: flops at least"))
+    assert bound.startswith(f"forward: flops at least {forward.flops - excess:,} (XLA's {forward.flops:,} less")

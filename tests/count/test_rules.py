@@ -665,3 +665,32 @@ def test_a_phase_whose_jaxpr_has_a_rule_less_primitive_says_its_flops_are_a_lowe
     forward = report.phases["forward"]
     note = next(n for n in report.notes if n.startswith("forward: flops at least"))
     assert f"at least {forward.flops:,}" in note and "triangular_solve" in note
+
+
+def test_psum_scatter_adds_once_per_element_each_device_keeps_as_psum_per_element_it_returns():
+    # psum (XLA's all-reduce convention, whatever the group's size): one add per result element;
+    # psum_scatter (the primitive reduce_scatter, once without a rule: a step holding one was
+    # unknown) is that sum of which each of the n devices keeps 1/n: one add per element kept.
+    # Its transpose, all_gather, moves data: 0 FLOP.
+    import numpy as np
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    n, rows, cols = 8, 64, 16  # tests/conftest.py simulates eight CPU devices
+    mesh = Mesh(np.array(jax.devices()[:n]), ("d",))
+    x = sds(n * rows, cols)  # each device's block: rows x cols
+
+    def per_device(body):
+        return jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"), check_vma=False)
+
+    whole = count_function(per_device(lambda v: jax.lax.psum(v, "d")), x)
+    assert whole.unsupported == {} and whole.total.flops == rows * cols  # 1,024
+    tiled = count_function(per_device(lambda v: jax.lax.psum_scatter(v, "d", tiled=True)), x)
+    assert tiled.unsupported == {} and tiled.total.flops == rows * cols // n  # 128: (rows / n) x cols kept
+    assert tiled.total.bytes_accessed == 4 * (rows * cols + rows * cols // n)  # read the block, write the share
+    # untiled: the scattered dimension (n) is dropped, each device keeps one of its n slices
+    split = count_function(per_device(lambda v: jax.lax.psum_scatter(v.reshape(n, rows // n, cols), "d")), x)
+    assert split.total.flops == rows * cols // n
+    # its gradient (the forward's result unused): the cotangent all-gathered, its transpose, no arithmetic
+    grad = jax.grad(lambda v: jnp.sum(per_device(lambda b: jax.lax.psum_scatter(b, "d", tiled=True))(v)))
+    assert "all_gather" in str(jax.make_jaxpr(grad)(x))
+    assert count_function(grad, x).unsupported == {} and count_function(grad, x).total.flops == 0

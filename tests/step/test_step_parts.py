@@ -323,6 +323,34 @@ def test_a_combined_collective_is_the_part_most_of_its_members_are_in_either_way
         assert [p for p in ("forward", "backward", "update", "other") if _selector(p, counted)(op_name)] == [part]
 
 
+ROWS = DEVICES * B  # each device's rows of a psum_scatter: DEVICES slices of B
+
+
+def _scattered(params, x):
+    # each device's products summed over the group, each keeping its B rows (a reduce_scatter)
+    value, grads = jax.value_and_grad(lambda p: jnp.sum(lax.psum_scatter(x @ p["w"], "data", tiled=True)))(params)
+    return value, jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+
+def test_a_psum_scatter_is_counted_one_add_per_element_kept_and_its_phases_are_known():
+    # lax.psum_scatter (the primitive reduce_scatter) had no rule: forward, backward and grad were unknown
+    mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("data",))
+    step = jax.jit(jax.shard_map(_scattered, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec("data")),
+                                 out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False))
+    report = xla_cost.analyze_step(step, {"w": jax.ShapeDtypeStruct((IN, OUT), jnp.float32)},
+                                   jax.ShapeDtypeStruct((DEVICES * ROWS, IN), jnp.float32))
+    assert report.unsupported == {} and report.collectives == {"reduce_scatter": 1}
+    kept = ROWS // DEVICES * OUT  # the elements each device keeps: one add each, as psum's one per element
+    # per device: the products, the reduce_scatter, the loss's sum of the kept elements
+    assert report.phases["forward"].flops == 2 * ROWS * IN * OUT + kept + (kept - 1)
+    # the cotangent all-gathered back (the transpose: no arithmetic), then the weight gradient x^T dy
+    assert report.phases["backward"].flops == 2 * ROWS * IN * OUT
+    assert report.phases["update"].flops == 2 * IN * OUT  # * 0.1, p -
+    step_phase = report.phases["train_step"]
+    assert step_phase.jaxpr_flops == 2 * (2 * ROWS * IN * OUT) + 2 * kept - 1 + 2 * IN * OUT
+    assert step_phase.xla_flops == step_phase.jaxpr_flops - kept  # XLA's cost analysis counts a reduce-scatter as 0
+
+
 # ------------------------------------------------------------------ a scanned stack's rows
 
 DEPTH = 3

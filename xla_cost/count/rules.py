@@ -769,7 +769,7 @@ NOT_COSTED: Mapping[str, str] = {
             "all_to_all_start", "pbroadcast", "pbroadcast_done", "pbroadcast_start",
             "ppermute_done", "ppermute_start", "precv", "preduced", "psend", "psum_done",
             "psum_invariant_start", "psum_start", "ragged_all_to_all",
-            "reduce_scatter", "reduce_scatter_done", "reduce_scatter_start",
+            "reduce_scatter_done", "reduce_scatter_start",
             "unreduced_psum", "unreduced_psum_start", "unreduced_reduce_scatter",
             "unreduced_reduce_scatter_start",
         ),
@@ -787,11 +787,13 @@ rule nowhere and is not listed here."""
 # ------------------------------------------------------------------ collectives
 
 
-@register("psum", "psum_invariant", "pmax", "pmin")
+@register("psum", "psum_invariant", "pmax", "pmin", "reduce_scatter")
 def _all_reduce(ins: Sequence[Aval], outs: Sequence[Aval], **_: Any) -> Cost:
-    # XLA's convention for all-reduce: one operation per output element. psum_invariant is
-    # the psum of shard_map's default (check_vma=True): a device-varying value summed into
-    # one every device holds.
+    # XLA's convention for all-reduce: one operation per output element, whatever the group's
+    # size. psum_invariant is the psum of shard_map's default (check_vma=True): a device-varying
+    # value summed into one every device holds. reduce_scatter (lax.psum_scatter) is that sum of
+    # which each device keeps 1/n: by the same convention one add per element it keeps (XLA's
+    # cost analysis counts its reduce-scatter as nothing).
     return Cost(
         flops=sum(size(o) for o in outs), bytes_accessed=io_bytes(ins, outs)
     )
