@@ -2377,6 +2377,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py::"
                "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
     ),
+    Mutation(
+        "undeclared_router_unsaid",
+        "a mixture of experts that declares no routing (V-MoE as its repository writes it) is analysed as a dense "
+        "model in silence: active None, its capacity padding and dispatch products in model_flops, no note",
+        (Edit("xla_cost/count/routers.py", "    if declared or program is None or owners is None:\n",
+              "    if True:\n"),),
+        tests=("tests/step/test_routing.py::test_an_undeclared_mixture_of_experts_is_said_and_a_declared_one_is_not",),
+    ),
 )
 
 

@@ -7,6 +7,8 @@ are written from its dimensions.
 
 from __future__ import annotations
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -56,3 +58,132 @@ def test_capacity_padding_note_and_refusals():
         declared_routing(type("M", (), {"xla_cost_routing": xla_cost.Routing("e/", experts=2, top_k=3)})(), None)
     with pytest.raises(xla_cost.InputError, match="both given"):
         xla_cost.Routing("e/", experts=2, top_k=1, capacity=4).check()
+
+
+# A top-2-of-4 mixture of experts as a repository writes it (GShard / V-MoE): a router, top_k, one-hot
+# dispatch into C capacity slots per expert, the experts' kernels stacked [E, D, H], a combine back.
+# Nothing declared: the report says it routes, and what that leaves uncounted.
+S, H, K2 = 6, 12, 2
+C = 4  # slots per expert: E * C = 16 for S * K2 = 12 assignments
+
+
+class Experts(nn.Module):
+    @nn.compact
+    def __call__(self, slots):  # [E, C, D] -> [E, C, D]
+        w_in = self.param("w_in", nn.initializers.lecun_normal(), (E, D, H))
+        w_out = self.param("w_out", nn.initializers.lecun_normal(), (E, H, D))
+        return jnp.einsum("ech,ehd->ecd", jax.nn.relu(jnp.einsum("ecd,edh->ech", slots, w_in)), w_out)
+
+
+class UndeclaredMoE(nn.Module):
+    """S tokens routed to top K2 of E experts through [S, E, C] dispatch and combine masks."""
+
+    @nn.compact
+    def __call__(self, x):  # [S, D]
+        gates = jax.nn.softmax(nn.Dense(E, use_bias=False, name="router")(x))
+        weights, chosen = jax.lax.top_k(gates, K2)  # [S, K2]
+        mask = jax.nn.one_hot(chosen, E).sum(axis=1)  # [S, E]
+        position = (jnp.cumsum(mask, axis=0) - 1) * mask
+        dispatch = jax.nn.one_hot(position.astype(jnp.int32), C) * mask[..., None]  # [S, E, C]
+        combine = dispatch * (gates * mask)[..., None]
+        out = Experts(name="experts")(jnp.einsum("sec,sd->ecd", dispatch, x))
+        return jnp.einsum("sec,ecd->sd", combine, out)
+
+
+class ExpertChoiceMoE(nn.Module):
+    """Each of the E experts takes its top C tokens (expert choice, Zhou et al. 2022): a top_k over the
+    tokens of the router's [E, S] transposed gates."""
+
+    @nn.compact
+    def __call__(self, x):  # [S, D]
+        gates = jax.nn.softmax(nn.Dense(E, use_bias=False, name="router")(x))
+        weights, tokens = jax.lax.top_k(gates.T, C)  # [E, C]
+        dispatch = jax.nn.one_hot(tokens, S)  # [E, C, S]
+        out = Experts(name="experts")(jnp.einsum("ecs,sd->ecd", dispatch, x))
+        return jnp.einsum("ecs,ec,ecd->sd", dispatch, weights, out)
+
+
+class DeclaredMoE(UndeclaredMoE):
+    xla_cost_routing = (xla_cost.Routing(r"(^|/)experts/", experts=E, top_k=K2, capacity=C, group_tokens=S),)
+
+
+class TopKMetricsMLP(nn.Module):
+    """A dense model with a top_k over its logits (top-2 predictions): the vocabulary V, which the
+    embedding table's rows (a two-axed [V, D] table, no stack of experts) match."""
+
+    @nn.compact
+    def __call__(self, tokens):  # [S] int
+        embed = nn.Embed(V, D, name="embed")
+        logits = embed.attend(jax.nn.relu(nn.Dense(D, name="mlp")(embed(tokens))))  # [S, V]
+        return logits, jax.lax.top_k(logits, 2)[1]
+
+
+V = 16
+
+
+def _routing_notes(report):
+    return [n for n in report.notes if n.startswith("routed experts not declared")]
+
+
+def test_an_undeclared_mixture_of_experts_is_said_and_a_declared_one_is_not():
+    x = jax.ShapeDtypeStruct((S, D), jnp.float32)
+    (note,) = _routing_notes(xla_cost.analyze(UndeclaredMoE(), x, optimizer="sgd", counter="jaxpr"))
+    assert f"routes tokens to {E} experts (top_k in UndeclaredMoE;" in note  # where it routes, where the weights are
+    assert f"stacked along a leading axis of {E} in experts)" in note
+    assert "active parameters are not computed" in note and "capacity padding" in note
+    assert "dispatch and combine products" in note and "xla_cost_routing" in note and "docs/api.md#" in note
+    (chosen,) = _routing_notes(xla_cost.analyze(ExpertChoiceMoE(), x, optimizer="sgd", counter="jaxpr"))
+    assert f"routes tokens to {E} experts (top_k of the tokens per expert in ExpertChoiceMoE;" in chosen
+    declared = xla_cost.analyze(DeclaredMoE(), x, optimizer="sgd", counter="jaxpr")
+    assert not _routing_notes(declared) and declared.active_parameters is not None
+    dense = xla_cost.analyze(TopKMetricsMLP(), jax.ShapeDtypeStruct((S,), jnp.int32), optimizer="sgd",
+                             loss=lambda out, _: jnp.mean(out[0]), counter="jaxpr")
+    assert not _routing_notes(dense)
+
+
+def test_a_step_of_an_undeclared_mixture_of_experts_is_said_and_an_argmax_router_too():
+    """analyze_step's report says it as analyze's does; an argmax router (`TopOneMoE`'s, its expert's
+    kernel gathered from the stack) is found by its index reaching the experts' product."""
+    x = jax.ShapeDtypeStruct((S, D), jnp.float32)
+
+    def step_of(model):
+        def step(params, x):
+            grads = jax.grad(lambda p: jnp.sum(model.apply(p, x) ** 2))(params)
+            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+        return step, jax.eval_shape(model.init, jax.random.key(0), x)
+
+    (note,) = _routing_notes(xla_cost.analyze_step(*step_of(UndeclaredMoE()), x, counter="jaxpr"))
+    assert f"routes tokens to {E} experts (top_k in UndeclaredMoE;" in note and f"axis of {E} in experts)" in note
+    assert not _routing_notes(xla_cost.analyze_step(*step_of(DeclaredMoE()), x, counter="jaxpr"))
+
+    class UndeclaredTopOne(TopOneMoE):
+        xla_cost_routing = None
+
+    (note,) = _routing_notes(xla_cost.analyze(UndeclaredTopOne(), jax.ShapeDtypeStruct((B, D), jnp.float32),
+                                              optimizer="sgd", counter="jaxpr"))
+    assert f"routes tokens to {E} experts (argmax in UndeclaredTopOne;" in note
+    assert not _routing_notes(xla_cost.analyze(TopOneMoE(), jax.ShapeDtypeStruct((B, D), jnp.float32),
+                                               optimizer="sgd", counter="jaxpr"))
+
+
+# The zoo's mixture of experts, small: 2 scanned layers of 4 experts of 16, top 2, d 32, T 16.
+MIXTRAL = {"vocab_size": 64, "seq_len": 16, "n_layer": 2, "n_head": 2, "n_kv_head": 1, "d_model": 32, "d_ff": 16,
+           "n_experts": 4, "top_k": 2, "capacity_factor": 1.25, "scan_layers": True}
+
+
+@pytest.mark.parametrize("dispatch", ["einsum", "gather"])
+def test_the_zoos_mixtral_declares_its_routing_and_is_found_without_it(dispatch):
+    """The zoo's Mixtral declares its routing: no note. The same model with its declaration taken away
+    is found routing, in both dispatches, its experts' weights a scanned stack [layers, E, d, f]."""
+    from xla_cost.zoo import build_model, example_inputs
+
+    model = build_model("mixtral-8x7b", dispatch=dispatch, **MIXTRAL)
+    inputs = example_inputs("mixtral-8x7b", 1, **MIXTRAL)
+    if dispatch == "einsum":
+        declared = xla_cost.analyze(model, inputs, optimizer="sgd", counter="jaxpr")
+        assert declared.active_parameters is not None and not _routing_notes(declared)
+    fields = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)
+              if f.init and f.name not in ("parent", "name")}
+    undeclared = type("Undeclared", (type(model),), {"xla_cost_routing": None})(**fields)
+    (note,) = _routing_notes(xla_cost.analyze(undeclared, inputs, optimizer="sgd", counter="jaxpr"))
+    assert f"routes tokens to {MIXTRAL['n_experts']} experts (top_k in Undeclared/" in note and "/experts)" in note

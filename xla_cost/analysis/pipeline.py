@@ -44,6 +44,7 @@ from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import (REMAINDER, attribute_step, borrowed_note, model_roots, root_products_note,
                                         unmatched_note)
 from xla_cost.count.interpret import EqnCount, JaxprCount
+from xla_cost.count.routers import undeclared_routing_notes
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
 from xla_cost.parallel import sharding as _sharding
@@ -571,6 +572,9 @@ def assemble(request: Request, found: Stages) -> Report:
     options = request.options
     workload, plan, costs, timing, breakdown = found.workload, found.plan, found.costs, found.timing, found.breakdown
     notes: list[str] = list(workload.notes)
+    forward = workload.traced.get("forward")  # a router the model does not declare: said
+    notes += undeclared_routing_notes(forward and forward.jaxpr, workload.input_owners("forward"),
+                                      declared=workload.active_parameters is not None)
     target = targets.active()
     if target is not None:
         notes.append(target_note(target))

@@ -45,6 +45,7 @@ from xla_cost.count.attribution import attribute_parts, check_depth, classify_pa
     borrowed_note
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.param_reads import parameter_reads
+from xla_cost.count.routers import undeclared_routing_notes
 from xla_cost.count.step_parts import StepLabels, classify_step
 from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
@@ -229,7 +230,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         return found[-1]
 
     counted = count_jaxpr(traced, owners=owners, classify=classify)
-    notes = list(prepared.notes)
+    declared = prepared.active_parameters is not None  # a router the model the step calls does not declare: said
+    notes = [*prepared.notes, *undeclared_routing_notes(traced, owners, declared=declared)]
     parts = _parts(counted, notes)
     body = _per_device_body(traced)
     mesh = body.eqn.params["mesh"] if body is not None else _mesh(call, prepared)

@@ -26,13 +26,13 @@ from xla_cost.count.interpret import join_stack
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.registry import MATRIX_PRODUCTS
 
-__all__ = ["PRODUCTS", "parameter_reads", "picks_rows"]
+__all__ = ["PRODUCTS", "VIEWS_OF_FIRST", "parameter_reads", "picks_rows"]
 
 PRODUCTS: frozenset[str] = MATRIX_PRODUCTS | {"ragged_dot"}
 """The matrix products whose operands are followed back to parameters (``ragged_dot``: its
 name in jax releases before ``ragged_dot_general``)."""
 
-_VIEWS_OF_FIRST: frozenset[str] = frozenset({
+VIEWS_OF_FIRST: frozenset[str] = frozenset({
     "reshape", "squeeze", "expand_dims", "transpose", "convert_element_type", "broadcast_in_dim",
     "slice", "dynamic_slice", "gather", "rev", "reduce_precision", "copy", "copy_p",
     "sharding_constraint", "mesh_cast", "reshard", "device_put",
@@ -41,7 +41,7 @@ _VIEWS_OF_FIRST: frozenset[str] = frozenset({
 operands: indices, shapes): what they make of a parameter is still the parameter."""
 
 _SLICES: frozenset[str] = frozenset({"slice", "dynamic_slice", "gather"})
-"""The views of `_VIEWS_OF_FIRST` that may keep only part of their first operand: `picks_rows`
+"""The views of `VIEWS_OF_FIRST` that may keep only part of their first operand: `picks_rows`
 says whether what they keep is still a weight."""
 
 _VIEWS_OF_ALL: frozenset[str] = frozenset({"concatenate"})
@@ -132,7 +132,7 @@ def parameter_reads(program: Any, owners: Sequence[str | None]) -> Reads:
             elif name == "cond":
                 for branch in eqn.params.get("branches", ()):
                     walk(branch, stack, ins[1:])
-            elif name in _VIEWS_OF_FIRST and not picks_rows(eqn):
+            elif name in VIEWS_OF_FIRST and not picks_rows(eqn):
                 results = [ins[0]] * len(eqn.outvars)
             elif name in _VIEWS_OF_ALL:
                 results = [frozenset().union(*ins)] * len(eqn.outvars)
