@@ -1671,6 +1671,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_returned_state.py",),
     ),
     Mutation(
+        "aux_metric_in_a_loop_is_forward",
+        "a loop is taken as a whole when looking for forward work only metrics read: the accuracy a "
+        "micro-batch's loss returns through has_aux in a scan of gradient accumulation is forward",
+        (Edit("xla_cost/count/aux_metrics.py",
+              "            operands = _loop_walk(node, inner[node.path], outs, quiet, moved)\n",
+              "            operands = [{_CONTROL}] * len(node.ins)\n"),),
+        tests=("tests/step/test_analyze_step.py",),
+    ),
+    Mutation(
         "nnx_memory_from_the_traced_program",
         "an NNX step's XLA memory figures are the traced function's (no donation, the state returned twice)",
         (Edit("xla_cost/analysis/user_step.py",

@@ -205,6 +205,99 @@ def test_accumulation_loop_counts_every_micro_batch():
     assert {row.path: row.trip_count for row in report.layers}["fc1"] == micro
 
 
+def _accuracy_flops(b: int) -> int:
+    # jnp.mean(jnp.argmax(logits, -1) == y) over b samples: b * (C - 1) steps of the argmax's comparator
+    # (9 operations each: xla_cost.count.rules.ARGMAX_STEP_OPS), the == (b), bool -> int32 -> float32 (2 b),
+    # the mean's b - 1 adds and its divide
+    return 9 * b * (CLASSES - 1) + b + 2 * b + (b - 1) + 1
+
+
+def _accuracy_step(loop: str | None, micro: int = 2):
+    """A step whose loss returns its accuracy through has_aux, on the whole batch (``loop=None``) or
+    accumulated over ``micro`` micro-batches: each's loss and accuracy returned as the scan's
+    per-iteration outputs ("scan") or summed in its carry ("carry"), or summed in a while_loop's."""
+    b = B // micro
+
+    def loss_fn(params, state, x, y):
+        logits = state.apply_fn({"params": params}, x)
+        return _loss(logits, y), jnp.mean(jnp.argmax(logits, -1) == y)
+
+    def grads_of(state, x, y):
+        (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, state, x, y)
+        return grads, loss, accuracy
+
+    def step(state, batch):
+        if loop is None:
+            grads, loss, accuracy = grads_of(state, batch["x"], batch["y"])
+            return state.apply_gradients(grads=grads), {"loss": loss, "accuracy": accuracy}
+        parts = batch["x"].reshape(micro, b, IN), batch["y"].reshape(micro, b)
+        zeros = jax.tree.map(jnp.zeros_like, state.params)
+        if loop == "scan":
+            def body(total, mb):
+                grads, loss, accuracy = grads_of(state, *mb)
+                return jax.tree.map(jnp.add, total, grads), (loss, accuracy)
+
+            grads, (losses, accuracies) = lax.scan(body, zeros, parts)
+            loss, accuracy = losses.mean(), accuracies.mean()
+        elif loop == "carry":
+            def body(carry, mb):
+                total, loss_sum, accuracy_sum = carry
+                grads, loss, accuracy = grads_of(state, *mb)
+                return (jax.tree.map(jnp.add, total, grads), loss_sum + loss, accuracy_sum + accuracy), None
+
+            (grads, loss, accuracy), _ = lax.scan(body, (zeros, 0.0, 0.0), parts)
+            loss, accuracy = loss / micro, accuracy / micro
+        else:
+            def cond(carry):
+                return carry[0] < micro
+
+            def body(carry):
+                i, total, loss_sum, accuracy_sum = carry
+                mb = (lax.dynamic_index_in_dim(p, i, keepdims=False) for p in parts)
+                grads, loss, accuracy = grads_of(state, *mb)
+                return i + 1, jax.tree.map(jnp.add, total, grads), loss_sum + loss, accuracy_sum + accuracy
+
+            _, grads, loss, accuracy = lax.while_loop(cond, body, (0, zeros, 0.0, 0.0))
+            loss, accuracy = loss / micro, accuracy / micro
+        new = state.apply_gradients(grads=jax.tree.map(lambda g: g / micro, grads))
+        return new, {"loss": loss, "accuracy": accuracy}
+
+    return step
+
+
+@pytest.mark.parametrize("loop", ["scan", "carry", "while"])
+def test_an_accuracy_returned_through_has_aux_in_an_accumulation_loop_is_other_as_without_the_loop(loop):
+    # simply's train_one_step: the accuracy a micro-batch's loss returns through has_aux carries no derivative
+    # of the loss and only a returned metric reads it, inside the accumulation loop as without one; it was
+    # forward where the loop's body holds it (grad_accum_steps=2: forward 46,668,802, other 16; without
+    # accumulation 46,078,721 and 589,185), its argmax, == and mean in every iteration
+    micro, b = 2, B // 2
+    state = _state(optax.sgd(0.1))
+    whole, looped = (xla_cost.analyze_step(_accuracy_step(form, micro), state, BATCH, counter="jaxpr")
+                     for form in (None, loop))
+    # the forward is each micro-batch's: micro x (the MLP on b samples and the loss), and this MLP and mean
+    # cross-entropy are linear in the batch (tests/formulas.py: loss_flops = 3bc + 12b): the whole batch's
+    # forward exactly; the loop's own arithmetic on the losses (a mean, a carry's adds) is outside autodiff
+    per_micro = dense_flops(b, IN, HIDDEN) + b * HIDDEN + dense_flops(b, HIDDEN, CLASSES) + loss_flops(b, CLASSES)
+    assert looped.phases["forward"].flops == micro * per_micro == whole.phases["forward"].flops == _forward()
+    # the accuracy is other: micro x the micro-batch's, the whole batch's (its mean's b - 1 adds and divide
+    # per micro-batch, B - 1 and one for the whole); TrainState's step + 1
+    assert micro * _accuracy_flops(b) == _accuracy_flops(B)
+    assert whole.phases["other"].flops == _accuracy_flops(B) + 1
+    bookkeeping = {
+        # the scan's counter (an add and a compare an iteration); the mean of the losses and of the
+        # accuracies after it (micro - 1 adds and a divide each)
+        "scan": 2 * micro + 2 * micro,
+        # the counter; the carry's adds to the loss's and the accuracy's sums; the two sums / micro
+        "carry": 2 * micro + 2 * micro + 2,
+        # the while_loop's i + 1 an iteration and i < micro before each and after the last; the carry's
+        # adds; the two sums / micro; each micro-batch's slice of x and of y: a negative index wrapped
+        # (i < 0, i + micro, a select: 3; the slice's other start indices are literal 0s)
+        "while": micro + (micro + 1) + 2 * micro + 2 + micro * 2 * 3,
+    }[loop]
+    assert looped.phases["other"].flops == micro * _accuracy_flops(b) + bookkeeping + 1
+
+
 @pytest.mark.parametrize("micro", [2, 3])
 def test_a_first_micro_batch_before_the_loop_is_one_more_run(micro):
     """vision_transformer's accumulate_gradient: micro-batch 0 outside, 1..micro-1 in a

@@ -42,7 +42,9 @@ flow alone, without names the user must add:
   loop's results are new state (`xla_cost.count.update_work`): a frozen
   reference's log-sum-exp summed in a ``fori_loop`` is other;
 * **other**: the rest: metrics (a gradient norm or a parameter norm that only
-  a returned metric reads, given the step's ``results``), a schedule also
+  a returned metric reads, given the step's ``results``; an accuracy returned
+  through ``has_aux``, at the top level or in a loop of micro-batches:
+  `xla_cost.count.aux_metrics`), a schedule also
   logged, data reshapes, model state made outside autodiff from the forward's
   values alone (a pmapped step's ``pmean`` of BatchNorm's batch statistics).
 
@@ -71,6 +73,7 @@ import jax.numpy as jnp
 from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
     join_stack, public_owner, repeated_forward
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
+from xla_cost.count.aux_metrics import metric_only_forward
 from xla_cost.count.update_work import owners_from_readers, revert_unconfirmed
 from xla_cost.count.primitives import VIEWS
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
@@ -530,36 +533,21 @@ class _Classifier:
 
     def aux_metrics(self, top: _Level, owners: Sequence[str | None]) -> bool:
         """Forward work that carries no derivative of the loss and that only the step's metrics
-        read is other, not forward: an accuracy computed inside the differentiated function and
-        returned beside the loss (``has_aux``: EasyLM's ``cross_entropy_loss_and_accuracy``),
-        its argmax, comparison and mean. A value carries a derivative where it is a float the
-        forward work computes from a parameter through floats (the loss and everything it is
-        made of); an integer, a comparison and what is computed from them alone do not. Only at
-        the step's top level, where its results say which are metrics, and only where the step's
-        parameters are known (``owners``); a loop is taken as a whole. True if any moved."""
+        read is other, not forward (`xla_cost.count.aux_metrics`): an accuracy computed inside the
+        differentiated function and returned beside the loss (``has_aux``), at the step's top level
+        or in a loop's body (a micro-batch's, in a ``lax.scan`` of gradient accumulation), its
+        argmax, comparison and mean. The step's results say which are metrics, and its parameters
+        (``owners``) which values carry a derivative: where either is unknown, nothing moves. True
+        if any moved."""
         if not self.differentiates or self.results is None or not any(o is not None for o in owners):
             return False
-        carries = {var for var, o in zip(top.invars, owners) if var is not None and o is not None}
-        for node in top.nodes:
-            if any(v in carries for v in node.ins if v is not None):
-                carries.update(var for var, out in zip(node.outs, node.eqn.outvars)
-                               if jnp.issubdtype(out.aval.dtype, jnp.inexact))
-        readers: dict[Any, set[str]] = {}
-        for j, var in enumerate(top.outvars):
-            if var is not None:
-                readers.setdefault(var, set()).add(_OUTSIDE if j >= len(self.results) or self.results[j] else _METRIC)
-        moved = False
-        for node in reversed(top.nodes):
-            seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
-            if (node.part == FORWARD and not node.levels and seen and seen <= {OTHER, _METRIC}
-                    and not any(v in carries for v in node.outs)):
-                node.part, moved = OTHER, True
-            parts = {node.part} if not node.levels else set().union(*(inner.parts() for inner in node.levels))
-            reads_as = parts.pop() if len(parts) == 1 else MIXED
-            for var in node.ins:
-                if var is not None:
-                    readers.setdefault(var, set()).add(reads_as)
-        return moved
+        marks = [{_OUTSIDE if j >= len(self.results) or self.results[j] else _METRIC} for j in range(len(top.outvars))]
+        moved = metric_only_forward(top, [var is not None and o is not None for var, o in zip(top.invars, owners)],
+                                    marks, {OTHER, _METRIC})
+        for node in _every_node(top):
+            if node.path in moved:
+                node.part = OTHER
+        return bool(moved)
 
     def feeding(self, level: _Level, outs: Sequence[bool] = ()) -> list[bool]:
         """Adds to `feeds` the other work under the model's modules, outside autodiff, whose values an
