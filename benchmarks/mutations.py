@@ -2264,8 +2264,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rows picked from a parameter (an embedding lookup's gather) count as a view of it: a Dense after nn.Embed "
         "gets the note 'the products of embed's parameters are counted in mix'",
         (Edit("xla_cost/count/param_reads.py",
-              "            elif name in _VIEWS_OF_FIRST and not picks_rows(eqn):",
-              "            elif name in _VIEWS_OF_FIRST:"),),
+              "            elif name in VIEWS_OF_FIRST and not picks_rows(eqn):",
+              "            elif name in VIEWS_OF_FIRST:"),),
         tests=("tests/analysis/test_root_products.py::"
                "test_an_embedding_lookup_read_by_another_modules_products_is_no_borrowed_parameter",),
     ),
