@@ -2338,6 +2338,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_analyze_step.py::"
                "test_a_step_that_makes_its_parameters_inside_itself_has_no_mixed_precision_note",),
     ),
+    Mutation(
+        "wrapper_keys_as_module_levels",
+        "a parameter held in a wrapper node (simply's AnnotatedArray: its array under no key, [<flat index 0>]) "
+        "is a module of its own: rows fc1/w, fc1/b with the parameters and no forward, fc1 with no parameters",
+        (Edit("xla_cost/step/trees.py",
+              '    return unnamed or (hasattr(node, "shape") and hasattr(node, "dtype"))\n',
+              "    return False\n"),),
+        tests=("tests/step/test_apply_collections.py::test_parameters_in_a_wrapper_node_are_their_layers_rows",),
+    ),
 )
 
 
