@@ -2394,6 +2394,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if True:\n"),),
         tests=("tests/step/test_routing.py::test_an_undeclared_mixture_of_experts_is_said_and_a_declared_one_is_not",),
     ),
+    Mutation(
+        "wrapper_keys_as_module_levels",
+        "a parameter held in a wrapper node (simply's AnnotatedArray: its array under no key, [<flat index 0>]) "
+        "is a module of its own: rows fc1/w, fc1/b with the parameters and no forward, fc1 with no parameters",
+        (Edit("xla_cost/step/trees.py",
+              '    return unnamed or (hasattr(node, "shape") and hasattr(node, "dtype"))\n',
+              "    return False\n"),),
+        tests=("tests/step/test_apply_collections.py::test_parameters_in_a_wrapper_node_are_their_layers_rows",),
+    ),
 )
 
 

@@ -243,6 +243,36 @@ def test_an_apply_functions_own_scopes_match_no_module_as_in_analyze_step():
     assert not [n for n in report.notes if "in the root's own code" in n]
 
 
+
+@pytest.mark.parametrize("entry", ["analyze", "analyze_step"])
+def test_products_of_code_that_names_no_module_are_not_said_to_be_the_roots_own(entry):
+    # google-deepmind/simply: each layer a function of its params dict, under no jax.named_scope; every product
+    # (2 * 128 * 164k of 46 MFLOP) is in the remainder row, and the note said "computed outside every module, in
+    # the root's own code" of products that read the blocks' Q/K/V/O and FFN weights. It says their code names no
+    # module, and whose parameters they read (`xla_cost.count.param_reads.parameter_reads`)
+    S = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    params = {"fc1": {"w": S(D, V), "b": S(V)}, "fc2": {"w": S(V, D)}}
+
+    def apply(params, x):
+        return jnp.tanh(x @ params["fc1"]["w"] + params["fc1"]["b"][None]) @ params["fc2"]["w"]
+
+    x = S(B, D)
+    if entry == "analyze":
+        report = xla_cost.analyze(apply, x, params=params, optimizer="sgd", per_layer=True, counter="jaxpr")
+    else:
+        def step(params, x):
+            grads = jax.grad(lambda p: jnp.mean(apply(p, x) ** 2))(params)
+            return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+        report = xla_cost.analyze_step(step, params, x, per_layer=True, counter="jaxpr")
+    forward = 2 * B * D * V + 2 * B * V * D  # the two products, both in the remainder
+    [note] = [n for n in report.notes if "of the forward's matrix products" in n]
+    assert note.startswith(f"per-layer rows: {forward:,} FLOP of the forward's matrix products (100%) are in the "
+                           f"{xla_cost.REMAINDER} row")
+    assert "read the parameters of 2 module(s) (fc1, fc2)" in note and "jax.named_scope" in note
+    assert "root's own code" not in note
+
+
 # A mixture of experts whose block computes with its experts' weights in its own method (EasyDeL's
 # Mixtral passes experts.w1.kernel to its routed product): the products are the block's work (the work
 # of any method is its module's), and the experts' rows held parameters, an update and no forward or

@@ -52,7 +52,7 @@ from xla_cost.parallel.sharding import PartitionRules, ShardingOptions, Sharding
 from xla_cost.step import phases
 from xla_cost.step.checks import OutputSelector, needs_mesh
 from xla_cost.step.optimizers import LossFn
-from xla_cost.step.trees import PyTree, key_name
+from xla_cost.step.trees import PyTree, named_leaves, path_names
 from xla_cost.step.workload import ModelOptions, Workload, build_workload
 
 if TYPE_CHECKING:  # the timing modules load where a step is timed (`time_step`), not with every analysis
@@ -526,15 +526,15 @@ def per_layer(
     broken down (`_with_saved`)."""
     programs = {name: count.equations for name, count in counted.items()}
     roots = _roots(workload, counted)
+    reads = counted["forward"].parameter_reads if "forward" in counted else ()
     layers = attribute_step(
         programs, workload.param_paths, root=roots, depth=depth, known_modules=workload.module_paths,
     )
     notes = (unmatched_note(programs, workload.param_paths, root=roots, known_modules=workload.module_paths,
                             called=bool(workload.module_paths)),
              root_products_note(programs.get("forward", ()), workload.param_paths, root=roots,
-                                known_modules=workload.module_paths),
-             borrowed_note(counted["forward"].parameter_reads if "forward" in counted else (), workload.param_paths,
-                           root=roots, known_modules=workload.module_paths))
+                                known_modules=workload.module_paths, reads=reads),
+             borrowed_note(reads, workload.param_paths, root=roots, known_modules=workload.module_paths))
     return layers, tuple(note for note in notes if note)
 
 
@@ -728,7 +728,7 @@ def _trained(workload: Workload) -> tuple[int | None, int | None, list[str]]:
     None: every one; the parameters the optimizer updates where that is more: the zero gradients
     of those the loss never reads (a tied model's unused ``lm_head``); the notes on them, worded
     as `xla_cost.analyze_step`'s)."""
-    paths = jax.tree_util.tree_flatten_with_path(workload.params)[0]
+    paths = named_leaves(workload.params)
     every = [True] * len(paths)
     grads = every if workload.read_gradients is None else jax.tree.leaves(workload.read_gradients)
     reads = every if workload.loss_reads is None else jax.tree.leaves(workload.loss_reads)
@@ -737,8 +737,7 @@ def _trained(workload: Workload) -> tuple[int | None, int | None, list[str]]:
     trained = sum(n for n, g, r in zip(sizes, grads, reads) if g and r)
     if workload.loss_reads is None or trained == updated:
         return (None if workload.read_gradients is None else trained), None, []
-    unread = ["/".join(n for k, n in enumerate(map(key_name, path)) if k < len(path) - 1 or n != "value")
-              for (path, _), g, r in zip(paths, grads, reads) if g and not r]  # (an NNX leaf's own .value left out)
+    unread = ["/".join(path_names(path)) for (path, _), g, r in zip(paths, grads, reads) if g and not r]
     return trained, updated, [ungraded_note(unread), trained_note(trained, workload.parameters, updated)]
 
 

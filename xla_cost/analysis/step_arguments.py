@@ -15,7 +15,7 @@ from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.parallel.sharding import ShardingPlan
-from xla_cost.step.trees import leaf_roles, nbytes
+from xla_cost.step.trees import leaf_roles, named_leaves, nbytes, path_names
 
 if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
     from xla_cost.step.user_step import UserStep
@@ -276,12 +276,9 @@ def _metric_leaves(shapes: Any) -> list[bool]:
 
 
 def _leaf_names(path: Any) -> list[str]:
-    """A leaf's path as names, its own last (an NNX variable's array, ``.value``, named as the
-    variable); positions in a list or tuple left out."""
-    keys = [jax.tree_util.keystr((key,)).strip(".[]'") for key in path if not hasattr(key, "idx")]
-    if len(keys) > 1 and keys[-1] == "value":
-        keys.pop()
-    return keys
+    """A leaf's path as names (`named_leaves`'s path: a wrapper's keys left out), its own last (an
+    NNX variable's array, ``.value``, named as the variable); positions in a list or tuple left out."""
+    return [name for key, name in zip(path, path_names(path)) if not isinstance(key, jax.tree_util.SequenceKey)]
 
 
 def _same_module(one: str, other: str) -> bool:
@@ -311,7 +308,7 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     index = 0
     for position, (arg, owners) in enumerate(arguments(prepared)):
-        flat = jax.tree_util.tree_flatten_with_path(arg)[0]
+        flat = named_leaves(arg)
         roles = leaf_roles(arg)
         holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])

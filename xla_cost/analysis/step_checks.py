@@ -31,7 +31,7 @@ from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
 from xla_cost.count.step_parts import FEEDS_LOSS, METRICS
 from xla_cost.step import phases
-from xla_cost.step.trees import nbytes
+from xla_cost.step.trees import named_leaves, nbytes, path_names
 from xla_cost.step.user_step import UserStep, differentiable
 
 __all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
@@ -347,16 +347,14 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
     step's arguments (an optimizer's state left out: Adafactor's factored rows are no parameters);
     the name after its tree's where several trees share module paths (``qf1_state/Dense_0/kernel``:
     `UserStep.labelled`), the module as the name stacks show it."""
-    flat = jax.tree_util.tree_flatten_with_path(prepared.args)[0]
+    flat = named_leaves(prepared.args)  # a wrapper's own keys left out: the parameter's name is its key's
     parameters = _parameter_leaves(prepared.args)
     named = []
     for index, ((path, leaf), module) in enumerate(zip(flat, prepared.owners)):
         if module is None or module not in prepared.param_paths or id(leaf) not in parameters:
             continue
-        keys = [jax.tree_util.keystr((key,)).strip(".[]").strip(chr(39)) for key in path]
-        if len(keys) > 1 and keys[-1] == "value":  # an NNX Variable's array: the variable's name
-            keys.pop()
-        named.append((index, leaf, module, f"{prepared.labelled(index, module)}/{keys[-1]}"))
+        keys = path_names(path)  # an NNX Variable's array (.value): the variable's name
+        named.append((index, leaf, module, f"{prepared.labelled(index, module)}/{keys[-1] if keys else ''}"))
     return named
 
 

@@ -16,6 +16,7 @@ from xla_cost.count.layers import LayerCosts
 from xla_cost.count.step_parts import StepLabels
 from xla_cost.count.tree_split import rows_by_tree, tree_labels
 from xla_cost.step import phases
+from xla_cost.step.trees import named_leaves
 from xla_cost.step.user_step import UserStep
 
 __all__ = ["layers_by_tree"]
@@ -77,7 +78,7 @@ def _tree_parameters(prepared: UserStep) -> dict[str, dict[str, int]] | None:
     None where no tree is named, or the trees' counts do not add up to each module's."""
     if not any(prepared.trees):
         return None
-    flat = jax.tree_util.tree_flatten_with_path(tuple(prepared.args))[0]
+    flat = named_leaves(tuple(prepared.args))  # a parameter's own key last, not a wrapper's [<flat index 0>]
     counts: dict[str, dict[str, int]] = {}
     seen: set[tuple[str, str, str, tuple[int, ...]]] = set()
     for (path, leaf), module, tree in zip(flat, prepared.owners, prepared.trees):

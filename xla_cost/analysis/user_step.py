@@ -294,9 +294,10 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
             notes = [STACK_ROWS_NOTE if note == NO_PARAMETERS_NOTE else note for note in notes]
         layers = layers_by_tree(traced, prepared, owners, classify, root=root, depth=depth, known_modules=known) \
             or attribute_parts(equations, paths, root=root, depth=depth, known_modules=known)
+        reads = parameter_reads(traced, owners or ())
         said = (unmatched_note(equations, paths, root=root, known_modules=known),
-                root_products_note(equations[phases.SPLIT[0]], paths, root=root, known_modules=known),
-                borrowed_note(parameter_reads(traced, owners or ()), paths, root=root, known_modules=known))
+                root_products_note(equations[phases.SPLIT[0]], paths, root=root, known_modules=known, reads=reads),
+                borrowed_note(reads, paths, root=root, known_modules=known))
         notes += [note for note in said if note]
     trained, gradients, updated = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
     some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters

@@ -40,29 +40,10 @@ from xla_cost.count.layers import LayerCosts
 from xla_cost.count.registry import MATRIX_PRODUCTS, Cost
 
 __all__ = [
-    "REMAINDER",
-    "LayerCount",
-    "split_name_stack",
-    "classify_pass",
-    "bare_stack",
-    "module_tree",
-    "module_path",
-    "in_root",
-    "op_name_path",
-    "owner",
-    "with_ancestors",
-    "model_roots",
-    "stack_modules",
-    "unmatched_stacks",
-    "unmatched_note",
-    "root_products_note",
-    "borrowed_note",
-    "ROOT_PRODUCTS_SHARE",
-    "HLO_SCOPES",
-    "attribute",
-    "attribute_step",
-    "attribute_parts",
-    "check_depth",
+    "REMAINDER", "LayerCount", "split_name_stack", "classify_pass", "bare_stack", "module_tree", "module_path",
+    "in_root", "op_name_path", "owner", "with_ancestors", "model_roots", "stack_modules", "unmatched_stacks",
+    "unmatched_note", "root_products_note", "borrowed_note", "ROOT_PRODUCTS_SHARE", "HLO_SCOPES", "attribute",
+    "attribute_step", "attribute_parts", "check_depth",
 ]
 
 
@@ -662,16 +643,21 @@ def root_products_note(
     *,
     root: str | Sequence[str] | None,
     known_modules: Collection[str] = (),
+    reads: Iterable[tuple[str, str]] = (),
 ) -> str | None:
     """A report note where the forward pass's matrix products outside every module (the
     root's own code, which the `REMAINDER` row holds by design) are more than
     `ROOT_PRODUCTS_SHARE` of its products: a tied head written as
     ``x @ self.embed.embedding.T`` in the root's ``__call__`` is a layer's work that no
-    row shows. None otherwise.
+    row shows. Where no product is on a module's row and those in the `REMAINDER` read
+    modules' parameters (``reads``), the code names no module at all (a function of a
+    params tree under no ``jax.named_scope`` of its keys): said so, not "the root's own code".
+    None otherwise.
 
     Args:
       forward: the forward program's equation counts; param_paths, root,
-        known_modules: as for `attribute`.
+        known_modules: as for `attribute`; reads: ``(module, name stack)`` of each product
+        reading a module's parameter (`xla_cost.count.param_reads.parameter_reads`).
     """
     row_of = _rows(param_paths, root, known_modules)
     products = [(row_of(eqn), eqn.cost.flops) for eqn in forward if eqn.primitive in MATRIX_PRODUCTS]
@@ -683,6 +669,13 @@ def root_products_note(
     whole = sum(flops for _, flops in products)
     if not whole or left <= ROOT_PRODUCTS_SHARE * whole:
         return None
+    read = sorted({m for m, stack in reads if row_of(EqnCount(stack, "dot_general", 1, Cost()))[1] == REMAINDER})
+    if read and all(row == REMAINDER for (_, row), _ in products):  # no stack names a module: no code is any module's
+        return (f"per-layer rows: {left:,} FLOP of the forward's matrix products ({left / whole:.0%}) are in the "
+                f"{REMAINDER} row with their backward pass, though products there read the parameters of {len(read)} "
+                f"module(s) ({', '.join(read[:3])}{' ...' if len(read) > 3 else ''}): no name stack of the forward "
+                "names a module (rows follow name stacks), so their rows hold their parameters and update only; "
+                f"run each layer's code under a jax.named_scope of its params key (`{read[0]}`) to give it its row")
     return (f"per-layer rows: {left:,} FLOP of the forward's matrix products ({left / whole:.0%}) are computed "
             f"outside every module, in the root's own code, and are in the {REMAINDER} row with their backward "
             "pass (a tied head written as `x @ self.embed.embedding.T`, say): computed in a module's method "

@@ -51,7 +51,7 @@ import contextvars
 import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -61,7 +61,7 @@ from xla_cost.errors import InputError
 from xla_cost.parallel.mesh import (BATCH_AXES, CONTEXT, MESH_AXES, caller_axis_types, check_batch_split, check_mesh,
                                     explicit_axes, make_mesh, mesh_devices, mesh_text, parse_mesh)
 from xla_cost.parallel.simulated import MAX_SIMULATED_DEVICES, check_device_count, simulate_devices
-from xla_cost.step.trees import key_name, nbytes
+from xla_cost.step.trees import named_leaves, nbytes, path_names
 
 __all__ = [
     "ShardingOptions",
@@ -172,13 +172,9 @@ def compile_rules(rules: PartitionRules | None, flag: str = "param_sharding") ->
 # ------------------------------------------------------------------ parameter specs
 
 
-def _path_text(path: Sequence[Any]) -> str:
-    names = [key_name(p) for p in path]
-    while names and names[-1] in ("value", "raw_value") and isinstance(
-        path[len(names) - 1], jax.tree_util.GetAttrKey
-    ):
-        names.pop()
-    return "/".join(names)
+def _path_texts(tree: Any) -> Iterator[str]:
+    """Each leaf's parameter path (`named_leaves`: a wrapper's and a box's ``.value`` keys left out)."""
+    return iter(["/".join(path_names(path)) for path, _ in named_leaves(tree)])
 
 
 def _is_box(x: Any) -> bool:
@@ -373,21 +369,20 @@ def param_specs(
     sources: dict[str, str] = {}
     box_names: dict[str, tuple[Any, ...]] = {}
     mesh_named: dict[str, tuple[Any, ...]] = {}  # the boxes whose names are mesh axes, not logical ones
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_box)[0]:
+    for path, leaf in named_leaves(params, is_leaf=_is_box):
         if _is_box(leaf):
             names = _box_names(leaf)
             if names is not None:
-                box_names[_path_text(path)] = names
+                box_names["/".join(path_names(path))] = names
                 if not _logical_box(leaf):
-                    mesh_named[_path_text(path)] = names
+                    mesh_named["/".join(path_names(path))] = names
     if explicit:
         _check_box_axes(mesh_named, logical, mesh)
     fsdp = mesh.get("fsdp", 1) if "fsdp" not in explicit else 1  # Explicit: the model's own layout
     common = _dimension_counts(params)
     unsplit: list[str] = []
 
-    def leaf_spec(path: Sequence[Any], leaf: Any) -> PartitionSpec:
-        text = _path_text(path)
+    def leaf_spec(text: str, leaf: Any) -> PartitionSpec:
         shape = tuple(getattr(leaf, "shape", ()))
         spec: tuple[Any, ...] = ()
         source = "replicated"
@@ -416,7 +411,8 @@ def param_specs(
         sources[text] = source
         return PartitionSpec(*full)
 
-    specs = jax.tree_util.tree_map_with_path(leaf_spec, params)
+    texts = _path_texts(params)
+    specs = jax.tree.map(lambda leaf: leaf_spec(next(texts), leaf), params)
     _check_rules_used(rules, used, found, list(sources))
     if unsplit:
         notes.append(
@@ -474,13 +470,13 @@ def _match_params(
     in `param_specs`) or replicated (counters)."""
     by_path: dict[tuple[str, ...], tuple[tuple[int, ...], PartitionSpec]] = {}
     spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
-    for (path, leaf), spec in zip(jax.tree_util.tree_flatten_with_path(params)[0], spec_leaves):
-        by_path[tuple(_path_text(path).split("/"))] = (tuple(leaf.shape), spec)
+    for text, leaf, spec in zip(_path_texts(params), jax.tree.leaves(params), spec_leaves):
+        by_path[tuple(text.split("/"))] = (tuple(leaf.shape), spec)
     fsdp = mesh.get("fsdp", 1) if "fsdp" not in explicit else 1
     common = _dimension_counts(params)
 
-    def leaf_spec(path: Sequence[Any], leaf: Any) -> PartitionSpec:
-        names = tuple(_path_text(path).split("/"))
+    def leaf_spec(text: str, leaf: Any) -> PartitionSpec:
+        names = tuple(text.split("/"))
         shape = tuple(getattr(leaf, "shape", ()))
         best = None
         for key, (pshape, spec) in by_path.items():
@@ -494,7 +490,8 @@ def _match_params(
             _add_fsdp(full, shape, fsdp, common)
         return PartitionSpec(*full)
 
-    return jax.tree_util.tree_map_with_path(leaf_spec, tree)
+    texts = _path_texts(tree)
+    return jax.tree.map(lambda leaf: leaf_spec(next(texts), leaf), tree)
 
 
 @dataclasses.dataclass(frozen=True)

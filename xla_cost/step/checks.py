@@ -18,7 +18,9 @@ import jax.numpy as jnp
 from xla_cost.choices import MESH_AXES
 from xla_cost.errors import InputError, XlaCostError, own_failure, quoted
 from xla_cost.step.optimizers import LOSSES, LossFn
-from xla_cost.step.trees import PyTree, abstract, describe_tree, field_names, is_array, key_name, loaded_nnx
+from xla_cost.step.trees import (
+    PyTree, abstract, describe_tree, field_names, is_array, loaded_nnx, named_leaves, path_names,
+)
 
 __all__ = [
     "OutputSelector", "INT32_MAX", "check_arrays", "check_inputs", "check_model", "check_axis_names", "check_params",
@@ -29,9 +31,9 @@ __all__ = [
 
 
 def check_float_params(params: PyTree) -> None:
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    for path, leaf in named_leaves(params):
         if not jnp.issubdtype(leaf.dtype, jnp.floating):
-            name = "/".join(key_name(p) for p in path)
+            name = "/".join(path_names(path))
             raise InputError(
                 "floating-point parameters (gradients are taken with respect to them)",
                 f"{leaf.dtype} for parameter {name!r}",

@@ -25,11 +25,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import jax
 import numpy as np
 
 from xla_cost.errors import InputError
-from xla_cost.step.trees import PyTree, key_name
+from xla_cost.step.trees import PyTree, named_leaves, path_names
 
 __all__ = ["ROUTING_ATTRIBUTE", "ROUTING_NOTE", "Routing", "declared_routing", "active_parameters", "padded_modules", "routing_notes"]
 
@@ -122,10 +121,7 @@ def declared_routing(model: Any, inputs: PyTree) -> tuple[Routing, ...]:
 
 
 def _path_text(path: Sequence[Any]) -> str:
-    names = [key_name(p) for p in path]
-    if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
-        names = names[:-1]  # NNX: State leaves end in `.value`
-    return "/".join(names)
+    return "/".join(path_names(path))
 
 
 def active_parameters(params: PyTree, routing: Sequence[Routing]) -> int | None:
@@ -143,7 +139,7 @@ def active_parameters(params: PyTree, routing: Sequence[Routing]) -> int | None:
     compiled = [re.compile(r.pattern) for r in routing]
     used: set[int] = set()
     total = Fraction(0)
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    for path, leaf in named_leaves(params):
         size = int(np.prod(np.shape(leaf)))
         text = _path_text(path)
         share = Fraction(1)
@@ -155,7 +151,7 @@ def active_parameters(params: PyTree, routing: Sequence[Routing]) -> int | None:
         total += size * share
     idle = [r.pattern for i, r in enumerate(routing) if i not in used]
     if idle:
-        paths = [_path_text(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]][:4]
+        paths = [_path_text(p) for p, _ in named_leaves(params)][:4]
         raise InputError("every routing pattern to match some parameter path", f"{', '.join(map(repr, idle))} "
                          f"matching none (paths like {', '.join(paths)})", "Fix the pattern of the routing declared.")
     return round(total)
@@ -168,7 +164,7 @@ def padded_modules(params: PyTree, routing: Sequence[Routing]) -> tuple[tuple[fr
     FLOP (`xla_cost.analysis.costs`: MFU's model FLOP leave them out)."""
     compiled = [re.compile(r.pattern) for r in routing]
     found: list[set[str]] = [set() for _ in routing]
-    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
+    for path, _ in named_leaves(params):
         text = _path_text(path)
         index = next((i for i, pattern in enumerate(compiled) if pattern.search(text)), None)
         if index is not None:

@@ -3,7 +3,8 @@
 The helpers every layer above uses to read a tree of ``jax.ShapeDtypeStruct``
 leaves: `abstract` makes one, `tree_bytes` weighs one (`nbytes`, `itemsize`: the one
 place that knows a typed PRNG key's size), `leaf_modules` names the module that owns
-each parameter, `leaf_roles` what holds each leaf (an optimizer's state, an NNX variable).
+each parameter (`named_leaves` and `path_names`: a parameter's key path and its names, the keys
+of a wrapper around its array left out), `leaf_roles` what holds each leaf (an optimizer's state, an NNX variable).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 import math
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -20,8 +21,8 @@ import jax
 import numpy as np
 
 __all__ = [
-    "PyTree", "abstract", "loaded_nnx", "key_name", "leaf_modules", "module_param_counts", "describe_tree",
-    "field_names",
+    "PyTree", "abstract", "loaded_nnx", "key_name", "named_leaves", "path_names", "leaf_modules",
+    "module_param_counts", "describe_tree", "field_names",
     "is_array", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
 ]
 
@@ -58,6 +59,45 @@ def key_name(entry: Any) -> str:
     return str(entry)
 
 
+def is_wrapper(node: Any) -> bool:
+    """A node that wraps one array, its keys naming no module: a custom pytree node whose one
+    leaf it gives without keys (jax's ``[<flat index 0>]``: simply's ``AnnotatedArray``), or
+    that presents itself as that array (has a ``shape`` and a ``dtype``: an NNX ``Variable``,
+    a dataclass node's ``.array``)."""
+    if node is None or isinstance(node, (Mapping, list, tuple, jax.Array, np.ndarray, jax.ShapeDtypeStruct)):
+        return False
+    flat = jax.tree_util.tree_flatten_with_path(node)[0]
+    if len(flat) != 1 or not flat[0][0]:
+        return False
+    unnamed = all(isinstance(k, jax.tree_util.FlattenedIndexKey) for k in flat[0][0])
+    return unnamed or (hasattr(node, "shape") and hasattr(node, "dtype"))
+
+
+def named_leaves(tree: PyTree, is_leaf: Callable[[Any], bool] | None = None) -> list[tuple[tuple[Any, ...], Any]]:
+    """``jax.tree_util.tree_flatten_with_path(tree, is_leaf)``'s (key path, leaf), in its order,
+    each path ending at the key that holds the parameter: the keys a wrapper (`is_wrapper`) adds
+    below it are no module's, so ``{'fc1': {'w': AnnotatedArray(a)}}``'s leaf is ``['fc1']['w']``
+    (module ``fc1``, name ``w``), not ``['fc1']['w'][<flat index 0>]``."""
+    def stop(node: Any) -> bool:
+        return (is_leaf is not None and is_leaf(node)) or is_wrapper(node)
+
+    out = []
+    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=stop)[0]:
+        wrapped = is_wrapper(node) and not (is_leaf is not None and is_leaf(node))
+        out.append((path, jax.tree_util.tree_leaves(node)[0] if wrapped else node))
+    return out
+
+
+def path_names(path: Sequence[Any]) -> list[str]:
+    """A key path's names (`named_leaves`'s), a box's trailing ``.value`` (``.raw_value``) left
+    out: an NNX variable's, a Linen ``nn.Partitioned``'s."""
+    names = [key_name(p) for p in path]
+    while names and names[-1] in ("value", "raw_value") and isinstance(path[len(names) - 1],
+                                                                        jax.tree_util.GetAttrKey):
+        names.pop()
+    return names
+
+
 def leaf_modules(params: PyTree, offset: int = 0, collections: bool = False) -> list[tuple[Any, str]]:
     """(key path, module path) of every parameter leaf; the module drops the variable
     name, and the first ``offset`` components (a ``params`` collection name); with
@@ -66,10 +106,8 @@ def leaf_modules(params: PyTree, offset: int = 0, collections: bool = False) -> 
     Dense_0/kernel`` and ``batch_stats/BatchNorm_0/mean`` of ``{'params': {'params': ...}}``
     or ``{'params': ..., 'batch_stats': ...}`` -> ``Dense_0``, ``BatchNorm_0``."""
     out = []
-    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
-        names = [key_name(p) for p in path]
-        if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
-            names = names[:-1]  # NNX: State leaves end in `.value`
+    for path, _ in named_leaves(params):
+        names = path_names(path)
         start = offset
         if collections:
             node = _subtree(params, path[:start])

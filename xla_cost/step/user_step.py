@@ -29,7 +29,7 @@ from xla_cost.step.adapters import bind_axes, concrete_arguments, unbound_axis
 from xla_cost.step.checks import check_axis_names
 from xla_cost.step.nnx_scopes import bridged_name_scopes, nnx_name_scopes, tagged
 from xla_cost.step.step_routing import recording_model_calls, step_routing
-from xla_cost.step.trees import is_collections, leaf_roles
+from xla_cost.step.trees import is_collections, leaf_roles, named_leaves, path_names
 
 __all__ = ["UserStep", "prepare_step", "step_name", "PARAMS_KEY", "MAX_AXES", "NO_PARAMETERS_NOTE", "check_batch",
            "check_returns", "differentiable"]
@@ -268,13 +268,6 @@ def _is_graph(value: Any) -> bool:
     return nnx_graph.is_graph_node(value) and not isinstance(value, (list, tuple, dict))
 
 
-def _key_name(entry: Any) -> str:
-    for attribute in ("key", "name", "idx"):
-        if hasattr(entry, attribute):
-            return str(getattr(entry, attribute))
-    return str(entry)
-
-
 def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0,
                   quantized: Collection[int] = (), differentiated: Collection[int] = (),
                   ) -> tuple[list[str | None], dict[str, int], tuple[str, ...]]:
@@ -307,8 +300,8 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     counts: dict[str, int] = {}
     counted: set[tuple[tuple[int, ...], str, str, tuple[int, ...]]] = set()
     held: dict[tuple[int, ...], set[tuple[str, str]]] = {}  # per argument, its parameters' (module, name)
-    flat = jax.tree_util.tree_flatten_with_path(tuple(args))[0]
-    keys = [_leaf_names(path) for path, _ in flat]
+    flat = named_leaves(tuple(args))  # a wrapper's own keys left out: ['fc1']['w'], not ['fc1']['w'][<flat index 0>]
+    keys = [path_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
     for index, (names_here, (path, leaf), role) in enumerate(zip(keys, flat, roles)):
         start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
@@ -367,14 +360,6 @@ def differentiable(leaf: Any) -> bool:
     of no known dtype is taken to)."""
     dtype = getattr(leaf, "dtype", None)
     return dtype is None or bool(jax.numpy.issubdtype(dtype, jax.numpy.inexact))
-
-
-def _leaf_names(path: Sequence[Any]) -> list[str]:
-    """A leaf's key path as names, an NNX variable's ``.value`` left out."""
-    names = [_key_name(p) for p in path]
-    if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and names[-1] == "value":
-        names = names[:-1]
-    return names
 
 
 def _parameter_start(args: Any, path: Sequence[Any], names: Sequence[str], positional: Sequence[str | None]
@@ -460,15 +445,15 @@ def _nnx_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tupl
         graphdef, params, rest = nnx.split(objects, nnx.Param, ...)
     owners: list[str | None] = []
     counts: dict[str, int] = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        names = _leaf_names(path)  # a module named value (an attention's) kept: a Variable's .value goes
+    for path, leaf in named_leaves(params):
+        names = path_names(path)  # a module named value (an attention's) kept: a Variable's .value goes
         # the first entry is the object's position among the NNX arguments; the model's own paths follow
         module = "/".join(names[1:-1]) if objects[int(names[0])] is model else None
         owners.append(module)
         if module is not None:
             counts[module] = counts.get(module, 0) + math.prod(getattr(leaf, "shape", ()))
-    rest_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(rest)[0]]
-    param_keys = [_leaf_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    rest_keys = [path_names(path) for path, _ in named_leaves(rest)]
+    param_keys = [path_names(path) for path, _ in named_leaves(params)]
     owners = _follow_params([*param_keys, *rest_keys], owners + [None] * len(rest_keys))
     traced = {k: v for k, v in kwargs.items() if _holds_arrays(v)}  # traced as the step's inputs, not constants
     others = [a for i, a in enumerate(args) if i not in positions] + ([traced] if traced else [])

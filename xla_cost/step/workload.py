@@ -46,7 +46,8 @@ from xla_cost.step.checks import (
 from xla_cost.step.optimizers import LOSSES, LossFn, resolve_optimizer, softmax_cross_entropy
 from xla_cost.step.routing import active_parameters, declared_routing, padded_modules, routing_notes
 from xla_cost.step.trees import (
-    PyTree, abstract, describe_tree, is_collections, key_name, leaf_modules, module_param_counts,
+    PyTree, abstract, describe_tree, is_collections, key_name, leaf_modules, named_leaves,
+    path_names, module_param_counts,
 )
 
 __all__ = ["Workload", "ModelOptions", "build_workload", "collector_paused", "replay"]
@@ -185,7 +186,7 @@ class Workload:
             for path, module in leaf_modules(self.params, self.path_offset, self.path_collections)
         }
         owners: list[str | None] = []
-        for path, _ in jax.tree_util.tree_flatten_with_path(self.phase_args(phase))[0]:
+        for path, _ in named_leaves(self.phase_args(phase)):
             names = tuple(key_name(k) for k in path)
             # The longest parameter path that ends this one (and is shorter):
             # one dictionary look-up per suffix length, longest first.
@@ -484,8 +485,8 @@ def loss_reads(traced: Any, params: PyTree) -> PyTree | None:
 
 def _frozen_note(params: PyTree, read: PyTree) -> str:
     """What leaving the unread gradients out (`unread_gradients`) did, with the parameters named."""
-    paths = jax.tree_util.tree_flatten_with_path(params)[0]
-    frozen = [(jax.tree_util.keystr(path, simple=True, separator="/"), leaf)
+    paths = named_leaves(params)
+    frozen = [("/".join(path_names(path)), leaf)
               for (path, leaf), r in zip(paths, jax.tree.leaves(read)) if not r]
     count = sum(int(math.prod(leaf.shape)) for _, leaf in frozen)
     names = ", ".join(name for name, _ in frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
