@@ -1298,8 +1298,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sharded_step_memory_whole",
         "a sharded step's memory parts count each argument whole, not one device's shard",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "            totals[role] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))\n",
-              "            totals[role] += nbytes(leaf)\n"),),
+              "        totals[part] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))\n",
+              "        totals[part] += nbytes(leaf)\n"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
     Mutation(
@@ -1649,10 +1649,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "optimizer_moments_in_parameter_dtype",
         "the parameters' dtype reads the optimizer state's copies too (Adam's bfloat16 mu)",
         (Edit("xla_cost/analysis/step_arguments.py",
-              '            if role == "parameters" or (role is None and module is not None):\n'
-              "                names.add(str(leaf.dtype))\n",
-              "            if module is not None:\n"
-              "                names.add(str(leaf.dtype))\n"),),
+              'zip(jax.tree.leaves(prepared.args), parts) if part == "parameters"}',
+              'zip(jax.tree.leaves(prepared.args), parts) if part in ("parameters", "optimizer_state")}'),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -2402,6 +2400,18 @@ MUTATIONS: tuple[Mutation, ...] = (
               '    return unnamed or (hasattr(node, "shape") and hasattr(node, "dtype"))\n',
               "    return False\n"),),
         tests=("tests/step/test_apply_collections.py::test_parameters_in_a_wrapper_node_are_their_layers_rows",),
+    ),
+    Mutation(
+        "optimizer_state_only_by_name",
+        "an optimizer's state is recognised only by its container's type or name (an optax state, an opt_state "
+        "key), not by the data flow: a hand-written Adam's m and v in a plain dict are model state",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "            if index in states:\n                role = \"optimizer_state\"\n",
+              "            if False:\n                role = \"optimizer_state\"\n"),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state",
+               "tests/analysis/test_step_memory_and_time.py::"
+               "test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype"),
     ),
 )
 

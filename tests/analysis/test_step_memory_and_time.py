@@ -190,6 +190,67 @@ def test_plain_pytrees_params_opt_state_batch():
     assert (memory.model_state, memory.inputs) == (0, INPUTS)
 
 
+def _own_optimizer_step(update):
+    """A plain-jax step on a state dict ``{'params', <the optimizer's leaves>, 'steps'}`` with an optimizer
+    written by hand (no optax): ``update(state, grads) -> new state``."""
+    def step(state, batch):
+        loss, grads = jax.value_and_grad(lambda p: _loss(MLP().apply({"params": p}, batch["x"]), batch["y"]))(
+            state["params"])
+        return update(state, grads), loss
+    return step
+
+
+def test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state():
+    # simply's layout: 'm' and 'v' mirror the parameters' paths and 'm' comes before 'params' in the dict; the
+    # moments were taken for the parameters (the first of each path counted, the real ones 'model state'): its
+    # optimizer state read 0 and its model state 2 * F32 * PARAMS + F32 * PARAMS + I32. An EMA of the new
+    # parameters (kept in bfloat16, its dict key before 'params' too) depends on the gradient through them alone:
+    # model state, as the step counter is, and no parameter (the header's dtype is not bfloat16/float32).
+    params = jax.eval_shape(_params)
+    ema = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, jnp.bfloat16), params)
+    state = {"params": params, "m": params, "v": params, "ema": ema, "steps": jax.ShapeDtypeStruct((), jnp.int32)}
+
+    def adam(state, grads):
+        t = (state["steps"] + 1).astype(jnp.float32)
+        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+        new = jax.tree.map(lambda p, m, v: p - 1e-3 * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8),
+                           state["params"], m, v)
+        ema = jax.tree.map(lambda e, p: (0.99 * e + 0.01 * p).astype(jnp.bfloat16), state["ema"], new)
+        return {"params": new, "m": m, "v": v, "ema": ema, "steps": state["steps"] + 1}
+
+    report = xla_cost.analyze_step(_own_optimizer_step(adam), state, BATCH, counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * PARAMS
+    assert memory.optimizer_state == 2 * F32 * PARAMS  # m and v
+    assert (memory.model_state, memory.inputs) == (2 * PARAMS + I32, INPUTS)  # the bfloat16 EMA and the step counter
+    assert report.param_dtype == report.dtype == "float32"
+
+
+def test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype():
+    # Lion's one moment kept in bfloat16 beside float32 parameters: it was counted as the parameters (P * 2 bytes),
+    # the header read 'parameters bfloat16/float32' with a mixed-precision note, the float32 parameters 'model state'
+    params = jax.eval_shape(_params)
+    state = {"params": params, "m": jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, jnp.bfloat16), params),
+             "steps": jax.ShapeDtypeStruct((), jnp.int32)}
+
+    def lion(state, grads):
+        grads = jax.tree.map(lambda g: g.astype(jnp.bfloat16), grads)
+        update = jax.tree.map(lambda m, g: jnp.sign(0.9 * m + 0.1 * g), state["m"], grads)
+        m = jax.tree.map(lambda m, g: 0.99 * m + 0.01 * g, state["m"], grads)
+        new = jax.tree.map(lambda p, u: p - 1e-4 * u, state["params"], update)
+        return {"params": new, "m": m, "steps": state["steps"] + 1}
+
+    report = xla_cost.analyze_step(_own_optimizer_step(lion), state, BATCH, counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * PARAMS
+    assert memory.optimizer_state == 2 * PARAMS  # m, bfloat16: 2 bytes a parameter
+    assert (memory.model_state, memory.inputs) == (I32, INPUTS)
+    assert report.param_dtype == report.dtype == "float32"
+    assert not any("mixed precision" in note for note in report.notes)
+    assert str(report).splitlines()[0].count("float32") == 1 and "bfloat16" not in str(report).splitlines()[0]
+
+
 def test_a_kv_cache_the_step_returns_written_is_state_not_the_batch():
     # decode(params, cache, tokens) -> (logits, cache): the cache (L layers' k and v, its position) goes back
     # written; it was taken for the batch (its leading L, the inputs its bytes), the tokens are the batch

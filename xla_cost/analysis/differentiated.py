@@ -37,7 +37,8 @@ from xla_cost.step.trees import leaf_roles
 if TYPE_CHECKING:  # (the step's arguments module imports flax.nnx, which a Linen analysis never loads)
     from xla_cost.step.user_step import UserStep
 
-__all__ = ["differentiated_leaves", "new_values", "trained_and_rewritten", "with_differentiated_parameters"]
+__all__ = ["differentiated_leaves", "new_values", "optimizer_state_leaves", "trained_and_rewritten",
+           "with_differentiated_parameters"]
 
 _BACKWARD = "backward"
 
@@ -172,6 +173,67 @@ def new_values(jaxpr: Any) -> set[int]:
         if found is None and any(v in needed for v in made_here):
             needed.update(ins)
     return found_results | {j for j, v in enumerate(outs) if v is not None and v in needed}
+
+
+def optimizer_state_leaves(jaxpr: Any, count: int, parameters: Iterable[int], candidates: Iterable[int]) -> set[int]:
+    """Of the flattened argument leaves ``candidates`` (of ``count``), those an optimizer's state
+    holds, whatever container holds them (a plain dict's ``m`` and ``v``, not only an optax state):
+    a leaf no pass of the gradient reads (the loss does not depend on it) that the step writes back
+    (it returns an array of its shape and dtype computed from it outside the passes) and whose new
+    value depends on a gradient other than through the parameters' new values (those of the leaves
+    ``parameters``: a result of a parameter's shape and dtype computed from it and from a gradient).
+    Adam's moments, Lion's and momentum's are; a step counter, an RNG key, the batch statistics the
+    forward pass makes and an EMA computed from the parameters (old or new) are not: model state.
+    No leaf where the jaxpr's inputs are not the ``count`` leaves, or where it hands back no gradient."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    candidates = list(candidates)
+    if len(inner.invars) != count or not candidates:
+        return set()
+    flow = _Flow(inner)
+    gradients = [v for found in _handed_back(flow, scalars=True).values() for v in found]
+    if not gradients:
+        return set()
+    from_gradients = flow.outside(gradients)
+    inputs = set(inner.invars)
+    # the parameters' new values: what depends on a gradient through them alone is theirs
+    parameters = list(parameters)
+    origins, _ = _origins(flow, [inner.invars[i] for i in parameters])
+    updated = {v for v in flow.outs if v in from_gradients and v not in inputs
+               for bit, index in enumerate(parameters) if origins.get(v, 0) >> bit & 1
+               and _key(v.aval) == _key(inner.invars[index].aval)}
+    reached = set(gradients)
+    for ins, outs, found in flow.nodes:
+        if found is None and any(v in reached and v not in updated for v in ins):
+            reached.update(outs)
+    origins, read = _origins(flow, [inner.invars[i] for i in candidates])
+    states = set()
+    for v in flow.outs:
+        mask = origins.get(v, 0) & ~read if v in reached and v not in inputs else 0
+        states.update(index for bit, index in enumerate(candidates)
+                      if mask >> bit & 1 and _key(v.aval) == _key(inner.invars[index].aval))
+    return states
+
+
+def _origins(flow: _Flow, sources: list[Any]) -> tuple[dict[Any, int], int]:
+    """Per value, the ``sources`` (a bit each, by position) it is computed from outside the
+    gradient's passes (`_Flow.outside`, for all of them at once); and those a pass reads, or reads
+    a value so computed (the loss depends on them: a parameter, the batch)."""
+    origins: dict[Any, int] = {}
+    for bit, var in enumerate(sources):
+        origins[var] = origins.get(var, 0) | 1 << bit
+    read = 0
+    for ins, outs, found in flow.nodes:
+        mask = 0
+        for v in ins:
+            mask |= origins.get(v, 0)
+        if not mask:
+            continue
+        if found is not None:
+            read |= mask
+            continue
+        for v in outs:
+            origins[v] = origins.get(v, 0) | mask
+    return origins, read
 
 
 def _handed_back(flow: _Flow, scalars: bool) -> dict[tuple[tuple[int, ...], str], list[Any]]:

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from xla_cost.analysis.differentiated import new_values
+from xla_cost.analysis.differentiated import new_values, optimizer_state_leaves
 from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
@@ -20,8 +20,8 @@ from xla_cost.step.trees import leaf_roles, named_leaves, nbytes, path_names
 if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
     from xla_cost.step.user_step import UserStep
 
-__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "new_state", "parameter_dtype", "step_memory",
-           "written_arguments"]
+__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "leaf_parts", "new_state", "parameter_dtype",
+           "step_memory", "written_arguments"]
 
 
 def new_state(prepared: UserStep, shapes: Any, jaxpr: Any = None) -> list[bool]:
@@ -250,16 +250,14 @@ def compute_dtype(jaxpr: Any, fallback: str | None) -> str:
     return max(weight, key=weight.__getitem__) if weight else fallback or "unknown"
 
 
-def parameter_dtype(prepared: UserStep) -> str | None:
+def parameter_dtype(prepared: UserStep, jaxpr: Any = None) -> str | None:
     """The parameters' dtypes (``float32``; ``bfloat16/float32`` where they differ): of the leaves
-    that are parameters as `step_memory` reads them, not an optimizer state's copies of them (Adam's
-    moments kept in bfloat16 by ``mu_dtype``); None where the arguments hold no parameter (a step
-    that makes its parameters inside itself: their dtype is not known, and no mixed precision is)."""
-    names: set[str] = set()
-    for arg, owners in arguments(prepared):
-        for leaf, module, role in zip(jax.tree.leaves(arg), owners, leaf_roles(arg)):
-            if role == "parameters" or (role is None and module is not None):
-                names.add(str(leaf.dtype))
+    that are parameters as `step_memory` reads them (`leaf_parts`), not an optimizer state's copies
+    of them (Adam's moments kept in bfloat16 by ``mu_dtype``, a bfloat16 moment in a plain dict);
+    None where the arguments hold no parameter (a step that makes its parameters inside itself:
+    their dtype is not known, and no mixed precision is)."""
+    parts = leaf_parts(prepared, jaxpr=jaxpr)
+    names = {str(leaf.dtype) for leaf, part in zip(jax.tree.leaves(prepared.args), parts) if part == "parameters"}
     return "/".join(sorted(names)) or None
 
 
@@ -287,35 +285,44 @@ def _same_module(one: str, other: str) -> bool:
     return one == other or one.endswith("/" + other) or other.endswith("/" + one)
 
 
-def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
-                plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = (),
-                written: Sequence[bool] = (), jaxpr: Any = None) -> MemoryBreakdown:
-    """The step's memory by part, beside XLA's figures for the step as compiled.
+def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = None) -> list[str]:
+    """Per flattened leaf of the step's arguments, the part of its memory it is: ``parameters``,
+    ``optimizer_state``, ``model_state`` or ``inputs``.
 
-    A leaf is optimizer state where an optimizer's state holds it (`leaf_roles`: an optax
-    state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
-    (``mu['fc1']['kernel']``); a parameter where it is one (its module found, or an NNX
-    ``Param``), each once: a second array of a parameter already counted (its module, name and
-    shape: an EMA of the parameters passed or kept beside them) is model state; model state
-    beside them (other NNX variables, RNG keys included; the rest of an argument that holds
-    parameters or state, ``TrainState.step``, an argument the step returns written back: ``written``,
-    `written_arguments`, a KV cache); else an input. ``shards``: per flattened argument
-    leaf, the shards a mesh splits it into (its sharding's axes): each leaf's bytes are one
-    device's. ``jaxpr``: the step's, with ``compiled``'s replayed schedule (its ``liveness``) read
-    for the buffers at XLA's peak that are a ragged_dot's lhs or result G times over
-    (`dense_ragged_note`, as `xla_cost.analyze` says it)."""
-    totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    A parameter is a leaf that is one itself (its module found by its name or because the loss is
+    differentiated with respect to it, `UserStep.owners`, or an NNX ``Param``), each once: a second
+    array of a parameter already counted (its module, name and shape: an EMA of the parameters
+    passed or kept beside them) is model state; a leaf that owns a module only because its path ends
+    with a parameter's (`UserStep.mirrors`: ``m['fc1']['w']`` beside ``params['fc1']['w']``) is none.
+    A leaf is optimizer state where an optimizer's state holds it by type or name (`leaf_roles`: an
+    optax state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
+    (``mu['fc1']['kernel']``), or, with the step's ``jaxpr``, by the data flow whatever holds it
+    (`optimizer_state_leaves`: written back, its new value depends on a gradient other than through
+    the parameters' new values: a hand-written Adam's ``m`` and ``v`` in a plain dict). Model state
+    is the rest of what the step's state holds (other NNX variables, RNG keys included; the rest of
+    an argument that holds parameters or state, ``TrainState.step``, an argument the step returns
+    written back: ``written``, `written_arguments`, a KV cache); else an input."""
+    mirrors = prepared.mirrors()
+    leaves = jax.tree.leaves(prepared.args)
+    roles = [role for arg, _ in arguments(prepared) for role in leaf_roles(arg)]
+    owners = list(prepared.owners) + [None] * (len(leaves) - len(prepared.owners))
+    own = [role == "parameters" or (role is None and module is not None and i not in mirrors)
+           for i, (role, module) in enumerate(zip(roles, owners))]
+    states = optimizer_state_leaves(jaxpr, len(leaves), [i for i, mine in enumerate(own) if mine],
+                                    [i for i, role in enumerate(roles) if role is None]) if jaxpr is not None else set()
+    parts: list[str] = []
     counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     index = 0
-    for position, (arg, owners) in enumerate(arguments(prepared)):
-        flat = named_leaves(arg)
-        roles = leaf_roles(arg)
-        holds = any(o is not None for o in owners) or any(roles)  # a model's root module's path is ""
+    for position, (arg, arg_owners) in enumerate(arguments(prepared)):
+        holds = any(o is not None for o in arg_owners) or any(leaf_roles(arg))  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])
-        for (path, leaf), module, role in zip(flat, owners, roles):
+        for path, leaf in named_leaves(arg):
+            role, module = roles[index], owners[index]
             if role == "parameters" and module is None and index not in prepared.quantized and _integer(leaf):
                 role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
-            if role == "parameters" or (role is None and module is not None):
+            if index in states:
+                role = "optimizer_state"
+            elif role == "parameters" or (role is None and module is not None and index not in mirrors):
                 names = _leaf_names(path)
                 here = prepared.labelled(index, module) if module is not None else "/".join(names[:-1])
                 seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
@@ -323,8 +330,23 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                 seen.append(here)
             elif role is None:
                 role = "model_state" if holds else "inputs"
-            totals[role] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))
+            parts.append(role)
             index += 1
+    return parts
+
+
+def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: int,
+                plan: ShardingPlan | None, gradients: int, shards: Sequence[int] = (),
+                written: Sequence[bool] = (), jaxpr: Any = None) -> MemoryBreakdown:
+    """The step's memory by part (each leaf's as `leaf_parts` reads it), beside XLA's figures for
+    the step as compiled. ``shards``: per flattened argument leaf, the shards a mesh splits it into
+    (its sharding's axes): each leaf's bytes are one device's. ``jaxpr``: the step's, read for the
+    optimizer state whatever holds it (`leaf_parts`), and with ``compiled``'s replayed schedule
+    (its ``liveness``) for the buffers at XLA's peak that are a ragged_dot's lhs or result G times
+    over (`dense_ragged_note`, as `xla_cost.analyze` says it)."""
+    totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    for index, (leaf, part) in enumerate(zip(jax.tree.leaves(prepared.args), leaf_parts(prepared, written, jaxpr))):
+        totals[part] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     profile = getattr(compiled, "liveness", None)
     dense = dense_ragged_note(jaxpr, profile.at_peak) if profile is not None and jaxpr is not None else None
@@ -337,9 +359,11 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                 "forward work's; " if plan is not None and plan.devices > 1 else "")
                + "gradients are those of the parameters "
                "the backward pass makes one for (each once); optimizer state is what an optimizer's state holds (an optax state, an NNX "
-               "OptState, an opt_state key), model state what else the step's state holds (TrainState.step, "
-               "batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the forward pass's values the backward pass "
-               "reads; XLA's figures are the step compiled with its own jit's donation",) + ((dense,) if dense else ()),
+               "OptState, an opt_state key, or any state the step writes back whose new value depends on a gradient other than "
+               "through the parameters' new values: a hand-written Adam's moments), model state what else the step's state holds "
+               "(TrainState.step, batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the "
+               "forward pass's values the backward pass reads; XLA's figures are the step compiled with its own jit's donation",)
+        + ((dense,) if dense else ()),
     )
 
 

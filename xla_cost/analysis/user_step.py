@@ -273,7 +273,8 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     mapped = split.devices > 1 or body is not None
     whole = costs["train_step"] if compiled is not None and not mapped else None  # XLA's count of the step
     merged = merged_forward(counted, whole, second_forward(counted, module_of)[0])
-    dtype, param_dtype = compute_dtype(traced.jaxpr, parameter_dtype(prepared)), parameter_dtype(prepared)
+    param_dtype = parameter_dtype(prepared, traced)  # (the parameters as the memory's parts read them)
+    dtype = compute_dtype(traced.jaxpr, param_dtype)
     if compiled is not None:
         per_device = [costs[p].flops for p in phases.STEP_PARTS]
         notes += fusion_note(prepared, counted, costs["train_step"], merged=merged, devices=plan.devices

@@ -159,6 +159,17 @@ class UserStep:
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, quantized=frozenset(leaves),
                                    trees=trees)
 
+    def mirrors(self) -> frozenset[int]:
+        """The flattened leaves of ``args`` that own a module only because their path ends with a
+        parameter's (`_follow_params`: an optimizer's moments of it, ``m['fc1']['w']`` beside
+        ``params['fc1']['w']``): no parameters themselves, whatever comes first in the arguments.
+        Empty for an NNX step: its parameters are its ``Param`` variables (`leaf_roles`)."""
+        if self.kind != "jax":
+            return frozenset()
+        own = _linen_params(self.args, self.positional, 0, self.quantized, self.differentiated, follow=False)[0]
+        return frozenset(i for i, (mine, module) in enumerate(zip(own, self.owners))
+                         if mine is None and module is not None)
+
     def with_differentiated(self, leaves: Collection[int]) -> UserStep:
         """The step with the leaves ``leaves`` (by flattened index), which its loss is differentiated
         with respect to, parameters as well as those a name marks (a plain jax step's; an NNX step's
@@ -269,10 +280,11 @@ def _is_graph(value: Any) -> bool:
 
 
 def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: int = 0,
-                  quantized: Collection[int] = (), differentiated: Collection[int] = (),
+                  quantized: Collection[int] = (), differentiated: Collection[int] = (), follow: bool = True,
                   ) -> tuple[list[str | None], dict[str, int], tuple[str, ...]]:
-    """The module of every parameter leaf, and the counts; then `_follow_params`; and the
-    trees the parameters belong to (`UserStep.trees`: `_trees`).
+    """The module of every parameter leaf, and the counts; then `_follow_params` (unless not
+    ``follow``: the parameters' own leaves alone); and the trees the parameters belong to
+    (`UserStep.trees`: `_trees`).
 
     A parameter is a leaf under a ``params`` key (a TrainState's, a variables
     dict's) or in a positional argument the step names ``params`` (``names``:
@@ -320,7 +332,7 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
             continue  # a second array of one parameter (an EMA's copy beside it: DiT's model_eps.params) counts once
         counted.add((argument, module, name, shape))
         counts[module] = counts.get(module, 0) + math.prod(shape)
-    return _follow_params(keys, owners), counts, _trees(flat, owners, held, names)
+    return _follow_params(keys, owners) if follow else owners, counts, _trees(flat, owners, held, names)
 
 
 def _argument_of(path: Sequence[Any]) -> tuple[int, ...]:
