@@ -1563,7 +1563,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ema_state_is_a_metric",
         "an NNX step's EMA returned updated is read as a metric: its work in other, a note to log it",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "or key(path[1:], leaf) in given or key(path[2:], leaf) in given)", ")"),),
+              "or _leaf_key(path[1:], leaf) in given or _leaf_key(path[2:], leaf) in given)", ")"),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -1627,7 +1627,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "returned_nnx_state_read_as_metrics",
         "a jax.jit NNX step's returned nnx.state((model, optimizer)) is read as metrics: its update is other",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "                given.update((key(path[1:], leaf), key(path[2:], leaf)))\n",
+              "                given.update((_leaf_key(path[1:], leaf), _leaf_key(path[2:], leaf)))\n",
               "                pass\n"),),
         tests=("tests/step/test_returned_state.py",),
     ),
@@ -2412,6 +2412,45 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state",
                "tests/analysis/test_step_memory_and_time.py::"
                "test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype"),
+    ),
+    Mutation(
+        "pmap_parameters_by_the_outer_shape",
+        "the data flow knows an argument by its own shape only, not by the shape a pmap's body sees it with: a "
+        "pmapped step over 2 devices whose parameters no name marks (AlgoPerf's current_param_container) has none",
+        (Edit("xla_cost/analysis/differentiated.py",
+              "        return {_key(var.aval)} | self.views.get(var, set())\n",
+              "        return {_key(var.aval)}\n"),),
+        tests=("tests/step/test_step_forms.py::"
+               "test_a_pmapped_steps_parameters_are_found_whatever_their_argument_is_named",),
+    ),
+    Mutation(
+        "written_state_by_its_exact_shape",
+        "an argument the step writes back is matched to its results by exact shapes: a BatchNorm's running "
+        "statistics kept (C,) and written back (1, 1, C) are taken for the batch (batch C)",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "    return (tuple(path), *elements_key(leaf))\n",
+              '    return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))\n'),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_running_statistics_written_back_with_unit_axes_are_state_not_the_batch",),
+    ),
+    Mutation(
+        "parameter_copies_matched_by_path_suffix",
+        "step_memory takes a parameter for a copy of another whose module path ends its own: the root's "
+        "LayerNorm_0 beside Block_0/LayerNorm_0 is model state",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "        return one[0] == other[0]\n",
+              '        return one[0] == other[0] or one[0].endswith("/" + other[0]) or other[0].endswith("/" + one[0])\n'),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_a_root_module_named_as_a_nested_one_is_parameters_not_a_copy_of_it",),
+    ),
+    Mutation(
+        "dense_form_blamed_for_the_whole_gap",
+        "the note of a program whose grouped products the CPU made dense puts all of XLA's difference from the "
+        "jaxpr count on them, where that form adds a part of it only",
+        (Edit("xla_cost/analysis/costs.py",
+              "    if expansion >= gap / 2:  # the dense form is the difference, or most of it: the CPU made it\n",
+              "    if True:  # the dense form is the difference, or most of it: the CPU made it\n"),),
+        tests=("tests/analysis/test_depthwise.py::test_a_difference_larger_than_the_dense_form_is_not_all_put_on_it",),
     ),
 )
 

@@ -66,3 +66,38 @@ def test_grouped_convolutions_the_cpu_keeps_grouped_are_xlas(groups):
     assert not [n for n in report.notes if "made the grouped products (a depthwise" in n]
     conv = {r.path: r for r in report.layers}["conv"]
     assert conv.forward_flops == 2 * B * C * (C // groups) * TAPS
+
+
+def _densified_note(true, expansion, value):
+    from types import SimpleNamespace
+
+    from xla_cost.analysis.costs import densified_flops
+    from xla_cost.count.registry import Cost
+
+    counted = SimpleNamespace(total=Cost(flops=true), dense_expansion=Cost(flops=expansion), unsupported={})
+    flops, source, note = densified_flops("grad", value, "xla", None, counted)
+    assert (flops, source) == (true, "jaxpr")  # the model's count stands either way
+    return note
+
+
+def test_the_dense_forms_note_gives_its_ratio_to_the_digits_that_tell_it_from_one():
+    # XLA's figure the jaxpr's plus the whole dense form, 4.6% more: 1.046x, not "1.0x"
+    true, expansion = 1_000_000, 46_000
+    note = _densified_note(true, expansion, true + expansion)
+    assert f"are {(true + expansion) / true:.3f}x the jaxpr count" in note and "1.0x" not in note
+    assert "made the grouped products" in note and "at most" not in note
+
+
+def test_a_difference_larger_than_the_dense_form_is_not_all_put_on_it():
+    # AlgoPerf's Conformer: XLA's figure 1,785,877 FLOP above the jaxpr's, the dense form 190,464 of it at most;
+    # here 400,000 above, the form 100,000: a quarter of it at most, the other 300,000 or more XLA's own
+    true, expansion, gap = 1_000_000, 100_000, 400_000
+    note = _densified_note(true, expansion, true + gap)
+    assert f"{(true + gap) / true:.2f}x the jaxpr count, {gap:,} more" in note
+    assert f"of which that form is {expansion / gap:.0%} at most; the rest, {gap - expansion:,} FLOP or more" in note
+    assert "made the grouped products" not in note
+    # the form most of the difference (a 96-channel depthwise convolution's): made dense, the other part said
+    gap = 120_000
+    note = _densified_note(true, expansion, true + gap)
+    assert "made the grouped products" in note
+    assert f"{gap:,} more: {expansion:,} the dense form's, the other {gap - expansion:,} XLA's own" in note

@@ -277,6 +277,87 @@ def test_a_kv_cache_the_step_returns_written_is_state_not_the_batch():
     assert memory.parameters == (CLASSES * IN + IN * IN) * F32
 
 
+class _KeepdimsNorm(nn.Module):
+    """AlgoPerf's Conformer BatchNorm: running statistics kept (C,), written back (1, 1, C) by keepdims means."""
+
+    @nn.compact
+    def __call__(self, x):
+        mean = self.variable("batch_stats", "mean", jnp.zeros, (x.shape[-1],))
+        var = self.variable("batch_stats", "var", jnp.ones, (x.shape[-1],))
+        batch_mean = x.mean((0, 1), keepdims=True)
+        batch_var = ((x - batch_mean) ** 2).mean((0, 1), keepdims=True)
+        if not self.is_initializing():  # (init keeps them (C,), as AlgoPerf's init with train=False does)
+            mean.value = 0.9 * mean.value[None, None] + 0.1 * batch_mean  # (1, 1, C)
+            var.value = 0.9 * var.value[None, None] + 0.1 * batch_var
+        return (x - batch_mean) * jax.lax.rsqrt(batch_var + 1e-5)
+
+
+def test_running_statistics_written_back_with_unit_axes_are_state_not_the_batch():
+    # step(model_state, opt_state, params, batch), the state first: its running mean and var come back (1, 1, C),
+    # the same C elements as the (C,) it holds, so it is state written back and the batch is the batch's B rows
+    # (was C: the state, its arrays all leading with C, taken for the batch, its bytes the inputs)
+    length = 5
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(CLASSES)(_KeepdimsNorm()(nn.Dense(HIDDEN)(x)))
+
+    model, tx = Net(), optax.sgd(0.1)
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, length, IN))))
+    params, model_state = variables["params"], {"batch_stats": variables["batch_stats"]}
+
+    def train_step(model_state, opt_state, params, batch):
+        def loss(p):
+            logits, new_state = model.apply({"params": p, **model_state}, batch["x"], mutable=["batch_stats"])
+            return _loss(logits, batch["y"]), new_state
+
+        (value, new_state), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return new_state, opt_state, optax.apply_updates(params, updates), value
+
+    batch = {"x": jax.ShapeDtypeStruct((B, length, IN), jnp.float32), "y": jax.ShapeDtypeStruct((B, length), jnp.int32)}
+    report = xla_cost.analyze_step(train_step, model_state, jax.eval_shape(tx.init, params), params, batch,
+                                   counter="jaxpr", memory=True)
+    assert report.batch_size == B
+    memory = report.memory_breakdown
+    assert memory.parameters == F32 * PARAMS  # Dense(IN, HIDDEN) and Dense(HIDDEN, CLASSES), kernels and biases
+    assert memory.model_state == 2 * HIDDEN * F32  # the running mean and var
+    assert memory.inputs == B * length * (IN * F32 + I32)
+
+
+def test_a_root_module_named_as_a_nested_one_is_parameters_not_a_copy_of_it():
+    # the root's Dense_0 and LayerNorm_0 beside Block_0's Dense_0 and LayerNorm_0: their paths end alike, names
+    # and shapes match (the biases, the scales), and they are other parameters, not copies of the block's (the
+    # root's LayerNorm_0 scale and bias and its Dense_0 bias were model state: 3 HIDDEN floats)
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return x + nn.Dense(HIDDEN)(nn.LayerNorm()(x))
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = Block()(nn.Dense(HIDDEN)(x))  # (named as made: the root's Dense_0 first)
+            return nn.Dense(CLASSES)(nn.LayerNorm()(x))
+
+    model, tx = Net(), optax.sgd(0.1)
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, IN))))["params"]
+
+    def train_step(params, opt_state, batch):
+        grads = jax.grad(lambda p: _loss(model.apply({"params": p}, batch["x"]), batch["y"]))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    memory = xla_cost.analyze_step(train_step, params, jax.eval_shape(tx.init, params), BATCH, counter="jaxpr",
+                                   memory=True).memory_breakdown
+    layer_norm = 2 * HIDDEN  # scale and bias
+    # Dense_0, Block_0/LayerNorm_0, Block_0/Dense_0, LayerNorm_0, Dense_1
+    parameters = (IN * HIDDEN + HIDDEN) + layer_norm + (HIDDEN * HIDDEN + HIDDEN) + layer_norm + (HIDDEN * CLASSES + CLASSES)
+    assert memory.parameters == memory.gradients == F32 * parameters
+    assert memory.model_state == 0
+
+
 # ------------------------------------------------------------------ row 6: NNX with RNG keys
 
 

@@ -633,6 +633,33 @@ def test_a_pmapped_step_that_closes_over_an_array_counts_one_devices_parameters(
     assert any(f"mapped over {devices} devices along axis 'batch'" in n for n in report.notes)
 
 
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_pmapped_steps_parameters_are_found_whatever_their_argument_is_named(devices):
+    # AlgoPerf's pmapped step takes its parameters as `current_param_container`, a name that marks nothing: they are
+    # the leaves its loss is differentiated with respect to, read from the mapped body's data flow, where each is one
+    # device's block (1, *shape), squeezed before the passes read it (were none found: 'parameters unknown', 0 B)
+    if jax.device_count() < devices:
+        pytest.skip("needs 2 (simulated) devices: tests/conftest.py sets them")
+    model, tx = nn.Dense(CLASSES), optax.sgd(0.1)
+
+    def train_step(opt_state, current_param_container, x, y):
+        loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": p}, x), y).mean()
+        grads = jax.lax.pmean(jax.grad(loss)(current_param_container), "batch")
+        updates, opt_state = tx.update(grads, opt_state, current_param_container)
+        return opt_state, optax.apply_updates(current_param_container, updates)
+
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.ones((1, IN)))["params"])
+    lead = lambda t: jax.tree.map(lambda a: jax.ShapeDtypeStruct((devices, *a.shape), a.dtype), t)
+    report = xla_cost.analyze_step(jax.pmap(train_step, "batch"), lead(jax.eval_shape(tx.init, params)), lead(params),
+                                   jax.ShapeDtypeStruct((devices, B, IN), jnp.float32),
+                                   jax.ShapeDtypeStruct((devices, B), jnp.int32), counter="jaxpr", memory=True)
+    dense = IN * CLASSES + CLASSES  # one Dense layer's kernel and bias
+    assert report.parameters == dense and report.batch_size == B
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == 4 * dense  # one device's float32 parameters and their gradients
+    assert memory.model_state == 0
+
+
 @pytest.mark.skipif(jax.device_count() < 2, reason="needs 2 (simulated) devices: tests/conftest.py sets them")
 def test_a_pmapped_steps_notes_compare_one_devices_figures():
     # jax.pmap of a dropout step over 2 devices: the mapped body's jaxpr and XLA's program are both one device's.

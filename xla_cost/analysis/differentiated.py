@@ -16,7 +16,10 @@ three things a gradient step does with it:
 
 A batch is read by the forward pass but never combined with a gradient into a result; an
 optimizer's moments are combined with the gradients but read by neither pass; an EMA of the
-parameters is neither. Scalars are left out (a learning rate passed beside the parameters meets a
+parameters is neither. Shapes are compared up to unit axes, and an argument under any shape a call it
+is passed into sees it with: a ``jax.pmap``'d step's body (a ``shard_map`` in this jax) sees one device's
+``(1, *shape)`` block of a mapped ``(devices, *shape)`` parameter and squeezes it, so that a pmapped
+step's parameters are found as a jitted one's are. Scalars are left out (a learning rate passed beside the parameters meets a
 scalar parameter's gradient in its update as the parameter does).
 """
 
@@ -32,7 +35,7 @@ from jax.extend import core as jex_core
 from xla_cost.count.interpret import join_stack
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass
-from xla_cost.step.trees import leaf_roles
+from xla_cost.step.trees import elements_key, leaf_roles
 
 if TYPE_CHECKING:  # (the step's arguments module imports flax.nnx, which a Linen analysis never loads)
     from xla_cost.step.user_step import UserStep
@@ -53,6 +56,9 @@ class _Flow:
     def __init__(self, jaxpr: Any) -> None:
         self.nodes: list[tuple[list[Any], list[Any], str | None]] = []
         self.alias: dict[Any, Any] = {}
+        # per value, the shapes and dtypes (`_key`) the calls it passes into see it with: a ``pmap``'s
+        # body (a ``shard_map`` in this jax) sees a mapped argument ``(devices, *shape)`` as one device's block
+        self.views: dict[Any, set[tuple[tuple[int, ...], str]]] = {}
         self.walk(jaxpr, "")
         self.outs = [self.at(v) for v in jaxpr.outvars if not isinstance(v, jex_core.Literal)]
 
@@ -70,6 +76,7 @@ class _Flow:
                 for var, outer in zip(inner.invars, eqn.invars):
                     if not isinstance(outer, jex_core.Literal):
                         self.alias[var] = self.at(outer)
+                        self.views.setdefault(self.at(outer), set()).add(_key(var.aval))
                 self.walk(inner, stack)
                 for var, made in zip(eqn.outvars, inner.outvars):
                     if not isinstance(made, jex_core.Literal):
@@ -78,6 +85,10 @@ class _Flow:
             passes = {classify_pass(stack)} | set(_passes(eqn, stack))
             found = _BACKWARD if _BACKWARD in passes else next((p for p in passes if p is not None), None)
             self.nodes.append((ins, list(eqn.outvars), found))
+
+    def keys(self, var: Any) -> set[tuple[tuple[int, ...], str]]:
+        """The shapes and dtypes (`_key`) of ``var`` and of the calls' inputs it is passed as."""
+        return {_key(var.aval)} | self.views.get(var, set())
 
     def outside(self, start: Iterable[Any]) -> set[Any]:
         """``start`` and every value computed from it by equations outside the gradient's passes."""
@@ -101,7 +112,10 @@ def _passes(eqn: Any, prefix: str) -> Iterable[str | None]:
 
 
 def _key(aval: Any) -> tuple[tuple[int, ...], str]:
-    return tuple(getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))
+    """A value's shape up to its unit axes, and its dtype (`elements_key`): a ``pmap``'s body squeezes one
+    device's ``(1, *shape)`` block of a parameter before its passes read it, and its gradient and new
+    value are ``shape``, the latter broadcast back."""
+    return elements_key(aval)
 
 
 def differentiated_leaves(jaxpr: Any, prepared: UserStep) -> set[int]:
@@ -134,9 +148,9 @@ def trained_and_rewritten(jaxpr: Any, count: int, indices: Iterable[int]) -> tup
     flow = _Flow(inner)
     rewritten = set()
     for index in indices:
-        var, key = inner.invars[index], _key(inner.invars[index].aval)
-        mine = flow.outside([var])
-        if any(v in mine and v is not var and _key(v.aval) == key for v in flow.outs):
+        var = inner.invars[index]
+        mine, keys = flow.outside([var]), flow.keys(var)
+        if any(v in mine and v is not var and _key(v.aval) in keys for v in flow.outs):
             rewritten.add(index)
     return _from_gradients(inner, flow, indices), rewritten
 
@@ -249,24 +263,27 @@ def _handed_back(flow: _Flow, scalars: bool) -> dict[tuple[tuple[int, ...], str]
 
 
 def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:
-    """The ``candidates`` (flattened leaves, by index) that the step updates from their gradients."""
+    """The ``candidates`` (flattened leaves, by index) that the step updates from their gradients:
+    each under any shape a call sees it with (`_Flow.keys`: one device's, in a ``pmap``'s body)."""
     gradients = _handed_back(flow, scalars=True)
     if not gradients:
         return set()
     from_gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
     found: set[int] = set()
     for index in candidates:
-        var, key = inner.invars[index], _key(inner.invars[index].aval)
-        if key not in gradients:
+        var = inner.invars[index]
+        keys = [key for key in flow.keys(var) if key in gradients]
+        if not keys:
             continue
         mine = flow.outside([var])
         if not any(found_pass is not None and any(v in mine for v in ins) for ins, _, found_pass in flow.nodes):
             continue  # no pass reads it: the loss does not depend on it (an optimizer's moment, an EMA)
-        if key not in from_gradients:
-            from_gradients[key] = flow.outside(gradients[key])
-        both = mine & from_gradients[key]
-        if any(v in both and v is not var and _key(v.aval) == key for v in flow.outs):
-            found.add(index)
+        for key in keys:
+            if key not in from_gradients:
+                from_gradients[key] = flow.outside(gradients[key])
+            both = mine & from_gradients[key]
+            if any(v in both and v is not var and _key(v.aval) == key for v in flow.outs):
+                found.add(index)
     return found
 
 

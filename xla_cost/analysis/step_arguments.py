@@ -15,7 +15,7 @@ from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.parallel.sharding import ShardingPlan
-from xla_cost.step.trees import leaf_roles, named_leaves, nbytes, path_names
+from xla_cost.step.trees import elements_key, leaf_roles, named_leaves, nbytes, path_names
 
 if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
     from xla_cost.step.user_step import UserStep
@@ -24,10 +24,17 @@ __all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "leaf_parts",
            "step_memory", "written_arguments"]
 
 
+def _leaf_key(path: Any, leaf: Any) -> tuple[Any, ...]:
+    """A leaf's path, and its shape up to unit axes and dtype (`elements_key`): a result at an argument's
+    path with the same elements in the same order is its new value, whatever unit axes it is viewed
+    with (a BatchNorm's running mean kept ``(C,)`` and written back ``(1, 1, C)``: AlgoPerf's Conformer)."""
+    return (tuple(path), *elements_key(leaf))
+
+
 def new_state(prepared: UserStep, shapes: Any, jaxpr: Any = None) -> list[bool]:
     """Per result of the step, whether it is part of its new state rather than a
     metric: an NNX step's objects after it, or a result with the path (below the
-    argument or result position), shape and dtype of an argument (a TrainState's
+    argument or result position), dtype and shape (up to unit axes: `_leaf_key`) of an argument (a TrainState's
     parameters, optimizer state and counter; new parameters returned alone); with the
     step's ``jaxpr``, also the new value of an array the gradient's passes read, made
     from it and its gradient (`new_values`: parameters the step initialises itself)."""
@@ -40,9 +47,6 @@ def _state_by_path(prepared: UserStep, shapes: Any) -> list[bool]:
     """`new_state` read from the results' and the arguments' paths, shapes and dtypes."""
     results = jax.tree_util.tree_flatten_with_path(shapes)[0]
 
-    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
-        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
-
     if prepared.kind == "nnx":  # (the step's own results, the objects' state after it)
         # an own result with the path (below its position), shape and dtype of an array of an argument
         # is state too: an EMA's nnx.State passed in and returned updated; the objects' own state
@@ -53,19 +57,19 @@ def _state_by_path(prepared: UserStep, shapes: Any) -> list[bool]:
             if not path:
                 continue
             if getattr(path[0], "idx", None) != 2:  # an NNX object's state
-                given.update((key(path[1:], leaf), key(path[2:], leaf)))
+                given.update((_leaf_key(path[1:], leaf), _leaf_key(path[2:], leaf)))
             elif getattr(leaf, "shape", ()) and path[2:]:  # an argument that is no NNX object: the arrays it holds
                 # (not a bare array, the batch: a result of its shape and dtype is a layer's output as often)
-                given.add(key(path[2:], leaf))
+                given.add(_leaf_key(path[2:], leaf))
         metric = _metric_leaves(shapes)
         return [bool(path) and not is_metric and (getattr(path[0], "idx", None) == 1
-                                                  or key(path[1:], leaf) in given or key(path[2:], leaf) in given)
+                                                  or _leaf_key(path[1:], leaf) in given or _leaf_key(path[2:], leaf) in given)
                 for (path, leaf), is_metric in zip(results, metric)]
 
-    inputs = {key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
+    inputs = {_leaf_key(path[1:], leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(prepared.args)[0]}
     # (at a result's position, or in a tuple there: ``return (qf1_state, qf2_state), losses``, the
     # path below the tuple's positions, not empty: a scalar in a tuple is a metric as often)
-    return [any(key(path[k:], leaf) in inputs for k in range(_positions(path) + 1) if k < 2 or path[k:])
+    return [any(_leaf_key(path[k:], leaf) in inputs for k in range(_positions(path) + 1) if k < 2 or path[k:])
             for path, leaf in results]
 
 
@@ -95,29 +99,27 @@ def written_arguments(prepared: UserStep, shapes: Any, jaxpr: Any = None) -> lis
     """Per argument (as `arguments` splits them), whether the step returns it written back: it holds
     no parameter, it is a tree (not a bare array, whose shape an output shares as often), every
     one of its leaves is a result's, at the same path below the argument and the result's position,
-    with its shape and dtype (a KV cache a decode step returns with its new rows, its counters),
+    with its dtype and its shape up to unit axes (`_leaf_key`: a KV cache a decode step returns with its
+    new rows, its counters; a BatchNorm's running statistics written back ``(1, 1, C)``, kept ``(C,)``),
     and the step computes at least one of those results anew: an argument every leaf of which the
     step's ``jaxpr`` returns as it came in (the same value passed through, `_passed_through`: a batch
     kauldron's ``Context`` carries out) is not written. Such an argument is state the step carries
     from one call to the next, not the batch. Without the jaxpr, or where its inputs and results are
     not the flattened arguments and results, every result is taken as computed anew."""
-    def key(path: Any, leaf: Any) -> tuple[Any, ...]:
-        return tuple(path), tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))
-
     results = jax.tree_util.tree_flatten_with_path(shapes)[0]
     sources = _passed_through(jaxpr, len(jax.tree.leaves(prepared.args)), len(results))
     returned: dict[tuple[Any, ...], list[int | None]] = {}
     for (path, leaf), source in zip(results, sources):
         for k in range(min(len(path), 2) + 1):  # (returned alone, at a position, an NNX step's own)
-            returned.setdefault(key(path[k:], leaf), []).append(source)
+            returned.setdefault(_leaf_key(path[k:], leaf), []).append(source)
     flags = []
     offset = 0
     for part, owners in arguments(prepared):
         flat = jax.tree_util.tree_flatten_with_path(part)[0]
-        anew = any(any(source != offset + i for source in returned.get(key(path, leaf), ()))
+        anew = any(any(source != offset + i for source in returned.get(_leaf_key(path, leaf), ()))
                    for i, (path, leaf) in enumerate(flat))
         flags.append(bool(flat) and all(o is None for o in owners) and anew
-                     and all(path and key(path, leaf) in returned for path, leaf in flat))
+                     and all(path and _leaf_key(path, leaf) in returned for path, leaf in flat))
         offset += len(flat)
     return flags
 
@@ -279,10 +281,23 @@ def _leaf_names(path: Any) -> list[str]:
     return [name for key, name in zip(path, path_names(path)) if not isinstance(key, jax.tree_util.SequenceKey)]
 
 
-def _same_module(one: str, other: str) -> bool:
-    """Whether two module paths name one module: equal, or one the other below a collection's or a
-    state's keys (``params/Dense_0`` and ``Dense_0``)."""
-    return one == other or one.endswith("/" + other) or other.endswith("/" + one)
+def _below_root(names: Sequence[str], modules: Collection[str]) -> str:
+    """A copy's module path below the keys of the collection or state that hold it (``ema/params/Dense_0``:
+    ``Dense_0``): the longest tail of ``names`` that is a module path of the parameters (``modules``), so
+    that a copy of ``Block_0/Dense_0`` is never one of the root's ``Dense_0``; ``names`` whole where none is."""
+    for start in range(len(names) + 1):
+        if "/".join(names[start:]) in modules:
+            return "/".join(names[start:])
+    return "/".join(names)
+
+
+def _same_module(one: tuple[str | None, str], other: tuple[str | None, str]) -> bool:
+    """Whether two parameters' modules (each its label, None for a copy no module owns, and its module
+    path below the collection's root: `step_memory`) are one: the same label where both are found
+    parameters (``Block_0/Dense_0`` is not the root's ``Dense_0``), else the same path below the root."""
+    if one[0] is not None and other[0] is not None:
+        return one[0] == other[0]
+    return one[1] == other[1]
 
 
 def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = None) -> list[str]:
@@ -292,8 +307,10 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     A parameter is a leaf that is one itself (its module found by its name or because the loss is
     differentiated with respect to it, `UserStep.owners`, or an NNX ``Param``), each once: a second
     array of a parameter already counted (its module, name and shape: an EMA of the parameters
-    passed or kept beside them) is model state; a leaf that owns a module only because its path ends
-    with a parameter's (`UserStep.mirrors`: ``m['fc1']['w']`` beside ``params['fc1']['w']``) is none.
+    passed or kept beside them) is model state, modules matched by their whole paths below the
+    collection's root (`_same_module`: the root's ``LayerNorm_0`` is not ``Block_0/LayerNorm_0``); a
+    leaf that owns a module only because its path ends with a parameter's (`UserStep.mirrors`:
+    ``m['fc1']['w']`` beside ``params['fc1']['w']``) is none.
     A leaf is optimizer state where an optimizer's state holds it by type or name (`leaf_roles`: an
     optax state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
     (``mu['fc1']['kernel']``), or, with the step's ``jaxpr``, by the data flow whatever holds it
@@ -311,7 +328,8 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     states = optimizer_state_leaves(jaxpr, len(leaves), [i for i, mine in enumerate(own) if mine],
                                     [i for i, role in enumerate(roles) if role is None]) if jaxpr is not None else set()
     parts: list[str] = []
-    counted: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    counted: dict[tuple[str, tuple[int, ...]], list[tuple[str | None, str]]] = {}
+    modules = set(prepared.param_paths) | {o for o in prepared.owners if o is not None}
     index = 0
     for position, (arg, arg_owners) in enumerate(arguments(prepared)):
         holds = any(o is not None for o in arg_owners) or any(leaf_roles(arg))  # a model's root module's path is ""
@@ -324,7 +342,10 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
                 role = "optimizer_state"
             elif role == "parameters" or (role is None and module is not None and index not in mirrors):
                 names = _leaf_names(path)
-                here = prepared.labelled(index, module) if module is not None else "/".join(names[:-1])
+                # a parameter found is known by its module's whole path (after its tree's name: `labelled`), a copy
+                # no module owns (an NNX Param of an EMA's state) by its path below its collection's keys
+                here = (prepared.labelled(index, module), module) if module is not None else \
+                    (None, _below_root(names[:-1], modules))
                 seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
                 role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"
                 seen.append(here)

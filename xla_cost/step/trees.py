@@ -24,6 +24,7 @@ __all__ = [
     "PyTree", "abstract", "loaded_nnx", "key_name", "named_leaves", "path_names", "leaf_modules",
     "module_param_counts", "describe_tree", "field_names",
     "is_array", "is_collections", "itemsize", "nbytes", "tree_bytes", "leaf_roles", "OPTIMIZER_STATE_NAMES",
+    "elements_key",
 ]
 
 PyTree = Any
@@ -189,6 +190,13 @@ def nbytes(aval: Any) -> int:
     if not (hasattr(aval, "shape") and hasattr(aval, "dtype")):
         aval = jax.eval_shape(lambda: jax.numpy.asarray(aval))
     return int(math.prod(aval.shape)) * itemsize(aval.dtype)
+
+
+def elements_key(aval: Any) -> tuple[tuple[int, ...], str]:
+    """An array's shape up to its unit axes, and its dtype: the same elements in the same order whatever
+    unit axes they are viewed with (a BatchNorm's running mean kept ``(C,)`` and written back ``(1, 1, C)``
+    by ``keepdims`` means; a ``pmap``'s body's ``(1, *shape)`` block of one device)."""
+    return tuple(int(d) for d in getattr(aval, "shape", ()) if d != 1), str(getattr(aval, "dtype", ""))
 
 
 def tree_bytes(tree: Any) -> int:
