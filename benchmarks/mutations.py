@@ -1407,7 +1407,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "root_experts_padding_as_remainder",
         "routed experts whose weights sit on the root module: their products on capacity padding read as the "
         "remainder's, kept in model_flops",
-        (Edit("xla_cost/analysis/costs.py", "    at_root = any(\"\" in found for found, _ in padded)\n",
+        (Edit("xla_cost/analysis/model_flops.py", "    at_root = any(\"\" in found for found, _ in padded)\n",
               "    at_root = False\n"),),
         tests=("tests/step/test_step_routing.py",),
     ),
@@ -1754,7 +1754,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "attention_by_parameterless_module",
         "the matrix products of every module without parameters of its own counted as attention: a mixture "
         "of experts' dispatch and combine (the zoo's Mixtral mlp) among them",
-        (Edit("xla_cost/analysis/costs.py",
+        (Edit("xla_cost/analysis/model_flops.py",
               "            total += eqn.cost.attention - (0 if recompute else eqn.recomputed.attention)",
               "            total += (eqn.cost.attention or (eqn.cost.flops if 'mlp' in eqn.name_stack else 0)) - (\n"
               "                0 if recompute else eqn.recomputed.attention)"),),
@@ -2008,7 +2008,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "causal_with_no_attention_unsaid",
         "attention_flops causal where no attention product is found: the note says 0 FLOP fewer than computed, "
         "not that none was found",
-        (Edit("xla_cost/analysis/costs.py",
+        (Edit("xla_cost/analysis/model_flops.py",
               "    if not causal + unseen + whole:",
               "    if split is None:"),),
         tests=("tests/analysis/test_costs.py",),
@@ -2369,7 +2369,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "block_scaled_product_as_attention",
         "attention_flops counts every non-dot_general primitive's matrix products as attention's: a block-scaled "
         "FP8 product (jax.nn.scaled_matmul) is counted as attention and the causal convention may halve it",
-        (Edit("xla_cost/analysis/costs.py",
+        (Edit("xla_cost/analysis/model_flops.py",
               '        if eqn.primitive in FUSED_ATTENTION or eqn.primitive == "pallas_call":',
               '        if eqn.primitive != "dot_general":'),),
         tests=("tests/compiled/test_fp8.py::test_a_block_scaled_product_is_its_multiply_adds",),

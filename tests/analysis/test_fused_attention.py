@@ -161,7 +161,7 @@ def test_cudnns_sliding_window_keeps_the_pairs_it_allows(window):
     # jax.nn.dot_product_attention(..., local_window_size=(W - 1, 0)) passes cuDNN sliding_window_length W:
     # query i sees keys (i - W, i]. attention_flops="causal" keeps (A - D/2)/T² of its products, A the
     # pairs allowed, D = T its bounded diagonal, as a dense sliding window's (docs/memory.md)
-    from xla_cost.analysis import costs
+    from xla_cost.analysis import model_flops
 
     b, t, n, h = 2, 16, 4, 32
     q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16)
@@ -176,12 +176,12 @@ def test_cudnns_sliding_window_keeps_the_pairs_it_allows(window):
     assert sum(e.cost.causal for e in counted.equations) == causal
     allowed = t * window - window * (window - 1) // 2  # every query's W keys, less those before position 0
     kept = causal * (2 * allowed - t) // (2 * t * t)  # (A - T/2) / T²
-    assert causal - causal // 2 - costs.window_flops(counted) == kept
+    assert causal - causal // 2 - model_flops.window_flops(counted) == kept
     if window < t:
         words = f"sliding window of {window} keys ({t} x {t})"
-        assert costs.causal_windows({"train_step": counted}) == {words: (causal, kept)}
-        assert f"{words}: {kept:,} FLOP kept of {causal:,}" in costs.causal_note(
-            (causal, 0, 0, costs.window_flops(counted)), causal, costs.causal_windows({"train_step": counted}))
+        assert model_flops.causal_windows({"train_step": counted}) == {words: (causal, kept)}
+        assert f"{words}: {kept:,} FLOP kept of {causal:,}" in model_flops.causal_note(
+            (causal, 0, 0, model_flops.window_flops(counted)), causal, model_flops.causal_windows({"train_step": counted}))
     else:  # a window of every key: the causal mask, half kept
         assert kept == causal // 2 and counted.windows == {}
 

@@ -17,7 +17,7 @@ import pytest
 from jax import lax
 
 from xla_cost.analysis import programs
-from xla_cost.analysis.costs import attention_flops
+from xla_cost.analysis.model_flops import attention_flops
 from xla_cost.compiled import kernels, targets
 from xla_cost.count.interpret import count_function
 from xla_cost.timemodel import calibration, kernel_time

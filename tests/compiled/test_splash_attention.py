@@ -107,7 +107,7 @@ def test_a_splash_local_mask_keeps_the_pairs_its_window_allows(causal, window):
     import jax
     import jax.numpy as jnp
 
-    from xla_cost.analysis import costs
+    from xla_cost.analysis import model_flops
     from xla_cost.count.interpret import count_function
     from xla_cost.zoo import _transformer
 
@@ -126,10 +126,10 @@ def test_a_splash_local_mask_keeps_the_pairs_its_window_allows(causal, window):
         allowed, diagonal = T * (2 * window - 1) - window * (window - 1), 0
         words = f"a mask allowing {allowed:,} of {T * T:,} pairs (kept {Fraction(allowed, T * T)})"
     kept = kernels * (2 * allowed - diagonal) // (2 * T * T)  # (A - D/2) / T²
-    assert kernels - kernels // 2 - costs.window_flops(counted) == kept
-    assert costs.causal_windows({"train_step": counted}) == {words: (kernels, kept)}
+    assert kernels - kernels // 2 - model_flops.window_flops(counted) == kept
+    assert model_flops.causal_windows({"train_step": counted}) == {words: (kernels, kept)}
     beyond = kernels // 2 - kept  # left out beyond half: negative where the window keeps more than half
-    note = costs.causal_note((kernels, 0, 0, beyond), kernels, {words: (kernels, kept)})
+    note = model_flops.causal_note((kernels, 0, 0, beyond), kernels, {words: (kernels, kept)})
     assert (f"and {beyond:,} more that a sliding window masks" if beyond > 0 else
             f"less {-beyond:,} that a two-sided window keeps beyond half") in note
     assert f"{words}: {kept:,} FLOP kept of {kernels:,}" in note

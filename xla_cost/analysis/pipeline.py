@@ -30,9 +30,9 @@ from jax.sharding import Mesh
 
 from xla_cost.analysis import report_cache
 from xla_cost.analysis.cache import cached
-from xla_cost.analysis.costs import (all_phases, causal_halves, causal_note, causal_windows, emulates_narrow_floats,
-                                     precision_note)
+from xla_cost.analysis.costs import all_phases, emulates_narrow_floats, precision_note
 from xla_cost.analysis.memory import MemoryBreakdown, TargetMemory, target_memory, too_big_for
+from xla_cost.analysis.model_flops import causal_halves, causal_note, causal_windows
 from xla_cost.analysis.options import AnalysisOptions, check_target
 from xla_cost.analysis.programs import Program, run_programs, step_memory
 from xla_cost.analysis.report import LayerCosts, PhaseCosts, Report

@@ -15,7 +15,7 @@ attention written out computes, without writing its ``T x S`` scores to memory:
 Every ``T x S`` pair is counted, a causal mask's or a sliding window's skipped
 pairs included, as the dense model counts them (its masked scores are
 computed, then replaced): the two ways of writing attention count alike, and
-``attention_flops="causal"`` (`xla_cost.analysis.costs.ATTENTION_CONVENTIONS`)
+``attention_flops="causal"`` (`xla_cost.analysis.options.ATTENTION_CONVENTIONS`)
 halves the products of both where the mask is causal, and keeps a window's share of them where
 the mask is a window (`xla_cost.count.attention_flow.attention_masks`; a fused kernel's
 window in closed form: `xla_cost.count.mask_values.window_share`). Flash attention's recomputation of the scores in
