@@ -1642,7 +1642,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "dead_gradient_said_not_taken",
         "a step that takes a gradient and returns nothing reading it is said to take no gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "    if _takes_a_gradient(traced.jaxpr):\n", "    if False:\n"),),
+        (Edit("xla_cost/analysis/step_checks.py", "    if takes_a_gradient(traced.jaxpr):\n", "    if False:\n"),),
         tests=("tests/step/test_returned_state.py",),
     ),
     Mutation(
@@ -2170,7 +2170,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "analyze_step's header says 'its own optimizer' for a step that takes no gradient and updates nothing "
         "(a decode)",
         (Edit("xla_cost/analysis/user_step.py",
-              "        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,",
+              "        optimizer=_OPTIMIZER if costs[UPDATE].flops or costs[BACKWARD].flops or takes_a_gradient(traced.jaxpr)\n"
+              "        else _NO_OPTIMIZER,",
               "        optimizer=_OPTIMIZER,"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
@@ -2412,6 +2413,15 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state",
                "tests/analysis/test_step_memory_and_time.py::"
                "test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype"),
+    ),
+    Mutation(
+        "dead_update_as_zero_gradients",
+        "zeros of a parameter's shape outside the passes (optax.MultiSteps resetting its accumulator) are taken "
+        "for zero gradients before the dead backward pass is seen: a jax.jit NNX step that drops its in-place "
+        "update is said to differentiate nothing",
+        (Edit("xla_cost/analysis/step_checks.py", "    if takes_a_gradient(traced.jaxpr):\n",
+              "    if takes_a_gradient(traced.jaxpr) and not zero_gradients(traced.jaxpr, prepared):\n"),),
+        tests=("tests/step/test_returned_state.py::test_a_dead_multisteps_update_is_said_dead_code_not_zero_gradients",),
     ),
 )
 
