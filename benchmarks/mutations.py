@@ -474,7 +474,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "scan inside an epoch scan as 'scan x2 at <top>, scan x2 at <top>'",
         (Edit(
             "xla_cost/count/interpret.py",
-            "within, self.within = self.within, (*self.within, f\"scan x{length} at {stack or '<top>'}\")",
+            "within, self.within = self.within, (*self.within, loop_label(\"scan\", length, stack))",
             "within, self.within = self.within, self.within",
         ),),
         tests=("tests/count/test_interpret_loops.py",),
@@ -2432,6 +2432,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            or True):\n"),),
         tests=("tests/present/test_numbers_that_read.py::"
                "test_an_update_xla_counts_above_its_jaxpr_gives_the_optimizers_arithmetic_beside_it",),
+    ),
+    Mutation(
+        "unknown_while_loops_said_once",
+        "the notes of while loops of unknown trip count at one place are said once, however many loops "
+        "(three at the top of a step: one note)",
+        (Edit("xla_cost/count/interpret.py", "        notes=said_once(counter.notes, counter.unknown),\n",
+              "        notes=tuple(dict.fromkeys(counter.notes)),\n"),),
+        tests=("tests/count/test_interpret_loops.py::"
+               "test_every_while_loop_of_unknown_trip_count_is_said_with_those_it_runs_inside",),
     ),
 )
 
