@@ -474,7 +474,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "scan inside an epoch scan as 'scan x2 at <top>, scan x2 at <top>'",
         (Edit(
             "xla_cost/count/interpret.py",
-            "within, self.within = self.within, (*self.within, f\"scan x{length} at {stack or '<top>'}\")",
+            "within, self.within = self.within, (*self.within, loop_label(\"scan\", length, stack))",
             "within, self.within = self.within, self.within",
         ),),
         tests=("tests/count/test_interpret_loops.py",),
@@ -1642,7 +1642,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "dead_gradient_said_not_taken",
         "a step that takes a gradient and returns nothing reading it is said to take no gradient",
-        (Edit("xla_cost/analysis/step_checks.py", "    if _takes_a_gradient(traced.jaxpr):\n", "    if False:\n"),),
+        (Edit("xla_cost/analysis/step_checks.py", "    if takes_a_gradient(traced.jaxpr):\n", "    if False:\n"),),
         tests=("tests/step/test_returned_state.py",),
     ),
     Mutation(
@@ -2170,7 +2170,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "analyze_step's header says 'its own optimizer' for a step that takes no gradient and updates nothing "
         "(a decode)",
         (Edit("xla_cost/analysis/user_step.py",
-              "        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,",
+              "        optimizer=_OPTIMIZER if costs[UPDATE].flops or costs[BACKWARD].flops or takes_a_gradient(traced.jaxpr)\n"
+              "        else _NO_OPTIMIZER,",
               "        optimizer=_OPTIMIZER,"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
@@ -2451,6 +2452,34 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    if expansion >= gap / 2:  # the dense form is the difference, or most of it: the CPU made it\n",
               "    if True:  # the dense form is the difference, or most of it: the CPU made it\n"),),
         tests=("tests/analysis/test_depthwise.py::test_a_difference_larger_than_the_dense_form_is_not_all_put_on_it",),
+    ),
+    Mutation(
+        "dead_update_as_zero_gradients",
+        "zeros of a parameter's shape outside the passes (optax.MultiSteps resetting its accumulator) are taken "
+        "for zero gradients before the dead backward pass is seen: a jax.jit NNX step that drops its in-place "
+        "update is said to differentiate nothing",
+        (Edit("xla_cost/analysis/step_checks.py", "    if takes_a_gradient(traced.jaxpr):\n",
+              "    if takes_a_gradient(traced.jaxpr) and not zero_gradients(traced.jaxpr, prepared):\n"),),
+        tests=("tests/step/test_returned_state.py::test_a_dead_multisteps_update_is_said_dead_code_not_zero_gradients",),
+    ),
+    Mutation(
+        "fused_update_per_parameter_unsaid",
+        "analyze's update FLOP / parameter is XLA's count with its fusions' copies (optax.MultiSteps(adam): 35 "
+        "a parameter) and says nothing of the optimizer's own 20, the jaxpr's, which analyze_step reports",
+        (Edit("xla_cost/analysis/report_tables.py",
+              "            or abs(c.flops - c.jaxpr_flops) <= FUSION_NOTE_GAP * c.jaxpr_flops):\n",
+              "            or True):\n"),),
+        tests=("tests/present/test_numbers_that_read.py::"
+               "test_an_update_xla_counts_above_its_jaxpr_gives_the_optimizers_arithmetic_beside_it",),
+    ),
+    Mutation(
+        "unknown_while_loops_said_once",
+        "the notes of while loops of unknown trip count at one place are said once, however many loops "
+        "(three at the top of a step: one note)",
+        (Edit("xla_cost/count/interpret.py", "        notes=said_once(counter.notes, counter.unknown),\n",
+              "        notes=tuple(dict.fromkeys(counter.notes)),\n"),),
+        tests=("tests/count/test_interpret_loops.py::"
+               "test_every_while_loop_of_unknown_trip_count_is_said_with_those_it_runs_inside",),
     ),
 )
 

@@ -246,6 +246,38 @@ def test_a_nested_loop_is_named_with_the_loop_it_runs_inside():
                                        f"<top>, scan x{outer} at <top>")
 
 
+def test_every_while_loop_of_unknown_trip_count_is_said_with_those_it_runs_inside():
+    # optax's L-BFGS run_opt (lbfgs.ipynb): a while_loop until the gradient's norm is small, its zoom line
+    # search a while_loop inside it, the two-loop recursion a scan over the memory. The notes once said
+    # 'scan x10 at <top> inside while xNone at <top>' and one 'trip count unknown' note for the two loops
+    memory = 3
+
+    def f(x, tol):
+        def line_search(c):
+            return jax.lax.while_loop(lambda s: s[1] > tol, lambda s: (s[0] * 0.5, s[1] * 0.5), (c, tol * 4))[0]
+
+        def step(c):
+            c = jax.lax.scan(lambda h, _: (h * 2.0, None), c, None, length=memory)[0]
+            return line_search(c)
+
+        x = jax.lax.while_loop(lambda c: jnp.sum(c) > tol, step, x)
+        y = jax.lax.while_loop(lambda c: jnp.sum(c) < tol, lambda c: c + 1.0, x)  # two at <top>, one after
+        return jax.lax.while_loop(lambda c: jnp.sum(c) < tol * 2, lambda c: c + 1.0, y)
+
+    counted = xla_cost.count_function(f, jax.ShapeDtypeStruct((4,), jnp.float32),
+                                      jax.ShapeDtypeStruct((), jnp.float32))
+    outer = "while of unknown trip count at <top>"
+    assert describe_loops(counted) == f"scan x{memory} at <top> inside {outer}"
+    said = [n for n in counted.notes if "trip count" in n]
+    # the optimisation loop and the two after it are all at <top>: 3 loops, said as 3 (the first note is
+    # made where the first of them is met, before its body's)
+    assert said == [
+        "3 while loops at <top>: trip counts unknown, each body is counted once (the true cost is higher)",
+        f"while loop at <top> inside {outer}: trip count unknown, its body is counted once (the true cost is higher)",
+    ]
+    assert not any("xNone" in n for n in counted.notes)
+
+
 def test_unknown_trip_count_is_reported_not_guessed():
     r = xla_cost.analyze(M.DynamicLoopNet(), INPUTS, optimizer="sgd")
     assert any("trip count unknown" in note for note in r.notes)

@@ -184,6 +184,27 @@ def test_analyze_reports_the_optimizers_flop_per_parameter(optimizer, per_parame
     assert fc3["update FLOP"] == si(report.layers[2].update_flops)
 
 
+def test_an_update_xla_counts_above_its_jaxpr_gives_the_optimizers_arithmetic_beside_it():
+    # optax.MultiSteps(adam, 3): per parameter the running mean of the gradients (3), Adam without its
+    # apply (12), 2 selects, (1 - emit) * acc and emit * u (1 each) and the apply (1): 20 FLOP, plus a few
+    # dozen a step on scalars (the counters, the bias corrections). XLA's CPU fusions compute the cheap
+    # producers again in every fusion that reads them (+75% on a 32-64-10 MLP): analyze's update is XLA's
+    # count, so its FLOP / parameter cell gives the jaxpr's beside it, the figure analyze_step's update has
+    tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=3)
+    report = xla_cost.analyze(MLP(), BATCH["x"], optimizer=tx)
+    update = report.phases["update"]
+    per_step = 64  # the scalar work of a step, whatever the parameters
+    assert 20 * PARAMS <= update.jaxpr_flops <= 20 * PARAMS + per_step
+    assert update.flops == update.xla_flops > 1.05 * update.jaxpr_flops  # the fused count (the case tested)
+    cell = _cells(report.to_markdown(), "update")[PER_PARAMETER_HEADER]
+    assert cell == f"{per_parameter(update.flops / PARAMS)} (jaxpr {per_parameter(update.jaxpr_flops / PARAMS)})"
+    assert any(line.startswith(f"- update's {PER_PARAMETER_HEADER}: ") and "fusions' copies" in line
+               for line in report.to_markdown().splitlines())
+    step = xla_cost.analyze_step(_step, _state(tx), BATCH, counter="jaxpr")
+    assert abs(step.phases["update"].flops - update.jaxpr_flops) <= per_step  # the same 20 a parameter
+    # Adam alone: XLA's count is the jaxpr's within 0.5%, one figure (test above: "13")
+
+
 def test_unknown_flop_or_no_parameters_read_unknown_not_0():
     report = xla_cost.analyze(build_model("one_net"), jax.ShapeDtypeStruct((2, 1), jnp.float32), optimizer="sgd",
                               counter="jaxpr")

@@ -76,6 +76,30 @@ def test_a_jax_jit_step_that_updates_nnx_objects_in_place_computes_its_forward_a
     assert "nnx.jit" in note and "nnx.state((model, optimizer))" in note
 
 
+@pytest.mark.parametrize("returns", ["nothing", "the loss"])
+def test_a_dead_multisteps_update_is_said_dead_code_not_zero_gradients(returns):
+    # optax's gradient_accumulation notebook: optax.MultiSteps resets its accumulated gradients with
+    # zeros of each parameter's shape, outside the passes; under jax.jit the in-place update is dead
+    # code, which the note must say, not that nothing differentiable reaches the cross-entropy loss.
+    # The optimizer is there (its state a memory part), so the header keeps it.
+    def build():
+        model = nnx.Linear(D, C, rngs=nnx.Rngs(0))
+        return model, nnx.Optimizer(model, optax.MultiSteps(optax.sgd(1e-3), every_k_schedule=3), wrt=nnx.Param)
+
+    @jax.jit
+    def update(model, optimizer, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
+        optimizer.update(model, grads)
+        return loss if returns == "the loss" else None
+
+    report = xla_cost.analyze_step(update, *nnx.eval_shape(build), X, Y, counter="jaxpr")
+    assert report.phases["backward"].flops == 0 and report.phases["update"].flops == 0
+    note = report.notes[0]
+    assert note.startswith("no backward: the step takes a gradient but returns nothing that reads it"), note
+    assert "the gradients are zeros" not in note and "nnx.jit" in note
+    assert report.optimizer == "its own optimizer"
+
+
 def test_a_linen_step_returning_the_loss_alone_is_told_to_return_its_new_state():
     model = nn.Dense(C)
     params = jax.eval_shape(model.init, jax.random.key(0), X)["params"]

@@ -14,6 +14,7 @@ from typing import Any
 from xla_cost.analysis.model_flops import attention_flops, causal_attention, padding_flops, window_flops
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import SOURCED, Collective, MemoryStats, PhaseCosts
+from xla_cost.analysis.report_tables import FUSION_NOTE_GAP
 from xla_cost.compiled import xla
 from xla_cost.compiled.collectives import group_axes
 from xla_cost.count.attribution import REMAINDER, module_tree, op_name_path, owner
@@ -138,11 +139,6 @@ def library_flops(
         f"library calls of the program ({calls}); using the jaxpr count ({per_device:,}"
         + (f", the step's {true:,} over {devices} devices" if devices > 1 else "") + ")"
     )
-
-
-FUSION_NOTE_GAP = 0.05
-"""How far XLA's FLOP of a program without loops, recomputation or random numbers may be
-from its complete jaxpr count before `fusion_gap_note` says why."""
 
 
 NARROW_FLOATS = frozenset({"bfloat16", "float16"})

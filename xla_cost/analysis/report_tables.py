@@ -27,6 +27,8 @@ __all__ = [
     "KERNELS_TITLE",
     "PER_PARAMETER_HEADER",
     "flop_per_parameter",
+    "fused_update",
+    "FUSION_NOTE_GAP",
     "per_unit",
     "jaxpr_devices",
     "comparison_header",
@@ -117,6 +119,9 @@ def phase_frame(report: Any) -> pd.DataFrame:
             row[comparison_header(devices)] = "n/a" if ratio is None else f"{ratio * devices:.3f}"
         per = flop_per_parameter(report, phase)
         row[PER_PARAMETER_HEADER] = "unknown" if per is None else per_parameter(per)
+        fused = fused_update(report) if phase == "update" else None
+        if fused is not None:  # the optimizer's arithmetic once, beside XLA's count with its fusions' copies
+            row[PER_PARAMETER_HEADER] += f" (jaxpr {per_parameter(fused[1])})"
         row[per_unit("transcendentals", t_unit)] = show_t(c.transcendentals)
         if report.counter != "jaxpr":
             row[per_unit("bytes accessed", b_unit)] = show_b(c.bytes_accessed)
@@ -141,10 +146,36 @@ def flop_per_parameter(report: Any, phase: str) -> float | None:
     figure (one device's, over the parameters it holds)."""
     c = report.phases[phase]
     flops = c.jaxpr_flops if jaxpr_devices(report) > 1 else c.flops
-    over = report.parameters
-    if phase == "update" and getattr(report, "trained_parameters", None):
-        over = getattr(report, "updated_parameters", None) or report.trained_parameters
+    over = _per(report, phase)
     return None if flops is None or not over else flops / over
+
+
+def _per(report: Any, phase: str) -> int:
+    """The parameters `flop_per_parameter` divides ``phase``'s FLOP by."""
+    if phase == "update" and getattr(report, "trained_parameters", None):
+        return getattr(report, "updated_parameters", None) or report.trained_parameters
+    return report.parameters
+
+
+FUSION_NOTE_GAP = 0.05
+"""How far XLA's FLOP of a program may be from its complete jaxpr count before it is said: by
+`xla_cost.analysis.costs.fusion_gap_note` (why), and for the update by its FLOP / parameter cell
+(`fused_update`)."""
+
+
+def fused_update(report: Any) -> tuple[float, float] | None:
+    """(the update's FLOP per parameter as the phase table gives it, the jaxpr's) where the first is
+    XLA's count of the compiled update and more than `FUSION_NOTE_GAP` from the jaxpr's: XLA's
+    fusions compute a cheap producer again in each fusion that reads it, and count every copy
+    (``optax.MultiSteps(adam)``: about 35 a parameter against the 20 the optimizer's arithmetic
+    takes), which the jaxpr counts once, as `analyze_step`'s update (its parts are the jaxpr's)
+    does. None otherwise (a user step's parts, a jaxpr count, a mesh's jaxpr figure)."""
+    c = report.phases.get("update")
+    if (c is None or report.counter == "jaxpr" or jaxpr_devices(report) > 1 or c.flops is None
+            or not c.jaxpr_flops or c.sources.get("flops", "xla") == "jaxpr" or not _per(report, "update")
+            or abs(c.flops - c.jaxpr_flops) <= FUSION_NOTE_GAP * c.jaxpr_flops):
+        return None
+    return c.flops / _per(report, "update"), c.jaxpr_flops / _per(report, "update")
 
 
 def jaxpr_devices(report: Any) -> int:
@@ -375,6 +406,14 @@ def caveats(report: Any) -> list[str]:
             "* loop-corrected: XLA counts a loop body once; the iterations it missed are "
             "added from the jaxpr (XLA's raw figure in the XLA column)"
         )
+    fused = fused_update(report)
+    if fused is not None:
+        xla_per, jaxpr_per = (per_parameter(v) for v in fused)
+        caveats.append(
+            f"update's {PER_PARAMETER_HEADER}: {xla_per} is XLA's count of the compiled update, its fusions' "
+            "copies of cheap producers included (each computed again in every fusion that reads it; the update's "
+            f"notes give any other reason); (jaxpr {jaxpr_per}) is the optimizer's arithmetic counted once, as "
+            "analyze_step counts a step's update")
     note = comparison_note(jaxpr_devices(report)) if report.counter != "jaxpr" else None
     caveats += [note] if note else []
     caveats += list(report.notes)

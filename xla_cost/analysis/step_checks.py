@@ -34,7 +34,7 @@ from xla_cost.step import phases
 from xla_cost.step.trees import named_leaves, nbytes, path_names
 from xla_cost.step.user_step import UserStep, differentiable
 
-__all__ = ["no_backward_note", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
+__all__ = ["no_backward_note", "takes_a_gradient", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
            "second_forward", "fed_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
@@ -72,28 +72,32 @@ def zero_gradients(jaxpr: Any, prepared: UserStep) -> list[str]:
 
 
 def no_backward_note(traced: Any, prepared: UserStep) -> str:
-    """Why no work is under transpose: the step takes no gradient, it takes one of a loss that
-    nothing differentiable reaches (jax then builds the gradients as zeros), or it takes one that
-    nothing it returns reads (its backward pass and update are dead code: a ``jax.jit`` step that
-    updates NNX objects in place and returns the loss alone)."""
-    zeros = zero_gradients(traced.jaxpr, prepared)
+    """Why no work is under transpose: the step takes a gradient that nothing it returns reads
+    (its backward pass and update are dead code: a ``jax.jit`` step that updates NNX objects in
+    place and returns the loss alone, or nothing), it takes one of a loss that nothing
+    differentiable reaches (jax then builds the gradients as zeros, and no equation under
+    transpose), or it takes none. A backward pass in the traced step (before dead-code
+    elimination) is what tells the first from the second: zeros of a parameter's shape outside
+    the passes are also what an optimizer builds (``optax.MultiSteps`` resetting its accumulated
+    gradients), no sign that the gradients are zeros."""
     treated = ("the model's work is reported as forward (under its modules' scopes; where no work is under one, "
                "what computes the step's results from the parameters), new parameters made from the old alone "
                "(an EMA) as update, the rest as other")
-    if zeros:
-        return (f"no backward: the gradients are zeros ({', '.join(zeros)}): nothing the loss depends on is "
-                "differentiable (an integer output, argmax, a comparison or stop_gradient between the "
-                f"parameters and the loss), so jax builds no backward pass; {treated}")
-    if _takes_a_gradient(traced.jaxpr):
+    if takes_a_gradient(traced.jaxpr):
         carried = ("jax.jit carries no change made to an NNX object inside the step out of it: use nnx.jit, or "
                    "return nnx.state((model, optimizer)) for the caller to nnx.update, as Flax's examples do"
                    if prepared.kind == "nnx" else "return the new parameters and optimizer state")
         return (f"no backward: the step takes a gradient but returns nothing that reads it, so its backward pass "
                 f"and update are dead code that XLA removes ({carried}); {treated}")
+    zeros = zero_gradients(traced.jaxpr, prepared)
+    if zeros:
+        return (f"no backward: the gradients are zeros ({', '.join(zeros)}): nothing the loss depends on is "
+                "differentiable (an integer output, argmax, a comparison or stop_gradient between the "
+                f"parameters and the loss), so jax builds no backward pass; {treated}")
     return f"no backward found: the step takes no gradient (no equation under transpose); {treated}"
 
 
-def _takes_a_gradient(jaxpr: Any) -> bool:
+def takes_a_gradient(jaxpr: Any) -> bool:
     """Whether an equation of ``jaxpr`` (at any level, dead or live) is under a transpose."""
     return any(classify_pass(join_stack(prefix, str(eqn.source_info.name_stack))) == BACKWARD
                for level, prefix in _levels(jaxpr, "") for eqn in level.eqns)

@@ -30,7 +30,7 @@ from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_stat
     written_arguments
 from xla_cost.analysis.quantized import with_quantized_weights
 from xla_cost.analysis.step_checks import (
-    fusion_note, merged_forward, no_backward_note, second_forward, step_notes, trained_parameters,
+    fusion_note, merged_forward, no_backward_note, second_forward, step_notes, takes_a_gradient, trained_parameters,
     without_parameter_copies,
 )
 from xla_cost.analysis.step_target import target_lowered
@@ -71,7 +71,8 @@ STACK_ROWS_NOTE = ("no parameters found in the arguments (the leaves the loss is
 _OPTIMIZER = "its own optimizer"
 """What a user step's report says for its optimizer (it is in the step)."""
 _NO_OPTIMIZER = "no optimizer"
-"""What it says for a step that takes no gradient and updates nothing (a decode, an evaluation)."""
+"""What it says for a step that takes no gradient and updates nothing (a decode, an evaluation); one
+that takes a gradient nothing it returns reads (its backward pass and update dead code) has its own."""
 
 
 def analyze_step(
@@ -353,7 +354,9 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     return Report(
         model=prepared.name, config={}, batch_size=batch_size(prepared, traced.jaxpr, device_axis=_pmapped(traced),
                                                                 written=written),
-        optimizer=_NO_OPTIMIZER if costs[UPDATE].flops == 0 and costs[BACKWARD].flops == 0 else _OPTIMIZER,
+        # a step whose backward pass and update are dead code still holds its optimizer (its state is in memory)
+        optimizer=_OPTIMIZER if costs[UPDATE].flops or costs[BACKWARD].flops or takes_a_gradient(traced.jaxpr)
+        else _NO_OPTIMIZER,
         dtype=dtype, param_dtype=param_dtype,
         backend=xla.backend_name(),
         jax_version=jax.__version__, parameters=prepared.parameters, active_parameters=prepared.active_parameters,

@@ -38,6 +38,7 @@ from jax.extend import core as jex_core
 from xla_cost.count import random_rules, rules  # noqa: F401 - each registers its rules on import
 from xla_cost.count.attention_flow import CAUSAL, UNSEEN, attention_products, attention_windows
 from xla_cost.count.folding import Folding
+from xla_cost.count.loop_words import loop_label, nested, said_once, unknown_trip_note
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
 from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
@@ -101,9 +102,9 @@ class LoopInfo:
     within: tuple[str, ...] = ()  # the loops it is nested in, outermost first (``scan x2 at <top>``)
 
     def describe(self) -> str:
-        """``scan x2 at <top>``, and the loops it runs inside (``inside scan x2 at <top>``)."""
-        where = f"{self.kind} x{self.trip_count} at {self.name_stack or '<top>'}"
-        return where + "".join(f" inside {outer}" for outer in reversed(self.within))
+        """``scan x2 at <top>`` (``while of unknown trip count at <top>``), and the loops it runs
+        inside (``inside scan x2 at <top>``)."""
+        return nested(loop_label(self.kind, self.trip_count, self.name_stack), self.within)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +298,7 @@ class _Counter:
         self.unsupported: collections.Counter[str] = collections.Counter()
         self.loops: list[LoopInfo] = []
         self.notes: list[str] = []
+        self.unknown: list[str] = []  # where each while loop of unknown trip count is (`said_once`)
         self.recomputed = Cost()
         self.recomputed_at: dict[_Key, Cost] = collections.defaultdict(Cost)  # by equation group
         self.part_recomputed: dict[str, Cost] = collections.defaultdict(Cost)
@@ -386,7 +388,7 @@ class _Counter:
             # a constant the loop reads unchanged (jax hoists ``zeros`` out of a scanned layer) is one
             # to XLA too, which sinks it into the body and simplifies there (``x - 0``: nothing)
             outer, self.loop = self.loop, path
-            within, self.within = self.within, (*self.within, f"scan x{length} at {stack or '<top>'}")
+            within, self.within = self.within, (*self.within, loop_label("scan", length, stack))
             try:
                 body = self.walk(params["jaxpr"], stack, times * n, owner,
                                  constants=[*(constants or ())][:int(params["num_consts"])])
@@ -405,17 +407,15 @@ class _Counter:
             return (body + counter) * n
         if name == "while":
             trip = _static_trip_count(eqn)
-            if trip is None:
-                self.notes.append(
-                    f"while loop at {stack or '<top>'}: trip count unknown, its body is "
-                    "counted once (the true cost is higher)"
-                )
+            if trip is None:  # said for each such loop, with those it runs inside (`said_once`)
+                self.unknown.append(nested(stack or "<top>", self.within))
+                self.notes.append(unknown_trip_note(self.unknown[-1]))
             n = 1 if trip is None or not self.trip_counts else trip
             self.path = (*path, "body")
             cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
             known = [*(constants or ())]
             outer, self.loop = self.loop, path
-            within, self.within = self.within, (*self.within, f"while x{trip} at {stack or '<top>'}")
+            within, self.within = self.within, (*self.within, loop_label("while", trip, stack))
             try:
                 body = self.walk(params["body_jaxpr"], stack, times * n, owner,
                                  constants=known[cond_n:cond_n + body_n])
@@ -528,6 +528,7 @@ class _Counter:
             self.tagged[tag] = self.tagged[tag] + cost
         self.loops.extend(chosen.loops)
         self.notes.extend(chosen.notes)
+        self.unknown.extend(chosen.unknown)
         if len(branches) > 1:
             self.notes.append(
                 f"cond at {stack or '<top>'}: charged its most expensive branch "
@@ -703,7 +704,7 @@ def count_jaxpr(
         equations=equations,
         unsupported=dict(counter.unsupported),
         loops=tuple(counter.loops),
-        notes=tuple(dict.fromkeys(counter.notes)),
+        notes=said_once(counter.notes, counter.unknown),
         total_once=total if total_once is None else total_once,
         recomputed=counter.recomputed,
         part_recomputed=dict(counter.part_recomputed),
