@@ -458,6 +458,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_step_parts.py",),
     ),
     Mutation(
+        "privatizer_noise_kept_in_state_is_other",
+        "other work that only the new state reads blocks what also feeds the update: a DP privatizer's noise "
+        "written into its buffer (jax_privacy's BandMF) is 'other', not the update (241,670 FLOP of a small MLP)",
+        (Edit(
+            "xla_cost/count/update_work.py",
+            "    allowed = {*confirming, _STATE}",
+            "    allowed = set(confirming)",
+        ),),
+        tests=("tests/step/test_step_parts.py::test_a_privatizers_noise_is_the_update_whether_or_not_its_state_keeps_it",),
+    ),
+    Mutation(
+        "unknown_trip_loop_said_on_the_step_only",
+        "a while loop of unknown trip count noted on train_step alone: the parts whose work it holds once (a "
+        "fori_loop over micro-batches bounded at run time) say nothing of being a lower bound",
+        (Edit(
+            "xla_cost/analysis/user_step.py",
+            "notes=tuple(unknown_loop_notes(counted.loops, counted.equations,\n",
+            "notes=tuple(unknown_loop_notes((), counted.equations,\n",
+        ),),
+        tests=("tests/step/test_analyze_step.py::test_a_loop_of_micro_batches_of_unknown_trip_count_is_said_on_every_part_it_holds",),
+    ),
+    Mutation(
         "step_class_trees_kept_when_worse",
         "the trees named after their classes only where that resolves fewer of the passes' stacks: several "
         "models' trees side by side (cleanrl's AgentParams) keep paths no stack names, every row 0 FLOP",

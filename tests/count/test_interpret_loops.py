@@ -287,6 +287,43 @@ def test_unknown_trip_count_is_reported_not_guessed():
     assert not any("it unrolled them" in note for note in r.notes)
 
 
+@pytest.mark.parametrize("index", ["dynamic_index", "take", "update"])
+@pytest.mark.parametrize("start", [0, 1])
+def test_an_unknown_trip_count_is_bounded_by_the_axis_its_counter_indexes_not_multiplied(index, start):
+    slices, d = 5, 3
+
+    def body(i, carry):
+        xs, total = carry
+        if index == "dynamic_index":  # lax.dynamic_index_in_dim: a dynamic_slice at i
+            return xs, total + jax.lax.dynamic_index_in_dim(xs, i, keepdims=False)
+        if index == "take":  # xs[i] through jnp.take: a gather at i, after jnp's wrap of a negative index
+            return xs, total + jnp.take(xs, i, axis=0)
+        return jax.lax.dynamic_update_index_in_dim(xs, total, i, 0), total * 2.0  # a write at i
+
+    def f(xs, n):
+        return jax.lax.fori_loop(start, n, body, (xs, jnp.zeros(d)))[1]
+
+    counted = interpret.count_function(f, jax.ShapeDtypeStruct((slices, d), jnp.float32),
+                                       jax.ShapeDtypeStruct((), jnp.int32))
+    loop = counted.loops[0]
+    assert loop.trip_count is None
+    # i runs from start by 1, each reading (or writing) row i of `slices` rows: slices - start stay inside
+    assert loop.bound.iterations == slices - start
+    assert f"at most {slices - start} iterations if none reads past its end (a bound, not assumed)" in counted.notes[0]
+    # the body is still counted once, as XLA counts every loop: the bound is no trip count
+    assert counted.total.flops == counted.total_once.flops
+
+
+def test_a_loop_whose_counter_indexes_nothing_has_no_bound():
+    def f(x, n):
+        return jax.lax.fori_loop(0, n, lambda i, c: c * 2.0, x)
+
+    counted = interpret.count_function(f, jax.ShapeDtypeStruct((3,), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32))
+    assert counted.loops[0].bound is None
+    assert counted.notes[0] == ("while loop at <top>: trip count unknown, its body is counted once "
+                                "(the true cost is higher)")
+
+
 def test_nnx_scan_over_vmapped_blocks():
     from flax import nnx
 

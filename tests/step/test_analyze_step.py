@@ -205,6 +205,49 @@ def test_accumulation_loop_counts_every_micro_batch():
     assert {row.path: row.trip_count for row in report.layers}["fc1"] == micro
 
 
+@pytest.mark.parametrize("index", ["dynamic_index", "take"])
+def test_a_loop_of_micro_batches_of_unknown_trip_count_is_said_on_every_part_it_holds(index):
+    # optax's micro_vmap under jax_privacy: a fori_loop over the micro-batches whose bound is computed at run time
+    micro = 4
+    b = B // micro
+
+    @jax.jit
+    def step(state, batch):
+        def loss_fn(params, x, y):
+            return _loss(state.apply_fn({"params": params}, x), y)
+
+        xs, ys = batch["x"].reshape(micro, b, IN), batch["y"].reshape(micro, b)
+        n = jnp.sum(batch["y"] >= 0) // b  # the micro-batches holding labels: known at run time only
+
+        def accumulate(i, carry):
+            total, loss_sum = carry
+            if index == "take":
+                x, y = jnp.take(xs, i, axis=0), jnp.take(ys, i, axis=0)
+            else:
+                x, y = lax.dynamic_index_in_dim(xs, i, keepdims=False), lax.dynamic_index_in_dim(ys, i, keepdims=False)
+            loss, grads = jax.value_and_grad(loss_fn)(state.params, x, y)
+            return jax.tree.map(jnp.add, total, grads), loss_sum + loss
+
+        grads, loss = lax.fori_loop(0, n, accumulate, (jax.tree.map(jnp.zeros_like, state.params), 0.0))
+        return state.apply_gradients(grads=grads), loss
+
+    report = xla_cost.analyze_step(step, _state(optax.sgd(0.1)), BATCH, counter="jaxpr")
+    # one micro-batch's forward, as if the loop ran once; the backward pass is all in the loop too
+    forward, backward = report.phases["forward"].flops, report.phases["backward"].flops
+    assert forward == dense_flops(b, IN, HIDDEN) + b * HIDDEN + dense_flops(b, HIDDEN, CLASSES) + loss_flops(b, CLASSES)
+    bound = f"its counter (from 0 by 1) indexes an axis of {micro} of a float32[{micro},{b},{IN}]: at most {micro} " \
+            "iterations if none reads past its end (a bound, not assumed)"
+    for part, flops in (("forward", forward), ("backward", backward)):  # all of it in the loop, counted once
+        assert (f"{part}: at least: a while loop of unknown trip count at <top> holds {flops:,} FLOP of this part, "
+                f"counted once (the true cost is higher); {bound}: up to {micro * flops:,} FLOP") in report.notes
+    # the accumulation's adds (a parameter each) are in the loop too; SGD's after it is not
+    update = next(note for note in report.notes if note.startswith("update: at least"))
+    assert f"holds {PARAMS:,} FLOP" in update
+    assert report.phases["update"].flops == PARAMS + 2 * PARAMS
+    assert any(note.startswith(f"train_step: while loop at <top>: trip count unknown, its body is counted once "
+                               f"(the true cost is higher); {bound}") for note in report.notes)
+
+
 def _accuracy_flops(b: int) -> int:
     # jnp.mean(jnp.argmax(logits, -1) == y) over b samples: b * (C - 1) steps of the argmax's comparator
     # (9 operations each: xla_cost.count.rules.ARGMAX_STEP_OPS), the == (b), bool -> int32 -> float32 (2 b),

@@ -608,3 +608,43 @@ def test_a_frozen_references_chunked_log_sum_exp_is_other_and_the_policys_forwar
     # an exp per logit, a log per token, and log_sigmoid's exp and log1p
     assert report.phases["forward"].transcendentals == logits + TOKENS + 2
     assert report.phases["other"].transcendentals == logits + TOKENS  # the reference's own
+
+
+# ------------------------------------------------------------------ a privatizer's noise
+
+PAST = 3  # the past noises a BandMF-like privatizer keeps
+
+
+def _private_step(buffered: bool):
+    """Plain gradients, Gaussian noise drawn from a key kept in the state and added to them, then SGD
+    (jax_privacy's gaussian_privatizer); ``buffered``: the noise first solved against the past noises
+    the state keeps, and written into that buffer (its matrix_factorization_privatizer, BandMF)."""
+    tx = optax.sgd(0.1)
+
+    def step(params, opt_state, noise_state, x):
+        key, buffer, position = noise_state
+        key, sub = jax.random.split(key)
+        noise = jax.random.normal(sub, (IN, OUT))
+        if buffered:
+            noise = noise - jnp.tensordot(jnp.array([0.5, 0.25, 0.125]), buffer, 1)
+            buffer = jnp.concatenate([noise[None], buffer[:-1]])
+        grads = {"w": _grad(params, x)["w"] + noise}
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state, (key, buffer, position + 1)
+
+    params = {"w": jax.ShapeDtypeStruct((IN, OUT), jnp.float32)}
+    noise_state = (jax.eval_shape(lambda: jax.random.key(0)), jax.ShapeDtypeStruct((PAST, IN, OUT), jnp.float32),
+                   jax.ShapeDtypeStruct((), jnp.int32))
+    return xla_cost.analyze_step(step, params, jax.eval_shape(tx.init, params), noise_state,
+                                 jax.ShapeDtypeStruct((B, IN), jnp.float32), counter="jaxpr")
+
+
+def test_a_privatizers_noise_is_the_update_whether_or_not_its_state_keeps_it():
+    # the noise reads no gradient but makes the new parameters, and the buffer it is written into is the
+    # privatizer's new state: both are update work, the key's split for it too. The buffer's position + 1,
+    # which nothing the update reads comes from, stays other (as TrainState.step + 1): 1 FLOP
+    plain, buffered = _private_step(False), _private_step(True)
+    assert plain.phases["other"].flops == buffered.phases["other"].flops == 1
+    # the noise solved against the buffer: PAST multiply-adds (2 FLOP each) and a subtract per parameter
+    assert buffered.phases["update"].flops - plain.phases["update"].flops == 2 * PAST * N + N
+    assert buffered.phases["update"].transcendentals == plain.phases["update"].transcendentals > 0  # the same draws

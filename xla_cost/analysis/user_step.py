@@ -47,6 +47,7 @@ from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.param_reads import parameter_reads
 from xla_cost.count.routers import undeclared_routing_notes
 from xla_cost.count.step_parts import StepLabels, classify_step
+from xla_cost.count.trip_bounds import unknown_loop_notes
 from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
 from xla_cost.present import progress
@@ -596,7 +597,9 @@ def _aligned(prepared: UserStep, stacks: Mapping[str, int]) -> UserStep:
 
 
 def _parts(counted: JaxprCount, notes: list[str]) -> dict[str, JaxprCount]:
-    parts = {p: counted.part(p) for p in phases.STEP_PARTS}
+    # a while loop of unknown trip count holds each part's work once: said on every part it holds work of
+    parts = {p: dataclasses.replace(counted.part(p), notes=tuple(unknown_loop_notes(counted.loops, counted.equations,
+                                                                                    p))) for p in phases.STEP_PARTS}
     loose = [e for e in counted.equations if e.part is None]
     if loose:
         other = parts[OTHER]

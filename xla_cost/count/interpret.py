@@ -42,6 +42,7 @@ from xla_cost.count.loop_words import loop_label, nested, said_once, unknown_tri
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
 from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
 from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
+from xla_cost.count.trip_bounds import TripBound, static_trip_count, trip_bound
 from xla_cost.present.markdown import markdown_table
 from xla_cost.present.units import count, si, size
 
@@ -100,6 +101,8 @@ class LoopInfo:
     trip_count: int | None
     body_cost: Cost  # one iteration, nested loops included
     within: tuple[str, ...] = ()  # the loops it is nested in, outermost first (``scan x2 at <top>``)
+    path: tuple[Any, ...] = ()  # its equation's (`EqnCount.loop` of the work in its body starts with it)
+    bound: TripBound | None = None  # a while's of unknown trip count, where its counter indexes a static axis
 
     def describe(self) -> str:
         """``scan x2 at <top>`` (``while of unknown trip count at <top>``), and the loops it runs
@@ -406,10 +409,11 @@ class _Counter:
             self.loops.append(LoopInfo(stack, "scan", length, body + counter, within))
             return (body + counter) * n
         if name == "while":
-            trip = _static_trip_count(eqn)
-            if trip is None:  # said for each such loop, with those it runs inside (`said_once`)
+            trip = static_trip_count(eqn)
+            bound = trip_bound(eqn) if trip is None else None
+            if trip is None:  # said for each such loop, with those it runs inside (`said_once`) and its bound
                 self.unknown.append(nested(stack or "<top>", self.within))
-                self.notes.append(unknown_trip_note(self.unknown[-1]))
+                self.notes.append(unknown_trip_note(self.unknown[-1]) + (f"; {bound.describe()}" if bound else ""))
             n = 1 if trip is None or not self.trip_counts else trip
             self.path = (*path, "body")
             cond_n, body_n = int(params["cond_nconsts"]), int(params["body_nconsts"])
@@ -425,7 +429,7 @@ class _Counter:
             finally:
                 self.loop, self.within = outer, within
             self.path = path
-            self.loops.append(LoopInfo(stack, "while", trip, body + cond, within))
+            self.loops.append(LoopInfo(stack, "while", trip, body + cond, within, path, bound))
             return body * n + cond * checks
         if name == "cond":  # following the data (an optimizer's update): into each branch
             return self.cond(params["branches"], stack, times, owner, branch_owners, branch_results)
@@ -557,60 +561,6 @@ def eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
     big = [v for v in operands if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
     owner = combine_owners([env.get(v) for v in big])
     return owner if owner is not None else combine_owners([env.get(v) for v in operands])
-
-
-def _literal(var: Any) -> Any:
-    return var.val if isinstance(var, jex_core.Literal) else None
-
-
-def _static_trip_count(eqn: Any) -> int | None:
-    """The trip count of a ``while`` whose counter and bound are static, else None.
-
-    Recognises the shape ``fori_loop`` produces: the condition is ``i < n``, the
-    body returns ``i + step`` for a literal step > 0, and ``i``'s initial value and
-    ``n`` are literals (or ``n`` is a loop-invariant carry with a literal initial
-    value).
-    """
-    params = eqn.params
-    cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
-    cond_nconsts, body_nconsts = params["cond_nconsts"], params["body_nconsts"]
-    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
-        return None
-    carry_init = eqn.invars[cond_nconsts + body_nconsts:]
-    cond_carry = cond.invars[cond_nconsts:]
-    body_carry_in = body.invars[body_nconsts:]
-
-    def resolve(var: Any) -> Any:
-        if _literal(var) is not None:
-            return _literal(var)
-        if var in cond_carry:
-            position = cond_carry.index(var)
-            if body.outvars[position] is body_carry_in[position]:  # loop-invariant
-                return _literal(carry_init[position])
-            return None
-        if var in cond.invars[:cond_nconsts]:
-            return _literal(eqn.invars[cond.invars.index(var)])
-        return None
-
-    counter, bound = cond.eqns[0].invars
-    if counter not in cond_carry:
-        return None
-    position = cond_carry.index(counter)
-    start, stop = _literal(carry_init[position]), resolve(bound)
-    step_eqn = next(
-        (e for e in body.eqns if body.outvars[position] in e.outvars), None
-    )
-    if start is None or stop is None or step_eqn is None:
-        return None
-    if step_eqn.primitive.name != "add":
-        return None
-    a, b = step_eqn.invars
-    step = _literal(b) if a is body_carry_in[position] else (
-        _literal(a) if b is body_carry_in[position] else None
-    )
-    if step is None or int(step) <= 0:
-        return None
-    return max(0, math.ceil((int(stop) - int(start)) / int(step)))
 
 
 def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:

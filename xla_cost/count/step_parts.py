@@ -33,7 +33,9 @@ flow alone, without names the user must add:
   step's new state (the optax chain, clipping, a ``pmean`` of the gradients,
   the new parameters and optimizer state, an accumulation over
   micro-batches), and what the update reads and nothing else but the new
-  state (an optimizer's step counter, the learning rate its schedule gives);
+  state (an optimizer's step counter, the learning rate its schedule gives),
+  or reads the update's values and only the new state reads (a privatizer's
+  noise and the buffer it writes it into: `xla_cost.count.update_work`);
   in a step with no gradient, only new parameters made from the old (an EMA
   of them): a KV cache returned written is the forward's state; never the
   model run outside autodiff (under the scopes its passes run it under) on
@@ -74,7 +76,7 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, c
     join_stack, public_owner, repeated_forward
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.aux_metrics import metric_only_forward
-from xla_cost.count.update_work import owners_from_readers, revert_unconfirmed
+from xla_cost.count.update_work import feeding_state, owners_from_readers, revert_unconfirmed
 from xla_cost.count.primitives import VIEWS
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
@@ -392,6 +394,13 @@ class _Classifier:
                     readers.setdefault(var, set()).add(reads_as)
                     stated.setdefault(var, set()).add(before)
         self.saved = _saved(level, readers)
+        # what reads no gradient but feeds the new parameters or optimizer state (a privatizer's noise)
+        outer = [_OUTSIDE if marks is None or j >= len(marks) or marks[j] else _METRIC
+                 for j in range(len(level.outvars))]
+        promoted = feeding_state(level, outer, lambda node: self.autodiff_pass(node) is None and not self.runs_model(
+            node.stack) and not any(v in model_state for v in node.ins), {UPDATE, _OUTSIDE})
+        if level is not self.top:
+            self.provisional |= promoted
         if level is not self.top and {FORWARD, BACKWARD} <= level.parts():
             # a loop whose body runs a forward and its backward pass (gradients accumulated over micro-batches
             # by lax.scan): each iteration keeps its own activations, let go before the next

@@ -12,19 +12,26 @@ results: a loop that makes new parameters or optimizer state keeps it, a loop wh
 work reads (a frozen reference model's log-sum-exp computed in a ``fori_loop`` over chunks, whose
 result the loss reads as a constant: EasyDeL's DPO ``_compute_token_logps_chunked``) is other work,
 and so is its body. `revert_unconfirmed` takes those back, given the readers of the loop's results.
+
+Work outside autodiff that reads no gradient but whose values feed the new parameters or the new
+optimizer state is the update's too (`feeding_state`): a DP-SGD privatizer's noise, sampled from a
+key and a buffer of past noise (jax_privacy's BandMF: the noise is solved against the buffer, added
+to the gradient and written into the buffer, the privatizer's new state), and the new state that
+work writes from the update's values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from xla_cost.step.phases import STEP_PARTS
 
-__all__ = ["owners_from_readers", "revert_unconfirmed"]
+__all__ = ["feeding_state", "owners_from_readers", "revert_unconfirmed"]
 
 _FORWARD, _BACKWARD, UPDATE, OTHER = STEP_PARTS
 _SEVERAL = "mixed"  # what a loop of several parts reads a value as
+_STATE = "new state"  # what other work that only new state reads reads a value as
 
 
 def revert_unconfirmed(node: Any, outer: Sequence[Collection[str]], provisional: Collection[Any],
@@ -77,6 +84,57 @@ def _revert(level: Any, marks: Sequence[Collection[str]], provisional: Collectio
     return changed
 
 
+def feeding_state(level: Any, marks: Sequence[str], eligible: Callable[[Any], bool],
+                  confirming: Collection[str]) -> set[Any]:
+    """Turns into update work the other work of ``level`` (not its loops') whose values the update
+    reads, or that reads the update's values, where every reader of its values is the update or
+    new state: the parameters and optimizer state the step returns, and other work that only they
+    read (through it). A privatizer's noise, drawn from a key, that the update adds to the gradient
+    and that the privatizer also keeps in its state, is the update's, as the noise of a privatizer
+    that keeps none; so is that state written from the noise. Work that only new state reads and
+    that touches no update (``TrainState.step + 1``, the next PRNG key) stays other, and so does
+    work a metric, the passes or other work also read.
+
+    Args:
+      level: one level of the classifier's flattened jaxpr (``nodes``, ``outvars``), its parts set.
+      marks: per result of the level, what reads it (a mark in ``confirming`` for new state).
+      eligible: whether an equation may be the update's at all: outside autodiff, not the model run
+        outside the gradient, not the model state its forward pass made.
+      confirming: the readers that make a value new state: the update, the caller's results.
+
+    Returns:
+      The paths of the equations turned update (their ``part`` is set; the labels are not).
+    """
+    promoted: set[Any] = set()
+    allowed = {*confirming, _STATE}
+    changed = True
+    while changed:  # a promotion lets the work before it (read by it) and after it (reading it) follow
+        changed = False
+        made = {var for node in level.nodes if node.part == UPDATE and not node.levels for var in node.outs}
+        readers: dict[Any, set[str]] = {}
+        for var, mark in zip(level.outvars, marks):
+            if var is not None:
+                readers.setdefault(var, set()).add(mark)
+        for node in reversed(level.nodes):
+            if node.levels:
+                parts = {label.part for inner in node.levels for label in inner.labels.values()}
+                reads_as = parts.pop() if len(parts) == 1 else _SEVERAL
+            else:
+                seen = set().union(*(readers.get(v, set()) for v in node.outs)) if node.outs else set()
+                reads_as = node.part
+                if node.part == OTHER and seen and seen <= allowed and eligible(node):
+                    if UPDATE in seen or any(v in made for v in node.ins if v is not None):
+                        node.part = reads_as = UPDATE
+                        promoted.add(node.path)
+                        changed = True
+                    else:
+                        reads_as = _STATE
+            for var in node.ins:
+                if var is not None:
+                    readers.setdefault(var, set()).add(reads_as)
+    return promoted
+
+
 def owners_from_readers(level: Any) -> None:
     """Update work on a value of no module's, read by one module's update work alone, is that
     module's: an optimizer's arithmetic on a gradient that a backward pass outside every module
@@ -93,6 +151,9 @@ def owners_from_readers(level: Any) -> None:
             reader = next(iter(found)) if len(found) == 1 else None
             if reader is not None and (node.owner is None or reader.startswith(f"{node.owner}/")):
                 node.owner = reader
+        if node.part == UPDATE and not node.levels and node.owner is None and node.outs \
+                and not any(v in readers for v in node.outs):
+            continue  # new state of no module's that nothing here reads (a privatizer's buffer of its noise): no say
         for var in node.ins:
             if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
                 readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
