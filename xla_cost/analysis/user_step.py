@@ -230,6 +230,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         return found[-1]
 
     counted = count_jaxpr(traced, owners=owners, classify=classify)
+    gradients = found[-1].gradients if found else None  # (the step's own classification, before any per tree)
     declared = prepared.active_parameters is not None  # a router the model the step calls does not declare: said
     notes = [*prepared.notes, *undeclared_routing_notes(traced, owners, declared=declared)]
     parts = _parts(counted, notes)
@@ -282,7 +283,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                              parts_per_device=None if None in per_device else sum(per_device),
                              narrow=target is None and emulates_narrow_floats(dtype, param_dtype))
     notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
-                        step=whole)
+                        step=whole, gradients=gradients)
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
     "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_PRIMITIVES", "join_stack", "repeated_forward", "eqn_owner",
-    "combine_owners", "public_owner",
+    "combine_owners", "public_owner", "static_trip_count",
 ]
 
 
@@ -610,6 +610,9 @@ def _static_trip_count(eqn: Any) -> int | None:
     if step is None or int(step) <= 0:
         return None
     return max(0, math.ceil((int(stop) - int(start)) / int(step)))
+
+
+static_trip_count = _static_trip_count  # (public: `xla_cost.count.gradients` counts a while loop's gradients)
 
 
 def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:

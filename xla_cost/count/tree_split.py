@@ -186,6 +186,7 @@ def tree_labels(jaxpr: Any, labels: StepLabels, trees: Sequence[str]) -> StepLab
             owner = f"{next(iter(found))}/{owner}" if owner else next(iter(found))
         out[path] = Label(label.part, owner)
     out.saved_bytes, out.first_forward, out.tags = labels.saved_bytes, labels.first_forward, labels.tags
+    out.gradients = labels.gradients
     return out
 
 
