@@ -2,7 +2,8 @@
 (`xla_cost.count.step_parts`): a loop whose carries take a gradient one
 iteration after another, a ``lax.cond`` given the parameters before the
 gradients, a gradient all-reduce that XLA's combiner merged with the loss's,
-and a Linen ``nn.scan`` stack's per-layer rows.
+a Linen ``nn.scan`` stack's per-layer rows, and a second gradient taken
+inside the optimizer's update (SAM's opaque mode).
 
 A multiply-add is 2 FLOP (tests/formulas.py); an elementwise operation 1 per
 element.
@@ -22,7 +23,9 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
 import xla_cost
-from tests.formulas import dense_flops
+from tests.formulas import (
+    dense_backward_flops, dense_flops, loss_backward_flops, loss_flops, relu_backward_flops,
+)
 from xla_cost.analysis.user_step import _selector
 from xla_cost.count.interpret import EqnCount, JaxprCount
 from xla_cost.count.registry import Cost
@@ -648,3 +651,86 @@ def test_a_privatizers_noise_is_the_update_whether_or_not_its_state_keeps_it():
     # the noise solved against the buffer: PAST multiply-adds (2 FLOP each) and a subtract per parameter
     assert buffered.phases["update"].flops - plain.phases["update"].flops == 2 * PAST * N + N
     assert buffered.phases["update"].transcendentals == plain.phases["update"].transcendentals > 0  # the same draws
+
+
+# ------------------------------------------- a gradient taken inside the optimizer's update (SAM)
+
+RHO, ASCENTS = 0.05, 3
+
+
+class _Relu(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        hidden = nn.relu(nn.Dense(FC)(x))  # Dense_0, then Dense_1
+        return nn.Dense(OUT)(hidden)
+
+
+def _plain_forward() -> int:
+    # Dense_0 (IN -> FC, bias), its ReLU (a max per element), Dense_1 (FC -> OUT, bias), the mean cross-entropy
+    return dense_flops(B, IN, FC) + B * FC + dense_flops(B, FC, OUT) + loss_flops(B, OUT)
+
+
+def _plain_backward() -> int:
+    # Dense_0 makes no input gradient (first layer); the ReLU's mask and select; Dense_1; the loss's gradient
+    return (dense_backward_flops(B, IN, FC, first=True) + relu_backward_flops(B * FC)
+            + dense_backward_flops(B, FC, OUT) + loss_backward_flops(B, OUT))
+
+
+def _sam_steps():
+    model = _Relu()
+
+    def loss(p, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": p}, x), y).mean()
+
+    def sam(opaque):
+        # optax's examples/contrib/sam.ipynb, cells 13 (transparent) and 29 (opaque): the opaque optimizer
+        # is given grad_fn and calls it in its update, at the perturbed parameters
+        tx = optax.contrib.sam(optax.sgd(0.1), optax.chain(optax.contrib.normalize(), optax.sgd(RHO)),
+                               sync_period=2, opaque_mode=opaque)
+
+        def step(params, opt_state, x, y):
+            value, grads = jax.value_and_grad(loss)(params, x, y)
+            extra = {"grad_fn": jax.grad(lambda p, _: loss(p, x, y))} if opaque else {}
+            updates, opt_state = tx.update(grads, opt_state, params, **extra)
+            return optax.apply_updates(params, updates), opt_state, value
+
+        return step, tx
+
+    def ascent(params, opt_state, x, y):
+        # ASCENTS more gradients in a fori_loop, each at the parameters moved along the one before
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        grads = lax.fori_loop(0, ASCENTS, lambda i, g: jax.grad(loss)(
+            jax.tree.map(lambda p, d: p + RHO * d, params, g), x, y), grads)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), opt_state, value
+
+    return {"transparent": sam(False), "opaque": sam(True), "fori_loop": (ascent, optax.sgd(0.1))}
+
+
+@pytest.mark.parametrize("form, extra, looped", [("transparent", 0, 0), ("opaque", 1, 0),
+                                                  ("fori_loop", ASCENTS, ASCENTS)])
+def test_a_gradient_taken_inside_the_update_has_its_forward_and_backward(form, extra, looped):
+    # SAM's opaque mode calls the grad_fn it is given in the optimizer's update: a second gradient, whose forward
+    # was the backward's (its loss is dead, jax.grad; no result reads its forward but through its backward pass):
+    # optax's own example (P = 2,762, batch 8) said forward 44,392 and backward 154,364 = 54,998 + 44,392 +
+    # 54,974, backward/forward 3.48, for 2 x 44,392 and 2 x 54,998 (~1.24). Each extra gradient is one forward
+    # of the loss as jax.grad computes it (its last reductions dead: DEAD_LOSS) and one whole backward pass.
+    # The transparent form takes one gradient per step (it alternates ascent and descent steps in its state).
+    step, tx = _sam_steps()[form]
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    params = jax.eval_shape(_Relu().init, jax.random.key(0), x)["params"]
+    report = xla_cost.analyze_step(step, params, jax.eval_shape(tx.init, params), x, y, counter="jaxpr",
+                                   per_layer=True)
+    assert report.phases["forward"].flops == _plain_forward() + extra * (_plain_forward() - DEAD_LOSS)
+    assert report.phases["backward"].flops == (1 + extra) * _plain_backward()
+    rows = {r.path: (r.forward_flops, r.backward_flops) for r in report.layers}
+    assert rows["Dense_0"] == ((1 + extra) * dense_flops(B, IN, FC),
+                               (1 + extra) * dense_backward_flops(B, IN, FC, first=True))
+    assert rows["Dense_1"] == ((1 + extra) * dense_flops(B, FC, OUT), (1 + extra) * dense_backward_flops(B, FC, OUT))
+    said = [note for note in report.notes if "gradients, each one forward and one backward pass" in note]
+    if not extra:
+        assert said == []
+        return
+    [note] = said
+    assert note.startswith(f"the step computes {1 + extra} gradients") and f"hold all {1 + extra}" in note
+    assert f"{extra} taken at values the step's update made from an earlier gradient" in note
+    assert (f"{looped} in loops, one per iteration" in note) == bool(looped)

@@ -27,6 +27,7 @@ from xla_cost.analysis.report import PhaseCosts
 from xla_cost.analysis.trained_notes import ungraded_note
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
+from xla_cost.count.gradients import Gradients
 from xla_cost.count.interpret import JaxprCount, join_stack
 from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
 from xla_cost.count.step_parts import FEEDS_LOSS, METRICS
@@ -34,8 +35,9 @@ from xla_cost.step import phases
 from xla_cost.step.trees import named_leaves, nbytes, path_names
 from xla_cost.step.user_step import UserStep, differentiable
 
-__all__ = ["no_backward_note", "takes_a_gradient", "fusion_note", "step_notes", "zero_gradients", "ungraded_parameters",
-           "second_forward", "fed_forward", "merged_forward", "read_by_a_pass", "without_parameter_copies"]
+__all__ = ["no_backward_note", "takes_a_gradient", "fusion_note", "step_notes", "gradients_note", "zero_gradients",
+           "ungraded_parameters", "second_forward", "fed_forward", "merged_forward", "read_by_a_pass",
+           "without_parameter_copies"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = phases.STEP_PARTS
 
@@ -154,13 +156,34 @@ def merged_forward(counted: JaxprCount, step: PhaseCosts | None, again: int) -> 
     return below if below >= _MERGED * again else 0
 
 
+def gradients_note(gradients: Gradients) -> str | None:
+    """Where the step computes several gradients (`xla_cost.count.gradients`): how many, and that
+    the forward and backward parts hold them all; None for one or none."""
+    if gradients.count <= 1:
+        return None
+    n = gradients.count
+    where = [f"{gradients.after_update:,} taken at values the step's update made from an earlier gradient (SAM's "
+             "perturbed parameters, from a grad_fn called in the optimizer's update; a line search's trial point; "
+             "another model's new parameters)"] if gradients.after_update else []
+    where += [f"{gradients.looped:,} in loops, one per iteration (micro-batches, ascent or line-search steps)"
+              ] if gradients.looped else []
+    bound = "at least " if not gradients.known else ""
+    return (f"the step computes {bound}{n:,} gradients, each one forward and one backward pass of a loss, and "
+            f"forward and backward hold all {n:,}" + (": " + "; ".join(where) if where else "")
+            + ("; a while loop's trip count is unknown: its body's gradients are counted once" if bound else ""))
+
+
 def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: Callable[[str], str | None], *,
-               differentiates: bool, step: PhaseCosts | None = None) -> list[str]:
+               differentiates: bool, step: PhaseCosts | None = None, gradients: Gradients | None = None) -> list[str]:
     """The step checker: a note per kind of work the step likely does by accident.
 
     ``step``: the compiled step's figures, where it was compiled: a second forward pass that XLA
-    computes once with the first (`merged_forward`) is said to be free in that program."""
+    computes once with the first (`merged_forward`) is said to be free in that program.
+    ``gradients``: those the step computes (several: said, `gradients_note`)."""
     notes: list[str] = []
+    said = gradients_note(gradients) if gradients is not None and differentiates else None
+    if said:
+        notes.append(said)
     params = prepared.parameters
     metrics = counted.tagged.get(METRICS)
     if metrics is not None and metrics.flops:

@@ -13,7 +13,7 @@ import jax
 
 from xla_cost.count.interpret import count_jaxpr
 from xla_cost.count.layers import LayerCosts
-from xla_cost.count.step_parts import StepLabels
+from xla_cost.count.step_labels import StepLabels
 from xla_cost.count.tree_split import rows_by_tree, tree_labels
 from xla_cost.step import phases
 from xla_cost.step.trees import named_leaves

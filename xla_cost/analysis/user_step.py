@@ -46,7 +46,8 @@ from xla_cost.count.attribution import attribute_parts, check_depth, classify_pa
 from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
 from xla_cost.count.param_reads import parameter_reads
 from xla_cost.count.routers import undeclared_routing_notes
-from xla_cost.count.step_parts import StepLabels, classify_step
+from xla_cost.count.step_labels import StepLabels
+from xla_cost.count.step_parts import classify_step
 from xla_cost.count.trip_bounds import unknown_loop_notes
 from xla_cost.errors import InputError, quoted
 from xla_cost.parallel.sharding import ShardingPlan
@@ -232,6 +233,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         return found[-1]
 
     counted = count_jaxpr(traced, owners=owners, classify=classify)
+    gradients = found[-1].gradients if found else None  # (the step's own classification, before any per tree)
     declared = prepared.active_parameters is not None  # a router the model the step calls does not declare: said
     notes = [*prepared.notes, *undeclared_routing_notes(traced, owners, declared=declared)]
     parts = _parts(counted, notes)
@@ -284,7 +286,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                              parts_per_device=None if None in per_device else sum(per_device),
                              narrow=target is None and emulates_narrow_floats(dtype, param_dtype))
     notes += step_notes(counted, prepared, traced, module_of, differentiates=parts[BACKWARD].total.flops > 0,
-                        step=whole)
+                        step=whole, gradients=gradients)
     layers = None
     if per_layer or depth is not None:
         equations = {p: parts[p].equations for p in phases.SPLIT}

@@ -136,7 +136,7 @@ class JaxprCount:
         multiplied out. XLA's CPU compiler does so for a depthwise convolution
         and for ``ragged_dot`` (`xla_cost.analysis.costs`).
       tagged: the cost of the equations a classifier tagged, by tag
-        (`xla_cost.count.step_parts.StepLabels.tags`: ``metrics`` is the work
+        (`xla_cost.count.step_labels.StepLabels.tags`: ``metrics`` is the work
         on gradients or new parameters that only metrics read); loops
         multiplied out; each is also in its part's figures.
       parameter_reads: ``(module, name stack)`` of each matrix product reading a

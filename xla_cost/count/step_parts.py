@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -76,13 +76,15 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, c
     join_stack, public_owner, repeated_forward
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.aux_metrics import metric_only_forward
+from xla_cost.count.gradients import gradient_work, matched_nodes
 from xla_cost.count.update_work import feeding_state, owners_from_readers, revert_unconfirmed
 from xla_cost.count.primitives import VIEWS
+from xla_cost.count.step_labels import Label, Path, StepLabels
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
 
-__all__ = ["Label", "StepLabels", "classify_step", "MIXED", "METRICS", "FEEDS_LOSS"]
+__all__ = ["classify_step", "MIXED", "METRICS", "FEEDS_LOSS"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
 
@@ -99,32 +101,6 @@ operands' producers as they are."""
 
 _OUTSIDE = "outside"  # a level's results: read by the caller, keeps their producers
 _METRIC = "metric"  # a step's result that is not its new state: what only it reads is other
-
-Path = tuple[Any, ...]
-
-
-class Label(NamedTuple):
-    """The part an equation is in and the module that owns its data (or None)."""
-
-    part: str
-    owner: str | None = None
-
-
-class StepLabels(dict):  # type: ignore[type-arg]
-    """`Label` by equation path, ``saved_bytes``: the bytes of the values
-    the forward part computes and the backward part reads (the activations
-    autodiff saves), at the step's top level (a scanned stack's residuals
-    included, as the loop's results), and ``tags``."""
-
-    saved_bytes: int = 0
-    first_forward: frozenset[Path] = frozenset()
-    tags: Mapping[Path, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
-    """Equations worth a note, by path: ``metrics`` for update work (on gradients or new
-    parameters) that only metrics read, which is other; ``feeds the loss`` for other work under
-    the model's modules whose values the passes read (`FEEDS_LOSS`)."""
-    """Paths of the ``jax.checkpoint`` recomputations that are the step's
-    forward (their primal is dead code): not a recomputation."""
-
 
 @dataclasses.dataclass
 class _Node:
@@ -169,6 +145,7 @@ class _Classifier:
         self.seeds: set[Any] = set()  # values live whoever reads them: a dead loss (`dead_loss`)
         self.feeds: set[Path] = set()  # the model's work outside autodiff that the passes read (`feeding`)
         self.provisional: set[Path] = set()  # update work in a loop's body its results alone read (`_refine`)
+        self.whole: _Classifier | None = None  # the step's jaxpr before dead-code elimination, classified (`undead`)
 
     # ------------------------------------------------------------- pre-pass
     def survey(self, level: _Level, jaxpr: Any) -> None:
@@ -515,30 +492,48 @@ class _Classifier:
         derivative's ``3x**2``) is backward, and what the loss
         needed that only the backward pass reads once its last reductions are dropped (the
         ``abs`` of a softmax's sums, which the dead ``log`` read) is forward: the parts of the
-        ``value_and_grad`` form. Equations matched as themselves (dead-code elimination keeps
+        ``value_and_grad`` form. Where the step returns a loss, another gradient it takes whose loss
+        is dead (a ``jax.grad`` in the optimizer's update: SAM's gradient at the perturbed
+        parameters, at any level) has its forward too: what that loss, read by nothing, needs is
+        moved back from the backward (`residuals` gave it to the backward pass, no result reading
+        it), and nothing else moves. Equations matched as themselves (dead-code elimination keeps
         those it keeps); True if any moved."""
-        if whole is None or not self.differentiates or any(_losses(top)):
+        if whole is None or not self.differentiates:
             return False
-        undead = _Classifier(self.module_of, self.results)
-        level = undead.top = undead.flatten(whole, (), "")
-        undead.survey(level, whole)
-        undead.classify(level, [False] * len(level.invars), [None] * len(level.invars))
+        returned = any(_losses(top))
+        undead = self.undead(whole)
+        level = undead.top
         nodes = list(_every_node(level))
         backward = {var for node in nodes if node.part == BACKWARD for var in node.ins}
         # the losses, at any level (a micro-batch's in a loop): float scalars of the forward no backward work reads
         undead.seeds = {var for node in nodes if node.part == FORWARD and not node.levels for var in node.outs
                         if float_scalar(var) and var not in backward}
+        if returned:  # beside the returned loss, the dead ones: read by nothing, at their level or after it
+            undead.seeds -= {*level.outvars, *(v for node in nodes for v in node.ins),
+                             *(v for node in nodes for inner in node.levels for v in inner.outvars)}
         if not undead.seeds:
             return False
-        undead._live(level, [var is not None for var in level.outvars])
-        wanted = {id(node.eqn): FORWARD if node.path in undead.live else BACKWARD for node in _every_node(level)
+        undead.live = set()
+        undead._live(level, [var is not None and not returned for var in level.outvars])
+        wanted = {id(node): FORWARD if node.path in undead.live else BACKWARD for node in _every_node(level)
                   if not node.levels and classify_pass(node.stack) == FORWARD and not residual_rounding(node.eqn)}
+        matched = matched_nodes(level, top)
         moved = False
         for node in _every_node(top):
-            part = wanted.get(id(node.eqn))
-            if not node.levels and node.part in (FORWARD, BACKWARD) and part not in (None, node.part):
+            part = wanted.get(id(matched.get(id(node))))
+            if not node.levels and node.part in (FORWARD, BACKWARD) and part not in (None, node.part) \
+                    and not (returned and part == BACKWARD):
                 node.part, moved = part, True
         return moved
+
+    def undead(self, whole: Any) -> _Classifier:
+        """``whole``, the step's jaxpr before dead-code elimination, classified (`classify`), once."""
+        if self.whole is None:
+            undead = self.whole = _Classifier(self.module_of, self.results)
+            level = undead.top = undead.flatten(whole, (), "")
+            undead.survey(level, whole)
+            undead.classify(level, [False] * len(level.invars), [None] * len(level.invars))
+        return self.whole
 
     def aux_metrics(self, top: _Level, owners: Sequence[str | None]) -> bool:
         """Forward work that carries no derivative of the loss and that only the step's metrics
@@ -773,13 +768,16 @@ def classify_step(
         _relabel(level)
     if classifier.aux_metrics(level, list(owners) if owners is not None else [None] * n):
         _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
-    if classifier.residuals(level) or classifier.dead_loss(level, whole):  # forward work moved: labelled again
+    if classifier.residuals(level) | classifier.dead_loss(level, whole):  # forward work moved: labelled again
         _relabel(level)
         classifier.saved = _saved(level)
     labels = StepLabels(level.labels)
-    # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
-    labels.saved_bytes = sum(classifier.saved.values()) + classifier.inner_saved
-    if classifier.differentiates:
+    held = sum(classifier.saved.values())
+    if classifier.differentiates:  # (a jax.grad's loss joins its work before dead-code elimination)
         classifier.feeding(level)
+        labels.gradients, held = gradient_work(level if whole is None else classifier.undead(whole).top, level,
+                                               classifier.saved)
+    # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
+    labels.saved_bytes = held + classifier.inner_saved
     labels.tags = {**{path: FEEDS_LOSS for path in classifier.feeds}, **{path: METRICS for path in classifier.metrics}}
     return labels

@@ -14,7 +14,7 @@ flow can. Every value carries the trees it is computed from, starting at the ste
   forward) and the cotangent its tree's ``dX`` made, so it mirrors its tree's forward product;
   the actor's layers reading the critic's cotangent and the actor's own activations are the actor's.
 
-An equation of one tree whose label (`xla_cost.count.step_parts.Label`) names a module is that
+An equation of one tree whose label (`xla_cost.count.step_labels.Label`) names a module is that
 module's of that tree (owner ``qf1_state/Dense_0``); `rows_by_tree` groups rows so.
 """
 
@@ -32,7 +32,7 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, EqnCount
 from xla_cost.count.layers import LayerCosts
 from xla_cost.count.param_reads import PRODUCTS
 from xla_cost.count.registry import Cost
-from xla_cost.count.step_parts import Label, StepLabels
+from xla_cost.count.step_labels import Label, StepLabels
 
 __all__ = ["tree_labels", "rows_by_tree"]
 
@@ -186,6 +186,7 @@ def tree_labels(jaxpr: Any, labels: StepLabels, trees: Sequence[str]) -> StepLab
             owner = f"{next(iter(found))}/{owner}" if owner else next(iter(found))
         out[path] = Label(label.part, owner)
     out.saved_bytes, out.first_forward, out.tags = labels.saved_bytes, labels.first_forward, labels.tags
+    out.gradients = labels.gradients
     return out
 
 
