@@ -2514,6 +2514,50 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/count/test_interpret_loops.py::"
                "test_every_while_loop_of_unknown_trip_count_is_said_with_those_it_runs_inside",),
     ),
+    Mutation(
+        "per_example_gradient_not_a_gradient",
+        "an array a vmapped backward pass hands back, (B, *p.shape), is no gradient of p: DP-SGD's step "
+        "(jax.vmap(jax.grad(loss))) with its argument named model_params finds no parameters",
+        (Edit("xla_cost/analysis/differentiated.py", "    for var in _per_example(flow, handed):\n",
+              "    for var in ():\n"),),
+        tests=("tests/step/test_step_forms.py::test_a_per_example_gradient_steps_parameters_and_update_rows_are_"
+               "found_whatever_the_argument_is_named",),
+    ),
+    Mutation(
+        "per_example_batch_axis_taken_as_leading",
+        "a per-example gradient is recognised only with the examples on its leading axis inside the vmap: a "
+        "convolution's kernel gradient, (3, 3, C, B, F), is missed and the kernel not found among the parameters",
+        (Edit("xla_cost/analysis/differentiated.py", "    if not batched or not flow.fronted:\n        return batched",
+              "    if True:\n        return batched"),),
+        tests=("tests/step/test_step_forms.py::"
+               "test_a_per_example_convolutions_kernel_gradient_batched_beside_its_features_is_its_gradient",),
+    ),
+    Mutation(
+        "mapped_backward_shapes_kept_whole",
+        "the step checker reads a vmapped backward pass's (B, *p.shape) arrays as they are: every parameter of a "
+        "DP-SGD step is said to 'receive no gradient'",
+        (Edit("xla_cost/analysis/step_checks.py", "            if found == BACKWARD and mapped_backward(stack):",
+              "            if False:"),),
+        tests=("tests/analysis/test_step_checks.py::"
+               "test_per_example_gradients_are_gradients_and_a_frozen_layer_among_them_is_still_named",),
+    ),
+    Mutation(
+        "select_predicate_as_owner_data",
+        "a select_n's predicate counts as data for its owner: DP-SGD's where(finite(norm), g, 0) on a mask of every "
+        "layer's norms makes each layer's clipped gradient and the optimizer's work on it the remainder's",
+        (Edit("xla_cost/count/interpret.py", 'eqn.invars[eqn.primitive.name == "select_n":]', "eqn.invars"),),
+        tests=("tests/step/test_step_forms.py::test_a_per_example_gradient_steps_parameters_and_update_rows_are_"
+               "found_whatever_the_argument_is_named",),
+    ),
+    Mutation(
+        "per_example_bytes_unsaid",
+        "the bytes of the gradients a vmapped backward pass makes one per example are not said in the memory's notes",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "    examples = per_example_gradients(jaxpr) if jaxpr is not None else {}\n",
+              "    examples: dict = {}\n"),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_per_example_gradients_are_the_parameters_gradients_and_their_bytes_are_said",),
+    ),
 )
 
 

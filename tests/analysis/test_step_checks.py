@@ -151,6 +151,50 @@ def test_parameters_an_nnx_optimizer_leaves_alone_are_not_said_to_get_zero_gradi
     assert not [n for n in notes if "receive no gradient" in n]
 
 
+class _ConvNet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(CLASSES)(nn.relu(nn.Conv(4, (3, 3))(x)).mean((1, 2)))
+
+
+def _per_example_step(frozen: str | None = None):
+    """DP-SGD's gradient: ``jax.vmap(jax.grad(loss))``, one gradient per example, (B, *p.shape), clipped by
+    each example's norm and summed over the examples; ``frozen``: a module under stop_gradient."""
+    def dp_step(state, x, y):
+        def loss_fn(params, x, y):
+            if frozen:
+                params = {**params, frozen: jax.lax.stop_gradient(params[frozen])}
+            logits = state.apply_fn({"params": params}, x[None])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y[None]).mean()
+
+        per_example = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(state.params, x, y)
+        scale = jnp.minimum(1.0, 1.0 / jax.vmap(optax.tree.norm)(per_example))
+        grads = jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).sum(0), per_example)
+        return state.apply_gradients(grads=grads)
+    return dp_step
+
+
+@pytest.mark.parametrize("model, sample", [(MLP(), (IN,)), (_ConvNet(), (6, 6, 3))])
+def test_per_example_gradients_are_gradients_and_a_frozen_layer_among_them_is_still_named(model, sample):
+    # jax.vmap(jax.grad(loss)) makes each gradient batched over the examples, (B, *p.shape), and a
+    # convolution's kernel gradient with the examples beside its output features, (3, 3, C, B, F): every
+    # parameter was said to "receive no gradient" (the conv's kernel alone was recognised: its flipped copy
+    # for the input's gradient has its shape)
+    def create():
+        params = model.init(jax.random.key(0), jnp.ones((1, *sample)))["params"]
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
+
+    state = jax.eval_shape(create)
+    x, y = jax.ShapeDtypeStruct((B, *sample), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    report = xla_cost.analyze_step(_per_example_step(), state, x, y, counter="jaxpr")
+    assert not [n for n in report.notes if "receive no gradient" in n]
+    assert report.trained_parameters is None  # all of them
+    first, head = ("Dense_0", "Dense_1") if isinstance(model, MLP) else ("Conv_0", "Dense_0")
+    frozen = xla_cost.analyze_step(_per_example_step(frozen=first), state, x, y, counter="jaxpr").notes
+    (said,) = [n for n in frozen if "receive no gradient" in n]
+    assert f"gradient: {first}/bias, {first}/kernel:" in said and head not in said
+
+
 def test_a_scanned_blocks_hoisted_derivative_of_a_loop_invariant_is_no_second_forward_pass():
     # a DiT-style conditioning: every scanned block applies silu to the same vector c. jax hoists the loop-
     # invariant work of silu's derivative out of the backward loop, where its name stack loses jvp and

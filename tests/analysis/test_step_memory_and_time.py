@@ -227,6 +227,34 @@ def test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state():
     assert report.param_dtype == report.dtype == "float32"
 
 
+def test_per_example_gradients_are_the_parameters_gradients_and_their_bytes_are_said():
+    # DP-SGD's step (jax_privacy's examples name the argument model_params): jax.vmap(jax.grad(loss)) makes one
+    # gradient per example, (B, *p.shape), clipped and summed. The gradients part read 0 (no gradient of a
+    # parameter's shape came out of the backward pass), the parameters model state; the per-example copies,
+    # which XLA's peak holds, were said nowhere
+    tx = optax.adam(1e-3)
+    params = jax.eval_shape(_params)
+
+    def dp_step(model_params, opt_state, batch):
+        def loss_fn(p, x, y):
+            return _loss(MLP().apply({"params": p}, x[None]), y[None])
+
+        per_example = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(model_params, batch["x"], batch["y"])
+        scale = jnp.minimum(1.0, 1.0 / jax.vmap(optax.tree.norm)(per_example))
+        grads = jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).sum(0), per_example)
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(model_params, updates), opt_state
+
+    report = xla_cost.analyze_step(dp_step, params, jax.eval_shape(tx.init, params), BATCH, counter="jaxpr",
+                                   memory=True)
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * PARAMS
+    assert memory.optimizer_state == 2 * F32 * PARAMS + I32
+    (note,) = [n for n in memory.notes if n.startswith("per-example gradients")]
+    assert f"{B * F32 * PARAMS / 1000:.3g} KB, {B} times the gradients" in note  # B copies of them
+    assert note in report.notes  # said beside the report's figures too (its text shows no memory notes)
+
+
 def test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype():
     # Lion's one moment kept in bfloat16 beside float32 parameters: it was counted as the parameters (P * 2 bytes),
     # the header read 'parameters bfloat16/float32' with a mixed-precision note, the float32 parameters 'model state'

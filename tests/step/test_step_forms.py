@@ -431,6 +431,74 @@ def test_parameters_of_a_step_of_plain_pytrees():
     assert report.parameters == PARAMS
 
 
+def _clipped_per_example(loss_fn):
+    """Each example's gradient of ``loss_fn(params, x, y)`` clipped to norm 1, as DP-SGD (jax_privacy's
+    ``clipped_grad``) computes it inside a ``jax.vmap``: an example whose norm is not finite is zeroed by a
+    ``where`` whose predicate reads every layer's gradient."""
+    def clipped(params, x, y):
+        grads = jax.grad(loss_fn)(params, x[None], y[None])
+        norm = optax.tree.norm(grads)
+        grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, 1.0 / norm), grads)
+        return jax.tree.map(lambda g: jnp.where(jnp.isfinite(norm), g, 0.0), grads)
+    return jax.vmap(clipped, in_axes=(None, 0, 0))
+
+
+def _dp_step(model, tx):
+    def loss_fn(params, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": params}, x), y).mean()
+
+    def dp_step(model_params, opt_state, x, y):  # jax_privacy's examples name the parameters model_params
+        per_example = _clipped_per_example(loss_fn)(model_params, x, y)
+        grads = jax.tree.map(lambda g: g.sum(0) / x.shape[0], per_example)
+        updates, opt_state = tx.update(grads, opt_state, model_params)
+        return optax.apply_updates(model_params, updates), opt_state
+    return dp_step
+
+
+def test_a_per_example_gradient_steps_parameters_and_update_rows_are_found_whatever_the_argument_is_named():
+    """DP-SGD's step: ``jax.vmap(jax.grad(loss))`` makes each parameter's gradient batched over the examples,
+    (B, *p.shape), clipped and summed. With the argument named ``model_params`` (jax_privacy's examples) the
+    parameters were "unknown (none in the arguments)", all the update in the remainder; named ``params``, the
+    ``where`` on every layer's norm made each layer's clipped gradient and Adam's work on it no layer's (fc1's
+    row 50 FLOP a parameter, the remainder 413,459 FLOP)."""
+    tx = optax.adam(1e-3)
+    params = _plain_params()
+    report = xla_cost.analyze_step(_dp_step(MLP(), tx), params, jax.eval_shape(tx.init, params), X, Y,
+                                   counter="jaxpr", per_layer=True)
+    assert report.parameters == PARAMS
+    assert report.trained_parameters is None  # all: each gets its gradient, per example
+    rows = {row.path: row for row in report.layers}
+    fc1 = IN * HIDDEN + HIDDEN
+    assert rows["fc1"].parameters == fc1
+    # on fc1's gradients: Adam's 13 a parameter, and per example its square for the norm and its clip (B each),
+    # then the sum over the examples (B - 1 adds)
+    assert rows["fc1"].update.flops >= (13 + 3 * B - 1) * fc1
+    assert rows["(remainder)"].update.flops < PARAMS  # only scalar work: no parameter's arithmetic
+
+
+class _Conv(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(CLASSES, name="head")(nn.relu(nn.Conv(CONV_FEATURES, (3, 3), name="conv")(x)).mean((1, 2)))
+
+
+CONV_FEATURES, SIDE, CHANNELS = 4, 6, 3
+CONV_PARAMS = 3 * 3 * CHANNELS * CONV_FEATURES + CONV_FEATURES + CONV_FEATURES * CLASSES + CLASSES
+
+
+def test_a_per_example_convolutions_kernel_gradient_batched_beside_its_features_is_its_gradient():
+    """Under ``vmap``, a convolution's kernel gradient has the examples beside its output features,
+    (3, 3, C, B, F); the ``vmap``'s end moves them to the front: that array is the kernel's gradient (the
+    kernel was missed: only the biases and the head were found, the kernel "frozen")."""
+    tx = optax.sgd(0.1, momentum=0.9)
+    x = jax.ShapeDtypeStruct((B, SIDE, SIDE, CHANNELS), jnp.float32)
+    params = jax.eval_shape(lambda: _Conv().init(jax.random.key(0), jnp.ones((1, SIDE, SIDE, CHANNELS)))["params"])
+    report = xla_cost.analyze_step(_dp_step(_Conv(), tx), params, jax.eval_shape(tx.init, params), x, Y,
+                                   counter="jaxpr")
+    assert report.parameters == CONV_PARAMS
+    assert report.trained_parameters is None
+
+
 class _Config:  # a training config object as repositories pass one (ml_collections, a dataclass): no arrays
     label_smoothing = 0.0
 

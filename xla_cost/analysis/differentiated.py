@@ -14,6 +14,12 @@ three things a gradient step does with it:
 * the step returns an array of its shape and dtype computed, outside the passes, both from it
   and from such a gradient: its new value (``p - lr * g``, any optax update).
 
+A backward pass that a ``vmap`` maps (``jax.vmap(jax.grad(loss))``: per-example gradients, as
+DP-SGD clips them) hands back each gradient batched over the examples, ``(n, *p.shape)`` (or with
+the examples on another axis, which the ``vmap``'s end moves to the front): an array so made is a
+gradient of ``p``'s shape and dtype, and what is computed from it (a clip, the sum over the
+examples) is computed from ``p``'s gradient (`per_example_gradients`).
+
 A batch is read by the forward pass but never combined with a gradient into a result; an
 optimizer's moments are combined with the gradients but read by neither pass; an EMA of the
 parameters is neither. Shapes are compared up to unit axes, and an argument under any shape a call it
@@ -34,14 +40,14 @@ from jax.extend import core as jex_core
 
 from xla_cost.count.interpret import join_stack
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
-from xla_cost.count.stacks import classify_pass
+from xla_cost.count.stacks import classify_pass, mapped_backward
 from xla_cost.step.trees import elements_key, leaf_roles
 
 if TYPE_CHECKING:  # (the step's arguments module imports flax.nnx, which a Linen analysis never loads)
     from xla_cost.step.user_step import UserStep
 
-__all__ = ["differentiated_leaves", "new_values", "optimizer_state_leaves", "trained_and_rewritten",
-           "with_differentiated_parameters"]
+__all__ = ["differentiated_leaves", "new_values", "optimizer_state_leaves", "per_example_gradients",
+           "trained_and_rewritten", "with_differentiated_parameters"]
 
 _BACKWARD = "backward"
 
@@ -51,7 +57,11 @@ class _Flow:
     the calls a value passes through one for one (a jit, a remat, a custom derivative's call)
     followed in as if inlined, and every other equation that holds a jaxpr (a scan, a loop, a
     cond, a mapped body) taken whole: its results made from all its operands, in the backward
-    pass where any equation of it is, else in the forward where any is."""
+    pass where any equation of it is, else in the forward where any is; ``batched``: the values
+    made in a backward pass that a ``vmap`` maps (`mapped_backward`); ``fronted``: the values made
+    outside the passes by a transpose that moves one axis to the front, the others in order (where
+    the ``vmap`` ends, its batch axis moved to its ``out_axes``: a convolution's kernel gradient is
+    batched on its features' axis inside), with the value they move."""
 
     def __init__(self, jaxpr: Any) -> None:
         self.nodes: list[tuple[list[Any], list[Any], str | None]] = []
@@ -59,6 +69,8 @@ class _Flow:
         # per value, the shapes and dtypes (`_key`) the calls it passes into see it with: a ``pmap``'s
         # body (a ``shard_map`` in this jax) sees a mapped argument ``(devices, *shape)`` as one device's block
         self.views: dict[Any, set[tuple[tuple[int, ...], str]]] = {}
+        self.batched: set[Any] = set()
+        self.fronted: dict[Any, Any] = {}
         self.walk(jaxpr, "")
         self.outs = [self.at(v) for v in jaxpr.outvars if not isinstance(v, jex_core.Literal)]
 
@@ -85,6 +97,11 @@ class _Flow:
             passes = {classify_pass(stack)} | set(_passes(eqn, stack))
             found = _BACKWARD if _BACKWARD in passes else next((p for p in passes if p is not None), None)
             self.nodes.append((ins, list(eqn.outvars), found))
+            if found == _BACKWARD and mapped_backward(stack):
+                self.batched.update(eqn.outvars)
+            perm = tuple(eqn.params.get("permutation", ())) if eqn.primitive.name == "transpose" else ()
+            if found is None and perm and perm[0] != 0 and perm[1:] == tuple(sorted(perm[1:])) and ins:
+                self.fronted[eqn.outvars[0]] = ins[0]  # (an axis moved to the front: a vmap's out_axes=0)
 
     def keys(self, var: Any) -> set[tuple[tuple[int, ...], str]]:
         """The shapes and dtypes (`_key`) of ``var`` and of the calls' inputs it is passed as."""
@@ -252,14 +269,60 @@ def _origins(flow: _Flow, sources: list[Any]) -> tuple[dict[Any, int], int]:
 
 def _handed_back(flow: _Flow, scalars: bool) -> dict[tuple[tuple[int, ...], str], list[Any]]:
     """The arrays the backward pass hands back (made by it, read outside the passes or returned), by
-    shape and dtype; ``scalars``: scalars too."""
-    made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
-    read = {v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs)
+    shape and dtype, a per-example gradient (made in a backward pass a ``vmap`` maps) also by its
+    shape less the leading axis, the examples' (`per_example_gradients`); ``scalars``: scalars too."""
+    handed = _handed(flow)
     gradients: dict[tuple[tuple[int, ...], str], list[Any]] = {}
-    for var in made & read:
-        if scalars or getattr(var.aval, "ndim", 0) > 0:
-            gradients.setdefault(_key(var.aval), []).append(var)
+    for var in handed:
+        shape, dtype = _key(var.aval)
+        if scalars or shape:
+            gradients.setdefault((shape, dtype), []).append(var)
+    for var in _per_example(flow, handed):
+        shape, dtype = _key(var.aval)
+        if scalars or shape[1:]:
+            gradients.setdefault((shape[1:], dtype), []).append(var)
     return gradients
+
+
+def _handed(flow: _Flow) -> set[Any]:
+    """The values the backward pass makes that an equation outside the passes reads or the step returns."""
+    made = {v for _, outs, found in flow.nodes if found == _BACKWARD for v in outs}
+    return made & ({v for ins, _, found in flow.nodes if found is None for v in ins} | set(flow.outs))
+
+
+def _per_example(flow: _Flow, handed: set[Any]) -> list[Any]:
+    """Of the arrays the backward pass hands back (``handed``), the floating ones a backward pass
+    that a ``vmap`` maps makes, and the arrays computed from them outside the passes whose batch axis
+    the ``vmap``'s end moves to the front (`_Flow.fronted`): per-example gradients, ``(n, *p.shape)``.
+    One whose layout such a move reads (an array of its shape, computed from it) has the examples on
+    another axis (a convolution's kernel gradient, beside its features): left out, its move kept."""
+    batched = [v for v in handed if v in flow.batched and getattr(v.aval, "ndim", 0) > 0
+               and jax.numpy.issubdtype(v.aval.dtype, jax.numpy.inexact)]
+    if not batched or not flow.fronted:
+        return batched
+    origins, _ = _origins(flow, batched)
+    moved, fronted = 0, []
+    for out, source in flow.fronted.items():
+        mask = origins.get(source, 0)
+        if mask:
+            fronted.append(out)
+            moved |= sum(1 << bit for bit, v in enumerate(batched)
+                         if mask >> bit & 1 and v.aval.shape == source.aval.shape)
+    return [v for bit, v in enumerate(batched) if not moved >> bit & 1] + fronted
+
+
+def per_example_gradients(jaxpr: Any) -> dict[tuple[tuple[int, ...], str], int]:
+    """The per-example gradients the step's backward pass hands back: per shape and dtype of the
+    parameters they are gradients of (``p.shape``, as `_key` writes it), the most examples one is
+    batched over. A backward pass that a ``vmap`` maps (``jax.vmap(jax.grad(loss))``, as DP-SGD
+    computes each example's gradient to clip it) makes the gradient of ``p`` as an array of shape
+    ``(n, *p.shape)``, one per example, before the step sums them."""
+    flow = _Flow(getattr(jaxpr, "jaxpr", jaxpr))
+    examples: dict[tuple[tuple[int, ...], str], int] = {}
+    for var in _per_example(flow, _handed(flow)):
+        shape, dtype = _key(var.aval)
+        examples[shape[1:], dtype] = max(examples.get((shape[1:], dtype), 0), shape[0])
+    return examples
 
 
 def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[int]:

@@ -10,18 +10,19 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from xla_cost.analysis.differentiated import new_values, optimizer_state_leaves
+from xla_cost.analysis.differentiated import new_values, optimizer_state_leaves, per_example_gradients
 from xla_cost.analysis.memory import MemoryBreakdown, dense_ragged_note
 from xla_cost.compiled import xla
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.parallel.sharding import ShardingPlan
+from xla_cost.present.units import size
 from xla_cost.step.trees import elements_key, leaf_roles, named_leaves, nbytes, path_names
 
 if TYPE_CHECKING:  # (a type only: xla_cost.step.user_step imports flax.nnx, which a Linen analysis never needs)
     from xla_cost.step.user_step import UserStep
 
-__all__ = ["PRODUCTS", "arguments", "batch_size", "compute_dtype", "leaf_parts", "new_state", "parameter_dtype",
-           "step_memory", "written_arguments"]
+__all__ = ["PER_EXAMPLE", "PRODUCTS", "arguments", "batch_size", "compute_dtype", "leaf_parts", "new_state",
+           "parameter_dtype", "step_memory", "written_arguments"]
 
 
 def _leaf_key(path: Any, leaf: Any) -> tuple[Any, ...]:
@@ -364,10 +365,17 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
     (its sharding's axes): each leaf's bytes are one device's. ``jaxpr``: the step's, read for the
     optimizer state whatever holds it (`leaf_parts`), and with ``compiled``'s replayed schedule
     (its ``liveness``) for the buffers at XLA's peak that are a ragged_dot's lhs or result G times
-    over (`dense_ragged_note`, as `xla_cost.analyze` says it)."""
+    over (`dense_ragged_note`, as `xla_cost.analyze` says it), and for the gradients its backward
+    pass makes one per example (`per_example_gradients`: ``jax.vmap(jax.grad(loss))``): no part (the
+    gradients are the parameters' shapes, once), their bytes said in a note (`_per_example_note`)."""
     totals = {"parameters": 0, "optimizer_state": 0, "model_state": 0, "inputs": 0}
+    examples = per_example_gradients(jaxpr) if jaxpr is not None else {}
+    per_example = 0
     for index, (leaf, part) in enumerate(zip(jax.tree.leaves(prepared.args), leaf_parts(prepared, written, jaxpr))):
         totals[part] += round(nbytes(leaf) / (shards[index] if index < len(shards) else 1))
+        if part == "parameters" and gradients:  # (a parameter with per-example gradients of its shape and dtype)
+            held = examples.get((tuple(getattr(leaf, "shape", ())), str(getattr(leaf, "dtype", ""))), 0)
+            per_example += round(held * nbytes(leaf) / (shards[index] if index < len(shards) else 1))
     memory = compiled.memory if compiled is not None else xla.XlaMemory(None, None, None)
     profile = getattr(compiled, "liveness", None)
     dense = dense_ragged_note(jaxpr, profile.at_peak) if profile is not None and jaxpr is not None else None
@@ -384,8 +392,24 @@ def step_memory(prepared: UserStep, compiled: xla.CompiledPhase | None, saved: i
                "through the parameters' new values: a hand-written Adam's moments), model state what else the step's state holds "
                "(TrainState.step, batch statistics, RNG keys, a copy of the parameters such as an EMA); saved activations are the "
                "forward pass's values the backward pass reads; XLA's figures are the step compiled with its own jit's donation",)
-        + ((dense,) if dense else ()),
+        + ((dense,) if dense else ())
+        + ((_per_example_note(per_example, gradients),) if per_example else ()),
     )
+
+
+PER_EXAMPLE = "per-example gradients: "
+"""How the memory's note on the gradients a step makes one per example begins (`step_memory`)."""
+
+
+def _per_example_note(per_example: int, gradients: int) -> str:
+    """The bytes of the gradients a step makes one per example, beside the gradients part."""
+    times = f", {per_example / gradients:.3g} times the gradients" if gradients else ""
+    return (f"{PER_EXAMPLE}the backward pass runs under jax.vmap (jax.vmap(jax.grad(loss)), as DP-SGD "
+            f"computes each example's gradient to clip it) and makes one gradient per example: "
+            f"{size(per_example)}{times}, not in the gradients part (the parameters' shapes, once); XLA's "
+            "temporaries hold them at its peak where the step reads them whole before summing them over the examples "
+            "(a clip by each example's norm), not where XLA fuses the sum into their computation; microbatching (a "
+            "lax.map or scan over groups of examples) holds one group's")
 
 
 def _integer(leaf: Any) -> bool:

@@ -29,7 +29,7 @@ from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
 from xla_cost.count.gradients import Gradients
 from xla_cost.count.interpret import JaxprCount, join_stack
-from xla_cost.count.stacks import REMAT_SCOPE, split_name_stack
+from xla_cost.count.stacks import REMAT_SCOPE, mapped_backward, split_name_stack
 from xla_cost.count.step_parts import FEEDS_LOSS, METRICS
 from xla_cost.step import phases
 from xla_cost.step.trees import named_leaves, nbytes, path_names
@@ -231,11 +231,14 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
 def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: bool = False,
                       ) -> tuple[dict[str, set[tuple[int, ...]]], set[str], set[tuple[int, ...]]]:
     """(the shapes the backward equations under each module make, the modules the name stacks show,
-    the shapes any backward equation makes, under a module or not); ``live``: only the equations
-    some result needs (jax's dead-code elimination, as XLA's: the gradients an optimizer that
-    freezes parameters never reads are not made). A ``jax.checkpoint``'s recomputation of its
-    forward pass in the backward (under jax's remat scope) makes no gradient: a frozen norm scale's
-    ``1 + scale`` computed again there has the scale's shape, and is no evidence it is trained."""
+    the shapes any backward equation makes, under a module or not), those of a backward pass that a
+    ``vmap`` maps (`mapped_backward`: per-example gradients, the examples on any axis inside it: a
+    convolution's kernel gradient has them beside its features) also less one axis; ``live``: only
+    the equations some result needs (jax's dead-code elimination, as XLA's: the gradients an
+    optimizer that freezes parameters never reads are not made). A ``jax.checkpoint``'s
+    recomputation of its forward pass in the backward (under jax's remat scope) makes no gradient:
+    a frozen norm scale's ``1 + scale`` computed again there has the scale's shape, and is no
+    evidence it is trained."""
     made: dict[str, set[tuple[int, ...]]] = {}
     shown: set[str] = set()
     anywhere: set[tuple[int, ...]] = set()
@@ -258,6 +261,8 @@ def _made_by_backward(jaxpr: Any, module_of: Callable[[str], str | None], live: 
             if found == BACKWARD and REMAT_SCOPE in split_name_stack(stack):  # forward work, done again
                 found = None
             shapes = {tuple(getattr(v.aval, "shape", ())) for v in eqn.outvars}
+            if found == BACKWARD and mapped_backward(stack):  # one gradient per example, batched on an axis
+                shapes |= {shape[:axis] + shape[axis + 1:] for shape in shapes for axis in range(len(shape))}
             if found == BACKWARD:
                 anywhere |= shapes
             if module is None:

@@ -26,8 +26,8 @@ from xla_cost.analysis.options import check_target
 from xla_cost.analysis.pipeline import target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
-from xla_cost.analysis.step_arguments import batch_size, compute_dtype, new_state, parameter_dtype, step_memory, \
-    written_arguments
+from xla_cost.analysis.step_arguments import PER_EXAMPLE, batch_size, compute_dtype, new_state, parameter_dtype, \
+    step_memory, written_arguments
 from xla_cost.analysis.quantized import with_quantized_weights
 from xla_cost.analysis.step_checks import (
     fusion_note, merged_forward, no_backward_note, second_forward, step_notes, takes_a_gradient, trained_parameters,
@@ -323,6 +323,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         # by the forward work's shards
         breakdown = step_memory(prepared, held, round(found[-1].saved_bytes / split.compute()), plan, gradients,
                                 shards=split.leaves, written=written, jaxpr=traced)
+        notes += [note for note in breakdown.notes if note.startswith(PER_EXAMPLE)]  # (why XLA's peak is above)
     timing = time_user_step(prepared, compiled, costs, counted=counted, roots=roots) if timed else None
     if timing is not None and timing.skipped:
         notes.append(f"timing skipped: {timing.skipped}")

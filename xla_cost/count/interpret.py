@@ -551,14 +551,16 @@ def eqn_owner(eqn: Any, env: Mapping[Any, str | None]) -> str | None:
     An elementwise update ``p - lr * g`` belongs to the module of ``p`` and
     ``g`` even when the learning rate or a global clipping factor (a scalar
     computed from every module) comes in too; a reduction belongs to its
-    operand's module. Values mixing several modules' full-size data are shared.
+    operand's module. Values mixing several modules' full-size data are shared. A ``select_n``'s
+    predicate picks, it is no data (DP-SGD's ``where(skip_example, 0, g)``, a mask of every module's norms).
     """
     operands = [v for v in eqn.invars if not isinstance(v, jex_core.Literal)]
+    data = [v for v in eqn.invars[eqn.primitive.name == "select_n":] if not isinstance(v, jex_core.Literal)]
     if not operands:
         return None
     out_size = max((math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")), default=1)
-    largest = max(math.prod(getattr(v.aval, "shape", ())) for v in operands)
-    big = [v for v in operands if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
+    largest = max((math.prod(getattr(v.aval, "shape", ())) for v in data), default=0)
+    big = [v for v in data if math.prod(getattr(v.aval, "shape", ())) >= min(largest, out_size)]
     owner = combine_owners([env.get(v) for v in big])
     return owner if owner is not None else combine_owners([env.get(v) for v in operands])
 

@@ -14,7 +14,7 @@ import functools
 import re
 
 __all__ = ["REMAT_SCOPE", "JAX_SCOPES", "split_name_stack", "unwrap", "classify_pass", "bare_stack", "call_site_once",
-           "model_scopes", "differentiated_scopes"]
+           "model_scopes", "differentiated_scopes", "mapped_backward"]
 
 REMAT_SCOPE = "rematted_computation"
 """jax's name scope for the body of a ``jax.checkpoint`` it recomputes."""
@@ -73,6 +73,17 @@ def classify_pass(name_stack: str) -> str | None:
     if "jvp" in transforms or "linearize" in transforms:
         return "forward"
     return None
+
+
+@functools.lru_cache(maxsize=8192)
+def mapped_backward(name_stack: str) -> bool:
+    """Whether a ``vmap`` maps the backward pass an equation is in: a ``vmap`` wraps the stack's
+    first ``transpose`` (``vmap(transpose(jvp(MLP)))/Dense_0``: ``jax.vmap(jax.grad(loss))``,
+    per-example gradients, each result batched over the examples); not the gradient of a
+    loss that maps its model itself (``transpose(jvp(vmap(MLP)))``), whose results are the
+    parameters' own shapes."""
+    transforms = [t for c in _split(name_stack) for t in unwrap(c)[1]]
+    return "transpose" in transforms and "vmap" in transforms[:transforms.index("transpose")]
 
 
 _AUTODIFF = frozenset({"jvp", "transpose", "linearize"})  # the transforms of the gradient's passes
