@@ -1241,8 +1241,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "optimizer_state_taken_for_parameters",
         "Adafactor's factored state judged as parameters: 'every parameter receives no gradient'",
         (Edit("xla_cost/analysis/step_checks.py",
-              "        if module is None or module not in prepared.param_paths or id(leaf) not in parameters:",
-              "        if module is None or module not in prepared.param_paths:"),),
+              '            if module is not None and module in prepared.param_paths and role != "optimizer_state"\n'
+              "            and index not in mirrors}\n",
+              "            if module is not None and module in prepared.param_paths}\n"),),
         tests=("tests/analysis/test_step_checks.py",),
     ),
     Mutation(
@@ -1652,8 +1653,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ema_copy_counted_as_parameters",
         "analyze_step's memory counts a second array of a parameter (an EMA beside the parameters) as parameters",
         (Edit("xla_cost/analysis/step_arguments.py",
-              '                role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"\n',
-              '                role = "parameters"\n'),),
+              '            role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"\n',
+              '            role = "parameters"\n'),),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
@@ -2440,8 +2441,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an optimizer's state is recognised only by its container's type or name (an optax state, an opt_state "
         "key), not by the data flow: a hand-written Adam's m and v in a plain dict are model state",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "            if index in states:\n                role = \"optimizer_state\"\n",
-              "            if False:\n                role = \"optimizer_state\"\n"),),
+              "        if index in states:\n            role = \"optimizer_state\"\n",
+              "        if False:\n            role = \"optimizer_state\"\n"),),
         tests=("tests/analysis/test_step_memory_and_time.py::"
                "test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state",
                "tests/analysis/test_step_memory_and_time.py::"
@@ -2557,6 +2558,40 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    examples: dict = {}\n"),),
         tests=("tests/analysis/test_step_memory_and_time.py::"
                "test_per_example_gradients_are_the_parameters_gradients_and_their_bytes_are_said",),
+    ),
+    Mutation(
+        "differentiated_leaf_in_an_optax_type_is_state",
+        "a leaf the loss is differentiated by is not sought inside an optax type: optax.lookahead's "
+        "LookaheadParams.fast is optimizer state, the parameters 0 and their gradients 0 B",
+        (Edit("xla_cost/analysis/differentiated.py",
+              "    candidates = [i for i, (leaf, owner) in enumerate(zip(leaves, prepared.owners))\n"
+              "                  if owner is None and getattr(leaf, \"ndim\", 0) > 0\n",
+              "    candidates = [i for i, (leaf, owner, role) in enumerate(zip(leaves, prepared.owners, prepared.roles()))\n"
+              "                  if owner is None and role != \"optimizer_state\" and getattr(leaf, \"ndim\", 0) > 0\n"),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_lookaheads_fast_weights_are_the_parameters_and_its_slow_weights_optimizer_state",
+               "tests/analysis/test_step_memory_and_time.py::"
+               "test_an_nnx_lookahead_step_differentiates_the_fast_weights_not_the_models_overwritten_params"),
+    ),
+    Mutation(
+        "step_checker_state_by_type_not_parts",
+        "the step checker counts an optimizer's state by its optax type, not as the memory's parts read it: "
+        "LookaheadParams.fast, the parameters, is state too (4.0x, not 3.0x)",
+        (Edit("xla_cost/analysis/step_checks.py",
+              '        elif part == "optimizer_state" and getattr(leaf, "ndim", 0) > 0 \\\n',
+              '        if kind != "optimizer state" and getattr(leaf, "ndim", 0) > 0 \\\n'),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_lookaheads_fast_weights_are_the_parameters_and_its_slow_weights_optimizer_state",),
+    ),
+    Mutation(
+        "frozen_leaves_beside_the_trained_not_differentiated",
+        "a leaf whose update an optimizer zeroes (optax.chain(adam, freeze(mask)): its new value p + 0) is not "
+        "differentiated beside the trained leaves of its argument: the parameters depend on the argument's name",
+        (Edit("xla_cost/analysis/differentiated.py",
+              "    return found | _beside(inner, flow, _arguments(prepared.args), found, candidates)\n",
+              "    return found\n"),),
+        tests=("tests/step/test_frozen.py::"
+               "test_freezing_after_adam_trains_every_parameter_whatever_the_arguments_are_named",),
     ),
 )
 

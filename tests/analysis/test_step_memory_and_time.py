@@ -279,6 +279,105 @@ def test_a_bfloat16_lion_moment_is_optimizer_state_not_the_parameters_dtype():
     assert str(report).splitlines()[0].count("float32") == 1 and "bfloat16" not in str(report).splitlines()[0]
 
 
+def _lookahead_step(solver, apply):
+    """optax's lookahead example's step (examples/lookahead_mnist.ipynb): the loss differentiated with
+    respect to ``params.fast`` alone, the update given the whole ``LookaheadParams(fast, slow)``."""
+    def train_step(params, solver_state, batch):
+        loss, grad = jax.value_and_grad(lambda p: _loss(apply(p, batch["x"]), batch["y"]))(params.fast)
+        updates, solver_state = solver.update(grad, solver_state, params)
+        return optax.apply_updates(params, updates), solver_state, loss
+
+    return train_step
+
+
+LOOKAHEAD_STATE = 2 * F32 * PARAMS + I32 + I32  # Adam's mu, nu and count; lookahead's steps_since_sync
+
+
+def test_lookaheads_fast_weights_are_the_parameters_and_its_slow_weights_optimizer_state():
+    # optax.LookaheadParams is an optax type: its leaves were all taken for optimizer state, the parameters 0 and
+    # their gradients 0 B (with "no parameters found") though the loss is differentiated with respect to
+    # params.fast. The slow weights are optimizer state, as the memory's parts define it: no pass reads them,
+    # and the step writes them back from the fast optimizer's updates, not from the parameters' new values
+    solver = optax.lookahead(optax.adam(2e-3), sync_period=5, slow_step_size=0.1)
+    params = jax.eval_shape(lambda: optax.LookaheadParams.init_synced(_params()))
+    step = _lookahead_step(solver, lambda p, x: MLP().apply({"params": p}, x))
+    report = xla_cost.analyze_step(step, params, jax.eval_shape(solver.init, params), BATCH, counter="jaxpr",
+                                   memory=True)
+    memory = report.memory_breakdown
+    assert report.parameters == PARAMS
+    assert memory.parameters == memory.gradients == F32 * PARAMS  # params.fast and its gradient
+    assert memory.optimizer_state == LOOKAHEAD_STATE + F32 * PARAMS  # and params.slow
+    assert (memory.model_state, memory.inputs) == (0, INPUTS)
+    assert not any("no parameters found" in note for note in report.notes)
+    # the step checker reads the same parts: the slow copy and Adam's two moments, 3 x PARAMS elements
+    (note,) = [n for n in report.notes if "the optimizer state holds" in n]
+    assert f"holds {3 * PARAMS / PARAMS:.1f}x the parameters (LookaheadParams 1.0x, LookaheadState 2.0x)" in note
+
+
+class NnxMLP(nnx.Module):
+    def __init__(self, rngs):
+        self.fc1, self.fc2 = nnx.Linear(IN, HIDDEN, rngs=rngs), nnx.Linear(HIDDEN, CLASSES, rngs=rngs)
+
+    def __call__(self, x):
+        return self.fc2(nnx.relu(self.fc1(x)))
+
+
+def test_an_nnx_lookahead_step_differentiates_the_fast_weights_not_the_models_overwritten_params():
+    # optax's lookahead notebook on NNX: the loss writes params.fast into the model (nnx.update) and calls it, so
+    # the model's own Params are never read; they were taken for the parameters and the gradients read 0 B
+    solver = optax.lookahead(optax.adam(2e-3), sync_period=5, slow_step_size=0.1)
+    net = nnx.eval_shape(lambda: NnxMLP(nnx.Rngs(0)))
+    params = optax.LookaheadParams.init_synced(nnx.state(net, nnx.Param))
+
+    @jax.jit
+    def predict(params, model, inputs):  # the notebook's, as it writes it
+        nnx.update(model, params)
+        return model(inputs)
+
+    def train_step(params, model, solver_state, batch):
+        loss, grad = jax.value_and_grad(lambda p, m: _loss(predict(p, m, batch["x"]), batch["y"]))(params.fast, model)
+        updates, solver_state = solver.update(grad, solver_state, params)
+        return optax.apply_updates(params, updates), solver_state, loss
+
+    report = xla_cost.analyze_step(train_step, params, net, jax.eval_shape(solver.init, params), BATCH,
+                                   counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    assert report.parameters == PARAMS
+    assert memory.parameters == memory.gradients == F32 * PARAMS  # params.fast and its gradient
+    assert memory.optimizer_state == LOOKAHEAD_STATE + F32 * PARAMS  # and params.slow
+    assert memory.model_state == F32 * PARAMS  # the model's Params, overwritten from params.fast: a copy
+
+
+def test_an_nnx_variable_type_of_the_users_own_that_the_loss_is_differentiated_by_is_a_parameter():
+    # a scale held in a Variable subclass of the user's own, differentiated and updated with the Params: it was
+    # model state, the parameters PARAMS; it is one of them, at the model's root (no object position as a module)
+    class Scale(nnx.Variable):
+        pass
+
+    class Scaled(NnxMLP):
+        def __init__(self, rngs):
+            super().__init__(rngs)
+            self.scale = Scale(jnp.ones((1, HIDDEN)))
+
+        def __call__(self, x):
+            return self.fc2(nnx.relu(self.fc1(x) * self.scale[...]))
+
+    trained = nnx.Any(nnx.Param, Scale)
+
+    def step(model, optimizer, batch):
+        loss = lambda m: _loss(m(batch["x"]), batch["y"])  # noqa: E731
+        optimizer.update(model, nnx.grad(loss, argnums=nnx.DiffState(0, trained))(model))
+
+    model = nnx.eval_shape(lambda: Scaled(nnx.Rngs(0)))
+    optimizer = nnx.eval_shape(lambda: nnx.Optimizer(Scaled(nnx.Rngs(0)), optax.adam(1e-3), wrt=trained))
+    report = xla_cost.analyze_step(step, model, optimizer, BATCH, counter="jaxpr", memory=True, per_layer=True)
+    assert report.parameters == PARAMS + HIDDEN
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * (PARAMS + HIDDEN)
+    assert memory.model_state == 0
+    assert "0" not in report.layers_frame().index
+
+
 def test_a_kv_cache_the_step_returns_written_is_state_not_the_batch():
     # decode(params, cache, tokens) -> (logits, cache): the cache (L layers' k and v, its position) goes back
     # written; it was taken for the batch (its leading L, the inputs its bytes), the tokens are the batch

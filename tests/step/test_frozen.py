@@ -175,6 +175,48 @@ def test_a_linen_step_with_a_freezing_optimizer_holds_only_the_gradients_it_make
             f"gradients for those alone; {D * H + H:,} frozen)") in report.notes
 
 
+FREEZE_AFTER_ADAM = optax.chain(optax.adam(0.1), optax.transforms.freeze({"body": True, "head": False}))
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_freezing_after_adam_trains_every_parameter_whatever_the_arguments_are_named(named):
+    # optax's freezing notebook (cell 5): chain(adam, freeze(mask)) and a step written train_step(p, s). Adam
+    # reads every gradient (its moments of the body keep moving), freeze zeroes the body's updates: the body's new
+    # value is p + 0, from no gradient, so the data flow took only the head for the parameters (H C + C of them),
+    # the body "model state", and the step checker said the optimizer state held 8.5x the parameters. Named
+    # params, it read all of them: the parameters must not depend on the argument's name (docs/api.md)
+    def train_step(p, s):
+        grads = jax.grad(lambda q: jnp.mean(Probe().apply({"params": q}, jnp.ones((B, D))) ** 2))(p)
+        updates, s = FREEZE_AFTER_ADAM.update(grads, s, p)
+        return optax.apply_updates(p, updates), s
+
+    def named_step(params, s):
+        return train_step(params, s)
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    every = D * H + H + H * C + C
+    report = xla_cost.analyze_step(named_step if named else train_step, params, FREEZE_AFTER_ADAM.init(params),
+                                   counter="jaxpr", memory=True)
+    assert report.parameters == every
+    assert report.trained_parameters is None  # every gradient is made and read (Adam's moments): none frozen
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * every
+    assert memory.optimizer_state == 2 * F32 * every + 4  # Adam's mu, nu and int32 count; freeze keeps nothing
+    assert memory.model_state == 0
+    assert not any("the optimizer state holds" in n for n in report.notes)  # 2.0x: Adam's two moments
+    # the backward pass is whole: the body's kernel gradient x^T g (2 B D H) among it
+    assert report.phases["backward"].flops >= 2 * B * D * H + 2 * B * H * C
+
+
+def test_analyze_with_freezing_after_adam_trains_every_parameter_as_analyze_step_does():
+    # analyze's trained parameters are those whose gradients the optimizer reads: Adam reads the body's before
+    # freeze zeroes its updates, so none is frozen (no note, the backward whole), as analyze_step says above
+    report = xla_cost.analyze(Probe(), X, optimizer=FREEZE_AFTER_ADAM, counter="jaxpr")
+    assert report.trained_parameters is None
+    assert not any(n.startswith("frozen by the optimizer") for n in report.notes)
+    assert report.phases["backward"].flops >= 2 * B * D * H + 2 * B * H * C
+
+
 def test_the_optimizers_rule_on_a_stop_gradient_layers_zeros_is_the_update():
     # the body frozen by stop_gradient, every parameter given to Adam: its rule still runs on the body's
     # zero gradients (moments decayed, the parameters rewritten), which is update work, not other

@@ -41,7 +41,7 @@ from jax.extend import core as jex_core
 from xla_cost.count.interpret import join_stack
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS
 from xla_cost.count.stacks import classify_pass, mapped_backward
-from xla_cost.step.trees import elements_key, leaf_roles
+from xla_cost.step.trees import elements_key
 
 if TYPE_CHECKING:  # (the step's arguments module imports flax.nnx, which a Linen analysis never loads)
     from xla_cost.step.user_step import UserStep
@@ -143,11 +143,56 @@ def differentiated_leaves(jaxpr: Any, prepared: UserStep) -> set[int]:
     leaves = jax.tree.leaves(prepared.args)
     if len(inner.invars) != len(leaves):
         return set()
-    roles = leaf_roles(prepared.args)
-    candidates = [i for i, (leaf, owner, role) in enumerate(zip(leaves, prepared.owners, roles))
-                  if owner is None and role != "optimizer_state" and getattr(leaf, "ndim", 0) > 0
+    # (whatever holds them: optax's ``LookaheadParams(fast, slow)`` is an optax type, its ``fast`` the
+    # parameters; an optimizer's moments are read by no pass, and are none)
+    candidates = [i for i, (leaf, owner) in enumerate(zip(leaves, prepared.owners))
+                  if owner is None and getattr(leaf, "ndim", 0) > 0
                   and jax.numpy.issubdtype(getattr(leaf, "dtype", np.int32), jax.numpy.inexact)]
-    return _from_gradients(inner, _Flow(inner), candidates) if candidates else set()
+    if not candidates:
+        return set()
+    flow = _Flow(inner)
+    found = _from_gradients(inner, flow, candidates)
+    return found | _beside(inner, flow, _arguments(prepared.args), found, candidates)
+
+
+def _arguments(args: Any) -> list[tuple[int, ...]]:
+    """Per flattened leaf of ``args``, the argument it is in: its positions in the arguments' tuple and
+    in the tuples or lists there (``states[1]`` of ``step(states, batch)``)."""
+    found = []
+    for path, _ in jax.tree_util.tree_flatten_with_path(tuple(args))[0]:
+        positions = []
+        for entry in path:
+            if not isinstance(entry, jax.tree_util.SequenceKey):
+                break
+            positions.append(entry.idx)
+        found.append(tuple(positions))
+    return found
+
+
+def _beside(inner: Any, flow: _Flow, arguments: list[tuple[int, ...]], found: set[int],
+            candidates: Iterable[int]) -> set[int]:
+    """The ``candidates`` the loss is differentiated with respect to beside ``found`` (those the step
+    updates from their gradients) though their new value is made from no gradient: an optimizer that
+    zeroes their updates (``optax.chain(optax.adam(lr), optax.transforms.freeze(mask))``: Adam reads
+    their gradients, ``freeze`` replaces its updates by zeros, their new value is ``p + 0``). ``jax.grad``
+    differentiates with respect to a whole argument, so a leaf of an argument that holds a leaf of
+    ``found`` is one where the passes read it, the backward pass makes an array of its shape and dtype
+    (its gradient, read or not) and the step returns an array of its shape and dtype computed from
+    it anew outside the passes (its new value); a batch in that argument is returned by no such array."""
+    held = {arguments[i] for i in found}
+    rest = [i for i in candidates if i not in found and arguments[i] in held]
+    if not rest:
+        return set()
+    made = {_key(v.aval) for _, outs, found_pass in flow.nodes if found_pass == _BACKWARD for v in outs}
+    origins, read = _origins(flow, [inner.invars[i] for i in rest])
+    beside = set()
+    for bit, index in enumerate(rest):
+        var = inner.invars[index]
+        key = _key(var.aval)
+        if read >> bit & 1 and key in made and any(
+                v is not var and _key(v.aval) == key and origins.get(v, 0) >> bit & 1 for v in flow.outs):
+            beside.add(index)
+    return beside
 
 
 def trained_and_rewritten(jaxpr: Any, count: int, indices: Iterable[int]) -> tuple[set[int], set[int]]:
@@ -353,7 +398,5 @@ def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[i
 def with_differentiated_parameters(jaxpr: Any, prepared: UserStep) -> UserStep:
     """The step with the leaves its loss is differentiated with respect to (`differentiated_leaves`)
     parameters, as well as those its arguments' names mark (`UserStep.with_differentiated`)."""
-    if prepared.kind != "jax":
-        return prepared
     found = differentiated_leaves(jaxpr, prepared)
     return prepared.with_differentiated(found) if found else prepared

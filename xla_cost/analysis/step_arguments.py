@@ -306,12 +306,14 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     ``optimizer_state``, ``model_state`` or ``inputs``.
 
     A parameter is a leaf that is one itself (its module found by its name or because the loss is
-    differentiated with respect to it, `UserStep.owners`, or an NNX ``Param``), each once: a second
+    differentiated with respect to it, `UserStep.owners`, whatever holds it: `UserStep.roles`,
+    ``optax.LookaheadParams``' ``fast``; or an NNX ``Param``), each once: a second
     array of a parameter already counted (its module, name and shape: an EMA of the parameters
-    passed or kept beside them) is model state, modules matched by their whole paths below the
-    collection's root (`_same_module`: the root's ``LayerNorm_0`` is not ``Block_0/LayerNorm_0``); a
-    leaf that owns a module only because its path ends with a parameter's (`UserStep.mirrors`:
-    ``m['fc1']['w']`` beside ``params['fc1']['w']``) is none.
+    passed or kept beside them; the leaves the loss is differentiated by are counted first, so an NNX
+    model's Params that the step overwrites from them are the copy) is model state, modules matched by
+    their whole paths below the collection's root (`_same_module`: the root's ``LayerNorm_0`` is not
+    ``Block_0/LayerNorm_0``); a leaf that owns a module only because its path ends with a parameter's
+    (`UserStep.mirrors`: ``m['fc1']['w']`` beside ``params['fc1']['w']``) is none.
     A leaf is optimizer state where an optimizer's state holds it by type or name (`leaf_roles`: an
     optax state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
     (``mu['fc1']['kernel']``), or, with the step's ``jaxpr``, by the data flow whatever holds it
@@ -322,38 +324,40 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     written back: ``written``, `written_arguments`, a KV cache); else an input."""
     mirrors = prepared.mirrors()
     leaves = jax.tree.leaves(prepared.args)
-    roles = [role for arg, _ in arguments(prepared) for role in leaf_roles(arg)]
+    roles = prepared.roles()  # (a leaf the loss is differentiated by is a parameter whatever holds it)
     owners = list(prepared.owners) + [None] * (len(leaves) - len(prepared.owners))
     own = [role == "parameters" or (role is None and module is not None and i not in mirrors)
            for i, (role, module) in enumerate(zip(roles, owners))]
     states = optimizer_state_leaves(jaxpr, len(leaves), [i for i, mine in enumerate(own) if mine],
                                     [i for i, role in enumerate(roles) if role is None]) if jaxpr is not None else set()
-    parts: list[str] = []
-    counted: dict[tuple[str, tuple[int, ...]], list[tuple[str | None, str]]] = {}
-    modules = set(prepared.param_paths) | {o for o in prepared.owners if o is not None}
-    index = 0
+    entries = []  # (index, path, leaf, whether its argument holds state)
     for position, (arg, arg_owners) in enumerate(arguments(prepared)):
         holds = any(o is not None for o in arg_owners) or any(leaf_roles(arg))  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])
-        for path, leaf in named_leaves(arg):
-            role, module = roles[index], owners[index]
-            if role == "parameters" and module is None and index not in prepared.quantized and _integer(leaf):
-                role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
-            if index in states:
-                role = "optimizer_state"
-            elif role == "parameters" or (role is None and module is not None and index not in mirrors):
-                names = _leaf_names(path)
-                # a parameter found is known by its module's whole path (after its tree's name: `labelled`), a copy
-                # no module owns (an NNX Param of an EMA's state) by its path below its collection's keys
-                here = (prepared.labelled(index, module), module) if module is not None else \
-                    (None, _below_root(names[:-1], modules))
-                seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
-                role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"
-                seen.append(here)
-            elif role is None:
-                role = "model_state" if holds else "inputs"
-            parts.append(role)
-            index += 1
+        entries += [(len(entries) + i, path, leaf, holds) for i, (path, leaf) in enumerate(named_leaves(arg))]
+    parts: list[str] = [""] * len(entries)
+    counted: dict[tuple[str, tuple[int, ...]], list[tuple[str | None, str]]] = {}
+    modules = set(prepared.param_paths) | {o for o in prepared.owners if o is not None}
+    # the leaves the loss is differentiated by are the parameters before any other array of theirs (an NNX
+    # model's Params that the step overwrites from them with nnx.update, optax's lookahead example's)
+    for index, path, leaf, holds in sorted(entries, key=lambda entry: entry[0] not in prepared.differentiated):
+        role, module = roles[index], owners[index]
+        if role == "parameters" and module is None and index not in prepared.quantized and _integer(leaf):
+            role = None  # an integer Param no weight reads (an index table): `xla_cost.analysis.quantized`
+        if index in states:
+            role = "optimizer_state"
+        elif role == "parameters" or (role is None and module is not None and index not in mirrors):
+            names = _leaf_names(path)
+            # a parameter found is known by its module's whole path (after its tree's name: `labelled`), a copy
+            # no module owns (an NNX Param of an EMA's state) by its path below its collection's keys
+            here = (prepared.labelled(index, module), module) if module is not None else \
+                (None, _below_root(names[:-1], modules))
+            seen = counted.setdefault((names[-1] if names else "", tuple(getattr(leaf, "shape", ()))), [])
+            role = "model_state" if any(_same_module(here, other) for other in seen) else "parameters"
+            seen.append(here)
+        elif role is None:
+            role = "model_state" if holds else "inputs"
+        parts[index] = role
     return parts
 
 

@@ -24,6 +24,7 @@ from jax.extend import core as jex_core
 from xla_cost.analysis.costs import flop_gap_reason
 from xla_cost.analysis.differentiated import trained_and_rewritten
 from xla_cost.analysis.report import PhaseCosts
+from xla_cost.analysis.step_arguments import leaf_parts
 from xla_cost.analysis.trained_notes import ungraded_note
 from xla_cost.compiled import lowering, xla
 from xla_cost.count.attribution import classify_pass
@@ -217,14 +218,15 @@ def step_notes(counted: JaxprCount, prepared: UserStep, traced: Any, module_of: 
         ungraded = ungraded_parameters(traced.jaxpr, prepared, module_of)
         if ungraded:
             notes.append(ungraded_note(ungraded))
-    states = _optimizer_states(prepared.args)
+    # (the parameters and the optimizer state as the memory's parts read them)
+    elements, states = _held(prepared, leaf_parts(prepared, jaxpr=traced))
     total = sum(states.values())
-    elements = _parameter_elements(prepared)  # as the arguments hold them (a pmap's copies included)
     if elements and total > _MOMENTS * elements:
         held = ", ".join(f"{name} {n / elements:.1f}x" for name, n in states.items())
         notes.append(f"step checker: the optimizer state holds {total / elements:.1f}x the parameters ({held}): "
                      f"more than Adam's {_MOMENTS} moments; check for a state kept twice (a chain that repeats a "
-                     "transformation, gradient accumulation's copy, a float32 copy of the parameters)")
+                     "transformation, gradient accumulation's copy, a float32 copy of the parameters; "
+                     "optax.lookahead's slow weights are one more by design)")
     return notes
 
 
@@ -380,10 +382,10 @@ def _parameter_names(prepared: UserStep) -> list[tuple[int, Any, str, str]]:
     the name after its tree's where several trees share module paths (``qf1_state/Dense_0/kernel``:
     `UserStep.labelled`), the module as the name stacks show it."""
     flat = named_leaves(prepared.args)  # a wrapper's own keys left out: the parameter's name is its key's
-    parameters = _parameter_leaves(prepared.args)
+    parameters = _parameter_indices(prepared)
     named = []
     for index, ((path, leaf), module) in enumerate(zip(flat, prepared.owners)):
-        if module is None or module not in prepared.param_paths or id(leaf) not in parameters:
+        if index not in parameters:
             continue
         keys = path_names(path)  # an NNX Variable's array (.value): the variable's name
         named.append((index, leaf, module, f"{prepared.labelled(index, module)}/{keys[-1] if keys else ''}"))
@@ -496,7 +498,7 @@ def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str]
 
 
 def _is_state(x: Any) -> bool:
-    """An optax state (a named tuple of optax's)."""
+    """An optax type (a named tuple of optax's): its name is the kind of state it holds."""
     return type(x).__module__.startswith("optax") and hasattr(x, "_fields")
 
 
@@ -506,20 +508,20 @@ field and NNX ``nnx.Optimizer``'s attribute (whose optax states NNX holds as its
 optax's named tuples)."""
 
 
-def _state_leaves(args: Any) -> dict[int, str]:
-    """The leaves of ``args`` that an optimizer's state holds, by identity, each with its kind:
-    its optax state's type (``ScaleByAdamState``), or under `STATE_KEY`, where no optax type is
-    left, the field after it (``opt_state.mu``)."""
-    kinds: dict[int, str] = {}
-    for state in jax.tree.leaves(args, is_leaf=_is_state):
-        if _is_state(state):
-            kinds.update((id(leaf), type(state).__name__) for leaf in jax.tree.leaves(state))
-    for path, leaf in jax.tree_util.tree_flatten_with_path(args)[0]:
+def _state_kinds(args: Any) -> list[str]:
+    """Per flattened leaf of ``args``, the kind of optimizer state it would be: its optax type's name
+    (``ScaleByAdamState``), or under `STATE_KEY`, where no optax type is left, the field after it
+    (``opt_state.mu``), else ``optimizer state`` (one the data flow finds: a plain dict's ``m``).
+    Which leaves are optimizer state is `xla_cost.analysis.step_arguments.leaf_parts`' to say."""
+    kinds: list[str] = []
+    for node in jax.tree.leaves(args, is_leaf=_is_state):
+        kinds += [type(node).__name__ if _is_state(node) else ""] * len(jax.tree.leaves(node))
+    for index, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path(args)[0]):
         names = [_key_name(key) for key in path]
-        if id(leaf) not in kinds and STATE_KEY in names:
+        if not kinds[index] and STATE_KEY in names:
             field = next((n for n in names[names.index(STATE_KEY) + 1:] if n is not None), "")
-            kinds[id(leaf)] = f"{STATE_KEY}.{field}" if field else STATE_KEY
-    return kinds
+            kinds[index] = f"{STATE_KEY}.{field}" if field else STATE_KEY
+    return [kind or "optimizer state" for kind in kinds]
 
 
 def _key_name(key: Any) -> str | None:
@@ -530,28 +532,33 @@ def _key_name(key: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _parameter_leaves(args: Any) -> set[int]:
-    """The identities of the leaves of ``args`` outside every optimizer state (`_state_leaves`)."""
-    state = _state_leaves(args)
-    return {id(leaf) for leaf in jax.tree.leaves(args) if id(leaf) not in state}
+def _parameter_indices(prepared: UserStep) -> set[int]:
+    """The flattened leaves of the step's arguments that own a module as parameters: not an
+    optimizer's state's (`UserStep.roles`: a leaf the loss is differentiated by is none, whatever
+    holds it, ``optax.LookaheadParams.fast``), nor a leaf that only mirrors a parameter's path
+    (`UserStep.mirrors`: ``m['fc1']['w']`` beside ``params['fc1']['w']``), as the memory's parts
+    read them (`xla_cost.analysis.step_arguments.leaf_parts`)."""
+    mirrors = prepared.mirrors()
+    return {index for index, (role, module) in enumerate(zip(prepared.roles(), prepared.owners))
+            if module is not None and module in prepared.param_paths and role != "optimizer_state"
+            and index not in mirrors}
 
 
-def _parameter_elements(prepared: UserStep) -> int:
-    """The parameters' array elements in the step's arguments (optimizer states left out)."""
-    kept = _parameter_leaves(prepared.args)
-    return sum(int(getattr(leaf, "size", 0)) for leaf, module in zip(jax.tree.leaves(prepared.args), prepared.owners)
-               if module is not None and module in prepared.param_paths and id(leaf) in kept)
-
-
-def _optimizer_states(args: Sequence[Any]) -> dict[str, int]:
-    """Array elements (not scalars) held by each kind of optimizer state in ``args`` (`_state_leaves`)."""
-    kinds = _state_leaves(args)
+def _held(prepared: UserStep, parts: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(the parameters' array elements, the array elements (not scalars) of each kind of optimizer
+    state, `_state_kinds`) in the step's arguments, each leaf as the memory's parts read it
+    (``parts``: `xla_cost.analysis.step_arguments.leaf_parts`; a pmap's copies included)."""
+    leaves = jax.tree.leaves(prepared.args)
+    kinds = _state_kinds(prepared.args)
+    elements = 0
     held: dict[str, int] = {}
-    for leaf in jax.tree.leaves(args):
-        kind = kinds.get(id(leaf))
-        if kind is not None and getattr(leaf, "ndim", 0) > 0 and jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating):
+    for leaf, part, kind in zip(leaves, parts, kinds):
+        if part == "parameters":
+            elements += int(getattr(leaf, "size", 0))
+        elif part == "optimizer_state" and getattr(leaf, "ndim", 0) > 0 \
+                and jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating):
             held[kind] = held.get(kind, 0) + int(leaf.size)
-    return held
+    return elements, held
 
 
 _FUSION_GAP = 0.02

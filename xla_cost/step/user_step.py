@@ -170,12 +170,22 @@ class UserStep:
         return frozenset(i for i, (mine, module) in enumerate(zip(own, self.owners))
                          if mine is None and module is not None)
 
+    def roles(self) -> list[str | None]:
+        """What holds each flattened leaf of ``args`` (`leaf_roles`), each leaf the loss is
+        differentiated with respect to (`differentiated`) a ``parameters`` one whatever holds it:
+        ``optax.LookaheadParams(fast, slow)`` is an optax type, and its ``fast`` the parameters."""
+        return ["parameters" if i in self.differentiated else role for i, role in enumerate(leaf_roles(self.args))]
+
     def with_differentiated(self, leaves: Collection[int]) -> UserStep:
         """The step with the leaves ``leaves`` (by flattened index), which its loss is differentiated
-        with respect to, parameters as well as those a name marks (a plain jax step's; an NNX step's
-        are its Params); the note that none was found dropped where some are now."""
-        if self.kind != "jax" or not leaves:
+        with respect to, parameters as well as those a name marks (a plain jax step's), or as well as
+        the model's Params (an NNX step's: `_nnx_differentiated`); the note that none was found dropped
+        where some are now."""
+        if not leaves:
             return self
+        if self.kind != "jax":
+            owners, counts = _nnx_differentiated(self.args, self.owners, self.param_paths, leaves)
+            return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, differentiated=frozenset(leaves))
         owners, counts, trees = _linen_params(self.args, self.positional, 0, self.quantized, leaves)
         notes = tuple(n for n in self.notes if n != NO_PARAMETERS_NOTE) if counts else self.notes
         return dataclasses.replace(self, owners=tuple(owners), param_paths=counts, notes=notes,
@@ -300,8 +310,9 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     position of the model in a state of several objects). ``quantized``: integer leaves (by
     flattened index) that are parameters (int8 weights), which no gradient makes otherwise.
     ``differentiated``: leaves (by flattened index) the step's loss is differentiated with respect
-    to, parameters whatever their names (`UserStep.with_differentiated`): their module path starts
-    below the argument, as an argument named ``params``'s does.
+    to, parameters whatever their names and whatever holds them (`UserStep.with_differentiated`: an
+    optax type, ``LookaheadParams.fast``): their module path starts below the argument, as an
+    argument named ``params``'s does.
 
     Each parameter is a leaf of its own: two arguments' parameters of one module path, name and
     shape (two TrainStates of one network class) are two, and count twice; within one argument a
@@ -316,8 +327,11 @@ def _linen_params(args: Sequence[Any], names: Sequence[str | None] = (), strip: 
     keys = [path_names(path) for path, _ in flat]
     roles = leaf_roles(tuple(args))
     for index, (names_here, (path, leaf), role) in enumerate(zip(keys, flat, roles)):
-        start = _parameter_start(tuple(args), path, names_here, names) if role != "optimizer_state" else None
-        if start is None and (role == "parameters" or (index in differentiated and role != "optimizer_state")):
+        # a leaf the loss is differentiated by is a parameter whatever holds it, an optax type included
+        # (``optax.LookaheadParams(fast, slow)``'s ``fast``); an optimizer's state holds no other
+        mine = index in differentiated or role != "optimizer_state"
+        start = _parameter_start(tuple(args), path, names_here, names) if mine else None
+        if start is None and (role == "parameters" or index in differentiated):
             start = 1  # an NNX Param in a state, a leaf the loss is differentiated by: its path below the argument
         if start is None or not (differentiable(leaf) or index in quantized):  # an integer array: no parameter
             owners.append(None)
@@ -437,6 +451,31 @@ def _follow_params(keys: Sequence[Sequence[str]], owners: list[str | None]) -> l
         if module is None:
             out[i] = next((tails[t] for n in lengths if len(names) > n and (t := tuple(names[-n:])) in tails), None)
     return out
+
+
+def _nnx_differentiated(args: Sequence[Any], owners: Sequence[str | None], counts: Mapping[str, int],
+                        leaves: Collection[int]) -> tuple[list[str | None], dict[str, int]]:
+    """An NNX step's owners and counts with the leaves ``leaves`` (by flattened index), which its loss
+    is differentiated with respect to outside the NNX objects (optax's lookahead example's
+    ``LookaheadParams(fast, slow)`` of ``nnx.state(model, nnx.Param)``, which the step's loss writes into
+    the model with ``nnx.update`` before calling it), parameters: each owned by the model's module
+    whose parameter its path ends with (`_follow_params`: ``fast['conv1']['kernel']`` is ``conv1``'s,
+    the modules the name stacks show), already counted; else by its keys below its argument (below its
+    object, in the NNX objects' state: ``params`` and ``rest``, keyed by the object's position first: a
+    variable type of the user's own that the step trains, at the model's root ``''``), counted."""
+    flat = named_leaves(tuple(args))
+    keys = [path_names(path) for path, _ in flat]
+    followed = _follow_params(keys, [module if i not in leaves else None for i, module in enumerate(owners)])
+    owners, counts = list(owners), dict(counts)
+    for index in sorted(leaves):
+        module = followed[index]
+        if module is None:
+            argument = _argument_of(flat[index][0])
+            below = len(argument) + (1 if argument[:1] in ((0,), (1,)) else 0)  # (an object's state: its position)
+            module = "/".join(keys[index][below:-1])
+            counts[module] = counts.get(module, 0) + math.prod(getattr(flat[index][1], "shape", ()))
+        owners[index] = module
+    return owners, counts
 
 
 def _traced_function(step: Any, kwargs: Mapping[str, Any]) -> Callable[..., Any]:
