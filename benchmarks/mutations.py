@@ -1239,12 +1239,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "optimizer_state_taken_for_parameters",
-        "Adafactor's factored state judged as parameters: 'every parameter receives no gradient'",
+        "the step checker names an optimizer's state that mirrors a parameter's module among the parameters "
+        "(a TrainState's Adam moments beside its params): 'parameters that receive no gradient'",
         (Edit("xla_cost/analysis/step_checks.py",
               '            if module is not None and module in prepared.param_paths and role != "optimizer_state"\n'
               "            and index not in mirrors}\n",
               "            if module is not None and module in prepared.param_paths}\n"),),
-        tests=("tests/analysis/test_step_checks.py",),
+        tests=("tests/step/test_frozen.py::test_two_train_states_of_one_network_class_are_two_sets_of_parameters",
+               "tests/step/test_frozen.py::test_an_actor_step_names_no_critic_as_receiving_zero_gradients",
+               "tests/analysis/test_step_checks.py"),
     ),
     Mutation(
         "optimizer_refusal_escapes",
