@@ -1598,9 +1598,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "ema_state_is_a_metric",
-        "an NNX step's EMA returned updated is read as a metric: its work in other, a note to log it",
+        "an NNX step's EMA returned updated is read as a metric: its work in other, a note to log it (its path "
+        "matched to no argument's, and the data flow's new values, which find it too, not read)",
         (Edit("xla_cost/analysis/step_arguments.py",
-              "or _leaf_key(path[1:], leaf) in given or _leaf_key(path[2:], leaf) in given)", ")"),),
+              "or _leaf_key(path[1:], leaf) in given or _leaf_key(path[2:], leaf) in given)", ")"),
+         Edit("xla_cost/analysis/step_arguments.py",
+              "    updated = new_values(jaxpr) if jaxpr is not None and not all(found) else set()\n",
+              "    updated = set()\n")),
         tests=("tests/step/test_frozen.py",),
     ),
     Mutation(
