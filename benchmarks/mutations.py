@@ -1571,7 +1571,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("xla_cost/analysis/step_arguments.py",
               "    chosen = alike[0] if alike else candidates[0][1] if candidates else None\n",
               "    chosen = candidates[0][1] if candidates else None\n"),),
-        tests=("tests/step/test_frozen.py",),
+        tests=("tests/step/test_frozen.py::test_a_step_given_its_frozen_weights_apart_reads_the_batch_from_its_inputs",),
     ),
     Mutation(
         "pages_link_data_beside_reports",

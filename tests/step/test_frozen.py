@@ -82,13 +82,17 @@ def test_an_optimizer_that_reads_every_gradient_keeps_them_all():
     assert report.layers_frame().loc["body", "backward_flops"] >= 2 * B * D * H + (B - 1) * H
 
 
-def test_a_step_given_its_frozen_weights_apart_reads_the_batch_from_its_inputs():
+@pytest.mark.parametrize("names", [("kernel", "bias"), ("w", "b")])
+def test_a_step_given_its_frozen_weights_apart_reads_the_batch_from_its_inputs(names):
     # train_step(head, body, opt_state, x, y): only the head is differentiated; the frozen body's arrays
     # (a D x H kernel and an H bias: leading dimensions D and H) hold no differentiated parameter, as x
-    # and y do not, but only x and y share a leading dimension: the batch, B
+    # and y do not, but only x and y share a leading dimension: the batch, B. Keyed as the head's are, the
+    # body's leaves mirror its parameters' paths; keyed w and b, nothing marks them but their shapes
+    weight, shift = names
+
     def train_step(head, body, opt_state, x, y):
         def loss(head):
-            hidden = nn.relu(x @ body["kernel"] + body["bias"][None])
+            hidden = nn.relu(x @ body[weight] + body[shift][None])
             return jnp.mean((hidden @ head["kernel"] + head["bias"][None] - y) ** 2)
 
         grads = jax.grad(loss)(head)
@@ -96,7 +100,7 @@ def test_a_step_given_its_frozen_weights_apart_reads_the_batch_from_its_inputs()
         return optax.apply_updates(head, updates), opt_state
 
     head = {"kernel": jax.ShapeDtypeStruct((H, C), jnp.float32), "bias": jax.ShapeDtypeStruct((C,), jnp.float32)}
-    body = {"kernel": jax.ShapeDtypeStruct((D, H), jnp.float32), "bias": jax.ShapeDtypeStruct((H,), jnp.float32)}
+    body = {weight: jax.ShapeDtypeStruct((D, H), jnp.float32), shift: jax.ShapeDtypeStruct((H,), jnp.float32)}
     report = xla_cost.analyze_step(train_step, head, body, optax.sgd(0.1).init(head), X,
                                    jax.ShapeDtypeStruct((B, C), jnp.float32))
     assert report.batch_size == B
