@@ -150,6 +150,25 @@ def test_an_nnx_metrics_objects_update_is_other_not_the_models_update():
     assert report.phases["other"].flops >= argmax.total.flops
 
 
+
+def test_a_gradient_norm_an_nnx_metric_keeps_is_other_though_it_reads_the_gradients():
+    # metrics.update(grad_norm=optax.tree.norm(grads)): a metric object's state, written from the gradients
+    # as the optimizer's is, is a metric the step keeps, not new state: the norm's P squares and their sum
+    # (2 P - 1 FLOP at least) are other, and the update is Adam's alone, as `analyze` counts it
+    @nnx.jit
+    def train_step(model, optimizer, metrics, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
+        optimizer.update(model, grads)
+        metrics.update(loss=loss, grad_norm=optax.tree.norm(grads))
+
+    metrics = nnx.MultiMetric(loss=nnx.metrics.Average("loss"), grad_norm=nnx.metrics.Average("grad_norm"))
+    report = xla_cost.analyze_step(train_step, *_objects(), metrics, X, Y, counter="jaxpr")
+    reference = xla_cost.analyze(nnx.eval_shape(lambda: nnx.Linear(D, C, rngs=nnx.Rngs(0))), X,
+                                 optimizer="adam", counter="jaxpr")
+    assert report.phases["update"].flops == pytest.approx(reference.phases["update"].flops, abs=8)
+    assert report.phases["other"].flops >= 2 * P - 1
+
+
 DENSE = nn.Dense(C)
 
 
