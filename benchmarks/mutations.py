@@ -441,10 +441,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cond(flag, f, g, params, grads) has no update",
         (Edit(
             "xla_cost/count/step_parts.py",
-            "results = [self.classify(b, taint[1:], owners[1:]) for b in node.levels]",
-            "results = [self.classify(b, taint[:-1], owners[:-1]) for b in node.levels]",
+            "results = [self.classify(b, taint[1:], owners[1:], state[1:]) for b in node.levels]",
+            "results = [self.classify(b, taint[:-1], owners[:-1], state[:-1]) for b in node.levels]",
         ),),
-        tests=("tests/step/test_step_parts.py",),
+        tests=("tests/step/test_step_parts.py::"
+               "test_a_cond_given_two_layers_params_and_grads_charges_each_layer_its_own_update",),
     ),
     Mutation(
         "step_rollout_of_updated_params_is_update",
@@ -2365,8 +2366,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "loop_body_update_unconfirmed",
         "a frozen reference's log-sum-exp summed in a fori_loop over checkpointed chunks (EasyDeL's DPO) is "
         "counted as the update: its body's work, made from no gradient, is taken for new state",
-        (Edit("xla_cost/count/step_parts.py", "                revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs],",
-              "                0 and revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs],"),),
+        (Edit("xla_cost/count/step_parts.py", "                revert_unconfirmed(node, outer, self.provisional, {UPDATE, _OUTSIDE})",
+              "                0 and revert_unconfirmed(node, outer, self.provisional, {UPDATE, _OUTSIDE})"),),
         tests=("tests/step/test_step_parts.py::"
                "test_a_frozen_references_chunked_log_sum_exp_is_other_and_the_policys_forward",),
     ),
@@ -2597,6 +2598,33 @@ MUTATIONS: tuple[Mutation, ...] = (
               "    return found\n"),),
         tests=("tests/step/test_frozen.py::"
                "test_freezing_after_adam_trains_every_parameter_whatever_the_arguments_are_named",),
+    ),
+    Mutation(
+        "perturbed_input_is_update",
+        "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
+        "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",
+        (Edit("xla_cost/count/step_parts.py",
+              "                elif node.part == UPDATE and not node.reads_state and seen & {FORWARD, BACKWARD, _PERTURBED} \\\n",
+              "                elif False and node.part == UPDATE and not node.reads_state and seen & {FORWARD, BACKWARD, _PERTURBED} \\\n"),),
+        tests=("tests/step/test_step_parts.py::test_an_input_perturbed_along_its_gradient_is_other_not_the_update_nor_a_parameter",),
+    ),
+    Mutation(
+        "perturbed_input_in_a_loop_is_update",
+        "PGD's steps in a fori_loop (the carried adversarial batch moved along its gradient's sign and clipped) "
+        "stay the update's",
+        (Edit("xla_cost/count/update_work.py",
+              "    kept = {id(inner): inner for inner in body.nodes\n",
+              "    kept = {id(inner): inner for inner in body.nodes[:0]\n"),),
+        tests=("tests/step/test_step_parts.py::test_an_input_perturbed_along_its_gradient_is_other_not_the_update_nor_a_parameter",),
+    ),
+    Mutation(
+        "returned_perturbed_batch_is_a_parameter",
+        "a batch returned moved along its gradient (FGSM's adversarial batch, logged) is taken for a parameter "
+        "the step trains: B IN more parameters",
+        (Edit("xla_cost/analysis/differentiated.py",
+              "            if any(v in both and v is not var and v not in fed and _key(v.aval) == key for v in flow.outs):\n",
+              "            if any(v in both and v is not var and _key(v.aval) == key for v in flow.outs):\n"),),
+        tests=("tests/step/test_step_parts.py::test_an_input_perturbed_along_its_gradient_is_other_not_the_update_nor_a_parameter",),
     ),
 )
 

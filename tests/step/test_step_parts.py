@@ -125,6 +125,26 @@ def test_a_cond_given_params_then_grads_charges_the_update_to_their_layer():
     assert rows["(remainder)"].update_flops == 1
 
 
+def test_a_cond_given_two_layers_params_and_grads_charges_each_layer_its_own_update():
+    # the branch's invars are the cond's operands after its index: each parameter and gradient keeps its
+    # owner through them (shifted by one, Dense_1's bias would be charged to Dense_0)
+    model = _Relu()
+
+    def step(params, x, flag):
+        loss, grads = jax.value_and_grad(lambda p: jnp.sum(model.apply({"params": p}, x)))(params)
+        new = lax.cond(flag, lambda p, g: jax.tree.map(lambda a, b: a - 0.1 * b * b, p, g),
+                       lambda p, g: p, params, grads)
+        return new, loss
+
+    x = jax.ShapeDtypeStruct((B, IN), jnp.float32)
+    params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+    report = xla_cost.analyze_step(step, params, x, jax.ShapeDtypeStruct((), jnp.bool_), per_layer=True,
+                                   counter="jaxpr")
+    rows = {row.path: row.update_flops for row in report.layers}
+    # g * 0.1, * g, p - : 3 per parameter of each layer's kernel and bias
+    assert rows["Dense_0"] == 3 * (IN * FC + FC) and rows["Dense_1"] == 3 * (FC * OUT + OUT)
+
+
 # ------------------------------------------------------------------ a rollout of the updated policy
 
 ROLLOUT, ITERATIONS = 3, 2  # the rollout's steps, the training iterations of one jitted loop
@@ -734,3 +754,64 @@ def test_a_gradient_taken_inside_the_update_has_its_forward_and_backward(form, e
     assert note.startswith(f"the step computes {1 + extra} gradients") and f"hold all {1 + extra}" in note
     assert f"{extra} taken at values the step's update made from an earlier gradient" in note
     assert (f"{looped} in loops, one per iteration" in note) == bool(looped)
+
+
+# ------------------------------------------- an input perturbed along its gradient (adversarial training)
+
+EPS, ALPHA, PGD_STEPS = 0.03, 0.01, 3
+
+
+def _adversarial_steps():
+    model = _Relu()
+    tx = optax.sgd(0.1)
+
+    def loss(p, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": p}, x), y).mean()
+
+    def train(params, opt_state, x_adv, y):
+        value, grads = jax.value_and_grad(loss)(params, x_adv, y)
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    def fgsm(params, opt_state, x, y):  # Goodfellow et al. 2015: x + eps * sign(grad_x loss)
+        x_adv = x + EPS * jnp.sign(jax.grad(loss, argnums=1)(params, x, y))
+        return train(params, opt_state, x_adv, y)
+
+    def fgsm_returned(params, opt_state, x, y):  # the same, the adversarial batch returned to be logged
+        x_adv = x + EPS * jnp.sign(jax.grad(loss, argnums=1)(params, x, y))
+        return *train(params, opt_state, x_adv, y), x_adv
+
+    def pgd(params, opt_state, x, y):  # Madry et al. 2018: PGD_STEPS signed steps, each clipped to the eps-ball
+        def ascend(i, x_adv):
+            moved = x_adv + ALPHA * jnp.sign(jax.grad(loss, argnums=1)(params, x_adv, y))
+            return jnp.clip(moved, x - EPS, x + EPS)
+
+        return train(params, opt_state, lax.fori_loop(0, PGD_STEPS, ascend, x), y)
+
+    return tx, {"fgsm": fgsm, "fgsm_returned": fgsm_returned, "pgd": pgd}
+
+
+@pytest.mark.parametrize("form, perturbation, attack", [
+    ("fgsm", 3 * B * IN, 1),  # sign, multiply by eps, add: one each per input element; one gradient of the input
+    ("fgsm_returned", 3 * B * IN, 1),
+    # per step: sign, multiply by alpha, add, x - eps and x + eps, the clip's max and min (7 per element);
+    # the fori_loop's scan counter: an add and a compare per iteration
+    ("pgd", PGD_STEPS * (7 * B * IN + 2), PGD_STEPS),
+])
+def test_an_input_perturbed_along_its_gradient_is_other_not_the_update_nor_a_parameter(form, perturbation, attack):
+    # the adversarial batch is made from a gradient (of the input) and from no parameter, and a gradient's
+    # passes read it: no optimizer's work. The update is SGD's alone, -lr * g and p + u: 2 FLOP per parameter,
+    # and the batch, even returned beside the new state, is no parameter (its new value is read by the passes)
+    tx, steps = _adversarial_steps()
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    params = jax.eval_shape(_Relu().init, jax.random.key(0), x)["params"]
+    report = xla_cost.analyze_step(steps[form], params, jax.eval_shape(tx.init, params), x, y, counter="jaxpr")
+    parameters = IN * FC + FC + FC * OUT + OUT  # Dense_0 and Dense_1, kernels and biases
+    assert report.parameters == parameters
+    assert report.phases["update"].flops == 2 * parameters
+    assert report.phases["other"].flops == perturbation
+    [note] = [n for n in report.notes if "gradients, each one forward and one backward pass" in n]
+    assert note.startswith(f"the step computes {attack + 1} gradients")  # the attack's and the training's
+    assert "1 taken at inputs perturbed along an earlier gradient" in note
+    assert (f"{attack} in loops" in note) == (form == "pgd")
+    assert "update made" not in note and "step checker: other holds" not in " ".join(report.notes)

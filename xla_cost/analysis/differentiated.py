@@ -378,6 +378,10 @@ def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[i
         return set()
     from_gradients: dict[tuple[tuple[int, ...], str], set[Any]] = {}
     found: set[int] = set()
+    # a new value that a gradient's passes then read is an input perturbed along its gradient (FGSM's
+    # adversarial batch, returned beside the new state), not a new parameter: a parameter's new value
+    # is the step's result for the next step's passes
+    fed = {v for ins, _, found_pass in flow.nodes if found_pass is not None for v in ins}
     for index in candidates:
         var = inner.invars[index]
         keys = [key for key in flow.keys(var) if key in gradients]
@@ -390,7 +394,7 @@ def _from_gradients(inner: Any, flow: _Flow, candidates: Iterable[int]) -> set[i
             if key not in from_gradients:
                 from_gradients[key] = flow.outside(gradients[key])
             both = mine & from_gradients[key]
-            if any(v in both and v is not var and _key(v.aval) == key for v in flow.outs):
+            if any(v in both and v is not var and v not in fed and _key(v.aval) == key for v in flow.outs):
                 found.add(index)
     return found
 

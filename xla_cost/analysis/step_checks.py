@@ -166,6 +166,9 @@ def gradients_note(gradients: Gradients) -> str | None:
     where = [f"{gradients.after_update:,} taken at values the step's update made from an earlier gradient (SAM's "
              "perturbed parameters, from a grad_fn called in the optimizer's update; a line search's trial point; "
              "another model's new parameters)"] if gradients.after_update else []
+    where += [f"{gradients.at_perturbed:,} taken at inputs perturbed along an earlier gradient (an adversarial "
+              "example: FGSM's x + eps * sign(grad_x), a PGD step; its arithmetic is other, not the update)"
+              ] if gradients.at_perturbed else []
     where += [f"{gradients.looped:,} in loops, one per iteration (micro-batches, ascent or line-search steps)"
               ] if gradients.looped else []
     bound = "at least " if not gradients.known else ""

@@ -31,6 +31,7 @@ from xla_cost.step.phases import STEP_PARTS
 __all__ = ["Gradients", "gradient_work", "matched_nodes"]
 
 FORWARD, BACKWARD, UPDATE, _OTHER = STEP_PARTS
+_AFTER_UPDATE, _AT_PERTURBED = "after update", "at perturbed inputs"  # what a gradient is taken at (`_pieces`)
 
 
 class Gradients(NamedTuple):
@@ -42,22 +43,26 @@ class Gradients(NamedTuple):
       looped: of ``count``, those taken in a loop's body.
       after_update: of ``count``, those taken at values the step's update work made from an
         earlier gradient (SAM's perturbed parameters, another model's new parameters).
+      at_perturbed: of ``count``, those taken at inputs perturbed along an earlier gradient and
+        made from no parameter (an adversarial example: FGSM's ``x + eps * sign(grad_x)``).
     """
 
     count: int = 0
     known: bool = True
     looped: int = 0
     after_update: int = 0
+    at_perturbed: int = 0
 
     def times(self, n: int | None) -> Gradients:
         """These, taken in a loop ``n`` times (None: unknown, counted once)."""
         k = 1 if n is None else n
-        return Gradients(self.count * k, self.known and n is not None, self.count * k, self.after_update * k)
+        return Gradients(self.count * k, self.known and n is not None, self.count * k, self.after_update * k,
+                         self.at_perturbed * k)
 
     def plus(self, other: Gradients) -> Gradients:
         """These and ``other``."""
         return Gradients(self.count + other.count, self.known and other.known, self.looped + other.looped,
-                         self.after_update + other.after_update)
+                         self.after_update + other.after_update, self.at_perturbed + other.at_perturbed)
 
 
 def gradient_work(whole: Any, top: Any, saved: Mapping[Any, int]) -> tuple[Gradients, int]:
@@ -66,13 +71,13 @@ def gradient_work(whole: Any, top: Any, saved: Mapping[Any, int]) -> tuple[Gradi
 
     Args:
       whole: the step before dead-code elimination, as `xla_cost.count.step_parts` flattened and
-        classified it (``nodes``, each with ``eqn``, ``stack``, ``part``, ``ins``, ``outs`` and
-        ``levels``: a loop's bodies, a ``while``'s condition last, or a ``cond``'s branches): a
+        classified it (``nodes``, each with ``eqn``, ``stack``, ``part``, ``ins``, ``outs``, ``adversarial``
+        and ``levels``: a loop's bodies, a ``while``'s condition last, or a ``cond``'s branches): a
         ``jax.grad``'s loss still joins its work there.
       top: the step after it (the one counted), classified the same way; or ``whole`` itself.
       saved: per value of ``top``'s own level, the bytes of those its forward work computes and its
         backward work reads. A gradient taken at values an update made from an earlier gradient
-        (SAM's perturbed one) runs after that gradient's backward pass, which let its activations
+        (SAM's perturbed one), or at inputs perturbed along one, runs after that gradient's backward pass, which let its activations
         go: the most either holds counts, not their sum; those of the other gradients (and of work
         in none) add up.
     """
@@ -86,8 +91,8 @@ def gradient_work(whole: Any, top: Any, saved: Mapping[Any, int]) -> tuple[Gradi
         held[piece] = held.get(piece, 0) + sum(saved.get(var, 0) for var in node.outs)
     bytes_ = sum(saved.values())
     if len({piece for piece in held if piece is not None}) > 1:  # (one gradient: all of them, held together)
-        together = sum(n for piece, n in held.items() if piece is None or not piece[1])
-        bytes_ = max([together, *(n for piece, n in held.items() if piece is not None and piece[1])])
+        together = sum(n for piece, n in held.items() if piece is None or piece[1] is None)
+        bytes_ = max([together, *(n for piece, n in held.items() if piece is not None and piece[1] is not None)])
     return _level(whole, lambda node: id(node) in kept), bytes_
 
 
@@ -118,7 +123,9 @@ def _every(level: Any) -> Any:
 def _pieces(level: Any, kept: Callable[[Any], bool]) -> dict[int, tuple[int, bool]]:
     """The gradients taken at ``level`` (not in its loops): for the ``id`` of each leaf node of
     their passes' work (and of those in a loop's body under a pass), which gradient it is in (a
-    number) and whether that one is taken at values the step's update made from an earlier one."""
+    number) and what that one is taken at, where it follows an earlier one: values the step's update
+    made from it (`_AFTER_UPDATE`), inputs perturbed along it (`_AT_PERTURBED`: a node's ``adversarial``),
+    or None."""
     members = [node for node in level.nodes if _in_pass(node)]
     index = {id(node): k for k, node in enumerate(members)}
     parent = list(range(len(members)))
@@ -131,20 +138,26 @@ def _pieces(level: Any, kept: Callable[[Any], bool]) -> dict[int, tuple[int, boo
 
     made: dict[Any, int] = {}
     update: set[Any] = set()  # the values the update's work makes, at this level
+    perturbed: set[Any] = set()  # ... and the inputs perturbed along a gradient (`step_parts.ADVERSARIAL`)
     for node in level.nodes:
         k = index.get(id(node))
         if k is None:
             if node.part == UPDATE:
                 update.update(var for var in node.outs if var is not None)
+            elif node.adversarial:
+                perturbed.update(var for var in node.outs if var is not None)
             continue
         for var in node.ins:
             if var in made:
                 parent[root(k)] = root(made[var])
         made.update((var, k) for var in node.outs if var is not None)
-    pieces = {root(k): False for k, node in enumerate(members) if _backward(node, kept)}
+    pieces: dict[int, str | None] = {root(k): None for k, node in enumerate(members) if _backward(node, kept)}
     for k, node in enumerate(members):
-        if root(k) in pieces and any(var in update for var in node.ins):
-            pieces[root(k)] = True
+        if root(k) in pieces and pieces[root(k)] != _AFTER_UPDATE:
+            if any(var in update for var in node.ins):
+                pieces[root(k)] = _AFTER_UPDATE
+            elif any(var in perturbed for var in node.ins):
+                pieces[root(k)] = _AT_PERTURBED
     return {i: (root(k), pieces[root(k)]) for k, node in enumerate(members) if root(k) in pieces
             for i in _leaves(node)}
 
@@ -154,8 +167,8 @@ def _level(level: Any, kept: Callable[[Any], bool]) -> Gradients:
     for node in level.nodes:
         if node.levels and not _in_pass(node):
             found = found.plus(_loop(node, kept))
-    pieces = dict(_pieces(level, kept).values())
-    return found.plus(Gradients(len(pieces), True, 0, sum(pieces.values())))
+    pieces = list(dict(_pieces(level, kept).values()).values())
+    return found.plus(Gradients(len(pieces), True, 0, pieces.count(_AFTER_UPDATE), pieces.count(_AT_PERTURBED)))
 
 
 def _leaves(node: Any) -> list[int]:

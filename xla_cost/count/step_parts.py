@@ -77,14 +77,14 @@ from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, c
 from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.aux_metrics import metric_only_forward
 from xla_cost.count.gradients import gradient_work, matched_nodes
-from xla_cost.count.update_work import feeding_state, owners_from_readers, revert_unconfirmed
+from xla_cost.count.update_work import feeding_state, owners_from_readers, perturbed_in_loop, revert_unconfirmed
 from xla_cost.count.primitives import VIEWS
 from xla_cost.count.step_labels import Label, Path, StepLabels
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
 from xla_cost.step.trees import nbytes
 
-__all__ = ["classify_step", "MIXED", "METRICS", "FEEDS_LOSS"]
+__all__ = ["classify_step", "MIXED", "METRICS", "FEEDS_LOSS", "ADVERSARIAL"]
 
 FORWARD, BACKWARD, UPDATE, OTHER = STEP_PARTS
 
@@ -95,12 +95,19 @@ FEEDS_LOSS = "feeds the loss"
 """The tag of the model's work outside the gradient whose values the gradient's passes read: a
 target or teacher network's forward computing what the loss compares with (`_Classifier.feeding`)."""
 
+ADVERSARIAL = "adversarial"
+"""The tag of work outside autodiff, made from a gradient and from no parameter or state, that a
+gradient's passes read: an input perturbed along a gradient (FGSM's ``x + eps * sign(grad_x)``, a PGD
+step), which is other, not the update (`_Classifier._refine`)."""
+
 MIXED = "mixed"
 """The consumer label of a loop whose body holds several parts: it keeps its
 operands' producers as they are."""
 
 _OUTSIDE = "outside"  # a level's results: read by the caller, keeps their producers
 _METRIC = "metric"  # a step's result that is not its new state: what only it reads is other
+_PERTURBED = "perturbed"  # read as an input the passes read, made from a gradient (`ADVERSARIAL`)
+_PERTURBED_READERS = frozenset({FORWARD, BACKWARD, OTHER, _METRIC, _PERTURBED, _OUTSIDE})  # (all it may have)
 
 @dataclasses.dataclass
 class _Node:
@@ -112,6 +119,8 @@ class _Node:
     part: str = OTHER
     owner: str | None = None
     levels: list[_Level] = dataclasses.field(default_factory=list)
+    reads_state: bool = False  # reads, outside autodiff, a parameter or state the step was given (`classify`)
+    adversarial: bool = False  # an input perturbed along a gradient (`ADVERSARIAL`)
 
 
 @dataclasses.dataclass
@@ -139,6 +148,8 @@ class _Classifier:
         self.first_forward: set[Path] = set()  # recomputations whose primal is dead code
         self.remat_calls: set[Path] = set()  # the backward pass's checkpoint calls (differentiated)
         self.metrics: set[Path] = set()  # update work turned other: only metrics read it
+        self.adversarial: set[Path] = set()  # update work turned other: an input perturbed along a gradient
+        self.state: list[bool] = []  # per input of the step, whether it is a parameter or state (has an owner)
         self.model_scopes: set[str] = set()  # in a step without a gradient, the scopes that open the model's
         self.model_calls: set[tuple[str, ...]] = set()  # the scopes the gradient's passes run the model under
         self.live: set[Path] = set()  # equations whose values a result of the step needs (`residuals`)
@@ -235,28 +246,34 @@ class _Classifier:
             nodes.append(node)
 
     # ------------------------------------------------------------ classifying
-    def classify(self, level: _Level, taint: Sequence[bool], owners: Sequence[str | None]) -> tuple[
-            list[bool], list[str | None]]:
+    def classify(self, level: _Level, taint: Sequence[bool], owners: Sequence[str | None],
+                 state: Sequence[bool] | None = None) -> tuple[list[bool], list[str | None]]:
         """Labels every equation of ``level`` (and of its loops); returns whether
-        each result holds a gradient, and its owner."""
+        each result holds a gradient, and its owner. ``state``: per input, whether it is (made
+        outside autodiff from) a parameter or state the step was given (default: those with an owner),
+        which a node's ``reads_state`` says of its operands."""
         tainted: dict[Any, bool] = {}
         owner: dict[Any, str | None] = {}
-        for var, t, o in zip(level.invars, taint, owners):
+        stateful: dict[Any, bool] = {}
+        given = state if state is not None else [o is not None for o in owners]
+        for var, t, o, held in zip(level.invars, taint, owners, given):
             if var is not None:
                 tainted[var] = tainted.get(var, False) or t
                 owner[var] = o if owner.get(var) is None else owner[var]
+                stateful[var] = stateful.get(var, False) or held
         for node in level.nodes:
             in_taint = [tainted.get(v, False) for v in node.ins if v is not None]
             any_taint = any(in_taint)
+            node.reads_state = any(stateful.get(v, False) for v in node.ins if v is not None)
             if node.levels:
-                outs_taint, outs_owner = self._loop(node, tainted, owner)
+                outs_taint, outs_owner = self._loop(node, tainted, owner, stateful)
                 # its counter: the update's where its body updates from what it is given, else other
                 # (a rollout's loop over the parameters an earlier iteration updated)
                 updates = any(UPDATE in inner.parts() for inner in node.levels)
                 node.part = self.autodiff_pass(node) or (UPDATE if any_taint and updates else OTHER)
                 node.owner = combine_owners([owner.get(v) for v in node.ins if v is not None])
                 for var, t, o in zip(node.outs, outs_taint, outs_owner):
-                    tainted[var], owner[var] = t, o
+                    tainted[var], owner[var], stateful[var] = t, o, node.reads_state
                 continue
             autodiff = self.autodiff_pass(node)
             node.part = autodiff or (UPDATE if any_taint and not self.runs_model(node.stack) else OTHER)
@@ -268,6 +285,7 @@ class _Classifier:
             out_taint = node.part in (BACKWARD, UPDATE)
             for var in node.outs:
                 tainted[var], owner[var] = out_taint, node.owner
+                stateful[var] = autodiff is None and node.reads_state
         self._refine(level)
         owners_from_readers(level)
         for node in level.nodes:
@@ -276,14 +294,15 @@ class _Classifier:
                 level.labels.update(inner.labels)
         return [tainted.get(v, False) for v in level.outvars], [owner.get(v) for v in level.outvars]
 
-    def _loop(self, node: _Node, tainted: Mapping[Any, bool], owner: Mapping[Any, str | None]) -> tuple[
-            list[bool], list[str | None]]:
+    def _loop(self, node: _Node, tainted: Mapping[Any, bool], owner: Mapping[Any, str | None],
+              stateful: Mapping[Any, bool]) -> tuple[list[bool], list[str | None]]:
         eqn, name = node.eqn, node.eqn.primitive.name
         operands = [None if literal(v) else k for v, k in zip(eqn.invars, _pad(node.ins, eqn.invars))]
         taint = [tainted.get(k, False) if k is not None else False for k in operands]
         owners = [owner.get(k) if k is not None else None for k in operands]
+        state = [stateful.get(k, False) if k is not None else False for k in operands]
         if name == "cond":
-            results = [self.classify(b, taint[1:], owners[1:]) for b in node.levels]
+            results = [self.classify(b, taint[1:], owners[1:], state[1:]) for b in node.levels]
             return ([any(r[0][j] for r in results) for j in range(len(eqn.outvars))],
                     [combine_owners([r[1][j] for r in results]) for j in range(len(eqn.outvars))])
         if name == "scan":
@@ -292,7 +311,7 @@ class _Classifier:
             # a carry that holds a gradient after an iteration holds one before; a chain of carries
             # takes one an iteration after another: classified again up to the fixpoint (`_rounds`)
             for _ in range(_rounds(carry)):
-                out_taint, out_owner = self.classify(body, taint, owners)
+                out_taint, out_owner = self.classify(body, taint, owners, state)
                 grown = [t or (consts <= j < consts + carry and out_taint[j - consts]) for j, t in enumerate(taint)]
                 if grown == taint:
                     break
@@ -301,15 +320,17 @@ class _Classifier:
         # while: cond_consts, body_consts, carry
         cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         carry_taint, carry_owner = taint[cond_n + body_n:], owners[cond_n + body_n:]
+        body_state = state[cond_n:]
         body, cond = node.levels
         for _ in range(_rounds(len(carry_taint))):
             out_taint, out_owner = self.classify(body, [*taint[cond_n:cond_n + body_n], *carry_taint],
-                                                 [*owners[cond_n:cond_n + body_n], *carry_owner])
+                                                 [*owners[cond_n:cond_n + body_n], *carry_owner], body_state)
             grown = [a or b for a, b in zip(carry_taint, out_taint)]
             if grown == carry_taint:
                 break
             carry_taint = grown
-        self.classify(cond, [*taint[:cond_n], *carry_taint], [*owners[:cond_n], *carry_owner])
+        self.classify(cond, [*taint[:cond_n], *carry_taint], [*owners[:cond_n], *carry_owner],
+                      [*state[:cond_n], *state[cond_n + body_n:]])
         return out_taint, out_owner
 
     def _refine(self, level: _Level) -> None:
@@ -348,6 +369,15 @@ class _Classifier:
                     node.part = UPDATE
                     if level is not self.top:
                         self.provisional.add(node.path)
+                elif node.part == UPDATE and not node.reads_state and seen & {FORWARD, BACKWARD, _PERTURBED} \
+                        and seen <= _PERTURBED_READERS:
+                    # made from a gradient and from no parameter or state the step was given, and read by a
+                    # gradient's passes (and returned, or metrics) but by no update: an input perturbed along a
+                    # gradient, FGSM's x + eps * sign(grad_x) (`ADVERSARIAL`), not the update; SAM's perturbed
+                    # parameters read the parameters
+                    node.part, node.owner = OTHER, None  # (the batch's work: no layer's)
+                    node.adversarial = True
+                    self.adversarial.add(node.path)
                 elif node.part == UPDATE and seen and seen <= {OTHER, _METRIC}:
                     node.part = OTHER
                     self.metrics.add(node.path)
@@ -360,10 +390,16 @@ class _Classifier:
                     # fori_loop sums it); where only the backward pass reads it, the derivative's own
                     # invariants (a silu's sigmoid of a conditioning vector every scanned block reads)
                     node.part = BACKWARD if seen == {BACKWARD} else FORWARD
-                reads_as = node.part
+                reads_as = _PERTURBED if node.adversarial else node.part
             else:
-                revert_unconfirmed(node, [readers.get(v, set()) for v in node.outs], self.provisional,
-                                   {UPDATE, _OUTSIDE})
+                outer = [readers.get(v, set()) for v in node.outs]
+                revert_unconfirmed(node, outer, self.provisional, {UPDATE, _OUTSIDE})
+                moved = perturbed_in_loop(node, outer, {FORWARD, BACKWARD}, _PERTURBED_READERS, _PERTURBED)
+                if moved:  # (PGD's steps in a fori_loop: the loop makes a perturbed input, no update)
+                    self.adversarial |= moved
+                    node.adversarial = True
+                    if node.part == UPDATE and not any(UPDATE in inner.parts() for inner in node.levels):
+                        node.part = OTHER
                 parts = set().union(*(inner.parts() for inner in node.levels))
                 reads_as = before = parts.pop() if len(parts) == 1 else MIXED
             for var in node.ins:
@@ -532,7 +568,8 @@ class _Classifier:
             undead = self.whole = _Classifier(self.module_of, self.results)
             level = undead.top = undead.flatten(whole, (), "")
             undead.survey(level, whole)
-            undead.classify(level, [False] * len(level.invars), [None] * len(level.invars))
+            n = len(level.invars)  # (the same arguments as the step's: which are parameters or state)
+            undead.classify(level, [False] * n, [None] * n, self.state if len(self.state) == n else [False] * n)
         return self.whole
 
     def aux_metrics(self, top: _Level, owners: Sequence[str | None]) -> bool:
@@ -763,6 +800,7 @@ def classify_step(
     classifier.survey(level, jaxpr)
     n = len(level.invars)
     given = list(owners) if owners is not None else [None] * n
+    classifier.state = [o is not None for o in given]
     _, result_owners = classifier.classify(level, [False] * n, given)
     if classifier.undifferentiated(level, given, result_owners):
         _relabel(level)
@@ -779,5 +817,6 @@ def classify_step(
                                                classifier.saved)
     # the top level is refined last; a loop body that differentiates keeps one iteration's at a time
     labels.saved_bytes = held + classifier.inner_saved
-    labels.tags = {**{path: FEEDS_LOSS for path in classifier.feeds}, **{path: METRICS for path in classifier.metrics}}
+    labels.tags = {**{path: FEEDS_LOSS for path in classifier.feeds}, **{path: METRICS for path in classifier.metrics},
+                   **{path: ADVERSARIAL for path in classifier.adversarial}}
     return labels

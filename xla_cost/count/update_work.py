@@ -18,6 +18,12 @@ optimizer state is the update's too (`feeding_state`): a DP-SGD privatizer's noi
 key and a buffer of past noise (jax_privacy's BandMF: the noise is solved against the buffer, added
 to the gradient and written into the buffer, the privatizer's new state), and the new state that
 work writes from the update's values.
+
+Work made from a gradient and from no parameter or state, that a gradient's passes read, is no
+update: an input perturbed along its gradient (FGSM's ``x + eps * sign(grad_x)``). The classifier
+turns it into other work where it sees its readers; in a loop's body (PGD's steps in a
+``fori_loop``) the body's results are read after the loop and, as the loop's carry, by the next
+iteration's passes: `perturbed_in_loop` reads both.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 from xla_cost.step.phases import STEP_PARTS
 
-__all__ = ["feeding_state", "owners_from_readers", "revert_unconfirmed"]
+__all__ = ["feeding_state", "owners_from_readers", "perturbed_in_loop", "revert_unconfirmed"]
 
 _FORWARD, _BACKWARD, UPDATE, OTHER = STEP_PARTS
 _SEVERAL = "mixed"  # what a loop of several parts reads a value as
@@ -157,3 +163,84 @@ def owners_from_readers(level: Any) -> None:
         for var in node.ins:
             if var is not None:  # (a loop or a cond reads for every module it holds: it names none)
                 readers.setdefault(var, set()).add(node.owner if node.part == UPDATE and not node.levels else None)
+
+
+def perturbed_in_loop(node: Any, outer: Sequence[Collection[str]], passes: Collection[str],
+                      allowed: Collection[str], mark: str) -> set[Any]:
+    """Turns into other work the update work in the body of the loop ``node`` (a ``scan`` or a
+    ``while``; not its nested loops) that reads no parameter or state (a node's ``reads_state``) and
+    whose values are read by a gradient's passes and by ``allowed`` readers alone: here, after the
+    loop (``outer``, per result of the loop) and, for a carry, by the body's next iteration (what
+    the body reads its input as). PGD's steps: the adversarial batch a ``fori_loop`` carries, each
+    iteration's gradient taken at it, moved along its sign and clipped.
+
+    Args:
+      node: a loop of the classifier's flattened levels (``eqn``, ``levels``: the body first).
+      outer: per result of the loop, what reads it after the loop.
+      passes: the readers that are a gradient's passes (and ``mark``: a perturbed input's work).
+      allowed: every reader such work may have (``passes`` among them).
+      mark: what the work turned other is read as, and the node attribute ``adversarial`` set.
+
+    Returns:
+      The paths of the equations turned other (their part, owner and the body's labels are set).
+    """
+    name = node.eqn.primitive.name
+    if name == "scan":
+        first, count = int(node.eqn.params["num_consts"]), int(node.eqn.params["num_carry"])
+    elif name == "while":
+        first, count = int(node.eqn.params["body_nconsts"]), len(node.eqn.outvars)
+    else:
+        return set()
+    body = node.levels[0]
+    # who reads each value: the body's nodes, and for a result, what reads it after the loop and, as a
+    # carry, whoever reads that input in the next iteration
+    reading: dict[Any, list[Any]] = {}
+    for inner in body.nodes:
+        for var in inner.ins:
+            if var is not None:
+                reading.setdefault(var, []).append(inner)
+    after: dict[Any, set[str]] = {}
+    for j, var in enumerate(body.outvars):
+        if var is not None:
+            after.setdefault(var, set()).update(outer[j] if j < len(outer) else ())
+            carry = body.invars[first + j] if j < count and first + j < len(body.invars) else None
+            reading.setdefault(var, []).extend(reading.get(carry, []) if carry is not None else [])
+
+    def readers(inner: Any) -> tuple[list[Any], set[str]]:
+        return ([r for v in inner.outs if v is not None for r in reading.get(v, [])],
+                set().union(*(after.get(v, set()) for v in inner.outs if v is not None)))
+
+    # such work in the loop: read by nothing but ``allowed`` readers (each other, read as ``mark``), and
+    # leading to a pass (through each other: the body's next iteration reads the carry through the same
+    # work, PGD's x + alpha * sign(g) reads x); taken away one by one until both hold of all that is left
+    kept = {id(inner): inner for inner in body.nodes
+            if not inner.levels and inner.part == UPDATE and not inner.reads_state}
+    changed = True
+    while changed:
+        changed = False
+        for key, inner in list(kept.items()):
+            nodes, marks = readers(inner)
+            parts = marks | {mark if id(r) in kept else _SEVERAL if r.levels else r.part for r in nodes}
+            if not parts <= set(allowed):
+                del kept[key]
+                changed = True
+        leads: set[int] = set()
+        grown = True
+        while grown:
+            grown = False
+            for key, inner in kept.items():
+                nodes, marks = readers(inner)
+                if key not in leads and (marks & {*passes, mark} or any(
+                        id(r) in leads or (id(r) not in kept and not r.levels and r.part in passes) for r in nodes)):
+                    leads.add(key)
+                    grown = True
+        if len(leads) < len(kept):
+            kept = {key: inner for key, inner in kept.items() if key in leads}
+            changed = True
+    moved: set[Any] = set()
+    for inner in body.nodes:
+        if id(inner) in kept:
+            inner.part, inner.owner, inner.adversarial = OTHER, None, True
+            body.labels[inner.path] = body.labels[inner.path]._replace(part=OTHER, owner=None)
+            moved.add(inner.path)
+    return moved
