@@ -2600,6 +2600,26 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_freezing_after_adam_trains_every_parameter_whatever_the_arguments_are_named",),
     ),
     Mutation(
+        "counter_beside_moments_is_model_state",
+        "a count an optimizer's own NamedTuple keeps beside its moments (AlgoPerf's NAdamW) is model state, "
+        "where analyze counts optax's as optimizer state",
+        (Edit("xla_cost/analysis/step_arguments.py",
+              "    if states:  # (a counter kept beside an optimizer's moments: NAdamW's own NamedTuple's count)\n",
+              "    if False:  # (a counter kept beside an optimizer's moments: NAdamW's own NamedTuple's count)\n"),),
+        tests=("tests/analysis/test_step_memory_and_time.py::"
+               "test_a_counter_in_an_optimizers_own_state_beside_its_moments_is_optimizer_state",),
+    ),
+    Mutation(
+        "ancestors_parameter_handed_down_is_borrowed",
+        "a parameter an ancestor hands its child as an input (a Perceiver's learned latents, its cross-attention's "
+        "queries) is said to be a weight the child's method borrows",
+        (Edit("xla_cost/count/attribution.py",
+              '        if REMAINDER not in (held, computed) and held != computed and not computed.startswith(f"{held}/"):\n',
+              "        if REMAINDER not in (held, computed) and held != computed:\n"),),
+        tests=("tests/analysis/test_root_products.py::"
+               "test_a_learned_query_table_handed_to_a_child_is_its_input_not_a_borrowed_weight",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

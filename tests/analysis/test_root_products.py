@@ -484,3 +484,40 @@ def test_a_modules_parameters_read_on_several_rows_are_named_once_with_the_rows(
     [note] = [n for n in report.notes if "whose method" in n]
     assert note.startswith("per-layer rows: the products of proj's parameters are counted in layers/0 and "
                            "layers/0/sub (and likewise 1 more: layers/1), whose methods compute them")
+
+
+# A Perceiver's learned latents: a parameter of the encoder handed to its cross-attention as the queries. The
+# cross-attention multiplies them by its keys: its input, as an activation would be, and no weight of the
+# encoder's its method borrows ("the products of encoder's parameters are counted in encoder/cross").
+LATENTS = 4
+
+
+class _CrossAttention(nn.Module):
+    @nn.compact
+    def __call__(self, queries, x):
+        keys, values = nn.Dense(D, name="key")(x), nn.Dense(D, name="value")(x)
+        weights = jax.nn.softmax(jnp.einsum("qd,btd->bqt", queries, keys))
+        return jnp.einsum("bqt,btd->bqd", weights, values)
+
+
+class _Encoder(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return _CrossAttention(name="cross")(self.param("latents", nn.initializers.normal(0.02), (LATENTS, D)), x)
+
+
+class _Perceiver(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(V, name="head")(_Encoder(name="encoder")(x).mean(1))
+
+
+def test_a_learned_query_table_handed_to_a_child_is_its_input_not_a_borrowed_weight():
+    report = xla_cost.analyze(_Perceiver(), jax.ShapeDtypeStruct((B, T, D), jnp.float32), optimizer="sgd",
+                              counter="jaxpr", per_layer=True)
+    rows = {r.path: r for r in report.layers}
+    assert rows["encoder"].parameters == LATENTS * D and rows["encoder"].forward_flops == 0
+    # the queries by the keys and the weights by the values: 2 * B * LATENTS * T * D each, on the cross's row
+    # (with its softmax's elementwise work)
+    assert rows["encoder/cross"].forward_flops >= 2 * (2 * B * LATENTS * T * D)
+    assert not [n for n in report.notes if "whose method" in n]

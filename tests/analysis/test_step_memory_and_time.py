@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -225,6 +226,38 @@ def test_a_hand_written_adams_moments_in_a_plain_dict_are_optimizer_state():
     assert memory.optimizer_state == 2 * F32 * PARAMS  # m and v
     assert (memory.model_state, memory.inputs) == (2 * PARAMS + I32, INPUTS)  # the bfloat16 EMA and the step counter
     assert report.param_dtype == report.dtype == "float32"
+
+
+class _NAdamWState(NamedTuple):
+    """AlgoPerf's NAdamW keeps its own NamedTuple (not optax's ScaleByAdamState): a count beside the moments."""
+
+    count: jax.Array
+    mu: dict
+    nu: dict
+
+
+def test_a_counter_in_an_optimizers_own_state_beside_its_moments_is_optimizer_state():
+    # AlgoPerf's NAdamW (algorithms' jax NAdamW): count, mu, nu in a NamedTuple of its own. The moments are
+    # optimizer state by the data flow (written back from the gradients); the count reads no gradient and was
+    # model state (4 B), where analyze, given optax's own type, counts it as optimizer state
+    params = jax.eval_shape(_params)
+    opt_state = _NAdamWState(jax.ShapeDtypeStruct((), jnp.int32), params, params)
+
+    def step(current_param_container, optimizer_state, batch):
+        loss, grads = jax.value_and_grad(lambda p: _loss(MLP().apply({"params": p}, batch["x"]), batch["y"]))(
+            current_param_container)
+        count = optimizer_state.count + 1
+        mu = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, optimizer_state.mu, grads)
+        nu = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, optimizer_state.nu, grads)
+        bias = (1 - 0.9 ** count.astype(jnp.float32), 1 - 0.999 ** count.astype(jnp.float32))
+        new = jax.tree.map(lambda p, m, g, v: p - 1e-3 * (0.9 * m + 0.1 * g) / bias[0] / (jnp.sqrt(v / bias[1]) + 1e-8),
+                           current_param_container, mu, grads, nu)
+        return new, _NAdamWState(count, mu, nu), loss
+
+    report = xla_cost.analyze_step(step, params, opt_state, BATCH, counter="jaxpr", memory=True)
+    memory = report.memory_breakdown
+    assert memory.parameters == memory.gradients == F32 * PARAMS
+    assert (memory.optimizer_state, memory.model_state) == (2 * F32 * PARAMS + I32, 0)  # mu, nu and the count
 
 
 def test_per_example_gradients_are_the_parameters_gradients_and_their_bytes_are_said():

@@ -301,6 +301,24 @@ def _same_module(one: tuple[str | None, str], other: tuple[str | None, str]) -> 
     return one[1] == other[1]
 
 
+def _held_with(located: dict[int, tuple[int, tuple[Any, ...]]], states: set[int], candidates: Sequence[int]) -> set[int]:
+    """Of the leaves ``candidates``, those in a container (a tuple, a NamedTuple, a dict: the node of the
+    argument that holds them) whose every other leaf is optimizer state (``states``): the step counter an
+    optimizer's own state keeps beside its moments (AlgoPerf's NAdamW, ``ScaleByAdamState(count, mu, nu)``
+    of its own, not optax's type), which reads no gradient. A ``TrainState``'s ``step`` is beside the
+    parameters: model state."""
+    found = set()
+    for index in candidates:
+        if index in states or index not in located:
+            continue
+        position, path = located[index]
+        others = [j for j, (at, there) in located.items()
+                  if j != index and at == position and there[:len(path) - 1] == path[:-1]]
+        if others and all(j in states for j in others):
+            found.add(index)
+    return found
+
+
 def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = None) -> list[str]:
     """Per flattened leaf of the step's arguments, the part of its memory it is: ``parameters``,
     ``optimizer_state``, ``model_state`` or ``inputs``.
@@ -318,7 +336,9 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     optax state, an NNX ``OptState``, an ``opt_state`` key), though it mirrors a parameter's module
     (``mu['fc1']['kernel']``), or, with the step's ``jaxpr``, by the data flow whatever holds it
     (`optimizer_state_leaves`: written back, its new value depends on a gradient other than through
-    the parameters' new values: a hand-written Adam's ``m`` and ``v`` in a plain dict). Model state
+    the parameters' new values: a hand-written Adam's ``m`` and ``v`` in a plain dict), and so is a
+    leaf whose container holds optimizer state alone besides it (`_held_with`: a count in an optimizer's own
+    NamedTuple beside its moments). Model state
     is the rest of what the step's state holds (other NNX variables, RNG keys included; the rest of
     an argument that holds parameters or state, ``TrainState.step``, an argument the step returns
     written back: ``written``, `written_arguments`, a KV cache); else an input."""
@@ -331,10 +351,15 @@ def leaf_parts(prepared: UserStep, written: Sequence[bool] = (), jaxpr: Any = No
     states = optimizer_state_leaves(jaxpr, len(leaves), [i for i, mine in enumerate(own) if mine],
                                     [i for i, role in enumerate(roles) if role is None]) if jaxpr is not None else set()
     entries = []  # (index, path, leaf, whether its argument holds state)
+    located: dict[int, tuple[int, tuple[Any, ...]]] = {}  # index -> (its argument, its path there)
     for position, (arg, arg_owners) in enumerate(arguments(prepared)):
         holds = any(o is not None for o in arg_owners) or any(leaf_roles(arg))  # a model's root module's path is ""
         holds = holds or (position < len(written) and written[position])
-        entries += [(len(entries) + i, path, leaf, holds) for i, (path, leaf) in enumerate(named_leaves(arg))]
+        for path, leaf in named_leaves(arg):
+            located[len(entries)] = (position, tuple(path))
+            entries.append((len(entries), path, leaf, holds))
+    if states:  # (a counter kept beside an optimizer's moments: NAdamW's own NamedTuple's count)
+        states |= _held_with(located, states, [i for i, role in enumerate(roles) if role is None and not own[i]])
     parts: list[str] = [""] * len(entries)
     counted: dict[tuple[str, tuple[int, ...]], list[tuple[str | None, str]]] = {}
     modules = set(prepared.param_paths) | {o for o in prepared.owners if o is not None}

@@ -694,7 +694,9 @@ def borrowed_note(
     module's row (`xla_cost.count.param_reads.parameter_reads`): a block whose own method
     computes with its child's weights (a mixture of experts's ``self.experts.w1.kernel``) has
     the products on its row, and the child's row parameters (and their update) with no forward
-    or backward work. None where every product reading a row's parameters is on that row. A module
+    or backward work. None where every product reading a row's parameters is on that row, or on a row
+    below it (a parameter handed down is the child's input: a learned query table multiplied by the
+    keys of the cross-attention it is passed to). A module
     read on several rows is named once, its rows listed (``counted in moe and moe/router``).
 
     Args:
@@ -709,7 +711,9 @@ def borrowed_note(
     for module, stack in reads:
         held = owner(module, modules, tree)
         computed = row_of(EqnCount(stack, "dot_general", 1, Cost()))[1]
-        if REMAINDER not in (held, computed) and held != computed:  # (the root's own: `root_products_note`)
+        if REMAINDER not in (held, computed) and held != computed and not computed.startswith(f"{held}/"):
+            # (the root's own: `root_products_note`; an ancestor's parameter handed to a child is its input: a
+            # Perceiver's learned latents, the queries its cross-attention multiplies by its keys)
             computing.setdefault(held, set()).add(computed)
     borrowed: dict[tuple[str, ...], set[str]] = {}  # the rows computing alike: the modules they read
     for held, rows in computing.items():
