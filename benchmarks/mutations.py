@@ -2620,6 +2620,15 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_a_learned_query_table_handed_to_a_child_is_its_input_not_a_borrowed_weight",),
     ),
     Mutation(
+        "listed_experts_not_a_routing",
+        "experts written as E modules of their own (a list of expert MLPs masked by a top-k, Flax Mixtral ports) "
+        "are no routing: the model counted dense in silence",
+        (Edit("xla_cost/count/routers.py",
+              "    groups = _expert_modules(owners)\n",
+              "    groups: dict[int, list[tuple[str, str]]] = {}\n"),),
+        tests=("tests/step/test_routing.py::test_experts_written_as_modules_of_their_own_are_a_routing_too",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

@@ -187,3 +187,53 @@ def test_the_zoos_mixtral_declares_its_routing_and_is_found_without_it(dispatch)
     undeclared = type("Undeclared", (type(model),), {"xla_cost_routing": None})(**fields)
     (note,) = _routing_notes(xla_cost.analyze(undeclared, inputs, optimizer="sgd", counter="jaxpr"))
     assert f"routes tokens to {MIXTRAL['n_experts']} experts (top_k in Undeclared/" in note and "/experts)" in note
+
+
+class _ExpertMLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(D, use_bias=False, name="w2")(nn.silu(nn.Dense(H, use_bias=False, name="w1")(x)))
+
+
+class ListedExpertsMoE(nn.Module):
+    """Flax Mixtral ports' layer (transformers' FlaxMixtralSparseMoeBlock, EasyDeL's before its stacked
+    experts): E expert MLPs as modules of their own, each run on every token and its output masked by the
+    top-K routing weights."""
+
+    def setup(self):
+        self.gate = nn.Dense(E, use_bias=False)
+        self.experts = [_ExpertMLP(name=f"experts_{i}") for i in range(E)]
+
+    def __call__(self, x):  # [S, D]
+        weights, chosen = jax.lax.top_k(self.gate(x), K2)
+        weights = jax.nn.softmax(weights, axis=-1)
+        out = jnp.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            out = out + jnp.sum(jnp.where(chosen == i, weights, 0.0), -1, keepdims=True) * expert(x)
+        return out
+
+
+class ListedMoENet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return ListedExpertsMoE(name="moe")(x)
+
+
+class DeclaredListedMoENet(ListedMoENet):
+    xla_cost_routing = (xla_cost.Routing(r"experts_\d+/", experts=E, top_k=K2),)
+
+
+def test_experts_written_as_modules_of_their_own_are_a_routing_too():
+    x = jax.ShapeDtypeStruct((S, D), jnp.float32)
+    report = xla_cost.analyze(ListedMoENet(), x, optimizer="sgd", counter="jaxpr")
+    (note,) = _routing_notes(report)
+    assert f"routes tokens to {E} experts (top_k in ListedMoENet/moe;" in note
+    assert f"the experts are {E} modules of their own, moe/experts_0 .. experts_{E - 1})" in note
+    assert "on every token where its output is masked" in note
+    # every expert runs on every token: the FLOP are dense, E (not K2) expert MLPs of 2 * S * D * H FLOP each
+    # per product; the router's S * D * E products beside them
+    assert report.phases["forward"].flops >= E * 2 * (2 * S * D * H) + 2 * S * D * E
+    declared = xla_cost.analyze(DeclaredListedMoENet(), x, optimizer="sgd", counter="jaxpr")
+    assert not _routing_notes(declared)
+    # the experts' 2 D H each, K2 of E of them a token's; the gate's D E whole
+    assert declared.active_parameters == E * 2 * D * H * K2 // E + D * E

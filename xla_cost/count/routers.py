@@ -11,11 +11,16 @@ a parameter stacked along a leading axis of E (at least three axes: E matrices),
 ``argmax`` over an axis of E whose result reaches such a product (the expert it picks: a gather
 of its weights, a one-hot dispatch). A ``top_k`` over a classifier's or a language model's logits
 matches no such stack (its axis is the classes or the vocabulary; an embedding table is two-axed).
+Experts written as E modules of their own (``experts_0`` .. ``experts_{E-1}``, or ``experts/0``
+.., alike in their parameters' paths: Flax Mixtral ports that keep a list of expert MLPs and mask
+each one's output) are found as such a stack is, where the ``top_k`` is inside their parent module
+(`_expert_modules`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,12 +47,14 @@ _PRODUCTS = frozenset({"dot_general", "ragged_dot_general", "ragged_dot"})
 class Router:
     """A routing found in a program: ``primitive`` (``top_k``, ``approx_top_k``, ``argmax``) over
     ``experts`` under the name stack ``where``, the experts' weights those of ``module`` (its
-    parameter stacked ``[experts, ...]``; "" where unknown or the root's own)."""
+    parameter stacked ``[experts, ...]``; "" where unknown or the root's own; with ``separate``, the E
+    modules of their own, ``moe/experts_0 .. experts_7``)."""
 
     where: str
     experts: int
     primitive: str
     module: str = ""
+    separate: bool = False  # the experts are E modules of their own (`_expert_modules`), not one stack
 
 
 def _jaxpr(value: Any) -> Any:
@@ -122,7 +129,38 @@ def find_router(program: Any, owners: Sequence[str | None]) -> Router | None:
     for where, experts, primitive in routes:
         if experts in stacked:
             return Router(where, experts, primitive, stacked[experts])
-    return chosen[0] if chosen else None
+    if chosen:
+        return chosen[0]
+    groups = _expert_modules(owners)
+    for where, experts, primitive in routes:
+        scopes = "/" + "/".join(model_scopes(where)) + "/"
+        for parent, module in groups.get(experts, ()):
+            if f"/{parent}/" in scopes:
+                return Router(where, experts, primitive, module, separate=True)
+    return None
+
+
+def _expert_modules(owners: Sequence[str | None]) -> dict[int, list[tuple[str, str]]]:
+    """Sibling modules numbered 0 .. E - 1 (``experts_0``, or ``experts/0`` in an NNX list) below a
+    module other than the root, each holding parameters at the same paths below it: per E, the
+    ``(parent, "parent/experts_{0..E-1}")`` of each such group."""
+    found: dict[tuple[str, str, str], dict[int, set[str]]] = {}
+    for module in {o for o in owners if o}:
+        parts = module.split("/")
+        for j in range(1, len(parts)):
+            number = re.fullmatch(r"(.*?_)?(\d+)", parts[j])
+            if number is not None:
+                stem = number.group(1) or ""
+                key = ("/".join(parts[:j]), stem, "" if stem else "/")
+                found.setdefault(key, {}).setdefault(int(number.group(2)), set()).add("/".join(parts[j + 1:]))
+    groups: dict[int, list[tuple[str, str]]] = {}
+    for (parent, stem, sep), members in sorted(found.items()):
+        count = len(members)
+        alike = len({frozenset(paths) for paths in members.values()}) == 1
+        if count >= 2 and sorted(members) == list(range(count)) and alike:
+            first, last = (f"{parent}/{stem}0", f"{stem}{count - 1}") if stem else (f"{parent}/0", f"{count - 1}")
+            groups.setdefault(count, []).append((parent, f"{first} .. {last}"))
+    return groups
 
 
 def _called(eqn: Any, stack: str, ins: list[Label], walk: Any) -> list[Label]:
@@ -150,6 +188,14 @@ def undeclared_routing_note(router: Router) -> str:
     counted for it, and how to declare it."""
     where = "/".join(model_scopes(router.where)) or "the model's root"
     held = f" in {router.module}" if router.module else ""
+    if router.separate:
+        return (f"{UNDECLARED_ROUTING_NOTE}the forward routes tokens to {router.experts} experts ({router.primitive} "
+                f"in {where}; the experts are {router.experts} modules of their own, {router.module}); active "
+                "parameters are not computed (None), and the FLOP and model_flops count whatever each expert "
+                "computes: on every token where its output is masked by the routing rather than its tokens "
+                "gathered (dense work, not a routed model's): declare the routing in the model's "
+                f"{ROUTING_ATTRIBUTE} (xla_cost.Routing, a pattern matching the experts' paths; {ROUTING_DOCS}) for "
+                "its active parameters")
     return (f"{UNDECLARED_ROUTING_NOTE}the forward routes tokens to {router.experts} experts ({router.primitive} "
             f"in {where}; their weights stacked along a leading axis of {router.experts}{held}); active parameters "
             "are not computed (None), and model_flops count the experts' products on any capacity padding (slots "
