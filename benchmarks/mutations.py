@@ -2629,6 +2629,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_routing.py::test_experts_written_as_modules_of_their_own_are_a_routing_too",),
     ),
     Mutation(
+        "undeclared_routing_not_in_estimate",
+        "an estimate of a model whose routing is undeclared does not say so beside its MFU, which counts all "
+        "the experts' work",
+        (Edit("xla_cost/runs/estimates.py",
+              "        routing_notes=tuple(note for note in single.notes if note.startswith((ROUTING_NOTE, UNDECLARED_ROUTING_NOTE))),\n",
+              "        routing_notes=tuple(note for note in single.notes if note.startswith(ROUTING_NOTE)),\n"),),
+        tests=("tests/step/test_routing.py::test_an_estimate_of_an_undeclared_mixture_of_experts_says_so_beside_its_mfu",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

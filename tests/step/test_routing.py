@@ -237,3 +237,18 @@ def test_experts_written_as_modules_of_their_own_are_a_routing_too():
     assert not _routing_notes(declared)
     # the experts' 2 D H each, K2 of E of them a token's; the gate's D E whole
     assert declared.active_parameters == E * 2 * D * H * K2 // E + D * E
+
+
+def test_an_estimate_of_an_undeclared_mixture_of_experts_says_so_beside_its_mfu():
+    # its MFU counts every expert's work (here on every token): the estimate says what its analysis said
+    estimate = xla_cost.estimate(ListedMoENet(), samples=10 * S, batch_size=S, input_shape=(S, D))
+    (note,) = _routing_notes_of(estimate.notes())
+    assert f"the experts are {E} modules of their own" in note
+    [mfu] = [n for n in estimate.notes() if n.startswith("MFU and HFU:")]
+    assert "capacity padding" not in mfu  # (HFU's alone where a declared routing says its padding)
+    declared = xla_cost.estimate(DeclaredListedMoENet(), samples=10 * S, batch_size=S, input_shape=(S, D))
+    assert not _routing_notes_of(declared.notes())
+
+
+def _routing_notes_of(notes):
+    return [n for n in notes if n.startswith("routed experts not declared")]

@@ -35,6 +35,7 @@ from xla_cost.timemodel.schedule import DDP_BUCKET_BYTES
 from xla_cost.parallel.sharding import mesh_devices
 from xla_cost.present import progress
 from xla_cost.present.document import Rendered, Section
+from xla_cost.count.routers import UNDECLARED_ROUTING_NOTE
 from xla_cost.step.routing import ROUTING_NOTE
 from xla_cost.present.units import UNKNOWN, amount, count, duration, pct_sig, scaled, short_count, sig, size, time_unit
 from xla_cost.runs.layouts import Parallelism, analyser, check_parallel, data_size, layers_of, mesh_text, \
@@ -106,7 +107,8 @@ class TrainingEstimate(Rendered):
       interval_description: what ``interval`` is computed on, in words (a
         prediction without one: that its constants carry none; "": a bound).
       routing_notes: a mixture of experts' capacity notes, from the model's analysis
-        (`xla_cost.step.routing.routing_notes`): its padding is in HFU, not in MFU.
+        (`xla_cost.step.routing.routing_notes`): its padding is in HFU, not in MFU; or the note that the
+        model routes tokens to experts it does not declare (`xla_cost.count.routers`): MFU counts all their work.
       active_parameters: a mixture of experts' parameters a token reads
         (`xla_cost.Report.active_parameters`); None: no routing declared.
     """
@@ -376,8 +378,8 @@ class TrainingEstimate(Rendered):
         if self.peak_flops is None:
             return [*said, "MFU and HFU unknown: no device peak recorded"]
         said.extend(self.routing_notes)
-        padding = " and the routed experts' capacity padding" if any(
-            "capacity padding" in note for note in self.routing_notes) else ""
+        padding = " and the routed experts' capacity padding" if any(  # (declared: an undeclared one's is in both)
+            note.startswith(ROUTING_NOTE) and "capacity padding" in note for note in self.routing_notes) else ""
         said.append(f"MFU and HFU: the model's FLOP per sample (forward and backward; HFU with remat's recomputation"
                     f"{padding}, the optimizer's update in neither) x samples per second per device over one device's "
                     f"{arithmetic} peak, {amount(self.peak_flops, 'FLOP/s')} (Chowdhery et al. 2022, Appendix B)")
@@ -539,7 +541,7 @@ def estimate(
         peak_flops=hardware.peak().require(hardware.arithmetic or one.dtype),
         target_memory=analyse(where.run).target_memory, flops_counted=counted.counter.replace("xla", "compiled"),
         interval=interval, interval_description=step.interval_description,
-        routing_notes=tuple(note for note in single.notes if note.startswith(ROUTING_NOTE)),
+        routing_notes=tuple(note for note in single.notes if note.startswith((ROUTING_NOTE, UNDECLARED_ROUTING_NOTE))),
         active_parameters=single.active_parameters,
     )
 
