@@ -1198,8 +1198,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "jax.grad: its loss dead) has its forward classed backward: optax's SAM example said forward 44,392, "
         "backward 154,364 for 2 x 44,392 and 2 x 54,998",
         (Edit("xla_cost/count/step_parts.py", "        if whole is None or not self.differentiates:\n"
-              "            return False\n        returned = any(_losses(top))",
-              "        if whole is None or not self.differentiates or any(_losses(top)):\n"
+              "            return False\n        returned = any(losses(top))",
+              "        if whole is None or not self.differentiates or any(losses(top)):\n"
               "            return False\n        returned = any(_losses(top))"),),
         tests=("tests/step/test_step_parts.py::test_a_gradient_taken_inside_the_update_has_its_forward_and_backward",),
     ),
@@ -1274,7 +1274,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "viewed_parameter_saved_by_the_step",
         "analyze_step: a tied head's transposed embedding (a view of a parameter) counted as V x D saved bytes",
-        (Edit("xla_cost/count/step_parts.py", "if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:",
+        (Edit("xla_cost/count/level_values.py", "if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:",
               "if False:"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
@@ -1314,7 +1314,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "dropped_loss_softmax_is_backward",
         "a step that drops its loss has the loss's softmax counted as backward (any float scalar result is the loss)",
-        (Edit("xla_cost/count/step_parts.py",
+        (Edit("xla_cost/count/level_values.py",
               "float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]",
               "float_scalar(var) for var in top.outvars]"),),
         tests=("tests/step/test_returned_state.py",),
@@ -1522,7 +1522,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mask_fill_saved",
         "analyze_step: a mask's finfo.min fill, a broadcast scalar, counted as a saved activation (B x heads x T x T "
         "for an attention mask)",
-        (Edit("xla_cost/count/step_parts.py", "if node.part != FORWARD or broadcast_scalar(node.eqn):",
+        (Edit("xla_cost/count/level_values.py", "if node.part != FORWARD or broadcast_scalar(node.eqn):",
               "if node.part != FORWARD:"),),
         tests=("tests/step/test_analyze_step.py",),
     ),
@@ -2293,8 +2293,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a module's products on a child's parameters count as the child's own reads: a mixture of experts's block "
         "computing with experts.w1's kernel gets no note, the experts' rows parameters and update with no work",
         (Edit("xla_cost/count/attribution.py",
-              "        if REMAINDER not in (held, computed) and held != computed:",
-              "        if REMAINDER not in (held, computed) and not held.startswith(computed):"),),
+              '        if REMAINDER not in (held, computed) and held != computed and not computed.startswith(f"{held}/"):',
+              '        if REMAINDER not in (held, computed) and not held.startswith(computed) '
+              'and not computed.startswith(f"{held}/"):'),),
         tests=("tests/analysis/test_root_products.py::"
                "test_rows_whose_parameters_another_modules_method_computes_with_are_named",),
     ),

@@ -74,15 +74,14 @@ import jax.numpy as jnp
 
 from xla_cost.count.interpret import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, combine_owners, eqn_owner, \
     join_stack, public_owner, repeated_forward
-from xla_cost.count.jaxpr_values import aval_key, broadcast_scalar, float_scalar, literal, residual_rounding, resolve_alias
+from xla_cost.count.jaxpr_values import aval_key, float_scalar, literal, residual_rounding, resolve_alias
 from xla_cost.count.aux_metrics import metric_only_forward
 from xla_cost.count.gradients import gradient_work, matched_nodes
+from xla_cost.count.level_values import MIXED, every_node, losses, made_from_forward, saved_values
 from xla_cost.count.update_work import feeding_state, owners_from_readers, perturbed_in_loop, revert_unconfirmed
-from xla_cost.count.primitives import VIEWS
 from xla_cost.count.step_labels import Label, Path, StepLabels
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
-from xla_cost.step.trees import nbytes
 
 __all__ = ["classify_step", "MIXED", "METRICS", "FEEDS_LOSS", "ADVERSARIAL"]
 
@@ -100,9 +99,6 @@ ADVERSARIAL = "adversarial"
 gradient's passes read: an input perturbed along a gradient (FGSM's ``x + eps * sign(grad_x)``, a PGD
 step), which is other, not the update (`_Classifier._refine`)."""
 
-MIXED = "mixed"
-"""The consumer label of a loop whose body holds several parts: it keeps its
-operands' producers as they are."""
 
 _OUTSIDE = "outside"  # a level's results: read by the caller, keeps their producers
 _METRIC = "metric"  # a step's result that is not its new state: what only it reads is other
@@ -136,7 +132,6 @@ class _Level:
         return {label.part for label in self.labels.values()}
 
 
-
 class _Classifier:
     def __init__(self, module_of: Callable[[str], str | None], results: Sequence[bool] | None = None) -> None:
         self.module_of = module_of
@@ -164,7 +159,7 @@ class _Classifier:
         calls repeat no forward that ran (`repeated_forward`): their primal is dead
         code, their work the forward. In a call that repeats some, the rest is the
         derivatives' own work, computed there instead of beside the forward."""
-        nodes = list(_every_node(level))
+        nodes = list(every_node(level))
         passes = {node.path: classify_pass(node.stack) for node in nodes}
         self.differentiates = BACKWARD in passes.values()
         self.model_calls = {scopes for n in nodes if passes[n.path] is not None
@@ -342,7 +337,7 @@ class _Classifier:
         readers: dict[Any, set[str]] = {}  # the parts that read a value, as refined
         stated: dict[Any, set[str]] = {}  # ... as their name stacks say
         marks = self.results if level is self.top and self.results is not None else None
-        model_state = _made_from_forward(level)
+        model_state = made_from_forward(level)
         for j, var in enumerate(level.outvars):
             if var is not None:
                 mark = _OUTSIDE if marks is None or j >= len(marks) or marks[j] else _METRIC
@@ -406,7 +401,7 @@ class _Classifier:
                 if var is not None:
                     readers.setdefault(var, set()).add(reads_as)
                     stated.setdefault(var, set()).add(before)
-        self.saved = _saved(level, readers)
+        self.saved = saved_values(level, readers)
         # what reads no gradient but feeds the new parameters or optimizer state (a privatizer's noise)
         outer = [_OUTSIDE if marks is None or j >= len(marks) or marks[j] else _METRIC
                  for j in range(len(level.outvars))]
@@ -444,7 +439,7 @@ class _Classifier:
         self.live = set()
         self._live(top, [var is not None and not new for var, new in zip(top.outvars, made)])
         moved = False
-        for node in _every_node(top):
+        for node in every_node(top):
             if not node.levels and node.part in (OTHER, UPDATE) and node.path in read and node.path in self.live:
                 node.part, moved = FORWARD, True
         self.live = set()
@@ -508,13 +503,13 @@ class _Classifier:
         step says nothing of where its loss ends here, and nothing moves (`dead_loss`)."""
         if not self.differentiates:
             return False
-        self._live(top, _losses(top))
-        if not any(node.part == FORWARD and node.path in self.live for node in _every_node(top)):
+        self._live(top, losses(top))
+        if not any(node.part == FORWARD and node.path in self.live for node in every_node(top)):
             return False
         self.live = set()
         self._live(top, [var is not None for var in top.outvars])
         moved = False
-        for node in _every_node(top):
+        for node in every_node(top):
             if node.part == FORWARD and not node.levels and node.path not in self.live:
                 node.part, moved = BACKWARD, True
         return moved
@@ -536,10 +531,10 @@ class _Classifier:
         those it keeps); True if any moved."""
         if whole is None or not self.differentiates:
             return False
-        returned = any(_losses(top))
+        returned = any(losses(top))
         undead = self.undead(whole)
         level = undead.top
-        nodes = list(_every_node(level))
+        nodes = list(every_node(level))
         backward = {var for node in nodes if node.part == BACKWARD for var in node.ins}
         # the losses, at any level (a micro-batch's in a loop): float scalars of the forward no backward work reads
         undead.seeds = {var for node in nodes if node.part == FORWARD and not node.levels for var in node.outs
@@ -551,11 +546,11 @@ class _Classifier:
             return False
         undead.live = set()
         undead._live(level, [var is not None and not returned for var in level.outvars])
-        wanted = {id(node): FORWARD if node.path in undead.live else BACKWARD for node in _every_node(level)
+        wanted = {id(node): FORWARD if node.path in undead.live else BACKWARD for node in every_node(level)
                   if not node.levels and classify_pass(node.stack) == FORWARD and not residual_rounding(node.eqn)}
         matched = matched_nodes(level, top)
         moved = False
-        for node in _every_node(top):
+        for node in every_node(top):
             part = wanted.get(id(matched.get(id(node))))
             if not node.levels and node.part in (FORWARD, BACKWARD) and part not in (None, node.part) \
                     and not (returned and part == BACKWARD):
@@ -585,7 +580,7 @@ class _Classifier:
         marks = [{_OUTSIDE if j >= len(self.results) or self.results[j] else _METRIC} for j in range(len(top.outvars))]
         moved = metric_only_forward(top, [var is not None and o is not None for var, o in zip(top.invars, owners)],
                                     marks, {OTHER, _METRIC})
-        for node in _every_node(top):
+        for node in every_node(top):
             if node.path in moved:
                 node.part = OTHER
         return bool(moved)
@@ -661,16 +656,6 @@ class _Classifier:
                 *(w or c for w, c in zip(wanted, counting[cond_n:]))]
 
 
-def _made_from_forward(level: _Level) -> set[Any]:
-    """The values of ``level`` its forward work computes, and those work outside autodiff makes of
-    them alone (no gradient: a BatchNorm's new batch statistics averaged over devices)."""
-    made: set[Any] = set()
-    for node in level.nodes:
-        if not node.levels and (node.part == FORWARD or (node.part == OTHER and any(v in made for v in node.ins))):
-            made.update(v for v in node.outs if v is not None)
-    return made
-
-
 def _feeds_forward(level: _Level, results_forward: bool) -> None:
     """Work outside the forward that forward work reads (in a step without a gradient: the
     positions, rope tables and masks a pure-JAX model makes of its inputs) is the forward's too, as
@@ -686,7 +671,7 @@ def _feeds_forward(level: _Level, results_forward: bool) -> None:
         if node.levels:
             for inner in node.levels:
                 _feeds_forward(inner, read)
-            if any(inner.part == FORWARD for level_ in node.levels for inner in _every_node(level_)):
+            if any(inner.part == FORWARD for level_ in node.levels for inner in every_node(level_)):
                 node.part = FORWARD if node.part in (OTHER, UPDATE) else node.part
                 reads_as = FORWARD
             else:
@@ -700,15 +685,6 @@ def _feeds_forward(level: _Level, results_forward: bool) -> None:
                 readers.setdefault(var, set()).add(reads_as)
 
 
-
-def _losses(top: _Level) -> list[bool]:
-    """Per result of the step, whether it is its loss: a float scalar the forward work makes (a metric
-    computed from the outputs, an accuracy, is other work: `aux_metrics`), not any float scalar."""
-    made = {var: node.part for node in top.nodes for var in node.outs}
-    return [var is not None and float_scalar(var) and made.get(var) == FORWARD for var in top.outvars]
-
-
-
 def _relabel(level: _Level) -> None:
     """The labels of ``level`` and its loops, again from their nodes' parts."""
     for node in level.nodes:
@@ -718,43 +694,6 @@ def _relabel(level: _Level) -> None:
             level.labels.update(inner.labels)
 
 
-def _saved(level: _Level, readers: Mapping[Any, set[str]] | None = None) -> dict[Any, int]:
-    """The bytes of the values the forward work of ``level`` computes and the backward
-    work reads (a loop of several parts counts as reading them), by value."""
-    if readers is None:
-        readers = {}
-        for node in level.nodes:
-            if node.levels:
-                parts = set().union(*(inner.parts() for inner in node.levels))
-                part = parts.pop() if len(parts) == 1 else MIXED
-            else:
-                part = node.part
-            for var in node.ins:
-                if var is not None:
-                    readers.setdefault(var, set()).add(part)
-    saved = {}
-    arguments = {var for var in level.invars if var is not None}  # and the views of them (`VIEWS`): their buffers
-    for node in level.nodes:
-        if node.eqn.primitive.name in VIEWS and node.ins and node.ins[0] in arguments:
-            arguments.update(var for var in node.outs if var is not None)
-            continue
-        if node.part != FORWARD or broadcast_scalar(node.eqn):
-            continue
-        for var, out in zip(node.outs, node.eqn.outvars):
-            if BACKWARD in readers.get(var, ()) or MIXED in readers.get(var, ()):
-                saved[var] = _nbytes(out.aval)
-    return saved
-
-
-
-
-def _every_node(level: _Level) -> Any:
-    for node in level.nodes:
-        yield node
-        for inner in node.levels:
-            yield from _every_node(inner)
-
-
 def _rounds(carry: int) -> int:
     """How many times a loop body is classified to reach the fixpoint of which of
     its ``carry`` carried values hold a gradient: each round but the last marks
@@ -762,13 +701,8 @@ def _rounds(carry: int) -> int:
     return carry + 1
 
 
-def _nbytes(aval: Any) -> int:
-    return nbytes(aval)  # the one helper that weighs a leaf (a typed PRNG key included)
-
-
 def _pad(keys: list[Any], invars: Sequence[Any]) -> list[Any]:
     return keys if len(keys) == len(invars) else [None] * len(invars)
-
 
 
 def classify_step(
@@ -808,7 +742,7 @@ def classify_step(
         _relabel(level)  # (metrics the backward pass does not read: the saved activations are unchanged)
     if classifier.residuals(level) | classifier.dead_loss(level, whole):  # forward work moved: labelled again
         _relabel(level)
-        classifier.saved = _saved(level)
+        classifier.saved = saved_values(level)
     labels = StepLabels(level.labels)
     held = sum(classifier.saved.values())
     if classifier.differentiates:  # (a jax.grad's loss joins its work before dead-code elimination)
