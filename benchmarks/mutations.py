@@ -2639,6 +2639,50 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/step/test_routing.py::test_an_estimate_of_an_undeclared_mixture_of_experts_says_so_beside_its_mfu",),
     ),
     Mutation(
+        "ragged_all_to_all_without_a_rule",
+        "lax.ragged_all_to_all (an expert-parallel dispatch) has no rule: the forward is unknown",
+        (Edit("xla_cost/count/registry.py",
+              '        "ragged_all_to_all", "all_gather_invariant", "pbroadcast", "psend", "precv",\n    }',
+              '        "all_gather_invariant", "pbroadcast", "psend", "precv",\n    }'),),
+        tests=("tests/step/test_step_parts.py::test_a_ragged_all_to_all_moves_rows_and_its_step_is_counted_and_listed",),
+    ),
+    Mutation(
+        "moving_collectives_unlisted",
+        "a collective that moves data without arithmetic (all_gather, all_to_all, ragged_all_to_all) is left out "
+        "of the step's collectives",
+        (Edit("xla_cost/count/interpret.py",
+              "            if name in MOVING_COLLECTIVES:  # no arithmetic, but the step's collectives list how often it runs\n",
+              "            if False:  # no arithmetic, but the step's collectives list how often it runs\n"),),
+        tests=("tests/step/test_step_parts.py::test_a_ragged_all_to_all_moves_rows_and_its_step_is_counted_and_listed",),
+    ),
+    Mutation(
+        "remat_in_a_scanned_body_unmatched",
+        "a remat inside a scanned block's body (maxdiffusion's Flux) is not matched to its forward: the backward "
+        "scan's body repeats the scan's scope, the recomputation stays in model FLOP, unnoted",
+        (Edit("xla_cost/count/interpret.py",
+              "        return (tuple(s for i, s in enumerate(scopes) if i == 0 or s != scopes[i - 1]), eqn.primitive.name,\n",
+              "        return (scopes, eqn.primitive.name,\n"),),
+        tests=("tests/analysis/test_remat_forms.py::test_a_remat_inside_a_scanned_body_is_recomputation",),
+    ),
+    Mutation(
+        "forward_in_a_checkpoint_call_not_primal",
+        "the forward a scanned body runs inside a checkpoint's call (a remat in a remat'd scanned block, "
+        "maxdiffusion's Flux) is not taken for the forward that ran: its recomputation is unmatched",
+        (Edit("xla_cost/count/interpret.py",
+              '                                 if classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)\n',
+              '                                 if depth == 0 and classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)\n'),),
+        tests=("tests/analysis/test_remat_forms.py::test_a_remat_inside_a_remat_scanned_is_recomputation",),
+    ),
+    Mutation(
+        "grandchild_call_is_its_callers_work",
+        "a block's method calling its child's children directly (self.attn.proj(x), maxdiffusion's Flux blocks) "
+        "puts their work on the block's row below the root, their rows 0",
+        (Edit("xla_cost/count/attribution.py",
+              "        if found is None and name and not rest:  # (right after the module found: a grandchild it calls)\n",
+              "        if False:  # (right after the module found: a grandchild it calls)\n"),),
+        tests=("tests/count/test_name_resolution.py::test_a_grandchild_a_blocks_method_calls_directly_keeps_its_row",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

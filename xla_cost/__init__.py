@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two lis
     from xla_cost.analysis.user_step import analyze_step as analyze_step
     from xla_cost.analysis.report import Collective as Collective
     from xla_cost.analysis.compare import compare as compare
-    from xla_cost.analysis.pipeline import COLLECTIVES as COLLECTIVES
+    from xla_cost.count.registry import COLLECTIVES as COLLECTIVES
     from xla_cost.analysis.pipeline import COMPILED_PHASES as COMPILED_PHASES
     from xla_cost.analysis.pipeline import COUNTERS as COUNTERS
     from xla_cost.analysis.diff import diff as diff
@@ -161,7 +161,7 @@ _EXPORTS: dict[str, str] = {
     "analyze_step": "xla_cost.analysis.user_step",
     "Collective": "xla_cost.analysis.report",
     "compare": "xla_cost.analysis.compare",
-    "COLLECTIVES": "xla_cost.analysis.pipeline",
+    "COLLECTIVES": "xla_cost.count.registry",
     "COMPILED_PHASES": "xla_cost.analysis.pipeline",
     "COUNTERS": "xla_cost.analysis.pipeline",
     "diff": "xla_cost.analysis.diff",

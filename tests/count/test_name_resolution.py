@@ -241,6 +241,40 @@ def test_a_module_called_from_another_parent_keeps_its_row():
     })
 
 
+class _Attention(nn.Module):
+    def setup(self):
+        self.norm = nn.RMSNorm()
+        self.proj = _dense(WIDTH, "proj")
+
+
+class _GrandchildBlock(nn.Module):
+    """maxdiffusion's FluxSingleTransformerBlock: its method calls its child's children directly
+    (``self.attn.query_norm``, ``self.attn.proj``): Linen pushes ``norm`` and ``proj`` alone."""
+
+    def setup(self):
+        self.attn = _Attention()
+
+    def __call__(self, x):
+        return self.attn.proj(self.attn.norm(x))
+
+
+class GrandchildNet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return _dense(CLASSES, "head")(_GrandchildBlock(name="block")(_dense(WIDTH, "embed")(x)))
+
+
+def test_a_grandchild_a_blocks_method_calls_directly_keeps_its_row():
+    # below the root, its work went to the block's parameterless row, the grandchildren's rows 0 (a note named
+    # the products only); at the root it was found by the stack's ending
+    report = _report(GrandchildNet())
+    _check_rows(report, {"embed": 2 * B * D_IN * WIDTH, "block/attn/proj": 2 * B * WIDTH * WIDTH,
+                         "head": 2 * B * WIDTH * CLASSES})
+    rows = {row.path: row for row in report.layers}
+    assert rows["block/attn/norm"].forward_flops > 0 and "block" not in rows  # the RMSNorm's own work
+    assert not [n for n in report.notes if "whose method" in n]
+
+
 class TiedHeadNet(nn.Module):
     """Hugging Face Flax's tied LM head (modeling_flax_gpt2.py): a Dense declared in setup and applied
     on another's weight, ``self.head.apply({"params": {"kernel": w.T}}, x)``, in a root scope of its own."""

@@ -362,7 +362,8 @@ def test_a_psum_scatter_is_counted_one_add_per_element_kept_and_its_phases_are_k
                                  out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False))
     report = xla_cost.analyze_step(step, {"w": jax.ShapeDtypeStruct((IN, OUT), jnp.float32)},
                                    jax.ShapeDtypeStruct((DEVICES * ROWS, IN), jnp.float32))
-    assert report.unsupported == {} and report.collectives == {"reduce_scatter": 1}
+    # the backward's all_gather (the reduce_scatter's transpose) runs too, moving data without arithmetic
+    assert report.unsupported == {} and report.collectives == {"reduce_scatter": 1, "all_gather": 1}
     kept = ROWS // DEVICES * OUT  # the elements each device keeps: one add each, as psum's one per element
     # per device: the products, the reduce_scatter, the loss's sum of the kept elements
     assert report.phases["forward"].flops == 2 * ROWS * IN * OUT + kept + (kept - 1)
@@ -372,6 +373,36 @@ def test_a_psum_scatter_is_counted_one_add_per_element_kept_and_its_phases_are_k
     step_phase = report.phases["train_step"]
     assert step_phase.jaxpr_flops == 2 * (2 * ROWS * IN * OUT) + 2 * kept - 1 + 2 * IN * OUT
     assert step_phase.xla_flops == step_phase.jaxpr_flops - kept  # XLA's cost analysis counts a reduce-scatter as 0
+
+
+def _dispatched(params, x, sizes):
+    # an expert-parallel dispatch as MaxText writes it: each device's rows sent to the others by a
+    # ragged_all_to_all whose sizes are known at run time, multiplied by the expert's weights there
+    offsets = jnp.cumsum(sizes) - sizes
+    def loss(p):
+        moved = lax.ragged_all_to_all(x, jnp.zeros_like(x), offsets, sizes, offsets, sizes, axis_name="data")
+        return jnp.sum(moved @ p["w"])
+    value, grads = jax.value_and_grad(loss)(params)
+    return value, jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+
+def test_a_ragged_all_to_all_moves_rows_and_its_step_is_counted_and_listed():
+    # lax.ragged_all_to_all had no rule: the forward and backward were unknown, the collective unlisted; it
+    # moves data (no arithmetic: XLA's 0 FLOP), as all_to_all does, and the step lists how often it runs
+    mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("data",))
+    step = jax.jit(jax.shard_map(_dispatched, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec("data"),
+                                                                   PartitionSpec("data")),
+                                 out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False))
+    report = xla_cost.analyze_step(step, {"w": jax.ShapeDtypeStruct((IN, OUT), jnp.float32)},
+                                   jax.ShapeDtypeStruct((DEVICES * ROWS, IN), jnp.float32),
+                                   jax.ShapeDtypeStruct((DEVICES * DEVICES,), jnp.int32), counter="jaxpr")
+    assert report.unsupported == {}
+    # per device: the rows moved there, by the weights, summed; the weights' gradient x^T dy (the cotangent
+    # is ones: its rows moved back by the transposed ragged_all_to_all, no arithmetic); * 0.1, p -
+    assert report.phases["forward"].flops == 2 * ROWS * IN * OUT + (ROWS * OUT - 1)
+    assert report.phases["backward"].flops == 2 * ROWS * IN * OUT
+    assert report.phases["update"].flops == 2 * IN * OUT
+    assert report.collectives == {"ragged_all_to_all": 1}  # the forward's (the batch is not differentiated)
 
 
 # ------------------------------------------------------------------ a scanned stack's rows

@@ -44,6 +44,7 @@ from xla_cost.compiled.store import Store
 from xla_cost.count.attribution import (REMAINDER, attribute_step, borrowed_note, model_roots, root_products_note,
                                         unmatched_note)
 from xla_cost.count.interpret import EqnCount, JaxprCount
+from xla_cost.count.registry import COLLECTIVES
 from xla_cost.count.routers import undeclared_routing_notes
 from xla_cost.errors import InputError
 from xla_cost.options import given_fields
@@ -58,7 +59,7 @@ from xla_cost.step.workload import ModelOptions, Workload, build_workload
 if TYPE_CHECKING:  # the timing modules load where a step is timed (`time_step`), not with every analysis
     from xla_cost.analysis.timing import Timing
 
-__all__ = ["analyze", "Request", "Stages", "run", "assemble", "COMPILED_PHASES", "COUNTERS", "COLLECTIVES"]
+__all__ = ["analyze", "Request", "Stages", "run", "assemble", "COMPILED_PHASES", "COUNTERS"]
 
 COMPILED_PHASES: tuple[str, ...] = phases.PROGRAMS
 """The phases that have a program of their own (`xla_cost.step.phases`):
@@ -704,13 +705,6 @@ def _param_dtype_name(workload: Workload) -> str | None:
 
 
 
-COLLECTIVES: frozenset[str] = frozenset(
-    {
-        "psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "all_gather", "all_to_all",
-        "ppermute", "pbroadcast", "psum_invariant", "all_reduce",
-    }
-)
-"""Primitives that communicate between the devices of a mesh axis."""
 
 
 def _step_equations(counted: Mapping[str, JaxprCount]) -> list[tuple[int, EqnCount]]:

@@ -23,7 +23,7 @@ from xla_cost.analysis.costs import collective_rows, emulates_narrow_floats, pha
 from xla_cost.analysis.differentiated import with_differentiated_parameters
 from xla_cost.analysis.memory import target_memory, too_big_for
 from xla_cost.analysis.options import check_target
-from xla_cost.analysis.pipeline import target_note
+from xla_cost.analysis.pipeline import COLLECTIVES, target_note
 from xla_cost.analysis.programs import Program
 from xla_cost.analysis.report import PhaseCosts, Report
 from xla_cost.analysis.step_arguments import PER_EXAMPLE, batch_size, compute_dtype, new_state, parameter_dtype, \
@@ -329,7 +329,7 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
         notes.append(f"timing skipped: {timing.skipped}")
     collectives: dict[str, int] = {}
     for e in counted.equations:
-        if e.primitive in _COLLECTIVES:
+        if e.primitive in COLLECTIVES:
             collectives[e.primitive] = collectives.get(e.primitive, 0) + e.executions
     fitted = None
     if target is not None:
@@ -375,8 +375,6 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
     )
 
 
-_COLLECTIVES = frozenset({"psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "all_gather", "all_to_all",
-                          "ppermute", "pbroadcast", "psum_invariant", "all_reduce"})
 
 
 def _trace(prepared: UserStep) -> tuple[Any, Any]:

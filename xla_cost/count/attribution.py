@@ -106,6 +106,14 @@ def _resolve(name: str, current: str, roots: Collection[str], modules: Collectio
     return None
 
 
+def _grandchild(name: str, current: str, modules: Collection[str]) -> str | None:
+    """The one module named ``name`` below ``current`` (not the root), or None: a module's method calling
+    its grandchild directly (``self.attn.proj(x)``: Linen pushes ``proj`` alone; maxdiffusion's Flux blocks
+    call ``self.attn.query_norm``)."""
+    below = [m for m in modules if m.startswith(f"{current}/") and m.endswith(f"/{name}")] if current else []
+    return below[0] if len(below) == 1 else None
+
+
 def _path(
     components: Sequence[str], roots: Collection[str], modules: Collection[str] | None,
     skip: Collection[str] = JAX_SCOPES,
@@ -121,6 +129,8 @@ def _path(
     called: dict[str, tuple[str, list[str]]] = {}  # an entry that names no module: where it was called
     for name in names:
         found = _resolve(name, current, roots, modules) if name else None
+        if found is None and name and not rest:  # (right after the module found: a grandchild it calls)
+            found = _grandchild(name, current, modules)
         if found is not None:
             current, rest = found, []
         elif name and name not in roots and name not in skip:
@@ -150,7 +160,9 @@ def module_path(
     ``X.method`` of that module itself or of its child ``X``
     (``moe/moe._call_experts/vmap(expert)/expert.layer_fn/inp`` ->
     ``moe/expert/inp``); a module constructed in an ancestor and called here
-    (``layers_0/moe/expert`` -> ``layers_0/expert``); an entry that names no module,
+    (``layers_0/moe/expert`` -> ``layers_0/expert``); right after a module below the root, the one
+    module of that name below it (a grandchild its method calls directly, ``self.attn.proj(x)``:
+    ``Net/block/proj`` -> ``block/attn/proj``); an entry that names no module,
     entered again inside a module its first call went through (an interceptor's
     wrapper: ``mlp/Einsum_0/_LoRAEinsum_gating_einsum/Einsum_0`` -> ``mlp/Einsum_0``),
     is where it was first called. Entries that resolve to

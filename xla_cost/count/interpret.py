@@ -40,7 +40,7 @@ from xla_cost.count.attention_flow import CAUSAL, UNSEEN, attention_products, at
 from xla_cost.count.folding import Folding
 from xla_cost.count.loop_words import loop_label, nested, said_once, unknown_trip_note
 from xla_cost.count.primitives import CALL_LIKE, CALL_PARAMS, REMAT_PRIMITIVES, WALKED
-from xla_cost.count.registry import ZERO_COST, Cost, get_rule, takes_values
+from xla_cost.count.registry import MOVING_COLLECTIVES, ZERO_COST, Cost, get_rule, takes_values
 from xla_cost.count.stacks import REMAT_SCOPE, classify_pass, model_scopes
 from xla_cost.count.trip_bounds import TripBound, static_trip_count, trip_bound
 from xla_cost.present.markdown import markdown_table
@@ -448,6 +448,10 @@ class _Counter:
                 finally:
                     self.in_remat = outer
         if name in ZERO_COST:
+            if name in MOVING_COLLECTIVES:  # no arithmetic, but the step's collectives list how often it runs
+                key = (stack, name, times, public_owner(owner), part, self.loop)
+                self.costs[key] = self.costs[key] + Cost()
+                self.executions[key] += times
             return Cost()
         rule = get_rule(name)
         if rule is None:
@@ -716,13 +720,18 @@ def repeated_forward(jaxpr: Any) -> frozenset[tuple[Any, ...]]:
                     walk(branch, (*path, f"b{k}"), stack, depth)
 
     def twin(stack: str, eqn: Any) -> tuple[Any, ...]:
-        # a remat repeats its call site: transpose(jvp(LM))/model/jvp(LM)/model/rematted_computation/b0
-        return (model_scopes(stack), eqn.primitive.name,
+        # a remat repeats its call site: transpose(jvp(LM))/model/jvp(LM)/model/rematted_computation/b0; a
+        # remat in a scanned body, the scan's: transpose(jvp(Net))/blocks/blocks/rematted_computation/mlp,
+        # whose forward ran under jvp(Net)/blocks/mlp (a scope repeated in a row is one, on either side)
+        scopes = model_scopes(stack)
+        return (tuple(s for i, s in enumerate(scopes) if i == 0 or s != scopes[i - 1]), eqn.primitive.name,
                 tuple((tuple(getattr(v.aval, "shape", ())), str(getattr(v.aval, "dtype", ""))) for v in eqn.outvars))
 
     walk(jaxpr, (), "", 0)
+    # (the forward's own work, in or out of a checkpoint's call: a scanned body keeps its checkpoint's primal
+    # in the call, under jvp, where the backward scan's body recomputes it)
     primal = collections.Counter(twin(stack, eqn) for _, stack, eqn, depth in found
-                                 if depth == 0 and classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)
+                                 if classify_pass(stack) == "forward" and REMAT_SCOPE not in stack)
     recomputing = [(path, max(depth, 1), twin(stack, eqn)) for path, stack, eqn, depth in found
                    if REMAT_SCOPE in stack and classify_pass(stack) == "backward"]
     repeated = set()

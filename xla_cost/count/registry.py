@@ -22,6 +22,8 @@ __all__ = [
     "FLOPS_PER_FMA",
     "Cost",
     "ZERO_COST",
+    "MOVING_COLLECTIVES",
+    "COLLECTIVES",
     "Aval",
     "Rule",
     "DuplicateRuleError",
@@ -255,9 +257,25 @@ ZERO_COST: frozenset[str] = frozenset(
         "random_wrap", "random_unwrap", "random_clone", "to_edtype", "from_edtype",
         # host-side debugging hooks: no device arithmetic
         "debug_callback", "debug_print", "inspect_sharding",
-        # collectives that move data without arithmetic
+        # collectives that move data without arithmetic: an all-to-all of sizes known at run time (an
+        # expert-parallel MoE's dispatch, MaxText's), an all-gather of shard_map's invariant form,
+        # a broadcast from one device, a pipeline's send and receive
         "all_gather", "all_to_all", "ppermute", "axis_index",
+        "ragged_all_to_all", "all_gather_invariant", "pbroadcast", "psend", "precv",
     }
 )
 """Primitives that move or relabel data and do no arithmetic (XLA: 0 FLOP)."""
+
+MOVING_COLLECTIVES: frozenset[str] = frozenset({
+    "all_gather", "all_to_all", "ppermute", "ragged_all_to_all", "all_gather_invariant", "pbroadcast", "psend",
+    "precv",
+})
+"""The collectives of `ZERO_COST`: they move data between devices and do no arithmetic; a count
+still records how often each runs (`xla_cost.count.interpret`), for the step's collectives."""
+
+COLLECTIVES: frozenset[str] = MOVING_COLLECTIVES | {
+    "psum", "pmax", "pmin", "psum_scatter", "reduce_scatter", "psum_invariant", "all_reduce",
+}
+"""Primitives that communicate between the devices of a mesh axis: those that move data and those
+that reduce it (an all-reduce counted as one operation per element, XLA's convention)."""
 

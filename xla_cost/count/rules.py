@@ -764,11 +764,11 @@ NOT_COSTED: Mapping[str, str] = {
     # section below; move a name there when it gets one)
     **dict.fromkeys(
         (
-            "all_gather_done", "all_gather_invariant", "all_gather_reduced",
+            "all_gather_done", "all_gather_reduced",
             "all_gather_reduced_start", "all_gather_start", "all_to_all_done",
-            "all_to_all_start", "pbroadcast", "pbroadcast_done", "pbroadcast_start",
-            "ppermute_done", "ppermute_start", "precv", "preduced", "psend", "psum_done",
-            "psum_invariant_start", "psum_start", "ragged_all_to_all",
+            "all_to_all_start", "pbroadcast_done", "pbroadcast_start",
+            "ppermute_done", "ppermute_start", "preduced", "psum_done",
+            "psum_invariant_start", "psum_start",
             "reduce_scatter_done", "reduce_scatter_start",
             "unreduced_psum", "unreduced_psum_start", "unreduced_reduce_scatter",
             "unreduced_reduce_scatter_start",
