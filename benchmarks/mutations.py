@@ -1841,7 +1841,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "intercepted_call_stays_on_wrapper",
         "a call an interceptor wraps (gemma's LoRA) stays on the wrapper's 0-parameter row",
-        (Edit("xla_cost/count/attribution.py",
+        (Edit("xla_cost/count/module_paths.py",
               '            if where[0] != current and (not where[0] or current.startswith(where[0] + "/")):',
               "            if False:"),),
         tests=("tests/count/test_name_resolution.py",),
@@ -2677,7 +2677,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "grandchild_call_is_its_callers_work",
         "a block's method calling its child's children directly (self.attn.proj(x), maxdiffusion's Flux blocks) "
         "puts their work on the block's row below the root, their rows 0",
-        (Edit("xla_cost/count/attribution.py",
+        (Edit("xla_cost/count/module_paths.py",
               "        if found is None and name and not rest:  # (right after the module found: a grandchild it calls)\n",
               "        if False:  # (right after the module found: a grandchild it calls)\n"),),
         tests=("tests/count/test_name_resolution.py::test_a_grandchild_a_blocks_method_calls_directly_keeps_its_row",),
