@@ -2683,6 +2683,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/count/test_name_resolution.py::test_a_grandchild_a_blocks_method_calls_directly_keeps_its_row",),
     ),
     Mutation(
+        "metric_only_gradients_trained",
+        "gradients only a returned metric reads (a gradient norm over a frozen body's, octo's head_only "
+        "finetune) count as trained: the frozen note gone, the metric priced at its norm alone",
+        (Edit("xla_cost/analysis/user_step.py",
+              "    if unmetered is not None and parts[BACKWARD].total.flops:\n",
+              "    if False:\n"),),
+        tests=("tests/step/test_frozen.py::"
+               "test_a_gradient_norm_over_a_frozen_bodys_gradients_is_said_to_cost_their_backward_pass",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

@@ -903,3 +903,29 @@ def test_one_model_keeps_its_rows_by_module_path():
     report = xla_cost.analyze_step(step, s1, X, y, counter="jaxpr", per_layer=True)
     assert [row.path for row in report.layers] == ["Dense_1", "Dense_0", "(remainder)"]
     assert report.layers[0].forward.flops == 2 * B * D * H + B * H
+
+
+def test_a_gradient_norm_over_a_frozen_bodys_gradients_is_said_to_cost_their_backward_pass():
+    # octo's finetune.py (head_only): the body frozen by multi_transform's set_to_zero, and the step logs
+    # optax.global_norm(grads) (optax.tree.norm now) over every gradient. The norm reads the body's gradients the update never reads:
+    # the backward pass computes them for the metric alone. The trained count dropped to "all" (the frozen note
+    # gone) and the checker priced the metric at the norm's 2 FLOP per parameter
+    def train_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean((Probe().apply({"params": p}, x) - y) ** 2))(params)
+        updates, opt_state = FROZEN_BODY.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, {"loss": loss, "grad_norm": optax.tree.norm(grads)}
+
+    params = jax.eval_shape(Probe().init, jax.random.key(0), X)["params"]
+    report = xla_cost.analyze_step(train_step, params, jax.eval_shape(FROZEN_BODY.init, params), X,
+                                   jax.ShapeDtypeStruct((B, C), jnp.float32), counter="jaxpr")
+    head, body = H * C + C, D * H + H
+    assert report.trained_parameters == head
+    [note] = [n for n in report.notes if "read the gradients of" in n]
+    assert note.startswith(f"step checker: the returned metrics read the gradients of {body:,} parameters")
+    flops = int(note.split("the metrics cost ")[1].split(" FLOP")[0].replace(",", ""))
+    # for the metric alone: the head's input gradient g W^T (2 B H C), the ReLU's mask, the body's kernel
+    # gradient x^T g (2 B D H) and bias gradient ((B - 1) H), and the norm's square and add per parameter
+    products = 2 * B * H * C + 2 * B * D * H
+    assert products + (B - 1) * H + 2 * body <= flops <= products + (B - 1) * H + 2 * (head + body) + 3 * B * H
+    [trained] = [n for n in report.notes if n.startswith("trained parameters:")]
+    assert f"{head:,} of the {head + body:,}" in trained and "gradients only the metrics read" in trained

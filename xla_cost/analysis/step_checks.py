@@ -36,7 +36,8 @@ from xla_cost.step import phases
 from xla_cost.step.trees import named_leaves, nbytes, path_names
 from xla_cost.step.user_step import UserStep, differentiable
 
-__all__ = ["no_backward_note", "takes_a_gradient", "fusion_note", "step_notes", "gradients_note", "zero_gradients",
+__all__ = [
+    "metric_gradients_note","no_backward_note", "takes_a_gradient", "fusion_note", "step_notes", "gradients_note", "zero_gradients",
            "ungraded_parameters", "second_forward", "fed_forward", "merged_forward", "read_by_a_pass",
            "without_parameter_copies"]
 
@@ -477,6 +478,19 @@ def ungraded_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str
     for _, _, _, name, grades, updated in judged:
         first.setdefault(name, (grades, updated))
     return [name for name, (grades, updated) in first.items() if not grades and updated and name not in graded]
+
+
+def metric_gradients_note(parameters: int, flops: int, backward: int) -> str:
+    """The step checker's note on gradients that only the step's returned metrics read (``parameters``
+    of them: a gradient norm over every gradient where the optimizer trains some, its other
+    parameters frozen): the backward pass computes them for the metric alone. ``flops``: what the
+    step computes for nothing but its metrics (the step less the step without them, from the jaxpr);
+    ``backward``: the backward pass's FLOP."""
+    share = f" ({flops / backward:.0%} of the backward pass's {backward:,})" if backward else ""
+    return (f"step checker: the returned metrics read the gradients of {parameters:,} parameters the update does "
+            f"not train (frozen): the backward pass computes them for the metrics alone; the metrics cost "
+            f"{flops:,} FLOP the step needs for nothing else{share}: take the metric over the trained "
+            "gradients, or compute it apart every N steps")
 
 
 def trained_parameters(jaxpr: Any, prepared: UserStep, module_of: Callable[[str], str | None],

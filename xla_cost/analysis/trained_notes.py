@@ -17,11 +17,15 @@ def ungraded_note(names: Sequence[str]) -> str:
             "optimizer still applies; optax.masked or optax.set_to_zero leaves them out")
 
 
-def trained_note(trained: int, parameters: int, updated: int | None, integer: int = 0) -> str:
+def trained_note(trained: int, parameters: int, updated: int | None, integer: int = 0, metered: int = 0) -> str:
     """How many of the ``parameters`` the backward pass makes gradients for (``trained``; ``integer``
-    of the rest quantized) and, where it is more, how many the optimizer updates (``updated``)."""
-    return (f"trained parameters: {trained:,} of the {parameters:,} (the backward pass makes gradients for those "
-            f"alone; {parameters - trained:,} frozen"
-            + (f", {integer:,} of them integer (quantized), which take no gradient" if integer else "") + ")"
+    of the rest quantized) and, where it is more, how many the optimizer updates (``updated``);
+    ``metered``: of the rest, those whose gradients the backward pass makes for the step's metrics
+    alone (`xla_cost.analysis.step_checks.metric_gradients_note`), which the update does not read."""
+    made = ("the update reads gradients of those alone" if metered else
+            "the backward pass makes gradients for those alone")
+    return (f"trained parameters: {trained:,} of the {parameters:,} ({made}; {parameters - trained:,} frozen"
+            + (f", {integer:,} of them integer (quantized), which take no gradient" if integer else "")
+            + (f", {metered:,} of them with gradients only the metrics read" if metered else "") + ")"
             + (f"; the optimizer still updates {updated:,} (the frozen ones' zero gradients too): the update's "
                "FLOP per parameter is over those" if updated else ""))

@@ -30,7 +30,8 @@ from xla_cost.analysis.step_arguments import PER_EXAMPLE, batch_size, compute_dt
     step_memory, written_arguments
 from xla_cost.analysis.quantized import with_quantized_weights
 from xla_cost.analysis.step_checks import (
-    fusion_note, merged_forward, no_backward_note, second_forward, step_notes, takes_a_gradient, trained_parameters,
+    fusion_note, merged_forward, metric_gradients_note, no_backward_note, second_forward, step_notes, takes_a_gradient,
+    trained_parameters,
     without_parameter_copies,
 )
 from xla_cost.analysis.step_target import target_lowered
@@ -43,7 +44,7 @@ from xla_cost.analysis.step_classes import with_class_names
 from xla_cost.count.attribution import attribute_parts, check_depth, classify_pass, model_roots, module_path, \
     module_tree, owner, root_products_note, split_name_stack, stack_modules, unmatched_note, with_ancestors, \
     borrowed_note
-from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack
+from xla_cost.count.interpret import JaxprCount, count_jaxpr, join_stack, kept_outputs
 from xla_cost.count.param_reads import parameter_reads
 from xla_cost.count.routers import undeclared_routing_notes
 from xla_cost.count.step_labels import StepLabels
@@ -305,11 +306,21 @@ def _analyze_step(step: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, 
                 borrowed_note(reads, paths, root=root, known_modules=known))
         notes += [note for note in said if note]
     trained, gradients, updated = trained_parameters(traced.jaxpr, prepared, module_of, shards=split.leaves)
+    # gradients only the returned metrics read (a gradient norm over a frozen tower's): computed, not trained
+    unmetered = kept_outputs(traced, results) if results is not None and not all(results) else None
+    metered = 0
+    if unmetered is not None and parts[BACKWARD].total.flops:
+        alone = trained_parameters(unmetered.jaxpr, prepared, module_of, shards=split.leaves)[0]
+        if 0 < alone < trained:
+            notes.append(metric_gradients_note(trained - alone, counted.total.flops
+                                               - count_jaxpr(unmetered).total.flops, parts[BACKWARD].total.flops))
+            # (the updated ones judged as the same step without the metric would be: those it trains)
+            metered, trained, updated = trained - alone, alone, alone
     some = bool(parts[BACKWARD].total.flops) and 0 < trained < prepared.parameters
     updated = updated if some and trained < updated else None  # the optimizer also runs on zero gradients
     if some:
         integer = sum(int(leaf.size) for i, leaf in enumerate(jax.tree.leaves(prepared.args)) if i in prepared.quantized)
-        notes.append(trained_note(trained, prepared.parameters, updated, integer))
+        notes.append(trained_note(trained, prepared.parameters, updated, integer, metered))
     breakdown = None
     if memory:
         # XLA's figures of the program the user's jit compiles (its donation, its outputs), where it is

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EqnCount", "LoopInfo", "JaxprCount", "count_jaxpr", "count_function", "SCAN_COUNTER_FLOPS",
     "WALKED", "CALL_LIKE", "CALL_PARAMS", "REMAT_PRIMITIVES", "join_stack", "repeated_forward", "eqn_owner",
-    "combine_owners", "public_owner",
+    "combine_owners", "public_owner", "kept_outputs",
 ]
 
 
@@ -589,6 +589,23 @@ def _dead_code_eliminated(jaxpr: Any) -> tuple[Any, list[bool]]:
     if len(pruned.invars) != len(jaxpr.invars):  # pruned inputs: keep the flags aligned
         return pruned, list(used)
     return pruned, every
+
+
+def kept_outputs(closed_jaxpr: Any, keep: Sequence[bool]) -> Any:
+    """``closed_jaxpr`` (a ``ClosedJaxpr``) with only the results ``keep`` marks, and the equations only
+    the others needed removed (its inputs all kept): a step without its metrics. None where jax's
+    dead-code elimination is not reachable (its internals moved) or ``keep`` does not fit the results."""
+    jaxpr = closed_jaxpr.jaxpr
+    if len(keep) != len(jaxpr.outvars):
+        return None
+    try:
+        from jax._src.interpreters import partial_eval as pe
+        from jax.extend import core as jex_core
+
+        pruned, _ = pe.dce_jaxpr(jaxpr, list(keep), instantiate=True)
+        return jex_core.ClosedJaxpr(pruned, closed_jaxpr.consts)
+    except Exception:  # noqa: BLE001 - depends on jax internals: the step is judged whole instead
+        return None
 
 
 def count_jaxpr(
