@@ -2693,6 +2693,16 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_a_gradient_norm_over_a_frozen_bodys_gradients_is_said_to_cost_their_backward_pass",),
     ),
     Mutation(
+        "metric_only_cond_is_update",
+        "an optimizer's update run again for a metric inside a cond (optax.MultiSteps, octo's update_norm) stays "
+        "the update's: update x1.9",
+        (Edit("xla_cost/count/step_parts.py",
+              "                metric = metrics_only_loop(node, outer, {OTHER, _METRIC})\n",
+              "                metric: set[Any] = set()\n"),),
+        tests=("tests/step/test_step_parts.py::"
+               "test_an_update_run_again_for_its_norm_is_other_even_inside_multisteps_cond",),
+    ),
+    Mutation(
         "perturbed_input_is_update",
         "work made from a gradient and no parameter that a gradient's passes read (FGSM's x + eps * sign(grad_x)) "
         "stays the update's: SGD's update 3 B IN FLOP too large, the second gradient said to follow an update",

@@ -846,3 +846,34 @@ def test_an_input_perturbed_along_its_gradient_is_other_not_the_update_nor_a_par
     assert "1 taken at inputs perturbed along an earlier gradient" in note
     assert (f"{attack} in loops" in note) == (form == "pgd")
     assert "update made" not in note and "step checker: other holds" not in " ".join(report.notes)
+
+
+# ------------------------------------------- an optimizer's update run again for a metric
+
+def test_an_update_run_again_for_its_norm_is_other_even_inside_multisteps_cond():
+    # octo's finetune.py calls state.tx.update once for an update_norm metric and once in apply_gradients. With
+    # plain Adam the copy was other; with optax.MultiSteps (its update a lax.cond) the copy's cond was the update's:
+    # update x1.9. The update the step applies is the same with or without the metric's copy
+    tx = optax.MultiSteps(optax.adam(1e-3), 4)
+    model = _Relu()
+
+    def make(logged):
+        def step(params, opt_state, x, y):
+            loss, grads = jax.value_and_grad(lambda p: optax.softmax_cross_entropy_with_integer_labels(
+                model.apply({"params": p}, x), y).mean())(params)
+            info = {"loss": loss}
+            if logged:
+                info["update_norm"] = optax.tree.norm(tx.update(grads, opt_state, params)[0])
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, info
+        return step
+
+    x, y = jax.ShapeDtypeStruct((B, IN), jnp.float32), jax.ShapeDtypeStruct((B,), jnp.int32)
+    params = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+    state = jax.eval_shape(tx.init, params)
+    plain, logged = (xla_cost.analyze_step(make(m), params, state, x, y, counter="jaxpr") for m in (False, True))
+    assert logged.phases["update"].flops == plain.phases["update"].flops
+    n = IN * FC + FC + FC * OUT + OUT
+    # the copy's Adam arithmetic (no more than the applied update's) and the norm's square and add per parameter
+    extra = logged.phases["other"].flops - plain.phases["other"].flops
+    assert 2 * n < extra <= plain.phases["update"].flops + 2 * n

@@ -6,15 +6,8 @@ An equation's name stack says both where it comes from and which pass it is in:
 * ``transpose(jvp(LinearNet))/fc1`` -> module ``fc1``, backward pass
 * ``LinearNet/fc1`` (no autodiff)  -> module ``fc1``, the phase's own pass
 
-A name stack is a chain of calls, not a module path: Flax pushes one entry per
-method call, the called module's own name (``moe``), with the method after a dot
-when it is not ``__call__`` (``moe._call_experts``, ``sub.encode``), inside the
-name of a lifted transform (``vmap(expert)``); a module constructed in one parent
-and called from another is named where it is called (``layers_0/moe/expert`` for
-parameters at ``layers_0/expert``); a module's own name may hold a dot
-(``down_0.block_0``). Given the model's modules (`module_tree`), `module_path`
-resolves each entry against them, and `unmatched_note` names the stacks that
-resolve to nothing.
+A name stack is a chain of calls, not a module path: `xla_cost.count.module_paths` resolves
+it against the model's modules, and `unmatched_note` names the stacks that resolve to nothing.
 
 Each equation goes to the innermost module on its path that holds parameters
 (itself or below it), or to the parameter-free module just below that one (a

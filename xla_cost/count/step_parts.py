@@ -78,7 +78,8 @@ from xla_cost.count.jaxpr_values import aval_key, float_scalar, literal, residua
 from xla_cost.count.aux_metrics import metric_only_forward
 from xla_cost.count.gradients import gradient_work, matched_nodes
 from xla_cost.count.level_values import MIXED, every_node, losses, made_from_forward, saved_values
-from xla_cost.count.update_work import feeding_state, owners_from_readers, perturbed_in_loop, revert_unconfirmed
+from xla_cost.count.update_work import feeding_state, metrics_only_loop, owners_from_readers, perturbed_in_loop, \
+    revert_unconfirmed
 from xla_cost.count.step_labels import Label, Path, StepLabels
 from xla_cost.count.stacks import REMAT_SCOPE, bare_stack, classify_pass, differentiated_scopes
 from xla_cost.step.phases import STEP_PARTS
@@ -389,6 +390,10 @@ class _Classifier:
             else:
                 outer = [readers.get(v, set()) for v in node.outs]
                 revert_unconfirmed(node, outer, self.provisional, {UPDATE, _OUTSIDE})
+                metric = metrics_only_loop(node, outer, {OTHER, _METRIC})
+                if metric:  # (an optimizer's update run again for a metric: its norm)
+                    self.metrics |= metric
+                    node.part = OTHER if node.part == UPDATE else node.part
                 moved = perturbed_in_loop(node, outer, {FORWARD, BACKWARD}, _PERTURBED_READERS, _PERTURBED)
                 if moved:  # (PGD's steps in a fori_loop: the loop makes a perturbed input, no update)
                     self.adversarial |= moved

@@ -33,7 +33,7 @@ from typing import Any
 
 from xla_cost.step.phases import STEP_PARTS
 
-__all__ = ["feeding_state", "owners_from_readers", "perturbed_in_loop", "revert_unconfirmed"]
+__all__ = ["feeding_state", "metrics_only_loop", "owners_from_readers", "perturbed_in_loop", "revert_unconfirmed"]
 
 _FORWARD, _BACKWARD, UPDATE, OTHER = STEP_PARTS
 _SEVERAL = "mixed"  # what a loop of several parts reads a value as
@@ -243,4 +243,30 @@ def perturbed_in_loop(node: Any, outer: Sequence[Collection[str]], passes: Colle
             inner.part, inner.owner, inner.adversarial = OTHER, None, True
             body.labels[inner.path] = body.labels[inner.path]._replace(part=OTHER, owner=None)
             moved.add(inner.path)
+    return moved
+
+
+def metrics_only_loop(node: Any, outer: Sequence[Collection[str]], metrics: Collection[str]) -> set[Any]:
+    """Turns into other work the update work in the bodies and branches of the loop or cond ``node``
+    (at any depth) where every result of it that something reads is read by ``metrics`` alone: an
+    optimizer's update run a second time for a metric (octo's finetune step logs the norm of
+    ``tx.update``'s updates, computed apart from the one it applies; an ``optax.MultiSteps`` update
+    is a ``cond``). Returns the paths turned (their parts and the bodies' labels are set)."""
+    read = [marks for marks in outer if marks]
+    if not read or not all(set(marks) <= set(metrics) for marks in read):
+        return set()
+    moved: set[Any] = set()
+
+    def turn(level: Any) -> None:
+        for inner in level.nodes:
+            for nested in inner.levels:
+                turn(nested)
+                level.labels.update(nested.labels)
+            if not inner.levels and inner.part == UPDATE:
+                inner.part = OTHER
+                level.labels[inner.path] = level.labels[inner.path]._replace(part=OTHER)
+                moved.add(inner.path)
+
+    for body in node.levels:
+        turn(body)
     return moved
